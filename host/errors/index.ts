@@ -1,0 +1,1 @@
+export { BerthError, isBerthError, type ErrorIds } from './berth-error';
