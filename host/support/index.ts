@@ -1,0 +1,2 @@
+export { type Clock, systemClock } from './clock';
+export { newId } from './ids';
