@@ -1,0 +1,31 @@
+import { execa } from 'execa';
+
+/**
+ * The few Docker engine operations the image build needs, through the docker CLI so that the
+ * build script works wherever `docker` does (the host's Docker adapter lives in host/sandbox).
+ */
+export async function findImageByLabels(labels: Record<string, string>, signal: AbortSignal): Promise<string | undefined> {
+  const filters = Object.entries(labels).flatMap(([k, v]) => ['--filter', `label=${k}=${v}`]);
+  const { stdout } = await execa('docker', ['image', 'ls', '--quiet', '--no-trunc', ...filters], { cancelSignal: signal });
+  return stdout.split('\n').map((l) => l.trim()).find((l) => l.startsWith('sha256:'));
+}
+
+/** Streams a docker-archive directory into `docker load` and returns the id Docker reports. */
+export async function loadArchiveDir(dir: string, signal: AbortSignal): Promise<string> {
+  const tar = execa('tar', ['--create', `--directory=${dir}`, '--sort=name', '--numeric-owner', '.'], { cancelSignal: signal, buffer: false });
+  const load = execa('docker', ['load'], { cancelSignal: signal });
+  tar.stdout.pipe(load.stdin);
+  const [, loaded] = await Promise.all([tar, load]);
+  const match = /sha256:[0-9a-f]{64}/.exec(loaded.stdout);
+  if (!match) throw new Error(`docker load printed no image id: ${loaded.stdout}`);
+  return match[0];
+}
+
+export async function tagImage(imageId: string, tag: string, signal: AbortSignal): Promise<void> {
+  await execa('docker', ['tag', imageId, tag], { cancelSignal: signal });
+}
+
+/** Removes an image and all its tags; used to force a rebuild in tests. */
+export async function removeImage(ref: string, signal: AbortSignal): Promise<void> {
+  await execa('docker', ['image', 'rm', '--force', ref], { cancelSignal: signal, reject: false });
+}

@@ -1,0 +1,3 @@
+export { buildImage, type BuildImageOptions, type BuiltImage } from './build-image';
+export type { BuildProgress } from './definition';
+export { imageDefinitions } from './definitions';
