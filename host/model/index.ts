@@ -1,0 +1,35 @@
+export { JsonSchema, type Json } from './json';
+export {
+  RUN_STATES,
+  type RunState,
+  isLegalRunTransition,
+  isFinalRunState,
+  assertRunTransition,
+  runTransitionEdges,
+} from './run-states';
+export {
+  TASK_STATUSES,
+  TASK_OUTCOMES,
+  type TaskStatus,
+  type TaskOutcome,
+  JoinPolicySchema,
+  type JoinPolicy,
+  WaitSpecSchema,
+  type WaitSpec,
+  TaskErrorSchema,
+  type TaskError,
+  type Task,
+} from './task';
+export { EFFECT_STATUSES, REPLAY_POLICIES, type EffectStatus, type ReplayPolicy, isUnresolvedEffect } from './effect';
+export type {
+  Session,
+  Conversation,
+  Submission,
+  RunVersions,
+  Run,
+  RunTransition,
+  Entry,
+  Effect,
+  StoredDocument,
+  CommitRecord,
+} from './records';

@@ -1,0 +1,134 @@
+import type {
+  EffectStatus,
+  Json,
+  ReplayPolicy,
+  RunState,
+  RunVersions,
+  TaskError,
+  TaskOutcome,
+  TaskStatus,
+  WaitSpec,
+} from '../model';
+
+export interface NewTask {
+  id: string;
+  runId: string | null;
+  parentId: string | null;
+  kind: string;
+  kindVersion: number;
+  phase: string;
+  input: Json;
+  checkpoint?: Json;
+  status?: TaskStatus;
+}
+
+/** Fields a transition may set; absent fields keep their value. */
+export interface TaskChanges {
+  status?: TaskStatus;
+  phase?: string;
+  checkpoint?: Json;
+  attempts?: number;
+  restarts?: number;
+  wait?: WaitSpec | null;
+  wakeAt?: number | null;
+  outcome?: TaskOutcome | null;
+  result?: Json;
+  error?: TaskError | null;
+  blockedReason?: string | null;
+}
+
+/** Compare-and-set on `version`: rejected (and the whole commit with it) when the row moved on. */
+export interface TaskTransitionInput {
+  taskId: string;
+  expectVersion: number;
+  set: TaskChanges;
+}
+
+export interface NewRun {
+  id: string;
+  kind: string;
+  submissionId: string | null;
+  rootTaskId: string | null;
+  versions: RunVersions;
+}
+
+/** Compare-and-set on the run state; the edge must be legal in the run state machine. */
+export interface RunTransitionInput {
+  runId: string;
+  from: RunState;
+  to: RunState;
+  actor: string;
+  reason: string;
+  versions?: RunVersions;
+}
+
+export interface NewEntry {
+  id: string;
+  conversationId?: string | null;
+  runId?: string | null;
+  taskId?: string | null;
+  kind: string;
+  body: Json;
+}
+
+/** One document operation; `baseline` (the state after this op) is stored when the caller decides a baseline is due. */
+export interface DocumentOpInput {
+  documentId: string;
+  /** Present for the operation that creates the document (expectVersion must then be 0). */
+  create?: { type: string; runId: string | null; initial: Json };
+  expectVersion: number;
+  op: Json;
+  baseline?: Json;
+}
+
+export interface EffectWrite {
+  id: string;
+  /** Present to create the effect; creating an existing effect with the same intent is a no-op, with another intent a conflict. */
+  create?: { runId: string | null; taskId: string | null; kind: string; intent: Json; replay: ReplayPolicy };
+  expectStatus?: EffectStatus;
+  set?: { status?: EffectStatus; attempts?: number; receipt?: Json; error?: Json };
+}
+
+export interface NewSubmission {
+  id: string;
+  requestId: string;
+  runId: string;
+  input: Json;
+}
+
+/**
+ * Everything one commit may change. Applied atomically: all of it or none of it.
+ * `label` names the commit boundary for fault points and the commit log.
+ */
+export interface CommitInput {
+  sessionId: string;
+  label: string;
+  actor?: string;
+  /** When set, the commit is refused unless the fencing epoch of `scope` still equals `epoch`. */
+  fence?: { scope: string; epoch: number };
+  createSession?: { meta?: Json };
+  conversations?: Array<{ id: string }>;
+  submissions?: NewSubmission[];
+  runs?: NewRun[];
+  runTransitions?: RunTransitionInput[];
+  entries?: NewEntry[];
+  documentOps?: DocumentOpInput[];
+  tasks?: NewTask[];
+  taskTransitions?: TaskTransitionInput[];
+  /** Durable cancellation intent; does not bump versions, so an in-flight phase can still commit its result. */
+  cancelTasks?: string[];
+  effects?: EffectWrite[];
+}
+
+export type CommitConflict =
+  | { kind: 'task_version'; taskId: string; expected: number; actual: number | null }
+  | { kind: 'run_state'; runId: string; expected: RunState; actual: RunState | null }
+  | { kind: 'document_version'; documentId: string; expected: number; actual: number | null }
+  | { kind: 'effect_status'; effectId: string; expected: EffectStatus; actual: EffectStatus | null }
+  | { kind: 'effect_intent'; effectId: string }
+  | { kind: 'fence'; scope: string; expected: number; actual: number | null }
+  | { kind: 'duplicate_request'; requestId: string; submissionId: string; runId: string }
+  | { kind: 'unresolved_effects'; runId: string; effectIds: string[] };
+
+/** A commit either happened (with its per-session sequence number) or wrote nothing and says why. */
+export type CommitResult = { ok: true; seq: number; at: number } | { ok: false; conflict: CommitConflict };

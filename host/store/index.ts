@@ -1,0 +1,17 @@
+export type { Store, TaskFilter, EntryFilter } from './store';
+export type {
+  CommitInput,
+  CommitResult,
+  CommitConflict,
+  NewTask,
+  TaskChanges,
+  TaskTransitionInput,
+  NewRun,
+  RunTransitionInput,
+  NewEntry,
+  DocumentOpInput,
+  EffectWrite,
+  NewSubmission,
+} from './commit-input';
+export { openSqliteStore, type SqliteStoreOptions } from './sqlite/sqlite-store';
+export type { Durability } from './sqlite/open';

@@ -1,0 +1,233 @@
+import type Database from 'better-sqlite3';
+import { BerthError } from '../../errors';
+import { assertRunTransition, type EffectStatus, type RunState } from '../../model';
+import type { CommitConflict, CommitInput, TaskChanges } from '../commit-input';
+import { json } from './rows';
+
+/** Thrown inside the transaction to roll it back; never escapes this module. */
+class Conflict {
+  constructor(readonly conflict: CommitConflict) {}
+}
+
+const TASK_COLUMNS: Record<keyof TaskChanges, { column: string; encode: (v: never) => unknown }> = {
+  status: { column: 'status', encode: (v) => v },
+  phase: { column: 'phase', encode: (v) => v },
+  checkpoint: { column: 'checkpoint_json', encode: (v) => json(v) },
+  attempts: { column: 'attempts', encode: (v) => v },
+  restarts: { column: 'restarts', encode: (v) => v },
+  wait: { column: 'wait_json', encode: (v) => (v === null ? null : json(v)) },
+  wakeAt: { column: 'wake_at', encode: (v) => v },
+  outcome: { column: 'outcome', encode: (v) => v },
+  result: { column: 'result_json', encode: (v) => json(v) },
+  error: { column: 'error_json', encode: (v) => (v === null ? null : json(v)) },
+  blockedReason: { column: 'blocked_reason', encode: (v) => v },
+};
+
+/**
+ * Applies one {@link CommitInput} in a single IMMEDIATE transaction and returns the new
+ * per-session sequence number, or the first conflict found (in which case nothing was written).
+ */
+export class CommitWriter {
+  private readonly taskUpdates = new Map<string, Database.Statement>();
+  private readonly s;
+
+  constructor(private readonly db: Database.Database) {
+    const p = (sql: string) => db.prepare(sql);
+    this.s = {
+      fence: p('SELECT epoch FROM fencing WHERE scope = ?'),
+      sessionInsert: p('INSERT OR IGNORE INTO sessions (id, created_at, meta_json) VALUES (?, ?, ?)'),
+      sessionGet: p('SELECT last_seq, entry_seq FROM sessions WHERE id = ?'),
+      sessionBump: p('UPDATE sessions SET last_seq = ?, entry_seq = ? WHERE id = ?'),
+      commitInsert: p('INSERT INTO commits (session_id, seq, at, label, actor) VALUES (?, ?, ?, ?, ?)'),
+      conversationInsert: p('INSERT INTO conversations (id, session_id, created_at) VALUES (?, ?, ?)'),
+      submissionByRequest: p('SELECT id, run_id FROM submissions WHERE request_id = ?'),
+      submissionInsert: p(
+        'INSERT INTO submissions (id, session_id, request_id, run_id, input_json, created_at) VALUES (?, ?, ?, ?, ?, ?)',
+      ),
+      runInsert: p(
+        `INSERT INTO runs (id, session_id, submission_id, kind, state, root_task_id, transition_count, versions_json, created_at, updated_at)
+         VALUES (?, ?, ?, ?, 'admitted', ?, 1, ?, ?, ?)`,
+      ),
+      runGet: p('SELECT state, transition_count, versions_json FROM runs WHERE id = ?'),
+      runUpdate: p('UPDATE runs SET state = ?, transition_count = ?, versions_json = ?, updated_at = ? WHERE id = ? AND state = ?'),
+      transitionInsert: p(
+        `INSERT INTO run_transitions (run_id, n, at, actor, from_state, to_state, reason, versions_json, commit_seq)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      ),
+      unresolvedEffects: p(
+        "SELECT id FROM effects WHERE run_id = ? AND status IN ('intended', 'executing', 'unknown') ORDER BY id",
+      ),
+      entryInsert: p(
+        `INSERT INTO entries (session_id, seq, id, conversation_id, run_id, task_id, kind, body_json, commit_seq, at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      ),
+      docGet: p('SELECT version FROM documents WHERE id = ?'),
+      docInsert: p(
+        `INSERT INTO documents (id, session_id, run_id, type, version, baseline_version, created_at, updated_at)
+         VALUES (?, ?, ?, ?, 0, 0, ?, ?)`,
+      ),
+      docBump: p('UPDATE documents SET version = ?, updated_at = ? WHERE id = ? AND version = ?'),
+      docBaselineMark: p('UPDATE documents SET baseline_version = ? WHERE id = ?'),
+      docBaselineInsert: p('INSERT INTO document_baselines (document_id, version, state_json) VALUES (?, ?, ?)'),
+      docOpInsert: p('INSERT INTO document_ops (document_id, version, op_json, commit_seq) VALUES (?, ?, ?, ?)'),
+      taskInsert: p(
+        `INSERT INTO tasks (id, session_id, run_id, parent_id, kind, kind_version, status, phase, checkpoint_json, input_json, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      ),
+      taskVersion: p('SELECT version FROM tasks WHERE id = ?'),
+      taskCancel: p('UPDATE tasks SET cancel_requested = 1, updated_at = ? WHERE id = ?'),
+      effectGet: p('SELECT status, intent_json FROM effects WHERE id = ?'),
+      effectUpdate: p(
+        `UPDATE effects SET status = COALESCE(?, status), attempts = COALESCE(?, attempts),
+         receipt_json = COALESCE(?, receipt_json), error_json = COALESCE(?, error_json), updated_at = ? WHERE id = ?`,
+      ),
+      effectInsert: p(
+        `INSERT INTO effects (id, session_id, run_id, task_id, kind, intent_json, replay, status, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, 'intended', ?, ?)`,
+      ),
+    };
+  }
+
+  apply(input: CommitInput, at: number): { ok: true; seq: number; at: number } | { ok: false; conflict: CommitConflict } {
+    try {
+      const seq = this.db.transaction(() => this.write(input, at)).immediate();
+      return { ok: true, seq, at };
+    } catch (err) {
+      if (err instanceof Conflict) return { ok: false, conflict: err.conflict };
+      throw err;
+    }
+  }
+
+  private write(c: CommitInput, at: number): number {
+    const s = this.s;
+    const sid = c.sessionId;
+    if (c.fence) {
+      const row = s.fence.get(c.fence.scope) as { epoch: number } | undefined;
+      if (row?.epoch !== c.fence.epoch) {
+        throw new Conflict({ kind: 'fence', scope: c.fence.scope, expected: c.fence.epoch, actual: row?.epoch ?? null });
+      }
+    }
+    if (c.createSession) s.sessionInsert.run(sid, at, json(c.createSession.meta ?? null));
+    const session = s.sessionGet.get(sid) as { last_seq: number; entry_seq: number } | undefined;
+    if (!session) throw new BerthError('session_not_found', `session ${sid} does not exist`, { ids: { sessionId: sid } });
+    const seq = session.last_seq + 1;
+    let entrySeq = session.entry_seq;
+    s.commitInsert.run(sid, seq, at, c.label, c.actor ?? 'host');
+
+    for (const conv of c.conversations ?? []) s.conversationInsert.run(conv.id, sid, at);
+    for (const sub of c.submissions ?? []) {
+      const existing = s.submissionByRequest.get(sub.requestId) as { id: string; run_id: string } | undefined;
+      if (existing) {
+        throw new Conflict({
+          kind: 'duplicate_request',
+          requestId: sub.requestId,
+          submissionId: existing.id,
+          runId: existing.run_id,
+        });
+      }
+      s.submissionInsert.run(sub.id, sid, sub.requestId, sub.runId, json(sub.input), at);
+    }
+    for (const run of c.runs ?? []) {
+      s.runInsert.run(run.id, sid, run.submissionId, run.kind, run.rootTaskId, json(run.versions), at, at);
+      s.transitionInsert.run(run.id, 1, at, c.actor ?? 'host', null, 'admitted', 'submitted', json(run.versions), seq);
+    }
+    for (const e of c.entries ?? []) {
+      entrySeq += 1;
+      s.entryInsert.run(sid, entrySeq, e.id, e.conversationId ?? null, e.runId ?? null, e.taskId ?? null, e.kind, json(e.body), seq, at);
+    }
+    for (const d of c.documentOps ?? []) this.writeDocumentOp(sid, d, seq, at);
+    for (const t of c.tasks ?? []) {
+      s.taskInsert.run(t.id, sid, t.runId, t.parentId, t.kind, t.kindVersion, t.status ?? 'pending', t.phase, json(t.checkpoint ?? null), json(t.input), at, at);
+    }
+    for (const t of c.taskTransitions ?? []) this.writeTaskTransition(t.taskId, t.expectVersion, t.set, at);
+    for (const id of c.cancelTasks ?? []) s.taskCancel.run(at, id);
+    // Effects before run transitions: a commit that confirms the last effect may also complete the run.
+    for (const e of c.effects ?? []) this.writeEffect(sid, e, at);
+    for (const t of c.runTransitions ?? []) this.writeRunTransition(t, c.actor ?? t.actor, seq, at);
+
+    s.sessionBump.run(seq, entrySeq, sid);
+    return seq;
+  }
+
+  private writeDocumentOp(sid: string, d: NonNullable<CommitInput['documentOps']>[number], seq: number, at: number): void {
+    const s = this.s;
+    if (d.create) {
+      if (d.expectVersion !== 0) throw new BerthError('bad_commit', `creating document ${d.documentId} requires expectVersion 0`);
+      if (s.docGet.get(d.documentId)) throw new Conflict({ kind: 'document_version', documentId: d.documentId, expected: 0, actual: 1 });
+      s.docInsert.run(d.documentId, sid, d.create.runId, d.create.type, at, at);
+      s.docBaselineInsert.run(d.documentId, 0, json(d.create.initial));
+    }
+    const next = d.expectVersion + 1;
+    if (s.docBump.run(next, at, d.documentId, d.expectVersion).changes !== 1) {
+      const row = s.docGet.get(d.documentId) as { version: number } | undefined;
+      throw new Conflict({ kind: 'document_version', documentId: d.documentId, expected: d.expectVersion, actual: row?.version ?? null });
+    }
+    s.docOpInsert.run(d.documentId, next, json(d.op), seq);
+    if (d.baseline !== undefined) {
+      s.docBaselineInsert.run(d.documentId, next, json(d.baseline));
+      s.docBaselineMark.run(next, d.documentId);
+    }
+  }
+
+  private writeTaskTransition(taskId: string, expectVersion: number, set: TaskChanges, at: number): void {
+    const keys = (Object.keys(set) as Array<keyof TaskChanges>).filter((k) => set[k] !== undefined).sort();
+    const cacheKey = keys.join(',');
+    let stmt = this.taskUpdates.get(cacheKey);
+    if (!stmt) {
+      const assignments = keys.map((k) => `${TASK_COLUMNS[k].column} = ?`);
+      stmt = this.db.prepare(
+        `UPDATE tasks SET ${[...assignments, 'version = version + 1', 'updated_at = ?'].join(', ')} WHERE id = ? AND version = ?`,
+      );
+      this.taskUpdates.set(cacheKey, stmt);
+    }
+    const values = keys.map((k) => TASK_COLUMNS[k].encode(set[k] as never));
+    if (stmt.run(...values, at, taskId, expectVersion).changes !== 1) {
+      const row = this.s.taskVersion.get(taskId) as { version: number } | undefined;
+      throw new Conflict({ kind: 'task_version', taskId, expected: expectVersion, actual: row?.version ?? null });
+    }
+  }
+
+  private writeEffect(sid: string, e: NonNullable<CommitInput['effects']>[number], at: number): void {
+    const s = this.s;
+    let row = s.effectGet.get(e.id) as { status: EffectStatus; intent_json: string } | undefined;
+    if (e.create) {
+      if (row && row.intent_json !== json(e.create.intent)) throw new Conflict({ kind: 'effect_intent', effectId: e.id });
+      if (!row) {
+        s.effectInsert.run(e.id, sid, e.create.runId, e.create.taskId, e.create.kind, json(e.create.intent), e.create.replay, at, at);
+        row = { status: 'intended', intent_json: json(e.create.intent) };
+      }
+    }
+    if (!row) throw new BerthError('effect_not_found', `effect ${e.id} does not exist`, { ids: { effectId: e.id } });
+    if (e.expectStatus !== undefined && row.status !== e.expectStatus) {
+      throw new Conflict({ kind: 'effect_status', effectId: e.id, expected: e.expectStatus, actual: row.status });
+    }
+    if (!e.set) return;
+    const { status, attempts, receipt, error } = e.set;
+    s.effectUpdate.run(
+      status ?? null,
+      attempts ?? null,
+      receipt === undefined ? null : json(receipt),
+      error === undefined ? null : json(error),
+      at,
+      e.id,
+    );
+  }
+
+  private writeRunTransition(t: NonNullable<CommitInput['runTransitions']>[number], actor: string, seq: number, at: number): void {
+    const s = this.s;
+    const row = s.runGet.get(t.runId) as { state: RunState; transition_count: number; versions_json: string } | undefined;
+    if (!row || row.state !== t.from) {
+      throw new Conflict({ kind: 'run_state', runId: t.runId, expected: t.from, actual: row?.state ?? null });
+    }
+    assertRunTransition(t.runId, t.from, t.to);
+    if (t.to === 'completed') {
+      const open = (s.unresolvedEffects.all(t.runId) as Array<{ id: string }>).map((r) => r.id);
+      if (open.length > 0) throw new Conflict({ kind: 'unresolved_effects', runId: t.runId, effectIds: open });
+    }
+    const versions = t.versions ?? JSON.parse(row.versions_json);
+    const n = row.transition_count + 1;
+    s.runUpdate.run(t.to, n, json(versions), at, t.runId, t.from);
+    s.transitionInsert.run(t.runId, n, at, t.actor || actor, t.from, t.to, t.reason, json(versions), seq);
+  }
+}
+

@@ -1,0 +1,68 @@
+import type Database from 'better-sqlite3';
+import type { LeaseRecord, LeaseRecords, SweepRecord } from '../../sandbox/lease-records';
+import type { Row } from './rows';
+
+const toLease = (r: Row): LeaseRecord => ({
+  id: r.id as string,
+  sessionId: r.session_id as string,
+  hostId: r.host_id as string,
+  containerId: r.container_id as string,
+  imageDigest: r.image_digest as string,
+  envFingerprint: r.env_fingerprint as string,
+  createdAt: r.created_at as number,
+  expiresAt: r.expires_at as number,
+  releasedAt: (r.released_at as number | null) ?? null,
+});
+
+/** The SQLite side of the sandbox adapter's {@link LeaseRecords} port. */
+export function sqliteLeaseRecords(db: Database.Database): LeaseRecords {
+  const insert = db.prepare(
+    `INSERT INTO leases (id, session_id, host_id, container_id, image_digest, env_fingerprint, created_at, expires_at, released_at)
+     VALUES (@id, @sessionId, @hostId, @containerId, @imageDigest, @envFingerprint, @createdAt, @expiresAt, @releasedAt)`,
+  );
+  const heartbeat = db.prepare('UPDATE leases SET expires_at = ? WHERE id = ? AND released_at IS NULL');
+  const release = db.prepare('UPDATE leases SET released_at = ? WHERE id = ? AND released_at IS NULL');
+  const get = db.prepare('SELECT * FROM leases WHERE id = ?');
+  const sweep = db.prepare('INSERT INTO sweeps (container_id, lease_id, host_id, reason, at) VALUES (?, ?, ?, ?, ?)');
+  return {
+    async insertLease(record) {
+      insert.run(record);
+    },
+    async heartbeatLease(id, expiresAt) {
+      return heartbeat.run(expiresAt, id).changes === 1;
+    },
+    async releaseLease(id, at) {
+      release.run(at, id);
+    },
+    async getLease(id) {
+      const row = get.get(id) as Row | undefined;
+      return row ? toLease(row) : undefined;
+    },
+    async listLeases(filter = {}) {
+      const where: string[] = [];
+      const args: unknown[] = [];
+      if (filter.hostId) (where.push('host_id = ?'), args.push(filter.hostId));
+      if (filter.sessionId) (where.push('session_id = ?'), args.push(filter.sessionId));
+      if (filter.activeAt !== undefined) (where.push('released_at IS NULL AND expires_at > ?'), args.push(filter.activeAt));
+      const sql = `SELECT * FROM leases ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY created_at, id`;
+      return (db.prepare(sql).all(...args) as Row[]).map(toLease);
+    },
+    async recordSweep(r: SweepRecord) {
+      sweep.run(r.containerId, r.leaseId, r.hostId, r.reason, r.at);
+    },
+    async listSweeps(filter = {}) {
+      const rows = (
+        filter.hostId
+          ? db.prepare('SELECT * FROM sweeps WHERE host_id = ? ORDER BY rowid').all(filter.hostId)
+          : db.prepare('SELECT * FROM sweeps ORDER BY rowid').all()
+      ) as Row[];
+      return rows.map((r) => ({
+        containerId: r.container_id as string,
+        leaseId: (r.lease_id as string | null) ?? null,
+        hostId: r.host_id as string,
+        reason: r.reason as SweepRecord['reason'],
+        at: r.at as number,
+      }));
+    },
+  };
+}

@@ -1,0 +1,181 @@
+/**
+ * Append-only: a released migration is never edited or reordered; a change is a new entry.
+ * `schema_migrations` records which versions a database has applied.
+ */
+export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: string }> = [
+  {
+    version: 1,
+    name: 'kernel objects',
+    sql: `
+      CREATE TABLE sessions (
+        id TEXT PRIMARY KEY,
+        created_at INTEGER NOT NULL,
+        last_seq INTEGER NOT NULL DEFAULT 0,
+        entry_seq INTEGER NOT NULL DEFAULT 0,
+        meta_json TEXT NOT NULL DEFAULT 'null'
+      ) STRICT;
+      CREATE TABLE commits (
+        session_id TEXT NOT NULL REFERENCES sessions(id),
+        seq INTEGER NOT NULL,
+        at INTEGER NOT NULL,
+        label TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        PRIMARY KEY (session_id, seq)
+      ) STRICT, WITHOUT ROWID;
+      CREATE TABLE conversations (
+        id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(id),
+        created_at INTEGER NOT NULL
+      ) STRICT;
+      CREATE TABLE submissions (
+        id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(id),
+        request_id TEXT NOT NULL UNIQUE,
+        run_id TEXT NOT NULL,
+        input_json TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+      ) STRICT;
+      CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(id),
+        submission_id TEXT,
+        kind TEXT NOT NULL,
+        state TEXT NOT NULL,
+        root_task_id TEXT,
+        transition_count INTEGER NOT NULL DEFAULT 0,
+        versions_json TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL
+      ) STRICT;
+      CREATE INDEX runs_by_session ON runs(session_id);
+      CREATE TABLE run_transitions (
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        n INTEGER NOT NULL,
+        at INTEGER NOT NULL,
+        actor TEXT NOT NULL,
+        from_state TEXT,
+        to_state TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        versions_json TEXT NOT NULL,
+        commit_seq INTEGER NOT NULL,
+        PRIMARY KEY (run_id, n)
+      ) STRICT, WITHOUT ROWID;
+      CREATE TABLE entries (
+        session_id TEXT NOT NULL REFERENCES sessions(id),
+        seq INTEGER NOT NULL,
+        id TEXT NOT NULL UNIQUE,
+        conversation_id TEXT,
+        run_id TEXT,
+        task_id TEXT,
+        kind TEXT NOT NULL,
+        body_json TEXT NOT NULL,
+        commit_seq INTEGER NOT NULL,
+        at INTEGER NOT NULL,
+        PRIMARY KEY (session_id, seq)
+      ) STRICT;
+      CREATE INDEX entries_by_run ON entries(run_id, seq);
+      CREATE TRIGGER entries_immutable_update BEFORE UPDATE ON entries
+        BEGIN SELECT RAISE(ABORT, 'entries are immutable'); END;
+      CREATE TRIGGER entries_immutable_delete BEFORE DELETE ON entries
+        BEGIN SELECT RAISE(ABORT, 'entries are immutable'); END;
+      CREATE TABLE documents (
+        id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(id),
+        run_id TEXT,
+        type TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        baseline_version INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL
+      ) STRICT;
+      CREATE TABLE document_baselines (
+        document_id TEXT NOT NULL REFERENCES documents(id),
+        version INTEGER NOT NULL,
+        state_json TEXT NOT NULL,
+        PRIMARY KEY (document_id, version)
+      ) STRICT, WITHOUT ROWID;
+      CREATE TABLE document_ops (
+        document_id TEXT NOT NULL REFERENCES documents(id),
+        version INTEGER NOT NULL,
+        op_json TEXT NOT NULL,
+        commit_seq INTEGER NOT NULL,
+        PRIMARY KEY (document_id, version)
+      ) STRICT, WITHOUT ROWID;
+      CREATE TABLE tasks (
+        id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(id),
+        run_id TEXT,
+        parent_id TEXT,
+        kind TEXT NOT NULL,
+        kind_version INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        phase TEXT NOT NULL,
+        checkpoint_json TEXT NOT NULL,
+        input_json TEXT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        restarts INTEGER NOT NULL DEFAULT 0,
+        wait_json TEXT,
+        wake_at INTEGER,
+        outcome TEXT,
+        result_json TEXT NOT NULL DEFAULT 'null',
+        error_json TEXT,
+        cancel_requested INTEGER NOT NULL DEFAULT 0,
+        blocked_reason TEXT,
+        version INTEGER NOT NULL DEFAULT 1,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL
+      ) STRICT;
+      CREATE INDEX tasks_by_run ON tasks(run_id);
+      CREATE INDEX tasks_by_parent ON tasks(parent_id);
+      CREATE INDEX tasks_active ON tasks(status) WHERE status <> 'terminal';
+      CREATE TABLE effects (
+        id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(id),
+        run_id TEXT,
+        task_id TEXT,
+        kind TEXT NOT NULL,
+        intent_json TEXT NOT NULL,
+        replay TEXT NOT NULL,
+        status TEXT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        receipt_json TEXT NOT NULL DEFAULT 'null',
+        error_json TEXT NOT NULL DEFAULT 'null',
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL
+      ) STRICT;
+      CREATE INDEX effects_by_run ON effects(run_id);
+      CREATE TABLE fencing (
+        scope TEXT PRIMARY KEY,
+        epoch INTEGER NOT NULL,
+        holder TEXT NOT NULL,
+        at INTEGER NOT NULL
+      ) STRICT;
+    `,
+  },
+  {
+    version: 2,
+    name: 'sandbox leases and sweeps',
+    sql: `
+      CREATE TABLE leases (
+        id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        host_id TEXT NOT NULL,
+        container_id TEXT NOT NULL,
+        image_digest TEXT NOT NULL,
+        env_fingerprint TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        released_at INTEGER
+      ) STRICT;
+      CREATE INDEX leases_by_host ON leases(host_id);
+      CREATE INDEX leases_by_session ON leases(session_id);
+      CREATE TABLE sweeps (
+        container_id TEXT NOT NULL,
+        lease_id TEXT,
+        host_id TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        at INTEGER NOT NULL
+      ) STRICT;
+    `,
+  },
+];

@@ -1,0 +1,59 @@
+import Database from 'better-sqlite3';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { BerthError } from '../../errors';
+import { MIGRATIONS } from './migrations';
+
+/** How hard each commit is pushed to disk. */
+export type Durability = 'full' | 'normal';
+
+/**
+ * Opens (creating if needed) a Berth database and brings its schema up to date.
+ *
+ * WAL with `synchronous = FULL` is the default: a commit returns only after its WAL frame is
+ * fsynced. A process crash alone would be covered by NORMAL (the WAL lives in the OS page cache),
+ * but the tool-call protocol acts on the outside world right after an intent commit; if a power
+ * loss could drop that intent, recovery would not know the action was attempted and could send it
+ * again. FULL keeps "intent durable before action" true for machine crashes too.
+ */
+export function openDatabase(path: string, durability: Durability = 'full'): Database.Database {
+  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  let db: Database.Database;
+  try {
+    db = new Database(path);
+  } catch (cause) {
+    throw new BerthError('store_open_failed', `cannot open store ${path}: ${(cause as Error).message}`, { cause });
+  }
+  db.pragma('journal_mode = WAL');
+  db.pragma(`synchronous = ${durability === 'full' ? 'FULL' : 'NORMAL'}`);
+  db.pragma('foreign_keys = ON');
+  // Another process (a CLI reading status) may hold the write lock briefly.
+  db.pragma('busy_timeout = 5000');
+  migrate(db, path);
+  return db;
+}
+
+function migrate(db: Database.Database, path: string): void {
+  db.exec(
+    'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT',
+  );
+  const applied = new Set(
+    (db.prepare('SELECT version FROM schema_migrations').all() as Array<{ version: number }>).map((r) => r.version),
+  );
+  const newest = MIGRATIONS[MIGRATIONS.length - 1]?.version ?? 0;
+  const unknown = [...applied].filter((v) => v > newest);
+  if (unknown.length > 0) {
+    throw new BerthError(
+      'store_too_new',
+      `store ${path} has schema version ${Math.max(...unknown)}, newer than this Berth (${newest}); upgrade Berth`,
+    );
+  }
+  const record = db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)');
+  for (const m of MIGRATIONS) {
+    if (applied.has(m.version)) continue;
+    db.transaction(() => {
+      db.exec(m.sql);
+      record.run(m.version, m.name, Date.now());
+    }).immediate();
+  }
+}

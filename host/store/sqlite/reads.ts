@@ -1,0 +1,134 @@
+import type Database from 'better-sqlite3';
+import type { CommitRecord, Session, StoredDocument } from '../../model';
+import type { EntryFilter, Store, TaskFilter } from '../store';
+import { parse, toEffect, toEntry, toRun, toRunTransition, toSubmission, toTask, type Row } from './rows';
+
+type Reads = Omit<Store, 'location' | 'commit' | 'acquireEpoch' | 'close' | keyof import('../../sandbox/lease-records').LeaseRecords>;
+
+/**
+ * `SELECT * FROM table WHERE col = ? AND col2 IN (...)`: undefined filter values are ignored,
+ * arrays become IN lists. Column names come from this file only, never from callers.
+ */
+function selectWhere(db: Database.Database, table: string, conds: Record<string, unknown>, order: string): Row[] {
+  const clauses: string[] = [];
+  const args: unknown[] = [];
+  for (const [column, value] of Object.entries(conds)) {
+    if (value === undefined) continue;
+    if (Array.isArray(value)) {
+      if (value.length === 0) continue;
+      clauses.push(`${column} IN (${value.map(() => '?').join(',')})`);
+      args.push(...value);
+    } else {
+      clauses.push(`${column} = ?`);
+      args.push(value);
+    }
+  }
+  const sql = `SELECT * FROM ${table} ${clauses.length ? `WHERE ${clauses.join(' AND ')}` : ''} ORDER BY ${order}`;
+  return db.prepare(sql).all(...args) as Row[];
+}
+
+/** Every read of the SQLite store. Statements are prepared once; filters with variable shape are prepared per call. */
+export function sqliteReads(db: Database.Database): Reads {
+  const p = (sql: string) => db.prepare(sql);
+  const s = {
+    session: p('SELECT * FROM sessions WHERE id = ?'),
+    commits: p('SELECT * FROM commits WHERE session_id = ? AND seq > ? ORDER BY seq'),
+    submission: p('SELECT * FROM submissions WHERE id = ?'),
+    submissionByRequest: p('SELECT * FROM submissions WHERE request_id = ?'),
+    run: p('SELECT * FROM runs WHERE id = ?'),
+    transitions: p('SELECT * FROM run_transitions WHERE run_id = ? ORDER BY n'),
+    task: p('SELECT * FROM tasks WHERE id = ?'),
+    nextWake: p("SELECT MIN(wake_at) AS t FROM tasks WHERE status = 'sleeping'"),
+    doc: p('SELECT * FROM documents WHERE id = ?'),
+    docBaseline: p('SELECT state_json FROM document_baselines WHERE document_id = ? AND version = ?'),
+    docOps: p('SELECT version, op_json FROM document_ops WHERE document_id = ? AND version > ? ORDER BY version'),
+    effect: p('SELECT * FROM effects WHERE id = ?'),
+  };
+  const document = (r: Row): StoredDocument => {
+    const baselineVersion = r.baseline_version as number;
+    const base = s.docBaseline.get(r.id, baselineVersion) as { state_json: string };
+    return {
+      id: r.id as string,
+      sessionId: r.session_id as string,
+      runId: (r.run_id as string | null) ?? null,
+      type: r.type as string,
+      version: r.version as number,
+      baselineVersion,
+      baseline: parse(base.state_json),
+      ops: (s.docOps.all(r.id, baselineVersion) as Row[]).map((o) => ({
+        version: o.version as number,
+        op: parse(o.op_json as string),
+      })),
+    };
+  };
+  return {
+    async getSession(id) {
+      const r = s.session.get(id) as Row | undefined;
+      return r
+        ? ({ id: r.id, createdAt: r.created_at, lastSeq: r.last_seq, meta: parse(r.meta_json as string) } as Session)
+        : undefined;
+    },
+    async listCommits(sessionId, afterSeq = 0) {
+      return (s.commits.all(sessionId, afterSeq) as Row[]).map(
+        (r): CommitRecord => ({
+          sessionId: r.session_id as string,
+          seq: r.seq as number,
+          at: r.at as number,
+          label: r.label as string,
+          actor: r.actor as string,
+        }),
+      );
+    },
+    async getSubmission(id) {
+      const r = s.submission.get(id) as Row | undefined;
+      return r ? toSubmission(r) : undefined;
+    },
+    async findSubmission(requestId) {
+      const r = s.submissionByRequest.get(requestId) as Row | undefined;
+      return r ? toSubmission(r) : undefined;
+    },
+    async getRun(id) {
+      const r = s.run.get(id) as Row | undefined;
+      return r ? toRun(r) : undefined;
+    },
+    async listRuns(filter = {}) {
+      return selectWhere(db, 'runs', { session_id: filter.sessionId, state: filter.states }, 'created_at, id').map(toRun);
+    },
+    async listRunTransitions(runId) {
+      return (s.transitions.all(runId) as Row[]).map(toRunTransition);
+    },
+    async getTask(id) {
+      const r = s.task.get(id) as Row | undefined;
+      return r ? toTask(r) : undefined;
+    },
+    async listTasks(filter: TaskFilter = {}) {
+      const conds = { run_id: filter.runId, parent_id: filter.parentId, session_id: filter.sessionId, status: filter.statuses };
+      return selectWhere(db, 'tasks', conds, 'created_at, id').map(toTask);
+    },
+    async nextWakeAt() {
+      return ((s.nextWake.get() as { t: number | null }).t ?? null) as number | null;
+    },
+    async listEntries(sessionId, filter: EntryFilter = {}) {
+      const clauses = ['session_id = ?', 'seq > ?'];
+      const args: unknown[] = [sessionId, filter.afterSeq ?? 0];
+      if (filter.runId) (clauses.push('run_id = ?'), args.push(filter.runId));
+      if (filter.conversationId) (clauses.push('conversation_id = ?'), args.push(filter.conversationId));
+      const limit = filter.limit ? ` LIMIT ${Math.floor(filter.limit)}` : '';
+      return (p(`SELECT * FROM entries WHERE ${clauses.join(' AND ')} ORDER BY seq${limit}`).all(...args) as Row[]).map(toEntry);
+    },
+    async getDocument(id) {
+      const r = s.doc.get(id) as Row | undefined;
+      return r ? document(r) : undefined;
+    },
+    async listDocuments(filter) {
+      return selectWhere(db, 'documents', { run_id: filter.runId, session_id: filter.sessionId }, 'created_at, id').map(document);
+    },
+    async getEffect(id) {
+      const r = s.effect.get(id) as Row | undefined;
+      return r ? toEffect(r) : undefined;
+    },
+    async listEffects(filter) {
+      return selectWhere(db, 'effects', { run_id: filter.runId, task_id: filter.taskId }, 'created_at, id').map(toEffect);
+    },
+  };
+}

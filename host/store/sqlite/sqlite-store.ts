@@ -1,0 +1,54 @@
+import type Database from 'better-sqlite3';
+import { faultPoint } from '../../support/faults';
+import type { Clock } from '../../support/clock';
+import { systemClock } from '../../support/clock';
+import type { CommitInput, CommitResult } from '../commit-input';
+import type { Store } from '../store';
+import { CommitWriter } from './commit';
+import { sqliteLeaseRecords } from './leases';
+import { openDatabase, type Durability } from './open';
+import { sqliteReads } from './reads';
+
+export interface SqliteStoreOptions {
+  clock?: Clock;
+  durability?: Durability;
+}
+
+/** A {@link Store} on one SQLite file (WAL). One writer process at a time; readers may be many. */
+export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): Store & { readonly db: Database.Database } {
+  const clock = opts.clock ?? systemClock;
+  const db = openDatabase(path, opts.durability);
+  const writer = new CommitWriter(db);
+  const fenceGet = db.prepare('SELECT epoch FROM fencing WHERE scope = ?');
+  const fenceSet = db.prepare(
+    'INSERT INTO fencing (scope, epoch, holder, at) VALUES (?, ?, ?, ?) ON CONFLICT(scope) DO UPDATE SET epoch = excluded.epoch, holder = excluded.holder, at = excluded.at',
+  );
+  let closed = false;
+  return {
+    db,
+    location: path,
+    ...sqliteReads(db),
+    ...sqliteLeaseRecords(db),
+    async commit(input: CommitInput): Promise<CommitResult> {
+      faultPoint(`before:${input.label}`);
+      const result = writer.apply(input, clock.now());
+      if (result.ok) faultPoint(`after:${input.label}`);
+      return result;
+    },
+    async acquireEpoch(scope, holder) {
+      return db
+        .transaction(() => {
+          const row = fenceGet.get(scope) as { epoch: number } | undefined;
+          const epoch = (row?.epoch ?? 0) + 1;
+          fenceSet.run(scope, epoch, holder, clock.now());
+          return epoch;
+        })
+        .immediate();
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      db.close();
+    },
+  };
+}

@@ -1,0 +1,59 @@
+import type {
+  CommitRecord,
+  Effect,
+  Entry,
+  Run,
+  RunState,
+  RunTransition,
+  Session,
+  StoredDocument,
+  Submission,
+  Task,
+  TaskStatus,
+} from '../model';
+import type { LeaseRecords } from '../sandbox/lease-records';
+import type { CommitInput, CommitResult } from './commit-input';
+
+export interface TaskFilter {
+  runId?: string;
+  parentId?: string;
+  sessionId?: string;
+  statuses?: TaskStatus[];
+}
+
+export interface EntryFilter {
+  afterSeq?: number;
+  runId?: string;
+  conversationId?: string;
+  limit?: number;
+}
+
+/**
+ * The durable store. Async so that a networked store (PostgreSQL, for several hosts) has the same
+ * shape; the SQLite store answers synchronously underneath. Every state change goes through
+ * {@link Store.commit}; the other writes are lease bookkeeping, which is not session state.
+ */
+export interface Store extends LeaseRecords {
+  readonly location: string;
+  commit(input: CommitInput): Promise<CommitResult>;
+  /** Takes the execution right for `scope`; commits fenced with an older epoch are refused from now on. */
+  acquireEpoch(scope: string, holder: string): Promise<number>;
+
+  getSession(id: string): Promise<Session | undefined>;
+  listCommits(sessionId: string, afterSeq?: number): Promise<CommitRecord[]>;
+  getSubmission(id: string): Promise<Submission | undefined>;
+  findSubmission(requestId: string): Promise<Submission | undefined>;
+  getRun(id: string): Promise<Run | undefined>;
+  listRuns(filter?: { sessionId?: string; states?: RunState[] }): Promise<Run[]>;
+  listRunTransitions(runId: string): Promise<RunTransition[]>;
+  getTask(id: string): Promise<Task | undefined>;
+  listTasks(filter?: TaskFilter): Promise<Task[]>;
+  /** Earliest `wakeAt` of a sleeping task, or null. */
+  nextWakeAt(): Promise<number | null>;
+  listEntries(sessionId: string, filter?: EntryFilter): Promise<Entry[]>;
+  getDocument(id: string): Promise<StoredDocument | undefined>;
+  listDocuments(filter: { runId?: string; sessionId?: string }): Promise<StoredDocument[]>;
+  getEffect(id: string): Promise<Effect | undefined>;
+  listEffects(filter: { runId?: string; taskId?: string }): Promise<Effect[]>;
+  close(): Promise<void>;
+}
