@@ -115,6 +115,8 @@ export interface CommitInput {
   documentOps?: DocumentOpInput[];
   tasks?: NewTask[];
   taskTransitions?: TaskTransitionInput[];
+  /** Ownership checks that write nothing: the commit is refused unless each task is still at this version. */
+  expectTasks?: Array<{ taskId: string; version: number }>;
   /** Durable cancellation intent; does not bump versions, so an in-flight phase can still commit its result. */
   cancelTasks?: string[];
   effects?: EffectWrite[];

@@ -139,6 +139,12 @@ export class CommitWriter {
     for (const t of c.tasks ?? []) {
       s.taskInsert.run(t.id, sid, t.runId, t.parentId, t.kind, t.kindVersion, t.status ?? 'pending', t.phase, json(t.checkpoint ?? null), json(t.input), at, at);
     }
+    for (const t of c.expectTasks ?? []) {
+      const row = s.taskVersion.get(t.taskId) as { version: number } | undefined;
+      if (row?.version !== t.version) {
+        throw new Conflict({ kind: 'task_version', taskId: t.taskId, expected: t.version, actual: row?.version ?? null });
+      }
+    }
     for (const t of c.taskTransitions ?? []) this.writeTaskTransition(t.taskId, t.expectVersion, t.set, at);
     for (const id of c.cancelTasks ?? []) s.taskCancel.run(at, id);
     // Effects before run transitions: a commit that confirms the last effect may also complete the run.

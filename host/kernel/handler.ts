@@ -1,0 +1,100 @@
+import type { Logger } from 'pino';
+import type { Effect, Json, JoinPolicy, ReplayPolicy, Task, TaskError } from '../model';
+import type { Store } from '../store';
+
+/** A subtask to create; the parent owns it (cancellation and `completing` follow ownership). */
+export interface SpawnSpec {
+  kind: string;
+  version?: number;
+  input: Json;
+}
+
+/** An entry a phase wants committed with its decision. */
+export interface EntryWrite {
+  kind: string;
+  body: Json;
+  conversationId?: string | null;
+}
+
+/** A document operation a phase wants committed with its decision. */
+export type DocumentWrite =
+  | { documentId: string; create: { type: string; initial?: Json } }
+  | { documentId: string; op: Json };
+
+/** An effect intent recorded with the decision, executed by a later phase. */
+export interface EffectIntent {
+  id: string;
+  kind: string;
+  intent: Json;
+  replay: ReplayPolicy;
+}
+
+export interface PhaseWrites {
+  entries?: EntryWrite[];
+  documents?: DocumentWrite[];
+  effects?: EffectIntent[];
+}
+
+/** What a phase decides; the host commits it atomically with the phase's writes. */
+export type Decision = (
+  | { type: 'next'; phase: string; checkpoint?: Json }
+  | { type: 'sleep'; until: number; phase: string; checkpoint?: Json }
+  | { type: 'spawn'; tasks: SpawnSpec[]; join: JoinPolicy; phase: string; checkpoint?: Json }
+  | { type: 'complete'; result?: Json }
+  | { type: 'fail'; error: TaskError }
+  /** The phase cannot know whether its action happened; the task ends `interrupted`. */
+  | { type: 'interrupt'; reason: string; result?: Json }
+) & { writes?: PhaseWrites };
+
+/** Outcome of {@link PhaseContext.perform}. */
+export type PerformOutcome<R extends Json> =
+  | { status: 'done'; receipt: R; reused: boolean }
+  | { status: 'uncertain'; effect: Effect; reason: string };
+
+export interface PerformSpec<R extends Json> {
+  id: string;
+  kind: string;
+  intent: Json;
+  replay: ReplayPolicy;
+  /** Asked about the original effect before a `verify` action is repeated. */
+  verify?: (effect: Effect, signal: AbortSignal) => Promise<{ done: true; receipt: R } | { done: false }>;
+}
+
+export interface PhaseContext {
+  readonly task: Task;
+  readonly input: Json;
+  readonly checkpoint: Json;
+  /** Cancelled when the task is cancelled or the host shuts down. */
+  readonly signal: AbortSignal;
+  /** True when this phase was already entered by a host that died before committing its decision. */
+  readonly recovered: boolean;
+  readonly store: Store;
+  readonly log: Logger;
+  now(): number;
+  /** Owned subtasks in the order they were spawned. */
+  children(): Promise<Task[]>;
+  readDocument<T extends Json = Json>(documentId: string): Promise<{ state: T; version: number } | undefined>;
+  /**
+   * Runs one external action under its effect record: the intent (and `executing` mark) is
+   * committed before the action, the receipt commits with this phase's decision. On recovery it
+   * reuses a confirmed receipt, re-runs only `safe` actions, asks `verify` first, and never
+   * re-runs a `never` action whose outcome is unknown.
+   */
+  perform<R extends Json>(spec: PerformSpec<R>, action: (signal: AbortSignal) => Promise<R>): Promise<PerformOutcome<R>>;
+}
+
+export type Phase = (ctx: PhaseContext) => Promise<Decision>;
+
+/** The code for one task kind and version. The store keeps only data; this is looked up at run time. */
+export interface TaskHandler {
+  kind: string;
+  version: number;
+  /** Older versions whose saved state this handler continues unchanged. */
+  accepts?: number[];
+  initialPhase: string;
+  phases: Record<string, Phase>;
+  /** Restarts (host found the task running at start-up) allowed before the task fails. Default 5. */
+  restartLimit?: number;
+  /** Retries of a phase that threw a retryable error. Default 3. */
+  maxRetries?: number;
+}

@@ -1,0 +1,310 @@
+import type { Logger } from 'pino';
+import type { Run, RunState, RunVersions, Task } from '../model';
+import { isFinalRunState } from '../model';
+import type { CommitInput, CommitResult, Store } from '../store';
+import type { Clock } from '../support/clock';
+import type { DocumentTypes } from './documents';
+import type { HandlerRegistry } from './registry';
+import { rootRunTransitions, runPhase, type PhaseRunnerDeps } from './phase-runner';
+
+export interface KernelOptions {
+  store: Store;
+  registry: HandlerRegistry;
+  documents: DocumentTypes;
+  clock: Clock;
+  logger: Logger;
+  hostId: string;
+  /** Phases executing at once. Default 4. */
+  concurrency?: number;
+  /** How often the store is re-read for changes made by other processes (cancel requests). Default 500 ms. */
+  pollMs?: number;
+  /** Versions recorded on run transitions. */
+  versions?: RunVersions;
+  /** The fencing scope this host takes on start. Default "kernel". */
+  fenceScope?: string;
+}
+
+export interface CommitEvent {
+  label: string;
+  seq: number;
+  sessionId: string;
+  taskIds: string[];
+  runIds: string[];
+}
+
+const ACTIVE: Task['status'][] = ['pending', 'running', 'waiting', 'sleeping', 'completing'];
+
+/**
+ * The scheduler. It owns every task of its store while its fencing epoch is current, runs saved
+ * phases, wakes sleepers and waiters, settles `completing` tasks and carries cancellation down
+ * to owned subtasks. All of its state that matters is in the store: a new Kernel on the same
+ * store continues where a dead one stopped.
+ */
+export class Kernel {
+  private epoch = 0;
+  private readonly executing = new Map<string, AbortController>();
+  private readonly recovering = new Set<string>();
+  private readonly dirty = new Set<string>();
+  private readonly ready: string[] = [];
+  private readonly listeners = new Set<(e: CommitEvent) => void>();
+  private pumping: Promise<void> | null = null;
+  private timer: NodeJS.Timeout | null = null;
+  private poller: NodeJS.Timeout | null = null;
+  private stopping = false;
+  private readonly deps: PhaseRunnerDeps;
+  private readonly concurrency: number;
+
+  constructor(private readonly o: KernelOptions) {
+    this.concurrency = o.concurrency ?? 4;
+    this.deps = { ...o, commit: (input) => this.commit(input) };
+    o.registry.onRegister(() => void this.poll());
+  }
+
+  /** Takes the fencing epoch and resumes every unfinished task (DESIGN.md "resume"). */
+  async start(): Promise<void> {
+    this.epoch = await this.o.store.acquireEpoch(this.o.fenceScope ?? 'kernel', this.o.hostId);
+    for (const task of await this.o.store.listTasks({ statuses: ['running'] })) await this.countRestart(task);
+    this.poller = setInterval(() => void this.poll(), this.o.pollMs ?? 500);
+    await this.poll();
+  }
+
+  /** Stops scheduling; phases in flight are signalled and their decisions are not committed. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    if (this.poller) clearInterval(this.poller);
+    if (this.timer) clearTimeout(this.timer);
+    for (const c of this.executing.values()) c.abort(new Error('host stopping'));
+    while (this.executing.size > 0 || this.pumping) await new Promise((r) => setTimeout(r, 5));
+  }
+
+  onCommit(listener: (e: CommitEvent) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Earliest time a sleeping task wakes, or null. */
+  nextWakeAt(): Promise<number | null> {
+    return this.o.store.nextWakeAt();
+  }
+
+  /** Every commit of this host goes through here: fenced, attributed, announced. */
+  async commit(input: CommitInput): Promise<CommitResult> {
+    const result = await this.o.store.commit({ ...input, actor: input.actor ?? `host:${this.o.hostId}`, fence: { scope: this.o.fenceScope ?? 'kernel', epoch: this.epoch } });
+    if (result.ok) {
+      const event: CommitEvent = {
+        label: input.label,
+        seq: result.seq,
+        sessionId: input.sessionId,
+        taskIds: [...(input.taskTransitions ?? []).map((t) => t.taskId), ...(input.tasks ?? []).map((t) => t.id)],
+        runIds: [...(input.runTransitions ?? []).map((t) => t.runId), ...(input.runs ?? []).map((r) => r.id)],
+      };
+      for (const l of this.listeners) l(event);
+      for (const id of input.cancelTasks ?? []) this.markDirty(id);
+      for (const t of input.tasks ?? []) this.markDirty(t.id);
+    } else if (result.conflict.kind === 'fence') {
+      this.o.logger.error({ conflict: result.conflict }, 'another host took the execution right; stopping');
+      void this.stop();
+    }
+    return result;
+  }
+
+  /** Durable cancellation: the intent is committed first, then the scheduler carries it out. */
+  async cancelTask(taskId: string): Promise<void> {
+    const task = await this.o.store.getTask(taskId);
+    if (!task || task.status === 'terminal') return;
+    await this.commit({ sessionId: task.sessionId, label: 'task.cancel-request', cancelTasks: [taskId] });
+    this.markDirty(taskId);
+  }
+
+  /** Resolves when the run reaches one of `states` (default: a final state or needs_reconciliation). */
+  waitForRun(runId: string, opts: { signal?: AbortSignal; states?: RunState[] } = {}): Promise<Run> {
+    const done = (r: Run | undefined) =>
+      r && (opts.states ? opts.states.includes(r.state) : isFinalRunState(r.state) || r.state === 'needs_reconciliation');
+    return new Promise((resolve, reject) => {
+      let checking = false;
+      const check = async () => {
+        if (checking) return;
+        checking = true;
+        const run = await this.o.store.getRun(runId);
+        checking = false;
+        if (done(run)) {
+          off();
+          clearInterval(iv);
+          resolve(run!);
+        }
+      };
+      const off = this.onCommit((e) => void (e.runIds.includes(runId) && check()));
+      const iv = setInterval(() => void check(), 250);
+      opts.signal?.addEventListener('abort', () => (off(), clearInterval(iv), reject(opts.signal!.reason)), { once: true });
+      void check();
+    });
+  }
+
+  markDirty(taskId: string): void {
+    if (this.stopping) return;
+    this.dirty.add(taskId);
+    this.pumping ??= this.pump().finally(() => (this.pumping = null));
+  }
+
+  private async poll(): Promise<void> {
+    if (this.stopping) return;
+    for (const t of await this.o.store.listTasks({ statuses: ACTIVE })) {
+      if (!this.executing.has(t.id) || t.cancelRequested) this.markDirty(t.id);
+    }
+  }
+
+  private async pump(): Promise<void> {
+    while (this.dirty.size > 0 && !this.stopping) {
+      const [id] = this.dirty;
+      this.dirty.delete(id!);
+      try {
+        await this.examine(id!);
+      } catch (err) {
+        this.o.logger.error({ taskId: id, err }, 'examining task failed');
+      }
+    }
+    await this.armTimer();
+  }
+
+  private async examine(id: string): Promise<void> {
+    const running = this.executing.get(id);
+    const task = await this.o.store.getTask(id);
+    if (!task) return;
+    if (running) {
+      if (task.cancelRequested) running.abort(new Error('task cancelled'));
+      return;
+    }
+    if (task.status === 'terminal') return;
+    if (task.cancelRequested && task.status !== 'completing') return this.cancelIdle(task);
+    switch (task.status) {
+      case 'pending':
+      case 'running':
+        return this.startOrQueue(task);
+      case 'sleeping':
+        if ((task.wakeAt ?? 0) <= this.o.clock.now()) await this.transition(task, 'task.wake', { status: 'running', wakeAt: null });
+        return;
+      case 'waiting':
+        return this.checkWait(task);
+      case 'completing':
+        return this.checkCompleting(task);
+    }
+  }
+
+  private async startOrQueue(task: Task): Promise<void> {
+    const blocked = this.o.registry.blockedReason(task.kind, task.kindVersion, task.phase);
+    if (blocked) {
+      if (task.blockedReason !== blocked) await this.transition(task, 'task.blocked', { blockedReason: blocked });
+      return;
+    }
+    if (this.executing.size >= this.concurrency) {
+      if (!this.ready.includes(task.id)) this.ready.push(task.id);
+      return;
+    }
+    let current = task;
+    if (task.status === 'pending' || task.blockedReason !== null) {
+      const extra: Partial<CommitInput> = {};
+      if (task.status === 'pending' && task.runId) {
+        const run = await this.o.store.getRun(task.runId);
+        if (run?.rootTaskId === task.id && run.state === 'admitted') {
+          extra.runTransitions = [{ runId: run.id, from: 'admitted', to: 'running', actor: `host:${this.o.hostId}`, reason: 'root task started', versions: this.o.versions }];
+        }
+      }
+      const next = await this.transition(task, 'task.start', { status: 'running', blockedReason: null }, extra);
+      if (!next) return;
+      current = next;
+    }
+    const controller = new AbortController();
+    this.executing.set(current.id, controller);
+    const handler = this.o.registry.find(current.kind, current.kindVersion)!;
+    const recovered = this.recovering.delete(current.id);
+    void runPhase(this.deps, current, handler, { signal: controller.signal, recovered, stopping: () => this.stopping })
+      .then((end) => {
+        if (end.committed && end.task.parentId && end.task.status === 'terminal') this.markDirty(end.task.parentId);
+      })
+      .catch((err) => this.o.logger.error({ taskId: current.id, err }, 'phase runner failed'))
+      .finally(() => {
+        this.executing.delete(current.id);
+        this.markDirty(current.id);
+        const next = this.ready.shift();
+        if (next) this.markDirty(next);
+      });
+  }
+
+  private async checkWait(task: Task): Promise<void> {
+    const wait = task.wait!;
+    const children = (await this.o.store.listTasks({ parentId: task.id })).filter((c) => wait.children.includes(c.id));
+    const failed = children.some((c) => c.status === 'terminal' && c.outcome !== 'ok');
+    const settled = children.every((c) => c.status === 'terminal');
+    if (!settled && !(wait.join === 'failFast' && failed)) return;
+    const cancel = children.filter((c) => c.status !== 'terminal' && !c.cancelRequested).map((c) => c.id);
+    await this.transition(task, 'task.wake', { status: 'running', phase: wait.phase, wait: null, attempts: 0 }, { cancelTasks: cancel });
+  }
+
+  private async checkCompleting(task: Task): Promise<void> {
+    const live = (await this.o.store.listTasks({ parentId: task.id })).filter((c) => c.status !== 'terminal');
+    const ask = live.filter((c) => !c.cancelRequested).map((c) => c.id);
+    if (live.length > 0) {
+      if (ask.length) await this.commit({ sessionId: task.sessionId, label: 'task.cancel-children', cancelTasks: ask });
+      return;
+    }
+    await this.finish(task, 'task.settled', {});
+  }
+
+  /** A cancelled task that is not executing: children first, then terminal `cancelled`. */
+  private async cancelIdle(task: Task): Promise<void> {
+    const live = (await this.o.store.listTasks({ parentId: task.id })).filter((c) => c.status !== 'terminal');
+    const set = { outcome: 'cancelled' as const, result: null, wait: null, wakeAt: null };
+    if (live.length > 0) {
+      await this.transition(task, 'task.cancel', { ...set, status: 'completing' }, { cancelTasks: live.filter((c) => !c.cancelRequested).map((c) => c.id) });
+      return;
+    }
+    await this.finish(task, 'task.cancelled', set);
+  }
+
+  /** Terminal transition outside a phase (settled completing, idle cancel, restart limit). */
+  private async finish(task: Task, label: string, set: Parameters<Kernel['transition']>[2]): Promise<void> {
+    const outcome = set.outcome ?? task.outcome ?? 'error';
+    const detail = set.error ? `${set.error.code}: ${set.error.message}` : '';
+    const runTransitions = await rootRunTransitions(this.deps, { ...task, outcome }, outcome, [], detail);
+    const done = await this.transition(task, label, { ...set, status: 'terminal' }, { runTransitions });
+    if (done?.parentId) this.markDirty(done.parentId);
+  }
+
+  private async countRestart(task: Task): Promise<void> {
+    const handler = this.o.registry.find(task.kind, task.kindVersion);
+    const restarts = task.restarts + 1;
+    const limit = handler?.restartLimit ?? 5;
+    if (restarts > limit) {
+      const error = { code: 'restart_limit', message: `task died ${restarts} times in phase ${task.phase} (limit ${limit})` };
+      const live = (await this.o.store.listTasks({ parentId: task.id })).filter((c) => c.status !== 'terminal');
+      if (live.length) await this.transition(task, 'task.restart-limit', { restarts, status: 'completing', outcome: 'error', error, result: null }, { cancelTasks: live.map((c) => c.id) });
+      else await this.finish(task, 'task.restart-limit', { restarts, outcome: 'error', error, result: null });
+      return;
+    }
+    const next = await this.transition(task, 'task.restart', { restarts });
+    if (next) this.recovering.add(task.id);
+  }
+
+  private async transition(task: Task, label: string, set: NonNullable<CommitInput['taskTransitions']>[number]['set'], extra: Partial<CommitInput> = {}): Promise<Task | undefined> {
+    const r = await this.commit({ ...extra, sessionId: task.sessionId, label, taskTransitions: [{ taskId: task.id, expectVersion: task.version, set }] });
+    if (!r.ok) {
+      this.o.logger.warn({ taskId: task.id, label, conflict: r.conflict }, 'transition not committed');
+      return undefined;
+    }
+    this.markDirty(task.id);
+    return this.o.store.getTask(task.id);
+  }
+
+  private async armTimer(): Promise<void> {
+    if (this.stopping) return;
+    const next = await this.o.store.nextWakeAt();
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    if (next === null) return;
+    const delay = Math.min(Math.max(0, next - this.o.clock.now()), 2 ** 31 - 1);
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      void this.poll();
+    }, delay);
+  }
+}

@@ -1,0 +1,158 @@
+import type { Logger } from 'pino';
+import { BerthError, isBerthError } from '../errors';
+import { isUnresolvedEffect, type Json, type Task } from '../model';
+import type { CommitInput, CommitResult, EffectWrite, Store } from '../store';
+import type { Clock } from '../support/clock';
+import { newId } from '../support/ids';
+import { applyDecision, type ResolvedSpawn } from './decide';
+import type { DocumentTypes } from './documents';
+import { performEffect } from './effects';
+import type { Decision, PhaseContext, TaskHandler } from './handler';
+import type { HandlerRegistry } from './registry';
+import { runTransitionsForRoot } from './run-outcome';
+
+export interface PhaseRunnerDeps {
+  store: Store;
+  registry: HandlerRegistry;
+  documents: DocumentTypes;
+  clock: Clock;
+  logger: Logger;
+  hostId: string;
+  commit: (input: CommitInput) => Promise<CommitResult>;
+}
+
+/** How one phase execution ended, for the scheduler. */
+export type PhaseEnd = { committed: true; task: Task; terminal: boolean } | { committed: false; reason: string };
+
+/**
+ * Runs the saved phase of one task and commits its decision, together with the entries, document
+ * operations and effect receipts it produced, in one commit. Exceptions from a phase become a
+ * retry (retryable errors, with backoff kept in the task) or a failure; they never escape.
+ */
+export async function runPhase(
+  d: PhaseRunnerDeps,
+  task: Task,
+  handler: TaskHandler,
+  opts: { signal: AbortSignal; recovered: boolean; stopping: () => boolean },
+): Promise<PhaseEnd> {
+  const log = d.logger.child({ runId: task.runId, taskId: task.id, kind: task.kind, phase: task.phase });
+  const pending: EffectWrite[] = [];
+  const ctx: PhaseContext = {
+    task,
+    input: task.input,
+    checkpoint: task.checkpoint,
+    signal: opts.signal,
+    recovered: opts.recovered,
+    store: d.store,
+    log,
+    now: () => d.clock.now(),
+    children: () => d.store.listTasks({ parentId: task.id }),
+    readDocument: async <T extends Json>(id: string) => {
+      const doc = await d.store.getDocument(id);
+      return doc ? { state: d.documents.rebuild(doc) as T, version: doc.version } : undefined;
+    },
+    perform: (spec, action) =>
+      performEffect(
+        { store: d.store, commit: d.commit, sessionId: task.sessionId, runId: task.runId, taskId: task.id, taskVersion: task.version, signal: opts.signal, log, pending },
+        spec,
+        action,
+      ),
+  };
+  const phase = handler.phases[task.phase];
+  let decision: Decision;
+  let retry = false;
+  try {
+    if (!phase) throw new BerthError('phase_unknown', `handler ${handler.kind}@${handler.version} has no phase ${task.phase}`);
+    decision = await phase(ctx);
+  } catch (err) {
+    if (opts.stopping()) return { committed: false, reason: 'host stopping' };
+    if (isBerthError(err, 'ownership_lost')) return { committed: false, reason: err.message };
+    const e = isBerthError(err) ? err : null;
+    const message = err instanceof Error ? err.message : String(err);
+    retry = Boolean(e?.retryable) && task.attempts < (handler.maxRetries ?? 3);
+    decision = retry
+      ? { type: 'sleep', until: d.clock.now() + 100 * 2 ** task.attempts, phase: task.phase }
+      : { type: 'fail', error: { code: e?.code ?? 'phase_threw', message } };
+    log.warn({ err: message, retry }, 'phase threw');
+  }
+  // A host that is shutting down leaves the task `running`: recovery re-enters this phase.
+  if (opts.stopping()) return { committed: false, reason: 'host stopping' };
+
+  let commit: CommitInput;
+  try {
+    commit = await decisionCommit(d, task, decision, pending);
+  } catch (err) {
+    // An invalid document write or an unknown subtask kind is the phase's bug: the task fails, naming it.
+    const e = isBerthError(err) ? err : null;
+    retry = false;
+    decision = { type: 'fail', error: { code: e?.code ?? 'decision_invalid', message: err instanceof Error ? err.message : String(err) } };
+    commit = await decisionCommit(d, task, decision, pending);
+  }
+  if (retry) commit.taskTransitions![0]!.set.attempts = task.attempts + 1;
+  const result = await d.commit(commit);
+  if (!result.ok) {
+    log.warn({ conflict: result.conflict }, 'decision not committed');
+    return { committed: false, reason: result.conflict.kind };
+  }
+  const after = await d.store.getTask(task.id);
+  return { committed: true, task: after!, terminal: after!.status === 'terminal' };
+}
+
+async function decisionCommit(
+  d: PhaseRunnerDeps,
+  task: Task,
+  decision: Decision,
+  pending: EffectWrite[],
+): Promise<CommitInput> {
+  const spawns: ResolvedSpawn[] = decision.type === 'spawn' ? decision.tasks.map((s) => resolveSpawn(d.registry, s)) : [];
+  const final = decision.type === 'complete' || decision.type === 'fail' || decision.type === 'interrupt' || task.cancelRequested;
+  const live = final ? (await d.store.listTasks({ parentId: task.id })).filter((t) => t.status !== 'terminal').map((t) => t.id) : [];
+  const effect = applyDecision(task, decision, spawns, live);
+  const writes = decision.writes ?? {};
+  const effects: EffectWrite[] = [
+    ...(writes.effects ?? []).map((e) => ({ id: e.id, create: { runId: task.runId, taskId: task.id, kind: e.kind, intent: e.intent, replay: e.replay } })),
+    ...pending,
+  ];
+  return {
+    sessionId: task.sessionId,
+    label: `phase.${decision.type}`,
+    entries: (writes.entries ?? []).map((e) => ({ id: newId('ent'), conversationId: e.conversationId ?? null, runId: task.runId, taskId: task.id, kind: e.kind, body: e.body })),
+    documentOps: await d.documents.toOps(writes.documents ?? [], task.runId, (id) => d.store.getDocument(id)),
+    tasks: effect.newTasks,
+    taskTransitions: [{ taskId: task.id, expectVersion: task.version, set: effect.set }],
+    cancelTasks: effect.cancel,
+    effects,
+    runTransitions: effect.terminal ? await rootRunTransitions(d, task, effect.terminal, effects, describe(decision)) : [],
+  };
+}
+
+/** Run transitions when `task` is its run's root and has just become terminal. */
+export async function rootRunTransitions(
+  d: Pick<PhaseRunnerDeps, 'store' | 'hostId'>,
+  task: Task,
+  outcome: NonNullable<Task['outcome']>,
+  effectsInCommit: EffectWrite[],
+  detail: string,
+) {
+  if (!task.runId) return [];
+  const run = await d.store.getRun(task.runId);
+  if (!run || run.rootTaskId !== task.id) return [];
+  const after = new Map(effectsInCommit.filter((e) => e.set?.status).map((e) => [e.id, e.set!.status!]));
+  const unresolved = (await d.store.listEffects({ runId: run.id }))
+    .filter((e) => isUnresolvedEffect(after.get(e.id) ?? e.status))
+    .map((e) => e.id);
+  for (const e of effectsInCommit) if (e.create && !after.has(e.id) && !unresolved.includes(e.id)) unresolved.push(e.id);
+  return runTransitionsForRoot(run, outcome, unresolved, `host:${d.hostId}`, detail);
+}
+
+function resolveSpawn(registry: HandlerRegistry, s: { kind: string; version?: number; input: Json }): ResolvedSpawn {
+  const handler = s.version === undefined ? registry.newest(s.kind) : registry.find(s.kind, s.version);
+  if (!handler) throw new BerthError('handler_unknown', `cannot spawn ${s.kind}${s.version === undefined ? '' : `@${s.version}`}: no handler registered`);
+  return { id: newId('task'), kind: s.kind, version: s.version ?? handler.version, phase: handler.initialPhase, input: s.input };
+}
+
+function describe(decision: Decision): string {
+  if (decision.type === 'fail') return `${decision.error.code}: ${decision.error.message}`;
+  if (decision.type === 'interrupt') return decision.reason;
+  return '';
+}

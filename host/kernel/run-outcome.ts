@@ -1,0 +1,54 @@
+import type { Run, RunState, TaskOutcome } from '../model';
+import type { RunTransitionInput } from '../store';
+
+/**
+ * The run transitions that follow its root task reaching a terminal outcome, as legal edges of
+ * the run state machine. A run never enters `completed` or `cancelled` while an effect is
+ * unresolved: it goes to `needs_reconciliation`, naming the effects.
+ */
+export function runTransitionsForRoot(
+  run: Run,
+  outcome: TaskOutcome,
+  unresolvedEffects: string[],
+  actor: string,
+  detail: string,
+): RunTransitionInput[] {
+  const out: RunTransitionInput[] = [];
+  let state: RunState = run.state;
+  const go = (to: RunState, reason: string) => {
+    out.push({ runId: run.id, from: state, to, actor, reason });
+    state = to;
+  };
+  const unresolved = unresolvedEffects.length
+    ? `unresolved effects: ${unresolvedEffects.join(', ')}${detail ? ` (${detail})` : ''}`
+    : '';
+
+  if (state === 'admitted') go('running', 'root task started');
+  if (state === 'waiting_for_input' || state === 'awaiting_approval') {
+    if (outcome === 'cancelled') {
+      go('cancelled', detail || 'cancelled while waiting');
+      return out;
+    }
+    go('running', 'root task settled');
+  }
+  if (state === 'running' && outcome === 'cancelled') go('cancelling', 'root task cancelled');
+  if (state === 'cancelling') {
+    go(unresolved ? 'needs_reconciliation' : 'cancelled', unresolved || detail || 'root task cancelled');
+    return out;
+  }
+  if (state !== 'running') return out;
+  switch (outcome) {
+    case 'ok':
+      go(unresolved ? 'needs_reconciliation' : 'completed', unresolved || detail || 'root task completed');
+      break;
+    case 'error':
+      // Nothing to undo is still a compensation pass: the log shows that one was considered.
+      go('compensating', detail || 'root task failed');
+      go(unresolved ? 'needs_reconciliation' : 'failed', unresolved || detail || 'root task failed');
+      break;
+    case 'interrupted':
+      go('needs_reconciliation', detail || 'root task interrupted');
+      break;
+  }
+  return out;
+}

@@ -1,0 +1,60 @@
+import type { Json, Run, RunVersions, Submission } from '../model';
+import { newId } from '../support/ids';
+import type { EntryWrite } from './handler';
+import type { Kernel } from './kernel';
+import type { HandlerRegistry } from './registry';
+import type { Store } from '../store';
+import { BerthError } from '../errors';
+
+export interface SubmitInput {
+  /** The caller's idempotency key: the same id always yields the same submission and run. */
+  requestId: string;
+  /** Existing session to continue, or omitted to start a new one. */
+  sessionId?: string;
+  runKind: string;
+  root: { kind: string; version?: number; input: Json };
+  input?: Json;
+  entries?: EntryWrite[];
+  versions?: RunVersions;
+  sessionMeta?: Json;
+}
+
+export interface Submitted {
+  submission: Submission;
+  run: Run;
+  /** False when the request id had been submitted before. */
+  created: boolean;
+}
+
+/**
+ * Saves a submission, its run (admitted), its first entries and its root task in one commit.
+ * A repeated request id returns the original submission and run and writes nothing.
+ */
+export async function submit(deps: { store: Store; kernel: Kernel; registry: HandlerRegistry }, s: SubmitInput): Promise<Submitted> {
+  const existing = await deps.store.findSubmission(s.requestId);
+  if (existing) return { submission: existing, run: (await deps.store.getRun(existing.runId))!, created: false };
+  const handler = s.root.version === undefined ? deps.registry.newest(s.root.kind) : deps.registry.find(s.root.kind, s.root.version);
+  if (!handler) throw new BerthError('handler_unknown', `no handler registered for ${s.root.kind}`);
+  if (s.sessionId && !(await deps.store.getSession(s.sessionId))) {
+    throw new BerthError('session_not_found', `session ${s.sessionId} does not exist`, { ids: { sessionId: s.sessionId } });
+  }
+  const sessionId = s.sessionId ?? newId('ses');
+  const submissionId = newId('sub');
+  const runId = newId('run');
+  const taskId = newId('task');
+  const result = await deps.kernel.commit({
+    sessionId,
+    label: 'submit',
+    ...(s.sessionId ? {} : { createSession: { meta: s.sessionMeta ?? null } }),
+    submissions: [{ id: submissionId, requestId: s.requestId, runId, input: s.input ?? s.root.input }],
+    runs: [{ id: runId, kind: s.runKind, submissionId, rootTaskId: taskId, versions: s.versions ?? {} }],
+    tasks: [{ id: taskId, runId, parentId: null, kind: handler.kind, kindVersion: handler.version, phase: handler.initialPhase, input: s.root.input }],
+    entries: (s.entries ?? []).map((e) => ({ id: newId('ent'), runId, taskId, conversationId: e.conversationId ?? null, kind: e.kind, body: e.body })),
+  });
+  if (!result.ok) {
+    if (result.conflict.kind === 'duplicate_request') return submit(deps, s);
+    throw new BerthError('submit_conflict', `submission ${s.requestId} not saved: ${result.conflict.kind}`, { retryable: true, details: result.conflict });
+  }
+  const submission = (await deps.store.getSubmission(submissionId))!;
+  return { submission, run: (await deps.store.getRun(runId))!, created: true };
+}

@@ -1,0 +1,153 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { CommitInput } from '../../host/store';
+import { isBerthError } from '../../host/errors';
+import { tempStore } from '../support/temp-store';
+
+let t: ReturnType<typeof tempStore>;
+beforeEach(() => {
+  t = tempStore();
+});
+afterEach(async () => {
+  await t.cleanup();
+});
+
+const session = 'ses_1';
+const base = (extra: Partial<CommitInput> = {}): CommitInput => ({ sessionId: session, label: 'test', ...extra });
+
+async function seed() {
+  const r = await t.store.commit(
+    base({
+      createSession: {},
+      runs: [{ id: 'run_1', kind: 'plan', submissionId: null, rootTaskId: 'task_1', versions: { kernel: '0.1.0' } }],
+      tasks: [{ id: 'task_1', runId: 'run_1', parentId: null, kind: 'k', kindVersion: 1, phase: 'start', input: { n: 1 } }],
+    }),
+  );
+  expect(r.ok).toBe(true);
+}
+
+async function counts() {
+  const db = (t.store as unknown as { db: import('better-sqlite3').Database }).db;
+  const n = (table: string) => (db.prepare(`SELECT COUNT(*) AS c FROM ${table}`).get() as { c: number }).c;
+  return { commits: n('commits'), entries: n('entries'), tasks: n('tasks'), effects: n('effects'), transitions: n('run_transitions'), docs: n('document_ops') };
+}
+
+describe('store commit', () => {
+  it('numbers commits per session in one monotonic sequence', async () => {
+    await seed();
+    const seqs: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const r = await t.store.commit(base({ entries: [{ id: `e${i}`, kind: 'note', body: i }] }));
+      if (r.ok) seqs.push(r.seq);
+    }
+    expect(seqs).toEqual([2, 3, 4, 5, 6]);
+    expect((await t.store.getSession(session))?.lastSeq).toBe(6);
+    await t.store.commit({ sessionId: 'ses_2', label: 'other', createSession: {} });
+    expect((await t.store.getSession('ses_2'))?.lastSeq).toBe(1);
+  });
+
+  it('writes nothing when a commit throws in the middle (illegal run transition after entries and effects)', async () => {
+    await seed();
+    const before = await counts();
+    await expect(
+      t.store.commit(
+        base({
+          entries: [{ id: 'e1', kind: 'note', body: 'x' }],
+          documentOps: [{ documentId: 'd1', create: { type: 'plan', runId: 'run_1', initial: {} }, expectVersion: 0, op: null }],
+          effects: [{ id: 'fx1', create: { runId: 'run_1', taskId: 'task_1', kind: 'http', intent: { a: 1 }, replay: 'never' } }],
+          taskTransitions: [{ taskId: 'task_1', expectVersion: 1, set: { status: 'running' } }],
+          runTransitions: [{ runId: 'run_1', from: 'admitted', to: 'completed', actor: 't', reason: 'bad' }],
+        }),
+      ),
+    ).rejects.toSatisfy((e) => isBerthError(e, 'illegal_run_transition'));
+    expect(await counts()).toEqual(before);
+    expect((await t.store.getTask('task_1'))?.status).toBe('pending');
+    expect((await t.store.getSession(session))?.lastSeq).toBe(1);
+  });
+
+  it('rejects a transition by a worker that no longer owns the task, writing nothing', async () => {
+    await seed();
+    const first = await t.store.commit(base({ taskTransitions: [{ taskId: 'task_1', expectVersion: 1, set: { status: 'running' } }] }));
+    expect(first.ok).toBe(true);
+    const before = await counts();
+    const stale = await t.store.commit(
+      base({
+        entries: [{ id: 'late', kind: 'note', body: 'stale worker' }],
+        taskTransitions: [{ taskId: 'task_1', expectVersion: 1, set: { status: 'terminal', outcome: 'ok' } }],
+      }),
+    );
+    expect(stale).toEqual({ ok: false, conflict: { kind: 'task_version', taskId: 'task_1', expected: 1, actual: 2 } });
+    expect(await counts()).toEqual(before);
+    expect((await t.store.getTask('task_1'))?.status).toBe('running');
+  });
+
+  it('rejects a commit fenced with an epoch another host has replaced', async () => {
+    await seed();
+    const old = await t.store.acquireEpoch('kernel', 'host-a');
+    const now = await t.store.acquireEpoch('kernel', 'host-b');
+    expect(now).toBe(old + 1);
+    const r = await t.store.commit(base({ fence: { scope: 'kernel', epoch: old }, entries: [{ id: 'x', kind: 'n', body: 1 }] }));
+    expect(r).toEqual({ ok: false, conflict: { kind: 'fence', scope: 'kernel', expected: old, actual: now } });
+    expect((await t.store.commit(base({ fence: { scope: 'kernel', epoch: now } }))).ok).toBe(true);
+  });
+
+  it('compare-and-sets run state and logs every transition with actor, reason and versions', async () => {
+    await seed();
+    await t.store.commit(base({ runTransitions: [{ runId: 'run_1', from: 'admitted', to: 'running', actor: 'host:a', reason: 'go', versions: { kernel: '0.1.0', envFingerprint: 'sha256:ab' } }] }));
+    const lost = await t.store.commit(base({ runTransitions: [{ runId: 'run_1', from: 'admitted', to: 'running', actor: 'host:b', reason: 'dup' }] }));
+    expect(lost.ok).toBe(false);
+    const log = await t.store.listRunTransitions('run_1');
+    expect(log.map((l) => [l.n, l.from, l.to, l.actor, l.reason])).toEqual([
+      [1, null, 'admitted', 'host', 'submitted'],
+      [2, 'admitted', 'running', 'host:a', 'go'],
+    ]);
+    expect(log[1]!.versions).toEqual({ kernel: '0.1.0', envFingerprint: 'sha256:ab' });
+    expect(log[1]!.commitSeq).toBe(2);
+  });
+
+  it('refuses to complete a run while one of its effects is unresolved', async () => {
+    await seed();
+    await t.store.commit(base({
+      runTransitions: [{ runId: 'run_1', from: 'admitted', to: 'running', actor: 'a', reason: 'go' }],
+      effects: [{ id: 'fx1', create: { runId: 'run_1', taskId: 'task_1', kind: 'mail', intent: { to: 'a' }, replay: 'never' }, set: { status: 'executing' } }],
+    }));
+    const r = await t.store.commit(base({ runTransitions: [{ runId: 'run_1', from: 'running', to: 'completed', actor: 'a', reason: 'done' }] }));
+    expect(r).toEqual({ ok: false, conflict: { kind: 'unresolved_effects', runId: 'run_1', effectIds: ['fx1'] } });
+    const ok = await t.store.commit(base({
+      effects: [{ id: 'fx1', expectStatus: 'executing', set: { status: 'confirmed', receipt: { id: 'm1' } } }],
+      runTransitions: [{ runId: 'run_1', from: 'running', to: 'completed', actor: 'a', reason: 'done' }],
+    }));
+    expect(ok.ok).toBe(true);
+    expect((await t.store.getEffect('fx1'))?.receipt).toEqual({ id: 'm1' });
+  });
+
+  it('keeps entries immutable at the database level', async () => {
+    await seed();
+    await t.store.commit(base({ entries: [{ id: 'e1', kind: 'user', body: 'hello' }] }));
+    const db = (t.store as unknown as { db: import('better-sqlite3').Database }).db;
+    expect(() => db.prepare("UPDATE entries SET body_json = '\"changed\"'").run()).toThrow(/immutable/);
+    expect(() => db.prepare('DELETE FROM entries').run()).toThrow(/immutable/);
+    expect((await t.store.listEntries(session)).map((e) => e.body)).toEqual(['hello']);
+  });
+
+  it('refuses to create an effect again with a different intent', async () => {
+    await seed();
+    const create = (intent: unknown) =>
+      t.store.commit(base({ effects: [{ id: 'fx', create: { runId: 'run_1', taskId: 'task_1', kind: 'k', intent: intent as never, replay: 'safe' } }] }));
+    expect((await create({ a: 1 })).ok).toBe(true);
+    expect((await create({ a: 1 })).ok).toBe(true);
+    expect(await create({ a: 2 })).toEqual({ ok: false, conflict: { kind: 'effect_intent', effectId: 'fx' } });
+  });
+
+  it('survives reopening: migrations are recorded once and data is kept', async () => {
+    await seed();
+    await t.store.close();
+    const { openSqliteStore } = await import('../../host/store');
+    const again = openSqliteStore(t.path);
+    expect((await again.getTask('task_1'))?.input).toEqual({ n: 1 });
+    const versions = (again.db.prepare('SELECT version FROM schema_migrations ORDER BY version').all() as Array<{ version: number }>).map((r) => r.version);
+    expect(versions).toEqual([1, 2]);
+    expect(again.db.pragma('journal_mode', { simple: true })).toBe('wal');
+    expect(again.db.pragma('synchronous', { simple: true })).toBe(2);
+    await again.close();
+  });
+});
