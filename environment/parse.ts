@@ -1,0 +1,34 @@
+import { readFile } from 'node:fs/promises';
+import { BerthError } from '../host/errors';
+import { formatIssues, toManifestIssues } from './issues';
+import { readDocument } from './read-document';
+import { EnvironmentSchema, type Environment } from './schema';
+
+/**
+ * Parses and validates manifest text. `file` names the source in errors and picks the format
+ * by extension (content decides when the extension says nothing). Throws `manifest_syntax`
+ * for unreadable text and `manifest_invalid`, with one line and one `details.issues` entry per
+ * problem, for text that does not match the schema.
+ */
+export function parseEnvironment(text: string, file: string): Environment {
+  const data = readDocument(text, file);
+  // reportInput lets a failed cross-field check show the defaulted value it compared.
+  const result = EnvironmentSchema.safeParse(data, { reportInput: true });
+  if (result.success) return result.data;
+  const issues = toManifestIssues(result.error.issues, data);
+  throw new BerthError('manifest_invalid', formatIssues(file, issues), { details: { file, issues } });
+}
+
+/** Reads and parses a manifest file; `manifest_not_found` when there is no such file. */
+export async function loadEnvironment(path: string): Promise<Environment> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
+      throw new BerthError('manifest_not_found', `environment manifest ${path} does not exist`, { details: { file: path }, cause: err });
+    }
+    throw err;
+  }
+  return parseEnvironment(text, path);
+}

@@ -1,0 +1,106 @@
+import { z } from 'zod';
+import { DIGEST, IMAGE_REF, OWNER, SECRET_NAME, allowPatternProblem, workspacePathProblem } from './field-checks';
+import { isRange, isVersion, satisfiesRange } from './semver-range';
+
+// Sections with defaults use `prefault`, not `default`: zod v4 returns a `default` value as-is,
+// so the fields inside would never get their own defaults.
+
+const kernel = z
+  .strictObject({
+    name: z.string().min(1).describe('Harness kind, e.g. "berth"'),
+    version: z.string().refine(isVersion, 'a semver version such as 0.1.0').describe('Kernel version that wrote this manifest'),
+    compatible: z.string().refine(isRange, 'a version range such as ">=0.1.0 <0.2.0" or "^0.1.0"').describe('Kernel versions that may resume runs of this environment'),
+  })
+  .refine((k) => !isVersion(k.version) || !isRange(k.compatible) || satisfiesRange(k.version, k.compatible), {
+    path: ['compatible'],
+    message: 'a range that includes kernel.version',
+  });
+
+const image = z.strictObject({
+  ref: z.string().regex(IMAGE_REF, 'an image reference such as berth/tiny:latest (no @digest; use image.digest)'),
+  digest: z.string().regex(DIGEST, 'sha256: followed by 64 lowercase hex digits').optional().describe('Image id pinned by `berth env lock`'),
+});
+
+const workspace = z
+  .strictObject({
+    path: z
+      .string()
+      .default('/workspace')
+      .superRefine((path, ctx) => {
+        const problem = workspacePathProblem(path);
+        if (problem) ctx.addIssue({ code: 'custom', message: problem });
+      }),
+    owner: z.string().regex(OWNER, 'a numeric uid:gid such as 1000:1000').default('1000:1000'),
+  })
+  .prefault({});
+
+const allowPattern = z.string().superRefine((pattern, ctx) => {
+  const problem = allowPatternProblem(pattern);
+  if (problem) ctx.addIssue({ code: 'custom', message: problem });
+});
+
+const network = z
+  .strictObject({
+    mode: z.enum(['none', 'allowlist', 'open']).default('none'),
+    allow: z.array(allowPattern).default([]).describe('host:port or *.suffix:port patterns for allowlist mode'),
+    allowOverride: z.boolean().optional().describe('Whether a plan may narrow or extend the allow list'),
+  })
+  .prefault({});
+
+const secretSource = z.union([z.strictObject({ env: z.string().min(1) }), z.strictObject({ file: z.string().min(1) })], {
+  error: 'exactly one of {env: VAR} or {file: PATH}',
+});
+
+const secret = z.strictObject({
+  name: z.string().regex(SECRET_NAME, 'an UPPER_SNAKE name such as API_TOKEN'),
+  from: secretSource,
+  expose: z.enum(['env', 'file']),
+  to: z.array(z.string().min(1)).describe('Tool names or plan step names that may see the secret'),
+});
+
+const secrets = z
+  .array(secret)
+  .default([])
+  .superRefine((list, ctx) => {
+    const seen = new Set<string>();
+    list.forEach((s, i) => {
+      if (seen.has(s.name)) ctx.addIssue({ code: 'custom', path: [i, 'name'], message: 'a name not used by an earlier secret' });
+      seen.add(s.name);
+    });
+  });
+
+const positiveInt = z.number().int().positive();
+
+const resources = z
+  .strictObject({
+    cpus: z.number().positive().default(1),
+    memoryMb: z.number().int().min(16).default(512),
+    pids: z.number().int().min(8).default(256),
+    diskMb: z.number().int().min(1).default(1024),
+    commandTimeoutS: positiveInt.default(600).describe('Longest one command may run'),
+    runBudgetS: positiveInt.default(86400).describe('Longest a whole run may take'),
+  })
+  .prefault({});
+
+const lease = z
+  .strictObject({
+    ttlS: positiveInt.default(900),
+    heartbeatS: positiveInt.default(30),
+  })
+  .refine((l) => l.heartbeatS < l.ttlS, { path: ['heartbeatS'], message: 'a heartbeat shorter than lease.ttlS, so the lease is renewed before it expires' })
+  .prefault({});
+
+const snapshot = z
+  .strictObject({
+    policy: z.enum(['after-each-step', 'never', 'on-demand']).default('after-each-step'),
+    keepLast: z.number().int().min(1).default(5),
+  })
+  .prefault({});
+
+/** The Environment manifest: the one definition of what a sandbox must be. */
+export const EnvironmentSchema = z
+  .strictObject({ kernel, image, workspace, network, secrets, resources, lease, snapshot })
+  .describe('Berth Environment manifest');
+
+/** A parsed manifest with every default applied. */
+export type Environment = z.infer<typeof EnvironmentSchema>;
