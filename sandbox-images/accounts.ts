@@ -16,9 +16,13 @@ export function accountLines(shell: string): { passwd: string[]; group: string[]
 /** Writes /etc/passwd and /etc/group from scratch (images without a distribution base). */
 export async function writeAccounts(rootfs: string, shell: string): Promise<void> {
   const { passwd, group } = accountLines(shell);
-  await mkdir(join(rootfs, 'etc'), { recursive: true, mode: 0o755 });
-  await writeFile(join(rootfs, 'etc/passwd'), passwd.join('\n') + '\n', { mode: 0o644 });
-  await writeFile(join(rootfs, 'etc/group'), group.join('\n') + '\n', { mode: 0o644 });
+  await mkdir(join(rootfs, 'etc'), { recursive: true });
+  await chmod(join(rootfs, 'etc'), 0o755);
+  for (const [file, lines] of [['etc/passwd', passwd], ['etc/group', group]] as const) {
+    await writeFile(join(rootfs, file), lines.join('\n') + '\n');
+    // Explicit: a restrictive umask on the build machine must not change the layer's bytes.
+    await chmod(join(rootfs, file), 0o644);
+  }
 }
 
 /**

@@ -24,8 +24,3 @@ export async function loadArchiveDir(dir: string, signal: AbortSignal): Promise<
 export async function tagImage(imageId: string, tag: string, signal: AbortSignal): Promise<void> {
   await execa('docker', ['tag', imageId, tag], { cancelSignal: signal });
 }
-
-/** Removes an image and all its tags; used to force a rebuild in tests. */
-export async function removeImage(ref: string, signal: AbortSignal): Promise<void> {
-  await execa('docker', ['image', 'rm', '--force', ref], { cancelSignal: signal, reject: false });
-}

@@ -38,6 +38,14 @@ describe('sandbox image tiny', () => {
     for (const tag of again.tags) expect(await docker(['image', 'inspect', '--format', '{{.Id}}', tag])).toBe(built.imageId);
   });
 
+  it('stops with image_build_cancelled when its signal is aborted', async () => {
+    await expect(buildImage('tiny', { signal: AbortSignal.abort(), force: true })).rejects.toMatchObject({ code: 'image_build_cancelled', retryable: true });
+  });
+
+  it('refuses an image name it has no definition for', async () => {
+    await expect(buildImage('nope', { signal: AbortSignal.timeout(5_000) })).rejects.toMatchObject({ code: 'image_unknown' });
+  });
+
   it('carries a fixed creation time, its definition labels and /workspace as working directory', async () => {
     const inspect = JSON.parse(await docker(['image', 'inspect', 'berth/tiny:latest'])) as Array<{
       Created: string;
