@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { DIGEST, IMAGE_REF, OWNER, SECRET_NAME, allowPatternProblem, workspacePathProblem } from './field-checks';
-import { isRange, isVersion, satisfiesRange } from './semver-range';
+import { VERSION, isRange, isVersion, satisfiesRange } from './semver-range';
 
 // Sections with defaults use `prefault`, not `default`: zod v4 returns a `default` value as-is,
 // so the fields inside would never get their own defaults.
@@ -8,7 +8,7 @@ import { isRange, isVersion, satisfiesRange } from './semver-range';
 const kernel = z
   .strictObject({
     name: z.string().min(1).describe('Harness kind, e.g. "berth"'),
-    version: z.string().refine(isVersion, 'a semver version such as 0.1.0').describe('Kernel version that wrote this manifest'),
+    version: z.string().regex(VERSION, 'a semver version such as 0.1.0').describe('Kernel version that wrote this manifest'),
     compatible: z.string().refine(isRange, 'a version range such as ">=0.1.0 <0.2.0" or "^0.1.0"').describe('Kernel versions that may resume runs of this environment'),
   })
   .refine((k) => !isVersion(k.version) || !isRange(k.compatible) || satisfiesRange(k.version, k.compatible), {
