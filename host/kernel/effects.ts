@@ -10,6 +10,7 @@ export interface PerformDeps {
   sessionId: string;
   runId: string | null;
   taskId: string;
+  taskKind: string;
   taskVersion: number;
   signal: AbortSignal;
   log: Logger;
@@ -43,7 +44,7 @@ export async function performEffect<R extends Json>(
   };
   const began = await d.commit({
     sessionId: d.sessionId,
-    label: 'effect.begin',
+    label: `effect.begin:${d.taskKind}`,
     expectTasks: [{ taskId: d.taskId, version: d.taskVersion }],
     effects: [begin],
   });

@@ -286,7 +286,7 @@ export class Kernel {
   }
 
   private async transition(task: Task, label: string, set: NonNullable<CommitInput['taskTransitions']>[number]['set'], extra: Partial<CommitInput> = {}): Promise<Task | undefined> {
-    const r = await this.commit({ ...extra, sessionId: task.sessionId, label, taskTransitions: [{ taskId: task.id, expectVersion: task.version, set }] });
+    const r = await this.commit({ ...extra, sessionId: task.sessionId, label: `${label}:${task.kind}`, taskTransitions: [{ taskId: task.id, expectVersion: task.version, set }] });
     if (!r.ok) {
       this.o.logger.warn({ taskId: task.id, label, conflict: r.conflict }, 'transition not committed');
       return undefined;

@@ -53,7 +53,7 @@ export async function runPhase(
     },
     perform: (spec, action) =>
       performEffect(
-        { store: d.store, commit: d.commit, sessionId: task.sessionId, runId: task.runId, taskId: task.id, taskVersion: task.version, signal: opts.signal, log, pending },
+        { store: d.store, commit: d.commit, sessionId: task.sessionId, runId: task.runId, taskId: task.id, taskKind: task.kind, taskVersion: task.version, signal: opts.signal, log, pending },
         spec,
         action,
       ),
@@ -115,7 +115,7 @@ async function decisionCommit(
   ];
   return {
     sessionId: task.sessionId,
-    label: `phase.${decision.type}`,
+    label: `phase.${decision.type}:${task.kind}`,
     entries: (writes.entries ?? []).map((e) => ({ id: newId('ent'), conversationId: e.conversationId ?? null, runId: task.runId, taskId: task.id, kind: e.kind, body: e.body })),
     documentOps: await d.documents.toOps(writes.documents ?? [], task.runId, (id) => d.store.getDocument(id)),
     tasks: effect.newTasks,
