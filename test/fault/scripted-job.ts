@@ -9,7 +9,7 @@
 import { z } from 'zod';
 import pino from 'pino';
 import { openSqliteStore } from '../../host/store';
-import { DocumentTypes, HandlerRegistry, Kernel, submit, type TaskHandler } from '../../host/kernel';
+import { DocumentTypes, HandlerRegistry, Kernel, submit, type Decision, type SpawnSpec, type TaskHandler } from '../../host/kernel';
 import { BerthError } from '../../host/errors';
 import { systemClock } from '../../host/support';
 
@@ -37,7 +37,7 @@ const actHandler: TaskHandler = {
         writes: { effects: [{ id: `fx:${ctx.task.id}`, kind: 'http.act', intent: { label: input.label, fail: input.fail ?? false }, replay: input.replay }] },
       };
     },
-    execute: async (ctx) => {
+    execute: async (ctx): Promise<Decision> => {
       const input = ctx.input as ActInput;
       const out = await ctx.perform({ id: `fx:${ctx.task.id}`, kind: 'http.act', intent: { label: input.label, fail: input.fail ?? false }, replay: input.replay }, (signal) =>
         act(`fx:${ctx.task.id}`, input.fail ?? false, signal),
@@ -73,7 +73,7 @@ const groupHandler: TaskHandler = {
   phases: {
     spawn: async (ctx) => {
       const { join } = ctx.input as { join: 'allSettled' | 'failFast' };
-      const tasks =
+      const tasks: SpawnSpec[] =
         join === 'allSettled'
           ? [{ kind: 'act', input: { label: 'all-safe', replay: 'safe' } }, { kind: 'act', input: { label: 'all-never', replay: 'never' } }]
           : [{ kind: 'snooze', input: {} }, { kind: 'act', input: { label: 'fast-fails', replay: 'never', fail: true } }];
