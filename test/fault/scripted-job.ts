@@ -96,7 +96,7 @@ const rootHandler: TaskHandler = {
   initialPhase: 'plan',
   phases: {
     plan: async () => ({ type: 'next', phase: 'spawn', writes: { documents: [{ documentId: 'summary', create: { type: 'summary' } }] } }),
-    spawn: async () => ({
+    spawn: async (): Promise<Decision> => ({
       type: 'spawn',
       join: 'allSettled',
       phase: 'collect',
