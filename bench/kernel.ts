@@ -1,0 +1,99 @@
+/**
+ * kernel: durable phase transitions per second through the whole kernel (scheduler, decision,
+ * compare-and-set commit) vs raw better-sqlite3 transactions writing the same rows with the same
+ * durability (WAL, synchronous FULL), measured in the same run on the same disk.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { openSqliteStore, type Store } from '../host/store';
+import { DocumentTypes, HandlerRegistry, Kernel, submit } from '../host/kernel';
+import { systemClock } from '../host/support';
+import type { Report } from './run';
+
+const STEPS = 2000;
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+async function kernelSteps(dir: string): Promise<{ perSecond: number; commitMs: number[] }> {
+  const store = openSqliteStore(join(dir, 'kernel.db'));
+  const commitMs: number[] = [];
+  const timed: Store = Object.assign(Object.create(store) as Store, {
+    commit: async (input: Parameters<Store['commit']>[0]) => {
+      const t0 = performance.now();
+      const r = await store.commit(input);
+      commitMs.push(performance.now() - t0);
+      return r;
+    },
+  });
+  const registry = new HandlerRegistry();
+  registry.register({
+    kind: 'stepper',
+    version: 1,
+    initialPhase: 'step',
+    phases: {
+      step: async (ctx) => {
+        const i = (ctx.checkpoint as { i: number } | null)?.i ?? 0;
+        return i + 1 >= STEPS ? { type: 'complete', result: { steps: i + 1 } } : { type: 'next', phase: 'step', checkpoint: { i: i + 1 } };
+      },
+    },
+  });
+  const kernel = new Kernel({ store: timed, registry, documents: new DocumentTypes(), clock: systemClock, logger: pino({ level: 'silent' }), hostId: 'bench', pollMs: 60_000 });
+  await kernel.start();
+  const t0 = performance.now();
+  const { run } = await submit({ store: timed, kernel, registry }, { requestId: 'bench', runKind: 'bench', root: { kind: 'stepper', input: {} } });
+  await kernel.waitForRun(run.id);
+  const seconds = (performance.now() - t0) / 1000;
+  await kernel.stop();
+  await store.close();
+  return { perSecond: STEPS / seconds, commitMs };
+}
+
+/** The same rows per step, written by hand: a commit record, the task's CAS update, the session's sequence. */
+async function rawSteps(dir: string): Promise<number> {
+  const store = openSqliteStore(join(dir, 'raw.db'));
+  const db = store.db;
+  db.prepare("INSERT INTO sessions (id, created_at) VALUES ('s', 0)").run();
+  db.prepare(
+    "INSERT INTO tasks (id, session_id, kind, kind_version, status, phase, checkpoint_json, input_json, created_at, updated_at) VALUES ('t', 's', 'stepper', 1, 'running', 'step', 'null', '{}', 0, 0)",
+  ).run();
+  const commit = db.prepare('INSERT INTO commits (session_id, seq, at, label, actor) VALUES (?, ?, ?, ?, ?)');
+  const task = db.prepare('UPDATE tasks SET phase = ?, checkpoint_json = ?, attempts = 0, version = version + 1, updated_at = ? WHERE id = ? AND version = ?');
+  const session = db.prepare('UPDATE sessions SET last_seq = ? WHERE id = ?');
+  const step = db.transaction((i: number) => {
+    commit.run('s', i, Date.now(), 'phase.next:stepper', 'host:bench');
+    if (task.run('step', JSON.stringify({ i }), Date.now(), 't', i).changes !== 1) throw new Error('lost row');
+    session.run(i, 's');
+  });
+  const t0 = performance.now();
+  for (let i = 1; i <= STEPS; i++) step.immediate(i);
+  const seconds = (performance.now() - t0) / 1000;
+  await store.close();
+  return STEPS / seconds;
+}
+
+export default async function kernelBench(report: Report): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'berth-bench-'));
+  try {
+    // Alternate to spread disk noise over both sides; keep the best of each.
+    const raw: number[] = [];
+    const durable: Array<Awaited<ReturnType<typeof kernelSteps>>> = [];
+    for (let round = 0; round < 2; round++) {
+      raw.push(await rawSteps(mkdtempSync(join(dir, 'r'))));
+      durable.push(await kernelSteps(mkdtempSync(join(dir, 'k'))));
+    }
+    const bestRaw = Math.max(...raw);
+    const best = durable.reduce((a, b) => (a.perSecond > b.perSecond ? a : b));
+    const sorted = [...best.commitMs].sort((a, b) => a - b);
+    report('steps_vs_sqlite', best.perSecond / bestRaw, 'ratio');
+    report('steps_per_second', best.perSecond, 'absolute');
+    report('raw_sqlite_tx_per_second', bestRaw, 'absolute');
+    report('commit_p50_ms', percentile(sorted, 50), 'absolute');
+    report('commit_p99_ms', percentile(sorted, 99), 'absolute');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
