@@ -1,0 +1,136 @@
+import { constants as fsc, createReadStream } from 'node:fs';
+import { lstat, open, readdir, readlink } from 'node:fs/promises';
+import { join, posix, relative, resolve, sep } from 'node:path';
+import { pack, type Pack } from 'tar-stream';
+import { BerthError } from '../errors';
+
+export interface Owner {
+  uid: number;
+  gid: number;
+}
+
+/** Directory entries for `missing` path components below the archive root, owned by `owner`. */
+function addDirs(p: Pack, missing: string[], owner: Owner, mtime: Date): void {
+  for (let i = 0; i < missing.length; i += 1) {
+    p.entry({ name: `${missing.slice(0, i + 1).join('/')}/`, type: 'directory', mode: 0o755, uid: owner.uid, gid: owner.gid, mtime });
+  }
+}
+
+/**
+ * A tar holding one file at `parts.join('/')`, preceded by directories for all but the last part.
+ * Built in memory: the engine wants a Content-Length for the fastest upload path anyway.
+ */
+export function singleFileTar(parts: string[], data: Buffer, mode: number, owner: Owner): Promise<Buffer> {
+  const p = pack();
+  const mtime = new Date();
+  addDirs(p, parts.slice(0, -1), owner, mtime);
+  p.entry({ name: parts.join('/'), type: 'file', size: data.length, mode, uid: owner.uid, gid: owner.gid, mtime }, data);
+  p.finalize();
+  return collect(p);
+}
+
+function collect(stream: Pack): Promise<Buffer> {
+  return new Promise((res, rej) => {
+    const chunks: Buffer[] = [];
+    stream.on('data', (c: unknown) => chunks.push(c as Buffer));
+    stream.on('end', () => res(Buffer.concat(chunks)));
+    stream.on('error', rej);
+  });
+}
+
+interface HostEntry {
+  rel: string;
+  kind: 'dir' | 'file' | 'symlink';
+  linkname?: string;
+  size: number;
+  mode: number;
+  mtime: Date;
+}
+
+/**
+ * Walks a host directory and refuses (`path_escape`) any symlink whose target is absolute or
+ * resolves outside it: such a link would make the sandbox see a path the uploader never meant to
+ * give. Sockets, fifos and devices are skipped. Returns the entries and their total size.
+ */
+export async function scanHostDir(root: string): Promise<{ entries: HostEntry[]; bytes: number }> {
+  const base = resolve(root);
+  const top = await lstat(base).catch(() => undefined);
+  if (!top?.isDirectory()) throw new BerthError('not_found', `host directory ${root} does not exist or is not a directory`);
+  const entries: HostEntry[] = [];
+  let bytes = 0;
+  const walk = async (dir: string): Promise<void> => {
+    for (const name of (await readdir(dir)).sort()) {
+      const abs = join(dir, name);
+      const rel = relative(base, abs).split(sep).join('/');
+      const st = await lstat(abs);
+      if (st.isDirectory()) {
+        entries.push({ rel, kind: 'dir', size: 0, mode: st.mode & 0o777, mtime: st.mtime });
+        await walk(abs);
+      } else if (st.isFile()) {
+        entries.push({ rel, kind: 'file', size: st.size, mode: st.mode & 0o777, mtime: st.mtime });
+        bytes += st.size;
+      } else if (st.isSymbolicLink()) {
+        const linkname = await readlink(abs);
+        checkHostLink(rel, linkname);
+        entries.push({ rel, kind: 'symlink', linkname, size: 0, mode: 0o777, mtime: st.mtime });
+      }
+    }
+  };
+  await walk(base);
+  return { entries, bytes };
+}
+
+function checkHostLink(rel: string, linkname: string): void {
+  const target = posix.normalize(posix.join(posix.dirname(rel), linkname));
+  if (linkname.startsWith('/') || target === '..' || target.startsWith('../')) {
+    throw new BerthError('path_escape', `symlink ${rel} -> ${linkname} points outside the uploaded directory`, { details: { entry: rel, linkname } });
+  }
+}
+
+/**
+ * Streams the scanned entries as a tar, every entry owned by `owner` and placed below `missing`
+ * (directories to create first). Files are opened with O_NOFOLLOW and re-checked, so a file swapped
+ * for a symlink after the scan is refused rather than followed.
+ */
+export function packHostDir(root: string, entries: HostEntry[], missing: string[], owner: Owner): Pack {
+  const p = pack();
+  const prefix = missing.length > 0 ? `${missing.join('/')}/` : '';
+  const run = async () => {
+    addDirs(p, missing, owner, new Date());
+    for (const e of entries) {
+      const name = prefix + e.rel;
+      const common = { uid: owner.uid, gid: owner.gid, mtime: e.mtime, mode: e.mode };
+      if (e.kind === 'dir') {
+        p.entry({ ...common, name: `${name}/`, type: 'directory' });
+      } else if (e.kind === 'symlink') {
+        p.entry({ ...common, name, type: 'symlink', linkname: e.linkname ?? '' });
+      } else {
+        const fh = await open(join(root, e.rel), fsc.O_RDONLY | fsc.O_NOFOLLOW).catch((err: NodeJS.ErrnoException) => {
+          throw new BerthError('path_escape', `host file ${e.rel} changed during upload (${err.code})`);
+        });
+        const st = await fh.stat();
+        if (!st.isFile()) {
+          await fh.close();
+          throw new BerthError('path_escape', `host file ${e.rel} changed during upload`);
+        }
+        if (st.size === 0) {
+          p.entry({ ...common, name, type: 'file', size: 0 }, Buffer.alloc(0));
+          await fh.close();
+          continue;
+        }
+        const sink = p.entry({ ...common, name, type: 'file', size: st.size });
+        await new Promise<void>((res, rej) => {
+          // Read exactly the size announced in the header, even if the file grows meanwhile.
+          const src = createReadStream('', { fd: fh.fd, autoClose: false, start: 0, end: st.size - 1 });
+          src.on('error', rej);
+          sink.on('error', rej);
+          sink.on('finish', () => res());
+          src.pipe(sink as unknown as NodeJS.WritableStream);
+        }).finally(() => fh.close());
+      }
+    }
+    p.finalize();
+  };
+  run().catch((err: unknown) => p.destroy(err instanceof Error ? err : new Error(String(err))));
+  return p;
+}

@@ -1,0 +1,62 @@
+import type Dockerode from 'dockerode';
+import { parseOwner, type SandboxSpec } from './sandbox-spec';
+
+/**
+ * A small tmpfs where each running exec records `<pgid> <nonce>` so that a later exec can kill
+ * its process tree. tmpfs keeps these runtime files out of the writable layer and out of
+ * `docker commit` snapshots.
+ */
+export const CONTROL_DIR = '/run/berth';
+
+/**
+ * PID 1 is docker-init (reaps orphans); its child idles forever. The loop keeps the container up
+ * if something kills the `sleep`.
+ */
+export const IDLE_COMMAND = ['/bin/sh', '-c', 'while :; do sleep 2147483647; done'];
+
+const MIB = 1024 * 1024;
+
+/**
+ * The create options for a sandbox container: limits, hardening and labels. Exported so the bench
+ * can create a raw container with exactly the same options.
+ */
+export function containerCreateOptions(spec: SandboxSpec, labels: Record<string, string>, name?: string): Dockerode.ContainerCreateOptions {
+  const r = spec.resources;
+  const memory = Math.round(r.memoryMb * MIB);
+  const diskBytes = Math.round(r.diskMb * MIB);
+  parseOwner(spec.workspace.owner);
+  return {
+    ...(name === undefined ? {} : { name }),
+    Image: spec.imageDigest,
+    Entrypoint: [],
+    Cmd: IDLE_COMMAND,
+    WorkingDir: spec.workspace.path,
+    Labels: labels,
+    Tty: false,
+    OpenStdin: false,
+    AttachStdin: false,
+    AttachStdout: false,
+    AttachStderr: false,
+    NetworkDisabled: true,
+    HostConfig: {
+      NanoCpus: Math.round(r.cpus * 1e9),
+      Memory: memory,
+      // Equal to Memory: no swap, so an allocation beyond the limit is an OOM kill, not a slowdown.
+      MemorySwap: memory,
+      PidsLimit: r.pids,
+      CapDrop: ['ALL'],
+      SecurityOpt: ['no-new-privileges'],
+      NetworkMode: 'none',
+      Init: true,
+      Binds: [],
+      Mounts: [],
+      Tmpfs: { [CONTROL_DIR]: 'rw,nosuid,nodev,noexec,mode=1777,size=1m' },
+      // No single file may outgrow the disk limit: the kernel stops it with SIGXFSZ (exit 153)
+      // before the periodic layer measurement could notice. See README.md "Disk".
+      Ulimits: [{ Name: 'fsize', Soft: diskBytes, Hard: diskBytes }],
+      RestartPolicy: { Name: 'no' },
+      AutoRemove: false,
+      Privileged: false,
+    },
+  };
+}

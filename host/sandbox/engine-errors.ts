@@ -1,0 +1,44 @@
+import { BerthError, type ErrorIds } from '../errors';
+
+/** The shape dockerode gives its HTTP errors. */
+interface EngineHttpError {
+  statusCode?: number;
+  code?: string;
+  message?: string;
+}
+
+const asHttp = (err: unknown): EngineHttpError => (typeof err === 'object' && err !== null ? (err as EngineHttpError) : {});
+
+export function isNotFound(err: unknown): boolean {
+  return asHttp(err).statusCode === 404;
+}
+
+export function isConflict(err: unknown): boolean {
+  return asHttp(err).statusCode === 409;
+}
+
+const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOENT', 'EACCES', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND']);
+
+/** True when the error says the engine could not be talked to at all (not that it refused). */
+export function isEngineUnreachable(err: unknown): boolean {
+  const e = asHttp(err);
+  return e.statusCode === undefined && e.code !== undefined && UNREACHABLE.has(e.code);
+}
+
+/**
+ * Wraps an unexpected engine failure in a typed error. Unreachable engines are retryable: the same
+ * call may work once the daemon is back.
+ */
+export function engineError(action: string, err: unknown, ids: ErrorIds = {}): BerthError {
+  if (err instanceof BerthError) return err;
+  const e = asHttp(err);
+  if (isEngineUnreachable(err)) {
+    return new BerthError('engine_unreachable', `${action}: Docker engine unreachable (${e.code})`, { retryable: true, ids, cause: err });
+  }
+  return new BerthError('engine_error', `${action}: ${e.message ?? String(err)}`, {
+    retryable: e.statusCode !== undefined && e.statusCode >= 500,
+    ids,
+    details: e.statusCode === undefined ? undefined : { statusCode: e.statusCode },
+    cause: err,
+  });
+}

@@ -1,0 +1,269 @@
+import type Dockerode from 'dockerode';
+import { randomBytes } from 'node:crypto';
+import { posix } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Logger } from 'pino';
+import { BerthError, type ErrorIds } from '../errors';
+import { CappedOutput } from './capped-output';
+import { CONTROL_DIR } from './container-options';
+import type { DiskGuard } from './disk-guard';
+import { FrameDemuxer } from './docker-frames';
+import { engineError } from './engine-errors';
+import type { EngineEvents } from './engine-events';
+import type { ControlReport } from './exec-scripts';
+import { WRAPPER_SCRIPT } from './exec-scripts';
+import type { ExecOptions, ExecResult } from './exec-types';
+import { runControl } from './sandbox-control';
+
+/** What one exec needs from its lease. */
+export interface ExecHost {
+  container: Dockerode.Container;
+  containerId: string;
+  events: EngineEvents;
+  disk: DiskGuard;
+  logger: Logger;
+  ids: ErrorIds;
+  workspace: string;
+  owner: string;
+  defaultTimeoutMs: number;
+  outputCapBytes: number;
+  /** Cumulative cgroup counters last seen; an exec that sees them grow hit the limit. */
+  counters: { pidsMax: number; oomKill: number };
+  acquireSlot(): number;
+  releaseSlot(slot: number): void;
+  /** Registers a running exec so a disk-limit hit can kill it; returns the unregister function. */
+  track(run: RunningExec): () => void;
+}
+
+export type KillReason = 'timeout' | 'cancel' | 'disk';
+
+/** A running exec as its lease sees it. */
+export interface RunningExec {
+  kill(reason: KillReason): void;
+}
+
+/** How long to wait for the tree to die after a kill before trying again. */
+const KILL_GRACE_MS = 3000;
+/** How long the exit event may lag behind the end of the output stream. */
+const EXEC_DIE_WAIT_MS = 1000;
+/** How long a lone exit 137 may wait for the OOM event of its own main process. */
+const LATE_OOM_WAIT_MS = 300;
+const SIGXFSZ_EXIT = 128 + 25;
+
+export function toArgv(cmd: string | string[]): string[] {
+  const argv = typeof cmd === 'string' ? ['/bin/sh', '-c', cmd] : cmd;
+  if (argv.length === 0 || argv[0] === '') throw new BerthError('invalid_argument', 'exec needs a command');
+  return argv;
+}
+
+const slotUser = (user: string) => user.replace(/[^0-9A-Za-z_]/g, '_');
+
+/**
+ * Runs one command in the sandbox. The command is wrapped so that its process tree can be killed
+ * as a whole (see exec-scripts.ts); output is demultiplexed, streamed live and kept capped; the
+ * outcome, including limit hits, comes back as a value.
+ */
+export async function runExec(host: ExecHost, cmd: string | string[], opts: ExecOptions = {}): Promise<ExecResult> {
+  const started = performance.now();
+  const argv = toArgv(cmd);
+  const user = opts.user ?? host.owner;
+  const cap = opts.outputCapBytes ?? host.outputCapBytes;
+  const stdout = new CappedOutput(cap);
+  const stderr = new CappedOutput(cap);
+  const result = (over: Partial<ExecResult>): ExecResult => ({
+    exitCode: -1,
+    timedOut: false,
+    cancelled: false,
+    oomKilled: false,
+    pidsLimited: false,
+    diskExceeded: false,
+    durationMs: performance.now() - started,
+    stdout: stdout.text(),
+    stderr: stderr.text(),
+    stdoutBytes: stdout.totalBytes,
+    stderrBytes: stderr.totalBytes,
+    truncated: stdout.truncated || stderr.truncated,
+    ...over,
+  });
+  if (opts.signal?.aborted) return result({ cancelled: true });
+
+  const slot = host.acquireSlot();
+  const slotFile = `${CONTROL_DIR}/${slotUser(user)}.${slot}`;
+  const nonce = randomBytes(8).toString('hex');
+  try {
+    await host.events.ensureConnected();
+    const oomBefore = host.events.oomCount(host.containerId);
+    const hasStdin = opts.stdin !== undefined;
+    let exec: Dockerode.Exec;
+    try {
+      exec = await host.container.exec({
+        Cmd: ['/bin/sh', '-c', WRAPPER_SCRIPT, slotFile, nonce, ...argv],
+        User: user,
+        WorkingDir: opts.cwd === undefined ? host.workspace : posix.resolve(host.workspace, opts.cwd),
+        Env: Object.entries(opts.env ?? {}).map(([k, v]) => `${k}=${v}`),
+        AttachStdin: hasStdin,
+        AttachStdout: true,
+        AttachStderr: true,
+        Tty: false,
+      });
+    } catch (err) {
+      throw unavailable(err, host.ids);
+    }
+    const exitWait = host.events.expectExecDie(exec.id);
+    let stream: NodeJS.ReadWriteStream & { destroy?: () => void };
+    try {
+      stream = (await exec.start({ hijack: true, stdin: hasStdin })) as typeof stream;
+    } catch (err) {
+      exitWait.cancel();
+      throw unavailable(err, host.ids);
+    }
+
+    const demux = new FrameDemuxer((s, chunk) => {
+      (s === 'stdout' ? stdout : stderr).push(chunk);
+      if (opts.onOutput) {
+        try {
+          opts.onOutput(s, chunk);
+        } catch (err) {
+          host.logger.warn({ err }, 'onOutput callback threw; output is still recorded');
+        }
+      }
+    });
+    let ended = false;
+    const endedP = new Promise<void>((resolve) => {
+      const done = () => {
+        ended = true;
+        resolve();
+      };
+      stream.on('end', done);
+      stream.on('close', done);
+      stream.on('error', (err: Error) => {
+        host.logger.warn({ err }, 'exec stream error');
+        done();
+      });
+    });
+    stream.on('data', (d: Buffer) => demux.push(d));
+    if (hasStdin) {
+      stream.write(typeof opts.stdin === 'string' ? Buffer.from(opts.stdin) : (opts.stdin as Buffer));
+      stream.end();
+    }
+
+    let reason: KillReason | undefined;
+    let killing: Promise<ControlReport | undefined> | undefined;
+    const run: RunningExec = {
+      kill(why) {
+        if (reason !== undefined || ended) return;
+        reason = why;
+        killing = killTree(host, user, slotFile, nonce, () => ended, endedP, stream);
+      },
+    };
+    const timeoutMs = opts.timeoutMs ?? host.defaultTimeoutMs;
+    const timer = timeoutMs > 0 && Number.isFinite(timeoutMs) ? setTimeout(() => run.kill('timeout'), timeoutMs) : undefined;
+    const onAbort = () => run.kill('cancel');
+    opts.signal?.addEventListener('abort', onAbort, { once: true });
+    const untrack = host.track(run);
+    try {
+      await endedP;
+    } finally {
+      if (timer) clearTimeout(timer);
+      opts.signal?.removeEventListener('abort', onAbort);
+      untrack();
+    }
+    const killReport = killing ? await killing : undefined;
+    const ranUntil = performance.now();
+
+    let exitCode = await exitWait.result(EXEC_DIE_WAIT_MS);
+    exitCode ??= await inspectExit(exec);
+
+    let oomKilled = host.events.oomCount(host.containerId) > oomBefore;
+    if (!oomKilled && exitCode === 137 && reason === undefined && host.events.connected) {
+      oomKilled = await host.events.waitOom(host.containerId, oomBefore, LATE_OOM_WAIT_MS);
+    }
+    // The cgroup counters need an exec of their own, so they are read only when something went
+    // wrong: a kill by us (the kill exec reports them) or a non-zero exit.
+    let report = killReport;
+    if (report === undefined && exitCode !== 0) {
+      report = await runControl(host.container, { user, slotFile: '', nonce: '' }).catch((err: unknown) => {
+        host.logger.warn({ err }, 'could not read cgroup counters after exec');
+        return undefined;
+      });
+    }
+    let pidsLimited = false;
+    if (report?.pidsMax !== undefined) {
+      pidsLimited = report.pidsMax > host.counters.pidsMax;
+      host.counters.pidsMax = Math.max(host.counters.pidsMax, report.pidsMax);
+    }
+    if (report?.oomKill !== undefined) {
+      // The kernel counter backs up the event stream when it was down for this exec.
+      if (report.oomKill > host.counters.oomKill && !host.events.connected) oomKilled = true;
+      host.counters.oomKill = Math.max(host.counters.oomKill, report.oomKill);
+    }
+
+    host.disk.noteRunTime(started, ranUntil);
+    let diskExceeded = reason === 'disk' || exitCode === SIGXFSZ_EXIT;
+    if (!diskExceeded && host.disk.mayExceed()) {
+      diskExceeded = (await host.disk.measure().catch(() => 0)) > host.disk.limitBytes;
+    }
+    return result({
+      exitCode: exitCode ?? -1,
+      timedOut: reason === 'timeout',
+      cancelled: reason === 'cancel',
+      oomKilled,
+      pidsLimited,
+      diskExceeded,
+    });
+  } finally {
+    host.releaseSlot(slot);
+  }
+}
+
+function unavailable(err: unknown, ids: ErrorIds): BerthError {
+  const status = (err as { statusCode?: number }).statusCode;
+  if (status === 404 || status === 409) {
+    return new BerthError('sandbox_unavailable', `the sandbox container cannot run commands (HTTP ${status})`, { ids, cause: err });
+  }
+  return engineError('exec', err, ids);
+}
+
+async function inspectExit(exec: Dockerode.Exec): Promise<number | undefined> {
+  // The output stream can close a moment before the daemon records the exit.
+  for (let i = 0; i < 50; i += 1) {
+    const info = await exec.inspect().catch(() => undefined);
+    if (!info) return undefined;
+    if (!info.Running && info.ExitCode !== null && info.ExitCode !== undefined) return info.ExitCode;
+    await sleep(20);
+  }
+  return undefined;
+}
+
+/**
+ * Kills the recorded tree and waits for the output stream to close. When the tree does not die
+ * (the kill exec ran before the wrapper recorded its pid, or a process left the session), it tries
+ * once more and then detaches, so that the caller always gets a result.
+ */
+async function killTree(
+  host: ExecHost,
+  user: string,
+  slotFile: string,
+  nonce: string,
+  isEnded: () => boolean,
+  endedP: Promise<void>,
+  stream: { destroy?: () => void },
+): Promise<ControlReport | undefined> {
+  let report: ControlReport | undefined;
+  for (let attempt = 0; attempt < 6 && !isEnded(); attempt += 1) {
+    let killed = false;
+    try {
+      report = await runControl(host.container, { user, slotFile, nonce });
+      killed = report.killed !== undefined;
+    } catch (err) {
+      host.logger.error({ err }, 'kill exec failed');
+    }
+    // Nothing recorded yet means the wrapper has not run; it will in a moment.
+    await Promise.race([endedP, sleep(killed ? KILL_GRACE_MS : 50 * (attempt + 1))]);
+  }
+  if (!isEnded()) {
+    host.logger.error({ slotFile }, 'process tree survived the kill; detaching from its output');
+    stream.destroy?.();
+  }
+  return report;
+}

@@ -1,0 +1,76 @@
+/**
+ * Shell snippets run by busybox (or any POSIX) `sh` inside the sandbox. They use only shell
+ * builtins after start-up, so they keep working while a fork bomb holds every pid but a few.
+ */
+
+/**
+ * Runs `"$@"` after recording `<pid> <nonce>` in the slot file `$0`. Docker starts each exec as a
+ * session leader (runc calls setsid), so that pid is also the process group and session id of the
+ * whole tree the command spawns. `exec` keeps the pid, so the exit code is the command's own.
+ */
+export const WRAPPER_SCRIPT = 'echo "$$ $1" >"$0" 2>/dev/null; shift; exec "$@"';
+
+/**
+ * Kills the tree recorded in slot file `$0` when its nonce equals `$1` (an empty `$1` only reads
+ * counters). Runs as the same user as the command, so whatever the slot file says, it can signal
+ * nothing the command could not have signalled itself. The group kill is atomic against forks;
+ * the /proc scan then catches members that moved to another group of the same session.
+ * Prints `killed=`, `pids_max=` (cgroup pids.events) and `oom_kill=` (memory OOM kill counter).
+ */
+export const CONTROL_SCRIPT = `
+killed=none
+if [ -n "$1" ] && read -r pg nonce 2>/dev/null <"$0" && [ "$nonce" = "$1" ]; then
+  case "$pg" in ''|*[!0-9]*) pg=0 ;; esac
+  if [ "$pg" -gt 1 ]; then
+    kill -KILL -"$pg" 2>/dev/null
+    round=0
+    while [ "$round" -lt 5 ]; do
+      round=$((round + 1)); left=0
+      for f in /proc/[0-9]*/stat; do
+        read -r l 2>/dev/null <"$f" || continue
+        l=\${l##*) }
+        set -- $l
+        [ "$1" = Z ] && continue
+        if [ "$3" = "$pg" ] || [ "$4" = "$pg" ]; then
+          p=\${f#/proc/}; p=\${p%/stat}
+          kill -KILL "$p" 2>/dev/null && left=1
+        fi
+      done
+      [ "$left" = 0 ] && break
+    done
+    killed=$pg
+  fi
+fi
+echo "killed=$killed"
+for f in /sys/fs/cgroup/pids/pids.events /sys/fs/cgroup/pids.events; do
+  if read -r k n 2>/dev/null <"$f"; then echo "pids_max=$n"; break; fi
+done
+for f in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; do
+  [ -r "$f" ] || continue
+  while read -r k v; do [ "$k" = oom_kill ] && echo "oom_kill=$v"; done <"$f"
+  break
+done
+`;
+
+export interface ControlReport {
+  /** The process group that was killed, if any. */
+  killed: number | undefined;
+  /** Cumulative count of forks refused by the pids limit. */
+  pidsMax: number | undefined;
+  /** Cumulative count of OOM kills in the container's memory cgroup. */
+  oomKill: number | undefined;
+}
+
+export function parseControlReport(text: string): ControlReport {
+  const values = new Map<string, string>();
+  for (const line of text.split('\n')) {
+    const eq = line.indexOf('=');
+    if (eq > 0) values.set(line.slice(0, eq).trim(), line.slice(eq + 1).trim());
+  }
+  const num = (key: string): number | undefined => {
+    const v = values.get(key);
+    if (v === undefined || v === '' || !/^\d+$/.test(v)) return undefined;
+    return Number(v);
+  };
+  return { killed: num('killed'), pidsMax: num('pids_max'), oomKill: num('oom_kill') };
+}

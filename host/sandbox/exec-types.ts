@@ -1,0 +1,45 @@
+/** Which stream an output chunk came from. */
+export type OutputStream = 'stdout' | 'stderr';
+
+export interface ExecOptions {
+  /** Working directory; relative paths are taken from the workspace. Default: the workspace. */
+  cwd?: string;
+  /** Extra environment for this exec only (not visible in `docker inspect`). */
+  env?: Record<string, string>;
+  /** Bytes written to the command's stdin, which is then closed. */
+  stdin?: string | Buffer;
+  /** Kill the whole process tree after this long. Default: the spec's commandTimeoutS; 0 = none. */
+  timeoutMs?: number;
+  /** Aborting kills the whole process tree; the result says `cancelled`. */
+  signal?: AbortSignal;
+  /** Receives every chunk as it arrives, before any truncation. */
+  onOutput?: (stream: OutputStream, chunk: Buffer) => void;
+  /** `uid:gid` or a user name known in the image. Default: the workspace owner (never root). */
+  user?: string;
+  /** Bytes kept per stream (head and tail halves). Default: the host's outputCapBytes. */
+  outputCapBytes?: number;
+}
+
+/**
+ * The outcome of one command. Every way a command can end is a value here; only a sandbox that
+ * cannot run commands at all (container gone, engine unreachable) throws.
+ */
+export interface ExecResult {
+  /** The command's exit code; 128+n when it died of signal n; -1 when it could not be learned. */
+  exitCode: number;
+  timedOut: boolean;
+  cancelled: boolean;
+  /** Something in this exec's time window was killed by the memory limit. */
+  oomKilled: boolean;
+  /** A fork was refused by the pids limit during this exec. */
+  pidsLimited: boolean;
+  /** The writable layer went over diskMb (the tree was killed) or a file hit the size cap. */
+  diskExceeded: boolean;
+  durationMs: number;
+  stdout: string;
+  stderr: string;
+  /** Bytes each stream produced in total, including what truncation dropped. */
+  stdoutBytes: number;
+  stderrBytes: number;
+  truncated: boolean;
+}

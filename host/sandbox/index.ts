@@ -1,0 +1,16 @@
+/**
+ * The sandbox adapter: the only module that imports dockerode. See README.md for what it
+ * guarantees.
+ */
+export { createSandboxHost, SandboxHost, type SandboxHostOptions, type LeaseOptions, type ProvisionedContainer } from './sandbox-host';
+export { Lease } from './lease';
+export { createWarmPool, WarmPool, type WarmPoolOptions } from './warm-pool';
+export { checkSpec, isPinnedDigest, type SandboxSpec } from './sandbox-spec';
+export type { ExecOptions, ExecResult, OutputStream } from './exec-types';
+export type { DirEntry } from './file-ops';
+export type { VerifyResult, VerifyFailure } from './verify';
+export type { DiskGuardOptions } from './disk-guard';
+export type { LeaseRecord, LeaseRecords, SweepRecord } from './lease-records';
+export { resolveImageDigest } from './image';
+export { containerCreateOptions } from './container-options';
+export { LABEL, containerLabels } from './labels';

@@ -1,0 +1,41 @@
+/**
+ * Container labels. Every container the adapter creates carries `managed`, `host` and `created`,
+ * so that a sweeper can always find what a dead process left behind.
+ */
+export const LABEL = {
+  managed: 'berth.managed',
+  session: 'berth.session',
+  lease: 'berth.lease',
+  host: 'berth.host',
+  fingerprint: 'berth.env.fingerprint',
+  created: 'berth.created',
+  /** Set on warm-pool containers; labels cannot change after create, so it stays after assignment. */
+  pool: 'berth.pool',
+  /** The SandboxHost instance that created the container; tells a live pool from a dead one. */
+  instance: 'berth.instance',
+} as const;
+
+export interface LabelInput {
+  hostId: string;
+  instanceId: string;
+  envFingerprint: string;
+  createdAt: number;
+  /** Absent for warm-pool containers, which are created before any session exists. */
+  sessionId?: string;
+  leaseId?: string;
+  pool?: boolean;
+}
+
+export function containerLabels(input: LabelInput): Record<string, string> {
+  const labels: Record<string, string> = {
+    [LABEL.managed]: '1',
+    [LABEL.host]: input.hostId,
+    [LABEL.instance]: input.instanceId,
+    [LABEL.fingerprint]: input.envFingerprint,
+    [LABEL.created]: String(input.createdAt),
+    [LABEL.session]: input.sessionId ?? '',
+    [LABEL.lease]: input.leaseId ?? '',
+  };
+  if (input.pool) labels[LABEL.pool] = '1';
+  return labels;
+}

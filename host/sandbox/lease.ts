@@ -1,0 +1,245 @@
+import type Dockerode from 'dockerode';
+import type { Logger } from 'pino';
+import { BerthError, type ErrorIds } from '../errors';
+import type { Clock } from '../support/clock';
+import type { Owner } from './archive-pack';
+import { DiskGuard, type DiskGuardOptions } from './disk-guard';
+import { isNotFound } from './engine-errors';
+import type { EngineEvents } from './engine-events';
+import { runExec, type ExecHost, type RunningExec } from './exec-run';
+import type { ExecOptions, ExecResult } from './exec-types';
+import * as files from './file-ops';
+import type { LeaseRecord, LeaseRecords } from './lease-records';
+import { parseOwner, type SandboxSpec } from './sandbox-spec';
+
+/** Everything a lease needs from the host that created it. */
+export interface LeaseDeps {
+  container: Dockerode.Container;
+  record: LeaseRecord;
+  spec: SandboxSpec;
+  records: LeaseRecords;
+  events: EngineEvents;
+  clock: Clock;
+  logger: Logger;
+  outputCapBytes: number;
+  disk?: DiskGuardOptions;
+  autoHeartbeat: boolean;
+  /** Cgroup counters at the time the lease was taken (0 for a fresh container). */
+  counters: { pidsMax: number; oomKill: number };
+  onReleased?: () => void;
+}
+
+/**
+ * The right to use one sandbox container. States: live → released (after {@link Lease.release},
+ * which is idempotent); every other method refuses a released lease with `lease_released`.
+ * `lost` becomes true when a heartbeat finds the record released or gone: another actor took the
+ * sandbox away, and this holder should stop using it.
+ */
+export class Lease implements AsyncDisposable {
+  readonly id: string;
+  readonly containerId: string;
+  readonly sessionId: string;
+  private current: LeaseRecord;
+  private released = false;
+  private lostFlag = false;
+  private heartbeatTimer: NodeJS.Timeout | undefined;
+  private monitorTimer: NodeJS.Timeout | undefined;
+  private readonly active = new Set<RunningExec>();
+  private readonly slots = new Set<number>();
+  private readonly execHost: ExecHost;
+  private readonly fileCtx: files.FileContext;
+  private readonly logger: Logger;
+  private readonly disk: DiskGuard;
+
+  constructor(private readonly deps: LeaseDeps) {
+    this.id = deps.record.id;
+    this.containerId = deps.record.containerId;
+    this.sessionId = deps.record.sessionId;
+    this.current = deps.record;
+    const ids: ErrorIds = { leaseId: this.id, containerId: this.containerId, sessionId: this.sessionId };
+    this.logger = deps.logger.child(ids);
+    this.disk = new DiskGuard(deps.container, deps.spec.resources.diskMb, deps.disk);
+    const owner: Owner = parseOwner(deps.spec.workspace.owner);
+    this.execHost = {
+      container: deps.container,
+      containerId: this.containerId,
+      events: deps.events,
+      disk: this.disk,
+      logger: this.logger,
+      ids,
+      workspace: deps.spec.workspace.path,
+      owner: deps.spec.workspace.owner,
+      defaultTimeoutMs: deps.spec.resources.commandTimeoutS * 1000,
+      outputCapBytes: deps.outputCapBytes,
+      counters: { ...deps.counters },
+      acquireSlot: () => {
+        let n = 0;
+        while (this.slots.has(n)) n += 1;
+        this.slots.add(n);
+        return n;
+      },
+      releaseSlot: (n) => this.slots.delete(n),
+      track: (run) => this.track(run),
+    };
+    this.fileCtx = {
+      container: deps.container,
+      workspace: deps.spec.workspace.path,
+      owner,
+      disk: this.disk,
+      ids,
+      exec: (argv) => this.exec(argv, { timeoutMs: 60_000 }),
+    };
+    if (deps.autoHeartbeat) this.scheduleHeartbeat();
+  }
+
+  /** The lease record as last written by this holder. */
+  get record(): LeaseRecord {
+    return this.current;
+  }
+
+  get lost(): boolean {
+    return this.lostFlag;
+  }
+
+  get isReleased(): boolean {
+    return this.released;
+  }
+
+  /** Runs a command in the sandbox; see {@link ExecResult} for what comes back. */
+  exec(cmd: string | string[], opts: ExecOptions = {}): Promise<ExecResult> {
+    this.assertLive();
+    return runExec(this.execHost, cmd, opts);
+  }
+
+  readFile(path: string, opts?: { maxBytes?: number }): Promise<Buffer> {
+    this.assertLive();
+    return files.readFile(this.fileCtx, path, opts);
+  }
+
+  writeFile(path: string, data: Buffer | string, opts?: { mode?: number }): Promise<void> {
+    this.assertLive();
+    return files.writeFile(this.fileCtx, path, data, opts);
+  }
+
+  list(path: string): Promise<files.DirEntry[]> {
+    this.assertLive();
+    return files.list(this.fileCtx, path);
+  }
+
+  uploadDir(hostDir: string, toPath: string): Promise<{ files: number; bytes: number }> {
+    this.assertLive();
+    return files.uploadDir(this.fileCtx, hostDir, toPath);
+  }
+
+  downloadDir(path: string, hostDir: string): Promise<{ files: number; bytes: number }> {
+    this.assertLive();
+    return files.downloadDir(this.fileCtx, path, hostDir);
+  }
+
+  /** The writable layer's size as the engine measures it now. */
+  diskUsageBytes(): Promise<number> {
+    this.assertLive();
+    return this.disk.measure();
+  }
+
+  /**
+   * Extends the lease by its TTL from now. False when the record is released or unknown: the lease
+   * is lost, and the automatic heartbeat stops.
+   */
+  async heartbeat(): Promise<boolean> {
+    this.assertLive();
+    const expiresAt = this.deps.clock.now() + this.deps.spec.lease.ttlS * 1000;
+    const ok = await this.deps.records.heartbeatLease(this.id, expiresAt);
+    if (ok) this.current = { ...this.current, expiresAt };
+    else {
+      this.lostFlag = true;
+      this.stopTimers();
+      this.logger.warn('lease heartbeat refused: the lease is released or unknown');
+    }
+    return ok;
+  }
+
+  /**
+   * Marks the record released, then removes the container. The record goes first: if this process
+   * dies in between, the sweeper removes a container whose lease is released.
+   */
+  async release(): Promise<void> {
+    if (this.released) return;
+    this.released = true;
+    this.stopTimers();
+    const at = this.deps.clock.now();
+    let failure: unknown;
+    try {
+      await this.deps.records.releaseLease(this.id, at);
+      this.current = { ...this.current, releasedAt: at };
+    } catch (err) {
+      failure = err;
+    }
+    try {
+      await this.deps.container.remove({ force: true, v: true });
+    } catch (err) {
+      if (!isNotFound(err)) failure ??= err;
+    }
+    this.deps.events.forget(this.containerId);
+    this.deps.onReleased?.();
+    if (failure !== undefined) {
+      throw new BerthError('release_failed', `releasing lease ${this.id} failed; the sweeper will finish it`, {
+        retryable: true,
+        ids: { leaseId: this.id, containerId: this.containerId },
+        cause: failure,
+      });
+    }
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.release();
+  }
+
+  private assertLive(): void {
+    if (this.released) throw new BerthError('lease_released', `lease ${this.id} is released`, { ids: { leaseId: this.id, containerId: this.containerId } });
+  }
+
+  private scheduleHeartbeat(): void {
+    const every = this.deps.spec.lease.heartbeatS * 1000;
+    this.heartbeatTimer = setInterval(() => {
+      this.heartbeat().catch((err: unknown) => this.logger.warn({ err }, 'automatic heartbeat failed'));
+    }, every);
+    this.heartbeatTimer.unref();
+  }
+
+  private track(run: RunningExec): () => void {
+    this.active.add(run);
+    this.scheduleDiskCheck();
+    return () => {
+      this.active.delete(run);
+    };
+  }
+
+  /** While commands run, measure the layer every interval and kill them all once it is over the limit. */
+  private scheduleDiskCheck(): void {
+    if (this.monitorTimer || this.active.size === 0 || this.released) return;
+    this.monitorTimer = setTimeout(() => {
+      void (async () => {
+        try {
+          if (this.active.size > 0 && (await this.disk.measure()) > this.disk.limitBytes) {
+            this.logger.warn({ usedBytes: this.disk.lastMeasuredBytes, limitBytes: this.disk.limitBytes }, 'disk limit exceeded; killing running commands');
+            for (const run of this.active) run.kill('disk');
+          }
+        } catch (err) {
+          this.logger.warn({ err }, 'disk measurement failed');
+        } finally {
+          this.monitorTimer = undefined;
+          this.scheduleDiskCheck();
+        }
+      })();
+    }, this.disk.nextIntervalMs());
+    this.monitorTimer.unref();
+  }
+
+  private stopTimers(): void {
+    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
+    if (this.monitorTimer) clearTimeout(this.monitorTimer);
+    this.heartbeatTimer = undefined;
+    this.monitorTimer = undefined;
+  }
+}

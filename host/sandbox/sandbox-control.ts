@@ -1,0 +1,56 @@
+import type Dockerode from 'dockerode';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { FrameDemuxer } from './docker-frames';
+import { CONTROL_SCRIPT, parseControlReport, type ControlReport } from './exec-scripts';
+
+const ATTEMPTS = 25;
+
+/**
+ * Runs the control script (kill a recorded tree and/or read the pids and OOM counters) in a
+ * second exec. Starting that exec needs one free pid; under a fork bomb the runtime's fork can
+ * fail, so it is retried: a bomb at the pids limit keeps losing members and frees slots within
+ * milliseconds.
+ */
+export async function runControl(
+  container: Dockerode.Container,
+  opts: { user: string; slotFile: string; nonce: string },
+): Promise<ControlReport> {
+  let lastErr: unknown;
+  for (let attempt = 0; attempt < ATTEMPTS; attempt += 1) {
+    try {
+      const exec = await container.exec({
+        Cmd: ['/bin/sh', '-c', CONTROL_SCRIPT, opts.slotFile, opts.nonce],
+        User: opts.user,
+        AttachStdout: true,
+        AttachStderr: true,
+        Tty: false,
+      });
+      const stream = (await exec.start({ hijack: true, stdin: false })) as NodeJS.ReadWriteStream;
+      const out: Buffer[] = [];
+      const demux = new FrameDemuxer((s, chunk) => {
+        if (s === 'stdout') out.push(Buffer.from(chunk));
+      });
+      await new Promise<void>((resolve, reject) => {
+        stream.on('data', (d: Buffer) => demux.push(d));
+        stream.on('end', resolve);
+        stream.on('close', resolve);
+        stream.on('error', reject);
+      });
+      const report = parseControlReport(Buffer.concat(out).toString('utf8'));
+      // An exec that could not fork its shell exits non-zero with no report; try again.
+      if (report.pidsMax === undefined && report.oomKill === undefined && report.killed === undefined) {
+        lastErr = new Error('control exec produced no report');
+        await sleep(20 + attempt * 20);
+        continue;
+      }
+      return report;
+    } catch (err) {
+      lastErr = err;
+      const status = (err as { statusCode?: number }).statusCode;
+      // 404/409: the container is gone or stopped; there is nothing left to kill.
+      if (status === 404 || status === 409) return { killed: undefined, pidsMax: undefined, oomKill: undefined };
+      await sleep(20 + attempt * 20);
+    }
+  }
+  throw lastErr instanceof Error ? lastErr : new Error(String(lastErr));
+}

@@ -1,0 +1,215 @@
+import type Dockerode from 'dockerode';
+import type { Logger } from 'pino';
+import { BerthError } from '../errors';
+import type { Clock } from '../support/clock';
+import { newId } from '../support/ids';
+import { containerCreateOptions } from './container-options';
+import type { DiskGuardOptions } from './disk-guard';
+import { engineError } from './engine-errors';
+import { EngineEvents } from './engine-events';
+import { assertImagePresent, resolveImageDigest } from './image';
+import { containerLabels } from './labels';
+import { Lease } from './lease';
+import type { LeaseRecord, LeaseRecords, SweepRecord } from './lease-records';
+import { runControl } from './sandbox-control';
+import { checkSpec, type SandboxSpec } from './sandbox-spec';
+import { sweep } from './sweeper';
+import { verifyLease, type VerifyResult } from './verify';
+
+export interface SandboxHostOptions {
+  docker: Dockerode;
+  records: LeaseRecords;
+  clock: Clock;
+  logger: Logger;
+  /** Stable id of this host; every container carries it so the sweeper finds them after a crash. */
+  hostId: string;
+  /** Bytes of output kept per stream and exec (head and tail halves). Default 64 KiB. */
+  outputCapBytes?: number;
+  disk?: DiskGuardOptions;
+}
+
+export interface LeaseOptions {
+  sessionId: string;
+  signal?: AbortSignal;
+  /** Heartbeat every `spec.lease.heartbeatS` on an unref'd timer. Default true. */
+  autoHeartbeat?: boolean;
+}
+
+/** A container created by this host but not yet given to a lease. */
+export interface ProvisionedContainer {
+  container: Dockerode.Container;
+  id: string;
+  createdAt: number;
+}
+
+/**
+ * The Docker side of Berth: leases sandboxes, checks them on resume, and sweeps what dead
+ * processes left behind. The only module that talks to the engine.
+ */
+export class SandboxHost {
+  readonly hostId: string;
+  /** This process's incarnation; pool containers carry it so a later one knows they are orphans. */
+  readonly instanceId: string;
+  private readonly events: EngineEvents;
+  /** Created by this instance, no lease record yet: the sweeper must not take them. */
+  private readonly unrecorded = new Set<string>();
+
+  constructor(private readonly opts: SandboxHostOptions) {
+    this.hostId = opts.hostId;
+    this.instanceId = newId('inst');
+    this.events = new EngineEvents(opts.docker, opts.hostId, opts.logger);
+  }
+
+  /**
+   * Creates and starts a container from the spec's pinned image id and records the lease. Refuses
+   * an unpinned digest (`image_not_pinned`) and an image not on the engine (`image_missing`).
+   * Anything failing after create removes the container again.
+   */
+  async lease(spec: SandboxSpec, options: LeaseOptions): Promise<Lease> {
+    checkSpec(spec);
+    options.signal?.throwIfAborted();
+    const leaseId = newId('lease');
+    const [provisioned] = await Promise.all([
+      this.provision(spec, { sessionId: options.sessionId, leaseId }, options.signal),
+      this.events.ensureConnected(),
+    ]);
+    try {
+      options.signal?.throwIfAborted();
+      return await this.adopt(spec, provisioned, leaseId, options);
+    } catch (err) {
+      await this.discard(provisioned);
+      throw err;
+    }
+  }
+
+  /**
+   * Creates and starts a container for `spec`. Without a session it is a warm-pool container.
+   * @internal used by {@link createWarmPool}.
+   */
+  async provision(spec: SandboxSpec, who: { sessionId?: string; leaseId?: string }, signal?: AbortSignal): Promise<ProvisionedContainer> {
+    checkSpec(spec);
+    await assertImagePresent(this.opts.docker, spec.imageDigest, spec.imageRef);
+    const createdAt = this.opts.clock.now();
+    const pool = who.sessionId === undefined;
+    const labels = containerLabels({ hostId: this.hostId, instanceId: this.instanceId, envFingerprint: spec.envFingerprint, createdAt, ...who, pool });
+    const name = pool ? `berth-pool-${newId('c').slice(2)}` : `berth-${who.leaseId}`;
+    let container: Dockerode.Container;
+    try {
+      container = await this.opts.docker.createContainer(containerCreateOptions(spec, labels, name));
+    } catch (err) {
+      throw engineError('create sandbox container', err, { sessionId: who.sessionId, leaseId: who.leaseId });
+    }
+    this.unrecorded.add(container.id);
+    const provisioned = { container, id: container.id, createdAt };
+    try {
+      signal?.throwIfAborted();
+      await container.start();
+    } catch (err) {
+      await this.discard(provisioned);
+      throw engineError('start sandbox container', err, { containerId: container.id, sessionId: who.sessionId, leaseId: who.leaseId });
+    }
+    return provisioned;
+  }
+
+  /**
+   * Records a lease on a provisioned container and hands it out.
+   * @internal used by {@link createWarmPool}.
+   */
+  async adopt(spec: SandboxSpec, p: ProvisionedContainer, leaseId: string, options: LeaseOptions): Promise<Lease> {
+    const now = this.opts.clock.now();
+    const record: LeaseRecord = {
+      id: leaseId,
+      sessionId: options.sessionId,
+      hostId: this.hostId,
+      containerId: p.id,
+      imageDigest: spec.imageDigest,
+      envFingerprint: spec.envFingerprint,
+      createdAt: now,
+      expiresAt: now + spec.lease.ttlS * 1000,
+      releasedAt: null,
+    };
+    await this.opts.records.insertLease(record);
+    this.unrecorded.delete(p.id);
+    return this.makeLease(spec, p.container, record, { pidsMax: 0, oomKill: 0 }, options.autoHeartbeat ?? true);
+  }
+
+  /**
+   * Removes a provisioned container that never became a lease.
+   * @internal
+   */
+  async discard(p: ProvisionedContainer): Promise<void> {
+    try {
+      await p.container.remove({ force: true, v: true });
+    } catch (err) {
+      this.opts.logger.warn({ err, containerId: p.id }, 'could not remove container; the sweeper will');
+    }
+    this.unrecorded.delete(p.id);
+  }
+
+  /**
+   * Takes up an existing lease again (after a restart): verifies the container, then returns a
+   * Lease for it. Throws with the verify code when it cannot be resumed.
+   */
+  async attach(spec: SandboxSpec, record: LeaseRecord, options: { autoHeartbeat?: boolean } = {}): Promise<Lease> {
+    const v = await this.verify(record);
+    if (!v.ok) throw new BerthError(v.code, v.reason, { retryable: v.code === 'engine_unreachable', ids: { leaseId: record.id, containerId: record.containerId } });
+    if (record.releasedAt !== null) throw new BerthError('lease_released', `lease ${record.id} is released`, { ids: { leaseId: record.id } });
+    await this.events.ensureConnected();
+    const container = this.opts.docker.getContainer(record.containerId);
+    // Counters of an older incarnation are history: take them as the baseline.
+    const report = await runControl(container, { user: spec.workspace.owner, slotFile: '', nonce: '' }).catch(() => undefined);
+    return this.makeLease(spec, container, record, { pidsMax: report?.pidsMax ?? 0, oomKill: report?.oomKill ?? 0 }, options.autoHeartbeat ?? true);
+  }
+
+  private makeLease(spec: SandboxSpec, container: Dockerode.Container, record: LeaseRecord, counters: { pidsMax: number; oomKill: number }, autoHeartbeat: boolean): Lease {
+    return new Lease({
+      container,
+      record,
+      spec,
+      records: this.opts.records,
+      events: this.events,
+      clock: this.opts.clock,
+      logger: this.opts.logger,
+      outputCapBytes: this.opts.outputCapBytes ?? 64 * 1024,
+      disk: this.opts.disk,
+      autoHeartbeat,
+      counters,
+    });
+  }
+
+  /** Whether the sandbox named by a lease record can be resumed as is. */
+  verify(record: LeaseRecord): Promise<VerifyResult> {
+    return verifyLease(this.opts.docker, record);
+  }
+
+  /** Removes this host's released, expired and unknown containers; see sweeper.ts for the rules. */
+  sweep(options: { signal?: AbortSignal } = {}): Promise<SweepRecord[]> {
+    return sweep(
+      {
+        docker: this.opts.docker,
+        records: this.opts.records,
+        clock: this.opts.clock,
+        logger: this.opts.logger,
+        hostId: this.hostId,
+        instanceId: this.instanceId,
+        isOwnUnrecorded: (id) => this.unrecorded.has(id),
+      },
+      options.signal,
+    );
+  }
+
+  /** The image id of a local image reference (`berth env lock`); `image_missing` when absent. */
+  resolveImageDigest(ref: string): Promise<string> {
+    return resolveImageDigest(this.opts.docker, ref);
+  }
+
+  /** Stops the engine event subscription. Leases stay as they are; release them first if meant. */
+  async close(): Promise<void> {
+    this.events.close();
+  }
+}
+
+/** Builds a {@link SandboxHost}; the CLI is the one place that calls this with the real engine. */
+export function createSandboxHost(opts: SandboxHostOptions): SandboxHost {
+  return new SandboxHost(opts);
+}

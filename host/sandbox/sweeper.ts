@@ -1,0 +1,64 @@
+import type Dockerode from 'dockerode';
+import type { Logger } from 'pino';
+import type { Clock } from '../support/clock';
+import { engineError, isNotFound } from './engine-errors';
+import { LABEL } from './labels';
+import type { LeaseRecords, SweepRecord } from './lease-records';
+
+export interface SweepContext {
+  docker: Dockerode;
+  records: LeaseRecords;
+  clock: Clock;
+  logger: Logger;
+  hostId: string;
+  instanceId: string;
+  /** Containers this instance created and has not recorded yet (a lease in flight, an idle pool member). */
+  isOwnUnrecorded(containerId: string): boolean;
+}
+
+/**
+ * Removes this host's containers that nobody may use any more, and records each removal:
+ *
+ * - `released`: the lease record is released (the holder died between the two steps of release);
+ * - `expired`: the lease was not heartbeated within its TTL;
+ * - `unknown`: no lease record names the container, and this instance did not create it just now
+ *   (a lease whose record was never written, or an idle pool container of a dead instance).
+ *
+ * A container with an active lease is left alone even when stopped; `verify` reports that.
+ */
+export async function sweep(ctx: SweepContext, signal?: AbortSignal): Promise<SweepRecord[]> {
+  let containers: Dockerode.ContainerInfo[];
+  try {
+    containers = await ctx.docker.listContainers({ all: true, filters: { label: [`${LABEL.managed}=1`, `${LABEL.host}=${ctx.hostId}`] } });
+  } catch (err) {
+    throw engineError('list containers for sweep', err);
+  }
+  const byContainer = new Map((await ctx.records.listLeases({ hostId: ctx.hostId })).map((r) => [r.containerId, r]));
+  const removed: SweepRecord[] = [];
+  for (const c of containers) {
+    signal?.throwIfAborted();
+    const record = byContainer.get(c.Id);
+    const now = ctx.clock.now();
+    let reason: SweepRecord['reason'] | undefined;
+    if (record) {
+      if (record.releasedAt !== null) reason = 'released';
+      else if (record.expiresAt < now) reason = 'expired';
+    } else {
+      const own = c.Labels[LABEL.instance] === ctx.instanceId && ctx.isOwnUnrecorded(c.Id);
+      if (!own) reason = 'unknown';
+    }
+    if (reason === undefined) continue;
+    try {
+      await ctx.docker.getContainer(c.Id).remove({ force: true, v: true });
+    } catch (err) {
+      if (isNotFound(err)) continue;
+      ctx.logger.warn({ err, containerId: c.Id }, 'sweeper could not remove container');
+      continue;
+    }
+    const entry: SweepRecord = { containerId: c.Id, leaseId: record?.id ?? (c.Labels[LABEL.lease] || null), hostId: ctx.hostId, reason, at: now };
+    await ctx.records.recordSweep(entry);
+    ctx.logger.info({ containerId: c.Id, leaseId: entry.leaseId, reason }, 'swept container');
+    removed.push(entry);
+  }
+  return removed;
+}

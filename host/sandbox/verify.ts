@@ -1,0 +1,38 @@
+import type Dockerode from 'dockerode';
+import { isEngineUnreachable, isNotFound } from './engine-errors';
+import { LABEL } from './labels';
+import type { LeaseRecord } from './lease-records';
+
+export type VerifyFailure = 'container_missing' | 'container_stopped' | 'image_mismatch' | 'fingerprint_mismatch' | 'engine_unreachable';
+
+export type VerifyResult = { ok: true } | { ok: false; code: VerifyFailure; reason: string };
+
+/**
+ * Whether the sandbox a lease record names can be resumed as is: the container exists and runs,
+ * runs the recorded image id, and was created for the recorded environment fingerprint.
+ */
+export async function verifyLease(docker: Dockerode, record: LeaseRecord): Promise<VerifyResult> {
+  let info: Dockerode.ContainerInspectInfo;
+  try {
+    info = await docker.getContainer(record.containerId).inspect();
+  } catch (err) {
+    if (isNotFound(err)) return { ok: false, code: 'container_missing', reason: `container ${record.containerId} does not exist` };
+    if (isEngineUnreachable(err)) return { ok: false, code: 'engine_unreachable', reason: `Docker engine unreachable: ${(err as Error).message}` };
+    throw err;
+  }
+  if (!info.State.Running) {
+    return { ok: false, code: 'container_stopped', reason: `container ${record.containerId} is ${info.State.Status} (exit ${info.State.ExitCode})` };
+  }
+  if (info.Image !== record.imageDigest) {
+    return { ok: false, code: 'image_mismatch', reason: `container runs image ${info.Image}, the lease recorded ${record.imageDigest}` };
+  }
+  const fingerprint = info.Config.Labels?.[LABEL.fingerprint];
+  if (fingerprint !== record.envFingerprint) {
+    return {
+      ok: false,
+      code: 'fingerprint_mismatch',
+      reason: `container was created for environment ${fingerprint ?? '(none)'}, the lease recorded ${record.envFingerprint}`,
+    };
+  }
+  return { ok: true };
+}
