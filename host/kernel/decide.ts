@@ -61,6 +61,16 @@ export function applyDecision(task: Task, decision: Decision, spawns: ResolvedSp
         },
       };
     }
+    case 'await':
+      return {
+        ...none,
+        set: {
+          status: 'waiting',
+          wait: { join: 'allSettled', children: [], phase: decision.phase, signal: decision.signal },
+          checkpoint: cp(task, decision.checkpoint),
+          attempts: 0,
+        },
+      };
     case 'complete':
       return finish(task, 'ok', decision.result ?? null, null, liveChildren);
     case 'fail':

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
-import type { Effect, Json, JoinPolicy, ReplayPolicy, Task, TaskError } from '../model';
+import type { Effect, Json, JoinPolicy, ReplayPolicy, RunState, Task, TaskError } from '../model';
+import type { NewSnapshot } from '../store';
 import type { Store } from '../store';
 
 /** A subtask to create; the parent owns it (cancellation and `completing` follow ownership). */
@@ -33,6 +34,8 @@ export interface PhaseWrites {
   entries?: EntryWrite[];
   documents?: DocumentWrite[];
   effects?: EffectIntent[];
+  /** Sandbox snapshots tied to this checkpoint, committed with it. */
+  snapshots?: Array<Omit<NewSnapshot, 'runId' | 'taskId'>>;
 }
 
 /** What a phase decides; the host commits it atomically with the phase's writes. */
@@ -42,6 +45,11 @@ export type Decision = (
   | { type: 'spawn'; tasks: SpawnSpec[]; join: JoinPolicy; phase: string; checkpoint?: Json }
   | { type: 'complete'; result?: Json }
   | { type: 'fail'; error: TaskError }
+  /**
+   * Wait for an outside signal (delivered with {@link Kernel.deliver}), optionally moving the run
+   * (e.g. to `needs_reconciliation` or `awaiting_approval`) in the same commit.
+   */
+  | { type: 'await'; signal: string; phase: string; checkpoint?: Json; run?: { to: RunState; reason: string } }
   /** The phase cannot know whether its action happened; the task ends `interrupted`. */
   | { type: 'interrupt'; reason: string; result?: Json }
 ) & { writes?: PhaseWrites };

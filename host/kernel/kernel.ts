@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Run, RunState, RunVersions, Task } from '../model';
+import type { Json, Run, RunState, RunVersions, Task } from '../model';
 import { isFinalRunState } from '../model';
 import type { CommitInput, CommitResult, Store } from '../store';
 import type { Clock } from '../support/clock';
@@ -230,8 +230,22 @@ export class Kernel {
       });
   }
 
+  /**
+   * Delivers an outside signal to a task awaiting it: the task re-enters the awaited phase with
+   * `payload` under `checkpoint[signal]`, in one commit with any run transitions the caller adds.
+   * False when the task is not waiting for that signal (already delivered, or never asked).
+   */
+  async deliver(taskId: string, signal: string, payload: Json, extra: Pick<CommitInput, 'runTransitions' | 'actor'> = {}): Promise<boolean> {
+    const task = await this.o.store.getTask(taskId);
+    if (!task || task.status !== 'waiting' || task.wait?.signal !== signal) return false;
+    const base = task.checkpoint !== null && typeof task.checkpoint === 'object' && !Array.isArray(task.checkpoint) ? task.checkpoint : { previous: task.checkpoint };
+    const done = await this.transition(task, 'task.signal', { status: 'running', phase: task.wait.phase, wait: null, attempts: 0, checkpoint: { ...base, [signal]: payload } }, extra);
+    return done !== undefined;
+  }
+
   private async checkWait(task: Task): Promise<void> {
     const wait = task.wait!;
+    if (wait.signal) return;
     const children = (await this.o.store.listTasks({ parentId: task.id })).filter((c) => wait.children.includes(c.id));
     const failed = children.some((c) => c.status === 'terminal' && c.outcome !== 'ok');
     const settled = children.every((c) => c.status === 'terminal');

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { BerthError, isBerthError } from '../errors';
-import { isUnresolvedEffect, type Json, type Task } from '../model';
+import { isLegalRunTransition, isUnresolvedEffect, type Json, type RunState, type Task } from '../model';
 import type { CommitInput, CommitResult, EffectWrite, Store } from '../store';
 import type { Clock } from '../support/clock';
 import { newId } from '../support/ids';
@@ -122,7 +122,12 @@ async function decisionCommit(
     taskTransitions: [{ taskId: task.id, expectVersion: task.version, set: effect.set }],
     cancelTasks: effect.cancel,
     effects,
-    runTransitions: effect.terminal ? await rootRunTransitions(d, task, effect.terminal, effects, describe(decision)) : [],
+    snapshots: (writes.snapshots ?? []).map((s) => ({ ...s, runId: task.runId, taskId: task.id })),
+    runTransitions: effect.terminal
+      ? await rootRunTransitions(d, task, effect.terminal, effects, describe(decision))
+      : decision.type === 'await' && decision.run
+        ? await awaitRunTransitions(d, task, decision.run)
+        : [],
   };
 }
 
@@ -145,6 +150,14 @@ export async function rootRunTransitions(
   return runTransitionsForRoot(run, outcome, unresolved, `host:${d.hostId}`, detail);
 }
 
+/** The run move an `await` decision asks for, when it is a legal edge from where the run is now. */
+async function awaitRunTransitions(d: Pick<PhaseRunnerDeps, 'store' | 'hostId'>, task: Task, move: { to: RunState; reason: string }) {
+  if (!task.runId) return [];
+  const run = await d.store.getRun(task.runId);
+  if (!run || run.state === move.to || !isLegalRunTransition(run.state, move.to)) return [];
+  return [{ runId: run.id, from: run.state, to: move.to, actor: `host:${d.hostId}`, reason: move.reason }];
+}
+
 function resolveSpawn(registry: HandlerRegistry, s: { kind: string; version?: number; input: Json }): ResolvedSpawn {
   const handler = s.version === undefined ? registry.newest(s.kind) : registry.find(s.kind, s.version);
   if (!handler) throw new BerthError('handler_unknown', `cannot spawn ${s.kind}${s.version === undefined ? '' : `@${s.version}`}: no handler registered`);
@@ -154,5 +167,6 @@ function resolveSpawn(registry: HandlerRegistry, s: { kind: string; version?: nu
 function describe(decision: Decision): string {
   if (decision.type === 'fail') return `${decision.error.code}: ${decision.error.message}`;
   if (decision.type === 'interrupt') return decision.reason;
+  if (decision.type === 'await') return decision.run?.reason ?? '';
   return '';
 }

@@ -36,6 +36,14 @@ export function runTransitionsForRoot(
     go(unresolved ? 'needs_reconciliation' : 'cancelled', unresolved || detail || 'root task cancelled');
     return out;
   }
+  if (state === 'reconciling') {
+    // The operator's decision is being carried out; reconciling has no way back to
+    // needs_reconciliation, so anything still uncertain now fails the run, saying why.
+    if (outcome === 'cancelled') go('cancelled', detail || 'root task cancelled');
+    else if (outcome === 'ok' && !unresolved) go('completed', detail || 'root task completed after reconciliation');
+    else go('failed', unresolved || detail || `root task ended ${outcome} during reconciliation`);
+    return out;
+  }
   if (state !== 'running') return out;
   switch (outcome) {
     case 'ok':

@@ -31,5 +31,6 @@ export type {
   Entry,
   Effect,
   StoredDocument,
+  Snapshot,
   CommitRecord,
 } from './records';

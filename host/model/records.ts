@@ -100,6 +100,23 @@ export interface StoredDocument {
   ops: Array<{ version: number; op: Json }>;
 }
 
+/** A saved sandbox state tied to a committed checkpoint. `prunedAt` is set when its image was removed by retention. */
+export interface Snapshot {
+  id: string;
+  sessionId: string;
+  runId: string | null;
+  taskId: string | null;
+  leaseId: string;
+  imageId: string;
+  workspaceDigest: string;
+  sizeBytes: number;
+  checkpoint: string;
+  parentId: string | null;
+  commitSeq: number;
+  createdAt: number;
+  prunedAt: number | null;
+}
+
 export interface CommitRecord {
   sessionId: string;
   seq: number;

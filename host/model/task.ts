@@ -16,6 +16,8 @@ export const WaitSpecSchema = z.strictObject({
   join: JoinPolicySchema,
   children: z.array(z.string()),
   phase: z.string(),
+  /** Set when the task waits for an outside signal (an operator's reconcile, an approval) rather than children. */
+  signal: z.string().optional(),
 });
 export type WaitSpec = z.infer<typeof WaitSpecSchema>;
 

@@ -89,6 +89,20 @@ export interface EffectWrite {
   set?: { status?: EffectStatus; attempts?: number; receipt?: Json; error?: Json };
 }
 
+/** A sandbox snapshot tied to the checkpoint committed with it. */
+export interface NewSnapshot {
+  id: string;
+  runId: string | null;
+  taskId: string | null;
+  leaseId: string;
+  imageId: string;
+  workspaceDigest: string;
+  sizeBytes: number;
+  /** Which checkpoint of the run this snapshot covers (e.g. "step:3"). */
+  checkpoint: string;
+  parentId: string | null;
+}
+
 export interface NewSubmission {
   id: string;
   requestId: string;
@@ -120,6 +134,7 @@ export interface CommitInput {
   /** Durable cancellation intent; does not bump versions, so an in-flight phase can still commit its result. */
   cancelTasks?: string[];
   effects?: EffectWrite[];
+  snapshots?: NewSnapshot[];
 }
 
 export type CommitConflict =

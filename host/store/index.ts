@@ -12,6 +12,7 @@ export type {
   DocumentOpInput,
   EffectWrite,
   NewSubmission,
+  NewSnapshot,
 } from './commit-input';
 export { openSqliteStore, type SqliteStoreOptions } from './sqlite/sqlite-store';
 export type { Durability } from './sqlite/open';

@@ -6,6 +6,8 @@ import type {
   RunState,
   RunTransition,
   Session,
+  Snapshot,
+  Json,
   StoredDocument,
   Submission,
   Task,
@@ -55,5 +57,13 @@ export interface Store extends LeaseRecords {
   listDocuments(filter: { runId?: string; sessionId?: string }): Promise<StoredDocument[]>;
   getEffect(id: string): Promise<Effect | undefined>;
   listEffects(filter: { runId?: string; taskId?: string }): Promise<Effect[]>;
+  getSnapshot(id: string): Promise<Snapshot | undefined>;
+  /** Oldest first. Pruned snapshots are included (their records stay; only the image is gone). */
+  listSnapshots(filter: { runId?: string; sessionId?: string }): Promise<Snapshot[]>;
+  /** Retention bookkeeping: the snapshot's image was removed. Not session state, so not a commit. */
+  markSnapshotPruned(id: string, at: number): Promise<void>;
+  /** Per-image workspace manifests: derived data (recomputable from the image), cached for incremental digests. */
+  putWorkspaceManifest(imageId: string, manifest: Json): Promise<void>;
+  getWorkspaceManifest(imageId: string): Promise<Json | undefined>;
   close(): Promise<void>;
 }

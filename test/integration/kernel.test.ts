@@ -250,4 +250,32 @@ describe('kernel scheduler', () => {
     expect((await k.kernel.waitForRun(r.id)).state).toBe('completed');
     expect(peak).toBe(2);
   });
+
+  it('parks a task on an outside signal, moving the run, and resumes it in the awaited phase with the payload', async () => {
+    k = tempKernel();
+    k.registry.register({
+      kind: 'asker',
+      version: 1,
+      initialPhase: 'ask',
+      phases: {
+        ask: async () => ({ type: 'await', signal: 'operator', phase: 'answered', checkpoint: { asked: true }, run: { to: 'needs_reconciliation', reason: 'digest mismatch in /workspace' } }),
+        answered: async (ctx) => ({ type: 'complete', result: ctx.checkpoint }),
+      },
+    });
+    await k.kernel.start();
+    const { run: r } = await run('asker');
+    const parked = await k.kernel.waitForRun(r.id);
+    expect(parked.state).toBe('needs_reconciliation');
+    expect((await k.store.listRunTransitions(r.id)).at(-1)?.reason).toBe('digest mismatch in /workspace');
+    expect(await k.kernel.deliver(r.rootTaskId!, 'other', {})).toBe(false);
+    const delivered = await k.kernel.deliver(r.rootTaskId!, 'operator', { action: 'accept' }, {
+      actor: 'user:ops',
+      runTransitions: [{ runId: r.id, from: 'needs_reconciliation', to: 'reconciling', actor: 'user:ops', reason: 'accept' }],
+    });
+    expect(delivered).toBe(true);
+    expect(await k.kernel.deliver(r.rootTaskId!, 'operator', { action: 'accept' })).toBe(false);
+    while ((await k.store.getTask(r.rootTaskId!))?.status !== 'terminal') await new Promise((res) => setTimeout(res, 10));
+    expect((await k.store.getTask(r.rootTaskId!))?.result).toEqual({ asked: true, operator: { action: 'accept' } });
+    expect((await k.store.getRun(r.id))?.state).toBe('completed');
+  });
 });

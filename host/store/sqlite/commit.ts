@@ -77,6 +77,10 @@ export class CommitWriter {
       taskVersion: p('SELECT version FROM tasks WHERE id = ?'),
       taskCancel: p('UPDATE tasks SET cancel_requested = 1, updated_at = ? WHERE id = ?'),
       effectGet: p('SELECT status, intent_json FROM effects WHERE id = ?'),
+      snapshotInsert: p(
+        `INSERT INTO snapshots (id, session_id, run_id, task_id, lease_id, image_id, workspace_digest, size_bytes, checkpoint, parent_id, commit_seq, created_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      ),
       effectUpdate: p(
         `UPDATE effects SET status = COALESCE(?, status), attempts = COALESCE(?, attempts),
          receipt_json = COALESCE(?, receipt_json), error_json = COALESCE(?, error_json), updated_at = ? WHERE id = ?`,
@@ -149,6 +153,9 @@ export class CommitWriter {
     for (const id of c.cancelTasks ?? []) s.taskCancel.run(at, id);
     // Effects before run transitions: a commit that confirms the last effect may also complete the run.
     for (const e of c.effects ?? []) this.writeEffect(sid, e, at);
+    for (const n of c.snapshots ?? []) {
+      s.snapshotInsert.run(n.id, sid, n.runId, n.taskId, n.leaseId, n.imageId, n.workspaceDigest, n.sizeBytes, n.checkpoint, n.parentId, seq, at);
+    }
     for (const t of c.runTransitions ?? []) this.writeRunTransition(t, c.actor ?? t.actor, seq, at);
 
     s.sessionBump.run(seq, entrySeq, sid);

@@ -178,4 +178,32 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       ) STRICT;
     `,
   },
+  {
+    version: 3,
+    name: 'snapshots and workspace manifests',
+    sql: `
+      CREATE TABLE snapshots (
+        id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(id),
+        run_id TEXT,
+        task_id TEXT,
+        lease_id TEXT NOT NULL,
+        image_id TEXT NOT NULL,
+        workspace_digest TEXT NOT NULL,
+        size_bytes INTEGER NOT NULL,
+        checkpoint TEXT NOT NULL,
+        parent_id TEXT,
+        commit_seq INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        pruned_at INTEGER
+      ) STRICT;
+      CREATE INDEX snapshots_by_run ON snapshots(run_id, commit_seq);
+      CREATE INDEX snapshots_by_session ON snapshots(session_id, commit_seq);
+      CREATE TABLE workspace_manifests (
+        image_id TEXT PRIMARY KEY,
+        manifest_json TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+      ) STRICT;
+    `,
+  },
 ];

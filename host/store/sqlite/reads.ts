@@ -3,7 +3,10 @@ import type { CommitRecord, Session, StoredDocument } from '../../model';
 import type { EntryFilter, Store, TaskFilter } from '../store';
 import { parse, toEffect, toEntry, toRun, toRunTransition, toSubmission, toTask, type Row } from './rows';
 
-type Reads = Omit<Store, 'location' | 'commit' | 'acquireEpoch' | 'close' | keyof import('../../sandbox/lease-records').LeaseRecords>;
+type Reads = Omit<
+  Store,
+  'location' | 'commit' | 'acquireEpoch' | 'close' | keyof import('../../sandbox/lease-records').LeaseRecords | keyof ReturnType<typeof import('./snapshots').sqliteSnapshots>
+>;
 
 /**
  * `SELECT * FROM table WHERE col = ? AND col2 IN (...)`: undefined filter values are ignored,

@@ -1,4 +1,4 @@
-import type { Effect, Entry, Run, RunTransition, Submission, Task } from '../../model';
+import type { Effect, Entry, Run, RunTransition, Snapshot, Submission, Task } from '../../model';
 
 /** JSON columns are written only by this store, so parsing cannot meet foreign text. */
 export const parse = <T>(text: string | null): T => (text === null ? (null as T) : (JSON.parse(text) as T));
@@ -103,5 +103,23 @@ export function toSubmission(r: Row): Submission {
     runId: r.run_id as string,
     input: parse(r.input_json as string),
     createdAt: r.created_at as number,
+  };
+}
+
+export function toSnapshot(r: Row): Snapshot {
+  return {
+    id: r.id as string,
+    sessionId: r.session_id as string,
+    runId: (r.run_id as string | null) ?? null,
+    taskId: (r.task_id as string | null) ?? null,
+    leaseId: r.lease_id as string,
+    imageId: r.image_id as string,
+    workspaceDigest: r.workspace_digest as string,
+    sizeBytes: r.size_bytes as number,
+    checkpoint: r.checkpoint as string,
+    parentId: (r.parent_id as string | null) ?? null,
+    commitSeq: r.commit_seq as number,
+    createdAt: r.created_at as number,
+    prunedAt: (r.pruned_at as number | null) ?? null,
   };
 }

@@ -8,6 +8,7 @@ import { CommitWriter } from './commit';
 import { sqliteLeaseRecords } from './leases';
 import { openDatabase, type Durability } from './open';
 import { sqliteReads } from './reads';
+import { sqliteSnapshots } from './snapshots';
 
 export interface SqliteStoreOptions {
   clock?: Clock;
@@ -29,6 +30,7 @@ export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): St
     location: path,
     ...sqliteReads(db),
     ...sqliteLeaseRecords(db),
+    ...sqliteSnapshots(db),
     async commit(input: CommitInput): Promise<CommitResult> {
       faultPoint(`before:${input.label}`);
       const result = writer.apply(input, clock.now());
