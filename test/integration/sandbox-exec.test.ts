@@ -1,0 +1,96 @@
+import { describe, expect, test } from '../support/sandbox-fixture';
+
+describe('sandbox exec', () => {
+  test('a command returns its exit code and separated stdout and stderr as a value', async ({ sandbox }) => {
+    await using lease = await sandbox.host.lease(sandbox.spec(), { sessionId: 's' });
+    const r = await lease.exec('echo out; echo err >&2; exit 3');
+    expect(r).toMatchObject({ exitCode: 3, stdout: 'out\n', stderr: 'err\n', timedOut: false, cancelled: false, oomKilled: false, truncated: false });
+    const ok = await lease.exec(['sh', '-c', 'printf "%s|" "$@"', 'x', 'a b', 'c']);
+    expect(ok).toMatchObject({ exitCode: 0, stdout: 'a b|c|' });
+  });
+
+  test('commands run as the non-root workspace owner in the workspace unless told otherwise', async ({ sandbox }) => {
+    await using lease = await sandbox.host.lease(sandbox.spec(), { sessionId: 's' });
+    expect((await lease.exec('id -u; id -g; pwd')).stdout).toBe('1000\n1000\n/workspace\n');
+    expect((await lease.exec('id -u', { user: '0:0' })).stdout).toBe('0\n');
+    await lease.exec('mkdir -p sub');
+    expect((await lease.exec('pwd', { cwd: 'sub' })).stdout).toBe('/workspace/sub\n');
+  });
+
+  test('env and stdin reach the command', async ({ sandbox }) => {
+    await using lease = await sandbox.host.lease(sandbox.spec(), { sessionId: 's' });
+    const r = await lease.exec('echo "$GREETING"; cat | wc -c', { env: { GREETING: 'hello there' }, stdin: 'x'.repeat(100_000) });
+    expect(r.stdout.trim().split('\n').map((s) => s.trim())).toEqual(['hello there', '100000']);
+  });
+
+  test('5 MB of output streams live in full and is stored truncated with a marker', async ({ sandbox }) => {
+    await using lease = await sandbox.host.lease(sandbox.spec(), { sessionId: 's' });
+    let live = 0;
+    let chunks = 0;
+    let firstAt = 0;
+    const started = Date.now();
+    const r = await lease.exec('head -c 5242880 /dev/zero | tr "\\0" a; echo; echo the-end', {
+      onOutput: (stream, chunk) => {
+        if (stream !== 'stdout') return;
+        if (chunks === 0) firstAt = Date.now() - started;
+        chunks += 1;
+        live += chunk.length;
+      },
+    });
+    expect(r.exitCode).toBe(0);
+    expect(live).toBe(5 * 1024 * 1024 + 1 + 8);
+    expect(r.stdoutBytes).toBe(live);
+    expect(chunks).toBeGreaterThan(10);
+    expect(firstAt).toBeLessThan(r.durationMs);
+    expect(r.truncated).toBe(true);
+    expect(r.stdout.length).toBeLessThan(70 * 1024);
+    expect(r.stdout).toMatch(/\[\.\.\. \d+ bytes truncated \.\.\.\]/);
+    expect(r.stdout.startsWith('aaaa')).toBe(true);
+    expect(r.stdout.endsWith('a\nthe-end\n')).toBe(true);
+    const dropped = Number(/\[\.\.\. (\d+) bytes truncated/.exec(r.stdout)![1]);
+    expect(dropped).toBe(live - 64 * 1024);
+  });
+
+  test('a timeout kills the whole process tree, including a backgrounded grandchild', async ({ sandbox }) => {
+    await using lease = await sandbox.host.lease(sandbox.spec(), { sessionId: 's' });
+    const r = await lease.exec('(sleep 1000; echo never) & sh -c "sleep 999 & wait"; wait', { timeoutMs: 700 });
+    expect(r.timedOut).toBe(true);
+    expect(r.exitCode).toBe(137);
+    expect(r.durationMs).toBeLessThan(10_000);
+    const ps = await lease.exec('ps -o pid,args');
+    expect(ps.stdout).not.toMatch(/sleep 1000|sleep 999/);
+  });
+
+  test('a backgrounded grandchild that detached its output is killed on timeout too', async ({ sandbox }) => {
+    await using lease = await sandbox.host.lease(sandbox.spec(), { sessionId: 's' });
+    const r = await lease.exec('sleep 1001 >/dev/null 2>&1 & sleep 1002', { timeoutMs: 500 });
+    expect(r.timedOut).toBe(true);
+    expect((await lease.exec('ps -o args')).stdout).not.toMatch(/sleep 100[12]/);
+  });
+
+  test('aborting the signal cancels the command and kills its tree', async ({ sandbox }) => {
+    await using lease = await sandbox.host.lease(sandbox.spec(), { sessionId: 's' });
+    const ac = new AbortController();
+    setTimeout(() => ac.abort(), 400);
+    const r = await lease.exec('sleep 1003 & sleep 1004', { signal: ac.signal });
+    expect(r).toMatchObject({ cancelled: true, timedOut: false });
+    expect((await lease.exec('ps -o args')).stdout).not.toMatch(/sleep 100[34]/);
+    const pre = await lease.exec('true', { signal: AbortSignal.abort() });
+    expect(pre.cancelled).toBe(true);
+  });
+
+  test('a very short timeout still kills the command (the kill may come before the pid is recorded)', async ({ sandbox }) => {
+    await using lease = await sandbox.host.lease(sandbox.spec(), { sessionId: 's' });
+    const r = await lease.exec('sleep 1005', { timeoutMs: 1 });
+    expect(r.timedOut).toBe(true);
+    expect((await lease.exec('ps -o args')).stdout).not.toMatch(/sleep 1005/);
+  });
+
+  test('commands on one lease may run at the same time', async ({ sandbox }) => {
+    await using lease = await sandbox.host.lease(sandbox.spec(), { sessionId: 's' });
+    const started = Date.now();
+    const rs = await Promise.all([1, 2, 3].map((i) => lease.exec(`sleep 1; echo ${i}`)));
+    expect(rs.map((r) => r.stdout.trim())).toEqual(['1', '2', '3']);
+    expect(Date.now() - started).toBeLessThan(2900);
+  });
+});

@@ -1,0 +1,99 @@
+import { describe, expect, test } from '../support/sandbox-fixture';
+
+describe('sandbox limits', () => {
+  test('an exec that allocates beyond the memory limit is reported oomKilled and the container stays up', async ({ sandbox }) => {
+    await using lease = await sandbox.host.lease(sandbox.spec({ resources: { memoryMb: 64 } }), { sessionId: 's' });
+    // `tail` must hold the whole line (no newline in /dev/zero) and is killed at the limit.
+    const r = await lease.exec('head -c 200m /dev/zero | tail');
+    expect(r.exitCode).toBe(137);
+    expect(r.oomKilled).toBe(true);
+    expect(r.timedOut).toBe(false);
+    const after = await lease.exec('echo alive');
+    expect(after).toMatchObject({ exitCode: 0, stdout: 'alive\n', oomKilled: false });
+    expect((await sandbox.host.verify(lease.record)).ok).toBe(true);
+  });
+
+  test('an OOM kill of a child is reported even when the command itself exits 0', async ({ sandbox }) => {
+    await using lease = await sandbox.host.lease(sandbox.spec({ resources: { memoryMb: 64 } }), { sessionId: 's' });
+    const r = await lease.exec('head -c 200m /dev/zero | tail; echo "child status $?"');
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout).toBe('child status 137\n');
+    expect(r.oomKilled).toBe(true);
+  });
+
+  test('a fork bomb under the pids limit is contained: the exec returns, says pidsLimited, the container survives', async ({ sandbox }) => {
+    await using lease = await sandbox.host.lease(sandbox.spec({ resources: { pids: 48 } }), { sessionId: 's' });
+    const r = await lease.exec('bomb() { bomb | bomb & }; bomb; sleep 30', { timeoutMs: 3000 });
+    expect(r.pidsLimited).toBe(true);
+    expect(r.timedOut).toBe(true);
+    expect(r.durationMs).toBeLessThan(20_000);
+    // Nothing of the bomb is left and the sandbox still runs commands.
+    await new Promise((res) => setTimeout(res, 300));
+    const ps = await lease.exec('ps -o user,args | grep -c "^berth" || true');
+    expect(Number(ps.stdout.trim())).toBeLessThanOrEqual(3);
+    expect((await lease.exec('echo ok')).stdout).toBe('ok\n');
+    expect((await sandbox.host.verify(lease.record)).ok).toBe(true);
+  });
+
+  test('cpus 0.5 holds two busy processes to about half a CPU second per wall second', async ({ sandbox }) => {
+    await using lease = await sandbox.host.lease(sandbox.spec({ resources: { cpus: 0.5 } }), { sessionId: 's' });
+    const script = `
+      read a </sys/fs/cgroup/cpuacct/cpuacct.usage
+      read t0 _ </proc/uptime
+      (while :; do :; done) & p1=$!
+      (while :; do :; done) & p2=$!
+      sleep 2
+      kill $p1 $p2
+      read b </sys/fs/cgroup/cpuacct/cpuacct.usage
+      read t1 _ </proc/uptime
+      echo "$a $b $t0 $t1"`;
+    const r = await lease.exec(script);
+    expect(r.exitCode).toBe(0);
+    const [a, b, t0, t1] = r.stdout.trim().split(' ').map(Number) as [number, number, number, number];
+    const cpuS = (b - a) / 1e9;
+    const wallS = t1 - t0;
+    expect(wallS).toBeGreaterThan(1.9);
+    const ratio = cpuS / wallS;
+    console.info(`cpus 0.5: ${cpuS.toFixed(3)} CPU s over ${wallS.toFixed(2)} s wall = ${ratio.toFixed(3)}`);
+    expect(ratio).toBeGreaterThan(0.5 * 0.7);
+    expect(ratio).toBeLessThan(0.5 * 1.3);
+  });
+
+  test('network none: only loopback, no route anywhere', async ({ sandbox }) => {
+    await using lease = await sandbox.host.lease(sandbox.spec(), { sessionId: 's' });
+    const r = await lease.exec('ls /sys/class/net; echo ---; cat /proc/net/route; echo ---; cat /proc/net/if_inet6 2>/dev/null; echo ---; cat /proc/net/ipv6_route 2>/dev/null | grep -v " lo$" | wc -l');
+    const [ifaces, route, , v6routes] = r.stdout.split('---\n');
+    expect(ifaces!.trim().split(/\s+/)).toEqual(['lo']);
+    // Only the header line: no default route, no route to the docker0 gateway or anything else.
+    expect(route!.trim().split('\n')).toHaveLength(1);
+    expect(Number(v6routes!.trim())).toBe(0);
+  });
+
+  test('writing past diskMb kills the command and reports diskExceeded', async ({ sandbox }) => {
+    await using lease = await sandbox.host.lease(sandbox.spec({ resources: { diskMb: 64 } }), { sessionId: 's' });
+    // Many files below the per-file cap: only the layer measurement can stop this one.
+    const r = await lease.exec('i=0; while :; do dd if=/dev/zero of=f$i bs=1M count=8 2>/dev/null; i=$((i+1)); sleep 0.2; done', { timeoutMs: 60_000 });
+    expect(r.diskExceeded).toBe(true);
+    expect(r.timedOut).toBe(false);
+    expect(r.exitCode).toBe(137);
+    const used = await lease.diskUsageBytes();
+    // Bounded overshoot: one second of writing at this pace at most, plus one file.
+    expect(used).toBeLessThan((64 + 64) * 1024 * 1024);
+    expect((await lease.exec('rm -f f*; echo cleaned')).diskExceeded).toBe(false);
+  });
+
+  test('a single file can never outgrow diskMb: the size cap stops it at once', async ({ sandbox }) => {
+    await using lease = await sandbox.host.lease(sandbox.spec({ resources: { diskMb: 16 } }), { sessionId: 's' });
+    const r = await lease.exec('dd if=/dev/zero of=big bs=1M count=100');
+    expect(r.diskExceeded).toBe(true);
+    expect(r.exitCode).toBe(153);
+    expect((await lease.exec('wc -c < big')).stdout.trim()).toBe(String(16 * 1024 * 1024));
+  });
+
+  test('a short command that fills the disk is caught by the check after it', async ({ sandbox }) => {
+    await using lease = await sandbox.host.lease(sandbox.spec({ resources: { diskMb: 20 } }), { sessionId: 's' });
+    const r = await lease.exec('for i in 1 2 3; do dd if=/dev/zero of=g$i bs=1M count=10 2>/dev/null; done');
+    expect(r.exitCode).toBe(0);
+    expect(r.diskExceeded).toBe(true);
+  });
+});
