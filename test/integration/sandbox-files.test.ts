@@ -127,7 +127,10 @@ describe('sandbox files', () => {
     ];
     for (const [i, entries] of cases.entries()) {
       const p = pack();
-      for (const e of entries) p.entry({ name: e.name, type: e.type ?? 'file', linkname: e.linkname, size: e.type && e.type !== 'file' ? 0 : 1 }, e.type && e.type !== 'file' ? undefined : 'x');
+      for (const e of entries) {
+        const isFile = (e.type ?? 'file') === 'file';
+        p.entry({ name: e.name, type: e.type ?? 'file', linkname: e.linkname, size: isFile ? 1 : 0 }, isFile ? 'x' : '');
+      }
       p.finalize();
       const target = join(sandbox.dir, `mal-${i}`);
       mkdirSync(target);
