@@ -1,5 +1,5 @@
 export { EnvironmentSchema, type Environment } from './schema';
-export { parseEnvironment, loadEnvironment } from './parse';
+export { parseEnvironment, loadEnvironment, parseWithSchema } from './parse';
 export { canonicalJson, fingerprint } from './fingerprint';
 export { withImageDigest } from './lock';
 export { checkSupported, requireLocked } from './checks';

@@ -85,7 +85,7 @@ export function toManifestIssues(issues: readonly z.core.$ZodIssue[], input: unk
 }
 
 /** `file: path: expected X, found Y` lines, one per issue. */
-export function formatIssues(file: string, issues: readonly ManifestIssue[]): string {
-  const head = `invalid environment manifest ${file} (${issues.length} problem${issues.length === 1 ? '' : 's'}):`;
+export function formatIssues(file: string, issues: readonly ManifestIssue[], what = 'environment manifest'): string {
+  const head = `invalid ${what} ${file} (${issues.length} problem${issues.length === 1 ? '' : 's'}):`;
   return [head, ...issues.map((i) => i.expected === 'no such field' ? `  ${i.path}: unknown field (found ${i.found})` : `  ${i.path}: expected ${i.expected}, found ${i.found}`)].join('\n');
 }

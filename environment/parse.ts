@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises';
+import type { z } from 'zod';
 import { BerthError } from '../host/errors';
 import { formatIssues, toManifestIssues } from './issues';
 import { readDocument } from './read-document';
@@ -11,12 +12,20 @@ import { EnvironmentSchema, type Environment } from './schema';
  * problem, for text that does not match the schema.
  */
 export function parseEnvironment(text: string, file: string): Environment {
+  return parseWithSchema(EnvironmentSchema, text, file, 'environment manifest');
+}
+
+/**
+ * YAML or JSON text validated by any zod schema, with the manifest's error reporting: syntax
+ * errors with line and column, then one `path: expected X, found Y` line per problem.
+ */
+export function parseWithSchema<T>(schema: z.ZodType<T>, text: string, file: string, what: string): T {
   const data = readDocument(text, file);
   // reportInput lets a failed cross-field check show the defaulted value it compared.
-  const result = EnvironmentSchema.safeParse(data, { reportInput: true });
+  const result = schema.safeParse(data, { reportInput: true });
   if (result.success) return result.data;
   const issues = toManifestIssues(result.error.issues, data);
-  throw new BerthError('manifest_invalid', formatIssues(file, issues), { details: { file, issues } });
+  throw new BerthError('manifest_invalid', formatIssues(file, issues, what), { details: { file, issues } });
 }
 
 /** Reads and parses a manifest file; `manifest_not_found` when there is no such file. */

@@ -1,0 +1,43 @@
+import { readFile, stat } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
+import { BerthError } from '../errors';
+import { checkSupported, fingerprint, loadEnvironment, parseWithSchema, requireLocked, type Environment } from '../../environment';
+import { PlanSchema, type Plan } from './plan-schema';
+
+/** A plan with its paths resolved and its environment loaded, validated and pinned. */
+export interface LoadedPlan {
+  file: string;
+  plan: Plan;
+  environmentFile: string;
+  environment: Environment;
+  envFingerprint: string;
+  /** Absolute host directory to upload, when the plan names one. */
+  workspaceDir: string | null;
+}
+
+/** Reads a plan file and everything it refers to; each error names the file and field at fault. */
+export async function loadPlan(file: string): Promise<LoadedPlan> {
+  const path = resolve(file);
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new BerthError('plan_not_found', `plan ${file} does not exist`, { details: { file } });
+    throw err;
+  }
+  const plan = parseWithSchema(PlanSchema, text, file, 'plan');
+  const base = dirname(path);
+  const environmentFile = resolve(base, plan.environment);
+  const environment = await loadEnvironment(environmentFile);
+  checkSupported(environment);
+  requireLocked(environment);
+  let workspaceDir: string | null = null;
+  if (plan.workspace) {
+    workspaceDir = resolve(base, plan.workspace);
+    const info = await stat(workspaceDir).catch(() => null);
+    if (!info?.isDirectory()) {
+      throw new BerthError('plan_invalid', `${file}: workspace: expected a directory, found ${info ? 'a file' : 'nothing'} at ${workspaceDir}`, { details: { file, path: 'workspace' } });
+    }
+  }
+  return { file: path, plan, environmentFile, environment, envFingerprint: fingerprint(environment), workspaceDir };
+}

@@ -1,0 +1,43 @@
+import { z } from 'zod';
+
+const STEP_NAME = /^[a-z0-9][a-z0-9._-]{0,62}$/;
+
+export const PlanStepSchema = z.strictObject({
+  name: z.string().regex(STEP_NAME, 'a step name: lowercase letters, digits, ".", "_" or "-", starting with a letter or digit'),
+  /** Run with `sh -c` in the workspace, as the workspace owner. */
+  run: z.string().min(1),
+  /**
+   * `safe`: after a crash mid-step, the sandbox is restored to the last snapshot and the step runs again.
+   * `never`: a step caught mid-run is recorded as interrupted and never re-run; the run waits for reconciliation.
+   */
+  replay: z.enum(['safe', 'never']).default('safe'),
+  /** Per-step timeout; default: the environment's `resources.commandTimeoutS`. */
+  timeoutS: z.number().int().positive().optional(),
+  env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name'), z.string()).default({}),
+  /** Names of the environment's secrets this step may see (secrets arrive with the egress feature). */
+  secrets: z.array(z.string()).default([]),
+  /** A non-zero exit does not stop the plan. */
+  allowFailure: z.boolean().default(false),
+});
+
+/**
+ * A build/test plan: which environment, what to upload as the workspace, and the ordered steps.
+ * Paths are relative to the plan file.
+ */
+export const PlanSchema = z
+  .strictObject({
+    name: z.string().min(1).max(100).optional(),
+    environment: z.string().min(1),
+    workspace: z.string().min(1).optional(),
+    steps: z.array(PlanStepSchema).min(1),
+  })
+  .superRefine((plan, ctx) => {
+    const seen = new Set<string>();
+    plan.steps.forEach((s, i) => {
+      if (seen.has(s.name)) ctx.addIssue({ code: 'custom', path: ['steps', i, 'name'], message: `a name not used by an earlier step ("${s.name}" is)` });
+      seen.add(s.name);
+    });
+  });
+
+export type PlanStep = z.infer<typeof PlanStepSchema>;
+export type Plan = z.infer<typeof PlanSchema>;
