@@ -155,7 +155,7 @@ export class EngineEvents {
             this.execWaiters.delete(execId);
             resolve(undefined);
           }, timeoutMs);
-          timer.unref();
+          // Not unref'd: the event socket is, so this timer is what keeps an awaiting process alive.
           waiter.wake = () => {
             clearTimeout(timer);
             resolve(waiter.code);
@@ -183,7 +183,6 @@ export class EngineEvents {
       };
       const wake = () => done(true);
       const timer = setTimeout(() => done(false), timeoutMs);
-      timer.unref();
       set.add(wake);
     });
   }
