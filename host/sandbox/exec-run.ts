@@ -1,7 +1,6 @@
 import type Dockerode from 'dockerode';
 import { randomBytes } from 'node:crypto';
 import { posix } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { BerthError, type ErrorIds } from '../errors';
 import { CappedOutput } from './capped-output';
@@ -10,10 +9,10 @@ import type { DiskGuard } from './disk-guard';
 import { FrameDemuxer } from './docker-frames';
 import { engineError } from './engine-errors';
 import type { EngineEvents } from './engine-events';
-import type { ControlReport } from './exec-scripts';
-import { WRAPPER_SCRIPT } from './exec-scripts';
+import { WRAPPER_SCRIPT, type ControlReport } from './exec-scripts';
 import type { ExecOptions, ExecResult } from './exec-types';
-import { runControl } from './sandbox-control';
+import { exitFromEvent, settleOutcome } from './exec-outcome';
+import { killTree } from './process-tree-kill';
 
 /** What one exec needs from its lease. */
 export interface ExecHost {
@@ -42,13 +41,6 @@ export interface RunningExec {
   kill(reason: KillReason): void;
 }
 
-/** How long to wait for the tree to die after a kill before trying again. */
-const KILL_GRACE_MS = 3000;
-/** How long the exit event may lag behind the end of the output stream. */
-const EXEC_DIE_WAIT_MS = 1000;
-/** How long a lone exit 137 may wait for the OOM event of its own main process. */
-const LATE_OOM_WAIT_MS = 300;
-const SIGXFSZ_EXIT = 128 + 25;
 
 export function toArgv(cmd: string | string[]): string[] {
   const argv = typeof cmd === 'string' ? ['/bin/sh', '-c', cmd] : cmd;
@@ -169,48 +161,16 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
       untrack();
     }
     const killReport = killing ? await killing : undefined;
-    const ranUntil = performance.now();
-
-    let exitCode = await exitWait.result(EXEC_DIE_WAIT_MS);
-    exitCode ??= await inspectExit(exec);
-
-    let oomKilled = host.events.oomCount(host.containerId) > oomBefore;
-    if (!oomKilled && exitCode === 137 && reason === undefined && host.events.connected) {
-      oomKilled = await host.events.waitOom(host.containerId, oomBefore, LATE_OOM_WAIT_MS);
-    }
-    // The cgroup counters need an exec of their own, so they are read only when something went
-    // wrong: a kill by us (the kill exec reports them) or a non-zero exit.
-    let report = killReport;
-    if (report === undefined && exitCode !== 0) {
-      report = await runControl(host.container, { user, slotFile: '', nonce: '' }).catch((err: unknown) => {
-        host.logger.warn({ err }, 'could not read cgroup counters after exec');
-        return undefined;
-      });
-    }
-    let pidsLimited = false;
-    if (report?.pidsMax !== undefined) {
-      pidsLimited = report.pidsMax > host.counters.pidsMax;
-      host.counters.pidsMax = Math.max(host.counters.pidsMax, report.pidsMax);
-    }
-    if (report?.oomKill !== undefined) {
-      // The kernel counter backs up the event stream when it was down for this exec.
-      if (report.oomKill > host.counters.oomKill && !host.events.connected) oomKilled = true;
-      host.counters.oomKill = Math.max(host.counters.oomKill, report.oomKill);
-    }
-
-    host.disk.noteRunTime(started, ranUntil);
-    let diskExceeded = reason === 'disk' || exitCode === SIGXFSZ_EXIT;
-    if (!diskExceeded && host.disk.mayExceed()) {
-      diskExceeded = (await host.disk.measure().catch(() => 0)) > host.disk.limitBytes;
-    }
-    return result({
-      exitCode: exitCode ?? -1,
-      timedOut: reason === 'timeout',
-      cancelled: reason === 'cancel',
-      oomKilled,
-      pidsLimited,
-      diskExceeded,
+    const outcome = await settleOutcome(host, exec, {
+      exitCode: exitFromEvent(exitWait),
+      oomBefore,
+      reason,
+      killReport,
+      user,
+      startedAt: started,
+      endedAt: performance.now(),
     });
+    return result({ ...outcome, timedOut: reason === 'timeout', cancelled: reason === 'cancel' });
   } finally {
     host.releaseSlot(slot);
   }
@@ -224,46 +184,3 @@ function unavailable(err: unknown, ids: ErrorIds): BerthError {
   return engineError('exec', err, ids);
 }
 
-async function inspectExit(exec: Dockerode.Exec): Promise<number | undefined> {
-  // The output stream can close a moment before the daemon records the exit.
-  for (let i = 0; i < 50; i += 1) {
-    const info = await exec.inspect().catch(() => undefined);
-    if (!info) return undefined;
-    if (!info.Running && info.ExitCode !== null && info.ExitCode !== undefined) return info.ExitCode;
-    await sleep(20);
-  }
-  return undefined;
-}
-
-/**
- * Kills the recorded tree and waits for the output stream to close. When the tree does not die
- * (the kill exec ran before the wrapper recorded its pid, or a process left the session), it tries
- * once more and then detaches, so that the caller always gets a result.
- */
-async function killTree(
-  host: ExecHost,
-  user: string,
-  slotFile: string,
-  nonce: string,
-  isEnded: () => boolean,
-  endedP: Promise<void>,
-  stream: { destroy?: () => void },
-): Promise<ControlReport | undefined> {
-  let report: ControlReport | undefined;
-  for (let attempt = 0; attempt < 6 && !isEnded(); attempt += 1) {
-    let killed = false;
-    try {
-      report = await runControl(host.container, { user, slotFile, nonce });
-      killed = report.killed !== undefined;
-    } catch (err) {
-      host.logger.error({ err }, 'kill exec failed');
-    }
-    // Nothing recorded yet means the wrapper has not run; it will in a moment.
-    await Promise.race([endedP, sleep(killed ? KILL_GRACE_MS : 50 * (attempt + 1))]);
-  }
-  if (!isEnded()) {
-    host.logger.error({ slotFile }, 'process tree survived the kill; detaching from its output');
-    stream.destroy?.();
-  }
-  return report;
-}

@@ -6,7 +6,8 @@ import type { Owner } from './archive-pack';
 import { DiskGuard, type DiskGuardOptions } from './disk-guard';
 import { isNotFound } from './engine-errors';
 import type { EngineEvents } from './engine-events';
-import { runExec, type ExecHost, type RunningExec } from './exec-run';
+import { DiskWatch } from './disk-watch';
+import { runExec, type ExecHost } from './exec-run';
 import type { ExecOptions, ExecResult } from './exec-types';
 import * as files from './file-ops';
 import type { LeaseRecord, LeaseRecords } from './lease-records';
@@ -43,13 +44,12 @@ export class Lease implements AsyncDisposable {
   private released = false;
   private lostFlag = false;
   private heartbeatTimer: NodeJS.Timeout | undefined;
-  private monitorTimer: NodeJS.Timeout | undefined;
-  private readonly active = new Set<RunningExec>();
   private readonly slots = new Set<number>();
   private readonly execHost: ExecHost;
   private readonly fileCtx: files.FileContext;
   private readonly logger: Logger;
   private readonly disk: DiskGuard;
+  private readonly watch: DiskWatch;
 
   constructor(private readonly deps: LeaseDeps) {
     this.id = deps.record.id;
@@ -59,6 +59,7 @@ export class Lease implements AsyncDisposable {
     const ids: ErrorIds = { leaseId: this.id, containerId: this.containerId, sessionId: this.sessionId };
     this.logger = deps.logger.child(ids);
     this.disk = new DiskGuard(deps.container, deps.spec.resources.diskMb, deps.disk);
+    this.watch = new DiskWatch(this.disk, this.logger);
     const owner: Owner = parseOwner(deps.spec.workspace.owner);
     this.execHost = {
       container: deps.container,
@@ -79,7 +80,7 @@ export class Lease implements AsyncDisposable {
         return n;
       },
       releaseSlot: (n) => this.slots.delete(n),
-      track: (run) => this.track(run),
+      track: (run) => this.watch.track(run),
     };
     this.fileCtx = {
       container: deps.container,
@@ -207,39 +208,9 @@ export class Lease implements AsyncDisposable {
     this.heartbeatTimer.unref();
   }
 
-  private track(run: RunningExec): () => void {
-    this.active.add(run);
-    this.scheduleDiskCheck();
-    return () => {
-      this.active.delete(run);
-    };
-  }
-
-  /** While commands run, measure the layer every interval and kill them all once it is over the limit. */
-  private scheduleDiskCheck(): void {
-    if (this.monitorTimer || this.active.size === 0 || this.released) return;
-    this.monitorTimer = setTimeout(() => {
-      void (async () => {
-        try {
-          if (this.active.size > 0 && (await this.disk.measure()) > this.disk.limitBytes) {
-            this.logger.warn({ usedBytes: this.disk.lastMeasuredBytes, limitBytes: this.disk.limitBytes }, 'disk limit exceeded; killing running commands');
-            for (const run of this.active) run.kill('disk');
-          }
-        } catch (err) {
-          this.logger.warn({ err }, 'disk measurement failed');
-        } finally {
-          this.monitorTimer = undefined;
-          this.scheduleDiskCheck();
-        }
-      })();
-    }, this.disk.nextIntervalMs());
-    this.monitorTimer.unref();
-  }
-
   private stopTimers(): void {
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
-    if (this.monitorTimer) clearTimeout(this.monitorTimer);
     this.heartbeatTimer = undefined;
-    this.monitorTimer = undefined;
+    this.watch.stop();
   }
 }

@@ -10,6 +10,8 @@ describe('sandbox limits', () => {
     expect(r.timedOut).toBe(false);
     const after = await lease.exec('echo alive');
     expect(after).toMatchObject({ exitCode: 0, stdout: 'alive\n', oomKilled: false });
+    // A SIGKILL that is not the memory limit's is not reported as OOM.
+    expect(await lease.exec('kill -9 $$')).toMatchObject({ exitCode: 137, oomKilled: false });
     expect((await sandbox.host.verify(lease.record)).ok).toBe(true);
   });
 
@@ -19,6 +21,15 @@ describe('sandbox limits', () => {
     expect(r.exitCode).toBe(0);
     expect(r.stdout).toBe('child status 137\n');
     expect(r.oomKilled).toBe(true);
+  });
+
+  test('without the engine event stream, exit codes come from inspect and OOM kills from the cgroup counter', async ({ sandbox }) => {
+    await using lease = await sandbox.host.lease(sandbox.spec({ resources: { memoryMb: 64 } }), { sessionId: 's' });
+    await sandbox.host.close();
+    expect(await lease.exec('exit 7')).toMatchObject({ exitCode: 7, oomKilled: false });
+    const r = await lease.exec('head -c 200m /dev/zero | tail');
+    expect(r).toMatchObject({ exitCode: 137, oomKilled: true });
+    expect(await lease.exec('exit 137')).toMatchObject({ exitCode: 137, oomKilled: false });
   });
 
   test('a fork bomb under the pids limit is contained: the exec returns, says pidsLimited, the container survives', async ({ sandbox }) => {

@@ -1,0 +1,54 @@
+import type { Logger } from 'pino';
+import type { DiskGuard } from './disk-guard';
+import type { RunningExec } from './exec-run';
+
+/**
+ * While commands run on a lease, measures the writable layer every interval and kills every running
+ * command's tree once it is over the limit. Idle leases cost nothing: the timer runs only while at
+ * least one command does, and it is unref'd.
+ */
+export class DiskWatch {
+  private readonly active = new Set<RunningExec>();
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly disk: DiskGuard,
+    private readonly logger: Logger,
+  ) {}
+
+  /** Registers a running command; returns the function that unregisters it. */
+  track(run: RunningExec): () => void {
+    this.active.add(run);
+    this.schedule();
+    return () => {
+      this.active.delete(run);
+    };
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  private schedule(): void {
+    if (this.timer || this.active.size === 0 || this.stopped) return;
+    this.timer = setTimeout(() => void this.tick(), this.disk.nextIntervalMs());
+    this.timer.unref();
+  }
+
+  private async tick(): Promise<void> {
+    try {
+      if (this.active.size > 0 && (await this.disk.measure()) > this.disk.limitBytes) {
+        this.logger.warn({ usedBytes: this.disk.lastMeasuredBytes, limitBytes: this.disk.limitBytes }, 'disk limit exceeded; killing running commands');
+        for (const run of this.active) run.kill('disk');
+      }
+    } catch (err) {
+      this.logger.warn({ err }, 'disk measurement failed');
+    } finally {
+      this.timer = undefined;
+      this.schedule();
+    }
+  }
+}

@@ -1,0 +1,83 @@
+import type Dockerode from 'dockerode';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { ExecHost, KillReason } from './exec-run';
+import type { ControlReport } from './exec-scripts';
+import { runControl } from './sandbox-control';
+
+/** How long the exit event may lag behind the end of the output stream. */
+const EXEC_DIE_WAIT_MS = 1000;
+/** How long a lone exit 137 may wait for the OOM event of its own main process. */
+const LATE_OOM_WAIT_MS = 300;
+const SIGXFSZ_EXIT = 128 + 25;
+
+export interface Outcome {
+  exitCode: number;
+  oomKilled: boolean;
+  pidsLimited: boolean;
+  diskExceeded: boolean;
+}
+
+/**
+ * Settles what happened to an exec whose output stream has ended: its exit code and which limits
+ * it hit. Cheap on the common path (exit 0, small layer): one event that is already on its way.
+ */
+export async function settleOutcome(
+  host: ExecHost,
+  exec: Dockerode.Exec,
+  run: {
+    exitCode: Promise<number | undefined>;
+    oomBefore: number;
+    reason: KillReason | undefined;
+    killReport: ControlReport | undefined;
+    user: string;
+    startedAt: number;
+    endedAt: number;
+  },
+): Promise<Outcome> {
+  const exitCode = (await run.exitCode) ?? (await inspectExit(exec));
+  let oomKilled = host.events.oomCount(host.containerId) > run.oomBefore;
+  if (!oomKilled && exitCode === 137 && run.reason === undefined && host.events.connected) {
+    oomKilled = await host.events.waitOom(host.containerId, run.oomBefore, LATE_OOM_WAIT_MS);
+  }
+  // The cgroup counters need an exec of their own, so they are read only when something went
+  // wrong: a kill by us (the kill exec reports them) or a non-zero exit.
+  let report = run.killReport;
+  if (report === undefined && exitCode !== 0) {
+    report = await runControl(host.container, { user: run.user, slotFile: '', nonce: '' }).catch((err: unknown) => {
+      host.logger.warn({ err }, 'could not read cgroup counters after exec');
+      return undefined;
+    });
+  }
+  let pidsLimited = false;
+  if (report?.pidsMax !== undefined) {
+    pidsLimited = report.pidsMax > host.counters.pidsMax;
+    host.counters.pidsMax = Math.max(host.counters.pidsMax, report.pidsMax);
+  }
+  if (report?.oomKill !== undefined) {
+    // The kernel counter stands in for the event stream when that was down for this exec.
+    if (report.oomKill > host.counters.oomKill && !host.events.connected) oomKilled = true;
+    host.counters.oomKill = Math.max(host.counters.oomKill, report.oomKill);
+  }
+  host.disk.noteRunTime(run.startedAt, run.endedAt);
+  let diskExceeded = run.reason === 'disk' || exitCode === SIGXFSZ_EXIT;
+  if (!diskExceeded && host.disk.mayExceed()) {
+    diskExceeded = (await host.disk.measure().catch(() => 0)) > host.disk.limitBytes;
+  }
+  return { exitCode: exitCode ?? -1, oomKilled, pidsLimited, diskExceeded };
+}
+
+/** Waits for the exit event, up to a bound; undefined when it does not come. */
+export function exitFromEvent(wait: { result(ms: number): Promise<number | undefined> }): Promise<number | undefined> {
+  return wait.result(EXEC_DIE_WAIT_MS);
+}
+
+async function inspectExit(exec: Dockerode.Exec): Promise<number | undefined> {
+  // The output stream can close a moment before the daemon records the exit.
+  for (let i = 0; i < 50; i += 1) {
+    const info = await exec.inspect().catch(() => undefined);
+    if (!info) return undefined;
+    if (!info.Running && info.ExitCode !== null && info.ExitCode !== undefined) return info.ExitCode;
+    await sleep(20);
+  }
+  return undefined;
+}
