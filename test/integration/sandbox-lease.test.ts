@@ -1,5 +1,7 @@
+import Dockerode from 'dockerode';
 import { isBerthError } from '../../host/errors';
-import { LABEL } from '../../host/sandbox';
+import { createSandboxHost, LABEL } from '../../host/sandbox';
+import { systemClock } from '../../host/support/clock';
 import { describe, expect, test } from '../support/sandbox-fixture';
 
 describe('sandbox lease', () => {
@@ -138,6 +140,30 @@ describe('sandbox verify', () => {
     const lease = await sandbox.host.lease(sandbox.spec(), { sessionId: 's' });
     expect(await sandbox.host.verify({ ...lease.record, envFingerprint: 'sha256:' + 'f'.repeat(64) })).toMatchObject({ ok: false, code: 'fingerprint_mismatch' });
     await lease.release();
+  });
+
+  test('verify reports an engine that cannot be reached as engine_unreachable', async ({ sandbox }) => {
+    const lease = await sandbox.host.lease(sandbox.spec(), { sessionId: 's' });
+    const offline = createSandboxHost({
+      docker: new Dockerode({ socketPath: '/nonexistent/docker.sock' }),
+      records: sandbox.store,
+      clock: systemClock,
+      logger: sandbox.logger,
+      hostId: sandbox.hostId,
+    });
+    expect(await offline.verify(lease.record)).toMatchObject({ ok: false, code: 'engine_unreachable' });
+    await offline.close();
+    await lease.release();
+  });
+
+  test('releasing a lease while a command runs ends that command with a result, not a hang', async ({ sandbox }) => {
+    const lease = await sandbox.host.lease(sandbox.spec(), { sessionId: 's' });
+    const running = lease.exec('sleep 1000');
+    await new Promise((r) => setTimeout(r, 300));
+    await lease.release();
+    const r = await running;
+    expect(r.exitCode).not.toBe(0);
+    expect(r.durationMs).toBeLessThan(15_000);
   });
 
   test('attach takes up a verified lease again and runs commands in the same container', async ({ sandbox }) => {

@@ -1,3 +1,6 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { connect, createServer } from 'node:net';
+import { bridgeGateway } from '../support/docker-engine';
 import { describe, expect, test } from '../support/sandbox-fixture';
 
 describe('sandbox limits', () => {
@@ -78,6 +81,37 @@ describe('sandbox limits', () => {
     // Only the header line: no default route, no route to the docker0 gateway or anything else.
     expect(route!.trim().split('\n')).toHaveLength(1);
     expect(Number(v6routes!.trim())).toBe(0);
+  });
+
+  test('network none: a TCP connection to a server listening on the docker0 gateway fails', async ({ sandbox }) => {
+    // berth/tiny has no network client; the host's static busybox brings wget and nc along.
+    const hostBusybox = '/usr/bin/busybox';
+    expect(existsSync(hostBusybox), 'this test uploads the host busybox-static as a network client').toBe(true);
+    const gateway = bridgeGateway();
+    expect(gateway, 'the default bridge must exist to have a gateway to aim at').toBeDefined();
+    const server = createServer((sock) => sock.end('HTTP/1.0 200 OK\r\n\r\nreachable')).listen(0, '0.0.0.0');
+    await new Promise((r) => server.once('listening', r));
+    const port = (server.address() as { port: number }).port;
+    // The target is live: the host itself gets an answer there.
+    const fromHost = await new Promise<string>((resolve, reject) => {
+      const sock = connect(port, gateway!, () => sock.write('GET / HTTP/1.0\r\n\r\n'));
+      let got = '';
+      sock.on('data', (d) => (got += d.toString()));
+      sock.on('end', () => resolve(got));
+      sock.on('error', reject);
+    });
+    expect(fromHost).toContain('reachable');
+    try {
+      await using lease = await sandbox.host.lease(sandbox.spec(), { sessionId: 's' });
+      await lease.writeFile('busybox', readFileSync(hostBusybox), { mode: 0o755 });
+      const r = await lease.exec(`./busybox wget -q -T 3 -O - http://${gateway}:${port}/; echo "wget=$?"; ./busybox nc -w 3 ${gateway} ${port} </dev/null; echo "nc=$?"`);
+      expect(r.stdout).not.toContain('reachable');
+      expect(r.stdout).toMatch(/wget=[1-9]/);
+      expect(r.stdout).toMatch(/nc=[1-9]/);
+      expect(r.stderr).toMatch(/unreachable/i);
+    } finally {
+      server.close();
+    }
   });
 
   test('writing past diskMb kills the command and reports diskExceeded', async ({ sandbox }) => {

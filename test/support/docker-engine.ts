@@ -1,5 +1,6 @@
 import Dockerode from 'dockerode';
 import { execFileSync } from 'node:child_process';
+import { networkInterfaces } from 'node:os';
 
 /** The image every sandbox integration test runs on. */
 export const TINY_IMAGE = 'berth/tiny:latest';
@@ -32,10 +33,21 @@ export async function containersWithLabel(docker: Dockerode, label: string): Pro
   return (await docker.listContainers({ all: true, filters: { label: [label] } })).map((c) => c.Id);
 }
 
-/** The docker0 gateway address, when the default bridge exists. */
+/**
+ * The docker0 gateway address (the host's side of the default bridge), when it exists. Read with
+ * `ip`, because Node lists only interfaces that are up and running, and docker0 has no carrier
+ * while no container uses it.
+ */
 export function bridgeGateway(): string | undefined {
   try {
-    const out = execFileSync('docker', ['network', 'inspect', 'bridge', '--format', '{{(index .IPAM.Config 0).Gateway}}'], { encoding: 'utf8' });
+    const out = execFileSync('ip', ['-4', '-o', 'addr', 'show', 'docker0'], { encoding: 'utf8' });
+    const m = /inet (\d+\.\d+\.\d+\.\d+)\//.exec(out);
+    if (m) return m[1];
+  } catch {
+    // no ip tool or no docker0: fall through to the engine's view
+  }
+  try {
+    const out = execFileSync('docker', ['network', 'inspect', 'bridge', '--format', '{{range .IPAM.Config}}{{.Gateway}}{{end}}'], { encoding: 'utf8' });
     return out.trim() || undefined;
   } catch {
     return undefined;
