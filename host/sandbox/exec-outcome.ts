@@ -1,5 +1,6 @@
 import type Dockerode from 'dockerode';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { ExecDieWait } from './engine-events';
 import type { ExecHost, KillReason } from './exec-run';
 import type { ControlReport } from './exec-scripts';
 import { runControl } from './sandbox-control';
@@ -9,6 +10,7 @@ const EXEC_DIE_WAIT_MS = 1000;
 /** How long a lone exit 137 may wait for the OOM event of its own main process. */
 const LATE_OOM_WAIT_MS = 300;
 const SIGXFSZ_EXIT = 128 + 25;
+const EXIT_POLL_MS = 50;
 
 export interface Outcome {
   exitCode: number;
@@ -23,9 +25,8 @@ export interface Outcome {
  */
 export async function settleOutcome(
   host: ExecHost,
-  exec: Dockerode.Exec,
   run: {
-    exitCode: Promise<number | undefined>;
+    exitCode: number | undefined;
     oomBefore: number;
     reason: KillReason | undefined;
     killReport: ControlReport | undefined;
@@ -34,7 +35,7 @@ export async function settleOutcome(
     endedAt: number;
   },
 ): Promise<Outcome> {
-  const exitCode = (await run.exitCode) ?? (await inspectExit(exec));
+  const exitCode = run.exitCode;
   let oomKilled = host.events.oomCount(host.containerId) > run.oomBefore;
   if (!oomKilled && exitCode === 137 && run.reason === undefined && host.events.connected) {
     oomKilled = await host.events.waitOom(host.containerId, run.oomBefore, LATE_OOM_WAIT_MS);
@@ -66,18 +67,20 @@ export async function settleOutcome(
   return { exitCode: exitCode ?? -1, oomKilled, pidsLimited, diskExceeded };
 }
 
-/** Waits for the exit event, up to a bound; undefined when it does not come. */
-export function exitFromEvent(wait: { result(ms: number): Promise<number | undefined> }): Promise<number | undefined> {
-  return wait.result(EXEC_DIE_WAIT_MS);
-}
-
-async function inspectExit(exec: Dockerode.Exec): Promise<number | undefined> {
-  // The output stream can close a moment before the daemon records the exit.
-  for (let i = 0; i < 50; i += 1) {
+/**
+ * The exit code of an exec, once its process has exited: from its `exec_die` event, which follows
+ * the end of the output within a few milliseconds. When the event does not come (the stream is
+ * down, or the process closed its output and lives on), the exec is polled until it has exited.
+ * Undefined when the exec or its container is gone.
+ */
+export async function waitForExit(exec: Dockerode.Exec, wait: ExecDieWait, outputEnded: Promise<void>): Promise<number | undefined> {
+  await outputEnded;
+  const fromEvent = await wait.result(EXEC_DIE_WAIT_MS);
+  if (fromEvent !== undefined) return fromEvent;
+  for (;;) {
     const info = await exec.inspect().catch(() => undefined);
     if (!info) return undefined;
     if (!info.Running && info.ExitCode !== null && info.ExitCode !== undefined) return info.ExitCode;
-    await sleep(20);
+    await sleep(EXIT_POLL_MS);
   }
-  return undefined;
 }

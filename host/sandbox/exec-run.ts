@@ -11,7 +11,7 @@ import { engineError } from './engine-errors';
 import type { EngineEvents } from './engine-events';
 import { WRAPPER_SCRIPT, type ControlReport } from './exec-scripts';
 import type { ExecOptions, ExecResult } from './exec-types';
-import { exitFromEvent, settleOutcome } from './exec-outcome';
+import { settleOutcome, waitForExit } from './exec-outcome';
 import { killTree } from './process-tree-kill';
 
 /** What one exec needs from its lease. */
@@ -120,17 +120,12 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
         }
       }
     });
-    let ended = false;
-    const endedP = new Promise<void>((resolve) => {
-      const done = () => {
-        ended = true;
-        resolve();
-      };
-      stream.on('end', done);
-      stream.on('close', done);
+    const streamEnded = new Promise<void>((resolve) => {
+      stream.on('end', () => resolve());
+      stream.on('close', () => resolve());
       stream.on('error', (err: Error) => {
         host.logger.warn({ err }, 'exec stream error');
-        done();
+        resolve();
       });
     });
     stream.on('data', (d: Buffer) => demux.push(d));
@@ -138,14 +133,25 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
       stream.write(typeof opts.stdin === 'string' ? Buffer.from(opts.stdin) : (opts.stdin as Buffer));
       stream.end();
     }
+    // The command is over when its process has exited, which can be long after it closed its
+    // output; limits stay armed until then.
+    let exited = false;
+    const exitP = waitForExit(exec, exitWait, streamEnded).finally(() => {
+      exited = true;
+    });
 
     let reason: KillReason | undefined;
     let killing: Promise<ControlReport | undefined> | undefined;
+    let giveUp: (v: undefined) => void = () => undefined;
+    const gaveUp = new Promise<undefined>((resolve) => (giveUp = resolve));
     const run: RunningExec = {
       kill(why) {
-        if (reason !== undefined || ended) return;
+        if (reason !== undefined || exited) return;
         reason = why;
-        killing = killTree(host, user, slotFile, nonce, () => ended, endedP, stream);
+        killing = killTree(host, { user, slotFile, nonce }, () => exited, exitP, stream).then((k) => {
+          if (k.survived) giveUp(undefined);
+          return k.report;
+        });
       },
     };
     const timeoutMs = opts.timeoutMs ?? host.defaultTimeoutMs;
@@ -153,16 +159,17 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
     const onAbort = () => run.kill('cancel');
     opts.signal?.addEventListener('abort', onAbort, { once: true });
     const untrack = host.track(run);
+    let exitCode: number | undefined;
     try {
-      await endedP;
+      exitCode = await Promise.race([exitP, gaveUp]);
     } finally {
       if (timer) clearTimeout(timer);
       opts.signal?.removeEventListener('abort', onAbort);
       untrack();
     }
     const killReport = killing ? await killing : undefined;
-    const outcome = await settleOutcome(host, exec, {
-      exitCode: exitFromEvent(exitWait),
+    const outcome = await settleOutcome(host, {
+      exitCode,
       oomBefore,
       reason,
       killReport,

@@ -13,28 +13,25 @@ const KILL_GRACE_MS = 3000;
  */
 export async function killTree(
   host: Pick<ExecHost, 'container' | 'logger'>,
-  user: string,
-  slotFile: string,
-  nonce: string,
-  isEnded: () => boolean,
-  endedP: Promise<void>,
+  target: { user: string; slotFile: string; nonce: string },
+  hasExited: () => boolean,
+  exited: Promise<unknown>,
   stream: { destroy?: () => void },
-): Promise<ControlReport | undefined> {
+): Promise<{ report: ControlReport | undefined; survived: boolean }> {
   let report: ControlReport | undefined;
-  for (let attempt = 0; attempt < 6 && !isEnded(); attempt += 1) {
+  for (let attempt = 0; attempt < 6 && !hasExited(); attempt += 1) {
     let killed = false;
     try {
-      report = await runControl(host.container, { user, slotFile, nonce });
+      report = await runControl(host.container, target);
       killed = report.killed !== undefined;
     } catch (err) {
       host.logger.error({ err }, 'kill exec failed');
     }
     // Nothing recorded yet means the wrapper has not run; it will in a moment.
-    await Promise.race([endedP, sleep(killed ? KILL_GRACE_MS : 50 * (attempt + 1))]);
+    await Promise.race([exited, sleep(killed ? KILL_GRACE_MS : 50 * (attempt + 1))]);
   }
-  if (!isEnded()) {
-    host.logger.error({ slotFile }, 'process tree survived the kill; detaching from its output');
-    stream.destroy?.();
-  }
-  return report;
+  if (hasExited()) return { report, survived: false };
+  host.logger.error({ slotFile: target.slotFile }, 'process tree survived the kill; detaching from it');
+  stream.destroy?.();
+  return { report, survived: true };
 }

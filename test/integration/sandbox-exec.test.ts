@@ -68,6 +68,16 @@ describe('sandbox exec', () => {
     expect((await lease.exec('ps -o args')).stdout).not.toMatch(/sleep 100[12]/);
   });
 
+  test('a command that closes its output early is still awaited until it exits, and still times out', async ({ sandbox }) => {
+    await using lease = await sandbox.host.lease(sandbox.spec(), { sessionId: 's' });
+    const r = await lease.exec('echo before; exec >/dev/null 2>&1; sleep 2; exit 5');
+    expect(r).toMatchObject({ exitCode: 5, stdout: 'before\n', timedOut: false });
+    expect(r.durationMs).toBeGreaterThan(1900);
+    const t = await lease.exec('exec >&- 2>&-; sleep 1006', { timeoutMs: 800 });
+    expect(t.timedOut).toBe(true);
+    expect((await lease.exec('ps -o args')).stdout).not.toMatch(/sleep 1006/);
+  });
+
   test('aborting the signal cancels the command and kills its tree', async ({ sandbox }) => {
     await using lease = await sandbox.host.lease(sandbox.spec(), { sessionId: 's' });
     const ac = new AbortController();
