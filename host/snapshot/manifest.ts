@@ -19,16 +19,28 @@ export function manifestDigest(manifest: WorkspaceManifest): string {
 }
 
 /**
- * The manifest after some paths changed: each `rescanned` path takes its new value, or is removed
- * (with everything under it) when the scan no longer found it.
+ * The manifest after some paths changed: each changed path takes its new value, or is removed
+ * (with everything under it) when the scan no longer found it; a rescanned directory also loses
+ * the children it no longer has.
  */
-export function applyRescan(base: WorkspaceManifest, changed: string[], found: WorkspaceManifest): WorkspaceManifest {
+export function applyRescan(
+  base: WorkspaceManifest,
+  changed: string[],
+  found: WorkspaceManifest,
+  children: Map<string, Set<string>> = new Map(),
+): WorkspaceManifest {
   const next: WorkspaceManifest = { ...base };
-  for (const path of changed) {
-    if (path in found) continue;
+  const drop = (path: string) => {
     delete next[path];
     const prefix = `${path}/`;
     for (const key of Object.keys(next)) if (key.startsWith(prefix)) delete next[key];
+  };
+  for (const path of changed) if (!(path in found)) drop(path);
+  for (const [dir, present] of children) {
+    const prefix = `${dir}/`;
+    for (const key of Object.keys(next)) {
+      if (key.startsWith(prefix) && !key.slice(prefix.length).includes('/') && !present.has(key) && !(key in found)) drop(key);
+    }
   }
   return Object.assign(next, found);
 }

@@ -13,6 +13,7 @@ paths=$(list "$@" | tr '\\0' '\\n')
 printf '%s\\n' "$paths" | grep -v '^$' | tr '\\n' '\\0' | xargs -0 -r stat -c 'S|%F|%a|%n' -- 2>/dev/null
 printf '%s\\n' "$paths" | grep -v '^$' | while IFS= read -r p; do [ -f "$p" ] && [ ! -L "$p" ] && printf '%s\\0' "$p"; done | xargs -0 -r sha256sum -- 2>/dev/null | sed 's/^/H|/'
 printf '%s\\n' "$paths" | grep -v '^$' | while IFS= read -r p; do [ -L "$p" ] && printf 'L|%s|%s\\n' "$(readlink "$p")" "$p"; done
+[ "$2" = all ] || printf '%s\\n' "$paths" | grep -v '^$' | while IFS= read -r p; do [ -d "$p" ] && [ ! -L "$p" ] && find "$p" -mindepth 1 -maxdepth 1 | sed 's/^/C|/'; done
 exit 0
 `;
 
@@ -21,8 +22,8 @@ exit 0
  * Returns the manifest entries of the paths that exist. Paths holding a newline cannot be listed
  * line by line and are refused rather than silently skipped.
  */
-export async function scanWorkspace(exec: ScanExec, workspace: string, paths: string[] | 'all', signal?: AbortSignal): Promise<WorkspaceManifest> {
-  if (paths !== 'all' && paths.length === 0) return {};
+export async function scanWorkspace(exec: ScanExec, workspace: string, paths: string[] | 'all', signal?: AbortSignal): Promise<ScanResult> {
+  if (paths !== 'all' && paths.length === 0) return { entries: {}, children: new Map() };
   const odd = paths === 'all' ? undefined : paths.find((p) => p.includes('\n'));
   if (odd !== undefined) throw new BerthError('workspace_unscannable', `workspace path ${JSON.stringify(odd)} contains a newline`);
   const r = await exec(['sh', '-c', SCRIPT, 'scan', workspace, paths === 'all' ? 'all' : 'list'], {
@@ -37,8 +38,18 @@ export async function scanWorkspace(exec: ScanExec, workspace: string, paths: st
   return parseScan(r.stdout);
 }
 
-/** Parses the three sections the scan script prints. Exported for unit tests. */
-export function parseScan(out: string): WorkspaceManifest {
+/**
+ * Entries found, and for each rescanned directory the paths of its current children: a directory
+ * deleted and made again hides its old children from `docker diff`, so they are found missing here.
+ */
+export interface ScanResult {
+  entries: WorkspaceManifest;
+  children: Map<string, Set<string>>;
+}
+
+/** Parses the sections the scan script prints. Exported for unit tests. */
+export function parseScan(out: string): ScanResult {
+  const children = new Map<string, Set<string>>();
   const stat = new Map<string, { type: string; mode: string }>();
   const hashes = new Map<string, string>();
   const links = new Map<string, string>();
@@ -53,6 +64,10 @@ export function parseScan(out: string): WorkspaceManifest {
       // A link target may hold `|`; the path starts with "./" after the last "|./".
       const at = line.lastIndexOf('|./');
       links.set(line.slice(at + 1), line.slice(2, at));
+    } else if (line.startsWith('C|')) {
+      const child = line.slice(2);
+      const parent = child.slice(0, child.lastIndexOf('/'));
+      children.set(parent, (children.get(parent) ?? new Set()).add(child));
     }
   }
   const manifest: WorkspaceManifest = {};
@@ -62,5 +77,6 @@ export function parseScan(out: string): WorkspaceManifest {
     else if (type.startsWith('regular')) manifest[path] = `f:${mode}:${hashes.get(path) ?? 'unreadable'}`;
     else manifest[path] = `o:${mode}`;
   }
-  return manifest;
+  for (const [path, { type }] of stat) if (type === 'directory' && !children.has(path)) children.set(path, new Set());
+  return { entries: manifest, children };
 }

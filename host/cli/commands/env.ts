@@ -1,0 +1,29 @@
+import { readFile, writeFile } from 'node:fs/promises';
+import { checkSupported, fingerprint, loadEnvironment, withImageDigest } from '../../../environment';
+import { resolveImageDigest } from '../../sandbox';
+import type Dockerode from 'dockerode';
+import { emit } from '../output';
+
+/** `berth env validate FILE`: exit 0 and the fingerprint when valid; the named problems otherwise. */
+export async function envValidate(file: string, json: boolean): Promise<number> {
+  const env = await loadEnvironment(file);
+  checkSupported(env);
+  const fp = fingerprint(env);
+  emit(json, { file, valid: true, fingerprint: fp, locked: Boolean(env.image.digest), image: env.image }, () =>
+    [`${file}: valid`, `fingerprint ${fp}`, env.image.digest ? `image ${env.image.ref} @ ${env.image.digest}` : `image ${env.image.ref} is not locked yet: run berth env lock ${file}`].join('\n'),
+  );
+  return 0;
+}
+
+/** `berth env lock FILE`: pins `image.digest` to the id of the local image `image.ref`, keeping the file's comments. */
+export async function envLock(file: string, json: boolean, docker: Dockerode): Promise<number> {
+  const env = await loadEnvironment(file);
+  const digest = await resolveImageDigest(docker, env.image.ref);
+  const before = env.image.digest;
+  if (before !== digest) await writeFile(file, withImageDigest(await readFile(file, 'utf8'), file, digest));
+  const locked = await loadEnvironment(file);
+  emit(json, { file, image: locked.image, changed: before !== digest, fingerprint: fingerprint(locked) }, () =>
+    before === digest ? `${file}: already locked to ${digest}` : `${file}: locked ${env.image.ref} to ${digest}${before ? ` (was ${before})` : ''}`,
+  );
+  return 0;
+}

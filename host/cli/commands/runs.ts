@@ -1,0 +1,67 @@
+import { BerthError } from '../../errors';
+import type { Run, Task } from '../../model';
+import type { Store } from '../../store';
+import type { CliContext } from '../context';
+import { duration, emit, table } from '../output';
+
+/** `berth status`: every run, newest last, with its state and age. */
+export async function status(ctx: CliContext): Promise<number> {
+  const runs = await ctx.store.listRuns();
+  const now = ctx.clock.now();
+  emit(ctx.json, { runs }, () =>
+    runs.length === 0
+      ? 'no runs'
+      : table([['RUN', 'KIND', 'STATE', 'UPDATED'], ...runs.map((r) => [r.id, r.kind, r.state, `${duration(now - r.updatedAt)} ago`])]),
+  );
+  return 0;
+}
+
+export async function getRunOrThrow(store: Store, runId: string): Promise<Run> {
+  const run = await store.getRun(runId);
+  if (!run) throw new BerthError('run_not_found', `no run ${runId} in ${store.location} (see berth status)`, { ids: { runId } });
+  return run;
+}
+
+/** Everything the store knows about one run: the record an operator reads to answer "what happened?". */
+export async function describeRun(store: Store, runId: string) {
+  const run = await getRunOrThrow(store, runId);
+  const [transitions, tasks, effects, snapshots, leases, documents] = await Promise.all([
+    store.listRunTransitions(runId),
+    store.listTasks({ runId }),
+    store.listEffects({ runId }),
+    store.listSnapshots({ runId }),
+    store.listLeases({ sessionId: run.sessionId }),
+    store.listDocuments({ runId }),
+  ]);
+  return { run, transitions, tasks, effects, snapshots, leases, documents: documents.map((d) => ({ id: d.id, type: d.type, version: d.version })) };
+}
+
+/** `berth show RUN`. */
+export async function show(ctx: CliContext, runId: string): Promise<number> {
+  const d = await describeRun(ctx.store, runId);
+  emit(ctx.json, d, () => {
+    const out = [`run ${d.run.id} (${d.run.kind}) ${d.run.state}`, `session ${d.run.sessionId}`, '', 'transitions:'];
+    out.push(table(d.transitions.map((t) => [`#${t.n}`, new Date(t.at).toISOString(), `${t.from ?? '-'} -> ${t.to}`, t.actor, t.reason])));
+    out.push('', 'tasks:');
+    const byParent = new Map<string | null, Task[]>();
+    for (const t of d.tasks) byParent.set(t.parentId, [...(byParent.get(t.parentId) ?? []), t]);
+    const walk = (parent: string | null, depth: number) => {
+      for (const t of byParent.get(parent) ?? []) {
+        const state = t.status === 'terminal' ? `${t.outcome}` : `${t.status} in ${t.phase}`;
+        const extra = [t.error ? `${t.error.code}: ${t.error.message}` : '', t.blockedReason ? `blocked: ${t.blockedReason}` : '', t.restarts ? `restarts ${t.restarts}` : ''].filter(Boolean).join('; ');
+        out.push(`${'  '.repeat(depth + 1)}${t.kind} ${t.id} ${state}${extra ? ` (${extra})` : ''}`);
+        walk(t.id, depth + 1);
+      }
+    };
+    walk(null, 0);
+    if (d.effects.length) out.push('', 'effects:', table(d.effects.map((e) => [e.id, e.kind, e.replay, e.status, `attempts ${e.attempts}`])));
+    if (d.snapshots.length) {
+      out.push('', 'snapshots:', table(d.snapshots.map((s) => [s.id, s.checkpoint, s.imageId.slice(0, 19), s.workspaceDigest.slice(0, 19), `${(s.sizeBytes / 1e6).toFixed(1)} MB`, s.prunedAt ? 'pruned' : ''])));
+    }
+    if (d.leases.length) {
+      out.push('', 'leases:', table(d.leases.map((l) => [l.id, l.containerId.slice(0, 12), l.releasedAt ? 'released' : `expires ${new Date(l.expiresAt).toISOString()}`])));
+    }
+    return out.join('\n');
+  });
+  return 0;
+}

@@ -1,0 +1,47 @@
+import { hostname } from 'node:os';
+import { join, resolve } from 'node:path';
+import Dockerode from 'dockerode';
+import pino, { type Logger } from 'pino';
+import { openSqliteStore, type Store } from '../store';
+import { SandboxHost } from '../sandbox';
+import { systemClock, type Clock } from '../support';
+
+/** What every command may use; built once here, the CLI being the only composition root. */
+export interface CliContext {
+  store: Store;
+  logger: Logger;
+  clock: Clock;
+  docker: Dockerode;
+  sandbox: SandboxHost;
+  hostId: string;
+  json: boolean;
+  close(): Promise<void>;
+}
+
+/** `--store`, else `BERTH_STORE`, else `.berth/berth.db` under the current directory. */
+export function storePath(flag: string | undefined): string {
+  return resolve(flag ?? process.env.BERTH_STORE ?? join('.berth', 'berth.db'));
+}
+
+export function buildContext(opts: { store?: string; json: boolean }): CliContext {
+  // Logs go to stderr so that stdout stays the command's answer (and parseable with --json).
+  const logger = pino({ level: process.env.BERTH_LOG_LEVEL ?? 'warn', redact: ['*.apiKey', '*.secret', '*.password', '*.token'] }, pino.destination(2));
+  const clock = systemClock;
+  const store = openSqliteStore(storePath(opts.store), { clock });
+  const docker = new Dockerode({ socketPath: process.env.BERTH_DOCKER_SOCKET ?? '/var/run/docker.sock' });
+  // Stable across restarts of this machine's host, so the sweeper recognises what a dead process left.
+  const hostId = process.env.BERTH_HOST_ID ?? hostname();
+  const sandbox = new SandboxHost({ docker, records: store, clock, logger, hostId });
+  return {
+    store,
+    logger,
+    clock,
+    docker,
+    sandbox,
+    hostId,
+    json: opts.json,
+    async close() {
+      await store.close();
+    },
+  };
+}

@@ -1,0 +1,103 @@
+/**
+ * `berth`: the one composition root. It parses arguments, builds the store, Docker client,
+ * logger and clock, and hands them to the command.
+ */
+import { parseArgs } from 'node:util';
+import { BerthError } from '../errors';
+import { buildContext, type CliContext } from './context';
+import { envLock, envValidate } from './commands/env';
+import { gc } from './commands/gc';
+import { show, status } from './commands/runs';
+import { reportError } from './output';
+
+const USAGE = `usage: berth <command> [options]
+
+  run PLAN                 run a build/test plan durably (live progress; Ctrl-C stops, resume continues)
+  resume RUN               continue a run after a crash, a stop or a reconcile
+  status                   list runs
+  show RUN                 state, transitions, tasks, effects, snapshots and leases of a run
+  logs RUN                 the output each step of a run produced
+  reconcile RUN (--restore SNAPSHOT | --accept | --fail)
+                           decide a run that needs reconciliation, then continue it
+  cancel RUN               cancel a run durably
+  gc                       remove this host's leftover sandbox containers
+  env validate FILE        check an environment manifest
+  env lock FILE            pin the manifest's image to the local image id
+
+options:
+  --store PATH             the store (default: $BERTH_STORE or .berth/berth.db)
+  --json                   machine-readable output on stdout
+`;
+
+type Handler = (ctx: () => CliContext, args: string[], flags: Flags) => Promise<number>;
+interface Flags {
+  json: boolean;
+  store?: string;
+  restore?: string;
+  accept: boolean;
+  fail: boolean;
+  'request-id'?: string;
+}
+
+const need = (args: string[], n: number, what: string) => {
+  if (args.length < n) throw new BerthError('usage', `missing ${what}\n\n${USAGE}`);
+  return args;
+};
+
+const commands: Record<string, Handler> = {
+  status: (ctx) => status(ctx()),
+  show: (ctx, args) => show(ctx(), need(args, 1, 'RUN')[0]!),
+  gc: (ctx) => gc(ctx()),
+  env: async (ctx, args, flags) => {
+    const [sub, file] = need(args, 2, 'env subcommand and FILE');
+    if (sub === 'validate') return envValidate(file!, flags.json);
+    if (sub === 'lock') return envLock(file!, flags.json, ctx().docker);
+    throw new BerthError('usage', `unknown env subcommand "${sub}" (validate, lock)`);
+  },
+};
+
+export async function main(argv: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        json: { type: 'boolean', default: false },
+        store: { type: 'string' },
+        restore: { type: 'string' },
+        accept: { type: 'boolean', default: false },
+        fail: { type: 'boolean', default: false },
+        'request-id': { type: 'string' },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+    });
+  } catch (err) {
+    process.stderr.write(`berth: ${(err as Error).message}\n\n${USAGE}`);
+    return 2;
+  }
+  const flags = parsed.values as Flags & { help: boolean };
+  const [name, ...args] = parsed.positionals;
+  if (flags.help || !name) {
+    process.stdout.write(USAGE);
+    return name || flags.help ? 0 : 2;
+  }
+  const command = commands[name];
+  if (!command) {
+    process.stderr.write(`berth: unknown command "${name}"\n\n${USAGE}`);
+    return 2;
+  }
+  let ctx: CliContext | undefined;
+  const lazy = () => (ctx ??= buildContext({ store: flags.store, json: flags.json }));
+  try {
+    return await command(lazy, args, flags);
+  } catch (err) {
+    reportError(flags.json, err);
+    return err instanceof BerthError && err.code === 'usage' ? 2 : 1;
+  } finally {
+    await ctx?.sandbox.close().catch(() => {});
+    await ctx?.close();
+  }
+}
+
+process.exitCode = await main(process.argv.slice(2));

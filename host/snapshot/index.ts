@@ -1,0 +1,3 @@
+export { manifestDigest, applyRescan, type WorkspaceManifest } from './manifest';
+export { scanWorkspace, parseScan, type ScanExec, type ScanResult } from './scan';
+export { Snapshotter, type SnapshotEngine, type SnapshotTarget, type WorkspaceState, type TakenSnapshot } from './snapshotter';

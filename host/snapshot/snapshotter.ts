@@ -1,0 +1,69 @@
+import type { Logger } from 'pino';
+import type { Json } from '../model';
+import type { Store } from '../store';
+import { applyRescan, manifestDigest, type WorkspaceManifest } from './manifest';
+import { scanWorkspace, type ScanExec } from './scan';
+
+/** What snapshots need from the sandbox adapter (which alone talks to Docker). */
+export interface SnapshotEngine {
+  commit(containerId: string, opts: { tag: string; labels: Record<string, string>; signal?: AbortSignal }): Promise<{ imageId: string; layerBytes: number; layers: number }>;
+  changes(containerId: string): Promise<Array<{ path: string; kind: 'modified' | 'added' | 'deleted' }>>;
+}
+
+/** The sandbox being looked at: its container, the image it was created from, and a way to run commands in it. */
+export interface SnapshotTarget {
+  containerId: string;
+  imageId: string;
+  workspacePath: string;
+  exec: ScanExec;
+}
+
+export interface WorkspaceState {
+  digest: string;
+  manifest: WorkspaceManifest;
+  /** Workspace paths that differ from the container's image. */
+  changed: string[];
+}
+
+export interface TakenSnapshot {
+  imageId: string;
+  workspaceDigest: string;
+  layerBytes: number;
+  layers: number;
+}
+
+/**
+ * Workspace digests and snapshots whose cost follows what changed, not the workspace's size:
+ * the manifest of every snapshot image is kept, and a container's state is that manifest plus a
+ * rescan of the paths `docker diff` reports under the workspace.
+ */
+export class Snapshotter {
+  constructor(private readonly d: { engine: SnapshotEngine; store: Store; logger: Logger }) {}
+
+  async workspaceState(t: SnapshotTarget, signal?: AbortSignal): Promise<WorkspaceState> {
+    const ws = t.workspacePath.replace(/\/+$/, '');
+    const changed = (await this.d.engine.changes(t.containerId))
+      .filter((c) => c.path.startsWith(`${ws}/`))
+      .map((c) => `.${c.path.slice(ws.length)}`);
+    const base = (await this.d.store.getWorkspaceManifest(t.imageId)) as WorkspaceManifest | undefined;
+    let manifest: WorkspaceManifest;
+    if (base) {
+      const scan = await scanWorkspace(t.exec, ws, changed, signal);
+      manifest = applyRescan(base, changed, scan.entries, scan.children);
+    } else {
+      manifest = (await scanWorkspace(t.exec, ws, 'all', signal)).entries;
+      // With nothing changed yet, the scan is the image's own workspace: keep it for next time.
+      if (changed.length === 0) await this.d.store.putWorkspaceManifest(t.imageId, manifest as Json);
+    }
+    return { digest: manifestDigest(manifest), manifest, changed };
+  }
+
+  /** Commits the container into a snapshot image and records the image's workspace manifest. */
+  async take(t: SnapshotTarget, opts: { snapshotId: string; labels: Record<string, string>; signal?: AbortSignal }): Promise<TakenSnapshot> {
+    const state = await this.workspaceState(t, opts.signal);
+    const image = await this.d.engine.commit(t.containerId, { tag: opts.snapshotId, labels: opts.labels, signal: opts.signal });
+    await this.d.store.putWorkspaceManifest(image.imageId, state.manifest as Json);
+    this.d.logger.debug({ snapshotId: opts.snapshotId, imageId: image.imageId, changed: state.changed.length, layerBytes: image.layerBytes }, 'snapshot taken');
+    return { imageId: image.imageId, workspaceDigest: state.digest, layerBytes: image.layerBytes, layers: image.layers };
+  }
+}
