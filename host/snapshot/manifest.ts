@@ -39,7 +39,9 @@ export function applyRescan(
   for (const [dir, present] of children) {
     const prefix = `${dir}/`;
     for (const key of Object.keys(next)) {
-      if (key.startsWith(prefix) && !key.slice(prefix.length).includes('/') && !present.has(key) && !(key in found)) drop(key);
+      if (!key.startsWith(prefix)) continue;
+      const child = prefix + key.slice(prefix.length).split('/')[0]!;
+      if (!present.has(child) && !(child in found)) drop(child);
     }
   }
   return Object.assign(next, found);
