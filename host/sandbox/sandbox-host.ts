@@ -5,7 +5,7 @@ import type { Clock } from '../support/clock';
 import { newId } from '../support/ids';
 import { containerCreateOptions } from './container-options';
 import type { DiskGuardOptions } from './disk-guard';
-import { engineError } from './engine-errors';
+import { engineError, isNotFound } from './engine-errors';
 import { EngineEvents } from './engine-events';
 import { assertImagePresent, resolveImageDigest } from './image';
 import { containerLabels } from './labels';
@@ -51,8 +51,8 @@ export class SandboxHost {
   /** This process's incarnation; pool containers carry it so a later one knows they are orphans. */
   readonly instanceId: string;
   private readonly events: EngineEvents;
-  /** Created by this instance, no lease record yet: the sweeper must not take them. */
-  private readonly unrecorded = new Set<string>();
+  /** Containers of this instance whose removal failed; the sweeper may take them. */
+  private readonly abandoned = new Set<string>();
 
   constructor(private readonly opts: SandboxHostOptions) {
     this.hostId = opts.hostId;
@@ -99,7 +99,6 @@ export class SandboxHost {
     } catch (err) {
       throw engineError('create sandbox container', err, { sessionId: who.sessionId, leaseId: who.leaseId });
     }
-    this.unrecorded.add(container.id);
     const provisioned = { container, id: container.id, createdAt };
     try {
       signal?.throwIfAborted();
@@ -129,7 +128,6 @@ export class SandboxHost {
       releasedAt: null,
     };
     await this.opts.records.insertLease(record);
-    this.unrecorded.delete(p.id);
     return this.makeLease(spec, p.container, record, { pidsMax: 0, oomKill: 0 }, options.autoHeartbeat ?? true);
   }
 
@@ -141,9 +139,10 @@ export class SandboxHost {
     try {
       await p.container.remove({ force: true, v: true });
     } catch (err) {
+      if (isNotFound(err)) return;
+      this.abandoned.add(p.id);
       this.opts.logger.warn({ err, containerId: p.id }, 'could not remove container; the sweeper will');
     }
-    this.unrecorded.delete(p.id);
   }
 
   /**
@@ -192,7 +191,7 @@ export class SandboxHost {
         logger: this.opts.logger,
         hostId: this.hostId,
         instanceId: this.instanceId,
-        isOwnUnrecorded: (id) => this.unrecorded.has(id),
+        isAbandoned: (id) => this.abandoned.has(id),
       },
       options.signal,
     );

@@ -12,8 +12,8 @@ export interface SweepContext {
   logger: Logger;
   hostId: string;
   instanceId: string;
-  /** Containers this instance created and has not recorded yet (a lease in flight, an idle pool member). */
-  isOwnUnrecorded(containerId: string): boolean;
+  /** Containers of this instance that it gave up on (their removal failed). */
+  isAbandoned(containerId: string): boolean;
 }
 
 /**
@@ -21,8 +21,10 @@ export interface SweepContext {
  *
  * - `released`: the lease record is released (the holder died between the two steps of release);
  * - `expired`: the lease was not heartbeated within its TTL;
- * - `unknown`: no lease record names the container, and this instance did not create it just now
- *   (a lease whose record was never written, or an idle pool container of a dead instance).
+ * - `unknown`: no lease record names the container and another instance created it (a lease whose
+ *   record was never written, an idle pool container of a dead instance). This instance's own
+ *   unrecorded containers are a lease in flight or an idle pool member, and are kept, so a sweep
+ *   can never race a lease being created; only those it abandoned are removed.
  *
  * A container with an active lease is left alone even when stopped; `verify` reports that.
  */
@@ -44,8 +46,8 @@ export async function sweep(ctx: SweepContext, signal?: AbortSignal): Promise<Sw
       if (record.releasedAt !== null) reason = 'released';
       else if (record.expiresAt < now) reason = 'expired';
     } else {
-      const own = c.Labels[LABEL.instance] === ctx.instanceId && ctx.isOwnUnrecorded(c.Id);
-      if (!own) reason = 'unknown';
+      const own = c.Labels[LABEL.instance] === ctx.instanceId;
+      if (!own || ctx.isAbandoned(c.Id)) reason = 'unknown';
     }
     if (reason === undefined) continue;
     try {

@@ -18,8 +18,10 @@ export interface WarmPoolOptions {
  * record's container id, never by the session label).
  *
  * Liveness for the sweeper: an idle pool container has no lease record. The host's sweeper keeps
- * those whose `berth.instance` label is its own instance and that this pool still holds; any other
- * unrecorded pool container belongs to a dead (or closed) incarnation and is removed as `unknown`.
+ * unrecorded containers whose `berth.instance` label is its own instance (its live pools, its
+ * leases in flight); an unrecorded pool container of any other instance belongs to a dead
+ * incarnation and is removed as `unknown`. Idle containers whose removal failed on close are
+ * handed to the sweeper explicitly.
  */
 export class WarmPool {
   private readonly idle: ProvisionedContainer[] = [];

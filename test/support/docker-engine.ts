@@ -14,7 +14,7 @@ export async function requireEngine(): Promise<Dockerode> {
   try {
     await docker.ping();
   } catch (err) {
-    throw new Error(`Docker engine not reachable at /var/run/docker.sock (${(err as Error).message}); these tests need a running engine`);
+    throw new Error(`Docker engine not reachable (${process.env.DOCKER_HOST ?? '/var/run/docker.sock'}: ${(err as Error).message}); these tests need a running engine`);
   }
   return docker;
 }
