@@ -42,6 +42,15 @@ export interface RunningExec {
 }
 
 
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+function envList(env: Record<string, string> = {}): string[] {
+  return Object.entries(env).map(([k, v]) => {
+    if (!ENV_NAME.test(k) || v.includes('\0')) throw new BerthError('invalid_argument', `invalid environment variable name or value: "${k}"`);
+    return `${k}=${v}`;
+  });
+}
+
 export function toArgv(cmd: string | string[]): string[] {
   const argv = typeof cmd === 'string' ? ['/bin/sh', '-c', cmd] : cmd;
   if (argv.length === 0 || argv[0] === '') throw new BerthError('invalid_argument', 'exec needs a command');
@@ -92,7 +101,7 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
         Cmd: ['/bin/sh', '-c', WRAPPER_SCRIPT, slotFile, nonce, ...argv],
         User: user,
         WorkingDir: opts.cwd === undefined ? host.workspace : posix.resolve(host.workspace, opts.cwd),
-        Env: Object.entries(opts.env ?? {}).map(([k, v]) => `${k}=${v}`),
+        Env: envList(opts.env),
         AttachStdin: hasStdin,
         AttachStdout: true,
         AttachStderr: true,

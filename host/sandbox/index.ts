@@ -14,3 +14,4 @@ export type { LeaseRecord, LeaseRecords, SweepRecord } from './lease-records';
 export { resolveImageDigest } from './image';
 export { containerCreateOptions } from './container-options';
 export { LABEL, containerLabels } from './labels';
+export { snapshotEngine, SNAPSHOT_REPO, type SnapshotEngineCalls, type CommittedImage, type Change } from './snapshot-image';

@@ -61,8 +61,18 @@ export interface ResolvedPath {
 export async function resolveInContainer(container: Dockerode.Container, workspace: string, path: string, depth = 0): Promise<ResolvedPath> {
   const rel = path === workspace ? [] : path.slice(workspace.length + 1).split('/');
   const prefixes = [workspace, ...rel.map((_, i) => posix.join(workspace, ...rel.slice(0, i + 1)))];
-  const stats = await Promise.all(prefixes.map((p) => statPath(container, p)));
+  // Stat errors are kept until the walk below: a 500 below a regular file just means ENOTDIR.
+  const results = await Promise.all(
+    prefixes.map((p) =>
+      statPath(container, p).then(
+        (stat) => ({ stat, error: undefined as unknown }),
+        (error: unknown) => ({ stat: undefined, error }),
+      ),
+    ),
+  );
+  const stats = results.map((r) => r.stat);
 
+  if (results[0]!.error !== undefined) throw results[0]!.error;
   const root = stats[0];
   if (!root) throw new BerthError('workspace_missing', `workspace ${workspace} does not exist in the sandbox`);
   const realRoot = isSymlink(root) ? root.linkTarget : workspace;
@@ -71,6 +81,11 @@ export async function resolveInContainer(container: Dockerode.Container, workspa
   let missingFrom = -1;
   for (let i = 1; i < prefixes.length; i += 1) {
     const s = stats[i];
+    const previous = stats[i - 1];
+    const error = results[i]!.error;
+    const enotdir = previous !== undefined && (!isDir(previous) && !isSymlink(previous) ? true : (error as { statusCode?: number } | undefined)?.statusCode === 500);
+    if (enotdir) throw new BerthError('not_a_directory', `"${prefixes[i - 1]}" is not a directory`, { details: { path } });
+    if (error !== undefined) throw error;
     if (!s) {
       missingFrom = i;
       break;

@@ -157,7 +157,10 @@ export class SandboxHost {
     const container = this.opts.docker.getContainer(record.containerId);
     // Counters of an older incarnation are history: take them as the baseline.
     const report = await runControl(container, { user: spec.workspace.owner, slotFile: '', nonce: '' }).catch(() => undefined);
-    return this.makeLease(spec, container, record, { pidsMax: report?.pidsMax ?? 0, oomKill: report?.oomKill ?? 0 }, options.autoHeartbeat ?? true);
+    const lease = this.makeLease(spec, container, record, { pidsMax: report?.pidsMax ?? 0, oomKill: report?.oomKill ?? 0 }, options.autoHeartbeat ?? true);
+    // The layer may already hold data; start the disk bound from a measurement, not from zero.
+    await lease.diskUsageBytes();
+    return lease;
   }
 
   private makeLease(spec: SandboxSpec, container: Dockerode.Container, record: LeaseRecord, counters: { pidsMax: number; oomKill: number }, autoHeartbeat: boolean): Lease {

@@ -80,3 +80,14 @@ export async function removeSnapshotImage(docker: Dockerode, tag: string): Promi
     throw engineError(`remove snapshot image ${tag}`, err);
   }
 }
+
+/** The engine calls snapshots need, bound to one Docker client (so callers never import dockerode). */
+export function snapshotEngine(docker: Dockerode) {
+  return {
+    commit: (containerId: string, opts: { tag: string; labels: Record<string, string>; signal?: AbortSignal }) => commitContainer(docker, containerId, opts),
+    changes: (containerId: string) => containerChanges(docker, containerId),
+    imageExists: (imageId: string) => imageExists(docker, imageId),
+    removeSnapshot: (tag: string) => removeSnapshotImage(docker, tag),
+  };
+}
+export type SnapshotEngineCalls = ReturnType<typeof snapshotEngine>;

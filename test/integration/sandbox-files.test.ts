@@ -20,6 +20,18 @@ describe('sandbox files', () => {
     expect((await lease.readFile('deep/er/file.bin')).toString()).toBe('replaced');
   });
 
+  test('a path through a regular file is not_a_directory, a missing one not_found', async ({ sandbox }) => {
+    await using lease = await sandbox.host.lease(sandbox.spec(), { sessionId: 's' });
+    await lease.writeFile('plain', 'x');
+    await lease.exec('ln -s plain plain-link');
+    expect(await code(lease.readFile('plain/inner'))).toBe('not_a_directory');
+    expect(await code(lease.writeFile('plain/inner', 'y'))).toBe('not_a_directory');
+    expect(await code(lease.readFile('plain-link/inner'))).toBe('not_a_directory');
+    expect(await code(lease.readFile('missing/inner'))).toBe('not_found');
+    expect(await code(lease.list('plain'))).toBe('not_a_directory');
+    expect(await code(lease.readFile('.'))).toBe('not_a_file');
+  });
+
   test('list reports names, types and sizes of one directory', async ({ sandbox }) => {
     await using lease = await sandbox.host.lease(sandbox.spec(), { sessionId: 's' });
     await lease.exec('mkdir d; printf 12345 > f; ln -s f l; touch "with space"');
