@@ -8,6 +8,7 @@ import { buildContext, type CliContext } from './context';
 import { envLock, envValidate } from './commands/env';
 import { gc } from './commands/gc';
 import { show, status } from './commands/runs';
+import { cancelRun, logs, reconcileRun, resumeRun, runPlan } from './commands/plan-run';
 import { reportError } from './output';
 
 const USAGE = `usage: berth <command> [options]
@@ -48,6 +49,11 @@ const commands: Record<string, Handler> = {
   status: (ctx) => status(ctx()),
   show: (ctx, args) => show(ctx(), need(args, 1, 'RUN')[0]!),
   gc: (ctx) => gc(ctx()),
+  run: (ctx, args, flags) => runPlan(ctx(), need(args, 1, 'PLAN')[0]!, flags['request-id']),
+  resume: (ctx, args) => resumeRun(ctx(), need(args, 1, 'RUN')[0]!),
+  reconcile: (ctx, args, flags) => reconcileRun(ctx(), need(args, 1, 'RUN')[0]!, flags),
+  cancel: (ctx, args) => cancelRun(ctx(), need(args, 1, 'RUN')[0]!),
+  logs: (ctx, args) => logs(ctx(), need(args, 1, 'RUN')[0]!),
   env: async (ctx, args, flags) => {
     const [sub, file] = need(args, 2, 'env subcommand and FILE');
     if (sub === 'validate') return envValidate(file!, flags.json);

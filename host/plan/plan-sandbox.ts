@@ -1,0 +1,188 @@
+import type { Logger } from 'pino';
+import { satisfiesRange, type Environment } from '../../environment';
+import { BerthError, isBerthError } from '../errors';
+import type { Lease, SandboxHost } from '../sandbox';
+import type { Snapshotter } from '../snapshot';
+import type { Store } from '../store';
+import type { Clock } from '../support';
+import { newId } from '../support';
+import { sandboxSpecOf } from '../runtime/sandbox-spec';
+import { KERNEL } from '../version';
+import type { SandboxPointer } from './sandbox-doc';
+
+export interface PlanSandboxDeps {
+  store: Store;
+  sandbox: SandboxHost;
+  snapshots: Snapshotter;
+  imageExists(imageId: string): Promise<boolean>;
+  clock: Clock;
+  logger: Logger;
+  /** Re-base the lease on a new snapshot once its layer is at least this big. Default 8 MiB. */
+  rebaseBytes?: number;
+}
+
+/** A sandbox ready for the next step, and the pointer change that must commit with the step. */
+export type Ensured = { kind: 'ok'; lease: Lease; pointer: Partial<SandboxPointer> } | { kind: 'reconcile'; reason: string };
+
+export interface NewSnapshotRecord {
+  id: string;
+  leaseId: string;
+  imageId: string;
+  workspaceDigest: string;
+  sizeBytes: number;
+  checkpoint: string;
+  parentId: string | null;
+}
+
+/**
+ * The sandbox side of plan runs: leases, verification on resume, restore from snapshots and
+ * snapshots at checkpoints. Holds the live lease of each run of this process; everything it
+ * needs to rebuild that after a restart is in the run's sandbox pointer and the store.
+ */
+export class PlanSandbox {
+  private readonly live = new Map<string, Lease>();
+
+  constructor(private readonly d: PlanSandboxDeps) {}
+
+  spec(env: Environment) {
+    return sandboxSpecOf(env);
+  }
+
+  async leaseFresh(runId: string, sessionId: string, env: Environment, signal: AbortSignal): Promise<Lease> {
+    const lease = await this.d.sandbox.lease(this.spec(env), { sessionId, signal });
+    this.live.set(runId, lease);
+    return lease;
+  }
+
+  /**
+   * The sandbox a step may run in. Within one process the held lease is trusted. After a restart:
+   * the kernel must be compatible; the container must exist, run, and match image and fingerprint;
+   * and, with no step in flight, its workspace digest must equal the newest snapshot's. A gone or
+   * expired sandbox is restored from that snapshot; anything else asks for reconciliation.
+   */
+  async ensure(runId: string, sessionId: string, env: Environment, ptr: SandboxPointer, o: { inFlight: boolean; replay: 'safe' | 'never'; signal: AbortSignal }): Promise<Ensured> {
+    const held = this.live.get(runId);
+    if (held && held.id === ptr.leaseId && !held.lost && !held.isReleased && !o.inFlight) return { kind: 'ok', lease: held, pointer: {} };
+    if (!satisfiesRange(KERNEL.version, env.kernel.compatible)) {
+      return { kind: 'reconcile', reason: `kernel ${KERNEL.version} is not in the environment's compatible range ${env.kernel.compatible}` };
+    }
+    const record = ptr.leaseId ? await this.d.store.getLease(ptr.leaseId) : undefined;
+    const expired = record ? record.releasedAt !== null || record.expiresAt < this.d.clock.now() : true;
+    const v = record && !expired ? await this.d.sandbox.verify(record) : null;
+    if (v && !v.ok && v.code === 'engine_unreachable') throw new BerthError('engine_unreachable', v.reason, { retryable: true, ids: { runId } });
+    if (v && !v.ok && (v.code === 'image_mismatch' || v.code === 'fingerprint_mismatch')) return { kind: 'reconcile', reason: v.reason };
+    if (record && v?.ok && !(o.inFlight && o.replay === 'safe')) {
+      const lease = await this.d.sandbox.attach(this.spec(env), record);
+      this.live.set(runId, lease);
+      if (o.inFlight) return { kind: 'ok', lease, pointer: {} };
+      const state = await this.d.snapshots.workspaceState(this.target(lease, env), o.signal);
+      if (ptr.workspaceDigest && state.digest !== ptr.workspaceDigest) {
+        const paths = state.changed.slice(0, 5).join(', ');
+        return { kind: 'reconcile', reason: `workspace digest mismatch: newest snapshot ${ptr.snapshotId} has ${ptr.workspaceDigest}, sandbox has ${state.digest} (changed: ${paths || 'unknown'})` };
+      }
+      return { kind: 'ok', lease, pointer: {} };
+    }
+    // Gone, stopped, expired, or a safe step was caught mid-run (its partial changes are discarded).
+    if (record && record.releasedAt === null) await this.releaseRecord(record.id, env);
+    if (!ptr.snapshotId) return { kind: 'reconcile', reason: `sandbox ${record ? `of lease ${record.id} ` : ''}is gone and no snapshot covers the newest committed sandbox change` };
+    return this.restore(runId, sessionId, env, ptr.snapshotId, o.signal);
+  }
+
+  /** A new lease from a snapshot image, checked against the snapshot's workspace digest. */
+  async restore(runId: string, sessionId: string, env: Environment, snapshotId: string, signal: AbortSignal): Promise<Ensured> {
+    const snap = await this.d.store.getSnapshot(snapshotId);
+    if (!snap) return { kind: 'reconcile', reason: `snapshot ${snapshotId} is not in the store` };
+    if (snap.prunedAt !== null || !(await this.d.imageExists(snap.imageId))) {
+      return { kind: 'reconcile', reason: `snapshot image missing: ${snap.id} (${snap.imageId}) is no longer on the engine` };
+    }
+    let lease: Lease;
+    try {
+      lease = await this.d.sandbox.lease({ ...this.spec(env), imageDigest: snap.imageId }, { sessionId, signal });
+    } catch (err) {
+      if (isBerthError(err, 'image_missing')) return { kind: 'reconcile', reason: `snapshot image missing: ${snap.id} (${snap.imageId})` };
+      throw err;
+    }
+    const state = await this.d.snapshots.workspaceState(this.target(lease, env), signal);
+    if (state.digest !== snap.workspaceDigest) {
+      await lease.release();
+      return { kind: 'reconcile', reason: `restored snapshot ${snap.id} has workspace digest ${state.digest}, recorded ${snap.workspaceDigest}` };
+    }
+    const old = this.live.get(runId);
+    if (old && old.id !== lease.id && !old.isReleased) await old.release().catch(() => {});
+    this.live.set(runId, lease);
+    this.d.logger.info({ runId, snapshotId, leaseId: lease.id }, 'sandbox restored from snapshot');
+    return { kind: 'ok', lease, pointer: { leaseId: lease.id, snapshotId: snap.id, workspaceDigest: snap.workspaceDigest } };
+  }
+
+  /**
+   * Snapshots the lease for `checkpoint`. When the new layer is big, the run moves to a fresh
+   * container made from the snapshot image (an empty upper layer), so the next snapshot copies
+   * only what the next step changes. The old container is released before the commit: its state
+   * is in the snapshot image already.
+   */
+  async snapshot(runId: string, sessionId: string, env: Environment, lease: Lease, checkpoint: string, parentId: string | null, signal: AbortSignal) {
+    const id = newId('snap');
+    const taken = await this.d.snapshots.take(this.target(lease, env), {
+      snapshotId: id,
+      labels: { 'berth.snapshot': id, 'berth.session': sessionId, 'berth.run': runId, 'berth.host': this.d.sandbox.hostId },
+      signal,
+    });
+    const record: NewSnapshotRecord = { id, leaseId: lease.id, imageId: taken.imageId, workspaceDigest: taken.workspaceDigest, sizeBytes: taken.layerBytes, checkpoint, parentId };
+    let current = lease;
+    if (taken.layerBytes >= (this.d.rebaseBytes ?? 8 << 20)) {
+      current = await this.d.sandbox.lease({ ...this.spec(env), imageDigest: taken.imageId }, { sessionId, signal });
+      await lease.release();
+      this.live.set(runId, current);
+    }
+    return { record, lease: current, pointer: { leaseId: current.id, snapshotId: id, workspaceDigest: taken.workspaceDigest } satisfies SandboxPointer };
+  }
+
+  /** The current workspace digest of the run's held lease. */
+  async digest(lease: Lease, env: Environment, signal: AbortSignal): Promise<string> {
+    return (await this.d.snapshots.workspaceState(this.target(lease, env), signal)).digest;
+  }
+
+  verifyRecord(record: Parameters<SandboxHost['verify']>[0]) {
+    return this.d.sandbox.verify(record);
+  }
+
+  async attachRecord(runId: string, record: Parameters<SandboxHost['verify']>[0], env: Environment): Promise<Lease> {
+    const held = this.live.get(runId);
+    if (held && held.id === record.id && !held.isReleased) return held;
+    const lease = await this.d.sandbox.attach(this.spec(env), record);
+    this.live.set(runId, lease);
+    return lease;
+  }
+
+  held(runId: string): Lease | undefined {
+    return this.live.get(runId);
+  }
+
+  /** Releases the run's sandbox (end of run). */
+  async finish(runId: string): Promise<void> {
+    const lease = this.live.get(runId);
+    this.live.delete(runId);
+    if (lease && !lease.isReleased) await lease.release();
+  }
+
+  private async releaseRecord(leaseId: string, env: Environment): Promise<void> {
+    const held = [...this.live.values()].find((l) => l.id === leaseId);
+    if (held) return held.release();
+    const record = await this.d.store.getLease(leaseId);
+    if (!record) return;
+    // Attach just to remove it; a container that is already gone only needs its record closed.
+    await this.d.sandbox
+      .attach(this.spec(env), record, { autoHeartbeat: false })
+      .then((l) => l.release())
+      .catch(() => this.d.store.releaseLease(leaseId, this.d.clock.now()));
+  }
+
+  private target(lease: Lease, env: Environment) {
+    return {
+      containerId: lease.containerId,
+      imageId: lease.record.imageDigest,
+      workspacePath: env.workspace.path,
+      exec: (cmd: string[], opts: { stdin?: string; signal?: AbortSignal }) => lease.exec(cmd, { ...opts, timeoutMs: 0, outputCapBytes: 64 << 20 }),
+    };
+  }
+}

@@ -1,0 +1,30 @@
+import { submit, type Kernel, type HandlerRegistry, type Submitted } from '../kernel';
+import type { Json } from '../model';
+import type { Store } from '../store';
+import { KERNEL } from '../version';
+import { newId } from '../support';
+import { PLAN_KIND } from './handlers';
+import type { LoadedPlan } from './load-plan';
+import type { PlanRunInput } from './plan-input';
+
+/**
+ * Submits a loaded plan as a new run. Each call without a request id is a new run; pass the same
+ * `requestId` to make a retried submit return the first run instead.
+ */
+export async function submitPlan(deps: { store: Store; kernel: Kernel; registry: HandlerRegistry }, loaded: LoadedPlan, requestId?: string): Promise<Submitted> {
+  const input: PlanRunInput = {
+    planFile: loaded.file,
+    plan: loaded.plan,
+    environment: loaded.environment,
+    envFingerprint: loaded.envFingerprint,
+    workspaceDir: loaded.workspaceDir,
+  };
+  const id = requestId ?? newId('req');
+  return submit(deps, {
+    requestId: id,
+    runKind: 'plan',
+    root: { kind: PLAN_KIND, input: input as unknown as Json },
+    versions: { kernel: `${KERNEL.name}@${KERNEL.version}`, envFingerprint: loaded.envFingerprint, imageDigest: loaded.environment.image.digest },
+    sessionMeta: { plan: loaded.file, name: loaded.plan.name ?? null },
+  });
+}
