@@ -15,6 +15,7 @@ export const LABEL = {
   instance: 'berth.instance',
 } as const;
 
+/** What the labels of one container are made from. */
 export interface LabelInput {
   hostId: string;
   instanceId: string;
@@ -26,6 +27,7 @@ export interface LabelInput {
   pool?: boolean;
 }
 
+/** The labels of a sandbox container; pool containers get empty session and lease labels. */
 export function containerLabels(input: LabelInput): Record<string, string> {
   const labels: Record<string, string> = {
     [LABEL.managed]: '1',

@@ -16,6 +16,7 @@ import { checkSpec, type SandboxSpec } from './sandbox-spec';
 import { sweep } from './sweeper';
 import { verifyLease, type VerifyResult } from './verify';
 
+/** What a {@link SandboxHost} is built from; the CLI wires the real ones. */
 export interface SandboxHostOptions {
   docker: Dockerode;
   records: LeaseRecords;
@@ -28,6 +29,7 @@ export interface SandboxHostOptions {
   disk?: DiskGuardOptions;
 }
 
+/** Options of one {@link SandboxHost.lease} call. */
 export interface LeaseOptions {
   sessionId: string;
   signal?: AbortSignal;

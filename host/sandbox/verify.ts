@@ -3,8 +3,10 @@ import { isEngineUnreachable, isNotFound } from './engine-errors';
 import { LABEL } from './labels';
 import type { LeaseRecord } from './lease-records';
 
+/** Why a leased sandbox cannot be resumed as is. */
 export type VerifyFailure = 'container_missing' | 'container_stopped' | 'image_mismatch' | 'fingerprint_mismatch' | 'engine_unreachable';
 
+/** The answer of {@link verifyLease}: a value, never an exception, for every expected failure. */
 export type VerifyResult = { ok: true } | { ok: false; code: VerifyFailure; reason: string };
 
 /**
