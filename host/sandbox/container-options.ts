@@ -2,11 +2,13 @@ import type Dockerode from 'dockerode';
 import { parseOwner, type SandboxSpec } from './sandbox-spec';
 
 /**
- * A small tmpfs where each running exec records `<pgid> <nonce>` so that a later exec can kill
- * its process tree. tmpfs keeps these runtime files out of the writable layer and out of
- * `docker commit` snapshots.
+ * Where each running exec records `<pgid> <nonce>` so that a later exec can kill its process tree.
+ * The engine mounts a fresh tmpfs with mode 1777 at /dev/shm in every container, so any user can
+ * write there, and nothing there reaches the writable layer or a `docker commit` snapshot. A tmpfs
+ * of our own does not work: once a snapshot holds its mountpoint directory (root, 0755), the engine
+ * copies that mode onto the new tmpfs and the non-root owner can no longer write to it.
  */
-export const CONTROL_DIR = '/run/berth';
+export const CONTROL_DIR = '/dev/shm';
 
 /**
  * PID 1 is docker-init (reaps orphans); its child idles forever. The loop keeps the container up
@@ -50,7 +52,6 @@ export function containerCreateOptions(spec: SandboxSpec, labels: Record<string,
       Init: true,
       Binds: [],
       Mounts: [],
-      Tmpfs: { [CONTROL_DIR]: 'rw,nosuid,nodev,noexec,mode=1777,size=1m' },
       // No single file may outgrow the disk limit: the kernel stops it with SIGXFSZ (exit 153)
       // before the periodic layer measurement could notice. See README.md "Disk".
       Ulimits: [{ Name: 'fsize', Soft: diskBytes, Hard: diskBytes }],

@@ -89,7 +89,7 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
   if (opts.signal?.aborted) return result({ cancelled: true });
 
   const slot = host.acquireSlot();
-  const slotFile = `${CONTROL_DIR}/${slotUser(user)}.${slot}`;
+  const slotFile = `${CONTROL_DIR}/.berth-exec.${slotUser(user)}.${slot}`;
   const nonce = randomBytes(8).toString('hex');
   try {
     await host.events.ensureConnected();

@@ -7,8 +7,9 @@
  * Runs `"$@"` after recording `<pid> <nonce>` in the slot file `$0`. Docker starts each exec as a
  * session leader (runc calls setsid), so that pid is also the process group and session id of the
  * whole tree the command spawns. `exec` keeps the pid, so the exit code is the command's own.
+ * stderr is redirected before the slot file is opened, so a failed write never shows in the output.
  */
-export const WRAPPER_SCRIPT = 'echo "$$ $1" >"$0" 2>/dev/null; shift; exec "$@"';
+export const WRAPPER_SCRIPT = 'echo "$$ $1" 2>/dev/null >"$0"; shift; exec "$@"';
 
 /**
  * Kills the tree recorded in slot file `$0` when its nonce equals `$1` (an empty `$1` only reads

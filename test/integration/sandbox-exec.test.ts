@@ -97,6 +97,22 @@ describe('sandbox exec', () => {
     expect((await lease.exec('ps -o args')).stdout).not.toMatch(/sleep 1005/);
   });
 
+  test('a sandbox started from a committed snapshot of a sandbox still records, kills and reports cleanly', async ({ sandbox }) => {
+    const first = await sandbox.host.lease(sandbox.spec(), { sessionId: 's' });
+    await first.exec('echo state > kept; sleep 1 & wait');
+    const committed = (await sandbox.docker.getContainer(first.containerId).commit({ repo: 'berth-test/snapshot-like', tag: sandbox.hostId.slice(-12) })) as { Id: string };
+    await first.release();
+    try {
+      await using lease = await sandbox.host.lease({ ...sandbox.spec(), imageDigest: committed.Id }, { sessionId: 's' });
+      expect(await lease.exec('cat kept; echo err >&2; exit 4')).toMatchObject({ exitCode: 4, stdout: 'state\n', stderr: 'err\n' });
+      const r = await lease.exec('sleep 1007 & sleep 1008', { timeoutMs: 500 });
+      expect(r).toMatchObject({ timedOut: true, exitCode: 137 });
+      expect((await lease.exec('ps -o args')).stdout).not.toMatch(/sleep 100[78]/);
+    } finally {
+      await sandbox.docker.getImage(committed.Id).remove({ force: true }).catch(() => undefined);
+    }
+  });
+
   test('commands on one lease may run at the same time', async ({ sandbox }) => {
     await using lease = await sandbox.host.lease(sandbox.spec(), { sessionId: 's' });
     const started = Date.now();
