@@ -38,6 +38,8 @@ export function containerLabels(input: LabelInput): Record<string, string> {
     [LABEL.session]: input.sessionId ?? '',
     [LABEL.lease]: input.leaseId ?? '',
   };
-  if (input.pool) labels[LABEL.pool] = '1';
+  // Always set: a container inherits the labels of its image, and a snapshot image carries those of
+  // the container it was committed from, pool label included.
+  labels[LABEL.pool] = input.pool ? '1' : '0';
   return labels;
 }
