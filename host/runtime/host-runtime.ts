@@ -1,4 +1,6 @@
 import type { Logger } from 'pino';
+import { registerAgent, type AgentLiveEvent } from '../agent';
+import type { Extension } from '../agent/custom-tasks';
 import { DocumentTypes, HandlerRegistry, Kernel } from '../kernel';
 import { PlanSandbox, planHandlers, sandboxDocType, type PlanProgress } from '../plan';
 import type { SandboxHost, SnapshotEngineCalls } from '../sandbox';
@@ -16,6 +18,10 @@ export interface HostRuntimeDeps {
   hostId: string;
   concurrency?: number;
   onProgress?: (p: PlanProgress) => void;
+  /** Streamed model text and command output of agent runs (live display only). */
+  onAgentLive?: (e: AgentLiveEvent) => void;
+  /** Application task kinds and document types (see host/agent/custom-tasks.ts). */
+  extensions?: Extension[];
 }
 
 /** The kernel with every built-in task kind and document type registered, and the plan sandbox behind them. */
@@ -27,7 +33,9 @@ export function createHostRuntime(d: HostRuntimeDeps) {
   const snapshots = new Snapshotter({ engine: d.engine, store: d.store, logger: d.logger });
   const planSandbox = new PlanSandbox({ store: d.store, sandbox: d.sandbox, snapshots, imageExists: d.engine.imageExists, clock: d.clock, logger: d.logger });
   for (const h of planHandlers(planSandbox, (p) => d.onProgress?.(p))) registry.register(h);
-  return { kernel, registry, documents, snapshots, planSandbox, store: d.store };
+  const agent = registerAgent({ registry, documents, kernel, store: d.store, sandbox: d.sandbox, snapshots, engine: d.engine, clock: d.clock, logger: d.logger, onLive: (e) => d.onAgentLive?.(e) });
+  for (const x of d.extensions ?? []) x.register({ registry, documents });
+  return { kernel, registry, documents, snapshots, planSandbox, agent, store: d.store };
 }
 
 export type HostRuntime = ReturnType<typeof createHostRuntime>;

@@ -1,0 +1,62 @@
+import { z } from 'zod';
+import type { Environment } from '../../environment';
+import { ModelConfigSchema } from './model';
+
+export const DEFAULT_SYSTEM_PROMPT =
+  'You are a coding agent working in a sandboxed workspace (no network). Use the tools to inspect and change files and to run commands. ' +
+  'When a tool result says a call was interrupted, its effect is uncertain: check the state before repeating it. Answer without tool calls when the task is done.';
+
+/** How old tool outputs are shortened in the model context (the store keeps them whole). */
+export const CompactionSchema = z.strictObject({
+  /** Tool results of the newest this-many model turns are shown up to each tool's `contextCap`. */
+  keepRecentTurns: z.number().int().min(0).default(3),
+  /** Older tool results keep this many characters (head and tail) and a note where the rest is. */
+  oldOutputChars: z.number().int().min(0).default(600),
+});
+
+/** Everything about an agent run except the environment and the message: fixed at submission. */
+export const AgentSettingsSchema = z.strictObject({
+  model: ModelConfigSchema,
+  systemPrompt: z.string().default(DEFAULT_SYSTEM_PROMPT),
+  /** Tool names the model may call; default every registered tool. */
+  tools: z.array(z.string()).optional(),
+  /** Tool names whose every call needs an operator's approval (besides tools that always ask). */
+  requireApproval: z.array(z.string()).default([]),
+  /** How long an approval request stays open before it expires (and counts as not approved). */
+  approvalTtlMs: z.number().int().positive().default(3_600_000),
+  /** Model turns per run; a run that needs more fails with `turn_limit`. */
+  maxTurns: z.number().int().positive().default(40),
+  compaction: CompactionSchema.prefault({}),
+});
+export type AgentSettings = z.infer<typeof AgentSettingsSchema>;
+export type AgentSettingsInput = z.input<typeof AgentSettingsSchema>;
+
+/** The root task's input: a run's settings and environment as they were when it was submitted. */
+export interface AgentRunInput {
+  settings: AgentSettings;
+  environment: Environment;
+  envFingerprint: string;
+  /** Host directory uploaded into the workspace when the session's sandbox is first leased. */
+  workspaceDir: string | null;
+  message: string;
+}
+
+export interface GenerationInput {
+  turn: number;
+}
+
+/** One tool call as the generation task committed it; `arguments` is the model's raw text. */
+export interface ToolCallInput {
+  toolCallId: string;
+  name: string;
+  arguments: string;
+  turn: number;
+  index: number;
+  /** Set when the call needs an approval: the moment the request expires. */
+  approvalExpiresAt: number | null;
+}
+
+export interface ApprovalTimerInput {
+  toolCallId: string;
+  expiresAt: number;
+}

@@ -1,0 +1,121 @@
+/**
+ * The public API for applications that add their own durable task kinds and documents: the same
+ * phases, commits, subtasks, waits and effect records the agent's own tasks use.
+ *
+ * ```ts
+ * const send = defineTask({ kind: 'send-notice', input: z.object({ to: z.string() }), initialPhase: 'send',
+ *   phases: { send: async (ctx) => { const r = await ctx.perform({...}, act); return { type: 'complete', result: r } } } });
+ * const notify = extension('notify', { tasks: [send, ...], documents: [plan] });
+ * createHostRuntime({ ..., extensions: [notify] })   // or createTaskHost({ store, extensions: [notify], ... })
+ * ```
+ */
+import type { Logger } from 'pino';
+import type { z } from 'zod';
+import { DocumentTypes, HandlerRegistry, Kernel, submit, type Decision, type DocumentType, type PhaseContext, type SpawnSpec, type Submitted, type TaskHandler } from '../kernel';
+import type { Json, JoinPolicy, Task } from '../model';
+import type { Store } from '../store';
+import { newId, type Clock } from '../support';
+
+export type { Decision, DocumentType, PhaseContext, SpawnSpec, TaskHandler } from '../kernel';
+
+/** A phase context whose input has been validated against the kind's schema. */
+export interface TypedPhaseContext<I> extends PhaseContext {
+  readonly value: I;
+}
+
+export interface TaskKindDefinition<I> {
+  kind: string;
+  /** Default 1. Bump it when phases change meaning; list older versions in `accepts` if the new code continues them. */
+  version?: number;
+  accepts?: number[];
+  input: z.ZodType<I>;
+  initialPhase: string;
+  phases: Record<string, (ctx: TypedPhaseContext<I>) => Promise<Decision>>;
+  restartLimit?: number;
+  maxRetries?: number;
+}
+
+/**
+ * A task kind for the kernel's registry. Every phase sees the input parsed by `input`; an input
+ * the schema refuses fails the task (`input_invalid`) rather than reaching phase code.
+ */
+export function defineTask<I>(def: TaskKindDefinition<I>): TaskHandler {
+  const phases: TaskHandler['phases'] = {};
+  for (const [name, phase] of Object.entries(def.phases)) {
+    phases[name] = async (ctx) => {
+      const parsed = def.input.safeParse(ctx.input);
+      if (!parsed.success) {
+        const problems = parsed.error.issues.map((i) => `${i.path.join('.') || '(input)'}: ${i.message}`).join('; ');
+        return { type: 'fail', error: { code: 'input_invalid', message: `${def.kind} input: ${problems}` } };
+      }
+      return phase(Object.assign(Object.create(ctx) as PhaseContext, { value: parsed.data }) as TypedPhaseContext<I>);
+    };
+  }
+  return { kind: def.kind, version: def.version ?? 1, accepts: def.accepts, initialPhase: def.initialPhase, phases, restartLimit: def.restartLimit, maxRetries: def.maxRetries };
+}
+
+/** A typed, versioned document type (state and operations validated by zod on every write). */
+export function defineDocument<S extends Json, O extends Json>(def: DocumentType<S, O>): DocumentType<S, O> {
+  return def;
+}
+
+/** A named set of task kinds and document types an application adds to a host. */
+export interface Extension {
+  name: string;
+  tasks: TaskHandler[];
+  documents: Array<DocumentType<any, any>>; // eslint-disable-line @typescript-eslint/no-explicit-any
+  register(target: { registry: HandlerRegistry; documents: DocumentTypes }): void;
+}
+
+export function extension(name: string, parts: { tasks: TaskHandler[]; documents?: Extension['documents'] }): Extension {
+  const documents = parts.documents ?? [];
+  return {
+    name,
+    tasks: parts.tasks,
+    documents,
+    register(target) {
+      for (const d of documents) target.documents.register(d);
+      for (const t of parts.tasks) target.registry.register(t);
+    },
+  };
+}
+
+/** One subtask per input, all created in the commit that starts the wait for them. */
+export function spawnEach(kind: string, inputs: Json[], then: { phase: string; join?: JoinPolicy; checkpoint?: Json; writes?: Decision['writes'] }): Decision {
+  const tasks: SpawnSpec[] = inputs.map((input) => ({ kind, input }));
+  return { type: 'spawn', tasks, join: then.join ?? 'allSettled', phase: then.phase, ...(then.checkpoint === undefined ? {} : { checkpoint: then.checkpoint }), ...(then.writes ? { writes: then.writes } : {}) };
+}
+
+/** Owned subtasks with their outcomes and results, in spawn order. */
+export async function childResults(ctx: PhaseContext): Promise<Array<Pick<Task, 'id' | 'kind' | 'outcome' | 'result' | 'error'>>> {
+  return (await ctx.children()).map((c) => ({ id: c.id, kind: c.kind, outcome: c.outcome, result: c.result, error: c.error }));
+}
+
+export interface TaskHostOptions {
+  store: Store;
+  clock: Clock;
+  logger: Logger;
+  hostId: string;
+  extensions: Extension[];
+  concurrency?: number;
+  pollMs?: number;
+}
+
+/**
+ * A kernel with only the given extensions, for applications whose tasks need no sandbox. Start
+ * it with `kernel.start()`; `start` submits a root task (the same request id returns the same run).
+ */
+export function createTaskHost(o: TaskHostOptions) {
+  const registry = new HandlerRegistry();
+  const documents = new DocumentTypes();
+  const kernel = new Kernel({ store: o.store, registry, documents, clock: o.clock, logger: o.logger, hostId: o.hostId, concurrency: o.concurrency, pollMs: o.pollMs });
+  for (const x of o.extensions) x.register({ registry, documents });
+  return {
+    kernel,
+    registry,
+    documents,
+    start(root: { kind: string; input: Json; requestId?: string; runKind?: string }): Promise<Submitted> {
+      return submit({ store: o.store, kernel, registry }, { requestId: root.requestId ?? newId('req'), runKind: root.runKind ?? root.kind, root: { kind: root.kind, input: root.input } });
+    },
+  };
+}

@@ -1,0 +1,74 @@
+import type { Json } from '../model';
+import type { ModelToolCall, ModelUsage } from './model';
+
+/**
+ * Entry kinds of an agent session. The model context is rebuilt from these (user, model and tool
+ * result entries); the others are records for operators and are never shown to the model.
+ */
+export const ENTRY = {
+  user: 'agent.user',
+  model: 'agent.model',
+  toolResult: 'agent.tool_result',
+  /** A model request that did not produce a complete answer, with any text that streamed. */
+  interruption: 'agent.interruption',
+  approvalRequested: 'agent.approval.requested',
+  approvalDecided: 'agent.approval.decided',
+} as const;
+
+export interface UserEntry {
+  text: string;
+}
+
+/** One complete model answer; `usage` is the token count of the request that produced it. */
+export interface ModelEntry {
+  turn: number;
+  content: string | null;
+  toolCalls: ModelToolCall[];
+  finishReason: string;
+  model: string;
+  usage: ModelUsage | null;
+}
+
+/**
+ * `ok` ran and answered (possibly a command that exited non-zero: see `isError`); `error` failed
+ * or was refused; `invalid` never ran (unknown tool, bad arguments); `interrupted` may or may not
+ * have taken effect; `denied` and `expired` never ran for want of an approval.
+ */
+export type ToolResultStatus = 'ok' | 'error' | 'invalid' | 'interrupted' | 'denied' | 'expired';
+
+export interface ToolResultEntry {
+  toolCallId: string;
+  name: string;
+  status: ToolResultStatus;
+  isError: boolean;
+  content: string;
+  detail?: Json;
+}
+
+export interface InterruptionEntry {
+  turn: number;
+  attempt: number;
+  code: string;
+  message: string;
+  /** Text that streamed before the request broke off; never used to drive tools. */
+  partialText: string;
+}
+
+export interface ApprovalRequestedEntry {
+  approvalId: string;
+  toolCallId: string;
+  tool: string;
+  arguments: Json;
+  digest: string;
+  expiresAt: number;
+}
+
+export interface ApprovalDecidedEntry {
+  approvalId: string;
+  toolCallId: string;
+  decision: 'approved' | 'denied' | 'expired';
+  by: string;
+  digest: string;
+}
+
+export const asJson = <T>(v: T): Json => v as unknown as Json;

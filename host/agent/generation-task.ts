@@ -1,0 +1,147 @@
+import { resolveFlag, toolSchema } from '../../tools';
+import type { Decision, PhaseContext, SpawnSpec, TaskHandler } from '../kernel';
+import { checkpointOf, inputOf, json, runInputOf, toolsOf, type AgentDeps } from './agent-deps';
+import type { AgentRunInput, ApprovalTimerInput, GenerationInput, ToolCallInput } from './agent-input';
+import { TIMER_KIND } from './approval-timer';
+import { TOOL_KIND } from './agent-sandbox';
+import { buildContext } from './context';
+import { ENTRY, type InterruptionEntry, type ModelEntry } from './entries';
+import { backoffMs, ModelCallError, type ChatRequest, type ModelReply } from './model';
+import { checkToolCall } from './tool-call-check';
+
+export const GENERATE_KIND = 'agent-generate';
+
+/** What `prepare` fixed: the context position and the request options, then the attempt in progress. */
+export interface GenerationCheckpoint {
+  /** Entries with a sequence number up to this one make the context; later ones are not seen. */
+  contextSeq: number;
+  options: { model: string; stream: boolean; temperature?: number; maxTokens?: number; tools: string[] };
+  attempt: number;
+  /** Set by `request` on success: the answer `tools` commits. */
+  reply?: ModelReply;
+}
+
+/** The result the root task reads: a final answer, or how many tool calls this turn made. */
+export interface GenerationResult {
+  final: boolean;
+  content: string | null;
+  toolCalls: number;
+}
+
+/**
+ * One model turn. `prepare` fixes the context position and options; entering `request` records
+ * the attempt (its checkpoint) before the call is made; `retry` waits out the backoff (kept in
+ * task state) within the attempt budget; `tools` commits the answer, one tool task per call and
+ * the wait for them in one commit; `settled` ends the turn once every tool task has.
+ */
+export function generationHandler(deps: AgentDeps): TaskHandler {
+  return {
+    kind: GENERATE_KIND,
+    version: 1,
+    initialPhase: 'prepare',
+    restartLimit: 10,
+    phases: {
+      prepare: async (ctx) => {
+        const input = await runInputOf(deps.store, ctx.task);
+        const entries = await ctx.store.listEntries(ctx.task.sessionId);
+        const m = input.settings.model;
+        const cp: GenerationCheckpoint = {
+          contextSeq: entries.at(-1)?.seq ?? 0,
+          options: { model: m.model, stream: m.stream, temperature: m.temperature, maxTokens: m.maxTokens, tools: [...toolsOf(deps, input).keys()] },
+          attempt: 1,
+        };
+        return { type: 'next', phase: 'request', checkpoint: json(cp) };
+      },
+      request: (ctx) => request(deps, ctx),
+      retry: async (ctx) => {
+        const input = await runInputOf(deps.store, ctx.task);
+        const cp = checkpointOf<GenerationCheckpoint>(ctx);
+        if (cp.attempt >= input.settings.model.maxAttempts) {
+          return { type: 'fail', error: { code: 'model_unavailable', message: `no complete model answer after ${cp.attempt} attempts (see the agent.interruption entries)` } };
+        }
+        return { type: 'next', phase: 'request', checkpoint: json({ ...cp, attempt: cp.attempt + 1 }) };
+      },
+      tools: (ctx) => tools(deps, ctx),
+      settled: async (ctx) => {
+        const cp = checkpointOf<GenerationCheckpoint>(ctx);
+        const result: GenerationResult = { final: false, content: cp.reply?.content ?? null, toolCalls: cp.reply?.toolCalls.length ?? 0 };
+        return { type: 'complete', result: json(result) };
+      },
+    },
+  };
+}
+
+function interruption(turn: number, attempt: number, code: string, message: string, partialText: string) {
+  const body: InterruptionEntry = { turn, attempt, code, message, partialText };
+  return { kind: ENTRY.interruption, body: json(body) };
+}
+
+async function request(deps: AgentDeps, ctx: PhaseContext): Promise<Decision> {
+  const { turn } = inputOf<GenerationInput>(ctx);
+  const cp = checkpointOf<GenerationCheckpoint>(ctx);
+  const input = await runInputOf(deps.store, ctx.task);
+  const m = input.settings.model;
+  const retryAt = (ms: number) => ctx.now() + ms;
+  if (ctx.recovered) {
+    // Entering `request` recorded this attempt; finding it still here after a restart means the
+    // host died with the request unanswered (or about to be sent). Nothing of it is trusted.
+    const entry = interruption(turn, cp.attempt, 'host_stopped', 'the host stopped before this request was answered', '');
+    return { type: 'sleep', until: retryAt(0), phase: 'retry', writes: { entries: [entry] } };
+  }
+  const tools = toolsOf(deps, input);
+  const entries = (await ctx.store.listEntries(ctx.task.sessionId)).filter((e) => e.seq <= cp.contextSeq);
+  const req: ChatRequest = {
+    model: cp.options.model,
+    messages: buildContext(entries, { systemPrompt: input.settings.systemPrompt, tools, compaction: input.settings.compaction }),
+    tools: cp.options.tools.flatMap((n) => (tools.has(n) ? [toolSchema(tools.get(n)!)] : [])),
+    stream: cp.options.stream,
+    temperature: cp.options.temperature,
+    maxTokens: cp.options.maxTokens,
+  };
+  const runId = ctx.task.runId!;
+  try {
+    const reply = await deps.chatClient(m).complete(req, {
+      signal: ctx.signal,
+      timeoutMs: m.timeoutMs,
+      onDelta: deps.onLive ? (text) => deps.onLive!({ type: 'model-delta', runId, turn, text }) : undefined,
+    });
+    return { type: 'next', phase: 'tools', checkpoint: json({ ...cp, reply }) };
+  } catch (err) {
+    if (!(err instanceof ModelCallError) || err.failure === 'model_aborted') throw err;
+    const entry = interruption(turn, cp.attempt, err.code, err.message, err.partialText);
+    if (!err.retryable) return { type: 'fail', error: { code: err.code, message: err.message }, writes: { entries: [entry] } };
+    const wait = backoffMs(cp.attempt, { baseMs: m.backoffMs, maxMs: m.maxBackoffMs, retryAfterMs: err.retryAfterMs });
+    ctx.log.warn({ code: err.code, attempt: cp.attempt, waitMs: wait }, 'model request failed; retrying');
+    return { type: 'sleep', until: retryAt(wait), phase: 'retry', writes: { entries: [entry] } };
+  }
+}
+
+async function tools(deps: AgentDeps, ctx: PhaseContext): Promise<Decision> {
+  const { turn } = inputOf<GenerationInput>(ctx);
+  const cp = checkpointOf<GenerationCheckpoint>(ctx);
+  const input = await runInputOf(deps.store, ctx.task);
+  const reply = cp.reply!;
+  const calls = reply.toolCalls.map((c, i) => ({ ...c, id: c.id || `call_${turn}_${i}` }));
+  const body: ModelEntry = { turn, content: reply.content, toolCalls: calls, finishReason: reply.finishReason, model: reply.model, usage: reply.usage };
+  const entries = [{ kind: ENTRY.model, body: json(body) }];
+  if (calls.length === 0) {
+    const result: GenerationResult = { final: true, content: reply.content, toolCalls: 0 };
+    return { type: 'complete', result: json(result), writes: { entries } };
+  }
+  const available = toolsOf(deps, input);
+  const tasks: SpawnSpec[] = [];
+  const timers: SpawnSpec[] = [];
+  calls.forEach((c, index) => {
+    const expiresAt = needsApproval(input, available, c.name, c.arguments) ? ctx.now() + input.settings.approvalTtlMs : null;
+    const tc: ToolCallInput = { toolCallId: c.id, name: c.name, arguments: c.arguments, turn, index, approvalExpiresAt: expiresAt };
+    tasks.push({ kind: TOOL_KIND, input: json(tc) });
+    if (expiresAt !== null) timers.push({ kind: TIMER_KIND, input: json({ toolCallId: c.id, expiresAt } satisfies ApprovalTimerInput) });
+  });
+  return { type: 'spawn', join: 'allSettled', phase: 'settled', tasks: [...tasks, ...timers], writes: { entries } };
+}
+
+function needsApproval(input: AgentRunInput, tools: ReturnType<typeof toolsOf>, name: string, raw: string): boolean {
+  const checked = checkToolCall(tools, name, raw);
+  if (!checked.ok) return false;
+  return input.settings.requireApproval.includes(name) || Boolean(resolveFlag(checked.tool.requiresApproval ?? false, checked.args));
+}

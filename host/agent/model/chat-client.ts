@@ -1,0 +1,88 @@
+import OpenAI from 'openai';
+import type { ChatCompletionCreateParamsBase } from 'openai/resources/chat/completions';
+import { classifyModelError, ModelCallError } from './model-errors';
+import type { ChatRequest, ModelReply, ModelToolCall, ModelUsage } from './model-types';
+
+export interface ChatCallOptions {
+  signal: AbortSignal;
+  /** Whole-request limit: connecting, waiting and streaming. */
+  timeoutMs: number;
+  /** Each streamed text fragment as it arrives (live output only; nothing durable). */
+  onDelta?: (text: string) => void;
+}
+
+/** The one call the generation task makes. A port, so unit tests of pure logic can stand in for it. */
+export interface ChatClient {
+  complete(req: ChatRequest, o: ChatCallOptions): Promise<ModelReply>;
+}
+
+const usageOf = (u: OpenAI.CompletionUsage | null | undefined): ModelUsage | null =>
+  u ? { promptTokens: u.prompt_tokens, completionTokens: u.completion_tokens, totalTokens: u.total_tokens } : null;
+
+/**
+ * Chat Completions through the `openai` client against any compatible endpoint. The client's own
+ * retries are off: retries are durable task state (the generation task's retry phase), not a loop
+ * hidden in memory. Every failure comes out as a {@link ModelCallError} carrying any text that
+ * streamed before it.
+ */
+export function openAiChatClient(o: { baseUrl: string; apiKey: () => string }): ChatClient {
+  return {
+    async complete(req, call) {
+      const timeout = AbortSignal.timeout(call.timeoutMs);
+      const signal = AbortSignal.any([call.signal, timeout]);
+      const client = new OpenAI({ baseURL: o.baseUrl, apiKey: o.apiKey(), maxRetries: 0, timeout: call.timeoutMs });
+      const body: ChatCompletionCreateParamsBase = {
+        model: req.model,
+        messages: req.messages as ChatCompletionCreateParamsBase['messages'],
+        ...(req.tools.length ? { tools: req.tools } : {}),
+        ...(req.temperature === undefined ? {} : { temperature: req.temperature }),
+        ...(req.maxTokens === undefined ? {} : { max_tokens: req.maxTokens }),
+      };
+      let partial = '';
+      try {
+        if (!req.stream) {
+          const r = await client.chat.completions.create({ ...body, stream: false }, { signal });
+          const choice = r.choices[0];
+          const calls: ModelToolCall[] = (choice?.message.tool_calls ?? []).flatMap((c) => (c.type === 'function' ? [{ id: c.id, name: c.function.name, arguments: c.function.arguments }] : []));
+          return { content: choice?.message.content ?? null, toolCalls: calls, finishReason: choice?.finish_reason ?? 'stop', model: r.model, responseId: r.id ?? null, usage: usageOf(r.usage) };
+        }
+        const stream = await client.chat.completions.create({ ...body, stream: true, stream_options: { include_usage: true } }, { signal });
+        const calls = new Map<number, ModelToolCall>();
+        let finishReason: string | null = null;
+        let model = req.model;
+        let responseId: string | null = null;
+        let usage: ModelUsage | null = null;
+        for await (const chunk of stream) {
+          model = chunk.model || model;
+          responseId ??= chunk.id ?? null;
+          if (chunk.usage) usage = usageOf(chunk.usage);
+          for (const choice of chunk.choices ?? []) {
+            const d = choice.delta;
+            if (d?.content) {
+              partial += d.content;
+              call.onDelta?.(d.content);
+            }
+            for (const t of d?.tool_calls ?? []) {
+              const c = calls.get(t.index) ?? { id: '', name: '', arguments: '' };
+              if (t.id) c.id = t.id;
+              if (t.function?.name) c.name += t.function.name;
+              if (t.function?.arguments) c.arguments += t.function.arguments;
+              calls.set(t.index, c);
+            }
+            if (choice.finish_reason) finishReason = choice.finish_reason;
+          }
+        }
+        // A body that ends without a finish reason was cut off, however politely the socket closed.
+        if (finishReason === null) throw new ModelCallError('model_stream_incomplete', 'the streamed answer ended before the model finished', { retryable: true, partialText: partial });
+        const toolCalls = [...calls.entries()].sort(([a], [b]) => a - b).map(([, c]) => c);
+        return { content: partial === '' && toolCalls.length ? null : partial, toolCalls, finishReason, model, responseId, usage };
+      } catch (err) {
+        if (err instanceof ModelCallError) throw err;
+        if (timeout.aborted && !call.signal.aborted) {
+          throw new ModelCallError('model_timeout', `no complete answer within ${call.timeoutMs} ms`, { retryable: true, partialText: partial, cause: err });
+        }
+        throw classifyModelError(err, partial, call.signal);
+      }
+    },
+  };
+}

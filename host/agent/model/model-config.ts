@@ -1,0 +1,24 @@
+import { z } from 'zod';
+
+/**
+ * Which model to call and how. The API key is never part of it: only the name of the environment
+ * variable that holds the key (`apiKeyEnv`), read at request time, so the key never reaches the
+ * store, the logs or an entry.
+ */
+export const ModelConfigSchema = z.strictObject({
+  baseUrl: z.string().url().describe('OpenAI-compatible endpoint, e.g. https://api.openai.com/v1'),
+  model: z.string().min(1),
+  apiKeyEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name').default('OPENAI_API_KEY'),
+  stream: z.boolean().default(true),
+  /** One request's limit, from sending to the last streamed byte. */
+  timeoutMs: z.number().int().positive().default(120_000),
+  /** Requests per generation before it gives up (first try included). */
+  maxAttempts: z.number().int().min(1).default(5),
+  /** First retry delay; doubles per attempt, capped at `maxBackoffMs`, unless the server says when. */
+  backoffMs: z.number().int().min(0).default(1_000),
+  maxBackoffMs: z.number().int().min(0).default(30_000),
+  temperature: z.number().min(0).max(2).optional(),
+  maxTokens: z.number().int().positive().optional(),
+});
+export type ModelConfig = z.infer<typeof ModelConfigSchema>;
+export type ModelConfigInput = z.input<typeof ModelConfigSchema>;

@@ -1,0 +1,66 @@
+import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
+import { BerthError } from '../../errors';
+
+/** Why a model request did not produce a complete answer. */
+export type ModelFailure =
+  | 'model_rate_limited'
+  | 'model_server_error'
+  | 'model_timeout'
+  | 'model_connection'
+  | 'model_stream_incomplete'
+  | 'model_rejected'
+  | 'model_aborted';
+
+/**
+ * A failed model request. `partialText` is what streamed before it failed: kept as an
+ * interruption record, never used as an answer. `retryAfterMs` is the server's own wish.
+ */
+export class ModelCallError extends BerthError {
+  readonly failure: ModelFailure;
+  readonly partialText: string;
+  readonly status: number | null;
+  readonly retryAfterMs: number | null;
+
+  constructor(failure: ModelFailure, message: string, o: { retryable: boolean; partialText?: string; status?: number | null; retryAfterMs?: number | null; cause?: unknown }) {
+    super(failure, message, { retryable: o.retryable, cause: o.cause, details: { status: o.status ?? null } });
+    this.failure = failure;
+    this.partialText = o.partialText ?? '';
+    this.status = o.status ?? null;
+    this.retryAfterMs = o.retryAfterMs ?? null;
+  }
+}
+
+function retryAfter(headers: Headers | undefined): number | null {
+  const ms = Number(headers?.get('retry-after-ms'));
+  if (Number.isFinite(ms) && ms >= 0 && headers?.get('retry-after-ms') !== null) return ms;
+  const s = headers?.get('retry-after');
+  if (s == null) return null;
+  const n = Number(s);
+  if (Number.isFinite(n)) return Math.max(0, n * 1000);
+  const at = Date.parse(s);
+  return Number.isFinite(at) ? Math.max(0, at - Date.now()) : null;
+}
+
+/**
+ * Maps whatever the `openai` client threw to a typed failure: 429, 5xx, timeouts and dropped
+ * connections are retryable; other 4xx are the request's fault and are not; an abort is the
+ * host stopping, which recovery handles, so it is not retried here either.
+ */
+export function classifyModelError(err: unknown, partialText: string, signal?: AbortSignal): ModelCallError {
+  const msg = err instanceof Error ? err.message : String(err);
+  if (signal?.aborted || err instanceof APIUserAbortError) {
+    return new ModelCallError('model_aborted', 'the request was aborted (host stopping or task cancelled)', { retryable: false, partialText, cause: err });
+  }
+  if (err instanceof APIConnectionTimeoutError) return new ModelCallError('model_timeout', `model request timed out: ${msg}`, { retryable: true, partialText, cause: err });
+  if (err instanceof APIConnectionError) return new ModelCallError('model_connection', `connection to the model endpoint failed: ${msg}`, { retryable: true, partialText, cause: err });
+  if (err instanceof APIError && typeof err.status === 'number') {
+    const status = err.status;
+    const headers = err.headers as Headers | undefined;
+    if (status === 429) return new ModelCallError('model_rate_limited', `rate limited (429): ${msg}`, { retryable: true, partialText, status, retryAfterMs: retryAfter(headers), cause: err });
+    if (status >= 500) return new ModelCallError('model_server_error', `model endpoint error (${status}): ${msg}`, { retryable: true, partialText, status, retryAfterMs: retryAfter(headers), cause: err });
+    if (status === 408 || status === 409) return new ModelCallError('model_server_error', `model endpoint asked to retry (${status}): ${msg}`, { retryable: true, partialText, status, cause: err });
+    return new ModelCallError('model_rejected', `model endpoint refused the request (${status}): ${msg}`, { retryable: false, partialText, status, cause: err });
+  }
+  // Anything else came out of a response body that broke off (socket closed, bad chunk).
+  return new ModelCallError('model_connection', `model response broke off: ${msg}`, { retryable: true, partialText, cause: err });
+}

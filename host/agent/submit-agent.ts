@@ -1,0 +1,80 @@
+import { fingerprint, type Environment } from '../../environment';
+import { BerthError } from '../errors';
+import { submit, type HandlerRegistry, type Kernel, type Submitted } from '../kernel';
+import { isFinalRunState } from '../model';
+import type { Store } from '../store';
+import { newId } from '../support';
+import { KERNEL } from '../version';
+import { json } from './agent-deps';
+import { AgentSettingsSchema, type AgentRunInput, type AgentSettingsInput } from './agent-input';
+import { ENTRY, type UserEntry } from './entries';
+import { AGENT_KIND } from './root-task';
+
+type Deps = { store: Store; kernel: Kernel; registry: HandlerRegistry; toolNames: readonly string[] };
+
+export interface StartAgentRun {
+  message: string;
+  settings: AgentSettingsInput;
+  environment: Environment & { image: { digest: string } };
+  workspaceDir?: string | null;
+  /** The same request id always yields the same submission and run. Default: a new one. */
+  requestId?: string;
+}
+
+function checkTools(names: readonly string[], settings: AgentRunInput['settings']): void {
+  for (const n of [...(settings.tools ?? []), ...settings.requireApproval]) {
+    if (!names.includes(n)) throw new BerthError('tool_unknown', `no tool named "${n}" (tools: ${names.join(', ')})`, { details: { tool: n } });
+  }
+}
+
+async function submitRun(deps: Deps, input: AgentRunInput, requestId: string, sessionId?: string): Promise<Submitted> {
+  const user: UserEntry = { text: input.message };
+  return submit(deps, {
+    requestId,
+    sessionId,
+    runKind: 'agent',
+    root: { kind: AGENT_KIND, input: json(input) },
+    input: json({ message: input.message }),
+    entries: [{ kind: ENTRY.user, body: json(user) }],
+    versions: { kernel: `${KERNEL.name}@${KERNEL.version}`, envFingerprint: input.envFingerprint, imageDigest: input.environment.image.digest },
+    sessionMeta: { agent: true, task: input.message.slice(0, 200) },
+  });
+}
+
+/**
+ * A new agent session and its first run: the submission, the user entry and the root task in one
+ * commit. The API key is not part of anything submitted: only the name of its variable.
+ */
+export async function submitAgentRun(deps: Deps, s: StartAgentRun): Promise<Submitted> {
+  const settings = AgentSettingsSchema.parse(s.settings);
+  checkTools(deps.toolNames, settings);
+  const input: AgentRunInput = { settings, environment: s.environment, envFingerprint: fingerprint(s.environment), workspaceDir: s.workspaceDir ?? null, message: s.message };
+  return submitRun(deps, input, s.requestId ?? newId('req'));
+}
+
+export interface ContinueSession {
+  sessionId: string;
+  message: string;
+  requestId?: string;
+  /** Settings to change for this run; the rest (and the environment) carry over from the session's last run. */
+  settings?: Partial<AgentSettingsInput>;
+}
+
+/**
+ * Another run in an existing session (`berth chat`): the model sees the whole session's entries.
+ * A repeated request id returns the original run; a session with a run still going is refused.
+ */
+export async function continueSession(deps: Deps, c: ContinueSession): Promise<Submitted> {
+  const requestId = c.requestId ?? newId('req');
+  const existing = await deps.store.findSubmission(requestId);
+  if (existing) return { submission: existing, run: (await deps.store.getRun(existing.runId))!, created: false };
+  const runs = (await deps.store.listRuns({ sessionId: c.sessionId })).filter((r) => r.kind === 'agent');
+  const last = runs.at(-1);
+  if (!last) throw new BerthError('session_not_found', `no agent session ${c.sessionId} (see berth status)`, { ids: { sessionId: c.sessionId } });
+  const busy = runs.find((r) => !isFinalRunState(r.state));
+  if (busy) throw new BerthError('session_busy', `run ${busy.id} of session ${c.sessionId} is ${busy.state}; finish, approve or cancel it first`, { ids: { sessionId: c.sessionId, runId: busy.id } });
+  const prev = (await deps.store.getTask(last.rootTaskId!))!.input as unknown as AgentRunInput;
+  const settings = AgentSettingsSchema.parse({ ...prev.settings, ...c.settings, model: { ...prev.settings.model, ...c.settings?.model } });
+  checkTools(deps.toolNames, settings);
+  return submitRun(deps, { ...prev, settings, workspaceDir: null, message: c.message }, requestId, c.sessionId);
+}

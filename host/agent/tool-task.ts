@@ -1,0 +1,109 @@
+import { resolveFlag, type AnyTool } from '../../tools';
+import type { Decision, PhaseContext, TaskHandler } from '../kernel';
+import type { Json } from '../model';
+import { checkpointOf, inputOf, json, runInputOf, toolsOf, type AgentDeps } from './agent-deps';
+import type { AgentRunInput, ToolCallInput } from './agent-input';
+import { TOOL_KIND } from './agent-sandbox';
+import { approvalDigest, approvalId } from './approval-digest';
+import { ENTRY, type ApprovalDecidedEntry, type ApprovalRequestedEntry } from './entries';
+import { checkToolCall } from './tool-call-check';
+import { executePhase, toolContext, type ExecuteCheckpoint } from './tool-execute';
+import { finishWithout } from './tool-result';
+
+/** What an approval decision delivers (by `berth approve|deny` or the expiry timer). */
+export interface ApprovalSignal {
+  decision: 'approve' | 'deny' | 'expired';
+  /** The digest the decider approved; must equal the request's. */
+  digest: string | null;
+  by: string;
+  at: number;
+}
+
+/** The open request, kept in the tool task's checkpoint while it waits. */
+export interface ApprovalRequest {
+  id: string;
+  digest: string;
+  expiresAt: number;
+}
+
+type EntryWrites = NonNullable<NonNullable<Decision['writes']>['entries']>;
+
+/**
+ * The tool task: `call` checks the call and commits its intent (fixed arguments, effect id,
+ * replay policy), or first waits for an approval (`decided`); `execute` runs it once under
+ * its effect record and commits the result entry, the receipt and the terminal state together.
+ */
+export function toolHandler(deps: AgentDeps): TaskHandler {
+  return {
+    kind: TOOL_KIND,
+    version: 1,
+    initialPhase: 'call',
+    restartLimit: 10,
+    phases: {
+      call: async (ctx) => {
+        const call = inputOf<ToolCallInput>(ctx);
+        const input = await runInputOf(deps.store, ctx.task);
+        const checked = checkToolCall(toolsOf(deps, input), call.name, call.arguments);
+        if (!checked.ok) return finishWithout(call, 'invalid', checked.content);
+        if (call.approvalExpiresAt !== null) return askApproval(ctx, call, checked.args);
+        return intend(deps, ctx, input, call, checked.tool, checked.args, []);
+      },
+      decided: async (ctx) => {
+        const call = inputOf<ToolCallInput>(ctx);
+        const input = await runInputOf(deps.store, ctx.task);
+        const cp = checkpointOf<{ request: ApprovalRequest; approval: ApprovalSignal }>(ctx);
+        const { request, approval } = cp;
+        const late = approval.decision === 'approve' && approval.at > request.expiresAt;
+        const mismatch = approval.decision === 'approve' && approval.digest !== request.digest;
+        const outcome: ApprovalDecidedEntry['decision'] = approval.decision === 'expired' || late ? 'expired' : approval.decision === 'approve' && !mismatch ? 'approved' : 'denied';
+        const record: ApprovalDecidedEntry = { approvalId: request.id, toolCallId: call.toolCallId, decision: outcome, by: approval.by, digest: request.digest };
+        const entries: EntryWrites = [{ kind: ENTRY.approvalDecided, body: json(record) }];
+        if (outcome === 'expired') {
+          return finishWithout(call, 'expired', `error: the approval request for this call expired at ${new Date(request.expiresAt).toISOString()} without a decision. The call did not run.`, entries);
+        }
+        if (outcome === 'denied') {
+          const why = mismatch ? `the approval given was for a different call (digest ${approval.digest})` : `${approval.by} denied it`;
+          return finishWithout(call, 'denied', `error: this call was not approved: ${why}. It did not run.`, entries);
+        }
+        const checked = checkToolCall(toolsOf(deps, input), call.name, call.arguments);
+        if (!checked.ok) return finishWithout(call, 'invalid', checked.content, entries);
+        return intend(deps, ctx, input, call, checked.tool, checked.args, entries);
+      },
+      execute: (ctx) => executePhase(deps, ctx),
+    },
+  };
+}
+
+function askApproval(ctx: PhaseContext, call: ToolCallInput, args: unknown): Decision {
+  const request: ApprovalRequest = { id: approvalId(ctx.task.runId!, call.toolCallId), digest: approvalDigest(call.name, args), expiresAt: call.approvalExpiresAt! };
+  const record: ApprovalRequestedEntry = { approvalId: request.id, toolCallId: call.toolCallId, tool: call.name, arguments: json(args), digest: request.digest, expiresAt: request.expiresAt };
+  return {
+    type: 'await',
+    signal: 'approval',
+    phase: 'decided',
+    checkpoint: json({ request }),
+    run: { to: 'awaiting_approval', reason: `call ${call.toolCallId} (${call.name}) awaits approval ${request.id} (digest ${request.digest})` },
+    writes: { entries: [{ kind: ENTRY.approvalRequested, body: json(record) }] },
+  };
+}
+
+/** Commits the intent and moves to `execute`; a tool with a plan fixes its expected result first. */
+async function intend(deps: AgentDeps, ctx: PhaseContext, input: AgentRunInput, call: ToolCallInput, tool: AnyTool, args: unknown, entries: EntryWrites): Promise<Decision> {
+  const replay = resolveFlag(tool.replay, args);
+  let plan: Json = null;
+  const writes: NonNullable<Decision['writes']> = { entries };
+  if (tool.plan) {
+    const planned = await deps.sandbox.exclusive(ctx.task.sessionId, async () => {
+      const acq = await deps.sandbox.ensure(ctx, input);
+      if (acq.kind === 'reconcile') return { ok: false as const, output: { content: `error: the sandbox cannot be used (${acq.reason}); the call did not run`, isError: true } };
+      Object.assign(writes, { documents: acq.writes.documents });
+      return tool.plan!(toolContext(deps, ctx, input, call, acq.lease), args);
+    });
+    if (!planned.ok) return finishWithout(call, 'error', planned.output.content, entries);
+    plan = planned.plan;
+  }
+  const effectId = `${ctx.task.runId}:${ctx.task.id}:${call.toolCallId}`;
+  const checkpoint: ExecuteCheckpoint = { effectId, replay, args: json(args), plan };
+  writes.effects = [{ id: effectId, kind: `tool.${call.name}`, intent: json({ tool: call.name, args, plan }), replay }];
+  return { type: 'next', phase: 'execute', checkpoint: json(checkpoint), writes };
+}

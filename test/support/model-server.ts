@@ -1,0 +1,131 @@
+/**
+ * An OpenAI-compatible scripted model on loopback (`POST /v1/chat/completions`), so tests drive
+ * the real `openai` client end to end. The answer is chosen by the number of assistant messages
+ * in the request (the turn), not by a call counter, so a host that dies and asks again gets the
+ * same answer. Faults are served once per turn (and per `faultKey`) before the real answer:
+ * `429` (with retry-after-ms), `500`, `drop` (some streamed text, then the socket is destroyed),
+ * `hang` (no answer until the server closes). Both streaming (SSE, `data: ...`, `[DONE]`) and
+ * plain JSON answers follow the request's `stream` flag.
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface ScriptedCall {
+  name: string;
+  /** An object is sent as JSON; a string is sent as is (so a test can send broken JSON). */
+  arguments: string | Record<string, unknown>;
+  id?: string;
+}
+
+export type ScriptedFault = '429' | '500' | 'drop' | 'hang';
+
+export interface ScriptedTurn {
+  content?: string;
+  toolCalls?: ScriptedCall[];
+  faults?: ScriptedFault[];
+}
+
+export interface RecordedRequest {
+  turn: number;
+  body: { model: string; stream?: boolean; messages: Array<{ role: string; content?: string | null; tool_call_id?: string; tool_calls?: unknown[] }>; tools?: unknown[] };
+  authorization: string | undefined;
+  servedFault: ScriptedFault | null;
+}
+
+export interface ModelServer {
+  /** Base URL for the client, ending in `/v1`. */
+  url: string;
+  requests: RecordedRequest[];
+  close(): Promise<void>;
+}
+
+type Script = ScriptedTurn[] | ((turn: number, body: RecordedRequest['body']) => ScriptedTurn);
+
+export async function startModelServer(script: Script, o: { faultKey?: (body: RecordedRequest['body']) => string } = {}): Promise<ModelServer> {
+  const requests: RecordedRequest[] = [];
+  const faultsServed = new Map<string, number>();
+  const hanging = new Set<ServerResponse>();
+  const server = createServer((req, res) => {
+    let raw = '';
+    req.on('data', (c) => (raw += c));
+    req.on('end', () => {
+      if (req.method !== 'POST' || !req.url?.endsWith('/chat/completions')) {
+        res.writeHead(404).end();
+        return;
+      }
+      const body = JSON.parse(raw) as RecordedRequest['body'];
+      const turn = body.messages.filter((m) => m.role === 'assistant').length;
+      const scripted = typeof script === 'function' ? script(turn, body) : script[turn];
+      const key = `${o.faultKey?.(body) ?? ''}#${turn}`;
+      const served = faultsServed.get(key) ?? 0;
+      const fault = scripted?.faults?.[served] ?? null;
+      if (fault) faultsServed.set(key, served + 1);
+      requests.push({ turn, body, authorization: req.headers.authorization, servedFault: fault });
+      if (!scripted) return error(res, 400, `the script has no answer for turn ${turn}`);
+      if (fault === '429') return error(res, 429, 'rate limited (scripted)', { 'retry-after-ms': '50' });
+      if (fault === '500') return error(res, 500, 'server error (scripted)');
+      if (fault === 'hang') {
+        hanging.add(res);
+        return;
+      }
+      answer(req, res, body, turn, scripted, fault === 'drop');
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/v1`,
+    requests,
+    close: () =>
+      new Promise<void>((r) => {
+        for (const h of hanging) h.destroy();
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
+}
+
+function error(res: ServerResponse, status: number, message: string, headers: Record<string, string> = {}) {
+  res.writeHead(status, { 'content-type': 'application/json', ...headers });
+  res.end(JSON.stringify({ error: { message, type: status === 429 ? 'rate_limit_exceeded' : 'server_error', code: null } }));
+}
+
+const argsText = (a: ScriptedCall['arguments']) => (typeof a === 'string' ? a : JSON.stringify(a));
+
+function answer(_req: IncomingMessage, res: ServerResponse, body: RecordedRequest['body'], turn: number, t: ScriptedTurn, drop: boolean) {
+  const calls = (t.toolCalls ?? []).map((c, i) => ({ id: c.id ?? `call_${turn}_${i}`, type: 'function' as const, function: { name: c.name, arguments: argsText(c.arguments) } }));
+  const content = t.content ?? (calls.length ? null : '');
+  const finish = calls.length ? 'tool_calls' : 'stop';
+  const promptTokens = 10 + body.messages.length * 5;
+  const completionTokens = 3 + (content?.length ?? 0) + calls.length * 7;
+  const usage = { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+  const id = `chatcmpl-${turn}`;
+  const created = 1_700_000_000;
+  if (!body.stream) {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ id, object: 'chat.completion', created, model: body.model, choices: [{ index: 0, message: { role: 'assistant', content, ...(calls.length ? { tool_calls: calls } : {}) }, finish_reason: finish }], usage }));
+    return;
+  }
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+  const chunk = (delta: object, finishReason: string | null = null) =>
+    `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: body.model, choices: [{ index: 0, delta, finish_reason: finishReason }] })}\n\n`;
+  const parts: string[] = [chunk({ role: 'assistant', content: '' })];
+  const text = content ?? '';
+  const third = Math.max(1, Math.ceil(text.length / 3));
+  for (let i = 0; i < text.length; i += third) parts.push(chunk({ content: text.slice(i, i + third) }));
+  calls.forEach((c, index) => {
+    const half = Math.ceil(c.function.arguments.length / 2);
+    parts.push(chunk({ tool_calls: [{ index, id: c.id, type: 'function', function: { name: c.function.name, arguments: c.function.arguments.slice(0, half) } }] }));
+    parts.push(chunk({ tool_calls: [{ index, function: { arguments: c.function.arguments.slice(half) } }] }));
+  });
+  if (drop) {
+    // Some text reaches the client, then the connection dies mid-answer.
+    res.write(parts.slice(0, Math.max(2, Math.ceil(parts.length / 2))).join(''));
+    setTimeout(() => res.socket?.destroy(), 20);
+    return;
+  }
+  parts.push(chunk({}, finish));
+  parts.push(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: body.model, choices: [], usage })}\n\n`);
+  parts.push('data: [DONE]\n\n');
+  res.end(parts.join(''));
+}

@@ -1,0 +1,71 @@
+import type { z } from 'zod';
+import type { Json, ReplayPolicy } from '../host/model';
+import type { ExecOptions, ExecResult, DirEntry } from '../host/sandbox';
+
+/** The part of a sandbox lease a tool may use: commands and workspace files, nothing else. */
+export interface ToolSandbox {
+  exec(cmd: string | string[], opts?: ExecOptions): Promise<ExecResult>;
+  readFile(path: string, opts?: { maxBytes?: number }): Promise<Buffer>;
+  writeFile(path: string, data: Buffer | string, opts?: { mode?: number }): Promise<void>;
+  list(path: string): Promise<DirEntry[]>;
+}
+
+/** What a tool gets when it runs: the sandbox, the caller's signal and the command time limit. */
+export interface ToolRunContext {
+  sandbox: ToolSandbox;
+  signal: AbortSignal;
+  /** The environment's per-command limit; a tool never asks for more. */
+  commandTimeoutMs: number;
+  /** Live output of a running command, for progress displays (never stored from here). */
+  onOutput?: (stream: 'stdout' | 'stderr', text: string) => void;
+}
+
+/**
+ * What a tool produced. `content` is what the model reads (the context caps it again);
+ * `isError` tells the model the call did not do what it asked. Stored as the effect's receipt.
+ */
+export interface ToolOutput {
+  content: string;
+  isError: boolean;
+  detail?: Json;
+}
+
+/** A plan is the fixed expectation of a call, or the reason the call cannot be made at all. */
+export type ToolPlan = { ok: true; plan: Json } | { ok: false; output: ToolOutput };
+
+/** Answer of a `verify` tool about an action that may already have happened. */
+export type ToolVerdict = { done: true; output: ToolOutput } | { done: false };
+
+/**
+ * One tool the model may call. The JSON schema the model sees is derived from `input`
+ * (`z.toJSONSchema`), so the validator and the advertised shape cannot drift apart.
+ */
+export interface ToolDefinition<I = unknown> {
+  name: string;
+  description: string;
+  input: z.ZodType<I>;
+  /** How a call may be repeated after a crash; may depend on the arguments (e.g. `exec` with `safe`). */
+  replay: ReplayPolicy | ((args: I) => ReplayPolicy);
+  /** Whether an operator must approve a call before it runs. */
+  requiresApproval?: boolean | ((args: I) => boolean);
+  /** Whether a call may change the sandbox, so a workspace digest (or snapshot) follows it. */
+  mutates: boolean | ((args: I) => boolean);
+  /** Characters of output kept in the model context for a recent call. */
+  contextCap: number;
+  /**
+   * Fixes, before anything runs, what the call is meant to produce (e.g. the digest a file must
+   * have afterwards). Reads only; the result becomes part of the committed intent.
+   */
+  plan?(ctx: ToolRunContext, args: I): Promise<ToolPlan>;
+  run(ctx: ToolRunContext, args: I, plan: Json): Promise<ToolOutput>;
+  /** For `verify` tools: has the call with this intent already taken effect? */
+  verify?(ctx: ToolRunContext, args: I, plan: Json): Promise<ToolVerdict>;
+}
+
+/** Evaluates a per-call policy field. */
+export function resolveFlag<I, T>(v: T | ((args: I) => T), args: I): T {
+  return typeof v === 'function' ? (v as (a: I) => T)(args) : v;
+}
+
+/** A tool with its argument type erased, as registries hold them. */
+export type AnyTool = ToolDefinition<any>; // eslint-disable-line @typescript-eslint/no-explicit-any
