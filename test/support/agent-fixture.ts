@@ -1,0 +1,112 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Dockerode from 'dockerode';
+import pino from 'pino';
+import { EnvironmentSchema, type Environment } from '../../environment';
+import { submitAgentRun, type AgentLiveEvent, type AgentSettingsInput } from '../../host/agent';
+import { createHostRuntime, type HostRuntime } from '../../host/runtime/host-runtime';
+import { createSandboxHost, snapshotEngine, type SandboxHost } from '../../host/sandbox';
+import { openSqliteStore } from '../../host/store';
+import { systemClock } from '../../host/support';
+import { newId } from '../../host/support/ids';
+import { requireEngine, requireTinyImage } from './docker-engine';
+import { startModelServer, type ModelServer, type ScriptedTurn } from './model-server';
+import { removeHostArtifacts } from './plan-fixture';
+
+/** An environment on berth/tiny; `snapshot` picks the snapshot policy. */
+export function tinyEnvironment(imageId: string, over: { snapshot?: 'after-each-step' | 'never'; commandTimeoutS?: number } = {}): Environment & { image: { digest: string } } {
+  return EnvironmentSchema.parse({
+    kernel: { name: 'berth', version: '0.1.0', compatible: '>=0.1.0 <0.2.0' },
+    image: { ref: 'berth/tiny:latest', digest: imageId },
+    resources: { memoryMb: 256, commandTimeoutS: over.commandTimeoutS ?? 60 },
+    lease: { ttlS: 900, heartbeatS: 30 },
+    snapshot: { policy: over.snapshot ?? 'never' },
+  }) as Environment & { image: { digest: string } };
+}
+
+export interface AgentWorld {
+  dir: string;
+  storePath: string;
+  hostId: string;
+  docker: Dockerode;
+  imageId: string;
+  model: ModelServer;
+  live: AgentLiveEvent[];
+  rt: HostRuntime;
+  sandbox: SandboxHost;
+  settings(over?: Partial<AgentSettingsInput>): AgentSettingsInput;
+  start(message: string, o?: { settings?: Partial<AgentSettingsInput>; requestId?: string; snapshot?: 'after-each-step' | 'never' }): ReturnType<typeof submitAgentRun>;
+  /** A new host process's view: the same store and host id, a fresh kernel. */
+  restart(): Promise<HostRuntime>;
+  cleanup(): Promise<void>;
+}
+
+/**
+ * A started host runtime over a temp store with a unique host id, a scripted model server, and
+ * the tiny image. `cleanup` stops everything and removes the containers and snapshot images of
+ * the host id, pass or fail.
+ */
+export async function agentWorld(script: ScriptedTurn[] | Parameters<typeof startModelServer>[0], o: { apiKeyEnv?: string } = {}): Promise<AgentWorld> {
+  const docker = await requireEngine();
+  const imageId = await requireTinyImage(docker);
+  const dir = mkdtempSync(join(tmpdir(), 'berth-agent-'));
+  const storePath = join(dir, 'berth.db');
+  const hostId = newId('agenttest');
+  const model = await startModelServer(script);
+  const apiKeyEnv = o.apiKeyEnv ?? 'BERTH_TEST_MODEL_KEY';
+  process.env[apiKeyEnv] ??= 'sk-agent-test-key';
+  const live: AgentLiveEvent[] = [];
+  const stores: Array<ReturnType<typeof openSqliteStore>> = [];
+  const hosts: SandboxHost[] = [];
+  const runtimes: HostRuntime[] = [];
+  const build = async () => {
+    const store = openSqliteStore(storePath);
+    const logger = pino({ level: process.env.BERTH_TEST_LOG ?? 'silent' });
+    const sandbox = createSandboxHost({ docker, records: store, clock: systemClock, logger, hostId });
+    const rt = createHostRuntime({ store, sandbox, engine: snapshotEngine(docker), clock: systemClock, logger, hostId, onAgentLive: (e) => live.push(e) });
+    stores.push(store);
+    hosts.push(sandbox);
+    runtimes.push(rt);
+    await rt.kernel.start();
+    return { rt, sandbox };
+  };
+  const first = await build();
+  const settings = (over: Partial<AgentSettingsInput> = {}): AgentSettingsInput => ({
+    model: { baseUrl: model.url, model: 'scripted-1', apiKeyEnv, backoffMs: 20, maxBackoffMs: 200 },
+    ...over,
+  });
+  const world: AgentWorld = {
+    dir,
+    storePath,
+    hostId,
+    docker,
+    imageId,
+    model,
+    live,
+    rt: first.rt,
+    sandbox: first.sandbox,
+    settings,
+    start: (message, s = {}) =>
+      submitAgentRun(
+        { ...world.rt, toolNames: [...world.rt.agent.tools.keys()] },
+        { message, settings: settings(s.settings), environment: tinyEnvironment(imageId, { snapshot: s.snapshot }), requestId: s.requestId },
+      ),
+    async restart() {
+      await world.rt.kernel.stop();
+      const next = await build();
+      world.rt = next.rt;
+      world.sandbox = next.sandbox;
+      return next.rt;
+    },
+    async cleanup() {
+      for (const rt of runtimes) await rt.kernel.stop().catch(() => {});
+      for (const h of hosts) await h.close().catch(() => {});
+      await model.close();
+      await removeHostArtifacts(docker, hostId);
+      for (const s of stores) await s.close().catch(() => {});
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  return world;
+}
