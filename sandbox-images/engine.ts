@@ -7,7 +7,15 @@ import { execa } from 'execa';
 export async function findImageByLabels(labels: Record<string, string>, signal: AbortSignal): Promise<string | undefined> {
   const filters = Object.entries(labels).flatMap(([k, v]) => ['--filter', `label=${k}=${v}`]);
   const { stdout } = await execa('docker', ['image', 'ls', '--quiet', '--no-trunc', ...filters], { cancelSignal: signal });
-  return stdout.split('\n').map((l) => l.trim()).find((l) => l.startsWith('sha256:'));
+  const ids = [...new Set(stdout.split('\n').map((l) => l.trim()).filter((l) => l.startsWith('sha256:')))];
+  if (ids.length === 0) return undefined;
+  // Images committed from a container of ours (snapshots) inherit these labels; only a loaded
+  // build has no parent layer and no snapshot label.
+  const { stdout: info } = await execa('docker', ['image', 'inspect', '--format', '{{.Id}} {{index .Config.Labels "berth.snapshot"}} {{len .RootFS.Layers}}', ...ids], { cancelSignal: signal });
+  return info
+    .split('\n')
+    .map((l) => l.trim().split(' '))
+    .find((f) => f.length === 3 && f[1] === '' && f[2] === '1')?.[0];
 }
 
 /** Streams a docker-archive directory into `docker load` and returns the id Docker reports. */

@@ -57,7 +57,8 @@ export class Kernel {
   constructor(private readonly o: KernelOptions) {
     this.concurrency = o.concurrency ?? 4;
     this.deps = { ...o, commit: (input) => this.commit(input) };
-    o.registry.onRegister(() => void this.poll());
+    // A newly registered handler may unblock saved tasks; only a started kernel (holding its epoch) acts on it.
+    o.registry.onRegister(() => void (this.epoch > 0 && this.poll()));
   }
 
   /** Takes the fencing epoch and resumes every unfinished task (DESIGN.md "resume"). */
@@ -141,7 +142,7 @@ export class Kernel {
   }
 
   markDirty(taskId: string): void {
-    if (this.stopping) return;
+    if (this.stopping || this.epoch === 0) return;
     this.dirty.add(taskId);
     this.pumping ??= this.pump().finally(() => (this.pumping = null));
   }
@@ -235,7 +236,7 @@ export class Kernel {
    * `payload` under `checkpoint[signal]`, in one commit with any run transitions the caller adds.
    * False when the task is not waiting for that signal (already delivered, or never asked).
    */
-  async deliver(taskId: string, signal: string, payload: Json, extra: Pick<CommitInput, 'runTransitions' | 'actor'> = {}): Promise<boolean> {
+  async deliver(taskId: string, signal: string, payload: Json, extra: Pick<CommitInput, 'runTransitions' | 'actor' | 'effects'> = {}): Promise<boolean> {
     const task = await this.o.store.getTask(taskId);
     if (!task || task.status !== 'waiting' || task.wait?.signal !== signal) return false;
     const base = task.checkpoint !== null && typeof task.checkpoint === 'object' && !Array.isArray(task.checkpoint) ? task.checkpoint : { previous: task.checkpoint };

@@ -73,7 +73,7 @@ export async function runPhase(
     decision = retry
       ? { type: 'sleep', until: d.clock.now() + 100 * 2 ** task.attempts, phase: task.phase }
       : { type: 'fail', error: { code: e?.code ?? 'phase_threw', message } };
-    log.warn({ err: message, retry }, 'phase threw');
+    log.warn({ err: message, stack: err instanceof Error ? err.stack : undefined, retry }, 'phase threw');
   }
   // A host that is shutting down leaves the task `running`: recovery re-enters this phase.
   if (opts.stopping()) return { committed: false, reason: 'host stopping' };

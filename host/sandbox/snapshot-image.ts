@@ -47,7 +47,9 @@ const KINDS = ['modified', 'added', 'deleted'] as const;
 /** The container's filesystem changes against its image (cheap: the engine reads only the upper layer). */
 export async function containerChanges(docker: Dockerode, containerId: string): Promise<Change[]> {
   try {
-    const changes = ((await docker.getContainer(containerId).changes()) ?? []) as Array<{ Path: string; Kind: number }>;
+    // With no changes the engine answers `null`, which dockerode hands back as a raw buffer.
+    const raw: unknown = await docker.getContainer(containerId).changes();
+    const changes = (Array.isArray(raw) ? raw : []) as Array<{ Path: string; Kind: number }>;
     return changes.map((c) => ({ path: c.Path, kind: KINDS[c.Kind] ?? 'modified' }));
   } catch (err) {
     if (isNotFound(err)) throw new BerthError('container_missing', `container ${containerId.slice(0, 12)} is gone`, { ids: { containerId } });

@@ -1,6 +1,7 @@
 import { userInfo } from 'node:os';
 import { BerthError } from '../../errors';
 import type { Json, Run } from '../../model';
+import type { EffectWrite } from '../../store';
 import { loadPlan, submitPlan, type PlanRunInput, type StepResult } from '../../plan';
 import { snapshotEngine } from '../../sandbox';
 import { createHostRuntime, type HostRuntime } from '../../runtime/host-runtime';
@@ -135,7 +136,16 @@ export async function reconcileRun(ctx: CliContext, runId: string, choice: { res
   const rt = await startHost(ctx, () => total);
   const payload: { action: string; snapshotId?: string } = choice.restore ? { action: 'restore', snapshotId: choice.restore } : { action: 'accept' };
   const reason = choice.restore ? `operator restores snapshot ${choice.restore}` : 'operator accepts the sandbox as it is';
-  const ok = await rt.kernel.deliver(waiting.id, 'reconcile', payload as Json, { actor, runTransitions: [{ runId, from: 'needs_reconciliation', to: 'reconciling', actor, reason }] });
+  // The operator's decision settles every uncertain effect: accepted as happened, or undone by the restore.
+  const uncertain = (await ctx.store.listEffects({ runId })).filter((e) => e.status === 'unknown' || e.status === 'executing');
+  const effects = uncertain.map((e): EffectWrite => ({
+    id: e.id,
+    expectStatus: e.status,
+    set: choice.restore
+      ? { status: 'compensated', receipt: { resolvedBy: actor, decision: 'restore', snapshotId: choice.restore } }
+      : { status: 'confirmed', receipt: { resolvedBy: actor, decision: 'accept', note: 'outcome unknown; accepted by the operator' } },
+  }));
+  const ok = await rt.kernel.deliver(waiting.id, 'reconcile', payload as Json, { actor, effects, runTransitions: [{ runId, from: 'needs_reconciliation', to: 'reconciling', actor, reason }] });
   if (!ok) throw new BerthError('reconcile_conflict', `run ${runId} changed meanwhile; look again with berth show ${runId}`, { retryable: true, ids: { runId } });
   if (!ctx.json) process.stderr.write(`reconciling run ${runId}: ${reason}\n`);
   return drive(ctx, rt, runId);

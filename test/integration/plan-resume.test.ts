@@ -1,0 +1,123 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Run } from '../../host/model';
+import { planFixture, lastJson } from '../support/plan-fixture';
+
+type Summary = { run: Run; reason: string; steps: Array<{ step: string; outcome: string; exitCode: number; snapshotId: string | null }> };
+
+// Each step appends its name to a log in the workspace: a step that ran twice shows up twice.
+const STEPS = [
+  { name: 'one', run: 'echo one >> steps.log && mkdir -p out && echo 1 > out/a' },
+  { name: 'two', run: 'echo two >> steps.log && head -c 20000 /dev/zero > out/b' },
+  { name: 'three', run: 'echo three >> steps.log && cat steps.log > out/c' },
+];
+
+let fx: Awaited<ReturnType<typeof planFixture>> | undefined;
+afterEach(async () => {
+  await fx?.cleanup();
+  fx = undefined;
+});
+
+async function uninterruptedDigest(steps = STEPS): Promise<string> {
+  const base = await planFixture(steps);
+  try {
+    const end = await base.cli(['run', base.plan, '--json']);
+    expect(end.code, end.stderr).toBe(0);
+    return base.read(async (s) => (await s.listSnapshots({})).at(-1)!.workspaceDigest);
+  } finally {
+    await base.cleanup();
+  }
+}
+
+async function killedAfterStep(n: number, steps = STEPS) {
+  fx = await planFixture(steps);
+  const first = await fx.cli(['run', fx.plan, '--json'], { BERTH_FAULT: `after:phase.complete:plan-step#${n}` });
+  expect(first.signal, first.stderr).toBe('SIGKILL');
+  const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+  const lease = await fx.read(async (s) => (await s.listLeases({})).find((l) => l.releasedAt === null)!);
+  return { fx, runId, lease };
+}
+
+describe('plan runs resume from their last committed step', { timeout: 180_000 }, () => {
+  it('restores a sandbox removed while the host was down from the newest snapshot, ending with the same workspace', async () => {
+    const expected = await uninterruptedDigest();
+    const { fx, runId, lease } = await killedAfterStep(1);
+    await fx.docker.getContainer(lease.containerId).remove({ force: true });
+    const end = await fx.cli(['resume', runId, '--json']);
+    expect(end.code, end.stderr).toBe(0);
+    const summary = lastJson<Summary>(end);
+    expect(summary.run.state).toBe('completed');
+    const snaps = await fx.read((s) => s.listSnapshots({ runId }));
+    expect(snaps.at(-1)!.workspaceDigest).toBe(expected);
+    const effects = await fx.read((s) => s.listEffects({ runId }));
+    // Step one finished before the kill: it never ran again.
+    expect(effects.map((e) => e.attempts)).toEqual([1, 1, 1]);
+    const leases = await fx.read((s) => s.listLeases({}));
+    expect(leases.length).toBeGreaterThanOrEqual(2);
+  });
+
+  it('needs reconciliation when the snapshot image is gone too, and finishes after an operator restores an older snapshot', async () => {
+    const expected = await uninterruptedDigest();
+    const { fx, runId, lease } = await killedAfterStep(2);
+    await fx.docker.getContainer(lease.containerId).remove({ force: true });
+    const snaps = await fx.read((s) => s.listSnapshots({ runId }));
+    const newest = snaps.at(-1)!;
+    expect(newest.checkpoint).toBe('step:1:two');
+    await fx.docker.getImage(`berth-snapshot:${newest.id}`).remove({ force: true });
+    const parked = await fx.cli(['resume', runId, '--json']);
+    expect(parked.code, parked.stderr).toBe(3);
+    const summary = lastJson<Summary>(parked);
+    expect(summary.run.state).toBe('needs_reconciliation');
+    expect(summary.reason).toContain(`snapshot image missing: ${newest.id}`);
+
+    const older = snaps.find((s) => s.checkpoint === 'step:0:one')!;
+    const done = await fx.cli(['reconcile', runId, '--restore', older.id, '--json']);
+    expect(done.code, done.stderr).toBe(0);
+    expect(lastJson<Summary>(done).run.state).toBe('completed');
+    const transitions = await fx.read((s) => s.listRunTransitions(runId));
+    expect(transitions.slice(-3).map((t) => [t.to, t.actor])).toEqual([
+      ['needs_reconciliation', expect.stringMatching(/^host:/)],
+      ['reconciling', 'user:tester'],
+      ['completed', expect.stringMatching(/^host:/)],
+    ]);
+    const final = await fx.read(async (s) => (await s.listSnapshots({ runId })).at(-1)!);
+    expect(final.workspaceDigest).toBe(expected);
+  });
+
+  it('refuses to continue on a workspace changed while the host was down', async () => {
+    const { fx, runId, lease } = await killedAfterStep(1);
+    const c = fx.docker.getContainer(lease.containerId);
+    const exec = await c.exec({ Cmd: ['sh', '-c', 'echo tampered >> /workspace/out/a'], User: '1000:1000' });
+    await exec.start({ Detach: true });
+    await new Promise((r) => setTimeout(r, 300));
+    const end = await fx.cli(['resume', runId, '--json']);
+    expect(end.code, end.stderr).toBe(3);
+    const summary = lastJson<Summary>(end);
+    expect(summary.run.state).toBe('needs_reconciliation');
+    expect(summary.reason).toMatch(/workspace digest mismatch.*\.\/out\/a/);
+    // Nothing ran after the mismatch was found.
+    const effects = await fx.read((s) => s.listEffects({ runId }));
+    expect(effects).toHaveLength(1);
+  });
+
+  it('records a never step caught in flight as interrupted, never re-runs it, and continues after --accept', async () => {
+    const steps = [STEPS[0]!, { name: 'deploy', run: 'echo deploy >> steps.log', replay: 'never' as const }, STEPS[2]!];
+    fx = await planFixture(steps);
+    const first = await fx.cli(['run', fx.plan, '--json'], { BERTH_FAULT: 'before:phase.complete:plan-step#2' });
+    expect(first.signal).toBe('SIGKILL');
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    const parked = await fx.cli(['resume', runId, '--json']);
+    expect(parked.code, parked.stderr).toBe(3);
+    expect(lastJson<Summary>(parked).reason).toContain('step deploy (replay never) was in flight');
+    const effect = await fx.read(async (s) => (await s.listEffects({ runId })).find((e) => e.id.endsWith(':step:1:g0'))!);
+    expect(effect).toMatchObject({ status: 'unknown', replay: 'never', attempts: 1 });
+
+    const done = await fx.cli(['reconcile', runId, '--accept', '--json']);
+    expect(done.code, done.stderr + done.stdout.slice(-3000)).toBe(0);
+    expect(lastJson<Summary>(done).run.state).toBe('completed');
+    const deploys = await fx.read(async (s) => (await s.listEffects({ runId })).filter((e) => (e.intent as { step: string }).step === 'deploy'));
+    expect(deploys).toHaveLength(1);
+    expect(deploys[0]).toMatchObject({ status: 'confirmed', attempts: 1, receipt: { resolvedBy: 'user:tester', decision: 'accept' } });
+    const tasks = await fx.read((s) => s.listTasks({ runId }));
+    expect(tasks.filter((t) => t.kind === 'plan-step').map((t) => t.outcome)).toEqual(['ok', 'interrupted', 'ok']);
+  });
+});

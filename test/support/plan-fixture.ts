@@ -1,0 +1,91 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type Dockerode from 'dockerode';
+import { openSqliteStore } from '../../host/store';
+import { bundleScript } from './bundle-script';
+import { runNode, type ChildEnd } from './child';
+import { requireEngine, requireTinyImage } from './docker-engine';
+
+let cliScript: Promise<string> | undefined;
+/** The `berth` CLI bundled once per test file, so each start costs a plain `node` start. */
+export function bundledCli(): Promise<string> {
+  cliScript ??= bundleScript(join(process.cwd(), 'host', 'cli', 'main.ts'));
+  return cliScript;
+}
+
+export interface PlanStepDef {
+  name: string;
+  run: string;
+  replay?: 'safe' | 'never';
+}
+
+/**
+ * A plan on berth/tiny in its own temp dir with its own store and host id (so one test's sweeper
+ * never takes another test's containers). `cleanup` removes containers and snapshot images it made.
+ */
+export async function planFixture(steps: PlanStepDef[], files: Record<string, string> = { 'README': 'fixture\n' }) {
+  const docker = await requireEngine();
+  const image = await requireTinyImage(docker);
+  const dir = mkdtempSync(join(tmpdir(), 'berth-plan-'));
+  mkdirSync(join(dir, 'ws'));
+  for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, 'ws', name), text);
+  writeFileSync(
+    join(dir, 'env.yaml'),
+    `kernel: { name: berth, version: 0.1.0, compatible: ">=0.1.0 <0.2.0" }\nimage: { ref: "berth/tiny:latest", digest: "${image}" }\nresources: { memoryMb: 256, commandTimeoutS: 120 }\nlease: { ttlS: 600, heartbeatS: 10 }\n`,
+  );
+  const stepYaml = steps.map((s) => `  - name: ${s.name}\n    run: ${JSON.stringify(s.run)}\n    replay: ${s.replay ?? 'safe'}`).join('\n');
+  writeFileSync(join(dir, 'plan.yaml'), `name: fixture\nenvironment: env.yaml\nworkspace: ws\nsteps:\n${stepYaml}\n`);
+  const hostId = `test-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
+  const store = join(dir, 'berth.db');
+  const script = await bundledCli();
+  const cli = (args: string[], env: Record<string, string> = {}): Promise<ChildEnd> =>
+    runNode(script, [...args, '--store', store], { BERTH_HOST_ID: hostId, BERTH_OPERATOR: 'tester', ...env }, Number(process.env.BERTH_TEST_CLI_TIMEOUT_MS ?? 180_000));
+  return {
+    dir,
+    docker,
+    hostId,
+    store,
+    plan: join(dir, 'plan.yaml'),
+    cli,
+    /** The store's view, opened for one read and closed again. */
+    async read<T>(fn: (s: ReturnType<typeof openSqliteStore>) => Promise<T>): Promise<T> {
+      const s = openSqliteStore(store);
+      try {
+        return await fn(s);
+      } finally {
+        await s.close();
+      }
+    },
+    async cleanup() {
+      await removeHostArtifacts(docker, hostId);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Removes every container and snapshot image labelled with the host id; prints what it removed when asked. */
+export async function removeHostArtifacts(docker: Dockerode, hostId: string): Promise<void> {
+  for (const c of await docker.listContainers({ all: true, filters: { label: [`berth.host=${hostId}`] } })) {
+    await docker.getContainer(c.Id).remove({ force: true }).catch(() => {});
+  }
+  // Only snapshot tags: a forced removal by id would also take any other tag on the same image.
+  for (const img of await docker.listImages({ filters: { label: [`berth.host=${hostId}`] } })) {
+    for (const tag of img.RepoTags ?? []) if (tag.startsWith('berth-snapshot:')) await docker.getImage(tag).remove().catch(() => {});
+  }
+}
+
+/** The JSON a `--json` command printed last on stdout. */
+export function lastJson<T>(end: ChildEnd): T {
+  const lines = end.stdout.trim().split('\n');
+  for (let i = lines.length - 1; i >= 0; i--) {
+    if (lines[i]!.startsWith('{') || lines[i]!.startsWith('[')) {
+      try {
+        return JSON.parse(lines.slice(i).join('\n')) as T;
+      } catch {
+        // a multi-line JSON value starts further up
+      }
+    }
+  }
+  throw new Error(`no JSON on stdout:\n${end.stdout}\n${end.stderr}`);
+}
