@@ -30,6 +30,8 @@ export class DiskGuard {
   private lastCostMs = 0;
   private measureStartedAt = -Infinity;
   private inflight: Promise<number> | undefined;
+  /** The walk of `inflight` starts no earlier than this. */
+  private inflightSince = -Infinity;
 
   constructor(
     private readonly container: Dockerode.Container,
@@ -74,12 +76,26 @@ export class DiskGuard {
     return Math.max(this.minIntervalMs, this.lastCostMs * 10);
   }
 
-  /** Measures now; concurrent callers share one engine call. */
-  measure(): Promise<number> {
-    this.inflight ??= this.doMeasure().finally(() => {
-      this.inflight = undefined;
-    });
-    return this.inflight;
+  /**
+   * Measures the layer; concurrent callers share one engine call. `freshAfter` (a
+   * `performance.now()` instant) refuses a measurement that began earlier: the check after a
+   * command must not take a walk that started while the command was still writing or deleting.
+   */
+  measure(freshAfter = -Infinity): Promise<number> {
+    if (this.inflight && this.inflightSince >= freshAfter) return this.inflight;
+    const previous = this.inflight ?? Promise.resolve(0);
+    const next = previous.catch(() => 0).then(() => this.doMeasure());
+    this.inflight = next;
+    this.inflightSince = performance.now();
+    void next.then(
+      () => this.settled(next),
+      () => this.settled(next),
+    );
+    return next;
+  }
+
+  private settled(p: Promise<number>): void {
+    if (this.inflight === p) this.inflight = undefined;
   }
 
   private async doMeasure(): Promise<number> {

@@ -62,7 +62,7 @@ export async function settleOutcome(
   host.disk.noteRunTime(run.startedAt, run.endedAt);
   let diskExceeded = run.reason === 'disk' || exitCode === SIGXFSZ_EXIT;
   if (!diskExceeded && host.disk.mayExceed()) {
-    diskExceeded = (await host.disk.measure().catch(() => 0)) > host.disk.limitBytes;
+    diskExceeded = (await host.disk.measure(run.endedAt).catch(() => 0)) > host.disk.limitBytes;
   }
   return { exitCode: exitCode ?? -1, oomKilled, pidsLimited, diskExceeded };
 }
