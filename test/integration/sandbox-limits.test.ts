@@ -52,6 +52,7 @@ describe('sandbox limits', () => {
   test('cpus 0.5 holds two busy processes to about half a CPU second per wall second', async ({ sandbox }) => {
     await using lease = await sandbox.host.lease(sandbox.spec({ resources: { cpus: 0.5 } }), { sessionId: 's' });
     const script = `
+      stat0=$(cat /sys/fs/cgroup/cpu/cpu.stat)
       read a </sys/fs/cgroup/cpuacct/cpuacct.usage
       read t0 _ </proc/uptime
       (while :; do :; done) & p1=$!
@@ -60,17 +61,31 @@ describe('sandbox limits', () => {
       kill $p1 $p2
       read b </sys/fs/cgroup/cpuacct/cpuacct.usage
       read t1 _ </proc/uptime
-      echo "$a $b $t0 $t1"`;
+      while read k v; do
+        case "$k" in nr_periods) per0=$v ;; nr_throttled) thr0=$v ;; esac
+      done <<EOF2
+$stat0
+EOF2
+      while read k v; do
+        case "$k" in nr_periods) per1=$v ;; nr_throttled) thr1=$v ;; esac
+      done </sys/fs/cgroup/cpu/cpu.stat
+      echo "$a $b $t0 $t1 $((per1 - per0)) $((thr1 - thr0))"`;
     const r = await lease.exec(script);
     expect(r.exitCode).toBe(0);
-    const [a, b, t0, t1] = r.stdout.trim().split(' ').map(Number) as [number, number, number, number];
+    const [a, b, t0, t1, periods, throttled] = r.stdout.trim().split(' ').map(Number) as [number, number, number, number, number, number];
+    // The CFS quota is what held them back: a busy machine alone does not throttle.
+    expect(throttled).toBeGreaterThan(0);
     const cpuS = (b - a) / 1e9;
     const wallS = t1 - t0;
     expect(wallS).toBeGreaterThan(1.9);
     const ratio = cpuS / wallS;
-    console.info(`cpus 0.5: ${cpuS.toFixed(3)} CPU s over ${wallS.toFixed(2)} s wall = ${ratio.toFixed(3)}`);
-    expect(ratio).toBeGreaterThan(0.5 * 0.7);
+    const bound = throttled / periods;
+    console.info(`cpus 0.5: ${cpuS.toFixed(3)} CPU s over ${wallS.toFixed(2)} s wall = ${ratio.toFixed(3)}; quota reached in ${throttled}/${periods} periods`);
     expect(ratio).toBeLessThan(0.5 * 1.3);
+    // The lower bound needs CPU to spare: when other load kept the group below its quota in more
+    // than a fifth of the periods, what it got says nothing about the limit.
+    if (bound >= 0.8) expect(ratio).toBeGreaterThan(0.5 * 0.7);
+    else console.warn(`cpus 0.5: machine too busy to check the lower bound (quota reached in ${(bound * 100).toFixed(0)}% of periods)`);
   });
 
   test('network none: only loopback, no route anywhere', async ({ sandbox }) => {
