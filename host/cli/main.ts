@@ -21,7 +21,7 @@ const USAGE = `usage: berth <command> [options]
   reconcile RUN (--restore SNAPSHOT | --accept | --fail)
                            decide a run that needs reconciliation, then continue it
   cancel RUN               cancel a run durably
-  gc                       remove this host's leftover sandbox containers
+  gc [--keep N]            remove this host's leftover containers; keep N snapshots per session (default 5)
   env validate FILE        check an environment manifest
   env lock FILE            pin the manifest's image to the local image id
 
@@ -38,6 +38,7 @@ interface Flags {
   accept: boolean;
   fail: boolean;
   'request-id'?: string;
+  keep?: string;
 }
 
 const need = (args: string[], n: number, what: string) => {
@@ -48,7 +49,10 @@ const need = (args: string[], n: number, what: string) => {
 const commands: Record<string, Handler> = {
   status: (ctx) => status(ctx()),
   show: (ctx, args) => show(ctx(), need(args, 1, 'RUN')[0]!),
-  gc: (ctx) => gc(ctx()),
+  gc: (ctx, _args, flags) => {
+    if (flags.keep !== undefined && !/^\d+$/.test(flags.keep)) throw new BerthError('usage', `--keep expects a whole number of snapshots, found "${flags.keep}"`);
+    return gc(ctx(), flags.keep === undefined ? undefined : Number(flags.keep));
+  },
   run: (ctx, args, flags) => runPlan(ctx(), need(args, 1, 'PLAN')[0]!, flags['request-id']),
   resume: (ctx, args) => resumeRun(ctx(), need(args, 1, 'RUN')[0]!),
   reconcile: (ctx, args, flags) => reconcileRun(ctx(), need(args, 1, 'RUN')[0]!, flags),
@@ -75,6 +79,7 @@ export async function main(argv: string[]): Promise<number> {
         accept: { type: 'boolean', default: false },
         fail: { type: 'boolean', default: false },
         'request-id': { type: 'string' },
+        keep: { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
     });

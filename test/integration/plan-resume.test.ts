@@ -121,3 +121,35 @@ describe('plan runs resume from their last committed step', { timeout: 180_000 }
     expect(tasks.filter((t) => t.kind === 'plan-step').map((t) => t.outcome)).toEqual(['ok', 'interrupted', 'ok']);
   });
 });
+
+describe('snapshot retention', { timeout: 180_000 }, () => {
+  it('keeps the newest snapshots of a finished run and never prunes those of a run waiting for reconciliation', async () => {
+    fx = await planFixture(STEPS);
+    // A second run in its own session is left waiting for an operator.
+    const parkedPlan = await planFixture([STEPS[0]!, { name: 'deploy', run: 'echo deploy', replay: 'never' }]);
+    try {
+      const done = await fx.cli(['run', fx.plan, '--json']);
+      expect(done.code, done.stderr).toBe(0);
+      const gc = await fx.cli(['gc', '--keep', '2', '--json']);
+      expect(gc.code, gc.stderr).toBe(0);
+      const snaps = await fx.read((s) => s.listSnapshots({}));
+      expect(snaps.map((s) => s.prunedAt === null)).toEqual([false, false, true, true]);
+      for (const s of snaps) {
+        const tagged = await fx.docker.getImage(`berth-snapshot:${s.id}`).inspect().then(() => true, () => false);
+        expect(tagged).toBe(s.prunedAt === null);
+      }
+      expect((await fx.cli(['gc', '--keep', 'all'])).code).toBe(2);
+
+      const killed = await parkedPlan.cli(['run', parkedPlan.plan], { BERTH_FAULT: 'before:phase.complete:plan-step#2' });
+      expect(killed.signal).toBe('SIGKILL');
+      const runId = await parkedPlan.read(async (s) => (await s.listRuns())[0]!.id);
+      expect((await parkedPlan.cli(['resume', runId])).code).toBe(3);
+      expect((await parkedPlan.cli(['gc', '--keep', '0'])).code).toBe(0);
+      const kept = await parkedPlan.read((s) => s.listSnapshots({}));
+      expect(kept.length).toBeGreaterThan(0);
+      expect(kept.every((s) => s.prunedAt === null)).toBe(true);
+    } finally {
+      await parkedPlan.cleanup();
+    }
+  });
+});

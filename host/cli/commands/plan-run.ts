@@ -1,6 +1,7 @@
 import { userInfo } from 'node:os';
 import { BerthError } from '../../errors';
-import type { Json, Run } from '../../model';
+import { isFinalRunState, type Json, type Run } from '../../model';
+import { pruneSnapshots } from '../../snapshot';
 import type { EffectWrite } from '../../store';
 import { loadPlan, submitPlan, type PlanRunInput, type StepResult } from '../../plan';
 import { snapshotEngine } from '../../sandbox';
@@ -50,8 +51,18 @@ async function drive(ctx: CliContext, rt: HostRuntime, runId: string): Promise<n
     process.off('SIGTERM', onSignal);
   }
   await rt.kernel.stop();
+  if (isFinalRunState(run.state)) await prune(ctx, run);
   await summary(ctx, run);
   return run.state === 'completed' ? 0 : run.state === 'needs_reconciliation' ? 3 : 1;
+}
+
+/** Retention at the end of a run: the environment's `snapshot.keepLast` per session. */
+async function prune(ctx: CliContext, run: Run): Promise<void> {
+  const root = run.rootTaskId ? await ctx.store.getTask(run.rootTaskId) : undefined;
+  const keepLast = (root?.input as unknown as PlanRunInput | undefined)?.environment.snapshot.keepLast;
+  if (keepLast === undefined) return;
+  const engine = snapshotEngine(ctx.docker);
+  await pruneSnapshots({ store: ctx.store, removeSnapshot: engine.removeSnapshot, clock: ctx.clock, logger: ctx.logger }, { keepLast, sessionId: run.sessionId });
 }
 
 async function summary(ctx: CliContext, run: Run): Promise<void> {

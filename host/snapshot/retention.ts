@@ -1,0 +1,43 @@
+import type { Logger } from 'pino';
+import { isFinalRunState, type Snapshot } from '../model';
+import type { Store } from '../store';
+import type { Clock } from '../support';
+
+export interface PruneDeps {
+  store: Store;
+  removeSnapshot(tag: string): Promise<'removed' | 'untagged' | 'absent'>;
+  clock: Clock;
+  logger: Logger;
+}
+
+/**
+ * Keeps the newest `keepLast` snapshots of each session and removes the rest, except that a
+ * snapshot of a run that has not finished is never pruned: reconciliation may restore any of them.
+ * Records stay (marked pruned) so that history still says what existed.
+ */
+export async function pruneSnapshots(d: PruneDeps, opts: { keepLast: number; sessionId?: string }): Promise<Snapshot[]> {
+  const all = (await d.store.listSnapshots(opts.sessionId ? { sessionId: opts.sessionId } : {})).filter((s) => s.prunedAt === null);
+  const finished = new Map<string, boolean>();
+  const isFinished = async (runId: string | null) => {
+    if (runId === null) return true;
+    if (!finished.has(runId)) {
+      const run = await d.store.getRun(runId);
+      finished.set(runId, run ? isFinalRunState(run.state) : true);
+    }
+    return finished.get(runId)!;
+  };
+  const bySession = new Map<string, Snapshot[]>();
+  for (const s of all) bySession.set(s.sessionId, [...(bySession.get(s.sessionId) ?? []), s]);
+  const pruned: Snapshot[] = [];
+  for (const list of bySession.values()) {
+    const newestFirst = [...list].sort((a, b) => b.commitSeq - a.commitSeq || b.createdAt - a.createdAt);
+    for (const s of newestFirst.slice(Math.max(0, opts.keepLast))) {
+      if (!(await isFinished(s.runId))) continue;
+      const outcome = await d.removeSnapshot(s.id);
+      await d.store.markSnapshotPruned(s.id, d.clock.now());
+      d.logger.info({ snapshotId: s.id, imageId: s.imageId, outcome }, 'snapshot pruned');
+      pruned.push(s);
+    }
+  }
+  return pruned;
+}
