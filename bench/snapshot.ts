@@ -1,0 +1,173 @@
+/**
+ * snapshot: the cost of snapshots and resume, each against a baseline measured in the same run:
+ *
+ * - delta_after_history_vs_fresh: a snapshot after a 1 MB change that follows 100 MB of earlier
+ *   (snapshotted) changes vs one after a 1 MB change on a fresh container;
+ * - vs_docker_commit: Berth's snapshot of a 1 MB change (digest + commit + manifest) vs a raw
+ *   `docker commit` of the same change;
+ * - resume_10k_vs_1k: opening the store and starting the kernel until the first phase runs
+ *   (sandbox alive, verified, digest checked) with 10,000 entries vs 1,000;
+ * - restore_vs_raw: restoring a sandbox from a snapshot (lease from its image, digest verified)
+ *   vs raw create + start from that image with the same options.
+ */
+import Dockerode from 'dockerode';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { parseEnvironment, type Environment } from '../environment';
+import { DocumentTypes, HandlerRegistry, Kernel } from '../host/kernel';
+import { PlanSandbox } from '../host/plan';
+import { containerCreateOptions, SandboxHost, snapshotEngine, type Lease } from '../host/sandbox';
+import { Snapshotter } from '../host/snapshot';
+import { openSqliteStore, type Store } from '../host/store';
+import { newId, systemClock } from '../host/support';
+import type { Report } from './run';
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const ROUNDS = 5;
+const logger = pino({ level: 'silent' });
+const hostId = `bench-${process.pid}`;
+
+async function time<T>(f: () => Promise<T>): Promise<[number, T]> {
+  const t0 = performance.now();
+  const v = await f();
+  return [performance.now() - t0, v];
+}
+
+async function write(lease: Lease, path: string, mb: number) {
+  const r = await lease.exec(['sh', '-c', `head -c ${mb * 1024 * 1024} /dev/urandom > ${path}`], { timeoutMs: 120_000 });
+  if (r.exitCode !== 0) throw new Error(`write failed: ${r.stderr}`);
+}
+
+export default async function snapshotBench(report: Report): Promise<void> {
+  const docker = new Dockerode();
+  const dir = mkdtempSync(join(tmpdir(), 'berth-bench-snap-'));
+  const store = openSqliteStore(join(dir, 'bench.db'));
+  const image = (await docker.getImage('berth/tiny:latest').inspect()).Id;
+  const env: Environment = parseEnvironment(
+    `kernel: { name: berth, version: 0.1.0, compatible: ">=0.1.0 <0.2.0" }\nimage: { ref: "berth/tiny:latest", digest: "${image}" }\nresources: { memoryMb: 512, diskMb: 4096 }\n`,
+    'bench-env.yaml',
+  );
+  const sandbox = new SandboxHost({ docker, records: store, clock: systemClock, logger, hostId });
+  const engine = snapshotEngine(docker);
+  const snapshots = new Snapshotter({ engine, store, logger });
+  const plan = new PlanSandbox({ store, sandbox, snapshots, imageExists: engine.imageExists, clock: systemClock, logger });
+  const session = 'bench';
+  const tags: string[] = [];
+  const snap = async (lease: Lease, runId: string) => {
+    const [ms, s] = await time(() => plan.snapshot(runId, session, env, lease, 'bench', null, AbortSignal.timeout(120_000)));
+    tags.push(s.record.id);
+    return { ms, s };
+  };
+  try {
+    // 1. delta after history vs fresh, and vs raw docker commit.
+    const fresh: number[] = [];
+    const afterHistory: number[] = [];
+    const berth: number[] = [];
+    const raw: number[] = [];
+    for (let i = 0; i < ROUNDS; i++) {
+      const a = await plan.leaseFresh(`fresh-${i}`, session, env, AbortSignal.timeout(60_000));
+      await write(a, '/workspace/one', 1);
+      const f = await snap(a, `fresh-${i}`);
+      fresh.push(f.ms);
+      berth.push(f.ms);
+      await plan.finish(`fresh-${i}`);
+
+      const b = await plan.leaseFresh(`hist-${i}`, session, env, AbortSignal.timeout(60_000));
+      for (let k = 0; k < 10; k++) await write(b, `/workspace/h${k}`, 10);
+      const h = await snap(b, `hist-${i}`);
+      const current = plan.held(`hist-${i}`) ?? h.s.lease;
+      await write(current, '/workspace/one', 1);
+      afterHistory.push((await snap(current, `hist-${i}`)).ms);
+      await plan.finish(`hist-${i}`);
+
+      const c = await sandbox.lease(plan.spec(env), { sessionId: session });
+      await write(c, '/workspace/one', 1);
+      const [ms, res] = await time(() => docker.getContainer(c.containerId).commit({ repo: 'berth-bench', tag: `raw-${i}`, pause: true }) as Promise<{ Id: string }>);
+      raw.push(ms);
+      await docker.getImage(res.Id).remove({ force: true });
+      await c.release();
+    }
+    report('delta_after_history_vs_fresh', median(afterHistory) / median(fresh), 'ratio');
+    report('vs_docker_commit', median(berth) / median(raw), 'ratio');
+    report('fresh_1mb_snapshot_ms', median(fresh), 'absolute');
+
+    // 2. resume with 10k vs 1k entries.
+    const resumeMs = async (entries: number) => {
+      const path = join(dir, `resume-${entries}.db`);
+      const s = openSqliteStore(path);
+      await s.commit({ sessionId: 'r', label: 'seed', createSession: {} });
+      for (let i = 0; i < entries; i += 500) {
+        await s.commit({ sessionId: 'r', label: 'entries', entries: Array.from({ length: 500 }, (_, j) => ({ id: newId('ent'), kind: 'tool.result', body: { i: i + j, text: 'x'.repeat(200) } })) });
+      }
+      const lease = await plan.leaseFresh(`resume-${entries}`, 'r', env, AbortSignal.timeout(60_000));
+      await write(lease, '/workspace/state', 1);
+      const digest = await plan.digest(lease, env, AbortSignal.timeout(60_000));
+      await s.commit({ sessionId: 'r', label: 'task', tasks: [{ id: 'task_r', runId: null, parentId: null, kind: 'probe', kindVersion: 1, phase: 'go', input: {}, status: 'running' }] });
+      await s.close();
+      const samples: number[] = [];
+      for (let round = 0; round < ROUNDS; round++) {
+        const t0 = performance.now();
+        const reopened = openSqliteStore(path);
+        const fresh = new PlanSandbox({ store: reopened, sandbox, snapshots: new Snapshotter({ engine, store: reopened, logger }), imageExists: engine.imageExists, clock: systemClock, logger });
+        let started = 0;
+        const registry = new HandlerRegistry();
+        registry.register({
+          kind: 'probe',
+          version: 1,
+          initialPhase: 'go',
+          phases: {
+            go: async (ctx) => {
+              const e = await fresh.ensure('resume', 'r', env, { leaseId: lease.id, snapshotId: null, workspaceDigest: digest }, { inFlight: false, replay: 'safe', signal: ctx.signal });
+              if (e.kind !== 'ok') throw new Error(`resume did not continue: ${e.reason}`);
+              started = performance.now();
+              return new Promise(() => {});
+            },
+          },
+        });
+        const kernel = new Kernel({ store: reopened, registry, documents: new DocumentTypes(), clock: systemClock, logger, hostId, pollMs: 60_000 });
+        await kernel.start();
+        while (!started) await new Promise((r) => setTimeout(r, 1));
+        samples.push(started - t0);
+        await kernel.stop().catch(() => {});
+        await reopened.close();
+      }
+      await plan.finish(`resume-${entries}`);
+      return median(samples);
+    };
+    const small = await resumeMs(1_000);
+    const big = await resumeMs(10_000);
+    report('resume_10k_vs_1k', big / small, 'ratio');
+    report('resume_10k_ms', big, 'absolute');
+
+    // 3. restore vs raw create + start from the snapshot image.
+    const base = await plan.leaseFresh('restore', session, env, AbortSignal.timeout(60_000));
+    await write(base, '/workspace/data', 5);
+    const { s } = await snap(base, 'restore');
+    await plan.finish('restore');
+    const restore: number[] = [];
+    const rawStart: number[] = [];
+    for (let i = 0; i < ROUNDS; i++) {
+      const [ms, e] = await time(() => plan.restore(`restore-${i}`, session, env, s.record.id, AbortSignal.timeout(60_000)));
+      if (e.kind !== 'ok') throw new Error(e.reason);
+      restore.push(ms);
+      await plan.finish(`restore-${i}`);
+      const opts = containerCreateOptions({ ...plan.spec(env), imageDigest: s.record.imageId }, { 'berth.host': hostId, 'berth.bench': '1' });
+      const [rms, c] = await time(async () => {
+        const c = await docker.createContainer(opts);
+        await c.start();
+        return c;
+      });
+      rawStart.push(rms);
+      await c.remove({ force: true });
+    }
+    report('restore_vs_raw', median(restore) / median(rawStart), 'ratio');
+  } finally {
+    for (const t of tags.reverse()) await engine.removeSnapshot(t).catch(() => {});
+    for (const c of await docker.listContainers({ all: true, filters: { label: [`berth.host=${hostId}`] } })) await docker.getContainer(c.Id).remove({ force: true }).catch(() => {});
+    await sandbox.close();
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
