@@ -155,16 +155,20 @@ export class Kernel {
   }
 
   private async pump(): Promise<void> {
-    while (this.dirty.size > 0 && !this.stopping) {
-      const [id] = this.dirty;
-      this.dirty.delete(id!);
-      try {
-        await this.examine(id!);
-      } catch (err) {
-        this.o.logger.error({ taskId: id, err }, 'examining task failed');
+    // A task marked dirty while armTimer awaits finds `pumping` still set and starts no pump of
+    // its own; looping until the set is empty keeps it from waiting for the next poll.
+    do {
+      while (this.dirty.size > 0 && !this.stopping) {
+        const [id] = this.dirty;
+        this.dirty.delete(id!);
+        try {
+          await this.examine(id!);
+        } catch (err) {
+          this.o.logger.error({ taskId: id, err }, 'examining task failed');
+        }
       }
-    }
-    await this.armTimer();
+      await this.armTimer();
+    } while (this.dirty.size > 0 && !this.stopping);
   }
 
   private async examine(id: string): Promise<void> {
