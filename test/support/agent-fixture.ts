@@ -3,27 +3,18 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Dockerode from 'dockerode';
 import pino from 'pino';
-import { EnvironmentSchema, type Environment } from '../../environment';
 import { submitAgentRun, type AgentLiveEvent, type AgentSettingsInput } from '../../host/agent';
 import { createHostRuntime, type HostRuntime } from '../../host/runtime/host-runtime';
 import { createSandboxHost, snapshotEngine, type SandboxHost } from '../../host/sandbox';
 import { openSqliteStore } from '../../host/store';
 import { systemClock } from '../../host/support';
 import { newId } from '../../host/support/ids';
+import { tinyEnvironment } from './agent-environment';
 import { requireEngine, requireTinyImage } from './docker-engine';
 import { startModelServer, type ModelServer, type ScriptedTurn } from './model-server';
 import { removeHostArtifacts } from './plan-fixture';
 
-/** An environment on berth/tiny; `snapshot` picks the snapshot policy. */
-export function tinyEnvironment(imageId: string, over: { snapshot?: 'after-each-step' | 'never'; commandTimeoutS?: number } = {}): Environment & { image: { digest: string } } {
-  return EnvironmentSchema.parse({
-    kernel: { name: 'berth', version: '0.1.0', compatible: '>=0.1.0 <0.2.0' },
-    image: { ref: 'berth/tiny:latest', digest: imageId },
-    resources: { memoryMb: 256, commandTimeoutS: over.commandTimeoutS ?? 60 },
-    lease: { ttlS: 900, heartbeatS: 30 },
-    snapshot: { policy: over.snapshot ?? 'never' },
-  }) as Environment & { image: { digest: string } };
-}
+export { tinyEnvironment };
 
 export interface AgentWorld {
   dir: string;

@@ -1,0 +1,49 @@
+/**
+ * The five-email example as a program: sends one notice to every recipient through the email
+ * service at SERVICE_URL, durably, and prints the summary as one JSON line.
+ *
+ *   npx tsx examples/notify/run-notify.ts STORE SERVICE_URL [--concurrency N] [--request-id ID]
+ *
+ * Run it again with the same store after a crash (or SIGKILL): the same request id continues the
+ * same run, reusing committed receipts, confirming an email caught in flight by lookup and
+ * sending only what the service never accepted.
+ */
+import { parseArgs } from 'node:util';
+import pino from 'pino';
+import { createTaskHost } from '../../host/agent/custom-tasks';
+import { openSqliteStore } from '../../host/store';
+import { systemClock } from '../../host/support';
+import { httpEmailClient } from './email-client';
+import { notifyExtension, SEND_NOTICES, type NoticeInput } from './notify-tasks';
+
+const { values, positionals } = parseArgs({ allowPositionals: true, options: { concurrency: { type: 'string', default: '4' }, 'request-id': { type: 'string', default: 'notice-2026-10' } } });
+const [storePath, serviceUrl] = positionals;
+if (!storePath || !serviceUrl) {
+  process.stderr.write('usage: run-notify STORE SERVICE_URL [--concurrency N] [--request-id ID]\n');
+  process.exit(2);
+}
+
+const notice: NoticeInput = {
+  noticeId: 'notice-2026-10',
+  subject: 'Scheduled maintenance on October 12',
+  body: 'Our service will be unavailable from 02:00 to 04:00 UTC on October 12.',
+  recipients: ['customer-1@example.com', 'customer-2@example.com', 'customer-3@example.com', 'customer-4@example.com', 'customer-5@example.com'],
+};
+
+const store = openSqliteStore(storePath);
+const host = createTaskHost({
+  store,
+  clock: systemClock,
+  logger: pino({ level: process.env.BERTH_LOG_LEVEL ?? 'warn' }, pino.destination(2)),
+  hostId: `notify-${process.pid}`,
+  concurrency: Number(values.concurrency),
+  extensions: [notifyExtension(httpEmailClient(serviceUrl))],
+});
+await host.kernel.start();
+const { run } = await host.start({ kind: SEND_NOTICES, input: notice, requestId: values['request-id'] });
+const settled = await host.kernel.waitForRun(run.id);
+const root = await store.getTask(run.rootTaskId!);
+await host.kernel.stop();
+await store.close();
+process.stdout.write(`${JSON.stringify({ runId: run.id, state: settled.state, result: root?.result ?? null })}\n`);
+process.exit(settled.state === 'completed' ? 0 : 1);

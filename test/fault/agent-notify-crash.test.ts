@@ -1,0 +1,118 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { EmailResult } from '../../examples/notify/notify-tasks';
+import { openSqliteStore } from '../../host/store';
+import { bundleScript } from '../support/bundle-script';
+import { runNode } from '../support/child';
+import { startEmailService } from '../support/email-service';
+
+let script: string;
+const dirs: string[] = [];
+const newDb = () => {
+  const d = mkdtempSync(join(tmpdir(), 'berth-notify-'));
+  dirs.push(d);
+  return { dir: d, db: join(d, 'notify.db') };
+};
+
+beforeAll(async () => {
+  script = await bundleScript(join(process.cwd(), 'examples', 'notify', 'run-notify.ts'));
+});
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  if (script) rmSync(script, { force: true });
+});
+
+const OPS = [1, 2, 3, 4, 5].map((i) => `notice-2026-10-${i}`);
+
+async function read<T>(db: string, f: (s: ReturnType<typeof openSqliteStore>) => Promise<T>): Promise<T> {
+  const s = openSqliteStore(db);
+  try {
+    return await f(s);
+  } finally {
+    await s.close();
+  }
+}
+
+describe('five emails with a crash after the fourth is accepted', () => {
+  it('reuses the three committed receipts, confirms the fourth (accepted, receipt lost) by lookup instead of sending it again, sends the fifth, and accepts each operation once', async () => {
+    const svc = await startEmailService();
+    try {
+      const { db } = newDb();
+      // One email at a time, as in the story: when the host dies, three receipts are committed,
+      // the fourth email is accepted by the service but its receipt is not, the fifth has not started.
+      const first = await runNode(script, [db, svc.url, '--concurrency', '1'], { BERTH_FAULT: 'before:phase.complete:send-notice#4' });
+      expect(first.signal).toBe('SIGKILL');
+      const acceptedAtCrash = Object.keys(svc.counts().accepted);
+      expect(acceptedAtCrash).toHaveLength(4);
+      const atCrash = await read(db, async (s) => {
+        const tasks = (await s.listTasks()).filter((t) => t.kind === 'send-notice');
+        const effects = await s.listEffects({});
+        return { tasks: tasks.map((t) => `${t.status}:${t.phase}`).sort(), effects: Object.fromEntries(effects.map((e) => [e.id.replace('email:', ''), e.status])) };
+      });
+      expect(atCrash.tasks).toEqual(['pending:send', 'running:send', 'terminal:send', 'terminal:send', 'terminal:send']);
+      const inFlight = Object.entries(atCrash.effects).find(([, st]) => st === 'executing')![0];
+      const committed = Object.entries(atCrash.effects).filter(([, st]) => st === 'confirmed').map(([op]) => op);
+      const notStarted = OPS.find((o) => !(o in atCrash.effects))!;
+      expect(committed).toHaveLength(3);
+      expect(acceptedAtCrash.sort()).toEqual([...committed, inFlight].sort());
+
+      const second = await runNode(script, [db, svc.url, '--concurrency', '1']);
+      expect(second.code).toBe(0);
+      const out = JSON.parse(second.stdout.trim()) as { state: string; result: { sent: number; emails: EmailResult[] } };
+      expect(out.state).toBe('completed');
+      expect(out.result.sent).toBe(5);
+      const how = Object.fromEntries(out.result.emails.map((e) => [e.operationId, e.how]));
+      expect(how[inFlight]).toBe('confirmed-by-lookup');
+      expect(how[notStarted]).toBe('sent');
+      for (const op of committed) expect(how[op]).toBe('sent');
+      const c = svc.counts();
+      expect(c.accepted).toEqual(Object.fromEntries(OPS.map((o) => [o, 1])));
+      expect(c.sendCalls).toEqual(Object.fromEntries(OPS.map((o) => [o, 1])));
+      expect(c.lookups).toEqual({ [inFlight]: 1 });
+      const receipts = await read(db, async (s) => {
+        const doc = (await s.listDocuments({})).find((d) => d.type === 'notify.recipient-plan')!;
+        return doc.ops.flatMap((o) => (o.op ? [(o.op as { receipt: { operationId: string } }).receipt.operationId] : [])).sort();
+      });
+      expect(receipts).toEqual(OPS);
+    } finally {
+      await svc.close();
+    }
+  });
+
+  it('accepts each operation exactly once and confirms all five whatever commit the host dies before', async () => {
+    const svc = await startEmailService();
+    try {
+      const base = newDb();
+      const log = join(base.dir, 'faults.log');
+      const clean = await runNode(script, [base.db, svc.url, '--request-id', 'base'], { BERTH_FAULT_LOG: log });
+      expect(clean.code).toBe(0);
+      const names = readFileSync(log, 'utf8').trim().split('\n').map((l) => l.split(' ')[1]!);
+      const seen = new Map<string, number>();
+      // Before each commit: the store holds everything up to the previous one, and any send in between has happened.
+      const targets = names.map((n) => `${n}#${(seen.set(n, (seen.get(n) ?? 0) + 1), seen.get(n))}`).filter((k) => k.startsWith('before:'));
+      const failures: string[] = [];
+      const queue = [...targets];
+      let i = 0;
+      await Promise.all(
+        Array.from({ length: 3 }, async () => {
+          for (let k = queue.shift(); k !== undefined; k = queue.shift()) {
+            const { db } = newDb();
+            const requestId = `kill-${i++}`;
+            const a = await runNode(script, [db, svc.url, '--request-id', requestId], { BERTH_FAULT: k });
+            const b = a.signal === 'SIGKILL' ? await runNode(script, [db, svc.url, '--request-id', requestId]) : a;
+            if (a.signal !== 'SIGKILL') failures.push(`${k}: not killed`);
+            const out = JSON.parse(b.stdout.trim() || '{}') as { state?: string; result?: { sent: number } };
+            if (out.state !== 'completed' || out.result?.sent !== 5) failures.push(`${k}: ended ${out.state} with ${out.result?.sent} sent`);
+          }
+        }),
+      );
+      expect(failures).toEqual([]);
+      // Every run (the clean one and one per boundary) shares the service: each operation id was accepted exactly once.
+      expect(svc.counts().accepted).toEqual(Object.fromEntries(OPS.map((o) => [o, 1])));
+    } finally {
+      await svc.close();
+    }
+  }, 300_000);
+});
