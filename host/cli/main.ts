@@ -9,6 +9,8 @@ import { envLock, envValidate } from './commands/env';
 import { gc } from './commands/gc';
 import { show, status } from './commands/runs';
 import { cancelRun, logs, reconcileRun, resumeRun, runPlan } from './commands/plan-run';
+import { agentChat, agentRun, type AgentFlags } from './commands/agent-run';
+import { decide } from './commands/agent-approve';
 import { reportError } from './output';
 
 const USAGE = `usage: berth <command> [options]
@@ -24,6 +26,13 @@ const USAGE = `usage: berth <command> [options]
   gc [--keep N]            remove this host's leftover containers; keep N snapshots per session (default 5)
   env validate FILE        check an environment manifest
   env lock FILE            pin the manifest's image to the local image id
+  agent "TASK" --env FILE [--workspace DIR] [--model M --base-url URL --api-key-env NAME]
+        [--require-approval TOOLS --approval-ttl S --max-turns N]
+                           start a coding-agent run in a sandbox (live output)
+  chat SESSION "MESSAGE"   continue an agent session with another message
+  approve RUN ID [--digest D]
+                           approve a tool call (ID: call id or approval id) waiting for approval
+  deny RUN ID              deny a tool call waiting for approval
 
 options:
   --store PATH             the store (default: $BERTH_STORE or .berth/berth.db)
@@ -31,8 +40,9 @@ options:
 `;
 
 type Handler = (ctx: () => CliContext, args: string[], flags: Flags) => Promise<number>;
-interface Flags {
+interface Flags extends AgentFlags {
   json: boolean;
+  digest?: string;
   store?: string;
   restore?: string;
   accept: boolean;
@@ -58,6 +68,19 @@ const commands: Record<string, Handler> = {
   reconcile: (ctx, args, flags) => reconcileRun(ctx(), need(args, 1, 'RUN')[0]!, flags),
   cancel: (ctx, args) => cancelRun(ctx(), need(args, 1, 'RUN')[0]!),
   logs: (ctx, args) => logs(ctx(), need(args, 1, 'RUN')[0]!),
+  agent: (ctx, args, flags) => agentRun(ctx(), need(args, 1, 'TASK')[0]!, flags),
+  chat: (ctx, args, flags) => {
+    const [session, message] = need(args, 2, 'SESSION and MESSAGE');
+    return agentChat(ctx(), session!, message!, flags);
+  },
+  approve: (ctx, args, flags) => {
+    const [run, id] = need(args, 2, 'RUN and ID');
+    return decide(ctx(), run!, id!, 'approve', flags.digest);
+  },
+  deny: (ctx, args) => {
+    const [run, id] = need(args, 2, 'RUN and ID');
+    return decide(ctx(), run!, id!, 'deny');
+  },
   env: async (ctx, args, flags) => {
     const [sub, file] = need(args, 2, 'env subcommand and FILE');
     if (sub === 'validate') return envValidate(file!, flags.json);
@@ -80,6 +103,15 @@ export async function main(argv: string[]): Promise<number> {
         fail: { type: 'boolean', default: false },
         'request-id': { type: 'string' },
         keep: { type: 'string' },
+        env: { type: 'string' },
+        workspace: { type: 'string' },
+        model: { type: 'string' },
+        'base-url': { type: 'string' },
+        'api-key-env': { type: 'string' },
+        'require-approval': { type: 'string' },
+        'approval-ttl': { type: 'string' },
+        'max-turns': { type: 'string' },
+        digest: { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
     });

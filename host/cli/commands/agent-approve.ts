@@ -1,0 +1,21 @@
+import { userInfo } from 'node:os';
+import { decideApproval } from '../../agent';
+import type { CliContext } from '../context';
+import { emit } from '../output';
+import { getRunOrThrow } from './runs';
+
+const operator = () => `user:${process.env.BERTH_OPERATOR ?? userInfo().username}`;
+
+/**
+ * `berth approve RUN ID [--digest D]` and `berth deny RUN ID`: commits the decision (ID is the tool
+ * call id or the approval id). The host driving the run continues it; without one, `berth resume RUN`.
+ */
+export async function decide(ctx: CliContext, runId: string, id: string, decision: 'approve' | 'deny', digest?: string): Promise<number> {
+  await getRunOrThrow(ctx.store, runId);
+  const view = await decideApproval(ctx.store, { runId, id, decision, digest, actor: operator(), now: ctx.clock.now() });
+  emit(ctx.json, { runId, approval: view }, () =>
+    `${view.state} ${view.tool} call ${view.toolCallId} (approval ${view.approvalId}, digest ${view.digest}) as ${view.by}\n` +
+    `the host running ${runId} continues it (if none is: berth resume ${runId})`,
+  );
+  return 0;
+}

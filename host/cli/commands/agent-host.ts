@@ -1,0 +1,66 @@
+import { BerthError } from '../../errors';
+import type { Run } from '../../model';
+import { createHostRuntime, type HostRuntime } from '../../runtime/host-runtime';
+import { snapshotEngine } from '../../sandbox';
+import type { CliContext } from '../context';
+import { agentPrinter } from './agent-output';
+
+/** The host of one `berth agent|chat` invocation with live output wired to its commits. */
+export async function startAgentHost(ctx: CliContext): Promise<{ rt: HostRuntime; printer: ReturnType<typeof agentPrinter> }> {
+  const printer = agentPrinter(ctx.json);
+  const rt = createHostRuntime({ store: ctx.store, sandbox: ctx.sandbox, engine: snapshotEngine(ctx.docker), clock: ctx.clock, logger: ctx.logger, hostId: ctx.hostId, onAgentLive: (e) => printer.live(e) });
+  const swept = await ctx.sandbox.sweep();
+  if (swept.length && !ctx.json) process.stderr.write(`  swept ${swept.length} leftover container(s)\n`);
+  await rt.kernel.start();
+  return { rt, printer };
+}
+
+const SETTLED: Run['state'][] = ['completed', 'failed', 'cancelled', 'compensated', 'needs_reconciliation'];
+
+/**
+ * Follows one run until it settles, printing every entry and run transition as it commits.
+ * Ctrl-C stops the host without deciding anything (`berth resume RUN` continues). While the run
+ * awaits an approval the host keeps waiting: approve or deny from another terminal.
+ */
+export async function followRun(ctx: CliContext, host: Awaited<ReturnType<typeof startAgentHost>>, run: Run): Promise<Run> {
+  const { rt, printer } = host;
+  let seq = 0;
+  let transitions = 0;
+  const catchUp = async () => {
+    for (const e of await ctx.store.listEntries(run.sessionId, { afterSeq: seq })) {
+      seq = e.seq;
+      if (e.runId === run.id) printer.entry(e);
+    }
+    const all = await ctx.store.listRunTransitions(run.id);
+    for (const t of all.slice(transitions)) printer.state(run.id, t.to, t.reason);
+    transitions = all.length;
+  };
+  let chain = catchUp();
+  const off = rt.kernel.onCommit((e) => {
+    if (e.sessionId === run.sessionId) chain = chain.then(catchUp);
+  });
+  // Decisions by other processes (approve, deny, cancel) commit outside this kernel.
+  const poll = setInterval(() => (chain = chain.then(catchUp)), 500);
+  const stop = new AbortController();
+  const onSignal = () => stop.abort(new BerthError('interrupted', 'stopped by signal'));
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  try {
+    const done = await rt.kernel.waitForRun(run.id, { signal: stop.signal, states: SETTLED });
+    await chain;
+    await catchUp();
+    return done;
+  } catch (err) {
+    if (stop.signal.aborted) {
+      process.stderr.write(`\nstopped; the run keeps its state and sandbox. Continue with: berth resume ${run.id}\n`);
+      throw new BerthError('interrupted', `run ${run.id} left ${(await ctx.store.getRun(run.id))?.state}`, { ids: { runId: run.id } });
+    }
+    throw err;
+  } finally {
+    off();
+    clearInterval(poll);
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    await rt.kernel.stop();
+  }
+}

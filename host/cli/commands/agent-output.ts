@@ -1,0 +1,72 @@
+import type { AgentLiveEvent, ApprovalRequestedEntry, InterruptionEntry, ModelEntry, ToolResultEntry } from '../../agent';
+import { ENTRY } from '../../agent';
+import type { Entry } from '../../model';
+
+const clip = (s: string, n: number) => (s.length > n ? `${s.slice(0, n)}…` : s);
+const oneLine = (s: string) => s.replace(/\s*\n\s*/g, ' ⏎ ');
+
+/**
+ * Live output of agent runs: committed entries (model turns, tool calls, results, approvals,
+ * interruptions) as they commit, plus streamed model text before its turn commits. Human lines
+ * go to stderr so stdout stays the answer; with --json, one JSON object per event on stdout.
+ */
+export function agentPrinter(json: boolean) {
+  const streamed = new Set<string>();
+  let midLine = false;
+  const out = (s: string) => {
+    if (midLine) process.stderr.write('\n');
+    midLine = false;
+    process.stderr.write(`${s}\n`);
+  };
+  return {
+    live(e: AgentLiveEvent) {
+      if (json || e.type !== 'model-delta') return;
+      streamed.add(`${e.runId}:${e.turn}`);
+      process.stderr.write(e.text);
+      midLine = !e.text.endsWith('\n');
+    },
+    entry(e: Entry) {
+      if (json) {
+        process.stdout.write(`${JSON.stringify({ event: 'entry', runId: e.runId, kind: e.kind, body: e.body })}\n`);
+        return;
+      }
+      switch (e.kind) {
+        case ENTRY.user:
+          return out(`you: ${(e.body as { text: string }).text}`);
+        case ENTRY.model: {
+          const m = e.body as unknown as ModelEntry;
+          const key = `${e.runId}:${m.turn}`;
+          if (m.content && !streamed.has(key)) out(`model: ${m.content}`);
+          else if (midLine) out('');
+          streamed.delete(key);
+          for (const c of m.toolCalls) out(`  → ${c.name} ${clip(oneLine(c.arguments), 160)}  [${c.id}]`);
+          return;
+        }
+        case ENTRY.toolResult: {
+          const r = e.body as unknown as ToolResultEntry;
+          const mark = r.status === 'ok' && !r.isError ? '✔' : r.status === 'interrupted' ? '?' : '✘';
+          return out(`  ${mark} ${r.name} [${r.toolCallId}] ${r.status === 'ok' ? '' : `${r.status}: `}${clip(oneLine(r.content), 300)}`);
+        }
+        case ENTRY.interruption: {
+          const i = e.body as unknown as InterruptionEntry;
+          return out(`  ⚠ model request ${i.attempt} of turn ${i.turn} did not finish (${i.code}); it will be retried${i.partialText ? ` (discarded ${i.partialText.length} streamed characters)` : ''}`);
+        }
+        case ENTRY.approvalRequested: {
+          const a = e.body as unknown as ApprovalRequestedEntry;
+          return out(
+            `  ⏸ ${a.tool} [${a.toolCallId}] needs approval ${a.approvalId} (digest ${a.digest}, expires ${new Date(a.expiresAt).toISOString()})\n` +
+              `    approve: berth approve ${e.runId} ${a.toolCallId}    deny: berth deny ${e.runId} ${a.toolCallId}`,
+          );
+        }
+        case ENTRY.approvalDecided: {
+          const d = e.body as { approvalId: string; decision: string; by: string };
+          return out(`  approval ${d.approvalId}: ${d.decision} (${d.by})`);
+        }
+      }
+    },
+    state(runId: string, state: string, reason: string) {
+      if (json) process.stdout.write(`${JSON.stringify({ event: 'run', runId, state, reason })}\n`);
+      else out(`  run ${runId}: ${state}${reason ? ` (${reason})` : ''}`);
+    },
+  };
+}

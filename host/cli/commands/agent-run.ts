@@ -1,0 +1,85 @@
+import { resolve } from 'node:path';
+import { stat } from 'node:fs/promises';
+import { checkSupported, loadEnvironment, requireLocked } from '../../../environment';
+import { continueSession, readApiKey, submitAgentRun, type AgentSettingsInput } from '../../agent';
+import { BerthError } from '../../errors';
+import type { Run } from '../../model';
+import type { CliContext } from '../context';
+import { emit } from '../output';
+import { followRun, startAgentHost } from './agent-host';
+
+/** The agent flags of `berth agent` and `berth chat`, as parsed. */
+export interface AgentFlags {
+  env?: string;
+  workspace?: string;
+  model?: string;
+  'base-url'?: string;
+  'api-key-env'?: string;
+  'require-approval'?: string;
+  'approval-ttl'?: string;
+  'max-turns'?: string;
+  'request-id'?: string;
+}
+
+const positiveInt = (v: string | undefined, flag: string) => {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n <= 0) throw new BerthError('usage', `--${flag} expects a positive whole number, got "${v}"`);
+  return n;
+};
+
+/** Settings given on the command line; `defaults` fills the model when starting a session. */
+function settingsFrom(flags: AgentFlags, defaults: boolean): Partial<AgentSettingsInput> {
+  const model: Partial<AgentSettingsInput['model']> = {};
+  const name = flags.model ?? (defaults ? (process.env.BERTH_MODEL ?? 'gpt-4o-mini') : undefined);
+  const baseUrl = flags['base-url'] ?? (defaults ? (process.env.BERTH_BASE_URL ?? 'https://api.openai.com/v1') : undefined);
+  if (name) model.model = name;
+  if (baseUrl) model.baseUrl = baseUrl;
+  if (flags['api-key-env']) model.apiKeyEnv = flags['api-key-env'];
+  const ttl = positiveInt(flags['approval-ttl'], 'approval-ttl');
+  const turns = positiveInt(flags['max-turns'], 'max-turns');
+  return {
+    ...(Object.keys(model).length ? { model: model as AgentSettingsInput['model'] } : {}),
+    ...(flags['require-approval'] ? { requireApproval: flags['require-approval'].split(',').map((s) => s.trim()).filter(Boolean) } : {}),
+    ...(ttl ? { approvalTtlMs: ttl * 1000 } : {}),
+    ...(turns ? { maxTurns: turns } : {}),
+  };
+}
+
+async function finish(ctx: CliContext, run: Run): Promise<number> {
+  const root = run.rootTaskId ? await ctx.store.getTask(run.rootTaskId) : undefined;
+  const answer = (root?.result as { answer?: string | null } | null)?.answer ?? null;
+  const reason = (await ctx.store.listRunTransitions(run.id)).at(-1)?.reason ?? '';
+  emit(ctx.json, { run, answer, error: root?.error ?? null }, () =>
+    [`\nrun ${run.id} (session ${run.sessionId}): ${run.state}${run.state === 'completed' ? '' : ` (${reason})`}`, answer ? `\n${answer}` : '', run.state === 'completed' ? `continue with: berth chat ${run.sessionId} "..."` : ''].filter(Boolean).join('\n'),
+  );
+  return run.state === 'completed' ? 0 : run.state === 'needs_reconciliation' ? 3 : 1;
+}
+
+/** `berth agent "TASK" --env FILE [--workspace DIR] [--model M --base-url URL --api-key-env NAME]`. */
+export async function agentRun(ctx: CliContext, message: string, flags: AgentFlags): Promise<number> {
+  if (!flags.env) throw new BerthError('usage', 'berth agent needs --env FILE (the environment manifest of the sandbox)');
+  const environment = await loadEnvironment(resolve(flags.env));
+  checkSupported(environment);
+  requireLocked(environment);
+  const workspaceDir = flags.workspace ? resolve(flags.workspace) : null;
+  if (workspaceDir && !(await stat(workspaceDir).catch(() => null))?.isDirectory()) throw new BerthError('usage', `--workspace ${flags.workspace} is not a directory`);
+  const settings = { ...settingsFrom(flags, true) } as AgentSettingsInput;
+  // Fail before anything is submitted: the key is read again, from the same variable, per request.
+  readApiKey({ apiKeyEnv: settings.model.apiKeyEnv ?? 'OPENAI_API_KEY' });
+  const host = await startAgentHost(ctx);
+  const { run, created } = await submitAgentRun({ ...host.rt, toolNames: [...host.rt.agent.tools.keys()] }, { message, settings, environment, workspaceDir, requestId: flags['request-id'] });
+  if (!ctx.json) process.stderr.write(`${created ? 'started' : 'already submitted as'} run ${run.id} in session ${run.sessionId} (model ${settings.model.model} at ${settings.model.baseUrl})\n`);
+  return finish(ctx, await followRun(ctx, host, run));
+}
+
+/** `berth chat SESSION "MESSAGE"`: another run in the session; the same --request-id twice is one submission. */
+export async function agentChat(ctx: CliContext, sessionId: string, message: string, flags: AgentFlags): Promise<number> {
+  const host = await startAgentHost(ctx);
+  const overrides = settingsFrom(flags, false);
+  const { run, created } = await continueSession({ ...host.rt, toolNames: [...host.rt.agent.tools.keys()] }, { sessionId, message, requestId: flags['request-id'], settings: overrides });
+  const root = (await ctx.store.getTask(run.rootTaskId!))!;
+  readApiKey({ apiKeyEnv: (root.input as unknown as { settings: { model: { apiKeyEnv: string } } }).settings.model.apiKeyEnv });
+  if (!ctx.json) process.stderr.write(`${created ? 'started' : 'already submitted as'} run ${run.id} in session ${sessionId}\n`);
+  return finish(ctx, await followRun(ctx, host, run));
+}

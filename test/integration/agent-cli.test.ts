@@ -1,0 +1,138 @@
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ENTRY, type ToolResultEntry } from '../../host/agent';
+import { openSqliteStore } from '../../host/store';
+import { runNode, type ChildEnd } from '../support/child';
+import { requireEngine, requireTinyImage } from '../support/docker-engine';
+import { startModelServer, type ModelServer, type ScriptedTurn } from '../support/model-server';
+import { bundledCli, lastJson, removeHostArtifacts } from '../support/plan-fixture';
+
+const SECRET = 'sk-cli-test-secret-0123456789';
+
+interface CliWorld {
+  dir: string;
+  store: string;
+  model: ModelServer;
+  cli(args: string[]): Promise<ChildEnd>;
+  agentArgs(task: string, extra?: string[]): string[];
+  read<T>(f: (s: ReturnType<typeof openSqliteStore>) => Promise<T>): Promise<T>;
+  cleanup(): Promise<void>;
+}
+
+let w: CliWorld | undefined;
+afterEach(async () => {
+  await w?.cleanup();
+  w = undefined;
+});
+
+async function cliWorld(script: ScriptedTurn[]): Promise<CliWorld> {
+  const docker = await requireEngine();
+  const image = await requireTinyImage(docker);
+  const dir = mkdtempSync(join(tmpdir(), 'berth-agent-cli-'));
+  mkdirSync(join(dir, 'ws'));
+  writeFileSync(join(dir, 'ws', 'hello.txt'), 'hello from the host\n');
+  writeFileSync(join(dir, 'env.yaml'), `kernel: { name: berth, version: 0.1.0, compatible: ">=0.1.0 <0.2.0" }\nimage: { ref: "berth/tiny:latest", digest: "${image}" }\nresources: { memoryMb: 256, commandTimeoutS: 60 }\nlease: { ttlS: 600, heartbeatS: 10 }\nsnapshot: { policy: never }\n`);
+  const model = await startModelServer(script);
+  const hostId = `clitest-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
+  const store = join(dir, 'berth.db');
+  const bin = await bundledCli();
+  const env = { BERTH_HOST_ID: hostId, BERTH_OPERATOR: 'tester', TEST_MODEL_KEY: SECRET };
+  return {
+    dir,
+    store,
+    model,
+    cli: (args) => runNode(bin, [...args, '--store', store], env, 180_000),
+    agentArgs: (task, extra = []) => ['agent', task, '--env', join(dir, 'env.yaml'), '--workspace', join(dir, 'ws'), '--model', 'scripted-1', '--base-url', model.url, '--api-key-env', 'TEST_MODEL_KEY', ...extra],
+    async read(f) {
+      const s = openSqliteStore(store);
+      try {
+        return await f(s);
+      } finally {
+        await s.close();
+      }
+    },
+    async cleanup() {
+      await model.close();
+      await removeHostArtifacts(docker, hostId);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** `berth agent` in the background, to be killed like a host that dies. */
+function startInBackground(w: CliWorld, args: string[]) {
+  return bundledCli().then((bin) => {
+    const child = spawn(process.execPath, [bin, ...args, '--store', w.store], { env: { ...process.env, BERTH_HOST_ID: 'clitest-bg', BERTH_OPERATOR: 'tester', TEST_MODEL_KEY: SECRET }, stdio: 'ignore' });
+    return child;
+  });
+}
+
+describe('berth agent, chat, approve and deny', () => {
+  it('runs an agent task with live output, never storing or printing the API key', async () => {
+    w = await cliWorld([
+      { content: 'Reading the file.', toolCalls: [{ name: 'read_file', arguments: { path: 'hello.txt' } }] },
+      { content: 'It says hello from the host.' },
+    ]);
+    const end = await w.cli([...w.agentArgs('what does hello.txt say?'), '--json']);
+    expect(end.code).toBe(0);
+    const events = end.stdout.trim().split('\n').filter((l) => l.startsWith('{"event"')).map((l) => JSON.parse(l) as { event: string; kind?: string; state?: string });
+    expect(events.filter((e) => e.event === 'entry').map((e) => e.kind)).toEqual([ENTRY.user, ENTRY.model, ENTRY.toolResult, ENTRY.model]);
+    expect(events.filter((e) => e.event === 'run').map((e) => e.state)).toEqual(['admitted', 'running', 'completed']);
+    const final = lastJson<{ run: { state: string }; answer: string }>(end);
+    expect(final).toMatchObject({ run: { state: 'completed' }, answer: 'It says hello from the host.' });
+    expect(w.model.requests[0]!.authorization).toBe(`Bearer ${SECRET}`);
+    expect(end.stdout + end.stderr).not.toContain(SECRET);
+    expect(readFileSync(w.store).includes(SECRET)).toBe(false);
+    const wal = `${w.store}-wal`;
+    expect(readFileSync(wal, { flag: 'a+' }).includes(SECRET)).toBe(false);
+  });
+
+  it('continues a session with berth chat, once per request id, with the whole conversation in context', async () => {
+    w = await cliWorld([{ content: 'First answer.' }, { content: 'Second answer.' }]);
+    const first = lastJson<{ run: { sessionId: string } }>(await w.cli([...w.agentArgs('first question'), '--json']));
+    const session = first.run.sessionId;
+    const a = await w.cli(['chat', session, 'second question', '--request-id', 'chat-1', '--json']);
+    const b = await w.cli(['chat', session, 'second question', '--request-id', 'chat-1', '--json']);
+    expect(a.code).toBe(0);
+    expect(b.code).toBe(0);
+    const ra = lastJson<{ run: { id: string }; answer: string }>(a);
+    expect(ra.answer).toBe('Second answer.');
+    expect(lastJson<{ run: { id: string } }>(b).run.id).toBe(ra.run.id);
+    expect(await w.read((s) => s.listRuns({ sessionId: session }))).toHaveLength(2);
+    expect(w.model.requests).toHaveLength(2);
+    expect(w.model.requests[1]!.body.messages.map((m) => m.role)).toEqual(['system', 'user', 'assistant', 'user']);
+  });
+
+  it('keeps a call waiting for approval across a killed host, refuses a wrong digest, and runs it once after approval and resume', async () => {
+    w = await cliWorld([
+      { toolCalls: [{ name: 'exec', arguments: { command: 'echo once >> /tmp/approved.log; cat /tmp/approved.log' } }] },
+      { content: 'Done after approval.' },
+    ]);
+    const host = await startInBackground(w, [...w.agentArgs('run it', ['--require-approval', 'exec', '--request-id', 'approval-run'])]);
+    let runId: string | undefined;
+    for (let i = 0; i < 300 && !runId; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      runId = await w.read(async (s) => (await s.listRuns({ states: ['awaiting_approval'] }))[0]?.id).catch(() => undefined);
+    }
+    expect(runId).toBeDefined();
+    host.kill('SIGKILL');
+    await new Promise((r) => host.once('exit', r));
+    const wrong = await w.cli(['approve', runId!, 'call_0_0', '--digest', `sha256:${'1'.repeat(64)}`, '--json']);
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toContain('approval_digest_mismatch');
+    const ok = await w.cli(['approve', runId!, 'call_0_0', '--json']);
+    expect(ok.code).toBe(0);
+    expect(lastJson<{ approval: { state: string; by: string } }>(ok).approval).toMatchObject({ state: 'approved', by: 'user:tester' });
+    const resumed = await w.cli(['resume', runId!]);
+    expect(resumed.code).toBe(0);
+    const results = await w.read(async (s) => (await s.listEntries((await s.getRun(runId!))!.sessionId)).filter((e) => e.kind === ENTRY.toolResult).map((e) => e.body as unknown as ToolResultEntry));
+    expect(results).toHaveLength(1);
+    expect(results[0]!.content.match(/^once$/gm)).toHaveLength(1);
+    const denyLate = await w.cli(['deny', runId!, 'call_0_0']);
+    expect(denyLate.code).toBe(1);
+    expect(denyLate.stderr).toContain('approval_not_pending');
+  });
+});
