@@ -92,7 +92,7 @@ export async function runPlan(ctx: CliContext, file: string, requestId?: string)
 
 async function stepCount(ctx: CliContext, run: Run): Promise<number> {
   const root = run.rootTaskId ? await ctx.store.getTask(run.rootTaskId) : undefined;
-  return (root?.input as unknown as PlanRunInput | undefined)?.plan.steps.length ?? 0;
+  return (root?.input as unknown as PlanRunInput | undefined)?.plan?.steps.length ?? 0;
 }
 
 /** `berth resume RUN`. */
