@@ -4,6 +4,7 @@ import Dockerode from 'dockerode';
 import pino, { type Logger } from 'pino';
 import { openSqliteStore, type Store } from '../store';
 import { SandboxHost } from '../sandbox';
+import { LOG_REDACT_PATHS } from '../secrets';
 import { systemClock, type Clock } from '../support';
 
 /** What every command may use; built once here, the CLI being the only composition root. */
@@ -25,7 +26,7 @@ export function storePath(flag: string | undefined): string {
 
 export function buildContext(opts: { store?: string; json: boolean }): CliContext {
   // Logs go to stderr so that stdout stays the command's answer (and parseable with --json).
-  const logger = pino({ level: process.env.BERTH_LOG_LEVEL ?? 'warn', redact: ['*.apiKey', '*.secret', '*.password', '*.token'] }, pino.destination(2));
+  const logger = pino({ level: process.env.BERTH_LOG_LEVEL ?? 'warn', redact: LOG_REDACT_PATHS }, pino.destination(2));
   const clock = systemClock;
   const store = openSqliteStore(storePath(opts.store), { clock });
   const docker = new Dockerode({ socketPath: process.env.BERTH_DOCKER_SOCKET ?? '/var/run/docker.sock' });

@@ -1,16 +1,14 @@
 import type { Decision, PhaseContext, TaskHandler } from '../kernel';
 import type { Json, Task } from '../model';
-import { BerthError } from '../errors';
+import { BerthError, isBerthError } from '../errors';
+import { resolveSecrets, type ResolvedSecret } from '../secrets';
+import { execStep } from './step-exec';
 import type { PlanSandbox } from './plan-sandbox';
 import type { PlanProgress, PlanRootCheckpoint, PlanRunInput, StepInput, StepResult } from './plan-input';
 import { sandboxDocId, SANDBOX_DOC, type SandboxPointer } from './sandbox-doc';
 
 export const PLAN_KIND = 'plan';
 export const STEP_KIND = 'plan-step';
-const TAIL = 4000;
-
-const tail = (s: string) => (s.length > TAIL ? s.slice(-TAIL) : s);
-
 async function pointer(ctx: PhaseContext, runId: string): Promise<SandboxPointer> {
   return ((await ctx.readDocument<SandboxPointer & Json>(sandboxDocId(runId)))?.state ?? { leaseId: null, snapshotId: null, workspaceDigest: null }) as SandboxPointer;
 }
@@ -117,15 +115,16 @@ async function runStep(ctx: PhaseContext, sb: PlanSandbox, progress: (p: PlanPro
   if (Object.keys(ensured.pointer).length) docOps.push(ensured.pointer as Json);
   const lease = ensured.lease;
   progress({ type: 'step-start', runId, index, step: step.name, command: step.run });
-  const out = await ctx.perform({ id: effectId, kind: 'plan.step', intent: { step: step.name, run: step.run }, replay: step.replay }, async (signal) => {
-    const r = await lease.exec(['sh', '-c', step.run], {
-      env: step.env,
-      timeoutMs: (step.timeoutS ?? env.resources.commandTimeoutS) * 1000,
-      signal,
-      onOutput: (stream, chunk) => progress({ type: 'step-output', runId, index, step: step.name, stream, text: chunk.toString('utf8') }),
-    });
-    return { exitCode: r.exitCode, timedOut: r.timedOut, oomKilled: r.oomKilled, durationMs: r.durationMs, stdoutTail: tail(r.stdout), stderrTail: tail(r.stderr), truncated: r.truncated };
-  });
+  let secrets: ResolvedSecret[];
+  try {
+    secrets = await resolveSecrets(env.secrets, step.secrets, { runId, taskId: ctx.task.id });
+  } catch (err) {
+    if (!isBerthError(err)) throw err;
+    return { type: 'fail', error: { code: err.code, message: `step ${step.name}: ${err.message}` } };
+  }
+  const out = await ctx.perform({ id: effectId, kind: 'plan.step', intent: { step: step.name, run: step.run }, replay: step.replay }, async (signal) =>
+    execStep(lease, step, env, secrets, { runId, index, signal, progress }),
+  );
   if (out.status === 'uncertain') return { type: 'interrupt', reason: out.reason, result: { step: step.name, interrupted: true } };
   const r = out.receipt as { exitCode: number; timedOut: boolean; oomKilled: boolean; durationMs: number; stdoutTail: string; stderrTail: string };
   const writes: NonNullable<Decision['writes']> = {};

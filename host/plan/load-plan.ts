@@ -3,6 +3,7 @@ import { dirname, resolve } from 'node:path';
 import { BerthError } from '../errors';
 import { checkSupported, fingerprint, loadEnvironment, parseWithSchema, requireLocked, type Environment } from '../../environment';
 import { PlanSchema, type Plan } from './plan-schema';
+import { checkSecretGrants } from '../secrets';
 
 /** A plan with its paths resolved and its environment loaded, validated and pinned. */
 export interface LoadedPlan {
@@ -31,6 +32,7 @@ export async function loadPlan(file: string): Promise<LoadedPlan> {
   const environment = await loadEnvironment(environmentFile);
   checkSupported(environment);
   requireLocked(environment);
+  checkSecretGrants(environment.secrets, plan.steps.map((s) => ({ kind: 'step' as const, name: s.name, secrets: s.secrets })), file);
   let workspaceDir: string | null = null;
   if (plan.workspace) {
     workspaceDir = resolve(base, plan.workspace);

@@ -1,0 +1,4 @@
+export { scrub, scrubDeep, secretForms, redactedMarker, StreamScrubber, type ScrubSecret } from './scrub';
+export { resolveSecrets, checkSecretGrants, hostSecretSource, type ResolvedSecret, type SecretDecl, type SecretSource } from './resolve';
+export { withSecrets, SECRET_DIR, type SecretExecTarget } from './expose';
+export { LOG_REDACT_PATHS } from './log-redact';

@@ -1,0 +1,88 @@
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { afterEach, describe, expect, it } from 'vitest';
+import { planFixture } from '../support/plan-fixture';
+
+// Long and random-looking, so a match in any scanned byte stream can only be a leak.
+const TOKEN = `tok-${Math.random().toString(36).slice(2)}-${Date.now().toString(36)}-berth`;
+const KEY = `key-${Math.random().toString(36).slice(2)}-file-secret`;
+const forms = (v: string) => [v, Buffer.from(v).toString('base64').replace(/=+$/, ''), Buffer.from(`${v}\n`).toString('base64').replace(/=+$/, '')];
+
+const SECRETS_YAML = `secrets:
+  - { name: TOKEN, from: { env: BERTH_TEST_TOKEN }, expose: env, to: [use] }
+  - { name: DEPLOY_KEY, from: { file: KEYFILE }, expose: file, to: [use] }
+`;
+
+const sha = (v: string) => createHash('sha256').update(`${v}\n`).digest('hex');
+
+// The step checks the values by hash: the plan is copied into the store, so it must not hold them.
+const USE =
+  'echo "token=$TOKEN"; echo "$TOKEN" | busybox base64; cat "$DEPLOY_KEY_FILE" >&2; ' +
+  `test "$(echo "$TOKEN" | sha256sum | cut -c1-64)" = "${sha(TOKEN)}" && test "$(echo "$(cat "$DEPLOY_KEY_FILE")" | sha256sum | cut -c1-64)" = "${sha(KEY)}"`;
+// A later step sees neither: not in its environment, and the tmpfs file is gone.
+const AFTER = 'test -z "$TOKEN" && test -z "$DEPLOY_KEY_FILE" && test -z "$(ls -A /dev/shm/berth-secrets 2>/dev/null)" && echo clean';
+
+let fx: Awaited<ReturnType<typeof planFixture>> | undefined;
+afterEach(async () => {
+  await fx?.cleanup();
+  fx = undefined;
+});
+
+async function secretsFixture(useSecrets: string[]) {
+  fx = await planFixture([]);
+  const envFile = `${fx.dir}/env.yaml`;
+  writeFileSync(envFile, readFileSync(envFile, 'utf8') + SECRETS_YAML.replace('KEYFILE', `${fx.dir}/deploy.key`));
+  writeFileSync(`${fx.dir}/deploy.key`, `${KEY}\n`);
+  const plan = `name: secrets\nenvironment: env.yaml\nworkspace: ws\nsteps:\n  - name: use\n    run: ${JSON.stringify(USE)}\n    secrets: [${useSecrets.join(', ')}]\n  - name: after\n    run: ${JSON.stringify(AFTER)}\n`;
+  writeFileSync(fx.plan, plan);
+  expect(plan).not.toContain(TOKEN);
+  return fx;
+}
+
+describe('secrets given to plan steps never persist', { timeout: 180_000 }, () => {
+  it('a step uses its secrets; the store, logs, entries and snapshot images hold neither value nor base64', async () => {
+    const fx = await secretsFixture(['TOKEN', 'DEPLOY_KEY']);
+    const end = await fx.cli(['run', fx.plan], { BERTH_TEST_TOKEN: TOKEN, BERTH_LOG_LEVEL: 'debug' });
+    expect(end.code, end.stderr).toBe(0);
+    expect(end.stderr).toContain('token=[redacted:TOKEN]');
+    expect(end.stderr).toContain('[redacted:DEPLOY_KEY]');
+    expect(end.stderr).toContain('clean');
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    const shown = await fx.cli(['show', runId, '--json']);
+
+    const { entries, snapshots } = await fx.read(async (s) => {
+      const run = (await s.getRun(runId))!;
+      return { entries: await s.listEntries(run.sessionId), snapshots: await s.listSnapshots({ runId }) };
+    });
+    const body = entries.find((e) => e.kind === 'plan.step.output' && (e.body as { step: string }).step === 'use')!.body as { stdoutTail: string; stderrTail: string };
+    expect(body.stdoutTail).toBe('token=[redacted:TOKEN]\n[redacted:TOKEN]\n');
+    expect(body.stderrTail).toBe('[redacted:DEPLOY_KEY]');
+
+    const scanned: Array<[string, Buffer]> = [
+      ['stdout', Buffer.from(end.stdout)],
+      ['stderr', Buffer.from(end.stderr)],
+      ['show', Buffer.from(shown.stdout + shown.stderr)],
+      ['entries', Buffer.from(JSON.stringify(entries))],
+    ];
+    for (const suffix of ['', '-wal', '-shm']) if (existsSync(fx.store + suffix)) scanned.push([`sqlite${suffix}`, readFileSync(fx.store + suffix)]);
+    expect(snapshots.length).toBeGreaterThanOrEqual(3);
+    for (const snap of snapshots) scanned.push([`image ${snap.id}`, await saveImage(fx.docker, `berth-snapshot:${snap.id}`)]);
+    for (const [what, bytes] of scanned) {
+      for (const secret of [TOKEN, KEY]) for (const f of forms(secret)) expect(bytes.includes(f), `${what} holds ${f === secret ? 'a secret' : 'a base64 form'}`).toBe(false);
+    }
+  });
+
+  it('fails the step with an error naming the secret when its host variable is missing', async () => {
+    const fx = await secretsFixture(['TOKEN']);
+    const end = await fx.cli(['run', fx.plan, '--json'], { BERTH_TEST_TOKEN: '' });
+    expect(end.code).not.toBe(0);
+    expect(end.stdout + end.stderr).toContain('secret TOKEN: host environment variable BERTH_TEST_TOKEN is not set');
+  });
+});
+
+async function saveImage(docker: Awaited<ReturnType<typeof planFixture>>['docker'], ref: string): Promise<Buffer> {
+  const stream = await docker.getImage(ref).get();
+  const chunks: Buffer[] = [];
+  for await (const c of stream as AsyncIterable<Buffer>) chunks.push(c);
+  return Buffer.concat(chunks);
+}
