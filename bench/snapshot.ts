@@ -122,7 +122,8 @@ export default async function snapshotBench(report: Report): Promise<void> {
               const e = await fresh.ensure('resume', 'r', env, { leaseId: lease.id, snapshotId: null, workspaceDigest: digest }, { inFlight: false, replay: 'safe', signal: ctx.signal });
               if (e.kind !== 'ok') throw new Error(`resume did not continue: ${e.reason}`);
               started = performance.now();
-              return new Promise(() => {});
+              // Hold the phase until the kernel stops; its decision is then never committed.
+              return new Promise((resolve) => ctx.signal.addEventListener('abort', () => resolve({ type: 'next', phase: 'go' })));
             },
           },
         });

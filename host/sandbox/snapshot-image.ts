@@ -14,18 +14,18 @@ export interface CommittedImage {
 }
 
 /**
- * `docker commit` of a container into `berth-snapshot:<tag>`. The container is paused during the
- * copy so the layer is consistent. Labels are set on the image for the sweeper and for operators.
+ * `docker commit` of a container into `berth-snapshot:<tag>`, paused during the copy unless the
+ * caller knows nothing writes. Labels are set on the image for the sweeper and for operators.
  */
 export async function commitContainer(
   docker: Dockerode,
   containerId: string,
-  opts: { tag: string; labels: Record<string, string>; signal?: AbortSignal },
+  opts: { tag: string; labels: Record<string, string>; signal?: AbortSignal; pause?: boolean },
 ): Promise<CommittedImage> {
   opts.signal?.throwIfAborted();
   let id: string;
   try {
-    const res = (await docker.getContainer(containerId).commit({ repo: SNAPSHOT_REPO, tag: opts.tag, pause: true, Labels: opts.labels })) as { Id: string };
+    const res = (await docker.getContainer(containerId).commit({ repo: SNAPSHOT_REPO, tag: opts.tag, pause: opts.pause ?? true, Labels: opts.labels })) as { Id: string };
     id = res.Id;
   } catch (err) {
     if (isNotFound(err)) throw new BerthError('container_missing', `cannot snapshot: container ${containerId.slice(0, 12)} is gone`, { ids: { containerId } });
@@ -86,7 +86,7 @@ export async function removeSnapshotImage(docker: Dockerode, tag: string): Promi
 /** The engine calls snapshots need, bound to one Docker client (so callers never import dockerode). */
 export function snapshotEngine(docker: Dockerode) {
   return {
-    commit: (containerId: string, opts: { tag: string; labels: Record<string, string>; signal?: AbortSignal }) => commitContainer(docker, containerId, opts),
+    commit: (containerId: string, opts: { tag: string; labels: Record<string, string>; signal?: AbortSignal; pause?: boolean }) => commitContainer(docker, containerId, opts),
     changes: (containerId: string) => containerChanges(docker, containerId),
     imageExists: (imageId: string) => imageExists(docker, imageId),
     removeSnapshot: (tag: string) => removeSnapshotImage(docker, tag),

@@ -6,7 +6,7 @@ import { scanWorkspace, type ScanExec } from './scan';
 
 /** What snapshots need from the sandbox adapter (which alone talks to Docker). */
 export interface SnapshotEngine {
-  commit(containerId: string, opts: { tag: string; labels: Record<string, string>; signal?: AbortSignal }): Promise<{ imageId: string; layerBytes: number; layers: number }>;
+  commit(containerId: string, opts: { tag: string; labels: Record<string, string>; signal?: AbortSignal; pause?: boolean }): Promise<{ imageId: string; layerBytes: number; layers: number }>;
   changes(containerId: string): Promise<Array<{ path: string; kind: 'modified' | 'added' | 'deleted' }>>;
 }
 
@@ -40,11 +40,15 @@ export interface TakenSnapshot {
 export class Snapshotter {
   constructor(private readonly d: { engine: SnapshotEngine; store: Store; logger: Logger }) {}
 
+  /** Workspace paths (`./`-relative) that differ from the container's image. */
+  private async changedPaths(t: SnapshotTarget): Promise<string[]> {
+    const ws = t.workspacePath.replace(/\/+$/, '');
+    return (await this.d.engine.changes(t.containerId)).filter((c) => c.path.startsWith(`${ws}/`)).map((c) => `.${c.path.slice(ws.length)}`);
+  }
+
   async workspaceState(t: SnapshotTarget, signal?: AbortSignal): Promise<WorkspaceState> {
     const ws = t.workspacePath.replace(/\/+$/, '');
-    const changed = (await this.d.engine.changes(t.containerId))
-      .filter((c) => c.path.startsWith(`${ws}/`))
-      .map((c) => `.${c.path.slice(ws.length)}`);
+    const changed = await this.changedPaths(t);
     const base = (await this.d.store.getWorkspaceManifest(t.imageId)) as WorkspaceManifest | undefined;
     let manifest: WorkspaceManifest;
     if (base) {
@@ -58,10 +62,22 @@ export class Snapshotter {
     return { digest: manifestDigest(manifest), manifest, changed };
   }
 
-  /** Commits the container into a snapshot image and records the image's workspace manifest. */
+  /**
+   * Commits the container into a snapshot image and records the image's workspace manifest.
+   * The scan and the commit run side by side (neither waits for the other, so a snapshot costs
+   * about one commit); that is sound only while nothing in the container writes, which holds
+   * between steps. A writer still running in the background shows up as a different change set
+   * after the commit, and the snapshot is then taken again with the container paused, in order.
+   */
   async take(t: SnapshotTarget, opts: { snapshotId: string; labels: Record<string, string>; signal?: AbortSignal }): Promise<TakenSnapshot> {
-    const state = await this.workspaceState(t, opts.signal);
-    const image = await this.d.engine.commit(t.containerId, { tag: opts.snapshotId, labels: opts.labels, signal: opts.signal });
+    const commit = (pause: boolean) => this.d.engine.commit(t.containerId, { tag: opts.snapshotId, labels: opts.labels, signal: opts.signal, pause });
+    let [state, image] = await Promise.all([this.workspaceState(t, opts.signal), commit(false)]);
+    const after = await this.changedPaths(t);
+    if (after.join('\n') !== state.changed.join('\n')) {
+      this.d.logger.warn({ snapshotId: opts.snapshotId }, 'workspace changed during the snapshot; taking it again with the container paused');
+      state = await this.workspaceState(t, opts.signal);
+      image = await commit(true);
+    }
     await this.d.store.putWorkspaceManifest(image.imageId, state.manifest as Json);
     this.d.logger.debug({ snapshotId: opts.snapshotId, imageId: image.imageId, changed: state.changed.length, layerBytes: image.layerBytes }, 'snapshot taken');
     return { imageId: image.imageId, workspaceDigest: state.digest, layerBytes: image.layerBytes, layers: image.layers };
