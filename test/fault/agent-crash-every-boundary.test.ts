@@ -10,18 +10,26 @@ import { runNode } from '../support/child';
 import { requireEngine, requireTinyImage } from '../support/docker-engine';
 import { startModelServer, type ModelServer } from '../support/model-server';
 import { removeHostArtifacts } from '../support/plan-fixture';
+import { markDone, readCommitKeys } from '../support/commit-keys';
+import { openSqliteStore } from '../../host/store';
 
 /**
- * The agent run of support/agent-crash-script.ts (15 tool calls in 5 turns: write files, run a test
- * in the sandbox, fix, re-run) is SIGKILLed at every commit boundary in a fresh child process, resumed
- * by a new process, and must end like the uninterrupted run: the same entries (kinds and
- * contents), effect statuses and workspace digest, with no `never` command executed twice.
+ * The agent run of support/agent-crash-script.ts (15 tool calls in 5 turns: write files, run a
+ * test in the sandbox, fix, re-run) is SIGKILLed by the store's fault points (BERTH_FAULT) at
+ * every commit boundary, resumed by new processes, and must end like the uninterrupted run: the
+ * same entries (kinds and contents), effect statuses and workspace digest, with no `never`
+ * command executed twice and every interrupted call shown to the model.
  *
  * Boundaries killed: every `before:<commit>` (the store holds everything up to the previous
  * commit and all work since it was done: an action run, its result not committed) and every
  * `after:effect.begin` (an action marked executing, not yet started). An `after:X` elsewhere
  * leaves the same store as `before:` the next commit with less work done since, and that work
  * (a model request, reading the sandbox) is repeated whenever it is lost, so it adds no case.
+ *
+ * To stay within minutes on two cores, one run is killed at several boundaries in turn (each
+ * resumed process is killed again further on) when none of them can catch a `never` command in
+ * flight; those that can diverge get a run of their own. Which boundary each kill hit is read
+ * from the commit keys (support/commit-keys.ts), so coverage is checked boundary by boundary.
  */
 let script: string;
 let model: ModelServer;
@@ -29,34 +37,68 @@ let docker: Dockerode;
 let imageId: string;
 let baseline: ObservedAgentRun;
 let baselineLog: Record<string, number>;
-let boundaries: string[];
+let targets: Target[];
+let commitCount: number;
 const dirs: string[] = [];
 const hosts: string[] = [];
+
+/** One boundary of the uninterrupted run to kill at. */
+interface Target {
+  id: string;
+  type: 'before' | 'after';
+  key: string;
+  label: string;
+  /** Position of its commit in the uninterrupted run. */
+  index: number;
+  /** Which hit of its fault point name it is in the uninterrupted run. */
+  nth: number;
+  /** A `never` command is in flight here: a kill makes the run end differently, by design. */
+  diverging: boolean;
+}
+
+const MAX_KILLS_PER_RUN = 10;
+const MIN_COMMITS_BETWEEN_KILLS = 4;
+
+/** Tool call ids of the script's non-safe execs. */
+const NEVER_CALLS = new Set(crashScript.flatMap((t, turn) => (t.toolCalls ?? []).flatMap((c, i) => (c.name === 'exec' && typeof c.arguments === 'object' && !c.arguments.safe ? [`call_${turn}_${i}`] : []))));
 
 function newRun() {
   const dir = mkdtempSync(join(tmpdir(), 'berth-agent-crash-'));
   dirs.push(dir);
   const hostId = `agentcrash-${process.pid}-${hosts.length}`;
   hosts.push(hostId);
-  return { dir, db: join(dir, 'agent.db'), hostId };
+  return { dir, db: join(dir, 'agent.db'), keys: join(dir, 'keys.log'), hostId };
 }
 
-/** Runs the job to its end, restarting after each death; the number of starts it took. */
-async function runToEnd(db: string, hostId: string, firstEnv: Record<string, string>) {
-  let env = firstEnv;
-  for (let start = 1; start <= 4; start++) {
-    const end = await runNode(script, [db, model.url, hostId, imageId], env, 180_000);
-    if (end.code === 0) return { starts: start, out: JSON.parse(end.stdout.trim().split('\n').pop()!) as { state: string } };
-    if (end.signal !== 'SIGKILL') throw new Error(`agent job ended with code ${end.code} signal ${end.signal}: ${end.stderr.slice(-3000)}`);
-    env = {};
-  }
-  throw new Error('agent job did not finish within 4 starts');
-}
+const start = (db: string, hostId: string, env: Record<string, string>) => runNode(script, [db, model.url, hostId, imageId], env, 180_000);
 
 function execLogCounts(log: string): Record<string, number> {
   const counts: Record<string, number> = {};
   for (const line of log.split('\n').filter(Boolean)) counts[line] = (counts[line] ?? 0) + 1;
   return counts;
+}
+
+/** Pairs each fault point hit with the commit it belongs to (the B line written just before it). */
+function boundariesOf(faultLog: string, keysFile: string): Array<{ name: string; key: string }> {
+  const keys = readCommitKeys(keysFile).filter((l) => l.kind === 'B').map((l) => l.key);
+  let i = -1;
+  return readFileSync(faultLog, 'utf8').trim().split('\n').map((l) => {
+    const name = l.split(' ')[1]!;
+    if (name.startsWith('before:')) i += 1;
+    return { name, key: keys[i]! };
+  });
+}
+
+async function labelCounts(db: string): Promise<Map<string, number>> {
+  const store = openSqliteStore(db);
+  try {
+    const [run] = await store.listRuns();
+    const counts = new Map<string, number>();
+    for (const c of run ? await store.listCommits(run.sessionId) : []) counts.set(c.label, (counts.get(c.label) ?? 0) + 1);
+    return counts;
+  } finally {
+    await store.close();
+  }
 }
 
 beforeAll(async () => {
@@ -66,9 +108,32 @@ beforeAll(async () => {
   model = await startModelServer(crashScript);
   const r = newRun();
   const log = join(r.dir, 'faults.log');
-  const { starts } = await runToEnd(r.db, r.hostId, { BERTH_FAULT_LOG: log });
-  expect(starts).toBe(1);
-  boundaries = readFileSync(log, 'utf8').trim().split('\n').map((l) => l.split(' ')[1]!);
+  const end = await start(r.db, r.hostId, { BERTH_FAULT_LOG: log, BERTH_COMMIT_KEYS: r.keys });
+  expect(end.code).toBe(0);
+  const hits = boundariesOf(log, r.keys);
+  const seen = new Map<string, number>();
+  const commitIndex = new Map<string, number>();
+  let inFlight: string | null = null;
+  targets = [];
+  for (const h of hits) {
+    const nth = (seen.get(h.name) ?? 0) + 1;
+    seen.set(h.name, nth);
+    if (!commitIndex.has(h.key)) commitIndex.set(h.key, commitIndex.size);
+    const [type, ...rest] = h.name.split(':');
+    const label = rest.join(':');
+    const task = h.key.split('|')[1]!;
+    const neverTool = task.startsWith('tool:') && NEVER_CALLS.has(task.slice(5));
+    if (type === 'before' && neverTool && inFlight === task && (label.startsWith('phase.complete') || label.startsWith('phase.interrupt'))) {
+      targets.push({ id: `before|${h.key}`, type: 'before', key: h.key, label, index: commitIndex.get(h.key)!, nth, diverging: true });
+      inFlight = null;
+      continue;
+    }
+    if (type === 'before' || label.startsWith('effect.begin')) {
+      targets.push({ id: `${type}|${h.key}`, type: type as 'before' | 'after', key: h.key, label, index: commitIndex.get(h.key)!, nth, diverging: inFlight !== null || (type === 'after' && neverTool) });
+    }
+    if (type === 'after' && label.startsWith('effect.begin') && neverTool) inFlight = task;
+  }
+  commitCount = commitIndex.size;
   baseline = await observeAgentRun(r.db);
   baselineLog = execLogCounts(await readContainerFile(docker, baseline.containerId!, '/tmp/exec-log'));
   await removeHostArtifacts(docker, r.hostId);
@@ -97,38 +162,59 @@ describe('agent run killed at every commit boundary', () => {
   });
 
   it('ends every killed and resumed run like the uninterrupted one, never runs a `never` command twice, and shows interrupted calls to the model', async () => {
-    const seen = new Map<string, number>();
-    const targets = boundaries
-      .map((name) => {
-        const nth = (seen.get(name) ?? 0) + 1;
-        seen.set(name, nth);
-        return { name, k: `${name}#${nth}` };
-      })
-      .filter((b) => b.name.startsWith('before:') || b.name.startsWith('after:effect.begin:'))
-      .map((b) => b.k)
-      // For debugging one boundary: BERTH_CRASH_ONLY='before:phase.complete:agent-tool#5'.
-      .filter((k) => !process.env.BERTH_CRASH_ONLY || new RegExp(process.env.BERTH_CRASH_ONLY).test(k));
+    const only = process.env.BERTH_CRASH_ONLY ? new RegExp(process.env.BERTH_CRASH_ONLY) : null;
+    const wanted = targets.filter((t) => !only || only.test(t.id));
+    const claimed = new Set<string>();
+    const covered = new Set<string>();
     const failures: string[] = [];
-    const diverged: string[] = [];
-    const killed = new Set<string>();
-    const check = async (k: string) => {
+    let runs = 0;
+    let diverged = 0;
+    const claim = (after: number, chainable: boolean) => {
+      const t = wanted.find((x) => !claimed.has(x.id) && !covered.has(x.id) && x.index > after && (!chainable || !x.diverging));
+      if (t) claimed.add(t.id);
+      return t;
+    };
+
+    /** One run: killed at `first`, then (when it cannot diverge) at further boundaries, then run to its end and compared. */
+    const chain = async (first: Target) => {
+      runs += 1;
       const r = newRun();
-      const log = join(r.dir, 'kill.log');
-      const { starts, out } = await runToEnd(r.db, r.hostId, { BERTH_FAULT: k, BERTH_FAULT_LOG: log });
-      const lines = readFileSync(log, 'utf8').trim().split('\n');
-      const last = lines.findLast((l) => l.split(' ')[1] === k.split('#')[0]);
-      const hits = lines.filter((l) => l.split(' ')[1] === k.split('#')[0]).length;
-      if (starts < 2 || !last || `${k.split('#')[0]}#${hits}` !== k) {
-        failures.push(`${k}: boundary not reached (starts ${starts})`);
-        return;
+      let target: Target | undefined = first;
+      const kills: string[] = [];
+      for (let n = 1; n <= MAX_KILLS_PER_RUN + 2; n++) {
+        const faultLog = join(r.dir, `faults-${n}.log`);
+        const env: Record<string, string> = { BERTH_COMMIT_KEYS: r.keys, BERTH_FAULT_LOG: faultLog };
+        if (target) {
+          // Hits of this fault point still to come: the uninterrupted run's count minus the commits already made.
+          const done = n === 1 ? 0 : ((await labelCounts(r.db)).get(target.label) ?? 0);
+          env.BERTH_FAULT = `${target.type}:${target.label}#${target.nth - done}`;
+        }
+        const end = await start(r.db, r.hostId, env);
+        if (end.code === 0) {
+          if (target) claimed.delete(target.id);
+          break;
+        }
+        if (end.signal !== 'SIGKILL') {
+          failures.push(`${first.id}: process ${n} ended with code ${end.code}: ${end.stderr.slice(-1500)}`);
+          return;
+        }
+        const lastHit = readFileSync(faultLog, 'utf8').trim().split('\n').at(-1)!.split(' ')[1]!;
+        const lastKey = readCommitKeys(r.keys).filter((l) => l.kind === 'B').at(-1)!.key;
+        const type = lastHit.startsWith('before:') ? 'before' : 'after';
+        if (type === 'after') markDone(r.keys, lastKey);
+        const hit = `${type}|${lastKey}`;
+        kills.push(hit);
+        covered.add(hit);
+        if (target && hit !== target.id) claimed.delete(target.id);
+        const at: number = targets.find((t) => t.id === hit)?.index ?? target?.index ?? commitCount;
+        target = first.diverging || kills.length >= MAX_KILLS_PER_RUN ? undefined : claim(at + MIN_COMMITS_BETWEEN_KILLS - 1, true);
       }
-      killed.add(k);
       const o = await observeAgentRun(r.db);
       const counts = o.containerId ? execLogCounts(await readContainerFile(docker, o.containerId, '/tmp/exec-log')) : {};
       await removeHostArtifacts(docker, r.hostId);
-      if (o.runState !== out.state) failures.push(`${k}: child reported ${out.state}, store says ${o.runState}`);
-      for (const [name, n] of Object.entries(counts)) if (n > 1) failures.push(`${k}: never command ${name} ran ${n} times`);
-      const interrupted = Object.entries(o.results).filter(([, r]) => r.status === 'interrupted').map(([id]) => id);
+      const where = `run killed at ${kills.join(', ')}`;
+      for (const [name, c] of Object.entries(counts)) if (c > 1) failures.push(`${where}: never command ${name} ran ${c} times`);
+      const interrupted = Object.entries(o.results).filter(([, x]) => x.status === 'interrupted').map(([id]) => id);
       try {
         expect(o.users).toEqual(baseline.users);
         expect(o.models).toEqual(baseline.models);
@@ -141,30 +227,31 @@ describe('agent run killed at every commit boundary', () => {
           return;
         }
         // A `never` command caught in flight: recorded as unknown, shown to the model as interrupted, the run held for reconciliation.
-        diverged.push(k);
+        diverged += 1;
         expect(o.runState).toBe('needs_reconciliation');
         for (const id of interrupted) {
+          expect(NEVER_CALLS.has(id)).toBe(true);
           expect(o.effects[id]).toMatchObject({ status: 'unknown', replay: 'never', attempts: 1 });
           expect(o.context[id]).toMatch(/^\[interrupted\] error: the host stopped while this call was running/);
         }
         const comparable = (rs: ObservedAgentRun['results']) => Object.fromEntries(Object.entries(rs).filter(([id]) => !interrupted.includes(id)));
         expect(comparable(o.results)).toEqual(comparable(baseline.results));
       } catch (err) {
-        failures.push(`${k}: ${(err as Error).message.slice(0, 1500)}`);
+        failures.push(`${where}: ${(err as Error).message.slice(0, 1500)}`);
       }
     };
-    const queue = [...targets];
+
     const started = Date.now();
     await Promise.all(
       Array.from({ length: Number(process.env.BERTH_CRASH_PARALLEL ?? 3) }, async () => {
-        for (let k = queue.shift(); k !== undefined; k = queue.shift()) await check(k);
+        for (let t = claim(-1, false); t !== undefined; t = claim(-1, false)) await chain(t);
       }),
     );
-    console.log(`agent crash test: ${targets.length} of ${boundaries.length} boundaries killed in ${Math.round((Date.now() - started) / 1000)} s, ${diverged.length} caught a never command in flight`);
+    const missed = wanted.filter((t) => !covered.has(t.id)).map((t) => t.id);
+    console.log(`agent crash test: ${covered.size} of ${wanted.length} boundaries killed (${commitCount} commits) in ${runs} runs, ${Math.round((Date.now() - started) / 1000)} s; ${diverged} runs caught a never command in flight`);
     expect(failures).toEqual([]);
-    expect(targets.filter((t) => !killed.has(t))).toEqual([]);
-    if (!process.env.BERTH_CRASH_ONLY) expect(targets.length).toBeGreaterThan(100);
-    // Only kills inside one of the three `never` commands may diverge.
-    expect(diverged.length).toBeLessThanOrEqual(6);
+    expect(missed).toEqual([]);
+    if (!only) expect(wanted.length).toBeGreaterThan(100);
+    expect(diverged).toBeLessThanOrEqual(wanted.filter((t) => t.diverging).length);
   }, 1_200_000);
 });

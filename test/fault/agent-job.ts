@@ -3,7 +3,8 @@
  *   node agent-job.mjs DB MODEL_URL HOST_ID IMAGE_ID
  * A host (store, sandbox, kernel with every task kind) that submits one agent run under a fixed
  * request id, so every restart continues the same run, and prints `{"runId","state"}` once the
- * run settles (a final state or needs_reconciliation).
+ * run settles (a final state or needs_reconciliation). With BERTH_COMMIT_KEYS=FILE every commit
+ * is also named in FILE (see support/commit-keys.ts).
  */
 import Dockerode from 'dockerode';
 import pino from 'pino';
@@ -13,11 +14,13 @@ import { createSandboxHost, snapshotEngine } from '../../host/sandbox';
 import { openSqliteStore } from '../../host/store';
 import { systemClock } from '../../host/support';
 import { tinyEnvironment } from '../support/agent-environment';
+import { withCommitKeys } from '../support/commit-keys';
 
 const [dbPath, modelUrl, hostId, imageId] = process.argv.slice(2) as [string, string, string, string];
 process.env.BERTH_CRASH_MODEL_KEY = 'sk-crash-test';
 const docker = new Dockerode();
-const store = openSqliteStore(dbPath);
+const opened = openSqliteStore(dbPath);
+const store = process.env.BERTH_COMMIT_KEYS ? await withCommitKeys(opened, process.env.BERTH_COMMIT_KEYS) : opened;
 const logger = pino({ level: process.env.BERTH_TEST_LOG ?? 'silent' });
 const sandbox = createSandboxHost({ docker, records: store, clock: systemClock, logger, hostId });
 const rt = createHostRuntime({ store, sandbox, engine: snapshotEngine(docker), clock: systemClock, logger, hostId });
