@@ -43,7 +43,7 @@ const network = z
   .strictObject({
     mode: z.enum(['none', 'allowlist', 'open']).default('none'),
     allow: z.array(allowPattern).default([]).describe('host:port or *.suffix:port patterns for allowlist mode'),
-    allowOverride: z.boolean().optional().describe('Whether a plan may narrow or extend the allow list'),
+    allowOverride: z.boolean().optional().describe('Explicitly allow patterns that reach private ranges, the host itself or a whole top-level domain; recorded on every run'),
   })
   .prefault({});
 

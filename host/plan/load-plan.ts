@@ -1,7 +1,7 @@
 import { readFile, stat } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { BerthError } from '../errors';
-import { checkSupported, fingerprint, loadEnvironment, parseWithSchema, requireLocked, type Environment } from '../../environment';
+import { checkEgressPolicy, checkSupported, fingerprint, loadEnvironment, parseWithSchema, requireLocked, type Environment } from '../../environment';
 import { PlanSchema, type Plan } from './plan-schema';
 import { checkSecretGrants } from '../secrets';
 
@@ -31,6 +31,7 @@ export async function loadPlan(file: string): Promise<LoadedPlan> {
   const environmentFile = resolve(base, plan.environment);
   const environment = await loadEnvironment(environmentFile);
   checkSupported(environment);
+  checkEgressPolicy(environment);
   requireLocked(environment);
   checkSecretGrants(environment.secrets, plan.steps.map((s) => ({ kind: 'step' as const, name: s.name, secrets: s.secrets })), file);
   let workspaceDir: string | null = null;

@@ -14,7 +14,7 @@ export const PlanStepSchema = z.strictObject({
   /** Per-step timeout; default: the environment's `resources.commandTimeoutS`. */
   timeoutS: z.number().int().positive().optional(),
   env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name'), z.string()).default({}),
-  /** Names of the environment's secrets this step may see (secrets arrive with the egress feature). */
+  /** Names of the environment's secrets this step may see; each must list this step in its `to`. */
   secrets: z.array(z.string()).default([]),
   /** A non-zero exit does not stop the plan. */
   allowFailure: z.boolean().default(false),

@@ -1,3 +1,4 @@
+import { egressRisks } from '../../environment';
 import { submit, type Kernel, type HandlerRegistry, type Submitted } from '../kernel';
 import type { Json } from '../model';
 import type { Store } from '../store';
@@ -20,11 +21,15 @@ export async function submitPlan(deps: { store: Store; kernel: Kernel; registry:
     workspaceDir: loaded.workspaceDir,
   };
   const id = requestId ?? newId('req');
+  // An overridden allow list was accepted by loadPlan; every run that relies on it says so.
+  const risks = loaded.environment.network.allowOverride === true ? egressRisks(loaded.environment.network.allow) : [];
+  const entries = risks.length ? [{ kind: 'egress.override', body: { mode: loaded.environment.network.mode, risks } as unknown as Json }] : [];
   return submit(deps, {
     requestId: id,
     runKind: 'plan',
     root: { kind: PLAN_KIND, input: input as unknown as Json },
     versions: { kernel: `${KERNEL.name}@${KERNEL.version}`, envFingerprint: loaded.envFingerprint, imageDigest: loaded.environment.image.digest },
     sessionMeta: { plan: loaded.file, name: loaded.plan.name ?? null },
+    entries,
   });
 }
