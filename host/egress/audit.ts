@@ -1,0 +1,21 @@
+/** One egress attempt as the proxy saw it; stored and reported on the run. */
+export interface EgressAttempt {
+  at: number;
+  runId: string | null;
+  leaseId: string | null;
+  /** `CONNECT` for tunnels, the HTTP method for forwarded requests. */
+  method: string;
+  /** `host:port` as the sandbox asked for it. */
+  target: string;
+  decision: 'allow' | 'deny';
+  /** Why a request was denied, or the rule that allowed it. */
+  reason: string;
+  bytesOut: number;
+  bytesIn: number;
+}
+
+/** Where egress attempts are recorded; the store implements it. */
+export interface EgressAuditRecords {
+  recordEgress(attempt: EgressAttempt): Promise<void>;
+  listEgress(filter?: { runId?: string; leaseId?: string }): Promise<EgressAttempt[]>;
+}

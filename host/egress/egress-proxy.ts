@@ -1,0 +1,169 @@
+import { lookup } from 'node:dns/promises';
+import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { connect, isIP, type AddressInfo, type Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { privateRangeOf } from '../../environment';
+import { compileAllow, matchAllow, normaliseHost, type AllowRule } from './allow-match';
+import type { EgressAttempt } from './audit';
+
+export interface EgressProxyOptions {
+  /** Manifest `network.allow` patterns. */
+  allow: readonly string[];
+  /** `network.allowOverride`: names may resolve to private addresses (otherwise refused, against DNS rebinding). */
+  allowPrivate: boolean;
+  runId: string | null;
+  leaseId: string | null;
+  /** Called once per attempt: at refusal, or when an allowed exchange ends (with its byte counts). */
+  record(attempt: EgressAttempt): void;
+  /** Name resolution; the proxy resolves names itself so the sandbox never needs DNS. */
+  resolve?: (host: string) => Promise<string>;
+  now?: () => number;
+}
+
+type Verdict = { ok: true; address: string; rule: AllowRule } | { ok: false; status: number; reason: string };
+
+const AUTHORITY = /^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]):(\d{1,5})$/;
+
+/**
+ * The host-side egress proxy of one sandbox: HTTP CONNECT tunnels and absolute-form plain HTTP,
+ * only to `host:port` pairs the manifest allows. Every attempt, allowed or denied, is recorded.
+ */
+export class EgressProxy {
+  private readonly rules: AllowRule[];
+  private readonly server: Server;
+  private readonly sockets = new Set<Socket | Duplex>();
+
+  constructor(private readonly o: EgressProxyOptions) {
+    this.rules = compileAllow(o.allow);
+    this.server = createServer((req, res) => void this.forward(req, res));
+    this.server.on('connect', (req: IncomingMessage, socket: Duplex, head: Buffer) => void this.tunnel(req, socket, head));
+    this.server.on('connection', (s: Socket) => {
+      this.sockets.add(s);
+      s.on('close', () => this.sockets.delete(s));
+    });
+  }
+
+  /** Starts listening; `host` is the sandbox network's gateway address (or loopback in tests). */
+  async listen(host: string, port = 0): Promise<AddressInfo> {
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(port, host, () => resolve());
+    });
+    return this.server.address() as AddressInfo;
+  }
+
+  async close(): Promise<void> {
+    for (const s of this.sockets) s.destroy();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  private attempt(method: string, target: string, decision: 'allow' | 'deny', reason: string, bytesOut = 0, bytesIn = 0): void {
+    const at = (this.o.now ?? Date.now)();
+    this.o.record({ at, runId: this.o.runId, leaseId: this.o.leaseId, method, target, decision, reason, bytesOut, bytesIn });
+  }
+
+  /** Decides one target; `hostHeader` must name the same authority when present. */
+  private async decide(host: string, port: number, hostHeader: string | undefined, defaultPort: number): Promise<Verdict> {
+    if (hostHeader !== undefined) {
+      const m = AUTHORITY.exec(hostHeader);
+      const hh = m ? normaliseHost(m[1]!) : normaliseHost(hostHeader);
+      const hp = m ? Number(m[2]) : defaultPort;
+      if (hh !== normaliseHost(host) || hp !== port) return { ok: false, status: 403, reason: `Host header "${hostHeader}" does not match the target` };
+    }
+    const rule = matchAllow(this.rules, host, port);
+    if (!rule) return { ok: false, status: 403, reason: isIP(normaliseHost(host)) ? 'IP literal not in the allow list' : 'not in the allow list' };
+    const name = normaliseHost(host);
+    let address: string;
+    try {
+      address = isIP(name) ? name : await (this.o.resolve ?? defaultResolve)(name);
+    } catch {
+      return { ok: false, status: 502, reason: `cannot resolve ${name}` };
+    }
+    // A listed address was chosen on purpose; a name that resolves privately may be DNS rebinding.
+    if (!isIP(name) && !this.o.allowPrivate && (privateRangeOf(address) || address === '::1' || /^f[cd]|^fe80/i.test(address))) {
+      return { ok: false, status: 403, reason: `${name} resolves to the private address ${address}` };
+    }
+    return { ok: true, address, rule };
+  }
+
+  private async tunnel(req: IncomingMessage, client: Duplex, head: Buffer): Promise<void> {
+    this.sockets.add(client);
+    client.on('close', () => this.sockets.delete(client));
+    client.on('error', () => {});
+    const target = req.url ?? '';
+    const m = AUTHORITY.exec(target);
+    const refuse = (status: number, reason: string) => {
+      this.attempt('CONNECT', target, 'deny', reason);
+      client.end(`HTTP/1.1 ${status} ${status === 403 ? 'Forbidden' : status === 400 ? 'Bad Request' : 'Bad Gateway'}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`);
+    };
+    if (!m) return refuse(400, 'CONNECT target is not host:port');
+    const port = Number(m[2]);
+    const v = await this.decide(m[1]!, port, req.headers.host, port);
+    if (!v.ok) return refuse(v.status, v.reason);
+    const upstream = connect(port, v.address);
+    let out = head.length;
+    let inb = 0;
+    upstream.once('connect', () => {
+      client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+      if (head.length) upstream.write(head);
+      client.pipe(upstream);
+      upstream.pipe(client);
+    });
+    client.on('data', (d: Buffer) => (out += d.length));
+    upstream.on('data', (d: Buffer) => (inb += d.length));
+    let done = false;
+    const finish = (reason: string) => {
+      if (done) return;
+      done = true;
+      this.attempt('CONNECT', target, 'allow', reason, out, inb);
+      upstream.destroy();
+      client.destroy();
+    };
+    upstream.on('error', () => finish(`${v.rule.pattern} (upstream error)`));
+    upstream.on('close', () => finish(v.rule.pattern));
+    client.on('close', () => finish(v.rule.pattern));
+  }
+
+  private async forward(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const method = req.method ?? 'GET';
+    let url: URL;
+    try {
+      url = new URL(req.url ?? '');
+      if (url.protocol !== 'http:') throw new Error('scheme');
+    } catch {
+      this.attempt(method, req.url ?? '', 'deny', 'not an absolute http:// proxy request');
+      res.writeHead(400, { connection: 'close' }).end('berth egress proxy: absolute http:// URLs only\n');
+      return;
+    }
+    const port = Number(url.port || 80);
+    const target = `${url.hostname}:${port}`;
+    const v = await this.decide(url.hostname, port, req.headers.host, 80);
+    if (!v.ok) {
+      this.attempt(method, target, 'deny', v.reason);
+      res.writeHead(v.status, { connection: 'close' }).end(`berth egress proxy: ${target} denied: ${v.reason}\n`);
+      return;
+    }
+    let out = 0;
+    let inb = 0;
+    const headers = { ...req.headers };
+    delete headers['proxy-connection'];
+    delete headers['proxy-authorization'];
+    const up = httpRequest({ host: v.address, port, method, path: `${url.pathname}${url.search}`, headers, setHost: false }, (ur) => {
+      res.writeHead(ur.statusCode ?? 502, ur.headers);
+      ur.on('data', (d: Buffer) => (inb += d.length));
+      ur.pipe(res);
+      ur.on('end', () => this.attempt(method, target, 'allow', v.rule.pattern, out, inb));
+    });
+    up.on('error', (err) => {
+      this.attempt(method, target, 'allow', `${v.rule.pattern} (upstream error: ${err.message})`, out, inb);
+      if (!res.headersSent) res.writeHead(502, { connection: 'close' });
+      res.end();
+    });
+    req.on('data', (d: Buffer) => (out += d.length));
+    req.pipe(up);
+  }
+}
+
+async function defaultResolve(host: string): Promise<string> {
+  return (await lookup(host, { verbatim: true })).address;
+}

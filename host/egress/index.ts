@@ -1,0 +1,3 @@
+export { EgressProxy, type EgressProxyOptions } from './egress-proxy';
+export { compileAllow, matchAllow, normaliseHost, type AllowRule } from './allow-match';
+export type { EgressAttempt, EgressAuditRecords } from './audit';

@@ -1,0 +1,131 @@
+import { createServer, request, type Server } from 'node:http';
+import { connect, type AddressInfo } from 'node:net';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { EgressProxy, type EgressAttempt } from '../../host/egress';
+
+let target: Server;
+let targetPort: number;
+let proxy: EgressProxy;
+let proxyPort: number;
+let audit: EgressAttempt[];
+
+async function startProxy(allow: string[], allowPrivate = false) {
+  proxy = new EgressProxy({
+    allow,
+    allowPrivate,
+    runId: 'run_t',
+    leaseId: 'lease_t',
+    record: (a) => audit.push(a),
+    // Names resolve without real DNS: "allowed.test" is the loopback target, "rebind.test" too.
+    resolve: async (h) => (h === 'allowed.test' || h === 'rebind.test' ? '127.0.0.1' : Promise.reject(new Error('nxdomain'))),
+  });
+  proxyPort = (await proxy.listen('127.0.0.1')).port;
+}
+
+beforeEach(async () => {
+  audit = [];
+  target = createServer((req, res) => res.end(`hello ${req.method} ${req.url} host=${req.headers.host}`));
+  await new Promise<void>((r) => target.listen(0, '127.0.0.1', () => r()));
+  targetPort = (target.address() as AddressInfo).port;
+});
+afterEach(async () => {
+  await proxy?.close();
+  await new Promise((r) => target.close(r));
+});
+
+function viaProxy(url: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    // As curl and wget do: Host names the target, not the proxy (node would name the proxy).
+    const host = url.startsWith('http://') ? new URL(url).host : undefined;
+    const req = request({ host: '127.0.0.1', port: proxyPort, path: url, headers: { ...(host ? { host } : {}), ...headers } }, (res) => {
+      let body = '';
+      res.on('data', (d) => (body += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** Sends raw bytes to the proxy and returns everything it answers until it closes or goes quiet. */
+function raw(text: string, quietMs = 300): Promise<string> {
+  return new Promise((resolve) => {
+    const s = connect(proxyPort, '127.0.0.1');
+    let got = '';
+    let timer = setTimeout(() => s.destroy(), quietMs * 4);
+    s.on('data', (d) => {
+      got += d;
+      clearTimeout(timer);
+      timer = setTimeout(() => s.destroy(), quietMs);
+    });
+    s.on('close', () => (clearTimeout(timer), resolve(got)));
+    s.on('error', () => resolve(got));
+    s.write(text);
+  });
+}
+
+const settle = () => new Promise((r) => setTimeout(r, 100));
+
+describe('egress proxy', () => {
+  it('forwards plain HTTP to an allowed host:port and records the bytes', async () => {
+    await startProxy([`allowed.test:${targetPort}`], true);
+    const r = await viaProxy(`http://allowed.test:${targetPort}/x?y=1`);
+    expect(r).toEqual({ status: 200, body: `hello GET /x?y=1 host=allowed.test:${targetPort}` });
+    await settle();
+    expect(audit).toEqual([expect.objectContaining({ runId: 'run_t', leaseId: 'lease_t', method: 'GET', target: `allowed.test:${targetPort}`, decision: 'allow', reason: `allowed.test:${targetPort}` })]);
+    expect(audit[0]!.bytesIn).toBeGreaterThan(0);
+  });
+
+  it('tunnels CONNECT to an allowed host:port', async () => {
+    await startProxy([`allowed.test:${targetPort}`], true);
+    const got = await raw(`CONNECT allowed.test:${targetPort} HTTP/1.1\r\nHost: allowed.test:${targetPort}\r\n\r\nGET /t HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n`);
+    expect(got).toMatch(/^HTTP\/1\.1 200 Connection Established\r\n\r\nHTTP\/1\.1 200 OK/);
+    expect(got).toContain('hello GET /t');
+    await settle();
+    expect(audit).toEqual([expect.objectContaining({ method: 'CONNECT', decision: 'allow' })]);
+    expect(audit[0]!.bytesOut).toBeGreaterThan(0);
+    expect(audit[0]!.bytesIn).toBeGreaterThan(0);
+  });
+
+  it('denies a name that is not listed with 403 and records it', async () => {
+    await startProxy([`allowed.test:${targetPort}`], true);
+    expect((await viaProxy(`http://denied.test:${targetPort}/`)).status).toBe(403);
+    expect(await raw(`CONNECT denied.test:443 HTTP/1.1\r\nHost: denied.test:443\r\n\r\n`)).toMatch(/^HTTP\/1\.1 403/);
+    expect(audit.map((a) => [a.method, a.target, a.decision, a.reason])).toEqual([
+      ['GET', `denied.test:${targetPort}`, 'deny', 'not in the allow list'],
+      ['CONNECT', 'denied.test:443', 'deny', 'not in the allow list'],
+    ]);
+  });
+
+  it('refuses an allowed port on another port, an unlisted IP literal and a wildcard for an address', async () => {
+    await startProxy([`allowed.test:${targetPort}`, `*.test:${targetPort}`], true);
+    expect((await viaProxy(`http://allowed.test:${targetPort + 1}/`)).status).toBe(403);
+    expect((await viaProxy(`http://127.0.0.1:${targetPort}/`)).status).toBe(403);
+    expect(audit.map((a) => a.reason)).toEqual(['not in the allow list', 'IP literal not in the allow list']);
+  });
+
+  it('refuses CONNECT with a Host header that names another host, and CONNECT in absolute form', async () => {
+    await startProxy([`allowed.test:${targetPort}`], true);
+    expect(await raw(`CONNECT allowed.test:${targetPort} HTTP/1.1\r\nHost: evil.test:${targetPort}\r\n\r\n`)).toMatch(/^HTTP\/1\.1 403/);
+    expect(await raw(`CONNECT http://evil.test:${targetPort}/ HTTP/1.1\r\nHost: evil.test:${targetPort}\r\n\r\n`)).toMatch(/^HTTP\/1\.1 400/);
+    expect((await viaProxy(`http://allowed.test:${targetPort}/`, { host: 'evil.test' })).status).toBe(403);
+    expect(audit.map((a) => [a.method, a.decision, a.reason])).toEqual([
+      ['CONNECT', 'deny', `Host header "evil.test:${targetPort}" does not match the target`],
+      ['CONNECT', 'deny', 'CONNECT target is not host:port'],
+      ['GET', 'deny', 'Host header "evil.test" does not match the target'],
+    ]);
+  });
+
+  it('refuses a listed name that resolves to a private address unless the override allows it', async () => {
+    await startProxy([`rebind.test:${targetPort}`], false);
+    const r = await viaProxy(`http://rebind.test:${targetPort}/`);
+    expect(r.status).toBe(403);
+    expect(audit[0]!.reason).toBe('rebind.test resolves to the private address 127.0.0.1');
+  });
+
+  it('refuses an origin-form request: it is not a proxy request', async () => {
+    await startProxy([`allowed.test:${targetPort}`], true);
+    expect((await viaProxy('/', { host: `allowed.test:${targetPort}` })).status).toBe(400);
+    expect(audit[0]).toMatchObject({ decision: 'deny', reason: 'not an absolute http:// proxy request' });
+  });
+});
