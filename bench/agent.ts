@@ -1,0 +1,121 @@
+/**
+ * agent: one durable tool call against a raw dockerode exec of the same command, measured in
+ * blocks that alternate in one run on the same container (medians):
+ *
+ * - tool_call_vs_raw_exec: an `exec` tool call of `true` marked safe (read-only, so no workspace
+ *   digest follows), from the commit that creates its task to the commit of its result: task
+ *   start, intent commit (`call`), effect begin commit, the exec, result + receipt commit;
+ * - mutating_tool_call_vs_raw_exec: the same call not marked safe (replay never), which adds the
+ *   workspace digest measurement resume verification needs (docker diff + a scan exec);
+ * - raw exec: exec create + start + drain + inspect of `sh -c true` as the workspace owner.
+ */
+import Dockerode from 'dockerode';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { continueSession, submitAgentRun } from '../host/agent';
+import { createHostRuntime } from '../host/runtime/host-runtime';
+import { createSandboxHost, snapshotEngine } from '../host/sandbox';
+import { openSqliteStore } from '../host/store';
+import { systemClock } from '../host/support';
+import { newId } from '../host/support/ids';
+import { tinyEnvironment } from '../test/support/agent-environment';
+import { startModelServer } from '../test/support/model-server';
+import type { Report } from './run';
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+};
+
+const CALLS_PER_BLOCK = 8;
+const BLOCKS = 4;
+
+export default async function agentBench(report: Report): Promise<void> {
+  const docker = new Dockerode();
+  await docker.ping().catch((err: Error) => {
+    throw new Error(`Docker engine not reachable: ${err.message}`);
+  });
+  const imageId = (await docker.getImage('berth/tiny:latest').inspect().catch(() => {
+    throw new Error('image berth/tiny:latest is missing; build it with `npm run images -- tiny`');
+  })).Id;
+  const dir = mkdtempSync(join(tmpdir(), 'berth-bench-agent-'));
+  const store = openSqliteStore(join(dir, 'bench.db'));
+  const hostId = newId('benchagent');
+  const logger = pino({ level: 'warn' });
+  const sandbox = createSandboxHost({ docker, records: store, clock: systemClock, logger, hostId });
+  const rt = createHostRuntime({ store, sandbox, engine: snapshotEngine(docker), clock: systemClock, logger, hostId });
+  let safe = true;
+  const model = await startModelServer((turn) => (turn % (CALLS_PER_BLOCK + 1) === CALLS_PER_BLOCK ? { content: 'done' } : { toolCalls: [{ name: 'exec', arguments: { command: 'true', ...(safe ? { safe: true } : {}) } }] }));
+  process.env.BERTH_BENCH_MODEL_KEY = 'sk-bench';
+  const deps = { ...rt, toolNames: [...rt.agent.tools.keys()] };
+  const settings = { model: { baseUrl: model.url, model: 'bench', apiKeyEnv: 'BERTH_BENCH_MODEL_KEY' } };
+
+  // Per tool task: when the commit that created it landed, and when its result committed.
+  const created = new Map<string, number>();
+  const durations: number[] = [];
+  rt.kernel.onCommit((e) => {
+    const now = performance.now();
+    if (e.label === 'phase.spawn:agent-generate') for (const id of e.taskIds.slice(1)) created.set(id, now);
+    if (e.label === 'phase.complete:agent-tool') {
+      const t0 = created.get(e.taskIds[0]!);
+      if (t0 !== undefined) durations.push(now - t0);
+    }
+  });
+  try {
+    await rt.kernel.start();
+    let sessionId: string | null = null;
+    const block = async () => {
+      const { run } = sessionId
+        ? await continueSession(deps, { sessionId, message: 'again' })
+        : await submitAgentRun(deps, { message: 'run true', settings, environment: tinyEnvironment(imageId) });
+      sessionId = run.sessionId;
+      const done = await rt.kernel.waitForRun(run.id);
+      if (done.state !== 'completed') throw new Error(`bench run ended ${done.state}`);
+    };
+    const rawExec = async (container: Dockerode.Container) => {
+      const t0 = performance.now();
+      const ex = await container.exec({ Cmd: ['sh', '-c', 'true'], User: '1000:1000', WorkingDir: '/workspace', AttachStdout: true, AttachStderr: true, Tty: false });
+      const s = (await ex.start({ hijack: true, stdin: false })) as NodeJS.ReadableStream;
+      await new Promise<void>((res) => {
+        s.on('data', () => undefined);
+        s.on('end', res);
+        s.on('close', res);
+      });
+      if ((await ex.inspect()).ExitCode !== 0) throw new Error('raw exec failed');
+      return performance.now() - t0;
+    };
+    const measure = async () => {
+      const ours: number[] = [];
+      const raw: number[] = [];
+      for (let b = 0; b < BLOCKS; b++) {
+        durations.length = 0;
+        await block();
+        ours.push(...durations);
+        const container = docker.getContainer(rt.agent.plan.held(sessionId!)!.containerId);
+        for (let i = 0; i < CALLS_PER_BLOCK; i++) raw.push(await rawExec(container));
+      }
+      return { ours: median(ours), raw: median(raw) };
+    };
+    // Warm-up: lease, first exec, event subscription and first digest out of the figures.
+    await block();
+    const read = await measure();
+    report('tool_call_vs_raw_exec', read.ours / read.raw, 'ratio');
+    report('tool_call_ms', read.ours, 'absolute');
+    report('raw_exec_ms', read.raw, 'absolute');
+    safe = false;
+    const write = await measure();
+    report('mutating_tool_call_vs_raw_exec', write.ours / write.raw, 'ratio');
+    report('mutating_tool_call_ms', write.ours, 'absolute');
+  } finally {
+    await rt.kernel.stop();
+    await sandbox.close();
+    await model.close();
+    const left = await docker.listContainers({ all: true, filters: { label: [`berth.host=${hostId}`] } });
+    await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
