@@ -41,6 +41,8 @@ export async function runInputOf(store: Store, task: Task): Promise<AgentRunInpu
   const root = run?.rootTaskId ? await store.getTask(run.rootTaskId) : undefined;
   if (!root) throw new BerthError('agent_corrupt', `run ${runId} has no root task`, { ids: { runId, taskId: task.id } });
   const input = root.input as unknown as AgentRunInput;
+  // A long-lived host sees many runs; the cache only saves a read or two, so it is simply reset.
+  if (cache.size >= 256) cache.clear();
   cache.set(runId, input);
   return input;
 }
@@ -51,6 +53,9 @@ export function toolsOf(deps: Pick<AgentDeps, 'tools'>, input: AgentRunInput): M
   return new Map(names.flatMap((n) => (deps.tools.has(n) ? [[n, deps.tools.get(n)!] as const] : [])));
 }
 
+/** The task's input as the type its kind commits (the kind wrote it). */
 export const inputOf = <T>(ctx: PhaseContext) => ctx.input as unknown as T;
+/** The task's checkpoint as the type its phases commit. */
 export const checkpointOf = <T>(ctx: PhaseContext) => ctx.checkpoint as unknown as T;
+/** A typed value as the JSON the store keeps (every value here is plain data). */
 export const json = <T>(v: T) => v as unknown as Json;

@@ -70,5 +70,3 @@ export interface ApprovalDecidedEntry {
   by: string;
   digest: string;
 }
-
-export const asJson = <T>(v: T): Json => v as unknown as Json;
