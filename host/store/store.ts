@@ -14,6 +14,7 @@ import type {
   TaskStatus,
 } from '../model';
 import type { LeaseRecords } from '../sandbox/lease-records';
+import type { EgressAuditRecords } from '../egress/audit';
 import type { CommitInput, CommitResult } from './commit-input';
 
 export interface TaskFilter {
@@ -35,7 +36,7 @@ export interface EntryFilter {
  * shape; the SQLite store answers synchronously underneath. Every state change goes through
  * {@link Store.commit}; the other writes are lease bookkeeping, which is not session state.
  */
-export interface Store extends LeaseRecords {
+export interface Store extends LeaseRecords, EgressAuditRecords {
   readonly location: string;
   commit(input: CommitInput): Promise<CommitResult>;
   /** Takes the execution right for `scope`; commits fenced with an older epoch are refused from now on. */

@@ -14,6 +14,7 @@ const SECRET = 'sk-cli-test-secret-0123456789';
 
 interface CliWorld {
   dir: string;
+  hostId: string;
   store: string;
   model: ModelServer;
   cli(args: string[]): Promise<ChildEnd>;
@@ -42,6 +43,7 @@ async function cliWorld(script: ScriptedTurn[]): Promise<CliWorld> {
   const env = { BERTH_HOST_ID: hostId, BERTH_OPERATOR: 'tester', TEST_MODEL_KEY: SECRET };
   return {
     dir,
+    hostId,
     store,
     model,
     cli: (args) => runNode(bin, [...args, '--store', store], env, 180_000),
@@ -65,7 +67,7 @@ async function cliWorld(script: ScriptedTurn[]): Promise<CliWorld> {
 /** `berth agent` in the background, to be killed like a host that dies. */
 function startInBackground(w: CliWorld, args: string[]) {
   return bundledCli().then((bin) => {
-    const child = spawn(process.execPath, [bin, ...args, '--store', w.store], { env: { ...process.env, BERTH_HOST_ID: 'clitest-bg', BERTH_OPERATOR: 'tester', TEST_MODEL_KEY: SECRET }, stdio: 'ignore' });
+    const child = spawn(process.execPath, [bin, ...args, '--store', w.store], { env: { ...process.env, BERTH_HOST_ID: w.hostId, BERTH_OPERATOR: 'tester', TEST_MODEL_KEY: SECRET }, stdio: 'ignore' });
     return child;
   });
 }

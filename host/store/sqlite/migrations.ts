@@ -206,4 +206,23 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       ) STRICT;
     `,
   },
+  {
+    version: 4,
+    name: 'egress audit',
+    sql: `
+      CREATE TABLE egress_attempts (
+        at INTEGER NOT NULL,
+        run_id TEXT,
+        lease_id TEXT,
+        method TEXT NOT NULL,
+        target TEXT NOT NULL,
+        decision TEXT NOT NULL CHECK (decision IN ('allow', 'deny')),
+        reason TEXT NOT NULL,
+        bytes_out INTEGER NOT NULL,
+        bytes_in INTEGER NOT NULL
+      ) STRICT;
+      CREATE INDEX egress_by_run ON egress_attempts(run_id, at);
+      CREATE INDEX egress_by_lease ON egress_attempts(lease_id, at);
+    `,
+  },
 ];

@@ -5,6 +5,7 @@ import { systemClock } from '../../support/clock';
 import type { CommitInput, CommitResult } from '../commit-input';
 import type { Store } from '../store';
 import { CommitWriter } from './commit';
+import { sqliteEgressAudit } from './egress';
 import { sqliteLeaseRecords } from './leases';
 import { openDatabase, type Durability } from './open';
 import { sqliteReads } from './reads';
@@ -31,6 +32,7 @@ export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): St
     ...sqliteReads(db),
     ...sqliteLeaseRecords(db),
     ...sqliteSnapshots(db),
+    ...sqliteEgressAudit(db),
     async commit(input: CommitInput): Promise<CommitResult> {
       faultPoint(`before:${input.label}`);
       const result = writer.apply(input, clock.now());

@@ -1,0 +1,36 @@
+import type Database from 'better-sqlite3';
+import type { EgressAttempt, EgressAuditRecords } from '../../egress/audit';
+import type { Row } from './rows';
+
+const toAttempt = (r: Row): EgressAttempt => ({
+  at: r.at as number,
+  runId: (r.run_id as string | null) ?? null,
+  leaseId: (r.lease_id as string | null) ?? null,
+  method: r.method as string,
+  target: r.target as string,
+  decision: r.decision as 'allow' | 'deny',
+  reason: r.reason as string,
+  bytesOut: r.bytes_out as number,
+  bytesIn: r.bytes_in as number,
+});
+
+/** The egress audit trail: written as attempts happen, outside session commits (it is an observation, not run state). */
+export function sqliteEgressAudit(db: Database.Database): EgressAuditRecords {
+  const insert = db.prepare(
+    `INSERT INTO egress_attempts (at, run_id, lease_id, method, target, decision, reason, bytes_out, bytes_in)
+     VALUES (@at, @runId, @leaseId, @method, @target, @decision, @reason, @bytesOut, @bytesIn)`,
+  );
+  return {
+    async recordEgress(a) {
+      insert.run(a);
+    },
+    async listEgress(filter = {}) {
+      const where: string[] = [];
+      const args: unknown[] = [];
+      if (filter.runId) (where.push('run_id = ?'), args.push(filter.runId));
+      if (filter.leaseId) (where.push('lease_id = ?'), args.push(filter.leaseId));
+      const sql = `SELECT * FROM egress_attempts ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY at, rowid`;
+      return (db.prepare(sql).all(...args) as Row[]).map(toAttempt);
+    },
+  };
+}
