@@ -27,9 +27,10 @@ import { openSqliteStore } from '../../host/store';
  * (a model request, reading the sandbox) is repeated whenever it is lost, so it adds no case.
  *
  * To stay within minutes on two cores, one run is killed at several boundaries in turn (each
- * resumed process is killed again further on) when none of them can catch a `never` command in
- * flight; those that can diverge get a run of their own. Which boundary each kill hit is read
- * from the commit keys (support/commit-keys.ts), so coverage is checked boundary by boundary.
+ * resumed process is killed again further on): boundaries where no `never` command is in flight
+ * share runs that must end exactly like the uninterrupted one; those where one is (and the run
+ * must end as needs_reconciliation) share runs among themselves. Which boundary each kill hit is
+ * read from the commit keys (support/commit-keys.ts), so coverage is checked boundary by boundary.
  */
 let script: string;
 let model: ModelServer;
@@ -56,7 +57,7 @@ interface Target {
   diverging: boolean;
 }
 
-const MAX_KILLS_PER_RUN = 10;
+const MAX_KILLS_PER_RUN = 12;
 const MIN_COMMITS_BETWEEN_KILLS = 4;
 
 /** Tool call ids of the script's non-safe execs. */
@@ -169,13 +170,18 @@ describe('agent run killed at every commit boundary', () => {
     const failures: string[] = [];
     let runs = 0;
     let diverged = 0;
-    const claim = (after: number, chainable: boolean) => {
-      const t = wanted.find((x) => !claimed.has(x.id) && !covered.has(x.id) && x.index > after && (!chainable || !x.diverging));
+    let exactKills = 0;
+    /** The earliest free target after `after`; `diverging` set: only targets of that kind. */
+    const claim = (after: number, diverging?: boolean) => {
+      const t = wanted.find((x) => !claimed.has(x.id) && !covered.has(x.id) && x.index > after && (diverging === undefined || x.diverging === diverging));
       if (t) claimed.add(t.id);
       return t;
     };
 
-    /** One run: killed at `first`, then (when it cannot diverge) at further boundaries, then run to its end and compared. */
+    /**
+     * One run: killed at `first`, then at further boundaries of the same kind (a run that can
+     * diverge only at diverging ones, in later `never` commands), then run to its end and compared.
+     */
     const chain = async (first: Target) => {
       runs += 1;
       const r = newRun();
@@ -207,7 +213,7 @@ describe('agent run killed at every commit boundary', () => {
         covered.add(hit);
         if (target && hit !== target.id) claimed.delete(target.id);
         const at: number = targets.find((t) => t.id === hit)?.index ?? target?.index ?? commitCount;
-        target = first.diverging || kills.length >= MAX_KILLS_PER_RUN ? undefined : claim(at + MIN_COMMITS_BETWEEN_KILLS - 1, true);
+        target = kills.length >= MAX_KILLS_PER_RUN ? undefined : claim(at + MIN_COMMITS_BETWEEN_KILLS - 1, first.diverging);
       }
       const o = await observeAgentRun(r.db);
       const counts = o.containerId ? execLogCounts(await readContainerFile(docker, o.containerId, '/tmp/exec-log')) : {};
@@ -224,6 +230,7 @@ describe('agent run killed at every commit boundary', () => {
           expect(o.results).toEqual(baseline.results);
           expect(Object.fromEntries(Object.entries(o.effects).map(([c, e]) => [c, e.status]))).toEqual(Object.fromEntries(Object.entries(baseline.effects).map(([c, e]) => [c, e.status])));
           expect(counts).toEqual(baselineLog);
+          exactKills += kills.length;
           return;
         }
         // A `never` command caught in flight: recorded as unknown, shown to the model as interrupted, the run held for reconciliation.
@@ -244,7 +251,7 @@ describe('agent run killed at every commit boundary', () => {
     const started = Date.now();
     await Promise.all(
       Array.from({ length: Number(process.env.BERTH_CRASH_PARALLEL ?? 3) }, async () => {
-        for (let t = claim(-1, false); t !== undefined; t = claim(-1, false)) await chain(t);
+        for (let t = claim(-1); t !== undefined; t = claim(-1)) await chain(t);
       }),
     );
     const missed = wanted.filter((t) => !covered.has(t.id)).map((t) => t.id);
@@ -252,6 +259,8 @@ describe('agent run killed at every commit boundary', () => {
     expect(failures).toEqual([]);
     expect(missed).toEqual([]);
     if (!only) expect(wanted.length).toBeGreaterThan(100);
-    expect(diverged).toBeLessThanOrEqual(wanted.filter((t) => t.diverging).length);
+    // Only kills while a `never` command is in flight may diverge (each checked above); which
+    // boundaries those are shifts a little with timing, so the bound is loose.
+    expect(exactKills).toBeGreaterThan(0.75 * covered.size);
   }, 1_200_000);
 });
