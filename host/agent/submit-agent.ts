@@ -72,7 +72,10 @@ export async function continueSession(deps: Deps, c: ContinueSession): Promise<S
   const last = runs.at(-1);
   if (!last) throw new BerthError('session_not_found', `no agent session ${c.sessionId} (see berth status)`, { ids: { sessionId: c.sessionId } });
   const busy = runs.find((r) => !isFinalRunState(r.state));
-  if (busy) throw new BerthError('session_busy', `run ${busy.id} of session ${c.sessionId} is ${busy.state}; finish, approve or cancel it first`, { ids: { sessionId: c.sessionId, runId: busy.id } });
+  if (busy) {
+    const what = busy.state === 'needs_reconciliation' ? `decide it first (berth show ${busy.id}; berth reconcile ${busy.id} --fail)` : 'let it finish, approve or deny its calls, or cancel it';
+    throw new BerthError('session_busy', `run ${busy.id} of session ${c.sessionId} is ${busy.state}; ${what}`, { ids: { sessionId: c.sessionId, runId: busy.id } });
+  }
   const prev = (await deps.store.getTask(last.rootTaskId!))!.input as unknown as AgentRunInput;
   const settings = AgentSettingsSchema.parse({ ...prev.settings, ...c.settings, model: { ...prev.settings.model, ...c.settings?.model } });
   checkTools(deps.toolNames, settings);

@@ -75,11 +75,13 @@ export async function agentRun(ctx: CliContext, message: string, flags: AgentFla
 
 /** `berth chat SESSION "MESSAGE"`: another run in the session; the same --request-id twice is one submission. */
 export async function agentChat(ctx: CliContext, sessionId: string, message: string, flags: AgentFlags): Promise<number> {
-  const host = await startAgentHost(ctx);
   const overrides = settingsFrom(flags, false);
+  const last = (await ctx.store.listRuns({ sessionId })).filter((r) => r.kind === 'agent').at(-1);
+  const previous = last?.rootTaskId ? ((await ctx.store.getTask(last.rootTaskId))?.input as unknown as { settings: { model: { apiKeyEnv: string } } } | undefined) : undefined;
+  // Fail before anything is submitted when the key's variable is not set in this shell.
+  if (previous) readApiKey({ apiKeyEnv: overrides.model?.apiKeyEnv ?? previous.settings.model.apiKeyEnv });
+  const host = await startAgentHost(ctx);
   const { run, created } = await continueSession({ ...host.rt, toolNames: [...host.rt.agent.tools.keys()] }, { sessionId, message, requestId: flags['request-id'], settings: overrides });
-  const root = (await ctx.store.getTask(run.rootTaskId!))!;
-  readApiKey({ apiKeyEnv: (root.input as unknown as { settings: { model: { apiKeyEnv: string } } }).settings.model.apiKeyEnv });
   if (!ctx.json) process.stderr.write(`${created ? 'started' : 'already submitted as'} run ${run.id} in session ${sessionId}\n`);
   return finish(ctx, await followRun(ctx, host, run));
 }
