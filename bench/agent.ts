@@ -56,9 +56,14 @@ export default async function agentBench(report: Report): Promise<void> {
   // Per tool task: when the commit that created it landed, and when its result committed.
   const created = new Map<string, number>();
   const durations: number[] = [];
+  const toIntent: number[] = [];
   rt.kernel.onCommit((e) => {
     const now = performance.now();
     if (e.label === 'phase.spawn:agent-generate') for (const id of e.taskIds.slice(1)) created.set(id, now);
+    if (e.label === 'phase.next:agent-tool') {
+      const t0 = created.get(e.taskIds[0]!);
+      if (t0 !== undefined) toIntent.push(now - t0);
+    }
     if (e.label === 'phase.complete:agent-tool') {
       const t0 = created.get(e.taskIds[0]!);
       if (t0 !== undefined) durations.push(now - t0);
@@ -105,6 +110,16 @@ export default async function agentBench(report: Report): Promise<void> {
     report('tool_call_vs_raw_exec', read.ours / read.raw, 'ratio');
     report('tool_call_ms', read.ours, 'absolute');
     report('raw_exec_ms', read.raw, 'absolute');
+    // Where the rest goes: scheduling the new task and its first two commits (start, intent) ...
+    report('tool_call_until_intent_ms', median(toIntent), 'absolute');
+    // ... and what one durable (fsynced) commit costs here; a call makes four.
+    const commits: number[] = [];
+    for (let i = 0; i < 30; i++) {
+      const t0 = performance.now();
+      await store.commit({ sessionId: 'bench-commit', label: 'bench', createSession: {}, entries: [{ id: newId('ent'), kind: 'bench', body: { i } }] });
+      commits.push(performance.now() - t0);
+    }
+    report('commit_p50_ms', median(commits), 'absolute');
     safe = false;
     const write = await measure();
     report('mutating_tool_call_vs_raw_exec', write.ours / write.raw, 'ratio');
