@@ -153,3 +153,31 @@ describe('snapshot retention', { timeout: 180_000 }, () => {
     }
   });
 });
+
+describe('stopping a plan run with Ctrl-C', { timeout: 300_000 }, () => {
+  it('stops without deciding the step in flight, keeps the sandbox, and finishes on resume', async () => {
+    const { spawn } = await import('node:child_process');
+    const { bundledCli } = await import('../support/plan-fixture');
+    fx = await planFixture([{ name: 'first', run: 'echo first >> steps.log' }, { name: 'slow', run: 'sleep 30 && echo slow >> steps.log' }]);
+    const child = spawn(process.execPath, [await bundledCli(), 'run', fx.plan, '--store', fx.store], { env: { ...process.env, BERTH_HOST_ID: fx.hostId } });
+    let stderr = '';
+    child.stderr.on('data', (d) => (stderr += d));
+    const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+    for (let waited = 0; !stderr.includes('▶ [2/2] slow'); waited += 50) {
+      if (waited > 120_000) throw new Error(`the slow step never started:\n${stderr}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const t0 = Date.now();
+    child.kill('SIGINT');
+    expect(await exited).toBe(130);
+    expect(Date.now() - t0).toBeLessThan(15_000);
+    expect(stderr).toContain('berth resume');
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    const mid = await fx.read(async (s) => ({ run: (await s.getRun(runId))!, leases: await s.listLeases({}) }));
+    expect(mid.run.state).toBe('running');
+    expect(mid.leases.filter((l) => l.releasedAt === null)).toHaveLength(1);
+    const end = await fx.cli(['resume', runId, '--json']);
+    expect(end.code, end.stderr).toBe(0);
+    expect(lastJson<Summary>(end).steps.map((s) => [s.step, s.outcome])).toEqual([['first', 'ok'], ['slow', 'ok']]);
+  });
+});
