@@ -11,11 +11,13 @@ export async function findImageByLabels(labels: Record<string, string>, signal: 
   if (ids.length === 0) return undefined;
   // Images committed from a container of ours (snapshots) inherit these labels; only a loaded
   // build has no parent layer and no snapshot label.
-  const { stdout: info } = await execa('docker', ['image', 'inspect', '--format', '{{.Id}} {{index .Config.Labels "berth.snapshot"}} {{len .RootFS.Layers}}', ...ids], { cancelSignal: signal });
-  return info
-    .split('\n')
-    .map((l) => l.trim().split(' '))
-    .find((f) => f.length === 3 && f[1] === '' && f[2] === '1')?.[0];
+  for (const id of ids) {
+    // One at a time: a snapshot image may be removed between the listing and this look.
+    const r = await execa('docker', ['image', 'inspect', '--format', '{{.Id}} {{index .Config.Labels "berth.snapshot"}} {{len .RootFS.Layers}}', id], { cancelSignal: signal, reject: false });
+    const f = r.stdout.trim().split(' ');
+    if (r.exitCode === 0 && f.length === 3 && f[1] === '' && f[2] === '1') return f[0];
+  }
+  return undefined;
 }
 
 /** Streams a docker-archive directory into `docker load` and returns the id Docker reports. */
