@@ -7,14 +7,14 @@ import type { Environment } from './schema';
  * the schema so that manifests written for later versions keep their shape and fingerprint.
  */
 export function checkSupported(env: Environment): void {
-  if (env.network.mode !== 'none') {
+  if (env.network.mode === 'open') {
     const issue: ManifestIssue = {
       path: 'network.mode',
-      expected: '"none" (allowlist and open arrive with the egress feature)',
+      expected: '"none" or "allowlist" (open is not supported yet)',
       found: JSON.stringify(env.network.mode),
-      message: `network.mode "${env.network.mode}" is not supported yet; it arrives with the egress feature`,
+      message: 'network.mode "open" is not supported yet',
     };
-    throw new BerthError('manifest_unsupported', `network.mode: "${env.network.mode}" is not supported yet: allowlist and open arrive with the egress feature; use "none"`, {
+    throw new BerthError('manifest_unsupported', 'network.mode: "open" is not supported yet; use "allowlist" with the hosts the sandbox needs, or "none"', {
       details: { issues: [issue] },
     });
   }

@@ -5,6 +5,7 @@ import pino, { type Logger } from 'pino';
 import { openSqliteStore, type Store } from '../store';
 import { SandboxHost } from '../sandbox';
 import { LOG_REDACT_PATHS } from '../secrets';
+import { egressPort } from '../egress';
 import { systemClock, type Clock } from '../support';
 
 /** What every command may use; built once here, the CLI being the only composition root. */
@@ -32,7 +33,7 @@ export function buildContext(opts: { store?: string; json: boolean }): CliContex
   const docker = new Dockerode({ socketPath: process.env.BERTH_DOCKER_SOCKET ?? '/var/run/docker.sock' });
   // Stable across restarts of this machine's host, so the sweeper recognises what a dead process left.
   const hostId = process.env.BERTH_HOST_ID ?? hostname();
-  const sandbox = new SandboxHost({ docker, records: store, clock, logger, hostId });
+  const sandbox = new SandboxHost({ docker, records: store, clock, logger, hostId, egress: egressPort(store, logger) });
   return {
     store,
     logger,

@@ -49,7 +49,7 @@ export class PlanSandbox {
   }
 
   async leaseFresh(runId: string, sessionId: string, env: Environment, signal: AbortSignal): Promise<Lease> {
-    const lease = await this.d.sandbox.lease(this.spec(env), { sessionId, signal });
+    const lease = await this.d.sandbox.lease(this.spec(env), { sessionId, signal, runId });
     this.live.set(runId, lease);
     return lease;
   }
@@ -97,7 +97,7 @@ export class PlanSandbox {
     }
     let lease: Lease;
     try {
-      lease = await this.d.sandbox.lease({ ...this.spec(env), imageDigest: snap.imageId }, { sessionId, signal });
+      lease = await this.d.sandbox.lease({ ...this.spec(env), imageDigest: snap.imageId }, { sessionId, signal, runId });
     } catch (err) {
       if (isBerthError(err, 'image_missing')) return { kind: 'reconcile', reason: `snapshot image missing: ${snap.id} (${snap.imageId})` };
       throw err;
@@ -130,7 +130,7 @@ export class PlanSandbox {
     const record: NewSnapshotRecord = { id, leaseId: lease.id, imageId: taken.imageId, workspaceDigest: taken.workspaceDigest, sizeBytes: taken.layerBytes, checkpoint, parentId };
     let current = lease;
     if (taken.layerBytes >= (this.d.rebaseBytes ?? 8 << 20)) {
-      current = await this.d.sandbox.lease({ ...this.spec(env), imageDigest: taken.imageId }, { sessionId, signal });
+      current = await this.d.sandbox.lease({ ...this.spec(env), imageDigest: taken.imageId }, { sessionId, signal, runId });
       await lease.release();
       this.live.set(runId, current);
     }

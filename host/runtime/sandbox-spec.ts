@@ -17,6 +17,6 @@ export function sandboxSpecOf(env: Environment): SandboxSpec {
       commandTimeoutS: env.resources.commandTimeoutS,
     },
     lease: { ttlS: env.lease.ttlS, heartbeatS: env.lease.heartbeatS },
-    network: { mode: 'none' },
+    network: env.network.mode === 'allowlist' ? { mode: 'allowlist', allow: [...env.network.allow], allowPrivate: env.network.allowOverride === true } : { mode: 'none' },
   };
 }

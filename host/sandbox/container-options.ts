@@ -22,7 +22,7 @@ const MIB = 1024 * 1024;
  * The create options for a sandbox container: limits, hardening and labels. Exported so the bench
  * can create a raw container with exactly the same options.
  */
-export function containerCreateOptions(spec: SandboxSpec, labels: Record<string, string>, name?: string): Dockerode.ContainerCreateOptions {
+export function containerCreateOptions(spec: SandboxSpec, labels: Record<string, string>, name?: string, egress?: { networkName: string; proxyUrl: string }): Dockerode.ContainerCreateOptions {
   const r = spec.resources;
   const memory = Math.round(r.memoryMb * MIB);
   const diskBytes = Math.round(r.diskMb * MIB);
@@ -39,7 +39,9 @@ export function containerCreateOptions(spec: SandboxSpec, labels: Record<string,
     AttachStdin: false,
     AttachStdout: false,
     AttachStderr: false,
-    NetworkDisabled: true,
+    // The proxy address is no secret; both spellings, since tools disagree on which they read.
+    ...(egress ? { Env: ['http_proxy', 'HTTP_PROXY', 'https_proxy', 'HTTPS_PROXY'].map((k) => `${k}=${egress.proxyUrl}`) } : {}),
+    NetworkDisabled: egress === undefined,
     HostConfig: {
       NanoCpus: Math.round(r.cpus * 1e9),
       Memory: memory,
@@ -48,7 +50,7 @@ export function containerCreateOptions(spec: SandboxSpec, labels: Record<string,
       PidsLimit: r.pids,
       CapDrop: ['ALL'],
       SecurityOpt: ['no-new-privileges'],
-      NetworkMode: 'none',
+      NetworkMode: egress?.networkName ?? 'none',
       Init: true,
       Binds: [],
       Mounts: [],

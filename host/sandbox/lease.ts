@@ -27,7 +27,8 @@ export interface LeaseDeps {
   autoHeartbeat: boolean;
   /** Cgroup counters at the time the lease was taken (0 for a fresh container). */
   counters: { pidsMax: number; oomKill: number };
-  onReleased?: () => void;
+  /** Runs after the container is removed (egress teardown); awaited, so release returns with nothing left. */
+  onReleased?: () => void | Promise<void>;
 }
 
 /**
@@ -182,7 +183,7 @@ export class Lease implements AsyncDisposable {
       if (!isNotFound(err)) failure ??= err;
     }
     this.deps.events.forget(this.containerId);
-    this.deps.onReleased?.();
+    await this.deps.onReleased?.();
     if (failure !== undefined) {
       throw new BerthError('release_failed', `releasing lease ${this.id} failed; the sweeper will finish it`, {
         retryable: true,

@@ -12,6 +12,8 @@ import { containerLabels } from './labels';
 import { Lease } from './lease';
 import type { LeaseRecord, LeaseRecords, SweepRecord } from './lease-records';
 import { runControl } from './sandbox-control';
+import { SandboxEgress, type EgressAttachment, type EgressPort } from './sandbox-egress';
+import { sweepEgress } from './sandbox-network';
 import { checkSpec, type SandboxSpec } from './sandbox-spec';
 import { sweep } from './sweeper';
 import { verifyLease, type VerifyResult } from './verify';
@@ -27,6 +29,8 @@ export interface SandboxHostOptions {
   /** Bytes of output kept per stream and exec (head and tail halves). Default 64 KiB. */
   outputCapBytes?: number;
   disk?: DiskGuardOptions;
+  /** Needed for `allowlist` sandboxes: starts the host's egress proxy. */
+  egress?: EgressPort;
 }
 
 /** Options of one {@link SandboxHost.lease} call. */
@@ -35,6 +39,8 @@ export interface LeaseOptions {
   signal?: AbortSignal;
   /** Heartbeat every `spec.lease.heartbeatS` on an unref'd timer. Default true. */
   autoHeartbeat?: boolean;
+  /** The run the sandbox serves; egress attempts are recorded against it. */
+  runId?: string;
 }
 
 /** A container created by this host but not yet given to a lease. */
@@ -42,6 +48,8 @@ export interface ProvisionedContainer {
   container: Dockerode.Container;
   id: string;
   createdAt: number;
+  /** Set when the container has an egress network to tear down with it. */
+  egressLeaseId?: string;
 }
 
 /**
@@ -55,11 +63,13 @@ export class SandboxHost {
   private readonly events: EngineEvents;
   /** Containers of this instance whose removal failed; the sweeper may take them. */
   private readonly abandoned = new Set<string>();
+  private readonly egress: SandboxEgress | undefined;
 
   constructor(private readonly opts: SandboxHostOptions) {
     this.hostId = opts.hostId;
     this.instanceId = newId('inst');
     this.events = new EngineEvents(opts.docker, opts.hostId, opts.logger);
+    this.egress = opts.egress ? new SandboxEgress({ docker: opts.docker, hostId: opts.hostId, logger: opts.logger, port: opts.egress }) : undefined;
   }
 
   /**
@@ -72,7 +82,7 @@ export class SandboxHost {
     options.signal?.throwIfAborted();
     const leaseId = newId('lease');
     const [provisioned] = await Promise.all([
-      this.provision(spec, { sessionId: options.sessionId, leaseId }, options.signal),
+      this.provision(spec, { sessionId: options.sessionId, leaseId, runId: options.runId }, options.signal),
       this.events.ensureConnected(),
     ]);
     try {
@@ -88,20 +98,22 @@ export class SandboxHost {
    * Creates and starts a container for `spec`. Without a session it is a warm-pool container.
    * @internal used by {@link createWarmPool}.
    */
-  async provision(spec: SandboxSpec, who: { sessionId?: string; leaseId?: string }, signal?: AbortSignal): Promise<ProvisionedContainer> {
+  async provision(spec: SandboxSpec, who: { sessionId?: string; leaseId?: string; runId?: string }, signal?: AbortSignal): Promise<ProvisionedContainer> {
     checkSpec(spec);
     await assertImagePresent(this.opts.docker, spec.imageDigest, spec.imageRef);
+    const egress = await this.openEgress(spec, who);
     const createdAt = this.opts.clock.now();
     const pool = who.sessionId === undefined;
-    const labels = containerLabels({ hostId: this.hostId, instanceId: this.instanceId, envFingerprint: spec.envFingerprint, createdAt, ...who, pool });
+    const labels = containerLabels({ hostId: this.hostId, instanceId: this.instanceId, envFingerprint: spec.envFingerprint, createdAt, sessionId: who.sessionId, leaseId: who.leaseId, pool });
     const name = pool ? `berth-pool-${newId('c').slice(2)}` : `berth-${who.leaseId}`;
     let container: Dockerode.Container;
     try {
-      container = await this.opts.docker.createContainer(containerCreateOptions(spec, labels, name));
+      container = await this.opts.docker.createContainer(containerCreateOptions(spec, labels, name, egress));
     } catch (err) {
+      if (who.leaseId && egress) await this.egress?.close(who.leaseId);
       throw engineError('create sandbox container', err, { sessionId: who.sessionId, leaseId: who.leaseId });
     }
-    const provisioned = { container, id: container.id, createdAt };
+    const provisioned: ProvisionedContainer = { container, id: container.id, createdAt, ...(egress ? { egressLeaseId: who.leaseId } : {}) };
     try {
       signal?.throwIfAborted();
       await container.start();
@@ -140,8 +152,12 @@ export class SandboxHost {
   async discard(p: ProvisionedContainer): Promise<void> {
     try {
       await p.container.remove({ force: true, v: true });
+      if (p.egressLeaseId) await this.egress?.close(p.egressLeaseId);
     } catch (err) {
-      if (isNotFound(err)) return;
+      if (isNotFound(err)) {
+        if (p.egressLeaseId) await this.egress?.close(p.egressLeaseId);
+        return;
+      }
       this.abandoned.add(p.id);
       this.opts.logger.warn({ err, containerId: p.id }, 'could not remove container; the sweeper will');
     }
@@ -156,6 +172,7 @@ export class SandboxHost {
     if (!v.ok) throw new BerthError(v.code, v.reason, { retryable: v.code === 'engine_unreachable', ids: { leaseId: record.id, containerId: record.containerId } });
     if (record.releasedAt !== null) throw new BerthError('lease_released', `lease ${record.id} is released`, { ids: { leaseId: record.id } });
     await this.events.ensureConnected();
+    if (spec.network.mode === 'allowlist') await this.requireEgress(record.id).resume(record.id, spec.network);
     const container = this.opts.docker.getContainer(record.containerId);
     // Counters of an older incarnation are history: take them as the baseline.
     const report = await runControl(container, { user: spec.workspace.owner, slotFile: '', nonce: '' }).catch(() => undefined);
@@ -178,7 +195,20 @@ export class SandboxHost {
       disk: this.opts.disk,
       autoHeartbeat,
       counters,
+      ...(spec.network.mode === 'allowlist' ? { onReleased: () => this.egress?.close(record.id) } : {}),
     });
+  }
+
+  private requireEgress(leaseId?: string): SandboxEgress {
+    if (!this.egress) throw new BerthError('egress_unavailable', 'network.mode allowlist needs the host egress proxy, which this host was built without', { ids: { leaseId } });
+    return this.egress;
+  }
+
+  /** Network, INPUT rules and proxy for an allowlist sandbox, all in place before its container exists. */
+  private async openEgress(spec: SandboxSpec, who: { leaseId?: string; runId?: string }): Promise<EgressAttachment | undefined> {
+    if (spec.network.mode !== 'allowlist') return undefined;
+    if (!who.leaseId) throw new BerthError('invalid_spec', 'allowlist sandboxes are not pooled: each needs its own network, made for its lease');
+    return this.requireEgress(who.leaseId).open(who.leaseId, who.runId ?? null, spec.network);
   }
 
   /** Whether the sandbox named by a lease record can be resumed as is. */
@@ -187,8 +217,8 @@ export class SandboxHost {
   }
 
   /** Removes this host's released, expired and unknown containers; see sweeper.ts for the rules. */
-  sweep(options: { signal?: AbortSignal } = {}): Promise<SweepRecord[]> {
-    return sweep(
+  async sweep(options: { signal?: AbortSignal } = {}): Promise<SweepRecord[]> {
+    const removed = await sweep(
       {
         docker: this.opts.docker,
         records: this.opts.records,
@@ -200,6 +230,11 @@ export class SandboxHost {
       },
       options.signal,
     );
+    // Egress leftovers go after the containers: a network is removable only once its container is gone.
+    const now = this.opts.clock.now();
+    const active = new Set((await this.opts.records.listLeases({ hostId: this.hostId, activeAt: now })).map((l) => l.id));
+    await sweepEgress(this.opts.docker, this.hostId, (id) => active.has(id)).catch((err: unknown) => this.opts.logger.warn({ err }, 'egress sweep failed'));
+    return removed;
   }
 
   /** The image id of a local image reference (`berth env lock`); `image_missing` when absent. */

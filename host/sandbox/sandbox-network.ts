@@ -28,7 +28,7 @@ export interface SandboxNetwork {
  * Creates the internal network of one lease. `--internal` stops forwarding to the outside; the
  * host itself stays reachable through the gateway, which {@link isolateBridge} closes.
  */
-export async function createSandboxNetwork(docker: Dockerode, who: { hostId: string; leaseId: string }): Promise<SandboxNetwork> {
+export async function createSandboxNetwork(docker: Dockerode, who: { hostId: string; leaseId: string; runId?: string | null }): Promise<SandboxNetwork> {
   const name = `berth-net-${who.leaseId}`;
   try {
     const created = await docker.createNetwork({
@@ -36,7 +36,7 @@ export async function createSandboxNetwork(docker: Dockerode, who: { hostId: str
       Driver: 'bridge',
       Internal: true,
       CheckDuplicate: true,
-      Labels: { [LABEL.managed]: '1', [LABEL.host]: who.hostId, [LABEL.lease]: who.leaseId, [EGRESS_LABEL]: '1' },
+      Labels: { [LABEL.managed]: '1', [LABEL.host]: who.hostId, [LABEL.lease]: who.leaseId, [EGRESS_LABEL]: '1', 'berth.run': who.runId ?? '' },
     });
     const info = (await created.inspect()) as { Id: string; IPAM?: { Config?: Array<{ Subnet?: string; Gateway?: string }> } };
     const cfg = info.IPAM?.Config?.[0];
@@ -103,17 +103,24 @@ export async function removeBridgeRules(which: (tag: string) => boolean): Promis
 
 /**
  * Removes what a dead process left of this host's egress: networks and INPUT rules of leases that
- * are no longer active. Networks still holding a container are kept (the container sweep runs first).
+ * are no longer active. Networks younger than `minAgeMs` are kept with their rules (their lease may
+ * still be being written); the container sweep runs first, so a removable network holds no container.
  */
-export async function sweepEgress(docker: Dockerode, hostId: string, isActive: (leaseId: string) => boolean): Promise<{ networks: number; rules: number }> {
+export async function sweepEgress(docker: Dockerode, hostId: string, isActive: (leaseId: string) => boolean, minAgeMs = 120_000): Promise<{ networks: number; rules: number }> {
   const nets = await docker.listNetworks({ filters: { label: [`${EGRESS_LABEL}=1`, `${LABEL.host}=${hostId}`] } });
   let networks = 0;
+  const kept = new Set<string>();
   for (const n of nets) {
     const leaseId = n.Labels?.[LABEL.lease] ?? '';
-    if (isActive(leaseId)) continue;
+    // A young network may belong to a lease being created, whose record is not written yet.
+    const young = Date.now() - Date.parse(n.Created) < minAgeMs;
+    if (isActive(leaseId) || young) {
+      kept.add(leaseId);
+      continue;
+    }
     await removeSandboxNetwork(docker, n.Id).then(() => (networks += 1)).catch(() => {});
   }
   const prefix = `berth:${hostId}:`;
-  const rules = await removeBridgeRules((t) => t.startsWith(prefix) && !isActive(t.slice(prefix.length)));
+  const rules = await removeBridgeRules((t) => t.startsWith(prefix) && !isActive(t.slice(prefix.length)) && !kept.has(t.slice(prefix.length)));
   return { networks, rules };
 }

@@ -26,7 +26,11 @@ export interface SandboxSpec {
     commandTimeoutS: number;
   };
   lease: { ttlS: number; heartbeatS: number };
-  network: { mode: 'none' };
+  /**
+   * `none`: no interface. `allowlist`: an internal network whose only way out is the host's egress
+   * proxy, which allows the listed `host:port` patterns (names resolving privately only with `allowPrivate`).
+   */
+  network: { mode: 'none' } | { mode: 'allowlist'; allow: string[]; allowPrivate: boolean };
 }
 
 const PINNED_DIGEST = /^sha256:[0-9a-f]{64}$/;
@@ -54,8 +58,8 @@ export function checkSpec(spec: SandboxSpec): void {
       details: { imageRef: spec.imageRef, imageDigest: spec.imageDigest },
     });
   }
-  if (spec.network.mode !== 'none') {
-    throw new BerthError('invalid_spec', `network mode "${String(spec.network.mode)}" is not supported by the sandbox adapter yet`);
+  if (spec.network.mode !== 'none' && spec.network.mode !== 'allowlist') {
+    throw new BerthError('invalid_spec', `network mode "${String((spec.network as { mode: unknown }).mode)}" is not supported by the sandbox adapter yet`);
   }
   const ws = spec.workspace.path;
   if (!ws.startsWith('/') || ws === '/' || ws.split('/').some((p) => p === '..' || p === '.')) {

@@ -121,8 +121,10 @@ describe('egress from an internal sandbox network', { timeout: 120_000 }, () => 
     cleanups.push(() => removeBridgeRules((t) => t === tag));
     await isolateBridge(net.bridge, EGRESS_PROXY_PORT, tag);
 
-    expect(await sweepEgress(docker, hostId, (id) => id === leaseId)).toEqual({ networks: 0, rules: 0 });
-    expect(await sweepEgress(docker, hostId, () => false)).toEqual({ networks: 1, rules: 3 });
+    expect(await sweepEgress(docker, hostId, (id) => id === leaseId, 0)).toEqual({ networks: 0, rules: 0 });
+    // A network this young may belong to a lease whose record is not written yet: kept by default.
+    expect(await sweepEgress(docker, hostId, () => false)).toEqual({ networks: 0, rules: 0 });
+    expect(await sweepEgress(docker, hostId, () => false, 0)).toEqual({ networks: 1, rules: 3 });
     expect(await listRuleTags()).not.toContain(tag);
     expect(await docker.listNetworks({ filters: { label: [`berth.host=${hostId}`] } })).toEqual([]);
   });

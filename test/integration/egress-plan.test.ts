@@ -1,0 +1,63 @@
+import { createServer, type Server } from 'node:http';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { afterEach, describe, expect, it } from 'vitest';
+import { planFixture } from '../support/plan-fixture';
+
+let fx: Awaited<ReturnType<typeof planFixture>> | undefined;
+let target: Server | undefined;
+afterEach(async () => {
+  await new Promise((r) => (target ? target.close(r) : r(undefined)));
+  if (fx) {
+    const nets = await fx.docker.listNetworks({ filters: { label: [`berth.host=${fx.hostId}`] } });
+    await fx.cleanup();
+    for (const n of nets) await fx.docker.getNetwork(n.Id).remove().catch(() => {});
+    const tag = `berth:${fx.hostId}:`;
+    for (const line of execFileSync('iptables', ['-w', '-S', 'INPUT'], { encoding: 'utf8' }).split('\n')) {
+      if (line.includes(tag)) execFileSync('iptables', ['-w', '-D', 'INPUT', ...line.slice('-A INPUT '.length).match(/"[^"]*"|\S+/g)!.map((a) => a.replace(/^"|"$/g, ''))]);
+    }
+  }
+  fx = undefined;
+  target = undefined;
+});
+
+describe('network.mode allowlist in a plan run', { timeout: 180_000 }, () => {
+  it('reaches an allowed target through the host proxy, is refused elsewhere, audits both and leaves nothing behind', async () => {
+    target = createServer((req, res) => res.end(`hello ${req.url}`));
+    await new Promise<void>((r) => target!.listen(0, '127.0.0.1', () => r()));
+    const port = (target.address() as { port: number }).port;
+    const steps = [
+      { name: 'allowed', run: `timeout 10 busybox wget -q -O - http://localhost:${port}/ok` },
+      { name: 'denied', run: `timeout 10 busybox wget -q -O - http://example.invalid:${port}/ 2>&1; echo "exit=$?"` },
+      // Another port on the gateway gets no answer at all (egress-isolation.test.ts shows it with a listening service).
+      { name: 'direct', run: `gw=$(echo "$http_proxy" | sed 's|http://||; s|:.*||'); if timeout 5 busybox nc -w 3 "$gw" 22 </dev/null; then echo reached; else echo blocked; fi` },
+    ];
+    fx = await planFixture(steps);
+    const envFile = `${fx.dir}/env.yaml`;
+    // localhost is a local name: allowed only with the explicit override, which the run records.
+    writeFileSync(envFile, `${readFileSync(envFile, 'utf8')}network: { mode: allowlist, allow: ["localhost:${port}"], allowOverride: true }\n`);
+    const end = await fx.cli(['run', fx.plan]);
+    expect(end.code, end.stderr).toBe(0);
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    const { outputs, audit, overrides } = await fx.read(async (s) => {
+      const run = (await s.getRun(runId))!;
+      const entries = await s.listEntries(run.sessionId);
+      return {
+        outputs: entries.filter((e) => e.kind === 'plan.step.output').map((e) => (e.body as { stdoutTail: string }).stdoutTail),
+        overrides: entries.filter((e) => e.kind === 'egress.override'),
+        audit: await s.listEgress({ runId }),
+      };
+    });
+    expect(outputs[0]).toBe('hello /ok');
+    expect(outputs[1]).toMatch(/403[\s\S]*exit=1/);
+    expect(outputs[2]).toBe('blocked\n');
+    expect(audit.map((a) => [a.method, a.target, a.decision])).toEqual([
+      ['GET', `localhost:${port}`, 'allow'],
+      ['GET', `example.invalid:${port}`, 'deny'],
+    ]);
+    expect(overrides).toHaveLength(1);
+    expect(end.stderr).toContain('egress denied');
+    expect(await fx.docker.listNetworks({ filters: { label: [`berth.host=${fx.hostId}`] } })).toEqual([]);
+    expect(execFileSync('iptables', ['-w', '-S', 'INPUT'], { encoding: 'utf8' })).not.toContain(`berth:${fx.hostId}:`);
+  });
+});
