@@ -6,16 +6,16 @@ import { execa } from 'execa';
  */
 export async function findImageByLabels(labels: Record<string, string>, signal: AbortSignal): Promise<string | undefined> {
   const filters = Object.entries(labels).flatMap(([k, v]) => ['--filter', `label=${k}=${v}`]);
-  const { stdout } = await execa('docker', ['image', 'ls', '--quiet', '--no-trunc', ...filters], { cancelSignal: signal });
-  const ids = [...new Set(stdout.split('\n').map((l) => l.trim()).filter((l) => l.startsWith('sha256:')))];
+  const { stdout } = await execa('docker', ['image', 'ls', '--no-trunc', '--format', '{{.ID}}\t{{.Repository}}', ...filters], { cancelSignal: signal });
+  // Snapshots committed from containers of ours inherit these labels; they live in berth-snapshot.
+  const ids = [...new Set(stdout.split('\n').map((l) => l.trim().split('\t')).filter(([id, repo]) => id?.startsWith('sha256:') && repo !== 'berth-snapshot').map(([id]) => id!))];
   if (ids.length === 0) return undefined;
-  // Images committed from a container of ours (snapshots) inherit these labels; only a loaded
-  // build has no parent layer and no snapshot label.
-  for (const id of ids) {
-    // One at a time: a snapshot image may be removed between the listing and this look.
-    const r = await execa('docker', ['image', 'inspect', '--format', '{{.Id}} {{index .Config.Labels "berth.snapshot"}} {{len .RootFS.Layers}}', id], { cancelSignal: signal, reject: false });
-    const f = r.stdout.trim().split(' ');
-    if (r.exitCode === 0 && f.length === 3 && f[1] === '' && f[2] === '1') return f[0];
+  // One call for all; an image removed between the listing and this look only drops its own line.
+  const r = await execa('docker', ['image', 'inspect', '--format', '{{.Id}} {{len .RootFS.Layers}} {{index .Config.Labels "berth.snapshot"}}', ...ids], { cancelSignal: signal, reject: false });
+  for (const line of r.stdout.split('\n')) {
+    const m = /^(sha256:[0-9a-f]{64}) (\d+) ?(.*)$/.exec(line.trim());
+    // A loaded build has exactly one layer and no snapshot label (an absent label prints "<no value>").
+    if (m && m[2] === '1' && (m[3] === '' || m[3] === '<no value>')) return m[1];
   }
   return undefined;
 }
