@@ -3,7 +3,7 @@ import { satisfiesRange, type Environment } from '../../environment';
 import { BerthError, isBerthError } from '../errors';
 import type { Lease, SandboxHost } from '../sandbox';
 import type { Snapshotter } from '../snapshot';
-import type { Store } from '../store';
+import type { NewSnapshot, Store } from '../store';
 import type { Clock } from '../support';
 import { newId } from '../support';
 import { sandboxSpecOf } from '../runtime/sandbox-spec';
@@ -24,15 +24,8 @@ export interface PlanSandboxDeps {
 /** A sandbox ready for the next step, and the pointer change that must commit with the step. */
 export type Ensured = { kind: 'ok'; lease: Lease; pointer: Partial<SandboxPointer> } | { kind: 'reconcile'; reason: string };
 
-export interface NewSnapshotRecord {
-  id: string;
-  leaseId: string;
-  imageId: string;
-  workspaceDigest: string;
-  sizeBytes: number;
-  checkpoint: string;
-  parentId: string | null;
-}
+/** A snapshot record as a plan phase hands it to its decision; the kernel adds run and task. */
+export type NewSnapshotRecord = Omit<NewSnapshot, 'runId' | 'taskId'>;
 
 /**
  * The sandbox side of plan runs: leases, verification on resume, restore from snapshots and
