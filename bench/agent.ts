@@ -23,12 +23,7 @@ import { newId } from '../host/support/ids';
 import { tinyEnvironment } from '../test/support/agent-environment';
 import { startModelServer } from '../test/support/model-server';
 import type { Report } from './run';
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
+import { median } from './_stats';
 
 const CALLS_PER_BLOCK = 8;
 const BLOCKS = 4;

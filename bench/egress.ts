@@ -10,12 +10,12 @@ import { EgressProxy } from '../host/egress';
 import { createSandboxNetwork, EGRESS_PROXY_PORT, isolateBridge, removeBridgeRules, removeSandboxNetwork, ruleTag } from '../host/sandbox/sandbox-network';
 import { newId } from '../host/support/ids';
 import type { Report } from './run';
+import { median } from './_stats';
 
 const IMAGE = 'berth/tiny:latest';
 const GETS = 30;
 const ROUNDS = 7;
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 async function container(docker: Dockerode, network: string, env: string[], hostId: string) {
   const c = await docker.createContainer({ Image: IMAGE, Cmd: ['sh', '-c', 'while :; do sleep 1000; done'], Env: env, Labels: { 'berth.host': hostId }, HostConfig: { NetworkMode: network, Init: true } });

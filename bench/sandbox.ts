@@ -19,18 +19,7 @@ import { openSqliteStore } from '../host/store';
 import { systemClock } from '../host/support';
 import { newId } from '../host/support/ids';
 import type { Report } from './run';
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
-
-async function timed<T>(f: () => Promise<T>): Promise<[number, T]> {
-  const t0 = performance.now();
-  const v = await f();
-  return [performance.now() - t0, v];
-}
+import { median, timed } from './_stats';
 
 function tarOf(name: string, data: Buffer): Promise<Buffer> {
   const p = pack();

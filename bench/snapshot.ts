@@ -23,17 +23,11 @@ import { Snapshotter } from '../host/snapshot';
 import { openSqliteStore, type Store } from '../host/store';
 import { newId, systemClock } from '../host/support';
 import type { Report } from './run';
+import { median, timed as time } from './_stats';
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const ROUNDS = 5;
 const logger = pino({ level: 'silent' });
 const hostId = `bench-${process.pid}`;
-
-async function time<T>(f: () => Promise<T>): Promise<[number, T]> {
-  const t0 = performance.now();
-  const v = await f();
-  return [performance.now() - t0, v];
-}
 
 async function write(lease: Lease, path: string, mb: number) {
   const r = await lease.exec(['sh', '-c', `head -c ${mb * 1024 * 1024} /dev/urandom > ${path}`], { timeoutMs: 120_000 });
