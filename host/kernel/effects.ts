@@ -55,7 +55,11 @@ export async function performEffect<R extends Json>(
   try {
     receipt = await action(d.signal);
   } catch (err) {
-    d.pending.push({ id: spec.id, expectStatus: 'executing', set: { status: 'failed', error: errorJson(err) } });
+    // A retryable failure (the engine went away mid-action) says nothing about whether the action
+    // happened: the effect stays `executing`, so the retry treats it as in flight.
+    if (!(err instanceof BerthError && err.retryable)) {
+      d.pending.push({ id: spec.id, expectStatus: 'executing', set: { status: 'failed', error: errorJson(err) } });
+    }
     throw err;
   }
   d.pending.push({ id: spec.id, expectStatus: 'executing', set: { status: 'confirmed', receipt } });

@@ -90,6 +90,19 @@ export function planHandlers(sb: PlanSandbox, progress: (p: PlanProgress) => voi
   return [root, step];
 }
 
+const SANDBOX_GONE = new Set(['sandbox_unavailable', 'container_missing', 'container_stopped', 'engine_unreachable', 'engine_error', 'lease_released']);
+
+/**
+ * A sandbox that stopped answering mid-step (engine restart, container gone) is a reason to retry
+ * the phase, not to fail the step: the retry finds the step in flight and verifies, restores or
+ * reconciles the sandbox before anything runs again.
+ */
+function sandboxLost(err: unknown, sb: PlanSandbox, runId: string): unknown {
+  if (!isBerthError(err) || !SANDBOX_GONE.has(err.code)) return err;
+  sb.forget(runId);
+  return new BerthError(err.code, err.message, { retryable: true, ids: { ...err.ids, runId }, cause: err });
+}
+
 async function parentOf(ctx: PhaseContext): Promise<Task> {
   const parent = ctx.task.parentId ? await ctx.store.getTask(ctx.task.parentId) : undefined;
   if (!parent) throw new BerthError('plan_corrupt', `step task ${ctx.task.id} has no plan task`, { ids: { taskId: ctx.task.id } });
@@ -113,6 +126,16 @@ async function runStep(ctx: PhaseContext, sb: PlanSandbox, progress: (p: PlanPro
     return { type: 'complete', result: result as unknown as Json };
   }
   if (Object.keys(ensured.pointer).length) docOps.push(ensured.pointer as Json);
+  let actionId = effectId;
+  if (prior?.status === 'confirmed' && ensured.pointer.leaseId) {
+    // The step ran, but the sandbox it changed was lost before its snapshot was committed (the
+    // engine went away in between) and has just been restored to the state before the step.
+    if (step.replay === 'never') {
+      const reason = `step ${step.name} ran, but the sandbox it changed was lost before its snapshot; restored to the state before it`;
+      return { type: 'complete', result: { step: step.name, exitCode: -1, timedOut: false, oomKilled: false, durationMs: 0, snapshotId: null, stdoutTail: '', stderrTail: '', reconcile: reason } as unknown as Json };
+    }
+    actionId = `${effectId}:after-restore:${ensured.pointer.leaseId}`;
+  }
   const lease = ensured.lease;
   progress({ type: 'step-start', runId, index, step: step.name, command: step.run });
   let secrets: ResolvedSecret[];
@@ -122,15 +145,25 @@ async function runStep(ctx: PhaseContext, sb: PlanSandbox, progress: (p: PlanPro
     if (!isBerthError(err)) throw err;
     return { type: 'fail', error: { code: err.code, message: `step ${step.name}: ${err.message}` } };
   }
-  const out = await ctx.perform({ id: effectId, kind: 'plan.step', intent: { step: step.name, run: step.run }, replay: step.replay }, async (signal) =>
-    execStep(lease, step, env, secrets, { runId, index, signal, progress }),
+  const out = await ctx.perform({ id: actionId, kind: 'plan.step', intent: { step: step.name, run: step.run }, replay: step.replay }, async (signal) =>
+    execStep(lease, step, env, secrets, { runId, index, signal, progress })
+      .then((r) => {
+        // A command the engine killed by stopping the container has no outcome of its own.
+        if (lease.lost || r.exitCode === -1) throw new BerthError('sandbox_unavailable', `the sandbox stopped during step ${step.name}`, { ids: { runId } });
+        return r;
+      })
+      .catch((err: unknown) => {
+        throw sandboxLost(err, sb, runId);
+      }),
   );
   if (out.status === 'uncertain') return { type: 'interrupt', reason: out.reason, result: { step: step.name, interrupted: true } };
   const r = out.receipt as { exitCode: number; timedOut: boolean; oomKilled: boolean; durationMs: number; stdoutTail: string; stderrTail: string };
   const writes: NonNullable<Decision['writes']> = {};
   let snapshotId: string | null = null;
   if (env.snapshot.policy === 'after-each-step') {
-    const s = await sb.snapshot(runId, ctx.task.sessionId, env, sb.held(runId) ?? lease, `step:${index}:${step.name}`, ptr.snapshotId, ctx.signal);
+    const s = await sb.snapshot(runId, ctx.task.sessionId, env, sb.held(runId) ?? lease, `step:${index}:${step.name}`, ptr.snapshotId, ctx.signal).catch((err: unknown) => {
+      throw sandboxLost(err, sb, runId);
+    });
     snapshotId = s.record.id;
     writes.snapshots = [s.record];
     docOps.push(s.pointer as Json);

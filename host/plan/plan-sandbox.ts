@@ -147,6 +147,11 @@ export class PlanSandbox {
     return lease;
   }
 
+  /** Stops trusting the held lease of a run; the next `ensure` verifies the sandbox from the records. */
+  forget(runId: string): void {
+    this.live.delete(runId);
+  }
+
   held(runId: string): Lease | undefined {
     return this.live.get(runId);
   }
