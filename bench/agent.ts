@@ -23,19 +23,15 @@ import { newId } from '../host/support/ids';
 import { tinyEnvironment } from '../test/support/agent-environment';
 import { startModelServer } from '../test/support/model-server';
 import type { Report } from './run';
+import { requireEngine, requireTinyImage } from '../test/support/docker-engine';
 import { median } from './_stats';
 
 const CALLS_PER_BLOCK = 8;
 const BLOCKS = 4;
 
 export default async function agentBench(report: Report): Promise<void> {
-  const docker = new Dockerode();
-  await docker.ping().catch((err: Error) => {
-    throw new Error(`Docker engine not reachable: ${err.message}`);
-  });
-  const imageId = (await docker.getImage('berth/tiny:latest').inspect().catch(() => {
-    throw new Error('image berth/tiny:latest is missing; build it with `npm run images -- tiny`');
-  })).Id;
+  const docker = await requireEngine();
+  const imageId = await requireTinyImage(docker);
   const dir = mkdtempSync(join(tmpdir(), 'berth-bench-agent-'));
   const store = openSqliteStore(join(dir, 'bench.db'));
   const hostId = newId('benchagent');

@@ -7,7 +7,6 @@
  * - exec_vs_raw: `lease.exec('true')` vs exec create + start + drain + inspect;
  * - file_io_vs_raw: writeFile + readFile of 10 MB vs putArchive + getArchive of the same tar.
  */
-import Dockerode from 'dockerode';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,6 +18,7 @@ import { openSqliteStore } from '../host/store';
 import { systemClock } from '../host/support';
 import { newId } from '../host/support/ids';
 import type { Report } from './run';
+import { requireEngine, requireTinyImage } from '../test/support/docker-engine';
 import { median, timed } from './_stats';
 
 function tarOf(name: string, data: Buffer): Promise<Buffer> {
@@ -47,13 +47,8 @@ async function untarFirst(stream: Readable): Promise<Buffer> {
 }
 
 export default async function sandboxBench(report: Report): Promise<void> {
-  const docker = new Dockerode();
-  await docker.ping().catch((err: Error) => {
-    throw new Error(`Docker engine not reachable: ${err.message}`);
-  });
-  const imageId = (await docker.getImage('berth/tiny:latest').inspect().catch(() => {
-    throw new Error('image berth/tiny:latest is missing; build it with `npm run images -- tiny`');
-  })).Id;
+  const docker = await requireEngine();
+  const imageId = await requireTinyImage(docker);
   const dir = mkdtempSync(join(tmpdir(), 'berth-bench-sandbox-'));
   const store = openSqliteStore(join(dir, 'bench.db'));
   const hostId = newId('benchhost');

@@ -10,13 +10,7 @@ import { ENTRY, type ApprovalDecidedEntry, type ApprovalRequestedEntry } from '.
 import type { ApprovalRequest, ApprovalSignal } from './tool-task';
 
 /** An approval request of a run, open or decided. */
-export interface ApprovalView {
-  approvalId: string;
-  toolCallId: string;
-  tool: string;
-  arguments: Json;
-  digest: string;
-  expiresAt: number;
+export interface ApprovalView extends ApprovalRequestedEntry {
   state: 'pending' | 'approved' | 'denied' | 'expired';
   by?: string;
 }
