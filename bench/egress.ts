@@ -53,7 +53,7 @@ export default async function egress(report: Report): Promise<void> {
     const net = await createSandboxNetwork(docker, { hostId, leaseId });
     cleanup.push(() => removeSandboxNetwork(docker, net.id));
     const tag = ruleTag(hostId, leaseId);
-    await isolateBridge(net.bridge, EGRESS_PROXY_PORT, tag);
+    await isolateBridge(net.bridge, [{ address: net.gateway, port: EGRESS_PROXY_PORT }], tag);
     cleanup.push(() => removeBridgeRules((t) => t === tag));
     const proxy = new EgressProxy({ allow: [`${gw}:${port}`], allowPrivate: false, runId: null, leaseId, record: () => {} });
     await proxy.listen(net.gateway, EGRESS_PROXY_PORT);

@@ -1,23 +1,42 @@
+import { isIP } from 'node:net';
 import { BerthError } from '../host/errors';
 import type { ManifestIssue } from './issues';
 import type { Environment } from './schema';
 
 /**
- * Refuses what the schema accepts but this version of Berth cannot enforce yet. Kept apart from
- * the schema so that manifests written for later versions keep their shape and fingerprint.
+ * Refuses what the schema accepts but Berth cannot enforce as written. Kept apart from the schema
+ * so that manifests keep their shape and fingerprint when a later version learns to enforce more.
+ *
+ * - `network.allow` with mode `none` would be silently ignored: the sandbox has no interface.
+ * - In `open` mode every outside host is reachable already; the list may only name this host's
+ *   own IPv4 addresses (with a port) to open them, since the host is closed to sandboxes by default.
  */
 export function checkSupported(env: Environment): void {
-  if (env.network.mode === 'open') {
-    const issue: ManifestIssue = {
-      path: 'network.mode',
-      expected: '"none" or "allowlist" (open is not supported yet)',
-      found: JSON.stringify(env.network.mode),
-      message: 'network.mode "open" is not supported yet',
-    };
-    throw new BerthError('manifest_unsupported', 'network.mode: "open" is not supported yet; use "allowlist" with the hosts the sandbox needs, or "none"', {
-      details: { issues: [issue] },
+  const { mode, allow } = env.network;
+  const issues: ManifestIssue[] = [];
+  if (mode === 'none' && allow.length > 0) {
+    issues.push({
+      path: 'network.allow',
+      expected: 'no entries with network.mode "none" (or mode "allowlist")',
+      found: JSON.stringify(allow),
+      message: 'network.allow has no effect when network.mode is "none": the sandbox has no network interface; set mode: allowlist',
     });
   }
+  if (mode === 'open') {
+    allow.forEach((pattern, i) => {
+      const host = pattern.slice(0, pattern.lastIndexOf(':'));
+      if (isIP(host) !== 4) {
+        issues.push({
+          path: `network.allow.${i}`,
+          expected: "an IPv4 address of this host with a port (open mode reaches every outside host already; the list opens the host's own services)",
+          found: JSON.stringify(pattern),
+          message: `network.allow.${i}: "${pattern}" is not a host address; in open mode the list only opens this host's own addresses`,
+        });
+      }
+    });
+  }
+  if (issues.length === 0) return;
+  throw new BerthError('manifest_invalid', issues.map((i) => i.message).join('; '), { details: { issues } });
 }
 
 /**

@@ -78,7 +78,20 @@ export function egressRisks(allow: readonly string[], host: readonly string[] = 
  * manifest sets `network.allowOverride: true`; then returns the risks, which the caller records
  * on the run so the decision is never silent.
  */
-export function checkEgressPolicy(env: Environment, host?: readonly string[]): EgressRisk[] {
+export function checkEgressPolicy(env: Environment, host: readonly string[] = hostAddresses()): EgressRisk[] {
+  if (env.network.mode === 'open') {
+    // checkSupported already refused names; an address that is not this host's opens nothing.
+    const foreign = env.network.allow.map((p, i) => [p, i] as const).filter(([p]) => !host.includes(p.slice(0, p.lastIndexOf(':'))));
+    if (foreign.length > 0) {
+      const issues: ManifestIssue[] = foreign.map(([p, i]) => ({
+        path: `network.allow.${i}`,
+        expected: `an address of this host (${host.filter((a) => /^\d+\.\d+\.\d+\.\d+$/.test(a)).join(', ')}) with a port`,
+        found: JSON.stringify(p),
+        message: `network.allow.${i}: ${p} is not an address of this host; open mode reaches outside hosts without listing them`,
+      }));
+      throw new BerthError('manifest_invalid', issues.map((i) => i.message).join('; '), { details: { issues } });
+    }
+  }
   const risks = egressRisks(env.network.allow, host);
   if (risks.length === 0 || env.network.allowOverride === true) return risks;
   const issues: ManifestIssue[] = risks.map((r) => ({
@@ -93,4 +106,24 @@ export function checkEgressPolicy(env: Environment, host?: readonly string[]): E
     `network.allow: "${first.pattern}" is refused: ${first.why}${risks.length > 1 ? ` (and ${risks.length - 1} more)` : ''}; set network.allowOverride: true to allow it explicitly`,
     { details: { issues } },
   );
+}
+
+/** An entry every run of an environment carries about its network, so no run relies on a decision silently. */
+export interface NetworkRunRecord {
+  kind: 'egress.open' | 'egress.override';
+  body: { mode: Environment['network']['mode']; allow: string[]; risks?: EgressRisk[] };
+}
+
+/**
+ * What a run must record about its network: `egress.open` for open mode (every outside host
+ * reachable, unaudited), `egress.override` with each risk the override accepted. Call after
+ * {@link checkEgressPolicy} has accepted the manifest.
+ */
+export function networkRunRecords(env: Environment, host?: readonly string[]): NetworkRunRecord[] {
+  const { mode, allow } = env.network;
+  const out: NetworkRunRecord[] = [];
+  if (mode === 'open') out.push({ kind: 'egress.open', body: { mode, allow: [...allow] } });
+  const risks = env.network.allowOverride === true ? egressRisks(allow, host) : [];
+  if (risks.length > 0) out.push({ kind: 'egress.override', body: { mode, allow: [...allow], risks } });
+  return out;
 }

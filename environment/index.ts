@@ -7,4 +7,4 @@ export { satisfiesRange, isRange, isVersion } from './semver-range';
 export { environmentJsonSchema, JSON_SCHEMA_FILE } from './json-schema';
 export type { ManifestIssue } from './issues';
 export type { ManifestFormat } from './read-document';
-export { checkEgressPolicy, egressRisks, hostAddresses, privateRangeOf, type EgressRisk, type EgressRiskKind } from './egress-risks';
+export { checkEgressPolicy, egressRisks, hostAddresses, networkRunRecords, privateRangeOf, type EgressRisk, type EgressRiskKind, type NetworkRunRecord } from './egress-risks';

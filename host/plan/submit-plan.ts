@@ -1,4 +1,4 @@
-import { egressRisks } from '../../environment';
+import { networkRunRecords } from '../../environment';
 import { submit, type Kernel, type HandlerRegistry, type Submitted } from '../kernel';
 import type { Json } from '../model';
 import type { Store } from '../store';
@@ -21,9 +21,8 @@ export async function submitPlan(deps: { store: Store; kernel: Kernel; registry:
     workspaceDir: loaded.workspaceDir,
   };
   const id = requestId ?? newId('req');
-  // An overridden allow list was accepted by loadPlan; every run that relies on it says so.
-  const risks = loaded.environment.network.allowOverride === true ? egressRisks(loaded.environment.network.allow) : [];
-  const entries = risks.length ? [{ kind: 'egress.override', body: { mode: loaded.environment.network.mode, risks } as unknown as Json }] : [];
+  // Open mode and an overridden allow list were accepted by loadPlan; every run relying on them says so.
+  const entries = networkRunRecords(loaded.environment).map((r) => ({ kind: r.kind, body: r.body as unknown as Json }));
   return submit(deps, {
     requestId: id,
     runKind: 'plan',

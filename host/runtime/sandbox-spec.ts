@@ -1,5 +1,5 @@
 import { fingerprint, requireLocked, type Environment } from '../../environment';
-import type { SandboxSpec } from '../sandbox';
+import type { SandboxNetworkSpec, SandboxSpec } from '../sandbox';
 
 /** The sandbox adapter's view of a pinned environment manifest. */
 export function sandboxSpecOf(env: Environment): SandboxSpec {
@@ -17,6 +17,15 @@ export function sandboxSpecOf(env: Environment): SandboxSpec {
       commandTimeoutS: env.resources.commandTimeoutS,
     },
     lease: { ttlS: env.lease.ttlS, heartbeatS: env.lease.heartbeatS },
-    network: env.network.mode === 'allowlist' ? { mode: 'allowlist', allow: [...env.network.allow], allowPrivate: env.network.allowOverride === true } : { mode: 'none' },
+    network: networkSpecOf(env.network),
   };
+}
+
+function networkSpecOf(n: Environment['network']): SandboxNetworkSpec {
+  if (n.mode === 'allowlist') return { mode: 'allowlist', allow: [...n.allow], allowPrivate: n.allowOverride === true };
+  if (n.mode === 'open') {
+    // checkSupported let only IPv4:port entries through in open mode.
+    return { mode: 'open', hostOpenings: n.allow.map((p) => ({ address: p.slice(0, p.lastIndexOf(':')), port: Number(p.slice(p.lastIndexOf(':') + 1)) })) };
+  }
+  return { mode: 'none' };
 }

@@ -22,7 +22,7 @@ const MIB = 1024 * 1024;
  * The create options for a sandbox container: limits, hardening and labels. Exported so the bench
  * can create a raw container with exactly the same options.
  */
-export function containerCreateOptions(spec: SandboxSpec, labels: Record<string, string>, name?: string, egress?: { networkName: string; proxyUrl: string }): Dockerode.ContainerCreateOptions {
+export function containerCreateOptions(spec: SandboxSpec, labels: Record<string, string>, name?: string, egress?: { networkName: string; proxyUrl?: string }): Dockerode.ContainerCreateOptions {
   const r = spec.resources;
   const memory = Math.round(r.memoryMb * MIB);
   const diskBytes = Math.round(r.diskMb * MIB);
@@ -40,7 +40,7 @@ export function containerCreateOptions(spec: SandboxSpec, labels: Record<string,
     AttachStdout: false,
     AttachStderr: false,
     // The proxy address is no secret; both spellings, since tools disagree on which they read.
-    ...(egress ? { Env: ['http_proxy', 'HTTP_PROXY', 'https_proxy', 'HTTPS_PROXY'].map((k) => `${k}=${egress.proxyUrl}`) } : {}),
+    ...(egress?.proxyUrl ? { Env: ['http_proxy', 'HTTP_PROXY', 'https_proxy', 'HTTPS_PROXY'].map((k) => `${k}=${egress.proxyUrl}`) } : {}),
     NetworkDisabled: egress === undefined,
     HostConfig: {
       NanoCpus: Math.round(r.cpus * 1e9),
@@ -57,6 +57,9 @@ export function containerCreateOptions(spec: SandboxSpec, labels: Record<string,
       // No single file may outgrow the disk limit: the kernel stops it with SIGXFSZ (exit 153)
       // before the periodic layer measurement could notice. See README.md "Disk".
       Ulimits: [{ Name: 'fsize', Soft: diskBytes, Hard: diskBytes }],
+      // The sandbox networks are IPv4 only and the INPUT rules are written for IPv4; no IPv6 at
+      // all means no link-local way around them, whatever the engine's default is.
+      ...(egress ? { Sysctls: { 'net.ipv6.conf.all.disable_ipv6': '1', 'net.ipv6.conf.default.disable_ipv6': '1' } } : {}),
       RestartPolicy: { Name: 'no' },
       AutoRemove: false,
       Privileged: false,

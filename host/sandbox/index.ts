@@ -5,7 +5,7 @@
 export { createSandboxHost, SandboxHost, type SandboxHostOptions, type LeaseOptions, type ProvisionedContainer } from './sandbox-host';
 export { Lease } from './lease';
 export { createWarmPool, WarmPool, type WarmPoolOptions } from './warm-pool';
-export { checkSpec, isPinnedDigest, type SandboxSpec } from './sandbox-spec';
+export { checkSpec, isPinnedDigest, type SandboxSpec, type SandboxNetworkSpec } from './sandbox-spec';
 export type { ExecOptions, ExecResult, OutputStream } from './exec-types';
 export type { DirEntry } from './file-ops';
 export type { VerifyResult, VerifyFailure } from './verify';

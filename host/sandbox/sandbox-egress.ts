@@ -1,18 +1,33 @@
 import type Dockerode from 'dockerode';
 import type { Logger } from 'pino';
+import { BerthError } from '../errors';
 import { LABEL } from './labels';
-import { createSandboxNetwork, EGRESS_LABEL, EGRESS_PROXY_PORT, isolateBridge, removeBridgeRules, removeSandboxNetwork, ruleTag, type SandboxNetwork } from './sandbox-network';
+import type { SandboxNetworkSpec } from './sandbox-spec';
+import {
+  createSandboxNetwork,
+  EGRESS_LABEL,
+  EGRESS_PROXY_PORT,
+  isolateBridge,
+  removeBridgeRules,
+  removeSandboxNetwork,
+  ruleTag,
+  type HostOpening,
+  type SandboxNetwork,
+} from './sandbox-network';
 
 /** Starts the host's egress proxy for one sandbox; the CLI wires the real proxy and audit store. */
 export interface EgressPort {
   start(p: { listenHost: string; port: number; allow: readonly string[]; allowPrivate: boolean; leaseId: string; runId: string | null }): Promise<{ close(): Promise<void> }>;
 }
 
-/** What a container on an egress network is created with. */
+/** What a container on a sandbox network is created with; no proxy in open mode. */
 export interface EgressAttachment {
   networkName: string;
-  proxyUrl: string;
+  proxyUrl?: string;
 }
+
+/** A network mode that gets a network of its own. */
+export type NetworkedSpec = Exclude<SandboxNetworkSpec, { mode: 'none' }>;
 
 interface Live {
   net: SandboxNetwork;
@@ -23,42 +38,43 @@ interface Live {
 const RUN_LABEL = 'berth.run';
 
 /**
- * The egress side of allowlist sandboxes: a network, INPUT rules and a proxy per lease, set up
- * before the container is created and torn down after it is removed. Set up in the order that
- * never leaves the host open: rules before the container exists; teardown after it is gone.
+ * The network side of allowlist and open sandboxes: a network, INPUT rules and (allowlist) a proxy
+ * per lease, set up before the container is created and torn down after it is removed. Set up in
+ * the order that never leaves the host open: rules before the container exists; teardown after it
+ * is gone.
  */
 export class SandboxEgress {
   private readonly live = new Map<string, Live>();
 
-  constructor(private readonly d: { docker: Dockerode; hostId: string; logger: Logger; port: EgressPort }) {}
+  constructor(private readonly d: { docker: Dockerode; hostId: string; logger: Logger; port: EgressPort | undefined }) {}
 
-  async open(leaseId: string, runId: string | null, policy: { allow: readonly string[]; allowPrivate: boolean }): Promise<EgressAttachment> {
-    const net = await createSandboxNetwork(this.d.docker, { hostId: this.d.hostId, leaseId, runId });
+  async open(leaseId: string, runId: string | null, spec: NetworkedSpec): Promise<EgressAttachment> {
+    const port = this.proxyPort(spec, leaseId);
+    const net = await createSandboxNetwork(this.d.docker, { hostId: this.d.hostId, leaseId, runId }, { internal: spec.mode === 'allowlist' });
     const entry: Live = { net, tag: ruleTag(this.d.hostId, leaseId), proxy: undefined };
     this.live.set(leaseId, entry);
     try {
-      await isolateBridge(net.bridge, EGRESS_PROXY_PORT, entry.tag);
-      entry.proxy = await this.d.port.start({ listenHost: net.gateway, port: EGRESS_PROXY_PORT, ...policy, leaseId, runId });
+      await this.guard(entry, spec, leaseId, runId, port);
     } catch (err) {
       await this.close(leaseId);
       throw err;
     }
-    return { networkName: net.name, proxyUrl: `http://${net.gateway}:${EGRESS_PROXY_PORT}` };
+    return { networkName: net.name, ...(spec.mode === 'allowlist' ? { proxyUrl: `http://${net.gateway}:${EGRESS_PROXY_PORT}` } : {}) };
   }
 
-  /** After a restart: the network and rules outlived the process, the proxy did not; start it again. */
-  async resume(leaseId: string, policy: { allow: readonly string[]; allowPrivate: boolean }): Promise<void> {
-    if (this.live.get(leaseId)?.proxy) return;
+  /** After a restart: the network and rules outlived the process, the proxy did not; put both back as the spec says. */
+  async resume(leaseId: string, spec: NetworkedSpec): Promise<void> {
+    if (this.live.get(leaseId)) return;
+    const port = this.proxyPort(spec, leaseId);
     const [info] = await this.d.docker.listNetworks({ filters: { label: [`${EGRESS_LABEL}=1`, `${LABEL.lease}=${leaseId}`] } });
     if (!info) return;
     const cfg = info.IPAM?.Config?.[0];
     const net: SandboxNetwork = { id: info.Id, name: info.Name, bridge: `br-${info.Id.slice(0, 12)}`, gateway: (cfg?.Gateway ?? '').split('/')[0]!, subnet: cfg?.Subnet ?? '' };
-    const runId = info.Labels?.[RUN_LABEL] || null;
     const entry: Live = { net, tag: ruleTag(this.d.hostId, leaseId), proxy: undefined };
     this.live.set(leaseId, entry);
+    // Rules are rebuilt rather than trusted: the spec, not what an older process left, says what is open.
     await removeBridgeRules((t) => t === entry.tag);
-    await isolateBridge(net.bridge, EGRESS_PROXY_PORT, entry.tag);
-    entry.proxy = await this.d.port.start({ listenHost: net.gateway, port: EGRESS_PROXY_PORT, ...policy, leaseId, runId });
+    await this.guard(entry, spec, leaseId, info.Labels?.[RUN_LABEL] || null, port);
   }
 
   /** Stops the proxy, removes the rules and the network. The container must already be removed. */
@@ -70,5 +86,22 @@ export class SandboxEgress {
     await removeBridgeRules((t) => t === tag).catch((err: unknown) => this.d.logger.warn({ err, leaseId }, 'could not remove INPUT rules; the sweeper will'));
     const netId = entry?.net.id ?? `berth-net-${leaseId}`;
     await removeSandboxNetwork(this.d.docker, netId).catch((err: unknown) => this.d.logger.warn({ err, leaseId }, 'could not remove sandbox network; the sweeper will'));
+  }
+
+  private async guard(entry: Live, spec: NetworkedSpec, leaseId: string, runId: string | null, port: EgressPort | undefined): Promise<void> {
+    const openings: HostOpening[] = spec.mode === 'allowlist' ? [{ address: entry.net.gateway, port: EGRESS_PROXY_PORT }] : spec.hostOpenings;
+    await isolateBridge(entry.net.bridge, openings, entry.tag);
+    if (spec.mode === 'allowlist') {
+      entry.proxy = await port!.start({ listenHost: entry.net.gateway, port: EGRESS_PROXY_PORT, allow: spec.allow, allowPrivate: spec.allowPrivate, leaseId, runId });
+    } else {
+      this.d.logger.warn({ leaseId, runId, event: 'egress-open', hostOpenings: spec.hostOpenings }, 'sandbox network is open: outside hosts are reachable and not audited');
+    }
+  }
+
+  private proxyPort(spec: NetworkedSpec, leaseId: string): EgressPort | undefined {
+    if (spec.mode === 'allowlist' && !this.d.port) {
+      throw new BerthError('egress_unavailable', 'network.mode allowlist needs the host egress proxy, which this host was built without', { ids: { leaseId } });
+    }
+    return this.d.port;
   }
 }

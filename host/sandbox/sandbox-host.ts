@@ -29,7 +29,7 @@ export interface SandboxHostOptions {
   /** Bytes of output kept per stream and exec (head and tail halves). Default 64 KiB. */
   outputCapBytes?: number;
   disk?: DiskGuardOptions;
-  /** Needed for `allowlist` sandboxes: starts the host's egress proxy. */
+  /** Needed for `allowlist` sandboxes: starts the host's egress proxy (open mode needs none). */
   egress?: EgressPort;
 }
 
@@ -63,13 +63,13 @@ export class SandboxHost {
   private readonly events: EngineEvents;
   /** Containers of this instance whose removal failed; the sweeper may take them. */
   private readonly abandoned = new Set<string>();
-  private readonly egress: SandboxEgress | undefined;
+  private readonly egress: SandboxEgress;
 
   constructor(private readonly opts: SandboxHostOptions) {
     this.hostId = opts.hostId;
     this.instanceId = newId('inst');
     this.events = new EngineEvents(opts.docker, opts.hostId, opts.logger);
-    this.egress = opts.egress ? new SandboxEgress({ docker: opts.docker, hostId: opts.hostId, logger: opts.logger, port: opts.egress }) : undefined;
+    this.egress = new SandboxEgress({ docker: opts.docker, hostId: opts.hostId, logger: opts.logger, port: opts.egress });
   }
 
   /**
@@ -110,7 +110,7 @@ export class SandboxHost {
     try {
       container = await this.opts.docker.createContainer(containerCreateOptions(spec, labels, name, egress));
     } catch (err) {
-      if (who.leaseId && egress) await this.egress?.close(who.leaseId);
+      if (who.leaseId && egress) await this.egress.close(who.leaseId);
       throw engineError('create sandbox container', err, { sessionId: who.sessionId, leaseId: who.leaseId });
     }
     const provisioned: ProvisionedContainer = { container, id: container.id, createdAt, ...(egress ? { egressLeaseId: who.leaseId } : {}) };
@@ -152,10 +152,10 @@ export class SandboxHost {
   async discard(p: ProvisionedContainer): Promise<void> {
     try {
       await p.container.remove({ force: true, v: true });
-      if (p.egressLeaseId) await this.egress?.close(p.egressLeaseId);
+      if (p.egressLeaseId) await this.egress.close(p.egressLeaseId);
     } catch (err) {
       if (isNotFound(err)) {
-        if (p.egressLeaseId) await this.egress?.close(p.egressLeaseId);
+        if (p.egressLeaseId) await this.egress.close(p.egressLeaseId);
         return;
       }
       this.abandoned.add(p.id);
@@ -172,7 +172,7 @@ export class SandboxHost {
     if (!v.ok) throw new BerthError(v.code, v.reason, { retryable: v.code === 'engine_unreachable', ids: { leaseId: record.id, containerId: record.containerId } });
     if (record.releasedAt !== null) throw new BerthError('lease_released', `lease ${record.id} is released`, { ids: { leaseId: record.id } });
     await this.events.ensureConnected();
-    if (spec.network.mode === 'allowlist') await this.requireEgress(record.id).resume(record.id, spec.network);
+    if (spec.network.mode !== 'none') await this.egress.resume(record.id, spec.network);
     const container = this.opts.docker.getContainer(record.containerId);
     // Counters of an older incarnation are history: take them as the baseline.
     const report = await runControl(container, { user: spec.workspace.owner, slotFile: '', nonce: '' }).catch(() => undefined);
@@ -195,20 +195,15 @@ export class SandboxHost {
       disk: this.opts.disk,
       autoHeartbeat,
       counters,
-      ...(spec.network.mode === 'allowlist' ? { onReleased: () => this.egress?.close(record.id) } : {}),
+      ...(spec.network.mode !== 'none' ? { onReleased: () => this.egress.close(record.id) } : {}),
     });
   }
 
-  private requireEgress(leaseId?: string): SandboxEgress {
-    if (!this.egress) throw new BerthError('egress_unavailable', 'network.mode allowlist needs the host egress proxy, which this host was built without', { ids: { leaseId } });
-    return this.egress;
-  }
-
-  /** Network, INPUT rules and proxy for an allowlist sandbox, all in place before its container exists. */
+  /** Network, INPUT rules and (allowlist) proxy of a networked sandbox, all in place before its container exists. */
   private async openEgress(spec: SandboxSpec, who: { leaseId?: string; runId?: string }): Promise<EgressAttachment | undefined> {
-    if (spec.network.mode !== 'allowlist') return undefined;
-    if (!who.leaseId) throw new BerthError('invalid_spec', 'allowlist sandboxes are not pooled: each needs its own network, made for its lease');
-    return this.requireEgress(who.leaseId).open(who.leaseId, who.runId ?? null, spec.network);
+    if (spec.network.mode === 'none') return undefined;
+    if (!who.leaseId) throw new BerthError('invalid_spec', `${spec.network.mode} sandboxes are not pooled: each needs its own network, made for its lease`);
+    return this.egress.open(who.leaseId, who.runId ?? null, spec.network);
   }
 
   /** Whether the sandbox named by a lease record can be resumed as is. */

@@ -25,16 +25,17 @@ export interface SandboxNetwork {
 }
 
 /**
- * Creates the internal network of one lease. `--internal` stops forwarding to the outside; the
- * host itself stays reachable through the gateway, which {@link isolateBridge} closes.
+ * Creates the network of one lease: `--internal` for allowlist mode (no forwarding to the outside),
+ * a plain bridge with NAT for open mode. Either way the host itself stays reachable through the
+ * gateway and every other host address, which {@link isolateBridge} closes.
  */
-export async function createSandboxNetwork(docker: Dockerode, who: { hostId: string; leaseId: string; runId?: string | null }): Promise<SandboxNetwork> {
+export async function createSandboxNetwork(docker: Dockerode, who: { hostId: string; leaseId: string; runId?: string | null }, o: { internal: boolean } = { internal: true }): Promise<SandboxNetwork> {
   const name = `berth-net-${who.leaseId}`;
   try {
     const created = await docker.createNetwork({
       Name: name,
       Driver: 'bridge',
-      Internal: true,
+      Internal: o.internal,
       CheckDuplicate: true,
       Labels: { [LABEL.managed]: '1', [LABEL.host]: who.hostId, [LABEL.lease]: who.leaseId, [EGRESS_LABEL]: '1', 'berth.run': who.runId ?? '' },
     });
@@ -60,43 +61,63 @@ export async function removeSandboxNetwork(docker: Dockerode, id: string): Promi
 /** The comment that names a rule's owner, so release and the sweeper delete exactly their own rules. */
 export const ruleTag = (hostId: string, leaseId: string) => `berth:${hostId}:${leaseId}`;
 
+/** A host address and TCP port a sandbox may open connections to. */
+export interface HostOpening {
+  address: string;
+  port: number;
+}
+
+type RuleTool = 'iptables' | 'ip6tables';
+const TOOLS: readonly RuleTool[] = ['iptables', 'ip6tables'];
+
 /**
  * Closes the host to the sandbox: from the bridge, only replies to connections the host opened and
- * new connections to the proxy port are accepted; everything else is dropped. Docker never filters
- * INPUT, so without these rules an internal network still reaches every host service.
- * `-I` inserts at the top, so the DROP goes in first and the ACCEPTs above it.
+ * new TCP connections to the listed `openings` (the proxy on the gateway, or host services an open
+ * manifest lists) are accepted; everything else is dropped, IPv6 included (the engine gives these
+ * containers no IPv6, but a link-local address on the bridge would otherwise be a way around).
+ * Docker never filters INPUT, so without these rules an internal network still reaches every host
+ * service. `-I` inserts at the top, so the DROP goes in first and the ACCEPTs above it.
  */
-export async function isolateBridge(bridge: string, proxyPort: number, tag: string): Promise<void> {
-  const rules: string[][] = [
-    ['-i', bridge, '-j', 'DROP'],
-    ['-i', bridge, '-p', 'tcp', '--dport', String(proxyPort), '-j', 'ACCEPT'],
-    ['-i', bridge, '-m', 'conntrack', '--ctstate', 'ESTABLISHED,RELATED', '-j', 'ACCEPT'],
+export async function isolateBridge(bridge: string, openings: readonly HostOpening[], tag: string): Promise<void> {
+  const rules: Array<[RuleTool, string[]]> = [
+    ['ip6tables', ['-i', bridge, '-j', 'DROP']],
+    ['iptables', ['-i', bridge, '-j', 'DROP']],
+    ...openings.map((o): [RuleTool, string[]] => ['iptables', ['-i', bridge, '-d', o.address, '-p', 'tcp', '--dport', String(o.port), '-j', 'ACCEPT']]),
+    ['iptables', ['-i', bridge, '-m', 'conntrack', '--ctstate', 'ESTABLISHED,RELATED', '-j', 'ACCEPT']],
   ];
   try {
-    for (const r of rules) await run('iptables', ['-w', '-I', 'INPUT', ...r, '-m', 'comment', '--comment', tag]);
+    for (const [tool, r] of rules) await run(tool, ['-w', '-I', 'INPUT', ...r, '-m', 'comment', '--comment', tag]);
   } catch (err) {
     await removeBridgeRules((t) => t === tag).catch(() => {});
     throw new BerthError('network_setup_failed', `could not add INPUT rules for ${bridge}: ${(err as Error).message}`, { cause: err });
   }
 }
 
-/** The tags of every Berth INPUT rule now installed. */
+const TAG = /--comment "?(berth:[^\s"]+)"?/;
+
+/** The tags of every Berth INPUT rule now installed (IPv4 and IPv6). */
 export async function listRuleTags(): Promise<string[]> {
-  const { stdout } = await run('iptables', ['-w', '-S', 'INPUT']);
-  return [...new Set([...stdout.matchAll(/--comment "?(berth:[^\s"]+)"?/g)].map((m) => m[1]!))];
+  const tags = new Set<string>();
+  for (const tool of TOOLS) {
+    const { stdout } = await run(tool, ['-w', '-S', 'INPUT']);
+    for (const m of stdout.matchAll(new RegExp(TAG.source, 'g'))) tags.add(m[1]!);
+  }
+  return [...tags];
 }
 
-/** Deletes every INPUT rule whose tag `which` selects; returns how many it deleted. */
+/** Deletes every INPUT rule (IPv4 and IPv6) whose tag `which` selects; returns how many it deleted. */
 export async function removeBridgeRules(which: (tag: string) => boolean): Promise<number> {
-  const { stdout } = await run('iptables', ['-w', '-S', 'INPUT']);
   let n = 0;
-  for (const line of stdout.split('\n')) {
-    const m = /--comment "?(berth:[^\s"]+)"?/.exec(line);
-    if (!m || !which(m[1]!) || !line.startsWith('-A INPUT ')) continue;
-    // `-S` prints rules in `-A` form; the same arguments after `-D` delete exactly that rule.
-    const args = line.slice('-A INPUT '.length).match(/"[^"]*"|\S+/g)!.map((a) => a.replace(/^"|"$/g, ''));
-    await run('iptables', ['-w', '-D', 'INPUT', ...args]);
-    n += 1;
+  for (const tool of TOOLS) {
+    const { stdout } = await run(tool, ['-w', '-S', 'INPUT']);
+    for (const line of stdout.split('\n')) {
+      const m = TAG.exec(line);
+      if (!m || !which(m[1]!) || !line.startsWith('-A INPUT ')) continue;
+      // `-S` prints rules in `-A` form; the same arguments after `-D` delete exactly that rule.
+      const args = line.slice('-A INPUT '.length).match(/"[^"]*"|\S+/g)!.map((a) => a.replace(/^"|"$/g, ''));
+      await run(tool, ['-w', '-D', 'INPUT', ...args]);
+      n += 1;
+    }
   }
   return n;
 }

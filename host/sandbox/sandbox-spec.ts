@@ -29,9 +29,16 @@ export interface SandboxSpec {
   /**
    * `none`: no interface. `allowlist`: an internal network whose only way out is the host's egress
    * proxy, which allows the listed `host:port` patterns (names resolving privately only with `allowPrivate`).
+   * `open`: a network of its own with a route out; the host stays closed except `hostOpenings`.
    */
-  network: { mode: 'none' } | { mode: 'allowlist'; allow: string[]; allowPrivate: boolean };
+  network: SandboxNetworkSpec;
 }
+
+/** The network side of a {@link SandboxSpec}. */
+export type SandboxNetworkSpec =
+  | { mode: 'none' }
+  | { mode: 'allowlist'; allow: string[]; allowPrivate: boolean }
+  | { mode: 'open'; hostOpenings: Array<{ address: string; port: number }> };
 
 const PINNED_DIGEST = /^sha256:[0-9a-f]{64}$/;
 const OWNER = /^(\d+):(\d+)$/;
@@ -58,7 +65,7 @@ export function checkSpec(spec: SandboxSpec): void {
       details: { imageRef: spec.imageRef, imageDigest: spec.imageDigest },
     });
   }
-  if (spec.network.mode !== 'none' && spec.network.mode !== 'allowlist') {
+  if (!['none', 'allowlist', 'open'].includes(spec.network.mode)) {
     throw new BerthError('invalid_spec', `network mode "${String((spec.network as { mode: unknown }).mode)}" is not supported by the sandbox adapter yet`);
   }
   const ws = spec.workspace.path;

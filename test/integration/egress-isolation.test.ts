@@ -81,7 +81,7 @@ describe('egress from an internal sandbox network', { timeout: 120_000 }, () => 
     // busybox wget -T crashes in this image, hence `timeout`.
     const direct = `env -u http_proxy -u HTTP_PROXY timeout 5 busybox wget -q -O - http://${net.gateway}:${hostService.port}/x`;
     expect((await sh(direct)).out, 'without INPUT rules the host service answers').toContain('host-service /x');
-    await isolateBridge(net.bridge, EGRESS_PROXY_PORT, tag);
+    await isolateBridge(net.bridge, [{ address: net.gateway, port: EGRESS_PROXY_PORT }], tag);
     expect(await listRuleTags()).toContain(tag);
 
     const ok = await sh(`timeout 5 busybox wget -q -O - http://allowed.test:${target.port}/ok`);
@@ -108,7 +108,7 @@ describe('egress from an internal sandbox network', { timeout: 120_000 }, () => 
     expect(audit[0]!).toMatchObject({ runId: 'run_e', bytesIn: expect.any(Number) });
     expect(audit[0]!.bytesIn).toBeGreaterThan(0);
 
-    expect(await removeBridgeRules((t) => t === tag)).toBe(3);
+    expect(await removeBridgeRules((t) => t === tag)).toBe(4);
     expect(await listRuleTags()).not.toContain(tag);
   });
 
@@ -119,12 +119,12 @@ describe('egress from an internal sandbox network', { timeout: 120_000 }, () => 
     cleanups.push(() => removeSandboxNetwork(docker, net.id));
     const tag = ruleTag(hostId, leaseId);
     cleanups.push(() => removeBridgeRules((t) => t === tag));
-    await isolateBridge(net.bridge, EGRESS_PROXY_PORT, tag);
+    await isolateBridge(net.bridge, [{ address: net.gateway, port: EGRESS_PROXY_PORT }], tag);
 
     expect(await sweepEgress(docker, hostId, (id) => id === leaseId, 0)).toEqual({ networks: 0, rules: 0 });
     // A network this young may belong to a lease whose record is not written yet: kept by default.
     expect(await sweepEgress(docker, hostId, () => false)).toEqual({ networks: 0, rules: 0 });
-    expect(await sweepEgress(docker, hostId, () => false, 0)).toEqual({ networks: 1, rules: 3 });
+    expect(await sweepEgress(docker, hostId, () => false, 0)).toEqual({ networks: 1, rules: 4 });
     expect(await listRuleTags()).not.toContain(tag);
     expect(await docker.listNetworks({ filters: { label: [`berth.host=${hostId}`] } })).toEqual([]);
   });

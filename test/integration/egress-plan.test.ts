@@ -39,12 +39,13 @@ describe('network.mode allowlist in a plan run', { timeout: 180_000 }, () => {
     const end = await fx.cli(['run', fx.plan]);
     expect(end.code, end.stderr).toBe(0);
     const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
-    const { outputs, audit, overrides } = await fx.read(async (s) => {
+    const { outputs, audit, overrides, attempts } = await fx.read(async (s) => {
       const run = (await s.getRun(runId))!;
       const entries = await s.listEntries(run.sessionId);
       return {
         outputs: entries.filter((e) => e.kind === 'plan.step.output').map((e) => (e.body as { stdoutTail: string }).stdoutTail),
         overrides: entries.filter((e) => e.kind === 'egress.override'),
+        attempts: entries.filter((e) => e.kind === 'egress.attempt').map((e) => ({ runId: e.runId, ...(e.body as object) })),
         audit: await s.listEgress({ runId }),
       };
     });
@@ -55,6 +56,11 @@ describe('network.mode allowlist in a plan run', { timeout: 180_000 }, () => {
       ['GET', `localhost:${port}`, 'allow'],
       ['GET', `example.invalid:${port}`, 'deny'],
     ]);
+    // The same attempts are committed on the run, where `berth logs` shows them.
+    expect(attempts).toEqual(audit);
+    const logs = await fx.cli(['logs', runId, '--json']);
+    expect(JSON.parse(logs.stdout).egress.map((a: { decision: string; target: string }) => `${a.decision} ${a.target}`)).toEqual([`allow localhost:${port}`, `deny example.invalid:${port}`]);
+    expect((await fx.cli(['logs', runId])).stdout).toMatch(new RegExp(`\\[egress\\] \\S+ deny GET example\\.invalid:${port} \\(not in the allow list`));
     expect(overrides).toHaveLength(1);
     expect(end.stderr).toContain('egress denied');
     expect(await fx.docker.listNetworks({ filters: { label: [`berth.host=${fx.hostId}`] } })).toEqual([]);

@@ -17,7 +17,7 @@ async function withAllow(network: string) {
 
 describe('risky egress allow lists', { timeout: 120_000 }, () => {
   it('refuses a private address at plan load, before any sandbox exists', async () => {
-    const fx = await withAllow('{ mode: none, allow: ["10.0.0.8:6379"] }');
+    const fx = await withAllow('{ mode: allowlist, allow: ["10.0.0.8:6379"] }');
     const end = await fx.cli(['run', fx.plan, '--json']);
     expect(end.code).not.toBe(0);
     expect(end.stdout + end.stderr).toContain('network.allow: \\"10.0.0.8:6379\\" is refused');
@@ -25,7 +25,7 @@ describe('risky egress allow lists', { timeout: 120_000 }, () => {
   });
 
   it('records the override on every run that uses it', async () => {
-    const fx = await withAllow('{ mode: none, allow: ["10.0.0.8:6379", "api.example.com:443"], allowOverride: true }');
+    const fx = await withAllow('{ mode: allowlist, allow: ["10.0.0.8:6379", "api.example.com:443"], allowOverride: true }');
     for (let i = 0; i < 2; i++) {
       const end = await fx.cli(['run', fx.plan, '--json']);
       expect(end.code, end.stderr).toBe(0);
@@ -35,6 +35,6 @@ describe('risky egress allow lists', { timeout: 120_000 }, () => {
       return Promise.all(runs.map(async (r) => (await s.listEntries(r.sessionId)).filter((e) => e.kind === 'egress.override' && e.runId === r.id).map((e) => e.body)));
     });
     expect(recorded).toHaveLength(2);
-    for (const bodies of recorded) expect(bodies).toEqual([{ mode: 'none', risks: [{ pattern: '10.0.0.8:6379', kind: 'private-address', why: '10.0.0.8 is in 10.0.0.0/8 (private)' }] }]);
+    for (const bodies of recorded) expect(bodies).toEqual([{ mode: 'allowlist', allow: ['10.0.0.8:6379', 'api.example.com:443'], risks: [{ pattern: '10.0.0.8:6379', kind: 'private-address', why: '10.0.0.8 is in 10.0.0.0/8 (private)' }] }]);
   });
 });

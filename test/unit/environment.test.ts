@@ -244,17 +244,26 @@ describe('withImageDigest', () => {
 });
 
 describe('checks beyond the schema', () => {
-  it('refuses network mode open, which is not supported yet, naming network.mode', () => {
+  it('refuses an allow list with network mode none, naming network.allow', () => {
     const m = full();
-    m.network.mode = 'open';
+    m.network = { mode: 'none', allow: ['api.example.com:443'] } as typeof m.network;
     const env = parseEnvironment(JSON.stringify(m), 'env.json');
-    expect(() => checkSupported(env)).toThrow(expect.objectContaining({ code: 'manifest_unsupported', message: expect.stringContaining('network.mode') }));
+    expect(() => checkSupported(env)).toThrow(expect.objectContaining({ code: 'manifest_invalid', message: expect.stringContaining('network.allow has no effect') }));
   });
 
-  it('accepts network modes none and allowlist', () => {
+  it('refuses a name in open mode: the list only opens host addresses; the error names the entry', () => {
+    const m = full();
+    m.network = { mode: 'open', allow: ['192.0.2.2:8080', 'api.example.com:443'] } as typeof m.network;
+    const env = parseEnvironment(JSON.stringify(m), 'env.json');
+    expect(() => checkSupported(env)).toThrow(expect.objectContaining({ code: 'manifest_invalid', message: expect.stringMatching(/network\.allow\.1: "api\.example\.com:443"/) }));
+  });
+
+  it('accepts none without a list, allowlist with names and open with host addresses', () => {
     expect(() => checkSupported(parseEnvironment(MINIMAL_YAML, 'env.yaml'))).not.toThrow();
     const m = full();
-    m.network.mode = 'allowlist';
+    m.network = { mode: 'allowlist', allow: ['api.example.com:443'] } as typeof m.network;
+    expect(() => checkSupported(parseEnvironment(JSON.stringify(m), 'env.json'))).not.toThrow();
+    m.network = { mode: 'open', allow: ['192.0.2.2:8080'] } as typeof m.network;
     expect(() => checkSupported(parseEnvironment(JSON.stringify(m), 'env.json'))).not.toThrow();
   });
 

@@ -5,6 +5,7 @@ import { pruneSnapshots } from '../../snapshot';
 import type { EffectWrite } from '../../store';
 import { loadPlan, submitPlan, type PlanRunInput, type StepResult } from '../../plan';
 import { snapshotEngine } from '../../sandbox';
+import { EGRESS_ENTRY, type EgressAttempt } from '../../egress';
 import { createHostRuntime, type HostRuntime } from '../../runtime/host-runtime';
 import type { CliContext } from '../context';
 import { duration, emit, table } from '../output';
@@ -187,15 +188,21 @@ export async function cancelRun(ctx: CliContext, runId: string): Promise<number>
   return 0;
 }
 
-/** `berth logs RUN`: what each step printed (tails kept with the step's result). */
+/** `berth logs RUN`: what each step printed (tails kept with the step's result), and every egress attempt of the run. */
 export async function logs(ctx: CliContext, runId: string): Promise<number> {
   const run = await getRunOrThrow(ctx.store, runId);
-  const entries = (await ctx.store.listEntries(run.sessionId, { runId })).filter((e) => e.kind === 'plan.step.output');
-  const steps = entries.map((e) => e.body as unknown as StepResult);
-  emit(ctx.json, { runId, steps }, () =>
-    steps.length === 0
-      ? `run ${runId} has no finished steps yet`
-      : steps.map((s) => [`── ${s.step} (exit ${s.exitCode}, ${duration(s.durationMs)})`, s.stdoutTail.trimEnd(), s.stderrTail ? `[stderr]\n${s.stderrTail.trimEnd()}` : ''].filter(Boolean).join('\n')).join('\n'),
+  const entries = await ctx.store.listEntries(run.sessionId, { runId });
+  const steps = entries.filter((e) => e.kind === 'plan.step.output').map((e) => e.body as unknown as StepResult);
+  const egress = entries.filter((e) => e.kind === EGRESS_ENTRY).map((e) => e.body as unknown as Omit<EgressAttempt, 'runId'>);
+  const network = entries.filter((e) => e.kind === 'egress.open' || e.kind === 'egress.override').map((e) => ({ kind: e.kind, ...(e.body as object) }));
+  emit(ctx.json, { runId, steps, egress, network }, () =>
+    [
+      ...network.map((n) => (n.kind === 'egress.open' ? '[network] open: outside hosts reachable, not audited' : '[network] allow list accepted with allowOverride')),
+      steps.length === 0
+        ? `run ${runId} has no finished steps yet`
+        : steps.map((s) => [`── ${s.step} (exit ${s.exitCode}, ${duration(s.durationMs)})`, s.stdoutTail.trimEnd(), s.stderrTail ? `[stderr]\n${s.stderrTail.trimEnd()}` : ''].filter(Boolean).join('\n')).join('\n'),
+      ...egress.map((a) => `[egress] ${new Date(a.at).toISOString()} ${a.decision} ${a.method} ${a.target} (${a.reason}; ${a.bytesOut} B out, ${a.bytesIn} B in)`),
+    ].join('\n'),
   );
   return 0;
 }
