@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
+import { networkInterfaces } from 'node:os';
 import { afterEach, describe, expect, it } from 'vitest';
 import { planFixture } from '../support/plan-fixture';
 
@@ -63,6 +64,38 @@ describe('network.mode allowlist in a plan run', { timeout: 180_000 }, () => {
     expect((await fx.cli(['logs', runId])).stdout).toMatch(new RegExp(`\\[egress\\] \\S+ deny GET example\\.invalid:${port} \\(not in the allow list`));
     expect(overrides).toHaveLength(1);
     expect(end.stderr).toContain('egress denied');
+    expect(await fx.docker.listNetworks({ filters: { label: [`berth.host=${fx.hostId}`] } })).toEqual([]);
+    expect(execFileSync('iptables', ['-w', '-S', 'INPUT'], { encoding: 'utf8' })).not.toContain(`berth:${fx.hostId}:`);
+  });
+
+  it('network.mode open is refused for a host address without the override, and otherwise recorded on the run, which reaches only the listed host port', async () => {
+    target = createServer((req, res) => res.end(`hello ${req.url}`));
+    await new Promise<void>((r) => target!.listen(0, '0.0.0.0', () => r()));
+    const port = (target.address() as { port: number }).port;
+    const address = Object.values(networkInterfaces()).flat().find((a) => a && a.family === 'IPv4' && !a.internal)!.address;
+    fx = await planFixture([
+      { name: 'listed', run: `timeout 10 busybox wget -q -O - http://${address}:${port}/ok` },
+      { name: 'unlisted', run: `if timeout 5 busybox nc -w 3 ${address} 22 </dev/null; then echo reached; else echo blocked; fi` },
+    ]);
+    const envFile = `${fx.dir}/env.yaml`;
+    const base = readFileSync(envFile, 'utf8');
+    writeFileSync(envFile, `${base}network: { mode: open, allow: ["${address}:${port}"] }\n`);
+    const refused = await fx.cli(['run', fx.plan]);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain(`"${address}:${port}" is refused: "${address}" is this host's own name or address`);
+
+    writeFileSync(envFile, `${base}network: { mode: open, allow: ["${address}:${port}"], allowOverride: true }\n`);
+    const end = await fx.cli(['run', fx.plan]);
+    expect(end.code, end.stderr).toBe(0);
+    expect(end.stderr).toContain('sandbox network is open');
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    const logs = JSON.parse((await fx.cli(['logs', runId, '--json'])).stdout) as { steps: Array<{ stdoutTail: string }>; network: Array<{ kind: string; mode: string; allow: string[] }> };
+    expect(logs.steps.map((s) => s.stdoutTail)).toEqual(['hello /ok', 'blocked\n']);
+    expect(logs.network.map((n) => [n.kind, n.mode, n.allow])).toEqual([
+      ['egress.open', 'open', [`${address}:${port}`]],
+      ['egress.override', 'open', [`${address}:${port}`]],
+    ]);
+    expect((await fx.cli(['logs', runId])).stdout).toContain('[network] open: outside hosts reachable, not audited');
     expect(await fx.docker.listNetworks({ filters: { label: [`berth.host=${fx.hostId}`] } })).toEqual([]);
     expect(execFileSync('iptables', ['-w', '-S', 'INPUT'], { encoding: 'utf8' })).not.toContain(`berth:${fx.hostId}:`);
   });
