@@ -99,4 +99,38 @@ describe('network.mode allowlist in a plan run', { timeout: 180_000 }, () => {
     expect(await fx.docker.listNetworks({ filters: { label: [`berth.host=${fx.hostId}`] } })).toEqual([]);
     expect(execFileSync('iptables', ['-w', '-S', 'INPUT'], { encoding: 'utf8' })).not.toContain(`berth:${fx.hostId}:`);
   });
+
+  it('a host killed mid-run resumes an allowlist sandbox: the rules stayed, the proxy answers again and the re-run step reaches its target', async () => {
+    target = createServer((req, res) => res.end(`hello ${req.url}`));
+    await new Promise<void>((r) => target!.listen(0, '127.0.0.1', () => r()));
+    const port = (target.address() as { port: number }).port;
+    fx = await planFixture([
+      { name: 'first', run: `timeout 10 busybox wget -q -O - http://localhost:${port}/first` },
+      { name: 'second', run: `timeout 10 busybox wget -q -O - http://localhost:${port}/second` },
+    ]);
+    const envFile = `${fx.dir}/env.yaml`;
+    writeFileSync(envFile, `${readFileSync(envFile, 'utf8')}network: { mode: allowlist, allow: ["localhost:${port}"], allowOverride: true }\n`);
+    const killed = await fx.cli(['run', fx.plan], { BERTH_FAULT: 'before:phase.complete:plan-step#2' });
+    expect(killed.signal).toBe('SIGKILL');
+    // The dead host's network and rules outlive it: the sandbox stays closed while nobody watches.
+    expect(execFileSync('iptables', ['-w', '-S', 'INPUT'], { encoding: 'utf8' })).toContain(`berth:${fx.hostId}:`);
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    const resumed = await fx.cli(['resume', runId]);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    const { outputs, attempts } = await fx.read(async (s) => {
+      const entries = await s.listEntries((await s.getRun(runId))!.sessionId, { runId });
+      return {
+        outputs: entries.filter((e) => e.kind === 'plan.step.output').map((e) => (e.body as { stdoutTail: string }).stdoutTail),
+        attempts: entries.filter((e) => e.kind === 'egress.attempt').map((e) => `${(e.body as { decision: string }).decision} ${(e.body as { target: string }).target}`),
+      };
+    });
+    expect(outputs).toEqual(['hello /first', 'hello /second']);
+    // The second step ran before the kill and again after it. An attempt is recorded when its
+    // connection ends, so the killed host may or may not have committed the one it saw last.
+    expect(new Set(attempts)).toEqual(new Set([`allow localhost:${port}`]));
+    expect(attempts.length).toBeGreaterThanOrEqual(2);
+    expect(attempts.length).toBeLessThanOrEqual(3);
+    expect(await fx.docker.listNetworks({ filters: { label: [`berth.host=${fx.hostId}`] } })).toEqual([]);
+    expect(execFileSync('iptables', ['-w', '-S', 'INPUT'], { encoding: 'utf8' })).not.toContain(`berth:${fx.hostId}:`);
+  });
 });
