@@ -1,14 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { checkEgressPolicy, EnvironmentSchema, egressRisks, privateRangeOf } from '../../environment';
+import { checkEgressPolicy, EnvironmentSchema, egressRisks, networkRunRecords, privateRangeOf } from '../../environment';
 import { isBerthError } from '../../host/errors';
 
 const HOST = ['builder-7', '203.0.113.7', '127.0.0.1'];
 
-const envWith = (allow: string[], allowOverride?: boolean) =>
+const envWith = (allow: string[], allowOverride?: boolean, mode: 'none' | 'allowlist' | 'open' = 'allowlist') =>
   EnvironmentSchema.parse({
     kernel: { name: 'berth', version: '0.1.0', compatible: '^0.1.0' },
     image: { ref: 'berth/tiny:latest' },
-    network: { mode: 'none', allow, ...(allowOverride === undefined ? {} : { allowOverride }) },
+    network: { mode, allow, ...(allowOverride === undefined ? {} : { allowOverride }) },
   });
 
 describe('egress allow-list risks', () => {
@@ -58,5 +58,23 @@ describe('checkEgressPolicy', () => {
 
   it("refuses this machine's own loopback address by default", () => {
     expect(() => checkEgressPolicy(envWith(['127.0.0.1:8080']))).toThrow(/this host's own name or address/);
+  });
+});
+
+describe('open mode', () => {
+  it('opens only addresses of this host, and those only with the override', () => {
+    expect(() => checkEgressPolicy(envWith(['8.8.8.8:53'], true, 'open'), HOST)).toThrow(/network\.allow\.0: 8\.8\.8\.8:53 is not an address of this host/);
+    expect(() => checkEgressPolicy(envWith(['203.0.113.7:8080'], undefined, 'open'), HOST)).toThrow(/"203\.0\.113\.7:8080" is refused: "203\.0\.113\.7" is this host's own/);
+    expect(checkEgressPolicy(envWith(['203.0.113.7:8080'], true, 'open'), HOST)).toHaveLength(1);
+    expect(checkEgressPolicy(envWith([], undefined, 'open'), HOST)).toEqual([]);
+  });
+
+  it('makes every run record open mode and each overridden risk; an ordinary allow list records nothing', () => {
+    expect(networkRunRecords(envWith([], undefined, 'open'), HOST)).toEqual([{ kind: 'egress.open', body: { mode: 'open', allow: [] } }]);
+    expect(networkRunRecords(envWith(['203.0.113.7:8080'], true, 'open'), HOST).map((r) => r.kind)).toEqual(['egress.open', 'egress.override']);
+    expect(networkRunRecords(envWith(['api.example.com:443']), HOST)).toEqual([]);
+    expect(networkRunRecords(envWith(['10.0.0.8:6379'], true), HOST)).toEqual([
+      { kind: 'egress.override', body: { mode: 'allowlist', allow: ['10.0.0.8:6379'], risks: [{ pattern: '10.0.0.8:6379', kind: 'private-address', why: '10.0.0.8 is in 10.0.0.0/8 (private)' }] } },
+    ]);
   });
 });

@@ -1,5 +1,5 @@
 import { readFile, writeFile } from 'node:fs/promises';
-import { checkSupported, fingerprint, loadEnvironment, withImageDigest } from '../../../environment';
+import { checkEgressPolicy, checkSupported, fingerprint, loadEnvironment, networkRunRecords, withImageDigest } from '../../../environment';
 import { resolveImageDigest } from '../../sandbox';
 import type Dockerode from 'dockerode';
 import { emit } from '../output';
@@ -8,9 +8,17 @@ import { emit } from '../output';
 export async function envValidate(file: string, json: boolean): Promise<number> {
   const env = await loadEnvironment(file);
   checkSupported(env);
+  checkEgressPolicy(env);
   const fp = fingerprint(env);
-  emit(json, { file, valid: true, fingerprint: fp, locked: Boolean(env.image.digest), image: env.image }, () =>
-    [`${file}: valid`, `fingerprint ${fp}`, env.image.digest ? `image ${env.image.ref} @ ${env.image.digest}` : `image ${env.image.ref} is not locked yet: run berth env lock ${file}`].join('\n'),
+  // What every run of this environment will record about its network, said up front.
+  const network = networkRunRecords(env);
+  const notes = network.flatMap((r) =>
+    r.kind === 'egress.open'
+      ? ['network: open (outside hosts reachable, not audited; recorded on every run)']
+      : (r.body.risks ?? []).map((k) => `network.allowOverride accepts ${k.pattern}: ${k.why}`),
+  );
+  emit(json, { file, valid: true, fingerprint: fp, locked: Boolean(env.image.digest), image: env.image, network }, () =>
+    [`${file}: valid`, `fingerprint ${fp}`, env.image.digest ? `image ${env.image.ref} @ ${env.image.digest}` : `image ${env.image.ref} is not locked yet: run berth env lock ${file}`, ...notes].join('\n'),
   );
   return 0;
 }
