@@ -80,7 +80,7 @@ export class EgressProxy {
       return { ok: false, status: 502, reason: `cannot resolve ${name}` };
     }
     // A listed address was chosen on purpose; a name that resolves privately may be DNS rebinding.
-    if (!isIP(name) && !this.o.allowPrivate && (privateRangeOf(address) || address === '::1' || /^f[cd]|^fe80/i.test(address))) {
+    if (!isIP(name) && !this.o.allowPrivate && isPrivateAddress(address)) {
       return { ok: false, status: 403, reason: `${name} resolves to the private address ${address}` };
     }
     return { ok: true, address, rule };
@@ -167,4 +167,11 @@ export class EgressProxy {
 async function defaultResolve(host: string): Promise<string> {
   // IPv4 first: a sandbox's targets are far more often reachable over v4 from the host.
   return (await lookup(host, { verbatim: false })).address;
+}
+
+/** Private, loopback, link-local or unspecified, in IPv4, IPv6 or IPv4-mapped IPv6 form. */
+export function isPrivateAddress(address: string): boolean {
+  const a = address.toLowerCase().replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/, '');
+  if (isIP(a) === 4) return privateRangeOf(a) !== undefined;
+  return a === '::1' || a === '::' || /^f[cd][0-9a-f]{0,2}:/.test(a) || /^fe[89ab][0-9a-f]?:/.test(a);
 }

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { checkEgressPolicy, EnvironmentSchema, egressRisks, networkRunRecords, privateRangeOf } from '../../environment';
 import { isBerthError } from '../../host/errors';
+import { isPrivateAddress } from '../../host/egress';
 
 const HOST = ['builder-7', '203.0.113.7', '127.0.0.1'];
 
@@ -76,5 +77,12 @@ describe('open mode', () => {
     expect(networkRunRecords(envWith(['10.0.0.8:6379'], true), HOST)).toEqual([
       { kind: 'egress.override', body: { mode: 'allowlist', allow: ['10.0.0.8:6379'], risks: [{ pattern: '10.0.0.8:6379', kind: 'private-address', why: '10.0.0.8 is in 10.0.0.0/8 (private)' }] } },
     ]);
+  });
+});
+
+describe('isPrivateAddress (the proxy refuses names resolving there, against DNS rebinding)', () => {
+  it('knows private, loopback, link-local and unspecified addresses in every spelling, and public ones', () => {
+    for (const a of ['10.1.2.3', '127.0.0.1', '169.254.169.254', '::1', '::', 'fd00::2', 'fc12:3::1', 'fe80::1', 'FEBF::1', '::ffff:10.0.0.1', '::FFFF:127.0.0.1']) expect(isPrivateAddress(a), a).toBe(true);
+    for (const a of ['203.0.113.80', '8.8.8.8', '2001:db8::1', '::ffff:8.8.8.8', 'fec0::1']) expect(isPrivateAddress(a), a).toBe(false);
   });
 });
