@@ -62,6 +62,7 @@ describe('network.mode allowlist in a plan run', { timeout: 180_000 }, () => {
     const logs = await fx.cli(['logs', runId, '--json']);
     expect(JSON.parse(logs.stdout).egress.map((a: { decision: string; target: string }) => `${a.decision} ${a.target}`)).toEqual([`allow localhost:${port}`, `deny example.invalid:${port}`]);
     expect((await fx.cli(['logs', runId])).stdout).toMatch(new RegExp(`\\[egress\\] \\S+ deny GET example\\.invalid:${port} \\(not in the allow list`));
+    expect(JSON.parse((await fx.cli(['show', runId, '--json'])).stdout).egress).toEqual({ allowed: 1, denied: 1 });
     expect(overrides).toHaveLength(1);
     expect(end.stderr).toContain('egress denied');
     expect(await fx.docker.listNetworks({ filters: { label: [`berth.host=${fx.hostId}`] } })).toEqual([]);

@@ -25,15 +25,17 @@ export async function getRunOrThrow(store: Store, runId: string): Promise<Run> {
 /** Everything the store knows about one run: the record an operator reads to answer "what happened?". */
 export async function describeRun(store: Store, runId: string) {
   const run = await getRunOrThrow(store, runId);
-  const [transitions, tasks, effects, snapshots, leases, documents] = await Promise.all([
+  const [transitions, tasks, effects, snapshots, leases, documents, attempts] = await Promise.all([
     store.listRunTransitions(runId),
     store.listTasks({ runId }),
     store.listEffects({ runId }),
     store.listSnapshots({ runId }),
     store.listLeases({ sessionId: run.sessionId }),
     store.listDocuments({ runId }),
+    store.listEgress({ runId }),
   ]);
-  return { run, transitions, tasks, effects, snapshots, leases, documents: documents.map((d) => ({ id: d.id, type: d.type, version: d.version })) };
+  const egress = { allowed: attempts.filter((a) => a.decision === 'allow').length, denied: attempts.filter((a) => a.decision === 'deny').length };
+  return { run, transitions, tasks, effects, snapshots, leases, documents: documents.map((d) => ({ id: d.id, type: d.type, version: d.version })), egress };
 }
 
 /** `berth show RUN`. */
@@ -58,6 +60,7 @@ export async function show(ctx: CliContext, runId: string): Promise<number> {
     if (d.snapshots.length) {
       out.push('', 'snapshots:', table(d.snapshots.map((s) => [s.id, s.checkpoint, s.imageId.slice(0, 19), s.workspaceDigest.slice(0, 19), `${(s.sizeBytes / 1e6).toFixed(1)} MB`, s.prunedAt ? 'pruned' : ''])));
     }
+    if (d.egress.allowed + d.egress.denied > 0) out.push('', `egress: ${d.egress.allowed} allowed, ${d.egress.denied} denied (each attempt: berth logs ${d.run.id})`);
     if (d.leases.length) {
       out.push('', 'leases:', table(d.leases.map((l) => [l.id, l.containerId.slice(0, 12), l.releasedAt ? 'released' : `expires ${new Date(l.expiresAt).toISOString()}`])));
     }
