@@ -1,4 +1,4 @@
-import { resolveFlag, toolSchema } from '../../tools';
+import { resolveFlag, toolSchema, type ChatTool } from '../../tools';
 import type { Decision, PhaseContext, SpawnSpec, TaskHandler } from '../kernel';
 import { checkpointOf, inputOf, json, runInputOf, toolsOf, type AgentDeps } from './agent-deps';
 import type { AgentRunInput, ApprovalTimerInput, GenerationInput, ToolCallInput } from './agent-input';
@@ -8,6 +8,7 @@ import { buildContext } from './context';
 import { ENTRY, type InterruptionEntry, type ModelEntry } from './entries';
 import { backoffMs, ModelCallError, type ChatRequest, type ModelReply } from './model';
 import { checkToolCall } from './tool-call-check';
+import { secretHint } from './run-secrets';
 
 export const GENERATE_KIND = 'agent-generate';
 
@@ -71,6 +72,12 @@ export function generationHandler(deps: AgentDeps): TaskHandler {
   };
 }
 
+/** The tool as advertised, with the names (never values) of the secrets its commands get. */
+function withSecretHint(t: ChatTool, input: AgentRunInput): ChatTool {
+  const hint = secretHint(input.environment, t.function.name);
+  return hint ? { ...t, function: { ...t.function, description: t.function.description + hint } } : t;
+}
+
 function interruption(turn: number, attempt: number, code: string, message: string, partialText: string) {
   const body: InterruptionEntry = { turn, attempt, code, message, partialText };
   return { kind: ENTRY.interruption, body: json(body) };
@@ -93,7 +100,7 @@ async function request(deps: AgentDeps, ctx: PhaseContext): Promise<Decision> {
   const req: ChatRequest = {
     model: cp.options.model,
     messages: buildContext(entries, { systemPrompt: input.settings.systemPrompt, tools, compaction: input.settings.compaction }),
-    tools: cp.options.tools.flatMap((n) => (tools.has(n) ? [toolSchema(tools.get(n)!)] : [])),
+    tools: cp.options.tools.flatMap((n) => (tools.has(n) ? [withSecretHint(toolSchema(tools.get(n)!), input)] : [])),
     stream: cp.options.stream,
     temperature: cp.options.temperature,
     maxTokens: cp.options.maxTokens,

@@ -9,6 +9,7 @@ import { json } from './agent-deps';
 import { AgentSettingsSchema, type AgentRunInput, type AgentSettingsInput } from './agent-input';
 import { ENTRY, type UserEntry } from './entries';
 import { AGENT_KIND } from './root-task';
+import { checkAgentSecrets } from './run-secrets';
 
 type Deps = { store: Store; kernel: Kernel; registry: HandlerRegistry; toolNames: readonly string[] };
 
@@ -19,6 +20,8 @@ export interface StartAgentRun {
   workspaceDir?: string | null;
   /** The same request id always yields the same submission and run. Default: a new one. */
   requestId?: string;
+  /** Where the environment was read from, named in errors about it. Default: `environment`. */
+  environmentFile?: string;
 }
 
 function checkTools(names: readonly string[], settings: AgentRunInput['settings']): void {
@@ -43,11 +46,14 @@ async function submitRun(deps: Deps, input: AgentRunInput, requestId: string, se
 
 /**
  * A new agent session and its first run: the submission, the user entry and the root task in one
- * commit. The API key is not part of anything submitted: only the name of its variable.
+ * commit. The API key is not part of anything submitted: only the name of its variable; nor are
+ * secret values: a run whose manifest gives a secret to a name that is no tool, or whose secrets
+ * cannot be read now, is refused (see {@link checkAgentSecrets}).
  */
 export async function submitAgentRun(deps: Deps, s: StartAgentRun): Promise<Submitted> {
   const settings = AgentSettingsSchema.parse(s.settings);
   checkTools(deps.toolNames, settings);
+  await checkAgentSecrets(s.environment, deps.toolNames, s.environmentFile ?? 'environment');
   const input: AgentRunInput = { settings, environment: s.environment, envFingerprint: fingerprint(s.environment), workspaceDir: s.workspaceDir ?? null, message: s.message };
   return submitRun(deps, input, s.requestId ?? newId('req'));
 }
@@ -79,5 +85,6 @@ export async function continueSession(deps: Deps, c: ContinueSession): Promise<S
   const prev = (await deps.store.getTask(last.rootTaskId!))!.input as unknown as AgentRunInput;
   const settings = AgentSettingsSchema.parse({ ...prev.settings, ...c.settings, model: { ...prev.settings.model, ...c.settings?.model } });
   checkTools(deps.toolNames, settings);
+  await checkAgentSecrets(prev.environment, deps.toolNames, `the environment of session ${c.sessionId}`);
   return submitRun(deps, { ...prev, settings, workspaceDir: null, message: c.message }, requestId, c.sessionId);
 }

@@ -1,12 +1,12 @@
 import { isBerthError } from '../errors';
-import { resolveFlag, type ToolOutput, type ToolRunContext } from '../../tools';
+import { resolveFlag, type ToolOutput } from '../../tools';
 import type { Decision, PhaseContext, PerformOutcome } from '../kernel';
 import type { Json, ReplayPolicy } from '../model';
-import type { Lease } from '../sandbox';
 import { checkpointOf, inputOf, json, runInputOf, type AgentDeps } from './agent-deps';
 import type { AgentRunInput, ToolCallInput } from './agent-input';
 import type { ToolResultStatus } from './entries';
 import { resultEntry, type ToolTaskResult } from './tool-result';
+import { useTool } from './tool-use';
 
 /** The committed intent `execute` works from; nothing here is recomputed after `call`. */
 export interface ExecuteCheckpoint {
@@ -16,19 +16,23 @@ export interface ExecuteCheckpoint {
   plan: Json;
 }
 
-export function toolContext(deps: AgentDeps, ctx: PhaseContext, input: AgentRunInput, call: ToolCallInput, lease: Lease): ToolRunContext {
-  const runId = ctx.task.runId!;
-  return {
-    sandbox: lease,
-    signal: ctx.signal,
-    commandTimeoutMs: input.environment.resources.commandTimeoutS * 1000,
-    onOutput: deps.onLive ? (stream, text) => deps.onLive!({ type: 'tool-output', runId, toolCallId: call.toolCallId, stream, text }) : undefined,
-  };
-}
-
 const interruptedText = (policy: ReplayPolicy) =>
   `error: the host stopped while this call was running, so it may or may not have taken effect. ` +
   `Its replay policy (${policy}) does not allow repeating it automatically. Check the sandbox (e.g. the files it would change) before running it again.`;
+
+/**
+ * The result of a call whose tool threw. A secret that cannot be read stops a use before anything
+ * runs: a first attempt did not run; a check of an earlier attempt (verify) could not be made, so
+ * that attempt stays uncertain.
+ */
+function failure(err: unknown, verifying: boolean): { status: ToolResultStatus; out: ToolOutput } {
+  if (isBerthError(err, 'secret_unavailable')) {
+    if (verifying) return { status: 'interrupted', out: { content: `error: ${err.message}. ${interruptedText('verify')}`, isError: true, detail: { code: err.code } } };
+    return { status: 'error', out: { content: `error: ${err.message}; the call did not run`, isError: true, detail: { code: err.code } } };
+  }
+  const msg = isBerthError(err) ? `${err.code}: ${err.message}` : err instanceof Error ? err.message : String(err);
+  return { status: 'error', out: { content: `error: the tool failed: ${msg}`, isError: true } };
+}
 
 /**
  * Runs the call once under its effect record, with the session's sandbox to itself. On recovery
@@ -53,7 +57,8 @@ export async function executePhase(deps: AgentDeps, ctx: PhaseContext): Promise<
       const text = `error: the sandbox cannot be used (${acq.reason}); the call did not run`;
       return { type: 'interrupt', reason: acq.reason, result: json({ toolCallId: call.toolCallId, status: 'error' }), writes: { entries: [resultEntry(call, 'error', text, true)] } };
     }
-    const tctx = toolContext(deps, ctx, input, call, acq.lease);
+    let verifying = false;
+    const use = <T>(fn: Parameters<typeof useTool<T>>[5]) => useTool(deps, ctx, input, call, acq.lease, fn);
     const spec = {
       id: cp.effectId,
       kind: `tool.${call.name}`,
@@ -61,7 +66,9 @@ export async function executePhase(deps: AgentDeps, ctx: PhaseContext): Promise<
       replay: policyNow,
       verify: tool.verify
         ? async () => {
-            const v = await tool.verify!(tctx, cp.args, cp.plan);
+            verifying = true;
+            const v = await use((tctx) => tool.verify!(tctx, cp.args, cp.plan));
+            verifying = false;
             return v.done ? { done: true as const, receipt: json(v.output) } : { done: false as const };
           }
         : undefined,
@@ -70,7 +77,7 @@ export async function executePhase(deps: AgentDeps, ctx: PhaseContext): Promise<
     let out: ToolOutput;
     let decision: 'complete' | 'interrupt' = 'complete';
     try {
-      const r: PerformOutcome<Json> = await ctx.perform(spec, async () => json(await tool.run(tctx, cp.args, cp.plan)));
+      const r: PerformOutcome<Json> = await ctx.perform(spec, async () => json(await use((tctx) => tool.run(tctx, cp.args, cp.plan))));
       if (r.status === 'uncertain') {
         status = 'interrupted';
         decision = 'interrupt';
@@ -81,9 +88,8 @@ export async function executePhase(deps: AgentDeps, ctx: PhaseContext): Promise<
       }
     } catch (err) {
       if (ctx.signal.aborted) throw err;
-      const msg = isBerthError(err) ? `${err.code}: ${err.message}` : err instanceof Error ? err.message : String(err);
-      status = 'error';
-      out = { content: `error: the tool failed: ${msg}`, isError: true };
+      ({ status, out } = failure(err, verifying));
+      if (status === 'interrupted') decision = 'interrupt';
     }
     const writes = { ...acq.writes, entries: [resultEntry(call, status, out.content, out.isError, out.detail)] };
     const result: ToolTaskResult = { toolCallId: call.toolCallId, status };

@@ -1,4 +1,5 @@
 import { resolveFlag, type AnyTool } from '../../tools';
+import { isBerthError } from '../errors';
 import type { Decision, PhaseContext, TaskHandler } from '../kernel';
 import type { Json } from '../model';
 import { checkpointOf, inputOf, json, runInputOf, toolsOf, type AgentDeps } from './agent-deps';
@@ -7,8 +8,9 @@ import { TOOL_KIND } from './agent-sandbox';
 import { approvalDigest, approvalId } from './approval-digest';
 import { ENTRY, type ApprovalDecidedEntry, type ApprovalRequestedEntry } from './entries';
 import { checkToolCall } from './tool-call-check';
-import { executePhase, toolContext, type ExecuteCheckpoint } from './tool-execute';
+import { executePhase, type ExecuteCheckpoint } from './tool-execute';
 import { finishWithout } from './tool-result';
+import { useTool } from './tool-use';
 
 /** What an approval decision delivers (by `berth approve|deny` or the expiry timer). */
 export interface ApprovalSignal {
@@ -97,7 +99,10 @@ async function intend(deps: AgentDeps, ctx: PhaseContext, input: AgentRunInput, 
       const acq = await deps.sandbox.ensure(ctx, input);
       if (acq.kind === 'reconcile') return { ok: false as const, output: { content: `error: the sandbox cannot be used (${acq.reason}); the call did not run`, isError: true } };
       Object.assign(writes, { documents: acq.writes.documents });
-      return tool.plan!(toolContext(deps, ctx, input, call, acq.lease), args);
+      return useTool(deps, ctx, input, call, acq.lease, (tctx) => tool.plan!(tctx, args)).catch((err: unknown) => {
+        if (!isBerthError(err, 'secret_unavailable')) throw err;
+        return { ok: false as const, output: { content: `error: ${err.message}; the call did not run`, isError: true } };
+      });
     });
     if (!planned.ok) return finishWithout(call, 'error', planned.output.content, entries);
     plan = planned.plan;

@@ -1,4 +1,7 @@
 export { scrub, scrubDeep, secretForms, redactedMarker, StreamScrubber, type ScrubSecret } from './scrub';
+export { ScrubbedStream } from './scrubbed-stream';
+export { scrubError } from './scrub-error';
 export { resolveSecrets, checkSecretGrants, hostSecretSource, type ResolvedSecret, type SecretDecl, type SecretSource } from './resolve';
+export { checkSecretTargets, type SecretConsumers } from './targets';
 export { withSecrets, SECRET_DIR, type SecretExecTarget } from './expose';
 export { LOG_REDACT_PATHS } from './log-redact';

@@ -1,12 +1,12 @@
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { planFixture } from '../support/plan-fixture';
+import { expectNoLeaks, saveImage, storeFiles, type Scanned } from '../support/secret-scan';
 
 // Long and random-looking, so a match in any scanned byte stream can only be a leak.
 const TOKEN = `tok-${Math.random().toString(36).slice(2)}-${Date.now().toString(36)}-berth`;
 const KEY = `key-${Math.random().toString(36).slice(2)}-file-secret`;
-const forms = (v: string) => [v, Buffer.from(v).toString('base64').replace(/=+$/, ''), Buffer.from(`${v}\n`).toString('base64').replace(/=+$/, '')];
 
 const SECRETS_YAML = `secrets:
   - { name: TOKEN, from: { env: BERTH_TEST_TOKEN }, expose: env, to: [use] }
@@ -58,18 +58,16 @@ describe('secrets given to plan steps never persist', { timeout: 180_000 }, () =
     expect(body.stdoutTail).toBe('token=[redacted:TOKEN]\n[redacted:TOKEN]\n');
     expect(body.stderrTail).toBe('[redacted:DEPLOY_KEY]');
 
-    const scanned: Array<[string, Buffer]> = [
+    const scanned: Scanned = [
       ['stdout', Buffer.from(end.stdout)],
       ['stderr', Buffer.from(end.stderr)],
       ['show', Buffer.from(shown.stdout + shown.stderr)],
       ['entries', Buffer.from(JSON.stringify(entries))],
     ];
-    for (const suffix of ['', '-wal', '-shm']) if (existsSync(fx.store + suffix)) scanned.push([`sqlite${suffix}`, readFileSync(fx.store + suffix)]);
+    scanned.push(...storeFiles(fx.store));
     expect(snapshots.length).toBeGreaterThanOrEqual(3);
     for (const snap of snapshots) scanned.push([`image ${snap.id}`, await saveImage(fx.docker, `berth-snapshot:${snap.id}`)]);
-    for (const [what, bytes] of scanned) {
-      for (const secret of [TOKEN, KEY]) for (const f of forms(secret)) expect(bytes.includes(f), `${what} holds ${f === secret ? 'a secret' : 'a base64 form'}`).toBe(false);
-    }
+    expectNoLeaks(scanned, [TOKEN, KEY]);
   });
 
   it('fails the step with an error naming the secret when its host variable is missing', async () => {
@@ -79,10 +77,3 @@ describe('secrets given to plan steps never persist', { timeout: 180_000 }, () =
     expect(end.stdout + end.stderr).toContain('secret TOKEN: host environment variable BERTH_TEST_TOKEN is not set');
   });
 });
-
-async function saveImage(docker: Awaited<ReturnType<typeof planFixture>>['docker'], ref: string): Promise<Buffer> {
-  const stream = await docker.getImage(ref).get();
-  const chunks: Buffer[] = [];
-  for await (const c of stream as AsyncIterable<Buffer>) chunks.push(c);
-  return Buffer.concat(chunks);
-}

@@ -46,6 +46,19 @@ function settingsFrom(flags: AgentFlags, defaults: boolean): Partial<AgentSettin
   };
 }
 
+/**
+ * A submission the host refuses (unknown tool, a secret given to no tool, a secret that cannot be
+ * read) stops the started kernel before the error is reported, so the command ends.
+ */
+async function stopOnError<T>(host: Awaited<ReturnType<typeof startAgentHost>>, f: () => Promise<T>): Promise<T> {
+  try {
+    return await f();
+  } catch (err) {
+    await host.rt.kernel.stop().catch(() => {});
+    throw err;
+  }
+}
+
 async function finish(ctx: CliContext, run: Run): Promise<number> {
   const root = run.rootTaskId ? await ctx.store.getTask(run.rootTaskId) : undefined;
   const answer = (root?.result as { answer?: string | null } | null)?.answer ?? null;
@@ -68,7 +81,9 @@ export async function agentRun(ctx: CliContext, message: string, flags: AgentFla
   // Fail before anything is submitted: the key is read again, from the same variable, per request.
   readApiKey({ apiKeyEnv: settings.model.apiKeyEnv ?? 'OPENAI_API_KEY' });
   const host = await startAgentHost(ctx);
-  const { run, created } = await submitAgentRun({ ...host.rt, toolNames: [...host.rt.agent.tools.keys()] }, { message, settings, environment, workspaceDir, requestId: flags['request-id'] });
+  const { run, created } = await stopOnError(host, () =>
+    submitAgentRun({ ...host.rt, toolNames: [...host.rt.agent.tools.keys()] }, { message, settings, environment, workspaceDir, requestId: flags['request-id'], environmentFile: flags.env }),
+  );
   if (!ctx.json) process.stderr.write(`${created ? 'started' : 'already submitted as'} run ${run.id} in session ${run.sessionId} (model ${settings.model.model} at ${settings.model.baseUrl})\n`);
   return finish(ctx, await followRun(ctx, host, run));
 }
@@ -81,7 +96,9 @@ export async function agentChat(ctx: CliContext, sessionId: string, message: str
   // Fail before anything is submitted when the key's variable is not set in this shell.
   if (previous) readApiKey({ apiKeyEnv: overrides.model?.apiKeyEnv ?? previous.settings.model.apiKeyEnv });
   const host = await startAgentHost(ctx);
-  const { run, created } = await continueSession({ ...host.rt, toolNames: [...host.rt.agent.tools.keys()] }, { sessionId, message, requestId: flags['request-id'], settings: overrides });
+  const { run, created } = await stopOnError(host, () =>
+    continueSession({ ...host.rt, toolNames: [...host.rt.agent.tools.keys()] }, { sessionId, message, requestId: flags['request-id'], settings: overrides }),
+  );
   if (!ctx.json) process.stderr.write(`${created ? 'started' : 'already submitted as'} run ${run.id} in session ${sessionId}\n`);
   return finish(ctx, await followRun(ctx, host, run));
 }

@@ -1,0 +1,43 @@
+import type { ToolRunContext } from '../../tools';
+import type { PhaseContext } from '../kernel';
+import type { Lease, OutputStream } from '../sandbox';
+import { scrubDeep, scrubError, StreamScrubber } from '../secrets';
+import type { AgentDeps } from './agent-deps';
+import type { AgentRunInput, ToolCallInput } from './agent-input';
+import { resolveToolSecrets } from './run-secrets';
+import { secretSandbox, sweepSecretFiles } from './secret-sandbox';
+
+/**
+ * Runs one use of a tool (its `plan`, `run` or `verify`) against the session's sandbox. The run's
+ * secrets are read for this use only: the tool's commands get the ones granted to it, and what
+ * the use returns or throws, and its live output, is scrubbed of all of them before anything
+ * commits, logs or shows it. Throws `secret_unavailable` (naming the secret and its source, and
+ * before anything runs) when a secret cannot be read.
+ */
+export async function useTool<T>(deps: AgentDeps, ctx: PhaseContext, input: AgentRunInput, call: ToolCallInput, lease: Lease, fn: (tctx: ToolRunContext) => Promise<T>): Promise<T> {
+  const runId = ctx.task.runId!;
+  const secrets = await resolveToolSecrets(input.environment, call.name, { runId, taskId: ctx.task.id, sessionId: ctx.task.sessionId });
+  const live = deps.onLive;
+  const emit = (stream: OutputStream, text: string) => {
+    if (text && live) live({ type: 'tool-output', runId, toolCallId: call.toolCallId, stream, text });
+  };
+  const base = { signal: ctx.signal, commandTimeoutMs: input.environment.resources.commandTimeoutS * 1000 };
+  if (secrets.all.length === 0) return fn({ ...base, sandbox: lease, onOutput: live ? emit : undefined });
+
+  if (secrets.all.some((s) => s.expose === 'file')) await sweepSecretFiles(lease);
+  // Execs through the sandbox are scrubbed already; these catch what a tool reports by itself.
+  const scrubbers = { stdout: new StreamScrubber(secrets.all), stderr: new StreamScrubber(secrets.all) };
+  const tctx: ToolRunContext = {
+    ...base,
+    sandbox: secretSandbox(lease, secrets),
+    onOutput: live ? (stream, text) => emit(stream, scrubbers[stream].push(text)) : undefined,
+  };
+  try {
+    return scrubDeep(await fn(tctx), secrets.all);
+  } catch (err) {
+    throw scrubError(err, secrets.all);
+  } finally {
+    emit('stdout', scrubbers.stdout.end());
+    emit('stderr', scrubbers.stderr.end());
+  }
+}
