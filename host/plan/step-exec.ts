@@ -1,6 +1,6 @@
 import type { Environment } from '../../environment';
 import type { Lease } from '../sandbox';
-import { scrub, StreamScrubber, withSecrets, type ResolvedSecret } from '../secrets';
+import { ScrubbedStream, withSecrets, type ResolvedSecret } from '../secrets';
 import type { PlanStep } from './plan-schema';
 import type { PlanProgress } from './plan-input';
 
@@ -30,7 +30,9 @@ export async function execStep(
   secrets: readonly ResolvedSecret[],
   o: { runId: string; index: number; signal: AbortSignal; progress: (p: PlanProgress) => void },
 ): Promise<StepReceipt> {
-  const scrubbers = { stdout: new StreamScrubber(secrets), stderr: new StreamScrubber(secrets) };
+  // Output is scrubbed as it streams and only then cut to the tail the receipt keeps: scrubbing the
+  // sandbox's already capped text could leave part of a value where its cut fell.
+  const streams = { stdout: new ScrubbedStream(secrets, TAIL * 2), stderr: new ScrubbedStream(secrets, TAIL * 2) };
   const emit = (stream: 'stdout' | 'stderr', text: string) => {
     if (text) o.progress({ type: 'step-output', runId: o.runId, index: o.index, step: step.name, stream, text });
   };
@@ -40,19 +42,18 @@ export async function execStep(
       env: { ...step.env, ...secretEnv },
       timeoutMs: (step.timeoutS ?? env.resources.commandTimeoutS) * 1000,
       signal: o.signal,
-      onOutput: (stream, chunk) => emit(stream, scrubbers[stream].push(chunk.toString('utf8'))),
+      onOutput: (stream, chunk) => emit(stream, streams[stream].push(chunk)),
     }),
   );
-  emit('stdout', scrubbers.stdout.end());
-  emit('stderr', scrubbers.stderr.end());
-  // Scrub the whole output before taking the tail, so the cut cannot split a value in two.
+  emit('stdout', streams.stdout.end());
+  emit('stderr', streams.stderr.end());
   return {
     exitCode: r.exitCode,
     timedOut: r.timedOut,
     oomKilled: r.oomKilled,
     durationMs: r.durationMs,
-    stdoutTail: tail(scrub(r.stdout, secrets)),
-    stderrTail: tail(scrub(r.stderr, secrets)),
+    stdoutTail: tail(streams.stdout.text()),
+    stderrTail: tail(streams.stderr.text()),
     truncated: r.truncated,
   };
 }
