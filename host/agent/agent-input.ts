@@ -3,7 +3,7 @@ import type { Environment } from '../../environment';
 import { ModelConfigSchema } from './model';
 
 export const DEFAULT_SYSTEM_PROMPT =
-  'You are a coding agent working in a sandboxed workspace (no network). Use the tools to inspect and change files and to run commands. ' +
+  'You are a coding agent working in a sandboxed workspace. Use the tools to inspect and change files and to run commands. ' +
   'When a tool result says a call was interrupted, its effect is uncertain: check the state before repeating it. Answer without tool calls when the task is done.';
 
 /** How old tool outputs are shortened in the model context (the store keeps them whole). */

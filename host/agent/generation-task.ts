@@ -8,6 +8,7 @@ import { buildContext } from './context';
 import { ENTRY, type InterruptionEntry, type ModelEntry } from './entries';
 import { backoffMs, ModelCallError, type ChatRequest, type ModelReply } from './model';
 import { checkToolCall } from './tool-call-check';
+import { networkHint } from './network-hint';
 import { secretHint } from './run-secrets';
 
 export const GENERATE_KIND = 'agent-generate';
@@ -72,9 +73,9 @@ export function generationHandler(deps: AgentDeps): TaskHandler {
   };
 }
 
-/** The tool as advertised, with the names (never values) of the secrets its commands get. */
-function withSecretHint(t: ChatTool, input: AgentRunInput): ChatTool {
-  const hint = secretHint(input.environment, t.function.name);
+/** The tool as advertised, with what its commands can reach and the names (never values) of the secrets they get. */
+function withHints(t: ChatTool, input: AgentRunInput): ChatTool {
+  const hint = networkHint(input.environment, t.function.name) + secretHint(input.environment, t.function.name);
   return hint ? { ...t, function: { ...t.function, description: t.function.description + hint } } : t;
 }
 
@@ -100,7 +101,7 @@ async function request(deps: AgentDeps, ctx: PhaseContext): Promise<Decision> {
   const req: ChatRequest = {
     model: cp.options.model,
     messages: buildContext(entries, { systemPrompt: input.settings.systemPrompt, tools, compaction: input.settings.compaction }),
-    tools: cp.options.tools.flatMap((n) => (tools.has(n) ? [withSecretHint(toolSchema(tools.get(n)!), input)] : [])),
+    tools: cp.options.tools.flatMap((n) => (tools.has(n) ? [withHints(toolSchema(tools.get(n)!), input)] : [])),
     stream: cp.options.stream,
     temperature: cp.options.temperature,
     maxTokens: cp.options.maxTokens,

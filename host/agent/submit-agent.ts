@@ -1,4 +1,4 @@
-import { fingerprint, type Environment } from '../../environment';
+import { checkEgressPolicy, checkSupported, fingerprint, networkRunRecords, type Environment } from '../../environment';
 import { BerthError } from '../errors';
 import { submit, type HandlerRegistry, type Kernel, type Submitted } from '../kernel';
 import { isFinalRunState } from '../model';
@@ -32,13 +32,17 @@ function checkTools(names: readonly string[], settings: AgentRunInput['settings'
 
 async function submitRun(deps: Deps, input: AgentRunInput, requestId: string, sessionId?: string): Promise<Submitted> {
   const user: UserEntry = { text: input.message };
+  // Checked per run, not per session: a session continued on another machine meets other host addresses.
+  checkSupported(input.environment);
+  checkEgressPolicy(input.environment);
+  const network = networkRunRecords(input.environment).map((r) => ({ kind: r.kind, body: json(r.body) }));
   return submit(deps, {
     requestId,
     sessionId,
     runKind: 'agent',
     root: { kind: AGENT_KIND, input: json(input) },
     input: json({ message: input.message }),
-    entries: [{ kind: ENTRY.user, body: json(user) }],
+    entries: [{ kind: ENTRY.user, body: json(user) }, ...network],
     versions: { kernel: `${KERNEL.name}@${KERNEL.version}`, envFingerprint: input.envFingerprint, imageDigest: input.environment.image.digest },
     sessionMeta: { agent: true, task: input.message.slice(0, 200) },
   });

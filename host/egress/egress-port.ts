@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Json } from '../model';
+import { isFinalRunState, type Json } from '../model';
 import type { EgressPort } from '../sandbox/sandbox-egress';
 import type { Store } from '../store';
 import { newId } from '../support';
@@ -10,7 +10,7 @@ import { EgressProxy } from './egress-proxy';
 export const EGRESS_ENTRY = 'egress.attempt';
 
 /** The store calls the proxy's records need: the audit row, and the run's entry. */
-export type EgressStore = Pick<Store, 'recordEgress' | 'getRun' | 'commit'>;
+export type EgressStore = Pick<Store, 'recordEgress' | 'getRun' | 'listRuns' | 'commit'>;
 
 /**
  * The egress proxy as the sandbox host starts it. Every attempt is written three ways: a row in the
@@ -20,18 +20,31 @@ export type EgressStore = Pick<Store, 'recordEgress' | 'getRun' | 'commit'>;
  * state: committed without a fence, so it never competes with the kernel's owned writes.
  */
 export function egressPort(store: EgressStore, logger: Logger): EgressPort {
-  const sessions = new Map<string, string>();
-  const commitEntry = async (a: EgressAttempt): Promise<void> => {
-    if (!a.runId) return;
-    let sessionId = sessions.get(a.runId);
-    if (!sessionId) {
-      sessionId = (await store.getRun(a.runId))?.sessionId;
-      if (!sessionId) return;
-      sessions.set(a.runId, sessionId);
+  const runs = new Map<string, { id: string; sessionId: string }>();
+  /**
+   * The run an attempt belongs to: the lease's run when it was made for one (plan runs), else the
+   * newest unfinished run of the lease's session (an agent session's sandbox serves its runs one
+   * at a time), else its newest run.
+   */
+  const runOf = async (runId: string | null, sessionId: string | null): Promise<{ id: string; sessionId: string } | undefined> => {
+    if (runId) {
+      const known = runs.get(runId) ?? (await store.getRun(runId));
+      if (known) return runs.set(runId, { id: known.id, sessionId: known.sessionId }).get(runId);
     }
-    const { runId, ...body } = a;
-    const r = await store.commit({ sessionId, label: 'egress.attempt', actor: 'egress-proxy', entries: [{ id: newId('ent'), runId, kind: EGRESS_ENTRY, body: body as unknown as Json }] });
-    if (!r.ok) throw new Error(`egress entry refused: ${r.conflict.kind}`);
+    if (!sessionId) return undefined;
+    const all = await store.listRuns({ sessionId });
+    const run = all.filter((r) => !isFinalRunState(r.state)).at(-1) ?? all.at(-1);
+    return run && { id: run.id, sessionId: run.sessionId };
+  };
+  const persist = async (a: EgressAttempt, sessionId: string | null, log: Logger): Promise<void> => {
+    const run = await runOf(a.runId, sessionId).catch((err: unknown) => void log.error({ err }, 'could not find the run of an egress attempt'));
+    const attempt = { ...a, runId: run?.id ?? a.runId };
+    // Audit row first: it needs no run, so an attempt is kept even when its run cannot be found.
+    await store.recordEgress(attempt).catch((err: unknown) => log.error({ err }, 'could not record egress attempt'));
+    if (!run) return;
+    const { runId, ...body } = attempt;
+    const r = await store.commit({ sessionId: run.sessionId, label: 'egress.attempt', actor: 'egress-proxy', entries: [{ id: newId('ent'), runId, kind: EGRESS_ENTRY, body: body as unknown as Json }] });
+    if (!r.ok) log.error({ conflict: r.conflict }, 'egress attempt not committed to the run');
   };
   const pending = new Set<Promise<void>>();
   const track = (w: Promise<void>) => {
@@ -40,15 +53,14 @@ export function egressPort(store: EgressStore, logger: Logger): EgressPort {
   };
   return {
     async start(p) {
-      const log = logger.child({ runId: p.runId, leaseId: p.leaseId });
+      const log = logger.child({ runId: p.runId, sessionId: p.sessionId, leaseId: p.leaseId });
       const proxy = new EgressProxy({
         allow: p.allow,
         allowPrivate: p.allowPrivate,
         runId: p.runId,
         leaseId: p.leaseId,
         record: (a) => {
-          track(store.recordEgress(a).catch((err: unknown) => log.error({ err }, 'could not record egress attempt')));
-          track(commitEntry(a).catch((err: unknown) => log.error({ err }, 'could not commit egress attempt to the run')));
+          track(persist(a, p.sessionId, log).catch((err: unknown) => log.error({ err }, 'could not commit egress attempt to the run')));
           const event = { event: 'egress', method: a.method, target: a.target, decision: a.decision, reason: a.reason, bytesOut: a.bytesOut, bytesIn: a.bytesIn };
           if (a.decision === 'deny') log.warn(event, 'egress denied');
           else log.info(event, 'egress allowed');

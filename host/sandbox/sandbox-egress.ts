@@ -17,7 +17,11 @@ import {
 
 /** Starts the host's egress proxy for one sandbox; the CLI wires the real proxy and audit store. */
 export interface EgressPort {
-  start(p: { listenHost: string; port: number; allow: readonly string[]; allowPrivate: boolean; leaseId: string; runId: string | null }): Promise<{ close(): Promise<void> }>;
+  /**
+   * `runId` is the run the lease was made for, when one was; a session's sandbox (agent runs) serves
+   * one run after another, so attempts are attributed to the session's run at the time.
+   */
+  start(p: { listenHost: string; port: number; allow: readonly string[]; allowPrivate: boolean; leaseId: string; runId: string | null; sessionId: string | null }): Promise<{ close(): Promise<void> }>;
 }
 
 /** What a container on a sandbox network is created with; no proxy in open mode. */
@@ -36,6 +40,7 @@ interface Live {
 }
 
 const RUN_LABEL = 'berth.run';
+const SESSION_LABEL = 'berth.session';
 
 /**
  * The network side of allowlist and open sandboxes: a network, INPUT rules and (allowlist) a proxy
@@ -48,13 +53,13 @@ export class SandboxEgress {
 
   constructor(private readonly d: { docker: Dockerode; hostId: string; logger: Logger; port: EgressPort | undefined }) {}
 
-  async open(leaseId: string, runId: string | null, spec: NetworkedSpec): Promise<EgressAttachment> {
+  async open(leaseId: string, who: { runId: string | null; sessionId: string | null }, spec: NetworkedSpec): Promise<EgressAttachment> {
     const port = this.proxyPort(spec, leaseId);
-    const net = await createSandboxNetwork(this.d.docker, { hostId: this.d.hostId, leaseId, runId }, { internal: spec.mode === 'allowlist' });
+    const net = await createSandboxNetwork(this.d.docker, { hostId: this.d.hostId, leaseId, ...who }, { internal: spec.mode === 'allowlist' });
     const entry: Live = { net, tag: ruleTag(this.d.hostId, leaseId), proxy: undefined };
     this.live.set(leaseId, entry);
     try {
-      await this.guard(entry, spec, leaseId, runId, port);
+      await this.guard(entry, spec, leaseId, who, port);
     } catch (err) {
       await this.close(leaseId);
       throw err;
@@ -74,7 +79,18 @@ export class SandboxEgress {
     this.live.set(leaseId, entry);
     // Rules are rebuilt rather than trusted: the spec, not what an older process left, says what is open.
     await removeBridgeRules((t) => t === entry.tag);
-    await this.guard(entry, spec, leaseId, info.Labels?.[RUN_LABEL] || null, port);
+    await this.guard(entry, spec, leaseId, { runId: info.Labels?.[RUN_LABEL] || null, sessionId: info.Labels?.[SESSION_LABEL] || null }, port);
+  }
+
+  /**
+   * The process is going away but its leases live on (an agent session's sandbox waits for the
+   * next `berth chat`): stop the proxies and keep networks and rules, so the sandbox stays closed;
+   * the next process's `attach` starts the proxy again.
+   */
+  async detachAll(): Promise<void> {
+    const entries = [...this.live.entries()];
+    this.live.clear();
+    await Promise.all(entries.map(([leaseId, e]) => e.proxy?.close().catch((err: unknown) => this.d.logger.warn({ err, leaseId }, 'egress proxy close failed'))));
   }
 
   /** Stops the proxy, removes the rules and the network. The container must already be removed. */
@@ -88,13 +104,13 @@ export class SandboxEgress {
     await removeSandboxNetwork(this.d.docker, netId).catch((err: unknown) => this.d.logger.warn({ err, leaseId }, 'could not remove sandbox network; the sweeper will'));
   }
 
-  private async guard(entry: Live, spec: NetworkedSpec, leaseId: string, runId: string | null, port: EgressPort | undefined): Promise<void> {
+  private async guard(entry: Live, spec: NetworkedSpec, leaseId: string, who: { runId: string | null; sessionId: string | null }, port: EgressPort | undefined): Promise<void> {
     const openings: HostOpening[] = spec.mode === 'allowlist' ? [{ address: entry.net.gateway, port: EGRESS_PROXY_PORT }] : spec.hostOpenings;
     await isolateBridge(entry.net.bridge, openings, entry.tag);
     if (spec.mode === 'allowlist') {
-      entry.proxy = await port!.start({ listenHost: entry.net.gateway, port: EGRESS_PROXY_PORT, allow: spec.allow, allowPrivate: spec.allowPrivate, leaseId, runId });
+      entry.proxy = await port!.start({ listenHost: entry.net.gateway, port: EGRESS_PROXY_PORT, allow: spec.allow, allowPrivate: spec.allowPrivate, leaseId, ...who });
     } else {
-      this.d.logger.warn({ leaseId, runId, event: 'egress-open', hostOpenings: spec.hostOpenings }, 'sandbox network is open: outside hosts are reachable and not audited');
+      this.d.logger.warn({ leaseId, ...who, event: 'egress-open', hostOpenings: spec.hostOpenings }, 'sandbox network is open: outside hosts are reachable and not audited');
     }
   }
 

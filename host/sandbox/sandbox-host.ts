@@ -200,10 +200,10 @@ export class SandboxHost {
   }
 
   /** Network, INPUT rules and (allowlist) proxy of a networked sandbox, all in place before its container exists. */
-  private async openEgress(spec: SandboxSpec, who: { leaseId?: string; runId?: string }): Promise<EgressAttachment | undefined> {
+  private async openEgress(spec: SandboxSpec, who: { leaseId?: string; runId?: string; sessionId?: string }): Promise<EgressAttachment | undefined> {
     if (spec.network.mode === 'none') return undefined;
     if (!who.leaseId) throw new BerthError('invalid_spec', `${spec.network.mode} sandboxes are not pooled: each needs its own network, made for its lease`);
-    return this.egress.open(who.leaseId, who.runId ?? null, spec.network);
+    return this.egress.open(who.leaseId, { runId: who.runId ?? null, sessionId: who.sessionId ?? null }, spec.network);
   }
 
   /** Whether the sandbox named by a lease record can be resumed as is. */
@@ -240,6 +240,7 @@ export class SandboxHost {
   /** Stops the engine event subscription. Leases stay as they are; release them first if meant. */
   async close(): Promise<void> {
     this.events.close();
+    await this.egress.detachAll();
   }
 }
 

@@ -29,7 +29,7 @@ export interface SandboxNetwork {
  * a plain bridge with NAT for open mode. Either way the host itself stays reachable through the
  * gateway and every other host address, which {@link isolateBridge} closes.
  */
-export async function createSandboxNetwork(docker: Dockerode, who: { hostId: string; leaseId: string; runId?: string | null }, o: { internal: boolean } = { internal: true }): Promise<SandboxNetwork> {
+export async function createSandboxNetwork(docker: Dockerode, who: { hostId: string; leaseId: string; runId?: string | null; sessionId?: string | null }, o: { internal: boolean } = { internal: true }): Promise<SandboxNetwork> {
   const name = `berth-net-${who.leaseId}`;
   try {
     const created = await docker.createNetwork({
@@ -37,7 +37,7 @@ export async function createSandboxNetwork(docker: Dockerode, who: { hostId: str
       Driver: 'bridge',
       Internal: o.internal,
       CheckDuplicate: true,
-      Labels: { [LABEL.managed]: '1', [LABEL.host]: who.hostId, [LABEL.lease]: who.leaseId, [EGRESS_LABEL]: '1', 'berth.run': who.runId ?? '' },
+      Labels: { [LABEL.managed]: '1', [LABEL.host]: who.hostId, [LABEL.lease]: who.leaseId, [EGRESS_LABEL]: '1', 'berth.run': who.runId ?? '', 'berth.session': who.sessionId ?? '' },
     });
     const info = (await created.inspect()) as { Id: string; IPAM?: { Config?: Array<{ Subnet?: string; Gateway?: string }> } };
     const cfg = info.IPAM?.Config?.[0];

@@ -9,15 +9,7 @@ let fx: Awaited<ReturnType<typeof planFixture>> | undefined;
 let target: Server | undefined;
 afterEach(async () => {
   await new Promise((r) => (target ? target.close(r) : r(undefined)));
-  if (fx) {
-    const nets = await fx.docker.listNetworks({ filters: { label: [`berth.host=${fx.hostId}`] } });
-    await fx.cleanup();
-    for (const n of nets) await fx.docker.getNetwork(n.Id).remove().catch(() => {});
-    const tag = `berth:${fx.hostId}:`;
-    for (const line of execFileSync('iptables', ['-w', '-S', 'INPUT'], { encoding: 'utf8' }).split('\n')) {
-      if (line.includes(tag)) execFileSync('iptables', ['-w', '-D', 'INPUT', ...line.slice('-A INPUT '.length).match(/"[^"]*"|\S+/g)!.map((a) => a.replace(/^"|"$/g, ''))]);
-    }
-  }
+  await fx?.cleanup();
   fx = undefined;
   target = undefined;
 });

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type Dockerode from 'dockerode';
 import { openSqliteStore } from '../../host/store';
+import { removeBridgeRules } from '../../host/sandbox/sandbox-network';
 import { bundleScript } from './bundle-script';
 import { runNode, type ChildEnd } from './child';
 import { requireEngine, requireTinyImage } from './docker-engine';
@@ -64,11 +65,14 @@ export async function planFixture(steps: PlanStepDef[], files: Record<string, st
   };
 }
 
-/** Removes every container and snapshot image labelled with the host id; prints what it removed when asked. */
+/** Removes every container, sandbox network, INPUT rule and snapshot image of the host id. */
 export async function removeHostArtifacts(docker: Dockerode, hostId: string): Promise<void> {
   for (const c of await docker.listContainers({ all: true, filters: { label: [`berth.host=${hostId}`] } })) {
     await docker.getContainer(c.Id).remove({ force: true }).catch(() => {});
   }
+  // Sandbox networks and their INPUT rules (a session's sandbox outlives the command that made it).
+  for (const n of await docker.listNetworks({ filters: { label: [`berth.host=${hostId}`] } })) await docker.getNetwork(n.Id).remove().catch(() => {});
+  await removeBridgeRules((t) => t.startsWith(`berth:${hostId}:`)).catch(() => {});
   // Only snapshot tags: a forced removal by id would also take any other tag on the same image.
   for (const img of await docker.listImages({ filters: { label: [`berth.host=${hostId}`] } })) {
     for (const tag of img.RepoTags ?? []) if (tag.startsWith('berth-snapshot:')) await docker.getImage(tag).remove().catch(() => {});
