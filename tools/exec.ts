@@ -35,7 +35,7 @@ export function describeExec(r: ExecResult): string {
 export const exec: ToolDefinition<ExecInput> = {
   name: 'exec',
   description:
-    'Run a shell command (sh -c) in the sandbox workspace and get its exit code, stdout and stderr. The sandbox has no network. ' +
+    'Run a shell command (sh -c) in the sandbox workspace and get its exit code, stdout and stderr. ' +
     'Set safe=true only for read-only commands: a command that is not safe is never repeated automatically after a crash.',
   input: Input,
   replay: (a) => (a.safe ? 'safe' : 'never'),
