@@ -110,7 +110,8 @@ export class PlanSandbox {
   /**
    * Snapshots the lease for `checkpoint`. When the new layer is big, the run moves to a fresh
    * container made from the snapshot image (an empty upper layer), so the next snapshot copies
-   * only what the next step changes. The old container is released before the commit: its state
+   * only what the next step changes. It moves too when the snapshot was flattened, so that the
+   * chain under the container stays short. The old container is released before the commit: its state
    * is in the snapshot image already.
    */
   async snapshot(runId: string, sessionId: string, env: Environment, lease: Lease, checkpoint: string, parentId: string | null, signal: AbortSignal) {
@@ -122,7 +123,7 @@ export class PlanSandbox {
     });
     const record: NewSnapshotRecord = { id, leaseId: lease.id, imageId: taken.imageId, workspaceDigest: taken.workspaceDigest, sizeBytes: taken.layerBytes, checkpoint, parentId };
     let current = lease;
-    if (taken.layerBytes >= (this.d.rebaseBytes ?? 8 << 20)) {
+    if (taken.flattened || taken.layerBytes >= (this.d.rebaseBytes ?? 8 << 20)) {
       current = await this.d.sandbox.lease({ ...this.spec(env), imageDigest: taken.imageId }, { sessionId, signal, runId });
       await lease.release();
       this.live.set(runId, current);

@@ -1,6 +1,7 @@
 import type Dockerode from 'dockerode';
 import { BerthError } from '../errors';
 import { engineError, isConflict, isNotFound } from './engine-errors';
+import { LABEL } from './labels';
 
 /** The repository snapshot images are tagged into, so that `docker image prune` never takes them as dangling. */
 export const SNAPSHOT_REPO = 'berth-snapshot';
@@ -11,6 +12,11 @@ export interface CommittedImage {
   layerBytes: number;
   /** Layers in the new image, parents included. */
   layers: number;
+  /**
+   * Length of the image's parent chain (its history). The engine refuses to commit on top of an
+   * image 125 deep ("max depth exceeded"), so a run that keeps re-basing must flatten before.
+   */
+  depth: number;
 }
 
 /**
@@ -33,7 +39,55 @@ export async function commitContainer(
   }
   const image = docker.getImage(id);
   const [info, history] = await Promise.all([image.inspect(), image.history() as Promise<Array<{ Size: number }>>]);
-  return { imageId: info.Id, layerBytes: history[0]?.Size ?? 0, layers: info.RootFS?.Layers?.length ?? history.length };
+  return { imageId: info.Id, layerBytes: history[0]?.Size ?? 0, layers: info.RootFS?.Layers?.length ?? history.length, depth: history.length };
+}
+
+type ImageConfig = { Env?: string[] | null; WorkingDir?: string; User?: string; Entrypoint?: string[] | null; Cmd?: string[] | null; Labels?: Record<string, string> | null };
+
+/** The image config as `docker import --change` lines; JSON strings are valid Dockerfile quoting. */
+function configChanges(c: ImageConfig, labels: Record<string, string>): string[] {
+  const out: string[] = [];
+  for (const e of c.Env ?? []) {
+    const i = e.indexOf('=');
+    out.push(`ENV ${e.slice(0, i)}=${JSON.stringify(e.slice(i + 1))}`);
+  }
+  if (c.WorkingDir) out.push(`WORKDIR ${c.WorkingDir}`);
+  if (c.User) out.push(`USER ${c.User}`);
+  if (c.Entrypoint?.length) out.push(`ENTRYPOINT ${JSON.stringify(c.Entrypoint)}`);
+  if (c.Cmd?.length) out.push(`CMD ${JSON.stringify(c.Cmd)}`);
+  for (const [k, v] of Object.entries({ ...(c.Labels ?? {}), ...labels })) out.push(`LABEL ${JSON.stringify(k)}=${JSON.stringify(v)}`);
+  return out;
+}
+
+/**
+ * Rewrites a snapshot image as one layer with the same files and config (`docker export` of a
+ * container made from it, then `docker import`), tagged `berth-snapshot:<tag>` in its place; the
+ * deep image is removed. The helper container is never started and carries the host's labels, so
+ * a crash leaves it for the sweeper.
+ */
+export async function flattenImage(
+  docker: Dockerode,
+  imageId: string,
+  opts: { tag: string; labels: Record<string, string>; signal?: AbortSignal },
+): Promise<CommittedImage> {
+  opts.signal?.throwIfAborted();
+  const source = (await docker.getImage(imageId).inspect()) as { Config?: ImageConfig };
+  let helper: Dockerode.Container | undefined;
+  try {
+    helper = await docker.createContainer({ Image: imageId, Entrypoint: ['/nonexistent'], Cmd: [], Labels: { [LABEL.managed]: '1', [LABEL.host]: opts.labels[LABEL.host] ?? '' }, NetworkDisabled: true, HostConfig: { NetworkMode: 'none' } });
+    const tar = (await helper.export({ abortSignal: opts.signal })) as NodeJS.ReadableStream;
+    const progress = (await docker.importImage(tar, { repo: SNAPSHOT_REPO, tag: opts.tag, changes: configChanges(source.Config ?? {}, opts.labels), abortSignal: opts.signal } as object)) as NodeJS.ReadableStream;
+    await new Promise<void>((resolve, reject) => docker.modem.followProgress(progress, (err: Error | null) => (err ? reject(err) : resolve())));
+  } catch (err) {
+    throw engineError(`flatten image ${imageId.slice(7, 19)}`, err);
+  } finally {
+    await helper?.remove({ force: true }).catch(() => {});
+  }
+  const flat = docker.getImage(`${SNAPSHOT_REPO}:${opts.tag}`);
+  const [info, history] = await Promise.all([flat.inspect(), flat.history() as Promise<Array<{ Size: number }>>]);
+  // The deep image lost its tag to the flat one; nothing is built on it, so it can go now.
+  if (info.Id !== imageId) await discardImage(docker, imageId);
+  return { imageId: info.Id, layerBytes: history[0]?.Size ?? 0, layers: info.RootFS?.Layers?.length ?? 1, depth: history.length };
 }
 
 /** One path of `docker diff`: the container's changes against its image. */
@@ -83,13 +137,24 @@ export async function removeSnapshotImage(docker: Dockerode, tag: string): Promi
   }
 }
 
+/** Removes an image that lost its tag (a superseded commit); one still in use stays, untagged and unnamed. */
+export async function discardImage(docker: Dockerode, imageId: string): Promise<void> {
+  try {
+    await docker.getImage(imageId).remove();
+  } catch (err) {
+    if (!isNotFound(err) && !isConflict(err)) throw engineError(`remove image ${imageId.slice(7, 19)}`, err);
+  }
+}
+
 /** The engine calls snapshots need, bound to one Docker client (so callers never import dockerode). */
 export function snapshotEngine(docker: Dockerode) {
   return {
     commit: (containerId: string, opts: { tag: string; labels: Record<string, string>; signal?: AbortSignal; pause?: boolean }) => commitContainer(docker, containerId, opts),
+    flatten: (imageId: string, opts: { tag: string; labels: Record<string, string>; signal?: AbortSignal }) => flattenImage(docker, imageId, opts),
     changes: (containerId: string) => containerChanges(docker, containerId),
     imageExists: (imageId: string) => imageExists(docker, imageId),
     removeSnapshot: (tag: string) => removeSnapshotImage(docker, tag),
+    discardImage: (imageId: string) => discardImage(docker, imageId),
   };
 }
 export type SnapshotEngineCalls = ReturnType<typeof snapshotEngine>;

@@ -6,9 +6,24 @@ import { scanWorkspace, type ScanExec } from './scan';
 
 /** What snapshots need from the sandbox adapter (which alone talks to Docker). */
 export interface SnapshotEngine {
-  commit(containerId: string, opts: { tag: string; labels: Record<string, string>; signal?: AbortSignal; pause?: boolean }): Promise<{ imageId: string; layerBytes: number; layers: number }>;
+  commit(containerId: string, opts: { tag: string; labels: Record<string, string>; signal?: AbortSignal; pause?: boolean }): Promise<EngineImage>;
+  /** Removes an image whose tag a later commit took. */
+  discardImage(imageId: string): Promise<void>;
+  /** Rewrites a snapshot image as one layer under the same tag. */
+  flatten(imageId: string, opts: { tag: string; labels: Record<string, string>; signal?: AbortSignal }): Promise<EngineImage>;
   changes(containerId: string): Promise<Array<{ path: string; kind: 'modified' | 'added' | 'deleted' }>>;
 }
+
+export interface EngineImage {
+  imageId: string;
+  layerBytes: number;
+  layers: number;
+  /** Parent chain length; the engine commits nothing on an image 125 deep. */
+  depth: number;
+}
+
+/** Chain depth at which a snapshot is flattened: well below the engine's 125, so a restore or re-base still fits. */
+export const FLATTEN_DEPTH = 100;
 
 /** The sandbox being looked at: its container, the image it was created from, and a way to run commands in it. */
 export interface SnapshotTarget {
@@ -30,6 +45,11 @@ export interface TakenSnapshot {
   workspaceDigest: string;
   layerBytes: number;
   layers: number;
+  /**
+   * The image was rewritten as one layer (its chain had reached the flatten depth): the sandbox
+   * must move onto it, or its next snapshot would be as deep again.
+   */
+  flattened: boolean;
 }
 
 /**
@@ -38,7 +58,7 @@ export interface TakenSnapshot {
  * rescan of the paths `docker diff` reports under the workspace.
  */
 export class Snapshotter {
-  constructor(private readonly d: { engine: SnapshotEngine; store: Store; logger: Logger }) {}
+  constructor(private readonly d: { engine: SnapshotEngine; store: Store; logger: Logger; flattenDepth?: number }) {}
 
   /** Workspace paths (`./`-relative) that differ from the container's image. */
   private async changedPaths(t: SnapshotTarget): Promise<string[]> {
@@ -73,13 +93,23 @@ export class Snapshotter {
     const commit = (pause: boolean) => this.d.engine.commit(t.containerId, { tag: opts.snapshotId, labels: opts.labels, signal: opts.signal, pause });
     let [state, image] = await Promise.all([this.workspaceState(t, opts.signal), commit(false)]);
     const after = await this.changedPaths(t);
-    if (after.join('\n') !== state.changed.join('\n')) {
+    // `docker diff` lists paths in no fixed order: compare them as sets.
+    if (after.sort().join('\n') !== [...state.changed].sort().join('\n')) {
       this.d.logger.warn({ snapshotId: opts.snapshotId }, 'workspace changed during the snapshot; taking it again with the container paused');
+      const first = image;
       state = await this.workspaceState(t, opts.signal);
       image = await commit(true);
+      // The second commit took the tag; the first would linger as an unnamed image.
+      await this.d.engine.discardImage(first.imageId).catch((err: unknown) => this.d.logger.warn({ err, imageId: first.imageId }, 'could not remove a superseded snapshot image'));
+    }
+    const flattened = image.depth >= (this.d.flattenDepth ?? FLATTEN_DEPTH);
+    if (flattened) {
+      const deep = image;
+      image = await this.d.engine.flatten(deep.imageId, { tag: opts.snapshotId, labels: opts.labels, signal: opts.signal });
+      this.d.logger.info({ snapshotId: opts.snapshotId, deepImageId: deep.imageId, depth: deep.depth, imageId: image.imageId }, 'snapshot image flattened to one layer');
     }
     await this.d.store.putWorkspaceManifest(image.imageId, state.manifest as Json);
     this.d.logger.debug({ snapshotId: opts.snapshotId, imageId: image.imageId, changed: state.changed.length, layerBytes: image.layerBytes }, 'snapshot taken');
-    return { imageId: image.imageId, workspaceDigest: state.digest, layerBytes: image.layerBytes, layers: image.layers };
+    return { imageId: image.imageId, workspaceDigest: state.digest, layerBytes: image.layerBytes, layers: image.layers, flattened };
   }
 }
