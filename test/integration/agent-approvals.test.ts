@@ -33,7 +33,7 @@ async function refusal(p: Promise<unknown>): Promise<string> {
   throw new Error('expected a refusal');
 }
 
-describe('approvals', () => {
+describe('approvals', { timeout: 180_000 }, () => {
   it('waits for an approval across a host restart, then runs the call once and completes', async () => {
     w = await agentWorld(script);
     const run = await awaiting(w);

@@ -72,7 +72,7 @@ function startInBackground(w: CliWorld, args: string[]) {
   });
 }
 
-describe('berth agent, chat, approve and deny', () => {
+describe('berth agent, chat, approve and deny', { timeout: 180_000 }, () => {
   it('runs an agent task with live output, never storing or printing the API key', async () => {
     w = await cliWorld([
       { content: 'Reading the file.', toolCalls: [{ name: 'read_file', arguments: { path: 'hello.txt' } }] },

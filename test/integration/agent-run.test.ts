@@ -10,7 +10,7 @@ afterEach(async () => {
 
 const bodies = async <T>(w: AgentWorld, sessionId: string, kind: string) => (await w.rt.store.listEntries(sessionId)).filter((e) => e.kind === kind).map((e) => e.body as unknown as T);
 
-describe('agent run', () => {
+describe('agent run', { timeout: 180_000 }, () => {
   it('runs the model and tool loop in the sandbox until the model answers, recording usage per request', async () => {
     w = await agentWorld([
       { content: 'Writing the script.', toolCalls: [{ name: 'write_file', arguments: { path: 'src/hello.sh', content: 'echo hello from $1\n' } }] },

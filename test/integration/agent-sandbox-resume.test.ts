@@ -23,7 +23,7 @@ async function pointer(w: AgentWorld, sessionId: string) {
 
 const chat = (w: AgentWorld, sessionId: string) => continueSession({ ...w.rt, toolNames: [...w.rt.agent.tools.keys()] }, { sessionId, message: 'read it back' });
 
-describe('agent session sandbox on resume', () => {
+describe('agent session sandbox on resume', { timeout: 180_000 }, () => {
   it('restores a session whose container is gone from the snapshot of its newest tool result, and continues', async () => {
     w = await agentWorld(script);
     const { run } = await w.start('write a note', { snapshot: 'after-each-step' });
