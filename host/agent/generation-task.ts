@@ -61,7 +61,7 @@ export function generationHandler(deps: AgentDeps): TaskHandler {
         if (cp.attempt >= input.settings.model.maxAttempts) {
           return { type: 'fail', error: { code: 'model_unavailable', message: `no complete model answer after ${cp.attempt} attempts (see the agent.interruption entries)` } };
         }
-        return { type: 'next', phase: 'request', checkpoint: json({ ...cp, attempt: cp.attempt + 1 }) };
+        return { type: 'next', phase: 'request', checkpoint: json({ ...cp, attempt: cp.attempt + 1 }), run: { to: 'running', reason: `retrying the model request (attempt ${cp.attempt + 1})` } };
       },
       tools: (ctx) => tools(deps, ctx),
       settled: async (ctx) => {
@@ -118,9 +118,13 @@ async function request(deps: AgentDeps, ctx: PhaseContext): Promise<Decision> {
     if (!(err instanceof ModelCallError) || err.failure === 'model_aborted') throw err;
     const entry = interruption(turn, cp.attempt, err.code, err.message, err.partialText);
     if (!err.retryable) return { type: 'fail', error: { code: err.code, message: err.message }, writes: { entries: [entry] } };
+    if (cp.attempt >= m.maxAttempts) {
+      return { type: 'fail', error: { code: 'model_unavailable', message: `no complete model answer after ${cp.attempt} attempts; the last: ${err.code}: ${err.message}` }, writes: { entries: [entry] } };
+    }
     const wait = backoffMs(cp.attempt, { baseMs: m.backoffMs, maxMs: m.maxBackoffMs, retryAfterMs: err.retryAfterMs });
     ctx.log.warn({ code: err.code, attempt: cp.attempt, waitMs: wait }, 'model request failed; retrying');
-    return { type: 'sleep', until: retryAt(wait), phase: 'retry', writes: { entries: [entry] } };
+    const reason = `model request failed (${err.code}); retry ${cp.attempt + 1} of ${m.maxAttempts} in ${Math.round(wait / 100) / 10}s`;
+    return { type: 'sleep', until: retryAt(wait), phase: 'retry', writes: { entries: [entry] }, run: { to: 'retry_wait', reason } };
   }
 }
 

@@ -38,10 +38,14 @@ export interface PhaseWrites {
   snapshots?: Array<Omit<NewSnapshot, 'runId' | 'taskId'>>;
 }
 
+/** A run state change a phase asks for alongside its decision. */
+export type RunMove = { to: RunState; reason: string };
+
 /** What a phase decides; the host commits it atomically with the phase's writes. */
 export type Decision = (
-  | { type: 'next'; phase: string; checkpoint?: Json }
-  | { type: 'sleep'; until: number; phase: string; checkpoint?: Json }
+  /** `run` moves the run in the same commit when that is a legal edge from its state then (e.g. into and out of `retry_wait`). */
+  | { type: 'next'; phase: string; checkpoint?: Json; run?: RunMove }
+  | { type: 'sleep'; until: number; phase: string; checkpoint?: Json; run?: RunMove }
   | { type: 'spawn'; tasks: SpawnSpec[]; join: JoinPolicy; phase: string; checkpoint?: Json }
   | { type: 'complete'; result?: Json }
   | { type: 'fail'; error: TaskError }
@@ -49,7 +53,7 @@ export type Decision = (
    * Wait for an outside signal (delivered with {@link Kernel.deliver}), optionally moving the run
    * (e.g. to `needs_reconciliation` or `awaiting_approval`) in the same commit.
    */
-  | { type: 'await'; signal: string; phase: string; checkpoint?: Json; run?: { to: RunState; reason: string } }
+  | { type: 'await'; signal: string; phase: string; checkpoint?: Json; run?: RunMove }
   /** The phase cannot know whether its action happened; the task ends `interrupted`. */
   | { type: 'interrupt'; reason: string; result?: Json }
 ) & { writes?: PhaseWrites };

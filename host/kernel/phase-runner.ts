@@ -125,8 +125,8 @@ async function decisionCommit(
     snapshots: (writes.snapshots ?? []).map((s) => ({ ...s, runId: task.runId, taskId: task.id })),
     runTransitions: effect.terminal
       ? await rootRunTransitions(d, task, effect.terminal, effects, describe(decision))
-      : decision.type === 'await' && decision.run
-        ? await awaitRunTransitions(d, task, decision.run)
+      : (decision.type === 'await' || decision.type === 'next' || decision.type === 'sleep') && decision.run
+        ? await requestedRunTransitions(d, task, decision.run)
         : [],
   };
 }
@@ -150,8 +150,8 @@ export async function rootRunTransitions(
   return runTransitionsForRoot(run, outcome, unresolved, `host:${d.hostId}`, detail);
 }
 
-/** The run move an `await` decision asks for, when it is a legal edge from where the run is now. */
-async function awaitRunTransitions(d: Pick<PhaseRunnerDeps, 'store' | 'hostId'>, task: Task, move: { to: RunState; reason: string }) {
+/** The run move a decision asks for, when it is a legal edge from where the run is now. */
+async function requestedRunTransitions(d: Pick<PhaseRunnerDeps, 'store' | 'hostId'>, task: Task, move: { to: RunState; reason: string }) {
   if (!task.runId) return [];
   const run = await d.store.getRun(task.runId);
   if (!run || run.state === move.to || !isLegalRunTransition(run.state, move.to)) return [];

@@ -24,6 +24,8 @@ export function runTransitionsForRoot(
     : '';
 
   if (state === 'admitted') go('running', 'root task started');
+  // A retry that never got its answer (budget spent, or cancelled while waiting) ends the wait first.
+  if (state === 'retry_wait') go('running', 'retry wait ended');
   if (state === 'waiting_for_input' || state === 'awaiting_approval') {
     if (outcome === 'cancelled') {
       go('cancelled', detail || 'cancelled while waiting');

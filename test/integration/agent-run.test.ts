@@ -36,7 +36,7 @@ describe('agent run', { timeout: 180_000 }, () => {
     expect(root?.result).toEqual({ answer: 'The script prints: hello from berth.', turns: 3 });
   });
 
-  it('retries a 429 and a dropped stream with backoff in task state, keeping the partial text as an interruption that never drives tools', async () => {
+  it('retries a 429 and a dropped stream with backoff in task state and the run in retry_wait, keeping the partial text as an interruption that never drives tools', async () => {
     w = await agentWorld([
       { content: 'Running the listing now, please wait for it.', toolCalls: [{ name: 'exec', arguments: { command: 'echo side-effect >> /tmp/ran; cat /tmp/ran' } }], faults: ['429', 'drop'] },
       { content: 'done' },
@@ -47,6 +47,11 @@ describe('agent run', { timeout: 180_000 }, () => {
     const interruptions = await bodies<{ attempt: number; code: string; partialText: string }>(w, run.sessionId, ENTRY.interruption);
     expect(interruptions.map((i) => [i.attempt, i.code])).toEqual([[1, 'model_rate_limited'], [2, expect.stringMatching(/model_connection|model_stream_incomplete/)]]);
     expect(interruptions[1]!.partialText.length).toBeGreaterThan(0);
+    // Each backoff is visible on the run: it waits in retry_wait and runs again for the next attempt.
+    const moves = (await w.rt.store.listRunTransitions(run.id)).map((t) => `${t.from}->${t.to}`);
+    expect(moves).toEqual(['null->admitted', 'admitted->running', 'running->retry_wait', 'retry_wait->running', 'running->retry_wait', 'retry_wait->running', 'running->completed']);
+    const waits = (await w.rt.store.listRunTransitions(run.id)).filter((t) => t.to === 'retry_wait').map((t) => t.reason);
+    expect(waits[0]).toMatch(/^model request failed \(model_rate_limited\); retry 2 of \d+ in [\d.]+s$/);
     expect('Running the listing now, please wait for it.'.startsWith(interruptions[1]!.partialText)).toBe(true);
     // The exec ran once: from the complete answer, not from the broken one.
     const results = await bodies<ToolResultEntry>(w, run.sessionId, ENTRY.toolResult);

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { assertRunTransition, isLegalRunTransition, RUN_STATES, runTransitionEdges, type RunState } from '../../host/model';
 import { isBerthError } from '../../host/errors';
+import { runTransitionsForRoot } from '../../host/kernel';
 
 const LEGAL: Array<[RunState, RunState]> = [
   ['admitted', 'running'],
@@ -52,6 +53,30 @@ describe('run state machine', () => {
       expect(isBerthError(err, 'illegal_run_transition')).toBe(true);
       expect((err as Error).message).toContain('run_7');
       expect((err as { ids: { runId: string } }).ids.runId).toBe('run_7');
+    }
+  });
+});
+
+describe('run transitions after the root task ends', () => {
+  const run = (state: RunState) => ({ id: 'run_1', state }) as Parameters<typeof runTransitionsForRoot>[0];
+  const path = (state: RunState, outcome: Parameters<typeof runTransitionsForRoot>[1], unresolved: string[] = []) =>
+    runTransitionsForRoot(run(state), outcome, unresolved, 'host:h', '').map((t) => `${t.from}->${t.to}`);
+
+  it('leaves a retry wait first: cancelled while waiting ends cancelled, an error ends failed through compensating', () => {
+    expect(path('retry_wait', 'cancelled')).toEqual(['retry_wait->running', 'running->cancelling', 'cancelling->cancelled']);
+    expect(path('retry_wait', 'error')).toEqual(['retry_wait->running', 'running->compensating', 'compensating->failed']);
+  });
+
+  it('never completes a run with an unresolved effect, wherever it was', () => {
+    expect(path('running', 'ok', ['eff_1'])).toEqual(['running->needs_reconciliation']);
+    expect(path('retry_wait', 'ok', ['eff_1'])).toEqual(['retry_wait->running', 'running->needs_reconciliation']);
+  });
+
+  it('every path it returns is made of legal edges', () => {
+    for (const state of RUN_STATES) {
+      for (const outcome of ['ok', 'error', 'cancelled', 'interrupted'] as const) {
+        for (const t of runTransitionsForRoot(run(state), outcome, [], 'host:h', '')) expect(isLegalRunTransition(t.from!, t.to), `${state} ${outcome}: ${t.from}->${t.to}`).toBe(true);
+      }
     }
   });
 });

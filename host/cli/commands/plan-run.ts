@@ -180,8 +180,9 @@ export async function cancelRun(ctx: CliContext, runId: string): Promise<number>
     from === 'running' ? [{ runId, from, to: 'cancelling' as const, actor, reason: 'cancelled by operator' }]
     : from === 'waiting_for_input' || from === 'awaiting_approval' ? [{ runId, from, to: 'cancelled' as const, actor, reason: 'cancelled by operator' }]
     : from === 'admitted' ? [{ runId, from, to: 'running' as const, actor, reason: 'cancel requested before start' }, { runId, from: 'running' as const, to: 'cancelling' as const, actor, reason: 'cancelled by operator' }]
+    : from === 'retry_wait' ? [{ runId, from, to: 'running' as const, actor, reason: 'cancel requested during a retry wait' }, { runId, from: 'running' as const, to: 'cancelling' as const, actor, reason: 'cancelled by operator' }]
     : null;
-  if (!transitions) throw new BerthError('run_not_cancellable', `run ${runId} is ${from}; only admitted, running or waiting runs can be cancelled`, { ids: { runId } });
+  if (!transitions) throw new BerthError('run_not_cancellable', `run ${runId} is ${from}; only admitted, running, retrying or waiting runs can be cancelled`, { ids: { runId } });
   const r = await ctx.store.commit({ sessionId: run.sessionId, label: 'run.cancel', actor, runTransitions: transitions, cancelTasks: run.rootTaskId ? [run.rootTaskId] : [] });
   if (!r.ok) throw new BerthError('cancel_conflict', `run ${runId} changed meanwhile: ${r.conflict.kind}`, { retryable: true, ids: { runId } });
   emit(ctx.json, { runId, requested: true }, () => `cancel of run ${runId} committed; the host running it stops it now (if none is, berth resume ${runId} finishes the cancellation)`);
