@@ -17,7 +17,7 @@ interface CliWorld {
   hostId: string;
   store: string;
   model: ModelServer;
-  cli(args: string[]): Promise<ChildEnd>;
+  cli(args: string[], extraEnv?: Record<string, string>): Promise<ChildEnd>;
   agentArgs(task: string, extra?: string[]): string[];
   read<T>(f: (s: ReturnType<typeof openSqliteStore>) => Promise<T>): Promise<T>;
   cleanup(): Promise<void>;
@@ -46,7 +46,7 @@ async function cliWorld(script: ScriptedTurn[]): Promise<CliWorld> {
     hostId,
     store,
     model,
-    cli: (args) => runNode(bin, [...args, '--store', store], env, 180_000),
+    cli: (args, extraEnv = {}) => runNode(bin, [...args, '--store', store], { ...env, ...extraEnv }, 180_000),
     agentArgs: (task, extra = []) => ['agent', task, '--env', join(dir, 'env.yaml'), '--workspace', join(dir, 'ws'), '--model', 'scripted-1', '--base-url', model.url, '--api-key-env', 'TEST_MODEL_KEY', ...extra],
     async read(f) {
       const s = openSqliteStore(store);
@@ -136,5 +136,36 @@ describe('berth agent, chat, approve and deny', { timeout: 180_000 }, () => {
     const denyLate = await w.cli(['deny', runId!, 'call_0_0']);
     expect(denyLate.code).toBe(1);
     expect(denyLate.stderr).toContain('approval_not_pending');
+  });
+
+  it('a run that finished after telling the model about an uncertain call is accepted by the operator: effect confirmed, run completed, session usable', async () => {
+    w = await cliWorld([
+      { toolCalls: [{ name: 'exec', arguments: { command: 'echo sent >> /tmp/sent.log' } }] },
+      { content: 'The send may or may not have happened; stopping here.' },
+      { content: 'Next task done.' },
+    ]);
+    // Killed right after the call's intent is committed as executing: nobody knows if it ran.
+    const killed = await w.cli([...w.agentArgs('send it')], { BERTH_FAULT: 'after:effect.begin:agent-tool' });
+    expect(killed.signal).toBe('SIGKILL');
+    const runId = await w.read(async (s) => (await s.listRuns())[0]!.id);
+    const resumed = await w.cli(['resume', runId, '--json']);
+    expect(resumed.code, resumed.stderr).toBe(3);
+    const before = await w.read(async (s) => ({ run: (await s.getRun(runId))!, effects: await s.listEffects({ runId }) }));
+    expect(before.run.state).toBe('needs_reconciliation');
+    expect(before.effects.map((e) => e.status)).toEqual(['unknown']);
+
+    const accepted = await w.cli(['reconcile', runId, '--accept', '--json']);
+    expect(accepted.code, accepted.stderr).toBe(0);
+    expect(lastJson<{ run: { state: string }; accepted: string[] }>(accepted)).toMatchObject({ run: { state: 'completed' }, accepted: [before.effects[0]!.id] });
+    const after = await w.read(async (s) => ({ effects: await s.listEffects({ runId }), moves: (await s.listRunTransitions(runId)).map((t) => `${t.to} by ${t.actor}`) }));
+    expect(after.effects[0]).toMatchObject({ status: 'confirmed', receipt: { resolvedBy: 'user:tester', decision: 'accept' } });
+    expect(after.moves.slice(-3)).toEqual(['needs_reconciliation by host:' + w.hostId, 'reconciling by user:tester', 'completed by user:tester']);
+    const again = await w.cli(['reconcile', runId, '--accept']);
+    expect(again.stderr).toContain('run_not_reconcilable');
+
+    const session = await w.read(async (s) => (await s.getRun(runId))!.sessionId);
+    const next = await w.cli(['chat', session, 'next task', '--json']);
+    expect(next.code, next.stderr).toBe(0);
+    expect(lastJson<{ answer: string }>(next).answer).toBe('Next task done.');
   });
 });

@@ -115,8 +115,9 @@ export async function reconcileRun(ctx: CliContext, runId: string, choice: { res
   }
   const actor = operator();
   const waiting = (await ctx.store.listTasks({ runId, statuses: ['waiting'] })).find((t) => t.wait?.signal === 'reconcile');
+  if (!waiting && choice.accept) return acceptSettledRun(ctx, run, actor);
   if (choice.fail || !waiting) {
-    if (!choice.fail) throw new BerthError('run_not_reconcilable', `run ${runId} has no task waiting for an operator; only --fail applies`, { ids: { runId } });
+    if (!choice.fail) throw new BerthError('run_not_reconcilable', `run ${runId} has no task waiting for an operator; --accept or --fail apply`, { ids: { runId } });
     const r = await ctx.store.commit({
       sessionId: run.sessionId,
       label: 'reconcile.fail',
@@ -161,6 +162,33 @@ export async function reconcileRun(ctx: CliContext, runId: string, choice: { res
   if (!ok) throw new BerthError('reconcile_conflict', `run ${runId} changed meanwhile; look again with berth show ${runId}`, { retryable: true, ids: { runId } });
   if (!ctx.json) process.stderr.write(`reconciling run ${runId}: ${reason}\n`);
   return drive(ctx, rt, runId);
+}
+
+/**
+ * `--accept` for a run whose root task has already ended (an agent run that told the model about
+ * an uncertain call and finished): the operator vouches that the uncertain effects happened; the
+ * run ends as its root did.
+ */
+async function acceptSettledRun(ctx: CliContext, run: Run, actor: string): Promise<number> {
+  const root = run.rootTaskId ? await ctx.store.getTask(run.rootTaskId) : undefined;
+  if (!root || root.status !== 'terminal') {
+    throw new BerthError('run_not_reconcilable', `run ${run.id} has no task waiting for an operator and its root task has not ended; only --fail applies`, { ids: { runId: run.id } });
+  }
+  const uncertain = (await ctx.store.listEffects({ runId: run.id })).filter((e) => e.status === 'unknown' || e.status === 'executing');
+  const to = root.outcome === 'ok' ? 'completed' : 'failed';
+  const r = await ctx.store.commit({
+    sessionId: run.sessionId,
+    label: 'reconcile.accept',
+    actor,
+    effects: uncertain.map((e): EffectWrite => ({ id: e.id, expectStatus: e.status, set: { status: 'confirmed', receipt: { resolvedBy: actor, decision: 'accept', note: 'outcome unknown; accepted by the operator' } } })),
+    runTransitions: [
+      { runId: run.id, from: 'needs_reconciliation', to: 'reconciling', actor, reason: `operator accepts ${uncertain.length} uncertain effect(s) as happened` },
+      { runId: run.id, from: 'reconciling', to, actor, reason: `root task ended ${root.outcome}; accepted by operator` },
+    ],
+  });
+  if (!r.ok) throw new BerthError('reconcile_conflict', `run ${run.id} changed meanwhile: ${r.conflict.kind}`, { retryable: true, ids: { runId: run.id } });
+  emit(ctx.json, { run: await ctx.store.getRun(run.id), accepted: uncertain.map((e) => e.id) }, () => `run ${run.id}: ${to}; ${uncertain.length} uncertain effect(s) accepted by ${actor}`);
+  return 0;
 }
 
 async function waitTerminal(ctx: CliContext, taskId: string | null): Promise<void> {
