@@ -7,6 +7,7 @@ import {
   createSandboxNetwork,
   EGRESS_LABEL,
   EGRESS_PROXY_PORT,
+  holdBridge,
   isolateBridge,
   removeBridgeRules,
   removeSandboxNetwork,
@@ -77,9 +78,14 @@ export class SandboxEgress {
     const net: SandboxNetwork = { id: info.Id, name: info.Name, bridge: `br-${info.Id.slice(0, 12)}`, gateway: (cfg?.Gateway ?? '').split('/')[0]!, subnet: cfg?.Subnet ?? '' };
     const entry: Live = { net, tag: ruleTag(this.d.hostId, leaseId), proxy: undefined };
     this.live.set(leaseId, entry);
-    // Rules are rebuilt rather than trusted: the spec, not what an older process left, says what is open.
+    // Rules are rebuilt rather than trusted: the spec, not what an older process left, says what is
+    // open. A DROP of its own holds the bridge closed meanwhile (the container is running).
+    const hold = `${entry.tag}:hold`;
+    // If the rebuild fails the hold stays (closed beats open); the lease's release or the sweeper removes it.
+    await holdBridge(net.bridge, hold);
     await removeBridgeRules((t) => t === entry.tag);
     await this.guard(entry, spec, leaseId, { runId: info.Labels?.[RUN_LABEL] || null, sessionId: info.Labels?.[SESSION_LABEL] || null }, port);
+    await removeBridgeRules((t) => t === hold);
   }
 
   /**
@@ -99,7 +105,7 @@ export class SandboxEgress {
     this.live.delete(leaseId);
     const tag = ruleTag(this.d.hostId, leaseId);
     await entry?.proxy?.close().catch((err: unknown) => this.d.logger.warn({ err, leaseId }, 'egress proxy close failed'));
-    await removeBridgeRules((t) => t === tag).catch((err: unknown) => this.d.logger.warn({ err, leaseId }, 'could not remove INPUT rules; the sweeper will'));
+    await removeBridgeRules((t) => t === tag || t === `${tag}:hold`).catch((err: unknown) => this.d.logger.warn({ err, leaseId }, 'could not remove INPUT rules; the sweeper will'));
     const netId = entry?.net.id ?? `berth-net-${leaseId}`;
     await removeSandboxNetwork(this.d.docker, netId).catch((err: unknown) => this.d.logger.warn({ err, leaseId }, 'could not remove sandbox network; the sweeper will'));
   }

@@ -93,6 +93,14 @@ export async function isolateBridge(bridge: string, openings: readonly HostOpeni
   }
 }
 
+/**
+ * Drops everything from the bridge under a tag of its own, in IPv4 and IPv6: held while a lease's
+ * rules are rebuilt, so the running container never sees the host open in between.
+ */
+export async function holdBridge(bridge: string, tag: string): Promise<void> {
+  for (const tool of TOOLS) await run(tool, ['-w', '-I', 'INPUT', '-i', bridge, '-j', 'DROP', '-m', 'comment', '--comment', tag]);
+}
+
 const TAG = /--comment "?(berth:[^\s"]+)"?/;
 
 /** The tags of every Berth INPUT rule now installed (IPv4 and IPv6). */
@@ -142,6 +150,7 @@ export async function sweepEgress(docker: Dockerode, hostId: string, isActive: (
     await removeSandboxNetwork(docker, n.Id).then(() => (networks += 1)).catch(() => {});
   }
   const prefix = `berth:${hostId}:`;
-  const rules = await removeBridgeRules((t) => t.startsWith(prefix) && !isActive(t.slice(prefix.length)) && !kept.has(t.slice(prefix.length)));
+  const leaseOf = (t: string) => t.slice(prefix.length).replace(/:hold$/, '');
+  const rules = await removeBridgeRules((t) => t.startsWith(prefix) && !isActive(leaseOf(t)) && !kept.has(leaseOf(t)));
   return { networks, rules };
 }

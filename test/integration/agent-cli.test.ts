@@ -128,8 +128,10 @@ describe('berth agent, chat, approve and deny', { timeout: 180_000 }, () => {
     const ok = await w.cli(['approve', runId!, 'call_0_0', '--json']);
     expect(ok.code).toBe(0);
     expect(lastJson<{ approval: { state: string; by: string } }>(ok).approval).toMatchObject({ state: 'approved', by: 'user:tester' });
-    const resumed = await w.cli(['resume', runId!]);
-    expect(resumed.code).toBe(0);
+    // Debug logs and a bounded wait: if resume ever hangs, the failure shows where, with the store's view.
+    const resumed = await runNode(await bundledCli(), ['resume', runId!, '--store', w.store], { BERTH_HOST_ID: w.hostId, BERTH_OPERATOR: 'tester', TEST_MODEL_KEY: SECRET, BERTH_LOG_LEVEL: 'debug' }, 120_000);
+    const state = resumed.code === 0 ? '' : JSON.stringify(await w.read(async (s) => ({ run: await s.getRun(runId!), tasks: await s.listTasks({ runId: runId! }), transitions: await s.listRunTransitions(runId!) })));
+    expect(resumed.code, `resume ended ${resumed.code ?? resumed.signal}\n${resumed.stderr.slice(-6000)}\n${state}`).toBe(0);
     const results = await w.read(async (s) => (await s.listEntries((await s.getRun(runId!))!.sessionId)).filter((e) => e.kind === ENTRY.toolResult).map((e) => e.body as unknown as ToolResultEntry));
     expect(results).toHaveLength(1);
     expect(results[0]!.content.match(/^once$/gm)).toHaveLength(1);
