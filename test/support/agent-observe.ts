@@ -63,8 +63,13 @@ export async function observeAgentRun(db: string): Promise<ObservedAgentRun> {
 }
 
 /** A file of a container (outside the workspace too), read with a plain exec; '' when absent. */
-export async function readContainerFile(docker: Dockerode, containerId: string, path: string): Promise<string> {
-  const exec = await docker.getContainer(containerId).exec({ Cmd: ['cat', path], AttachStdout: true, AttachStderr: true });
+export function readContainerFile(docker: Dockerode, containerId: string, path: string): Promise<string> {
+  return containerStdout(docker, containerId, ['cat', path]);
+}
+
+/** The stdout of a plain exec in a container (as its default user), bypassing Berth. */
+export async function containerStdout(docker: Dockerode, containerId: string, cmd: string[]): Promise<string> {
+  const exec = await docker.getContainer(containerId).exec({ Cmd: cmd, AttachStdout: true, AttachStderr: true });
   const stream = await exec.start({});
   const chunks: Buffer[] = [];
   await new Promise<void>((resolve, reject) => {
