@@ -163,7 +163,8 @@ describe('sandbox verify', () => {
     await lease.release();
     const r = await running;
     expect(r.exitCode).not.toBe(0);
-    expect(r.durationMs).toBeLessThan(15_000);
+    // Far below the command's own 1000 s (the bound leaves room for a loaded machine).
+    expect(r.durationMs).toBeLessThan(120_000);
   });
 
   test('attach takes up a verified lease again and runs commands in the same container', async ({ sandbox }) => {

@@ -83,10 +83,10 @@ describe('sandbox warm pool', () => {
     const pool = createWarmPool(sandbox.host, spec, { size: 2 });
     await pool.ready();
     expect(pool.available).toBe(2);
-    const started = performance.now();
+    const before = await sandbox.docker.listContainers({ all: true, filters: { label: [`${LABEL.host}=${sandbox.hostId}`, `${LABEL.pool}=1`] } });
     const lease = await pool.lease({ sessionId: 'sess_warm' });
-    const ms = performance.now() - started;
-    expect(ms).toBeLessThan(200);
+    // The lease is one of the containers started before it was asked for (speed is the bench's: sandbox.warm_lease_p50_ms).
+    expect(before.map((c) => c.Id)).toContain(lease.containerId);
     const info = await sandbox.docker.getContainer(lease.containerId).inspect();
     expect(info.Config.Labels).toMatchObject({ [LABEL.pool]: '1', [LABEL.session]: '', [LABEL.host]: sandbox.hostId });
     expect(await sandbox.store.getLease(lease.id)).toMatchObject({ sessionId: 'sess_warm', containerId: lease.containerId, releasedAt: null });
