@@ -64,12 +64,18 @@ async function cliWorld(script: ScriptedTurn[]): Promise<CliWorld> {
   };
 }
 
-/** `berth agent` in the background, to be killed like a host that dies. */
-function startInBackground(w: CliWorld, args: string[]) {
-  return bundledCli().then((bin) => {
-    const child = spawn(process.execPath, [bin, ...args, '--store', w.store], { env: { ...process.env, BERTH_HOST_ID: w.hostId, BERTH_OPERATOR: 'tester', TEST_MODEL_KEY: SECRET }, stdio: 'ignore' });
-    return child;
-  });
+/**
+ * `berth agent` in the background, to be killed like a host that dies. Its end is awaited from the
+ * start (an `exit` listener added after the fact would wait forever for a child already gone), and
+ * its stderr is kept for the failure message.
+ */
+async function startInBackground(w: CliWorld, args: string[]) {
+  const bin = await bundledCli();
+  const child = spawn(process.execPath, [bin, ...args, '--store', w.store], { env: { ...process.env, BERTH_HOST_ID: w.hostId, BERTH_OPERATOR: 'tester', TEST_MODEL_KEY: SECRET }, stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  return { child, exited, stderr: () => stderr };
 }
 
 describe('berth agent, chat, approve and deny', { timeout: 180_000 }, () => {
@@ -119,9 +125,10 @@ describe('berth agent, chat, approve and deny', { timeout: 180_000 }, () => {
       await new Promise((r) => setTimeout(r, 100));
       runId = await w.read(async (s) => (await s.listRuns({ states: ['awaiting_approval'] }))[0]?.id).catch(() => undefined);
     }
-    expect(runId).toBeDefined();
-    host.kill('SIGKILL');
-    await new Promise((r) => host.once('exit', r));
+    expect(runId, host.stderr()).toBeDefined();
+    expect(host.child.exitCode, `the host ended on its own:\n${host.stderr()}`).toBeNull();
+    host.child.kill('SIGKILL');
+    await host.exited;
     const wrong = await w.cli(['approve', runId!, 'call_0_0', '--digest', `sha256:${'1'.repeat(64)}`, '--json']);
     expect(wrong.code).toBe(1);
     expect(wrong.stderr).toContain('approval_digest_mismatch');
