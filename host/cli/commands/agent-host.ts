@@ -35,12 +35,16 @@ export async function followRun(ctx: CliContext, host: Awaited<ReturnType<typeof
     for (const t of all.slice(transitions)) printer.state(run.id, t.to, t.reason);
     transitions = all.length;
   };
-  let chain = catchUp();
+  // Printing is best effort: a read that fails (a busy store under load) is retried at the next
+  // commit or poll, since `seq` only moves on success. A rejection left in the chain would end
+  // the process as an unhandled rejection while the run itself is fine.
+  const safeCatchUp = () => catchUp().catch((err: unknown) => ctx.logger.warn({ err, runId: run.id }, 'could not read the run\'s new entries; trying again'));
+  let chain = safeCatchUp();
   const off = rt.kernel.onCommit((e) => {
-    if (e.sessionId === run.sessionId) chain = chain.then(catchUp);
+    if (e.sessionId === run.sessionId) chain = chain.then(safeCatchUp);
   });
   // Decisions by other processes (approve, deny, cancel) commit outside this kernel.
-  const poll = setInterval(() => (chain = chain.then(catchUp)), 500);
+  const poll = setInterval(() => (chain = chain.then(safeCatchUp)), 500);
   const stop = new AbortController();
   const onSignal = () => stop.abort(new BerthError('interrupted', 'stopped by signal'));
   process.once('SIGINT', onSignal);

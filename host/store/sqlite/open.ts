@@ -24,11 +24,12 @@ export function openDatabase(path: string, durability: Durability = 'full'): Dat
   } catch (cause) {
     throw new BerthError('store_open_failed', `cannot open store ${path}: ${(cause as Error).message}`, { cause });
   }
+  // First: another process (a host committing, a CLI reading status) may hold a lock briefly, and
+  // even switching to WAL or reading the schema must wait for it rather than fail.
+  db.pragma('busy_timeout = 5000');
   db.pragma('journal_mode = WAL');
   db.pragma(`synchronous = ${durability === 'full' ? 'FULL' : 'NORMAL'}`);
   db.pragma('foreign_keys = ON');
-  // Another process (a CLI reading status) may hold the write lock briefly.
-  db.pragma('busy_timeout = 5000');
   migrate(db, path);
   return db;
 }
