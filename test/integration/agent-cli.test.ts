@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ENTRY, type ToolResultEntry } from '../../host/agent';
 import { openSqliteStore } from '../../host/store';
 import { runNode, type ChildEnd } from '../support/child';
+import { readStore } from '../support/temp-store';
 import { requireEngine, requireTinyImage } from '../support/docker-engine';
 import { startModelServer, type ModelServer, type ScriptedTurn } from '../support/model-server';
 import { bundledCli, lastJson, removeHostArtifacts } from '../support/plan-fixture';
@@ -48,14 +49,7 @@ async function cliWorld(script: ScriptedTurn[]): Promise<CliWorld> {
     model,
     cli: (args, extraEnv = {}) => runNode(bin, [...args, '--store', store], { ...env, ...extraEnv }, 180_000),
     agentArgs: (task, extra = []) => ['agent', task, '--env', join(dir, 'env.yaml'), '--workspace', join(dir, 'ws'), '--model', 'scripted-1', '--base-url', model.url, '--api-key-env', 'TEST_MODEL_KEY', ...extra],
-    async read(f) {
-      const s = openSqliteStore(store);
-      try {
-        return await f(s);
-      } finally {
-        await s.close();
-      }
-    },
+    read: (f) => readStore(store, f),
     async cleanup() {
       await model.close();
       await removeHostArtifacts(docker, hostId);

@@ -14,11 +14,22 @@ afterEach(async () => {
   target = undefined;
 });
 
+/** The test's outside target: answers `hello <path>`; closed after each test. */
+async function serveTarget(host: string): Promise<number> {
+  target = createServer((req, res) => res.end(`hello ${req.url}`));
+  await new Promise<void>((r) => target!.listen(0, host, () => r()));
+  return (target.address() as { port: number }).port;
+}
+
+/** Released runs leave no sandbox network and no INPUT rule of their host behind. */
+async function expectNothingLeft(f: NonNullable<typeof fx>): Promise<void> {
+  expect(await f.docker.listNetworks({ filters: { label: [`berth.host=${f.hostId}`] } })).toEqual([]);
+  expect(execFileSync('iptables', ['-w', '-S', 'INPUT'], { encoding: 'utf8' })).not.toContain(`berth:${f.hostId}:`);
+}
+
 describe('network.mode allowlist in a plan run', { timeout: 180_000 }, () => {
   it('reaches an allowed target through the host proxy, is refused elsewhere, audits both and leaves nothing behind', async () => {
-    target = createServer((req, res) => res.end(`hello ${req.url}`));
-    await new Promise<void>((r) => target!.listen(0, '127.0.0.1', () => r()));
-    const port = (target.address() as { port: number }).port;
+    const port = await serveTarget('127.0.0.1');
     const steps = [
       { name: 'allowed', run: `timeout 10 busybox wget -q -O - http://localhost:${port}/ok` },
       { name: 'denied', run: `timeout 10 busybox wget -q -O - http://example.invalid:${port}/ 2>&1; echo "exit=$?"` },
@@ -57,14 +68,11 @@ describe('network.mode allowlist in a plan run', { timeout: 180_000 }, () => {
     expect(JSON.parse((await fx.cli(['show', runId, '--json'])).stdout).egress).toEqual({ allowed: 1, denied: 1 });
     expect(overrides).toHaveLength(1);
     expect(end.stderr).toContain('egress denied');
-    expect(await fx.docker.listNetworks({ filters: { label: [`berth.host=${fx.hostId}`] } })).toEqual([]);
-    expect(execFileSync('iptables', ['-w', '-S', 'INPUT'], { encoding: 'utf8' })).not.toContain(`berth:${fx.hostId}:`);
+    await expectNothingLeft(fx);
   });
 
   it('network.mode open is refused for a host address without the override, and otherwise recorded on the run, which reaches only the listed host port', async () => {
-    target = createServer((req, res) => res.end(`hello ${req.url}`));
-    await new Promise<void>((r) => target!.listen(0, '0.0.0.0', () => r()));
-    const port = (target.address() as { port: number }).port;
+    const port = await serveTarget('0.0.0.0');
     const address = Object.values(networkInterfaces()).flat().find((a) => a && a.family === 'IPv4' && !a.internal)!.address;
     fx = await planFixture([
       { name: 'listed', run: `timeout 10 busybox wget -q -O - http://${address}:${port}/ok` },
@@ -89,14 +97,11 @@ describe('network.mode allowlist in a plan run', { timeout: 180_000 }, () => {
       ['egress.override', 'open', [`${address}:${port}`]],
     ]);
     expect((await fx.cli(['logs', runId])).stdout).toContain('[network] open: outside hosts reachable, not audited');
-    expect(await fx.docker.listNetworks({ filters: { label: [`berth.host=${fx.hostId}`] } })).toEqual([]);
-    expect(execFileSync('iptables', ['-w', '-S', 'INPUT'], { encoding: 'utf8' })).not.toContain(`berth:${fx.hostId}:`);
+    await expectNothingLeft(fx);
   });
 
   it('a host killed mid-run resumes an allowlist sandbox: the rules stayed, the proxy answers again and the re-run step reaches its target', async () => {
-    target = createServer((req, res) => res.end(`hello ${req.url}`));
-    await new Promise<void>((r) => target!.listen(0, '127.0.0.1', () => r()));
-    const port = (target.address() as { port: number }).port;
+    const port = await serveTarget('127.0.0.1');
     fx = await planFixture([
       { name: 'first', run: `timeout 10 busybox wget -q -O - http://localhost:${port}/first` },
       { name: 'second', run: `timeout 10 busybox wget -q -O - http://localhost:${port}/second` },
@@ -123,7 +128,6 @@ describe('network.mode allowlist in a plan run', { timeout: 180_000 }, () => {
     expect(new Set(attempts)).toEqual(new Set([`allow localhost:${port}`]));
     expect(attempts.length).toBeGreaterThanOrEqual(2);
     expect(attempts.length).toBeLessThanOrEqual(3);
-    expect(await fx.docker.listNetworks({ filters: { label: [`berth.host=${fx.hostId}`] } })).toEqual([]);
-    expect(execFileSync('iptables', ['-w', '-S', 'INPUT'], { encoding: 'utf8' })).not.toContain(`berth:${fx.hostId}:`);
+    await expectNothingLeft(fx);
   });
 });

@@ -5,6 +5,7 @@ import type Dockerode from 'dockerode';
 import { openSqliteStore } from '../../host/store';
 import { removeBridgeRules } from '../../host/sandbox/sandbox-network';
 import { bundleScript } from './bundle-script';
+import { readStore } from './temp-store';
 import { runNode, type ChildEnd } from './child';
 import { requireEngine, requireTinyImage } from './docker-engine';
 
@@ -50,14 +51,7 @@ export async function planFixture(steps: PlanStepDef[], files: Record<string, st
     plan: join(dir, 'plan.yaml'),
     cli,
     /** The store's view, opened for one read and closed again. */
-    async read<T>(fn: (s: ReturnType<typeof openSqliteStore>) => Promise<T>): Promise<T> {
-      const s = openSqliteStore(store);
-      try {
-        return await fn(s);
-      } finally {
-        await s.close();
-      }
-    },
+    read: <T>(fn: (s: ReturnType<typeof openSqliteStore>) => Promise<T>): Promise<T> => readStore(store, fn),
     async cleanup() {
       await removeHostArtifacts(docker, hostId);
       rmSync(dir, { recursive: true, force: true });

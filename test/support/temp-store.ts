@@ -22,6 +22,16 @@ export function tempStore(name = 'berth.db') {
   };
 }
 
+/** Opens the store file for one read and closes it again, as another process would look at it. */
+export async function readStore<T>(path: string, fn: (s: ReturnType<typeof openSqliteStore>) => Promise<T>): Promise<T> {
+  const s = openSqliteStore(path);
+  try {
+    return await fn(s);
+  } finally {
+    await s.close();
+  }
+}
+
 export const quietLogger = () => pino({ level: process.env.BERTH_TEST_LOG ?? 'silent' });
 
 /** A kernel over a temp store with its registries, not yet started. */
