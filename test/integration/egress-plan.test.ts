@@ -39,7 +39,7 @@ describe('network.mode allowlist in a plan run', { timeout: 180_000 }, () => {
     fx = await planFixture(steps);
     const envFile = `${fx.dir}/env.yaml`;
     // localhost is a local name: allowed only with the explicit override, which the run records.
-    writeFileSync(envFile, `${readFileSync(envFile, 'utf8')}network: { mode: allowlist, allow: ["localhost:${port}"], allowOverride: true }\n`);
+    writeFileSync(envFile, `${readFileSync(envFile, 'utf8')}network: { mode: allowlist, allow: ["localhost:${port}"], allowOverride: ["localhost:${port}"] }\n`);
     const end = await fx.cli(['run', fx.plan]);
     expect(end.code, end.stderr).toBe(0);
     const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
@@ -71,6 +71,25 @@ describe('network.mode allowlist in a plan run', { timeout: 180_000 }, () => {
     await expectNothingLeft(fx);
   });
 
+  it('refuses an allow list with a name and an address that need the override when the override names only the address, before any sandbox exists', async () => {
+    fx = await planFixture([{ name: 'one', run: 'echo one' }]);
+    const envFile = `${fx.dir}/env.yaml`;
+    const base = readFileSync(envFile, 'utf8');
+    // localhost needs the override by name and by what it resolves to (loopback) through this host's resolver.
+    writeFileSync(envFile, `${base}network: { mode: allowlist, allow: ["localhost:8080", "10.0.0.8:6379"], allowOverride: ["10.0.0.8:6379"] }\n`);
+    const refused = await fx.cli(['run', fx.plan]);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('network.allow: "localhost:8080" is refused');
+    expect(refused.stderr).toContain('allowOverride: ["localhost:8080"]');
+    expect(await fx.read(async (s) => s.listRuns())).toEqual([]);
+    expect(await fx.docker.listContainers({ all: true, filters: { label: [`berth.host=${fx.hostId}`] } })).toEqual([]);
+    // The boolean of older manifests gets a migration message, not a type error.
+    writeFileSync(envFile, `${base}network: { mode: allowlist, allow: ["10.0.0.8:6379"], allowOverride: true }\n`);
+    const old = await fx.cli(['run', fx.plan]);
+    expect(old.code).not.toBe(0);
+    expect(old.stderr).toContain('network.allowOverride: expected the list of network.allow patterns the override covers');
+  });
+
   it('network.mode open is refused for a host address without the override, and otherwise recorded on the run, which reaches only the listed host port', async () => {
     const port = await serveTarget('0.0.0.0');
     const address = Object.values(networkInterfaces()).flat().find((a) => a && a.family === 'IPv4' && !a.internal)!.address;
@@ -85,7 +104,7 @@ describe('network.mode allowlist in a plan run', { timeout: 180_000 }, () => {
     expect(refused.code).not.toBe(0);
     expect(refused.stderr).toContain(`"${address}:${port}" is refused: "${address}" is this host's own name or address`);
 
-    writeFileSync(envFile, `${base}network: { mode: open, allow: ["${address}:${port}"], allowOverride: true }\n`);
+    writeFileSync(envFile, `${base}network: { mode: open, allow: ["${address}:${port}"], allowOverride: ["${address}:${port}"] }\n`);
     const end = await fx.cli(['run', fx.plan]);
     expect(end.code, end.stderr).toBe(0);
     expect(end.stderr).toContain('sandbox network is open');
@@ -107,7 +126,7 @@ describe('network.mode allowlist in a plan run', { timeout: 180_000 }, () => {
       { name: 'second', run: `timeout 10 busybox wget -q -O - http://localhost:${port}/second` },
     ]);
     const envFile = `${fx.dir}/env.yaml`;
-    writeFileSync(envFile, `${readFileSync(envFile, 'utf8')}network: { mode: allowlist, allow: ["localhost:${port}"], allowOverride: true }\n`);
+    writeFileSync(envFile, `${readFileSync(envFile, 'utf8')}network: { mode: allowlist, allow: ["localhost:${port}"], allowOverride: ["localhost:${port}"] }\n`);
     const killed = await fx.cli(['run', fx.plan], { BERTH_FAULT: 'before:phase.complete:plan-step#2' });
     expect(killed.signal).toBe('SIGKILL');
     // The dead host's network and rules outlive it: the sandbox stays closed while nobody watches.

@@ -1,11 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { checkEgressPolicy, EnvironmentSchema, egressRisks, networkRunRecords, privateRangeOf } from '../../environment';
+import { checkEgressPolicy, EnvironmentSchema, egressRisks, networkRunRecords, privateRangeOf, resolveAllowNames } from '../../environment';
 import { isBerthError } from '../../host/errors';
 import { isPrivateAddress } from '../../host/egress';
 
 const HOST = ['builder-7', '203.0.113.7', '127.0.0.1'];
+/** The host's resolver as these tests see it: `db` is an /etc/hosts entry, `cache.example.com` a split-horizon name. */
+const NAMES: Record<string, string[]> = { db: ['10.0.0.9'], 'cache.example.com': ['192.168.1.20'], 'me.example.com': ['203.0.113.7'], 'api.example.com': ['93.184.216.34'] };
+const VIEW = { host: HOST, resolve: async (n: string) => NAMES[n] ?? [] };
+const refusal = async (p: Promise<unknown>) => p.then(() => undefined, (e: unknown) => e as Error & { code: string; details: { issues: Array<{ path: string }> } });
 
-const envWith = (allow: string[], allowOverride?: boolean, mode: 'none' | 'allowlist' | 'open' = 'allowlist') =>
+const envWith = (allow: string[], allowOverride?: string[], mode: 'none' | 'allowlist' | 'open' = 'allowlist') =>
   EnvironmentSchema.parse({
     kernel: { name: 'berth', version: '0.1.0', compatible: '^0.1.0' },
     image: { ref: 'berth/tiny:latest' },
@@ -39,42 +43,74 @@ describe('egress allow-list risks', () => {
 });
 
 describe('checkEgressPolicy', () => {
-  it('refuses a risky pattern without the override, naming the pattern, the reason and the field', () => {
-    const err = (() => {
-      try {
-        checkEgressPolicy(envWith(['api.example.com:443', '10.0.0.8:6379']), HOST);
-      } catch (e) {
-        return e;
-      }
-    })();
+  it('refuses a risky pattern without the override, naming the pattern, the reason and the field', async () => {
+    const err = await refusal(checkEgressPolicy(envWith(['api.example.com:443', '10.0.0.8:6379']), VIEW));
     expect(isBerthError(err, 'manifest_unsafe_egress')).toBe(true);
-    expect((err as Error).message).toBe('network.allow: "10.0.0.8:6379" is refused: 10.0.0.8 is in 10.0.0.0/8 (private); set network.allowOverride: true to allow it explicitly');
-    expect((err as { details: { issues: Array<{ path: string }> } }).details.issues[0]!.path).toBe('network.allow.1');
+    expect(err!.message).toBe('network.allow: "10.0.0.8:6379" is refused: 10.0.0.8 is in 10.0.0.0/8 (private); name it in network.allowOverride (allowOverride: ["10.0.0.8:6379"]) to allow it explicitly');
+    expect(err!.details.issues[0]!.path).toBe('network.allow.1');
   });
 
-  it('returns the risks for the caller to record when the override is set', () => {
-    expect(checkEgressPolicy(envWith(['10.0.0.8:6379'], true), HOST)).toEqual([{ pattern: '10.0.0.8:6379', kind: 'private-address', why: '10.0.0.8 is in 10.0.0.0/8 (private)' }]);
-    expect(checkEgressPolicy(envWith(['api.example.com:443']), HOST)).toEqual([]);
+  it('returns the risks for the caller to record when the override names them', async () => {
+    expect(await checkEgressPolicy(envWith(['10.0.0.8:6379'], ['10.0.0.8:6379']), VIEW)).toEqual([{ pattern: '10.0.0.8:6379', kind: 'private-address', why: '10.0.0.8 is in 10.0.0.0/8 (private)' }]);
+    expect(await checkEgressPolicy(envWith(['api.example.com:443']), VIEW)).toEqual([]);
   });
 
-  it("refuses this machine's own loopback address by default", () => {
-    expect(() => checkEgressPolicy(envWith(['127.0.0.1:8080']))).toThrow(/this host's own name or address/);
+  it('refuses an allow list with a name and an address needing the override when the override names only the address', async () => {
+    const env = envWith(['localhost:8080', '10.0.0.8:6379'], ['10.0.0.8:6379']);
+    const err = await refusal(checkEgressPolicy(env, VIEW));
+    expect(isBerthError(err, 'manifest_unsafe_egress')).toBe(true);
+    expect(err!.message).toMatch(/^network\.allow: "localhost:8080" is refused: "localhost" is a local name .*allowOverride: \["localhost:8080"\]/);
+    expect(err!.details.issues.map((i) => i.path)).toEqual(['network.allow.0']);
+    // Naming both is accepted, and both are recorded.
+    expect((await checkEgressPolicy(envWith(['localhost:8080', '10.0.0.8:6379'], ['localhost:8080', '10.0.0.8:6379']), VIEW)).map((r) => r.pattern)).toEqual(['localhost:8080', '10.0.0.8:6379']);
+  });
+
+  it('judges a name by the address the host resolves it to: an /etc/hosts entry, a split-horizon name, a name of this host', async () => {
+    expect(egressRisks(['db:5432', 'cache.example.com:6379', 'me.example.com:22', 'api.example.com:443'], HOST, new Map(Object.entries(NAMES))).map((r) => [r.pattern, r.kind, r.why])).toEqual([
+      ['db:5432', 'private-address', '"db" resolves to 10.0.0.9 (in 10.0.0.0/8 (private)) through this host\'s resolver'],
+      ['cache.example.com:6379', 'private-address', '"cache.example.com" resolves to 192.168.1.20 (in 192.168.0.0/16 (private)) through this host\'s resolver'],
+      ['me.example.com:22', 'host-address', '"me.example.com" resolves to 203.0.113.7, this host\'s own address, through this host\'s resolver'],
+    ]);
+    const err = await refusal(checkEgressPolicy(envWith(['cache.example.com:6379', 'db:5432'], ['db:5432']), VIEW));
+    expect(err!.message).toContain('"cache.example.com:6379" is refused: "cache.example.com" resolves to 192.168.1.20');
+  });
+
+  it('treats a single-label name as local even when it does not resolve, and uses the real resolver by default', async () => {
+    expect(egressRisks(['buildcache:80'], HOST).map((r) => r.kind)).toEqual(['local-name']);
+    // localhost is in every hosts file; the default view asks this machine's resolver.
+    expect((await refusal(checkEgressPolicy(envWith(['localhost:80']))))!.message).toMatch(/"localhost:80" is refused/);
+    expect(await resolveAllowNames(['localhost:80', '*.example.org:443', '10.0.0.1:80'])).toEqual(new Map([['localhost', expect.arrayContaining(['127.0.0.1'])]]));
+  });
+
+  it("refuses this machine's own loopback address by default", async () => {
+    await expect(checkEgressPolicy(envWith(['127.0.0.1:8080']))).rejects.toThrow(/this host's own name or address/);
+  });
+
+  it('refuses the boolean override of older manifests with a migration message, and an override of a pattern not listed', () => {
+    const parse = (network: object) => EnvironmentSchema.safeParse({ kernel: { name: 'berth', version: '0.1.0', compatible: '^0.1.0' }, image: { ref: 'berth/tiny:latest' }, network });
+    const old = parse({ mode: 'allowlist', allow: ['10.0.0.8:6379'], allowOverride: true });
+    expect(old.success).toBe(false);
+    expect(old.error!.issues[0]!.message).toBe('the list of network.allow patterns the override covers, such as ["10.0.0.8:6379"] (allowOverride: true covered every pattern at once and is no longer accepted; name each pattern that needs it)');
+    expect(old.error!.issues[0]!.path).toEqual(['network', 'allowOverride']);
+    const stray = parse({ mode: 'allowlist', allow: ['10.0.0.8:6379'], allowOverride: ['10.0.0.9:6379'] });
+    expect(stray.error!.issues.map((i) => [i.path.join('.'), i.message])).toEqual([['network.allowOverride.0', 'a pattern listed in network.allow ("10.0.0.9:6379" is not)']]);
   });
 });
 
 describe('open mode', () => {
-  it('opens only addresses of this host, and those only with the override', () => {
-    expect(() => checkEgressPolicy(envWith(['8.8.8.8:53'], true, 'open'), HOST)).toThrow(/network\.allow\.0: 8\.8\.8\.8:53 is not an address of this host/);
-    expect(() => checkEgressPolicy(envWith(['203.0.113.7:8080'], undefined, 'open'), HOST)).toThrow(/"203\.0\.113\.7:8080" is refused: "203\.0\.113\.7" is this host's own/);
-    expect(checkEgressPolicy(envWith(['203.0.113.7:8080'], true, 'open'), HOST)).toHaveLength(1);
-    expect(checkEgressPolicy(envWith([], undefined, 'open'), HOST)).toEqual([]);
+  it('opens only addresses of this host, and those only with the override', async () => {
+    await expect(checkEgressPolicy(envWith(['8.8.8.8:53'], ['8.8.8.8:53'], 'open'), VIEW)).rejects.toThrow(/network\.allow\.0: 8\.8\.8\.8:53 is not an address of this host/);
+    await expect(checkEgressPolicy(envWith(['203.0.113.7:8080'], undefined, 'open'), VIEW)).rejects.toThrow(/"203\.0\.113\.7:8080" is refused: "203\.0\.113\.7" is this host's own/);
+    expect(await checkEgressPolicy(envWith(['203.0.113.7:8080'], ['203.0.113.7:8080'], 'open'), VIEW)).toHaveLength(1);
+    expect(await checkEgressPolicy(envWith([], undefined, 'open'), VIEW)).toEqual([]);
   });
 
-  it('makes every run record open mode and each overridden risk; an ordinary allow list records nothing', () => {
-    expect(networkRunRecords(envWith([], undefined, 'open'), HOST)).toEqual([{ kind: 'egress.open', body: { mode: 'open', allow: [] } }]);
-    expect(networkRunRecords(envWith(['203.0.113.7:8080'], true, 'open'), HOST).map((r) => r.kind)).toEqual(['egress.open', 'egress.override']);
-    expect(networkRunRecords(envWith(['api.example.com:443']), HOST)).toEqual([]);
-    expect(networkRunRecords(envWith(['10.0.0.8:6379'], true), HOST)).toEqual([
+  it('makes every run record open mode and each overridden risk; an ordinary allow list records nothing', async () => {
+    const records = async (env: ReturnType<typeof envWith>) => networkRunRecords(env, await checkEgressPolicy(env, VIEW));
+    expect(await records(envWith([], undefined, 'open'))).toEqual([{ kind: 'egress.open', body: { mode: 'open', allow: [] } }]);
+    expect((await records(envWith(['203.0.113.7:8080'], ['203.0.113.7:8080'], 'open'))).map((r) => r.kind)).toEqual(['egress.open', 'egress.override']);
+    expect(await records(envWith(['api.example.com:443']))).toEqual([]);
+    expect(await records(envWith(['10.0.0.8:6379'], ['10.0.0.8:6379']))).toEqual([
       { kind: 'egress.override', body: { mode: 'allowlist', allow: ['10.0.0.8:6379'], risks: [{ pattern: '10.0.0.8:6379', kind: 'private-address', why: '10.0.0.8 is in 10.0.0.0/8 (private)' }] } },
     ]);
   });
