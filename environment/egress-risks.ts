@@ -1,5 +1,6 @@
-import { networkInterfaces, hostname } from 'node:os';
+import { isIP } from 'node:net';
 import { BerthError } from '../host/errors';
+import { addressRangeOf, hostAddresses, hostResolver, privateRangeOf, type NameResolver } from './egress-ranges';
 import type { ManifestIssue } from './issues';
 import type { Environment } from './schema';
 
@@ -12,73 +13,66 @@ export interface EgressRisk {
   why: string;
 }
 
-/** IPv4 ranges that are never the public internet: a sandbox reaching them reaches the host's neighbours. */
-const PRIVATE_V4: Array<[string, number, string]> = [
-  ['0.0.0.0', 8, 'this network'],
-  ['10.0.0.0', 8, 'private'],
-  ['100.64.0.0', 10, 'carrier-grade NAT'],
-  ['127.0.0.0', 8, 'loopback'],
-  ['169.254.0.0', 16, 'link-local (cloud metadata)'],
-  ['172.16.0.0', 12, 'private (Docker networks)'],
-  ['192.168.0.0', 16, 'private'],
-  ['224.0.0.0', 4, 'multicast'],
-  ['240.0.0.0', 4, 'reserved'],
-];
-
 const LOCAL_SUFFIXES = ['localhost', 'local', 'internal', 'lan', 'home.arpa'];
 
-const v4 = (ip: string): number | undefined => {
-  const m = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(ip);
-  if (!m) return undefined;
-  const parts = m.slice(1).map(Number);
-  if (parts.some((p) => p > 255)) return undefined;
-  return ((parts[0]! << 24) | (parts[1]! << 16) | (parts[2]! << 8) | parts[3]!) >>> 0;
-};
+/** Names of the allow list as the host's resolver sees them, looked up once: name → addresses. */
+export type ResolvedNames = ReadonlyMap<string, readonly string[]>;
 
-/** The private range an IPv4 address falls in, as `a.b.c.d/n (kind)`, or undefined for a public one. */
-export function privateRangeOf(ip: string): string | undefined {
-  const n = v4(ip);
-  if (n === undefined) return undefined;
-  for (const [base, bits, kind] of PRIVATE_V4) {
-    const mask = bits === 0 ? 0 : (~0 << (32 - bits)) >>> 0;
-    if ((n & mask) >>> 0 === (v4(base)! & mask) >>> 0) return `${base}/${bits} (${kind})`;
-  }
-  return undefined;
+/**
+ * Resolves every exact name of an allow list (not wildcards, not addresses) through the host's
+ * resolver, so a name that is really a private or host address (a single-label name, an
+ * `/etc/hosts` entry, a split-horizon DNS answer) is judged as that address.
+ */
+export async function resolveAllowNames(allow: readonly string[], resolve: NameResolver = hostResolver): Promise<ResolvedNames> {
+  const names = [...new Set(allow.map((p) => p.slice(0, p.lastIndexOf(':'))).filter((n) => !n.startsWith('*') && isIP(n) === 0))];
+  return new Map(await Promise.all(names.map(async (n) => [n, await resolve(n)] as const)));
 }
 
-/** This machine's names and addresses: a sandbox allowed to reach them reaches the host's services. */
-export function hostAddresses(): string[] {
-  const out = new Set<string>([hostname().toLowerCase()]);
-  for (const list of Object.values(networkInterfaces())) for (const a of list ?? []) out.add(a.address.toLowerCase());
-  return [...out];
-}
-
-/** Every allow pattern that needs `network.allowOverride`, with the reason. */
-export function egressRisks(allow: readonly string[], host: readonly string[] = hostAddresses()): EgressRisk[] {
+/**
+ * Every allow pattern that needs to be named in `network.allowOverride`, with the reason. A name
+ * is judged by its own form first, then by what `resolved` says it resolves to.
+ */
+export function egressRisks(allow: readonly string[], host: readonly string[] = hostAddresses(), resolved: ResolvedNames = new Map()): EgressRisk[] {
   const risks: EgressRisk[] = [];
   for (const pattern of allow) {
     const name = pattern.slice(0, pattern.lastIndexOf(':'));
     const bare = name.replace(/^\*\./, '');
     const range = privateRangeOf(bare);
+    const addresses = name.startsWith('*') ? [] : (resolved.get(name) ?? []);
+    const atHost = addresses.find((a) => host.includes(a.toLowerCase()));
+    const atPrivate = addresses.find((a) => addressRangeOf(a) !== undefined);
     if (name === '*' || (name.startsWith('*.') && !bare.includes('.'))) {
       risks.push({ pattern, kind: 'wildcard', why: `"${name}" matches every name under a top-level domain` });
     } else if (host.includes(bare)) {
       risks.push({ pattern, kind: 'host-address', why: `"${bare}" is this host's own name or address` });
     } else if (range) {
       risks.push({ pattern, kind: 'private-address', why: `${bare} is in ${range}` });
+    } else if (atHost) {
+      risks.push({ pattern, kind: 'host-address', why: `"${bare}" resolves to ${atHost}, this host's own address, through this host's resolver` });
+    } else if (atPrivate) {
+      risks.push({ pattern, kind: 'private-address', why: `"${bare}" resolves to ${atPrivate} (in ${addressRangeOf(atPrivate)}) through this host's resolver` });
     } else if (LOCAL_SUFFIXES.some((s) => bare === s || bare.endsWith(`.${s}`))) {
       risks.push({ pattern, kind: 'local-name', why: `"${bare}" is a local name (resolves to the host or its network)` });
+    } else if (!name.startsWith('*') && isIP(bare) === 0 && !bare.includes('.')) {
+      risks.push({ pattern, kind: 'local-name', why: `"${bare}" is a single-label name (resolved through this host's hosts file and search domains)` });
     }
   }
   return risks;
 }
 
+/** How a check sees this machine: its addresses and its resolver (both replaceable in tests). */
+export interface EgressHostView {
+  host?: readonly string[];
+  resolve?: NameResolver;
+}
+
 /**
- * Refuses an allow list that reaches a private range, the host itself or everything, unless the
- * manifest sets `network.allowOverride: true`; then returns the risks, which the caller records
- * on the run so the decision is never silent.
+ * Refuses an allow list that reaches a private range, the host itself (also by a name resolving
+ * there) or everything, unless `network.allowOverride` names that very pattern; returns the
+ * accepted risks, which the caller records on the run so the decision is never silent.
  */
-export function checkEgressPolicy(env: Environment, host: readonly string[] = hostAddresses()): EgressRisk[] {
+export async function checkEgressPolicy(env: Environment, view: EgressHostView = {}): Promise<EgressRisk[]> {
+  const host = view.host ?? hostAddresses();
   if (env.network.mode === 'open') {
     // checkSupported already refused names; an address that is not this host's opens nothing.
     const foreign = env.network.allow.map((p, i) => [p, i] as const).filter(([p]) => !host.includes(p.slice(0, p.lastIndexOf(':'))));
@@ -92,18 +86,20 @@ export function checkEgressPolicy(env: Environment, host: readonly string[] = ho
       throw new BerthError('manifest_invalid', issues.map((i) => i.message).join('; '), { details: { issues } });
     }
   }
-  const risks = egressRisks(env.network.allow, host);
-  if (risks.length === 0 || env.network.allowOverride === true) return risks;
-  const issues: ManifestIssue[] = risks.map((r) => ({
+  const risks = egressRisks(env.network.allow, host, await resolveAllowNames(env.network.allow, view.resolve));
+  const named = new Set(env.network.allowOverride ?? []);
+  const refused = risks.filter((r) => !named.has(r.pattern));
+  if (refused.length === 0) return risks;
+  const issues: ManifestIssue[] = refused.map((r) => ({
     path: `network.allow.${env.network.allow.indexOf(r.pattern)}`,
-    expected: 'a public host:port, or network.allowOverride: true',
+    expected: `a public host:port, or the pattern named in network.allowOverride`,
     found: JSON.stringify(r.pattern),
     message: r.why,
   }));
-  const first = risks[0]!;
+  const first = refused[0]!;
   throw new BerthError(
     'manifest_unsafe_egress',
-    `network.allow: "${first.pattern}" is refused: ${first.why}${risks.length > 1 ? ` (and ${risks.length - 1} more)` : ''}; set network.allowOverride: true to allow it explicitly`,
+    `network.allow: "${first.pattern}" is refused: ${first.why}${refused.length > 1 ? ` (and ${refused.length - 1} more)` : ''}; name it in network.allowOverride (allowOverride: [${refused.map((r) => JSON.stringify(r.pattern)).join(', ')}]) to allow it explicitly`,
     { details: { issues } },
   );
 }
@@ -116,14 +112,13 @@ export interface NetworkRunRecord {
 
 /**
  * What a run must record about its network: `egress.open` for open mode (every outside host
- * reachable, unaudited), `egress.override` with each risk the override accepted. Call after
- * {@link checkEgressPolicy} has accepted the manifest.
+ * reachable but the blocked ranges, unaudited), `egress.override` with each risk the override
+ * accepted. Pass the risks {@link checkEgressPolicy} returned when it accepted the manifest.
  */
-export function networkRunRecords(env: Environment, host?: readonly string[]): NetworkRunRecord[] {
+export function networkRunRecords(env: Environment, accepted: readonly EgressRisk[]): NetworkRunRecord[] {
   const { mode, allow } = env.network;
   const out: NetworkRunRecord[] = [];
   if (mode === 'open') out.push({ kind: 'egress.open', body: { mode, allow: [...allow] } });
-  const risks = env.network.allowOverride === true ? egressRisks(allow, host) : [];
-  if (risks.length > 0) out.push({ kind: 'egress.override', body: { mode, allow: [...allow], risks } });
+  if (accepted.length > 0) out.push({ kind: 'egress.override', body: { mode, allow: [...allow], risks: [...accepted] } });
   return out;
 }

@@ -7,4 +7,5 @@ export { satisfiesRange, isRange, isVersion } from './semver-range';
 export { environmentJsonSchema, JSON_SCHEMA_FILE } from './json-schema';
 export type { ManifestIssue } from './issues';
 export type { ManifestFormat } from './read-document';
-export { checkEgressPolicy, egressRisks, hostAddresses, networkRunRecords, privateRangeOf, type EgressRisk, type EgressRiskKind, type NetworkRunRecord } from './egress-risks';
+export { checkEgressPolicy, egressRisks, networkRunRecords, resolveAllowNames, type EgressHostView, type EgressRisk, type EgressRiskKind, type NetworkRunRecord, type ResolvedNames } from './egress-risks';
+export { addressRangeOf, hostAddresses, hostResolver, inV4Range, privateRangeOf, type NameResolver } from './egress-ranges';

@@ -43,8 +43,27 @@ const network = z
   .strictObject({
     mode: z.enum(['none', 'allowlist', 'open']).default('none'),
     allow: z.array(allowPattern).default([]).describe('host:port or *.suffix:port patterns for allowlist mode'),
-    allowOverride: z.boolean().optional().describe('Explicitly allow patterns that reach private ranges, the host itself or a whole top-level domain; recorded on every run'),
+    // A union only so that the boolean of older manifests meets a migration message instead of
+    // "expected array"; the superRefine below refuses it, so the parsed value is always a list.
+    allowOverride: z
+      .union([z.array(allowPattern), z.boolean().meta({ deprecated: true, description: 'The boolean of older manifests: refused, with a message saying which patterns to name' })])
+      .optional()
+      .describe('The allow patterns explicitly accepted although they reach a private range, the host itself (also by a name that resolves there) or a whole top-level domain; recorded on every run'),
   })
+  .superRefine((n, ctx) => {
+    if (typeof n.allowOverride === 'boolean') {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['allowOverride'],
+        message: `the list of network.allow patterns the override covers, such as [${JSON.stringify(n.allow[0] ?? '10.0.0.8:6379')}] (allowOverride: ${n.allowOverride} covered every pattern at once and is no longer accepted; name each pattern that needs it)`,
+      });
+      return;
+    }
+    (n.allowOverride ?? []).forEach((p, i) => {
+      if (!n.allow.includes(p)) ctx.addIssue({ code: 'custom', path: ['allowOverride', i], message: `a pattern listed in network.allow ("${p}" is not)` });
+    });
+  })
+  .transform(({ allowOverride, ...n }) => ({ ...n, ...(Array.isArray(allowOverride) ? { allowOverride } : {}) }))
   .prefault({});
 
 const secretSource = z.union([z.strictObject({ env: z.string().min(1) }), z.strictObject({ file: z.string().min(1) })], {

@@ -34,8 +34,8 @@ async function submitRun(deps: Deps, input: AgentRunInput, requestId: string, se
   const user: UserEntry = { text: input.message };
   // Checked per run, not per session: a session continued on another machine meets other host addresses.
   checkSupported(input.environment);
-  checkEgressPolicy(input.environment);
-  const network = networkRunRecords(input.environment).map((r) => ({ kind: r.kind, body: json(r.body) }));
+  const accepted = await checkEgressPolicy(input.environment);
+  const network = networkRunRecords(input.environment, accepted).map((r) => ({ kind: r.kind, body: json(r.body) }));
   return submit(deps, {
     requestId,
     sessionId,

@@ -56,7 +56,7 @@ export function egressPort(store: EgressStore, logger: Logger): EgressPort {
       const log = logger.child({ runId: p.runId, sessionId: p.sessionId, leaseId: p.leaseId });
       const proxy = new EgressProxy({
         allow: p.allow,
-        allowPrivate: p.allowPrivate,
+        overrides: p.overrides,
         runId: p.runId,
         leaseId: p.leaseId,
         record: (a) => {

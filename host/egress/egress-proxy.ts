@@ -2,15 +2,21 @@ import { lookup } from 'node:dns/promises';
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect, isIP, type AddressInfo, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { privateRangeOf } from '../../environment';
+import { addressRangeOf, hostAddresses } from '../../environment';
 import { compileAllow, matchAllow, normaliseHost, type AllowRule } from './allow-match';
 import type { EgressAttempt } from './audit';
 
 export interface EgressProxyOptions {
   /** Manifest `network.allow` patterns. */
   allow: readonly string[];
-  /** `network.allowOverride`: names may resolve to private addresses (otherwise refused, against DNS rebinding). */
-  allowPrivate: boolean;
+  /**
+   * `network.allowOverride`: the patterns whose targets may be private or host addresses. Any
+   * other pattern's target at such an address (a name resolving there, against DNS rebinding and
+   * `/etc/hosts` entries; an address listed without the override) is refused.
+   */
+  overrides: readonly string[];
+  /** This machine's addresses, which count like private ones; defaults to its interfaces. */
+  hostAddresses?: readonly string[];
   runId: string | null;
   leaseId: string | null;
   /** Called once per attempt: at refusal, or when an allowed exchange ends (with its byte counts). */
@@ -32,9 +38,13 @@ export class EgressProxy {
   private readonly rules: AllowRule[];
   private readonly server: Server;
   private readonly sockets = new Set<Socket | Duplex>();
+  private readonly overrides: Set<string>;
+  private readonly host: Set<string>;
 
   constructor(private readonly o: EgressProxyOptions) {
     this.rules = compileAllow(o.allow);
+    this.overrides = new Set(o.overrides);
+    this.host = new Set((o.hostAddresses ?? hostAddresses()).map((a) => a.toLowerCase()));
     this.server = createServer((req, res) => void this.forward(req, res));
     this.server.on('connect', (req: IncomingMessage, socket: Duplex, head: Buffer) => void this.tunnel(req, socket, head));
     this.server.on('connection', (s: Socket) => {
@@ -79,9 +89,15 @@ export class EgressProxy {
     } catch {
       return { ok: false, status: 502, reason: `cannot resolve ${name}` };
     }
-    // A listed address was chosen on purpose; a name that resolves privately may be DNS rebinding.
-    if (!isIP(name) && !this.o.allowPrivate && isPrivateAddress(address)) {
-      return { ok: false, status: 403, reason: `${name} resolves to the private address ${address}` };
+    // Checked at connect time, on the address actually dialled: a name that resolved publicly at
+    // validation may resolve privately now (DNS rebinding).
+    if (!this.overrides.has(rule.pattern)) {
+      const bare = address.toLowerCase().replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/, '');
+      const what = this.host.has(bare) ? "this host's address" : isPrivateAddress(address) ? 'the private address' : undefined;
+      if (what) {
+        const subject = isIP(name) ? `${name} is` : `${name} resolves to`;
+        return { ok: false, status: 403, reason: `${subject} ${what} ${address} and ${rule.pattern} is not in network.allowOverride` };
+      }
     }
     return { ok: true, address, rule };
   }
@@ -171,7 +187,5 @@ async function defaultResolve(host: string): Promise<string> {
 
 /** Private, loopback, link-local or unspecified, in IPv4, IPv6 or IPv4-mapped IPv6 form. */
 export function isPrivateAddress(address: string): boolean {
-  const a = address.toLowerCase().replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/, '');
-  if (isIP(a) === 4) return privateRangeOf(a) !== undefined;
-  return a === '::1' || a === '::' || /^f[cd][0-9a-f]{0,2}:/.test(a) || /^fe[89ab][0-9a-f]?:/.test(a);
+  return addressRangeOf(address) !== undefined;
 }

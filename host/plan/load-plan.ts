@@ -31,7 +31,7 @@ export async function loadPlan(file: string): Promise<LoadedPlan> {
   const environmentFile = resolve(base, plan.environment);
   const environment = await loadEnvironment(environmentFile);
   checkSupported(environment);
-  checkEgressPolicy(environment);
+  await checkEgressPolicy(environment);
   requireLocked(environment);
   checkSecretGrants(environment.secrets, plan.steps.map((s) => ({ kind: 'step' as const, name: s.name, secrets: s.secrets })), file);
   let workspaceDir: string | null = null;

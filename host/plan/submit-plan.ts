@@ -1,4 +1,4 @@
-import { networkRunRecords } from '../../environment';
+import { checkEgressPolicy, networkRunRecords } from '../../environment';
 import { submit, type Kernel, type HandlerRegistry, type Submitted } from '../kernel';
 import type { Json } from '../model';
 import type { Store } from '../store';
@@ -21,8 +21,9 @@ export async function submitPlan(deps: { store: Store; kernel: Kernel; registry:
     workspaceDir: loaded.workspaceDir,
   };
   const id = requestId ?? newId('req');
-  // Open mode and an overridden allow list were accepted by loadPlan; every run relying on them says so.
-  const entries = networkRunRecords(loaded.environment).map((r) => ({ kind: r.kind, body: r.body as unknown as Json }));
+  // Open mode and an overridden allow list were accepted by loadPlan; every run relying on them
+  // says so. Checked again here: what a name resolves to is the host's answer at submission.
+  const entries = networkRunRecords(loaded.environment, await checkEgressPolicy(loaded.environment)).map((r) => ({ kind: r.kind, body: r.body as unknown as Json }));
   return submit(deps, {
     requestId: id,
     runKind: 'plan',

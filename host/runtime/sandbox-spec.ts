@@ -22,7 +22,7 @@ export function sandboxSpecOf(env: Environment): SandboxSpec {
 }
 
 function networkSpecOf(n: Environment['network']): SandboxNetworkSpec {
-  if (n.mode === 'allowlist') return { mode: 'allowlist', allow: [...n.allow], allowPrivate: n.allowOverride === true };
+  if (n.mode === 'allowlist') return { mode: 'allowlist', allow: [...n.allow], overrides: [...(n.allowOverride ?? [])] };
   if (n.mode === 'open') {
     // checkSupported let only IPv4:port entries through in open mode.
     return { mode: 'open', hostOpenings: n.allow.map((p) => ({ address: p.slice(0, p.lastIndexOf(':')), port: Number(p.slice(p.lastIndexOf(':') + 1)) })) };

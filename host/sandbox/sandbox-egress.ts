@@ -22,7 +22,7 @@ export interface EgressPort {
    * `runId` is the run the lease was made for, when one was; a session's sandbox (agent runs) serves
    * one run after another, so attempts are attributed to the session's run at the time.
    */
-  start(p: { listenHost: string; port: number; allow: readonly string[]; allowPrivate: boolean; leaseId: string; runId: string | null; sessionId: string | null }): Promise<{ close(): Promise<void> }>;
+  start(p: { listenHost: string; port: number; allow: readonly string[]; overrides: readonly string[]; leaseId: string; runId: string | null; sessionId: string | null }): Promise<{ close(): Promise<void> }>;
 }
 
 /** What a container on a sandbox network is created with; no proxy in open mode. */
@@ -114,7 +114,7 @@ export class SandboxEgress {
     const openings: HostOpening[] = spec.mode === 'allowlist' ? [{ address: entry.net.gateway, port: EGRESS_PROXY_PORT }] : spec.hostOpenings;
     await isolateBridge(entry.net.bridge, openings, entry.tag);
     if (spec.mode === 'allowlist') {
-      entry.proxy = await port!.start({ listenHost: entry.net.gateway, port: EGRESS_PROXY_PORT, allow: spec.allow, allowPrivate: spec.allowPrivate, leaseId, ...who });
+      entry.proxy = await port!.start({ listenHost: entry.net.gateway, port: EGRESS_PROXY_PORT, allow: spec.allow, overrides: spec.overrides, leaseId, ...who });
     } else {
       this.d.logger.warn({ leaseId, ...who, event: 'egress-open', hostOpenings: spec.hostOpenings }, 'sandbox network is open: outside hosts are reachable and not audited');
     }

@@ -28,7 +28,8 @@ export interface SandboxSpec {
   lease: { ttlS: number; heartbeatS: number };
   /**
    * `none`: no interface. `allowlist`: an internal network whose only way out is the host's egress
-   * proxy, which allows the listed `host:port` patterns (names resolving privately only with `allowPrivate`).
+   * proxy, which allows the listed `host:port` patterns (a target at a private or host address only
+   * when its pattern is one of `overrides`, the manifest's `network.allowOverride`).
    * `open`: a network of its own with a route out; the host stays closed except `hostOpenings`.
    */
   network: SandboxNetworkSpec;
@@ -37,7 +38,7 @@ export interface SandboxSpec {
 /** The network side of a {@link SandboxSpec}. */
 export type SandboxNetworkSpec =
   | { mode: 'none' }
-  | { mode: 'allowlist'; allow: string[]; allowPrivate: boolean }
+  | { mode: 'allowlist'; allow: string[]; overrides: string[] }
   | { mode: 'open'; hostOpenings: Array<{ address: string; port: number }> };
 
 const PINNED_DIGEST = /^sha256:[0-9a-f]{64}$/;

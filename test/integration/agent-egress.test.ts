@@ -29,7 +29,7 @@ describe('an agent run in an allowlist sandbox', { timeout: 180_000 }, () => {
     ]);
     cleanup.push(() => model.close());
     const envFile = join(fx.dir, 'env.yaml');
-    writeFileSync(envFile, `${readFileSync(envFile, 'utf8')}network: { mode: allowlist, allow: ["localhost:${port}"], allowOverride: true }\n`);
+    writeFileSync(envFile, `${readFileSync(envFile, 'utf8')}network: { mode: allowlist, allow: ["localhost:${port}"], allowOverride: ["localhost:${port}"] }\n`);
     const end = await fx.cli(['agent', 'fetch the page', '--env', envFile, '--workspace', join(fx.dir, 'ws'), '--model', 'scripted-1', '--base-url', model.url, '--api-key-env', 'TEST_MODEL_KEY', '--json'], { TEST_MODEL_KEY: 'sk-test' });
     if (end.code !== 0) console.error(end.stderr.slice(-4000));
     expect(end.code, end.stderr).toBe(0);
@@ -49,7 +49,7 @@ describe('an agent run in an allowlist sandbox', { timeout: 180_000 }, () => {
     expect(results[0]).toContain('hello /ok');
     expect(results[1]).toMatch(/403/);
     expect(attempts).toEqual([`allow localhost:${port}`, `deny example.invalid:${port}`]);
-    expect(overrides).toEqual([{ mode: 'allowlist', allow: [`localhost:${port}`], risks: [expect.objectContaining({ pattern: `localhost:${port}`, kind: 'local-name' })] }]);
+    expect(overrides).toEqual([{ mode: 'allowlist', allow: [`localhost:${port}`], risks: [expect.objectContaining({ pattern: `localhost:${port}`, kind: 'host-address', why: expect.stringContaining('resolves to 127.0.0.1') })] }]);
     // The session's sandbox waits for `berth chat` on its closed network; the proxy left with the command.
     expect((await fx.docker.listNetworks({ filters: { label: [`berth.host=${fx.hostId}`] } })).map((n) => n.Labels?.['berth.session'])).toEqual([lastSession]);
     expect(execFileSync('iptables', ['-w', '-S', 'INPUT'], { encoding: 'utf8' })).toContain(`berth:${fx.hostId}:`);

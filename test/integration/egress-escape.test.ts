@@ -69,7 +69,7 @@ describe('no way out of a sandbox but the ones its manifest names', { timeout: 1
     const host = createSandboxHost({ docker: sandbox.docker, records: sandbox.store, clock: systemClock, logger: sandbox.logger, hostId: sandbox.hostId, egress: egressPort(sandbox.store, sandbox.logger) });
     onTestFinished(() => host.close());
     const spec = (network: SandboxNetworkSpec) => ({ ...sandbox.spec(), network });
-    await using walled = await host.lease(spec({ mode: 'allowlist', allow: [`localhost:${service.port}`], allowPrivate: true }), { sessionId: 'sess_walled' });
+    await using walled = await host.lease(spec({ mode: 'allowlist', allow: [`localhost:${service.port}`], overrides: [`localhost:${service.port}`] }), { sessionId: 'sess_walled' });
     await using open = await host.lease(spec({ mode: 'open', hostOpenings: [{ address: listed, port: service.port }] }), { sessionId: 'sess_open' });
     const [walledIp, openIp] = await Promise.all([ipOf(walled, sandbox.docker), ipOf(open, sandbox.docker)]);
     for (const l of [walled, open]) await sh(l, 'mkdir -p /tmp/www && echo sandbox-page > /tmp/www/index.html && (busybox httpd -p 8080 -h /tmp/www &)');

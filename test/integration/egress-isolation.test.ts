@@ -68,7 +68,7 @@ describe('egress from an internal sandbox network', { timeout: 120_000 }, () => 
     const hostService = await serve(net.gateway, 'host-service');
     const proxy = new EgressProxy({
       allow: [`allowed.test:${target.port}`],
-      allowPrivate: true,
+      overrides: [`allowed.test:${target.port}`],
       runId: 'run_e',
       leaseId,
       record: (a) => void store.recordEgress(a),

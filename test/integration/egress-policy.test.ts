@@ -25,7 +25,7 @@ describe('risky egress allow lists', { timeout: 120_000 }, () => {
   });
 
   it('records the override on every run that uses it', async () => {
-    const fx = await withAllow('{ mode: allowlist, allow: ["10.0.0.8:6379", "api.example.com:443"], allowOverride: true }');
+    const fx = await withAllow('{ mode: allowlist, allow: ["10.0.0.8:6379", "api.example.com:443"], allowOverride: ["10.0.0.8:6379"] }');
     for (let i = 0; i < 2; i++) {
       const end = await fx.cli(['run', fx.plan, '--json']);
       expect(end.code, end.stderr).toBe(0);

@@ -9,10 +9,11 @@ let proxy: EgressProxy;
 let proxyPort: number;
 let audit: EgressAttempt[];
 
-async function startProxy(allow: string[], allowPrivate = false) {
+/** `overrides: true` names every pattern in `network.allowOverride`. */
+async function startProxy(allow: string[], overrides: boolean | string[] = false) {
   proxy = new EgressProxy({
     allow,
-    allowPrivate,
+    overrides: overrides === true ? allow : overrides === false ? [] : overrides,
     runId: 'run_t',
     leaseId: 'lease_t',
     record: (a) => audit.push(a),
@@ -120,7 +121,37 @@ describe('egress proxy', () => {
     await startProxy([`rebind.test:${targetPort}`], false);
     const r = await viaProxy(`http://rebind.test:${targetPort}/`);
     expect(r.status).toBe(403);
-    expect(audit[0]!.reason).toBe('rebind.test resolves to the private address 127.0.0.1');
+    expect(audit[0]!.reason).toBe(`rebind.test resolves to this host's address 127.0.0.1 and rebind.test:${targetPort} is not in network.allowOverride`);
+  });
+
+  it('refuses a private target at connect time unless its own pattern is named: an override of another pattern does not cover it', async () => {
+    await startProxy([`rebind.test:${targetPort}`, `127.0.0.1:${targetPort}`], [`127.0.0.1:${targetPort}`]);
+    expect((await viaProxy(`http://rebind.test:${targetPort}/`)).status).toBe(403);
+    expect(await viaProxy(`http://127.0.0.1:${targetPort}/named`)).toMatchObject({ status: 200, body: expect.stringContaining('hello GET /named') });
+    await settle();
+    expect(audit.map((a) => [a.target, a.decision, a.reason])).toEqual([
+      [`rebind.test:${targetPort}`, 'deny', `rebind.test resolves to this host's address 127.0.0.1 and rebind.test:${targetPort} is not in network.allowOverride`],
+      [`127.0.0.1:${targetPort}`, 'allow', `127.0.0.1:${targetPort}`],
+    ]);
+  });
+
+  it("refuses a listed address of this host or a private range when its pattern is not named, and a name resolving to this host's address", async () => {
+    proxy = new EgressProxy({
+      allow: [`127.0.0.1:${targetPort}`, `me.test:${targetPort}`],
+      overrides: [],
+      hostAddresses: ['127.0.0.1', '203.0.113.9'],
+      runId: null,
+      leaseId: null,
+      record: (a) => audit.push(a),
+      resolve: async () => '203.0.113.9',
+    });
+    proxyPort = (await proxy.listen('127.0.0.1')).port;
+    expect((await viaProxy(`http://127.0.0.1:${targetPort}/`)).status).toBe(403);
+    expect((await viaProxy(`http://me.test:${targetPort}/`)).status).toBe(403);
+    expect(audit.map((a) => a.reason)).toEqual([
+      `127.0.0.1 is this host's address 127.0.0.1 and 127.0.0.1:${targetPort} is not in network.allowOverride`,
+      `me.test resolves to this host's address 203.0.113.9 and me.test:${targetPort} is not in network.allowOverride`,
+    ]);
   });
 
   it('refuses an origin-form request: it is not a proxy request', async () => {

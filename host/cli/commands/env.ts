@@ -8,10 +8,10 @@ import { emit } from '../output';
 export async function envValidate(file: string, json: boolean): Promise<number> {
   const env = await loadEnvironment(file);
   checkSupported(env);
-  checkEgressPolicy(env);
+  const accepted = await checkEgressPolicy(env);
   const fp = fingerprint(env);
   // What every run of this environment will record about its network, said up front.
-  const network = networkRunRecords(env);
+  const network = networkRunRecords(env, accepted);
   const notes = network.flatMap((r) =>
     r.kind === 'egress.open'
       ? ['network: open (outside hosts reachable, not audited; recorded on every run)']
