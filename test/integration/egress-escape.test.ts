@@ -1,7 +1,9 @@
 import { execFileSync } from 'node:child_process';
 import { lookup } from 'node:dns/promises';
 import { createServer, get, type Server } from 'node:http';
+import { connect } from 'node:net';
 import { networkInterfaces } from 'node:os';
+import type Dockerode from 'dockerode';
 import { egressPort } from '../../host/egress';
 import { createSandboxHost, type Lease, type SandboxNetworkSpec } from '../../host/sandbox';
 import { listRuleTags, ruleTag } from '../../host/sandbox/sandbox-network';
@@ -115,4 +117,63 @@ describe('no way out of a sandbox but the ones its manifest names', { timeout: 1
     for (const l of [walled, open]) expect(after).not.toContain(ruleTag(sandbox.hostId, l.id));
     expect(await sandbox.docker.listNetworks({ filters: { label: [`berth.host=${sandbox.hostId}`] } })).toEqual([]);
   });
+
+  test("a container on another network, another lease's sandbox and the host itself cannot use a lease's proxy; each attempt is refused and audited", async ({ sandbox, onTestFinished }) => {
+    const service = await serve('host-service');
+    onTestFinished(() => new Promise((r) => service.server.close(() => r())));
+    const host = createSandboxHost({ docker: sandbox.docker, records: sandbox.store, clock: systemClock, logger: sandbox.logger, hostId: sandbox.hostId, egress: egressPort(sandbox.store, sandbox.logger) });
+    onTestFinished(() => host.close());
+    const allow = [`localhost:${service.port}`];
+    const spec = { ...sandbox.spec(), network: { mode: 'allowlist' as const, allow, overrides: allow } };
+    await using walled = await host.lease(spec, { sessionId: 'sess_walled' });
+    await using neighbour = await host.lease(spec, { sessionId: 'sess_neighbour' });
+    const proxyUrl = (await sh(walled, 'echo "$http_proxy"')).out.trim();
+    const [gateway, port] = proxyUrl.replace('http://', '').split(':') as [string, string];
+    // Its own container uses it.
+    expect(await sh(walled, `timeout 10 busybox wget -q -O - http://localhost:${service.port}/own`)).toEqual({ code: 0, out: 'host-service /own' });
+
+    // A container that is not Berth's, on a network the test creates (labelled so only this test removes it).
+    const label = { 'berth.test': sandbox.hostId };
+    const net = await sandbox.docker.createNetwork({ Name: `berth-test-${sandbox.hostId}`, Driver: 'bridge', Labels: label });
+    onTestFinished(() => net.remove().catch(() => undefined));
+    const stranger = await sandbox.docker.createContainer({ Image: sandbox.imageId, Cmd: ['sh', '-c', 'while :; do sleep 1000; done'], Labels: label, HostConfig: { NetworkMode: `berth-test-${sandbox.hostId}`, Init: true } });
+    onTestFinished(() => stranger.remove({ force: true }).catch(() => undefined));
+    await stranger.start();
+    const strangerIp = (await stranger.inspect()).NetworkSettings.Networks[`berth-test-${sandbox.hostId}`]!.IPAddress;
+    const viaStolenProxy = `http_proxy=${proxyUrl} timeout 10 busybox wget -q -O - http://localhost:${service.port}/stolen 2>&1; echo "exit=$?"`;
+    const fromStranger = await execIn(stranger, viaStolenProxy);
+    expect(fromStranger, 'a foreign container through the proxy').not.toContain('host-service');
+    expect(fromStranger).toMatch(/exit=[1-9]/);
+    const fromNeighbour = await sh(neighbour, viaStolenProxy);
+    expect(fromNeighbour.out, "another lease's sandbox through this lease's proxy").not.toContain('host-service');
+    // The host itself (lo): refused at once, not left to time out.
+    const fromHost = await new Promise<string>((resolve) => {
+      const s = connect(Number(port), gateway);
+      s.on('connect', () => (s.destroy(), resolve('connected')));
+      s.on('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? 'error'));
+    });
+    expect(fromHost).toBe('ECONNREFUSED');
+    const neighbourIp = await ipOf(neighbour, sandbox.docker);
+
+    // Every refused connection is on the targeted lease's audit, with where it came from.
+    await walled.release();
+    const refused = (await sandbox.store.listEgress({ leaseId: walled.id })).filter((a) => a.decision === 'deny');
+    const sources = refused.map((a) => /from (\S+)/.exec(a.reason)?.[1]);
+    for (const from of [strangerIp, neighbourIp, gateway]) expect(sources, `refused attempt from ${from} audited: ${JSON.stringify(refused)}`).toContain(from);
+    for (const a of refused) expect(a).toMatchObject({ method: 'TCP', target: `${gateway}:${port}`, reason: expect.stringContaining('refused: only this sandbox') });
+    expect((await sandbox.store.listEgress({ leaseId: walled.id })).filter((a) => a.decision === 'allow').map((a) => a.target)).toEqual([`localhost:${service.port}`]);
+  });
 });
+
+/** Runs `cmd` in a plain container (not a lease) and returns its output. */
+async function execIn(c: Dockerode.Container, cmd: string): Promise<string> {
+  const exec = await c.exec({ Cmd: ['sh', '-c', cmd], AttachStdout: true, AttachStderr: true });
+  const stream = await exec.start({ hijack: true, stdin: false });
+  const chunks: Buffer[] = [];
+  stream.on('data', (d: Buffer) => chunks.push(d));
+  await new Promise((r) => stream.on('end', r));
+  const all = Buffer.concat(chunks);
+  let out = '';
+  for (let i = 0; i + 8 <= all.length; i += 8 + all.readUInt32BE(i + 4)) out += all.subarray(i + 8, i + 8 + all.readUInt32BE(i + 4)).toString('utf8');
+  return out;
+}

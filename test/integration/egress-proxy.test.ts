@@ -154,6 +154,13 @@ describe('egress proxy', () => {
     ]);
   });
 
+  it('serves only its peer: a connection from any other address is closed and recorded', async () => {
+    proxy = new EgressProxy({ allow: [`allowed.test:${targetPort}`], overrides: [], peer: '10.99.0.2', runId: 'run_t', leaseId: 'lease_t', record: (a) => audit.push(a), resolve: async () => '93.184.216.34' });
+    proxyPort = (await proxy.listen('127.0.0.1')).port;
+    expect(await raw(`GET http://allowed.test:${targetPort}/ HTTP/1.1\r\nHost: allowed.test:${targetPort}\r\n\r\n`)).toBe('');
+    expect(audit).toEqual([expect.objectContaining({ method: 'TCP', target: `127.0.0.1:${proxyPort}`, decision: 'deny', reason: "connection to the egress proxy from 127.0.0.1 refused: only this sandbox's container (10.99.0.2) may use it", count: 1 })]);
+  });
+
   it('refuses an origin-form request: it is not a proxy request', async () => {
     await startProxy([`allowed.test:${targetPort}`], true);
     expect((await viaProxy('/', { host: `allowed.test:${targetPort}` })).status).toBe(400);
