@@ -12,6 +12,12 @@ export interface EgressAttempt {
   reason: string;
   bytesOut: number;
   bytesIn: number;
+  /**
+   * How many attempts the row stands for: 1 for what the proxy saw; for packets the sandbox's
+   * network rules refused (`method` is then the protocol, `TCP`, `UDP`, ...), the distinct
+   * connection attempts to that target in one recording window.
+   */
+  count: number;
 }
 
 /** Where egress attempts are recorded; the store implements it. */

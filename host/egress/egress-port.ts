@@ -57,6 +57,7 @@ export function egressPort(store: EgressStore, logger: Logger): EgressPort {
       const proxy = new EgressProxy({
         allow: p.allow,
         overrides: p.overrides,
+        peer: p.peer,
         runId: p.runId,
         leaseId: p.leaseId,
         record: (a) => {
@@ -76,6 +77,17 @@ export function egressPort(store: EgressStore, logger: Logger): EgressPort {
           await Promise.all(pending);
         },
       };
+    },
+    async dropped(p) {
+      const log = logger.child({ runId: p.runId, sessionId: p.sessionId, leaseId: p.leaseId });
+      for (const d of p.attempts) {
+        log.warn({ event: 'egress', method: d.proto, target: d.target, from: d.from, decision: 'deny', reason: d.reason, count: d.count }, 'egress dropped');
+      }
+      await Promise.all(
+        p.attempts.map((d) =>
+          persist({ at: d.firstAt, runId: p.runId, leaseId: p.leaseId, method: d.proto, target: d.target, decision: 'deny', reason: d.reason, bytesOut: 0, bytesIn: 0, count: d.count }, p.sessionId, log),
+        ),
+      );
     },
   };
 }

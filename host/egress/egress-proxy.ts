@@ -15,6 +15,11 @@ export interface EgressProxyOptions {
    * `/etc/hosts` entries; an address listed without the override) is refused.
    */
   overrides: readonly string[];
+  /**
+   * The one address the proxy serves (its sandbox's container); a connection from any other is
+   * closed and recorded. The host's INPUT rules refuse those first; this holds if they are missing.
+   */
+  peer?: string;
   /** This machine's addresses, which count like private ones; defaults to its interfaces. */
   hostAddresses?: readonly string[];
   runId: string | null;
@@ -48,6 +53,13 @@ export class EgressProxy {
     this.server = createServer((req, res) => void this.forward(req, res));
     this.server.on('connect', (req: IncomingMessage, socket: Duplex, head: Buffer) => void this.tunnel(req, socket, head));
     this.server.on('connection', (s: Socket) => {
+      const from = (s.remoteAddress ?? '').replace(/^::ffff:/, '');
+      if (o.peer !== undefined && from !== o.peer) {
+        const local = `${s.localAddress?.replace(/^::ffff:/, '')}:${s.localPort}`;
+        this.attempt('TCP', local, 'deny', `connection to the egress proxy from ${from} refused: only this sandbox's container (${o.peer}) may use it`);
+        s.destroy();
+        return;
+      }
       this.sockets.add(s);
       s.on('close', () => this.sockets.delete(s));
     });
@@ -69,7 +81,7 @@ export class EgressProxy {
 
   private attempt(method: string, target: string, decision: 'allow' | 'deny', reason: string, bytesOut = 0, bytesIn = 0): void {
     const at = (this.o.now ?? Date.now)();
-    this.o.record({ at, runId: this.o.runId, leaseId: this.o.leaseId, method, target, decision, reason, bytesOut, bytesIn });
+    this.o.record({ at, runId: this.o.runId, leaseId: this.o.leaseId, method, target, decision, reason, bytesOut, bytesIn, count: 1 });
   }
 
   /** Decides one target; `hostHeader` must name the same authority when present. */

@@ -117,6 +117,8 @@ export class SandboxHost {
     try {
       signal?.throwIfAborted();
       await container.start();
+      // The proxy serves only this container's address, known once it runs.
+      if (egress && spec.network.mode !== 'none') await this.egress.bind(who.leaseId!, container.id, spec.network);
     } catch (err) {
       await this.discard(provisioned);
       throw engineError('start sandbox container', err, { containerId: container.id, sessionId: who.sessionId, leaseId: who.leaseId });
@@ -172,7 +174,7 @@ export class SandboxHost {
     if (!v.ok) throw new BerthError(v.code, v.reason, { retryable: v.code === 'engine_unreachable', ids: { leaseId: record.id, containerId: record.containerId } });
     if (record.releasedAt !== null) throw new BerthError('lease_released', `lease ${record.id} is released`, { ids: { leaseId: record.id } });
     await this.events.ensureConnected();
-    if (spec.network.mode !== 'none') await this.egress.resume(record.id, spec.network);
+    if (spec.network.mode !== 'none') await this.egress.resume(record.id, spec.network, record.containerId);
     const container = this.opts.docker.getContainer(record.containerId);
     // Counters of an older incarnation are history: take them as the baseline.
     const report = await runControl(container, { user: spec.workspace.owner, slotFile: '', nonce: '' }).catch(() => undefined);

@@ -3,6 +3,7 @@ import { promisify } from 'node:util';
 import type Dockerode from 'dockerode';
 import { BerthError } from '../errors';
 import { engineError, isNotFound } from './engine-errors';
+import { DROP_PREFIX } from './drop-log';
 import { LABEL } from './labels';
 
 const run = promisify(execFile);
@@ -70,27 +71,60 @@ export interface HostOpening {
 type RuleTool = 'iptables' | 'ip6tables';
 const TOOLS: readonly RuleTool[] = ['iptables', 'ip6tables'];
 
-/**
- * Closes the host to the sandbox: from the bridge, only replies to connections the host opened and
- * new TCP connections to the listed `openings` (the proxy on the gateway, or host services an open
- * manifest lists) are accepted; everything else is dropped, IPv6 included (the engine gives these
- * containers no IPv6, but a link-local address on the bridge would otherwise be a way around).
- * Docker never filters INPUT, so without these rules an internal network still reaches every host
- * service. `-I` inserts at the top, so the DROP goes in first and the ACCEPTs above it.
- */
-export async function isolateBridge(bridge: string, openings: readonly HostOpening[], tag: string): Promise<void> {
-  const rules: Array<[RuleTool, string[]]> = [
-    ['ip6tables', ['-i', bridge, '-j', 'DROP']],
-    ['iptables', ['-i', bridge, '-j', 'DROP']],
-    ...openings.map((o): [RuleTool, string[]] => ['iptables', ['-i', bridge, '-d', o.address, '-p', 'tcp', '--dport', String(o.port), '-j', 'ACCEPT']]),
-    ['iptables', ['-i', bridge, '-m', 'conntrack', '--ctstate', 'ESTABLISHED,RELATED', '-j', 'ACCEPT']],
-  ];
+/** A LOG rule's rate bound per lease and rule: enough to see every attempt of a probing step, never a flood in the kernel log. */
+const LOG_LIMIT = ['-m', 'limit', '--limit', '20/sec', '--limit-burst', '40'];
+
+/** Inserts `rules` at the top of INPUT in the order given (the first ends lowest); on failure removes every rule of `tag`. */
+async function insertRules(rules: Array<[RuleTool, string[]]>, tag: string, what: string): Promise<void> {
   try {
     for (const [tool, r] of rules) await run(tool, ['-w', '-I', 'INPUT', ...r, '-m', 'comment', '--comment', tag]);
   } catch (err) {
     await removeBridgeRules((t) => t === tag).catch(() => {});
-    throw new BerthError('network_setup_failed', `could not add INPUT rules for ${bridge}: ${(err as Error).message}`, { cause: err });
+    throw new BerthError('network_setup_failed', `could not add INPUT rules for ${what}: ${(err as Error).message}`, { cause: err });
   }
+}
+
+/**
+ * Closes the host to the sandbox: from the bridge, only replies to connections the host opened and
+ * new TCP connections to the listed `openings` (host services an open manifest lists) are
+ * accepted; everything else is logged (rate-bounded, prefix `berth-drop`) and dropped, IPv6
+ * included (the engine gives these containers no IPv6, but a link-local address on the bridge
+ * would otherwise be a way around). Docker never filters INPUT, so without these rules an internal
+ * network still reaches every host service.
+ *
+ * With `proxy` (allowlist mode), the proxy's port on the gateway is closed to everyone, on every
+ * interface (other bridges, docker0, lo): logged (`berth-proxy`) and refused with a reset. Only
+ * {@link openProxyTo}, once the container's address is known, opens it to exactly that address.
+ * `-I` inserts at the top, so the rules go in from the lowest up.
+ */
+export async function isolateBridge(bridge: string, openings: readonly HostOpening[], tag: string, proxy?: { gateway: string; port: number }): Promise<void> {
+  const toProxy = proxy ? ['-d', proxy.gateway, '-p', 'tcp', '--dport', String(proxy.port)] : [];
+  await insertRules(
+    [
+      ['ip6tables', ['-i', bridge, '-j', 'DROP']],
+      ['iptables', ['-i', bridge, '-j', 'DROP']],
+      ['iptables', ['-i', bridge, ...LOG_LIMIT, '-j', 'LOG', '--log-prefix', DROP_PREFIX.drop]],
+      ...openings.map((o): [RuleTool, string[]] => ['iptables', ['-i', bridge, '-d', o.address, '-p', 'tcp', '--dport', String(o.port), '-j', 'ACCEPT']]),
+      ['iptables', ['-i', bridge, '-m', 'conntrack', '--ctstate', 'ESTABLISHED,RELATED', '-j', 'ACCEPT']],
+      ...(proxy
+        ? [
+            ['iptables', [...toProxy, '-j', 'REJECT', '--reject-with', 'tcp-reset']] as [RuleTool, string[]],
+            ['iptables', [...toProxy, ...LOG_LIMIT, '-j', 'LOG', '--log-prefix', DROP_PREFIX.proxy]] as [RuleTool, string[]],
+          ]
+        : []),
+    ],
+    tag,
+    bridge,
+  );
+}
+
+/**
+ * Opens the proxy port to the lease's one container: from its bridge and its address only. Goes
+ * above the refusal {@link isolateBridge} put in; a container cannot forge its source address
+ * (no CAP_NET_RAW), and no other container is on the lease's network.
+ */
+export async function openProxyTo(bridge: string, proxy: { gateway: string; port: number }, containerAddress: string, tag: string): Promise<void> {
+  await insertRules([['iptables', ['-i', bridge, '-s', containerAddress, '-d', proxy.gateway, '-p', 'tcp', '--dport', String(proxy.port), '-j', 'ACCEPT']]], tag, bridge);
 }
 
 /**

@@ -108,7 +108,7 @@ describe('egress from an internal sandbox network', { timeout: 120_000 }, () => 
     expect(audit[0]!).toMatchObject({ runId: 'run_e', bytesIn: expect.any(Number) });
     expect(audit[0]!.bytesIn).toBeGreaterThan(0);
 
-    expect(await removeBridgeRules((t) => t === tag)).toBe(4);
+    expect(await removeBridgeRules((t) => t === tag)).toBe(5);
     expect(await listRuleTags()).not.toContain(tag);
   });
 
@@ -124,7 +124,7 @@ describe('egress from an internal sandbox network', { timeout: 120_000 }, () => 
     expect(await sweepEgress(docker, hostId, (id) => id === leaseId, 0)).toEqual({ networks: 0, rules: 0 });
     // A network this young may belong to a lease whose record is not written yet: kept by default.
     expect(await sweepEgress(docker, hostId, () => false)).toEqual({ networks: 0, rules: 0 });
-    expect(await sweepEgress(docker, hostId, () => false, 0)).toEqual({ networks: 1, rules: 4 });
+    expect(await sweepEgress(docker, hostId, () => false, 0)).toEqual({ networks: 1, rules: 5 });
     expect(await listRuleTags()).not.toContain(tag);
     expect(await docker.listNetworks({ filters: { label: [`berth.host=${hostId}`] } })).toEqual([]);
   });

@@ -59,13 +59,15 @@ describe('network.mode allowlist in a plan run', { timeout: 180_000 }, () => {
     expect(audit.map((a) => [a.method, a.target, a.decision])).toEqual([
       ['GET', `localhost:${port}`, 'allow'],
       ['GET', `example.invalid:${port}`, 'deny'],
+      // The direct attempt, dropped by the sandbox's rules and read back from the kernel log.
+      ['TCP', expect.stringMatching(/:22$/), 'deny'],
     ]);
     // The same attempts are committed on the run, where `berth logs` shows them.
     expect(attempts).toEqual(audit);
     const logs = await fx.cli(['logs', runId, '--json']);
-    expect(JSON.parse(logs.stdout).egress.map((a: { decision: string; target: string }) => `${a.decision} ${a.target}`)).toEqual([`allow localhost:${port}`, `deny example.invalid:${port}`]);
+    expect(JSON.parse(logs.stdout).egress.map((a: { decision: string; target: string }) => `${a.decision} ${a.target}`)).toEqual([`allow localhost:${port}`, `deny example.invalid:${port}`, expect.stringMatching(/^deny \S+:22$/)]);
     expect((await fx.cli(['logs', runId])).stdout).toMatch(new RegExp(`\\[egress\\] \\S+ deny GET example\\.invalid:${port} \\(not in the allow list`));
-    expect(JSON.parse((await fx.cli(['show', runId, '--json'])).stdout).egress).toEqual({ allowed: 1, denied: 1 });
+    expect(JSON.parse((await fx.cli(['show', runId, '--json'])).stdout).egress).toEqual({ allowed: 1, denied: 2 });
     expect(overrides).toHaveLength(1);
     expect(end.stderr).toContain('egress denied');
     await expectNothingLeft(fx);

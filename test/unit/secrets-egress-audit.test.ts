@@ -7,7 +7,7 @@ import { openSqliteStore } from '../../host/store';
 describe('egress audit records', () => {
   it('keeps every attempt with its decision and bytes, filtered by run or lease, oldest first', async () => {
     const store = openSqliteStore(join(mkdtempSync(join(tmpdir(), 'berth-egress-')), 'b.db'));
-    const base = { method: 'CONNECT', reason: 'api.example.com:443', bytesOut: 10, bytesIn: 20 };
+    const base = { method: 'CONNECT', reason: 'api.example.com:443', bytesOut: 10, bytesIn: 20, count: 1 };
     await store.recordEgress({ ...base, at: 2, runId: 'run_a', leaseId: 'lease_1', target: 'api.example.com:443', decision: 'allow' });
     await store.recordEgress({ ...base, at: 1, runId: 'run_a', leaseId: 'lease_1', target: 'evil.test:443', decision: 'deny', reason: 'not in the allow list', bytesOut: 0, bytesIn: 0 });
     await store.recordEgress({ ...base, at: 3, runId: 'run_b', leaseId: 'lease_2', target: 'api.example.com:443', decision: 'allow' });

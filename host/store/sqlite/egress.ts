@@ -12,13 +12,14 @@ const toAttempt = (r: Row): EgressAttempt => ({
   reason: r.reason as string,
   bytesOut: r.bytes_out as number,
   bytesIn: r.bytes_in as number,
+  count: r.count as number,
 });
 
 /** The egress audit trail: written as attempts happen, outside session commits (it is an observation, not run state). */
 export function sqliteEgressAudit(db: Database.Database): EgressAuditRecords {
   const insert = db.prepare(
-    `INSERT INTO egress_attempts (at, run_id, lease_id, method, target, decision, reason, bytes_out, bytes_in)
-     VALUES (@at, @runId, @leaseId, @method, @target, @decision, @reason, @bytesOut, @bytesIn)`,
+    `INSERT INTO egress_attempts (at, run_id, lease_id, method, target, decision, reason, bytes_out, bytes_in, count)
+     VALUES (@at, @runId, @leaseId, @method, @target, @decision, @reason, @bytesOut, @bytesIn, @count)`,
   );
   return {
     async recordEgress(a) {

@@ -225,4 +225,10 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       CREATE INDEX egress_by_lease ON egress_attempts(lease_id, at);
     `,
   },
+  {
+    version: 5,
+    name: 'egress attempt counts',
+    // Packets the sandbox's network rules drop are recorded per target and window, not one row each.
+    sql: `ALTER TABLE egress_attempts ADD COLUMN count INTEGER NOT NULL DEFAULT 1;`,
+  },
 ];
