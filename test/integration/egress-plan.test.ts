@@ -34,7 +34,8 @@ describe('network.mode allowlist in a plan run', { timeout: 180_000 }, () => {
       { name: 'allowed', run: `timeout 10 busybox wget -q -O - http://localhost:${port}/ok` },
       { name: 'denied', run: `timeout 10 busybox wget -q -O - http://example.invalid:${port}/ 2>&1; echo "exit=$?"` },
       // Another port on the gateway gets no answer at all (egress-isolation.test.ts shows it with a listening service).
-      { name: 'direct', run: `gw=$(echo "$http_proxy" | sed 's|http://||; s|:.*||'); if timeout 5 busybox nc -w 3 "$gw" 22 </dev/null; then echo reached; else echo blocked; fi` },
+      // Direct TCP to three blocked destinations, one of them twice, side by side.
+      { name: 'direct', run: `gw=$(echo "$http_proxy" | sed 's|http://||; s|:.*||'); for p in 22 80 80 5432; do (if timeout 5 busybox nc -w 3 "$gw" $p </dev/null; then echo reached; else echo blocked; fi) & done; wait` },
     ];
     fx = await planFixture(steps);
     const envFile = `${fx.dir}/env.yaml`;
@@ -55,19 +56,35 @@ describe('network.mode allowlist in a plan run', { timeout: 180_000 }, () => {
     });
     expect(outputs[0]).toBe('hello /ok');
     expect(outputs[1]).toMatch(/403[\s\S]*exit=1/);
-    expect(outputs[2]).toBe('blocked\n');
-    expect(audit.map((a) => [a.method, a.target, a.decision])).toEqual([
+    expect(outputs[2]).toBe('blocked\nblocked\nblocked\nblocked\n');
+    expect(audit.filter((a) => a.method !== 'TCP').map((a) => [a.method, a.target, a.decision])).toEqual([
       ['GET', `localhost:${port}`, 'allow'],
       ['GET', `example.invalid:${port}`, 'deny'],
-      // The direct attempt, dropped by the sandbox's rules and read back from the kernel log.
-      ['TCP', expect.stringMatching(/:22$/), 'deny'],
     ]);
+    // The direct attempts, dropped by the sandbox's rules and read back from the kernel log, counted
+    // per destination and port (a row per recording window, so summed here).
+    const dropped = audit.filter((a) => a.method === 'TCP');
+    const gw = dropped[0]?.target.split(':')[0];
+    const counts: Record<string, number> = {};
+    for (const a of dropped) counts[a.target] = (counts[a.target] ?? 0) + a.count;
+    expect(counts).toEqual({ [`${gw}:22`]: 1, [`${gw}:80`]: 2, [`${gw}:5432`]: 1 });
+    for (const a of dropped) expect(a).toMatchObject({ decision: 'deny', runId, reason: "direct TCP from the sandbox dropped by its network rules" });
     // The same attempts are committed on the run, where `berth logs` shows them.
     expect(attempts).toEqual(audit);
     const logs = await fx.cli(['logs', runId, '--json']);
-    expect(JSON.parse(logs.stdout).egress.map((a: { decision: string; target: string }) => `${a.decision} ${a.target}`)).toEqual([`allow localhost:${port}`, `deny example.invalid:${port}`, expect.stringMatching(/^deny \S+:22$/)]);
-    expect((await fx.cli(['logs', runId])).stdout).toMatch(new RegExp(`\\[egress\\] \\S+ deny GET example\\.invalid:${port} \\(not in the allow list`));
-    expect(JSON.parse((await fx.cli(['show', runId, '--json'])).stdout).egress).toEqual({ allowed: 1, denied: 2 });
+    expect(JSON.parse(logs.stdout).egress.map((a: { decision: string; target: string }) => `${a.decision} ${a.target}`)).toEqual(audit.map((a) => `${a.decision} ${a.target}`));
+    const text = (await fx.cli(['logs', runId])).stdout;
+    expect(text).toMatch(new RegExp(`\\[egress\\] \\S+ deny GET example\\.invalid:${port} \\(not in the allow list`));
+    expect(text).toMatch(new RegExp(`\\[egress\\] \\S+ deny TCP ${gw}:5432 x1 \\(direct TCP`));
+    // `show --json` lists every attempt and the dropped ones per destination, not only totals.
+    const shown = JSON.parse((await fx.cli(['show', runId, '--json'])).stdout).egress;
+    expect(shown).toMatchObject({ allowed: 1, denied: 5 });
+    expect(shown.attempts).toEqual(audit);
+    expect(shown.dropped).toEqual([
+      { proto: 'TCP', target: `${gw}:22`, count: 1 },
+      { proto: 'TCP', target: `${gw}:5432`, count: 1 },
+      { proto: 'TCP', target: `${gw}:80`, count: 2 },
+    ]);
     expect(overrides).toHaveLength(1);
     expect(end.stderr).toContain('egress denied');
     await expectNothingLeft(fx);

@@ -161,6 +161,25 @@ describe('egress proxy', () => {
     expect(audit).toEqual([expect.objectContaining({ method: 'TCP', target: `127.0.0.1:${proxyPort}`, decision: 'deny', reason: "connection to the egress proxy from 127.0.0.1 refused: only this sandbox's container (10.99.0.2) may use it", count: 1 })]);
   });
 
+  it('refuses requests it cannot parse safely, smuggling attempts and oversized headers, and records each with its reason', async () => {
+    await startProxy([`allowed.test:${targetPort}`], true);
+    const url = `http://allowed.test:${targetPort}`;
+    const answers = [
+      await raw(`POST ${url}/cl-te HTTP/1.1\r\nHost: allowed.test:${targetPort}\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\n\r\n`),
+      await raw(`POST ${url}/cl-cl HTTP/1.1\r\nHost: allowed.test:${targetPort}\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!`),
+      await raw(`GET ${url}/big HTTP/1.1\r\nHost: allowed.test:${targetPort}\r\nX-Pad: ${'a'.repeat(20_000)}\r\n\r\n`),
+    ];
+    expect(answers.map((a) => a.split('\r\n')[0])).toEqual(['HTTP/1.1 400 Bad Request', 'HTTP/1.1 400 Bad Request', 'HTTP/1.1 431 Request Header Fields Too Large']);
+    await settle();
+    expect(audit.map((a) => [a.method, a.target, a.decision, a.reason])).toEqual([
+      ['POST', `${url}/cl-te`, 'deny', "request refused while parsing: HPE_INVALID_TRANSFER_ENCODING (Transfer-Encoding can't be present with Content-Length)"],
+      ['POST', `${url}/cl-cl`, 'deny', 'request refused while parsing: HPE_UNEXPECTED_CONTENT_LENGTH (Duplicate Content-Length)'],
+      ['GET', `${url}/big`, 'deny', 'request refused while parsing: HPE_HEADER_OVERFLOW (headers larger than 16384 bytes)'],
+    ]);
+    // Nothing reached the target: no request was forwarded, smuggled or not.
+    expect(audit.every((a) => a.bytesIn === 0)).toBe(true);
+  });
+
   it('refuses an origin-form request: it is not a proxy request', async () => {
     await startProxy([`allowed.test:${targetPort}`], true);
     expect((await viaProxy('/', { host: `allowed.test:${targetPort}` })).status).toBe(400);
