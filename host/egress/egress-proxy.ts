@@ -33,6 +33,9 @@ export interface EgressProxyOptions {
 
 type Verdict = { ok: true; address: string; rule: AllowRule } | { ok: false; status: number; reason: string };
 
+/** Bound on a request's header block; larger ones are refused (431) and recorded. */
+const MAX_HEADER_BYTES = 16 * 1024;
+
 const AUTHORITY = /^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]):(\d{1,5})$/;
 
 /**
@@ -50,7 +53,10 @@ export class EgressProxy {
     this.rules = compileAllow(o.allow);
     this.overrides = new Set(o.overrides);
     this.host = new Set((o.hostAddresses ?? hostAddresses()).map((a) => a.toLowerCase()));
-    this.server = createServer((req, res) => void this.forward(req, res));
+    // Node's parser (llhttp, strict) refuses what could be read two ways: Content-Length with
+    // Transfer-Encoding, duplicate lengths, bad chunking, headers over the size bound.
+    this.server = createServer({ maxHeaderSize: MAX_HEADER_BYTES, insecureHTTPParser: false }, (req, res) => void this.forward(req, res));
+    this.server.on('clientError', (err: Error & { code?: string; reason?: string; rawPacket?: Buffer }, socket: Duplex) => this.refuseUnparsed(err, socket));
     this.server.on('connect', (req: IncomingMessage, socket: Duplex, head: Buffer) => void this.tunnel(req, socket, head));
     this.server.on('connection', (s: Socket) => {
       const from = (s.remoteAddress ?? '').replace(/^::ffff:/, '');
@@ -77,6 +83,17 @@ export class EgressProxy {
   async close(): Promise<void> {
     for (const s of this.sockets) s.destroy();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  /** A request the parser refused: recorded with the parser's reason and what the request line said. */
+  private refuseUnparsed(err: Error & { code?: string; reason?: string; rawPacket?: Buffer }, socket: Duplex): void {
+    // A peer that hung up or stalled is not a refused request.
+    if (err.code === 'ECONNRESET' || err.code === 'ERR_HTTP_REQUEST_TIMEOUT' || !socket.writable) return void socket.destroy();
+    const line = /^([A-Z]{1,20}) (\S{1,2048})/.exec(err.rawPacket?.toString('latin1', 0, 2100) ?? '');
+    const overflow = err.code === 'HPE_HEADER_OVERFLOW';
+    const why = overflow ? `headers larger than ${MAX_HEADER_BYTES} bytes` : (err.reason ?? err.message);
+    this.attempt(line?.[1] ?? '?', line?.[2] ?? '', 'deny', `request refused while parsing: ${err.code ?? 'parse error'} (${why})`);
+    socket.end(overflow ? 'HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n' : 'HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
   }
 
   private attempt(method: string, target: string, decision: 'allow' | 'deny', reason: string, bytesOut = 0, bytesIn = 0): void {

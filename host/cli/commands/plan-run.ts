@@ -5,7 +5,7 @@ import { pruneSnapshots } from '../../snapshot';
 import type { EffectWrite } from '../../store';
 import { loadPlan, submitPlan, type PlanRunInput, type StepResult } from '../../plan';
 import { snapshotEngine } from '../../sandbox';
-import { EGRESS_ENTRY, type EgressAttempt } from '../../egress';
+import { EGRESS_ENTRY, isNetworkAttempt, type EgressAttempt } from '../../egress';
 import { createHostRuntime, type HostRuntime } from '../../runtime/host-runtime';
 import type { CliContext } from '../context';
 import { duration, emit, table } from '../output';
@@ -230,7 +230,11 @@ export async function logs(ctx: CliContext, runId: string): Promise<number> {
       steps.length === 0
         ? `run ${runId} has no finished steps yet`
         : steps.map((s) => [`── ${s.step} (exit ${s.exitCode}, ${duration(s.durationMs)})`, s.stdoutTail.trimEnd(), s.stderrTail ? `[stderr]\n${s.stderrTail.trimEnd()}` : ''].filter(Boolean).join('\n')).join('\n'),
-      ...egress.map((a) => `[egress] ${new Date(a.at).toISOString()} ${a.decision} ${a.method} ${a.target} (${a.reason}; ${a.bytesOut} B out, ${a.bytesIn} B in)`),
+      ...egress.map((a) =>
+        isNetworkAttempt(a)
+          ? `[egress] ${new Date(a.at).toISOString()} ${a.decision} ${a.method} ${a.target} x${a.count ?? 1} (${a.reason})`
+          : `[egress] ${new Date(a.at).toISOString()} ${a.decision} ${a.method} ${a.target} (${a.reason}; ${a.bytesOut} B out, ${a.bytesIn} B in)`,
+      ),
     ].join('\n'),
   );
   return 0;

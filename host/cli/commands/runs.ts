@@ -1,3 +1,4 @@
+import { summariseEgress } from '../../egress';
 import { BerthError } from '../../errors';
 import type { Run, Task } from '../../model';
 import type { Store } from '../../store';
@@ -34,7 +35,7 @@ export async function describeRun(store: Store, runId: string) {
     store.listDocuments({ runId }),
     store.listEgress({ runId }),
   ]);
-  const egress = { allowed: attempts.filter((a) => a.decision === 'allow').length, denied: attempts.filter((a) => a.decision === 'deny').length };
+  const egress = summariseEgress(attempts);
   return { run, transitions, tasks, effects, snapshots, leases, documents: documents.map((d) => ({ id: d.id, type: d.type, version: d.version })), egress };
 }
 
@@ -61,6 +62,7 @@ export async function show(ctx: CliContext, runId: string): Promise<number> {
       out.push('', 'snapshots:', table(d.snapshots.map((s) => [s.id, s.checkpoint, s.imageId.slice(0, 19), s.workspaceDigest.slice(0, 19), `${(s.sizeBytes / 1e6).toFixed(1)} MB`, s.prunedAt ? 'pruned' : ''])));
     }
     if (d.egress.allowed + d.egress.denied > 0) out.push('', `egress: ${d.egress.allowed} allowed, ${d.egress.denied} denied (each attempt: berth logs ${d.run.id})`);
+    if (d.egress.dropped.length) out.push('dropped by the sandbox network rules:', table(d.egress.dropped.map((x) => [x.proto, x.target, `x${x.count}`])));
     if (d.leases.length) {
       out.push('', 'leases:', table(d.leases.map((l) => [l.id, l.containerId.slice(0, 12), l.releasedAt ? 'released' : `expires ${new Date(l.expiresAt).toISOString()}`])));
     }
