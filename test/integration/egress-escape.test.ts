@@ -7,6 +7,7 @@ import type Dockerode from 'dockerode';
 import { egressPort } from '../../host/egress';
 import { createSandboxHost, type Lease, type SandboxNetworkSpec } from '../../host/sandbox';
 import { listRuleTags, ruleTag } from '../../host/sandbox/sandbox-network';
+import { openModeBlockedRanges } from '../../environment';
 import { systemClock } from '../../host/support/clock';
 import { bridgeGateway } from '../support/docker-engine';
 import { describe, expect, test } from '../support/sandbox-fixture';
@@ -166,6 +167,24 @@ describe('no way out of a sandbox but the ones its manifest names', { timeout: 1
     const byNeighbour = [...refused.filter((a) => a.reason.includes(`from ${neighbourIp} `)), ...(await sandbox.store.listEgress({ leaseId: neighbour.id })).filter((a) => a.target === `${gateway}:${port}`)];
     expect(byNeighbour, "the neighbour's attempt on the proxy").toEqual([expect.objectContaining({ method: 'TCP', decision: 'deny', count: 1 })]);
     expect((await sandbox.store.listEgress({ leaseId: walled.id })).filter((a) => a.decision === 'allow').map((a) => a.target)).toEqual([`localhost:${service.port}`]);
+  });
+
+  test('an open sandbox cannot reach the link-local range (169.254.169.254) or the LAN of this machine: the rules are there and the attempt is dropped and recorded', async ({ sandbox, onTestFinished }) => {
+    const host = createSandboxHost({ docker: sandbox.docker, records: sandbox.store, clock: systemClock, logger: sandbox.logger, hostId: sandbox.hostId, egress: egressPort(sandbox.store, sandbox.logger) });
+    onTestFinished(() => host.close());
+    await using open = await host.lease({ ...sandbox.spec(), network: { mode: 'open', hostOpenings: [] } }, { sessionId: 'sess_open' });
+    const blocked = openModeBlockedRanges();
+    expect(blocked.map((r) => r.cidr)).toContain('169.254.0.0/16');
+    // Each blocked range has a DROP for this sandbox's bridge, tagged with its lease.
+    const forward = execFileSync('iptables', ['-w', '-S'], { encoding: 'utf8' }).split('\n').filter((l) => l.includes(ruleTag(sandbox.hostId, open.id)) && l.includes('-j DROP') && / -d \d/.test(l));
+    expect(forward.map((l) => / -d (\S+)/.exec(l)![1]).sort()).toEqual(blocked.map((r) => r.cidr).sort());
+    // The metadata address: no answer (the sandbox's rules drop it before it leaves the host).
+    const metadata = await sh(open, 'if timeout 5 busybox nc -w 3 169.254.169.254 80 </dev/null; then echo reached; else echo blocked; fi');
+    expect(metadata.out).toBe('blocked\n');
+    await open.release();
+    const dropped = (await sandbox.store.listEgress({ leaseId: open.id })).filter((a) => a.target === '169.254.169.254:80');
+    expect(dropped, 'the attempt is recorded as dropped by the open-mode rules').toEqual([expect.objectContaining({ method: 'TCP', decision: 'deny', count: 1, reason: expect.stringContaining('169.254.0.0/16') })]);
+    expect(execFileSync('iptables', ['-w', '-S'], { encoding: 'utf8' })).not.toContain(ruleTag(sandbox.hostId, open.id));
   });
 });
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkEgressPolicy, EnvironmentSchema, egressRisks, networkRunRecords, privateRangeOf, resolveAllowNames } from '../../environment';
+import { checkEgressPolicy, EnvironmentSchema, egressRisks, networkRunRecords, openModeBlockedRanges, privateRangeOf, resolveAllowNames } from '../../environment';
 import { isBerthError } from '../../host/errors';
 import { isPrivateAddress } from '../../host/egress';
 
@@ -113,6 +113,33 @@ describe('open mode', () => {
     expect(await records(envWith(['10.0.0.8:6379'], ['10.0.0.8:6379']))).toEqual([
       { kind: 'egress.override', body: { mode: 'allowlist', allow: ['10.0.0.8:6379'], risks: [{ pattern: '10.0.0.8:6379', kind: 'private-address', why: '10.0.0.8 is in 10.0.0.0/8 (private)' }] } },
     ]);
+  });
+});
+
+describe('open mode: what it does not reach', () => {
+  const IFACES = {
+    lo: [{ address: '127.0.0.1', netmask: '255.0.0.0', family: 'IPv4', mac: '', internal: true, cidr: '127.0.0.1/8' }],
+    eth0: [{ address: '192.168.1.23', netmask: '255.255.255.0', family: 'IPv4', mac: '', internal: false, cidr: '192.168.1.23/24' }],
+    wlan0: [{ address: '198.51.100.7', netmask: '255.255.255.192', family: 'IPv4', mac: '', internal: false, cidr: '198.51.100.7/26' }],
+    docker0: [{ address: '172.17.0.1', netmask: '255.255.0.0', family: 'IPv4', mac: '', internal: false, cidr: '172.17.0.1/16' }],
+    'br-0123456789ab': [{ address: '172.18.0.1', netmask: '255.255.0.0', family: 'IPv4', mac: '', internal: false, cidr: '172.18.0.1/16' }],
+  } as const;
+
+  it("blocks link-local and each LAN's own subnet, plus the private range a LAN lies in; Docker's bridges are left to Docker", () => {
+    expect(openModeBlockedRanges(IFACES as never)).toEqual([
+      { cidr: '169.254.0.0/16', why: 'link-local (cloud metadata)' },
+      { cidr: '192.168.1.0/24', why: "eth0's network (LAN neighbours)" },
+      { cidr: '192.168.0.0/16', why: 'the private range of eth0 (192.168.0.0/16 (private))' },
+      { cidr: '198.51.100.0/26', why: "wlan0's network (LAN neighbours)" },
+    ]);
+  });
+
+  it('lets an open manifest list a blocked address only with the override, and still refuses other outside addresses', async () => {
+    const view = { ...VIEW, blocked: openModeBlockedRanges(IFACES as never) };
+    await expect(checkEgressPolicy(envWith(['192.168.1.50:5432'], undefined, 'open'), view)).rejects.toThrow(/"192\.168\.1\.50:5432" is refused: 192\.168\.1\.50 is in 192\.168\.0\.0\/16 \(private\)/);
+    await expect(checkEgressPolicy(envWith(['198.51.100.9:80'], undefined, 'open'), view)).rejects.toThrow(/"198\.51\.100\.9:80" is refused: 198\.51\.100\.9 is in 198\.51\.100\.0\/26 \(wlan0's network \(LAN neighbours\)\), which open mode blocks/);
+    expect((await checkEgressPolicy(envWith(['198.51.100.9:80', '169.254.169.254:80'], ['198.51.100.9:80', '169.254.169.254:80'], 'open'), view)).map((r) => r.pattern)).toEqual(['198.51.100.9:80', '169.254.169.254:80']);
+    await expect(checkEgressPolicy(envWith(['8.8.8.8:53'], ['8.8.8.8:53'], 'open'), view)).rejects.toThrow(/8\.8\.8\.8:53 is not an address of this host or of a range open mode blocks/);
   });
 });
 
