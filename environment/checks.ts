@@ -8,8 +8,9 @@ import type { Environment } from './schema';
  * so that manifests keep their shape and fingerprint when a later version learns to enforce more.
  *
  * - `network.allow` with mode `none` would be silently ignored: the sandbox has no interface.
- * - In `open` mode every outside host is reachable already; the list may only name this host's
- *   own IPv4 addresses (with a port) to open them, since the host is closed to sandboxes by default.
+ * - In `open` mode every outside host is reachable already; the list may only name IPv4 addresses
+ *   (with a port) open mode closes: this host's own, or ones in the ranges it blocks (link-local,
+ *   this machine's LANs), which checkEgressPolicy checks against this machine.
  */
 export function checkSupported(env: Environment): void {
   const { mode, allow } = env.network;
@@ -28,9 +29,9 @@ export function checkSupported(env: Environment): void {
       if (isIP(host) !== 4) {
         issues.push({
           path: `network.allow.${i}`,
-          expected: "an IPv4 address of this host with a port (open mode reaches every outside host already; the list opens the host's own services)",
+          expected: "an IPv4 address with a port (open mode reaches every outside host already; the list opens this host's services or addresses in the ranges open mode blocks)",
           found: JSON.stringify(pattern),
-          message: `network.allow.${i}: "${pattern}" is not a host address; in open mode the list only opens this host's own addresses`,
+          message: `network.allow.${i}: "${pattern}" is not an IPv4 address; in open mode the list only opens this host's own addresses and addresses in the ranges open mode blocks`,
         });
       }
     });

@@ -77,3 +77,47 @@ export const hostResolver: NameResolver = async (name) => {
     clearTimeout(timer);
   }
 };
+
+/** A destination range open mode does not forward to, and why. */
+export interface BlockedRange {
+  cidr: string;
+  why: string;
+}
+
+const v4String = (n: number) => [24, 16, 8, 0].map((s) => (n >>> s) & 255).join('.');
+
+/** Interfaces Docker makes (its bridges and their veth ends): Docker's own isolation covers them. */
+const DOCKER_IFACE = /^(docker\d*|br-[0-9a-f]{12}|veth)/;
+
+/**
+ * What open mode refuses to forward to, besides this host (closed by INPUT rules) and other Docker
+ * networks (Docker's isolation): the link-local range (cloud metadata at 169.254.169.254), the
+ * subnet of every non-Docker interface of this machine (its LAN neighbours, whatever their
+ * addresses), and the whole private range such a subnet lies in (the rest of that internal network).
+ */
+export function openModeBlockedRanges(ifaces: ReturnType<typeof networkInterfaces> = networkInterfaces()): BlockedRange[] {
+  const out: BlockedRange[] = [{ cidr: '169.254.0.0/16', why: 'link-local (cloud metadata)' }];
+  const add = (r: BlockedRange) => {
+    if (!out.some((o) => o.cidr === r.cidr)) out.push(r);
+  };
+  for (const [name, list] of Object.entries(ifaces)) {
+    if (DOCKER_IFACE.test(name)) continue;
+    for (const a of list ?? []) {
+      if (a.internal || a.family !== 'IPv4' || !a.cidr) continue;
+      const bits = Number(a.cidr.split('/')[1]);
+      const mask = bits === 0 ? 0 : (~0 << (32 - bits)) >>> 0;
+      add({ cidr: `${v4String((v4(a.address)! & mask) >>> 0)}/${bits}`, why: `${name}'s network (LAN neighbours)` });
+      const range = privateRangeOf(a.address);
+      if (range && !range.startsWith('127.') && !range.startsWith('169.254.')) add({ cidr: range.split(' ')[0]!, why: `the private range of ${name} (${range})` });
+    }
+  }
+  return out;
+}
+
+/** The blocked range an IPv4 address lies in, or undefined. */
+export function blockedRangeOf(address: string, ranges: readonly BlockedRange[]): BlockedRange | undefined {
+  return ranges.find((r) => {
+    const [base, bits] = r.cidr.split('/');
+    return inV4Range(address, base!, Number(bits));
+  });
+}

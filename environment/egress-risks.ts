@@ -1,6 +1,6 @@
 import { isIP } from 'node:net';
 import { BerthError } from '../host/errors';
-import { addressRangeOf, hostAddresses, hostResolver, privateRangeOf, type NameResolver } from './egress-ranges';
+import { addressRangeOf, blockedRangeOf, hostAddresses, hostResolver, openModeBlockedRanges, privateRangeOf, type BlockedRange, type NameResolver } from './egress-ranges';
 import type { ManifestIssue } from './issues';
 import type { Environment } from './schema';
 
@@ -64,6 +64,8 @@ export function egressRisks(allow: readonly string[], host: readonly string[] = 
 export interface EgressHostView {
   host?: readonly string[];
   resolve?: NameResolver;
+  /** What open mode blocks on this machine (see {@link openModeBlockedRanges}). */
+  blocked?: readonly BlockedRange[];
 }
 
 /**
@@ -73,20 +75,30 @@ export interface EgressHostView {
  */
 export async function checkEgressPolicy(env: Environment, view: EgressHostView = {}): Promise<EgressRisk[]> {
   const host = view.host ?? hostAddresses();
+  const blocked = view.blocked ?? openModeBlockedRanges();
+  const extra: EgressRisk[] = [];
   if (env.network.mode === 'open') {
-    // checkSupported already refused names; an address that is not this host's opens nothing.
-    const foreign = env.network.allow.map((p, i) => [p, i] as const).filter(([p]) => !host.includes(p.slice(0, p.lastIndexOf(':'))));
+    // checkSupported already refused names. An address that is neither this host's nor in a range
+    // open mode blocks is reachable anyway: listing it opens nothing, so it is refused as a mistake.
+    const addressOf = (p: string) => p.slice(0, p.lastIndexOf(':'));
+    const foreign = env.network.allow.map((p, i) => [p, i] as const).filter(([p]) => !host.includes(addressOf(p)) && !blockedRangeOf(addressOf(p), blocked));
     if (foreign.length > 0) {
       const issues: ManifestIssue[] = foreign.map(([p, i]) => ({
         path: `network.allow.${i}`,
-        expected: `an address of this host (${host.filter((a) => /^\d+\.\d+\.\d+\.\d+$/.test(a)).join(', ')}) with a port`,
+        expected: `an address of this host (${host.filter((a) => /^\d+\.\d+\.\d+\.\d+$/.test(a)).join(', ')}) or of a range open mode blocks (${blocked.map((b) => b.cidr).join(', ')}), with a port`,
         found: JSON.stringify(p),
-        message: `network.allow.${i}: ${p} is not an address of this host; open mode reaches outside hosts without listing them`,
+        message: `network.allow.${i}: ${p} is not an address of this host or of a range open mode blocks; open mode reaches other outside hosts without listing them`,
       }));
       throw new BerthError('manifest_invalid', issues.map((i) => i.message).join('; '), { details: { issues } });
     }
+    // A LAN address outside the private ranges is still a neighbour: listing it needs the override too.
+    for (const p of env.network.allow) {
+      const range = blockedRangeOf(addressOf(p), blocked);
+      if (range && !host.includes(addressOf(p)) && !privateRangeOf(addressOf(p))) extra.push({ pattern: p, kind: 'private-address', why: `${addressOf(p)} is in ${range.cidr} (${range.why}), which open mode blocks` });
+    }
   }
-  const risks = egressRisks(env.network.allow, host, await resolveAllowNames(env.network.allow, view.resolve));
+  const allow = env.network.allow;
+  const risks = [...egressRisks(allow, host, await resolveAllowNames(allow, view.resolve)), ...extra].sort((a, b) => allow.indexOf(a.pattern) - allow.indexOf(b.pattern));
   const named = new Set(env.network.allowOverride ?? []);
   const refused = risks.filter((r) => !named.has(r.pattern));
   if (refused.length === 0) return risks;

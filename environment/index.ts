@@ -8,4 +8,4 @@ export { environmentJsonSchema, JSON_SCHEMA_FILE } from './json-schema';
 export type { ManifestIssue } from './issues';
 export type { ManifestFormat } from './read-document';
 export { checkEgressPolicy, egressRisks, networkRunRecords, resolveAllowNames, type EgressHostView, type EgressRisk, type EgressRiskKind, type NetworkRunRecord, type ResolvedNames } from './egress-risks';
-export { addressRangeOf, hostAddresses, hostResolver, inV4Range, privateRangeOf, type NameResolver } from './egress-ranges';
+export { addressRangeOf, blockedRangeOf, hostAddresses, hostResolver, inV4Range, openModeBlockedRanges, privateRangeOf, type BlockedRange, type NameResolver } from './egress-ranges';

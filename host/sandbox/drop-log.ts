@@ -14,6 +14,8 @@ export interface DropLine {
   kind: DropKind;
   /** Interface the packet came in on (a sandbox bridge, docker0, lo, ...). */
   in: string;
+  /** Interface it was to leave by: empty for a packet to the host itself (INPUT), set for one being forwarded. */
+  out: string;
   src: string;
   dst: string;
   proto: string;
@@ -27,7 +29,7 @@ export function parseDropLine(record: string): DropLine | undefined {
   const kind = (Object.keys(DROP_PREFIX) as DropKind[]).find((k) => text.startsWith(DROP_PREFIX[k]));
   if (!kind) return undefined;
   const field = (k: string) => new RegExp(`(?:^| )${k}=(\\S*)`).exec(text)?.[1] ?? '';
-  return { kind, in: field('IN'), src: field('SRC'), dst: field('DST'), proto: field('PROTO'), sport: Number(field('SPT') || 0), dport: Number(field('DPT') || 0) };
+  return { kind, in: field('IN'), out: field('OUT'), src: field('SRC'), dst: field('DST'), proto: field('PROTO'), sport: Number(field('SPT') || 0), dport: Number(field('DPT') || 0) };
 }
 
 /**

@@ -1,5 +1,6 @@
 import type Dockerode from 'dockerode';
 import type { Logger } from 'pino';
+import { blockedRangeOf, openModeBlockedRanges, type BlockedRange } from '../../environment';
 import { BerthError } from '../errors';
 import { DropAudit, type DroppedAttempt } from './drop-audit';
 import { followDropLog, type DropLine } from './drop-log';
@@ -9,6 +10,7 @@ import {
   createSandboxNetwork,
   EGRESS_LABEL,
   EGRESS_PROXY_PORT,
+  blockForwarding,
   holdBridge,
   isolateBridge,
   openProxyTo,
@@ -64,6 +66,8 @@ export class SandboxEgress {
   private readonly audit: DropAudit;
   private follower: Promise<{ stop(): Promise<void>; poll(): Promise<void> } | undefined> | undefined;
   private readonly writes = new Set<Promise<void>>();
+  /** What open mode does not forward to, as this machine's interfaces are now. */
+  private readonly blocked = openModeBlockedRanges();
 
   constructor(private readonly d: { docker: Dockerode; hostId: string; logger: Logger; port: EgressPort | undefined; now?: () => number }) {
     this.audit = new DropAudit({ now: d.now ?? Date.now, flush: (leaseId, attempts) => this.record(leaseId, attempts) });
@@ -163,6 +167,7 @@ export class SandboxEgress {
       await isolateBridge(entry.net.bridge, [], entry.tag, { gateway: entry.net.gateway, port: EGRESS_PROXY_PORT });
     } else {
       await isolateBridge(entry.net.bridge, spec.hostOpenings, entry.tag);
+      await blockForwarding(entry.net.bridge, this.blocked, spec.hostOpenings, entry.tag);
       this.d.logger.warn({ leaseId, ...entry.who, event: 'egress-open', hostOpenings: spec.hostOpenings }, 'sandbox network is open: outside hosts are reachable and not audited');
     }
   }
@@ -181,7 +186,7 @@ export class SandboxEgress {
         const reason = `connection to the egress proxy from ${l.src} (${l.in}) refused: only this sandbox's container${e.address ? ` (${e.address})` : ''} may use it`;
         return this.audit.add(leaseId, l, reason);
       }
-      if (l.kind === 'drop' && l.in === e.net.bridge) return this.audit.add(leaseId, l, dropReason(l));
+      if (l.kind === 'drop' && l.in === e.net.bridge) return this.audit.add(leaseId, l, dropReason(l, this.blocked));
     }
   }
 
@@ -202,6 +207,11 @@ export class SandboxEgress {
 }
 
 /** Why the sandbox's own rules refused a packet, as the run records it. */
-function dropReason(l: DropLine): string {
+function dropReason(l: DropLine, blocked: readonly BlockedRange[]): string {
+  // A packet to a host address came through INPUT (no OUT=); one to a blocked range was being forwarded.
+  const range = l.out ? blockedRangeOf(l.dst, blocked) : undefined;
+  if (range) {
+    return `direct ${l.proto} from the sandbox to ${range.cidr} (${range.why}) dropped: open mode does not reach it`;
+  }
   return `direct ${l.proto} from the sandbox dropped by its network rules`;
 }

@@ -3,6 +3,7 @@ import { promisify } from 'node:util';
 import type Dockerode from 'dockerode';
 import { BerthError } from '../errors';
 import { engineError, isNotFound } from './engine-errors';
+import type { BlockedRange } from '../../environment';
 import { DROP_PREFIX } from './drop-log';
 import { LABEL } from './labels';
 
@@ -74,10 +75,10 @@ const TOOLS: readonly RuleTool[] = ['iptables', 'ip6tables'];
 /** A LOG rule's rate bound per lease and rule: enough to see every attempt of a probing step, never a flood in the kernel log. */
 const LOG_LIMIT = ['-m', 'limit', '--limit', '20/sec', '--limit-burst', '40'];
 
-/** Inserts `rules` at the top of INPUT in the order given (the first ends lowest); on failure removes every rule of `tag`. */
-async function insertRules(rules: Array<[RuleTool, string[]]>, tag: string, what: string): Promise<void> {
+/** Inserts `rules` at the top of `chain` in the order given (the first ends lowest); on failure removes every rule of `tag`. */
+async function insertRules(rules: Array<[RuleTool, string[]]>, tag: string, what: string, chain = 'INPUT'): Promise<void> {
   try {
-    for (const [tool, r] of rules) await run(tool, ['-w', '-I', 'INPUT', ...r, '-m', 'comment', '--comment', tag]);
+    for (const [tool, r] of rules) await run(tool, ['-w', '-I', chain, ...r, '-m', 'comment', '--comment', tag]);
   } catch (err) {
     await removeBridgeRules((t) => t === tag).catch(() => {});
     throw new BerthError('network_setup_failed', `could not add INPUT rules for ${what}: ${(err as Error).message}`, { cause: err });
@@ -128,6 +129,29 @@ export async function openProxyTo(bridge: string, proxy: { gateway: string; port
 }
 
 /**
+ * The forwarding side of open mode: what the sandbox sends through the host to `blocked` ranges
+ * (link-local, this machine's LANs: see openModeBlockedRanges) is logged and dropped, except the
+ * listed `openings` in those ranges, which go on to Docker's own chains (RETURN, not ACCEPT, so
+ * Docker's isolation still applies). In DOCKER-USER, which Docker puts first in FORWARD and never
+ * flushes; FORWARD itself on an engine without it.
+ */
+export async function blockForwarding(bridge: string, blocked: readonly BlockedRange[], openings: readonly HostOpening[], tag: string): Promise<void> {
+  const chain = (await run('iptables', ['-w', '-S', 'DOCKER-USER']).then(() => true, () => false)) ? 'DOCKER-USER' : 'FORWARD';
+  await insertRules(
+    [
+      ...blocked.flatMap((r): Array<[RuleTool, string[]]> => [
+        ['iptables', ['-i', bridge, '-d', r.cidr, '-j', 'DROP']],
+        ['iptables', ['-i', bridge, '-d', r.cidr, ...LOG_LIMIT, '-j', 'LOG', '--log-prefix', DROP_PREFIX.drop]],
+      ]),
+      ...openings.map((o): [RuleTool, string[]] => ['iptables', ['-i', bridge, '-d', o.address, '-p', 'tcp', '--dport', String(o.port), '-j', 'RETURN']]),
+    ],
+    tag,
+    bridge,
+    chain,
+  );
+}
+
+/**
  * Drops everything from the bridge under a tag of its own, in IPv4 and IPv6: held while a lease's
  * rules are rebuilt, so the running container never sees the host open in between.
  */
@@ -137,27 +161,40 @@ export async function holdBridge(bridge: string, tag: string): Promise<void> {
 
 const TAG = /--comment "?(berth:[^\s"]+)"?/;
 
-/** The tags of every Berth INPUT rule now installed (IPv4 and IPv6). */
+/** Chains Berth puts rules in: INPUT (the host), DOCKER-USER or FORWARD (open mode's blocked ranges). */
+const CHAINS = ['INPUT', 'DOCKER-USER', 'FORWARD'] as const;
+
+/** Every rule of `tool` in Berth's chains, as `-S` prints it (a chain that does not exist has none). */
+async function listRules(tool: RuleTool): Promise<string[]> {
+  const lines: string[] = [];
+  for (const chain of CHAINS) {
+    const out = await run(tool, ['-w', '-S', chain]).then((r) => r.stdout, () => '');
+    lines.push(...out.split('\n').filter((l) => l.startsWith(`-A ${chain} `)));
+  }
+  return lines;
+}
+
+/** The tags of every Berth rule now installed (IPv4 and IPv6). */
 export async function listRuleTags(): Promise<string[]> {
   const tags = new Set<string>();
-  for (const tool of TOOLS) {
-    const { stdout } = await run(tool, ['-w', '-S', 'INPUT']);
-    for (const m of stdout.matchAll(new RegExp(TAG.source, 'g'))) tags.add(m[1]!);
+  for (const tool of TOOLS) for (const line of await listRules(tool)) {
+    const m = TAG.exec(line);
+    if (m) tags.add(m[1]!);
   }
   return [...tags];
 }
 
-/** Deletes every INPUT rule (IPv4 and IPv6) whose tag `which` selects; returns how many it deleted. */
+/** Deletes every Berth rule (IPv4 and IPv6, every chain) whose tag `which` selects; returns how many it deleted. */
 export async function removeBridgeRules(which: (tag: string) => boolean): Promise<number> {
   let n = 0;
   for (const tool of TOOLS) {
-    const { stdout } = await run(tool, ['-w', '-S', 'INPUT']);
-    for (const line of stdout.split('\n')) {
+    for (const line of await listRules(tool)) {
       const m = TAG.exec(line);
-      if (!m || !which(m[1]!) || !line.startsWith('-A INPUT ')) continue;
-      // `-S` prints rules in `-A` form; the same arguments after `-D` delete exactly that rule.
-      const args = line.slice('-A INPUT '.length).match(/"[^"]*"|\S+/g)!.map((a) => a.replace(/^"|"$/g, ''));
-      await run(tool, ['-w', '-D', 'INPUT', ...args]);
+      if (!m || !which(m[1]!)) continue;
+      // `-S` prints rules in `-A CHAIN` form; the same arguments after `-D CHAIN` delete exactly that rule.
+      const [, chain, rest] = /^-A (\S+) (.*)$/.exec(line)!;
+      const args = rest!.match(/"[^"]*"|\S+/g)!.map((a) => a.replace(/^"|"$/g, ''));
+      await run(tool, ['-w', '-D', chain!, ...args]);
       n += 1;
     }
   }

@@ -30,7 +30,8 @@ export interface SandboxSpec {
    * `none`: no interface. `allowlist`: an internal network whose only way out is the host's egress
    * proxy, which allows the listed `host:port` patterns (a target at a private or host address only
    * when its pattern is one of `overrides`, the manifest's `network.allowOverride`).
-   * `open`: a network of its own with a route out; the host stays closed except `hostOpenings`.
+   * `open`: a network of its own with a route out; the host, the link-local range and this
+   * machine's LANs stay closed except `hostOpenings` (addresses of the host or in those ranges).
    */
   network: SandboxNetworkSpec;
 }

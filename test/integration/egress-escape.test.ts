@@ -179,7 +179,7 @@ describe('no way out of a sandbox but the ones its manifest names', { timeout: 1
     const forward = execFileSync('iptables', ['-w', '-S'], { encoding: 'utf8' }).split('\n').filter((l) => l.includes(ruleTag(sandbox.hostId, open.id)) && l.includes('-j DROP') && / -d \d/.test(l));
     expect(forward.map((l) => / -d (\S+)/.exec(l)![1]).sort()).toEqual(blocked.map((r) => r.cidr).sort());
     // The metadata address: no answer (the sandbox's rules drop it before it leaves the host).
-    const metadata = await sh(open, 'if timeout 5 busybox nc -w 3 169.254.169.254 80 </dev/null; then echo reached; else echo blocked; fi');
+    const metadata = await sh(open, 'if timeout 5 busybox nc -w 3 169.254.169.254 80 </dev/null 2>/dev/null; then echo reached; else echo blocked; fi');
     expect(metadata.out).toBe('blocked\n');
     await open.release();
     const dropped = (await sandbox.store.listEgress({ leaseId: open.id })).filter((a) => a.target === '169.254.169.254:80');
