@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { checkEgressPolicy, EnvironmentSchema, egressRisks, networkRunRecords, openModeBlockedRanges, privateRangeOf, resolveAllowNames } from '../../environment';
 import { isBerthError } from '../../host/errors';
 import { isPrivateAddress } from '../../host/egress';
+import { DropAudit, type DroppedAttempt } from '../../host/sandbox/drop-audit';
+import { parseDropLine } from '../../host/sandbox/drop-log';
 
 const HOST = ['builder-7', '203.0.113.7', '127.0.0.1'];
 /** The host's resolver as these tests see it: `db` is an /etc/hosts entry, `cache.example.com` a split-horizon name. */
@@ -147,5 +149,42 @@ describe('isPrivateAddress (the proxy refuses names resolving there, against DNS
   it('knows private, loopback, link-local and unspecified addresses in every spelling, and public ones', () => {
     for (const a of ['10.1.2.3', '127.0.0.1', '169.254.169.254', '::1', '::', 'fd00::2', 'fc12:3::1', 'fe80::1', 'FEBF::1', '::ffff:10.0.0.1', '::FFFF:127.0.0.1']) expect(isPrivateAddress(a), a).toBe(true);
     for (const a of ['203.0.113.80', '8.8.8.8', '2001:db8::1', '::ffff:8.8.8.8', 'fec0::1']) expect(isPrivateAddress(a), a).toBe(false);
+  });
+});
+
+describe('dropped packets read back from the kernel log', () => {
+  const line = (sport: number, dport: number, dst = '172.18.0.1') =>
+    parseDropLine(`4,812,291859332,-;berth-drop IN=br-0123456789ab OUT= MAC=02:42 SRC=172.18.0.2 DST=${dst} LEN=60 TOS=0x00 PREC=0x00 TTL=64 ID=1 DF PROTO=TCP SPT=${sport} DPT=${dport} WINDOW=64240 RES=0x00 SYN URGP=0 `)!;
+
+  it("parses Berth's LOG lines and nothing else", () => {
+    expect(line(40000, 22)).toEqual({ kind: 'drop', in: 'br-0123456789ab', out: '', src: '172.18.0.2', dst: '172.18.0.1', proto: 'TCP', sport: 40000, dport: 22 });
+    expect(parseDropLine('6,813,291859400,-;docker0: port 1(veth19314ed) entered disabled state')).toBeUndefined();
+    expect(parseDropLine('4,814,1,-;berth-proxy IN=docker0 OUT= SRC=172.17.0.5 DST=172.18.0.1 PROTO=TCP SPT=5 DPT=3128 SYN')).toMatchObject({ kind: 'proxy', in: 'docker0', dport: 3128 });
+  });
+
+  it('counts a retransmitted SYN as the same attempt and groups attempts per destination and port in one window', () => {
+    let now = 1000;
+    const flushed: Array<[string, DroppedAttempt[]]> = [];
+    const audit = new DropAudit({ now: () => now, flush: (l, a) => flushed.push([l, a]), windowMs: 60_000 });
+    for (const [sport, dport] of [[40000, 22], [40000, 22], [40001, 80], [40002, 80], [40003, 5432]] as const) {
+      audit.add('lease_a', line(sport, dport), 'dropped');
+      now += 1000;
+    }
+    audit.flush();
+    expect(flushed.map(([l, rows]) => [l, rows.map((r) => [r.target, r.count])])).toEqual([['lease_a', [['172.18.0.1:22', 1], ['172.18.0.1:80', 2], ['172.18.0.1:5432', 1]]]]);
+    // Past the retransmission horizon the same tuple is a new attempt.
+    now += 200_000;
+    audit.add('lease_a', line(40000, 22), 'dropped');
+    audit.flush();
+    expect(flushed[1]![1].map((r) => [r.target, r.count])).toEqual([['172.18.0.1:22', 1]]);
+  });
+
+  it('keeps at most 50 destinations per window and sums the rest into one row', () => {
+    const flushed: DroppedAttempt[][] = [];
+    const audit = new DropAudit({ now: () => 1, flush: (_l, a) => flushed.push(a), windowMs: 60_000 });
+    for (let p = 1; p <= 60; p++) audit.add('lease_a', line(30000 + p, p), 'dropped');
+    audit.flush();
+    expect(flushed[0]).toHaveLength(51);
+    expect(flushed[0]!.at(-1)).toMatchObject({ target: '*', count: 10 });
   });
 });
