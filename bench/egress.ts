@@ -55,7 +55,7 @@ export default async function egress(report: Report): Promise<void> {
     const tag = ruleTag(hostId, leaseId);
     await isolateBridge(net.bridge, [{ address: net.gateway, port: EGRESS_PROXY_PORT }], tag);
     cleanup.push(() => removeBridgeRules((t) => t === tag));
-    const proxy = new EgressProxy({ allow: [`${gw}:${port}`], overrides: [], runId: null, leaseId, record: () => {} });
+    const proxy = new EgressProxy({ allow: [`${gw}:${port}`], overrides: [`${gw}:${port}`], runId: null, leaseId, record: () => {} });
     await proxy.listen(net.gateway, EGRESS_PROXY_PORT);
     cleanup.push(() => proxy.close());
 
