@@ -172,12 +172,18 @@ describe('no way out of a sandbox but the ones its manifest names', { timeout: 1
   test('an open sandbox cannot reach the link-local range (169.254.169.254) or the LAN of this machine: the rules are there and the attempt is dropped and recorded', async ({ sandbox, onTestFinished }) => {
     const host = createSandboxHost({ docker: sandbox.docker, records: sandbox.store, clock: systemClock, logger: sandbox.logger, hostId: sandbox.hostId, egress: egressPort(sandbox.store, sandbox.logger) });
     onTestFinished(() => host.close());
-    await using open = await host.lease({ ...sandbox.spec(), network: { mode: 'open', hostOpenings: [] } }, { sessionId: 'sess_open' });
+    // One listed address in a blocked range (never connected to here): it gets a RETURN above the DROPs.
+    await using open = await host.lease({ ...sandbox.spec(), network: { mode: 'open', hostOpenings: [{ address: '169.254.170.2', port: 80 }] } }, { sessionId: 'sess_open' });
     const blocked = openModeBlockedRanges();
     expect(blocked.map((r) => r.cidr)).toContain('169.254.0.0/16');
     // Each blocked range has a DROP for this sandbox's bridge, tagged with its lease.
     const forward = execFileSync('iptables', ['-w', '-S'], { encoding: 'utf8' }).split('\n').filter((l) => l.includes(ruleTag(sandbox.hostId, open.id)) && l.includes('-j DROP') && / -d \d/.test(l));
     expect(forward.map((l) => / -d (\S+)/.exec(l)![1]).sort()).toEqual(blocked.map((r) => r.cidr).sort());
+    const chain = execFileSync('iptables', ['-w', '-S', 'DOCKER-USER'], { encoding: 'utf8' }).split('\n');
+    const listed = chain.findIndex((l) => l.includes(ruleTag(sandbox.hostId, open.id)) && l.includes('-d 169.254.170.2/32') && l.includes('--dport 80') && l.includes('-j RETURN'));
+    const linkLocalDrop = chain.findIndex((l) => l.includes(ruleTag(sandbox.hostId, open.id)) && l.includes('-d 169.254.0.0/16') && l.includes('-j DROP'));
+    expect(listed, 'the listed address is let through').toBeGreaterThanOrEqual(0);
+    expect(listed, 'above the DROP of its range').toBeLessThan(linkLocalDrop);
     // The metadata address: no answer (the sandbox's rules drop it before it leaves the host).
     const metadata = await sh(open, 'if timeout 5 busybox nc -w 3 169.254.169.254 80 </dev/null 2>/dev/null; then echo reached; else echo blocked; fi');
     expect(metadata.out).toBe('blocked\n');
