@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { isBerthError } from '../../host/errors';
 import { loadPlan } from '../../host/plan';
+import { tempStore } from '../support/temp-store';
 import { checkSecretGrants, resolveSecrets, scrub, scrubDeep, StreamScrubber, type SecretDecl, type SecretSource } from '../../host/secrets';
 
 const TOKEN = { name: 'API_TOKEN', value: 's3cr3t-value-42' };
@@ -68,8 +69,8 @@ describe('scrub', () => {
 });
 
 const decls: SecretDecl[] = [
-  { name: 'API_TOKEN', from: { env: 'HOST_TOKEN' }, expose: 'env', to: ['test'] },
-  { name: 'KEY_FILE', from: { file: '/nonexistent/berth/key' }, expose: 'file', to: ['deploy'] },
+  { name: 'API_TOKEN', from: { env: 'HOST_TOKEN' }, expose: 'env', to: ['test'], allowInWorkspace: false },
+  { name: 'KEY_FILE', from: { file: '/nonexistent/berth/key' }, expose: 'file', to: ['deploy'], allowInWorkspace: false },
 ];
 const source = (env: Record<string, string>, files: Record<string, string> = {}): SecretSource => ({
   env: (n) => env[n],
@@ -121,5 +122,21 @@ describe('checkSecretGrants', () => {
     const err = await loadPlan(join(dir, 'plan.yaml')).catch((e: unknown) => e);
     expect(isBerthError(err, 'secret_not_allowed')).toBe(true);
     expect((err as Error).message).toContain('step test uses secret API_TOKEN');
+  });
+});
+
+describe('store file permissions', () => {
+  it('creates the store file and its WAL readable by the owner only, whatever the umask', async () => {
+    const old = process.umask(0o022);
+    try {
+      const t = tempStore();
+      await t.store.listRuns();
+      const { statSync, existsSync } = await import('node:fs');
+      for (const f of [t.path, `${t.path}-wal`, `${t.path}-shm`]) if (existsSync(f)) expect((statSync(f).mode & 0o777).toString(8), f).toBe('600');
+      expect(existsSync(`${t.path}-wal`)).toBe(true);
+      await t.cleanup();
+    } finally {
+      process.umask(old);
+    }
   });
 });
