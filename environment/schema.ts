@@ -56,6 +56,10 @@ const secret = z.strictObject({
   from: secretSource,
   expose: z.enum(['env', 'file']),
   to: z.array(z.string().min(1)).describe('Tool names or plan step names that may see the secret'),
+  allowInWorkspace: z
+    .boolean()
+    .default(false)
+    .describe('Let a snapshot hold this secret in a changed file (else the snapshot is refused); such snapshot images are labelled berth.secret-material and must never be pushed'),
 });
 
 const secrets = z

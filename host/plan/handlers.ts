@@ -140,7 +140,8 @@ async function runStep(ctx: PhaseContext, sb: PlanSandbox, progress: (p: PlanPro
   progress({ type: 'step-start', runId, index, step: step.name, command: step.run });
   let secrets: ResolvedSecret[];
   try {
-    secrets = await resolveSecrets(env.secrets, step.secrets, { runId, taskId: ctx.task.id });
+    // Every secret of the run, not only the step's: a value one step stashed can be printed by any later one.
+    secrets = await resolveSecrets(env.secrets, [...new Set(input.plan.steps.flatMap((s) => s.secrets))], { runId, taskId: ctx.task.id });
   } catch (err) {
     if (!isBerthError(err)) throw err;
     return { type: 'fail', error: { code: err.code, message: `step ${step.name}: ${err.message}` } };

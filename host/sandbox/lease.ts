@@ -10,6 +10,7 @@ import { DiskWatch } from './disk-watch';
 import { runExec, type ExecHost } from './exec-run';
 import type { ExecOptions, ExecResult } from './exec-types';
 import * as files from './file-ops';
+import { changesOf, type Change } from './snapshot-image';
 import type { LeaseRecord, LeaseRecords } from './lease-records';
 import { parseOwner, type SandboxSpec } from './sandbox-spec';
 
@@ -111,6 +112,12 @@ export class Lease implements AsyncDisposable {
   exec(cmd: string | string[], opts: ExecOptions = {}): Promise<ExecResult> {
     this.assertLive();
     return runExec(this.execHost, cmd, opts);
+  }
+
+  /** Every path the container changed against its image (`docker diff`, absolute paths). */
+  changes(): Promise<Change[]> {
+    this.assertLive();
+    return changesOf(this.deps.container, this.containerId);
   }
 
   readFile(path: string, opts?: { maxBytes?: number }): Promise<Buffer> {

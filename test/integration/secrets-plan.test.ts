@@ -129,6 +129,30 @@ describe('secrets given to plan steps never persist', { timeout: 180_000 }, () =
     expectNoLeaks(scanned, [TOKEN]);
   });
 
+  it('with allowInWorkspace the snapshot keeps the value and its image is labelled as secret material; a changed file the check cannot read is refused', async () => {
+    fx = await planFixture([]);
+    const envFile = `${fx.dir}/env.yaml`;
+    writeFileSync(envFile, readFileSync(envFile, 'utf8') + 'secrets:\n  - { name: TOKEN, from: { env: BERTH_TEST_TOKEN }, expose: env, to: [keep], allowInWorkspace: true }\n');
+    const steps = [
+      ['keep', 'printf %s "$TOKEN" > kept.txt'],
+      ['hide', 'mkdir hidden && echo plain > hidden/x && chmod 000 hidden'],
+    ];
+    writeFileSync(fx.plan, `name: keep\nenvironment: env.yaml\nworkspace: ws\nsteps:\n${steps.map(([n, r]) => `  - name: ${n}\n    run: ${JSON.stringify(r)}\n${n === 'keep' ? '    secrets: [TOKEN]\n' : ''}`).join('')}`);
+    const end = await fx.cli(['run', fx.plan], { BERTH_TEST_TOKEN: TOKEN });
+    expect(end.code, end.stderr).toBe(1);
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    const { tasks, snapshots } = await fx.read(async (s) => ({ tasks: await s.listTasks({ runId }), snapshots: await s.listSnapshots({ runId }) }));
+    const kept = snapshots.find((s) => s.checkpoint === 'step:0:keep')!;
+    const labels = (await fx.docker.getImage(kept.imageId).inspect()).Config.Labels;
+    expect(labels['berth.secret-material']).toBe('TOKEN');
+    const upload = snapshots.find((s) => s.checkpoint === 'upload')!;
+    expect((await fx.docker.getImage(upload.imageId).inspect()).Config.Labels['berth.secret-material']).toBeUndefined();
+    const hide = tasks.find((t) => t.kind === 'plan-step' && (t.input as { index: number }).index === 1)!;
+    expect(hide.error?.code).toBe('snapshot_holds_secret');
+    expect(hide.error?.message).toContain('/workspace/hidden/x (unreadable, so not checked)');
+    expect(snapshots).toHaveLength(2);
+  });
+
   it('fails the step with an error naming the secret when its host variable is missing', async () => {
     const fx = await secretsFixture(['TOKEN']);
     const end = await fx.cli(['run', fx.plan, '--json'], { BERTH_TEST_TOKEN: '' });
