@@ -56,9 +56,11 @@ const secret = z.strictObject({
   from: secretSource,
   expose: z.enum(['env', 'file']),
   to: z.array(z.string().min(1)).describe('Tool names or plan step names that may see the secret'),
+  // Optional rather than defaulted: a default would add the field to every parsed manifest and so
+  // change the fingerprint of environments that never mention it.
   allowInWorkspace: z
     .boolean()
-    .default(false)
+    .optional()
     .describe('Let a snapshot hold this secret in a changed file (else the snapshot is refused); such snapshot images are labelled berth.secret-material and must never be pushed'),
 });
 

@@ -69,8 +69,8 @@ describe('scrub', () => {
 });
 
 const decls: SecretDecl[] = [
-  { name: 'API_TOKEN', from: { env: 'HOST_TOKEN' }, expose: 'env', to: ['test'], allowInWorkspace: false },
-  { name: 'KEY_FILE', from: { file: '/nonexistent/berth/key' }, expose: 'file', to: ['deploy'], allowInWorkspace: false },
+  { name: 'API_TOKEN', from: { env: 'HOST_TOKEN' }, expose: 'env', to: ['test'] },
+  { name: 'KEY_FILE', from: { file: '/nonexistent/berth/key' }, expose: 'file', to: ['deploy'] },
 ];
 const source = (env: Record<string, string>, files: Record<string, string> = {}): SecretSource => ({
   env: (n) => env[n],
