@@ -1,0 +1,56 @@
+import { readFileSync, writeFileSync } from 'node:fs';
+import { afterEach, describe, expect, it } from 'vitest';
+import { planFixture } from '../support/plan-fixture';
+
+let fx: Awaited<ReturnType<typeof planFixture>> | undefined;
+afterEach(async () => {
+  await fx?.cleanup();
+  fx = undefined;
+});
+
+/** A plan fixture whose environment gets `resources` (a YAML flow mapping) instead of the default. */
+async function limitedPlan(resources: string, steps: Array<{ name: string; run: string; allowFailure?: boolean }>) {
+  fx = await planFixture([]);
+  const envFile = `${fx.dir}/env.yaml`;
+  writeFileSync(envFile, readFileSync(envFile, 'utf8').replace(/^resources: .*$/m, `resources: ${resources}`));
+  const yaml = steps.map((s) => `  - name: ${s.name}\n    run: ${JSON.stringify(s.run)}\n${s.allowFailure ? '    allowFailure: true\n' : ''}`).join('');
+  writeFileSync(fx.plan, `name: limits\nenvironment: env.yaml\nworkspace: ws\nsteps:\n${yaml}`);
+  return fx;
+}
+
+describe('resource limits end a plan step with a typed result', { timeout: 180_000 }, () => {
+  it('three files each under diskMb but together over it: disk_exceeded, no snapshot of that state, the next step does not run', async () => {
+    // allowFailure does not let the run go on: the sandbox is over its limit and cannot be snapshotted.
+    const fx = await limitedPlan('{ memoryMb: 256, commandTimeoutS: 120, diskMb: 40 }', [
+      { name: 'fill', run: 'for i in 1 2 3; do dd if=/dev/zero of=f$i bs=1M count=20 2>/dev/null; done; ls', allowFailure: true },
+      { name: 'next', run: 'echo next-ran' },
+    ]);
+    const end = await fx.cli(['run', fx.plan, '--json']);
+    expect(end.code, end.stderr).toBe(1);
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    const { tasks, snapshots, entries, run } = await fx.read(async (s) => {
+      const run = (await s.getRun(runId))!;
+      return { run, tasks: await s.listTasks({ runId }), snapshots: await s.listSnapshots({ runId }), entries: await s.listEntries(run.sessionId) };
+    });
+    expect(run.state).toBe('failed');
+    const steps = tasks.filter((t) => t.kind === 'plan-step');
+    expect(steps).toHaveLength(1);
+    expect(steps[0]!.error?.code).toBe('disk_exceeded');
+    expect(snapshots.map((s) => s.checkpoint)).toEqual(['upload']);
+    const out = entries.find((e) => e.kind === 'plan.step.output')!.body as { step: string; diskExceeded: boolean; snapshotId: string | null };
+    expect(out).toMatchObject({ step: 'fill', diskExceeded: true, snapshotId: null });
+    expect(end.stdout + end.stderr).not.toContain('next-ran');
+    expect(end.stdout).toContain('disk_exceeded');
+  });
+
+  it('a fork refused by the pids limit fails the step as pids_exceeded', async () => {
+    const fx = await limitedPlan('{ memoryMb: 256, commandTimeoutS: 120, pids: 12 }', [{ name: 'forks', run: 'for i in $(seq 1 30); do sleep 2 & done 2>/dev/null; wait; exit 1' }]);
+    const end = await fx.cli(['run', fx.plan, '--json']);
+    expect(end.code, end.stderr).toBe(1);
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    const tasks = await fx.read((s) => s.listTasks({ runId }));
+    const step = tasks.find((t) => t.kind === 'plan-step')!;
+    expect(step.error?.code).toBe('pids_exceeded');
+    expect((step.error?.details as { pidsLimited?: boolean } | undefined)?.pidsLimited).toBe(true);
+  });
+});
