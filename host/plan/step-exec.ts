@@ -12,6 +12,8 @@ export type StepReceipt = {
   exitCode: number;
   timedOut: boolean;
   oomKilled: boolean;
+  diskExceeded: boolean;
+  pidsLimited: boolean;
   durationMs: number;
   stdoutTail: string;
   stderrTail: string;
@@ -53,6 +55,8 @@ export async function execStep(
     exitCode: r.exitCode,
     timedOut: r.timedOut,
     oomKilled: r.oomKilled,
+    diskExceeded: r.diskExceeded,
+    pidsLimited: r.pidsLimited,
     durationMs: r.durationMs,
     stdoutTail: tail(streams.stdout.text()),
     stderrTail: tail(streams.stderr.text()),

@@ -68,13 +68,13 @@ async function prune(ctx: CliContext, run: Run): Promise<void> {
 
 async function summary(ctx: CliContext, run: Run): Promise<void> {
   const tasks = await ctx.store.listTasks({ runId: run.id });
-  const steps = tasks.filter((t) => t.kind === 'plan-step').map((t) => ({ outcome: t.outcome, status: t.status, ...((t.result ?? t.error?.details ?? {}) as Partial<StepResult>) }));
+  const steps = tasks.filter((t) => t.kind === 'plan-step').map((t) => ({ outcome: t.outcome, status: t.status, code: t.error?.code, ...((t.result ?? t.error?.details ?? {}) as Partial<StepResult>) }));
   const transitions = await ctx.store.listRunTransitions(run.id);
   const reason = transitions.at(-1)?.reason ?? '';
   emit(ctx.json, { run, reason, steps }, () =>
     [
       '',
-      table([['STEP', 'RESULT', 'EXIT', 'TIME', 'SNAPSHOT'], ...steps.map((s) => [s.step ?? '?', s.outcome ?? s.status, String(s.exitCode ?? '-'), s.durationMs === undefined ? '-' : duration(s.durationMs), s.snapshotId ?? '-'])]),
+      table([['STEP', 'RESULT', 'EXIT', 'TIME', 'SNAPSHOT'], ...steps.map((s) => [s.step ?? '?', s.code && s.code !== 'step_failed' ? s.code : (s.outcome ?? s.status), String(s.exitCode ?? '-'), s.durationMs === undefined ? '-' : duration(s.durationMs), s.snapshotId ?? '-'])]),
       '',
       `run ${run.id}: ${run.state}${reason ? ` (${reason})` : ''}`,
       run.state === 'needs_reconciliation' ? `decide with: berth reconcile ${run.id} --restore SNAPSHOT | --accept | --fail   (berth show ${run.id} lists snapshots)` : '',
