@@ -53,4 +53,12 @@ describe('resource limits end a plan step with a typed result', { timeout: 180_0
     expect(step.error?.code).toBe('pids_exceeded');
     expect((step.error?.details as { pidsLimited?: boolean } | undefined)?.pidsLimited).toBe(true);
   });
+
+  it('resource maxima beyond the engine are refused before anything is submitted, naming the field', async () => {
+    const fx = await limitedPlan('{ cpus: 4096, memoryMb: 256, commandTimeoutS: 120 }', [{ name: 'never', run: 'echo ran' }]);
+    const end = await fx.cli(['run', fx.plan]);
+    expect(end.code).not.toBe(0);
+    expect(end.stderr).toMatch(/manifest_unsupported: .*resources\.cpus: 4096 CPUs asked, the engine has \d+/);
+    expect(await fx.read((s) => s.listRuns())).toHaveLength(0);
+  });
 });

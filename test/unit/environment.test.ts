@@ -277,7 +277,7 @@ describe('checks beyond the schema', () => {
     const m = full();
     m.workspace = { path: '/etc/app', owner: '0:0', allowRootOwner: true, allowSystemPath: true } as typeof m.workspace;
     expect(parseEnvironment(JSON.stringify(m), 'env.json').workspace).toMatchObject({ path: '/etc/app', owner: '0:0' });
-    m.workspace = { path: '/etcetera', owner: '0:1000' } as typeof m.workspace;
+    m.workspace = { path: '/etcetera', owner: '1000:0' } as typeof m.workspace;
     expect(parseEnvironment(JSON.stringify(m), 'env.json').workspace.path).toBe('/etcetera');
   });
 

@@ -4,7 +4,8 @@ import { isFinalRunState, type Json, type Run } from '../../model';
 import { pruneSnapshots } from '../../snapshot';
 import type { EffectWrite } from '../../store';
 import { loadPlan, submitPlan, type PlanRunInput, type StepResult } from '../../plan';
-import { snapshotEngine } from '../../sandbox';
+import { engineCapacity, snapshotEngine } from '../../sandbox';
+import { checkEngineCapacity } from '../../../environment';
 import { EGRESS_ENTRY, type EgressAttempt } from '../../egress';
 import { createHostRuntime, type HostRuntime } from '../../runtime/host-runtime';
 import type { CliContext } from '../context';
@@ -85,6 +86,8 @@ async function summary(ctx: CliContext, run: Run): Promise<void> {
 /** `berth run PLAN`. */
 export async function runPlan(ctx: CliContext, file: string, requestId?: string): Promise<number> {
   const loaded = await loadPlan(file);
+  // Before anything is submitted: the engine's own error for these would come at container create.
+  checkEngineCapacity(loaded.environment, await engineCapacity(ctx.docker));
   const rt = await startHost(ctx, () => loaded.plan.steps.length);
   const { run, created } = await submitPlan(rt, loaded, requestId);
   if (!ctx.json) process.stderr.write(`${created ? 'started' : 'already submitted as'} run ${run.id} (${loaded.plan.steps.length} steps, image ${loaded.environment.image.ref})\n`);
