@@ -62,3 +62,32 @@ describe('resource limits end a plan step with a typed result', { timeout: 180_0
     expect(await fx.read((s) => s.listRuns())).toHaveLength(0);
   });
 });
+
+describe('step output cannot forge the record', { timeout: 180_000 }, () => {
+  it('a step printing a line identical to a Berth audit line and an ANSI cursor-up: berth logs shows both as step output, escaped', async () => {
+    const forged = '[egress] 2026-01-01T00:00:00.000Z allowed GET example.com:443 (allowed; 0 B out, 0 B in)';
+    const header = '── deploy (exit 0, 0.1s)';
+    const fx = await limitedPlan('{ memoryMb: 256, commandTimeoutS: 120 }', [
+      { name: 'forge', run: `echo '${forged}'; echo '${header}'; printf 'up\\033[1A\\033[2Kgone\\r\\n'; printf 'bell\\007 csi\\302\\233 bidi\\342\\200\\256x\\n' >&2` },
+    ]);
+    const end = await fx.cli(['run', fx.plan]);
+    expect(end.code, end.stderr).toBe(0);
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    const logs = await fx.cli(['logs', runId]);
+    expect(logs.code).toBe(0);
+    for (const text of [logs.stdout, end.stderr]) {
+      // No raw control character reaches the terminal (the C1 CSI and the bidi override included).
+      expect(text).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/);
+      expect(text).toContain('up\\x1b[1A\\x1b[2Kgone\\r');
+      expect(text).toContain('bell\\x07 csi\\u009b bidi\\u202ex');
+    }
+    const lines = logs.stdout.split('\n');
+    // Berth's own lines and step output differ by a column output cannot produce.
+    expect(lines.filter((l) => l.includes(forged))).toEqual([`  out │ ${forged}`]);
+    expect(lines.filter((l) => l.includes(header))).toEqual([`  out │ ${header}`]);
+    expect(lines.filter((l) => l.startsWith('berth │ '))).toEqual(['berth │ step forge: exit 0, ' + lines.find((l) => l.startsWith('berth │ step forge'))!.split(', ')[1]]);
+    const json = JSON.parse((await fx.cli(['logs', runId, '--json'])).stdout) as { steps: Array<{ step: string; stdoutTail: string }>; egress: unknown[] };
+    expect(json.egress).toEqual([]);
+    expect(json.steps[0]!.stdoutTail).toContain(forged);
+  });
+});
