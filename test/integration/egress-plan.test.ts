@@ -64,7 +64,7 @@ describe('network.mode allowlist in a plan run', { timeout: 180_000 }, () => {
     expect(attempts).toEqual(audit);
     const logs = await fx.cli(['logs', runId, '--json']);
     expect(JSON.parse(logs.stdout).egress.map((a: { decision: string; target: string }) => `${a.decision} ${a.target}`)).toEqual([`allow localhost:${port}`, `deny example.invalid:${port}`]);
-    expect((await fx.cli(['logs', runId])).stdout).toMatch(new RegExp(`\\[egress\\] \\S+ deny GET example\\.invalid:${port} \\(not in the allow list`));
+    expect((await fx.cli(['logs', runId])).stdout).toMatch(new RegExp(`^berth │ egress \\S+ deny GET example\\.invalid:${port} \\(not in the allow list`, "m"));
     expect(JSON.parse((await fx.cli(['show', runId, '--json'])).stdout).egress).toEqual({ allowed: 1, denied: 1 });
     expect(overrides).toHaveLength(1);
     expect(end.stderr).toContain('egress denied');
@@ -96,7 +96,7 @@ describe('network.mode allowlist in a plan run', { timeout: 180_000 }, () => {
       ['egress.open', 'open', [`${address}:${port}`]],
       ['egress.override', 'open', [`${address}:${port}`]],
     ]);
-    expect((await fx.cli(['logs', runId])).stdout).toContain('[network] open: outside hosts reachable, not audited');
+    expect((await fx.cli(['logs', runId])).stdout).toContain('berth │ network open: outside hosts reachable, not audited');
     await expectNothingLeft(fx);
   });
 

@@ -9,7 +9,7 @@ import { checkEngineCapacity } from '../../../environment';
 import { EGRESS_ENTRY, type EgressAttempt } from '../../egress';
 import { createHostRuntime, type HostRuntime } from '../../runtime/host-runtime';
 import type { CliContext } from '../context';
-import { duration, emit, table } from '../output';
+import { duration, emit, escapeControl, LOG_COLUMN, outputLines, table } from '../output';
 import { getRunOrThrow } from './runs';
 import { progressPrinter } from './progress';
 
@@ -227,13 +227,16 @@ export async function logs(ctx: CliContext, runId: string): Promise<number> {
   const steps = entries.filter((e) => e.kind === 'plan.step.output').map((e) => e.body as unknown as StepResult);
   const egress = entries.filter((e) => e.kind === EGRESS_ENTRY).map((e) => e.body as unknown as Omit<EgressAttempt, 'runId'>);
   const network = entries.filter((e) => e.kind === 'egress.open' || e.kind === 'egress.override').map((e) => ({ kind: e.kind, ...(e.body as object) }));
+  // Berth's own lines start with `berth │`, command output with `  out │`/`  err │` (escaped): a step
+  // that prints a line looking like an audit line still shows as output. --json keeps them apart by field.
+  const own = (text: string) => LOG_COLUMN.berth + escapeControl(text);
   emit(ctx.json, { runId, steps, egress, network }, () =>
     [
-      ...network.map((n) => (n.kind === 'egress.open' ? '[network] open: outside hosts reachable, not audited' : '[network] allow list accepted with allowOverride')),
-      steps.length === 0
-        ? `run ${runId} has no finished steps yet`
-        : steps.map((s) => [`── ${s.step} (exit ${s.exitCode}, ${duration(s.durationMs)})`, s.stdoutTail.trimEnd(), s.stderrTail ? `[stderr]\n${s.stderrTail.trimEnd()}` : ''].filter(Boolean).join('\n')).join('\n'),
-      ...egress.map((a) => `[egress] ${new Date(a.at).toISOString()} ${a.decision} ${a.method} ${a.target} (${a.reason}; ${a.bytesOut} B out, ${a.bytesIn} B in)`),
+      ...network.map((n) => own(n.kind === 'egress.open' ? 'network open: outside hosts reachable, not audited' : 'network: allow list accepted with allowOverride')),
+      ...(steps.length === 0
+        ? [own(`run ${runId} has no finished steps yet`)]
+        : steps.flatMap((s) => [own(`step ${s.step}: exit ${s.exitCode}, ${duration(s.durationMs)}${s.diskExceeded ? ', disk_exceeded' : ''}${s.pidsLimited ? ', pids_exceeded' : ''}`), ...outputLines('stdout', s.stdoutTail), ...outputLines('stderr', s.stderrTail)])),
+      ...egress.map((a) => own(`egress ${new Date(a.at).toISOString()} ${a.decision} ${a.method} ${a.target} (${a.reason}; ${a.bytesOut} B out, ${a.bytesIn} B in)`)),
     ].join('\n'),
   );
   return 0;
