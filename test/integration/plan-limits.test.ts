@@ -1,4 +1,6 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { planFixture } from '../support/plan-fixture';
 
@@ -89,5 +91,36 @@ describe('step output cannot forge the record', { timeout: 180_000 }, () => {
     const json = JSON.parse((await fx.cli(['logs', runId, '--json'])).stdout) as { steps: Array<{ step: string; stdoutTail: string }>; egress: unknown[] };
     expect(json.egress).toEqual([]);
     expect(json.steps[0]!.stdoutTail).toContain(forged);
+  });
+});
+
+describe('uploads say what they skipped', { timeout: 180_000 }, () => {
+  it('a FIFO and a socket in the workspace are named in the run record, not silently dropped', async () => {
+    const fx = await limitedPlan('{ memoryMb: 256, commandTimeoutS: 120 }', [{ name: 'ls', run: 'ls' }]);
+    execFileSync('mkfifo', [`${fx.dir}/ws/pipe`]);
+    const server = createServer();
+    await new Promise<void>((res) => server.listen(`${fx.dir}/ws/sock`, res));
+    try {
+      const end = await fx.cli(['run', fx.plan]);
+      expect(end.code, end.stderr).toBe(0);
+      expect(end.stderr).toContain('skipped 2 special files (pipe: fifo, sock: socket)');
+      const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+      const entries = await fx.read(async (s) => s.listEntries((await s.getRun(runId))!.sessionId));
+      const upload = entries.find((e) => e.kind === 'sandbox.upload')?.body;
+      expect(upload).toMatchObject({ files: 1, skipped: [{ path: 'pipe', kind: 'fifo' }, { path: 'sock', kind: 'socket' }] });
+    } finally {
+      server.close();
+    }
+  });
+
+  it('a workspace symlink that leaves the directory is refused before any sandbox is leased', async () => {
+    const fx = await limitedPlan('{ memoryMb: 256, commandTimeoutS: 120 }', [{ name: 'ls', run: 'ls' }]);
+    symlinkSync('../../etc/passwd', `${fx.dir}/ws/escape`);
+    const end = await fx.cli(['run', fx.plan]);
+    expect(end.code).not.toBe(0);
+    expect(end.stderr).toContain('path_escape');
+    expect(end.stderr).toContain('escape -> ../../etc/passwd');
+    expect(await fx.read((s) => s.listRuns())).toHaveLength(0);
+    expect(await fx.docker.listContainers({ all: true, filters: { label: [`berth.host=${fx.hostId}`] } })).toHaveLength(0);
   });
 });
