@@ -26,11 +26,14 @@ export function planHandlers(sb: PlanSandbox, progress: (p: PlanProgress) => voi
         const runId = ctx.task.runId!;
         const lease = await sb.leaseFresh(runId, ctx.task.sessionId, input.environment, ctx.signal);
         progress({ type: 'sandbox', runId, message: `leased ${lease.id} (container ${lease.containerId.slice(0, 12)})` });
+        const writes: NonNullable<Decision['writes']> = { documents: [{ documentId: sandboxDocId(runId), create: { type: SANDBOX_DOC } }] };
         if (input.workspaceDir) {
           const up = await lease.uploadDir(input.workspaceDir, input.environment.workspace.path);
-          progress({ type: 'sandbox', runId, message: `uploaded ${up.files} files (${up.bytes} bytes) from ${input.workspaceDir}` });
+          const skipped = up.skipped.length ? `; skipped ${up.skipped.length} special files (${up.skipped.map((s) => `${s.path}: ${s.kind}`).join(', ')})` : '';
+          progress({ type: 'sandbox', runId, message: `uploaded ${up.files} files (${up.bytes} bytes) from ${input.workspaceDir}${skipped}` });
+          // On the run's record: FIFOs, sockets and devices cannot be uploaded, and the operator should know which were left out.
+          writes.entries = [{ kind: 'sandbox.upload', body: { from: input.workspaceDir, files: up.files, bytes: up.bytes, skipped: up.skipped } as unknown as Json }];
         }
-        const writes: NonNullable<Decision['writes']> = { documents: [{ documentId: sandboxDocId(runId), create: { type: SANDBOX_DOC } }] };
         if (input.environment.snapshot.policy === 'never') {
           const digest = await sb.digest(lease, input.environment, ctx.signal);
           writes.documents!.push({ documentId: sandboxDocId(runId), op: { leaseId: lease.id, workspaceDigest: digest } });

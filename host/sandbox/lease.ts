@@ -2,7 +2,7 @@ import type Dockerode from 'dockerode';
 import type { Logger } from 'pino';
 import { BerthError, type ErrorIds } from '../errors';
 import type { Clock } from '../support/clock';
-import type { Owner } from './archive-pack';
+import type { Owner, SkippedEntry } from './archive-pack';
 import { DiskGuard, type DiskGuardOptions } from './disk-guard';
 import { isNotFound } from './engine-errors';
 import type { EngineEvents } from './engine-events';
@@ -135,7 +135,8 @@ export class Lease implements AsyncDisposable {
     return files.list(this.fileCtx, path);
   }
 
-  uploadDir(hostDir: string, toPath: string): Promise<{ files: number; bytes: number }> {
+  /** Uploads a host directory; `skipped` names the FIFOs, sockets and devices it could not carry. */
+  uploadDir(hostDir: string, toPath: string): Promise<{ files: number; bytes: number; skipped: SkippedEntry[] }> {
     this.assertLive();
     return files.uploadDir(this.fileCtx, hostDir, toPath);
   }
