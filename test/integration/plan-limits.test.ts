@@ -2,6 +2,8 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { join } from 'node:path';
+import { startModelServer } from '../support/model-server';
 import { planFixture } from '../support/plan-fixture';
 
 let fx: Awaited<ReturnType<typeof planFixture>> | undefined;
@@ -43,6 +45,24 @@ describe('resource limits end a plan step with a typed result', { timeout: 180_0
     expect(out).toMatchObject({ step: 'fill', diskExceeded: true, snapshotId: null });
     expect(end.stdout + end.stderr).not.toContain('next-ran');
     expect(end.stdout).toContain('disk_exceeded');
+  });
+
+  it('an agent tool call that takes the sandbox over diskMb gets disk_exceeded and its state is not snapshotted', async () => {
+    const fx = await limitedPlan('{ memoryMb: 256, commandTimeoutS: 120, diskMb: 40 }', []);
+    const model = await startModelServer([
+      { toolCalls: [{ name: 'exec', arguments: { command: 'for i in 1 2 3; do dd if=/dev/zero of=f$i bs=1M count=20 2>/dev/null; done' } }] },
+      { content: 'done' },
+    ]);
+    try {
+      const envFile = join(fx.dir, 'env.yaml');
+      await fx.cli(['agent', 'fill it', '--env', envFile, '--workspace', join(fx.dir, 'ws'), '--model', 'scripted-1', '--base-url', model.url, '--api-key-env', 'TEST_MODEL_KEY'], { TEST_MODEL_KEY: 'sk-test' });
+      const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+      const { tasks, snapshots } = await fx.read(async (s) => ({ tasks: await s.listTasks({ runId }), snapshots: await s.listSnapshots({ runId }) }));
+      expect(tasks.find((t) => t.kind === 'agent-tool')?.error?.code).toBe('disk_exceeded');
+      expect(snapshots.map((s) => s.checkpoint)).toEqual(['agent:start']);
+    } finally {
+      await model.close();
+    }
   });
 
   it('a fork refused by the pids limit fails the step as pids_exceeded', async () => {
