@@ -117,6 +117,7 @@ export class PlanSandbox {
    */
   async snapshot(runId: string, sessionId: string, env: Environment, lease: Lease, checkpoint: string, parentId: string | null, signal: AbortSignal) {
     const id = newId('snap');
+    if (await lease.overDiskLimit()) throw new BerthError('disk_exceeded', `the sandbox is over its disk limit of ${env.resources.diskMb} MB; its state is not snapshotted`, { ids: { runId, leaseId: lease.id } });
     // Refuses (typed) a change holding a secret; an allowed one comes back as a label on the image.
     const held = await checkSnapshotSecrets(lease, env.secrets, { ids: { runId, leaseId: lease.id }, signal });
     const taken = await this.d.snapshots.take(this.target(lease, env), {

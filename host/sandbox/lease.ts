@@ -114,6 +114,16 @@ export class Lease implements AsyncDisposable {
     return runExec(this.execHost, cmd, opts);
   }
 
+  /**
+   * True when the writable layer is over `diskMb` now. Measures only when it could be (see
+   * README "Disk"), so a small layer costs nothing; a snapshot must never take an over-limit layer.
+   */
+  async overDiskLimit(): Promise<boolean> {
+    this.assertLive();
+    if (!this.disk.mayExceed()) return false;
+    return (await this.disk.measure(performance.now())) > this.disk.limitBytes;
+  }
+
   /** Every path the container changed against its image (`docker diff`, absolute paths). */
   changes(): Promise<Change[]> {
     this.assertLive();
