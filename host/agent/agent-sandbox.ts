@@ -51,7 +51,7 @@ export class AgentSandbox {
     if (input.workspaceDir) {
       const up = await lease.uploadDir(input.workspaceDir, env.workspace.path);
       // FIFOs, sockets and devices cannot be uploaded: the run's record names them.
-      writes.entries = [{ kind: 'sandbox.upload', body: { from: input.workspaceDir, files: up.files, bytes: up.bytes, skipped: up.skipped } as unknown as Json }];
+      if (up.skipped.length) writes.entries = [{ kind: 'sandbox.upload', body: { from: input.workspaceDir, files: up.files, bytes: up.bytes, skipped: up.skipped } as unknown as Json }];
     }
     if (env.snapshot.policy === 'after-each-step') {
       const s = await this.d.plan.snapshot(sessionId, sessionId, env, lease, 'agent:start', null, ctx.signal);

@@ -32,7 +32,7 @@ export function planHandlers(sb: PlanSandbox, progress: (p: PlanProgress) => voi
           const skipped = up.skipped.length ? `; skipped ${up.skipped.length} special files (${up.skipped.map((s) => `${s.path}: ${s.kind}`).join(', ')})` : '';
           progress({ type: 'sandbox', runId, message: `uploaded ${up.files} files (${up.bytes} bytes) from ${input.workspaceDir}${skipped}` });
           // On the run's record: FIFOs, sockets and devices cannot be uploaded, and the operator should know which were left out.
-          writes.entries = [{ kind: 'sandbox.upload', body: { from: input.workspaceDir, files: up.files, bytes: up.bytes, skipped: up.skipped } as unknown as Json }];
+          if (up.skipped.length) writes.entries = [{ kind: 'sandbox.upload', body: { from: input.workspaceDir, files: up.files, bytes: up.bytes, skipped: up.skipped } as unknown as Json }];
         }
         if (input.environment.snapshot.policy === 'never') {
           const digest = await sb.digest(lease, input.environment, ctx.signal);
