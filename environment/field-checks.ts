@@ -15,6 +15,16 @@ export const SECRET_NAME = /^[A-Z][A-Z0-9_]*$/;
 /** A numeric `uid:gid`, because the image's passwd file may not know the host's names. */
 export const OWNER = /^\d+:\d+$/;
 
+/** An owner whose uid is 0: commands would run as root in the sandbox. */
+export const ROOT_OWNER = /^0+:\d+$/;
+
+const SYSTEM_AREAS = ['/proc', '/sys', '/dev', '/etc'];
+
+/** The system directory a workspace path is (or lies under), when it is one: a workspace there overlays what the kernel or image needs. */
+export function systemArea(path: string): string | undefined {
+  return SYSTEM_AREAS.find((a) => path === a || path.startsWith(`${a}/`));
+}
+
 const HOST_LABEL = '[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?';
 const HOST = new RegExp(`^(?:\\*\\.)?${HOST_LABEL}(?:\\.${HOST_LABEL})*$`);
 

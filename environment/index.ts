@@ -3,6 +3,7 @@ export { parseEnvironment, loadEnvironment, parseWithSchema } from './parse';
 export { canonicalJson, fingerprint } from './fingerprint';
 export { withImageDigest } from './lock';
 export { checkSupported, requireLocked } from './checks';
+export { checkEngineCapacity, type EngineCapacity } from './engine-checks';
 export { satisfiesRange, isRange, isVersion } from './semver-range';
 export { environmentJsonSchema, JSON_SCHEMA_FILE } from './json-schema';
 export type { ManifestIssue } from './issues';

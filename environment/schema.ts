@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { DIGEST, IMAGE_REF, OWNER, SECRET_NAME, allowPatternProblem, workspacePathProblem } from './field-checks';
+import { DIGEST, IMAGE_REF, OWNER, ROOT_OWNER, SECRET_NAME, allowPatternProblem, systemArea, workspacePathProblem } from './field-checks';
 import { VERSION, isRange, isVersion, satisfiesRange } from './semver-range';
 
 // Sections with defaults use `prefault`, not `default`: zod v4 returns a `default` value as-is,
@@ -31,6 +31,17 @@ const workspace = z
         if (problem) ctx.addIssue({ code: 'custom', message: problem });
       }),
     owner: z.string().regex(OWNER, 'a numeric uid:gid such as 1000:1000').default('1000:1000'),
+    allowRootOwner: z.boolean().optional().describe('Explicitly let commands run as uid 0 (owner "0:..."); without it a root owner is refused'),
+    allowSystemPath: z.boolean().optional().describe('Explicitly allow a workspace under /proc, /sys, /dev or /etc; without it such a path is refused'),
+  })
+  .superRefine((w, ctx) => {
+    if (ROOT_OWNER.test(w.owner) && !w.allowRootOwner) {
+      ctx.addIssue({ code: 'custom', path: ['owner'], message: 'a non-root uid:gid such as 1000:1000, or allowRootOwner: true (commands would run as root)' });
+    }
+    const area = systemArea(w.path);
+    if (area && !w.allowSystemPath) {
+      ctx.addIssue({ code: 'custom', path: ['path'], message: `a path outside ${area}, or allowSystemPath: true (the workspace would overlay system files)` });
+    }
   })
   .prefault({});
 
@@ -75,6 +86,12 @@ const secret = z.strictObject({
   from: secretSource,
   expose: z.enum(['env', 'file']),
   to: z.array(z.string().min(1)).describe('Tool names or plan step names that may see the secret'),
+  // Optional rather than defaulted: a default would add the field to every parsed manifest and so
+  // change the fingerprint of environments that never mention it.
+  allowInWorkspace: z
+    .boolean()
+    .optional()
+    .describe('Let a snapshot hold this secret in a changed file (else the snapshot is refused); such snapshot images are labelled berth.secret-material and must never be pushed'),
 });
 
 const secrets = z

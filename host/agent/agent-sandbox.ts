@@ -47,8 +47,12 @@ export class AgentSandbox {
     if (await ctx.readDocument(docId)) return this.ensure(ctx, input);
     const env = input.environment;
     const lease = await this.d.plan.leaseFresh(sessionId, sessionId, env, ctx.signal);
-    if (input.workspaceDir) await lease.uploadDir(input.workspaceDir, env.workspace.path);
     const writes: NonNullable<Decision['writes']> = { documents: [{ documentId: docId, create: { type: SANDBOX_DOC } }] };
+    if (input.workspaceDir) {
+      const up = await lease.uploadDir(input.workspaceDir, env.workspace.path);
+      // FIFOs, sockets and devices cannot be uploaded: the run's record names them.
+      if (up.skipped.length) writes.entries = [{ kind: 'sandbox.upload', body: { from: input.workspaceDir, files: up.files, bytes: up.bytes, skipped: up.skipped } as unknown as Json }];
+    }
     if (env.snapshot.policy === 'after-each-step') {
       const s = await this.d.plan.snapshot(sessionId, sessionId, env, lease, 'agent:start', null, ctx.signal);
       writes.snapshots = [s.record];

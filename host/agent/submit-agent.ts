@@ -1,4 +1,5 @@
 import { checkEgressPolicy, checkSupported, fingerprint, networkRunRecords, type Environment } from '../../environment';
+import { scanHostDir } from '../sandbox';
 import { BerthError } from '../errors';
 import { submit, type HandlerRegistry, type Kernel, type Submitted } from '../kernel';
 import { isFinalRunState } from '../model';
@@ -35,6 +36,8 @@ async function submitRun(deps: Deps, input: AgentRunInput, requestId: string, se
   // Checked per run, not per session: a session continued on another machine meets other host addresses.
   checkSupported(input.environment);
   const accepted = await checkEgressPolicy(input.environment);
+  // A workspace symlink leaving the directory is refused now, before a run exists or a sandbox is leased.
+  if (input.workspaceDir) await scanHostDir(input.workspaceDir);
   const network = networkRunRecords(input.environment, accepted).map((r) => ({ kind: r.kind, body: json(r.body) }));
   return submit(deps, {
     requestId,

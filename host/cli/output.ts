@@ -27,3 +27,35 @@ export function table(rows: string[][]): string {
   const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
   return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')).join('\n');
 }
+
+// C0 controls but newline and tab, DEL, C1 controls (U+009B is a one-character CSI on many
+// terminals) and the bidi embeddings, overrides and isolates that reorder what a line shows.
+const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+
+/**
+ * `text` with every terminal control character written out as an escape (`\x1b`, `\r`,
+ * `\u009b`), so command output can neither move the cursor, rewrite a line, ring, retitle the
+ * terminal nor reorder what it shows. Used on everything a command printed before it reaches
+ * the operator's terminal; stored output stays as it was.
+ */
+export function escapeControl(text: string): string {
+  return text.replace(CONTROL, (c) => {
+    const code = c.charCodeAt(0);
+    if (c === '\r') return '\\r';
+    return code < 0x80 ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`;
+  });
+}
+
+/**
+ * The column that starts every line `berth logs` prints: `berth │` for Berth's own lines, `  out │`
+ * or `  err │` for what a command printed. Output is split at newlines and escaped, so a command
+ * can never start a line of its own: whatever it prints sits after an output column.
+ */
+export const LOG_COLUMN = { berth: 'berth │ ', stdout: '  out │ ', stderr: '  err │ ' } as const;
+
+/** A command's output as `berth logs` lines: escaped, each line behind its stream's column. */
+export function outputLines(stream: 'stdout' | 'stderr', text: string): string[] {
+  const trimmed = text.replace(/\n$/, '');
+  if (trimmed === '') return [];
+  return trimmed.split('\n').map((line) => LOG_COLUMN[stream] + escapeControl(line));
+}

@@ -26,11 +26,14 @@ export function planHandlers(sb: PlanSandbox, progress: (p: PlanProgress) => voi
         const runId = ctx.task.runId!;
         const lease = await sb.leaseFresh(runId, ctx.task.sessionId, input.environment, ctx.signal);
         progress({ type: 'sandbox', runId, message: `leased ${lease.id} (container ${lease.containerId.slice(0, 12)})` });
+        const writes: NonNullable<Decision['writes']> = { documents: [{ documentId: sandboxDocId(runId), create: { type: SANDBOX_DOC } }] };
         if (input.workspaceDir) {
           const up = await lease.uploadDir(input.workspaceDir, input.environment.workspace.path);
-          progress({ type: 'sandbox', runId, message: `uploaded ${up.files} files (${up.bytes} bytes) from ${input.workspaceDir}` });
+          const skipped = up.skipped.length ? `; skipped ${up.skipped.length} special files (${up.skipped.map((s) => `${s.path}: ${s.kind}`).join(', ')})` : '';
+          progress({ type: 'sandbox', runId, message: `uploaded ${up.files} files (${up.bytes} bytes) from ${input.workspaceDir}${skipped}` });
+          // On the run's record: FIFOs, sockets and devices cannot be uploaded, and the operator should know which were left out.
+          if (up.skipped.length) writes.entries = [{ kind: 'sandbox.upload', body: { from: input.workspaceDir, files: up.files, bytes: up.bytes, skipped: up.skipped } as unknown as Json }];
         }
-        const writes: NonNullable<Decision['writes']> = { documents: [{ documentId: sandboxDocId(runId), create: { type: SANDBOX_DOC } }] };
         if (input.environment.snapshot.policy === 'never') {
           const digest = await sb.digest(lease, input.environment, ctx.signal);
           writes.documents!.push({ documentId: sandboxDocId(runId), op: { leaseId: lease.id, workspaceDigest: digest } });
@@ -68,9 +71,11 @@ export function planHandlers(sb: PlanSandbox, progress: (p: PlanProgress) => voi
           return park('interrupted', `step ${step.name} (replay never) was in flight when the host stopped; it may or may not have run`);
         }
         if (result?.reconcile) return park('reconcile', `before step ${step.name}: ${result.reconcile}`);
-        if (child.outcome === 'error' && !step.allowFailure) {
+        // Over the disk limit the sandbox cannot be snapshotted or trusted: allowFailure does not go on.
+        const stop = child.error?.code === 'disk_exceeded';
+        if (child.outcome === 'error' && (!step.allowFailure || stop)) {
           await sb.finish(ctx.task.runId!);
-          return { type: 'fail', error: { code: 'step_failed', message: `step ${step.name} failed: ${child.error?.message ?? 'unknown'}` } };
+          return { type: 'fail', error: { code: stop ? 'disk_exceeded' : 'step_failed', message: `step ${step.name} failed: ${child.error?.message ?? 'unknown'}` } };
         }
         return { type: 'next', phase: 'step', checkpoint: { index: cp.index + 1, generation: cp.generation } as unknown as Json };
       },
@@ -140,7 +145,8 @@ async function runStep(ctx: PhaseContext, sb: PlanSandbox, progress: (p: PlanPro
   progress({ type: 'step-start', runId, index, step: step.name, command: step.run });
   let secrets: ResolvedSecret[];
   try {
-    secrets = await resolveSecrets(env.secrets, step.secrets, { runId, taskId: ctx.task.id });
+    // Every secret of the run, not only the step's: a value one step stashed can be printed by any later one.
+    secrets = await resolveSecrets(env.secrets, [...new Set(input.plan.steps.flatMap((s) => s.secrets))], { runId, taskId: ctx.task.id });
   } catch (err) {
     if (!isBerthError(err)) throw err;
     return { type: 'fail', error: { code: err.code, message: `step ${step.name}: ${err.message}` } };
@@ -157,9 +163,16 @@ async function runStep(ctx: PhaseContext, sb: PlanSandbox, progress: (p: PlanPro
       }),
   );
   if (out.status === 'uncertain') return { type: 'interrupt', reason: out.reason, result: { step: step.name, interrupted: true } };
-  const r = out.receipt as { exitCode: number; timedOut: boolean; oomKilled: boolean; durationMs: number; stdoutTail: string; stderrTail: string };
+  const r = out.receipt as { exitCode: number; timedOut: boolean; oomKilled: boolean; diskExceeded?: boolean; pidsLimited?: boolean; durationMs: number; stdoutTail: string; stderrTail: string };
   const writes: NonNullable<Decision['writes']> = {};
   let snapshotId: string | null = null;
+  if (r.diskExceeded) {
+    // The layer is over the limit: never snapshotted (nor measured again), and the run stops here.
+    const result: StepResult = { step: step.name, exitCode: r.exitCode, timedOut: r.timedOut, oomKilled: r.oomKilled, diskExceeded: true, pidsLimited: r.pidsLimited ?? false, durationMs: r.durationMs, snapshotId: null, stdoutTail: r.stdoutTail, stderrTail: r.stderrTail };
+    progress({ type: 'step-end', runId, index, step: step.name, exitCode: r.exitCode, durationMs: r.durationMs, snapshotId: null });
+    const message = `${step.name} wrote more than the sandbox's disk limit of ${env.resources.diskMb} MB (all files together); its state was not snapshotted`;
+    return { type: 'fail', error: { code: 'disk_exceeded', message, details: result as unknown as Json }, writes: { entries: [{ kind: 'plan.step.output', body: result as unknown as Json }] } };
+  }
   if (env.snapshot.policy === 'after-each-step') {
     const s = await sb.snapshot(runId, ctx.task.sessionId, env, sb.held(runId) ?? lease, `step:${index}:${step.name}`, ptr.snapshotId, ctx.signal).catch((err: unknown) => {
       throw sandboxLost(err, sb, runId);
@@ -171,12 +184,12 @@ async function runStep(ctx: PhaseContext, sb: PlanSandbox, progress: (p: PlanPro
     docOps.push({ workspaceDigest: await sb.digest(lease, env, ctx.signal) });
   }
   writes.documents = docOps.map((op) => ({ documentId: sandboxDocId(runId), op }));
-  const result: StepResult = { step: step.name, exitCode: r.exitCode, timedOut: r.timedOut, oomKilled: r.oomKilled, durationMs: r.durationMs, snapshotId, stdoutTail: r.stdoutTail, stderrTail: r.stderrTail };
+  const result: StepResult = { step: step.name, exitCode: r.exitCode, timedOut: r.timedOut, oomKilled: r.oomKilled, diskExceeded: false, pidsLimited: r.pidsLimited ?? false, durationMs: r.durationMs, snapshotId, stdoutTail: r.stdoutTail, stderrTail: r.stderrTail };
   writes.entries = [{ kind: 'plan.step.output', body: result as unknown as Json }];
   progress({ type: 'step-end', runId, index, step: step.name, exitCode: r.exitCode, durationMs: r.durationMs, snapshotId });
   if (r.exitCode === 0 && !r.timedOut) return { type: 'complete', result: result as unknown as Json, writes };
-  const why = r.timedOut ? 'timed out' : r.oomKilled ? `was killed for memory (exit ${r.exitCode})` : `exited ${r.exitCode}`;
-  return { type: 'fail', error: { code: 'step_failed', message: `${step.name} ${why}`, details: result as unknown as Json }, writes };
+  const why = r.timedOut ? 'timed out' : r.oomKilled ? `was killed for memory (exit ${r.exitCode})` : r.pidsLimited ? `could not fork: the sandbox's pids limit of ${env.resources.pids} was reached (exit ${r.exitCode})` : `exited ${r.exitCode}`;
+  return { type: 'fail', error: { code: r.pidsLimited ? 'pids_exceeded' : 'step_failed', message: `${step.name} ${why}`, details: result as unknown as Json }, writes };
 }
 
 /** Carries out the operator's decision, then continues the steps with the run in `reconciling`. */

@@ -4,6 +4,7 @@ import { BerthError } from '../errors';
 import { checkEgressPolicy, checkSupported, fingerprint, loadEnvironment, parseWithSchema, requireLocked, type Environment } from '../../environment';
 import { PlanSchema, type Plan } from './plan-schema';
 import { checkSecretGrants } from '../secrets';
+import { scanHostDir } from '../sandbox';
 
 /** A plan with its paths resolved and its environment loaded, validated and pinned. */
 export interface LoadedPlan {
@@ -41,6 +42,9 @@ export async function loadPlan(file: string): Promise<LoadedPlan> {
     if (!info?.isDirectory()) {
       throw new BerthError('plan_invalid', `${file}: workspace: expected a directory, found ${info ? 'a file' : 'nothing'} at ${workspaceDir}`, { details: { file, path: 'workspace' } });
     }
+    // The walk the upload does, done now: a symlink leaving the directory (path_escape) is refused
+    // before anything is submitted or leased. The upload walks again and refuses one made since.
+    await scanHostDir(workspaceDir);
   }
   return { file: path, plan, environmentFile, environment, envFingerprint: fingerprint(environment), workspaceDir };
 }

@@ -31,6 +31,10 @@ export interface StepResult {
   exitCode: number;
   timedOut: boolean;
   oomKilled: boolean;
+  /** The sandbox's writable layer went over `diskMb` (absent in results written before it was recorded). */
+  diskExceeded?: boolean;
+  /** A fork was refused by the pids limit. */
+  pidsLimited?: boolean;
   durationMs: number;
   snapshotId: string | null;
   stdoutTail: string;

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { satisfiesRange, type Environment } from '../../environment';
 import { BerthError, isBerthError } from '../errors';
 import type { Lease, SandboxHost } from '../sandbox';
+import { checkSnapshotSecrets } from '../secrets';
 import type { Snapshotter } from '../snapshot';
 import type { NewSnapshot, Store } from '../store';
 import type { Clock } from '../support';
@@ -116,9 +117,12 @@ export class PlanSandbox {
    */
   async snapshot(runId: string, sessionId: string, env: Environment, lease: Lease, checkpoint: string, parentId: string | null, signal: AbortSignal) {
     const id = newId('snap');
+    if (await lease.overDiskLimit()) throw new BerthError('disk_exceeded', `the sandbox is over its disk limit of ${env.resources.diskMb} MB; its state is not snapshotted`, { ids: { runId, leaseId: lease.id } });
+    // Refuses (typed) a change holding a secret; an allowed one comes back as a label on the image.
+    const held = await checkSnapshotSecrets(lease, env.secrets, { ids: { runId, leaseId: lease.id }, signal });
     const taken = await this.d.snapshots.take(this.target(lease, env), {
       snapshotId: id,
-      labels: { 'berth.snapshot': id, 'berth.session': sessionId, 'berth.run': runId, 'berth.host': this.d.sandbox.hostId },
+      labels: { 'berth.snapshot': id, 'berth.session': sessionId, 'berth.run': runId, 'berth.host': this.d.sandbox.hostId, ...held },
       signal,
     });
     const record: NewSnapshotRecord = { id, leaseId: lease.id, imageId: taken.imageId, workspaceDigest: taken.workspaceDigest, sizeBytes: taken.layerBytes, checkpoint, parentId };

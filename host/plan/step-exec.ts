@@ -12,6 +12,8 @@ export type StepReceipt = {
   exitCode: number;
   timedOut: boolean;
   oomKilled: boolean;
+  diskExceeded: boolean;
+  pidsLimited: boolean;
   durationMs: number;
   stdoutTail: string;
   stderrTail: string;
@@ -19,9 +21,10 @@ export type StepReceipt = {
 };
 
 /**
- * Runs a plan step's command with its secrets exposed for this exec only. Everything that leaves
- * here (live progress and the receipt) is scrubbed of the secrets' values first: the receipt is
- * committed to the store and the progress is printed, and neither may hold a secret.
+ * Runs a plan step's command with its own secrets exposed for this exec only. `secrets` are all
+ * the run's secrets: everything that leaves here (live progress and the receipt) is scrubbed of
+ * every one of them, granted to this step or not, since the receipt is committed to the store and
+ * the progress is printed, and neither may hold a secret.
  */
 export async function execStep(
   lease: Lease,
@@ -36,7 +39,8 @@ export async function execStep(
   const emit = (stream: 'stdout' | 'stderr', text: string) => {
     if (text) o.progress({ type: 'step-output', runId: o.runId, index: o.index, step: step.name, stream, text });
   };
-  const r = await withSecrets(lease, secrets, (secretEnv) =>
+  const granted = secrets.filter((s) => step.secrets.includes(s.name));
+  const r = await withSecrets(lease, granted, (secretEnv) =>
     lease.exec(['sh', '-c', step.run], {
       // Secrets last: a step's plain `env` must not shadow what the manifest grants.
       env: { ...step.env, ...secretEnv },
@@ -51,6 +55,8 @@ export async function execStep(
     exitCode: r.exitCode,
     timedOut: r.timedOut,
     oomKilled: r.oomKilled,
+    diskExceeded: r.diskExceeded,
+    pidsLimited: r.pidsLimited,
     durationMs: r.durationMs,
     stdoutTail: tail(streams.stdout.text()),
     stderrTail: tail(streams.stderr.text()),

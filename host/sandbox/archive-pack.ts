@@ -47,16 +47,24 @@ interface HostEntry {
   mtime: Date;
 }
 
+/** A host directory entry an upload cannot carry (a tar of it would be meaningless in the sandbox). */
+export interface SkippedEntry {
+  path: string;
+  kind: 'fifo' | 'socket' | 'device';
+}
+
 /**
  * Walks a host directory and refuses (`path_escape`) any symlink whose target is absolute or
  * resolves outside it: such a link would make the sandbox see a path the uploader never meant to
- * give. Sockets, fifos and devices are skipped. Returns the entries and their total size.
+ * give. Sockets, fifos and devices are not uploaded; they are returned in `skipped` so callers say
+ * so. Returns the entries and their total size.
  */
-export async function scanHostDir(root: string): Promise<{ entries: HostEntry[]; bytes: number }> {
+export async function scanHostDir(root: string): Promise<{ entries: HostEntry[]; bytes: number; skipped: SkippedEntry[] }> {
   const base = resolve(root);
   const top = await lstat(base).catch(() => undefined);
   if (!top?.isDirectory()) throw new BerthError('not_found', `host directory ${root} does not exist or is not a directory`);
   const entries: HostEntry[] = [];
+  const skipped: SkippedEntry[] = [];
   let bytes = 0;
   const walk = async (dir: string): Promise<void> => {
     for (const name of (await readdir(dir)).sort()) {
@@ -73,11 +81,13 @@ export async function scanHostDir(root: string): Promise<{ entries: HostEntry[];
         const linkname = await readlink(abs);
         checkHostLink(rel, linkname);
         entries.push({ rel, kind: 'symlink', linkname, size: 0, mode: 0o777, mtime: st.mtime });
+      } else {
+        skipped.push({ path: rel, kind: st.isFIFO() ? 'fifo' : st.isSocket() ? 'socket' : 'device' });
       }
     }
   };
   await walk(base);
-  return { entries, bytes };
+  return { entries, bytes, skipped };
 }
 
 function checkHostLink(rel: string, linkname: string): void {

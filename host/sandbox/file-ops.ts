@@ -6,7 +6,7 @@ import type { Readable } from 'node:stream';
 import { randomBytes } from 'node:crypto';
 import { BerthError, type ErrorIds } from '../errors';
 import { extractArchive, readSingleFile } from './archive-extract';
-import { packHostDir, scanHostDir, singleFileTar, type Owner } from './archive-pack';
+import { packHostDir, scanHostDir, singleFileTar, type Owner, type SkippedEntry } from './archive-pack';
 import type { DiskGuard } from './disk-guard';
 import { engineError } from './engine-errors';
 import type { ExecResult } from './exec-types';
@@ -129,7 +129,7 @@ export async function list(ctx: FileContext, path: string): Promise<DirEntry[]> 
 const escapeRe = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 /** Uploads a host directory's contents into `toPath`, owned by the workspace owner. */
-export async function uploadDir(ctx: FileContext, hostDir: string, toPath: string): Promise<{ files: number; bytes: number }> {
+export async function uploadDir(ctx: FileContext, hostDir: string, toPath: string): Promise<{ files: number; bytes: number; skipped: SkippedEntry[] }> {
   const scan = await scanHostDir(hostDir);
   const r = await resolvePath(ctx, toPath);
   if (r.stat && !isDir(r.stat)) throw new BerthError('not_a_directory', `${toPath} exists and is not a directory`, { ids: ctx.ids });
@@ -142,7 +142,7 @@ export async function uploadDir(ctx: FileContext, hostDir: string, toPath: strin
     throw engineError(`upload to ${toPath}`, err, ctx.ids);
   }
   ctx.disk.noteBytes(scan.bytes);
-  return { files: scan.entries.filter((e) => e.kind === 'file').length, bytes: scan.bytes };
+  return { files: scan.entries.filter((e) => e.kind === 'file').length, bytes: scan.bytes, skipped: scan.skipped };
 }
 
 /**

@@ -15,3 +15,5 @@ export { resolveImageDigest } from './image';
 export { containerCreateOptions } from './container-options';
 export { LABEL, containerLabels } from './labels';
 export { snapshotEngine, SNAPSHOT_REPO, type SnapshotEngineCalls, type CommittedImage, type Change } from './snapshot-image';
+export { engineCapacity } from './engine-capacity';
+export { scanHostDir, type SkippedEntry } from './archive-pack';

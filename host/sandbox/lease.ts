@@ -2,7 +2,7 @@ import type Dockerode from 'dockerode';
 import type { Logger } from 'pino';
 import { BerthError, type ErrorIds } from '../errors';
 import type { Clock } from '../support/clock';
-import type { Owner } from './archive-pack';
+import type { Owner, SkippedEntry } from './archive-pack';
 import { DiskGuard, type DiskGuardOptions } from './disk-guard';
 import { isNotFound } from './engine-errors';
 import type { EngineEvents } from './engine-events';
@@ -10,6 +10,7 @@ import { DiskWatch } from './disk-watch';
 import { runExec, type ExecHost } from './exec-run';
 import type { ExecOptions, ExecResult } from './exec-types';
 import * as files from './file-ops';
+import { changesOf, type Change } from './snapshot-image';
 import type { LeaseRecord, LeaseRecords } from './lease-records';
 import { parseOwner, type SandboxSpec } from './sandbox-spec';
 
@@ -113,6 +114,22 @@ export class Lease implements AsyncDisposable {
     return runExec(this.execHost, cmd, opts);
   }
 
+  /**
+   * True when the writable layer is over `diskMb` now. Measures only when it could be (see
+   * README "Disk"), so a small layer costs nothing; a snapshot must never take an over-limit layer.
+   */
+  async overDiskLimit(): Promise<boolean> {
+    this.assertLive();
+    if (!this.disk.mayExceed()) return false;
+    return (await this.disk.measure(performance.now())) > this.disk.limitBytes;
+  }
+
+  /** Every path the container changed against its image (`docker diff`, absolute paths). */
+  changes(): Promise<Change[]> {
+    this.assertLive();
+    return changesOf(this.deps.container, this.containerId);
+  }
+
   readFile(path: string, opts?: { maxBytes?: number }): Promise<Buffer> {
     this.assertLive();
     return files.readFile(this.fileCtx, path, opts);
@@ -128,7 +145,8 @@ export class Lease implements AsyncDisposable {
     return files.list(this.fileCtx, path);
   }
 
-  uploadDir(hostDir: string, toPath: string): Promise<{ files: number; bytes: number }> {
+  /** Uploads a host directory; `skipped` names the FIFOs, sockets and devices it could not carry. */
+  uploadDir(hostDir: string, toPath: string): Promise<{ files: number; bytes: number; skipped: SkippedEntry[] }> {
     this.assertLive();
     return files.uploadDir(this.fileCtx, hostDir, toPath);
   }

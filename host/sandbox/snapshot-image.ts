@@ -99,10 +99,15 @@ export interface Change {
 const KINDS = ['modified', 'added', 'deleted'] as const;
 
 /** The container's filesystem changes against its image (cheap: the engine reads only the upper layer). */
-export async function containerChanges(docker: Dockerode, containerId: string): Promise<Change[]> {
+export function containerChanges(docker: Dockerode, containerId: string): Promise<Change[]> {
+  return changesOf(docker.getContainer(containerId), containerId);
+}
+
+/** {@link containerChanges} of a container handle a lease already holds. */
+export async function changesOf(container: Dockerode.Container, containerId: string): Promise<Change[]> {
   try {
     // With no changes the engine answers `null`, which dockerode hands back as a raw buffer.
-    const raw: unknown = await docker.getContainer(containerId).changes();
+    const raw: unknown = await container.changes();
     const changes = (Array.isArray(raw) ? raw : []) as Array<{ Path: string; Kind: number }>;
     return changes.map((c) => ({ path: c.Path, kind: KINDS[c.Kind] ?? 'modified' }));
   } catch (err) {

@@ -5,19 +5,48 @@ export interface ScrubSecret {
 }
 
 /**
- * Every spelling of a value that must not survive in output: the value itself and its base64
- * forms (padded, unpadded, url-safe), because a command can as easily print `base64 <<<$TOKEN`.
- * Longest first, so a shorter form never leaves part of a longer one behind.
+ * Shortest encoded core worth replacing: a shorter run of base64 or hex characters appears by
+ * chance in ordinary output, and replacing it would garble that output without hiding anything.
+ */
+const MIN_CORE = 8;
+
+/**
+ * The base64 characters that depend only on `bytes` when they sit `offset` (0–2) bytes after a
+ * 3-byte boundary of a longer encoded stream, whatever comes before or after them: drop the
+ * characters that share bits with the bytes around, keep the rest.
+ */
+export function base64Core(bytes: Buffer, offset: 0 | 1 | 2, alphabet: 'base64' | 'base64url' = 'base64'): string {
+  const encoded = Buffer.concat([Buffer.alloc(offset), bytes]).toString(alphabet);
+  const from = Math.ceil((8 * offset) / 6);
+  const to = Math.floor((8 * (offset + bytes.length)) / 6);
+  return to > from ? encoded.slice(from, to) : '';
+}
+
+/**
+ * Every spelling of a value that must not survive in output: the value itself; its base64 forms,
+ * whole (padded, unpadded, with a trailing newline as `echo $T | base64` makes) and as the core
+ * that stays the same at any of the three byte offsets inside a longer encoded text, in the
+ * standard and the url-safe alphabet; and its hex, lower and upper case. Longest first, so a
+ * shorter form never leaves part of a longer one behind. Out of reach (see host/secrets/README.md):
+ * line-wrapped base64 of long values, hex with separators, mixed case, any other transform.
  */
 export function secretForms(value: string): string[] {
   if (value === '') return [];
-  const b64 = Buffer.from(value, 'utf8').toString('base64');
-  const url = Buffer.from(value, 'utf8').toString('base64url');
-  const forms = new Set([value, b64, b64.replace(/=+$/, ''), url]);
-  // A value followed by a newline (`echo $TOKEN | base64`) encodes differently; cover that too.
+  const bytes = Buffer.from(value, 'utf8');
+  const b64 = bytes.toString('base64');
   const nl = Buffer.from(`${value}\n`, 'utf8').toString('base64');
-  forms.add(nl);
-  forms.add(nl.replace(/=+$/, ''));
+  const forms = new Set([value, b64, b64.replace(/=+$/, ''), bytes.toString('base64url'), nl, nl.replace(/=+$/, '')]);
+  const hex = bytes.toString('hex');
+  if (hex.length >= MIN_CORE) {
+    forms.add(hex);
+    forms.add(hex.toUpperCase());
+  }
+  for (const offset of [0, 1, 2] as const) {
+    for (const alphabet of ['base64', 'base64url'] as const) {
+      const core = base64Core(bytes, offset, alphabet);
+      if (core.length >= MIN_CORE) forms.add(core);
+    }
+  }
   return [...forms].filter((f) => f.length > 0).sort((a, b) => b.length - a.length);
 }
 

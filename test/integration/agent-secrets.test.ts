@@ -106,6 +106,23 @@ describe('secrets given to agent tools', { timeout: 180_000 }, () => {
     expectNoLeaks(scanned, [TOKEN, KEY]);
   });
 
+  it('a tool call that leaves its secret in a file outside the workspace, in hex, gets its snapshot refused naming the file; no image holds the value', async () => {
+    const { fx, agent } = await cliAgent([
+      { toolCalls: [{ name: 'exec', arguments: { command: 'printf %s "$TOKEN" | od -An -v -tx1 | tr -d " \\n" > /tmp/t.hex; echo wrote' } }] },
+      { content: 'done' },
+    ]);
+    const end = await agent('stash the token', { BERTH_AGENT_TEST_TOKEN: TOKEN });
+    expect(end.stderr).toContain('wrote');
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    const { tasks, snapshots } = await fx.read(async (s) => ({ tasks: await s.listTasks({ runId }), snapshots: await s.listSnapshots({ runId }) }));
+    const refused = tasks.find((t) => t.error?.code === 'snapshot_holds_secret');
+    expect(refused?.error?.message).toContain('/tmp/t.hex (TOKEN)');
+    expect(snapshots.map((s) => s.checkpoint)).toEqual(['agent:start']);
+    const scanned: Scanned = [['output', Buffer.from(end.stdout + end.stderr)], ...storeFiles(fx.store)];
+    for (const img of await fx.docker.listImages({ filters: { label: [`berth.host=${fx.hostId}`] } })) scanned.push([`image ${img.Id}`, await saveImage(fx.docker, img.Id)]);
+    expectNoLeaks(scanned, [TOKEN, KEY]);
+  });
+
   it('a tool not granted the secret does not see it: not in its environment, not under /dev/shm, not in the container configuration', async () => {
     process.env.BERTH_AGENT_TEST_TOKEN_B = TOKEN;
     cleanup.push(async () => void delete process.env.BERTH_AGENT_TEST_TOKEN_B);

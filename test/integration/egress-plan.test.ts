@@ -74,8 +74,8 @@ describe('network.mode allowlist in a plan run', { timeout: 180_000 }, () => {
     const logs = await fx.cli(['logs', runId, '--json']);
     expect(JSON.parse(logs.stdout).egress.map((a: { decision: string; target: string }) => `${a.decision} ${a.target}`)).toEqual(audit.map((a) => `${a.decision} ${a.target}`));
     const text = (await fx.cli(['logs', runId])).stdout;
-    expect(text).toMatch(new RegExp(`\\[egress\\] \\S+ deny GET example\\.invalid:${port} \\(not in the allow list`));
-    expect(text).toMatch(new RegExp(`\\[egress\\] \\S+ deny TCP ${gw}:5432 x1 \\(direct TCP`));
+    expect(text).toMatch(new RegExp(`^berth │ egress \\S+ deny GET example\\.invalid:${port} \\(not in the allow list`, 'm'));
+    expect(text).toMatch(new RegExp(`^berth │ egress \\S+ deny TCP ${gw}:5432 x1 \\(direct TCP`, 'm'));
     // `show --json` lists every attempt and the dropped ones per destination, not only totals.
     const shown = JSON.parse((await fx.cli(['show', runId, '--json'])).stdout).egress;
     expect(shown).toMatchObject({ allowed: 1, denied: 5 });
@@ -134,7 +134,7 @@ describe('network.mode allowlist in a plan run', { timeout: 180_000 }, () => {
       ['egress.open', 'open', [`${address}:${port}`]],
       ['egress.override', 'open', [`${address}:${port}`]],
     ]);
-    expect((await fx.cli(['logs', runId])).stdout).toContain('[network] open: outside hosts reachable, not audited');
+    expect((await fx.cli(['logs', runId])).stdout).toContain('berth │ network open: outside hosts reachable, not audited');
     await expectNothingLeft(fx);
   });
 

@@ -8,6 +8,7 @@ import {
   EnvironmentSchema,
   JSON_SCHEMA_FILE,
   canonicalJson,
+  checkEngineCapacity,
   checkSupported,
   environmentJsonSchema,
   fingerprint,
@@ -113,6 +114,11 @@ describe('a malformed manifest is refused with the exact field and what was foun
     { name: 'a lowercase secret name', mutate: (m) => (m.secrets[0].name = 'api_token'), path: 'secrets.0.name', found: '"api_token"', expected: /UPPER_SNAKE/ },
     { name: 'a secret from both env and file', mutate: (m) => (m.secrets[0].from = { env: 'A', file: '/b' }), path: 'secrets.0.from', found: '{"env":"A","file":"/b"}', expected: /env.*file/ },
     { name: 'an owner that is a name', mutate: (m) => (m.workspace.owner = 'berth'), path: 'workspace.owner', found: '"berth"', expected: /uid:gid/ },
+    { name: 'a root workspace owner without allowRootOwner', mutate: (m) => (m.workspace.owner = '0:0'), path: 'workspace.owner', found: '"0:0"', expected: /allowRootOwner/ },
+    { name: 'a workspace under /etc without allowSystemPath', mutate: (m) => (m.workspace.path = '/etc/app'), path: 'workspace.path', found: '"/etc/app"', expected: /allowSystemPath/ },
+    { name: 'a workspace at /proc without allowSystemPath', mutate: (m) => (m.workspace.path = '/proc'), path: 'workspace.path', found: '"/proc"', expected: /allowSystemPath/ },
+    { name: 'a workspace under /dev without allowSystemPath', mutate: (m) => (m.workspace.path = '/dev/shm/ws'), path: 'workspace.path', found: '"/dev/shm/ws"', expected: /allowSystemPath/ },
+    { name: 'a workspace under /sys without allowSystemPath', mutate: (m) => (m.workspace.path = '/sys/fs'), path: 'workspace.path', found: '"/sys/fs"', expected: /allowSystemPath/ },
     { name: 'keepLast of zero', mutate: (m) => (m.snapshot.keepLast = 0), path: 'snapshot.keepLast', found: '0', expected: />= 1/ },
   ];
 
@@ -265,6 +271,32 @@ describe('checks beyond the schema', () => {
     expect(() => checkSupported(parseEnvironment(JSON.stringify(m), 'env.json'))).not.toThrow();
     m.network = { mode: 'open', allow: ['192.0.2.2:8080'] } as typeof m.network;
     expect(() => checkSupported(parseEnvironment(JSON.stringify(m), 'env.json'))).not.toThrow();
+  });
+
+  it('accepts a root owner and a system workspace path only with their explicit overrides', () => {
+    const m = full();
+    m.workspace = { path: '/etc/app', owner: '0:0', allowRootOwner: true, allowSystemPath: true } as typeof m.workspace;
+    expect(parseEnvironment(JSON.stringify(m), 'env.json').workspace).toMatchObject({ path: '/etc/app', owner: '0:0' });
+    m.workspace = { path: '/etcetera', owner: '1000:0' } as typeof m.workspace;
+    expect(parseEnvironment(JSON.stringify(m), 'env.json').workspace.path).toBe('/etcetera');
+  });
+
+  it('refuses resource maxima the engine cannot give, naming the field, the value and what the engine has', () => {
+    const m = full();
+    m.resources = { ...m.resources, cpus: 4, memoryMb: 8192 };
+    const env = parseEnvironment(JSON.stringify(m), 'env.json');
+    let err: unknown;
+    try {
+      checkEngineCapacity(env, { cpus: 2, memoryBytes: 4 * 1024 ** 3, pidsLimit: false });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toMatchObject({ code: 'manifest_unsupported' });
+    const message = (err as Error).message;
+    expect(message).toContain('resources.cpus: 4 CPUs asked, the engine has 2');
+    expect(message).toContain('resources.memoryMb: 8192 MB asked, the engine has 4096 MB');
+    expect(message).toContain('resources.pids');
+    expect(() => checkEngineCapacity(parseEnvironment(MINIMAL_YAML, 'env.yaml'), { cpus: 2, memoryBytes: 4 * 1024 ** 3, pidsLimit: true })).not.toThrow();
   });
 
   it('refuses an unpinned image and accepts a pinned one', () => {

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { isBerthError } from '../../host/errors';
 import { loadPlan } from '../../host/plan';
+import { tempStore } from '../support/temp-store';
 import { checkSecretGrants, resolveSecrets, scrub, scrubDeep, StreamScrubber, type SecretDecl, type SecretSource } from '../../host/secrets';
 
 const TOKEN = { name: 'API_TOKEN', value: 's3cr3t-value-42' };
@@ -16,6 +17,34 @@ describe('scrub', () => {
     expect(out).not.toContain(TOKEN.value);
     expect(out).not.toContain(b64.replace(/=+$/, ''));
     expect(out.match(/\[redacted:API_TOKEN\]/g)).toHaveLength(4);
+  });
+
+  it('replaces the value embedded in base64 at every byte offset, standard and url-safe, and in hex of either case', () => {
+    const value = 'sk-~?>>\u00e9-0123456789-abcdef';
+    const secret = { name: 'K', value };
+    for (const prefix of ['', 'a', 'ab', 'abc']) {
+      for (const enc of ['base64', 'base64url'] as const) {
+        const encoded = Buffer.from(`${prefix}${value}trailer`).toString(enc);
+        const out = scrub(`x ${encoded} y`, [secret]);
+        expect(out, `${enc} after ${prefix.length} bytes`).toContain('[redacted:K]');
+        // What is left of the encoding carries at most a few bits of the value's first and last byte.
+        const left = out.replace('x ', '').replace(' y', '').split('[redacted:K]');
+        expect(Buffer.from(left.join(''), enc).toString('latin1')).not.toContain(value.slice(1, -1));
+      }
+    }
+    const hex = Buffer.from(value).toString('hex');
+    expect(scrub(`a ${hex} b ${hex.toUpperCase()} c`, [secret])).toBe('a [redacted:K] b [redacted:K] c');
+  });
+
+  it('finds base64 and hex forms split across stream chunks', () => {
+    const value = 'split-secret-0123456789';
+    const text = `1 ${Buffer.from(`ab${value}`).toString('base64')} 2 ${Buffer.from(value).toString('hex')} 3`;
+    for (let i = 0; i <= text.length; i++) {
+      const s = new StreamScrubber([{ name: 'S', value }]);
+      const out = s.push(text.slice(0, i)) + s.push(text.slice(i)) + s.end();
+      expect(out).not.toContain(Buffer.from(value).toString('hex'));
+      expect(out.match(/\[redacted:S\]/g)).toHaveLength(2);
+    }
   });
 
   it('leaves text without secrets unchanged', () => {
@@ -93,5 +122,21 @@ describe('checkSecretGrants', () => {
     const err = await loadPlan(join(dir, 'plan.yaml')).catch((e: unknown) => e);
     expect(isBerthError(err, 'secret_not_allowed')).toBe(true);
     expect((err as Error).message).toContain('step test uses secret API_TOKEN');
+  });
+});
+
+describe('store file permissions', () => {
+  it('creates the store file and its WAL readable by the owner only, whatever the umask', async () => {
+    const old = process.umask(0o022);
+    try {
+      const t = tempStore();
+      await t.store.listRuns();
+      const { statSync, existsSync } = await import('node:fs');
+      for (const f of [t.path, `${t.path}-wal`, `${t.path}-shm`]) if (existsSync(f)) expect((statSync(f).mode & 0o777).toString(8), f).toBe('600');
+      expect(existsSync(`${t.path}-wal`)).toBe(true);
+      await t.cleanup();
+    } finally {
+      process.umask(old);
+    }
   });
 });

@@ -1,6 +1,7 @@
 import type { AgentLiveEvent, ApprovalRequestedEntry, InterruptionEntry, ModelEntry, ToolResultEntry } from '../../agent';
 import { ENTRY } from '../../agent';
 import type { Entry } from '../../model';
+import { escapeControl } from '../output';
 
 const clip = (s: string, n: number) => (s.length > n ? `${s.slice(0, n)}…` : s);
 const oneLine = (s: string) => s.replace(/\s*\n\s*/g, ' ⏎ ');
@@ -16,13 +17,14 @@ export function agentPrinter(json: boolean) {
   const out = (s: string) => {
     if (midLine) process.stderr.write('\n');
     midLine = false;
-    process.stderr.write(`${s}\n`);
+    // Model text and tool output are outside text: no control character reaches the terminal.
+    process.stderr.write(`${escapeControl(s)}\n`);
   };
   return {
     live(e: AgentLiveEvent) {
       if (json || e.type !== 'model-delta') return;
       streamed.add(`${e.runId}:${e.turn}`);
-      process.stderr.write(e.text);
+      process.stderr.write(escapeControl(e.text));
       midLine = !e.text.endsWith('\n');
     },
     entry(e: Entry) {

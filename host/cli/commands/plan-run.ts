@@ -4,11 +4,12 @@ import { isFinalRunState, type Json, type Run } from '../../model';
 import { pruneSnapshots } from '../../snapshot';
 import type { EffectWrite } from '../../store';
 import { loadPlan, submitPlan, type PlanRunInput, type StepResult } from '../../plan';
-import { snapshotEngine } from '../../sandbox';
+import { engineCapacity, snapshotEngine } from '../../sandbox';
+import { checkEngineCapacity } from '../../../environment';
 import { EGRESS_ENTRY, isNetworkAttempt, type EgressAttempt } from '../../egress';
 import { createHostRuntime, type HostRuntime } from '../../runtime/host-runtime';
 import type { CliContext } from '../context';
-import { duration, emit, table } from '../output';
+import { duration, emit, escapeControl, LOG_COLUMN, outputLines, table } from '../output';
 import { getRunOrThrow } from './runs';
 import { progressPrinter } from './progress';
 
@@ -68,13 +69,13 @@ async function prune(ctx: CliContext, run: Run): Promise<void> {
 
 async function summary(ctx: CliContext, run: Run): Promise<void> {
   const tasks = await ctx.store.listTasks({ runId: run.id });
-  const steps = tasks.filter((t) => t.kind === 'plan-step').map((t) => ({ outcome: t.outcome, status: t.status, ...((t.result ?? t.error?.details ?? {}) as Partial<StepResult>) }));
+  const steps = tasks.filter((t) => t.kind === 'plan-step').map((t) => ({ outcome: t.outcome, status: t.status, code: t.error?.code, ...((t.result ?? t.error?.details ?? {}) as Partial<StepResult>) }));
   const transitions = await ctx.store.listRunTransitions(run.id);
   const reason = transitions.at(-1)?.reason ?? '';
   emit(ctx.json, { run, reason, steps }, () =>
     [
       '',
-      table([['STEP', 'RESULT', 'EXIT', 'TIME', 'SNAPSHOT'], ...steps.map((s) => [s.step ?? '?', s.outcome ?? s.status, String(s.exitCode ?? '-'), s.durationMs === undefined ? '-' : duration(s.durationMs), s.snapshotId ?? '-'])]),
+      table([['STEP', 'RESULT', 'EXIT', 'TIME', 'SNAPSHOT'], ...steps.map((s) => [s.step ?? '?', s.code && s.code !== 'step_failed' ? s.code : (s.outcome ?? s.status), String(s.exitCode ?? '-'), s.durationMs === undefined ? '-' : duration(s.durationMs), s.snapshotId ?? '-'])]),
       '',
       `run ${run.id}: ${run.state}${reason ? ` (${reason})` : ''}`,
       run.state === 'needs_reconciliation' ? `decide with: berth reconcile ${run.id} --restore SNAPSHOT | --accept | --fail   (berth show ${run.id} lists snapshots)` : '',
@@ -85,6 +86,8 @@ async function summary(ctx: CliContext, run: Run): Promise<void> {
 /** `berth run PLAN`. */
 export async function runPlan(ctx: CliContext, file: string, requestId?: string): Promise<number> {
   const loaded = await loadPlan(file);
+  // Before anything is submitted: the engine's own error for these would come at container create.
+  checkEngineCapacity(loaded.environment, await engineCapacity(ctx.docker));
   const rt = await startHost(ctx, () => loaded.plan.steps.length);
   const { run, created } = await submitPlan(rt, loaded, requestId);
   if (!ctx.json) process.stderr.write(`${created ? 'started' : 'already submitted as'} run ${run.id} (${loaded.plan.steps.length} steps, image ${loaded.environment.image.ref})\n`);
@@ -224,16 +227,21 @@ export async function logs(ctx: CliContext, runId: string): Promise<number> {
   const steps = entries.filter((e) => e.kind === 'plan.step.output').map((e) => e.body as unknown as StepResult);
   const egress = entries.filter((e) => e.kind === EGRESS_ENTRY).map((e) => e.body as unknown as Omit<EgressAttempt, 'runId'>);
   const network = entries.filter((e) => e.kind === 'egress.open' || e.kind === 'egress.override').map((e) => ({ kind: e.kind, ...(e.body as object) }));
+  // Berth's own lines start with `berth │`, command output with `  out │`/`  err │` (escaped): a step
+  // that prints a line looking like an audit line still shows as output. --json keeps them apart by field.
+  const own = (text: string) => LOG_COLUMN.berth + escapeControl(text);
   emit(ctx.json, { runId, steps, egress, network }, () =>
     [
-      ...network.map((n) => (n.kind === 'egress.open' ? '[network] open: outside hosts reachable, not audited' : '[network] allow list accepted with allowOverride')),
-      steps.length === 0
-        ? `run ${runId} has no finished steps yet`
-        : steps.map((s) => [`── ${s.step} (exit ${s.exitCode}, ${duration(s.durationMs)})`, s.stdoutTail.trimEnd(), s.stderrTail ? `[stderr]\n${s.stderrTail.trimEnd()}` : ''].filter(Boolean).join('\n')).join('\n'),
+      ...network.map((n) => own(n.kind === 'egress.open' ? 'network open: outside hosts reachable, not audited' : 'network: allow list accepted with allowOverride')),
+      ...(steps.length === 0
+        ? [own(`run ${runId} has no finished steps yet`)]
+        : steps.flatMap((s) => [own(`step ${s.step}: exit ${s.exitCode}, ${duration(s.durationMs)}${s.diskExceeded ? ', disk_exceeded' : ''}${s.pidsLimited ? ', pids_exceeded' : ''}`), ...outputLines('stdout', s.stdoutTail), ...outputLines('stderr', s.stderrTail)])),
       ...egress.map((a) =>
-        isNetworkAttempt(a)
-          ? `[egress] ${new Date(a.at).toISOString()} ${a.decision} ${a.method} ${a.target} x${a.count ?? 1} (${a.reason})`
-          : `[egress] ${new Date(a.at).toISOString()} ${a.decision} ${a.method} ${a.target} (${a.reason}; ${a.bytesOut} B out, ${a.bytesIn} B in)`,
+        own(
+          isNetworkAttempt(a)
+            ? `egress ${new Date(a.at).toISOString()} ${a.decision} ${a.method} ${a.target} x${a.count ?? 1} (${a.reason})`
+            : `egress ${new Date(a.at).toISOString()} ${a.decision} ${a.method} ${a.target} (${a.reason}; ${a.bytesOut} B out, ${a.bytesIn} B in)`,
+        ),
       ),
     ].join('\n'),
   );

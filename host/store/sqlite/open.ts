@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { mkdirSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { BerthError } from '../../errors';
 import { MIGRATIONS } from './migrations';
@@ -17,7 +17,12 @@ export type Durability = 'full' | 'normal';
  * again. FULL keeps "intent durable before action" true for machine crashes too.
  */
 export function openDatabase(path: string, durability: Durability = 'full'): Database.Database {
-  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  if (path !== ':memory:') {
+    mkdirSync(dirname(path), { recursive: true });
+    // Created 0600 before SQLite sees it: SQLite gives the WAL and shared-memory files the main
+    // file's mode, and the store holds run output that only its owner should read.
+    if (!existsSync(path)) closeSync(openSync(path, 'a', 0o600));
+  }
   let db: Database.Database;
   try {
     db = new Database(path);
