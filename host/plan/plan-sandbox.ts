@@ -5,7 +5,7 @@ import type { Lease, SandboxHost } from '../sandbox';
 import type { Snapshotter } from '../snapshot';
 import type { NewSnapshot, Store } from '../store';
 import type { Clock } from '../support';
-import { newId } from '../support';
+import { faultError, faultPoint, newId } from '../support';
 import { sandboxSpecOf } from '../runtime/sandbox-spec';
 import { KERNEL } from '../version';
 import type { SandboxPointer } from './sandbox-doc';
@@ -116,11 +116,14 @@ export class PlanSandbox {
    */
   async snapshot(runId: string, sessionId: string, env: Environment, lease: Lease, checkpoint: string, parentId: string | null, signal: AbortSignal) {
     const id = newId('snap');
+    // Test hooks: a failed snapshot (engine 5xx, scan error) and a kill with the image made but not recorded.
+    faultError('snapshot.take');
     const taken = await this.d.snapshots.take(this.target(lease, env), {
       snapshotId: id,
       labels: { 'berth.snapshot': id, 'berth.session': sessionId, 'berth.run': runId, 'berth.host': this.d.sandbox.hostId },
       signal,
     });
+    faultPoint('after:snapshot.take');
     const record: NewSnapshotRecord = { id, leaseId: lease.id, imageId: taken.imageId, workspaceDigest: taken.workspaceDigest, sizeBytes: taken.layerBytes, checkpoint, parentId };
     let current = lease;
     if (taken.flattened || taken.layerBytes >= (this.d.rebaseBytes ?? 8 << 20)) {
