@@ -17,7 +17,13 @@ export interface PlanRootCheckpoint {
   generation: number;
   /** Why the run waits for an operator, when it does. */
   pending?: { kind: 'interrupted' | 'reconcile'; index: number; reason: string };
-  reconcile?: { action: 'accept' | 'restore'; snapshotId?: string };
+  /**
+   * The operator's decision, as delivered: whether the uncertain effects happened (`effects`,
+   * already settled in the delivering commit) and which sandbox state to continue from
+   * (`snapshotId`, else the current sandbox). `action` is the older form (accept = keep the
+   * sandbox, restore = restore `snapshotId`).
+   */
+  reconcile?: { action?: 'accept' | 'restore'; effects?: 'accepted' | 'rejected'; snapshotId?: string };
 }
 
 export interface StepInput {
@@ -36,6 +42,8 @@ export interface StepResult {
   stdoutTail: string;
   stderrTail: string;
   reconcile?: string;
+  /** A `never` step not executed again: the id of its effect confirmed in an earlier generation. */
+  alreadyDone?: string;
 }
 
 export type PlanProgress =

@@ -81,6 +81,41 @@ export class PlanSandbox {
     return this.restore(runId, sessionId, env, ptr.snapshotId, o.signal);
   }
 
+  /**
+   * The sandbox a step that already ran (its effect is confirmed) left behind, for its snapshot.
+   * It holds the step's changes, so it is never compared with the pointer from before the step;
+   * it only has to be the same live container. `lost` when it is gone, stopped, expired or replaced.
+   */
+  async afterRun(runId: string, env: Environment, ptr: SandboxPointer): Promise<{ kind: 'ok'; lease: Lease } | { kind: 'lost'; reason: string }> {
+    const held = this.live.get(runId);
+    if (held && !held.lost && !held.isReleased) return { kind: 'ok', lease: held };
+    const usable = await this.usable(ptr);
+    if (!usable.ok) return { kind: 'lost', reason: usable.reason };
+    const lease = await this.d.sandbox.attach(this.spec(env), usable.record);
+    this.live.set(runId, lease);
+    return { kind: 'ok', lease };
+  }
+
+  /** Whether the pointer's sandbox can be used as it is (an engine that does not answer is retried, not judged). */
+  async usable(ptr: SandboxPointer): Promise<{ ok: true; record: NonNullable<Awaited<ReturnType<Store['getLease']>>> } | { ok: false; reason: string }> {
+    const record = ptr.leaseId ? await this.d.store.getLease(ptr.leaseId) : undefined;
+    if (!record) return { ok: false, reason: 'the run has no sandbox lease' };
+    if (record.releasedAt !== null) return { ok: false, reason: `lease ${record.id} was released` };
+    if (record.expiresAt < this.d.clock.now()) return { ok: false, reason: `lease ${record.id} expired` };
+    const v = await this.d.sandbox.verify(record);
+    if (!v.ok && v.code === 'engine_unreachable') throw new BerthError('engine_unreachable', v.reason, { retryable: true, ids: { leaseId: record.id } });
+    return v.ok ? { ok: true, record } : { ok: false, reason: v.reason };
+  }
+
+  /** Snapshots of the run that can still be restored (record kept, image on the engine), newest first. */
+  async restorable(runId: string): Promise<Array<{ id: string; checkpoint: string; workspaceDigest: string }>> {
+    const out: Array<{ id: string; checkpoint: string; workspaceDigest: string }> = [];
+    for (const s of (await this.d.store.listSnapshots({ runId })).reverse()) {
+      if (s.prunedAt === null && (await this.d.imageExists(s.imageId))) out.push({ id: s.id, checkpoint: s.checkpoint, workspaceDigest: s.workspaceDigest });
+    }
+    return out;
+  }
+
   /** A new lease from a snapshot image, checked against the snapshot's workspace digest. */
   async restore(runId: string, sessionId: string, env: Environment, snapshotId: string, signal: AbortSignal): Promise<Ensured> {
     const snap = await this.d.store.getSnapshot(snapshotId);

@@ -1,4 +1,5 @@
 import { readFileSync, writeFileSync } from 'node:fs';
+import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Run } from '../../host/model';
 import { startCountingService } from '../support/counting-service';
@@ -75,5 +76,22 @@ describe('a replay-never step whose effect happened is never executed again', { 
     expect(run.state).toBe('completed');
     const deploys = await fx.read(async (s) => (await s.listEffects({ runId })).filter((e) => (e.intent as { step: string }).step === 'deploy'));
     expect(deploys.map((e) => e.status)).toEqual(['confirmed']);
+  });
+
+  it('runs exactly once when it was in flight and the resume finds the kernel outside the environment\'s compatible range', async () => {
+    const { fx, service } = await deployPlan();
+    // Killed during deploy's snapshot: its effect is still `executing`.
+    const first = await fx.cli(['run', fx.plan, '--json'], { BERTH_FAULT: 'after:snapshot.take#3' });
+    expect(first.signal, first.stderr).toBe('SIGKILL');
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    // The stored environment now names a range this kernel is not in (as after a kernel downgrade).
+    const db = new Database(fx.store);
+    db.prepare("UPDATE tasks SET input_json = json_set(input_json, '$.environment.kernel.compatible', '>=0.2.0') WHERE kind = 'plan'").run();
+    db.close();
+    const parked = await fx.cli(['resume', runId, '--json']);
+    expect(parked.code, parked.stderr).toBe(3);
+    const run = await operatorFinishes(fx, runId);
+    expect(service.counts()).toEqual({ deploy: 1 });
+    expect(run.state).toBe('completed');
   });
 });
