@@ -61,6 +61,8 @@ export function planHandlers(sb: PlanSandbox, progress: (p: PlanProgress) => voi
           return park('interrupted', `step ${step.name} (replay never) was in flight when the host stopped; it may or may not have run: say so with --accept (it did) or --reject-effect (it did not)`);
         }
         if (result?.reconcile) return park('reconcile', `before step ${step.name}: ${result.reconcile}`);
+        // Steps from `rewind` on run again on the restored sandbox, under new effect ids.
+        if (typeof result?.rewind === 'number') return { type: 'next', phase: 'step', checkpoint: { index: result.rewind, generation: cp.generation + 1 } satisfies PlanRootCheckpoint as unknown as Json };
         if (child.outcome === 'error' && !step.allowFailure) {
           await sb.finish(ctx.task.runId!);
           return { type: 'fail', error: { code: 'step_failed', message: `step ${step.name} failed: ${child.error?.message ?? 'unknown'}` } };

@@ -44,6 +44,8 @@ export interface StepResult {
   reconcile?: string;
   /** A `never` step not executed again: the id of its effect confirmed in an earlier generation. */
   alreadyDone?: string;
+  /** The sandbox went back to an older snapshot: the run continues from this step index (in a new generation). */
+  rewind?: number;
 }
 
 export type PlanProgress =

@@ -24,6 +24,11 @@ export interface PlanSandboxDeps {
 /** A sandbox ready for the next step, and the pointer change that must commit with the step. */
 export type Ensured = { kind: 'ok'; lease: Lease; pointer: Partial<SandboxPointer> } | { kind: 'reconcile'; reason: string };
 
+/** The sandbox is gone and the newest snapshot is older than the newest committed workspace. */
+export type Behind = { kind: 'behind'; snapshotId: string; checkpoint: string };
+
+type EnsureOptions = { inFlight: boolean; replay: 'safe' | 'never'; signal: AbortSignal };
+
 /** A snapshot record as a plan phase hands it to its decision; the kernel adds run and task. */
 export type NewSnapshotRecord = Omit<NewSnapshot, 'runId' | 'taskId'>;
 
@@ -53,7 +58,17 @@ export class PlanSandbox {
    * and, with no step in flight, its workspace digest must equal the newest snapshot's. A gone or
    * expired sandbox is restored from that snapshot; anything else asks for reconciliation.
    */
-  async ensure(runId: string, sessionId: string, env: Environment, ptr: SandboxPointer, o: { inFlight: boolean; replay: 'safe' | 'never'; signal: AbortSignal }): Promise<Ensured> {
+  async ensure(runId: string, sessionId: string, env: Environment, ptr: SandboxPointer, o: EnsureOptions): Promise<Ensured> {
+    const e = await this.ensureOrBehind(runId, sessionId, env, ptr, o);
+    return e.kind === 'behind' ? this.restore(runId, sessionId, env, e.snapshotId, o.signal) : e;
+  }
+
+  /**
+   * {@link ensure} for plan steps: a gone sandbox whose newest snapshot is older than the newest
+   * committed workspace is reported as `behind` rather than restored, because restoring it would
+   * drop the changes of the steps since.
+   */
+  async ensureOrBehind(runId: string, sessionId: string, env: Environment, ptr: SandboxPointer, o: EnsureOptions): Promise<Ensured | Behind> {
     const held = this.live.get(runId);
     if (held && held.id === ptr.leaseId && !held.lost && !held.isReleased && !o.inFlight) return { kind: 'ok', lease: held, pointer: {} };
     if (!satisfiesRange(KERNEL.version, env.kernel.compatible)) {
@@ -78,6 +93,10 @@ export class PlanSandbox {
     // Gone, stopped, expired, or a safe step was caught mid-run (its partial changes are discarded).
     if (record && record.releasedAt === null) await this.releaseRecord(record.id, env);
     if (!ptr.snapshotId) return { kind: 'reconcile', reason: `sandbox ${record ? `of lease ${record.id} ` : ''}is gone and no snapshot covers the newest committed sandbox change` };
+    // Restoring is only a resume when the snapshot holds the newest committed workspace (under
+    // `on-demand` later steps only advance the digest): otherwise the caller decides what to re-run.
+    const snap = await this.d.store.getSnapshot(ptr.snapshotId);
+    if (snap && ptr.workspaceDigest && snap.workspaceDigest !== ptr.workspaceDigest) return { kind: 'behind', snapshotId: snap.id, checkpoint: snap.checkpoint };
     return this.restore(runId, sessionId, env, ptr.snapshotId, o.signal);
   }
 

@@ -3,19 +3,8 @@ import type { Json } from '../model';
 import type { PlanSandbox } from './plan-sandbox';
 import type { PlanRootCheckpoint, PlanRunInput } from './plan-input';
 import { sandboxDocId } from './sandbox-doc';
-import { readPointer, stepEffectId } from './step-task';
-
-/**
- * The step index a snapshot's checkpoint continues from: `upload` before step 0, `step:N:…` after
- * step N, `reconciled:K` before step K. (The older `accept:N` is read as before step N: a step
- * that did run there is then recognised by its effect and not executed again.)
- */
-export function nextIndexOf(checkpoint: string): number {
-  const step = /^step:(\d+):/.exec(checkpoint);
-  if (step) return Number(step[1]) + 1;
-  const before = /^(?:reconciled|accept):(\d+)/.exec(checkpoint);
-  return before ? Number(before[1]) : 0;
-}
+import { nextIndexOf, stepEffectId } from './checkpoints';
+import { readPointer } from './step-task';
 
 /**
  * What the operator can do about the sandbox, said before they decide: keep it when it is usable,

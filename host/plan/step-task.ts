@@ -7,11 +7,9 @@ import { execStep, type StepReceipt } from './step-exec';
 import type { PlanSandbox } from './plan-sandbox';
 import type { PlanProgress, PlanRunInput, StepInput, StepResult } from './plan-input';
 import { sandboxDocId, type SandboxPointer } from './sandbox-doc';
+import { nextIndexOf, stepEffectId } from './checkpoints';
 
 const SANDBOX_GONE = new Set(['sandbox_unavailable', 'container_missing', 'container_stopped', 'engine_unreachable', 'engine_error', 'lease_released']);
-
-/** The effect id of step `index` in `generation` (bumped by each reconciliation that re-runs steps). */
-export const stepEffectId = (runId: string, index: number, generation: number) => `${runId}:step:${index}:g${generation}`;
 
 /** The run's sandbox pointer as committed. */
 export async function readPointer(ctx: PhaseContext, runId: string): Promise<SandboxPointer> {
@@ -99,8 +97,9 @@ export async function runStep(ctx: PhaseContext, sb: PlanSandbox, progress: (p: 
     } else receipt = null;
   }
   if (!lease) {
-    const ensured = await sb.ensure(runId, ctx.task.sessionId, env, ptr, { inFlight: prior?.status === 'executing', replay: step.replay, signal: ctx.signal });
+    const ensured = await sb.ensureOrBehind(runId, ctx.task.sessionId, env, ptr, { inFlight: prior?.status === 'executing', replay: step.replay, signal: ctx.signal });
     if (ensured.kind === 'reconcile') return parked(step.name, ensured.reason);
+    if (ensured.kind === 'behind') return rewind(ctx, sb, input, index, ensured);
     if (Object.keys(ensured.pointer).length) docOps.push(ensured.pointer as Json);
     lease = ensured.lease;
     // A safe step that ran on a sandbox lost before its snapshot runs again on the restored one, as a new action.
@@ -150,4 +149,29 @@ export async function runStep(ctx: PhaseContext, sb: PlanSandbox, progress: (p: 
   if (r.exitCode === 0 && !r.timedOut) return { type: 'complete', result: result as unknown as Json, writes };
   const why = r.timedOut ? 'timed out' : r.oomKilled ? `was killed for memory (exit ${r.exitCode})` : `exited ${r.exitCode}`;
   return { type: 'fail', error: { code: 'step_failed', message: `${step.name} ${why}`, details: result as unknown as Json }, writes };
+}
+
+/**
+ * The sandbox is gone and its newest snapshot predates steps that changed the workspace since
+ * (`snapshot.policy: on-demand`). Restoring it and going on would silently drop their changes: when
+ * every one of them is `safe`, the run goes back to the snapshot and runs them again; otherwise it
+ * asks the operator, naming what a restore would lose.
+ */
+async function rewind(ctx: PhaseContext, sb: PlanSandbox, input: PlanRunInput, index: number, behind: { snapshotId: string; checkpoint: string }): Promise<Decision> {
+  const runId = ctx.task.runId!;
+  const step = input.plan.steps[index]!;
+  const from = nextIndexOf(behind.checkpoint);
+  const lost = input.plan.steps.slice(from, index);
+  const never = lost.filter((s) => s.replay === 'never');
+  if (never.length) {
+    return parked(
+      step.name,
+      `the sandbox is gone and its newest snapshot ${behind.snapshotId} (${behind.checkpoint}) is older than the workspace: restoring it would lose the changes of steps ${lost.map((s) => s.name).join(', ')}, and ${never.map((s) => s.name).join(', ')} is replay never`,
+    );
+  }
+  const ensured = await sb.restore(runId, ctx.task.sessionId, input.environment, behind.snapshotId, ctx.signal);
+  if (ensured.kind !== 'ok') return parked(step.name, ensured.kind === 'reconcile' ? ensured.reason : `snapshot ${behind.snapshotId} cannot be restored`);
+  ctx.log.info({ runId, snapshotId: behind.snapshotId, from }, 'sandbox restored from an older snapshot; re-running the safe steps after it');
+  const result: StepResult = { step: step.name, exitCode: -1, timedOut: false, oomKilled: false, durationMs: 0, snapshotId: null, stdoutTail: '', stderrTail: '', rewind: from };
+  return { type: 'complete', result: result as unknown as Json, writes: { documents: [{ documentId: sandboxDocId(runId), op: ensured.pointer as Json }] } };
 }

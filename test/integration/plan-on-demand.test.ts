@@ -41,7 +41,7 @@ describe('snapshot.policy on-demand never rolls completed steps back silently', 
     const summary = lastJson<Summary>(end);
     expect(summary.run.state).toBe('completed');
     // The last step sees what the first two made.
-    expect(summary.steps.find((s) => s.step === 'three')!.stdoutTail).toBe('README\na\nb\n');
+    expect(summary.steps.findLast((s) => s.step === 'three')!.stdoutTail).toBe('README\na\nb\n');
     const effects = await fx.read((s) => s.listEffects({ runId }));
     expect(effects.filter((e) => e.status === 'confirmed').map((e) => (e.intent as { step: string }).step).sort()).toEqual(['one', 'one', 'three', 'two', 'two']);
   });
