@@ -206,7 +206,8 @@ export async function cancelRun(ctx: CliContext, runId: string): Promise<number>
   const from = run.state;
   const transitions =
     from === 'running' ? [{ runId, from, to: 'cancelling' as const, actor, reason: 'cancelled by operator' }]
-    : from === 'waiting_for_input' || from === 'awaiting_approval' ? [{ runId, from, to: 'cancelled' as const, actor, reason: 'cancelled by operator' }]
+    // Through cancelling: a sibling task may be mid-effect; the run ends once its root task settles.
+    : from === 'waiting_for_input' || from === 'awaiting_approval' ? [{ runId, from, to: 'cancelling' as const, actor, reason: 'cancelled by operator' }]
     : from === 'admitted' ? [{ runId, from, to: 'running' as const, actor, reason: 'cancel requested before start' }, { runId, from: 'running' as const, to: 'cancelling' as const, actor, reason: 'cancelled by operator' }]
     : from === 'retry_wait' ? [{ runId, from, to: 'running' as const, actor, reason: 'cancel requested during a retry wait' }, { runId, from: 'running' as const, to: 'cancelling' as const, actor, reason: 'cancelled by operator' }]
     : null;
