@@ -1,5 +1,6 @@
 import type { Decision, PhaseContext, TaskHandler } from '../kernel';
 import type { Json } from '../model';
+import { BerthError } from '../errors';
 import type { PlanSandbox } from './plan-sandbox';
 import type { PlanProgress, PlanRootCheckpoint, PlanRunInput, StepInput, StepResult } from './plan-input';
 import { parkRun, reconciled, sandboxAdvice } from './reconcile-phase';
@@ -7,6 +8,15 @@ import { sandboxDocId, SANDBOX_DOC } from './sandbox-doc';
 import { runStep } from './step-task';
 
 export const PLAN_KIND = 'plan';
+
+const isStep = (input: Json, index: number, generation: number) => {
+  const i = input as unknown as StepInput;
+  return i.index === index && i.generation === generation;
+};
+const stepOrder = (input: Json) => {
+  const i = input as unknown as StepInput;
+  return i.generation * 1e6 + i.index;
+};
 export const STEP_KIND = 'plan-step';
 
 /** The two task kinds of a plan run: the root walks the steps; each step runs one command. */
@@ -42,7 +52,11 @@ export function planHandlers(sb: PlanSandbox, progress: (p: PlanProgress) => voi
         const cp = ctx.checkpoint as unknown as PlanRootCheckpoint;
         if (cp.index >= input.plan.steps.length) {
           await sb.finish(ctx.task.runId!);
-          const results = (await ctx.children()).filter((c) => c.status === 'terminal').map((c) => c.result);
+          // In step order, then generation: not in creation-time order (see `stepped`).
+          const results = (await ctx.children())
+            .filter((c) => c.status === 'terminal')
+            .sort((a, b) => stepOrder(a.input) - stepOrder(b.input))
+            .map((c) => c.result);
           return { type: 'complete', result: { steps: results } };
         }
         return { type: 'spawn', join: 'allSettled', phase: 'stepped', tasks: [{ kind: STEP_KIND, input: { index: cp.index, generation: cp.generation } satisfies StepInput as unknown as Json }] };
@@ -50,7 +64,10 @@ export function planHandlers(sb: PlanSandbox, progress: (p: PlanProgress) => voi
       stepped: async (ctx) => {
         const input = ctx.input as unknown as PlanRunInput;
         const cp = ctx.checkpoint as unknown as PlanRootCheckpoint;
-        const child = (await ctx.children()).at(-1)!;
+        // The step task of this index and generation, by what it was spawned for: creation times
+        // follow the wall clock, which can step backwards.
+        const child = (await ctx.children()).find((c) => isStep(c.input, cp.index, cp.generation));
+        if (!child) throw new BerthError('plan_corrupt', `plan task ${ctx.task.id} has no step task for step ${cp.index} (generation ${cp.generation})`, { ids: { taskId: ctx.task.id } });
         const step = input.plan.steps[cp.index]!;
         const result = child.result as unknown as StepResult | null;
         const runId = ctx.task.runId!;
