@@ -94,4 +94,24 @@ describe('a replay-never step whose effect happened is never executed again', { 
     expect(service.counts()).toEqual({ deploy: 1 });
     expect(run.state).toBe('completed');
   });
+
+  it('runs exactly once when the sandbox it changed is lost before its snapshot, and the run finishes from an older snapshot', async () => {
+    const { fx, service } = await deployPlan();
+    // The first snapshot attempt fails (the receipt commits with the retry), the retry is killed:
+    // the effect is confirmed, its snapshot missing. Then the sandbox goes too.
+    const first = await fx.cli(['run', fx.plan, '--json'], { BERTH_FAULT_ERROR: 'snapshot.take#3', BERTH_FAULT: 'after:snapshot.take#3' });
+    expect(first.signal, first.stderr).toBe('SIGKILL');
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    for (const l of await fx.read((s) => s.listLeases({}))) {
+      if (l.releasedAt === null) await fx.docker.getContainer(l.containerId).remove({ force: true }).catch(() => {});
+    }
+    const parked = await fx.cli(['resume', runId, '--json']);
+    expect(parked.code, parked.stderr).toBe(3);
+    expect(lastJson<Summary>(parked).reason).toContain('ran and its effect is confirmed, but the sandbox it changed is gone');
+    const one = await fx.read(async (s) => (await s.listSnapshots({ runId })).find((x) => x.checkpoint === 'step:0:one')!);
+    const done = await fx.cli(['reconcile', runId, '--restore', one.id, '--json']);
+    expect(done.code, done.stderr).toBe(0);
+    expect(lastJson<Summary>(done).run.state).toBe('completed');
+    expect(service.counts()).toEqual({ deploy: 1 });
+  });
 });
