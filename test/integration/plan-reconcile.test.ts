@@ -91,4 +91,34 @@ describe('reconciliation has no dead end', { timeout: 300_000 }, () => {
     expect(good.code, good.stderr).toBe(0);
     expect(lastJson<Summary>(good).run.state).toBe('completed');
   });
+
+  it('runs a never step again only when the operator says its effect did not happen (--reject-effect), and refuses to guess', async () => {
+    service = await startCountingService();
+    const port = new URL(service.url).port;
+    fx = await planFixture([
+      { name: 'one', run: 'echo one >> steps.log' },
+      { name: 'deploy', run: `timeout 20 busybox wget -q -O - http://localhost:${port}/deploy && echo deployed >> steps.log`, replay: 'never' },
+    ]);
+    const envFile = `${fx.dir}/env.yaml`;
+    writeFileSync(envFile, `${readFileSync(envFile, 'utf8')}network: { mode: allowlist, allow: ["localhost:${port}"], allowOverride: true }\n`);
+    const first = await fx.cli(['run', fx.plan, '--json'], { BERTH_FAULT: 'before:phase.complete:plan-step#2' });
+    expect(first.signal, first.stderr).toBe('SIGKILL');
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    const parked = await fx.cli(['resume', runId, '--json']);
+    expect(parked.code, parked.stderr).toBe(3);
+    expect(lastJson<Summary>(parked).reason).toContain('the sandbox is usable');
+    // Continuing needs the answer to "did it happen": a bare --restore does not guess.
+    const older = await fx.read(async (s) => (await s.listSnapshots({ runId })).find((x) => x.checkpoint === 'step:0:one')!);
+    const guess = await fx.cli(['reconcile', runId, '--restore', older.id, '--json']);
+    expect(guess.code).not.toBe(0);
+    expect(guess.stderr).toContain('--reject-effect');
+    expect(await state(fx, runId)).toBe('needs_reconciliation');
+
+    const done = await fx.cli(['reconcile', runId, '--reject-effect', '--restore', older.id, '--json']);
+    expect(done.code, done.stderr).toBe(0);
+    expect(lastJson<Summary>(done).run.state).toBe('completed');
+    expect(service.counts()).toEqual({ deploy: 2 });
+    const deploys = await fx.read(async (s) => (await s.listEffects({ runId })).filter((e) => (e.intent as { step: string }).step === 'deploy'));
+    expect(deploys.map((e) => e.status)).toEqual(['failed', 'confirmed']);
+  });
 });
