@@ -9,7 +9,7 @@ export async function runResumeTransition(store: Store, decidedTask: Task, reaso
   if (!decidedTask.runId) return [];
   const run = await store.getRun(decidedTask.runId);
   if (run?.state !== 'awaiting_approval') return [];
-  const others = (await store.listTasks({ runId: run.id, statuses: ['waiting'] })).filter((t) => t.id !== decidedTask.id && t.wait?.signal === 'approval');
-  if (others.length) return [];
-  return [{ runId: run.id, from: 'awaiting_approval', to: 'running', actor, reason }];
+  // Whether another call still waits is decided inside the commit: two decisions at once (an
+  // approval and an expiry) would each see the other still waiting here.
+  return [{ runId: run.id, from: 'awaiting_approval', to: 'running', actor, reason, unlessWaiting: 'approval' }];
 }

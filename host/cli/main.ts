@@ -20,8 +20,10 @@ const USAGE = `usage: berth <command> [options]
   status                   list runs
   show RUN                 state, transitions, tasks, effects, snapshots and leases of a run
   logs RUN                 the output each step of a run produced
-  reconcile RUN (--restore SNAPSHOT | --accept | --fail)
-                           decide a run that needs reconciliation, then continue it
+  reconcile RUN [--accept | --reject-effect] [--restore SNAPSHOT] | --fail
+                           decide a run that needs reconciliation, then continue it:
+                           did the uncertain effect happen (--accept) or not (--reject-effect),
+                           and continue in the current sandbox or from a snapshot (--restore)
   cancel RUN               cancel a run durably
   gc [--keep N]            remove this host's leftover containers; keep N snapshots per session (default 5)
   env validate FILE        check an environment manifest
@@ -46,6 +48,7 @@ interface Flags extends AgentFlags {
   store?: string;
   restore?: string;
   accept: boolean;
+  'reject-effect': boolean;
   fail: boolean;
   'request-id'?: string;
   keep?: string;
@@ -100,6 +103,7 @@ export async function main(argv: string[]): Promise<number> {
         store: { type: 'string' },
         restore: { type: 'string' },
         accept: { type: 'boolean', default: false },
+        'reject-effect': { type: 'boolean', default: false },
         fail: { type: 'boolean', default: false },
         'request-id': { type: 'string' },
         keep: { type: 'string' },

@@ -83,7 +83,10 @@ export interface PhaseContext {
   readonly store: Store;
   readonly log: Logger;
   now(): number;
-  /** Owned subtasks in the order they were spawned. */
+  /**
+   * Owned subtasks, ordered by creation time. That is the wall clock, which can step backwards:
+   * find a particular child by its input (what it was spawned for), never by its position.
+   */
   children(): Promise<Task[]>;
   readDocument<T extends Json = Json>(documentId: string): Promise<{ state: T; version: number } | undefined>;
   /**

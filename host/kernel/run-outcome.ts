@@ -3,8 +3,8 @@ import type { RunTransitionInput } from '../store';
 
 /**
  * The run transitions that follow its root task reaching a terminal outcome, as legal edges of
- * the run state machine. A run never enters `completed` or `cancelled` while an effect is
- * unresolved: it goes to `needs_reconciliation`, naming the effects.
+ * the run state machine. A run never enters a final state while an effect is unresolved: it goes
+ * to `needs_reconciliation`, naming the effects (the store checks the same inside the commit).
  */
 export function runTransitionsForRoot(
   run: Run,
@@ -27,11 +27,8 @@ export function runTransitionsForRoot(
   // A retry that never got its answer (budget spent, or cancelled while waiting) ends the wait first.
   if (state === 'retry_wait') go('running', 'retry wait ended');
   if (state === 'waiting_for_input' || state === 'awaiting_approval') {
-    if (outcome === 'cancelled') {
-      go('cancelled', detail || 'cancelled while waiting');
-      return out;
-    }
-    go('running', 'root task settled');
+    if (outcome === 'cancelled') go('cancelling', detail || 'cancelled while waiting');
+    else go('running', 'root task settled');
   }
   if (state === 'running' && outcome === 'cancelled') go('cancelling', 'root task cancelled');
   if (state === 'cancelling') {
@@ -39,9 +36,10 @@ export function runTransitionsForRoot(
     return out;
   }
   if (state === 'reconciling') {
-    // The operator's decision is being carried out; reconciling has no way back to
-    // needs_reconciliation, so anything still uncertain now fails the run, saying why.
-    if (outcome === 'cancelled') go('cancelled', detail || 'root task cancelled');
+    // The operator's decision is being carried out; anything still uncertain goes back to the
+    // operator rather than ending the run.
+    if (unresolved) go('needs_reconciliation', unresolved);
+    else if (outcome === 'cancelled') go('cancelled', detail || 'root task cancelled');
     else if (outcome === 'ok' && !unresolved) go('completed', detail || 'root task completed after reconciliation');
     else go('failed', unresolved || detail || `root task ended ${outcome} during reconciliation`);
     return out;

@@ -29,13 +29,17 @@ const EDGES: Record<RunState, readonly RunState[]> = {
     'compensating',
     'needs_reconciliation',
   ],
-  waiting_for_input: ['running', 'cancelled'],
-  awaiting_approval: ['running', 'cancelled'],
+  // Cancel always passes through `cancelling`: a sibling task may be mid-effect, and the run
+  // may end only once nothing of it is still happening.
+  waiting_for_input: ['running', 'cancelling'],
+  awaiting_approval: ['running', 'cancelling'],
   retry_wait: ['running', 'failed'],
   cancelling: ['cancelled', 'needs_reconciliation'],
   compensating: ['compensated', 'failed', 'needs_reconciliation'],
   needs_reconciliation: ['reconciling'],
-  reconciling: ['completed', 'compensated', 'failed', 'cancelled'],
+  // Back to needs_reconciliation when the operator's decision cannot be carried out or leaves
+  // effects uncertain: a failed reconciliation attempt never ends the run.
+  reconciling: ['completed', 'compensated', 'failed', 'cancelled', 'needs_reconciliation'],
   completed: [],
   cancelled: [],
   compensated: [],

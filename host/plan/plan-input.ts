@@ -17,7 +17,13 @@ export interface PlanRootCheckpoint {
   generation: number;
   /** Why the run waits for an operator, when it does. */
   pending?: { kind: 'interrupted' | 'reconcile'; index: number; reason: string };
-  reconcile?: { action: 'accept' | 'restore'; snapshotId?: string };
+  /**
+   * The operator's decision, as delivered: whether the uncertain effects happened (`effects`,
+   * already settled in the delivering commit) and which sandbox state to continue from
+   * (`snapshotId`, else the current sandbox). `action` is the older form (accept = keep the
+   * sandbox, restore = restore `snapshotId`).
+   */
+  reconcile?: { action?: 'accept' | 'restore'; effects?: 'accepted' | 'rejected'; snapshotId?: string };
 }
 
 export interface StepInput {
@@ -40,6 +46,10 @@ export interface StepResult {
   stdoutTail: string;
   stderrTail: string;
   reconcile?: string;
+  /** A `never` step not executed again: the id of its effect confirmed in an earlier generation. */
+  alreadyDone?: string;
+  /** The sandbox went back to an older snapshot: the run continues from this step index (in a new generation). */
+  rewind?: number;
 }
 
 export type PlanProgress =

@@ -6,7 +6,7 @@ import { checkSnapshotSecrets } from '../secrets';
 import type { Snapshotter } from '../snapshot';
 import type { NewSnapshot, Store } from '../store';
 import type { Clock } from '../support';
-import { newId } from '../support';
+import { faultError, faultPoint, newId } from '../support';
 import { sandboxSpecOf } from '../runtime/sandbox-spec';
 import { KERNEL } from '../version';
 import type { SandboxPointer } from './sandbox-doc';
@@ -24,6 +24,11 @@ export interface PlanSandboxDeps {
 
 /** A sandbox ready for the next step, and the pointer change that must commit with the step. */
 export type Ensured = { kind: 'ok'; lease: Lease; pointer: Partial<SandboxPointer> } | { kind: 'reconcile'; reason: string };
+
+/** The sandbox is gone and the newest snapshot is older than the newest committed workspace. */
+export type Behind = { kind: 'behind'; snapshotId: string; checkpoint: string };
+
+type EnsureOptions = { inFlight: boolean; replay: 'safe' | 'never'; signal: AbortSignal };
 
 /** A snapshot record as a plan phase hands it to its decision; the kernel adds run and task. */
 export type NewSnapshotRecord = Omit<NewSnapshot, 'runId' | 'taskId'>;
@@ -54,7 +59,17 @@ export class PlanSandbox {
    * and, with no step in flight, its workspace digest must equal the newest snapshot's. A gone or
    * expired sandbox is restored from that snapshot; anything else asks for reconciliation.
    */
-  async ensure(runId: string, sessionId: string, env: Environment, ptr: SandboxPointer, o: { inFlight: boolean; replay: 'safe' | 'never'; signal: AbortSignal }): Promise<Ensured> {
+  async ensure(runId: string, sessionId: string, env: Environment, ptr: SandboxPointer, o: EnsureOptions): Promise<Ensured> {
+    const e = await this.ensureOrBehind(runId, sessionId, env, ptr, o);
+    return e.kind === 'behind' ? this.restore(runId, sessionId, env, e.snapshotId, o.signal) : e;
+  }
+
+  /**
+   * {@link ensure} for plan steps: a gone sandbox whose newest snapshot is older than the newest
+   * committed workspace is reported as `behind` rather than restored, because restoring it would
+   * drop the changes of the steps since.
+   */
+  async ensureOrBehind(runId: string, sessionId: string, env: Environment, ptr: SandboxPointer, o: EnsureOptions): Promise<Ensured | Behind> {
     const held = this.live.get(runId);
     if (held && held.id === ptr.leaseId && !held.lost && !held.isReleased && !o.inFlight) return { kind: 'ok', lease: held, pointer: {} };
     if (!satisfiesRange(KERNEL.version, env.kernel.compatible)) {
@@ -79,7 +94,46 @@ export class PlanSandbox {
     // Gone, stopped, expired, or a safe step was caught mid-run (its partial changes are discarded).
     if (record && record.releasedAt === null) await this.releaseRecord(record.id, env);
     if (!ptr.snapshotId) return { kind: 'reconcile', reason: `sandbox ${record ? `of lease ${record.id} ` : ''}is gone and no snapshot covers the newest committed sandbox change` };
+    // Restoring is only a resume when the snapshot holds the newest committed workspace (under
+    // `on-demand` later steps only advance the digest): otherwise the caller decides what to re-run.
+    const snap = await this.d.store.getSnapshot(ptr.snapshotId);
+    if (snap && ptr.workspaceDigest && snap.workspaceDigest !== ptr.workspaceDigest) return { kind: 'behind', snapshotId: snap.id, checkpoint: snap.checkpoint };
     return this.restore(runId, sessionId, env, ptr.snapshotId, o.signal);
+  }
+
+  /**
+   * The sandbox a step that already ran (its effect is confirmed) left behind, for its snapshot.
+   * It holds the step's changes, so it is never compared with the pointer from before the step;
+   * it only has to be the same live container. `lost` when it is gone, stopped, expired or replaced.
+   */
+  async afterRun(runId: string, env: Environment, ptr: SandboxPointer): Promise<{ kind: 'ok'; lease: Lease } | { kind: 'lost'; reason: string }> {
+    const held = this.live.get(runId);
+    if (held && !held.lost && !held.isReleased) return { kind: 'ok', lease: held };
+    const usable = await this.usable(ptr);
+    if (!usable.ok) return { kind: 'lost', reason: usable.reason };
+    const lease = await this.d.sandbox.attach(this.spec(env), usable.record);
+    this.live.set(runId, lease);
+    return { kind: 'ok', lease };
+  }
+
+  /** Whether the pointer's sandbox can be used as it is (an engine that does not answer is retried, not judged). */
+  async usable(ptr: SandboxPointer): Promise<{ ok: true; record: NonNullable<Awaited<ReturnType<Store['getLease']>>> } | { ok: false; reason: string }> {
+    const record = ptr.leaseId ? await this.d.store.getLease(ptr.leaseId) : undefined;
+    if (!record) return { ok: false, reason: 'the run has no sandbox lease' };
+    if (record.releasedAt !== null) return { ok: false, reason: `lease ${record.id} was released` };
+    if (record.expiresAt < this.d.clock.now()) return { ok: false, reason: `lease ${record.id} expired` };
+    const v = await this.d.sandbox.verify(record);
+    if (!v.ok && v.code === 'engine_unreachable') throw new BerthError('engine_unreachable', v.reason, { retryable: true, ids: { leaseId: record.id } });
+    return v.ok ? { ok: true, record } : { ok: false, reason: v.reason };
+  }
+
+  /** Snapshots of the run that can still be restored (record kept, image on the engine), newest first. */
+  async restorable(runId: string): Promise<Array<{ id: string; checkpoint: string; workspaceDigest: string }>> {
+    const out: Array<{ id: string; checkpoint: string; workspaceDigest: string }> = [];
+    for (const s of (await this.d.store.listSnapshots({ runId })).reverse()) {
+      if (s.prunedAt === null && (await this.d.imageExists(s.imageId))) out.push({ id: s.id, checkpoint: s.checkpoint, workspaceDigest: s.workspaceDigest });
+    }
+    return out;
   }
 
   /** A new lease from a snapshot image, checked against the snapshot's workspace digest. */
@@ -117,6 +171,8 @@ export class PlanSandbox {
    */
   async snapshot(runId: string, sessionId: string, env: Environment, lease: Lease, checkpoint: string, parentId: string | null, signal: AbortSignal) {
     const id = newId('snap');
+    // Test hooks: a failed snapshot (engine 5xx, scan error) and a kill with the image made but not recorded.
+    faultError('snapshot.take');
     if (await lease.overDiskLimit()) throw new BerthError('disk_exceeded', `the sandbox is over its disk limit of ${env.resources.diskMb} MB; its state is not snapshotted`, { ids: { runId, leaseId: lease.id } });
     // Refuses (typed) a change holding a secret; an allowed one comes back as a label on the image.
     const held = await checkSnapshotSecrets(lease, env.secrets, { ids: { runId, leaseId: lease.id }, signal });
@@ -125,6 +181,7 @@ export class PlanSandbox {
       labels: { 'berth.snapshot': id, 'berth.session': sessionId, 'berth.run': runId, 'berth.host': this.d.sandbox.hostId, ...held },
       signal,
     });
+    faultPoint('after:snapshot.take');
     const record: NewSnapshotRecord = { id, leaseId: lease.id, imageId: taken.imageId, workspaceDigest: taken.workspaceDigest, sizeBytes: taken.layerBytes, checkpoint, parentId };
     let current = lease;
     if (taken.flattened || taken.layerBytes >= (this.d.rebaseBytes ?? 8 << 20)) {

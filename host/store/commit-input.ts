@@ -60,6 +60,8 @@ export interface RunTransitionInput {
   actor: string;
   reason: string;
   versions?: RunVersions;
+  /** Skip this transition (without conflict) while a task of the run still waits on this signal, checked inside the commit. */
+  unlessWaiting?: string;
 }
 
 export interface NewEntry {

@@ -1,4 +1,5 @@
 import { appendFileSync } from 'node:fs';
+import { BerthError } from '../errors';
 
 /**
  * Named fault points at commit boundaries. A test arms them through the environment of a child
@@ -7,6 +8,9 @@ import { appendFileSync } from 'node:fs';
  * - `BERTH_FAULT_AT=n`     kill at the n-th boundary hit of this process (1-based, any name);
  * - `BERTH_FAULT=name[#k]` kill at the k-th hit (default 1st) of the boundary named `name`;
  * - `BERTH_FAULT_LOG=file` append `<hit number> <name>` per hit, so a test can enumerate every boundary.
+ *
+ * {@link faultError} points instead throw, for failures the host must survive without dying:
+ * - `BERTH_FAULT_ERROR=name[#k][,name#k…]` throw a retryable `engine_error` at the k-th hit of `name`.
  *
  * Unarmed, a fault point costs one counter increment.
  */
@@ -33,4 +37,23 @@ function die(): never {
   process.kill(process.pid, 'SIGKILL');
   // SIGKILL is delivered asynchronously; never let the caller go on to the next write.
   for (;;) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1000);
+}
+
+const errorTargets = new Map<string, number[]>();
+for (const t of (env.BERTH_FAULT_ERROR ?? '').split(',').filter(Boolean)) {
+  const [name, nth] = t.split('#');
+  errorTargets.set(name!, [...(errorTargets.get(name!) ?? []), nth ? Number(nth) : 1]);
+}
+const errorHits = new Map<string, number>();
+
+/**
+ * A named point where a test can inject a retryable failure (as an engine 5xx or a connection
+ * reset would be): throws at the hits `BERTH_FAULT_ERROR` names, does nothing otherwise.
+ */
+export function faultError(name: string): void {
+  const wanted = errorTargets.get(name);
+  if (!wanted) return;
+  const n = (errorHits.get(name) ?? 0) + 1;
+  errorHits.set(name, n);
+  if (wanted.includes(n)) throw new BerthError('engine_error', `injected fault at ${name} (hit ${n})`, { retryable: true });
 }

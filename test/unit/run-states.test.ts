@@ -25,8 +25,9 @@ const LEGAL: Array<[RunState, RunState]> = [
   ['reconciling', 'compensated'],
   ['reconciling', 'failed'],
   ['reconciling', 'cancelled'],
-  ['waiting_for_input', 'cancelled'],
-  ['awaiting_approval', 'cancelled'],
+  ['waiting_for_input', 'cancelling'],
+  ['awaiting_approval', 'cancelling'],
+  ['reconciling', 'needs_reconciliation'],
   ['retry_wait', 'failed'],
 ];
 
@@ -70,6 +71,17 @@ describe('run transitions after the root task ends', () => {
   it('never completes a run with an unresolved effect, wherever it was', () => {
     expect(path('running', 'ok', ['eff_1'])).toEqual(['running->needs_reconciliation']);
     expect(path('retry_wait', 'ok', ['eff_1'])).toEqual(['retry_wait->running', 'running->needs_reconciliation']);
+  });
+
+  it('cancels a waiting run through cancelling, and never ends it cancelled over an uncertain effect', () => {
+    expect(path('awaiting_approval', 'cancelled')).toEqual(['awaiting_approval->cancelling', 'cancelling->cancelled']);
+    expect(path('waiting_for_input', 'cancelled', ['eff_1'])).toEqual(['waiting_for_input->cancelling', 'cancelling->needs_reconciliation']);
+  });
+
+  it('sends a run back to needs_reconciliation, not to failed, when effects are still uncertain after reconciling', () => {
+    expect(path('reconciling', 'ok', ['eff_1'])).toEqual(['reconciling->needs_reconciliation']);
+    expect(path('reconciling', 'error', ['eff_1'])).toEqual(['reconciling->needs_reconciliation']);
+    expect(path('reconciling', 'error')).toEqual(['reconciling->failed']);
   });
 
   it('every path it returns is made of legal edges', () => {

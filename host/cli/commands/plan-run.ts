@@ -1,9 +1,9 @@
 import { userInfo } from 'node:os';
 import { BerthError } from '../../errors';
-import { isFinalRunState, type Json, type Run } from '../../model';
+import { isFinalRunState, type Effect, type Json, type Run } from '../../model';
 import { pruneSnapshots } from '../../snapshot';
 import type { EffectWrite } from '../../store';
-import { loadPlan, submitPlan, type PlanRunInput, type StepResult } from '../../plan';
+import { loadPlan, sandboxDocId, submitPlan, type PlanRunInput, type SandboxPointer, type StepResult } from '../../plan';
 import { engineCapacity, snapshotEngine } from '../../sandbox';
 import { checkEngineCapacity } from '../../../environment';
 import { EGRESS_ENTRY, isNetworkAttempt, type EgressAttempt } from '../../egress';
@@ -75,10 +75,10 @@ async function summary(ctx: CliContext, run: Run): Promise<void> {
   emit(ctx.json, { run, reason, steps }, () =>
     [
       '',
-      table([['STEP', 'RESULT', 'EXIT', 'TIME', 'SNAPSHOT'], ...steps.map((s) => [s.step ?? '?', s.code && s.code !== 'step_failed' ? s.code : (s.outcome ?? s.status), String(s.exitCode ?? '-'), s.durationMs === undefined ? '-' : duration(s.durationMs), s.snapshotId ?? '-'])]),
+      table([['STEP', 'RESULT', 'EXIT', 'TIME', 'SNAPSHOT'], ...steps.map((s) => [s.step ?? '?', s.rewind !== undefined ? `rewound to step ${s.rewind + 1}` : s.alreadyDone ? 'ran before' : s.code && s.code !== 'step_failed' ? s.code : (s.outcome ?? s.status), String(s.exitCode ?? '-'), s.durationMs === undefined ? '-' : duration(s.durationMs), s.snapshotId ?? '-'])]),
       '',
       `run ${run.id}: ${run.state}${reason ? ` (${reason})` : ''}`,
-      run.state === 'needs_reconciliation' ? `decide with: berth reconcile ${run.id} --restore SNAPSHOT | --accept | --fail   (berth show ${run.id} lists snapshots)` : '',
+      run.state === 'needs_reconciliation' ? `decide with: berth reconcile ${run.id} [--accept | --reject-effect] [--restore SNAPSHOT] | --fail   (berth show ${run.id} lists snapshots)` : '',
     ].filter((l, i, a) => l !== '' || i !== a.length - 1).join('\n'),
   );
 }
@@ -108,23 +108,62 @@ export async function resumeRun(ctx: CliContext, runId: string): Promise<number>
   return drive(ctx, rt, runId);
 }
 
-/** `berth reconcile RUN --restore SNAPSHOT | --accept | --fail`, with the operator as the actor. */
-export async function reconcileRun(ctx: CliContext, runId: string, choice: { restore?: string; accept: boolean; fail: boolean }): Promise<number> {
-  const picked = [choice.restore !== undefined, choice.accept, choice.fail].filter(Boolean).length;
-  if (picked !== 1) throw new BerthError('usage', 'reconcile needs exactly one of --restore SNAPSHOT, --accept, --fail');
+/** The operator's answers to `berth reconcile`: whether the uncertain effects happened, and which sandbox state to continue from. */
+export interface ReconcileChoice {
+  /** The uncertain effects happened. */
+  accept: boolean;
+  /** The uncertain effects did not happen (a `never` step is then run again). */
+  'reject-effect'?: boolean;
+  /** Continue from this snapshot instead of the current sandbox. */
+  restore?: string;
+  /** End the run as failed (after settling the uncertain effects as answered). */
+  fail: boolean;
+}
+
+const settle = (actor: string, effects: Effect[], answer: 'accepted' | 'rejected'): EffectWrite[] =>
+  effects.map((e): EffectWrite => ({
+    id: e.id,
+    expectStatus: e.status,
+    set:
+      answer === 'accepted'
+        ? { status: 'confirmed', receipt: { resolvedBy: actor, decision: 'accept', note: 'outcome unknown; accepted by the operator' } }
+        : { status: 'failed', receipt: { resolvedBy: actor, decision: 'reject' }, error: { code: 'operator_rejected', message: `settled by ${actor}: did not happen` } },
+  }));
+
+/**
+ * `berth reconcile RUN`, with the operator as the actor. Two separate questions: did the uncertain
+ * effects happen (`--accept` / `--reject-effect`), and which sandbox state to continue from (the
+ * current sandbox, or `--restore SNAPSHOT`); `--fail` ends the run instead of continuing. A choice
+ * that cannot be carried out is refused before anything is committed, or (found while carrying it
+ * out) sends the run back to `needs_reconciliation`: never into a state the advice cannot leave.
+ */
+export async function reconcileRun(ctx: CliContext, runId: string, choice: ReconcileChoice): Promise<number> {
+  const reject = choice['reject-effect'] === true;
+  if (choice.accept && reject) throw new BerthError('usage', '--accept (the effect happened) and --reject-effect (it did not) exclude each other');
+  if (!choice.accept && !reject && choice.restore === undefined && !choice.fail) {
+    throw new BerthError('usage', 'reconcile needs a decision: --accept or --reject-effect (did the uncertain effect happen), --restore SNAPSHOT (continue from a snapshot), or --fail');
+  }
+  if (choice.fail && choice.restore !== undefined) throw new BerthError('usage', '--fail ends the run; it takes no --restore');
   const run = await getRunOrThrow(ctx.store, runId);
   if (run.state !== 'needs_reconciliation') {
     throw new BerthError('run_not_reconcilable', `run ${runId} is ${run.state}, not needs_reconciliation`, { ids: { runId } });
   }
   const actor = operator();
+  const uncertain = (await ctx.store.listEffects({ runId })).filter((e) => e.status === 'unknown' || e.status === 'executing');
+  const answer = choice.accept ? 'accepted' : reject ? 'rejected' : undefined;
+  if (uncertain.length && !answer) {
+    throw new BerthError('effect_answer_needed', `run ${runId} has ${uncertain.length} effect(s) that may or may not have happened (${uncertain.map((e) => e.id).join(', ')}): add --accept if they did, --reject-effect if they did not`, { ids: { runId } });
+  }
+  const effects = answer ? settle(actor, uncertain, answer) : [];
   const waiting = (await ctx.store.listTasks({ runId, statuses: ['waiting'] })).find((t) => t.wait?.signal === 'reconcile');
-  if (!waiting && choice.accept) return acceptSettledRun(ctx, run, actor);
+  if (!waiting && !choice.fail && choice.restore === undefined && answer) return acceptSettledRun(ctx, run, actor, effects, answer);
   if (choice.fail || !waiting) {
-    if (!choice.fail) throw new BerthError('run_not_reconcilable', `run ${runId} has no task waiting for an operator; --accept or --fail apply`, { ids: { runId } });
+    if (!choice.fail) throw new BerthError('run_not_reconcilable', `run ${runId} has no task waiting for an operator; --accept, --reject-effect or --fail apply`, { ids: { runId } });
     const r = await ctx.store.commit({
       sessionId: run.sessionId,
       label: 'reconcile.fail',
       actor,
+      effects,
       runTransitions: [
         { runId, from: 'needs_reconciliation', to: 'reconciling', actor, reason: 'operator chose --fail' },
         { runId, from: 'reconciling', to: 'failed', actor, reason: 'failed by operator' },
@@ -150,47 +189,54 @@ export async function reconcileRun(ctx: CliContext, runId: string, choice: { res
   }
   const total = await stepCount(ctx, run);
   const rt = await startHost(ctx, () => total);
-  const payload: { action: string; snapshotId?: string } = choice.restore ? { action: 'restore', snapshotId: choice.restore } : { action: 'accept' };
-  const reason = choice.restore ? `operator restores snapshot ${choice.restore}` : 'operator accepts the sandbox as it is';
-  // The operator's decision settles every uncertain effect: accepted as happened, or undone by the restore.
-  const uncertain = (await ctx.store.listEffects({ runId })).filter((e) => e.status === 'unknown' || e.status === 'executing');
-  const effects = uncertain.map((e): EffectWrite => ({
-    id: e.id,
-    expectStatus: e.status,
-    set: choice.restore
-      ? { status: 'compensated', receipt: { resolvedBy: actor, decision: 'restore', snapshotId: choice.restore } }
-      : { status: 'confirmed', receipt: { resolvedBy: actor, decision: 'accept', note: 'outcome unknown; accepted by the operator' } },
-  }));
+  if (!choice.restore && run.kind === 'plan') await requireUsableSandbox(ctx, rt, run);
+  const payload = { ...(answer ? { effects: answer } : {}), ...(choice.restore ? { snapshotId: choice.restore } : {}) };
+  const said = answer ? `the uncertain effects ${answer === 'accepted' ? 'happened' : 'did not happen'}` : 'no uncertain effects';
+  const reason = `operator: ${said}; ${choice.restore ? `continue from snapshot ${choice.restore}` : 'continue in the current sandbox'}`;
   const ok = await rt.kernel.deliver(waiting.id, 'reconcile', payload as Json, { actor, effects, runTransitions: [{ runId, from: 'needs_reconciliation', to: 'reconciling', actor, reason }] });
-  if (!ok) throw new BerthError('reconcile_conflict', `run ${runId} changed meanwhile; look again with berth show ${runId}`, { retryable: true, ids: { runId } });
+  if (!ok) {
+    await rt.kernel.stop();
+    throw new BerthError('reconcile_conflict', `run ${runId} changed meanwhile; look again with berth show ${runId}`, { retryable: true, ids: { runId } });
+  }
   if (!ctx.json) process.stderr.write(`reconciling run ${runId}: ${reason}\n`);
   return drive(ctx, rt, runId);
 }
 
+/** Keeping the current sandbox needs one that works: said before anything is committed, with what can be restored instead. */
+async function requireUsableSandbox(ctx: CliContext, rt: HostRuntime, run: Run): Promise<void> {
+  const doc = await ctx.store.getDocument(sandboxDocId(run.id));
+  const ptr = (doc ? rt.documents.rebuild(doc) : { leaseId: null, snapshotId: null, workspaceDigest: null }) as unknown as SandboxPointer;
+  const usable = await rt.planSandbox.usable(ptr);
+  if (usable.ok) return;
+  await rt.kernel.stop();
+  const snaps = await rt.planSandbox.restorable(run.id);
+  const list = snaps.length ? snaps.map((s) => `${s.id} (${s.checkpoint})`).join(', ') : 'none';
+  throw new BerthError('sandbox_unusable', `run ${run.id} cannot continue in its current sandbox: ${usable.reason}. Add --restore SNAPSHOT (restorable: ${list}); nothing was changed`, { ids: { runId: run.id } });
+}
+
 /**
- * `--accept` for a run whose root task has already ended (an agent run that told the model about
- * an uncertain call and finished): the operator vouches that the uncertain effects happened; the
- * run ends as its root did.
+ * `--accept` / `--reject-effect` for a run whose root task has already ended (an agent run that
+ * told the model about an uncertain call and finished): the operator says whether the uncertain
+ * effects happened; the run ends as its root did.
  */
-async function acceptSettledRun(ctx: CliContext, run: Run, actor: string): Promise<number> {
+async function acceptSettledRun(ctx: CliContext, run: Run, actor: string, effects: EffectWrite[], answer: 'accepted' | 'rejected'): Promise<number> {
   const root = run.rootTaskId ? await ctx.store.getTask(run.rootTaskId) : undefined;
   if (!root || root.status !== 'terminal') {
     throw new BerthError('run_not_reconcilable', `run ${run.id} has no task waiting for an operator and its root task has not ended; only --fail applies`, { ids: { runId: run.id } });
   }
-  const uncertain = (await ctx.store.listEffects({ runId: run.id })).filter((e) => e.status === 'unknown' || e.status === 'executing');
   const to = root.outcome === 'ok' ? 'completed' : 'failed';
   const r = await ctx.store.commit({
     sessionId: run.sessionId,
     label: 'reconcile.accept',
     actor,
-    effects: uncertain.map((e): EffectWrite => ({ id: e.id, expectStatus: e.status, set: { status: 'confirmed', receipt: { resolvedBy: actor, decision: 'accept', note: 'outcome unknown; accepted by the operator' } } })),
+    effects,
     runTransitions: [
-      { runId: run.id, from: 'needs_reconciliation', to: 'reconciling', actor, reason: `operator accepts ${uncertain.length} uncertain effect(s) as happened` },
-      { runId: run.id, from: 'reconciling', to, actor, reason: `root task ended ${root.outcome}; accepted by operator` },
+      { runId: run.id, from: 'needs_reconciliation', to: 'reconciling', actor, reason: `operator: ${effects.length} uncertain effect(s) ${answer === 'accepted' ? 'happened' : 'did not happen'}` },
+      { runId: run.id, from: 'reconciling', to, actor, reason: `root task ended ${root.outcome}; ${answer} by operator` },
     ],
   });
   if (!r.ok) throw new BerthError('reconcile_conflict', `run ${run.id} changed meanwhile: ${r.conflict.kind}`, { retryable: true, ids: { runId: run.id } });
-  emit(ctx.json, { run: await ctx.store.getRun(run.id), accepted: uncertain.map((e) => e.id) }, () => `run ${run.id}: ${to}; ${uncertain.length} uncertain effect(s) accepted by ${actor}`);
+  emit(ctx.json, { run: await ctx.store.getRun(run.id), [answer]: effects.map((e) => e.id) }, () => `run ${run.id}: ${to}; ${effects.length} uncertain effect(s) ${answer} by ${actor}`);
   return 0;
 }
 
@@ -209,7 +255,8 @@ export async function cancelRun(ctx: CliContext, runId: string): Promise<number>
   const from = run.state;
   const transitions =
     from === 'running' ? [{ runId, from, to: 'cancelling' as const, actor, reason: 'cancelled by operator' }]
-    : from === 'waiting_for_input' || from === 'awaiting_approval' ? [{ runId, from, to: 'cancelled' as const, actor, reason: 'cancelled by operator' }]
+    // Through cancelling: a sibling task may be mid-effect; the run ends once its root task settles.
+    : from === 'waiting_for_input' || from === 'awaiting_approval' ? [{ runId, from, to: 'cancelling' as const, actor, reason: 'cancelled by operator' }]
     : from === 'admitted' ? [{ runId, from, to: 'running' as const, actor, reason: 'cancel requested before start' }, { runId, from: 'running' as const, to: 'cancelling' as const, actor, reason: 'cancelled by operator' }]
     : from === 'retry_wait' ? [{ runId, from, to: 'running' as const, actor, reason: 'cancel requested during a retry wait' }, { runId, from: 'running' as const, to: 'cancelling' as const, actor, reason: 'cancelled by operator' }]
     : null;

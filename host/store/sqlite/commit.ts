@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import { BerthError } from '../../errors';
-import { assertRunTransition, type EffectStatus, type RunState } from '../../model';
+import { assertRunTransition, isFinalRunState, type EffectStatus, type RunState } from '../../model';
 import type { CommitConflict, CommitInput, TaskChanges } from '../commit-input';
 import { json } from './rows';
 
@@ -57,6 +57,8 @@ export class CommitWriter {
       unresolvedEffects: p(
         "SELECT id FROM effects WHERE run_id = ? AND status IN ('intended', 'executing', 'unknown') ORDER BY id",
       ),
+      uncertainEffects: p("SELECT id FROM effects WHERE run_id = ? AND status IN ('executing', 'unknown') ORDER BY id"),
+      waitingOn: p("SELECT COUNT(*) AS n FROM tasks WHERE run_id = ? AND status = 'waiting' AND json_extract(wait_json, '$.signal') = ?"),
       entryInsert: p(
         `INSERT INTO entries (session_id, seq, id, conversation_id, run_id, task_id, kind, body_json, commit_seq, at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -156,7 +158,13 @@ export class CommitWriter {
     for (const n of c.snapshots ?? []) {
       s.snapshotInsert.run(n.id, sid, n.runId, n.taskId, n.leaseId, n.imageId, n.workspaceDigest, n.sizeBytes, n.checkpoint, n.parentId, seq, at);
     }
-    for (const t of c.runTransitions ?? []) this.writeRunTransition(t, c.actor ?? t.actor, seq, at);
+    for (const t of c.runTransitions ?? []) {
+      // A conditional move (the last open approval of a run decided): evaluated after this
+      // commit's task changes, against what other commits have written, so two deciders that
+      // each saw the other still waiting cannot both skip it.
+      if (t.unlessWaiting && (s.waitingOn.get(t.runId, t.unlessWaiting) as { n: number }).n > 0) continue;
+      this.writeRunTransition(t, c.actor ?? t.actor, seq, at);
+    }
 
     s.sessionBump.run(seq, entrySeq, sid);
     return seq;
@@ -233,8 +241,11 @@ export class CommitWriter {
       throw new Conflict({ kind: 'run_state', runId: t.runId, expected: t.from, actual: row?.state ?? null });
     }
     assertRunTransition(t.runId, t.from, t.to);
-    if (t.to === 'completed') {
-      const open = (s.unresolvedEffects.all(t.runId) as Array<{ id: string }>).map((r) => r.id);
+    // Checked here, inside the transaction, so an effect marked `executing` by a sibling task
+    // between a decider's read and its commit cannot slip under a final state. `completed` also
+    // needs every intended effect done; other final states only need none possibly in progress.
+    if (t.to === 'completed' || isFinalRunState(t.to)) {
+      const open = ((t.to === 'completed' ? s.unresolvedEffects : s.uncertainEffects).all(t.runId) as Array<{ id: string }>).map((r) => r.id);
       if (open.length > 0) throw new Conflict({ kind: 'unresolved_effects', runId: t.runId, effectIds: open });
     }
     const versions = t.versions ?? JSON.parse(row.versions_json);

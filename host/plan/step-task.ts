@@ -1,0 +1,185 @@
+import type { Decision, PhaseContext } from '../kernel';
+import type { Effect, Json, Task } from '../model';
+import { BerthError, isBerthError } from '../errors';
+import type { Lease } from '../sandbox';
+import { resolveSecrets, type ResolvedSecret } from '../secrets';
+import { execStep, type StepReceipt } from './step-exec';
+import type { PlanSandbox } from './plan-sandbox';
+import type { PlanProgress, PlanRunInput, StepInput, StepResult } from './plan-input';
+import { sandboxDocId, type SandboxPointer } from './sandbox-doc';
+import { nextIndexOf, stepEffectId } from './checkpoints';
+
+const SANDBOX_GONE = new Set(['sandbox_unavailable', 'container_missing', 'container_stopped', 'engine_unreachable', 'engine_error', 'lease_released']);
+
+/** The run's sandbox pointer as committed. */
+export async function readPointer(ctx: PhaseContext, runId: string): Promise<SandboxPointer> {
+  return ((await ctx.readDocument<SandboxPointer & Json>(sandboxDocId(runId)))?.state ?? { leaseId: null, snapshotId: null, workspaceDigest: null }) as SandboxPointer;
+}
+
+/**
+ * The effects of step `index` in generations before `generation`, newest first. A `never` step
+ * whose effect happened (or may have) in an earlier generation is not executed again when a
+ * reconciliation re-runs the steps around it.
+ */
+export async function earlierEffects(ctx: PhaseContext, runId: string, index: number, generation: number): Promise<Effect[]> {
+  const ids = new Set(Array.from({ length: generation }, (_, g) => stepEffectId(runId, index, g)));
+  return (await ctx.store.listEffects({ runId })).filter((e) => ids.has(e.id)).reverse();
+}
+
+/**
+ * A sandbox that stopped answering mid-step (engine restart, container gone) is a reason to retry
+ * the phase, not to fail the step: the retry finds the step in flight and verifies, restores or
+ * reconciles the sandbox before anything runs again.
+ */
+function sandboxLost(err: unknown, sb: PlanSandbox, runId: string): unknown {
+  if (!isBerthError(err) || !SANDBOX_GONE.has(err.code)) return err;
+  sb.forget(runId);
+  return new BerthError(err.code, err.message, { retryable: true, ids: { ...err.ids, runId }, cause: err });
+}
+
+async function parentOf(ctx: PhaseContext): Promise<Task> {
+  const parent = ctx.task.parentId ? await ctx.store.getTask(ctx.task.parentId) : undefined;
+  if (!parent) throw new BerthError('plan_corrupt', `step task ${ctx.task.id} has no plan task`, { ids: { taskId: ctx.task.id } });
+  return parent;
+}
+
+const parked = (step: string, reason: string, writes?: Decision['writes']): Decision => ({
+  type: 'complete',
+  result: { step, exitCode: -1, timedOut: false, oomKilled: false, durationMs: 0, snapshotId: null, stdoutTail: '', stderrTail: '', reconcile: reason } satisfies StepResult as unknown as Json,
+  ...(writes ? { writes } : {}),
+});
+
+/**
+ * One plan step. A step whose effect is confirmed is never executed again: a retry or a resume
+ * only takes the snapshot it is missing. A `never` step that may have run (in flight when a host
+ * died, or in an earlier generation) is reported, never started again.
+ */
+export async function runStep(ctx: PhaseContext, sb: PlanSandbox, progress: (p: PlanProgress) => void): Promise<Decision> {
+  const { index, generation } = ctx.input as unknown as StepInput;
+  const root = await parentOf(ctx);
+  const input = root.input as unknown as PlanRunInput;
+  const runId = ctx.task.runId!;
+  const step = input.plan.steps[index]!;
+  const env = input.environment;
+  const effectId = stepEffectId(runId, index, generation);
+  const spec = { id: effectId, kind: 'plan.step', intent: { step: step.name, run: step.run } as Json, replay: step.replay };
+  const prior = await ctx.store.getEffect(effectId);
+  const ptr = await readPointer(ctx, runId);
+
+  if (step.replay === 'never') {
+    const before = (await earlierEffects(ctx, runId, index, generation)).find((e) => e.status === 'confirmed' || e.status === 'executing' || e.status === 'unknown');
+    if (before?.status === 'confirmed') {
+      // It happened in an earlier generation (a restore went back to before it): report it, do not repeat it.
+      const r = before.receipt as Partial<StepReceipt> | null;
+      const result: StepResult = { step: step.name, exitCode: r?.exitCode ?? 0, timedOut: false, oomKilled: false, durationMs: 0, snapshotId: null, stdoutTail: '', stderrTail: '', alreadyDone: before.id };
+      return { type: 'complete', result: result as unknown as Json };
+    }
+    if (before) return { type: 'interrupt', reason: `step ${step.name} (replay never) may have run as ${before.id} (${before.status}); it is not started again`, result: { step: step.name, interrupted: true } };
+    if (prior?.status === 'executing' || prior?.status === 'unknown') {
+      // In flight when a host stopped: nothing in the sandbox is touched; the effect becomes `unknown`.
+      const out = await ctx.perform(spec, async () => {
+        throw new BerthError('plan_corrupt', `step ${step.name} (replay never) would be started again`, { ids: { runId, effectId } });
+      });
+      if (out.status === 'uncertain') return { type: 'interrupt', reason: out.reason, result: { step: step.name, interrupted: true } };
+    }
+  }
+
+  const docOps: Json[] = [];
+  let receipt = prior?.status === 'confirmed' ? (prior.receipt as StepReceipt) : null;
+  let lease: Lease | undefined;
+  let actionId = effectId;
+  if (receipt) {
+    // The step ran; only what follows it (snapshot or digest) is missing.
+    const after = await sb.afterRun(runId, env, ptr);
+    if (after.kind === 'ok') lease = after.lease;
+    else if (step.replay === 'never') {
+      return parked(step.name, `step ${step.name} (replay never) ran and its effect is confirmed, but the sandbox it changed is gone (${after.reason}) before its snapshot: its workspace changes are lost`);
+    } else receipt = null;
+  }
+  if (!lease) {
+    const ensured = await sb.ensureOrBehind(runId, ctx.task.sessionId, env, ptr, { inFlight: prior?.status === 'executing', replay: step.replay, signal: ctx.signal });
+    if (ensured.kind === 'reconcile') return parked(step.name, ensured.reason);
+    if (ensured.kind === 'behind') return rewind(ctx, sb, input, index, ensured);
+    if (Object.keys(ensured.pointer).length) docOps.push(ensured.pointer as Json);
+    lease = ensured.lease;
+    // A safe step that ran on a sandbox lost before its snapshot runs again on the restored one, as a new action.
+    if (prior?.status === 'confirmed' && ensured.pointer.leaseId) actionId = `${effectId}:after-restore:${ensured.pointer.leaseId}`;
+  }
+  const held = lease;
+  if (!receipt) {
+    progress({ type: 'step-start', runId, index, step: step.name, command: step.run });
+    let secrets: ResolvedSecret[];
+    try {
+      // Every secret of the run, not only the step's: a value one step stashed can be printed by any later one.
+      secrets = await resolveSecrets(env.secrets, [...new Set(input.plan.steps.flatMap((s) => s.secrets))], { runId, taskId: ctx.task.id });
+    } catch (err) {
+      if (!isBerthError(err)) throw err;
+      return { type: 'fail', error: { code: err.code, message: `step ${step.name}: ${err.message}` } };
+    }
+    const out = await ctx.perform({ ...spec, id: actionId }, async (signal) =>
+      execStep(held, step, env, secrets, { runId, index, signal, progress })
+        .then((r) => {
+          // A command the engine killed by stopping the container has no outcome of its own.
+          if (held.lost || r.exitCode === -1) throw new BerthError('sandbox_unavailable', `the sandbox stopped during step ${step.name}`, { ids: { runId } });
+          return r as unknown as Json;
+        })
+        .catch((err: unknown) => {
+          throw sandboxLost(err, sb, runId);
+        }),
+    );
+    if (out.status === 'uncertain') return { type: 'interrupt', reason: out.reason, result: { step: step.name, interrupted: true } };
+    receipt = out.receipt as unknown as StepReceipt;
+  }
+  const r = receipt;
+  const writes: NonNullable<Decision['writes']> = {};
+  let snapshotId: string | null = null;
+  if (r.diskExceeded) {
+    // The layer is over the limit: never snapshotted (nor measured again), and the run stops here.
+    const result: StepResult = { step: step.name, exitCode: r.exitCode, timedOut: r.timedOut, oomKilled: r.oomKilled, diskExceeded: true, pidsLimited: r.pidsLimited ?? false, durationMs: r.durationMs, snapshotId: null, stdoutTail: r.stdoutTail, stderrTail: r.stderrTail };
+    progress({ type: 'step-end', runId, index, step: step.name, exitCode: r.exitCode, durationMs: r.durationMs, snapshotId: null });
+    const message = `${step.name} wrote more than the sandbox's disk limit of ${env.resources.diskMb} MB (all files together); its state was not snapshotted`;
+    return { type: 'fail', error: { code: 'disk_exceeded', message, details: result as unknown as Json }, writes: { entries: [{ kind: 'plan.step.output', body: result as unknown as Json }] } };
+  }
+  if (env.snapshot.policy === 'after-each-step') {
+    const s = await sb.snapshot(runId, ctx.task.sessionId, env, sb.held(runId) ?? held, `step:${index}:${step.name}`, ptr.snapshotId, ctx.signal).catch((err: unknown) => {
+      throw sandboxLost(err, sb, runId);
+    });
+    snapshotId = s.record.id;
+    writes.snapshots = [s.record];
+    docOps.push(s.pointer as Json);
+  } else {
+    docOps.push({ leaseId: held.id, workspaceDigest: await sb.digest(held, env, ctx.signal).catch((err: unknown) => { throw sandboxLost(err, sb, runId); }) });
+  }
+  writes.documents = docOps.map((op) => ({ documentId: sandboxDocId(runId), op }));
+  const result: StepResult = { step: step.name, exitCode: r.exitCode, timedOut: r.timedOut, oomKilled: r.oomKilled, diskExceeded: false, pidsLimited: r.pidsLimited ?? false, durationMs: r.durationMs, snapshotId, stdoutTail: r.stdoutTail, stderrTail: r.stderrTail };
+  writes.entries = [{ kind: 'plan.step.output', body: result as unknown as Json }];
+  progress({ type: 'step-end', runId, index, step: step.name, exitCode: r.exitCode, durationMs: r.durationMs, snapshotId });
+  if (r.exitCode === 0 && !r.timedOut) return { type: 'complete', result: result as unknown as Json, writes };
+  const why = r.timedOut ? 'timed out' : r.oomKilled ? `was killed for memory (exit ${r.exitCode})` : r.pidsLimited ? `could not fork: the sandbox's pids limit of ${env.resources.pids} was reached (exit ${r.exitCode})` : `exited ${r.exitCode}`;
+  return { type: 'fail', error: { code: r.pidsLimited ? 'pids_exceeded' : 'step_failed', message: `${step.name} ${why}`, details: result as unknown as Json }, writes };
+}
+
+/**
+ * The sandbox is gone and its newest snapshot predates steps that changed the workspace since
+ * (`snapshot.policy: on-demand`). Restoring it and going on would silently drop their changes: when
+ * every one of them is `safe`, the run goes back to the snapshot and runs them again; otherwise it
+ * asks the operator, naming what a restore would lose.
+ */
+async function rewind(ctx: PhaseContext, sb: PlanSandbox, input: PlanRunInput, index: number, behind: { snapshotId: string; checkpoint: string }): Promise<Decision> {
+  const runId = ctx.task.runId!;
+  const step = input.plan.steps[index]!;
+  const from = nextIndexOf(behind.checkpoint);
+  const lost = input.plan.steps.slice(from, index);
+  const never = lost.filter((s) => s.replay === 'never');
+  if (never.length) {
+    return parked(
+      step.name,
+      `the sandbox is gone and its newest snapshot ${behind.snapshotId} (${behind.checkpoint}) is older than the workspace: restoring it would lose the changes of steps ${lost.map((s) => s.name).join(', ')}, and ${never.map((s) => s.name).join(', ')} is replay never`,
+    );
+  }
+  const ensured = await sb.restore(runId, ctx.task.sessionId, input.environment, behind.snapshotId, ctx.signal);
+  if (ensured.kind !== 'ok') return parked(step.name, ensured.kind === 'reconcile' ? ensured.reason : `snapshot ${behind.snapshotId} cannot be restored`);
+  ctx.log.info({ runId, snapshotId: behind.snapshotId, from }, 'sandbox restored from an older snapshot; re-running the safe steps after it');
+  const result: StepResult = { step: step.name, exitCode: -1, timedOut: false, oomKilled: false, durationMs: 0, snapshotId: null, stdoutTail: '', stderrTail: '', rewind: from };
+  return { type: 'complete', result: result as unknown as Json, writes: { documents: [{ documentId: sandboxDocId(runId), op: ensured.pointer as Json }] } };
+}

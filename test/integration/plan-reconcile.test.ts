@@ -1,0 +1,124 @@
+import { readFileSync, writeFileSync } from 'node:fs';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Run } from '../../host/model';
+import { startCountingService } from '../support/counting-service';
+import { lastJson, planFixture } from '../support/plan-fixture';
+
+type Summary = { run: Run; reason: string; steps: Array<{ step: string; outcome: string; alreadyDone?: string }> };
+
+let fx: Awaited<ReturnType<typeof planFixture>> | undefined;
+let service: Awaited<ReturnType<typeof startCountingService>> | undefined;
+afterEach(async () => {
+  await service?.close();
+  await fx?.cleanup();
+  fx = undefined;
+  service = undefined;
+});
+
+const state = async (f: NonNullable<typeof fx>, runId: string) => (await f.read((s) => s.getRun(runId)))!.state;
+
+async function removeLiveSandboxes(f: NonNullable<typeof fx>): Promise<void> {
+  for (const l of await f.read((s) => s.listLeases({}))) {
+    if (l.releasedAt === null) await f.docker.getContainer(l.containerId).remove({ force: true }).catch(() => {});
+  }
+}
+
+describe('reconciliation has no dead end', { timeout: 300_000 }, () => {
+  it('after a kill during a never step\'s snapshot and a removed sandbox: says the sandbox is unusable, refuses --accept alone without failing, and finishes with --accept --restore', async () => {
+    service = await startCountingService();
+    const port = new URL(service.url).port;
+    fx = await planFixture([
+      { name: 'one', run: 'echo one >> steps.log' },
+      { name: 'deploy', run: `timeout 20 busybox wget -q -O - http://localhost:${port}/deploy && echo deployed >> steps.log`, replay: 'never' },
+      { name: 'three', run: 'cat steps.log' },
+    ]);
+    const envFile = `${fx.dir}/env.yaml`;
+    writeFileSync(envFile, `${readFileSync(envFile, 'utf8')}network: { mode: allowlist, allow: ["localhost:${port}"], allowOverride: true }\n`);
+    // Snapshots: upload, one, deploy; killed with deploy's image made but not recorded.
+    const first = await fx.cli(['run', fx.plan, '--json'], { BERTH_FAULT: 'after:snapshot.take#3' });
+    expect(first.signal, first.stderr).toBe('SIGKILL');
+    expect(service.counts()).toEqual({ deploy: 1 });
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    await removeLiveSandboxes(fx);
+
+    const parked = await fx.cli(['resume', runId, '--json']);
+    expect(parked.code, parked.stderr).toBe(3);
+    const one = await fx.read(async (s) => (await s.listSnapshots({ runId })).find((x) => x.checkpoint === 'step:0:one')!);
+    const reason = lastJson<Summary>(parked).reason;
+    // Before deciding, the operator reads that the sandbox is gone and what can be restored.
+    expect(reason).toContain('step deploy (replay never) was in flight');
+    expect(reason).toContain('the sandbox is not usable');
+    expect(reason).toContain(`${one.id} (step:0:one)`);
+
+    // Keeping an unusable sandbox cannot be carried out: the run stays waiting for a decision.
+    const keep = await fx.cli(['reconcile', runId, '--accept', '--json']);
+    expect(keep.code, keep.stderr).not.toBe(0);
+    expect(await state(fx, runId)).toBe('needs_reconciliation');
+
+    const done = await fx.cli(['reconcile', runId, '--accept', '--restore', one.id, '--json']);
+    expect(done.code, done.stderr + done.stdout.slice(-2000)).toBe(0);
+    const summary = lastJson<Summary>(done);
+    expect(summary.run.state).toBe('completed');
+    expect(service.counts()).toEqual({ deploy: 1 });
+    // The accepted step is not run again; the run continues after it from the restored state.
+    expect(summary.steps.filter((s) => s.step === 'deploy').some((s) => s.alreadyDone)).toBe(true);
+    const effects = await fx.read((s) => s.listEffects({ runId }));
+    expect(effects.filter((e) => (e.intent as { step: string }).step === 'deploy').map((e) => [e.status, (e.receipt as { decision?: string } | null)?.decision])).toEqual([['confirmed', 'accept']]);
+  });
+
+  it('leaves the run in needs_reconciliation when the snapshot chosen cannot be restored, and restores another after', async () => {
+    fx = await planFixture([
+      { name: 'one', run: 'echo one >> steps.log' },
+      { name: 'two', run: 'echo two >> steps.log' },
+      { name: 'three', run: 'cat steps.log' },
+    ]);
+    const first = await fx.cli(['run', fx.plan, '--json'], { BERTH_FAULT: 'after:phase.complete:plan-step#2' });
+    expect(first.signal, first.stderr).toBe('SIGKILL');
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    await removeLiveSandboxes(fx);
+    const snaps = await fx.read((s) => s.listSnapshots({ runId }));
+    const newest = snaps.find((s) => s.checkpoint === 'step:1:two')!;
+    const older = snaps.find((s) => s.checkpoint === 'step:0:one')!;
+    await fx.docker.getImage(`berth-snapshot:${newest.id}`).remove({ force: true });
+    expect((await fx.cli(['resume', runId])).code).toBe(3);
+
+    const bad = await fx.cli(['reconcile', runId, '--restore', newest.id, '--json']);
+    expect(bad.code).toBe(3);
+    expect(await state(fx, runId)).toBe('needs_reconciliation');
+    expect(lastJson<Summary>(bad).reason).toContain(`snapshot image missing: ${newest.id}`);
+
+    const good = await fx.cli(['reconcile', runId, '--restore', older.id, '--json']);
+    expect(good.code, good.stderr).toBe(0);
+    expect(lastJson<Summary>(good).run.state).toBe('completed');
+  });
+
+  it('runs a never step again only when the operator says its effect did not happen (--reject-effect), and refuses to guess', async () => {
+    service = await startCountingService();
+    const port = new URL(service.url).port;
+    fx = await planFixture([
+      { name: 'one', run: 'echo one >> steps.log' },
+      { name: 'deploy', run: `timeout 20 busybox wget -q -O - http://localhost:${port}/deploy && echo deployed >> steps.log`, replay: 'never' },
+    ]);
+    const envFile = `${fx.dir}/env.yaml`;
+    writeFileSync(envFile, `${readFileSync(envFile, 'utf8')}network: { mode: allowlist, allow: ["localhost:${port}"], allowOverride: true }\n`);
+    const first = await fx.cli(['run', fx.plan, '--json'], { BERTH_FAULT: 'before:phase.complete:plan-step#2' });
+    expect(first.signal, first.stderr).toBe('SIGKILL');
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    const parked = await fx.cli(['resume', runId, '--json']);
+    expect(parked.code, parked.stderr).toBe(3);
+    expect(lastJson<Summary>(parked).reason).toContain('the sandbox is usable');
+    // Continuing needs the answer to "did it happen": a bare --restore does not guess.
+    const older = await fx.read(async (s) => (await s.listSnapshots({ runId })).find((x) => x.checkpoint === 'step:0:one')!);
+    const guess = await fx.cli(['reconcile', runId, '--restore', older.id, '--json']);
+    expect(guess.code).not.toBe(0);
+    expect(guess.stderr).toContain('--reject-effect');
+    expect(await state(fx, runId)).toBe('needs_reconciliation');
+
+    const done = await fx.cli(['reconcile', runId, '--reject-effect', '--restore', older.id, '--json']);
+    expect(done.code, done.stderr).toBe(0);
+    expect(lastJson<Summary>(done).run.state).toBe('completed');
+    expect(service.counts()).toEqual({ deploy: 2 });
+    const deploys = await fx.read(async (s) => (await s.listEffects({ runId })).filter((e) => (e.intent as { step: string }).step === 'deploy'));
+    expect(deploys.map((e) => e.status)).toEqual(['failed', 'confirmed']);
+  });
+});
