@@ -66,6 +66,7 @@ const slotUser = (user: string) => user.replace(/[^0-9A-Za-z_]/g, '_');
  */
 export async function runExec(host: ExecHost, cmd: string | string[], opts: ExecOptions = {}): Promise<ExecResult> {
   const started = performance.now();
+  const startedWall = Date.now();
   const argv = toArgv(cmd);
   const user = opts.user ?? host.owner;
   const cap = opts.outputCapBytes ?? host.outputCapBytes;
@@ -78,6 +79,7 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
     oomKilled: false,
     pidsLimited: false,
     diskExceeded: false,
+    sandboxLost: false,
     durationMs: performance.now() - started,
     stdout: stdout.text(),
     stderr: stderr.text(),
@@ -184,6 +186,7 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
       killReport,
       user,
       startedAt: started,
+      startedWall,
       endedAt: performance.now(),
     });
     return result({ ...outcome, timedOut: reason === 'timeout', cancelled: reason === 'cancel' });

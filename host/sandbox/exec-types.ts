@@ -35,6 +35,12 @@ export interface ExecResult {
   pidsLimited: boolean;
   /** The writable layer went over diskMb (the tree was killed) or a file hit the size cap. */
   diskExceeded: boolean;
+  /**
+   * The container stopped, restarted or vanished while the command ran (killed or removed from
+   * outside): the exit code (`-1`) says nothing about the command, which may or may not have done
+   * its work. The lease is `lost` from then on.
+   */
+  sandboxLost: boolean;
   durationMs: number;
   stdout: string;
   stderr: string;

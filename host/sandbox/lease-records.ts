@@ -25,6 +25,11 @@ export interface SweepRecord {
 }
 
 export interface LeaseRecords {
+  /**
+   * The store's own random id, fixed when the store was created. Every container, network and rule
+   * carries it, so a store sweeps only what it made, even beside another store under the same host id.
+   */
+  storeId(): Promise<string>;
   insertLease(record: LeaseRecord): Promise<void>;
   /** Extends an unreleased lease; false when the lease is released or unknown. */
   heartbeatLease(id: string, expiresAt: number): Promise<boolean>;

@@ -54,13 +54,13 @@ export class SandboxEgress {
 
   constructor(private readonly d: { docker: Dockerode; hostId: string; logger: Logger; port: EgressPort | undefined }) {}
 
-  async open(leaseId: string, who: { runId: string | null; sessionId: string | null }, spec: NetworkedSpec): Promise<EgressAttachment> {
+  async open(leaseId: string, who: { runId: string | null; sessionId: string | null; storeId?: string }, spec: NetworkedSpec): Promise<EgressAttachment> {
     const port = this.proxyPort(spec, leaseId);
     const net = await createSandboxNetwork(this.d.docker, { hostId: this.d.hostId, leaseId, ...who }, { internal: spec.mode === 'allowlist' });
     const entry: Live = { net, tag: ruleTag(this.d.hostId, leaseId), proxy: undefined };
     this.live.set(leaseId, entry);
     try {
-      await this.guard(entry, spec, leaseId, who, port);
+      await this.guard(entry, spec, leaseId, { runId: who.runId, sessionId: who.sessionId }, port);
     } catch (err) {
       await this.close(leaseId);
       throw err;

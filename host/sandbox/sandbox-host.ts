@@ -64,6 +64,7 @@ export class SandboxHost {
   /** Containers of this instance whose removal failed; the sweeper may take them. */
   private readonly abandoned = new Set<string>();
   private readonly egress: SandboxEgress;
+  private storeIdP: Promise<string> | undefined;
 
   constructor(private readonly opts: SandboxHostOptions) {
     this.hostId = opts.hostId;
@@ -101,10 +102,11 @@ export class SandboxHost {
   async provision(spec: SandboxSpec, who: { sessionId?: string; leaseId?: string; runId?: string }, signal?: AbortSignal): Promise<ProvisionedContainer> {
     checkSpec(spec);
     await assertImagePresent(this.opts.docker, spec.imageDigest, spec.imageRef);
-    const egress = await this.openEgress(spec, who);
+    const storeId = await this.storeId();
+    const egress = await this.openEgress(spec, { ...who, storeId });
     const createdAt = this.opts.clock.now();
     const pool = who.sessionId === undefined;
-    const labels = containerLabels({ hostId: this.hostId, instanceId: this.instanceId, envFingerprint: spec.envFingerprint, createdAt, sessionId: who.sessionId, leaseId: who.leaseId, pool });
+    const labels = containerLabels({ hostId: this.hostId, storeId, instanceId: this.instanceId, envFingerprint: spec.envFingerprint, createdAt, sessionId: who.sessionId, leaseId: who.leaseId, pool });
     const name = pool ? `berth-pool-${newId('c').slice(2)}` : `berth-${who.leaseId}`;
     let container: Dockerode.Container;
     try {
@@ -200,10 +202,19 @@ export class SandboxHost {
   }
 
   /** Network, INPUT rules and (allowlist) proxy of a networked sandbox, all in place before its container exists. */
-  private async openEgress(spec: SandboxSpec, who: { leaseId?: string; runId?: string; sessionId?: string }): Promise<EgressAttachment | undefined> {
+  private async openEgress(spec: SandboxSpec, who: { leaseId?: string; runId?: string; sessionId?: string; storeId: string }): Promise<EgressAttachment | undefined> {
     if (spec.network.mode === 'none') return undefined;
     if (!who.leaseId) throw new BerthError('invalid_spec', `${spec.network.mode} sandboxes are not pooled: each needs its own network, made for its lease`);
-    return this.egress.open(who.leaseId, { runId: who.runId ?? null, sessionId: who.sessionId ?? null }, spec.network);
+    return this.egress.open(who.leaseId, { runId: who.runId ?? null, sessionId: who.sessionId ?? null, storeId: who.storeId }, spec.network);
+  }
+
+  /** The id of the store this host records its leases in; labels and sweeps are scoped to it. */
+  storeId(): Promise<string> {
+    this.storeIdP ??= this.opts.records.storeId().catch((err: unknown) => {
+      this.storeIdP = undefined;
+      throw err;
+    });
+    return this.storeIdP;
   }
 
   /** Whether the sandbox named by a lease record can be resumed as is. */
@@ -211,8 +222,12 @@ export class SandboxHost {
     return verifyLease(this.opts.docker, record);
   }
 
-  /** Removes this host's released, expired and unknown containers; see sweeper.ts for the rules. */
-  async sweep(options: { signal?: AbortSignal } = {}): Promise<SweepRecord[]> {
+  /**
+   * Removes this store's released, expired and unknown containers; see sweeper.ts for the rules.
+   * `egressMinAgeMs` (default two minutes) keeps younger networks, whose lease may be being written.
+   */
+  async sweep(options: { signal?: AbortSignal; egressMinAgeMs?: number } = {}): Promise<SweepRecord[]> {
+    const storeId = await this.storeId();
     const removed = await sweep(
       {
         docker: this.opts.docker,
@@ -220,6 +235,7 @@ export class SandboxHost {
         clock: this.opts.clock,
         logger: this.opts.logger,
         hostId: this.hostId,
+        storeId,
         instanceId: this.instanceId,
         isAbandoned: (id) => this.abandoned.has(id),
       },
@@ -228,7 +244,8 @@ export class SandboxHost {
     // Egress leftovers go after the containers: a network is removable only once its container is gone.
     const now = this.opts.clock.now();
     const active = new Set((await this.opts.records.listLeases({ hostId: this.hostId, activeAt: now })).map((l) => l.id));
-    await sweepEgress(this.opts.docker, this.hostId, (id) => active.has(id)).catch((err: unknown) => this.opts.logger.warn({ err }, 'egress sweep failed'));
+    const known = new Set((await this.opts.records.listLeases({ hostId: this.hostId })).map((l) => l.id));
+    await sweepEgress(this.opts.docker, this.hostId, (id) => active.has(id), options.egressMinAgeMs, { storeId, isKnown: (id) => known.has(id) }).catch((err: unknown) => this.opts.logger.warn({ err }, 'egress sweep failed'));
     return removed;
   }
 

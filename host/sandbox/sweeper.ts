@@ -11,13 +11,16 @@ export interface SweepContext {
   clock: Clock;
   logger: Logger;
   hostId: string;
+  /** Only containers of this store are considered (see LeaseRecords.storeId). */
+  storeId: string;
   instanceId: string;
   /** Containers of this instance that it gave up on (their removal failed). */
   isAbandoned(containerId: string): boolean;
 }
 
 /**
- * Removes this host's containers that nobody may use any more, and records each removal:
+ * Removes this store's containers (label `berth.store`; another store under the same host id is
+ * left alone) that nobody may use any more, and records each removal:
  *
  * - `released`: the lease record is released (the holder died between the two steps of release);
  * - `expired`: the lease was not heartbeated within its TTL;
@@ -40,6 +43,10 @@ export async function sweep(ctx: SweepContext, signal?: AbortSignal): Promise<Sw
   for (const c of containers) {
     signal?.throwIfAborted();
     const record = byContainer.get(c.Id);
+    // Another store on this machine (same host id) owns it; one made before stores had ids is ours
+    // only when our records name it.
+    const store = c.Labels[LABEL.store];
+    if (store ? store !== ctx.storeId : !record) continue;
     const now = ctx.clock.now();
     let reason: SweepRecord['reason'] | undefined;
     if (record) {

@@ -74,7 +74,7 @@ describe('a container killed from outside', { timeout: 240_000 }, () => {
     for (let i = 0; i < 600 && !killed; i += 1) {
       for (const c of await fx.docker.listContainers({ filters: { label: [`berth.host=${fx.hostId}`] } })) {
         const top = await fx.docker.getContainer(c.Id).top().catch(() => ({ Processes: [] as string[][] }));
-        if ((top.Processes ?? []).some((p) => p.join(' ').includes('sleep 60'))) {
+        if ((top.Processes ?? []).some((p: string[]) => p.join(' ').includes('sleep 60'))) {
           await fx.docker.getContainer(c.Id).kill();
           killed = true;
         }

@@ -23,8 +23,12 @@ export function sqliteLeaseRecords(db: Database.Database): LeaseRecords {
   const heartbeat = db.prepare('UPDATE leases SET expires_at = ? WHERE id = ? AND released_at IS NULL');
   const release = db.prepare('UPDATE leases SET released_at = ? WHERE id = ? AND released_at IS NULL');
   const get = db.prepare('SELECT * FROM leases WHERE id = ?');
+  const identity = db.prepare('SELECT id FROM store_identity LIMIT 1');
   const sweep = db.prepare('INSERT INTO sweeps (container_id, lease_id, host_id, reason, at) VALUES (?, ?, ?, ?, ?)');
   return {
+    async storeId() {
+      return (identity.get() as { id: string }).id;
+    },
     async insertLease(record) {
       insert.run(record);
     },

@@ -225,4 +225,14 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       CREATE INDEX egress_by_lease ON egress_attempts(lease_id, at);
     `,
   },
+  {
+    version: 5,
+    name: 'store identity',
+    // A random id per store file: containers, networks and rules carry it, so two stores on one
+    // machine (same host id) never sweep each other's sandboxes.
+    sql: `
+      CREATE TABLE store_identity (id TEXT NOT NULL) STRICT;
+      INSERT INTO store_identity (id) VALUES ('store_' || lower(hex(randomblob(8))));
+    `,
+  },
 ];
