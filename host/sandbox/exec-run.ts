@@ -13,6 +13,7 @@ import { WRAPPER_SCRIPT, type ControlReport } from './exec-scripts';
 import type { ExecOptions, ExecResult } from './exec-types';
 import { settleOutcome, waitForExit } from './exec-outcome';
 import { killTree } from './process-tree-kill';
+import { runControl } from './sandbox-control';
 
 /** What one exec needs from its lease. */
 export interface ExecHost {
@@ -179,11 +180,18 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
       untrack();
     }
     const killReport = killing ? await killing : undefined;
+    // The command has ended: whatever it left running in its session goes too (unless kept on
+    // purpose), and its slot file is removed, so a later host never takes it for an orphan. The
+    // same exec reads the cgroup counters, which are then the freshest there are.
+    const reaped = await runControl(host.container, { user, slotFile, nonce, mode: opts.keepProcesses ? 'forget' : 'reap' }).catch((err: unknown) => {
+      host.logger.warn({ err }, 'could not reap the processes the command left');
+      return undefined;
+    });
     const outcome = await settleOutcome(host, {
       exitCode,
       oomBefore,
       reason,
-      killReport,
+      killReport: reaped?.pidsMax !== undefined || reaped?.oomKill !== undefined ? reaped : killReport,
       user,
       startedAt: started,
       startedWall,

@@ -16,13 +16,18 @@ export const WRAPPER_SCRIPT = 'echo "$$ $1" 2>/dev/null >"$0"; shift; exec "$@"'
  * counters). Runs as the same user as the command, so whatever the slot file says, it can signal
  * nothing the command could not have signalled itself. The group kill is atomic against forks;
  * the /proc scan then catches members that moved to another group of the same session.
+ * `$2` is what to do with the slot: empty (a kill while the command runs: keep it), `reap` (the
+ * command has ended: kill what it left in its session, then remove the slot file) or `forget`
+ * (ended with `keepProcesses`: remove the slot file only, so no later host takes the kept
+ * processes for an orphaned command).
  * Prints `killed=`, `pids_max=` (cgroup pids.events) and `oom_kill=` (memory OOM kill counter).
  */
 export const CONTROL_SCRIPT = `
+slot=$0 want=$1 mode=$2
 killed=none
-if [ -n "$1" ] && read -r pg nonce 2>/dev/null <"$0" && [ "$nonce" = "$1" ]; then
+if [ -n "$want" ] && read -r pg nonce 2>/dev/null <"$slot" && [ "$nonce" = "$want" ]; then
   case "$pg" in ''|*[!0-9]*) pg=0 ;; esac
-  if [ "$pg" -gt 1 ]; then
+  if [ "$mode" != forget ] && [ "$pg" -gt 1 ]; then
     kill -KILL -"$pg" 2>/dev/null
     round=0
     while [ "$round" -lt 5 ]; do
@@ -41,6 +46,7 @@ if [ -n "$1" ] && read -r pg nonce 2>/dev/null <"$0" && [ "$nonce" = "$1" ]; the
     done
     killed=$pg
   fi
+  [ -n "$mode" ] && rm -f "$slot" 2>/dev/null
 fi
 echo "killed=$killed"
 for f in /sys/fs/cgroup/pids/pids.events /sys/fs/cgroup/pids.events; do

@@ -18,6 +18,12 @@ export interface ExecOptions {
   user?: string;
   /** Bytes kept per stream (head and tail halves). Default: the host's outputCapBytes. */
   outputCapBytes?: number;
+  /**
+   * Keep what the command leaves running in the background (a service for later commands). By
+   * default every process of the command's session is killed when the command ends, however it
+   * ends, so nothing carries into the next command (and reads its environment through /proc).
+   */
+  keepProcesses?: boolean;
 }
 
 /**

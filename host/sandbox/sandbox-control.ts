@@ -13,13 +13,13 @@ const ATTEMPTS = 25;
  */
 export async function runControl(
   container: Dockerode.Container,
-  opts: { user: string; slotFile: string; nonce: string },
+  opts: { user: string; slotFile: string; nonce: string; mode?: 'reap' | 'forget' },
 ): Promise<ControlReport> {
   let lastErr: unknown;
   for (let attempt = 0; attempt < ATTEMPTS; attempt += 1) {
     try {
       const exec = await container.exec({
-        Cmd: ['/bin/sh', '-c', CONTROL_SCRIPT, opts.slotFile, opts.nonce],
+        Cmd: ['/bin/sh', '-c', CONTROL_SCRIPT, opts.slotFile, opts.nonce, opts.mode ?? ''],
         User: opts.user,
         AttachStdout: true,
         AttachStderr: true,
