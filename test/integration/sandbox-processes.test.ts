@@ -1,6 +1,8 @@
+import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
+import { createInterface } from 'node:readline';
 import { afterEach, describe, expect, it } from 'vitest';
-import { lastJson, planFixture } from '../support/plan-fixture';
+import { bundledCli, lastJson, planFixture } from '../support/plan-fixture';
 
 type Fixture = Awaited<ReturnType<typeof planFixture>>;
 let fx: Fixture | undefined;
@@ -63,5 +65,57 @@ describe('no process outlives its step', { timeout: 240_000 }, () => {
       ['service', true],
       ['use', false],
     ]);
+  });
+});
+
+describe('processes of a dead host', { timeout: 300_000 }, () => {
+  it('kills the still-writing step of a SIGKILLed host on attach, before --accept snapshots the sandbox', async () => {
+    // The writer prints and appends a line every 50 ms for over an hour unless killed.
+    const writer = 'i=0; while [ $i -lt 100000 ]; do echo $i | tee -a out; i=$((i+1)); sleep 0.05; done';
+    // Lines at its start, then two seconds later: equal only when nothing writes any more.
+    const check = 'a=$(wc -l < out); sleep 2; b=$(wc -l < out); echo "$a $b"; [ "$a" = "$b" ]';
+    fx = await planFixture([
+      { name: 'writer', run: writer, replay: 'never' },
+      { name: 'check', run: check },
+    ]);
+    const child = spawn(process.execPath, [await bundledCli(), 'run', fx.plan, '--store', fx.store, '--json'], {
+      env: { ...process.env, BERTH_HOST_ID: fx.hostId, BERTH_OPERATOR: 'tester' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const exited = new Promise((r) => child.once('exit', r));
+    let seen = 0;
+    await new Promise<void>((resolve, reject) => {
+      createInterface({ input: child.stdout! }).on('line', (line) => {
+        if (line.includes('"step-output"') && line.includes('"writer"') && (seen += 1) >= 3) resolve();
+      });
+      child.once('exit', (c) => reject(new Error(`the host ended before the step wrote (${c})`)));
+    });
+    child.kill('SIGKILL');
+    await exited;
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+
+    const parked = await fx.cli(['resume', runId, '--json']);
+    expect(parked.code, parked.stderr.slice(-2000)).toBe(3);
+    const done = await fx.cli(['reconcile', runId, '--accept', '--json']);
+    const summary = lastJson<Summary>(done);
+    expect(summary.steps.map((s) => [s.step, s.outcome]), done.stderr.slice(-2000) + done.stdout.slice(-3000)).toEqual([
+      ['writer', 'interrupted'],
+      ['check', 'ok'],
+    ]);
+    expect(summary.run.state).toBe('completed');
+    // The snapshot --accept took holds exactly what the check step found: nothing wrote after it.
+    const accepted = await fx.read(async (s) => (await s.listSnapshots({ runId })).find((x) => x.checkpoint.startsWith('accept:'))!);
+    const c = await fx.docker.createContainer({ Image: accepted.imageId, Entrypoint: [], Cmd: ['sh', '-c', 'wc -l < /workspace/out'], Labels: { 'berth.host': fx.hostId } });
+    try {
+      await c.start();
+      await c.wait();
+      const inSnapshot = (await c.logs({ stdout: true })).toString('utf8').replace(/[\x00-\x08]/g, '').trim().replace(/^\D+/, '');
+      const tail = (await fx.read((s) => s.listTasks({ runId }))).find((t) => t.kind === 'plan-step' && (t.result as { step?: string } | null)?.step === 'check')!;
+      const [a] = ((tail.result as { stdoutTail: string }).stdoutTail.trim().split(' '));
+      expect(Number(inSnapshot)).toBeGreaterThan(0);
+      expect(Number(inSnapshot)).toBe(Number(a));
+    } finally {
+      await c.remove({ force: true });
+    }
   });
 });
