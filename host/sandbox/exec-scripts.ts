@@ -59,6 +59,47 @@ for f in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; 
 done
 `;
 
+/** The distinct `uid:gid` owners of the slot files in the control dir, one a line. */
+export const SLOT_OWNERS_SCRIPT = `for f in "$0"/.berth-exec.*; do [ -f "$f" ] && stat -c '%u:%g' "$f"; done 2>/dev/null | sort -u`;
+
+/**
+ * After a restart: every slot file still in `$0` (the control dir) belongs to a command of a host
+ * that died (a command that ends removes its own, see CONTROL_SCRIPT). For each file this user owns
+ * (`-O`: a file another user wrote is not trusted), kills the recorded session as CONTROL_SCRIPT
+ * does, without a nonce (the dead host's is gone), and removes the file. Run once per owner, as
+ * that owner, so it can signal nothing the command could not. Prints `orphans=<sessions killed>`.
+ */
+export const ORPHAN_SCRIPT = `
+n=0
+for s in "$0"/.berth-exec.*; do
+  [ -f "$s" ] && [ -O "$s" ] || continue
+  if read -r pg nonce 2>/dev/null <"$s"; then
+    case "$pg" in ''|*[!0-9]*) pg=0 ;; esac
+    if [ "$pg" -gt 1 ]; then
+      kill -KILL -"$pg" 2>/dev/null
+      round=0
+      while [ "$round" -lt 5 ]; do
+        round=$((round + 1)); left=0
+        for f in /proc/[0-9]*/stat; do
+          read -r l 2>/dev/null <"$f" || continue
+          l=\${l##*) }
+          set -- $l
+          [ "$1" = Z ] && continue
+          if [ "$3" = "$pg" ] || [ "$4" = "$pg" ]; then
+            p=\${f#/proc/}; p=\${p%/stat}
+            kill -KILL "$p" 2>/dev/null && left=1
+          fi
+        done
+        [ "$left" = 0 ] && break
+      done
+      n=$((n + 1))
+    fi
+  fi
+  rm -f "$s" 2>/dev/null
+done
+echo "orphans=$n"
+`;
+
 export interface ControlReport {
   /** The process group that was killed, if any. */
   killed: number | undefined;

@@ -54,3 +54,20 @@ export async function runControl(
   }
   throw lastErr instanceof Error ? lastErr : new Error(String(lastErr));
 }
+
+/** Runs a shell script (`$0` = first arg) as `user` and returns its stdout; for one-off control work. */
+export async function runScript(container: Dockerode.Container, script: string, args: string[], user: string): Promise<string> {
+  const exec = await container.exec({ Cmd: ['/bin/sh', '-c', script, ...args], User: user, AttachStdout: true, AttachStderr: true, Tty: false });
+  const stream = (await exec.start({ hijack: true, stdin: false })) as NodeJS.ReadWriteStream;
+  const out: Buffer[] = [];
+  const demux = new FrameDemuxer((s, chunk) => {
+    if (s === 'stdout') out.push(Buffer.from(chunk));
+  });
+  await new Promise<void>((resolve, reject) => {
+    stream.on('data', (d: Buffer) => demux.push(d));
+    stream.on('end', resolve);
+    stream.on('close', resolve);
+    stream.on('error', reject);
+  });
+  return Buffer.concat(out).toString('utf8');
+}

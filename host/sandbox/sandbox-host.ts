@@ -10,6 +10,7 @@ import { EngineEvents } from './engine-events';
 import { assertImagePresent, resolveImageDigest } from './image';
 import { containerLabels } from './labels';
 import { Lease } from './lease';
+import { killOrphans } from './process-tree-kill';
 import type { LeaseRecord, LeaseRecords, SweepRecord } from './lease-records';
 import { runControl } from './sandbox-control';
 import { SandboxEgress, type EgressAttachment, type EgressPort } from './sandbox-egress';
@@ -176,6 +177,12 @@ export class SandboxHost {
     await this.events.ensureConnected();
     if (spec.network.mode !== 'none') await this.egress.resume(record.id, spec.network);
     const container = this.opts.docker.getContainer(record.containerId);
+    // Commands a dead host started may still run (and write): kill them before anyone measures,
+    // verifies or snapshots the workspace.
+    const orphans = await killOrphans(container, spec.workspace.owner).catch((err: unknown) => {
+      throw engineError('kill commands left by a dead host', err, { leaseId: record.id, containerId: record.containerId });
+    });
+    if (orphans > 0) this.opts.logger.warn({ leaseId: record.id, orphans }, 'killed commands a dead host left running in the sandbox');
     // Counters of an older incarnation are history: take them as the baseline.
     const report = await runControl(container, { user: spec.workspace.owner, slotFile: '', nonce: '' }).catch(() => undefined);
     const lease = this.makeLease(spec, container, record, { pidsMax: report?.pidsMax ?? 0, oomKill: report?.oomKill ?? 0 }, options.autoHeartbeat ?? true);
