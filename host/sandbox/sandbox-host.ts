@@ -2,6 +2,7 @@ import type Dockerode from 'dockerode';
 import type { Logger } from 'pino';
 import { BerthError } from '../errors';
 import type { Clock } from '../support/clock';
+import { faultPoint } from '../support/faults';
 import { newId } from '../support/ids';
 import { containerCreateOptions } from './container-options';
 import type { DiskGuardOptions } from './disk-guard';
@@ -89,7 +90,9 @@ export class SandboxHost {
     ]);
     try {
       options.signal?.throwIfAborted();
-      return await this.adopt(spec, provisioned, leaseId, options);
+      const lease = await this.adopt(spec, provisioned, leaseId, options);
+      faultPoint('sandbox:leased');
+      return lease;
     } catch (err) {
       await this.discard(provisioned);
       throw err;
