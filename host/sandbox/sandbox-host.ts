@@ -9,7 +9,7 @@ import type { DiskGuardOptions } from './disk-guard';
 import { engineError, isNotFound } from './engine-errors';
 import { EngineEvents } from './engine-events';
 import { assertImagePresent, resolveImageDigest } from './image';
-import { containerLabels } from './labels';
+import { containerLabels, LABEL } from './labels';
 import { Lease } from './lease';
 import { killOrphans } from './process-tree-kill';
 import type { LeaseRecord, LeaseRecords, SweepRecord } from './lease-records';
@@ -76,25 +76,52 @@ export class SandboxHost {
   }
 
   /**
-   * Creates and starts a container from the spec's pinned image id and records the lease. Refuses
-   * an unpinned digest (`image_not_pinned`) and an image not on the engine (`image_missing`).
-   * Anything failing after create removes the container again.
+   * Records the lease as an intent (with the run it serves), then creates and starts a container
+   * from the spec's pinned image id and names it on the record. A host killed anywhere in between
+   * leaves a record a later host finds (the container carries `berth.lease`), so the sandbox is
+   * released with its run instead of living until its TTL. Refuses an unpinned digest
+   * (`image_not_pinned`) and an image not on the engine (`image_missing`). Anything failing after
+   * create removes the container again and releases the record.
    */
   async lease(spec: SandboxSpec, options: LeaseOptions): Promise<Lease> {
     checkSpec(spec);
     options.signal?.throwIfAborted();
     const leaseId = newId('lease');
-    const [provisioned] = await Promise.all([
-      this.provision(spec, { sessionId: options.sessionId, leaseId, runId: options.runId }, options.signal),
-      this.events.ensureConnected(),
-    ]);
+    const now = this.opts.clock.now();
+    const intent: LeaseRecord = {
+      id: leaseId,
+      sessionId: options.sessionId,
+      hostId: this.hostId,
+      containerId: '',
+      imageDigest: spec.imageDigest,
+      envFingerprint: spec.envFingerprint,
+      createdAt: now,
+      expiresAt: now + spec.lease.ttlS * 1000,
+      releasedAt: null,
+      runId: options.runId ?? null,
+    };
+    await this.opts.records.insertLease(intent);
+    faultPoint('sandbox:lease-intent');
+    const dropIntent = () => this.opts.records.releaseLease(leaseId, this.opts.clock.now()).catch((err: unknown) => this.opts.logger.warn({ err, leaseId }, 'could not release a lease intent'));
+    let provisioned: ProvisionedContainer;
+    try {
+      [provisioned] = await Promise.all([this.provision(spec, { sessionId: options.sessionId, leaseId, runId: options.runId }, options.signal), this.events.ensureConnected()]);
+    } catch (err) {
+      await dropIntent();
+      throw err;
+    }
     try {
       options.signal?.throwIfAborted();
-      const lease = await this.adopt(spec, provisioned, leaseId, options);
+      // False when the intent was released meanwhile (its run ended, gc): the lease must not start.
+      if (!(await this.opts.records.setLeaseContainer(leaseId, provisioned.id))) {
+        throw new BerthError('lease_released', `lease ${leaseId} was released while its container was being created`, { ids: { leaseId } });
+      }
+      const lease = this.makeLease(spec, provisioned.container, { ...intent, containerId: provisioned.id }, { pidsMax: 0, oomKill: 0 }, options.autoHeartbeat ?? true);
       faultPoint('sandbox:leased');
       return lease;
     } catch (err) {
       await this.discard(provisioned);
+      await dropIntent();
       throw err;
     }
   }
@@ -146,6 +173,7 @@ export class SandboxHost {
       createdAt: now,
       expiresAt: now + spec.lease.ttlS * 1000,
       releasedAt: null,
+      runId: options.runId ?? null,
     };
     await this.opts.records.insertLease(record);
     return this.makeLease(spec, p.container, record, { pidsMax: 0, oomKill: 0 }, options.autoHeartbeat ?? true);
@@ -225,6 +253,44 @@ export class SandboxHost {
       throw err;
     });
     return this.storeIdP;
+  }
+
+  /**
+   * Releases the unreleased leases of this store that `select` picks (the CLI picks those of runs
+   * that reached a final state): the record first, as {@link Lease.release} does, then the container
+   * (found by its `berth.lease` label when the record is still an intent), then its network and
+   * rules. Each removed container is recorded as a sweep with `reason`.
+   */
+  async releaseLeases(select: (record: LeaseRecord) => boolean | Promise<boolean>, reason: SweepRecord['reason'] = 'run_ended'): Promise<SweepRecord[]> {
+    const storeId = await this.storeId();
+    const out: SweepRecord[] = [];
+    for (const record of await this.opts.records.listLeases({ unreleased: true })) {
+      if (!(await select(record))) continue;
+      const at = this.opts.clock.now();
+      await this.opts.records.releaseLease(record.id, at);
+      const labelled = await this.opts.docker
+        .listContainers({ all: true, filters: { label: [`${LABEL.lease}=${record.id}`, `${LABEL.store}=${storeId}`] } })
+        .catch((err: unknown) => {
+          throw engineError('list containers of a lease', err, { leaseId: record.id });
+        });
+      const ids = new Set([...(record.containerId ? [record.containerId] : []), ...labelled.map((c) => c.Id)]);
+      for (const id of ids) {
+        try {
+          await this.opts.docker.getContainer(id).remove({ force: true, v: true });
+        } catch (err) {
+          // The record is released: a later sweep removes what this could not.
+          if (!isNotFound(err)) this.opts.logger.warn({ err, containerId: id, leaseId: record.id }, 'could not remove the container of a released lease');
+          continue;
+        }
+        this.events.forget(id);
+        const entry: SweepRecord = { containerId: id, leaseId: record.id, hostId: this.hostId, reason, at };
+        await this.opts.records.recordSweep(entry);
+        out.push(entry);
+      }
+      const nets = await this.opts.docker.listNetworks({ filters: { label: [`${LABEL.lease}=${record.id}`] } }).catch(() => []);
+      if (nets.length) await this.egress.close(record.id);
+    }
+    return out;
   }
 
   /** Whether the sandbox named by a lease record can be resumed as is. */

@@ -38,11 +38,14 @@ export async function sweep(ctx: SweepContext, signal?: AbortSignal): Promise<Sw
   } catch (err) {
     throw engineError('list containers for sweep', err);
   }
-  const byContainer = new Map((await ctx.records.listLeases({ hostId: ctx.hostId })).map((r) => [r.containerId, r]));
+  const records = await ctx.records.listLeases({ hostId: ctx.hostId });
+  const byContainer = new Map(records.filter((r) => r.containerId !== '').map((r) => [r.containerId, r]));
+  // An intent names no container yet; its container is found by the lease label.
+  const intents = new Map(records.filter((r) => r.containerId === '').map((r) => [r.id, r]));
   const removed: SweepRecord[] = [];
   for (const c of containers) {
     signal?.throwIfAborted();
-    const record = byContainer.get(c.Id);
+    const record = byContainer.get(c.Id) ?? intents.get(c.Labels[LABEL.lease] ?? '');
     // Another store on this machine (same host id) owns it; one made before stores had ids is ours
     // only when our records name it.
     const store = c.Labels[LABEL.store];

@@ -34,6 +34,10 @@ async function leakedByKilledResume() {
   const early = await fx.cli(['gc', '--json']);
   expect(lastJson<{ removed: unknown[] }>(early).removed).toEqual([]);
   expect(await containersOf(fx)).toEqual(leaked);
+  // show tells the run's sandbox from the leaked one.
+  const shown = lastJson<{ leases: Array<{ id: string; containerId: string; current: boolean; releasedAt: number | null }> }>(await fx.cli(['show', runId, '--json']));
+  expect(shown.leases.filter((l) => l.current)).toHaveLength(1);
+  expect(shown.leases.find((l) => l.containerId === leaked[0])).toMatchObject({ current: false, releasedAt: null });
   return { fx, runId, leaked: leaked[0]! };
 }
 
@@ -46,6 +50,9 @@ describe('leases of a run end with the run', { timeout: 300_000 }, () => {
     expect(await containersOf(fx)).toEqual([]);
     const leases = await fx.read((s) => s.listLeases({}));
     expect(leases.filter((l) => l.releasedAt === null)).toEqual([]);
+    expect(leases.every((l) => l.runId === runId)).toBe(true);
+    const shown = lastJson<{ leases: Array<{ current: boolean; releasedAt: number | null }> }>(await fx.cli(['show', runId, '--json']));
+    expect(shown.leases.filter((l) => l.current).map((l) => l.releasedAt !== null)).toEqual([true]);
     const gc = await fx.cli(['gc', '--json']);
     expect(gc.code, gc.stderr).toBe(0);
     expect(lastJson<{ removed: unknown[] }>(gc).removed).toEqual([]);
@@ -62,6 +69,15 @@ describe('leases of a run end with the run', { timeout: 300_000 }, () => {
     expect(gc.code, gc.stderr).toBe(0);
     const removed = lastJson<{ removed: Array<{ containerId: string; reason: string }> }>(gc).removed;
     expect(removed).toEqual([expect.objectContaining({ containerId: leaked, reason: 'run_ended' })]);
+    expect(await containersOf(fx)).toEqual([]);
+    expect((await fx.read((s) => s.listLeases({}))).filter((l) => l.releasedAt === null)).toEqual([]);
+  });
+
+  it('releases the sandbox of a failed run like a completed one\'s', async () => {
+    fx = await planFixture([{ name: 'one', run: 'echo one >> steps.log' }, { name: 'broken', run: 'exit 7' }]);
+    const end = await fx.cli(['run', fx.plan, '--json']);
+    expect(end.code, end.stderr.slice(-2000)).toBe(1);
+    expect(lastJson<{ run: { state: string } }>(end).run.state).toBe('failed');
     expect(await containersOf(fx)).toEqual([]);
     expect((await fx.read((s) => s.listLeases({}))).filter((l) => l.releasedAt === null)).toEqual([]);
   });

@@ -235,4 +235,14 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       INSERT INTO store_identity (id) VALUES ('store_' || lower(hex(randomblob(8))));
     `,
   },
+  {
+    version: 6,
+    name: 'lease intents name their run',
+    // A lease is recorded (container_id '' until the container exists) before its container is
+    // created, with the run it serves, so a later host finds and releases what a killed one leased.
+    sql: `
+      ALTER TABLE leases ADD COLUMN run_id TEXT;
+      CREATE INDEX leases_by_run ON leases(run_id);
+    `,
+  },
 ];
