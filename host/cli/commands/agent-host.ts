@@ -67,5 +67,6 @@ export async function followRun(ctx: CliContext, host: Awaited<ReturnType<typeof
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     await rt.kernel.stop();
+    await rt.leasesReleased();
   }
 }

@@ -43,6 +43,7 @@ async function drive(ctx: CliContext, rt: HostRuntime, runId: string): Promise<n
     run = await rt.kernel.waitForRun(runId, { signal: stop.signal, states: ['completed', 'failed', 'cancelled', 'compensated', 'needs_reconciliation'] });
   } catch (err) {
     await rt.kernel.stop();
+    await rt.leasesReleased();
     if (stop.signal.aborted) {
       process.stderr.write(`\nstopped; the run keeps its sandbox. Continue with: berth resume ${runId}\n`);
       return 130;
