@@ -101,7 +101,7 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
     let exec: Dockerode.Exec;
     try {
       exec = await host.container.exec({
-        Cmd: ['/bin/sh', '-c', WRAPPER_SCRIPT, slotFile, nonce, ...argv],
+        Cmd: ['/bin/sh', '-c', WRAPPER_SCRIPT, slotFile, nonce, opts.keepProcesses ? '1' : '0', ...argv],
         User: user,
         WorkingDir: opts.cwd === undefined ? host.workspace : posix.resolve(host.workspace, opts.cwd),
         Env: envList(opts.env),
@@ -180,13 +180,17 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
       untrack();
     }
     const killReport = killing ? await killing : undefined;
-    // The command has ended: whatever it left running in its session goes too (unless kept on
-    // purpose), and its slot file is removed, so a later host never takes it for an orphan. The
-    // same exec reads the cgroup counters, which are then the freshest there are.
-    const reaped = await runControl(host.container, { user, slotFile, nonce, mode: opts.keepProcesses ? 'forget' : 'reap' }).catch((err: unknown) => {
-      host.logger.warn({ err }, 'could not reap the processes the command left');
-      return undefined;
-    });
+    // Exit 0 means the wrapper ran to its end: it killed what the command left in its session
+    // (unless kept on purpose) and removed the slot file. Otherwise (a failure, or the wrapper was
+    // killed with the command) a control exec does both, so a later host never takes a finished
+    // command for an orphan; it reads the cgroup counters in the same go, the freshest there are.
+    const reaped =
+      exitCode === 0 && reason === undefined
+        ? undefined
+        : await runControl(host.container, { user, slotFile, nonce, mode: opts.keepProcesses ? 'forget' : 'reap' }).catch((err: unknown) => {
+            host.logger.warn({ err }, 'could not reap the processes the command left');
+            return undefined;
+          });
     const outcome = await settleOutcome(host, {
       exitCode,
       oomBefore,

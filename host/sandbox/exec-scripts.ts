@@ -4,12 +4,35 @@
  */
 
 /**
- * Runs `"$@"` after recording `<pid> <nonce>` in the slot file `$0`. Docker starts each exec as a
- * session leader (runc calls setsid), so that pid is also the process group and session id of the
- * whole tree the command spawns. `exec` keeps the pid, so the exit code is the command's own.
- * stderr is redirected before the slot file is opened, so a failed write never shows in the output.
+ * Runs the command (`"$@"` after `$0` slot file, `$1` nonce, `$2` keep flag) after recording
+ * `<pid> <nonce>` in the slot file. Docker starts each exec as a session leader (runc calls setsid),
+ * so the wrapper's pid is the process group and session id of the whole tree the command spawns.
+ * When the command ends, the wrapper kills every other process left in its session (unless `$2`
+ * is 1: `keepProcesses`), removes the slot file and exits with the command's status (128+n for a
+ * death by signal n, as the engine reports it). A scan of /proc with shell builtins costs a few ms
+ * in the same exec, where a second exec would cost one more engine round trip. A command killed
+ * with its wrapper (timeout, abort) is reaped by CONTROL_SCRIPT instead. stderr is redirected
+ * before the slot file is opened, so a failed write never shows in the output.
  */
-export const WRAPPER_SCRIPT = 'echo "$$ $1" 2>/dev/null >"$0"; shift; exec "$@"';
+export const WRAPPER_SCRIPT = `echo "$$ $1" 2>/dev/null >"$0"; slot=$0 keep=$2; shift 2; "$@"; rc=$?
+if [ "$keep" != 1 ]; then
+  round=0
+  while [ "$round" -lt 5 ]; do
+    round=$((round + 1)); left=0
+    for f in /proc/[0-9]*/stat; do
+      read -r l 2>/dev/null <"$f" || continue
+      p=\${f#/proc/}; p=\${p%/stat}
+      [ "$p" = "$$" ] && continue
+      l=\${l##*) }
+      set -- $l
+      [ "$1" = Z ] && continue
+      if [ "$3" = "$$" ] || [ "$4" = "$$" ]; then kill -KILL "$p" 2>/dev/null && left=1; fi
+    done
+    [ "$left" = 0 ] && break
+  done
+fi
+rm -f "$slot" 2>/dev/null
+exit $rc`;
 
 /**
  * Kills the tree recorded in slot file `$0` when its nonce equals `$1` (an empty `$1` only reads
