@@ -9,15 +9,15 @@ import type { DiskGuardOptions } from './disk-guard';
 import { engineError, isNotFound } from './engine-errors';
 import { EngineEvents } from './engine-events';
 import { assertImagePresent, resolveImageDigest } from './image';
-import { containerLabels, LABEL } from './labels';
+import { containerLabels } from './labels';
+import { releaseLeases } from './lease-release';
 import { Lease } from './lease';
 import { killOrphans } from './process-tree-kill';
 import type { LeaseRecord, LeaseRecords, SweepRecord } from './lease-records';
 import { runControl } from './sandbox-control';
 import { SandboxEgress, type EgressAttachment, type EgressPort } from './sandbox-egress';
-import { sweepEgress } from './sandbox-network';
 import { checkSpec, type SandboxSpec } from './sandbox-spec';
-import { sweep } from './sweeper';
+import { sweepStore } from './sweeper';
 import { verifyLease, type VerifyResult } from './verify';
 
 /** What a {@link SandboxHost} is built from; the CLI wires the real ones. */
@@ -256,41 +256,12 @@ export class SandboxHost {
   }
 
   /**
-   * Releases the unreleased leases of this store that `select` picks (the CLI picks those of runs
-   * that reached a final state): the record first, as {@link Lease.release} does, then the container
-   * (found by its `berth.lease` label when the record is still an intent), then its network and
-   * rules. Each removed container is recorded as a sweep with `reason`.
+   * Releases the unreleased leases of this store that `select` picks (the runtime picks those of
+   * runs in a final state); see lease-release.ts.
    */
   async releaseLeases(select: (record: LeaseRecord) => boolean | Promise<boolean>, reason: SweepRecord['reason'] = 'run_ended'): Promise<SweepRecord[]> {
-    const storeId = await this.storeId();
-    const out: SweepRecord[] = [];
-    for (const record of await this.opts.records.listLeases({ unreleased: true })) {
-      if (!(await select(record))) continue;
-      const at = this.opts.clock.now();
-      await this.opts.records.releaseLease(record.id, at);
-      const labelled = await this.opts.docker
-        .listContainers({ all: true, filters: { label: [`${LABEL.lease}=${record.id}`, `${LABEL.store}=${storeId}`] } })
-        .catch((err: unknown) => {
-          throw engineError('list containers of a lease', err, { leaseId: record.id });
-        });
-      const ids = new Set([...(record.containerId ? [record.containerId] : []), ...labelled.map((c) => c.Id)]);
-      for (const id of ids) {
-        try {
-          await this.opts.docker.getContainer(id).remove({ force: true, v: true });
-        } catch (err) {
-          // The record is released: a later sweep removes what this could not.
-          if (!isNotFound(err)) this.opts.logger.warn({ err, containerId: id, leaseId: record.id }, 'could not remove the container of a released lease');
-          continue;
-        }
-        this.events.forget(id);
-        const entry: SweepRecord = { containerId: id, leaseId: record.id, hostId: this.hostId, reason, at };
-        await this.opts.records.recordSweep(entry);
-        out.push(entry);
-      }
-      const nets = await this.opts.docker.listNetworks({ filters: { label: [`${LABEL.lease}=${record.id}`] } }).catch(() => []);
-      if (nets.length) await this.egress.close(record.id);
-    }
-    return out;
+    const ctx = { ...this.base(), storeId: await this.storeId(), forget: (id: string) => this.events.forget(id), closeEgress: (leaseId: string) => this.egress.close(leaseId) };
+    return releaseLeases(ctx, select, reason);
   }
 
   /** Whether the sandbox named by a lease record can be resumed as is. */
@@ -303,26 +274,11 @@ export class SandboxHost {
    * `egressMinAgeMs` (default two minutes) keeps younger networks, whose lease may be being written.
    */
   async sweep(options: { signal?: AbortSignal; egressMinAgeMs?: number } = {}): Promise<SweepRecord[]> {
-    const storeId = await this.storeId();
-    const removed = await sweep(
-      {
-        docker: this.opts.docker,
-        records: this.opts.records,
-        clock: this.opts.clock,
-        logger: this.opts.logger,
-        hostId: this.hostId,
-        storeId,
-        instanceId: this.instanceId,
-        isAbandoned: (id) => this.abandoned.has(id),
-      },
-      options.signal,
-    );
-    // Egress leftovers go after the containers: a network is removable only once its container is gone.
-    const now = this.opts.clock.now();
-    const active = new Set((await this.opts.records.listLeases({ hostId: this.hostId, activeAt: now })).map((l) => l.id));
-    const known = new Set((await this.opts.records.listLeases({ hostId: this.hostId })).map((l) => l.id));
-    await sweepEgress(this.opts.docker, this.hostId, (id) => active.has(id), options.egressMinAgeMs, { storeId, isKnown: (id) => known.has(id) }).catch((err: unknown) => this.opts.logger.warn({ err }, 'egress sweep failed'));
-    return removed;
+    return sweepStore({ ...this.base(), storeId: await this.storeId(), instanceId: this.instanceId, isAbandoned: (id) => this.abandoned.has(id) }, options);
+  }
+
+  private base() {
+    return { docker: this.opts.docker, records: this.opts.records, clock: this.opts.clock, logger: this.opts.logger, hostId: this.hostId };
   }
 
   /** The image id of a local image reference (`berth env lock`); `image_missing` when absent. */

@@ -4,6 +4,7 @@ import type { Clock } from '../support/clock';
 import { engineError, isNotFound } from './engine-errors';
 import { LABEL } from './labels';
 import type { LeaseRecords, SweepRecord } from './lease-records';
+import { sweepEgress } from './sandbox-network';
 
 export interface SweepContext {
   docker: Dockerode;
@@ -72,5 +73,23 @@ export async function sweep(ctx: SweepContext, signal?: AbortSignal): Promise<Sw
     ctx.logger.info({ containerId: c.Id, leaseId: entry.leaseId, reason }, 'swept container');
     removed.push(entry);
   }
+  return removed;
+}
+
+/**
+ * The whole sweep of one store: containers first, then egress leftovers (a network is removable
+ * only once its container is gone): networks and rules of this store's leases that are no longer
+ * active, none of another store's. `egressMinAgeMs` (default two minutes) keeps younger networks,
+ * whose lease may be being written.
+ */
+export async function sweepStore(ctx: SweepContext, options: { signal?: AbortSignal; egressMinAgeMs?: number } = {}): Promise<SweepRecord[]> {
+  const removed = await sweep(ctx, options.signal);
+  const leases = await ctx.records.listLeases({ hostId: ctx.hostId });
+  const now = ctx.clock.now();
+  const active = new Set(leases.filter((l) => l.releasedAt === null && l.expiresAt > now).map((l) => l.id));
+  const known = new Set(leases.map((l) => l.id));
+  await sweepEgress(ctx.docker, ctx.hostId, (id) => active.has(id), options.egressMinAgeMs, { storeId: ctx.storeId, isKnown: (id) => known.has(id) }).catch((err: unknown) =>
+    ctx.logger.warn({ err }, 'egress sweep failed'),
+  );
   return removed;
 }
