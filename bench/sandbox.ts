@@ -76,7 +76,7 @@ export default async function sandboxBench(report: Report): Promise<void> {
       const [a, lease] = await timed(() => host.lease(spec, { sessionId: 'bench', autoHeartbeat: false }));
       ours.push(a);
       cleanup.push(() => lease.release());
-      const labels = containerLabels({ hostId, instanceId: host.instanceId, envFingerprint: spec.envFingerprint, createdAt: Date.now(), sessionId: 'bench', leaseId: newId('lease') });
+      const labels = containerLabels({ hostId, storeId: await host.storeId(), instanceId: host.instanceId, envFingerprint: spec.envFingerprint, createdAt: Date.now(), sessionId: 'bench', leaseId: newId('lease') });
       const [b, container] = await timed(async () => {
         const c = await docker.createContainer(containerCreateOptions(spec, labels, `berth-raw-${newId('c').slice(2)}`));
         await c.start();

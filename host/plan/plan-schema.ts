@@ -18,6 +18,11 @@ export const PlanStepSchema = z.strictObject({
   secrets: z.array(z.string()).default([]),
   /** A non-zero exit does not stop the plan. */
   allowFailure: z.boolean().default(false),
+  /**
+   * Keep what the step leaves running in the background (a service later steps use). By default
+   * every process the step started is killed when it ends, so nothing carries into the next step.
+   */
+  keepProcesses: z.boolean().default(false),
 });
 
 /**

@@ -46,6 +46,7 @@ export async function execStep(
       env: { ...step.env, ...secretEnv },
       timeoutMs: (step.timeoutS ?? env.resources.commandTimeoutS) * 1000,
       signal: o.signal,
+      keepProcesses: step.keepProcesses,
       onOutput: (stream, chunk) => emit(stream, streams[stream].push(chunk)),
     }),
   );

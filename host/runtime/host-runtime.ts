@@ -8,6 +8,7 @@ import { Snapshotter } from '../snapshot';
 import type { Store } from '../store';
 import type { Clock } from '../support';
 import { KERNEL } from '../version';
+import { releaseLeasesOnRunEnd } from './run-end-leases';
 
 export interface HostRuntimeDeps {
   store: Store;
@@ -35,7 +36,9 @@ export function createHostRuntime(d: HostRuntimeDeps) {
   for (const h of planHandlers(planSandbox, (p) => d.onProgress?.(p))) registry.register(h);
   const agent = registerAgent({ registry, documents, kernel, store: d.store, sandbox: d.sandbox, snapshots, engine: d.engine, clock: d.clock, logger: d.logger, onLive: (e) => d.onAgentLive?.(e) });
   for (const x of d.extensions ?? []) x.register({ registry, documents });
-  return { kernel, registry, documents, snapshots, planSandbox, agent, store: d.store };
+  // A run that reaches a final state gives up every sandbox leased for it (see run-end-leases.ts).
+  const runEnd = releaseLeasesOnRunEnd(kernel, { store: d.store, sandbox: d.sandbox, logger: d.logger });
+  return { kernel, registry, documents, snapshots, planSandbox, agent, store: d.store, leasesReleased: runEnd.settled };
 }
 
 export type HostRuntime = ReturnType<typeof createHostRuntime>;

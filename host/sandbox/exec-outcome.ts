@@ -17,6 +17,7 @@ export interface Outcome {
   oomKilled: boolean;
   pidsLimited: boolean;
   diskExceeded: boolean;
+  sandboxLost: boolean;
 }
 
 /**
@@ -32,10 +33,18 @@ export async function settleOutcome(
     killReport: ControlReport | undefined;
     user: string;
     startedAt: number;
+    /** Wall-clock start, to tell a container restarted during the exec. */
+    startedWall: number;
     endedAt: number;
   },
 ): Promise<Outcome> {
   const exitCode = run.exitCode;
+  // A command we did not kill that died of a signal (or whose end could not be learned) may have
+  // died with its container: then its exit code is the engine's, not the command's.
+  if (run.reason === undefined && (exitCode === undefined || exitCode >= 128) && (await containerLost(host, run.startedWall))) {
+    host.logger.warn({ exitCode }, 'the sandbox container stopped or vanished during the exec; the command is lost');
+    return { exitCode: -1, oomKilled: false, pidsLimited: false, diskExceeded: false, sandboxLost: true };
+  }
   let oomKilled = host.events.oomCount(host.containerId) > run.oomBefore;
   if (!oomKilled && exitCode === 137 && run.reason === undefined && host.events.connected) {
     oomKilled = await host.events.waitOom(host.containerId, run.oomBefore, LATE_OOM_WAIT_MS);
@@ -64,7 +73,22 @@ export async function settleOutcome(
   if (!diskExceeded && host.disk.mayExceed()) {
     diskExceeded = (await host.disk.measure(run.endedAt).catch(() => 0)) > host.disk.limitBytes;
   }
-  return { exitCode: exitCode ?? -1, oomKilled, pidsLimited, diskExceeded };
+  return { exitCode: exitCode ?? -1, oomKilled, pidsLimited, diskExceeded, sandboxLost: false };
+}
+
+/** Whether the container is gone, not running, or was (re)started after `sinceWall`. */
+async function containerLost(host: ExecHost, sinceWall: number): Promise<boolean> {
+  try {
+    const info = await host.container.inspect();
+    if (!info.State.Running || info.State.Restarting) return true;
+    // Docker's timestamps have nanoseconds; a start after the exec began means a restart in between.
+    return Date.parse(info.State.StartedAt) > sinceWall + 1000;
+  } catch (err) {
+    const status = (err as { statusCode?: number }).statusCode;
+    if (status === 404) return true;
+    host.logger.warn({ err }, 'could not inspect the container after a killed exec');
+    return false;
+  }
 }
 
 /**

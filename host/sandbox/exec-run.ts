@@ -13,6 +13,7 @@ import { WRAPPER_SCRIPT, type ControlReport } from './exec-scripts';
 import type { ExecOptions, ExecResult } from './exec-types';
 import { settleOutcome, waitForExit } from './exec-outcome';
 import { killTree } from './process-tree-kill';
+import { runControl } from './sandbox-control';
 
 /** What one exec needs from its lease. */
 export interface ExecHost {
@@ -66,6 +67,7 @@ const slotUser = (user: string) => user.replace(/[^0-9A-Za-z_]/g, '_');
  */
 export async function runExec(host: ExecHost, cmd: string | string[], opts: ExecOptions = {}): Promise<ExecResult> {
   const started = performance.now();
+  const startedWall = Date.now();
   const argv = toArgv(cmd);
   const user = opts.user ?? host.owner;
   const cap = opts.outputCapBytes ?? host.outputCapBytes;
@@ -78,6 +80,7 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
     oomKilled: false,
     pidsLimited: false,
     diskExceeded: false,
+    sandboxLost: false,
     durationMs: performance.now() - started,
     stdout: stdout.text(),
     stderr: stderr.text(),
@@ -98,7 +101,7 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
     let exec: Dockerode.Exec;
     try {
       exec = await host.container.exec({
-        Cmd: ['/bin/sh', '-c', WRAPPER_SCRIPT, slotFile, nonce, ...argv],
+        Cmd: ['/bin/sh', '-c', WRAPPER_SCRIPT, slotFile, nonce, opts.keepProcesses ? '1' : '0', ...argv],
         User: user,
         WorkingDir: opts.cwd === undefined ? host.workspace : posix.resolve(host.workspace, opts.cwd),
         Env: envList(opts.env),
@@ -177,13 +180,25 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
       untrack();
     }
     const killReport = killing ? await killing : undefined;
+    // Exit 0 means the wrapper ran to its end: it killed what the command left in its session
+    // (unless kept on purpose) and removed the slot file. Otherwise (a failure, or the wrapper was
+    // killed with the command) a control exec does both, so a later host never takes a finished
+    // command for an orphan; it reads the cgroup counters in the same go, the freshest there are.
+    const reaped =
+      exitCode === 0 && reason === undefined
+        ? undefined
+        : await runControl(host.container, { user, slotFile, nonce, mode: opts.keepProcesses ? 'forget' : 'reap' }).catch((err: unknown) => {
+            host.logger.warn({ err }, 'could not reap the processes the command left');
+            return undefined;
+          });
     const outcome = await settleOutcome(host, {
       exitCode,
       oomBefore,
       reason,
-      killReport,
+      killReport: reaped?.pidsMax !== undefined || reaped?.oomKill !== undefined ? reaped : killReport,
       user,
       startedAt: started,
+      startedWall,
       endedAt: performance.now(),
     });
     return result({ ...outcome, timedOut: reason === 'timeout', cancelled: reason === 'cancel' });

@@ -4,25 +4,53 @@
  */
 
 /**
- * Runs `"$@"` after recording `<pid> <nonce>` in the slot file `$0`. Docker starts each exec as a
- * session leader (runc calls setsid), so that pid is also the process group and session id of the
- * whole tree the command spawns. `exec` keeps the pid, so the exit code is the command's own.
- * stderr is redirected before the slot file is opened, so a failed write never shows in the output.
+ * Runs the command (`"$@"` after `$0` slot file, `$1` nonce, `$2` keep flag) after recording
+ * `<pid> <nonce>` in the slot file. Docker starts each exec as a session leader (runc calls setsid),
+ * so the wrapper's pid is the process group and session id of the whole tree the command spawns.
+ * When the command ends, the wrapper kills every other process left in its session (unless `$2`
+ * is 1: `keepProcesses`), removes the slot file and exits with the command's status (128+n for a
+ * death by signal n, as the engine reports it). A scan of /proc with shell builtins costs a few ms
+ * in the same exec, where a second exec would cost one more engine round trip. A command killed
+ * with its wrapper (timeout, abort) is reaped by CONTROL_SCRIPT instead. stderr is redirected
+ * before the slot file is opened, so a failed write never shows in the output.
  */
-export const WRAPPER_SCRIPT = 'echo "$$ $1" 2>/dev/null >"$0"; shift; exec "$@"';
+export const WRAPPER_SCRIPT = `echo "$$ $1" 2>/dev/null >"$0"; slot=$0 keep=$2; shift 2; "$@"; rc=$?
+if [ "$keep" != 1 ]; then
+  round=0
+  while [ "$round" -lt 5 ]; do
+    round=$((round + 1)); left=0
+    for f in /proc/[0-9]*/stat; do
+      read -r l 2>/dev/null <"$f" || continue
+      p=\${f#/proc/}; p=\${p%/stat}
+      [ "$p" = "$$" ] && continue
+      l=\${l##*) }
+      set -- $l
+      [ "$1" = Z ] && continue
+      if [ "$3" = "$$" ] || [ "$4" = "$$" ]; then kill -KILL "$p" 2>/dev/null && left=1; fi
+    done
+    [ "$left" = 0 ] && break
+  done
+fi
+rm -f "$slot" 2>/dev/null
+exit $rc`;
 
 /**
  * Kills the tree recorded in slot file `$0` when its nonce equals `$1` (an empty `$1` only reads
  * counters). Runs as the same user as the command, so whatever the slot file says, it can signal
  * nothing the command could not have signalled itself. The group kill is atomic against forks;
  * the /proc scan then catches members that moved to another group of the same session.
+ * `$2` is what to do with the slot: empty (a kill while the command runs: keep it), `reap` (the
+ * command has ended: kill what it left in its session, then remove the slot file) or `forget`
+ * (ended with `keepProcesses`: remove the slot file only, so no later host takes the kept
+ * processes for an orphaned command).
  * Prints `killed=`, `pids_max=` (cgroup pids.events) and `oom_kill=` (memory OOM kill counter).
  */
 export const CONTROL_SCRIPT = `
+slot=$0 want=$1 mode=$2
 killed=none
-if [ -n "$1" ] && read -r pg nonce 2>/dev/null <"$0" && [ "$nonce" = "$1" ]; then
+if [ -n "$want" ] && read -r pg nonce 2>/dev/null <"$slot" && [ "$nonce" = "$want" ]; then
   case "$pg" in ''|*[!0-9]*) pg=0 ;; esac
-  if [ "$pg" -gt 1 ]; then
+  if [ "$mode" != forget ] && [ "$pg" -gt 1 ]; then
     kill -KILL -"$pg" 2>/dev/null
     round=0
     while [ "$round" -lt 5 ]; do
@@ -41,6 +69,7 @@ if [ -n "$1" ] && read -r pg nonce 2>/dev/null <"$0" && [ "$nonce" = "$1" ]; the
     done
     killed=$pg
   fi
+  [ -n "$mode" ] && rm -f "$slot" 2>/dev/null
 fi
 echo "killed=$killed"
 for f in /sys/fs/cgroup/pids/pids.events /sys/fs/cgroup/pids.events; do
@@ -51,6 +80,47 @@ for f in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; 
   while read -r k v; do [ "$k" = oom_kill ] && echo "oom_kill=$v"; done <"$f"
   break
 done
+`;
+
+/** The distinct `uid:gid` owners of the slot files in the control dir, one a line. */
+export const SLOT_OWNERS_SCRIPT = `for f in "$0"/.berth-exec.*; do [ -f "$f" ] && stat -c '%u:%g' "$f"; done 2>/dev/null | sort -u`;
+
+/**
+ * After a restart: every slot file still in `$0` (the control dir) belongs to a command of a host
+ * that died (a command that ends removes its own, see CONTROL_SCRIPT). For each file this user owns
+ * (`-O`: a file another user wrote is not trusted), kills the recorded session as CONTROL_SCRIPT
+ * does, without a nonce (the dead host's is gone), and removes the file. Run once per owner, as
+ * that owner, so it can signal nothing the command could not. Prints `orphans=<sessions killed>`.
+ */
+export const ORPHAN_SCRIPT = `
+n=0
+for s in "$0"/.berth-exec.*; do
+  [ -f "$s" ] && [ -O "$s" ] || continue
+  if read -r pg nonce 2>/dev/null <"$s"; then
+    case "$pg" in ''|*[!0-9]*) pg=0 ;; esac
+    if [ "$pg" -gt 1 ]; then
+      kill -KILL -"$pg" 2>/dev/null
+      round=0
+      while [ "$round" -lt 5 ]; do
+        round=$((round + 1)); left=0
+        for f in /proc/[0-9]*/stat; do
+          read -r l 2>/dev/null <"$f" || continue
+          l=\${l##*) }
+          set -- $l
+          [ "$1" = Z ] && continue
+          if [ "$3" = "$pg" ] || [ "$4" = "$pg" ]; then
+            p=\${f#/proc/}; p=\${p%/stat}
+            kill -KILL "$p" 2>/dev/null && left=1
+          fi
+        done
+        [ "$left" = 0 ] && break
+      done
+      n=$((n + 1))
+    fi
+  fi
+  rm -f "$s" 2>/dev/null
+done
+echo "orphans=$n"
 `;
 
 export interface ControlReport {

@@ -18,6 +18,12 @@ export interface ExecOptions {
   user?: string;
   /** Bytes kept per stream (head and tail halves). Default: the host's outputCapBytes. */
   outputCapBytes?: number;
+  /**
+   * Keep what the command leaves running in the background (a service for later commands). By
+   * default every process of the command's session is killed when the command ends, however it
+   * ends, so nothing carries into the next command (and reads its environment through /proc).
+   */
+  keepProcesses?: boolean;
 }
 
 /**
@@ -35,6 +41,12 @@ export interface ExecResult {
   pidsLimited: boolean;
   /** The writable layer went over diskMb (the tree was killed) or a file hit the size cap. */
   diskExceeded: boolean;
+  /**
+   * The container stopped, restarted or vanished while the command ran (killed or removed from
+   * outside): the exit code (`-1`) says nothing about the command, which may or may not have done
+   * its work. The lease is `lost` from then on.
+   */
+  sandboxLost: boolean;
   durationMs: number;
   stdout: string;
   stderr: string;

@@ -7,6 +7,8 @@ export const LABEL = {
   session: 'berth.session',
   lease: 'berth.lease',
   host: 'berth.host',
+  /** The store whose lease this is (see LeaseRecords.storeId); only that store's sweeper removes it. */
+  store: 'berth.store',
   fingerprint: 'berth.env.fingerprint',
   created: 'berth.created',
   /** Set on warm-pool containers; labels cannot change after create, so it stays after assignment. */
@@ -18,6 +20,7 @@ export const LABEL = {
 /** What the labels of one container are made from. */
 export interface LabelInput {
   hostId: string;
+  storeId: string;
   instanceId: string;
   envFingerprint: string;
   createdAt: number;
@@ -32,6 +35,7 @@ export function containerLabels(input: LabelInput): Record<string, string> {
   const labels: Record<string, string> = {
     [LABEL.managed]: '1',
     [LABEL.host]: input.hostId,
+    [LABEL.store]: input.storeId,
     [LABEL.instance]: input.instanceId,
     [LABEL.fingerprint]: input.envFingerprint,
     [LABEL.created]: String(input.createdAt),

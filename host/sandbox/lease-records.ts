@@ -6,6 +6,10 @@ export interface LeaseRecord {
   id: string;
   sessionId: string;
   hostId: string;
+  /**
+   * Empty while the lease is an intent: recorded before its container is created, so a host that
+   * dies in between leaves a record a later one finds (the container carries `berth.lease`).
+   */
   containerId: string;
   imageDigest: string;
   envFingerprint: string;
@@ -13,6 +17,11 @@ export interface LeaseRecord {
   expiresAt: number;
   /** Set once the lease is released; a released lease is never reused. */
   releasedAt: number | null;
+  /**
+   * What the sandbox serves: a run id (released when that run ends), or an agent session's id (the
+   * session keeps its sandbox across runs). Null for pool leases taken without one and old records.
+   */
+  runId: string | null;
 }
 
 /** What the sweeper removed and why; kept for operators. */
@@ -20,17 +29,25 @@ export interface SweepRecord {
   containerId: string;
   leaseId: string | null;
   hostId: string;
-  reason: 'released' | 'expired' | 'unknown';
+  /** `run_ended`: the run the lease served reached a final state. */
+  reason: 'released' | 'expired' | 'unknown' | 'run_ended';
   at: number;
 }
 
 export interface LeaseRecords {
+  /**
+   * The store's own random id, fixed when the store was created. Every container, network and rule
+   * carries it, so a store sweeps only what it made, even beside another store under the same host id.
+   */
+  storeId(): Promise<string>;
   insertLease(record: LeaseRecord): Promise<void>;
+  /** Names the container of a lease recorded as an intent; false when it already has one. */
+  setLeaseContainer(id: string, containerId: string): Promise<boolean>;
   /** Extends an unreleased lease; false when the lease is released or unknown. */
   heartbeatLease(id: string, expiresAt: number): Promise<boolean>;
   releaseLease(id: string, at: number): Promise<void>;
   getLease(id: string): Promise<LeaseRecord | undefined>;
-  listLeases(filter?: { hostId?: string; sessionId?: string; activeAt?: number }): Promise<LeaseRecord[]>;
+  listLeases(filter?: { hostId?: string; sessionId?: string; runId?: string; activeAt?: number; unreleased?: boolean }): Promise<LeaseRecord[]>;
   recordSweep(record: SweepRecord): Promise<void>;
   listSweeps(filter?: { hostId?: string }): Promise<SweepRecord[]>;
 }

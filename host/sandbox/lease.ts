@@ -35,8 +35,9 @@ export interface LeaseDeps {
 /**
  * The right to use one sandbox container. States: live → released (after {@link Lease.release},
  * which is idempotent); every other method refuses a released lease with `lease_released`.
- * `lost` becomes true when a heartbeat finds the record released or gone: another actor took the
- * sandbox away, and this holder should stop using it.
+ * `lost` becomes true when a heartbeat finds the record released or gone, or a command finds its
+ * container stopped or vanished: another actor took the sandbox away, and this holder should stop
+ * using it.
  */
 export class Lease implements AsyncDisposable {
   readonly id: string;
@@ -111,7 +112,10 @@ export class Lease implements AsyncDisposable {
   /** Runs a command in the sandbox; see {@link ExecResult} for what comes back. */
   exec(cmd: string | string[], opts: ExecOptions = {}): Promise<ExecResult> {
     this.assertLive();
-    return runExec(this.execHost, cmd, opts);
+    return runExec(this.execHost, cmd, opts).then((r) => {
+      if (r.sandboxLost) this.lostFlag = true;
+      return r;
+    });
   }
 
   /**

@@ -1,7 +1,9 @@
+import type Dockerode from 'dockerode';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { CONTROL_DIR } from './container-options';
 import type { ExecHost } from './exec-run';
-import type { ControlReport } from './exec-scripts';
-import { runControl } from './sandbox-control';
+import { ORPHAN_SCRIPT, SLOT_OWNERS_SCRIPT, type ControlReport } from './exec-scripts';
+import { runControl, runScript } from './sandbox-control';
 
 /** How long to wait for the tree to die after a kill before trying again. */
 const KILL_GRACE_MS = 3000;
@@ -34,4 +36,21 @@ export async function killTree(
   host.logger.error({ slotFile: target.slotFile }, 'process tree survived the kill; detaching from it');
   stream.destroy?.();
   return { report, survived: true };
+}
+
+/**
+ * Kills the process trees of commands that a dead host started and nobody now runs: on attach,
+ * no command of this host runs in the container yet, and the caller holds the run's execution
+ * right (the kernel's fence), so every slot file left is such a command's (a command that ends
+ * removes its own; one kept with `keepProcesses` too). One exec lists the files' owners, then one
+ * per owner, as that owner, kills and removes. Returns the number of sessions killed.
+ */
+export async function killOrphans(container: Dockerode.Container, user: string): Promise<number> {
+  const owners = (await runScript(container, SLOT_OWNERS_SCRIPT, [CONTROL_DIR], user)).split('\n').filter((l) => /^\d+:\d+$/.test(l.trim()));
+  let killed = 0;
+  for (const owner of owners) {
+    const out = await runScript(container, ORPHAN_SCRIPT, [CONTROL_DIR], owner.trim());
+    killed += Number(/orphans=(\d+)/.exec(out)?.[1] ?? 0);
+  }
+  return killed;
 }

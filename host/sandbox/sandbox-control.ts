@@ -13,13 +13,13 @@ const ATTEMPTS = 25;
  */
 export async function runControl(
   container: Dockerode.Container,
-  opts: { user: string; slotFile: string; nonce: string },
+  opts: { user: string; slotFile: string; nonce: string; mode?: 'reap' | 'forget' },
 ): Promise<ControlReport> {
   let lastErr: unknown;
   for (let attempt = 0; attempt < ATTEMPTS; attempt += 1) {
     try {
       const exec = await container.exec({
-        Cmd: ['/bin/sh', '-c', CONTROL_SCRIPT, opts.slotFile, opts.nonce],
+        Cmd: ['/bin/sh', '-c', CONTROL_SCRIPT, opts.slotFile, opts.nonce, opts.mode ?? ''],
         User: opts.user,
         AttachStdout: true,
         AttachStderr: true,
@@ -53,4 +53,21 @@ export async function runControl(
     }
   }
   throw lastErr instanceof Error ? lastErr : new Error(String(lastErr));
+}
+
+/** Runs a shell script (`$0` = first arg) as `user` and returns its stdout; for one-off control work. */
+export async function runScript(container: Dockerode.Container, script: string, args: string[], user: string): Promise<string> {
+  const exec = await container.exec({ Cmd: ['/bin/sh', '-c', script, ...args], User: user, AttachStdout: true, AttachStderr: true, Tty: false });
+  const stream = (await exec.start({ hijack: true, stdin: false })) as NodeJS.ReadWriteStream;
+  const out: Buffer[] = [];
+  const demux = new FrameDemuxer((s, chunk) => {
+    if (s === 'stdout') out.push(Buffer.from(chunk));
+  });
+  await new Promise<void>((resolve, reject) => {
+    stream.on('data', (d: Buffer) => demux.push(d));
+    stream.on('end', resolve);
+    stream.on('close', resolve);
+    stream.on('error', reject);
+  });
+  return Buffer.concat(out).toString('utf8');
 }

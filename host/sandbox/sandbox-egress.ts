@@ -73,7 +73,7 @@ export class SandboxEgress {
     this.audit = new DropAudit({ now: d.now ?? Date.now, flush: (leaseId, attempts) => this.record(leaseId, attempts) });
   }
 
-  async open(leaseId: string, who: { runId: string | null; sessionId: string | null }, spec: NetworkedSpec): Promise<EgressAttachment> {
+  async open(leaseId: string, who: { runId: string | null; sessionId: string | null; storeId?: string }, spec: NetworkedSpec): Promise<EgressAttachment> {
     this.proxyPort(spec, leaseId);
     this.follow();
     const net = await createSandboxNetwork(this.d.docker, { hostId: this.d.hostId, leaseId, ...who }, { internal: spec.mode === 'allowlist' });

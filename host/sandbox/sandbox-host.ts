@@ -2,6 +2,7 @@ import type Dockerode from 'dockerode';
 import type { Logger } from 'pino';
 import { BerthError } from '../errors';
 import type { Clock } from '../support/clock';
+import { faultPoint } from '../support/faults';
 import { newId } from '../support/ids';
 import { containerCreateOptions } from './container-options';
 import type { DiskGuardOptions } from './disk-guard';
@@ -9,13 +10,14 @@ import { engineError, isNotFound } from './engine-errors';
 import { EngineEvents } from './engine-events';
 import { assertImagePresent, resolveImageDigest } from './image';
 import { containerLabels } from './labels';
+import { releaseLeases } from './lease-release';
 import { Lease } from './lease';
+import { killOrphans } from './process-tree-kill';
 import type { LeaseRecord, LeaseRecords, SweepRecord } from './lease-records';
 import { runControl } from './sandbox-control';
 import { SandboxEgress, type EgressAttachment, type EgressPort } from './sandbox-egress';
-import { sweepEgress } from './sandbox-network';
 import { checkSpec, type SandboxSpec } from './sandbox-spec';
-import { sweep } from './sweeper';
+import { sweepStore } from './sweeper';
 import { verifyLease, type VerifyResult } from './verify';
 
 /** What a {@link SandboxHost} is built from; the CLI wires the real ones. */
@@ -64,6 +66,7 @@ export class SandboxHost {
   /** Containers of this instance whose removal failed; the sweeper may take them. */
   private readonly abandoned = new Set<string>();
   private readonly egress: SandboxEgress;
+  private storeIdP: Promise<string> | undefined;
 
   constructor(private readonly opts: SandboxHostOptions) {
     this.hostId = opts.hostId;
@@ -73,23 +76,52 @@ export class SandboxHost {
   }
 
   /**
-   * Creates and starts a container from the spec's pinned image id and records the lease. Refuses
-   * an unpinned digest (`image_not_pinned`) and an image not on the engine (`image_missing`).
-   * Anything failing after create removes the container again.
+   * Records the lease as an intent (with the run it serves), then creates and starts a container
+   * from the spec's pinned image id and names it on the record. A host killed anywhere in between
+   * leaves a record a later host finds (the container carries `berth.lease`), so the sandbox is
+   * released with its run instead of living until its TTL. Refuses an unpinned digest
+   * (`image_not_pinned`) and an image not on the engine (`image_missing`). Anything failing after
+   * create removes the container again and releases the record.
    */
   async lease(spec: SandboxSpec, options: LeaseOptions): Promise<Lease> {
     checkSpec(spec);
     options.signal?.throwIfAborted();
     const leaseId = newId('lease');
-    const [provisioned] = await Promise.all([
-      this.provision(spec, { sessionId: options.sessionId, leaseId, runId: options.runId }, options.signal),
-      this.events.ensureConnected(),
-    ]);
+    const now = this.opts.clock.now();
+    const intent: LeaseRecord = {
+      id: leaseId,
+      sessionId: options.sessionId,
+      hostId: this.hostId,
+      containerId: '',
+      imageDigest: spec.imageDigest,
+      envFingerprint: spec.envFingerprint,
+      createdAt: now,
+      expiresAt: now + spec.lease.ttlS * 1000,
+      releasedAt: null,
+      runId: options.runId ?? null,
+    };
+    await this.opts.records.insertLease(intent);
+    faultPoint('sandbox:lease-intent');
+    const dropIntent = () => this.opts.records.releaseLease(leaseId, this.opts.clock.now()).catch((err: unknown) => this.opts.logger.warn({ err, leaseId }, 'could not release a lease intent'));
+    let provisioned: ProvisionedContainer;
+    try {
+      [provisioned] = await Promise.all([this.provision(spec, { sessionId: options.sessionId, leaseId, runId: options.runId }, options.signal), this.events.ensureConnected()]);
+    } catch (err) {
+      await dropIntent();
+      throw err;
+    }
     try {
       options.signal?.throwIfAborted();
-      return await this.adopt(spec, provisioned, leaseId, options);
+      // False when the intent was released meanwhile (its run ended, gc): the lease must not start.
+      if (!(await this.opts.records.setLeaseContainer(leaseId, provisioned.id))) {
+        throw new BerthError('lease_released', `lease ${leaseId} was released while its container was being created`, { ids: { leaseId } });
+      }
+      const lease = this.makeLease(spec, provisioned.container, { ...intent, containerId: provisioned.id }, { pidsMax: 0, oomKill: 0 }, options.autoHeartbeat ?? true);
+      faultPoint('sandbox:leased');
+      return lease;
     } catch (err) {
       await this.discard(provisioned);
+      await dropIntent();
       throw err;
     }
   }
@@ -101,10 +133,11 @@ export class SandboxHost {
   async provision(spec: SandboxSpec, who: { sessionId?: string; leaseId?: string; runId?: string }, signal?: AbortSignal): Promise<ProvisionedContainer> {
     checkSpec(spec);
     await assertImagePresent(this.opts.docker, spec.imageDigest, spec.imageRef);
-    const egress = await this.openEgress(spec, who);
+    const storeId = await this.storeId();
+    const egress = await this.openEgress(spec, { ...who, storeId });
     const createdAt = this.opts.clock.now();
     const pool = who.sessionId === undefined;
-    const labels = containerLabels({ hostId: this.hostId, instanceId: this.instanceId, envFingerprint: spec.envFingerprint, createdAt, sessionId: who.sessionId, leaseId: who.leaseId, pool });
+    const labels = containerLabels({ hostId: this.hostId, storeId, instanceId: this.instanceId, envFingerprint: spec.envFingerprint, createdAt, sessionId: who.sessionId, leaseId: who.leaseId, pool });
     const name = pool ? `berth-pool-${newId('c').slice(2)}` : `berth-${who.leaseId}`;
     let container: Dockerode.Container;
     try {
@@ -142,6 +175,7 @@ export class SandboxHost {
       createdAt: now,
       expiresAt: now + spec.lease.ttlS * 1000,
       releasedAt: null,
+      runId: options.runId ?? null,
     };
     await this.opts.records.insertLease(record);
     return this.makeLease(spec, p.container, record, { pidsMax: 0, oomKill: 0 }, options.autoHeartbeat ?? true);
@@ -176,6 +210,12 @@ export class SandboxHost {
     await this.events.ensureConnected();
     if (spec.network.mode !== 'none') await this.egress.resume(record.id, spec.network, record.containerId);
     const container = this.opts.docker.getContainer(record.containerId);
+    // Commands a dead host started may still run (and write): kill them before anyone measures,
+    // verifies or snapshots the workspace.
+    const orphans = await killOrphans(container, spec.workspace.owner).catch((err: unknown) => {
+      throw engineError('kill commands left by a dead host', err, { leaseId: record.id, containerId: record.containerId });
+    });
+    if (orphans > 0) this.opts.logger.warn({ leaseId: record.id, orphans }, 'killed commands a dead host left running in the sandbox');
     // Counters of an older incarnation are history: take them as the baseline.
     const report = await runControl(container, { user: spec.workspace.owner, slotFile: '', nonce: '' }).catch(() => undefined);
     const lease = this.makeLease(spec, container, record, { pidsMax: report?.pidsMax ?? 0, oomKill: report?.oomKill ?? 0 }, options.autoHeartbeat ?? true);
@@ -202,10 +242,28 @@ export class SandboxHost {
   }
 
   /** Network, INPUT rules and (allowlist) proxy of a networked sandbox, all in place before its container exists. */
-  private async openEgress(spec: SandboxSpec, who: { leaseId?: string; runId?: string; sessionId?: string }): Promise<EgressAttachment | undefined> {
+  private async openEgress(spec: SandboxSpec, who: { leaseId?: string; runId?: string; sessionId?: string; storeId: string }): Promise<EgressAttachment | undefined> {
     if (spec.network.mode === 'none') return undefined;
     if (!who.leaseId) throw new BerthError('invalid_spec', `${spec.network.mode} sandboxes are not pooled: each needs its own network, made for its lease`);
-    return this.egress.open(who.leaseId, { runId: who.runId ?? null, sessionId: who.sessionId ?? null }, spec.network);
+    return this.egress.open(who.leaseId, { runId: who.runId ?? null, sessionId: who.sessionId ?? null, storeId: who.storeId }, spec.network);
+  }
+
+  /** The id of the store this host records its leases in; labels and sweeps are scoped to it. */
+  storeId(): Promise<string> {
+    this.storeIdP ??= this.opts.records.storeId().catch((err: unknown) => {
+      this.storeIdP = undefined;
+      throw err;
+    });
+    return this.storeIdP;
+  }
+
+  /**
+   * Releases the unreleased leases of this store that `select` picks (the runtime picks those of
+   * runs in a final state); see lease-release.ts.
+   */
+  async releaseLeases(select: (record: LeaseRecord) => boolean | Promise<boolean>, reason: SweepRecord['reason'] = 'run_ended'): Promise<SweepRecord[]> {
+    const ctx = { ...this.base(), storeId: await this.storeId(), forget: (id: string) => this.events.forget(id), closeEgress: (leaseId: string) => this.egress.close(leaseId) };
+    return releaseLeases(ctx, select, reason);
   }
 
   /** Whether the sandbox named by a lease record can be resumed as is. */
@@ -213,25 +271,16 @@ export class SandboxHost {
     return verifyLease(this.opts.docker, record);
   }
 
-  /** Removes this host's released, expired and unknown containers; see sweeper.ts for the rules. */
-  async sweep(options: { signal?: AbortSignal } = {}): Promise<SweepRecord[]> {
-    const removed = await sweep(
-      {
-        docker: this.opts.docker,
-        records: this.opts.records,
-        clock: this.opts.clock,
-        logger: this.opts.logger,
-        hostId: this.hostId,
-        instanceId: this.instanceId,
-        isAbandoned: (id) => this.abandoned.has(id),
-      },
-      options.signal,
-    );
-    // Egress leftovers go after the containers: a network is removable only once its container is gone.
-    const now = this.opts.clock.now();
-    const active = new Set((await this.opts.records.listLeases({ hostId: this.hostId, activeAt: now })).map((l) => l.id));
-    await sweepEgress(this.opts.docker, this.hostId, (id) => active.has(id)).catch((err: unknown) => this.opts.logger.warn({ err }, 'egress sweep failed'));
-    return removed;
+  /**
+   * Removes this store's released, expired and unknown containers; see sweeper.ts for the rules.
+   * `egressMinAgeMs` (default two minutes) keeps younger networks, whose lease may be being written.
+   */
+  async sweep(options: { signal?: AbortSignal; egressMinAgeMs?: number } = {}): Promise<SweepRecord[]> {
+    return sweepStore({ ...this.base(), storeId: await this.storeId(), instanceId: this.instanceId, isAbandoned: (id) => this.abandoned.has(id) }, options);
+  }
+
+  private base() {
+    return { docker: this.opts.docker, records: this.opts.records, clock: this.opts.clock, logger: this.opts.logger, hostId: this.hostId };
   }
 
   /** The image id of a local image reference (`berth env lock`); `image_missing` when absent. */

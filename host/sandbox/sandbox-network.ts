@@ -31,7 +31,7 @@ export interface SandboxNetwork {
  * a plain bridge with NAT for open mode. Either way the host itself stays reachable through the
  * gateway and every other host address, which {@link isolateBridge} closes.
  */
-export async function createSandboxNetwork(docker: Dockerode, who: { hostId: string; leaseId: string; runId?: string | null; sessionId?: string | null }, o: { internal: boolean } = { internal: true }): Promise<SandboxNetwork> {
+export async function createSandboxNetwork(docker: Dockerode, who: { hostId: string; leaseId: string; runId?: string | null; sessionId?: string | null; storeId?: string }, o: { internal: boolean } = { internal: true }): Promise<SandboxNetwork> {
   const name = `berth-net-${who.leaseId}`;
   try {
     const created = await docker.createNetwork({
@@ -39,7 +39,7 @@ export async function createSandboxNetwork(docker: Dockerode, who: { hostId: str
       Driver: 'bridge',
       Internal: o.internal,
       CheckDuplicate: true,
-      Labels: { [LABEL.managed]: '1', [LABEL.host]: who.hostId, [LABEL.lease]: who.leaseId, [EGRESS_LABEL]: '1', 'berth.run': who.runId ?? '', 'berth.session': who.sessionId ?? '' },
+      Labels: { [LABEL.managed]: '1', [LABEL.host]: who.hostId, [LABEL.lease]: who.leaseId, [LABEL.store]: who.storeId ?? '', [EGRESS_LABEL]: '1', 'berth.run': who.runId ?? '', 'berth.session': who.sessionId ?? '' },
     });
     const info = (await created.inspect()) as { Id: string; IPAM?: { Config?: Array<{ Subnet?: string; Gateway?: string }> } };
     const cfg = info.IPAM?.Config?.[0];
@@ -205,13 +205,28 @@ export async function removeBridgeRules(which: (tag: string) => boolean): Promis
  * Removes what a dead process left of this host's egress: networks and INPUT rules of leases that
  * are no longer active. Networks younger than `minAgeMs` are kept with their rules (their lease may
  * still be being written); the container sweep runs first, so a removable network holds no container.
+ * With `scope`, only one store's leftovers are taken: networks labelled with its id (or unlabelled
+ * ones of leases it knows), and rules of leases it knows or whose network it owns. Another store
+ * under the same host id keeps its own.
  */
-export async function sweepEgress(docker: Dockerode, hostId: string, isActive: (leaseId: string) => boolean, minAgeMs = 120_000): Promise<{ networks: number; rules: number }> {
+export async function sweepEgress(
+  docker: Dockerode,
+  hostId: string,
+  isActive: (leaseId: string) => boolean,
+  minAgeMs = 120_000,
+  scope?: { storeId: string; isKnown: (leaseId: string) => boolean },
+): Promise<{ networks: number; rules: number }> {
   const nets = await docker.listNetworks({ filters: { label: [`${EGRESS_LABEL}=1`, `${LABEL.host}=${hostId}`] } });
   let networks = 0;
   const kept = new Set<string>();
+  const ours = new Set<string>();
   for (const n of nets) {
     const leaseId = n.Labels?.[LABEL.lease] ?? '';
+    if (scope) {
+      const store = n.Labels?.[LABEL.store];
+      if (store ? store !== scope.storeId : !scope.isKnown(leaseId)) continue;
+      ours.add(leaseId);
+    }
     // A young network may belong to a lease being created, whose record is not written yet.
     const young = Date.now() - Date.parse(n.Created) < minAgeMs;
     if (isActive(leaseId) || young) {
@@ -222,6 +237,7 @@ export async function sweepEgress(docker: Dockerode, hostId: string, isActive: (
   }
   const prefix = `berth:${hostId}:`;
   const leaseOf = (t: string) => t.slice(prefix.length).replace(/:hold$/, '');
-  const rules = await removeBridgeRules((t) => t.startsWith(prefix) && !isActive(leaseOf(t)) && !kept.has(leaseOf(t)));
+  const mine = (lease: string) => !scope || scope.isKnown(lease) || ours.has(lease);
+  const rules = await removeBridgeRules((t) => t.startsWith(prefix) && mine(leaseOf(t)) && !isActive(leaseOf(t)) && !kept.has(leaseOf(t)));
   return { networks, rules };
 }

@@ -4,6 +4,7 @@ import type { Clock } from '../support/clock';
 import { engineError, isNotFound } from './engine-errors';
 import { LABEL } from './labels';
 import type { LeaseRecords, SweepRecord } from './lease-records';
+import { sweepEgress } from './sandbox-network';
 
 export interface SweepContext {
   docker: Dockerode;
@@ -11,13 +12,16 @@ export interface SweepContext {
   clock: Clock;
   logger: Logger;
   hostId: string;
+  /** Only containers of this store are considered (see LeaseRecords.storeId). */
+  storeId: string;
   instanceId: string;
   /** Containers of this instance that it gave up on (their removal failed). */
   isAbandoned(containerId: string): boolean;
 }
 
 /**
- * Removes this host's containers that nobody may use any more, and records each removal:
+ * Removes this store's containers (label `berth.store`; another store under the same host id is
+ * left alone) that nobody may use any more, and records each removal:
  *
  * - `released`: the lease record is released (the holder died between the two steps of release);
  * - `expired`: the lease was not heartbeated within its TTL;
@@ -35,11 +39,18 @@ export async function sweep(ctx: SweepContext, signal?: AbortSignal): Promise<Sw
   } catch (err) {
     throw engineError('list containers for sweep', err);
   }
-  const byContainer = new Map((await ctx.records.listLeases({ hostId: ctx.hostId })).map((r) => [r.containerId, r]));
+  const records = await ctx.records.listLeases({ hostId: ctx.hostId });
+  const byContainer = new Map(records.filter((r) => r.containerId !== '').map((r) => [r.containerId, r]));
+  // An intent names no container yet; its container is found by the lease label.
+  const intents = new Map(records.filter((r) => r.containerId === '').map((r) => [r.id, r]));
   const removed: SweepRecord[] = [];
   for (const c of containers) {
     signal?.throwIfAborted();
-    const record = byContainer.get(c.Id);
+    const record = byContainer.get(c.Id) ?? intents.get(c.Labels[LABEL.lease] ?? '');
+    // Another store on this machine (same host id) owns it; one made before stores had ids is ours
+    // only when our records name it.
+    const store = c.Labels[LABEL.store];
+    if (store ? store !== ctx.storeId : !record) continue;
     const now = ctx.clock.now();
     let reason: SweepRecord['reason'] | undefined;
     if (record) {
@@ -62,5 +73,23 @@ export async function sweep(ctx: SweepContext, signal?: AbortSignal): Promise<Sw
     ctx.logger.info({ containerId: c.Id, leaseId: entry.leaseId, reason }, 'swept container');
     removed.push(entry);
   }
+  return removed;
+}
+
+/**
+ * The whole sweep of one store: containers first, then egress leftovers (a network is removable
+ * only once its container is gone): networks and rules of this store's leases that are no longer
+ * active, none of another store's. `egressMinAgeMs` (default two minutes) keeps younger networks,
+ * whose lease may be being written.
+ */
+export async function sweepStore(ctx: SweepContext, options: { signal?: AbortSignal; egressMinAgeMs?: number } = {}): Promise<SweepRecord[]> {
+  const removed = await sweep(ctx, options.signal);
+  const leases = await ctx.records.listLeases({ hostId: ctx.hostId });
+  const now = ctx.clock.now();
+  const active = new Set(leases.filter((l) => l.releasedAt === null && l.expiresAt > now).map((l) => l.id));
+  const known = new Set(leases.map((l) => l.id));
+  await sweepEgress(ctx.docker, ctx.hostId, (id) => active.has(id), options.egressMinAgeMs, { storeId: ctx.storeId, isKnown: (id) => known.has(id) }).catch((err: unknown) =>
+    ctx.logger.warn({ err }, 'egress sweep failed'),
+  );
   return removed;
 }

@@ -14,6 +14,8 @@ export type VerifyResult = { ok: true } | { ok: false; code: VerifyFailure; reas
  * runs the recorded image id, and was created for the recorded environment fingerprint.
  */
 export async function verifyLease(docker: Dockerode, record: LeaseRecord): Promise<VerifyResult> {
+  // An intent whose container was never named: nothing to resume.
+  if (record.containerId === '') return { ok: false, code: 'container_missing', reason: `lease ${record.id} never got a container recorded` };
   let info: Dockerode.ContainerInspectInfo;
   try {
     info = await docker.getContainer(record.containerId).inspect();

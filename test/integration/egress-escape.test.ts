@@ -48,8 +48,8 @@ function hostAddresses(): { v4: string[]; v6: string[] } {
   return { v4: [...v4], v6: [...v6] };
 }
 
-const sh = async (lease: Lease, cmd: string) => {
-  const r = await lease.exec(['sh', '-c', cmd], { timeoutMs: 30_000 });
+const sh = async (lease: Lease, cmd: string, o: { keepProcesses?: boolean } = {}) => {
+  const r = await lease.exec(['sh', '-c', cmd], { timeoutMs: 30_000, ...o });
   return { code: r.exitCode, out: r.stdout + r.stderr };
 };
 const direct = (url: string) => `env -u http_proxy -u HTTP_PROXY timeout 5 busybox wget -q -O - ${url}`;
@@ -75,7 +75,7 @@ describe('no way out of a sandbox but the ones its manifest names', { timeout: 1
     await using walled = await host.lease(spec({ mode: 'allowlist', allow: [`localhost:${service.port}`], overrides: [`localhost:${service.port}`] }), { sessionId: 'sess_walled' });
     await using open = await host.lease(spec({ mode: 'open', hostOpenings: [{ address: listed, port: service.port }] }), { sessionId: 'sess_open' });
     const [walledIp, openIp] = await Promise.all([ipOf(walled, sandbox.docker), ipOf(open, sandbox.docker)]);
-    for (const l of [walled, open]) await sh(l, 'mkdir -p /tmp/www && echo sandbox-page > /tmp/www/index.html && (busybox httpd -p 8080 -h /tmp/www &)');
+    for (const l of [walled, open]) await sh(l, 'mkdir -p /tmp/www && echo sandbox-page > /tmp/www/index.html && (busybox httpd -p 8080 -h /tmp/www &)', { keepProcesses: true });
     expect((await sh(open, 'timeout 5 busybox wget -q -O - http://127.0.0.1:8080/')).out, 'the other sandbox serves').toBe('sandbox-page\n');
 
     // Allowlist: the listed target through the proxy, nothing directly.

@@ -45,10 +45,11 @@ describe('sandbox sweeper', () => {
     // Released in the store but the process died before removing the container.
     await sandbox.store.releaseLease(released.id, Date.now());
     // A container whose lease record was never written (died between create and insert).
-    const labels = containerLabels({ hostId: sandbox.hostId, instanceId: 'inst_dead', envFingerprint: spec.envFingerprint, createdAt: Date.now(), sessionId: 's', leaseId: 'lease_never' });
+    const storeId = await sandbox.store.storeId();
+    const labels = containerLabels({ hostId: sandbox.hostId, storeId, instanceId: 'inst_dead', envFingerprint: spec.envFingerprint, createdAt: Date.now(), sessionId: 's', leaseId: 'lease_never' });
     const orphan = await sandbox.docker.createContainer(containerCreateOptions(spec, labels));
     // Another host's container is none of this sweeper's business.
-    const otherLabels = containerLabels({ hostId: `${sandbox.hostId}-other`, instanceId: 'x', envFingerprint: spec.envFingerprint, createdAt: Date.now() });
+    const otherLabels = containerLabels({ hostId: `${sandbox.hostId}-other`, storeId, instanceId: 'x', envFingerprint: spec.envFingerprint, createdAt: Date.now() });
     const other = await sandbox.docker.createContainer(containerCreateOptions(spec, { ...otherLabels, [LABEL.host]: `${sandbox.hostId}` + '-other' }));
     try {
       const swept = await sandbox.host.sweep();
@@ -70,7 +71,7 @@ describe('sandbox sweeper', () => {
 
   test('a sweep honours its abort signal', async ({ sandbox }) => {
     const spec = sandbox.spec();
-    const labels = containerLabels({ hostId: sandbox.hostId, instanceId: 'inst_dead', envFingerprint: spec.envFingerprint, createdAt: Date.now() });
+    const labels = containerLabels({ hostId: sandbox.hostId, storeId: await sandbox.store.storeId(), instanceId: 'inst_dead', envFingerprint: spec.envFingerprint, createdAt: Date.now() });
     await sandbox.docker.createContainer(containerCreateOptions(spec, labels));
     const err = await sandbox.host.sweep({ signal: AbortSignal.abort() }).catch((e: unknown) => e);
     expect((err as Error).name).toBe('AbortError');

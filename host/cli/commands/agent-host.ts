@@ -1,6 +1,7 @@
 import { BerthError } from '../../errors';
 import type { Run } from '../../model';
 import { createHostRuntime, type HostRuntime } from '../../runtime/host-runtime';
+import { releaseEndedRunLeases } from '../../runtime/run-end-leases';
 import { snapshotEngine } from '../../sandbox';
 import type { CliContext } from '../context';
 import { agentPrinter } from './agent-output';
@@ -9,7 +10,7 @@ import { agentPrinter } from './agent-output';
 export async function startAgentHost(ctx: CliContext): Promise<{ rt: HostRuntime; printer: ReturnType<typeof agentPrinter> }> {
   const printer = agentPrinter(ctx.json);
   const rt = createHostRuntime({ store: ctx.store, sandbox: ctx.sandbox, engine: snapshotEngine(ctx.docker), clock: ctx.clock, logger: ctx.logger, hostId: ctx.hostId, onAgentLive: (e) => printer.live(e) });
-  const swept = await ctx.sandbox.sweep();
+  const swept = [...(await ctx.sandbox.sweep()), ...(await releaseEndedRunLeases(ctx))];
   if (swept.length && !ctx.json) process.stderr.write(`  swept ${swept.length} leftover container(s)\n`);
   await rt.kernel.start();
   return { rt, printer };
@@ -66,5 +67,6 @@ export async function followRun(ctx: CliContext, host: Awaited<ReturnType<typeof
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     await rt.kernel.stop();
+    await rt.leasesReleased();
   }
 }

@@ -8,6 +8,7 @@ import { engineCapacity, snapshotEngine } from '../../sandbox';
 import { checkEngineCapacity } from '../../../environment';
 import { EGRESS_ENTRY, isNetworkAttempt, type EgressAttempt } from '../../egress';
 import { createHostRuntime, type HostRuntime } from '../../runtime/host-runtime';
+import { releaseEndedRunLeases } from '../../runtime/run-end-leases';
 import type { CliContext } from '../context';
 import { duration, emit, escapeControl, LOG_COLUMN, outputLines, table } from '../output';
 import { getRunOrThrow } from './runs';
@@ -26,7 +27,7 @@ async function startHost(ctx: CliContext, total: () => number): Promise<HostRunt
     hostId: ctx.hostId,
     onProgress: progressPrinter(ctx.json, total),
   });
-  const swept = await ctx.sandbox.sweep();
+  const swept = [...(await ctx.sandbox.sweep()), ...(await releaseEndedRunLeases(ctx))];
   if (swept.length && !ctx.json) process.stderr.write(`  swept ${swept.length} leftover container(s)\n`);
   await rt.kernel.start();
   return rt;
@@ -43,6 +44,7 @@ async function drive(ctx: CliContext, rt: HostRuntime, runId: string): Promise<n
     run = await rt.kernel.waitForRun(runId, { signal: stop.signal, states: ['completed', 'failed', 'cancelled', 'compensated', 'needs_reconciliation'] });
   } catch (err) {
     await rt.kernel.stop();
+    await rt.leasesReleased();
     if (stop.signal.aborted) {
       process.stderr.write(`\nstopped; the run keeps its sandbox. Continue with: berth resume ${runId}\n`);
       return 130;
@@ -53,7 +55,12 @@ async function drive(ctx: CliContext, rt: HostRuntime, runId: string): Promise<n
     process.off('SIGTERM', onSignal);
   }
   await rt.kernel.stop();
-  if (isFinalRunState(run.state)) await prune(ctx, run);
+  await rt.leasesReleased();
+  if (isFinalRunState(run.state)) {
+    // Every sandbox leased for the run goes, also one a killed earlier host leased and never recorded.
+    await releaseEndedRunLeases(ctx, [run.id]);
+    await prune(ctx, run);
+  }
   await summary(ctx, run);
   return run.state === 'completed' ? 0 : run.state === 'needs_reconciliation' ? 3 : 1;
 }
@@ -178,6 +185,7 @@ export async function reconcileRun(ctx: CliContext, runId: string, choice: Recon
       if (lease.releasedAt === null) await ctx.store.releaseLease(lease.id, ctx.clock.now());
     }
     await ctx.sandbox.sweep();
+    await releaseEndedRunLeases(ctx, [runId]);
     emit(ctx.json, { run: await ctx.store.getRun(runId) }, () => `run ${runId}: failed by ${actor}`);
     return 0;
   }
@@ -236,6 +244,7 @@ async function acceptSettledRun(ctx: CliContext, run: Run, actor: string, effect
     ],
   });
   if (!r.ok) throw new BerthError('reconcile_conflict', `run ${run.id} changed meanwhile: ${r.conflict.kind}`, { retryable: true, ids: { runId: run.id } });
+  await releaseEndedRunLeases(ctx, [run.id]);
   emit(ctx.json, { run: await ctx.store.getRun(run.id), [answer]: effects.map((e) => e.id) }, () => `run ${run.id}: ${to}; ${effects.length} uncertain effect(s) ${answer} by ${actor}`);
   return 0;
 }
@@ -263,6 +272,8 @@ export async function cancelRun(ctx: CliContext, runId: string): Promise<number>
   if (!transitions) throw new BerthError('run_not_cancellable', `run ${runId} is ${from}; only admitted, running, retrying or waiting runs can be cancelled`, { ids: { runId } });
   const r = await ctx.store.commit({ sessionId: run.sessionId, label: 'run.cancel', actor, runTransitions: transitions, cancelTasks: run.rootTaskId ? [run.rootTaskId] : [] });
   if (!r.ok) throw new BerthError('cancel_conflict', `run ${runId} changed meanwhile: ${r.conflict.kind}`, { retryable: true, ids: { runId } });
+  // Cancelled at once (it was waiting): its sandboxes go now, as a completed run's do.
+  await releaseEndedRunLeases(ctx, [runId]);
   emit(ctx.json, { runId, requested: true }, () => `cancel of run ${runId} committed; the host running it stops it now (if none is, berth resume ${runId} finishes the cancellation)`);
   return 0;
 }

@@ -1,6 +1,8 @@
 import { summariseEgress } from '../../egress';
 import { BerthError } from '../../errors';
-import type { Run, Task } from '../../model';
+import { sessionSandboxDocId } from '../../agent';
+import type { Json, Run, Task } from '../../model';
+import { sandboxDocId } from '../../plan';
 import type { Store } from '../../store';
 import type { CliContext } from '../context';
 import { duration, emit, table } from '../output';
@@ -26,16 +28,20 @@ export async function getRunOrThrow(store: Store, runId: string): Promise<Run> {
 /** Everything the store knows about one run: the record an operator reads to answer "what happened?". */
 export async function describeRun(store: Store, runId: string) {
   const run = await getRunOrThrow(store, runId);
-  const [transitions, tasks, effects, snapshots, leases, documents, attempts] = await Promise.all([
+  const [transitions, tasks, effects, snapshots, sessionLeases, documents, attempts] = await Promise.all([
     store.listRunTransitions(runId),
     store.listTasks({ runId }),
     store.listEffects({ runId }),
     store.listSnapshots({ runId }),
-    store.listLeases({ sessionId: run.sessionId }),
+    store.listLeases({ sessionId: run.sessionId }).then((ls) => ls.filter((l) => l.runId === null || l.runId === runId || l.runId === run.sessionId)),
     store.listDocuments({ runId }),
     store.listEgress({ runId }),
   ]);
   const egress = summariseEgress(attempts);
+  const current = await currentLeaseId(store, run);
+  // `current`: the sandbox the run (or its agent session) records as its own; `keptBySession`: an
+  // agent session's sandbox, which outlives the run on purpose (the next message continues in it).
+  const leases = sessionLeases.map((l) => ({ ...l, current: l.id === current, keptBySession: l.runId === run.sessionId && l.releasedAt === null }));
   return { run, transitions, tasks, effects, snapshots, leases, documents: documents.map((d) => ({ id: d.id, type: d.type, version: d.version })), egress };
 }
 
@@ -64,9 +70,25 @@ export async function show(ctx: CliContext, runId: string): Promise<number> {
     if (d.egress.allowed + d.egress.denied > 0) out.push('', `egress: ${d.egress.allowed} allowed, ${d.egress.denied} denied (each attempt: berth logs ${d.run.id})`);
     if (d.egress.dropped.length) out.push('dropped by the sandbox network rules:', table(d.egress.dropped.map((x) => [x.proto, x.target, `x${x.count}`])));
     if (d.leases.length) {
-      out.push('', 'leases:', table(d.leases.map((l) => [l.id, l.containerId.slice(0, 12), l.releasedAt ? 'released' : `expires ${new Date(l.expiresAt).toISOString()}`])));
+      const role = (l: (typeof d.leases)[number]) =>
+        [l.current ? 'current sandbox' : '', l.keptBySession ? 'kept by the agent session' : '', !l.current && !l.keptBySession && l.releasedAt === null ? 'not the run\'s sandbox (released when the run ends; berth gc)' : ''].filter(Boolean).join(', ');
+      out.push('', 'leases:', table(d.leases.map((l) => [l.id, l.containerId.slice(0, 12) || '(none yet)', l.releasedAt ? 'released' : `expires ${new Date(l.expiresAt).toISOString()}`, role(l)])));
     }
     return out.join('\n');
   });
   return 0;
 }
+
+/** The lease the run's sandbox pointer (a plan run's, or its agent session's) names now. */
+async function currentLeaseId(store: Store, run: Run): Promise<string | null> {
+  for (const id of [sandboxDocId(run.id), sessionSandboxDocId(run.sessionId)]) {
+    const doc = await store.getDocument(id);
+    if (!doc) continue;
+    let lease = leaseOf(doc.baseline);
+    for (const o of doc.ops) lease = leaseOf(o.op) ?? lease;
+    return lease;
+  }
+  return null;
+}
+
+const leaseOf = (v: Json): string | null => (v !== null && typeof v === 'object' && !Array.isArray(v) && typeof v.leaseId === 'string' ? v.leaseId : null);

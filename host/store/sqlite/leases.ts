@@ -12,21 +12,31 @@ const toLease = (r: Row): LeaseRecord => ({
   createdAt: r.created_at as number,
   expiresAt: r.expires_at as number,
   releasedAt: (r.released_at as number | null) ?? null,
+  runId: (r.run_id as string | null) ?? null,
 });
 
 /** The SQLite side of the sandbox adapter's {@link LeaseRecords} port. */
 export function sqliteLeaseRecords(db: Database.Database): LeaseRecords {
   const insert = db.prepare(
-    `INSERT INTO leases (id, session_id, host_id, container_id, image_digest, env_fingerprint, created_at, expires_at, released_at)
-     VALUES (@id, @sessionId, @hostId, @containerId, @imageDigest, @envFingerprint, @createdAt, @expiresAt, @releasedAt)`,
+    `INSERT INTO leases (id, session_id, host_id, container_id, image_digest, env_fingerprint, created_at, expires_at, released_at, run_id)
+     VALUES (@id, @sessionId, @hostId, @containerId, @imageDigest, @envFingerprint, @createdAt, @expiresAt, @releasedAt, @runId)`,
   );
+  // Only an unreleased intent (no container yet) takes a container id, and only once.
+  const setContainer = db.prepare("UPDATE leases SET container_id = ? WHERE id = ? AND container_id = '' AND released_at IS NULL");
   const heartbeat = db.prepare('UPDATE leases SET expires_at = ? WHERE id = ? AND released_at IS NULL');
   const release = db.prepare('UPDATE leases SET released_at = ? WHERE id = ? AND released_at IS NULL');
   const get = db.prepare('SELECT * FROM leases WHERE id = ?');
+  const identity = db.prepare('SELECT id FROM store_identity LIMIT 1');
   const sweep = db.prepare('INSERT INTO sweeps (container_id, lease_id, host_id, reason, at) VALUES (?, ?, ?, ?, ?)');
   return {
+    async storeId() {
+      return (identity.get() as { id: string }).id;
+    },
     async insertLease(record) {
-      insert.run(record);
+      insert.run({ ...record, runId: record.runId ?? null });
+    },
+    async setLeaseContainer(id, containerId) {
+      return setContainer.run(containerId, id).changes === 1;
     },
     async heartbeatLease(id, expiresAt) {
       return heartbeat.run(expiresAt, id).changes === 1;
@@ -43,6 +53,8 @@ export function sqliteLeaseRecords(db: Database.Database): LeaseRecords {
       const args: unknown[] = [];
       if (filter.hostId) (where.push('host_id = ?'), args.push(filter.hostId));
       if (filter.sessionId) (where.push('session_id = ?'), args.push(filter.sessionId));
+      if (filter.runId) (where.push('run_id = ?'), args.push(filter.runId));
+      if (filter.unreleased) where.push('released_at IS NULL');
       if (filter.activeAt !== undefined) (where.push('released_at IS NULL AND expires_at > ?'), args.push(filter.activeAt));
       const sql = `SELECT * FROM leases ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY created_at, id`;
       return (db.prepare(sql).all(...args) as Row[]).map(toLease);

@@ -231,4 +231,24 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
     // Packets the sandbox's network rules drop are recorded per target and window, not one row each.
     sql: `ALTER TABLE egress_attempts ADD COLUMN count INTEGER NOT NULL DEFAULT 1;`,
   },
+  {
+    version: 6,
+    name: 'store identity',
+    // A random id per store file: containers, networks and rules carry it, so two stores on one
+    // machine (same host id) never sweep each other's sandboxes.
+    sql: `
+      CREATE TABLE store_identity (id TEXT NOT NULL) STRICT;
+      INSERT INTO store_identity (id) VALUES ('store_' || lower(hex(randomblob(8))));
+    `,
+  },
+  {
+    version: 7,
+    name: 'lease intents name their run',
+    // A lease is recorded (container_id '' until the container exists) before its container is
+    // created, with the run it serves, so a later host finds and releases what a killed one leased.
+    sql: `
+      ALTER TABLE leases ADD COLUMN run_id TEXT;
+      CREATE INDEX leases_by_run ON leases(run_id);
+    `,
+  },
 ];
