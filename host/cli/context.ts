@@ -25,9 +25,21 @@ export function storePath(flag: string | undefined): string {
   return resolve(flag ?? process.env.BERTH_STORE ?? join('.berth', 'berth.db'));
 }
 
-export function buildContext(opts: { store?: string; json: boolean }): CliContext {
+/** Errors in log lines: what and why for the operator; the stack only with --debug. */
+const briefError = (err: unknown) =>
+  err instanceof Error ? { type: err.name, message: err.message, ...((err as { code?: unknown }).code !== undefined ? { code: (err as { code?: unknown }).code } : {}) } : err;
+
+export function buildContext(opts: { store?: string; json: boolean; debug?: boolean }): CliContext {
   // Logs go to stderr so that stdout stays the command's answer (and parseable with --json).
-  const logger = pino({ level: process.env.BERTH_LOG_LEVEL ?? 'warn', redact: LOG_REDACT_PATHS }, pino.destination(2));
+  // Written synchronously: a line logged just before the process ends is never lost.
+  const logger = pino(
+    {
+      level: process.env.BERTH_LOG_LEVEL ?? (opts.debug ? 'debug' : 'warn'),
+      redact: LOG_REDACT_PATHS,
+      ...(opts.debug ? {} : { serializers: { err: briefError } }),
+    },
+    pino.destination({ dest: 2, sync: true }),
+  );
   const clock = systemClock;
   const store = openSqliteStore(storePath(opts.store), { clock });
   const docker = new Dockerode({ socketPath: process.env.BERTH_DOCKER_SOCKET ?? '/var/run/docker.sock' });

@@ -2,8 +2,10 @@
  * `berth`: the one composition root. It parses arguments, builds the store, Docker client,
  * logger and clock, and hands them to the command.
  */
+import { writeSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { BerthError } from '../errors';
+import { BerthError, isBerthError } from '../errors';
+import { EXIT } from './host-right';
 import { buildContext, type CliContext } from './context';
 import { envLock, envValidate } from './commands/env';
 import { gc } from './commands/gc';
@@ -37,11 +39,18 @@ const USAGE = `usage: berth <command> [options]
 options:
   --store PATH             the store (default: $BERTH_STORE or .berth/berth.db)
   --json                   machine-readable output on stdout
+  --debug                  show stack traces of internal errors
+
+exit codes:
+  0 done   1 the run failed or the command hit an error (the reason is on stderr)   2 usage
+  3 the run needs reconciliation   4 another berth process took this store's execution right
+  130 stopped by Ctrl-C or SIGTERM (berth resume RUN continues)
 `;
 
 type Handler = (ctx: () => CliContext, args: string[], flags: Flags) => Promise<number>;
 interface Flags extends AgentFlags {
   json: boolean;
+  debug: boolean;
   digest?: string;
   store?: string;
   restore?: string;
@@ -97,6 +106,7 @@ export async function main(argv: string[]): Promise<number> {
       allowPositionals: true,
       options: {
         json: { type: 'boolean', default: false },
+        debug: { type: 'boolean', default: false },
         store: { type: 'string' },
         restore: { type: 'string' },
         accept: { type: 'boolean', default: false },
@@ -131,16 +141,25 @@ export async function main(argv: string[]): Promise<number> {
     return 2;
   }
   let ctx: CliContext | undefined;
-  const lazy = () => (ctx ??= buildContext({ store: flags.store, json: flags.json }));
+  const lazy = () => (ctx ??= buildContext({ store: flags.store, json: flags.json, debug: flags.debug }));
   try {
     return await command(lazy, args, flags);
   } catch (err) {
-    reportError(flags.json, err);
-    return err instanceof BerthError && err.code === 'usage' ? 2 : 1;
+    reportError(flags.json, err, flags.debug);
+    if (!isBerthError(err)) return EXIT.failed;
+    return err.code === 'usage' ? EXIT.usage : err.code === 'execution_right_lost' ? EXIT.rightLost : err.code === 'interrupted' ? EXIT.signal : EXIT.failed;
   } finally {
     await ctx?.sandbox.close().catch(() => {});
     await ctx?.close();
   }
 }
 
+// Last resort: an error escaping every handler still ends the process saying why (written
+// synchronously, so nothing is lost to the exit), never as a bare exit 1.
+const lastResort = (err: unknown) => {
+  writeSync(2, `berth: internal error (a bug): ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(EXIT.failed);
+};
+process.on('uncaughtException', lastResort);
+process.on('unhandledRejection', lastResort);
 process.exitCode = await main(process.argv.slice(2));

@@ -5,7 +5,7 @@ import { continueSession, readApiKey, submitAgentRun, type AgentSettingsInput } 
 import { BerthError } from '../../errors';
 import type { Run } from '../../model';
 import type { CliContext } from '../context';
-import { emit } from '../output';
+import { emit, runExit } from '../output';
 import { followRun, startAgentHost } from './agent-host';
 
 /** The agent flags of `berth agent` and `berth chat`, as parsed. */
@@ -66,7 +66,7 @@ async function finish(ctx: CliContext, run: Run): Promise<number> {
   emit(ctx.json, { run, answer, error: root?.error ?? null }, () =>
     [`\nrun ${run.id} (session ${run.sessionId}): ${run.state}${run.state === 'completed' ? '' : ` (${reason})`}`, answer ? `\n${answer}` : '', run.state === 'completed' ? `continue with: berth chat ${run.sessionId} "..."` : ''].filter(Boolean).join('\n'),
   );
-  return run.state === 'completed' ? 0 : run.state === 'needs_reconciliation' ? 3 : 1;
+  return runExit(run, reason);
 }
 
 /** `berth agent "TASK" --env FILE [--workspace DIR] [--model M --base-url URL --api-key-env NAME]`. */

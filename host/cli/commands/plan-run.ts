@@ -10,6 +10,8 @@ import { createHostRuntime, type HostRuntime } from '../../runtime/host-runtime'
 import type { CliContext } from '../context';
 import { duration, emit, table } from '../output';
 import { getRunOrThrow } from './runs';
+import { EXIT, whileHoldingRight } from '../host-right';
+import { runExit } from '../output';
 import { progressPrinter } from './progress';
 
 const operator = () => `user:${process.env.BERTH_OPERATOR ?? userInfo().username}`;
@@ -39,12 +41,14 @@ async function drive(ctx: CliContext, rt: HostRuntime, runId: string): Promise<n
   process.once('SIGTERM', onSignal);
   let run: Run;
   try {
-    run = await rt.kernel.waitForRun(runId, { signal: stop.signal, states: ['completed', 'failed', 'cancelled', 'compensated', 'needs_reconciliation'] });
+    run = await whileHoldingRight(rt.kernel, runId, rt.kernel.waitForRun(runId, { signal: stop.signal, states: ['completed', 'failed', 'cancelled', 'compensated', 'needs_reconciliation'] }));
   } catch (err) {
+    const bySignal = stop.signal.aborted;
+    stop.abort(); // also ends waitForRun's polling when the right was lost
     await rt.kernel.stop();
-    if (stop.signal.aborted) {
+    if (bySignal) {
       process.stderr.write(`\nstopped; the run keeps its sandbox. Continue with: berth resume ${runId}\n`);
-      return 130;
+      return EXIT.signal;
     }
     throw err;
   } finally {
@@ -53,8 +57,8 @@ async function drive(ctx: CliContext, rt: HostRuntime, runId: string): Promise<n
   }
   await rt.kernel.stop();
   if (isFinalRunState(run.state)) await prune(ctx, run);
-  await summary(ctx, run);
-  return run.state === 'completed' ? 0 : run.state === 'needs_reconciliation' ? 3 : 1;
+  const reason = await summary(ctx, run);
+  return runExit(run, reason);
 }
 
 /** Retention at the end of a run: the environment's `snapshot.keepLast` per session. */
@@ -66,7 +70,7 @@ async function prune(ctx: CliContext, run: Run): Promise<void> {
   await pruneSnapshots({ store: ctx.store, removeSnapshot: engine.removeSnapshot, clock: ctx.clock, logger: ctx.logger }, { keepLast, sessionId: run.sessionId });
 }
 
-async function summary(ctx: CliContext, run: Run): Promise<void> {
+async function summary(ctx: CliContext, run: Run): Promise<string> {
   const tasks = await ctx.store.listTasks({ runId: run.id });
   const steps = tasks.filter((t) => t.kind === 'plan-step').map((t) => ({ outcome: t.outcome, status: t.status, ...((t.result ?? t.error?.details ?? {}) as Partial<StepResult>) }));
   const transitions = await ctx.store.listRunTransitions(run.id);
@@ -80,6 +84,7 @@ async function summary(ctx: CliContext, run: Run): Promise<void> {
       run.state === 'needs_reconciliation' ? `decide with: berth reconcile ${run.id} --restore SNAPSHOT | --accept | --fail   (berth show ${run.id} lists snapshots)` : '',
     ].filter((l, i, a) => l !== '' || i !== a.length - 1).join('\n'),
   );
+  return reason;
 }
 
 /** `berth run PLAN`. */

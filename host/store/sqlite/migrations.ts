@@ -225,4 +225,15 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       CREATE INDEX egress_by_lease ON egress_attempts(lease_id, at);
     `,
   },
+  {
+    version: 5,
+    name: 'host heartbeat',
+    // The holder of a fencing scope says it is alive (and which process it is) so that status can
+    // tell a run a host drives from a run nothing drives; stopped_at is set by a clean stop.
+    sql: `
+      ALTER TABLE fencing ADD COLUMN pid INTEGER;
+      ALTER TABLE fencing ADD COLUMN heartbeat_at INTEGER;
+      ALTER TABLE fencing ADD COLUMN stopped_at INTEGER;
+    `,
+  },
 ];
