@@ -1,0 +1,70 @@
+import { spawn } from 'node:child_process';
+import { afterEach, describe, expect, it } from 'vitest';
+import { bundledCli, lastJson, planFixture } from '../support/plan-fixture';
+
+// The operator's view through the real CLI: child processes on a real SQLite store and engine.
+type Fixture = Awaited<ReturnType<typeof planFixture>>;
+let fx: Fixture | undefined;
+afterEach(async () => {
+  await fx?.cleanup();
+  fx = undefined;
+});
+
+/** `berth ARGS` in the background, to be stopped or killed; its end is awaited from the start. */
+async function background(f: Fixture, args: string[]) {
+  const child = spawn(process.execPath, [await bundledCli(), ...args, '--store', f.store], { env: { ...process.env, BERTH_HOST_ID: f.hostId, BERTH_OPERATOR: 'tester' } });
+  let stderr = '';
+  child.stderr.on('data', (d) => (stderr += d));
+  child.stdout.resume();
+  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  const waitFor = async (text: string) => {
+    for (let waited = 0; !stderr.includes(text); waited += 50) {
+      if (waited > 120_000) throw new Error(`never printed "${text}":\n${stderr}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
+  return { child, exited, waitFor, stderr: () => stderr };
+}
+
+interface StatusJson {
+  runs: Array<{ id: string; state: string; owner: { hostId: string; pid: number | null; lastHeartbeatAt: number; stoppedAt: number | null; live: boolean } | null }>;
+}
+
+describe('what status and show say about who drives a run', { timeout: 300_000 }, () => {
+  it('status and show tell a run a live host drives from a run nothing drives, after SIGKILL and after Ctrl-C', async () => {
+    fx = await planFixture([{ name: 'slow', run: 'sleep 60' }]);
+    const host = await background(fx, ['run', fx.plan]);
+    await host.waitFor('▶ [1/1] slow');
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+
+    const live = await fx.cli(['status', '--json']);
+    expect(live.code, live.stderr).toBe(0);
+    const liveRun = lastJson<StatusJson>(live).runs.find((r) => r.id === runId)!;
+    expect(liveRun.owner).toMatchObject({ hostId: fx.hostId, pid: host.child.pid, live: true, stoppedAt: null });
+    expect(typeof liveRun.owner!.lastHeartbeatAt).toBe('number');
+    expect((await fx.cli(['status'])).stdout).toContain(`running on host ${fx.hostId} (pid ${host.child.pid}) (heartbeat`);
+    expect((await fx.cli(['show', runId])).stdout).toContain(`running on host ${fx.hostId}`);
+
+    host.child.kill('SIGKILL');
+    await host.exited;
+    const dead = await fx.cli(['status']);
+    expect(dead.stdout).toContain('running, no live host (stopped');
+    expect(dead.stdout).toContain(`berth resume ${runId}`);
+    expect(lastJson<StatusJson>(await fx.cli(['status', '--json'])).runs[0]!.owner).toMatchObject({ hostId: fx.hostId, live: false });
+    const shown = await fx.cli(['show', runId, '--json']);
+    expect(lastJson<{ owner: { live: boolean } }>(shown).owner.live).toBe(false);
+    expect((await fx.cli(['show', runId])).stdout).toContain(`no live host (stopped`);
+
+    // Ctrl-C: the host stops cleanly and says so in the store at once.
+    const resumed = await background(fx, ['resume', runId]);
+    await resumed.waitFor('resuming run');
+    for (let i = 0; i < 600 && !lastJson<StatusJson>(await fx.cli(['status', '--json'])).runs[0]!.owner?.live; i++) await new Promise((r) => setTimeout(r, 100));
+    resumed.child.kill('SIGINT');
+    expect(await resumed.exited).toBe(130);
+    const stopped = lastJson<StatusJson>(await fx.cli(['status', '--json'])).runs[0]!;
+    expect(stopped.state).toBe('running');
+    expect(stopped.owner).toMatchObject({ live: false, pid: resumed.child.pid });
+    expect(stopped.owner!.stoppedAt).not.toBeNull();
+    expect((await fx.cli(['status'])).stdout).toContain(`no live host (stopped`);
+  });
+});
