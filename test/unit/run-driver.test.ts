@@ -13,7 +13,7 @@ describe('who drives a run', () => {
     expect(hostView(right, 1_000 + 2_000, 'this-machine', never)!.live).toBe(true);
     const stale = hostView(right, 1_000 + STALE_HEARTBEAT_MS + 1, 'this-machine', never)!;
     expect(stale.live).toBe(false);
-    expect(driverOf(run, stale, 1_000 + 5 * 60_000).line).toBe('running, no live host (stopped 4m59s ago): berth resume run_1');
+    expect(driverOf(run, stale, 1_000 + 5 * 60_000).line).toBe('running, no live host (stopped 5m00s ago): berth resume run_1');
   });
 
   it('a local host whose process is gone is not live even with a fresh heartbeat; a final run needs no host', () => {
