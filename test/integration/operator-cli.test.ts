@@ -68,3 +68,36 @@ describe('what status and show say about who drives a run', { timeout: 300_000 }
     expect((await fx.cli(['status'])).stdout).toContain(`no live host (stopped`);
   });
 });
+
+describe('read commands and a store that is not there', { timeout: 120_000 }, () => {
+  it('show, status, resume, logs, reconcile, approve, deny, cancel and gc say "no store at PATH" and create nothing, naming the default path', async () => {
+    const { mkdtempSync, existsSync, readdirSync, rmSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const { execFile } = await import('node:child_process');
+    const dir = mkdtempSync(join(tmpdir(), 'berth-nostore-'));
+    const bin = await bundledCli();
+    const run = (args: string[]) =>
+      new Promise<{ code: number | null; stderr: string }>((resolve) => {
+        const env = { ...process.env, BERTH_HOST_ID: `nostore-${process.pid}` };
+        delete env.BERTH_STORE;
+        execFile(process.execPath, [bin, ...args], { cwd: dir, env }, (err, _out, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? null) : 0, stderr }));
+      });
+    try {
+      const typo = join(dir, 'sub', 'typo.db');
+      for (const args of [['show', 'run_x'], ['status'], ['resume', 'run_x'], ['logs', 'run_x'], ['reconcile', 'run_x', '--accept'], ['approve', 'run_x', 'call_1'], ['deny', 'run_x', 'call_1'], ['cancel', 'run_x'], ['gc']]) {
+        const flagged = await run([...args, '--store', typo]);
+        expect(flagged.code, `${args.join(' ')}: ${flagged.stderr}`).toBe(1);
+        expect(flagged.stderr).toContain(`no store at ${typo}`);
+        expect(flagged.stderr).toContain(join(dir, '.berth', 'berth.db'));
+        const byDefault = await run(args);
+        expect(byDefault.code, byDefault.stderr).toBe(1);
+        expect(byDefault.stderr).toContain(`no store at ${join(dir, '.berth', 'berth.db')}`);
+      }
+      expect(existsSync(join(dir, 'sub'))).toBe(false);
+      expect(readdirSync(dir)).toEqual([]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
