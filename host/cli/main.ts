@@ -6,7 +6,7 @@ import { writeSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { BerthError, isBerthError } from '../errors';
 import { EXIT } from './host-right';
-import { buildContext, type CliContext } from './context';
+import { buildContext, dockerClient, type CliContext } from './context';
 import { envLock, envValidate } from './commands/env';
 import { gc } from './commands/gc';
 import { show, status } from './commands/runs';
@@ -48,6 +48,9 @@ exit codes:
 `;
 
 type Handler = (ctx: () => CliContext, args: string[], flags: Flags) => Promise<number>;
+
+/** Commands that start work, and so may create the store; every other one needs it to exist. */
+const CREATES_STORE = new Set(['run', 'agent']);
 interface Flags extends AgentFlags {
   json: boolean;
   debug: boolean;
@@ -93,7 +96,7 @@ const commands: Record<string, Handler> = {
   env: async (ctx, args, flags) => {
     const [sub, file] = need(args, 2, 'env subcommand and FILE');
     if (sub === 'validate') return envValidate(file!, flags.json);
-    if (sub === 'lock') return envLock(file!, flags.json, ctx().docker);
+    if (sub === 'lock') return envLock(file!, flags.json, dockerClient());
     throw new BerthError('usage', `unknown env subcommand "${sub}" (validate, lock)`);
   },
 };
@@ -141,7 +144,7 @@ export async function main(argv: string[]): Promise<number> {
     return 2;
   }
   let ctx: CliContext | undefined;
-  const lazy = () => (ctx ??= buildContext({ store: flags.store, json: flags.json, debug: flags.debug }));
+  const lazy = () => (ctx ??= buildContext({ store: flags.store, json: flags.json, debug: flags.debug, create: CREATES_STORE.has(name) }));
   try {
     return await command(lazy, args, flags);
   } catch (err) {

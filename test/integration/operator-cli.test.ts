@@ -79,7 +79,7 @@ describe('read commands and a store that is not there', { timeout: 120_000 }, ()
     const bin = await bundledCli();
     const run = (args: string[]) =>
       new Promise<{ code: number | null; stderr: string }>((resolve) => {
-        const env = { ...process.env, BERTH_HOST_ID: `nostore-${process.pid}` };
+        const env: NodeJS.ProcessEnv = { ...process.env, BERTH_HOST_ID: `nostore-${process.pid}` };
         delete env.BERTH_STORE;
         execFile(process.execPath, [bin, ...args], { cwd: dir, env }, (err, _out, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? null) : 0, stderr }));
       });
