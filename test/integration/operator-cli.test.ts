@@ -101,3 +101,31 @@ describe('read commands and a store that is not there', { timeout: 120_000 }, ()
     }
   });
 });
+
+describe('errors caught before a run exists', { timeout: 300_000 }, () => {
+  it('berth run and berth agent refuse an image digest this engine lacks before creating a run, with the fix and no stack trace; env validate --engine checks it too', async () => {
+    const { readFileSync, writeFileSync } = await import('node:fs');
+    const { join } = await import('node:path');
+    fx = await planFixture([{ name: 'one', run: 'true' }]);
+    const envFile = join(fx.dir, 'env.yaml');
+    writeFileSync(envFile, readFileSync(envFile, 'utf8').replace(/sha256:[0-9a-f]{64}/, `sha256:${'0'.repeat(64)}`));
+    const noStack = (text: string) => expect(text).not.toMatch(/\n\s+at .+:\d+:\d+/);
+
+    const run = await fx.cli(['run', fx.plan]);
+    expect(run.code, run.stderr).toBe(1);
+    expect(run.stderr).toContain('image_missing');
+    expect(run.stderr).toContain(`berth env lock ${envFile}`);
+    noStack(run.stdout + run.stderr);
+
+    const agent = await fx.cli(['agent', 'hello', '--env', envFile, '--api-key-env', 'PREFLIGHT_KEY', '--base-url', 'http://127.0.0.1:9/v1'], { PREFLIGHT_KEY: 'k' });
+    expect(agent.code, agent.stderr).toBe(1);
+    expect(agent.stderr).toContain(`berth env lock ${envFile}`);
+    noStack(agent.stdout + agent.stderr);
+    expect(await fx.read((s) => s.listRuns())).toEqual([]);
+
+    expect((await fx.cli(['env', 'validate', envFile])).code).toBe(0);
+    const engine = await fx.cli(['env', 'validate', envFile, '--engine']);
+    expect(engine.code, engine.stderr).toBe(1);
+    expect(engine.stderr).toContain(`berth env lock ${envFile}`);
+  });
+});
