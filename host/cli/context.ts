@@ -47,6 +47,12 @@ export function requireStore(path: string): void {
 const briefError = (err: unknown) =>
   err instanceof Error ? { type: err.name, message: err.message, ...((err as { code?: unknown }).code !== undefined ? { code: (err as { code?: unknown }).code } : {}) } : err;
 
+const withoutStack = (o: Record<string, unknown>): Record<string, unknown> => {
+  if (!('stack' in o)) return o;
+  const { stack: _stack, ...rest } = o;
+  return rest;
+};
+
 export function buildContext(opts: { store?: string; json: boolean; debug?: boolean; create: boolean }): CliContext {
   const path = storePath(opts.store);
   if (!opts.create) requireStore(path);
@@ -56,7 +62,8 @@ export function buildContext(opts: { store?: string; json: boolean; debug?: bool
     {
       level: process.env.BERTH_LOG_LEVEL ?? (opts.debug ? 'debug' : 'warn'),
       redact: LOG_REDACT_PATHS,
-      ...(opts.debug ? {} : { serializers: { err: briefError } }),
+      // Without --debug no stack reaches the operator: errors are brief and `stack` fields dropped.
+      ...(opts.debug ? {} : { serializers: { err: briefError }, formatters: { log: withoutStack } }),
     },
     pino.destination({ dest: 2, sync: true }),
   );

@@ -26,7 +26,8 @@ const USAGE = `usage: berth <command> [options]
                            decide a run that needs reconciliation, then continue it
   cancel RUN               cancel a run durably
   gc [--keep N]            remove this host's leftover containers; keep N snapshots per session (default 5)
-  env validate FILE        check an environment manifest
+  env validate FILE [--engine]
+                           check an environment manifest (--engine: and that its pinned image is on this engine)
   env lock FILE            pin the manifest's image to the local image id
   agent "TASK" --env FILE [--workspace DIR] [--model M --base-url URL --api-key-env NAME]
         [--require-approval TOOLS --approval-ttl S --max-turns N]
@@ -61,6 +62,7 @@ interface Flags extends AgentFlags {
   fail: boolean;
   'request-id'?: string;
   keep?: string;
+  engine: boolean;
 }
 
 const need = (args: string[], n: number, what: string) => {
@@ -95,7 +97,7 @@ const commands: Record<string, Handler> = {
   },
   env: async (ctx, args, flags) => {
     const [sub, file] = need(args, 2, 'env subcommand and FILE');
-    if (sub === 'validate') return envValidate(file!, flags.json);
+    if (sub === 'validate') return envValidate(file!, flags.json, flags.engine ? dockerClient() : undefined);
     if (sub === 'lock') return envLock(file!, flags.json, dockerClient());
     throw new BerthError('usage', `unknown env subcommand "${sub}" (validate, lock)`);
   },
@@ -116,6 +118,7 @@ export async function main(argv: string[]): Promise<number> {
         fail: { type: 'boolean', default: false },
         'request-id': { type: 'string' },
         keep: { type: 'string' },
+        engine: { type: 'boolean', default: false },
         env: { type: 'string' },
         workspace: { type: 'string' },
         model: { type: 'string' },

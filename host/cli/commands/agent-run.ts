@@ -7,6 +7,7 @@ import type { Run } from '../../model';
 import type { CliContext } from '../context';
 import { emit, runExit } from '../output';
 import { followRun, startAgentHost } from './agent-host';
+import { checkImageOnEngine } from './preflight';
 
 /** The agent flags of `berth agent` and `berth chat`, as parsed. */
 export interface AgentFlags {
@@ -80,6 +81,7 @@ export async function agentRun(ctx: CliContext, message: string, flags: AgentFla
   const settings = { ...settingsFrom(flags, true) } as AgentSettingsInput;
   // Fail before anything is submitted: the key is read again, from the same variable, per request.
   readApiKey({ apiKeyEnv: settings.model.apiKeyEnv ?? 'OPENAI_API_KEY' });
+  await checkImageOnEngine(ctx.docker, environment, resolve(flags.env));
   const host = await startAgentHost(ctx);
   const { run, created } = await stopOnError(host, () =>
     submitAgentRun({ ...host.rt, toolNames: [...host.rt.agent.tools.keys()] }, { message, settings, environment, workspaceDir, requestId: flags['request-id'], environmentFile: flags.env }),

@@ -1,14 +1,20 @@
 import { readFile, writeFile } from 'node:fs/promises';
-import { checkEgressPolicy, checkSupported, fingerprint, loadEnvironment, networkRunRecords, withImageDigest } from '../../../environment';
+import { checkEgressPolicy, checkSupported, fingerprint, loadEnvironment, networkRunRecords, requireLocked, withImageDigest } from '../../../environment';
+import { checkImageOnEngine } from './preflight';
 import { resolveImageDigest } from '../../sandbox';
 import type Dockerode from 'dockerode';
 import { emit } from '../output';
 
-/** `berth env validate FILE`: exit 0 and the fingerprint when valid; the named problems otherwise. */
-export async function envValidate(file: string, json: boolean): Promise<number> {
+/** `berth env validate FILE [--engine]`: exit 0 and the fingerprint when valid; the named problems otherwise. */
+export async function envValidate(file: string, json: boolean, docker?: Dockerode): Promise<number> {
   const env = await loadEnvironment(file);
   checkSupported(env);
   checkEgressPolicy(env);
+  // --engine: the pinned image must be on this engine (what berth run and berth agent check first).
+  if (docker) {
+    requireLocked(env);
+    await checkImageOnEngine(docker, env, file);
+  }
   const fp = fingerprint(env);
   // What every run of this environment will record about its network, said up front.
   const network = networkRunRecords(env);
@@ -17,8 +23,8 @@ export async function envValidate(file: string, json: boolean): Promise<number> 
       ? ['network: open (outside hosts reachable, not audited; recorded on every run)']
       : (r.body.risks ?? []).map((k) => `network.allowOverride accepts ${k.pattern}: ${k.why}`),
   );
-  emit(json, { file, valid: true, fingerprint: fp, locked: Boolean(env.image.digest), image: env.image, network }, () =>
-    [`${file}: valid`, `fingerprint ${fp}`, env.image.digest ? `image ${env.image.ref} @ ${env.image.digest}` : `image ${env.image.ref} is not locked yet: run berth env lock ${file}`, ...notes].join('\n'),
+  emit(json, { file, valid: true, fingerprint: fp, locked: Boolean(env.image.digest), image: env.image, network, ...(docker ? { imageOnEngine: true } : {}) }, () =>
+    [`${file}: valid${docker ? ' (image present on this engine)' : ''}`, `fingerprint ${fp}`, env.image.digest ? `image ${env.image.ref} @ ${env.image.digest}` : `image ${env.image.ref} is not locked yet: run berth env lock ${file}`, ...notes].join('\n'),
   );
   return 0;
 }

@@ -13,6 +13,8 @@ import { getRunOrThrow } from './runs';
 import { EXIT, whileHoldingRight } from '../host-right';
 import { runExit } from '../output';
 import { progressPrinter } from './progress';
+import { checkImageOnEngine, checkPlanSecrets } from './preflight';
+import type { Environment } from '../../../environment';
 
 const operator = () => `user:${process.env.BERTH_OPERATOR ?? userInfo().username}`;
 
@@ -90,6 +92,9 @@ async function summary(ctx: CliContext, run: Run): Promise<string> {
 /** `berth run PLAN`. */
 export async function runPlan(ctx: CliContext, file: string, requestId?: string): Promise<number> {
   const loaded = await loadPlan(file);
+  // Everything checkable is checked before the run exists: a run is created only to be driven.
+  await checkImageOnEngine(ctx.docker, loaded.environment as Environment & { image: { digest: string } }, loaded.environmentFile);
+  await checkPlanSecrets(loaded);
   const rt = await startHost(ctx, () => loaded.plan.steps.length);
   const { run, created } = await submitPlan(rt, loaded, requestId);
   if (!ctx.json) process.stderr.write(`${created ? 'started' : 'already submitted as'} run ${run.id} (${loaded.plan.steps.length} steps, image ${loaded.environment.image.ref})\n`);
