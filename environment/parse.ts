@@ -24,8 +24,10 @@ export function parseWithSchema<T>(schema: z.ZodType<T>, text: string, file: str
   // reportInput lets a failed cross-field check show the defaulted value it compared.
   const result = schema.safeParse(data, { reportInput: true });
   if (result.success) return result.data;
-  const issues = toManifestIssues(result.error.issues, data);
-  throw new BerthError('manifest_invalid', formatIssues(file, issues, what), { details: { file, issues } });
+  const issues = toManifestIssues(result.error.issues, data, schema);
+  // A plan is not a manifest: its errors say what the file is, code included.
+  const code = what === 'plan' ? 'plan_invalid' : 'manifest_invalid';
+  throw new BerthError(code, formatIssues(file, issues, what), { details: { file, issues } });
 }
 
 /** Reads and parses a manifest file; `manifest_not_found` when there is no such file. */
