@@ -129,3 +129,31 @@ describe('errors caught before a run exists', { timeout: 300_000 }, () => {
     expect(engine.stderr).toContain(`berth env lock ${envFile}`);
   });
 });
+
+describe('berth env lock keeps the pin beside the manifest', { timeout: 120_000 }, () => {
+  it('writes env.lock.json and leaves the tracked manifest byte for byte as it was; the loader reads the pin from it; the example lock is git-ignored', async () => {
+    const { existsSync, readFileSync, writeFileSync } = await import('node:fs');
+    const { join } = await import('node:path');
+    const { execFileSync } = await import('node:child_process');
+    const { loadEnvironment } = await import('../../environment');
+    fx = await planFixture([{ name: 'one', run: 'true' }]);
+    const envFile = join(fx.dir, 'env.yaml');
+    const pinned = /sha256:[0-9a-f]{64}/.exec(readFileSync(envFile, 'utf8'))![0];
+    const unpinned = readFileSync(envFile, 'utf8').replace(/, digest: "sha256:[0-9a-f]{64}"/, '');
+    writeFileSync(envFile, unpinned);
+    expect((await loadEnvironment(envFile)).image.digest).toBeUndefined();
+
+    const locked = await fx.cli(['env', 'lock', envFile]);
+    expect(locked.code, locked.stderr).toBe(0);
+    expect(locked.stdout).toContain(join(fx.dir, 'env.lock.json'));
+    expect(readFileSync(envFile, 'utf8')).toBe(unpinned);
+    expect(JSON.parse(readFileSync(join(fx.dir, 'env.lock.json'), 'utf8'))).toMatchObject({ image: { ref: 'berth/tiny:latest', digest: pinned } });
+    expect((await loadEnvironment(envFile)).image.digest).toBe(pinned);
+    const valid = await fx.cli(['env', 'validate', envFile, '--engine']);
+    expect(valid.code, valid.stderr).toBe(0);
+    expect(existsSync(join(fx.dir, 'env.lock.json'))).toBe(true);
+
+    // The README's first command locks examples/c-hello/env.yaml: its lock must not dirty a clone.
+    expect(execFileSync('git', ['check-ignore', 'examples/c-hello/env.lock.json']).toString().trim()).toBe('examples/c-hello/env.lock.json');
+  });
+});
