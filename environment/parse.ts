@@ -3,6 +3,7 @@ import type { z } from 'zod';
 import { BerthError } from '../host/errors';
 import { formatIssues, toManifestIssues } from './issues';
 import { readDocument } from './read-document';
+import { applyLockFile } from './lock-file';
 import { EnvironmentSchema, type Environment } from './schema';
 
 /**
@@ -30,7 +31,10 @@ export function parseWithSchema<T>(schema: z.ZodType<T>, text: string, file: str
   throw new BerthError(code, formatIssues(file, issues, what), { details: { file, issues } });
 }
 
-/** Reads and parses a manifest file; `manifest_not_found` when there is no such file. */
+/**
+ * Reads and parses a manifest file, with the pin of its lock file (`env.lock.json` beside
+ * `env.yaml`) when the manifest pins no digest itself; `manifest_not_found` when there is no such file.
+ */
 export async function loadEnvironment(path: string): Promise<Environment> {
   let text: string;
   try {
@@ -41,5 +45,5 @@ export async function loadEnvironment(path: string): Promise<Environment> {
     }
     throw err;
   }
-  return parseEnvironment(text, path);
+  return applyLockFile(path, parseEnvironment(text, path));
 }
