@@ -157,3 +157,21 @@ describe('berth env lock keeps the pin beside the manifest', { timeout: 120_000 
     expect(execFileSync('git', ['check-ignore', 'examples/c-hello/env.lock.json']).toString().trim()).toBe('examples/c-hello/env.lock.json');
   });
 });
+
+describe('the final table after an operator decision', { timeout: 300_000 }, () => {
+  it('after --accept completes a run, the step the operator vouched for reads "accepted by user:NAME", not interrupted', async () => {
+    fx = await planFixture([
+      { name: 'build', run: 'echo build >> steps.log' },
+      { name: 'deploy', run: 'echo deploy >> steps.log', replay: 'never' },
+      { name: 'check', run: 'cat steps.log' },
+    ]);
+    const first = await fx.cli(['run', fx.plan], { BERTH_FAULT: 'before:phase.complete:plan-step#2' });
+    expect(first.signal).toBe('SIGKILL');
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    expect((await fx.cli(['resume', runId])).code).toBe(3);
+    const done = await fx.cli(['reconcile', runId, '--accept']);
+    expect(done.code, done.stderr).toBe(0);
+    const row = done.stdout.split('\n').find((l) => l.startsWith('deploy'));
+    expect(row, done.stdout).toMatch(/^deploy\s+accepted by user:tester\s/);
+  });
+});
