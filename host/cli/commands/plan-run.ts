@@ -74,13 +74,25 @@ async function prune(ctx: CliContext, run: Run): Promise<void> {
 
 async function summary(ctx: CliContext, run: Run): Promise<string> {
   const tasks = await ctx.store.listTasks({ runId: run.id });
-  const steps = tasks.filter((t) => t.kind === 'plan-step').map((t) => ({ outcome: t.outcome, status: t.status, ...((t.result ?? t.error?.details ?? {}) as Partial<StepResult>) }));
+  // A step caught in flight stays `interrupted` in its task; when the operator vouched for its
+  // effect (--accept), the table says so rather than leaving it looking unresolved.
+  const acceptedBy = new Map<string, string>();
+  for (const e of await ctx.store.listEffects({ runId: run.id })) {
+    const receipt = e.receipt as { decision?: string; resolvedBy?: string } | null;
+    const step = (e.intent as { step?: string } | null)?.step;
+    if (e.status === 'confirmed' && receipt?.decision === 'accept' && step) acceptedBy.set(step, receipt.resolvedBy ?? 'operator');
+  }
+  const steps = tasks.filter((t) => t.kind === 'plan-step').map((t) => {
+    const r = (t.result ?? t.error?.details ?? {}) as Partial<StepResult>;
+    const by = t.outcome === 'interrupted' && r.step ? acceptedBy.get(r.step) : undefined;
+    return { outcome: t.outcome, status: t.status, ...r, ...(by ? { acceptedBy: by } : {}) };
+  });
   const transitions = await ctx.store.listRunTransitions(run.id);
   const reason = transitions.at(-1)?.reason ?? '';
   emit(ctx.json, { run, reason, steps }, () =>
     [
       '',
-      table([['STEP', 'RESULT', 'EXIT', 'TIME', 'SNAPSHOT'], ...steps.map((s) => [s.step ?? '?', s.outcome ?? s.status, String(s.exitCode ?? '-'), s.durationMs === undefined ? '-' : duration(s.durationMs), s.snapshotId ?? '-'])]),
+      table([['STEP', 'RESULT', 'EXIT', 'TIME', 'SNAPSHOT'], ...steps.map((s) => [s.step ?? '?', s.acceptedBy ? `accepted by ${s.acceptedBy}` : (s.outcome ?? s.status), String(s.exitCode ?? '-'), s.durationMs === undefined ? '-' : duration(s.durationMs), s.snapshotId ?? '-'])]),
       '',
       `run ${run.id}: ${run.state}${reason ? ` (${reason})` : ''}`,
       run.state === 'needs_reconciliation' ? `decide with: berth reconcile ${run.id} --restore SNAPSHOT | --accept | --fail   (berth show ${run.id} lists snapshots)` : '',
