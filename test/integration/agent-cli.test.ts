@@ -133,6 +133,10 @@ describe('berth agent, chat, approve and deny', { timeout: 180_000 }, () => {
     const resumed = await runNode(await bundledCli(), ['resume', runId!, '--store', w.store], { BERTH_HOST_ID: w.hostId, BERTH_OPERATOR: 'tester', TEST_MODEL_KEY: SECRET, BERTH_LOG_LEVEL: 'debug' }, 120_000);
     const state = resumed.code === 0 ? '' : JSON.stringify(await w.read(async (s) => ({ run: await s.getRun(runId!), tasks: await s.listTasks({ runId: runId! }), transitions: await s.listRunTransitions(runId!) })));
     expect(resumed.code, `resume ended ${resumed.code ?? resumed.signal}\n${resumed.stderr.slice(-6000)}\n${state}`).toBe(0);
+    // berth resume of an agent run shows the conversation and tool calls as berth agent does, not a plan's (empty) step table.
+    expect(resumed.stderr).toContain('→ exec');
+    expect(resumed.stdout).toContain('Done after approval.');
+    expect(resumed.stdout).not.toContain('STEP');
     const results = await w.read(async (s) => (await s.listEntries((await s.getRun(runId!))!.sessionId)).filter((e) => e.kind === ENTRY.toolResult).map((e) => e.body as unknown as ToolResultEntry));
     expect(results).toHaveLength(1);
     expect(results[0]!.content.match(/^once$/gm)).toHaveLength(1);
