@@ -60,7 +60,8 @@ async function stopOnError<T>(host: Awaited<ReturnType<typeof startAgentHost>>, 
   }
 }
 
-async function finish(ctx: CliContext, run: Run): Promise<number> {
+/** The agent run's final state and answer, and the exit code that goes with it. */
+export async function finishAgentRun(ctx: CliContext, run: Run): Promise<number> {
   const root = run.rootTaskId ? await ctx.store.getTask(run.rootTaskId) : undefined;
   const answer = (root?.result as { answer?: string | null } | null)?.answer ?? null;
   const reason = (await ctx.store.listRunTransitions(run.id)).at(-1)?.reason ?? '';
@@ -87,7 +88,7 @@ export async function agentRun(ctx: CliContext, message: string, flags: AgentFla
     submitAgentRun({ ...host.rt, toolNames: [...host.rt.agent.tools.keys()] }, { message, settings, environment, workspaceDir, requestId: flags['request-id'], environmentFile: flags.env }),
   );
   if (!ctx.json) process.stderr.write(`${created ? 'started' : 'already submitted as'} run ${run.id} in session ${run.sessionId} (model ${settings.model.model} at ${settings.model.baseUrl})\n`);
-  return finish(ctx, await followRun(ctx, host, run));
+  return finishAgentRun(ctx, await followRun(ctx, host, run));
 }
 
 /** `berth chat SESSION "MESSAGE"`: another run in the session; the same --request-id twice is one submission. */
@@ -102,5 +103,5 @@ export async function agentChat(ctx: CliContext, sessionId: string, message: str
     continueSession({ ...host.rt, toolNames: [...host.rt.agent.tools.keys()] }, { sessionId, message, requestId: flags['request-id'], settings: overrides }),
   );
   if (!ctx.json) process.stderr.write(`${created ? 'started' : 'already submitted as'} run ${run.id} in session ${sessionId}\n`);
-  return finish(ctx, await followRun(ctx, host, run));
+  return finishAgentRun(ctx, await followRun(ctx, host, run));
 }

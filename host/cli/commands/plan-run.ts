@@ -14,6 +14,8 @@ import { EXIT, whileHoldingRight } from '../host-right';
 import { runExit } from '../output';
 import { progressPrinter } from './progress';
 import { checkImageOnEngine, checkPlanSecrets } from './preflight';
+import { followRun, startAgentHost } from './agent-host';
+import { finishAgentRun } from './agent-run';
 import type { Environment } from '../../../environment';
 
 const operator = () => `user:${process.env.BERTH_OPERATOR ?? userInfo().username}`;
@@ -121,6 +123,11 @@ async function stepCount(ctx: CliContext, run: Run): Promise<number> {
 /** `berth resume RUN`. */
 export async function resumeRun(ctx: CliContext, runId: string): Promise<number> {
   const run = await getRunOrThrow(ctx.store, runId);
+  if (run.kind === 'agent') {
+    // An agent run continues with the same live view as berth agent: conversation and tool calls.
+    if (!ctx.json) process.stderr.write(`resuming run ${runId} (${run.state})\n`);
+    return finishAgentRun(ctx, await followRun(ctx, await startAgentHost(ctx), run));
+  }
   const total = await stepCount(ctx, run);
   const rt = await startHost(ctx, () => total);
   if (!ctx.json) process.stderr.write(`resuming run ${runId} (${run.state})\n`);
