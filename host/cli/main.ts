@@ -163,7 +163,16 @@ export async function main(argv: string[]): Promise<number> {
 // Last resort: an error escaping every handler still ends the process saying why (written
 // synchronously, so nothing is lost to the exit), never as a bare exit 1.
 const lastResort = (err: unknown) => {
-  writeSync(2, `berth: internal error (a bug): ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  const text = Buffer.from(`berth: internal error (a bug): ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  // stderr may be a non-blocking pipe its reader has let fill: retry instead of losing the reason.
+  for (let off = 0, tries = 0; off < text.length && tries < 2000; tries++) {
+    try {
+      off += writeSync(2, text, off);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EAGAIN') break;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1);
+    }
+  }
   process.exit(EXIT.failed);
 };
 process.on('uncaughtException', lastResort);

@@ -213,7 +213,16 @@ export class Kernel {
 
   private async poll(): Promise<void> {
     if (this.stopping) return;
-    for (const t of await this.o.store.listTasks({ statuses: ACTIVE })) {
+    let active: Task[];
+    try {
+      active = await this.o.store.listTasks({ statuses: ACTIVE });
+    } catch (err) {
+      // Polls run from timers: a read refused by a busy store waits for the next poll instead of
+      // ending the host as an unhandled rejection (exit 1, mid-run).
+      this.o.logger.warn({ err }, 'could not read the store\'s active tasks; trying again at the next poll');
+      return;
+    }
+    for (const t of active) {
       if (!this.executing.has(t.id) || t.cancelRequested) this.markDirty(t.id);
     }
   }
@@ -231,7 +240,7 @@ export class Kernel {
           this.o.logger.error({ taskId: id, err }, 'examining task failed');
         }
       }
-      await this.armTimer();
+      await this.armTimer().catch((err: unknown) => this.o.logger.warn({ err }, 'could not arm the wake-up timer; the next poll does'));
     } while (this.dirty.size > 0 && !this.stopping);
   }
 
