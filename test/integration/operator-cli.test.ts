@@ -175,3 +175,13 @@ describe('the final table after an operator decision', { timeout: 300_000 }, () 
     expect(row, done.stdout).toMatch(/^deploy\s+accepted by user:tester\s/);
   });
 });
+
+describe('every non-zero exit says why', { timeout: 300_000 }, () => {
+  it('a plan run that fails ends 1 with the reason on stderr, also with --json (stdout stays JSON)', async () => {
+    fx = await planFixture([{ name: 'broken', run: 'echo nope >&2; exit 7' }]);
+    const end = await fx.cli(['run', fx.plan, '--json']);
+    expect(end.code).toBe(1);
+    const runId = lastJson<{ run: { id: string; state: string } }>(end).run.id;
+    expect(end.stderr).toMatch(new RegExp(`berth: run ${runId} is failed: .+`));
+  });
+});
