@@ -129,6 +129,7 @@ describe('berth agent, chat, approve and deny', { timeout: 180_000 }, () => {
     const ok = await w.cli(['approve', runId!, 'call_0_0', '--json']);
     expect(ok.code).toBe(0);
     expect(lastJson<{ approval: { state: string; by: string } }>(ok).approval).toMatchObject({ state: 'approved', by: 'user:tester' });
+    expect(lastJson<{ owner: { live: boolean } }>(ok).owner.live).toBe(false);
     // Debug logs and a bounded wait: if resume ever hangs, the failure shows where, with the store's view.
     const resumed = await runNode(await bundledCli(), ['resume', runId!, '--store', w.store], { BERTH_HOST_ID: w.hostId, BERTH_OPERATOR: 'tester', TEST_MODEL_KEY: SECRET, BERTH_LOG_LEVEL: 'debug' }, 120_000);
     const state = resumed.code === 0 ? '' : JSON.stringify(await w.read(async (s) => ({ run: await s.getRun(runId!), tasks: await s.listTasks({ runId: runId! }), transitions: await s.listRunTransitions(runId!) })));
@@ -167,6 +168,7 @@ describe('berth agent, chat, approve and deny', { timeout: 180_000 }, () => {
     // approve commits its decision without the execution right: the resuming host keeps it and finishes the run.
     const ok = await w.cli(['approve', runId!, 'call_0_0', '--json']);
     expect(ok.code, ok.stderr).toBe(0);
+    expect(lastJson<{ owner: { live: boolean; pid: number } }>(ok).owner).toMatchObject({ live: true, pid: second.child.pid });
     const secondEnd = await Promise.race([second.exited, new Promise<'still running'>((r) => setTimeout(() => r('still running'), 120_000))]);
     if (secondEnd === 'still running') second.child.kill('SIGKILL');
     expect(secondEnd, second.stderr()).toBe(0);

@@ -10,6 +10,7 @@ import { createHostRuntime, type HostRuntime } from '../../runtime/host-runtime'
 import type { CliContext } from '../context';
 import { duration, emit, table } from '../output';
 import { getRunOrThrow } from './runs';
+import { readHost } from './run-driver';
 import { EXIT, whileHoldingRight } from '../host-right';
 import { runExit } from '../output';
 import { progressPrinter } from './progress';
@@ -242,7 +243,12 @@ export async function cancelRun(ctx: CliContext, runId: string): Promise<number>
   if (!transitions) throw new BerthError('run_not_cancellable', `run ${runId} is ${from}; only admitted, running, retrying or waiting runs can be cancelled`, { ids: { runId } });
   const r = await ctx.store.commit({ sessionId: run.sessionId, label: 'run.cancel', actor, runTransitions: transitions, cancelTasks: run.rootTaskId ? [run.rootTaskId] : [] });
   if (!r.ok) throw new BerthError('cancel_conflict', `run ${runId} changed meanwhile: ${r.conflict.kind}`, { retryable: true, ids: { runId } });
-  emit(ctx.json, { runId, requested: true }, () => `cancel of run ${runId} committed; the host running it stops it now (if none is, berth resume ${runId} finishes the cancellation)`);
+  const host = await readHost(ctx.store, ctx.clock.now(), ctx.hostId);
+  emit(ctx.json, { runId, requested: true, owner: host }, () =>
+    host?.live
+      ? `cancel of run ${runId} committed; host ${host.hostId}${host.pid ? ` (pid ${host.pid})` : ''} drives it and stops it now`
+      : `cancel of run ${runId} committed; no live host drives it: berth resume ${runId} finishes the cancellation`,
+  );
   return 0;
 }
 
