@@ -185,3 +185,26 @@ describe('every non-zero exit says why', { timeout: 300_000 }, () => {
     expect(end.stderr).toMatch(new RegExp(`berth: run ${runId} is failed: .+`));
   });
 });
+
+describe('stack traces are for --debug', { timeout: 120_000 }, () => {
+  it('an unexpected error prints its message and how to see more; --debug adds the stack trace', async () => {
+    const { mkdtempSync, rmSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const { runNode } = await import('../support/child');
+    const dir = mkdtempSync(join(tmpdir(), 'berth-debug-'));
+    try {
+      // A directory where a manifest file is expected: the read fails with EISDIR, not a Berth error.
+      const plain = await runNode(await bundledCli(), ['env', 'validate', dir]);
+      expect(plain.code).toBe(1);
+      expect(plain.stderr).toContain('EISDIR');
+      expect(plain.stderr).toContain('--debug');
+      expect(plain.stderr).not.toMatch(/\n\s+at .+:\d+:\d+/);
+      const debug = await runNode(await bundledCli(), ['env', 'validate', dir, '--debug']);
+      expect(debug.code).toBe(1);
+      expect(debug.stderr).toMatch(/\n\s+at .+:\d+:\d+/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
