@@ -129,9 +129,11 @@ export class Kernel {
     const now = await this.o.store.getExecutionRight(this.scope).catch(() => undefined);
     this.lost = { scope: this.scope, epoch: this.epoch, holder: now?.holder ?? null, pid: now?.pid ?? null };
     this.o.logger.error({ lost: this.lost }, 'another host took the execution right; stopping');
-    await this.stop();
+    // stop() stops scheduling at once; listeners hear of the loss before phases finish aborting.
+    const stopped = this.stop();
     for (const l of this.lostListeners) l(this.lost);
     this.lostListeners.clear();
+    await stopped;
   }
 
   onCommit(listener: (e: CommitEvent) => void): () => void {
