@@ -2,6 +2,7 @@ export { EnvironmentSchema, type Environment } from './schema';
 export { parseEnvironment, loadEnvironment, parseWithSchema } from './parse';
 export { canonicalJson, fingerprint } from './fingerprint';
 export { withImageDigest } from './lock';
+export { lockFileFor, lockFileText, LockFileSchema, type LockFile } from './lock-file';
 export { checkSupported, requireLocked } from './checks';
 export { checkEngineCapacity, type EngineCapacity } from './engine-checks';
 export { satisfiesRange, isRange, isVersion } from './semver-range';

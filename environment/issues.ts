@@ -8,6 +8,8 @@ export interface ManifestIssue {
   /** The value in the file (JSON, shortened), or `missing`. */
   found: string;
   message: string;
+  /** For an unknown field: the known field it is probably a misspelling of. */
+  suggestion?: string;
 }
 
 const MISSING = Symbol('missing');
@@ -56,19 +58,67 @@ function expectedOf(issue: z.core.$ZodIssue): string {
   }
 }
 
+/** Edit distance of two names, ignoring case (a misspelt field is usually a case or a letter off). */
+function distance(a: string, b: string): number {
+  const x = a.toLowerCase();
+  const y = b.toLowerCase();
+  let prev = Array.from({ length: y.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= x.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= y.length; j++) row.push(Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (x[i - 1] === y[j - 1] ? 0 : 1)));
+    prev = row;
+  }
+  return prev[y.length]!;
+}
+
+/** The known field closest to `name`, when one is close enough to be what was meant. */
+export function closestField(name: string, known: readonly string[]): string | undefined {
+  let best: { field: string; d: number } | undefined;
+  for (const field of known) {
+    const d = distance(name, field);
+    if (d <= Math.max(1, Math.floor(Math.min(name.length, field.length) / 3)) && (!best || d < best.d)) best = { field, d };
+  }
+  return best?.field;
+}
+
+/** The field names a zod schema accepts at `path` (objects inside defaults, optionals, pipes and arrays). */
+export function fieldsAt(schema: z.ZodType, path: readonly PathKey[]): string[] {
+  let at: unknown = schema;
+  const unwrap = () => {
+    for (let guard = 0; guard < 20; guard++) {
+      const def = (at as { def?: { type?: string; innerType?: unknown; in?: unknown } }).def;
+      if (def?.type === 'default' || def?.type === 'optional' || def?.type === 'nullable' || def?.type === 'prefault') at = def.innerType;
+      else if (def?.type === 'pipe') at = def.in;
+      else return;
+    }
+  };
+  unwrap();
+  for (const key of path) {
+    const def = (at as { def?: { type?: string; element?: unknown } }).def;
+    if (def?.type === 'array') at = def.element;
+    else if (def?.type === 'object') at = (at as { shape: Record<string, unknown> }).shape[String(key)];
+    else return [];
+    if (!at) return [];
+    unwrap();
+  }
+  return (at as { def?: { type?: string } }).def?.type === 'object' ? Object.keys((at as { shape: Record<string, unknown> }).shape) : [];
+}
+
 /**
  * Turns zod issues into one ManifestIssue per problem. `found` is read from the raw input,
  * not from the issue, because zod omits missing values; a cross-field check on a field the
  * file left out reports the default that was checked instead.
  */
-export function toManifestIssues(issues: readonly z.core.$ZodIssue[], input: unknown): ManifestIssue[] {
+export function toManifestIssues(issues: readonly z.core.$ZodIssue[], input: unknown, schema?: z.ZodType): ManifestIssue[] {
   const out: ManifestIssue[] = [];
   for (const issue of issues) {
     if (issue.code === 'unrecognized_keys') {
+      const known = schema ? fieldsAt(schema, issue.path) : [];
       for (const key of issue.keys) {
         const path = [...issue.path, key];
         const found = show(valueAt(input, path));
-        out.push({ path: dotted(path), expected: 'no such field', found, message: `unknown field ${dotted(path)}` });
+        const meant = closestField(key, known.filter((k) => !issue.keys.includes(k)));
+        out.push({ path: dotted(path), expected: 'no such field', found, message: `unknown field ${dotted(path)}${meant ? `; did you mean \`${meant}\`?` : ''}`, ...(meant ? { suggestion: meant } : {}) });
       }
       continue;
     }
@@ -87,5 +137,5 @@ export function toManifestIssues(issues: readonly z.core.$ZodIssue[], input: unk
 /** `file: path: expected X, found Y` lines, one per issue. */
 export function formatIssues(file: string, issues: readonly ManifestIssue[], what = 'environment manifest'): string {
   const head = `invalid ${what} ${file} (${issues.length} problem${issues.length === 1 ? '' : 's'}):`;
-  return [head, ...issues.map((i) => i.expected === 'no such field' ? `  ${i.path}: unknown field (found ${i.found})` : `  ${i.path}: expected ${i.expected}, found ${i.found}`)].join('\n');
+  return [head, ...issues.map((i) => i.expected === 'no such field' ? `  ${i.path}: unknown field (found ${i.found})${i.suggestion ? `; did you mean \`${i.suggestion}\`?` : ''}` : `  ${i.path}: expected ${i.expected}, found ${i.found}`)].join('\n');
 }

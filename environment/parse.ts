@@ -3,6 +3,7 @@ import type { z } from 'zod';
 import { BerthError } from '../host/errors';
 import { formatIssues, toManifestIssues } from './issues';
 import { readDocument } from './read-document';
+import { applyLockFile } from './lock-file';
 import { EnvironmentSchema, type Environment } from './schema';
 
 /**
@@ -24,11 +25,16 @@ export function parseWithSchema<T>(schema: z.ZodType<T>, text: string, file: str
   // reportInput lets a failed cross-field check show the defaulted value it compared.
   const result = schema.safeParse(data, { reportInput: true });
   if (result.success) return result.data;
-  const issues = toManifestIssues(result.error.issues, data);
-  throw new BerthError('manifest_invalid', formatIssues(file, issues, what), { details: { file, issues } });
+  const issues = toManifestIssues(result.error.issues, data, schema);
+  // A plan is not a manifest: its errors say what the file is, code included.
+  const code = what === 'plan' ? 'plan_invalid' : 'manifest_invalid';
+  throw new BerthError(code, formatIssues(file, issues, what), { details: { file, issues } });
 }
 
-/** Reads and parses a manifest file; `manifest_not_found` when there is no such file. */
+/**
+ * Reads and parses a manifest file, with the pin of its lock file (`env.lock.json` beside
+ * `env.yaml`) when the manifest pins no digest itself; `manifest_not_found` when there is no such file.
+ */
 export async function loadEnvironment(path: string): Promise<Environment> {
   let text: string;
   try {
@@ -39,5 +45,5 @@ export async function loadEnvironment(path: string): Promise<Environment> {
     }
     throw err;
   }
-  return parseEnvironment(text, path);
+  return applyLockFile(path, parseEnvironment(text, path));
 }

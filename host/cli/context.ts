@@ -1,4 +1,6 @@
+import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
+import { BerthError } from '../errors';
 import { join, resolve } from 'node:path';
 import Dockerode from 'dockerode';
 import pino, { type Logger } from 'pino';
@@ -25,12 +27,49 @@ export function storePath(flag: string | undefined): string {
   return resolve(flag ?? process.env.BERTH_STORE ?? join('.berth', 'berth.db'));
 }
 
-export function buildContext(opts: { store?: string; json: boolean }): CliContext {
+/**
+ * Only commands that start work create a store; the others, given a path with no store (a typo,
+ * another directory), say so instead of creating an empty one and reporting "run not found".
+ */
+export function requireStore(path: string): void {
+  if (existsSync(path)) return;
+  const fallback = resolve(process.env.BERTH_STORE ?? join('.berth', 'berth.db'));
+  const source = process.env.BERTH_STORE ? '$BERTH_STORE' : 'the default, under the current directory';
+  throw new BerthError(
+    'store_not_found',
+    `no store at ${path}${path === fallback ? ` (${source})` : `; without --store it would be ${fallback} (${source})`}. ` +
+      'Pass --store PATH, or start work with berth run or berth agent, which create it.',
+    { details: { path, default: fallback } },
+  );
+}
+
+/** Errors in log lines: what and why for the operator; the stack only with --debug. */
+const briefError = (err: unknown) =>
+  err instanceof Error ? { type: err.name, message: err.message, ...((err as { code?: unknown }).code !== undefined ? { code: (err as { code?: unknown }).code } : {}) } : err;
+
+const withoutStack = (o: Record<string, unknown>): Record<string, unknown> => {
+  if (!('stack' in o)) return o;
+  const { stack: _stack, ...rest } = o;
+  return rest;
+};
+
+export function buildContext(opts: { store?: string; json: boolean; debug?: boolean; create: boolean }): CliContext {
+  const path = storePath(opts.store);
+  if (!opts.create) requireStore(path);
   // Logs go to stderr so that stdout stays the command's answer (and parseable with --json).
-  const logger = pino({ level: process.env.BERTH_LOG_LEVEL ?? 'warn', redact: LOG_REDACT_PATHS }, pino.destination(2));
+  // Written synchronously: a line logged just before the process ends is never lost.
+  const logger = pino(
+    {
+      level: process.env.BERTH_LOG_LEVEL ?? (opts.debug ? 'debug' : 'warn'),
+      redact: LOG_REDACT_PATHS,
+      // Without --debug no stack reaches the operator: errors are brief and `stack` fields dropped.
+      ...(opts.debug ? {} : { serializers: { err: briefError }, formatters: { log: withoutStack } }),
+    },
+    pino.destination({ dest: 2, sync: true }),
+  );
   const clock = systemClock;
-  const store = openSqliteStore(storePath(opts.store), { clock });
-  const docker = new Dockerode({ socketPath: process.env.BERTH_DOCKER_SOCKET ?? '/var/run/docker.sock' });
+  const store = openSqliteStore(path, { clock });
+  const docker = dockerClient();
   // Stable across restarts of this machine's host, so the sweeper recognises what a dead process left.
   const hostId = process.env.BERTH_HOST_ID ?? hostname();
   const sandbox = new SandboxHost({ docker, records: store, clock, logger, hostId, egress: egressPort(store, logger) });
@@ -46,4 +85,9 @@ export function buildContext(opts: { store?: string; json: boolean }): CliContex
       await store.close();
     },
   };
+}
+
+/** The Docker client alone, for commands that need the engine but no store (`env lock`, `env validate --engine`). */
+export function dockerClient(): Dockerode {
+  return new Dockerode({ socketPath: process.env.BERTH_DOCKER_SOCKET ?? '/var/run/docker.sock' });
 }

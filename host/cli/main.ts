@@ -2,9 +2,11 @@
  * `berth`: the one composition root. It parses arguments, builds the store, Docker client,
  * logger and clock, and hands them to the command.
  */
+import { writeSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { BerthError } from '../errors';
-import { buildContext, type CliContext } from './context';
+import { BerthError, isBerthError } from '../errors';
+import { EXIT } from './host-right';
+import { buildContext, dockerClient, type CliContext } from './context';
 import { envLock, envValidate } from './commands/env';
 import { gc } from './commands/gc';
 import { show, status } from './commands/runs';
@@ -26,7 +28,8 @@ const USAGE = `usage: berth <command> [options]
                            and continue in the current sandbox or from a snapshot (--restore)
   cancel RUN               cancel a run durably
   gc [--keep N]            remove this host's leftover containers; keep N snapshots per session (default 5)
-  env validate FILE        check an environment manifest
+  env validate FILE [--engine]
+                           check an environment manifest (--engine: and that its pinned image is on this engine)
   env lock FILE            pin the manifest's image to the local image id
   agent "TASK" --env FILE [--workspace DIR] [--model M --base-url URL --api-key-env NAME]
         [--require-approval TOOLS --approval-ttl S --max-turns N]
@@ -39,11 +42,21 @@ const USAGE = `usage: berth <command> [options]
 options:
   --store PATH             the store (default: $BERTH_STORE or .berth/berth.db)
   --json                   machine-readable output on stdout
+  --debug                  show stack traces of internal errors
+
+exit codes:
+  0 done   1 the run failed or the command hit an error (the reason is on stderr)   2 usage
+  3 the run needs reconciliation   4 another berth process took this store's execution right
+  130 stopped by Ctrl-C or SIGTERM (berth resume RUN continues)
 `;
 
 type Handler = (ctx: () => CliContext, args: string[], flags: Flags) => Promise<number>;
+
+/** Commands that start work, and so may create the store; every other one needs it to exist. */
+const CREATES_STORE = new Set(['run', 'agent']);
 interface Flags extends AgentFlags {
   json: boolean;
+  debug: boolean;
   digest?: string;
   store?: string;
   restore?: string;
@@ -52,6 +65,7 @@ interface Flags extends AgentFlags {
   fail: boolean;
   'request-id'?: string;
   keep?: string;
+  engine: boolean;
 }
 
 const need = (args: string[], n: number, what: string) => {
@@ -86,8 +100,8 @@ const commands: Record<string, Handler> = {
   },
   env: async (ctx, args, flags) => {
     const [sub, file] = need(args, 2, 'env subcommand and FILE');
-    if (sub === 'validate') return envValidate(file!, flags.json);
-    if (sub === 'lock') return envLock(file!, flags.json, ctx().docker);
+    if (sub === 'validate') return envValidate(file!, flags.json, flags.engine ? dockerClient() : undefined);
+    if (sub === 'lock') return envLock(file!, flags.json, dockerClient());
     throw new BerthError('usage', `unknown env subcommand "${sub}" (validate, lock)`);
   },
 };
@@ -100,6 +114,7 @@ export async function main(argv: string[]): Promise<number> {
       allowPositionals: true,
       options: {
         json: { type: 'boolean', default: false },
+        debug: { type: 'boolean', default: false },
         store: { type: 'string' },
         restore: { type: 'string' },
         accept: { type: 'boolean', default: false },
@@ -107,6 +122,7 @@ export async function main(argv: string[]): Promise<number> {
         fail: { type: 'boolean', default: false },
         'request-id': { type: 'string' },
         keep: { type: 'string' },
+        engine: { type: 'boolean', default: false },
         env: { type: 'string' },
         workspace: { type: 'string' },
         model: { type: 'string' },
@@ -135,16 +151,34 @@ export async function main(argv: string[]): Promise<number> {
     return 2;
   }
   let ctx: CliContext | undefined;
-  const lazy = () => (ctx ??= buildContext({ store: flags.store, json: flags.json }));
+  const lazy = () => (ctx ??= buildContext({ store: flags.store, json: flags.json, debug: flags.debug, create: CREATES_STORE.has(name) }));
   try {
     return await command(lazy, args, flags);
   } catch (err) {
-    reportError(flags.json, err);
-    return err instanceof BerthError && err.code === 'usage' ? 2 : 1;
+    reportError(flags.json, err, flags.debug);
+    if (!isBerthError(err)) return EXIT.failed;
+    return err.code === 'usage' ? EXIT.usage : err.code === 'execution_right_lost' ? EXIT.rightLost : err.code === 'interrupted' ? EXIT.signal : EXIT.failed;
   } finally {
     await ctx?.sandbox.close().catch(() => {});
     await ctx?.close();
   }
 }
 
+// Last resort: an error escaping every handler still ends the process saying why (written
+// synchronously, so nothing is lost to the exit), never as a bare exit 1.
+const lastResort = (err: unknown) => {
+  const text = Buffer.from(`berth: internal error (a bug): ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  // stderr may be a non-blocking pipe its reader has let fill: retry instead of losing the reason.
+  for (let off = 0, tries = 0; off < text.length && tries < 2000; tries++) {
+    try {
+      off += writeSync(2, text, off);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EAGAIN') break;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1);
+    }
+  }
+  process.exit(EXIT.failed);
+};
+process.on('uncaughtException', lastResort);
+process.on('unhandledRejection', lastResort);
 process.exitCode = await main(process.argv.slice(2));

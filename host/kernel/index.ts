@@ -13,7 +13,7 @@ export type {
 } from './handler';
 export { HandlerRegistry } from './registry';
 export { DocumentTypes, type DocumentType, BASELINE_EVERY } from './documents';
-export { Kernel, type KernelOptions, type CommitEvent } from './kernel';
+export { Kernel, type KernelOptions, type CommitEvent, type ExecutionRightLost } from './kernel';
 export { submit, type SubmitInput, type Submitted } from './submit';
 export { applyDecision, type ResolvedSpawn, type DecisionEffect } from './decide';
 export { runTransitionsForRoot } from './run-outcome';

@@ -22,6 +22,17 @@ export interface KernelOptions {
   versions?: RunVersions;
   /** The fencing scope this host takes on start. Default "kernel". */
   fenceScope?: string;
+  /** How often the host heartbeats its execution right (and so learns it lost it). Default 2000 ms. */
+  heartbeatMs?: number;
+}
+
+/** Why a started kernel stopped on its own: another host took the store's execution right. */
+export interface ExecutionRightLost {
+  scope: string;
+  epoch: number;
+  /** The host id that holds the right now, when the store still says. */
+  holder: string | null;
+  pid: number | null;
 }
 
 export interface CommitEvent {
@@ -50,7 +61,10 @@ export class Kernel {
   private pumping: Promise<void> | null = null;
   private timer: NodeJS.Timeout | null = null;
   private poller: NodeJS.Timeout | null = null;
+  private beater: NodeJS.Timeout | null = null;
   private stopping = false;
+  private lost: ExecutionRightLost | null = null;
+  private readonly lostListeners = new Set<(l: ExecutionRightLost) => void>();
   private readonly deps: PhaseRunnerDeps;
   private readonly concurrency: number;
 
@@ -63,19 +77,63 @@ export class Kernel {
 
   /** Takes the fencing epoch and resumes every unfinished task (DESIGN.md "resume"). */
   async start(): Promise<void> {
-    this.epoch = await this.o.store.acquireEpoch(this.o.fenceScope ?? 'kernel', this.o.hostId);
+    this.epoch = await this.o.store.acquireEpoch(this.scope, this.o.hostId, process.pid);
     for (const task of await this.o.store.listTasks({ statuses: ['running'] })) await this.countRestart(task);
     this.poller = setInterval(() => void this.poll(), this.o.pollMs ?? 500);
+    this.beater = setInterval(() => void this.heartbeat(), this.o.heartbeatMs ?? 2000);
     await this.poll();
   }
 
   /** Stops scheduling; phases in flight are signalled and their decisions are not committed. */
   async stop(): Promise<void> {
+    const first = !this.stopping;
     this.stopping = true;
     if (this.poller) clearInterval(this.poller);
+    if (this.beater) clearInterval(this.beater);
     if (this.timer) clearTimeout(this.timer);
     for (const c of this.executing.values()) c.abort(new Error('host stopping'));
     while (this.executing.size > 0 || this.pumping) await new Promise((r) => setTimeout(r, 5));
+    // A clean stop says so, so status shows "no live host" at once rather than after a stale heartbeat.
+    if (first && this.epoch > 0 && !this.lost) await this.o.store.releaseEpoch(this.scope, this.epoch).catch(() => false);
+  }
+
+  /**
+   * Called once when another host takes the execution right of this store (seen by a refused
+   * commit or heartbeat): this kernel has stopped and commits nothing more.
+   */
+  onLost(listener: (l: ExecutionRightLost) => void): () => void {
+    if (this.lost) listener(this.lost);
+    else this.lostListeners.add(listener);
+    return () => this.lostListeners.delete(listener);
+  }
+
+  private get scope(): string {
+    return this.o.fenceScope ?? 'kernel';
+  }
+
+  private async heartbeat(): Promise<void> {
+    if (this.stopping || this.epoch === 0) return;
+    let current: boolean;
+    try {
+      current = await this.o.store.heartbeatEpoch(this.scope, this.epoch);
+    } catch (err) {
+      // A busy store is not a lost right; the next beat tries again.
+      this.o.logger.warn({ err }, 'could not write the host heartbeat; trying again');
+      return;
+    }
+    if (!current) await this.loseRight();
+  }
+
+  private async loseRight(): Promise<void> {
+    if (this.lost) return;
+    const now = await this.o.store.getExecutionRight(this.scope).catch(() => undefined);
+    this.lost = { scope: this.scope, epoch: this.epoch, holder: now?.holder ?? null, pid: now?.pid ?? null };
+    this.o.logger.error({ lost: this.lost }, 'another host took the execution right; stopping');
+    // stop() stops scheduling at once; listeners hear of the loss before phases finish aborting.
+    const stopped = this.stop();
+    for (const l of this.lostListeners) l(this.lost);
+    this.lostListeners.clear();
+    await stopped;
   }
 
   onCommit(listener: (e: CommitEvent) => void): () => void {
@@ -90,7 +148,7 @@ export class Kernel {
 
   /** Every commit of this host goes through here: fenced, attributed, announced. */
   async commit(input: CommitInput): Promise<CommitResult> {
-    const result = await this.o.store.commit({ ...input, actor: input.actor ?? `host:${this.o.hostId}`, fence: { scope: this.o.fenceScope ?? 'kernel', epoch: this.epoch } });
+    const result = await this.o.store.commit({ ...input, actor: input.actor ?? `host:${this.o.hostId}`, fence: { scope: this.scope, epoch: this.epoch } });
     if (result.ok) {
       const event: CommitEvent = {
         label: input.label,
@@ -103,8 +161,7 @@ export class Kernel {
       for (const id of input.cancelTasks ?? []) this.markDirty(id);
       for (const t of input.tasks ?? []) this.markDirty(t.id);
     } else if (result.conflict.kind === 'fence') {
-      this.o.logger.error({ conflict: result.conflict }, 'another host took the execution right; stopping');
-      void this.stop();
+      void this.loseRight();
     }
     return result;
   }
@@ -126,8 +183,17 @@ export class Kernel {
       const check = async () => {
         if (checking) return;
         checking = true;
-        const run = await this.o.store.getRun(runId);
-        checking = false;
+        let run: Run | undefined;
+        try {
+          run = await this.o.store.getRun(runId);
+        } catch (err) {
+          // A read refused by a busy store is asked again at the next tick; left unhandled it would
+          // end the process (exit 1) while the run is fine, and a stuck flag would stop every check.
+          this.o.logger.warn({ err, runId }, 'could not read the run; trying again');
+          return;
+        } finally {
+          checking = false;
+        }
         if (done(run)) {
           off();
           clearInterval(iv);
@@ -149,7 +215,16 @@ export class Kernel {
 
   private async poll(): Promise<void> {
     if (this.stopping) return;
-    for (const t of await this.o.store.listTasks({ statuses: ACTIVE })) {
+    let active: Task[];
+    try {
+      active = await this.o.store.listTasks({ statuses: ACTIVE });
+    } catch (err) {
+      // Polls run from timers: a read refused by a busy store waits for the next poll instead of
+      // ending the host as an unhandled rejection (exit 1, mid-run).
+      this.o.logger.warn({ err }, 'could not read the store\'s active tasks; trying again at the next poll');
+      return;
+    }
+    for (const t of active) {
       if (!this.executing.has(t.id) || t.cancelRequested) this.markDirty(t.id);
     }
   }
@@ -167,7 +242,7 @@ export class Kernel {
           this.o.logger.error({ taskId: id, err }, 'examining task failed');
         }
       }
-      await this.armTimer();
+      await this.armTimer().catch((err: unknown) => this.o.logger.warn({ err }, 'could not arm the wake-up timer; the next poll does'));
     } while (this.dirty.size > 0 && !this.stopping);
   }
 

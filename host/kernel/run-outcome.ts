@@ -49,11 +49,15 @@ export function runTransitionsForRoot(
     case 'ok':
       go(unresolved ? 'needs_reconciliation' : 'completed', unresolved || detail || 'root task completed');
       break;
-    case 'error':
-      // Nothing to undo is still a compensation pass: the log shows that one was considered.
-      go('compensating', detail || 'root task failed');
-      go(unresolved ? 'needs_reconciliation' : 'failed', unresolved || detail || 'root task failed');
+    case 'error': {
+      // running -> failed is not an edge: a failure always passes through compensating. Berth
+      // registers no undo actions, so the pass compensates nothing, and the log says so rather
+      // than suggesting something was rolled back.
+      const cause = detail || 'root task failed';
+      go('compensating', `${cause}; nothing to compensate: Berth keeps no undo actions for this run`);
+      go(unresolved ? 'needs_reconciliation' : 'failed', unresolved || `${cause} (nothing was compensated)`);
       break;
+    }
     case 'interrupted':
       go('needs_reconciliation', detail || 'root task interrupted');
       break;

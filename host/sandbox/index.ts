@@ -11,7 +11,7 @@ export type { DirEntry } from './file-ops';
 export type { VerifyResult, VerifyFailure } from './verify';
 export type { DiskGuardOptions } from './disk-guard';
 export type { LeaseRecord, LeaseRecords, SweepRecord } from './lease-records';
-export { resolveImageDigest } from './image';
+export { assertImagePresent, resolveImageDigest } from './image';
 export { containerCreateOptions } from './container-options';
 export { LABEL, containerLabels } from './labels';
 export { snapshotEngine, SNAPSHOT_REPO, type SnapshotEngineCalls, type CommittedImage, type Change } from './snapshot-image';

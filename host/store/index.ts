@@ -1,4 +1,4 @@
-export type { Store, TaskFilter, EntryFilter } from './store';
+export type { Store, TaskFilter, EntryFilter, ExecutionRight } from './store';
 export type {
   CommitInput,
   CommitResult,

@@ -57,6 +57,8 @@ describe('five emails with a crash after the fourth is accepted', () => {
       const notStarted = OPS.find((o) => !(o in atCrash.effects))!;
       expect(committed).toHaveLength(3);
       expect(acceptedAtCrash.sort()).toEqual([...committed, inFlight].sort());
+      // The story examples/notify/README.md tells, in the order the program sends (2, 3, 4, 5, 1).
+      expect({ committed: committed.sort(), inFlight, notStarted }).toEqual({ committed: [OPS[1], OPS[2], OPS[3]], inFlight: OPS[4], notStarted: OPS[0] });
 
       const second = await runNode(script, [db, svc.url, '--concurrency', '1']);
       expect(second.code).toBe(0);

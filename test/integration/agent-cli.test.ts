@@ -68,7 +68,7 @@ async function startInBackground(w: CliWorld, args: string[]) {
   const child = spawn(process.execPath, [bin, ...args, '--store', w.store], { env: { ...process.env, BERTH_HOST_ID: w.hostId, BERTH_OPERATOR: 'tester', TEST_MODEL_KEY: SECRET }, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
   return { child, exited, stderr: () => stderr };
 }
 
@@ -129,16 +129,52 @@ describe('berth agent, chat, approve and deny', { timeout: 180_000 }, () => {
     const ok = await w.cli(['approve', runId!, 'call_0_0', '--json']);
     expect(ok.code).toBe(0);
     expect(lastJson<{ approval: { state: string; by: string } }>(ok).approval).toMatchObject({ state: 'approved', by: 'user:tester' });
+    expect(lastJson<{ owner: { live: boolean } }>(ok).owner.live).toBe(false);
     // Debug logs and a bounded wait: if resume ever hangs, the failure shows where, with the store's view.
     const resumed = await runNode(await bundledCli(), ['resume', runId!, '--store', w.store], { BERTH_HOST_ID: w.hostId, BERTH_OPERATOR: 'tester', TEST_MODEL_KEY: SECRET, BERTH_LOG_LEVEL: 'debug' }, 120_000);
     const state = resumed.code === 0 ? '' : JSON.stringify(await w.read(async (s) => ({ run: await s.getRun(runId!), tasks: await s.listTasks({ runId: runId! }), transitions: await s.listRunTransitions(runId!) })));
     expect(resumed.code, `resume ended ${resumed.code ?? resumed.signal}\n${resumed.stderr.slice(-6000)}\n${state}`).toBe(0);
+    // berth resume of an agent run shows the conversation and tool calls as berth agent does, not a plan's (empty) step table.
+    expect(resumed.stderr).toContain('→ exec');
+    expect(resumed.stdout).toContain('Done after approval.');
+    expect(resumed.stdout).not.toContain('STEP');
     const results = await w.read(async (s) => (await s.listEntries((await s.getRun(runId!))!.sessionId)).filter((e) => e.kind === ENTRY.toolResult).map((e) => e.body as unknown as ToolResultEntry));
     expect(results).toHaveLength(1);
     expect(results[0]!.content.match(/^once$/gm)).toHaveLength(1);
     const denyLate = await w.cli(['deny', runId!, 'call_0_0']);
     expect(denyLate.code).toBe(1);
     expect(denyLate.stderr).toContain('approval_not_pending');
+  });
+
+  it('a host that loses the store\'s execution right to another berth process says so and exits 4; approve while a host drives takes no right and the driving host finishes the run', async () => {
+    w = await cliWorld([
+      { toolCalls: [{ name: 'exec', arguments: { command: 'echo ran >> /tmp/approved.log; cat /tmp/approved.log' } }] },
+      { content: 'Done after approval.' },
+    ]);
+    const first = await startInBackground(w, [...w.agentArgs('run it', ['--require-approval', 'exec', '--request-id', 'lost-right'])]);
+    let runId: string | undefined;
+    for (let i = 0; i < 300 && !runId; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      runId = await w.read(async (s) => (await s.listRuns({ states: ['awaiting_approval'] }))[0]?.id).catch(() => undefined);
+    }
+    expect(runId, first.stderr()).toBeDefined();
+    // A second host on the same store takes the execution right while the first waits for the approval.
+    const second = await startInBackground(w, ['resume', runId!]);
+    const firstEnd = await Promise.race([first.exited, new Promise<'still running'>((r) => setTimeout(() => r('still running'), 60_000))]);
+    if (firstEnd === 'still running') first.child.kill('SIGKILL');
+    expect(firstEnd, `the first host, its right taken:\n${first.stderr()}`).toBe(4);
+    expect(first.stderr()).toContain('execution_right_lost');
+    expect(first.stderr()).toContain(`berth resume ${runId}`);
+    // approve commits its decision without the execution right: the resuming host keeps it and finishes the run.
+    const ok = await w.cli(['approve', runId!, 'call_0_0', '--json']);
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(lastJson<{ owner: { live: boolean; pid: number } }>(ok).owner).toMatchObject({ live: true, pid: second.child.pid });
+    const secondEnd = await Promise.race([second.exited, new Promise<'still running'>((r) => setTimeout(() => r('still running'), 120_000))]);
+    if (secondEnd === 'still running') second.child.kill('SIGKILL');
+    expect(secondEnd, second.stderr()).toBe(0);
+    expect((await w.read((s) => s.getRun(runId!)))!.state).toBe('completed');
+    const results = await w.read(async (s) => (await s.listEntries((await s.getRun(runId!))!.sessionId)).filter((e) => e.kind === ENTRY.toolResult).map((e) => e.body as unknown as ToolResultEntry));
+    expect(results.map((r) => r.content.match(/^ran$/gm)?.length)).toEqual([1]);
   });
 
   it('a run that finished after telling the model about an uncertain call is accepted by the operator: effect confirmed, run completed, session usable', async () => {

@@ -348,3 +348,28 @@ describe('the committed JSON Schema', () => {
     }
   });
 });
+
+describe('unknown fields and plan errors', () => {
+  it('suggests the field a misspelt name probably meant, and nothing when no name is close', () => {
+    const { err, issues } = invalidJson((m) => {
+      m.resources.memorymb = 512;
+      m.resources.volumes = 1;
+    });
+    const byPath = new Map(issues.map((i) => [i.path, i]));
+    expect(byPath.get('resources.memorymb')?.message).toBe('unknown field resources.memorymb; did you mean `memoryMb`?');
+    expect(byPath.get('resources.volumes')?.message).toBe('unknown field resources.volumes');
+    expect(err.message).toContain('resources.memorymb: unknown field (found 512); did you mean `memoryMb`?');
+  });
+
+  it('a plan that does not match its schema is an invalid plan, not a manifest', async () => {
+    const { loadPlan } = await import('../../host/plan');
+    const dir = await mkdtemp(join(tmpdir(), 'berth-plan-unit-'));
+    await writeFile(join(dir, 'plan.yaml'), 'environment: env.yaml\nsteps:\n  - name: a\n    run: "true"\n    replay: twice\n    timeout: 5\n');
+    const err = (await loadPlan(join(dir, 'plan.yaml')).then(() => undefined, (e: unknown) => e)) as BerthError;
+    expect(err).toBeInstanceOf(BerthError);
+    expect(err.code).toBe('plan_invalid');
+    expect(err.message).toContain('invalid plan');
+    expect(err.message).not.toMatch(/manifest/);
+    expect(err.message).toContain('did you mean `timeoutS`?');
+  });
+});

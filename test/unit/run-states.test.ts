@@ -84,6 +84,13 @@ describe('run transitions after the root task ends', () => {
     expect(path('reconciling', 'error')).toEqual(['reconciling->failed']);
   });
 
+  it('a run that fails with nothing to compensate says so on its compensating and failed transitions, keeping the cause', () => {
+    const moves = runTransitionsForRoot(run('running'), 'error', [], 'host:h', 'turn limit reached (8 turns)');
+    expect(moves.map((t) => `${t.from}->${t.to}`)).toEqual(['running->compensating', 'compensating->failed']);
+    expect(moves[0]!.reason).toBe('turn limit reached (8 turns); nothing to compensate: Berth keeps no undo actions for this run');
+    expect(moves[1]!.reason).toBe('turn limit reached (8 turns) (nothing was compensated)');
+  });
+
   it('every path it returns is made of legal edges', () => {
     for (const state of RUN_STATES) {
       for (const outcome of ['ok', 'error', 'cancelled', 'interrupted'] as const) {

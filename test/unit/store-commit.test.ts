@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { CommitInput } from '../../host/store';
 import { isBerthError } from '../../host/errors';
 import { tempStore } from '../support/temp-store';
+import { MIGRATIONS } from '../../host/store/sqlite/migrations';
 
 let t: ReturnType<typeof tempStore>;
 beforeEach(() => {
@@ -80,6 +81,17 @@ describe('store commit', () => {
     expect((await t.store.getTask('task_1'))?.status).toBe('running');
   });
 
+  it('a heartbeat or clean stop of an epoch another host has replaced is refused, and the store says who holds the right', async () => {
+    const old = await t.store.acquireEpoch('kernel', 'host-a', 111);
+    expect(await t.store.heartbeatEpoch('kernel', old)).toBe(true);
+    const now = await t.store.acquireEpoch('kernel', 'host-b', 222);
+    expect(await t.store.heartbeatEpoch('kernel', old)).toBe(false);
+    expect(await t.store.releaseEpoch('kernel', old)).toBe(false);
+    expect(await t.store.getExecutionRight('kernel')).toMatchObject({ epoch: now, holder: 'host-b', pid: 222, stoppedAt: null });
+    expect(await t.store.releaseEpoch('kernel', now)).toBe(true);
+    expect((await t.store.getExecutionRight('kernel'))!.stoppedAt).not.toBeNull();
+  });
+
   it('rejects a commit fenced with an epoch another host has replaced', async () => {
     await seed();
     const old = await t.store.acquireEpoch('kernel', 'host-a');
@@ -145,7 +157,6 @@ describe('store commit', () => {
     const again = openSqliteStore(t.path);
     expect((await again.getTask('task_1'))?.input).toEqual({ n: 1 });
     const versions = (again.db.prepare('SELECT version FROM schema_migrations ORDER BY version').all() as Array<{ version: number }>).map((r) => r.version);
-    const { MIGRATIONS } = await import('../../host/store/sqlite/migrations');
     expect(versions).toEqual(MIGRATIONS.map((m) => m.version));
     expect(again.db.pragma('journal_mode', { simple: true })).toBe('wal');
     expect(again.db.pragma('synchronous', { simple: true })).toBe(2);

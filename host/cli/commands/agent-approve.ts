@@ -3,6 +3,7 @@ import { decideApproval } from '../../agent';
 import type { CliContext } from '../context';
 import { emit } from '../output';
 import { getRunOrThrow } from './runs';
+import { readHost } from './run-driver';
 
 const operator = () => `user:${process.env.BERTH_OPERATOR ?? userInfo().username}`;
 
@@ -13,9 +14,11 @@ const operator = () => `user:${process.env.BERTH_OPERATOR ?? userInfo().username
 export async function decide(ctx: CliContext, runId: string, id: string, decision: 'approve' | 'deny', digest?: string): Promise<number> {
   await getRunOrThrow(ctx.store, runId);
   const view = await decideApproval(ctx.store, { runId, id, decision, digest, actor: operator(), now: ctx.clock.now() });
-  emit(ctx.json, { runId, approval: view }, () =>
+  // The decision is committed without the execution right: a live host keeps driving the run.
+  const host = await readHost(ctx.store, ctx.clock.now(), ctx.hostId);
+  emit(ctx.json, { runId, approval: view, owner: host }, () =>
     `${view.state} ${view.tool} call ${view.toolCallId} (approval ${view.approvalId}, digest ${view.digest}) as ${view.by}\n` +
-    `the host running ${runId} continues it (if none is: berth resume ${runId})`,
+    (host?.live ? `host ${host.hostId}${host.pid ? ` (pid ${host.pid})` : ''} drives ${runId} and continues it now` : `no live host drives ${runId}: continue it with berth resume ${runId}`),
   );
   return 0;
 }

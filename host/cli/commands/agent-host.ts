@@ -5,6 +5,7 @@ import { releaseEndedRunLeases } from '../../runtime/run-end-leases';
 import { snapshotEngine } from '../../sandbox';
 import type { CliContext } from '../context';
 import { agentPrinter } from './agent-output';
+import { whileHoldingRight } from '../host-right';
 
 /** The host of one `berth agent|chat` invocation with live output wired to its commits. */
 export async function startAgentHost(ctx: CliContext): Promise<{ rt: HostRuntime; printer: ReturnType<typeof agentPrinter> }> {
@@ -51,7 +52,7 @@ export async function followRun(ctx: CliContext, host: Awaited<ReturnType<typeof
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   try {
-    const done = await rt.kernel.waitForRun(run.id, { signal: stop.signal, states: SETTLED });
+    const done = await whileHoldingRight(rt.kernel, run.id, rt.kernel.waitForRun(run.id, { signal: stop.signal, states: SETTLED }));
     await chain;
     await catchUp();
     return done;
@@ -62,6 +63,7 @@ export async function followRun(ctx: CliContext, host: Awaited<ReturnType<typeof
     }
     throw err;
   } finally {
+    stop.abort(); // ends waitForRun's polling when the right was lost
     off();
     clearInterval(poll);
     process.off('SIGINT', onSignal);

@@ -5,8 +5,9 @@ import { continueSession, readApiKey, submitAgentRun, type AgentSettingsInput } 
 import { BerthError } from '../../errors';
 import type { Run } from '../../model';
 import type { CliContext } from '../context';
-import { emit } from '../output';
+import { emit, runExit } from '../output';
 import { followRun, startAgentHost } from './agent-host';
+import { checkImageOnEngine } from './preflight';
 
 /** The agent flags of `berth agent` and `berth chat`, as parsed. */
 export interface AgentFlags {
@@ -59,14 +60,15 @@ async function stopOnError<T>(host: Awaited<ReturnType<typeof startAgentHost>>, 
   }
 }
 
-async function finish(ctx: CliContext, run: Run): Promise<number> {
+/** The agent run's final state and answer, and the exit code that goes with it. */
+export async function finishAgentRun(ctx: CliContext, run: Run): Promise<number> {
   const root = run.rootTaskId ? await ctx.store.getTask(run.rootTaskId) : undefined;
   const answer = (root?.result as { answer?: string | null } | null)?.answer ?? null;
   const reason = (await ctx.store.listRunTransitions(run.id)).at(-1)?.reason ?? '';
   emit(ctx.json, { run, answer, error: root?.error ?? null }, () =>
     [`\nrun ${run.id} (session ${run.sessionId}): ${run.state}${run.state === 'completed' ? '' : ` (${reason})`}`, answer ? `\n${answer}` : '', run.state === 'completed' ? `continue with: berth chat ${run.sessionId} "..."` : ''].filter(Boolean).join('\n'),
   );
-  return run.state === 'completed' ? 0 : run.state === 'needs_reconciliation' ? 3 : 1;
+  return runExit(run, reason);
 }
 
 /** `berth agent "TASK" --env FILE [--workspace DIR] [--model M --base-url URL --api-key-env NAME]`. */
@@ -80,12 +82,13 @@ export async function agentRun(ctx: CliContext, message: string, flags: AgentFla
   const settings = { ...settingsFrom(flags, true) } as AgentSettingsInput;
   // Fail before anything is submitted: the key is read again, from the same variable, per request.
   readApiKey({ apiKeyEnv: settings.model.apiKeyEnv ?? 'OPENAI_API_KEY' });
+  await checkImageOnEngine(ctx.docker, environment, resolve(flags.env));
   const host = await startAgentHost(ctx);
   const { run, created } = await stopOnError(host, () =>
     submitAgentRun({ ...host.rt, toolNames: [...host.rt.agent.tools.keys()] }, { message, settings, environment, workspaceDir, requestId: flags['request-id'], environmentFile: flags.env }),
   );
   if (!ctx.json) process.stderr.write(`${created ? 'started' : 'already submitted as'} run ${run.id} in session ${run.sessionId} (model ${settings.model.model} at ${settings.model.baseUrl})\n`);
-  return finish(ctx, await followRun(ctx, host, run));
+  return finishAgentRun(ctx, await followRun(ctx, host, run));
 }
 
 /** `berth chat SESSION "MESSAGE"`: another run in the session; the same --request-id twice is one submission. */
@@ -100,5 +103,5 @@ export async function agentChat(ctx: CliContext, sessionId: string, message: str
     continueSession({ ...host.rt, toolNames: [...host.rt.agent.tools.keys()] }, { sessionId, message, requestId: flags['request-id'], settings: overrides }),
   );
   if (!ctx.json) process.stderr.write(`${created ? 'started' : 'already submitted as'} run ${run.id} in session ${sessionId}\n`);
-  return finish(ctx, await followRun(ctx, host, run));
+  return finishAgentRun(ctx, await followRun(ctx, host, run));
 }

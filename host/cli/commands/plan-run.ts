@@ -12,7 +12,14 @@ import { releaseEndedRunLeases } from '../../runtime/run-end-leases';
 import type { CliContext } from '../context';
 import { duration, emit, escapeControl, LOG_COLUMN, outputLines, table } from '../output';
 import { getRunOrThrow } from './runs';
+import { readHost } from './run-driver';
+import { EXIT, whileHoldingRight } from '../host-right';
+import { runExit } from '../output';
 import { progressPrinter } from './progress';
+import { checkImageOnEngine, checkPlanSecrets } from './preflight';
+import { followRun, startAgentHost } from './agent-host';
+import { finishAgentRun } from './agent-run';
+import type { Environment } from '../../../environment';
 
 const operator = () => `user:${process.env.BERTH_OPERATOR ?? userInfo().username}`;
 
@@ -41,13 +48,15 @@ async function drive(ctx: CliContext, rt: HostRuntime, runId: string): Promise<n
   process.once('SIGTERM', onSignal);
   let run: Run;
   try {
-    run = await rt.kernel.waitForRun(runId, { signal: stop.signal, states: ['completed', 'failed', 'cancelled', 'compensated', 'needs_reconciliation'] });
+    run = await whileHoldingRight(rt.kernel, runId, rt.kernel.waitForRun(runId, { signal: stop.signal, states: ['completed', 'failed', 'cancelled', 'compensated', 'needs_reconciliation'] }));
   } catch (err) {
+    const bySignal = stop.signal.aborted;
+    stop.abort(); // also ends waitForRun's polling when the right was lost
     await rt.kernel.stop();
     await rt.leasesReleased();
-    if (stop.signal.aborted) {
+    if (bySignal) {
       process.stderr.write(`\nstopped; the run keeps its sandbox. Continue with: berth resume ${runId}\n`);
-      return 130;
+      return EXIT.signal;
     }
     throw err;
   } finally {
@@ -61,8 +70,8 @@ async function drive(ctx: CliContext, rt: HostRuntime, runId: string): Promise<n
     await releaseEndedRunLeases(ctx, [run.id]);
     await prune(ctx, run);
   }
-  await summary(ctx, run);
-  return run.state === 'completed' ? 0 : run.state === 'needs_reconciliation' ? 3 : 1;
+  const reason = await summary(ctx, run);
+  return runExit(run, reason);
 }
 
 /** Retention at the end of a run: the environment's `snapshot.keepLast` per session. */
@@ -74,20 +83,33 @@ async function prune(ctx: CliContext, run: Run): Promise<void> {
   await pruneSnapshots({ store: ctx.store, removeSnapshot: engine.removeSnapshot, clock: ctx.clock, logger: ctx.logger }, { keepLast, sessionId: run.sessionId });
 }
 
-async function summary(ctx: CliContext, run: Run): Promise<void> {
+async function summary(ctx: CliContext, run: Run): Promise<string> {
   const tasks = await ctx.store.listTasks({ runId: run.id });
-  const steps = tasks.filter((t) => t.kind === 'plan-step').map((t) => ({ outcome: t.outcome, status: t.status, code: t.error?.code, ...((t.result ?? t.error?.details ?? {}) as Partial<StepResult>) }));
+  // A step caught in flight stays `interrupted` in its task; when the operator vouched for its
+  // effect (--accept), the table says so rather than leaving it looking unresolved.
+  const acceptedBy = new Map<string, string>();
+  for (const e of await ctx.store.listEffects({ runId: run.id })) {
+    const receipt = e.receipt as { decision?: string; resolvedBy?: string } | null;
+    const step = (e.intent as { step?: string } | null)?.step;
+    if (e.status === 'confirmed' && receipt?.decision === 'accept' && step) acceptedBy.set(step, receipt.resolvedBy ?? 'operator');
+  }
+  const steps = tasks.filter((t) => t.kind === 'plan-step').map((t) => {
+    const r = (t.result ?? t.error?.details ?? {}) as Partial<StepResult>;
+    const by = t.outcome === 'interrupted' && r.step ? acceptedBy.get(r.step) : undefined;
+    return { outcome: t.outcome, status: t.status, code: t.error?.code, ...r, ...(by ? { acceptedBy: by } : {}) };
+  });
   const transitions = await ctx.store.listRunTransitions(run.id);
   const reason = transitions.at(-1)?.reason ?? '';
   emit(ctx.json, { run, reason, steps }, () =>
     [
       '',
-      table([['STEP', 'RESULT', 'EXIT', 'TIME', 'SNAPSHOT'], ...steps.map((s) => [s.step ?? '?', s.rewind !== undefined ? `rewound to step ${s.rewind + 1}` : s.alreadyDone ? 'ran before' : s.code && s.code !== 'step_failed' ? s.code : (s.outcome ?? s.status), String(s.exitCode ?? '-'), s.durationMs === undefined ? '-' : duration(s.durationMs), s.snapshotId ?? '-'])]),
+      table([['STEP', 'RESULT', 'EXIT', 'TIME', 'SNAPSHOT'], ...steps.map((s) => [s.step ?? '?', s.acceptedBy ? `accepted by ${s.acceptedBy}` : s.rewind !== undefined ? `rewound to step ${s.rewind + 1}` : s.alreadyDone ? 'ran before' : s.code && s.code !== 'step_failed' ? s.code : (s.outcome ?? s.status), String(s.exitCode ?? '-'), s.durationMs === undefined ? '-' : duration(s.durationMs), s.snapshotId ?? '-'])]),
       '',
       `run ${run.id}: ${run.state}${reason ? ` (${reason})` : ''}`,
       run.state === 'needs_reconciliation' ? `decide with: berth reconcile ${run.id} [--accept | --reject-effect] [--restore SNAPSHOT] | --fail   (berth show ${run.id} lists snapshots)` : '',
     ].filter((l, i, a) => l !== '' || i !== a.length - 1).join('\n'),
   );
+  return reason;
 }
 
 /** `berth run PLAN`. */
@@ -95,6 +117,9 @@ export async function runPlan(ctx: CliContext, file: string, requestId?: string)
   const loaded = await loadPlan(file);
   // Before anything is submitted: the engine's own error for these would come at container create.
   checkEngineCapacity(loaded.environment, await engineCapacity(ctx.docker));
+  // Everything checkable is checked before the run exists: a run is created only to be driven.
+  await checkImageOnEngine(ctx.docker, loaded.environment as Environment & { image: { digest: string } }, loaded.environmentFile);
+  await checkPlanSecrets(loaded);
   const rt = await startHost(ctx, () => loaded.plan.steps.length);
   const { run, created } = await submitPlan(rt, loaded, requestId);
   if (!ctx.json) process.stderr.write(`${created ? 'started' : 'already submitted as'} run ${run.id} (${loaded.plan.steps.length} steps, image ${loaded.environment.image.ref})\n`);
@@ -109,6 +134,11 @@ async function stepCount(ctx: CliContext, run: Run): Promise<number> {
 /** `berth resume RUN`. */
 export async function resumeRun(ctx: CliContext, runId: string): Promise<number> {
   const run = await getRunOrThrow(ctx.store, runId);
+  if (run.kind === 'agent') {
+    // An agent run continues with the same live view as berth agent: conversation and tool calls.
+    if (!ctx.json) process.stderr.write(`resuming run ${runId} (${run.state})\n`);
+    return finishAgentRun(ctx, await followRun(ctx, await startAgentHost(ctx), run));
+  }
   const total = await stepCount(ctx, run);
   const rt = await startHost(ctx, () => total);
   if (!ctx.json) process.stderr.write(`resuming run ${runId} (${run.state})\n`);
@@ -274,7 +304,12 @@ export async function cancelRun(ctx: CliContext, runId: string): Promise<number>
   if (!r.ok) throw new BerthError('cancel_conflict', `run ${runId} changed meanwhile: ${r.conflict.kind}`, { retryable: true, ids: { runId } });
   // Cancelled at once (it was waiting): its sandboxes go now, as a completed run's do.
   await releaseEndedRunLeases(ctx, [runId]);
-  emit(ctx.json, { runId, requested: true }, () => `cancel of run ${runId} committed; the host running it stops it now (if none is, berth resume ${runId} finishes the cancellation)`);
+  const host = await readHost(ctx.store, ctx.clock.now(), ctx.hostId);
+  emit(ctx.json, { runId, requested: true, owner: host }, () =>
+    host?.live
+      ? `cancel of run ${runId} committed; host ${host.hostId}${host.pid ? ` (pid ${host.pid})` : ''} drives it and stops it now`
+      : `cancel of run ${runId} committed; no live host drives it: berth resume ${runId} finishes the cancellation`,
+  );
   return 0;
 }
 

@@ -6,15 +6,18 @@ import { sandboxDocId } from '../../plan';
 import type { Store } from '../../store';
 import type { CliContext } from '../context';
 import { duration, emit, table } from '../output';
+import { driverOf, readHost } from './run-driver';
 
 /** `berth status`: every run, newest last, with its state and age. */
 export async function status(ctx: CliContext): Promise<number> {
   const runs = await ctx.store.listRuns();
   const now = ctx.clock.now();
-  emit(ctx.json, { runs }, () =>
+  const host = await readHost(ctx.store, now, ctx.hostId);
+  const rows = runs.map((r) => ({ run: r, ...driverOf(r, host, now) }));
+  emit(ctx.json, { runs: rows.map((r) => ({ ...r.run, owner: r.owner })), host }, () =>
     runs.length === 0
       ? 'no runs'
-      : table([['RUN', 'KIND', 'STATE', 'UPDATED'], ...runs.map((r) => [r.id, r.kind, r.state, `${duration(now - r.updatedAt)} ago`])]),
+      : table([['RUN', 'KIND', 'STATE', 'UPDATED'], ...rows.map((r) => [r.run.id, r.run.kind, r.line, `${duration(now - r.run.updatedAt)} ago`])]),
   );
   return 0;
 }
@@ -48,8 +51,10 @@ export async function describeRun(store: Store, runId: string) {
 /** `berth show RUN`. */
 export async function show(ctx: CliContext, runId: string): Promise<number> {
   const d = await describeRun(ctx.store, runId);
-  emit(ctx.json, d, () => {
-    const out = [`run ${d.run.id} (${d.run.kind}) ${d.run.state}`, `session ${d.run.sessionId}`, '', 'transitions:'];
+  const now = ctx.clock.now();
+  const driver = driverOf(d.run, await readHost(ctx.store, now, ctx.hostId), now);
+  emit(ctx.json, { ...d, owner: driver.owner }, () => {
+    const out = [`run ${d.run.id} (${d.run.kind}) ${driver.line}`, `session ${d.run.sessionId}`, '', 'transitions:'];
     out.push(table(d.transitions.map((t) => [`#${t.n}`, new Date(t.at).toISOString(), `${t.from ?? '-'} -> ${t.to}`, t.actor, t.reason])));
     out.push('', 'tasks:');
     const byParent = new Map<string | null, Task[]>();

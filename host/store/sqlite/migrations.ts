@@ -251,4 +251,15 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       CREATE INDEX leases_by_run ON leases(run_id);
     `,
   },
+  {
+    version: 8,
+    name: 'host heartbeat',
+    // The holder of a fencing scope says it is alive (and which process it is) so that status can
+    // tell a run a host drives from a run nothing drives; stopped_at is set by a clean stop.
+    sql: `
+      ALTER TABLE fencing ADD COLUMN pid INTEGER;
+      ALTER TABLE fencing ADD COLUMN heartbeat_at INTEGER;
+      ALTER TABLE fencing ADD COLUMN stopped_at INTEGER;
+    `,
+  },
 ];

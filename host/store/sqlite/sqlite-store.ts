@@ -6,6 +6,7 @@ import type { CommitInput, CommitResult } from '../commit-input';
 import type { Store } from '../store';
 import { CommitWriter } from './commit';
 import { sqliteEgressAudit } from './egress';
+import { sqliteFencing } from './fencing';
 import { sqliteLeaseRecords } from './leases';
 import { openDatabase, type Durability } from './open';
 import { sqliteReads } from './reads';
@@ -21,10 +22,6 @@ export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): St
   const clock = opts.clock ?? systemClock;
   const db = openDatabase(path, opts.durability);
   const writer = new CommitWriter(db);
-  const fenceGet = db.prepare('SELECT epoch FROM fencing WHERE scope = ?');
-  const fenceSet = db.prepare(
-    'INSERT INTO fencing (scope, epoch, holder, at) VALUES (?, ?, ?, ?) ON CONFLICT(scope) DO UPDATE SET epoch = excluded.epoch, holder = excluded.holder, at = excluded.at',
-  );
   let closed = false;
   return {
     db,
@@ -33,21 +30,12 @@ export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): St
     ...sqliteLeaseRecords(db),
     ...sqliteSnapshots(db),
     ...sqliteEgressAudit(db),
+    ...sqliteFencing(db, clock),
     async commit(input: CommitInput): Promise<CommitResult> {
       faultPoint(`before:${input.label}`);
       const result = writer.apply(input, clock.now());
       if (result.ok) faultPoint(`after:${input.label}`);
       return result;
-    },
-    async acquireEpoch(scope, holder) {
-      return db
-        .transaction(() => {
-          const row = fenceGet.get(scope) as { epoch: number } | undefined;
-          const epoch = (row?.epoch ?? 0) + 1;
-          fenceSet.run(scope, epoch, holder, clock.now());
-          return epoch;
-        })
-        .immediate();
     },
     async close() {
       if (closed) return;
