@@ -33,7 +33,7 @@ async function deployPlan() {
     { name: 'three', run: 'echo three >> steps.log' },
   ]);
   const envFile = `${fx.dir}/env.yaml`;
-  writeFileSync(envFile, `${readFileSync(envFile, 'utf8')}network: { mode: allowlist, allow: ["localhost:${port}"], allowOverride: true }\n`);
+  writeFileSync(envFile, `${readFileSync(envFile, 'utf8')}network: { mode: allowlist, allow: ["localhost:${port}"], allowOverride: ["localhost:${port}"] }\n`);
   return { fx, service };
 }
 
