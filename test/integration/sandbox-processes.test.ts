@@ -104,7 +104,7 @@ describe('processes of a dead host', { timeout: 300_000 }, () => {
     ]);
     expect(summary.run.state).toBe('completed');
     // The snapshot --accept took holds exactly what the check step found: nothing wrote after it.
-    const accepted = await fx.read(async (s) => (await s.listSnapshots({ runId })).find((x) => x.checkpoint.startsWith('accept:'))!);
+    const accepted = await fx.read(async (s) => (await s.listSnapshots({ runId })).find((x) => x.checkpoint.startsWith('reconciled:'))!);
     const c = await fx.docker.createContainer({ Image: accepted.imageId, Entrypoint: [], Cmd: ['sh', '-c', 'wc -l < /workspace/out'], Labels: { 'berth.host': fx.hostId } });
     try {
       await c.start();

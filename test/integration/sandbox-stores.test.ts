@@ -43,6 +43,8 @@ describe('two stores on one machine', { timeout: 240_000 }, () => {
     const lease = await hostA.lease({ ...tinySpec(image), network: { mode: 'open', hostOpenings: [] } }, { sessionId: 'sess_a' });
     cleanups.push(() => lease.release());
 
+    // b.db exists (gc never creates a store): a second store of this machine, with no runs of its own.
+    await openSqliteStore(join(dir, 'b.db')).close();
     const gc = await runNode(await bundledCli(), ['gc', '--store', join(dir, 'b.db'), '--json'], { BERTH_HOST_ID: hostId });
     expect(gc.code, gc.stderr).toBe(0);
     expect(lastJson<{ removed: unknown[] }>(gc).removed).toEqual([]);
