@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EmailResult } from '../../examples/notify/notify-tasks';
 import { openSqliteStore } from '../../host/store';
 import { bundleScript } from '../support/bundle-script';
-import { runNode } from '../support/child';
+import { runNode, type ChildEnd } from '../support/child';
 import { startEmailService } from '../support/email-service';
 
 let script: string;
@@ -115,4 +115,132 @@ describe('five emails with a crash after the fourth is accepted', () => {
       await svc.close();
     }
   }, 300_000);
+});
+
+type NotifyOut = { runId: string; state: string; result: { sent: number; emails: EmailResult[] } | null };
+const outOf = (end: ChildEnd): NotifyOut => JSON.parse(end.stdout.trim().split('\n').at(-1) || '{}') as NotifyOut;
+const effectsOf = (db: string) =>
+  read(db, async (s) => Object.fromEntries((await s.listEffects({})).map((e) => [e.id.replace('email:', ''), { status: e.status, receipt: e.receipt as Record<string, unknown>, runId: e.runId }])));
+const movesOf = (db: string, runId: string) => read(db, async (s) => (await s.listRunTransitions(runId)).map((t) => `${t.from}->${t.to}`));
+const cli = (db: string, args: string[]) => runNode(join(process.cwd(), 'host', 'cli', 'bin.mjs'), [...args, '--store', db, '--json']);
+
+describe('five emails against a service that drops, refuses and goes down', () => {
+  it('records an email whose connection dropped after the service accepted it as uncertain, confirms it by lookup instead of recording it failed, and completes with one acceptance per operation', async () => {
+    const svc = await startEmailService();
+    try {
+      const { db } = newDb();
+      svc.fault(OPS[2]!, 'drop');
+      const end = await runNode(script, [db, svc.url, '--concurrency', '1']);
+      const out = outOf(end);
+      expect(out.state, end.stderr).toBe('completed');
+      const how = Object.fromEntries(out.result!.emails.map((e) => [e.operationId, e.how]));
+      expect(how[OPS[2]!]).toBe('confirmed-by-lookup');
+      expect(svc.counts().accepted).toEqual(Object.fromEntries(OPS.map((o) => [o, 1])));
+      expect(svc.counts().sendCalls[OPS[2]!]).toBe(1);
+      const effects = await effectsOf(db);
+      for (const op of OPS) expect(effects[op]).toMatchObject({ status: 'confirmed', receipt: { messageId: svc.messageId(op) } });
+    } finally {
+      await svc.close();
+    }
+  }, 60_000);
+
+  it('waits out a refused connection in retry_wait with a budget, records the emails failed (never sent), and a new submission reusing the operation ids sends them afresh; a third reuses the receipts without resending', async () => {
+    const svc = await startEmailService();
+    try {
+      const { db } = newDb();
+      await svc.down();
+      const first = outOf(await runNode(script, [db, svc.url, '--request-id', 'first']));
+      expect(first.state).toBe('failed');
+      expect(await movesOf(db, first.runId)).toContain('running->retry_wait');
+      const failed = await effectsOf(db);
+      for (const op of OPS) expect(failed[op]?.status).toBe('failed');
+      await svc.up();
+      const second = outOf(await runNode(script, [db, svc.url, '--request-id', 'second']));
+      expect(second.state).toBe('completed');
+      expect(second.result!.emails.map((e) => e.how)).toEqual(OPS.map(() => 'sent'));
+      const third = outOf(await runNode(script, [db, svc.url, '--request-id', 'third']));
+      expect(third.state).toBe('completed');
+      expect(third.result!.emails.map((e) => e.how)).toEqual(OPS.map(() => 'receipt-reused'));
+      expect(svc.counts().accepted).toEqual(Object.fromEntries(OPS.map((o) => [o, 1])));
+      expect(svc.counts().sendCalls).toEqual(Object.fromEntries(OPS.map((o) => [o, 1])));
+      const effects = await effectsOf(db);
+      for (const op of OPS) expect(effects[op]).toMatchObject({ status: 'confirmed', receipt: { messageId: svc.messageId(op) }, runId: second.runId });
+    } finally {
+      await svc.close();
+    }
+  }, 120_000);
+
+  it('with the service down during verification, backs off in retry_wait, then leaves the email unknown and the run needs_reconciliation; reconcile --verify settles it with the service receipt and the run completes', async () => {
+    const svc = await startEmailService();
+    try {
+      const { db } = newDb();
+      const first = await runNode(script, [db, svc.url, '--concurrency', '1'], { BERTH_FAULT: 'before:phase.complete:send-notice#5' });
+      expect(first.signal).toBe('SIGKILL');
+      expect(Object.keys(svc.counts().accepted)).toHaveLength(5);
+      await svc.down();
+      const second = outOf(await runNode(script, [db, svc.url, '--concurrency', '1']));
+      expect(second.state).toBe('needs_reconciliation');
+      const moves = await movesOf(db, second.runId);
+      expect(moves).toContain('running->retry_wait');
+      const down = await effectsOf(db);
+      expect(down[OPS[4]!]?.status).toBe('unknown');
+      for (const op of OPS.slice(0, 4)) expect(down[op]?.status).toBe('confirmed');
+      await svc.up();
+      const rec = await runNode(script, [db, svc.url, '--reconcile', second.runId, '--verify']);
+      expect(outOf(rec).state, rec.stderr).toBe('completed');
+      const after = await effectsOf(db);
+      expect(after[OPS[4]!]).toMatchObject({ status: 'confirmed', receipt: { messageId: svc.messageId(OPS[4]!) } });
+      expect(svc.counts().accepted).toEqual(Object.fromEntries(OPS.map((o) => [o, 1])));
+      expect(svc.counts().sendCalls[OPS[4]!]).toBe(1);
+    } finally {
+      await svc.close();
+    }
+  }, 120_000);
+
+  it('an operator --accept of an email that cannot be verified records a receipt typed as an operator decision, which the recipient plan accepts, and the run completes', async () => {
+    const svc = await startEmailService();
+    try {
+      const { db } = newDb();
+      const first = await runNode(script, [db, svc.url, '--concurrency', '1'], { BERTH_FAULT: 'before:phase.complete:send-notice#5' });
+      expect(first.signal).toBe('SIGKILL');
+      svc.failLookups(true);
+      const second = outOf(await runNode(script, [db, svc.url, '--concurrency', '1']));
+      expect(second.state).toBe('needs_reconciliation');
+      const rec = await runNode(script, [db, svc.url, '--reconcile', second.runId, '--accept'], { BERTH_OPERATOR: 'ops-1' });
+      expect(outOf(rec).state, rec.stderr).toBe('completed');
+      const after = await effectsOf(db);
+      expect(after[OPS[4]!]).toMatchObject({ status: 'confirmed', receipt: { type: 'operator-decision', decision: 'accept', by: 'user:ops-1' } });
+      const plan = await read(db, async (s) => (await s.listDocuments({})).find((d) => d.type === 'notify.recipient-plan')!);
+      expect(plan.ops.length).toBe(5);
+      expect(svc.counts().sendCalls[OPS[4]!]).toBe(1);
+    } finally {
+      await svc.close();
+    }
+  }, 120_000);
+
+  it('cancel with email 3 in flight (accepted, no answer yet) records the email unknown and the task cancelled with its effect unknown, sends nothing after it, and once verified the run ends cancelled', async () => {
+    const svc = await startEmailService();
+    try {
+      const { db } = newDb();
+      svc.fault(OPS[2]!, 'hold');
+      const running = runNode(script, [db, svc.url, '--concurrency', '1']);
+      while (!svc.counts().accepted[OPS[2]!]) await new Promise((r) => setTimeout(r, 50));
+      const runId = await read(db, async (s) => (await s.listRuns())[0]!.id);
+      const cancel = await cli(db, ['cancel', runId]);
+      expect(cancel.code, cancel.stderr).toBe(0);
+      const out = outOf(await running);
+      expect(out.state).toBe('needs_reconciliation');
+      const effects = await effectsOf(db);
+      expect(effects[OPS[2]!]?.status).toBe('unknown');
+      expect(Object.keys(effects).sort()).toEqual(OPS.slice(0, 3));
+      const task = await read(db, async (s) => (await s.listTasks({ runId })).find((t) => t.kind === 'send-notice' && t.outcome === 'cancelled'));
+      expect(task?.result).toMatchObject({ cancelled: { effect: 'unknown', effectIds: [`email:${OPS[2]}`] } });
+      const rec = await runNode(script, [db, svc.url, '--reconcile', runId, '--verify']);
+      expect(outOf(rec).state, rec.stderr).toBe('cancelled');
+      expect((await effectsOf(db))[OPS[2]!]).toMatchObject({ status: 'confirmed', receipt: { messageId: svc.messageId(OPS[2]!) } });
+      expect(svc.counts().accepted).toEqual(Object.fromEntries(OPS.slice(0, 3).map((o) => [o, 1])));
+    } finally {
+      await svc.close();
+    }
+  }, 120_000);
 });
