@@ -20,8 +20,9 @@ const USAGE = `usage: berth <command> [options]
   status                   list runs
   show RUN                 state, transitions, tasks, effects, snapshots and leases of a run
   logs RUN                 the output each step of a run produced
-  reconcile RUN (--restore SNAPSHOT | --accept | --fail)
-                           decide a run that needs reconciliation, then continue it
+  reconcile RUN (--verify | --restore SNAPSHOT | --accept | --fail)
+                           settle a run that needs reconciliation (--verify asks the service
+                           again; --accept records the operator's decision), then continue it
   cancel RUN               cancel a run durably
   gc [--keep N]            remove this host's leftover containers; keep N snapshots per session (default 5)
   env validate FILE        check an environment manifest
@@ -47,6 +48,7 @@ interface Flags extends AgentFlags {
   restore?: string;
   accept: boolean;
   fail: boolean;
+  verify: boolean;
   'request-id'?: string;
   keep?: string;
 }
@@ -100,6 +102,7 @@ export async function main(argv: string[]): Promise<number> {
         store: { type: 'string' },
         restore: { type: 'string' },
         accept: { type: 'boolean', default: false },
+        verify: { type: 'boolean', default: false },
         fail: { type: 'boolean', default: false },
         'request-id': { type: 'string' },
         keep: { type: 'string' },

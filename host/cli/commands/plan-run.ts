@@ -7,6 +7,7 @@ import { loadPlan, submitPlan, type PlanRunInput, type StepResult } from '../../
 import { snapshotEngine } from '../../sandbox';
 import { EGRESS_ENTRY, type EgressAttempt } from '../../egress';
 import { createHostRuntime, type HostRuntime } from '../../runtime/host-runtime';
+import { operatorReceipt, reconcileEffects, waitAfterReconcile } from '../../kernel';
 import type { CliContext } from '../context';
 import { duration, emit, table } from '../output';
 import { getRunOrThrow } from './runs';
@@ -105,15 +106,16 @@ export async function resumeRun(ctx: CliContext, runId: string): Promise<number>
   return drive(ctx, rt, runId);
 }
 
-/** `berth reconcile RUN --restore SNAPSHOT | --accept | --fail`, with the operator as the actor. */
-export async function reconcileRun(ctx: CliContext, runId: string, choice: { restore?: string; accept: boolean; fail: boolean }): Promise<number> {
-  const picked = [choice.restore !== undefined, choice.accept, choice.fail].filter(Boolean).length;
-  if (picked !== 1) throw new BerthError('usage', 'reconcile needs exactly one of --restore SNAPSHOT, --accept, --fail');
+/** `berth reconcile RUN --verify | --restore SNAPSHOT | --accept | --fail`, with the operator as the actor. */
+export async function reconcileRun(ctx: CliContext, runId: string, choice: { restore?: string; accept: boolean; fail: boolean; verify?: boolean }): Promise<number> {
+  const picked = [choice.restore !== undefined, choice.accept, choice.fail, Boolean(choice.verify)].filter(Boolean).length;
+  if (picked !== 1) throw new BerthError('usage', 'reconcile needs exactly one of --verify, --restore SNAPSHOT, --accept, --fail');
   const run = await getRunOrThrow(ctx.store, runId);
   if (run.state !== 'needs_reconciliation') {
     throw new BerthError('run_not_reconcilable', `run ${runId} is ${run.state}, not needs_reconciliation`, { ids: { runId } });
   }
   const actor = operator();
+  if (choice.verify) return verifyRun(ctx, run, actor);
   const waiting = (await ctx.store.listTasks({ runId, statuses: ['waiting'] })).find((t) => t.wait?.signal === 'reconcile');
   if (!waiting && choice.accept) return acceptSettledRun(ctx, run, actor);
   if (choice.fail || !waiting) {
@@ -151,12 +153,14 @@ export async function reconcileRun(ctx: CliContext, runId: string, choice: { res
   const reason = choice.restore ? `operator restores snapshot ${choice.restore}` : 'operator accepts the sandbox as it is';
   // The operator's decision settles every uncertain effect: accepted as happened, or undone by the restore.
   const uncertain = (await ctx.store.listEffects({ runId })).filter((e) => e.status === 'unknown' || e.status === 'executing');
+  // Receipts typed as the operator's decision, so nothing reads them as a service's receipt.
+  const at = ctx.clock.now();
   const effects = uncertain.map((e): EffectWrite => ({
     id: e.id,
     expectStatus: e.status,
     set: choice.restore
-      ? { status: 'compensated', receipt: { resolvedBy: actor, decision: 'restore', snapshotId: choice.restore } }
-      : { status: 'confirmed', receipt: { resolvedBy: actor, decision: 'accept', note: 'outcome unknown; accepted by the operator' } },
+      ? { status: 'compensated', receipt: operatorReceipt(actor, 'restore', at, `undone by restoring snapshot ${choice.restore}`, choice.restore) }
+      : { status: 'confirmed', receipt: operatorReceipt(actor, 'accept', at, 'outcome unknown; accepted as happened by the operator') },
   }));
   const ok = await rt.kernel.deliver(waiting.id, 'reconcile', payload as Json, { actor, effects, runTransitions: [{ runId, from: 'needs_reconciliation', to: 'reconciling', actor, reason }] });
   if (!ok) throw new BerthError('reconcile_conflict', `run ${runId} changed meanwhile; look again with berth show ${runId}`, { retryable: true, ids: { runId } });
@@ -165,29 +169,47 @@ export async function reconcileRun(ctx: CliContext, runId: string, choice: { res
 }
 
 /**
+ * `--verify`: asks the service again, through the verifier registered for each uncertain effect's
+ * kind, and settles each with the real receipt (or as not applied); nothing is sent again. When
+ * every effect is settled the run continues (a task waiting for the reconciliation) or ends as
+ * its root task did; otherwise it stays in needs_reconciliation, naming what is still open.
+ */
+async function verifyRun(ctx: CliContext, run: Run, actor: string): Promise<number> {
+  const total = await stepCount(ctx, run);
+  const rt = await startHost(ctx, () => total);
+  let r;
+  try {
+    r = await reconcileEffects({ store: ctx.store, kernel: rt.kernel, registry: rt.registry, clock: ctx.clock }, run.id, { action: 'verify', actor });
+  } catch (err) {
+    await rt.kernel.stop();
+    throw err;
+  }
+  if (!ctx.json) {
+    for (const s of r.settled) process.stderr.write(`  ${s.effectId}: ${s.status} (${s.how})\n`);
+    for (const o of r.open) process.stderr.write(`  ${o.effectId}: still uncertain: ${o.reason}\n`);
+  }
+  if (r.resumed && (await ctx.store.getRun(run.id))?.state === 'reconciling') return drive(ctx, rt, run.id);
+  await rt.kernel.stop();
+  const after = r.resumed ? await waitAfterReconcile({ store: ctx.store, kernel: rt.kernel }, run.id) : (await ctx.store.getRun(run.id))!;
+  emit(ctx.json, { run: after, settled: r.settled, open: r.open }, () => `run ${run.id}: ${after.state}${r.open.length ? `; ${r.open.length} effect(s) still uncertain (berth reconcile ${run.id} --verify again, or --accept | --fail)` : ''}`);
+  return after.state === 'completed' || after.state === 'cancelled' ? 0 : after.state === 'needs_reconciliation' ? 3 : 1;
+}
+
+/**
  * `--accept` for a run whose root task has already ended (an agent run that told the model about
- * an uncertain call and finished): the operator vouches that the uncertain effects happened; the
- * run ends as its root did.
+ * an uncertain call and finished, a cancelled run): the operator vouches that the uncertain
+ * effects happened (receipts typed as the operator's decision); the run ends as its root did,
+ * `cancelled` included.
  */
 async function acceptSettledRun(ctx: CliContext, run: Run, actor: string): Promise<number> {
   const root = run.rootTaskId ? await ctx.store.getTask(run.rootTaskId) : undefined;
   if (!root || root.status !== 'terminal') {
     throw new BerthError('run_not_reconcilable', `run ${run.id} has no task waiting for an operator and its root task has not ended; only --fail applies`, { ids: { runId: run.id } });
   }
-  const uncertain = (await ctx.store.listEffects({ runId: run.id })).filter((e) => e.status === 'unknown' || e.status === 'executing');
-  const to = root.outcome === 'ok' ? 'completed' : 'failed';
-  const r = await ctx.store.commit({
-    sessionId: run.sessionId,
-    label: 'reconcile.accept',
-    actor,
-    effects: uncertain.map((e): EffectWrite => ({ id: e.id, expectStatus: e.status, set: { status: 'confirmed', receipt: { resolvedBy: actor, decision: 'accept', note: 'outcome unknown; accepted by the operator' } } })),
-    runTransitions: [
-      { runId: run.id, from: 'needs_reconciliation', to: 'reconciling', actor, reason: `operator accepts ${uncertain.length} uncertain effect(s) as happened` },
-      { runId: run.id, from: 'reconciling', to, actor, reason: `root task ended ${root.outcome}; accepted by operator` },
-    ],
-  });
-  if (!r.ok) throw new BerthError('reconcile_conflict', `run ${run.id} changed meanwhile: ${r.conflict.kind}`, { retryable: true, ids: { runId: run.id } });
-  emit(ctx.json, { run: await ctx.store.getRun(run.id), accepted: uncertain.map((e) => e.id) }, () => `run ${run.id}: ${to}; ${uncertain.length} uncertain effect(s) accepted by ${actor}`);
+  const rt = createHostRuntime({ store: ctx.store, sandbox: ctx.sandbox, engine: snapshotEngine(ctx.docker), clock: ctx.clock, logger: ctx.logger, hostId: ctx.hostId });
+  const r = await reconcileEffects({ store: ctx.store, kernel: rt.kernel, registry: rt.registry, clock: ctx.clock }, run.id, { action: 'accept', actor });
+  const after = (await ctx.store.getRun(run.id))!;
+  emit(ctx.json, { run: after, accepted: r.settled.map((s) => s.effectId) }, () => `run ${run.id}: ${after.state}; ${r.settled.length} uncertain effect(s) accepted by ${actor}`);
   return 0;
 }
 
