@@ -134,4 +134,11 @@ export interface TaskHandler {
   restartLimit?: number;
   /** Retries of a phase that threw a retryable error. Default 3. */
   maxRetries?: number;
+  /**
+   * Stops what a phase left running outside the host when the host running it died (e.g. a
+   * command in the sandbox), before a cancel of the task is recorded. Called for a cancelled task
+   * found `running` with no phase of it executing here; a throw leaves the task for a later try,
+   * so nothing is recorded while the work may still go on.
+   */
+  stopAbandoned?: (task: Task, d: { store: Store; signal: AbortSignal; log: Logger }) => Promise<void>;
 }

@@ -182,6 +182,9 @@ export class Kernel {
     }
     if (task.status === 'terminal') return;
     if (task.cancelRequested && task.status !== 'completing') return this.cancelIdle(task);
+    // A cancel committed while no host ran is applied first: no phase of a cancelling run starts
+    // again (a step left in flight would otherwise run, or be judged, before its cancel).
+    if (task.status !== 'completing' && task.runId && (await this.o.store.getRun(task.runId))?.state === 'cancelling') return this.cancelIdle(task);
     switch (task.status) {
       case 'pending':
       case 'running':
@@ -283,6 +286,15 @@ export class Kernel {
    * cancel that stops a running phase does.
    */
   private async cancelIdle(task: Task): Promise<void> {
+    const handler = this.o.registry.find(task.kind, task.kindVersion);
+    if (task.status === 'running' && handler?.stopAbandoned) {
+      try {
+        await handler.stopAbandoned(task, { store: this.o.store, signal: new AbortController().signal, log: this.o.logger.child({ taskId: task.id, kind: task.kind }) });
+      } catch (err) {
+        this.o.logger.warn({ taskId: task.id, err }, 'could not stop what the task left running; the cancel waits');
+        return;
+      }
+    }
     const live = (await this.o.store.listTasks({ parentId: task.id })).filter((c) => c.status !== 'terminal');
     const record = await cancelRecord(this.o.store, task.id, []);
     const set = { outcome: 'cancelled' as const, result: record.result, wait: null, wakeAt: null };

@@ -6,6 +6,7 @@ import { execStep } from './step-exec';
 import type { PlanSandbox } from './plan-sandbox';
 import type { PlanProgress, PlanRootCheckpoint, PlanRunInput, StepInput, StepResult } from './plan-input';
 import { sandboxDocId, SANDBOX_DOC, type SandboxPointer } from './sandbox-doc';
+import { stopAbandonedStep } from './step-cancel';
 
 export const PLAN_KIND = 'plan';
 export const STEP_KIND = 'plan-step';
@@ -86,6 +87,8 @@ export function planHandlers(sb: PlanSandbox, progress: (p: PlanProgress) => voi
     // An engine restart can take a while; these retries back off to about 25 s in all.
     maxRetries: 8,
     phases: { run: async (ctx) => runStep(ctx, sb, progress) },
+    // A cancel that finds the step left running by a dead host stops its command first.
+    stopAbandoned: (task, d) => stopAbandonedStep(sb, task, d),
   };
   return [root, step];
 }
@@ -148,6 +151,8 @@ async function runStep(ctx: PhaseContext, sb: PlanSandbox, progress: (p: PlanPro
   const out = await ctx.perform({ id: actionId, kind: 'plan.step', intent: { step: step.name, run: step.run }, replay: step.replay }, async (signal) =>
     execStep(lease, step, env, secrets, { runId, index, signal, progress })
       .then((r) => {
+        // A command cut off by a cancel may have done part of its work: not an outcome, uncertain.
+        if (signal.aborted) throw new BerthError('step_cancelled', `step ${step.name} was stopped by cancel while running`, { ids: { runId } });
         // A command the engine killed by stopping the container has no outcome of its own.
         if (lease.lost || r.exitCode === -1) throw new BerthError('sandbox_unavailable', `the sandbox stopped during step ${step.name}`, { ids: { runId } });
         return r;

@@ -69,7 +69,10 @@ async function prune(ctx: CliContext, run: Run): Promise<void> {
 
 async function summary(ctx: CliContext, run: Run): Promise<void> {
   const tasks = await ctx.store.listTasks({ runId: run.id });
-  const steps = tasks.filter((t) => t.kind === 'plan-step').map((t) => ({ outcome: t.outcome, status: t.status, ...((t.result ?? t.error?.details ?? {}) as Partial<StepResult>) }));
+  const root = tasks.find((t) => t.id === run.rootTaskId);
+  const names = ((root?.input as unknown as PlanRunInput | undefined)?.plan?.steps ?? []).map((s) => s.name);
+  // A step stopped by cancel has no command result; its name comes from the plan, its outcome says cancelled.
+  const steps = tasks.filter((t) => t.kind === 'plan-step').map((t) => ({ step: names[(t.input as { index?: number }).index ?? -1], outcome: t.outcome, status: t.status, ...((t.result ?? t.error?.details ?? {}) as Partial<StepResult>) }));
   const transitions = await ctx.store.listRunTransitions(run.id);
   const reason = transitions.at(-1)?.reason ?? '';
   emit(ctx.json, { run, reason, steps }, () =>
