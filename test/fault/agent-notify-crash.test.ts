@@ -224,6 +224,35 @@ describe('five emails against a service that drops, refuses and goes down', () =
     }
   }, 120_000);
 
+  it('a cancel committed while no host runs, with an accepted email in flight, tells the same story on resume: the email unknown, its task cancelled with its effect unknown, nothing sent after it; verified, the run ends cancelled', async () => {
+    const svc = await startEmailService();
+    try {
+      const { db } = newDb();
+      const first = await runNode(script, [db, svc.url, '--concurrency', '1'], { BERTH_FAULT: 'before:phase.complete:send-notice#3' });
+      expect(first.signal).toBe('SIGKILL');
+      const inFlight = Object.entries(await effectsOf(db)).find(([, e]) => e.status === 'executing')![0];
+      const runId = await read(db, async (s) => (await s.listRuns())[0]!.id);
+      const cancel = await cli(db, ['cancel', runId]);
+      expect(cancel.code, cancel.stderr).toBe(0);
+      const out = outOf(await runNode(script, [db, svc.url, '--concurrency', '1']));
+      expect(out.state).toBe('needs_reconciliation');
+      const effects = await effectsOf(db);
+      expect(effects[inFlight]?.status).toBe('unknown');
+      const recorded = Object.keys(effects).sort();
+      expect(recorded).toHaveLength(3);
+      expect(svc.counts().accepted).toEqual(Object.fromEntries(recorded.map((o) => [o, 1])));
+      const task = await read(db, async (s) => (await s.listTasks({ runId })).find((t) => t.kind === 'send-notice' && (t.result as { cancelled?: { effect: string } } | null)?.cancelled?.effect === 'unknown'));
+      expect(task?.outcome).toBe('cancelled');
+      expect(task?.result).toEqual({ cancelled: { effect: 'unknown', effectIds: [`email:${inFlight}`] } });
+      const rec = await runNode(script, [db, svc.url, '--reconcile', runId, '--verify']);
+      expect(outOf(rec).state, rec.stderr).toBe('cancelled');
+      expect((await effectsOf(db))[inFlight]).toMatchObject({ status: 'confirmed', receipt: { messageId: svc.messageId(inFlight) } });
+      expect(svc.counts().sendCalls[inFlight]).toBe(1);
+    } finally {
+      await svc.close();
+    }
+  }, 120_000);
+
   it('cancel with email 3 in flight (accepted, no answer yet) records the email unknown and the task cancelled with its effect unknown, sends nothing after it, and once verified the run ends cancelled', async () => {
     const svc = await startEmailService();
     try {
