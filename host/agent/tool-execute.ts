@@ -1,4 +1,4 @@
-import { isBerthError } from '../errors';
+import { BerthError, isBerthError } from '../errors';
 import { deliveryOf, withDelivery } from '../kernel';
 import { resolveFlag, type ToolOutput } from '../../tools';
 import type { Decision, PhaseContext, PerformOutcome } from '../kernel';
@@ -82,7 +82,10 @@ export async function executePhase(deps: AgentDeps, ctx: PhaseContext): Promise<
     try {
       const r: PerformOutcome<Json> = await ctx.perform(spec, async () => {
         try {
-          return json(await use((tctx) => tool.run(tctx, cp.args, cp.plan)));
+          const output = await use((tctx) => tool.run(tctx, cp.args, cp.plan));
+          // A call cut off by a cancel (an exec killed mid-command) answers, but not with its outcome: uncertain.
+          if (ctx.signal.aborted) throw new BerthError('tool_cancelled', `tool call ${call.toolCallId} (${call.name}) was stopped by cancel while running`);
+          return json(output);
         } catch (err) {
           // A secret that cannot be read stops the use before anything runs: provably not applied.
           throw isBerthError(err, 'secret_unavailable') ? withDelivery(err, 'not_sent', false) : err;
