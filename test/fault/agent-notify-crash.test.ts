@@ -201,6 +201,36 @@ describe('five emails against a service that drops, refuses and goes down', () =
     }
   }, 120_000);
 
+  it('a new submission reusing an operation id left unknown by another run reconciles it first: it takes the effect over, sends nothing, waits for reconciliation while the service is down, and settles it by lookup once it is back', async () => {
+    const svc = await startEmailService();
+    try {
+      const { db } = newDb();
+      const first = await runNode(script, [db, svc.url, '--concurrency', '1'], { BERTH_FAULT: 'before:phase.complete:send-notice#5' });
+      expect(first.signal).toBe('SIGKILL');
+      const inFlight = Object.entries(await effectsOf(db)).find(([, e]) => e.status === 'executing')![0];
+      await svc.down();
+      const a = outOf(await runNode(script, [db, svc.url, '--concurrency', '1']));
+      expect(a.state).toBe('needs_reconciliation');
+      const b = outOf(await runNode(script, [db, svc.url, '--request-id', 'again']));
+      expect(b.state).toBe('needs_reconciliation');
+      // The new run owns the uncertain email now; the four confirmed ones stay with the run that sent them.
+      const mid = await effectsOf(db);
+      expect(mid[inFlight]).toMatchObject({ status: 'unknown', runId: b.runId });
+      for (const op of OPS.filter((o) => o !== inFlight)) expect(mid[op]).toMatchObject({ status: 'confirmed', runId: a.runId });
+      await svc.up();
+      const recB = await runNode(script, [db, svc.url, '--reconcile', b.runId, '--verify']);
+      expect(outOf(recB).state, recB.stderr).toBe('completed');
+      // The first run has nothing uncertain left: its own reconcile completes it too.
+      const recA = await runNode(script, [db, svc.url, '--reconcile', a.runId, '--verify']);
+      expect(outOf(recA).state, recA.stderr).toBe('completed');
+      expect((await effectsOf(db))[inFlight]).toMatchObject({ status: 'confirmed', receipt: { messageId: svc.messageId(inFlight) } });
+      expect(svc.counts().accepted).toEqual(Object.fromEntries(OPS.map((o) => [o, 1])));
+      expect(svc.counts().sendCalls).toEqual(Object.fromEntries(OPS.map((o) => [o, 1])));
+    } finally {
+      await svc.close();
+    }
+  }, 120_000);
+
   it('an operator --accept of an email that cannot be verified records a receipt typed as an operator decision, which the recipient plan accepts, and the run completes', async () => {
     const svc = await startEmailService();
     try {
