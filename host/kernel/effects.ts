@@ -47,13 +47,14 @@ export async function performEffect<R extends Json>(
   }
   // Cancelled (or stopping) before the action began: nothing was sent, nothing is marked.
   if (d.signal.aborted) throw new BerthError('action_not_started', `effect ${spec.id} not started: ${String((d.signal.reason as Error)?.message ?? d.signal.reason)}`, { ids });
-  const fresh = !effect || effect.status === 'failed' || effect.status === 'compensated';
-  const owner = d.runId !== effect?.runId || d.taskId !== effect?.taskId ? { owner: { runId: d.runId, taskId: d.taskId } } : {};
+  const fresh = effect !== undefined && (effect.status === 'failed' || effect.status === 'compensated');
+  // An attempt of a logical effect another run left (not applied, or found not applied by its
+  // lookup) becomes this run's and task's: its uncertainty, if any, is now theirs to reconcile.
+  const adopt = effect !== undefined && (effect.runId !== d.runId || (fresh && effect.taskId !== d.taskId));
   const begin: EffectWrite = {
     id: spec.id,
     ...(effect ? { expectStatus: effect.status } : { create: { runId: d.runId, taskId: d.taskId, kind: spec.kind, intent: spec.intent, replay: spec.replay } }),
-    // A fresh attempt of a logical effect another task left settled-not-applied becomes this task's.
-    set: { status: 'executing', attempts: (effect?.attempts ?? 0) + 1, ...(effect && fresh ? { ...owner, error: null } : {}) },
+    set: { status: 'executing', attempts: (effect?.attempts ?? 0) + 1, ...(adopt ? { owner: { runId: d.runId, taskId: d.taskId } } : {}), ...(fresh ? { error: null } : {}) },
   };
   const began = await d.commit({
     sessionId: d.sessionId,
@@ -123,7 +124,7 @@ async function whenInFlight<R extends Json>(d: PerformDeps, spec: PerformSpec<R>
       // The service cannot say: wait and ask again while the budget lasts, then leave it to reconciliation.
       const message = err instanceof Error ? `${err.message}${causeText(err)}` : String(err);
       if (d.retriesLeft) throw retryWait(err, `cannot verify ${spec.kind} ${spec.id} (${message}); asking again`);
-      if (effect.status !== 'unknown') d.pending.push({ id: spec.id, expectStatus: effect.status, set: { status: 'unknown', error: { code: 'verification_unavailable', message } } });
+      d.pending.push({ id: spec.id, expectStatus: effect.status, set: { status: 'unknown', error: { code: 'verification_unavailable', message }, ...adoptedBy(d, effect) } });
       return { status: 'uncertain', effect, reason: `effect ${spec.id} (${spec.kind}) may have happened and its verification failed: ${message}` };
     }
     if (!v.done) return null;
@@ -131,12 +132,20 @@ async function whenInFlight<R extends Json>(d: PerformDeps, spec: PerformSpec<R>
     d.log.info({ effectId: spec.id }, 'effect confirmed by verification');
     return { status: 'done', receipt: v.receipt, reused: true };
   }
-  if (effect.status !== 'unknown') d.pending.push({ id: spec.id, expectStatus: effect.status, set: { status: 'unknown' } });
+  if (effect.status !== 'unknown' || effect.runId !== d.runId) d.pending.push({ id: spec.id, expectStatus: effect.status, set: { status: 'unknown', ...adoptedBy(d, effect) } });
   return {
     status: 'uncertain',
     effect,
     reason: `effect ${spec.id} (${spec.kind}, replay ${effect.replay}) was in flight when the host stopped; it may or may not have happened`,
   };
+}
+
+/**
+ * A later submission that meets another run's uncertain effect reconciles it first: the effect
+ * moves to this run (and task), so this run cannot end until it is settled and its reconcile finds it.
+ */
+function adoptedBy(d: PerformDeps, effect: Effect): { owner?: { runId: string | null; taskId: string } } {
+  return effect.runId !== d.runId ? { owner: { runId: d.runId, taskId: d.taskId } } : {};
 }
 
 function errorJson(err: unknown, delivery: Delivery): { code: string; message: string; delivery: Delivery } {
