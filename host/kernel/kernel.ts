@@ -184,7 +184,7 @@ export class Kernel {
     if (task.cancelRequested && task.status !== 'completing') return this.cancelIdle(task);
     // A cancel committed while no host ran is applied first: no phase of a cancelling run starts
     // again (a step left in flight would otherwise run, or be judged, before its cancel).
-    if (task.status !== 'completing' && task.runId && (await this.o.store.getRun(task.runId))?.state === 'cancelling') return this.cancelIdle(task);
+    if ((task.status === 'pending' || (task.status === 'running' && task.restarts > 0)) && task.runId && (await this.o.store.getRun(task.runId))?.state === 'cancelling') return this.cancelIdle(task);
     switch (task.status) {
       case 'pending':
       case 'running':
