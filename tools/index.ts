@@ -24,3 +24,5 @@ export { resolveFlag, type ToolDefinition, type AnyTool, type ToolSandbox, type 
 
 /** Every built-in tool, by the name the model calls it. */
 export const builtinTools: readonly AnyTool[] = [exec, readFile, listFiles, search, writeFile, edit];
+/** What a tool's failure proves about its effect (see `ToolDefinition.run`). */
+export { notSent, rejected, withDelivery, httpAnswerError, classifyFetchError, type Delivery } from '../host/kernel';

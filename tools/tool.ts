@@ -57,6 +57,15 @@ export interface ToolDefinition<I = unknown> {
    * have afterwards). Reads only; the result becomes part of the committed intent.
    */
   plan?(ctx: ToolRunContext, args: I): Promise<ToolPlan>;
+  /**
+   * Runs the call. An answer (even `isError`) means the call ran: its effect is confirmed with the
+   * output as receipt. A throw says the call ended without one, and what the error proves decides
+   * the record: throw `notSent`/`rejected` (from `host/kernel`, or an error they re-type) only when
+   * nothing took effect (the result then says so and the effect is `failed`). Anything else (a
+   * bare error, a lost connection, an engine that went away) may have taken effect: a `safe` call
+   * is repeated, a `verify` call is verified, and any other is reported as uncertain (`unknown`,
+   * the run needs reconciliation), never as `failed`.
+   */
   run(ctx: ToolRunContext, args: I, plan: Json): Promise<ToolOutput>;
   /** For `verify` tools: has the call with this intent already taken effect? */
   verify?(ctx: ToolRunContext, args: I, plan: Json): Promise<ToolVerdict>;

@@ -1,4 +1,4 @@
-import { BerthError } from '../../host/errors';
+import { httpAnswerError } from '../../host/kernel';
 
 /** What the email service says about one operation id. */
 export type Lookup = { found: true; messageId: string } | { found: false };
@@ -13,18 +13,23 @@ export interface EmailClient {
   lookup(operationId: string, signal: AbortSignal): Promise<Lookup>;
 }
 
-/** An {@link EmailClient} over the service's HTTP API (`POST /send`, `GET /operations/:id`). */
+/**
+ * An {@link EmailClient} over the service's HTTP API (`POST /send`, `GET /operations/:id`).
+ * Transport errors are left as `fetch` throws them: the effect protocol reads their causes (a
+ * refused connection never left; a reset after writing may have been accepted). An answer that
+ * refuses the send is typed as such (`httpAnswerError`): 4xx and 503 were not applied.
+ */
 export function httpEmailClient(baseUrl: string): EmailClient {
   return {
     async send(m, signal) {
       const res = await fetch(`${baseUrl}/send`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(m), signal });
-      if (!res.ok) throw new BerthError('email_refused', `email service answered ${res.status} for ${m.operationId}`, { retryable: res.status >= 500 });
+      if (!res.ok) throw httpAnswerError(res.status, `send ${m.operationId}`, 'email_refused');
       return (await res.json()) as { messageId: string };
     },
     async lookup(operationId, signal) {
       const res = await fetch(`${baseUrl}/operations/${encodeURIComponent(operationId)}`, { signal });
       if (res.status === 404) return { found: false };
-      if (!res.ok) throw new BerthError('email_lookup_failed', `email service answered ${res.status} for lookup ${operationId}`, { retryable: true });
+      if (!res.ok) throw httpAnswerError(res.status, `lookup ${operationId}`, 'email_lookup_failed');
       return { found: true, messageId: ((await res.json()) as { messageId: string }).messageId };
     },
   };

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { childResults, defineTask, extension, spawnEach, type Extension } from '../../host/agent/custom-tasks';
+import { isOperatorReceipt, type Decision } from '../../host/kernel';
 import type { Json } from '../../host/model';
 import type { EmailClient } from './email-client';
 import { recipientPlanId, recipientPlanType, RECIPIENT_PLAN, type RecipientPlan } from './recipient-plan';
@@ -22,8 +23,10 @@ export interface EmailResult {
   operationId: string;
   to: string;
   messageId: string;
-  how: 'sent' | 'receipt-reused' | 'confirmed-by-lookup';
+  how: 'sent' | 'receipt-reused' | 'confirmed-by-lookup' | 'confirmed-by-reconciliation' | 'accepted-by-operator';
 }
+
+export const EMAIL_SEND = 'email.send';
 
 /**
  * `send-notices` fixes the recipient plan (operation id per email) and creates one `send-notice`
@@ -48,11 +51,41 @@ export function notifyExtension(email: EmailClient): Extension {
         });
       },
       summarize: async (ctx) => {
-        const plan = (await ctx.readDocument<RecipientPlan & Json>(recipientPlanId(ctx.task.runId!)))!.state as RecipientPlan;
+        const planId = recipientPlanId(ctx.task.runId!);
+        const plan = (await ctx.readDocument<RecipientPlan & Json>(planId))!.state as RecipientPlan;
         const children = await childResults(ctx);
-        const failed = children.filter((c) => c.outcome !== 'ok');
-        if (failed.length) return { type: 'fail', error: { code: 'notice_incomplete', message: `${failed.length} of ${children.length} emails not confirmed` } };
-        return { type: 'complete', result: { sent: Object.keys(plan.receipts).length, emails: children.map((c) => c.result) } };
+        const emails: EmailResult[] = [];
+        const uncertain: string[] = [];
+        const failed: string[] = [];
+        const documents: NonNullable<Decision['writes']>['documents'] = [];
+        for (const [i, c] of children.entries()) {
+          if (c.outcome === 'ok') {
+            emails.push(c.result as unknown as EmailResult);
+            continue;
+          }
+          // An email whose task could not tell (interrupted) is settled by its effect record:
+          // reconciliation confirms it (the service's receipt or an operator's decision) or fails it.
+          const r = plan.recipients[i]!;
+          const e = await ctx.store.getEffect(`email:${r.operationId}`);
+          if (e?.status === 'confirmed') {
+            const settled = e.receipt;
+            const operator = isOperatorReceipt(settled) ? settled : null;
+            const messageId = operator ? `operator:${operator.by}` : (settled as { messageId: string }).messageId;
+            emails.push({ operationId: r.operationId, to: r.to, messageId, how: operator ? 'accepted-by-operator' : 'confirmed-by-reconciliation' });
+            if (!(r.operationId in plan.receipts)) {
+              const receipt = operator ? { operationId: r.operationId, operator } : { operationId: r.operationId, messageId };
+              documents.push({ documentId: planId, op: { receipt } as unknown as Json });
+            }
+          } else if (e && (e.status === 'unknown' || e.status === 'executing')) uncertain.push(r.operationId);
+          else failed.push(r.operationId);
+        }
+        if (uncertain.length) {
+          // The run cannot end while an email may or may not have been sent: it waits for reconciliation.
+          const reason = `email(s) ${uncertain.join(', ')} may or may not have been sent; verify (berth reconcile RUN --verify) or decide`;
+          return { type: 'await', signal: 'reconcile', phase: 'summarize', run: { to: 'needs_reconciliation', reason } };
+        }
+        if (failed.length) return { type: 'fail', error: { code: 'notice_incomplete', message: `${failed.length} of ${children.length} emails not sent: ${failed.join(', ')}` }, writes: { documents } };
+        return { type: 'complete', result: { sent: emails.length, emails } as unknown as Json, writes: { documents } };
       },
     },
   });
@@ -73,7 +106,7 @@ export function notifyExtension(email: EmailClient): Extension {
         const out = await ctx.perform<{ messageId: string }>(
           {
             id: `email:${r.operationId}`,
-            kind: 'email.send',
+            kind: EMAIL_SEND,
             intent: { operationId: r.operationId, to: r.to, subject: plan.subject },
             replay: 'verify',
             verify: async (_effect, signal) => {
@@ -93,5 +126,10 @@ export function notifyExtension(email: EmailClient): Extension {
     },
   });
 
-  return extension('notify', { tasks: [notices, one], documents: [recipientPlanType] });
+  // What `berth reconcile --verify` (or `run-notify --reconcile RUN --verify`) asks about an email left unknown.
+  const verifyEmail = async (effect: { intent: Json }, signal: AbortSignal) => {
+    const found = await email.lookup((effect.intent as { operationId: string }).operationId, signal);
+    return found.found ? { done: true as const, receipt: { messageId: found.messageId } } : { done: false as const };
+  };
+  return extension('notify', { tasks: [notices, one], documents: [recipientPlanType], verifiers: { [EMAIL_SEND]: verifyEmail } });
 }

@@ -3,20 +3,31 @@
  * service at SERVICE_URL, durably, and prints the summary as one JSON line.
  *
  *   npx tsx examples/notify/run-notify.ts STORE SERVICE_URL [--concurrency N] [--request-id ID]
+ *   npx tsx examples/notify/run-notify.ts STORE SERVICE_URL --reconcile RUN (--verify | --accept)
  *
  * Run it again with the same store after a crash (or SIGKILL): the same request id continues the
  * same run, reusing committed receipts, confirming an email caught in flight by lookup and
- * sending only what the service never accepted.
+ * sending only what the service never accepted. A run left in `needs_reconciliation` (an email that
+ * may have been sent and could not be looked up) is settled with `--reconcile RUN --verify` (asks
+ * the service once it is back) or `--accept` (the operator vouches for it); nothing is resent.
  */
+import { userInfo } from 'node:os';
 import { parseArgs } from 'node:util';
 import pino from 'pino';
-import { createTaskHost } from '../../host/agent/custom-tasks';
+import { createTaskHost, reconcileEffects, waitAfterReconcile } from '../../host/agent/custom-tasks';
 import { openSqliteStore } from '../../host/store';
 import { systemClock } from '../../host/support';
 import { httpEmailClient } from './email-client';
 import { notifyExtension, SEND_NOTICES, type NoticeInput } from './notify-tasks';
 
-const { values, positionals } = parseArgs({ allowPositionals: true, options: { concurrency: { type: 'string', default: '4' }, 'request-id': { type: 'string', default: 'notice-2026-10' } } });
+const { values, positionals } = parseArgs({ allowPositionals: true, options: {
+    concurrency: { type: 'string', default: '4' },
+    'request-id': { type: 'string', default: 'notice-2026-10' },
+    reconcile: { type: 'string' },
+    verify: { type: 'boolean', default: false },
+    accept: { type: 'boolean', default: false },
+  },
+});
 const [storePath, serviceUrl] = positionals;
 if (!storePath || !serviceUrl) {
   process.stderr.write('usage: run-notify STORE SERVICE_URL [--concurrency N] [--request-id ID]\n');
@@ -40,8 +51,19 @@ const host = createTaskHost({
   extensions: [notifyExtension(httpEmailClient(serviceUrl))],
 });
 await host.kernel.start();
-const { run } = await host.start({ kind: SEND_NOTICES, input: notice, requestId: values['request-id'] });
-const settled = await host.kernel.waitForRun(run.id);
+let settled;
+if (values.reconcile) {
+  if (values.verify === values.accept) throw new Error('--reconcile RUN needs exactly one of --verify, --accept');
+  const actor = `user:${process.env.BERTH_OPERATOR ?? userInfo().username}`;
+  const deps = { store, kernel: host.kernel, registry: host.registry, clock: systemClock };
+  const r = await reconcileEffects(deps, values.reconcile, { action: values.verify ? 'verify' : 'accept', actor });
+  for (const o of r.open) process.stderr.write(`still uncertain: ${o.effectId}: ${o.reason}\n`);
+  settled = r.resumed ? await waitAfterReconcile(deps, values.reconcile) : (await store.getRun(values.reconcile))!;
+} else {
+  const { run } = await host.start({ kind: SEND_NOTICES, input: notice, requestId: values['request-id'] });
+  settled = await host.kernel.waitForRun(run.id);
+}
+const run = settled;
 const root = await store.getTask(run.rootTaskId!);
 await host.kernel.stop();
 await store.close();

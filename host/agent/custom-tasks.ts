@@ -11,12 +11,19 @@
  */
 import type { Logger } from 'pino';
 import type { z } from 'zod';
-import { DocumentTypes, HandlerRegistry, Kernel, submit, type Decision, type DocumentType, type PhaseContext, type SpawnSpec, type Submitted, type TaskHandler } from '../kernel';
+import { DocumentTypes, HandlerRegistry, Kernel, submit, type Decision, type DocumentType, type EffectVerifier, type PhaseContext, type SpawnSpec, type Submitted, type TaskHandler } from '../kernel';
 import type { Json, JoinPolicy, Task } from '../model';
 import type { Store } from '../store';
 import { newId, type Clock } from '../support';
 
-export type { Decision, DocumentType, PhaseContext, SpawnSpec, TaskHandler } from '../kernel';
+export type { Decision, DocumentType, PhaseContext, SpawnSpec, TaskHandler, EffectVerifier, Verdict, Delivery } from '../kernel';
+/**
+ * How an action says what its failure proves: `notSent` and `rejected` (not applied; retried with
+ * backoff in `retry_wait` when retryable, else `failed`), `httpAnswerError` for a non-2xx answer,
+ * `classifyFetchError` for what a `fetch` error proves. Anything else an action throws is taken as
+ * "may have been received": verified, or left `unknown` for reconciliation, never `failed`.
+ */
+export { notSent, rejected, httpAnswerError, classifyFetchError, deliveryOf, ActionError, operatorReceipt, isOperatorReceipt, OperatorReceipt, reconcileEffects, waitAfterReconcile } from '../kernel';
 
 /** A phase context whose input has been validated against the kind's schema. */
 export interface TypedPhaseContext<I> extends PhaseContext {
@@ -64,17 +71,22 @@ export interface Extension {
   name: string;
   tasks: TaskHandler[];
   documents: Array<DocumentType<any, any>>; // eslint-disable-line @typescript-eslint/no-explicit-any
+  /** Lookups by effect kind, for effects left `unknown` (`berth reconcile RUN --verify`). */
+  verifiers: Record<string, EffectVerifier>;
   register(target: { registry: HandlerRegistry; documents: DocumentTypes }): void;
 }
 
-export function extension(name: string, parts: { tasks: TaskHandler[]; documents?: Extension['documents'] }): Extension {
+export function extension(name: string, parts: { tasks: TaskHandler[]; documents?: Extension['documents']; verifiers?: Record<string, EffectVerifier> }): Extension {
   const documents = parts.documents ?? [];
+  const verifiers = parts.verifiers ?? {};
   return {
     name,
     tasks: parts.tasks,
     documents,
+    verifiers,
     register(target) {
       for (const d of documents) target.documents.register(d);
+      for (const [kind, v] of Object.entries(verifiers)) target.registry.registerVerifier(kind, v);
       for (const t of parts.tasks) target.registry.register(t);
     },
   };

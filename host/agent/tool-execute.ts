@@ -1,4 +1,5 @@
-import { isBerthError } from '../errors';
+import { BerthError, isBerthError } from '../errors';
+import { deliveryOf, withDelivery } from '../kernel';
 import { resolveFlag, type ToolOutput } from '../../tools';
 import type { Decision, PhaseContext, PerformOutcome } from '../kernel';
 import type { Json, ReplayPolicy } from '../model';
@@ -16,8 +17,8 @@ export interface ExecuteCheckpoint {
   plan: Json;
 }
 
-const interruptedText = (policy: ReplayPolicy) =>
-  `error: the host stopped while this call was running, so it may or may not have taken effect. ` +
+const interruptedText = (policy: ReplayPolicy, why = 'the host stopped while this call was running') =>
+  `error: ${why}, so it may or may not have taken effect. ` +
   `Its replay policy (${policy}) does not allow repeating it automatically. Check the sandbox (e.g. the files it would change) before running it again.`;
 
 /**
@@ -30,8 +31,10 @@ function failure(err: unknown, verifying: boolean): { status: ToolResultStatus; 
     if (verifying) return { status: 'interrupted', out: { content: `error: ${err.message}. ${interruptedText('verify')}`, isError: true, detail: { code: err.code } } };
     return { status: 'error', out: { content: `error: ${err.message}; the call did not run`, isError: true, detail: { code: err.code } } };
   }
+  // Only a failure that proves the call was not applied reaches here (perform reports any other as uncertain).
   const msg = isBerthError(err) ? `${err.code}: ${err.message}` : err instanceof Error ? err.message : String(err);
-  return { status: 'error', out: { content: `error: the tool failed: ${msg}`, isError: true } };
+  const ran = deliveryOf(err) === 'unknown' ? '' : '; the call did not take effect';
+  return { status: 'error', out: { content: `error: the tool failed: ${msg}${ran}`, isError: true } };
 }
 
 /**
@@ -77,11 +80,22 @@ export async function executePhase(deps: AgentDeps, ctx: PhaseContext): Promise<
     let out: ToolOutput;
     let decision: 'complete' | 'interrupt' = 'complete';
     try {
-      const r: PerformOutcome<Json> = await ctx.perform(spec, async () => json(await use((tctx) => tool.run(tctx, cp.args, cp.plan))));
+      const r: PerformOutcome<Json> = await ctx.perform(spec, async () => {
+        try {
+          const output = await use((tctx) => tool.run(tctx, cp.args, cp.plan));
+          // A call cut off by a cancel (an exec killed mid-command) answers, but not with its outcome: uncertain.
+          if (ctx.signal.aborted) throw new BerthError('tool_cancelled', `tool call ${call.toolCallId} (${call.name}) was stopped by cancel while running`);
+          return json(output);
+        } catch (err) {
+          // A secret that cannot be read stops the use before anything runs: provably not applied.
+          throw isBerthError(err, 'secret_unavailable') ? withDelivery(err, 'not_sent', false) : err;
+        }
+      });
       if (r.status === 'uncertain') {
         status = 'interrupted';
         decision = 'interrupt';
-        out = { content: interruptedText(r.effect.replay), isError: true };
+        const why = r.effect.status === 'executing' ? undefined : `the call ended without an answer (${r.reason})`;
+        out = { content: interruptedText(r.effect.replay, why), isError: true };
       } else {
         out = r.receipt as unknown as ToolOutput;
         status = 'ok';
@@ -98,7 +112,7 @@ export async function executePhase(deps: AgentDeps, ctx: PhaseContext): Promise<
       result.sandbox = rec.state;
       if (rec.writes.snapshots) writes.snapshots = rec.writes.snapshots;
     }
-    if (decision === 'interrupt') return { type: 'interrupt', reason: `tool call ${call.toolCallId} (${call.name}) was in flight when the host stopped`, result: json(result), writes };
+    if (decision === 'interrupt') return { type: 'interrupt', reason: `tool call ${call.toolCallId} (${call.name}) may or may not have taken effect`, result: json(result), writes };
     return { type: 'complete', result: json(result), writes };
   });
 }

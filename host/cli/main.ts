@@ -22,10 +22,11 @@ const USAGE = `usage: berth <command> [options]
   status                   list runs
   show RUN                 state, transitions, tasks, effects, snapshots and leases of a run
   logs RUN                 the output each step of a run produced
-  reconcile RUN [--accept | --reject-effect] [--restore SNAPSHOT] | --fail
+  reconcile RUN [--accept | --reject-effect] [--restore SNAPSHOT] | --verify | --fail
                            decide a run that needs reconciliation, then continue it:
                            did the uncertain effect happen (--accept) or not (--reject-effect),
-                           and continue in the current sandbox or from a snapshot (--restore)
+                           and continue in the current sandbox or from a snapshot (--restore);
+                           --verify asks the service about uncertain effects again
   cancel RUN               cancel a run durably
   gc [--keep N]            remove this host's leftover containers; keep N snapshots per session (default 5)
   env validate FILE [--engine]
@@ -63,6 +64,7 @@ interface Flags extends AgentFlags {
   accept: boolean;
   'reject-effect': boolean;
   fail: boolean;
+  verify: boolean;
   'request-id'?: string;
   keep?: string;
   engine: boolean;
@@ -119,6 +121,7 @@ export async function main(argv: string[]): Promise<number> {
         restore: { type: 'string' },
         accept: { type: 'boolean', default: false },
         'reject-effect': { type: 'boolean', default: false },
+        verify: { type: 'boolean', default: false },
         fail: { type: 'boolean', default: false },
         'request-id': { type: 'string' },
         keep: { type: 'string' },

@@ -63,13 +63,38 @@ export type PerformOutcome<R extends Json> =
   | { status: 'done'; receipt: R; reused: boolean }
   | { status: 'uncertain'; effect: Effect; reason: string };
 
+/**
+ * Answer of a lookup about an effect that may have happened: found (with the service's receipt)
+ * or not found (it did not happen). A lookup that cannot get an answer throws.
+ */
+export type Verdict<R extends Json = Json> = { done: true; receipt: R } | { done: false };
+
+/** A lookup by effect kind, from the stored effect (its intent) alone. */
+export type EffectVerifier = (effect: Effect, signal: AbortSignal) => Promise<Verdict>;
+
+/**
+ * One external action. Its `id` is the logical effect key, store-wide: performing an id that is
+ * already `confirmed` returns that receipt without acting; one that definitely did not happen
+ * (`failed`) is attempted afresh; one that may have happened is verified (or reconciled) first.
+ *
+ * The action reports failures by throwing; what the error proves decides the record (see
+ * `delivery.ts`): throw `notSent(...)` or `rejected(...)` (or `httpAnswerError`) only when the
+ * request certainly was not applied. Anything else (a bare `fetch failed`, a reset, a timeout,
+ * an abort) is treated as "may have been received": never recorded `failed`. A `fetch` error
+ * whose cause proves the connection was never made (ECONNREFUSED, a DNS failure) is classified
+ * `not_sent` without any help.
+ */
 export interface PerformSpec<R extends Json> {
   id: string;
   kind: string;
   intent: Json;
   replay: ReplayPolicy;
-  /** Asked about the original effect before a `verify` action is repeated. */
-  verify?: (effect: Effect, signal: AbortSignal) => Promise<{ done: true; receipt: R } | { done: false }>;
+  /**
+   * Asked about the original effect before a `verify` action is repeated. A throw (service
+   * unreachable) is retried with backoff in `retry_wait`; when the budget is spent, the effect is
+   * `unknown` and the outcome `uncertain`.
+   */
+  verify?: (effect: Effect, signal: AbortSignal) => Promise<Verdict<R>>;
 }
 
 export interface PhaseContext {
@@ -112,4 +137,11 @@ export interface TaskHandler {
   restartLimit?: number;
   /** Retries of a phase that threw a retryable error. Default 3. */
   maxRetries?: number;
+  /**
+   * Stops what a phase left running outside the host when the host running it died (e.g. a
+   * command in the sandbox), before a cancel of the task is recorded. Called for a cancelled task
+   * found `running` with no phase of it executing here; a throw leaves the task for a later try,
+   * so nothing is recorded while the work may still go on.
+   */
+  stopAbandoned?: (task: Task, d: { store: Store; signal: AbortSignal; log: Logger }) => Promise<void>;
 }

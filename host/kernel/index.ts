@@ -10,7 +10,13 @@ export type {
   PhaseContext,
   Phase,
   TaskHandler,
+  Verdict,
+  EffectVerifier,
 } from './handler';
+export { ActionError, notSent, rejected, withDelivery, deliveryOf, classifyFetchError, httpAnswerError, type Delivery } from './delivery';
+export { OperatorReceipt, operatorReceipt, isOperatorReceipt } from './operator-receipt';
+export { cancelRecord, type CancelPoint } from './cancel-record';
+export { reconcileEffects, waitAfterReconcile, type EffectsReconciled, type ReconcileDeps } from './reconcile-effects';
 export { HandlerRegistry } from './registry';
 export { DocumentTypes, type DocumentType, BASELINE_EVERY } from './documents';
 export { Kernel, type KernelOptions, type CommitEvent, type ExecutionRightLost } from './kernel';

@@ -1,10 +1,11 @@
 import type { Logger } from 'pino';
 import type { Json, Run, RunState, RunVersions, Task } from '../model';
 import { isFinalRunState } from '../model';
-import type { CommitInput, CommitResult, Store } from '../store';
+import type { CommitInput, CommitResult, EffectWrite, Store } from '../store';
 import type { Clock } from '../support/clock';
 import type { DocumentTypes } from './documents';
 import type { HandlerRegistry } from './registry';
+import { cancelRecord } from './cancel-record';
 import { rootRunTransitions, runPhase, type PhaseRunnerDeps } from './phase-runner';
 
 export interface KernelOptions {
@@ -256,12 +257,15 @@ export class Kernel {
     }
     if (task.status === 'terminal') return;
     if (task.cancelRequested && task.status !== 'completing') return this.cancelIdle(task);
+    // A cancel committed while no host ran is applied first: no phase of a cancelling run starts
+    // again (a step left in flight would otherwise run, or be judged, before its cancel).
+    if ((task.status === 'pending' || (task.status === 'running' && task.restarts > 0)) && task.runId && (await this.o.store.getRun(task.runId))?.state === 'cancelling') return this.cancelIdle(task);
     switch (task.status) {
       case 'pending':
       case 'running':
         return this.startOrQueue(task);
       case 'sleeping':
-        if ((task.wakeAt ?? 0) <= this.o.clock.now()) await this.transition(task, 'task.wake', { status: 'running', wakeAt: null });
+        if ((task.wakeAt ?? 0) <= this.o.clock.now()) await this.transition(task, 'task.wake', { status: 'running', wakeAt: null }, await this.retryEnds(task));
         return;
       case 'waiting':
         return this.checkWait(task);
@@ -344,23 +348,44 @@ export class Kernel {
     await this.finish(task, 'task.settled', {});
   }
 
-  /** A cancelled task that is not executing: children first, then terminal `cancelled`. */
+  /** A task waking from a sleep while its run waits in `retry_wait` takes the run back to `running`. */
+  private async retryEnds(task: Task): Promise<Partial<CommitInput>> {
+    const run = task.runId ? await this.o.store.getRun(task.runId) : undefined;
+    if (run?.state !== 'retry_wait') return {};
+    return { runTransitions: [{ runId: run.id, from: 'retry_wait', to: 'running', actor: `host:${this.o.hostId}`, reason: `retry wait ended: task ${task.id} (${task.kind}) runs phase ${task.phase} again` }] };
+  }
+
+  /**
+   * A cancelled task that is not executing: children first, then terminal `cancelled`, recording
+   * where its effects stood (an action a dead host left in flight becomes `unknown`), as a
+   * cancel that stops a running phase does.
+   */
   private async cancelIdle(task: Task): Promise<void> {
+    const handler = this.o.registry.find(task.kind, task.kindVersion);
+    if (task.status === 'running' && handler?.stopAbandoned) {
+      try {
+        await handler.stopAbandoned(task, { store: this.o.store, signal: new AbortController().signal, log: this.o.logger.child({ taskId: task.id, kind: task.kind }) });
+      } catch (err) {
+        this.o.logger.warn({ taskId: task.id, err }, 'could not stop what the task left running; the cancel waits');
+        return;
+      }
+    }
     const live = (await this.o.store.listTasks({ parentId: task.id })).filter((c) => c.status !== 'terminal');
-    const set = { outcome: 'cancelled' as const, result: null, wait: null, wakeAt: null };
+    const record = await cancelRecord(this.o.store, task.id, []);
+    const set = { outcome: 'cancelled' as const, result: record.result, wait: null, wakeAt: null };
     if (live.length > 0) {
-      await this.transition(task, 'task.cancel', { ...set, status: 'completing' }, { cancelTasks: live.filter((c) => !c.cancelRequested).map((c) => c.id) });
+      await this.transition(task, 'task.cancel', { ...set, status: 'completing' }, { cancelTasks: live.filter((c) => !c.cancelRequested).map((c) => c.id), effects: record.effects });
       return;
     }
-    await this.finish(task, 'task.cancelled', set);
+    await this.finish(task, 'task.cancelled', set, record.effects);
   }
 
   /** Terminal transition outside a phase (settled completing, idle cancel, restart limit). */
-  private async finish(task: Task, label: string, set: Parameters<Kernel['transition']>[2]): Promise<void> {
+  private async finish(task: Task, label: string, set: Parameters<Kernel['transition']>[2], effects: EffectWrite[] = []): Promise<void> {
     const outcome = set.outcome ?? task.outcome ?? 'error';
     const detail = set.error ? `${set.error.code}: ${set.error.message}` : '';
-    const runTransitions = await rootRunTransitions(this.deps, { ...task, outcome }, outcome, [], detail);
-    const done = await this.transition(task, label, { ...set, status: 'terminal' }, { runTransitions });
+    const runTransitions = await rootRunTransitions(this.deps, { ...task, outcome }, outcome, effects, detail);
+    const done = await this.transition(task, label, { ...set, status: 'terminal' }, { runTransitions, effects });
     if (done?.parentId) this.markDirty(done.parentId);
   }
 

@@ -6,6 +6,7 @@ import type { Clock } from '../support/clock';
 import { newId } from '../support/ids';
 import { applyDecision, type ResolvedSpawn } from './decide';
 import type { DocumentTypes } from './documents';
+import { cancelRecord } from './cancel-record';
 import { performEffect } from './effects';
 import type { Decision, PhaseContext, TaskHandler } from './handler';
 import type { HandlerRegistry } from './registry';
@@ -37,6 +38,7 @@ export async function runPhase(
 ): Promise<PhaseEnd> {
   const log = d.logger.child({ runId: task.runId, taskId: task.id, kind: task.kind, phase: task.phase });
   const pending: EffectWrite[] = [];
+  const maxRetries = handler.maxRetries ?? 3;
   const ctx: PhaseContext = {
     task,
     input: task.input,
@@ -53,7 +55,7 @@ export async function runPhase(
     },
     perform: (spec, action) =>
       performEffect(
-        { store: d.store, commit: d.commit, sessionId: task.sessionId, runId: task.runId, taskId: task.id, taskKind: task.kind, taskVersion: task.version, signal: opts.signal, log, pending },
+        { store: d.store, commit: d.commit, sessionId: task.sessionId, runId: task.runId, taskId: task.id, taskKind: task.kind, taskVersion: task.version, signal: opts.signal, log, pending, retriesLeft: task.attempts < maxRetries },
         spec,
         action,
       ),
@@ -69,14 +71,24 @@ export async function runPhase(
     if (isBerthError(err, 'ownership_lost')) return { committed: false, reason: err.message };
     const e = isBerthError(err) ? err : null;
     const message = err instanceof Error ? err.message : String(err);
-    retry = Boolean(e?.retryable) && task.attempts < (handler.maxRetries ?? 3);
+    retry = Boolean(e?.retryable) && task.attempts < maxRetries;
+    const waitMs = 100 * 2 ** task.attempts;
+    // An action that was not applied, or whose outcome is being checked again, waits visibly: the run is in retry_wait.
+    const run = retry && e?.details?.retryWait ? { to: 'retry_wait' as const, reason: `${message}; retry ${task.attempts + 1} of ${maxRetries} in ${waitMs / 1000}s` } : undefined;
     decision = retry
-      ? { type: 'sleep', until: d.clock.now() + 100 * 2 ** task.attempts, phase: task.phase }
+      ? { type: 'sleep', until: d.clock.now() + waitMs, phase: task.phase, ...(run ? { run } : {}) }
       : { type: 'fail', error: { code: e?.code ?? 'phase_threw', message } };
     log.warn({ err: message, stack: err instanceof Error ? err.stack : undefined, retry }, 'phase threw');
   }
   // A host that is shutting down leaves the task `running`: recovery re-enters this phase.
   if (opts.stopping()) return { committed: false, reason: 'host stopping' };
+  // Cancelled mid-phase (the cancel commit does not move the task's version): whatever the phase
+  // threw because of it, the task ends `cancelled`, recording where its effects stood.
+  if (opts.signal.aborted && decision.type !== 'complete' && (await d.store.getTask(task.id))?.cancelRequested) {
+    task = { ...task, cancelRequested: true };
+    retry = false;
+    decision = { type: 'next', phase: task.phase };
+  }
 
   let commit: CommitInput;
   try {
@@ -113,6 +125,11 @@ async function decisionCommit(
     ...(writes.effects ?? []).map((e) => ({ id: e.id, create: { runId: task.runId, taskId: task.id, kind: e.kind, intent: e.intent, replay: e.replay } })),
     ...pending,
   ];
+  if (effect.set.outcome === 'cancelled') {
+    const record = await cancelRecord(d.store, task.id, effects);
+    effect.set.result = record.result;
+    effects.push(...record.effects);
+  }
   return {
     sessionId: task.sessionId,
     label: `phase.${decision.type}:${task.kind}`,

@@ -1,9 +1,24 @@
-import type { TaskHandler } from './handler';
+import type { EffectVerifier, TaskHandler } from './handler';
 
 /** Handlers by kind and version. A saved task runs only under a handler that accepts its version. */
 export class HandlerRegistry {
   private readonly byKind = new Map<string, TaskHandler[]>();
   private readonly listeners = new Set<(h: TaskHandler) => void>();
+  private readonly verifiers = new Map<string, EffectVerifier>();
+
+  /**
+   * How to ask the outside world whether an effect of `kind` happened, from its stored intent
+   * alone: what `berth reconcile --verify` runs for an effect left `unknown`, long after the task
+   * that performed it ended.
+   */
+  registerVerifier(kind: string, verify: EffectVerifier): void {
+    if (this.verifiers.has(kind)) throw new Error(`a verifier for effect kind ${kind} is already registered`);
+    this.verifiers.set(kind, verify);
+  }
+
+  verifier(kind: string): EffectVerifier | undefined {
+    return this.verifiers.get(kind);
+  }
 
   register(handler: TaskHandler): void {
     const list = this.byKind.get(handler.kind) ?? [];

@@ -6,6 +6,7 @@ import type { PlanProgress, PlanRootCheckpoint, PlanRunInput, StepInput, StepRes
 import { parkRun, reconciled, sandboxAdvice } from './reconcile-phase';
 import { sandboxDocId, SANDBOX_DOC } from './sandbox-doc';
 import { runStep } from './step-task';
+import { stopAbandonedStep } from './step-cancel';
 
 export const PLAN_KIND = 'plan';
 
@@ -103,6 +104,8 @@ export function planHandlers(sb: PlanSandbox, progress: (p: PlanProgress) => voi
     // An engine restart can take a while; these retries back off to about 25 s in all.
     maxRetries: 8,
     phases: { run: async (ctx) => runStep(ctx, sb, progress) },
+    // A cancel that finds the step left running by a dead host stops its command first.
+    stopAbandoned: (task, d) => stopAbandonedStep(sb, task, d),
   };
   return [root, step];
 }

@@ -119,6 +119,8 @@ export async function runStep(ctx: PhaseContext, sb: PlanSandbox, progress: (p: 
     const out = await ctx.perform({ ...spec, id: actionId }, async (signal) =>
       execStep(held, step, env, secrets, { runId, index, signal, progress })
         .then((r) => {
+          // A command cut off by a cancel may have done part of its work: not an outcome, uncertain.
+          if (signal.aborted) throw new BerthError('step_cancelled', `step ${step.name} was stopped by cancel while running`, { ids: { runId } });
           // A command the engine killed by stopping the container has no outcome of its own.
           if (held.lost || r.exitCode === -1) throw new BerthError('sandbox_unavailable', `the sandbox stopped during step ${step.name}`, { ids: { runId } });
           return r as unknown as Json;

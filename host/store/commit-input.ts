@@ -88,7 +88,11 @@ export interface EffectWrite {
   /** Present to create the effect; creating an existing effect with the same intent is a no-op, with another intent a conflict. */
   create?: { runId: string | null; taskId: string | null; kind: string; intent: Json; replay: ReplayPolicy };
   expectStatus?: EffectStatus;
-  set?: { status?: EffectStatus; attempts?: number; receipt?: Json; error?: Json };
+  /**
+   * `owner` moves the effect to another run and task (and to the commit's session): a logical
+   * effect that did not happen, attempted afresh by a later submission, belongs to that attempt.
+   */
+  set?: { status?: EffectStatus; attempts?: number; receipt?: Json; error?: Json; owner?: { runId: string | null; taskId: string | null } };
 }
 
 /** A sandbox snapshot tied to the checkpoint committed with it. */

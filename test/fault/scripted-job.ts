@@ -9,8 +9,7 @@
 import { z } from 'zod';
 import pino from 'pino';
 import { openSqliteStore } from '../../host/store';
-import { DocumentTypes, HandlerRegistry, Kernel, submit, type Decision, type SpawnSpec, type TaskHandler } from '../../host/kernel';
-import { BerthError } from '../../host/errors';
+import { DocumentTypes, HandlerRegistry, Kernel, rejected, submit, type Decision, type SpawnSpec, type TaskHandler } from '../../host/kernel';
 import { systemClock } from '../../host/support';
 
 const [dbPath, serviceUrl] = process.argv.slice(2) as [string, string];
@@ -19,7 +18,8 @@ type ActInput = { label: string; replay: 'safe' | 'never'; fail?: boolean };
 
 async function act(effectId: string, fail: boolean, signal: AbortSignal) {
   const res = await fetch(`${serviceUrl}/act`, { method: 'POST', body: JSON.stringify({ effectId, fail }), signal });
-  if (!res.ok) throw new BerthError('service_refused', `service answered ${res.status}`);
+  // The service's contract: a request with `fail` is refused, not applied (so the effect is `failed`).
+  if (!res.ok) throw rejected(`service answered ${res.status}`, { code: 'service_refused' });
   return (await res.json()) as { accepted: string };
 }
 

@@ -197,7 +197,7 @@ describe('berth agent, chat, approve and deny', { timeout: 180_000 }, () => {
     expect(accepted.code, accepted.stderr).toBe(0);
     expect(lastJson<{ run: { state: string }; accepted: string[] }>(accepted)).toMatchObject({ run: { state: 'completed' }, accepted: [before.effects[0]!.id] });
     const after = await w.read(async (s) => ({ effects: await s.listEffects({ runId }), moves: (await s.listRunTransitions(runId)).map((t) => `${t.to} by ${t.actor}`) }));
-    expect(after.effects[0]).toMatchObject({ status: 'confirmed', receipt: { resolvedBy: 'user:tester', decision: 'accept' } });
+    expect(after.effects[0]).toMatchObject({ status: 'confirmed', receipt: { type: 'operator-decision', by: 'user:tester', decision: 'accept' } });
     expect(after.moves.slice(-3)).toEqual(['needs_reconciliation by host:' + w.hostId, 'reconciling by user:tester', 'completed by user:tester']);
     const again = await w.cli(['reconcile', runId, '--accept']);
     expect(again.stderr).toContain('run_not_reconcilable');

@@ -117,7 +117,7 @@ describe('plan runs resume from their last committed step', { timeout: 180_000 }
     expect(lastJson<Summary>(done).run.state).toBe('completed');
     const deploys = await fx.read(async (s) => (await s.listEffects({ runId })).filter((e) => (e.intent as { step: string }).step === 'deploy'));
     expect(deploys).toHaveLength(1);
-    expect(deploys[0]).toMatchObject({ status: 'confirmed', attempts: 1, receipt: { resolvedBy: 'user:tester', decision: 'accept' } });
+    expect(deploys[0]).toMatchObject({ status: 'confirmed', attempts: 1, receipt: { type: 'operator-decision', by: 'user:tester', decision: 'accept' } });
     const tasks = await fx.read((s) => s.listTasks({ runId }));
     expect(tasks.filter((t) => t.kind === 'plan-step').map((t) => t.outcome)).toEqual(['ok', 'interrupted', 'ok']);
   });

@@ -9,6 +9,7 @@ import { checkEngineCapacity } from '../../../environment';
 import { EGRESS_ENTRY, isNetworkAttempt, type EgressAttempt } from '../../egress';
 import { createHostRuntime, type HostRuntime } from '../../runtime/host-runtime';
 import { releaseEndedRunLeases } from '../../runtime/run-end-leases';
+import { operatorReceipt, reconcileEffects, waitAfterReconcile } from '../../kernel';
 import type { CliContext } from '../context';
 import { duration, emit, escapeControl, LOG_COLUMN, outputLines, table } from '../output';
 import { getRunOrThrow } from './runs';
@@ -89,14 +90,17 @@ async function summary(ctx: CliContext, run: Run): Promise<string> {
   // effect (--accept), the table says so rather than leaving it looking unresolved.
   const acceptedBy = new Map<string, string>();
   for (const e of await ctx.store.listEffects({ runId: run.id })) {
-    const receipt = e.receipt as { decision?: string; resolvedBy?: string } | null;
+    const receipt = e.receipt as { decision?: string; by?: string } | null;
     const step = (e.intent as { step?: string } | null)?.step;
-    if (e.status === 'confirmed' && receipt?.decision === 'accept' && step) acceptedBy.set(step, receipt.resolvedBy ?? 'operator');
+    if (e.status === 'confirmed' && receipt?.decision === 'accept' && step) acceptedBy.set(step, receipt.by ?? 'operator');
   }
+  const root = tasks.find((t) => t.id === run.rootTaskId);
+  const names = ((root?.input as unknown as PlanRunInput | undefined)?.plan?.steps ?? []).map((s) => s.name);
+  // A step stopped by cancel has no command result; its name comes from the plan, its outcome says cancelled.
   const steps = tasks.filter((t) => t.kind === 'plan-step').map((t) => {
     const r = (t.result ?? t.error?.details ?? {}) as Partial<StepResult>;
     const by = t.outcome === 'interrupted' && r.step ? acceptedBy.get(r.step) : undefined;
-    return { outcome: t.outcome, status: t.status, code: t.error?.code, ...r, ...(by ? { acceptedBy: by } : {}) };
+    return { step: names[(t.input as { index?: number }).index ?? -1], outcome: t.outcome, status: t.status, code: t.error?.code, ...r, ...(by ? { acceptedBy: by } : {}) };
   });
   const transitions = await ctx.store.listRunTransitions(run.id);
   const reason = transitions.at(-1)?.reason ?? '';
@@ -155,16 +159,18 @@ export interface ReconcileChoice {
   restore?: string;
   /** End the run as failed (after settling the uncertain effects as answered). */
   fail: boolean;
+  /** Ask the service again about the uncertain effects (through the verifier of each effect's kind). */
+  verify?: boolean;
 }
 
-const settle = (actor: string, effects: Effect[], answer: 'accepted' | 'rejected'): EffectWrite[] =>
+const settle = (actor: string, at: number, effects: Effect[], answer: 'accepted' | 'rejected'): EffectWrite[] =>
   effects.map((e): EffectWrite => ({
     id: e.id,
     expectStatus: e.status,
     set:
       answer === 'accepted'
-        ? { status: 'confirmed', receipt: { resolvedBy: actor, decision: 'accept', note: 'outcome unknown; accepted by the operator' } }
-        : { status: 'failed', receipt: { resolvedBy: actor, decision: 'reject' }, error: { code: 'operator_rejected', message: `settled by ${actor}: did not happen` } },
+        ? { status: 'confirmed', receipt: operatorReceipt(actor, 'accept', at, 'outcome unknown; accepted as happened by the operator') }
+        : { status: 'failed', receipt: operatorReceipt(actor, 'reject', at, 'outcome unknown; the operator says it did not happen'), error: { code: 'operator_rejected', message: `settled by ${actor}: did not happen` } },
   }));
 
 /**
@@ -176,9 +182,12 @@ const settle = (actor: string, effects: Effect[], answer: 'accepted' | 'rejected
  */
 export async function reconcileRun(ctx: CliContext, runId: string, choice: ReconcileChoice): Promise<number> {
   const reject = choice['reject-effect'] === true;
+  if (choice.verify && (choice.accept || reject || choice.restore !== undefined || choice.fail)) {
+    throw new BerthError('usage', '--verify asks the service and decides nothing itself: give it alone');
+  }
   if (choice.accept && reject) throw new BerthError('usage', '--accept (the effect happened) and --reject-effect (it did not) exclude each other');
-  if (!choice.accept && !reject && choice.restore === undefined && !choice.fail) {
-    throw new BerthError('usage', 'reconcile needs a decision: --accept or --reject-effect (did the uncertain effect happen), --restore SNAPSHOT (continue from a snapshot), or --fail');
+  if (!choice.verify && !choice.accept && !reject && choice.restore === undefined && !choice.fail) {
+    throw new BerthError('usage', 'reconcile needs a decision: --accept or --reject-effect (did the uncertain effect happen), --restore SNAPSHOT (continue from a snapshot), --verify (ask the service again), or --fail');
   }
   if (choice.fail && choice.restore !== undefined) throw new BerthError('usage', '--fail ends the run; it takes no --restore');
   const run = await getRunOrThrow(ctx.store, runId);
@@ -186,12 +195,13 @@ export async function reconcileRun(ctx: CliContext, runId: string, choice: Recon
     throw new BerthError('run_not_reconcilable', `run ${runId} is ${run.state}, not needs_reconciliation`, { ids: { runId } });
   }
   const actor = operator();
+  if (choice.verify) return verifyRun(ctx, run, actor);
   const uncertain = (await ctx.store.listEffects({ runId })).filter((e) => e.status === 'unknown' || e.status === 'executing');
   const answer = choice.accept ? 'accepted' : reject ? 'rejected' : undefined;
   if (uncertain.length && !answer) {
     throw new BerthError('effect_answer_needed', `run ${runId} has ${uncertain.length} effect(s) that may or may not have happened (${uncertain.map((e) => e.id).join(', ')}): add --accept if they did, --reject-effect if they did not`, { ids: { runId } });
   }
-  const effects = answer ? settle(actor, uncertain, answer) : [];
+  const effects = answer ? settle(actor, ctx.clock.now(), uncertain, answer) : [];
   const waiting = (await ctx.store.listTasks({ runId, statuses: ['waiting'] })).find((t) => t.wait?.signal === 'reconcile');
   if (!waiting && !choice.fail && choice.restore === undefined && answer) return acceptSettledRun(ctx, run, actor, effects, answer);
   if (choice.fail || !waiting) {
@@ -253,6 +263,33 @@ async function requireUsableSandbox(ctx: CliContext, rt: HostRuntime, run: Run):
 }
 
 /**
+ * `--verify`: asks the service again, through the verifier registered for each uncertain effect's
+ * kind, and settles each with the real receipt (or as not applied); nothing is sent again. When
+ * every effect is settled the run continues (a task waiting for the reconciliation) or ends as
+ * its root task did; otherwise it stays in needs_reconciliation, naming what is still open.
+ */
+async function verifyRun(ctx: CliContext, run: Run, actor: string): Promise<number> {
+  const total = await stepCount(ctx, run);
+  const rt = await startHost(ctx, () => total);
+  let r;
+  try {
+    r = await reconcileEffects({ store: ctx.store, kernel: rt.kernel, registry: rt.registry, clock: ctx.clock }, run.id, { action: 'verify', actor });
+  } catch (err) {
+    await rt.kernel.stop();
+    throw err;
+  }
+  if (!ctx.json) {
+    for (const s of r.settled) process.stderr.write(`  ${s.effectId}: ${s.status} (${s.how})\n`);
+    for (const o of r.open) process.stderr.write(`  ${o.effectId}: still uncertain: ${o.reason}\n`);
+  }
+  if (r.resumed && (await ctx.store.getRun(run.id))?.state === 'reconciling') return drive(ctx, rt, run.id);
+  await rt.kernel.stop();
+  const after = r.resumed ? await waitAfterReconcile({ store: ctx.store, kernel: rt.kernel }, run.id) : (await ctx.store.getRun(run.id))!;
+  emit(ctx.json, { run: after, settled: r.settled, open: r.open }, () => `run ${run.id}: ${after.state}${r.open.length ? `; ${r.open.length} effect(s) still uncertain (berth reconcile ${run.id} --verify again, or --accept | --fail)` : ''}`);
+  return after.state === 'completed' || after.state === 'cancelled' ? 0 : after.state === 'needs_reconciliation' ? 3 : 1;
+}
+
+/**
  * `--accept` / `--reject-effect` for a run whose root task has already ended (an agent run that
  * told the model about an uncertain call and finished): the operator says whether the uncertain
  * effects happened; the run ends as its root did.
@@ -262,7 +299,7 @@ async function acceptSettledRun(ctx: CliContext, run: Run, actor: string, effect
   if (!root || root.status !== 'terminal') {
     throw new BerthError('run_not_reconcilable', `run ${run.id} has no task waiting for an operator and its root task has not ended; only --fail applies`, { ids: { runId: run.id } });
   }
-  const to = root.outcome === 'ok' ? 'completed' : 'failed';
+  const to = root.outcome === 'ok' ? 'completed' : root.outcome === 'cancelled' ? 'cancelled' : 'failed';
   const r = await ctx.store.commit({
     sessionId: run.sessionId,
     label: 'reconcile.accept',

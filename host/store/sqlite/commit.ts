@@ -87,6 +87,7 @@ export class CommitWriter {
         `UPDATE effects SET status = COALESCE(?, status), attempts = COALESCE(?, attempts),
          receipt_json = COALESCE(?, receipt_json), error_json = COALESCE(?, error_json), updated_at = ? WHERE id = ?`,
       ),
+      effectOwner: p('UPDATE effects SET session_id = ?, run_id = ?, task_id = ? WHERE id = ?'),
       effectInsert: p(
         `INSERT INTO effects (id, session_id, run_id, task_id, kind, intent_json, replay, status, created_at, updated_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, 'intended', ?, ?)`,
@@ -223,7 +224,8 @@ export class CommitWriter {
       throw new Conflict({ kind: 'effect_status', effectId: e.id, expected: e.expectStatus, actual: row.status });
     }
     if (!e.set) return;
-    const { status, attempts, receipt, error } = e.set;
+    const { status, attempts, receipt, error, owner } = e.set;
+    if (owner) s.effectOwner.run(sid, owner.runId, owner.taskId, e.id);
     s.effectUpdate.run(
       status ?? null,
       attempts ?? null,

@@ -1,0 +1,33 @@
+import { BerthError } from '../errors';
+import type { Task } from '../model';
+import type { Store } from '../store';
+import type { PlanSandbox } from './plan-sandbox';
+import type { PlanRunInput, StepInput } from './plan-input';
+
+/**
+ * Stops the command a step left running in the sandbox when the host running it died, before
+ * the step's cancel is recorded: every process of the sandbox's command user is killed (the run is
+ * being cancelled, so nothing of it may go on), in each live sandbox of the run's session. A
+ * sandbox that is gone has nothing left to stop; an engine that cannot be reached throws, so the
+ * cancel waits rather than recording a step whose command may still act.
+ */
+export async function stopAbandonedStep(sb: PlanSandbox, task: Task, d: { store: Store; signal: AbortSignal }): Promise<void> {
+  const { index, generation } = task.input as unknown as StepInput;
+  const runId = task.runId!;
+  const effect = await d.store.getEffect(`${runId}:step:${index}:g${generation}`);
+  if (effect?.status !== 'executing') return;
+  const root = task.parentId ? await d.store.getTask(task.parentId) : undefined;
+  const env = (root?.input as unknown as PlanRunInput | undefined)?.environment;
+  if (!env) return;
+  for (const record of await d.store.listLeases({ sessionId: task.sessionId })) {
+    if (record.releasedAt !== null) continue;
+    const v = await sb.verifyRecord(record);
+    if (!v.ok) {
+      if (v.code === 'engine_unreachable') throw new BerthError('engine_unreachable', `cannot stop step ${index} of run ${runId}: ${v.reason}`, { retryable: true, ids: { runId } });
+      continue;
+    }
+    const lease = await sb.attachRecord(runId, record, env);
+    // kill(-1) signals every process the user may signal except the caller and the container's init.
+    await lease.exec(['sh', '-c', 'kill -KILL -1 2>/dev/null; exit 0'], { signal: d.signal, timeoutMs: 30_000 });
+  }
+}

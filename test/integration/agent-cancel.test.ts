@@ -1,0 +1,40 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterEach, describe, expect, it } from 'vitest';
+import { agentWorld, type AgentWorld } from '../support/agent-fixture';
+import { containerStdout } from '../support/agent-observe';
+
+let w: AgentWorld | undefined;
+afterEach(async () => {
+  await w?.cleanup();
+  w = undefined;
+});
+
+const exists = async (w: AgentWorld, containerId: string, file: string) =>
+  (await containerStdout(w.docker, containerId, ['sh', '-c', `test -e /workspace/${file} && echo yes || echo no`])).trim() === 'yes';
+
+describe('cancelling an agent run mid tool call', { timeout: 180_000 }, () => {
+  it('kills the exec, records the call cancelled with its effect unknown (not a confirmed exit 137), and the run needs reconciliation', async () => {
+    w = await agentWorld([{ toolCalls: [{ name: 'exec', arguments: { command: 'touch began && sleep 20 && touch late' } }] }, { content: 'never asked' }]);
+    const world = w;
+    const { run } = await world.start('deploy it');
+    let containerId: string | undefined;
+    while (!containerId) {
+      const lease = (await world.rt.store.listLeases({ sessionId: run.sessionId })).find((l) => l.releasedAt === null);
+      if (lease && (await exists(world, lease.containerId, 'began'))) containerId = lease.containerId;
+      else await sleep(200);
+    }
+    // What `berth cancel RUN` commits.
+    const r = await world.rt.store.commit({ sessionId: run.sessionId, label: 'run.cancel', actor: 'user:test', runTransitions: [{ runId: run.id, from: 'running', to: 'cancelling', actor: 'user:test', reason: 'test' }], cancelTasks: [run.rootTaskId!] });
+    expect(r.ok).toBe(true);
+    const done = await world.rt.kernel.waitForRun(run.id);
+    expect(done.state).toBe('needs_reconciliation');
+    const tool = (await world.rt.store.listTasks({ runId: run.id })).find((t) => t.kind === 'agent-tool')!;
+    const effect = (await world.rt.store.listEffects({ runId: run.id })).find((e) => e.kind === 'tool.exec')!;
+    expect(effect.status).toBe('unknown');
+    expect(tool.outcome).toBe('cancelled');
+    expect(tool.result).toEqual({ cancelled: { effect: 'unknown', effectIds: [effect.id] } });
+    await sleep(22_000);
+    expect(await exists(world, containerId, 'late')).toBe(false);
+    expect(world.model.requests).toHaveLength(1);
+  });
+});

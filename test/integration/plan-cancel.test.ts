@@ -1,0 +1,91 @@
+import { spawn } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Run } from '../../host/model';
+import { containerStdout } from '../support/agent-observe';
+import { bundledCli, lastJson, planFixture } from '../support/plan-fixture';
+
+// A `never` step whose side effect lands well after it starts: `late` appears only if the step's
+// process outlives the cancel.
+const STEPS = [
+  { name: 'prepare', run: 'echo ready > ready.txt' },
+  { name: 'deploy', run: 'touch began && sleep 20 && touch late', replay: 'never' as const },
+  { name: 'after', run: 'touch after-ran' },
+];
+
+let fx: Awaited<ReturnType<typeof planFixture>> | undefined;
+afterEach(async () => {
+  await fx?.cleanup();
+  fx = undefined;
+});
+
+/** `berth run` in the background, so the test can cancel it or kill it mid-step. */
+async function startRun(f: NonNullable<typeof fx>) {
+  const script = await bundledCli();
+  const child = spawn(process.execPath, [script, 'run', f.plan, '--store', f.store, '--json'], { env: { ...process.env, BERTH_HOST_ID: f.hostId, BERTH_OPERATOR: 'tester' }, stdio: 'ignore' });
+  const ended = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.once('exit', (code, signal) => r({ code, signal })));
+  return { child, ended };
+}
+
+const exists = async (f: NonNullable<typeof fx>, containerId: string, file: string) =>
+  (await containerStdout(f.docker, containerId, ['sh', '-c', `test -e /workspace/${file} && echo yes || echo no`])).trim() === 'yes';
+
+/** Waits until the `never` step's process is running in the sandbox; returns the run and its container. */
+async function stepRunning(f: NonNullable<typeof fx>) {
+  for (;;) {
+    const found = await f.read(async (s) => ({ run: (await s.listRuns())[0], lease: (await s.listLeases({})).find((l) => l.releasedAt === null) }));
+    if (found.run && found.lease && (await exists(f, found.lease.containerId, 'began'))) return { runId: found.run.id, containerId: found.lease.containerId };
+    await sleep(200);
+  }
+}
+
+/** The story a cancel mid-step must tell, whichever host applied it. */
+async function expectCancelledMidStep(f: NonNullable<typeof fx>, runId: string, containerId: string) {
+  const run = await f.read((s) => s.getRun(runId));
+  // The step may have done its side effect: the run cannot just be `cancelled`.
+  expect(run!.state).toBe('needs_reconciliation');
+  const tasks = await f.read((s) => s.listTasks({ runId }));
+  const steps = tasks.filter((t) => t.kind === 'plan-step');
+  expect(steps).toHaveLength(2);
+  const deploy = steps[1]!;
+  expect(deploy.outcome).toBe('cancelled');
+  const effects = await f.read((s) => s.listEffects({ runId }));
+  const deployEffect = effects.find((e) => e.id === `${runId}:step:1:g0`)!;
+  expect(deployEffect.status).toBe('unknown');
+  expect(deploy.result).toEqual({ cancelled: { effect: 'unknown', effectIds: [deployEffect.id] } });
+  expect(tasks.find((t) => t.kind === 'plan')!.outcome).toBe('cancelled');
+  // The step's process was stopped: long past its sleep, its side effect never appears, and nothing after it ran.
+  await sleep(22_000);
+  expect(await exists(f, containerId, 'late')).toBe(false);
+  expect(await exists(f, containerId, 'after-ran')).toBe(false);
+  // Once the operator settles the effect, the run ends as what it is: cancelled.
+  const accept = await f.cli(['reconcile', runId, '--accept', '--json']);
+  expect(accept.code, accept.stderr).toBe(0);
+  expect(lastJson<{ run: Run }>(accept).run.state).toBe('cancelled');
+  expect((await f.read((s) => s.getEffect(deployEffect.id)))!.receipt).toMatchObject({ type: 'operator-decision', decision: 'accept', by: 'user:tester' });
+}
+
+describe('cancel tells one story, with or without a live host', { timeout: 240_000 }, () => {
+  it('a cancel while the host runs a never step kills it and records the step cancelled with its effect unknown; the run needs reconciliation, and ends cancelled once accepted', async () => {
+    fx = await planFixture(STEPS);
+    const { ended } = await startRun(fx);
+    const { runId, containerId } = await stepRunning(fx);
+    const cancel = await fx.cli(['cancel', runId, '--json']);
+    expect(cancel.code, cancel.stderr).toBe(0);
+    expect((await ended).code).toBe(3);
+    await expectCancelledMidStep(fx, runId, containerId);
+  });
+
+  it('a cancel while no host runs is applied first thing on resume: the old step process is killed before anything is recorded, and the records tell the same story', async () => {
+    fx = await planFixture(STEPS);
+    const { child, ended } = await startRun(fx);
+    const { runId, containerId } = await stepRunning(fx);
+    child.kill('SIGKILL');
+    expect((await ended).signal).toBe('SIGKILL');
+    const cancel = await fx.cli(['cancel', runId, '--json']);
+    expect(cancel.code, cancel.stderr).toBe(0);
+    const resumed = await fx.cli(['resume', runId, '--json']);
+    expect(resumed.code, resumed.stderr).toBe(3);
+    await expectCancelledMidStep(fx, runId, containerId);
+  });
+});
