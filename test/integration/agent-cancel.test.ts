@@ -19,7 +19,7 @@ describe('cancelling an agent run mid tool call', { timeout: 180_000 }, () => {
     const { run } = await world.start('deploy it');
     let containerId: string | undefined;
     while (!containerId) {
-      const lease = (await world.rt.store.listLeases({ sessionId: run.sessionId })).find((l) => l.releasedAt === null);
+      const lease = (await world.rt.store.listLeases({ sessionId: run.sessionId })).find((l) => l.releasedAt === null && l.containerId !== '');
       if (lease && (await exists(world, lease.containerId, 'began'))) containerId = lease.containerId;
       else await sleep(200);
     }

@@ -33,7 +33,7 @@ const exists = async (f: NonNullable<typeof fx>, containerId: string, file: stri
 /** Waits until the `never` step's process is running in the sandbox; returns the run and its container. */
 async function stepRunning(f: NonNullable<typeof fx>) {
   for (;;) {
-    const found = await f.read(async (s) => ({ run: (await s.listRuns())[0], lease: (await s.listLeases({})).find((l) => l.releasedAt === null) }));
+    const found = await f.read(async (s) => ({ run: (await s.listRuns())[0], lease: (await s.listLeases({})).find((l) => l.releasedAt === null && l.containerId !== '') }));
     if (found.run && found.lease && (await exists(f, found.lease.containerId, 'began'))) return { runId: found.run.id, containerId: found.lease.containerId };
     await sleep(200);
   }

@@ -162,8 +162,8 @@ export async function cancelRun(ctx: CliContext, runId: string): Promise<number>
   if (!transitions) throw new BerthError('run_not_cancellable', `run ${runId} is ${from}; only admitted, running, retrying or waiting runs can be cancelled`, { ids: { runId } });
   const r = await ctx.store.commit({ sessionId: run.sessionId, label: 'run.cancel', actor, runTransitions: transitions, cancelTasks: run.rootTaskId ? [run.rootTaskId] : [] });
   if (!r.ok) throw new BerthError('cancel_conflict', `run ${runId} changed meanwhile: ${r.conflict.kind}`, { retryable: true, ids: { runId } });
-  // Cancelled at once (it was waiting): its sandboxes go now, as a completed run's do.
-  await releaseEndedRunLeases(ctx, [runId]);
+  // Cancelled at once (nothing of it was running): its sandboxes go now, as a completed run's do.
+  if (transitions.some((t) => isFinalRunState(t.to))) await releaseEndedRunLeases(ctx, [runId]);
   const host = await readHost(ctx.store, ctx.clock.now(), ctx.hostId);
   emit(ctx.json, { runId, requested: true, owner: host }, () =>
     host?.live
