@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { satisfiesRange, type Environment } from '../../environment';
 import { BerthError, isBerthError } from '../errors';
 import type { Lease, SandboxHost } from '../sandbox';
-import type { Snapshotter } from '../snapshot';
+import { timed, type Snapshotter } from '../snapshot';
 import type { NewSnapshot, Store } from '../store';
 import type { Clock } from '../support';
 import { newId } from '../support';
@@ -42,7 +42,7 @@ export class PlanSandbox {
   }
 
   async leaseFresh(runId: string, sessionId: string, env: Environment, signal: AbortSignal): Promise<Lease> {
-    const lease = await this.d.sandbox.lease(this.spec(env), { sessionId, signal, runId });
+    const lease = await timed(this.d.logger, 'lease', () => this.d.sandbox.lease(this.spec(env), { sessionId, signal, runId }));
     this.live.set(runId, lease);
     return lease;
   }
@@ -116,16 +116,19 @@ export class PlanSandbox {
    */
   async snapshot(runId: string, sessionId: string, env: Environment, lease: Lease, checkpoint: string, parentId: string | null, signal: AbortSignal) {
     const id = newId('snap');
-    const taken = await this.d.snapshots.take(this.target(lease, env), {
+    const taken = await timed(this.d.logger, 'snapshot', () => this.d.snapshots.take(this.target(lease, env), {
       snapshotId: id,
       labels: { 'berth.snapshot': id, 'berth.session': sessionId, 'berth.run': runId, 'berth.host': this.d.sandbox.hostId },
       signal,
-    });
+    }), { checkpoint });
     const record: NewSnapshotRecord = { id, leaseId: lease.id, imageId: taken.imageId, workspaceDigest: taken.workspaceDigest, sizeBytes: taken.layerBytes, checkpoint, parentId };
     let current = lease;
     if (taken.flattened || taken.layerBytes >= (this.d.rebaseBytes ?? 8 << 20)) {
-      current = await this.d.sandbox.lease({ ...this.spec(env), imageDigest: taken.imageId }, { sessionId, signal, runId });
-      await lease.release();
+      current = await timed(this.d.logger, 'snapshot.rebase', async () => {
+        const next = await this.d.sandbox.lease({ ...this.spec(env), imageDigest: taken.imageId }, { sessionId, signal, runId });
+        await lease.release();
+        return next;
+      });
       this.live.set(runId, current);
     }
     return { record, lease: current, pointer: { leaseId: current.id, snapshotId: id, workspaceDigest: taken.workspaceDigest } satisfies SandboxPointer };

@@ -3,6 +3,7 @@ import type { Json } from '../model';
 import type { Store } from '../store';
 import { applyRescan, manifestDigest, type WorkspaceManifest } from './manifest';
 import { scanWorkspace, type ScanExec } from './scan';
+import { timed } from './timing';
 
 /** What snapshots need from the sandbox adapter (which alone talks to Docker). */
 export interface SnapshotEngine {
@@ -63,19 +64,19 @@ export class Snapshotter {
   /** Workspace paths (`./`-relative) that differ from the container's image. */
   private async changedPaths(t: SnapshotTarget): Promise<string[]> {
     const ws = t.workspacePath.replace(/\/+$/, '');
-    return (await this.d.engine.changes(t.containerId)).filter((c) => c.path.startsWith(`${ws}/`)).map((c) => `.${c.path.slice(ws.length)}`);
+    return (await timed(this.d.logger, 'snapshot.diff', () => this.d.engine.changes(t.containerId))).filter((c) => c.path.startsWith(`${ws}/`)).map((c) => `.${c.path.slice(ws.length)}`);
   }
 
   async workspaceState(t: SnapshotTarget, signal?: AbortSignal): Promise<WorkspaceState> {
     const ws = t.workspacePath.replace(/\/+$/, '');
     const changed = await this.changedPaths(t);
-    const base = (await this.d.store.getWorkspaceManifest(t.imageId)) as WorkspaceManifest | undefined;
+    const base = (await timed(this.d.logger, 'snapshot.manifest_read', () => this.d.store.getWorkspaceManifest(t.imageId))) as WorkspaceManifest | undefined;
     let manifest: WorkspaceManifest;
     if (base) {
-      const scan = await scanWorkspace(t.exec, ws, changed, signal);
+      const scan = await timed(this.d.logger, 'snapshot.scan', () => scanWorkspace(t.exec, ws, changed, signal), { paths: changed.length });
       manifest = applyRescan(base, changed, scan.entries, scan.children);
     } else {
-      manifest = (await scanWorkspace(t.exec, ws, 'all', signal)).entries;
+      manifest = (await timed(this.d.logger, 'snapshot.scan', () => scanWorkspace(t.exec, ws, 'all', signal), { paths: 'all' })).entries;
       // With nothing changed yet, the scan is the image's own workspace: keep it for next time.
       if (changed.length === 0) await this.d.store.putWorkspaceManifest(t.imageId, manifest as Json);
     }
@@ -90,7 +91,7 @@ export class Snapshotter {
    * after the commit, and the snapshot is then taken again with the container paused, in order.
    */
   async take(t: SnapshotTarget, opts: { snapshotId: string; labels: Record<string, string>; signal?: AbortSignal }): Promise<TakenSnapshot> {
-    const commit = (pause: boolean) => this.d.engine.commit(t.containerId, { tag: opts.snapshotId, labels: opts.labels, signal: opts.signal, pause });
+    const commit = (pause: boolean) => timed(this.d.logger, 'snapshot.commit', () => this.d.engine.commit(t.containerId, { tag: opts.snapshotId, labels: opts.labels, signal: opts.signal, pause }));
     let [state, image] = await Promise.all([this.workspaceState(t, opts.signal), commit(false)]);
     const after = await this.changedPaths(t);
     // `docker diff` lists paths in no fixed order: compare them as sets.
@@ -108,7 +109,7 @@ export class Snapshotter {
       image = await this.d.engine.flatten(deep.imageId, { tag: opts.snapshotId, labels: opts.labels, signal: opts.signal });
       this.d.logger.info({ snapshotId: opts.snapshotId, deepImageId: deep.imageId, depth: deep.depth, imageId: image.imageId }, 'snapshot image flattened to one layer');
     }
-    await this.d.store.putWorkspaceManifest(image.imageId, state.manifest as Json);
+    await timed(this.d.logger, 'snapshot.manifest_write', () => this.d.store.putWorkspaceManifest(image.imageId, state.manifest as Json));
     this.d.logger.debug({ snapshotId: opts.snapshotId, imageId: image.imageId, changed: state.changed.length, layerBytes: image.layerBytes }, 'snapshot taken');
     return { imageId: image.imageId, workspaceDigest: state.digest, layerBytes: image.layerBytes, layers: image.layers, flattened };
   }
