@@ -68,7 +68,7 @@ export class PlanSandbox {
       const lease = await this.d.sandbox.attach(this.spec(env), record);
       this.live.set(runId, lease);
       if (o.inFlight) return { kind: 'ok', lease, pointer: {} };
-      const state = await this.d.snapshots.workspaceState(this.target(lease, env), o.signal);
+      const state = await this.d.snapshots.workspaceState(this.target(lease, env), o.signal, { trust: false });
       if (ptr.workspaceDigest && state.digest !== ptr.workspaceDigest) {
         const paths = state.changed.slice(0, 5).join(', ');
         return { kind: 'reconcile', reason: `workspace digest mismatch: newest snapshot ${ptr.snapshotId} has ${ptr.workspaceDigest}, sandbox has ${state.digest} (changed: ${paths || 'unknown'})` };
@@ -95,7 +95,7 @@ export class PlanSandbox {
       if (isBerthError(err, 'image_missing')) return { kind: 'reconcile', reason: `snapshot image missing: ${snap.id} (${snap.imageId})` };
       throw err;
     }
-    const state = await this.d.snapshots.workspaceState(this.target(lease, env), signal);
+    const state = await this.d.snapshots.workspaceState(this.target(lease, env), signal, { trust: false, imageId: snap.imageId });
     if (state.digest !== snap.workspaceDigest) {
       await lease.release();
       return { kind: 'reconcile', reason: `restored snapshot ${snap.id} has workspace digest ${state.digest}, recorded ${snap.workspaceDigest}` };
@@ -123,10 +123,12 @@ export class PlanSandbox {
     }), { checkpoint });
     const record: NewSnapshotRecord = { id, leaseId: lease.id, imageId: taken.imageId, workspaceDigest: taken.workspaceDigest, sizeBytes: taken.layerBytes, checkpoint, parentId };
     let current = lease;
-    if (taken.flattened || taken.layerBytes >= (this.d.rebaseBytes ?? 8 << 20)) {
+    if (!taken.reused && (taken.flattened || taken.layerBytes >= (this.d.rebaseBytes ?? 8 << 20))) {
       current = await timed(this.d.logger, 'snapshot.rebase', async () => {
         const next = await this.d.sandbox.lease({ ...this.spec(env), imageDigest: taken.imageId }, { sessionId, signal, runId });
+        this.d.snapshots.forget(lease.containerId);
         await lease.release();
+        await this.d.snapshots.adopt(this.target(next, env), taken.manifest, signal);
         return next;
       });
       this.live.set(runId, current);
@@ -164,6 +166,7 @@ export class PlanSandbox {
   async finish(runId: string): Promise<void> {
     const lease = this.live.get(runId);
     this.live.delete(runId);
+    if (lease) this.d.snapshots.forget(lease.containerId);
     if (lease && !lease.isReleased) await lease.release();
   }
 
@@ -184,7 +187,7 @@ export class PlanSandbox {
       containerId: lease.containerId,
       imageId: lease.record.imageDigest,
       workspacePath: env.workspace.path,
-      exec: (cmd: string[], opts: { stdin?: string; signal?: AbortSignal }) => lease.exec(cmd, { ...opts, timeoutMs: 0, outputCapBytes: 64 << 20 }),
+      exec: (cmd: string[], opts: { stdin?: string; signal?: AbortSignal; user?: string }) => lease.exec(cmd, { ...opts, timeoutMs: 0, outputCapBytes: 64 << 20 }),
     };
   }
 }

@@ -146,6 +146,42 @@ export async function discardImage(docker: Dockerode, imageId: string): Promise<
   }
 }
 
+/** Pauses (`true`) or unpauses a container; the engine freezes every process in it. */
+export async function setPaused(docker: Dockerode, containerId: string, paused: boolean): Promise<void> {
+  const c = docker.getContainer(containerId);
+  try {
+    await (paused ? c.pause() : c.unpause());
+  } catch (err) {
+    if (isNotFound(err)) throw new BerthError('container_missing', `container ${containerId.slice(0, 12)} is gone`, { ids: { containerId } });
+    // Already in the asked state.
+    if (isConflict(err) || (err as { statusCode?: number }).statusCode === 500) {
+      const state = (await c.inspect()).State;
+      if (state.Paused === paused) return;
+    }
+    throw engineError(`${paused ? 'pause' : 'unpause'} container ${containerId.slice(0, 12)}`, err, { containerId });
+  }
+}
+
+/** A tar stream of a path in the container, read by the engine (works on a paused container). */
+export async function archivePath(docker: Dockerode, containerId: string, path: string): Promise<NodeJS.ReadableStream> {
+  try {
+    return (await docker.getContainer(containerId).getArchive({ path })) as NodeJS.ReadableStream;
+  } catch (err) {
+    if (isNotFound(err)) throw new BerthError('container_missing', `cannot read ${path}: container ${containerId.slice(0, 12)} or the path is gone`, { ids: { containerId } });
+    throw engineError(`archive ${path} of ${containerId.slice(0, 12)}`, err, { containerId });
+  }
+}
+
+/** Adds the tag `berth-snapshot:<tag>` to an existing snapshot image (a second record that shares it). */
+export async function tagSnapshotImage(docker: Dockerode, imageId: string, tag: string): Promise<void> {
+  try {
+    await docker.getImage(imageId).tag({ repo: SNAPSHOT_REPO, tag });
+  } catch (err) {
+    if (isNotFound(err)) throw new BerthError('image_missing', `snapshot image ${imageId.slice(7, 19)} is gone`, { details: { imageId } });
+    throw engineError(`tag image ${imageId.slice(7, 19)}`, err);
+  }
+}
+
 /** The engine calls snapshots need, bound to one Docker client (so callers never import dockerode). */
 export function snapshotEngine(docker: Dockerode) {
   return {
@@ -155,6 +191,9 @@ export function snapshotEngine(docker: Dockerode) {
     imageExists: (imageId: string) => imageExists(docker, imageId),
     removeSnapshot: (tag: string) => removeSnapshotImage(docker, tag),
     discardImage: (imageId: string) => discardImage(docker, imageId),
+    setPaused: (containerId: string, paused: boolean) => setPaused(docker, containerId, paused),
+    archive: (containerId: string, path: string) => archivePath(docker, containerId, path),
+    tag: (imageId: string, tag: string) => tagSnapshotImage(docker, imageId, tag),
   };
 }
 export type SnapshotEngineCalls = ReturnType<typeof snapshotEngine>;

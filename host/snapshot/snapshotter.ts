@@ -1,8 +1,10 @@
 import type { Logger } from 'pino';
+import { BerthError } from '../errors';
 import type { Json } from '../model';
 import type { Store } from '../store';
-import { applyRescan, manifestDigest, type WorkspaceManifest } from './manifest';
-import { scanWorkspace, type ScanExec } from './scan';
+import { manifestDigest, type WorkspaceManifest } from './manifest';
+import { changedOutside, listWorkspace, type Listing, type ScanExec, type StatEntry } from './scan';
+import { manifestFromTar } from './tar-manifest';
 import { timed } from './timing';
 
 /** What snapshots need from the sandbox adapter (which alone talks to Docker). */
@@ -12,7 +14,11 @@ export interface SnapshotEngine {
   discardImage(imageId: string): Promise<void>;
   /** Rewrites a snapshot image as one layer under the same tag. */
   flatten(imageId: string, opts: { tag: string; labels: Record<string, string>; signal?: AbortSignal }): Promise<EngineImage>;
-  changes(containerId: string): Promise<Array<{ path: string; kind: 'modified' | 'added' | 'deleted' }>>;
+  setPaused(containerId: string, paused: boolean): Promise<void>;
+  /** A tar stream of a path in the container (works while it is paused). */
+  archive(containerId: string, path: string): Promise<NodeJS.ReadableStream>;
+  /** Adds the snapshot tag `tag` to an existing image. */
+  tag(imageId: string, tag: string): Promise<void>;
 }
 
 export interface EngineImage {
@@ -26,7 +32,10 @@ export interface EngineImage {
 /** Chain depth at which a snapshot is flattened: well below the engine's 125, so a restore or re-base still fits. */
 export const FLATTEN_DEPTH = 100;
 
-/** The sandbox being looked at: its container, the image it was created from, and a way to run commands in it. */
+/** How often a snapshot is retried paused when a writer keeps changing the workspace. */
+const ATTEMPTS = 3;
+
+/** The sandbox being looked at: its container, the image it was created from, and a way to run commands in it (as root). */
 export interface SnapshotTarget {
   containerId: string;
   imageId: string;
@@ -37,7 +46,7 @@ export interface SnapshotTarget {
 export interface WorkspaceState {
   digest: string;
   manifest: WorkspaceManifest;
-  /** Workspace paths that differ from the container's image. */
+  /** Workspace paths that differ from the previous state this process knew of the container (all of them when none). */
   changed: string[];
 }
 
@@ -51,57 +60,124 @@ export interface TakenSnapshot {
    * must move onto it, or its next snapshot would be as deep again.
    */
   flattened: boolean;
+  /** Nothing changed since the previous snapshot of this container: its image was tagged again, nothing committed. */
+  reused: boolean;
+  /** The image's workspace manifest. */
+  manifest: WorkspaceManifest;
+}
+
+/** What this process last saw of a live container: the stat cache. */
+interface Known {
+  stats: Map<string, StatEntry>;
+  manifest: WorkspaceManifest;
+  /** An image whose workspace and whole filesystem equal this state (the last snapshot, or the image a fresh container came from). */
+  imageId: string | null;
 }
 
 /**
- * Workspace digests and snapshots whose cost follows what changed, not the workspace's size:
- * the manifest of every snapshot image is kept, and a container's state is that manifest plus a
- * rescan of the paths `docker diff` reports under the workspace.
+ * Workspace digests and snapshots whose cost follows what changed: one listing exec stats the
+ * whole workspace and re-hashes only files whose size, times or inode differ from what this
+ * process saw last in the same container (a stat cache, as git's index). The cache lives in
+ * memory, per container, so it is trusted only inside a live lease of this process; a restore
+ * or a verification after a restart re-hashes every file, which is what catches a changed byte
+ * behind an unchanged size and a reset mtime (ctime, which user space cannot set, is in the key
+ * too).
  */
 export class Snapshotter {
+  private readonly known = new Map<string, Known>();
+
   constructor(private readonly d: { engine: SnapshotEngine; store: Store; logger: Logger; flattenDepth?: number }) {}
 
-  /** Workspace paths (`./`-relative) that differ from the container's image. */
-  private async changedPaths(t: SnapshotTarget): Promise<string[]> {
-    const ws = t.workspacePath.replace(/\/+$/, '');
-    return (await timed(this.d.logger, 'snapshot.diff', () => this.d.engine.changes(t.containerId))).filter((c) => c.path.startsWith(`${ws}/`)).map((c) => `.${c.path.slice(ws.length)}`);
+  private list(t: SnapshotTarget, prev: Pick<Known, 'stats' | 'manifest'> | undefined, mode: 'hash' | 'mark' | 'promote' | 'nohash', signal?: AbortSignal): Promise<Listing> {
+    return timed(this.d.logger, 'snapshot.scan', () => listWorkspace(t.exec, t.workspacePath.replace(/\/+$/, ''), prev ?? null, { mode, signal }), { cached: prev !== undefined, mode });
   }
 
-  async workspaceState(t: SnapshotTarget, signal?: AbortSignal): Promise<WorkspaceState> {
-    const ws = t.workspacePath.replace(/\/+$/, '');
-    const changed = await this.changedPaths(t);
-    const base = (await timed(this.d.logger, 'snapshot.manifest_read', () => this.d.store.getWorkspaceManifest(t.imageId))) as WorkspaceManifest | undefined;
-    let manifest: WorkspaceManifest;
-    if (base) {
-      const scan = await timed(this.d.logger, 'snapshot.scan', () => scanWorkspace(t.exec, ws, changed, signal), { paths: changed.length });
-      manifest = applyRescan(base, changed, scan.entries, scan.children);
-    } else {
-      manifest = (await timed(this.d.logger, 'snapshot.scan', () => scanWorkspace(t.exec, ws, 'all', signal), { paths: 'all' })).entries;
-      // With nothing changed yet, the scan is the image's own workspace: keep it for next time.
-      if (changed.length === 0) await this.d.store.putWorkspaceManifest(t.imageId, manifest as Json);
+  /**
+   * The workspace's current digest. `trust: false` (verification of a sandbox this process did
+   * not watch: after a restart, or a restore) ignores the cache and hashes every file.
+   */
+  async workspaceState(t: SnapshotTarget, signal?: AbortSignal, o: { trust?: boolean; imageId?: string } = {}): Promise<WorkspaceState> {
+    const prev = o.trust === false ? undefined : this.known.get(t.containerId);
+    const l = await this.list(t, prev, 'hash', signal);
+    const before = prev?.manifest ?? ((await this.d.store.getWorkspaceManifest(t.imageId)) as WorkspaceManifest | undefined) ?? {};
+    if (!l.complete) {
+      // Something the owner cannot list or read: the engine reads it all, as real root.
+      this.known.delete(t.containerId);
+      const manifest = await this.readThroughEngine(t, signal);
+      return { digest: manifestDigest(manifest), manifest, changed: changedPaths(before, manifest) };
     }
-    return { digest: manifestDigest(manifest), manifest, changed };
+    const digest = manifestDigest(l.manifest);
+    const same = prev !== undefined && digest === manifestDigest(prev.manifest);
+    // A verified fresh container equals its image: later snapshots may point back at it when nothing changes.
+    this.known.set(t.containerId, { stats: l.stats, manifest: l.manifest, imageId: same ? prev.imageId : (o.imageId ?? null) });
+    return { digest, manifest: l.manifest, changed: changedPaths(before, l.manifest) };
+  }
+
+  /**
+   * Seeds the cache of a container just made from a snapshot image whose manifest is known
+   * (a re-base): its stat fields are listed without hashing, and each file takes its hash from
+   * the manifest. Sound because the image holds exactly that manifest (checked when it was taken).
+   */
+  async adopt(t: SnapshotTarget, manifest: WorkspaceManifest, signal?: AbortSignal): Promise<void> {
+    const l = await this.list(t, undefined, 'nohash', signal);
+    const paths = Object.keys(manifest);
+    const fits = paths.length === l.stats.size && paths.every((p) => l.stats.has(p) && (manifest[p]!.startsWith('f:') === l.stats.get(p)!.regular));
+    if (!fits) return;
+    // The marker: nothing outside the workspace changed yet in this fresh container.
+    await t.exec(['sh', '-c', ': > /dev/shm/.berth-snapmark'], { signal });
+    this.known.set(t.containerId, { stats: l.stats, manifest, imageId: t.imageId });
+  }
+
+  private readThroughEngine(t: SnapshotTarget, signal?: AbortSignal): Promise<WorkspaceManifest> {
+    return timed(this.d.logger, 'snapshot.archive_scan', async () => manifestFromTar(await this.d.engine.archive(t.containerId, t.workspacePath.replace(/\/+$/, '')), signal));
+  }
+
+  /** Drops what is known of a container (released, lost, or handed to another holder). */
+  forget(containerId: string): void {
+    this.known.delete(containerId);
   }
 
   /**
    * Commits the container into a snapshot image and records the image's workspace manifest.
-   * The scan and the commit run side by side (neither waits for the other, so a snapshot costs
-   * about one commit); that is sound only while nothing in the container writes, which holds
-   * between steps. A writer still running in the background shows up as a different change set
-   * after the commit, and the snapshot is then taken again with the container paused, in order.
+   * When neither the workspace nor anything outside it changed since this container's previous
+   * snapshot, the previous image is tagged for this snapshot instead (no commit). Otherwise the
+   * listing and the commit run side by side, and a second listing after the commit must equal
+   * the first (same stat fields, same hashes of recently changed files), or a writer was running:
+   * the snapshot is then taken with the container paused, its workspace read through the engine.
    */
   async take(t: SnapshotTarget, opts: { snapshotId: string; labels: Record<string, string>; signal?: AbortSignal }): Promise<TakenSnapshot> {
+    try {
+      return await this.takeOnce(t, opts);
+    } catch (err) {
+      // What this process knew may no longer hold (a half-done attempt); the next one starts afresh.
+      this.known.delete(t.containerId);
+      throw err;
+    }
+  }
+
+  private async takeOnce(t: SnapshotTarget, opts: { snapshotId: string; labels: Record<string, string>; signal?: AbortSignal }): Promise<TakenSnapshot> {
+    const prev = this.known.get(t.containerId);
+    const ws = t.workspacePath.replace(/\/+$/, '');
+    const first = await this.list(t, prev, 'mark', opts.signal);
+    const digest = manifestDigest(first.manifest);
+    if (first.complete && prev?.imageId && digest === manifestDigest(prev.manifest) && !(await timed(this.d.logger, 'snapshot.outside', () => changedOutside(t.exec, ws, opts.signal)))) {
+      await timed(this.d.logger, 'snapshot.tag', () => this.d.engine.tag(prev.imageId!, opts.snapshotId));
+      this.known.set(t.containerId, { ...prev, stats: first.stats });
+      this.d.logger.debug({ snapshotId: opts.snapshotId, imageId: prev.imageId }, 'snapshot unchanged: the previous image is reused');
+      return { imageId: prev.imageId, workspaceDigest: digest, layerBytes: 0, layers: 0, flattened: false, reused: true, manifest: prev.manifest };
+    }
     const commit = (pause: boolean) => timed(this.d.logger, 'snapshot.commit', () => this.d.engine.commit(t.containerId, { tag: opts.snapshotId, labels: opts.labels, signal: opts.signal, pause }));
-    let [state, image] = await Promise.all([this.workspaceState(t, opts.signal), commit(false)]);
-    const after = await this.changedPaths(t);
-    // `docker diff` lists paths in no fixed order: compare them as sets.
-    if (after.sort().join('\n') !== [...state.changed].sort().join('\n')) {
-      this.d.logger.warn({ snapshotId: opts.snapshotId }, 'workspace changed during the snapshot; taking it again with the container paused');
-      const first = image;
-      state = await this.workspaceState(t, opts.signal);
-      image = await commit(true);
+    let image = await commit(false);
+    let state: { manifest: WorkspaceManifest; stats: Map<string, StatEntry> } = first;
+    const after = await this.list(t, { stats: first.stats, manifest: first.manifest }, 'promote', opts.signal);
+    if (!first.complete || !sameListing(first, after)) {
+      if (first.complete) this.d.logger.warn({ snapshotId: opts.snapshotId }, 'workspace changed during the snapshot; taking it again with the container paused');
+      else this.d.logger.info({ snapshotId: opts.snapshotId }, 'the workspace owner cannot read all of the workspace; taking the snapshot paused, read through the engine');
+      const superseded = image;
+      ({ image, manifest: state.manifest } = await this.takePaused(t, opts, commit));
+      state = { manifest: state.manifest, stats: new Map() };
       // The second commit took the tag; the first would linger as an unnamed image.
-      await this.d.engine.discardImage(first.imageId).catch((err: unknown) => this.d.logger.warn({ err, imageId: first.imageId }, 'could not remove a superseded snapshot image'));
+      await this.d.engine.discardImage(superseded.imageId).catch((err: unknown) => this.d.logger.warn({ err, imageId: superseded.imageId }, 'could not remove a superseded snapshot image'));
     }
     const flattened = image.depth >= (this.d.flattenDepth ?? FLATTEN_DEPTH);
     if (flattened) {
@@ -110,7 +186,43 @@ export class Snapshotter {
       this.d.logger.info({ snapshotId: opts.snapshotId, deepImageId: deep.imageId, depth: deep.depth, imageId: image.imageId }, 'snapshot image flattened to one layer');
     }
     await timed(this.d.logger, 'snapshot.manifest_write', () => this.d.store.putWorkspaceManifest(image.imageId, state.manifest as Json));
-    this.d.logger.debug({ snapshotId: opts.snapshotId, imageId: image.imageId, changed: state.changed.length, layerBytes: image.layerBytes }, 'snapshot taken');
-    return { imageId: image.imageId, workspaceDigest: state.digest, layerBytes: image.layerBytes, layers: image.layers, flattened };
+    // A paused retake read the workspace through the engine and has no stat fields: the next snapshot hashes everything again.
+    if (state.stats.size > 0 || Object.keys(state.manifest).length === 0) this.known.set(t.containerId, { stats: state.stats, manifest: state.manifest, imageId: image.imageId });
+    else this.known.delete(t.containerId);
+    this.d.logger.debug({ snapshotId: opts.snapshotId, imageId: image.imageId, hashed: first.hashed, layerBytes: image.layerBytes }, 'snapshot taken');
+    return { imageId: image.imageId, workspaceDigest: manifestDigest(state.manifest), layerBytes: image.layerBytes, layers: image.layers, flattened, reused: false, manifest: state.manifest };
   }
+
+  /** Pause, commit, read the workspace through the engine, unpause: the manifest is exactly the image's. */
+  private async takePaused(t: SnapshotTarget, opts: { snapshotId: string; signal?: AbortSignal }, commit: (pause: boolean) => Promise<EngineImage>) {
+    let lastError: unknown;
+    for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+      await this.d.engine.setPaused(t.containerId, true);
+      try {
+        const image = await commit(true);
+        const manifest = await this.readThroughEngine(t, opts.signal);
+        return { image, manifest };
+      } catch (err) {
+        lastError = err;
+        if (!(err instanceof BerthError) || !err.retryable) throw err;
+      } finally {
+        await this.d.engine.setPaused(t.containerId, false);
+      }
+    }
+    throw lastError;
+  }
+}
+
+/** Equal when every path has the same stat fields and the same manifest value. */
+function sameListing(a: Listing, b: Listing): boolean {
+  if (a.stats.size !== b.stats.size) return false;
+  for (const [path, s] of a.stats) if (b.stats.get(path)?.key !== s.key || b.manifest[path] !== a.manifest[path]) return false;
+  return true;
+}
+
+function changedPaths(before: WorkspaceManifest, now: WorkspaceManifest): string[] {
+  const out: string[] = [];
+  for (const [p, v] of Object.entries(now)) if (before[p] !== v) out.push(p);
+  for (const p of Object.keys(before)) if (!(p in now)) out.push(p);
+  return out;
 }
