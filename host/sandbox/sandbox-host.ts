@@ -100,7 +100,7 @@ export class SandboxHost {
    */
   async provision(spec: SandboxSpec, who: { sessionId?: string; leaseId?: string; runId?: string }, signal?: AbortSignal): Promise<ProvisionedContainer> {
     checkSpec(spec);
-    await assertImagePresent(this.opts.docker, spec.imageDigest, spec.imageRef);
+    await assertImagePresent(this.opts.docker, spec.imageDigest, spec.imageRef, spec.workspace.path);
     const egress = await this.openEgress(spec, who);
     const createdAt = this.opts.clock.now();
     const pool = who.sessionId === undefined;

@@ -20,6 +20,8 @@ export interface StatEntry {
 export interface Listing {
   /** The container's clock (seconds) when the listing started. */
   now: number;
+  /** The workspace directory with symlinks resolved (what the engine must read). */
+  root: string;
   stats: Map<string, StatEntry>;
   manifest: WorkspaceManifest;
   /** Regular files whose content was hashed by this listing (the rest came from the previous one). */
@@ -59,6 +61,7 @@ sed 's/^/S|/' $t.s
 tr '\\n' '\\0' < $t.h | xargs -0 -r sha256sum -- 2>/dev/null | sed 's/^/H|/'
 find . -mindepth 1 -type l | while IFS= read -r p; do printf 'L|%s|%s\\n' "$(readlink "$p")" "$p"; done
 [ -s $t.e ] && echo "E|unlisted"
+echo "R|$(pwd -P)"
 rm -f $t.s $t.h $t.e
 exit 0
 `;
@@ -85,6 +88,7 @@ export async function listWorkspace(
 /** Parses what the listing script prints. Exported for unit tests. */
 export function parseListing(out: string, prevManifest: WorkspaceManifest): Listing {
   let now = 0;
+  let root = '';
   let complete = true;
   const stats = new Map<string, StatEntry>();
   const types = new Map<string, { type: string; mode: string }>();
@@ -94,6 +98,7 @@ export function parseListing(out: string, prevManifest: WorkspaceManifest): List
     if (line === '') continue;
     if (line.startsWith('T|')) now = Number(line.slice(2));
     else if (line.startsWith('E|')) complete = false;
+    else if (line.startsWith('R|')) root = line.slice(2);
     else if (line.startsWith('S|')) {
       const f = line.slice(2).split('|');
       if (f.length < 7) throw unscannable(line);
@@ -122,7 +127,7 @@ export function parseListing(out: string, prevManifest: WorkspaceManifest): List
       }
     } else manifest[path] = `o:${mode}`;
   }
-  return { now, stats, manifest, hashed: hashes.size, complete };
+  return { now, root, stats, manifest, hashed: hashes.size, complete };
 }
 
 function unscannable(line: string) {
@@ -134,18 +139,21 @@ function unscannable(line: string) {
 const OUTSIDE = `
 m=/dev/shm/.berth-snapmark
 [ -f $m ] || { echo nomarker; exit 0; }
-find / -xdev \\( -path "$1" -o -path /etc/hosts -o -path /etc/hostname -o -path /etc/resolv.conf -o -path /proc -o -path /sys -o -path /dev \\) -prune -o -newer $m -print 2>/dev/shm/.berth-outside.$$ | head -1
+e=/dev/shm/.berth-outside.$$
+find / -xdev \\( -path "$1" -o -path "$2" -o -path /etc/hosts -o -path /etc/hostname -o -path /etc/resolv.conf -o -path /proc -o -path /sys -o -path /dev \\) -prune -o -newer $m -print 2>$e | head -1
 # A directory it could not read may hide a change.
-[ -s /dev/shm/.berth-outside.$$ ] && echo unreadable
-rm -f /dev/shm/.berth-outside.$$
+[ -s $e ] && echo unreadable
+rm -f $e
 exit 0
 `;
 
 /**
  * Whether anything outside the workspace changed since the last snapshot of this container
- * (its marker); true when that cannot be told. Only asked when the workspace itself is unchanged.
+ * (its marker); true when that cannot be told. Runs as root (which, without capabilities, still
+ * cannot enter the owner's private directories: those make it answer true). Only asked when the
+ * workspace itself is unchanged.
  */
-export async function changedOutside(exec: ScanExec, workspace: string, signal?: AbortSignal): Promise<boolean> {
-  const r = await exec(['sh', '-c', OUTSIDE, 'outside', workspace], { signal, user: '0:0' });
+export async function changedOutside(exec: ScanExec, workspace: string, resolved: string, signal?: AbortSignal): Promise<boolean> {
+  const r = await exec(['sh', '-c', OUTSIDE, 'outside', workspace, resolved || workspace], { signal, user: '0:0' });
   return r.exitCode !== 0 || r.stdout.trim() !== '';
 }

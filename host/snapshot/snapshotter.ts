@@ -103,7 +103,7 @@ export class Snapshotter {
     if (!l.complete) {
       // Something the owner cannot list or read: the engine reads it all, as real root.
       this.known.delete(t.containerId);
-      const manifest = await this.readThroughEngine(t, signal);
+      const manifest = await this.readThroughEngine(t, l.root, signal);
       return { digest: manifestDigest(manifest), manifest, changed: changedPaths(before, manifest) };
     }
     const digest = manifestDigest(l.manifest);
@@ -128,8 +128,9 @@ export class Snapshotter {
     this.known.set(t.containerId, { stats: l.stats, manifest, imageId: t.imageId });
   }
 
-  private readThroughEngine(t: SnapshotTarget, signal?: AbortSignal): Promise<WorkspaceManifest> {
-    return timed(this.d.logger, 'snapshot.archive_scan', async () => manifestFromTar(await this.d.engine.archive(t.containerId, t.workspacePath.replace(/\/+$/, '')), signal));
+  /** `root`: the workspace with symlinks resolved, as a listing found it (the engine would archive a symlink itself). */
+  private readThroughEngine(t: SnapshotTarget, root: string, signal?: AbortSignal): Promise<WorkspaceManifest> {
+    return timed(this.d.logger, 'snapshot.archive_scan', async () => manifestFromTar(await this.d.engine.archive(t.containerId, root || t.workspacePath.replace(/\/+$/, '')), signal));
   }
 
   /** Drops what is known of a container (released, lost, or handed to another holder). */
@@ -160,7 +161,7 @@ export class Snapshotter {
     const ws = t.workspacePath.replace(/\/+$/, '');
     const first = await this.list(t, prev, 'mark', opts.signal);
     const digest = manifestDigest(first.manifest);
-    if (first.complete && prev?.imageId && digest === manifestDigest(prev.manifest) && !(await timed(this.d.logger, 'snapshot.outside', () => changedOutside(t.exec, ws, opts.signal)))) {
+    if (first.complete && prev?.imageId && digest === manifestDigest(prev.manifest) && !(await timed(this.d.logger, 'snapshot.outside', () => changedOutside(t.exec, ws, first.root, opts.signal)))) {
       await timed(this.d.logger, 'snapshot.tag', () => this.d.engine.tag(prev.imageId!, opts.snapshotId));
       this.known.set(t.containerId, { ...prev, stats: first.stats });
       this.d.logger.debug({ snapshotId: opts.snapshotId, imageId: prev.imageId }, 'snapshot unchanged: the previous image is reused');
@@ -174,7 +175,7 @@ export class Snapshotter {
       if (first.complete) this.d.logger.warn({ snapshotId: opts.snapshotId }, 'workspace changed during the snapshot; taking it again with the container paused');
       else this.d.logger.info({ snapshotId: opts.snapshotId }, 'the workspace owner cannot read all of the workspace; taking the snapshot paused, read through the engine');
       const superseded = image;
-      ({ image, manifest: state.manifest } = await this.takePaused(t, opts, commit));
+      ({ image, manifest: state.manifest } = await this.takePaused(t, first.root, opts, commit));
       state = { manifest: state.manifest, stats: new Map() };
       // The second commit took the tag; the first would linger as an unnamed image.
       await this.d.engine.discardImage(superseded.imageId).catch((err: unknown) => this.d.logger.warn({ err, imageId: superseded.imageId }, 'could not remove a superseded snapshot image'));
@@ -194,13 +195,13 @@ export class Snapshotter {
   }
 
   /** Pause, commit, read the workspace through the engine, unpause: the manifest is exactly the image's. */
-  private async takePaused(t: SnapshotTarget, opts: { snapshotId: string; signal?: AbortSignal }, commit: (pause: boolean) => Promise<EngineImage>) {
+  private async takePaused(t: SnapshotTarget, root: string, opts: { snapshotId: string; signal?: AbortSignal }, commit: (pause: boolean) => Promise<EngineImage>) {
     let lastError: unknown;
     for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
       await this.d.engine.setPaused(t.containerId, true);
       try {
         const image = await commit(true);
-        const manifest = await this.readThroughEngine(t, opts.signal);
+        const manifest = await this.readThroughEngine(t, root, opts.signal);
         return { image, manifest };
       } catch (err) {
         lastError = err;
