@@ -164,7 +164,8 @@ async function write(lease: Lease, script: string) {
 
 /** noop and 5-vs-300 snapshot figures, in process, on the same image. */
 async function snapshotCosts(docker: Dockerode, env: Environment, dir: string, report: Report): Promise<void> {
-  const logger = pino({ level: 'silent' });
+  const lines: Timing[] = [];
+  const logger = pino({ level: 'debug' }, { write: (l: string) => void (l.includes('"msg":"timing"') && lines.push(JSON.parse(l) as Timing)) });
   const store = openSqliteStore(join(dir, 'micro.db'));
   const sandbox = new SandboxHost({ docker, records: store, clock: systemClock, logger, hostId });
   const engine = snapshotEngine(docker);
@@ -175,10 +176,13 @@ async function snapshotCosts(docker: Dockerode, env: Environment, dir: string, r
     // 300 files of 16 KiB in 10 directories, as an upload would leave them.
     await write(lease, 'for d in 0 1 2 3 4 5 6 7 8 9; do mkdir -p src/$d; for f in $(seq 0 29); do head -c 16384 /dev/urandom > src/$d/f$f.c; done; done');
     let parent: string | null = null;
-    const snap = async () => {
+    const phases = new Map<string, number[]>();
+    const snap = async (kind = '') => {
+      lines.length = 0;
       const [ms, s] = await timed(() => plan.snapshot(runId, 'bench', env, plan.held(runId) ?? lease, 'bench', parent, AbortSignal.timeout(120_000)));
       parent = s.record.id;
       lease = s.lease;
+      if (kind) for (const t of lines) if (t.phase !== 'snapshot') phases.set(`${kind} ${t.phase}`, [...(phases.get(`${kind} ${t.phase}`) ?? []), t.ms]);
       return ms;
     };
     await snap();
@@ -186,12 +190,14 @@ async function snapshotCosts(docker: Dockerode, env: Environment, dir: string, r
     const five: number[] = [];
     const all: number[] = [];
     for (let i = 0; i < 5; i++) {
-      noop.push(await snap());
+      noop.push(await snap('noop'));
       await write(lease, `for d in 0 1 2 3 4; do head -c 16384 /dev/urandom > src/$d/f${i}.c; done`);
-      five.push(await snap());
+      five.push(await snap('5 files'));
       await write(lease, 'for f in src/*/*.c; do head -c 16384 /dev/urandom > $f; done');
-      all.push(await snap());
+      all.push(await snap('300 files'));
     }
+    // Per snapshot: the sum of a phase's calls in it, median over rounds.
+    for (const [k, v] of phases) console.log(`# plan snapshot ${k}: ${median(v).toFixed(0)} ms (median of ${v.length} calls)`);
     report('noop_step_snapshot_ms', median(noop), 'absolute');
     report('snapshot_5_files_ms', median(five), 'absolute');
     report('snapshot_300_files_ms', median(all), 'absolute');
@@ -214,6 +220,7 @@ export default async function planBench(report: Report): Promise<void> {
     writeFileSync(join(dir, 'env.yaml'), envYaml(imageRef, digest));
     writeFileSync(join(dir, 'plan.yaml'), `name: sqlite\nenvironment: env.yaml\nworkspace: project\nsteps:\n${STEPS.map((s) => `  - { name: ${s.name}, run: "${s.run}", replay: ${s.replay} }\n`).join('')}`);
     const env = parseEnvironment(envYaml(imageRef, digest), join(dir, 'env.yaml'));
+    if (process.env.BENCH_PLAN_ONLY === 'micro') return await snapshotCosts(docker, env, dir, report);
     const berth: Array<Awaited<ReturnType<typeof berthRun>>> = [];
     const raw: number[] = [];
     for (let i = 0; i < rounds; i++) {

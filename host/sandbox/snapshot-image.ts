@@ -1,3 +1,4 @@
+import { lstat, readdir } from 'node:fs/promises';
 import type Dockerode from 'dockerode';
 import { BerthError } from '../errors';
 import { engineError, isConflict, isNotFound } from './engine-errors';
@@ -182,6 +183,42 @@ export async function tagSnapshotImage(docker: Dockerode, imageId: string, tag: 
   }
 }
 
+/**
+ * Whether anything in the container's writable layer outside `skip` (absolute container paths)
+ * changed at or after `sinceMs` (ctime: creation, rewrite, chmod; a deletion leaves a whiteout and
+ * touches its directory). Reads the layer's upper directory on this machine, so it costs what the
+ * container changed, not what the image holds (`docker diff` walks the whole image here).
+ * `undefined` when that directory cannot be read (a remote or rootless engine, another driver):
+ * the caller must find out another way.
+ */
+export async function changedOutsideSince(docker: Dockerode, containerId: string, sinceMs: number, skip: string[]): Promise<boolean | undefined> {
+  let upper: string | undefined;
+  try {
+    upper = ((await docker.getContainer(containerId).inspect()) as { GraphDriver?: { Name?: string; Data?: Record<string, string> | null } }).GraphDriver?.Data?.UpperDir;
+  } catch {
+    return undefined;
+  }
+  if (!upper) return undefined;
+  const skipped = new Set(skip.map((p) => p.replace(/\/+$/, '')));
+  const since = Math.floor(sinceMs) - 1;
+  try {
+    const stack = [''];
+    while (stack.length) {
+      const dir = stack.pop()!;
+      for (const entry of await readdir(upper + (dir || '/'), { withFileTypes: true })) {
+        const path = `${dir}/${entry.name}`;
+        if (skipped.has(path)) continue;
+        const st = await lstat(upper + path);
+        if (st.ctimeMs >= since || st.mtimeMs >= since) return true;
+        if (entry.isDirectory()) stack.push(path);
+      }
+    }
+    return false;
+  } catch {
+    return undefined;
+  }
+}
+
 /** The engine calls snapshots need, bound to one Docker client (so callers never import dockerode). */
 export function snapshotEngine(docker: Dockerode) {
   return {
@@ -194,6 +231,7 @@ export function snapshotEngine(docker: Dockerode) {
     setPaused: (containerId: string, paused: boolean) => setPaused(docker, containerId, paused),
     archive: (containerId: string, path: string) => archivePath(docker, containerId, path),
     tag: (imageId: string, tag: string) => tagSnapshotImage(docker, imageId, tag),
+    changedOutsideSince: (containerId: string, sinceMs: number, skip: string[]) => changedOutsideSince(docker, containerId, sinceMs, skip),
   };
 }
 export type SnapshotEngineCalls = ReturnType<typeof snapshotEngine>;

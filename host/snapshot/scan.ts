@@ -50,16 +50,17 @@ now=$(date +%s)
 echo "T|$now"
 find . -mindepth 1 -print0 2>$t.e | xargs -0 -r stat -c '%F|%a|%s|%.9Y|%.9Z|%i|%n' -- > $t.s 2>>$t.e
 : > $t.h
-[ "$2" = nohash ] || awk -v now="$now" -v list="$t.h" '
+awk -v now="$now" -v list="$t.h" -v mode="$2" '
   FNR == NR { i = index($0, "\\t"); if (i) prev[substr($0, i + 1)] = substr($0, 1, i - 1); next }
   {
+    print "S|" $0
+    if (mode == "nohash" || $0 !~ /^regular/) next
     rest = $0; key = "";
     for (k = 1; k <= 6; k++) { j = index(rest, "|"); f[k] = substr(rest, 1, j - 1); rest = substr(rest, j + 1); key = key (k > 1 ? "|" : "") f[k] }
-    if (f[1] ~ /^regular/ && (!(rest in prev) || prev[rest] != key || f[4] + 0 >= now - 2 || f[5] + 0 >= now - 2)) print rest > list
+    if (!(rest in prev) || prev[rest] != key || f[4] + 0 >= now - 2 || f[5] + 0 >= now - 2) print rest > list
   }' - $t.s
-sed 's/^/S|/' $t.s
-tr '\\n' '\\0' < $t.h | xargs -0 -r sha256sum -- 2>/dev/null | sed 's/^/H|/'
-find . -mindepth 1 -type l | while IFS= read -r p; do printf 'L|%s|%s\\n' "$(readlink "$p")" "$p"; done
+[ -s $t.h ] && tr '\\n' '\\0' < $t.h | xargs -0 -r sha256sum -- 2>/dev/null | sed 's/^/H|/'
+grep -q '^symbolic link|' $t.s && find . -mindepth 1 -type l | while IFS= read -r p; do printf 'L|%s|%s\\n' "$(readlink "$p")" "$p"; done
 [ -s $t.e ] && echo "E|unlisted"
 echo "R|$(pwd -P)"
 rm -f $t.s $t.h $t.e

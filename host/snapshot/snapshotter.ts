@@ -19,6 +19,8 @@ export interface SnapshotEngine {
   archive(containerId: string, path: string): Promise<NodeJS.ReadableStream>;
   /** Adds the snapshot tag `tag` to an existing image. */
   tag(imageId: string, tag: string): Promise<void>;
+  /** Whether the container's layer changed outside `skip` since `sinceMs`; `undefined` when the engine's files cannot be read here. */
+  changedOutsideSince?(containerId: string, sinceMs: number, skip: string[]): Promise<boolean | undefined>;
 }
 
 export interface EngineImage {
@@ -72,6 +74,8 @@ interface Known {
   manifest: WorkspaceManifest;
   /** An image whose workspace and whole filesystem equal this state (the last snapshot, or the image a fresh container came from). */
   imageId: string | null;
+  /** Host clock (ms) before that image's state was listed: a change outside the workspace after it means the image no longer stands for the container. */
+  markAt?: number;
 }
 
 /**
@@ -124,13 +128,29 @@ export class Snapshotter {
     const fits = paths.length === l.stats.size && paths.every((p) => l.stats.has(p) && (manifest[p]!.startsWith('f:') === l.stats.get(p)!.regular));
     if (!fits) return;
     // The marker: nothing outside the workspace changed yet in this fresh container.
+    const markAt = Date.now();
     await t.exec(['sh', '-c', ': > /dev/shm/.berth-snapmark'], { signal });
-    this.known.set(t.containerId, { stats: l.stats, manifest, imageId: t.imageId });
+    this.known.set(t.containerId, { stats: l.stats, manifest, imageId: t.imageId, markAt });
   }
 
   /** `root`: the workspace with symlinks resolved, as a listing found it (the engine would archive a symlink itself). */
   private readThroughEngine(t: SnapshotTarget, root: string, signal?: AbortSignal): Promise<WorkspaceManifest> {
     return timed(this.d.logger, 'snapshot.archive_scan', async () => manifestFromTar(await this.d.engine.archive(t.containerId, root || t.workspacePath.replace(/\/+$/, '')), signal));
+  }
+
+  /**
+   * Whether anything outside the workspace changed since the image `prev` names was taken: from the
+   * engine's layer files when this machine can read them (cost follows the container's changes),
+   * else by walking the container's root filesystem (cost follows the image's size).
+   */
+  private async outside(t: SnapshotTarget, ws: string, root: string, prev: Known, signal?: AbortSignal): Promise<boolean> {
+    return timed(this.d.logger, 'snapshot.outside', async () => {
+      if (prev.markAt !== undefined && this.d.engine.changedOutsideSince) {
+        const seen = await this.d.engine.changedOutsideSince(t.containerId, prev.markAt, [ws, root].filter(Boolean));
+        if (seen !== undefined) return seen;
+      }
+      return changedOutside(t.exec, ws, root, signal);
+    });
   }
 
   /** Drops what is known of a container (released, lost, or handed to another holder). */
@@ -159,9 +179,10 @@ export class Snapshotter {
   private async takeOnce(t: SnapshotTarget, opts: { snapshotId: string; labels: Record<string, string>; signal?: AbortSignal }): Promise<TakenSnapshot> {
     const prev = this.known.get(t.containerId);
     const ws = t.workspacePath.replace(/\/+$/, '');
+    const markAt = Date.now();
     const first = await this.list(t, prev, 'mark', opts.signal);
     const digest = manifestDigest(first.manifest);
-    if (first.complete && prev?.imageId && digest === manifestDigest(prev.manifest) && !(await timed(this.d.logger, 'snapshot.outside', () => changedOutside(t.exec, ws, first.root, opts.signal)))) {
+    if (first.complete && prev?.imageId && digest === manifestDigest(prev.manifest) && !(await this.outside(t, ws, first.root, prev, opts.signal))) {
       await timed(this.d.logger, 'snapshot.tag', () => this.d.engine.tag(prev.imageId!, opts.snapshotId));
       this.known.set(t.containerId, { ...prev, stats: first.stats });
       this.d.logger.debug({ snapshotId: opts.snapshotId, imageId: prev.imageId }, 'snapshot unchanged: the previous image is reused');
@@ -188,7 +209,7 @@ export class Snapshotter {
     }
     await timed(this.d.logger, 'snapshot.manifest_write', () => this.d.store.putWorkspaceManifest(image.imageId, state.manifest as Json));
     // A paused retake read the workspace through the engine and has no stat fields: the next snapshot hashes everything again.
-    if (state.stats.size > 0 || Object.keys(state.manifest).length === 0) this.known.set(t.containerId, { stats: state.stats, manifest: state.manifest, imageId: image.imageId });
+    if (state.stats.size > 0 || Object.keys(state.manifest).length === 0) this.known.set(t.containerId, { stats: state.stats, manifest: state.manifest, imageId: image.imageId, markAt });
     else this.known.delete(t.containerId);
     this.d.logger.debug({ snapshotId: opts.snapshotId, imageId: image.imageId, hashed: first.hashed, layerBytes: image.layerBytes }, 'snapshot taken');
     return { imageId: image.imageId, workspaceDigest: manifestDigest(state.manifest), layerBytes: image.layerBytes, layers: image.layers, flattened, reused: false, manifest: state.manifest };
