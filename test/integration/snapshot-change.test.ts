@@ -64,3 +64,26 @@ describe('snapshot cost follows the change', { timeout: 180_000 }, () => {
     if (restored.kind === 'ok') expect((await restored.lease.exec(['cat', '/tmp/installed-tool'])).stdout).toBe('tool\n');
   });
 });
+
+describe('snapshot images nobody records', { timeout: 180_000 }, () => {
+  test('a snapshot attempt that fails after its commit removes the image it made', async ({ sandbox, onTestFinished }) => {
+    const w = world(sandbox, 'run_failed', onTestFinished);
+    await sandbox.store.commit({ sessionId: w.session, label: 'seed', createSession: {} });
+    const lease = await w.plan.leaseFresh('run_failed', w.session, w.env, signal());
+    expect((await lease.exec(['sh', '-c', 'echo a > /workspace/a'])).exitCode).toBe(0);
+    let calls = 0;
+    const id = `snap_failed_${Date.now().toString(36)}`;
+    w.tags.push(id);
+    // The scan after the commit fails (as a disk-full workspace's did, retry after retry).
+    const exec = async (argv: string[], o: { stdin?: string; signal?: AbortSignal; user?: string }) => {
+      calls += 1;
+      if (calls === 2) return { exitCode: 1, stdout: '', stderr: 'No space left on device', truncated: false };
+      return lease.exec(argv, o);
+    };
+    const err = await w.snapshots
+      .take({ containerId: lease.containerId, imageId: sandbox.imageId, workspacePath: '/workspace', exec }, { snapshotId: id, labels: { 'berth.snapshot': id, 'berth.run': 'run_failed', 'berth.host': sandbox.hostId }, signal: signal() })
+      .then(() => undefined, (e: unknown) => e);
+    expect(String(err)).toMatch(/scanning \/workspace failed/);
+    expect(await w.images(), 'the failed attempt left no image').toEqual([]);
+  });
+});
