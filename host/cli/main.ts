@@ -23,7 +23,8 @@ const USAGE = `usage: berth <command> [options]
   reconcile RUN (--restore SNAPSHOT | --accept | --fail)
                            decide a run that needs reconciliation, then continue it
   cancel RUN               cancel a run durably
-  gc [--keep N]            remove this host's leftover containers; keep N snapshots per session (default 5)
+  gc [--keep N] [--grace S] remove this host's leftover containers and unrecorded snapshot images
+                           (older than S seconds, default 600); keep N snapshots per session (default 5)
   env validate FILE        check an environment manifest
   env lock FILE            pin the manifest's image to the local image id
   agent "TASK" --env FILE [--workspace DIR] [--model M --base-url URL --api-key-env NAME]
@@ -49,6 +50,7 @@ interface Flags extends AgentFlags {
   fail: boolean;
   'request-id'?: string;
   keep?: string;
+  grace?: string;
 }
 
 const need = (args: string[], n: number, what: string) => {
@@ -61,7 +63,8 @@ const commands: Record<string, Handler> = {
   show: (ctx, args) => show(ctx(), need(args, 1, 'RUN')[0]!),
   gc: (ctx, _args, flags) => {
     if (flags.keep !== undefined && !/^\d+$/.test(flags.keep)) throw new BerthError('usage', `--keep expects a whole number of snapshots, found "${flags.keep}"`);
-    return gc(ctx(), flags.keep === undefined ? undefined : Number(flags.keep));
+    if (flags.grace !== undefined && !/^\d+$/.test(flags.grace)) throw new BerthError('usage', `--grace expects whole seconds, found "${flags.grace}"`);
+    return gc(ctx(), flags.keep === undefined ? undefined : Number(flags.keep), flags.grace === undefined ? undefined : Number(flags.grace));
   },
   run: (ctx, args, flags) => runPlan(ctx(), need(args, 1, 'PLAN')[0]!, flags['request-id']),
   resume: (ctx, args) => resumeRun(ctx(), need(args, 1, 'RUN')[0]!),
@@ -103,6 +106,7 @@ export async function main(argv: string[]): Promise<number> {
         fail: { type: 'boolean', default: false },
         'request-id': { type: 'string' },
         keep: { type: 'string' },
+        grace: { type: 'string' },
         env: { type: 'string' },
         workspace: { type: 'string' },
         model: { type: 'string' },

@@ -130,6 +130,10 @@ export class PlanSandbox {
         await lease.release();
         await this.d.snapshots.adopt(this.target(next, env), taken.manifest, signal);
         return next;
+      }).catch(async (err: unknown) => {
+        // The record of this snapshot will never commit (the phase retries with a new id).
+        await this.d.snapshots.discard(id);
+        throw err;
       });
       this.live.set(runId, current);
     }

@@ -219,6 +219,34 @@ export async function changedOutsideSince(docker: Dockerode, containerId: string
   }
 }
 
+/** A snapshot image on the engine, as gc looks at it. */
+export interface SnapshotImageInfo {
+  imageId: string;
+  /** The record ids its `berth-snapshot:<id>` tags name. */
+  tags: string[];
+  labels: Record<string, string>;
+  createdAt: number;
+}
+
+/** Every image labelled as a snapshot of this host (`berth.snapshot` and `berth.host`). */
+export async function listSnapshotImages(docker: Dockerode, hostId: string): Promise<SnapshotImageInfo[]> {
+  const images = await docker.listImages({ filters: { label: ['berth.snapshot', `${LABEL.host}=${hostId}`] } }).catch((err: unknown) => {
+    throw engineError('list snapshot images', err);
+  });
+  return images.map((i) => ({
+    imageId: i.Id,
+    tags: (i.RepoTags ?? []).filter((t) => t.startsWith(`${SNAPSHOT_REPO}:`)).map((t) => t.slice(SNAPSHOT_REPO.length + 1)),
+    labels: i.Labels ?? {},
+    createdAt: i.Created * 1000,
+  }));
+}
+
+/** Bytes of the image's own layer (what removing it frees once no other image uses it). */
+export async function imageLayerBytes(docker: Dockerode, imageId: string): Promise<number> {
+  const history = (await docker.getImage(imageId).history().catch(() => [])) as Array<{ Size: number }>;
+  return history[0]?.Size ?? 0;
+}
+
 /** The engine calls snapshots need, bound to one Docker client (so callers never import dockerode). */
 export function snapshotEngine(docker: Dockerode) {
   return {
@@ -231,6 +259,8 @@ export function snapshotEngine(docker: Dockerode) {
     setPaused: (containerId: string, paused: boolean) => setPaused(docker, containerId, paused),
     archive: (containerId: string, path: string) => archivePath(docker, containerId, path),
     tag: (imageId: string, tag: string) => tagSnapshotImage(docker, imageId, tag),
+    listSnapshotImages: (hostId: string) => listSnapshotImages(docker, hostId),
+    imageLayerBytes: (imageId: string) => imageLayerBytes(docker, imageId),
     changedOutsideSince: (containerId: string, sinceMs: number, skip: string[]) => changedOutsideSince(docker, containerId, sinceMs, skip),
   };
 }

@@ -4,3 +4,4 @@ export { manifestFromTar } from './tar-manifest';
 export { Snapshotter, type SnapshotEngine, type SnapshotTarget, type WorkspaceState, type TakenSnapshot } from './snapshotter';
 export { pruneSnapshots, type PruneDeps } from './retention';
 export { timed } from './timing';
+export { removeOrphanSnapshots, assertKeepAllowed, type OrphanDeps, type RemovedOrphan, type SnapshotImageSeen } from './orphans';

@@ -19,6 +19,8 @@ export interface SnapshotEngine {
   archive(containerId: string, path: string): Promise<NodeJS.ReadableStream>;
   /** Adds the snapshot tag `tag` to an existing image. */
   tag(imageId: string, tag: string): Promise<void>;
+  /** Removes the snapshot tag `tag` (and the image, when that was its last tag and nothing builds on it). */
+  removeSnapshot?(tag: string): Promise<'removed' | 'untagged' | 'absent'>;
   /** Whether the container's layer changed outside `skip` since `sinceMs`; `undefined` when the engine's files cannot be read here. */
   changedOutsideSince?(containerId: string, sinceMs: number, skip: string[]): Promise<boolean | undefined>;
 }
@@ -153,6 +155,11 @@ export class Snapshotter {
     });
   }
 
+  /** Removes the image tag of a snapshot whose record will never commit. */
+  async discard(snapshotId: string): Promise<void> {
+    await this.d.engine.removeSnapshot?.(snapshotId).catch((err: unknown) => this.d.logger.warn({ err, snapshotId }, 'could not remove an unrecorded snapshot image; gc will'));
+  }
+
   /** Drops what is known of a container (released, lost, or handed to another holder). */
   forget(containerId: string): void {
     this.known.delete(containerId);
@@ -172,6 +179,9 @@ export class Snapshotter {
     } catch (err) {
       // What this process knew may no longer hold (a half-done attempt); the next one starts afresh.
       this.known.delete(t.containerId);
+      // No record will ever name this attempt's image (a retry takes a new id): remove it now
+      // rather than leave it to gc. Only its own tag goes; an image another record shares stays.
+      await this.d.engine.removeSnapshot?.(opts.snapshotId).catch((e: unknown) => this.d.logger.warn({ err: e, snapshotId: opts.snapshotId }, 'could not remove the image of a failed snapshot; gc will'));
       throw err;
     }
   }
