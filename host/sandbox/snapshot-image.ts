@@ -200,7 +200,9 @@ export async function changedOutsideSince(docker: Dockerode, containerId: string
   }
   if (!upper) return undefined;
   const skipped = new Set(skip.map((p) => p.replace(/\/+$/, '')));
-  const since = Math.floor(sinceMs) - 1;
+  // File times come from the kernel's coarse clock (one tick, up to 10 ms, behind the host's own
+  // reading): a margin makes a write just after `sinceMs` count, at the price of counting one just before.
+  const since = Math.floor(sinceMs) - 25;
   try {
     const stack = [''];
     while (stack.length) {

@@ -78,6 +78,8 @@ interface Known {
   imageId: string | null;
   /** Host clock (ms) before that image's state was listed: a change outside the workspace after it means the image no longer stands for the container. */
   markAt?: number;
+  /** Host clock (ms) before the listing that gave `stats`: nothing in the layer changed since means the listing still holds. */
+  listedAt?: number;
 }
 
 /**
@@ -104,6 +106,11 @@ export class Snapshotter {
    */
   async workspaceState(t: SnapshotTarget, signal?: AbortSignal, o: { trust?: boolean; imageId?: string } = {}): Promise<WorkspaceState> {
     const prev = o.trust === false ? undefined : this.known.get(t.containerId);
+    if (prev && (await this.unchangedSince(t, prev.listedAt))) {
+      const digest = manifestDigest(prev.manifest);
+      return { digest, manifest: prev.manifest, changed: [] };
+    }
+    const listedAt = Date.now();
     const l = await this.list(t, prev, 'hash', signal);
     const before = prev?.manifest ?? ((await this.d.store.getWorkspaceManifest(t.imageId)) as WorkspaceManifest | undefined) ?? {};
     if (!l.complete) {
@@ -115,7 +122,7 @@ export class Snapshotter {
     const digest = manifestDigest(l.manifest);
     const same = prev !== undefined && digest === manifestDigest(prev.manifest);
     // A verified fresh container equals its image: later snapshots may point back at it when nothing changes.
-    this.known.set(t.containerId, { stats: l.stats, manifest: l.manifest, imageId: same ? prev.imageId : (o.imageId ?? null) });
+    this.known.set(t.containerId, { stats: l.stats, manifest: l.manifest, imageId: same ? prev.imageId : (o.imageId ?? null), listedAt, ...(same && prev.markAt !== undefined ? { markAt: prev.markAt } : {}) });
     return { digest, manifest: l.manifest, changed: changedPaths(before, l.manifest) };
   }
 
@@ -132,12 +139,29 @@ export class Snapshotter {
     // The marker: nothing outside the workspace changed yet in this fresh container.
     const markAt = Date.now();
     await t.exec(['sh', '-c', ': > /dev/shm/.berth-snapmark'], { signal });
-    this.known.set(t.containerId, { stats: l.stats, manifest, imageId: t.imageId, markAt });
+    this.known.set(t.containerId, { stats: l.stats, manifest, imageId: t.imageId, markAt, listedAt: markAt });
   }
 
   /** `root`: the workspace with symlinks resolved, as a listing found it (the engine would archive a symlink itself). */
   private readThroughEngine(t: SnapshotTarget, root: string, signal?: AbortSignal): Promise<WorkspaceManifest> {
     return timed(this.d.logger, 'snapshot.archive_scan', async () => manifestFromTar(await this.d.engine.archive(t.containerId, root || t.workspacePath.replace(/\/+$/, '')), signal));
+  }
+
+  /** Tags the previous image for this snapshot: nothing changed since it was taken. */
+  private async reuse(containerId: string, prev: Known, stats: Map<string, StatEntry>, snapshotId: string): Promise<TakenSnapshot> {
+    await timed(this.d.logger, 'snapshot.tag', () => this.d.engine.tag(prev.imageId!, snapshotId));
+    this.known.set(containerId, { ...prev, stats });
+    this.d.logger.debug({ snapshotId, imageId: prev.imageId }, 'snapshot unchanged: the previous image is reused');
+    return { imageId: prev.imageId!, workspaceDigest: manifestDigest(prev.manifest), layerBytes: 0, layers: 0, flattened: false, reused: true, manifest: prev.manifest };
+  }
+
+  /**
+   * True when the engine's layer files show no change at all in the container since `since`
+   * (one walk of its upper directory, no exec); false when something changed or that cannot be told here.
+   */
+  private async unchangedSince(t: SnapshotTarget, since: number | undefined): Promise<boolean> {
+    if (since === undefined || !this.d.engine.changedOutsideSince) return false;
+    return (await timed(this.d.logger, 'snapshot.layer_check', () => this.d.engine.changedOutsideSince!(t.containerId, since, []))) === false;
   }
 
   /**
@@ -189,16 +213,21 @@ export class Snapshotter {
   private async takeOnce(t: SnapshotTarget, opts: { snapshotId: string; labels: Record<string, string>; signal?: AbortSignal }): Promise<TakenSnapshot> {
     const prev = this.known.get(t.containerId);
     const ws = t.workspacePath.replace(/\/+$/, '');
+    if (prev?.imageId && (await this.unchangedSince(t, prev.markAt))) {
+      // Nothing in the container's layer changed since the previous image's state was listed.
+      return this.reuse(t.containerId, prev, prev.stats, opts.snapshotId);
+    }
     const markAt = Date.now();
     const first = await this.list(t, prev, 'mark', opts.signal);
     const digest = manifestDigest(first.manifest);
     if (first.complete && prev?.imageId && digest === manifestDigest(prev.manifest) && !(await this.outside(t, ws, first.root, prev, opts.signal))) {
-      await timed(this.d.logger, 'snapshot.tag', () => this.d.engine.tag(prev.imageId!, opts.snapshotId));
-      this.known.set(t.containerId, { ...prev, stats: first.stats });
-      this.d.logger.debug({ snapshotId: opts.snapshotId, imageId: prev.imageId }, 'snapshot unchanged: the previous image is reused');
-      return { imageId: prev.imageId, workspaceDigest: digest, layerBytes: 0, layers: 0, flattened: false, reused: true, manifest: prev.manifest };
+      return this.reuse(t.containerId, { ...prev, listedAt: markAt }, first.stats, opts.snapshotId);
     }
     const commit = (pause: boolean) => timed(this.d.logger, 'snapshot.commit', () => this.d.engine.commit(t.containerId, { tag: opts.snapshotId, labels: opts.labels, signal: opts.signal, pause }));
+    // The image holds at least the container's state at this moment; anything that changes in the
+    // layer after it is new for the next snapshot. (Taken after the listing, not before it, so that a
+    // step's last writes are not within the file clock's margin of it.)
+    const commitAt = Date.now();
     let image = await commit(false);
     let state: { manifest: WorkspaceManifest; stats: Map<string, StatEntry> } = first;
     const after = await this.list(t, { stats: first.stats, manifest: first.manifest }, 'promote', opts.signal);
@@ -219,7 +248,7 @@ export class Snapshotter {
     }
     await timed(this.d.logger, 'snapshot.manifest_write', () => this.d.store.putWorkspaceManifest(image.imageId, state.manifest as Json));
     // A paused retake read the workspace through the engine and has no stat fields: the next snapshot hashes everything again.
-    if (state.stats.size > 0 || Object.keys(state.manifest).length === 0) this.known.set(t.containerId, { stats: state.stats, manifest: state.manifest, imageId: image.imageId, markAt });
+    if (state.stats.size > 0 || Object.keys(state.manifest).length === 0) this.known.set(t.containerId, { stats: state.stats, manifest: state.manifest, imageId: image.imageId, markAt: commitAt, listedAt: commitAt });
     else this.known.delete(t.containerId);
     this.d.logger.debug({ snapshotId: opts.snapshotId, imageId: image.imageId, hashed: first.hashed, layerBytes: image.layerBytes }, 'snapshot taken');
     return { imageId: image.imageId, workspaceDigest: manifestDigest(state.manifest), layerBytes: image.layerBytes, layers: image.layers, flattened, reused: false, manifest: state.manifest };

@@ -50,6 +50,21 @@ describe('snapshot cost follows the change', { timeout: 180_000 }, () => {
     if (restored.kind === 'ok') expect(restored.pointer.workspaceDigest).toBe(second.record.workspaceDigest);
   });
 
+  test('a same-size rewrite with the old mtime put back, right after a snapshot, is still a change for the next one', async ({ sandbox, onTestFinished }) => {
+    const w = world(sandbox, 'run_sneaky', onTestFinished);
+    await sandbox.store.commit({ sessionId: w.session, label: 'seed', createSession: {} });
+    const lease = await w.plan.leaseFresh('run_sneaky', w.session, w.env, signal());
+    expect((await lease.exec(['sh', '-c', 'printf AAAA > /workspace/a && touch -d @1700000000 /workspace/a'])).exitCode).toBe(0);
+    const first = await w.snap(lease, 'upload');
+    expect((await lease.exec(['sh', '-c', 'printf BBBB > /workspace/a && touch -d @1700000000 /workspace/a'])).exitCode).toBe(0);
+    const second = await w.snap(lease, 'step:0');
+    expect(second.record.imageId).not.toBe(first.record.imageId);
+    expect(second.record.workspaceDigest).not.toBe(first.record.workspaceDigest);
+    const restored = await w.plan.restore('run_sneaky', w.session, w.env, second.record.id, signal());
+    expect(restored.kind).toBe('ok');
+    if (restored.kind === 'ok') expect((await restored.lease.exec(['cat', '/workspace/a'])).stdout).toBe('BBBB');
+  });
+
   test('a step that changed only files outside the workspace is still committed', async ({ sandbox, onTestFinished }) => {
     const w = world(sandbox, 'run_outside', onTestFinished);
     await sandbox.store.commit({ sessionId: w.session, label: 'seed', createSession: {} });
