@@ -89,14 +89,16 @@ export class PlanSandbox {
       return { kind: 'reconcile', reason: `snapshot image missing: ${snap.id} (${snap.imageId}) is no longer on the engine` };
     }
     let lease: Lease;
+    const createdAt = Date.now();
     try {
       lease = await this.d.sandbox.lease({ ...this.spec(env), imageDigest: snap.imageId }, { sessionId, signal, runId });
     } catch (err) {
       if (isBerthError(err, 'image_missing')) return { kind: 'reconcile', reason: `snapshot image missing: ${snap.id} (${snap.imageId})` };
       throw err;
     }
-    const state = await this.d.snapshots.workspaceState(this.target(lease, env), signal, { trust: false, imageId: snap.imageId });
+    const state = await this.d.snapshots.workspaceState(this.target(lease, env), signal, { trust: false, imageId: snap.imageId, createdAt });
     if (state.digest !== snap.workspaceDigest) {
+      this.d.snapshots.forget(lease.containerId);
       await lease.release();
       return { kind: 'reconcile', reason: `restored snapshot ${snap.id} has workspace digest ${state.digest}, recorded ${snap.workspaceDigest}` };
     }

@@ -102,9 +102,11 @@ export class Snapshotter {
 
   /**
    * The workspace's current digest. `trust: false` (verification of a sandbox this process did
-   * not watch: after a restart, or a restore) ignores the cache and hashes every file.
+   * not watch: after a restart, or a restore) ignores the cache and hashes every file. `imageId`
+   * and `createdAt`: the container was made from that image at that time (a restore), so while its
+   * layer shows no change since, the image stands for it.
    */
-  async workspaceState(t: SnapshotTarget, signal?: AbortSignal, o: { trust?: boolean; imageId?: string } = {}): Promise<WorkspaceState> {
+  async workspaceState(t: SnapshotTarget, signal?: AbortSignal, o: { trust?: boolean; imageId?: string; createdAt?: number } = {}): Promise<WorkspaceState> {
     const prev = o.trust === false ? undefined : this.known.get(t.containerId);
     if (prev && (await this.unchangedSince(t, prev.listedAt))) {
       const digest = manifestDigest(prev.manifest);
@@ -122,7 +124,7 @@ export class Snapshotter {
     const digest = manifestDigest(l.manifest);
     const same = prev !== undefined && digest === manifestDigest(prev.manifest);
     // A verified fresh container equals its image: later snapshots may point back at it when nothing changes.
-    this.known.set(t.containerId, { stats: l.stats, manifest: l.manifest, imageId: same ? prev.imageId : (o.imageId ?? null), listedAt, ...(same && prev.markAt !== undefined ? { markAt: prev.markAt } : {}) });
+    this.known.set(t.containerId, { stats: l.stats, manifest: l.manifest, imageId: same ? prev.imageId : (o.imageId ?? null), listedAt, ...(same && prev.markAt !== undefined ? { markAt: prev.markAt } : !same && o.imageId && o.createdAt !== undefined ? { markAt: o.createdAt } : {}) });
     return { digest, manifest: l.manifest, changed: changedPaths(before, l.manifest) };
   }
 
