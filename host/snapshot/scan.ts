@@ -18,7 +18,7 @@ export interface StatEntry {
 
 /** A listing of the whole workspace: stat fields of every path, and the manifest they give. */
 export interface Listing {
-  /** The container's clock (seconds) when the listing started. */
+  /** The container's clock (seconds, with nanoseconds where `date` has them) when the listing started. */
   now: number;
   /** The workspace directory with symlinks resolved (what the engine must read). */
   root: string;
@@ -35,8 +35,10 @@ export interface Listing {
 
 // One exec for the whole workspace: stat of every path (the process count does not grow
 // with the file count), then sha256 of the regular files the previous listing does not vouch for
-// (stdin: `key TAB path` of the previous listing) or that changed within the last 2 s (a rewrite
-// in the same clock tick keeps size and times: git's "racy" entries), then symlink targets.
+// (stdin: `key TAB path` of the previous listing) or that changed at or after the previous listing
+// started (`$3`, the container's clock then, less a margin of one coarse clock tick, or a whole
+// second where `stat` has only seconds): a rewrite in the same tick as the previous hash keeps
+// size and times, git's "racy" entries. Then symlink targets.
 // Temporary lists live in /dev/shm, a tmpfs that never reaches the writable layer or a commit.
 // `$2` = `mark`: first touch the pending marker that the next snapshot's outside check compares
 // against; `promote`: make the pending marker the marker; `nohash`: stat only.
@@ -46,18 +48,20 @@ t=/dev/shm/.berth-scan.$$
 m=/dev/shm/.berth-snapmark
 [ "$2" = mark ] && : > $m.pending
 [ "$2" = promote ] && [ -f $m.pending ] && mv -f $m.pending $m
-now=$(date +%s)
+now=$(date +%s.%N)
+case $now in *N) now=\${now%%.*};; esac
 echo "T|$now"
 find . -mindepth 1 -print0 2>$t.e | xargs -0 -r stat -c '%F|%a|%s|%.9Y|%.9Z|%i|%n' -- > $t.s 2>>$t.e
 : > $t.h
-awk -v now="$now" -v list="$t.h" -v mode="$2" '
+awk -v since="$3" -v list="$t.h" -v mode="$2" '
   FNR == NR { i = index($0, "\\t"); if (i) prev[substr($0, i + 1)] = substr($0, 1, i - 1); next }
   {
     print "S|" $0
     if (mode == "nohash" || $0 !~ /^regular/) next
     rest = $0; key = "";
     for (k = 1; k <= 6; k++) { j = index(rest, "|"); f[k] = substr(rest, 1, j - 1); rest = substr(rest, j + 1); key = key (k > 1 ? "|" : "") f[k] }
-    if (!(rest in prev) || prev[rest] != key || f[4] + 0 >= now - 2 || f[5] + 0 >= now - 2) print rest > list
+    m = index(f[4], ".") ? 0.05 : 1
+    if (!(rest in prev) || prev[rest] != key || since == "" || f[4] + 0 >= since - m || f[5] + 0 >= since - m) print rest > list
   }' - $t.s
 [ -s $t.h ] && tr '\\n' '\\0' < $t.h | xargs -0 -r sha256sum -- 2>/dev/null | sed 's/^/H|/'
 grep -q '^symbolic link|' $t.s && find . -mindepth 1 -type l | while IFS= read -r p; do printf 'L|%s|%s\\n' "$(readlink "$p")" "$p"; done
@@ -75,11 +79,11 @@ exit 0
 export async function listWorkspace(
   exec: ScanExec,
   workspace: string,
-  prev: { stats: Map<string, StatEntry>; manifest: WorkspaceManifest } | null,
+  prev: { stats: Map<string, StatEntry>; manifest: WorkspaceManifest; now?: number } | null,
   o: { mode?: 'hash' | 'mark' | 'promote' | 'nohash'; signal?: AbortSignal } = {},
 ): Promise<Listing> {
   const stdin = prev ? [...prev.stats].filter(([, s]) => s.regular).map(([p, s]) => `${s.key}\t${p}`).join('\n') + '\n' : '\n';
-  const r = await exec(['sh', '-c', SCRIPT, 'scan', workspace, o.mode ?? 'hash'], { stdin, signal: o.signal });
+  const r = await exec(['sh', '-c', SCRIPT, 'scan', workspace, o.mode ?? 'hash', prev?.now ? String(prev.now) : ''], { stdin, signal: o.signal });
   if (r.exitCode !== 0 || r.truncated) {
     throw new BerthError('workspace_scan_failed', `scanning ${workspace} failed (exit ${r.exitCode}${r.truncated ? ', output truncated' : ''}): ${r.stderr.slice(0, 500)}`, { retryable: true });
   }

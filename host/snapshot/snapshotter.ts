@@ -73,6 +73,8 @@ export interface TakenSnapshot {
 /** What this process last saw of a live container: the stat cache. */
 interface Known {
   stats: Map<string, StatEntry>;
+  /** The container's clock when the listing that gave `stats` started (for racy entries). */
+  now?: number;
   manifest: WorkspaceManifest;
   /** An image whose workspace and whole filesystem equal this state (the last snapshot, or the image a fresh container came from). */
   imageId: string | null;
@@ -96,7 +98,7 @@ export class Snapshotter {
 
   constructor(private readonly d: { engine: SnapshotEngine; store: Store; logger: Logger; flattenDepth?: number }) {}
 
-  private list(t: SnapshotTarget, prev: Pick<Known, 'stats' | 'manifest'> | undefined, mode: 'hash' | 'mark' | 'promote' | 'nohash', signal?: AbortSignal): Promise<Listing> {
+  private list(t: SnapshotTarget, prev: Pick<Known, 'stats' | 'manifest' | 'now'> | undefined, mode: 'hash' | 'mark' | 'promote' | 'nohash', signal?: AbortSignal): Promise<Listing> {
     return timed(this.d.logger, 'snapshot.scan', () => listWorkspace(t.exec, t.workspacePath.replace(/\/+$/, ''), prev ?? null, { mode, signal }), { cached: prev !== undefined, mode });
   }
 
@@ -124,7 +126,7 @@ export class Snapshotter {
     const digest = manifestDigest(l.manifest);
     const same = prev !== undefined && digest === manifestDigest(prev.manifest);
     // A verified fresh container equals its image: later snapshots may point back at it when nothing changes.
-    this.known.set(t.containerId, { stats: l.stats, manifest: l.manifest, imageId: same ? prev.imageId : (o.imageId ?? null), listedAt, ...(same && prev.markAt !== undefined ? { markAt: prev.markAt } : !same && o.imageId && o.createdAt !== undefined ? { markAt: o.createdAt } : {}) });
+    this.known.set(t.containerId, { stats: l.stats, now: l.now, manifest: l.manifest, imageId: same ? prev.imageId : (o.imageId ?? null), listedAt, ...(same && prev.markAt !== undefined ? { markAt: prev.markAt } : !same && o.imageId && o.createdAt !== undefined ? { markAt: o.createdAt } : {}) });
     return { digest, manifest: l.manifest, changed: changedPaths(before, l.manifest) };
   }
 
@@ -141,7 +143,7 @@ export class Snapshotter {
     // The marker: nothing outside the workspace changed yet in this fresh container.
     const markAt = Date.now();
     await t.exec(['sh', '-c', ': > /dev/shm/.berth-snapmark'], { signal });
-    this.known.set(t.containerId, { stats: l.stats, manifest, imageId: t.imageId, markAt, listedAt: markAt });
+    this.known.set(t.containerId, { stats: l.stats, now: l.now, manifest, imageId: t.imageId, markAt, listedAt: markAt });
   }
 
   /** `root`: the workspace with symlinks resolved, as a listing found it (the engine would archive a symlink itself). */
@@ -223,7 +225,7 @@ export class Snapshotter {
     const first = await this.list(t, prev, 'mark', opts.signal);
     const digest = manifestDigest(first.manifest);
     if (first.complete && prev?.imageId && digest === manifestDigest(prev.manifest) && !(await this.outside(t, ws, first.root, prev, opts.signal))) {
-      return this.reuse(t.containerId, { ...prev, listedAt: markAt }, first.stats, opts.snapshotId);
+      return this.reuse(t.containerId, { ...prev, now: first.now, listedAt: markAt }, first.stats, opts.snapshotId);
     }
     const commit = (pause: boolean) => timed(this.d.logger, 'snapshot.commit', () => this.d.engine.commit(t.containerId, { tag: opts.snapshotId, labels: opts.labels, signal: opts.signal, pause }));
     // The image holds at least the container's state at this moment; anything that changes in the
@@ -231,8 +233,8 @@ export class Snapshotter {
     // step's last writes are not within the file clock's margin of it.)
     const commitAt = Date.now();
     let image = await commit(false);
-    let state: { manifest: WorkspaceManifest; stats: Map<string, StatEntry> } = first;
-    const after = await this.list(t, { stats: first.stats, manifest: first.manifest }, 'promote', opts.signal);
+    let state: { manifest: WorkspaceManifest; stats: Map<string, StatEntry>; now?: number } = first;
+    const after = await this.list(t, { stats: first.stats, manifest: first.manifest, now: first.now }, 'promote', opts.signal);
     if (!first.complete || !sameListing(first, after)) {
       if (first.complete) this.d.logger.warn({ snapshotId: opts.snapshotId }, 'workspace changed during the snapshot; taking it again with the container paused');
       else this.d.logger.info({ snapshotId: opts.snapshotId }, 'the workspace owner cannot read all of the workspace; taking the snapshot paused, read through the engine');
@@ -250,7 +252,7 @@ export class Snapshotter {
     }
     await timed(this.d.logger, 'snapshot.manifest_write', () => this.d.store.putWorkspaceManifest(image.imageId, state.manifest as Json));
     // A paused retake read the workspace through the engine and has no stat fields: the next snapshot hashes everything again.
-    if (state.stats.size > 0 || Object.keys(state.manifest).length === 0) this.known.set(t.containerId, { stats: state.stats, manifest: state.manifest, imageId: image.imageId, markAt: commitAt, listedAt: commitAt });
+    if (state.stats.size > 0 || Object.keys(state.manifest).length === 0) this.known.set(t.containerId, { stats: state.stats, now: first.now, manifest: state.manifest, imageId: image.imageId, markAt: commitAt, listedAt: commitAt });
     else this.known.delete(t.containerId);
     this.d.logger.debug({ snapshotId: opts.snapshotId, imageId: image.imageId, hashed: first.hashed, layerBytes: image.layerBytes }, 'snapshot taken');
     return { imageId: image.imageId, workspaceDigest: manifestDigest(state.manifest), layerBytes: image.layerBytes, layers: image.layers, flattened, reused: false, manifest: state.manifest };
