@@ -36,6 +36,9 @@ export interface EngineImage {
 /** Chain depth at which a snapshot is flattened: well below the engine's 125, so a restore or re-base still fits. */
 export const FLATTEN_DEPTH = 100;
 
+/** The margin `changedOutsideSince` allows for the kernel's coarse file clock. */
+const FILE_CLOCK_MARGIN_MS = 25;
+
 /** How often a snapshot is retried paused when a writer keeps changing the workspace. */
 const ATTEMPTS = 3;
 
@@ -164,8 +167,13 @@ export class Snapshotter {
    * (one walk of its upper directory, no exec); false when something changed or that cannot be told here.
    */
   private async unchangedSince(t: SnapshotTarget, since: number | undefined): Promise<boolean> {
-    if (since === undefined || !this.d.engine.changedOutsideSince) return false;
-    return (await timed(this.d.logger, 'snapshot.layer_check', () => this.d.engine.changedOutsideSince!(t.containerId, since, []))) === false;
+    return (await this.layerChanged(t, since)) === false;
+  }
+
+  /** Whether anything at all changed in the container's layer since `since`; `undefined` when that cannot be told here. */
+  private async layerChanged(t: SnapshotTarget, since: number | undefined): Promise<boolean | undefined> {
+    if (since === undefined || !this.d.engine.changedOutsideSince) return undefined;
+    return timed(this.d.logger, 'snapshot.layer_check', () => this.d.engine.changedOutsideSince!(t.containerId, since, []));
   }
 
   /**
@@ -217,22 +225,35 @@ export class Snapshotter {
   private async takeOnce(t: SnapshotTarget, opts: { snapshotId: string; labels: Record<string, string>; signal?: AbortSignal }): Promise<TakenSnapshot> {
     const prev = this.known.get(t.containerId);
     const ws = t.workspacePath.replace(/\/+$/, '');
-    if (prev?.imageId && (await this.unchangedSince(t, prev.markAt))) {
+    // Changed for sure (a file time well after the previous commit began), or maybe (within the file
+    // clock's margin of it: only the listing can tell), or not at all.
+    const surely = prev?.imageId && prev.markAt !== undefined ? await this.layerChanged(t, prev.markAt + 2 * FILE_CLOCK_MARGIN_MS) : undefined;
+    const layer = surely === true ? true : prev?.imageId ? await this.layerChanged(t, prev.markAt) : undefined;
+    if (prev?.imageId && layer === false) {
       // Nothing in the container's layer changed since the previous image's state was listed.
       return this.reuse(t.containerId, prev, prev.stats, opts.snapshotId);
     }
-    const markAt = Date.now();
-    const first = await this.list(t, prev, 'mark', opts.signal);
-    const digest = manifestDigest(first.manifest);
-    if (first.complete && prev?.imageId && digest === manifestDigest(prev.manifest) && !(await this.outside(t, ws, first.root, prev, opts.signal))) {
-      return this.reuse(t.containerId, { ...prev, now: first.now, listedAt: markAt }, first.stats, opts.snapshotId);
-    }
     const commit = (pause: boolean) => timed(this.d.logger, 'snapshot.commit', () => this.d.engine.commit(t.containerId, { tag: opts.snapshotId, labels: opts.labels, signal: opts.signal, pause }));
-    // The image holds at least the container's state at this moment; anything that changes in the
-    // layer after it is new for the next snapshot. (Taken after the listing, not before it, so that a
-    // step's last writes are not within the file clock's margin of it.)
-    const commitAt = Date.now();
-    let image = await commit(false);
+    const markAt = Date.now();
+    let first: Listing;
+    let image: EngineImage;
+    // The image holds at least the container's state at `commitAt`; what changes in the layer after
+    // it is new for the next snapshot.
+    let commitAt: number;
+    if (!prev?.imageId || surely === true) {
+      // No previous image to stand for this state, or the layer shows a change: the listing and the
+      // commit run side by side (the listing after the commit catches any write in between).
+      commitAt = markAt;
+      [first, image] = await Promise.all([this.list(t, prev, 'mark', opts.signal), commit(false)]);
+    } else {
+      first = await this.list(t, prev, 'mark', opts.signal);
+      if (first.complete && manifestDigest(first.manifest) === manifestDigest(prev.manifest) && !(await this.outside(t, ws, first.root, prev, opts.signal))) {
+        return this.reuse(t.containerId, { ...prev, now: first.now, listedAt: markAt }, first.stats, opts.snapshotId);
+      }
+      // Taken after the listing, so that a step's last writes are not within the file clock's margin of it.
+      commitAt = Date.now();
+      image = await commit(false);
+    }
     let state: { manifest: WorkspaceManifest; stats: Map<string, StatEntry>; now?: number } = first;
     const after = await this.list(t, { stats: first.stats, manifest: first.manifest, now: first.now }, 'promote', opts.signal);
     if (!first.complete || !sameListing(first, after)) {
