@@ -5,6 +5,7 @@ import type { Store } from '../store';
 import { manifestDigest, type WorkspaceManifest } from './manifest';
 import { changedOutside, listWorkspace, type Listing, type ScanExec, type StatEntry } from './scan';
 import { manifestFromTar } from './tar-manifest';
+import { changedPaths, sameListing } from './listing-compare';
 import { timed } from './timing';
 
 /** What snapshots need from the sandbox adapter (which alone talks to Docker). */
@@ -39,7 +40,7 @@ export const FLATTEN_DEPTH = 100;
 /** The margin `changedOutsideSince` allows for the kernel's coarse file clock. */
 const FILE_CLOCK_MARGIN_MS = 25;
 
-/** How often a snapshot is retried paused when a writer keeps changing the workspace. */
+/** Paused attempts when a writer keeps changing the workspace. */
 const ATTEMPTS = 3;
 
 /** The sandbox being looked at: its container, the image it was created from, and a way to run commands in it (as root). */
@@ -297,18 +298,4 @@ export class Snapshotter {
     }
     throw lastError;
   }
-}
-
-/** Equal when every path has the same stat fields and the same manifest value. */
-function sameListing(a: Listing, b: Listing): boolean {
-  if (a.stats.size !== b.stats.size) return false;
-  for (const [path, s] of a.stats) if (b.stats.get(path)?.key !== s.key || b.manifest[path] !== a.manifest[path]) return false;
-  return true;
-}
-
-function changedPaths(before: WorkspaceManifest, now: WorkspaceManifest): string[] {
-  const out: string[] = [];
-  for (const [p, v] of Object.entries(now)) if (before[p] !== v) out.push(p);
-  for (const p of Object.keys(before)) if (!(p in now)) out.push(p);
-  return out;
 }
