@@ -29,7 +29,8 @@ const USAGE = `usage: berth <command> [options]
                            and continue in the current sandbox or from a snapshot (--restore);
                            --verify asks the service about uncertain effects again
   cancel RUN               cancel a run durably
-  gc [--keep N]            remove this host's leftover containers; keep N snapshots per session (default 5)
+  gc [--keep N] [--grace S] remove this host's leftover containers and unrecorded snapshot images
+                           (older than S seconds, default 600); keep N snapshots per session (default 5)
   env validate FILE [--engine]
                            check an environment manifest (--engine: and that its pinned image is on this engine)
   env lock FILE            pin the manifest's image to the local image id
@@ -69,6 +70,7 @@ interface Flags extends AgentFlags {
   'request-id'?: string;
   keep?: string;
   engine: boolean;
+  grace?: string;
 }
 
 const need = (args: string[], n: number, what: string) => {
@@ -81,7 +83,8 @@ const commands: Record<string, Handler> = {
   show: (ctx, args) => show(ctx(), need(args, 1, 'RUN')[0]!),
   gc: (ctx, _args, flags) => {
     if (flags.keep !== undefined && !/^\d+$/.test(flags.keep)) throw new BerthError('usage', `--keep expects a whole number of snapshots, found "${flags.keep}"`);
-    return gc(ctx(), flags.keep === undefined ? undefined : Number(flags.keep));
+    if (flags.grace !== undefined && !/^\d+$/.test(flags.grace)) throw new BerthError('usage', `--grace expects whole seconds, found "${flags.grace}"`);
+    return gc(ctx(), flags.keep === undefined ? undefined : Number(flags.keep), flags.grace === undefined ? undefined : Number(flags.grace));
   },
   run: (ctx, args, flags) => runPlan(ctx(), need(args, 1, 'PLAN')[0]!, flags['request-id']),
   resume: (ctx, args) => resumeRun(ctx(), need(args, 1, 'RUN')[0]!),
@@ -127,6 +130,7 @@ export async function main(argv: string[]): Promise<number> {
         'request-id': { type: 'string' },
         keep: { type: 'string' },
         engine: { type: 'boolean', default: false },
+        grace: { type: 'string' },
         env: { type: 'string' },
         workspace: { type: 'string' },
         model: { type: 'string' },

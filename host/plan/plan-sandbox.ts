@@ -3,7 +3,7 @@ import { satisfiesRange, type Environment } from '../../environment';
 import { BerthError, isBerthError } from '../errors';
 import type { Lease, SandboxHost } from '../sandbox';
 import { checkSnapshotSecrets } from '../secrets';
-import type { Snapshotter } from '../snapshot';
+import { timed, type Snapshotter } from '../snapshot';
 import type { NewSnapshot, Store } from '../store';
 import type { Clock } from '../support';
 import { faultError, faultPoint, newId } from '../support';
@@ -48,7 +48,7 @@ export class PlanSandbox {
   }
 
   async leaseFresh(runId: string, sessionId: string, env: Environment, signal: AbortSignal): Promise<Lease> {
-    const lease = await this.d.sandbox.lease(this.spec(env), { sessionId, signal, runId });
+    const lease = await timed(this.d.logger, 'lease', () => this.d.sandbox.lease(this.spec(env), { sessionId, signal, runId }));
     this.live.set(runId, lease);
     return lease;
   }
@@ -84,7 +84,7 @@ export class PlanSandbox {
       const lease = await this.d.sandbox.attach(this.spec(env), record);
       this.live.set(runId, lease);
       if (o.inFlight) return { kind: 'ok', lease, pointer: {} };
-      const state = await this.d.snapshots.workspaceState(this.target(lease, env), o.signal);
+      const state = await this.d.snapshots.workspaceState(this.target(lease, env), o.signal, { trust: false });
       if (ptr.workspaceDigest && state.digest !== ptr.workspaceDigest) {
         const paths = state.changed.slice(0, 5).join(', ');
         return { kind: 'reconcile', reason: `workspace digest mismatch: newest snapshot ${ptr.snapshotId} has ${ptr.workspaceDigest}, sandbox has ${state.digest} (changed: ${paths || 'unknown'})` };
@@ -144,14 +144,16 @@ export class PlanSandbox {
       return { kind: 'reconcile', reason: `snapshot image missing: ${snap.id} (${snap.imageId}) is no longer on the engine` };
     }
     let lease: Lease;
+    const createdAt = Date.now();
     try {
       lease = await this.d.sandbox.lease({ ...this.spec(env), imageDigest: snap.imageId }, { sessionId, signal, runId });
     } catch (err) {
       if (isBerthError(err, 'image_missing')) return { kind: 'reconcile', reason: `snapshot image missing: ${snap.id} (${snap.imageId})` };
       throw err;
     }
-    const state = await this.d.snapshots.workspaceState(this.target(lease, env), signal);
+    const state = await this.d.snapshots.workspaceState(this.target(lease, env), signal, { trust: false, imageId: snap.imageId, createdAt });
     if (state.digest !== snap.workspaceDigest) {
+      this.d.snapshots.forget(lease.containerId);
       await lease.release();
       return { kind: 'reconcile', reason: `restored snapshot ${snap.id} has workspace digest ${state.digest}, recorded ${snap.workspaceDigest}` };
     }
@@ -176,17 +178,26 @@ export class PlanSandbox {
     if (await lease.overDiskLimit()) throw new BerthError('disk_exceeded', `the sandbox is over its disk limit of ${env.resources.diskMb} MB; its state is not snapshotted`, { ids: { runId, leaseId: lease.id } });
     // Refuses (typed) a change holding a secret; an allowed one comes back as a label on the image.
     const held = await checkSnapshotSecrets(lease, env.secrets, { ids: { runId, leaseId: lease.id }, signal });
-    const taken = await this.d.snapshots.take(this.target(lease, env), {
+    const taken = await timed(this.d.logger, 'snapshot', () => this.d.snapshots.take(this.target(lease, env), {
       snapshotId: id,
       labels: { 'berth.snapshot': id, 'berth.session': sessionId, 'berth.run': runId, 'berth.host': this.d.sandbox.hostId, ...held },
       signal,
-    });
+    }), { checkpoint });
     faultPoint('after:snapshot.take');
     const record: NewSnapshotRecord = { id, leaseId: lease.id, imageId: taken.imageId, workspaceDigest: taken.workspaceDigest, sizeBytes: taken.layerBytes, checkpoint, parentId };
     let current = lease;
-    if (taken.flattened || taken.layerBytes >= (this.d.rebaseBytes ?? 8 << 20)) {
-      current = await this.d.sandbox.lease({ ...this.spec(env), imageDigest: taken.imageId }, { sessionId, signal, runId });
-      await lease.release();
+    if (!taken.reused && (taken.flattened || taken.layerBytes >= (this.d.rebaseBytes ?? 8 << 20))) {
+      current = await timed(this.d.logger, 'snapshot.rebase', async () => {
+        const next = await this.d.sandbox.lease({ ...this.spec(env), imageDigest: taken.imageId }, { sessionId, signal, runId });
+        this.d.snapshots.forget(lease.containerId);
+        await lease.release();
+        await this.d.snapshots.adopt(this.target(next, env), taken.manifest, signal);
+        return next;
+      }).catch(async (err: unknown) => {
+        // The record of this snapshot will never commit (the phase retries with a new id).
+        await this.d.snapshots.discard(id);
+        throw err;
+      });
       this.live.set(runId, current);
     }
     return { record, lease: current, pointer: { leaseId: current.id, snapshotId: id, workspaceDigest: taken.workspaceDigest } satisfies SandboxPointer };
@@ -222,6 +233,7 @@ export class PlanSandbox {
   async finish(runId: string): Promise<void> {
     const lease = this.live.get(runId);
     this.live.delete(runId);
+    if (lease) this.d.snapshots.forget(lease.containerId);
     if (lease && !lease.isReleased) await lease.release();
   }
 
@@ -242,7 +254,7 @@ export class PlanSandbox {
       containerId: lease.containerId,
       imageId: lease.record.imageDigest,
       workspacePath: env.workspace.path,
-      exec: (cmd: string[], opts: { stdin?: string; signal?: AbortSignal }) => lease.exec(cmd, { ...opts, timeoutMs: 0, outputCapBytes: 64 << 20 }),
+      exec: (cmd: string[], opts: { stdin?: string; signal?: AbortSignal; user?: string }) => lease.exec(cmd, { ...opts, timeoutMs: 0, outputCapBytes: 64 << 20 }),
     };
   }
 }

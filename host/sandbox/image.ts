@@ -1,3 +1,4 @@
+import { assertWorkspaceVisible } from './workspace-mounts';
 import type Dockerode from 'dockerode';
 import { BerthError } from '../errors';
 import { engineError, isNotFound } from './engine-errors';
@@ -11,6 +12,7 @@ export async function resolveImageDigest(docker: Dockerode, ref: string): Promis
     const info = await docker.getImage(ref).inspect();
     return info.Id;
   } catch (err) {
+    if (err instanceof BerthError) throw err;
     if (isNotFound(err)) {
       throw new BerthError('image_missing', `image "${ref}" is not on this Docker engine (build it locally; nothing is pulled)`, { details: { imageRef: ref } });
     }
@@ -19,10 +21,12 @@ export async function resolveImageDigest(docker: Dockerode, ref: string): Promis
 }
 
 /** Refuses, with `image_missing`, a pinned id that no local image has. */
-export async function assertImagePresent(docker: Dockerode, digest: string, ref: string): Promise<void> {
+export async function assertImagePresent(docker: Dockerode, digest: string, ref: string, workspace?: string): Promise<void> {
   let id: string;
   try {
-    id = (await docker.getImage(digest).inspect()).Id;
+    const info = await docker.getImage(digest).inspect();
+    id = info.Id;
+    if (workspace !== undefined) assertWorkspaceVisible(workspace, Object.keys(info.Config?.Volumes ?? {}), `image ${ref}`);
   } catch (err) {
     if (isNotFound(err)) {
       throw new BerthError('image_missing', `no image with id ${digest} (${ref}) on this Docker engine`, { details: { imageRef: ref, imageDigest: digest } });

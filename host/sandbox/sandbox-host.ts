@@ -132,7 +132,7 @@ export class SandboxHost {
    */
   async provision(spec: SandboxSpec, who: { sessionId?: string; leaseId?: string; runId?: string }, signal?: AbortSignal): Promise<ProvisionedContainer> {
     checkSpec(spec);
-    await assertImagePresent(this.opts.docker, spec.imageDigest, spec.imageRef);
+    await assertImagePresent(this.opts.docker, spec.imageDigest, spec.imageRef, spec.workspace.path);
     const storeId = await this.storeId();
     const egress = await this.openEgress(spec, { ...who, storeId });
     const createdAt = this.opts.clock.now();

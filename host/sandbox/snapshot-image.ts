@@ -1,3 +1,4 @@
+import { lstat, readdir } from 'node:fs/promises';
 import type Dockerode from 'dockerode';
 import { BerthError } from '../errors';
 import { engineError, isConflict, isNotFound } from './engine-errors';
@@ -151,6 +152,108 @@ export async function discardImage(docker: Dockerode, imageId: string): Promise<
   }
 }
 
+/** Pauses (`true`) or unpauses a container; the engine freezes every process in it. */
+export async function setPaused(docker: Dockerode, containerId: string, paused: boolean): Promise<void> {
+  const c = docker.getContainer(containerId);
+  try {
+    await (paused ? c.pause() : c.unpause());
+  } catch (err) {
+    if (isNotFound(err)) throw new BerthError('container_missing', `container ${containerId.slice(0, 12)} is gone`, { ids: { containerId } });
+    // Already in the asked state.
+    if (isConflict(err) || (err as { statusCode?: number }).statusCode === 500) {
+      const state = (await c.inspect()).State;
+      if (state.Paused === paused) return;
+    }
+    throw engineError(`${paused ? 'pause' : 'unpause'} container ${containerId.slice(0, 12)}`, err, { containerId });
+  }
+}
+
+/** A tar stream of a path in the container, read by the engine (works on a paused container). */
+export async function archivePath(docker: Dockerode, containerId: string, path: string): Promise<NodeJS.ReadableStream> {
+  try {
+    return (await docker.getContainer(containerId).getArchive({ path })) as NodeJS.ReadableStream;
+  } catch (err) {
+    if (isNotFound(err)) throw new BerthError('container_missing', `cannot read ${path}: container ${containerId.slice(0, 12)} or the path is gone`, { ids: { containerId } });
+    throw engineError(`archive ${path} of ${containerId.slice(0, 12)}`, err, { containerId });
+  }
+}
+
+/** Adds the tag `berth-snapshot:<tag>` to an existing snapshot image (a second record that shares it). */
+export async function tagSnapshotImage(docker: Dockerode, imageId: string, tag: string): Promise<void> {
+  try {
+    await docker.getImage(imageId).tag({ repo: SNAPSHOT_REPO, tag });
+  } catch (err) {
+    if (isNotFound(err)) throw new BerthError('image_missing', `snapshot image ${imageId.slice(7, 19)} is gone`, { details: { imageId } });
+    throw engineError(`tag image ${imageId.slice(7, 19)}`, err);
+  }
+}
+
+/**
+ * Whether anything in the container's writable layer outside `skip` (absolute container paths)
+ * changed at or after `sinceMs` (ctime: creation, rewrite, chmod; a deletion leaves a whiteout and
+ * touches its directory). Reads the layer's upper directory on this machine, so it costs what the
+ * container changed, not what the image holds (`docker diff` walks the whole image here).
+ * `undefined` when that directory cannot be read (a remote or rootless engine, another driver):
+ * the caller must find out another way.
+ */
+export async function changedOutsideSince(docker: Dockerode, containerId: string, sinceMs: number, skip: string[]): Promise<boolean | undefined> {
+  let upper: string | undefined;
+  try {
+    upper = ((await docker.getContainer(containerId).inspect()) as { GraphDriver?: { Name?: string; Data?: Record<string, string> | null } }).GraphDriver?.Data?.UpperDir;
+  } catch {
+    return undefined;
+  }
+  if (!upper) return undefined;
+  const skipped = new Set(skip.map((p) => p.replace(/\/+$/, '')));
+  // File times come from the kernel's coarse clock (one tick, up to 10 ms, behind the host's own
+  // reading): a margin makes a write just after `sinceMs` count, at the price of counting one just before.
+  const since = Math.floor(sinceMs) - 25;
+  try {
+    const stack = [''];
+    while (stack.length) {
+      const dir = stack.pop()!;
+      for (const entry of await readdir(upper + (dir || '/'), { withFileTypes: true })) {
+        const path = `${dir}/${entry.name}`;
+        if (skipped.has(path)) continue;
+        const st = await lstat(upper + path);
+        if (st.ctimeMs >= since || st.mtimeMs >= since) return true;
+        if (entry.isDirectory()) stack.push(path);
+      }
+    }
+    return false;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A snapshot image on the engine, as gc looks at it. */
+export interface SnapshotImageInfo {
+  imageId: string;
+  /** The record ids its `berth-snapshot:<id>` tags name. */
+  tags: string[];
+  labels: Record<string, string>;
+  createdAt: number;
+}
+
+/** Every image labelled as a snapshot of this host (`berth.snapshot` and `berth.host`). */
+export async function listSnapshotImages(docker: Dockerode, hostId: string): Promise<SnapshotImageInfo[]> {
+  const images = await docker.listImages({ filters: { label: ['berth.snapshot', `${LABEL.host}=${hostId}`] } }).catch((err: unknown) => {
+    throw engineError('list snapshot images', err);
+  });
+  return images.map((i) => ({
+    imageId: i.Id,
+    tags: (i.RepoTags ?? []).filter((t) => t.startsWith(`${SNAPSHOT_REPO}:`)).map((t) => t.slice(SNAPSHOT_REPO.length + 1)),
+    labels: i.Labels ?? {},
+    createdAt: i.Created * 1000,
+  }));
+}
+
+/** Bytes of the image's own layer (what removing it frees once no other image uses it). */
+export async function imageLayerBytes(docker: Dockerode, imageId: string): Promise<number> {
+  const history = (await docker.getImage(imageId).history().catch(() => [])) as Array<{ Size: number }>;
+  return history[0]?.Size ?? 0;
+}
+
 /** The engine calls snapshots need, bound to one Docker client (so callers never import dockerode). */
 export function snapshotEngine(docker: Dockerode) {
   return {
@@ -160,6 +263,12 @@ export function snapshotEngine(docker: Dockerode) {
     imageExists: (imageId: string) => imageExists(docker, imageId),
     removeSnapshot: (tag: string) => removeSnapshotImage(docker, tag),
     discardImage: (imageId: string) => discardImage(docker, imageId),
+    setPaused: (containerId: string, paused: boolean) => setPaused(docker, containerId, paused),
+    archive: (containerId: string, path: string) => archivePath(docker, containerId, path),
+    tag: (imageId: string, tag: string) => tagSnapshotImage(docker, imageId, tag),
+    listSnapshotImages: (hostId: string) => listSnapshotImages(docker, hostId),
+    imageLayerBytes: (imageId: string) => imageLayerBytes(docker, imageId),
+    changedOutsideSince: (containerId: string, sinceMs: number, skip: string[]) => changedOutsideSince(docker, containerId, sinceMs, skip),
   };
 }
 export type SnapshotEngineCalls = ReturnType<typeof snapshotEngine>;

@@ -1,4 +1,7 @@
-export { manifestDigest, applyRescan, type WorkspaceManifest } from './manifest';
-export { scanWorkspace, parseScan, type ScanExec, type ScanResult } from './scan';
+export { manifestDigest, type WorkspaceManifest } from './manifest';
+export { listWorkspace, parseListing, changedOutside, type ScanExec, type Listing, type StatEntry } from './scan';
+export { manifestFromTar } from './tar-manifest';
 export { Snapshotter, type SnapshotEngine, type SnapshotTarget, type WorkspaceState, type TakenSnapshot } from './snapshotter';
 export { pruneSnapshots, type PruneDeps } from './retention';
+export { timed } from './timing';
+export { removeOrphanSnapshots, assertKeepAllowed, type OrphanDeps, type RemovedOrphan, type SnapshotImageSeen } from './orphans';

@@ -1,8 +1,12 @@
 import type { Logger } from 'pino';
+import { BerthError } from '../errors';
 import type { Json } from '../model';
 import type { Store } from '../store';
-import { applyRescan, manifestDigest, type WorkspaceManifest } from './manifest';
-import { scanWorkspace, type ScanExec } from './scan';
+import { manifestDigest, type WorkspaceManifest } from './manifest';
+import { changedOutside, listWorkspace, type Listing, type ScanExec, type StatEntry } from './scan';
+import { manifestFromTar } from './tar-manifest';
+import { changedPaths, sameListing } from './listing-compare';
+import { timed } from './timing';
 
 /** What snapshots need from the sandbox adapter (which alone talks to Docker). */
 export interface SnapshotEngine {
@@ -11,7 +15,15 @@ export interface SnapshotEngine {
   discardImage(imageId: string): Promise<void>;
   /** Rewrites a snapshot image as one layer under the same tag. */
   flatten(imageId: string, opts: { tag: string; labels: Record<string, string>; signal?: AbortSignal }): Promise<EngineImage>;
-  changes(containerId: string): Promise<Array<{ path: string; kind: 'modified' | 'added' | 'deleted' }>>;
+  setPaused(containerId: string, paused: boolean): Promise<void>;
+  /** A tar stream of a path in the container (works while it is paused). */
+  archive(containerId: string, path: string): Promise<NodeJS.ReadableStream>;
+  /** Adds the snapshot tag `tag` to an existing image. */
+  tag(imageId: string, tag: string): Promise<void>;
+  /** Removes the snapshot tag `tag` (and the image, when that was its last tag and nothing builds on it). */
+  removeSnapshot?(tag: string): Promise<'removed' | 'untagged' | 'absent'>;
+  /** Whether the container's layer changed outside `skip` since `sinceMs`; `undefined` when the engine's files cannot be read here. */
+  changedOutsideSince?(containerId: string, sinceMs: number, skip: string[]): Promise<boolean | undefined>;
 }
 
 export interface EngineImage {
@@ -25,7 +37,13 @@ export interface EngineImage {
 /** Chain depth at which a snapshot is flattened: well below the engine's 125, so a restore or re-base still fits. */
 export const FLATTEN_DEPTH = 100;
 
-/** The sandbox being looked at: its container, the image it was created from, and a way to run commands in it. */
+/** The margin `changedOutsideSince` allows for the kernel's coarse file clock. */
+const FILE_CLOCK_MARGIN_MS = 25;
+
+/** Paused attempts when a writer keeps changing the workspace. */
+const ATTEMPTS = 3;
+
+/** The sandbox being looked at: its container, the image it was created from, and a way to run commands in it (as root). */
 export interface SnapshotTarget {
   containerId: string;
   imageId: string;
@@ -36,7 +54,7 @@ export interface SnapshotTarget {
 export interface WorkspaceState {
   digest: string;
   manifest: WorkspaceManifest;
-  /** Workspace paths that differ from the container's image. */
+  /** Workspace paths that differ from the previous state this process knew of the container (all of them when none). */
   changed: string[];
 }
 
@@ -50,57 +68,203 @@ export interface TakenSnapshot {
    * must move onto it, or its next snapshot would be as deep again.
    */
   flattened: boolean;
+  /** Nothing changed since the previous snapshot of this container: its image was tagged again, nothing committed. */
+  reused: boolean;
+  /** The image's workspace manifest. */
+  manifest: WorkspaceManifest;
+}
+
+/** What this process last saw of a live container: the stat cache. */
+interface Known {
+  stats: Map<string, StatEntry>;
+  /** The container's clock when the listing that gave `stats` started (for racy entries). */
+  now?: number;
+  manifest: WorkspaceManifest;
+  /** An image whose workspace and whole filesystem equal this state (the last snapshot, or the image a fresh container came from). */
+  imageId: string | null;
+  /** Host clock (ms) before that image's state was listed: a change outside the workspace after it means the image no longer stands for the container. */
+  markAt?: number;
+  /** Host clock (ms) before the listing that gave `stats`: nothing in the layer changed since means the listing still holds. */
+  listedAt?: number;
 }
 
 /**
- * Workspace digests and snapshots whose cost follows what changed, not the workspace's size:
- * the manifest of every snapshot image is kept, and a container's state is that manifest plus a
- * rescan of the paths `docker diff` reports under the workspace.
+ * Workspace digests and snapshots whose cost follows what changed: one listing exec stats the
+ * whole workspace and re-hashes only files whose size, times or inode differ from what this
+ * process saw last in the same container (a stat cache, as git's index). The cache lives in
+ * memory, per container, so it is trusted only inside a live lease of this process; a restore
+ * or a verification after a restart re-hashes every file, which is what catches a changed byte
+ * behind an unchanged size and a reset mtime (ctime, which user space cannot set, is in the key
+ * too).
  */
 export class Snapshotter {
+  private readonly known = new Map<string, Known>();
+
   constructor(private readonly d: { engine: SnapshotEngine; store: Store; logger: Logger; flattenDepth?: number }) {}
 
-  /** Workspace paths (`./`-relative) that differ from the container's image. */
-  private async changedPaths(t: SnapshotTarget): Promise<string[]> {
-    const ws = t.workspacePath.replace(/\/+$/, '');
-    return (await this.d.engine.changes(t.containerId)).filter((c) => c.path.startsWith(`${ws}/`)).map((c) => `.${c.path.slice(ws.length)}`);
+  private list(t: SnapshotTarget, prev: Pick<Known, 'stats' | 'manifest' | 'now'> | undefined, mode: 'hash' | 'mark' | 'promote' | 'nohash', signal?: AbortSignal): Promise<Listing> {
+    return timed(this.d.logger, 'snapshot.scan', () => listWorkspace(t.exec, t.workspacePath.replace(/\/+$/, ''), prev ?? null, { mode, signal }), { cached: prev !== undefined, mode });
   }
 
-  async workspaceState(t: SnapshotTarget, signal?: AbortSignal): Promise<WorkspaceState> {
-    const ws = t.workspacePath.replace(/\/+$/, '');
-    const changed = await this.changedPaths(t);
-    const base = (await this.d.store.getWorkspaceManifest(t.imageId)) as WorkspaceManifest | undefined;
-    let manifest: WorkspaceManifest;
-    if (base) {
-      const scan = await scanWorkspace(t.exec, ws, changed, signal);
-      manifest = applyRescan(base, changed, scan.entries, scan.children);
-    } else {
-      manifest = (await scanWorkspace(t.exec, ws, 'all', signal)).entries;
-      // With nothing changed yet, the scan is the image's own workspace: keep it for next time.
-      if (changed.length === 0) await this.d.store.putWorkspaceManifest(t.imageId, manifest as Json);
+  /**
+   * The workspace's current digest. `trust: false` (verification of a sandbox this process did
+   * not watch: after a restart, or a restore) ignores the cache and hashes every file. `imageId`
+   * and `createdAt`: the container was made from that image at that time (a restore), so while its
+   * layer shows no change since, the image stands for it.
+   */
+  async workspaceState(t: SnapshotTarget, signal?: AbortSignal, o: { trust?: boolean; imageId?: string; createdAt?: number } = {}): Promise<WorkspaceState> {
+    const prev = o.trust === false ? undefined : this.known.get(t.containerId);
+    if (prev && (await this.unchangedSince(t, prev.listedAt))) {
+      const digest = manifestDigest(prev.manifest);
+      return { digest, manifest: prev.manifest, changed: [] };
     }
-    return { digest: manifestDigest(manifest), manifest, changed };
+    const listedAt = Date.now();
+    const l = await this.list(t, prev, 'hash', signal);
+    const before = prev?.manifest ?? ((await this.d.store.getWorkspaceManifest(t.imageId)) as WorkspaceManifest | undefined) ?? {};
+    if (!l.complete) {
+      // Something the owner cannot list or read: the engine reads it all, as real root.
+      this.known.delete(t.containerId);
+      const manifest = await this.readThroughEngine(t, l.root, signal);
+      return { digest: manifestDigest(manifest), manifest, changed: changedPaths(before, manifest) };
+    }
+    const digest = manifestDigest(l.manifest);
+    const same = prev !== undefined && digest === manifestDigest(prev.manifest);
+    // A verified fresh container equals its image: later snapshots may point back at it when nothing changes.
+    this.known.set(t.containerId, { stats: l.stats, now: l.now, manifest: l.manifest, imageId: same ? prev.imageId : (o.imageId ?? null), listedAt, ...(same && prev.markAt !== undefined ? { markAt: prev.markAt } : !same && o.imageId && o.createdAt !== undefined ? { markAt: o.createdAt } : {}) });
+    return { digest, manifest: l.manifest, changed: changedPaths(before, l.manifest) };
+  }
+
+  /**
+   * Seeds the cache of a container just made from a snapshot image whose manifest is known
+   * (a re-base): its stat fields are listed without hashing, and each file takes its hash from
+   * the manifest. Sound because the image holds exactly that manifest (checked when it was taken).
+   */
+  async adopt(t: SnapshotTarget, manifest: WorkspaceManifest, signal?: AbortSignal): Promise<void> {
+    const l = await this.list(t, undefined, 'nohash', signal);
+    const paths = Object.keys(manifest);
+    const fits = paths.length === l.stats.size && paths.every((p) => l.stats.has(p) && (manifest[p]!.startsWith('f:') === l.stats.get(p)!.regular));
+    if (!fits) return;
+    // The marker: nothing outside the workspace changed yet in this fresh container.
+    const markAt = Date.now();
+    await t.exec(['sh', '-c', ': > /dev/shm/.berth-snapmark'], { signal });
+    this.known.set(t.containerId, { stats: l.stats, now: l.now, manifest, imageId: t.imageId, markAt, listedAt: markAt });
+  }
+
+  /** `root`: the workspace with symlinks resolved, as a listing found it (the engine would archive a symlink itself). */
+  private readThroughEngine(t: SnapshotTarget, root: string, signal?: AbortSignal): Promise<WorkspaceManifest> {
+    return timed(this.d.logger, 'snapshot.archive_scan', async () => manifestFromTar(await this.d.engine.archive(t.containerId, root || t.workspacePath.replace(/\/+$/, '')), signal));
+  }
+
+  /** Tags the previous image for this snapshot: nothing changed since it was taken. */
+  private async reuse(containerId: string, prev: Known, stats: Map<string, StatEntry>, snapshotId: string): Promise<TakenSnapshot> {
+    await timed(this.d.logger, 'snapshot.tag', () => this.d.engine.tag(prev.imageId!, snapshotId));
+    this.known.set(containerId, { ...prev, stats });
+    this.d.logger.debug({ snapshotId, imageId: prev.imageId }, 'snapshot unchanged: the previous image is reused');
+    return { imageId: prev.imageId!, workspaceDigest: manifestDigest(prev.manifest), layerBytes: 0, layers: 0, flattened: false, reused: true, manifest: prev.manifest };
+  }
+
+  /**
+   * True when the engine's layer files show no change at all in the container since `since`
+   * (one walk of its upper directory, no exec); false when something changed or that cannot be told here.
+   */
+  private async unchangedSince(t: SnapshotTarget, since: number | undefined): Promise<boolean> {
+    return (await this.layerChanged(t, since)) === false;
+  }
+
+  /** Whether anything at all changed in the container's layer since `since`; `undefined` when that cannot be told here. */
+  private async layerChanged(t: SnapshotTarget, since: number | undefined): Promise<boolean | undefined> {
+    if (since === undefined || !this.d.engine.changedOutsideSince) return undefined;
+    return timed(this.d.logger, 'snapshot.layer_check', () => this.d.engine.changedOutsideSince!(t.containerId, since, []));
+  }
+
+  /**
+   * Whether anything outside the workspace changed since the image `prev` names was taken: from the
+   * engine's layer files when this machine can read them (cost follows the container's changes),
+   * else by walking the container's root filesystem (cost follows the image's size).
+   */
+  private async outside(t: SnapshotTarget, ws: string, root: string, prev: Known, signal?: AbortSignal): Promise<boolean> {
+    return timed(this.d.logger, 'snapshot.outside', async () => {
+      if (prev.markAt !== undefined && this.d.engine.changedOutsideSince) {
+        const seen = await this.d.engine.changedOutsideSince(t.containerId, prev.markAt, [ws, root].filter(Boolean));
+        if (seen !== undefined) return seen;
+      }
+      return changedOutside(t.exec, ws, root, signal);
+    });
+  }
+
+  /** Removes the image tag of a snapshot whose record will never commit. */
+  async discard(snapshotId: string): Promise<void> {
+    await this.d.engine.removeSnapshot?.(snapshotId).catch((err: unknown) => this.d.logger.warn({ err, snapshotId }, 'could not remove an unrecorded snapshot image; gc will'));
+  }
+
+  /** Drops what is known of a container (released, lost, or handed to another holder). */
+  forget(containerId: string): void {
+    this.known.delete(containerId);
   }
 
   /**
    * Commits the container into a snapshot image and records the image's workspace manifest.
-   * The scan and the commit run side by side (neither waits for the other, so a snapshot costs
-   * about one commit); that is sound only while nothing in the container writes, which holds
-   * between steps. A writer still running in the background shows up as a different change set
-   * after the commit, and the snapshot is then taken again with the container paused, in order.
+   * When neither the workspace nor anything outside it changed since this container's previous
+   * snapshot, the previous image is tagged for this snapshot instead (no commit). Otherwise the
+   * listing and the commit run side by side, and a second listing after the commit must equal
+   * the first (same stat fields, same hashes of recently changed files), or a writer was running:
+   * the snapshot is then taken with the container paused, its workspace read through the engine.
    */
   async take(t: SnapshotTarget, opts: { snapshotId: string; labels: Record<string, string>; signal?: AbortSignal }): Promise<TakenSnapshot> {
-    const commit = (pause: boolean) => this.d.engine.commit(t.containerId, { tag: opts.snapshotId, labels: opts.labels, signal: opts.signal, pause });
-    let [state, image] = await Promise.all([this.workspaceState(t, opts.signal), commit(false)]);
-    const after = await this.changedPaths(t);
-    // `docker diff` lists paths in no fixed order: compare them as sets.
-    if (after.sort().join('\n') !== [...state.changed].sort().join('\n')) {
-      this.d.logger.warn({ snapshotId: opts.snapshotId }, 'workspace changed during the snapshot; taking it again with the container paused');
-      const first = image;
-      state = await this.workspaceState(t, opts.signal);
-      image = await commit(true);
+    try {
+      return await this.takeOnce(t, opts);
+    } catch (err) {
+      // What this process knew may no longer hold (a half-done attempt); the next one starts afresh.
+      this.known.delete(t.containerId);
+      // No record will ever name this attempt's image (a retry takes a new id): remove it now
+      // rather than leave it to gc. Only its own tag goes; an image another record shares stays.
+      await this.d.engine.removeSnapshot?.(opts.snapshotId).catch((e: unknown) => this.d.logger.warn({ err: e, snapshotId: opts.snapshotId }, 'could not remove the image of a failed snapshot; gc will'));
+      throw err;
+    }
+  }
+
+  private async takeOnce(t: SnapshotTarget, opts: { snapshotId: string; labels: Record<string, string>; signal?: AbortSignal }): Promise<TakenSnapshot> {
+    const prev = this.known.get(t.containerId);
+    const ws = t.workspacePath.replace(/\/+$/, '');
+    // Changed for sure (a file time well after the previous commit began), or maybe (within the file
+    // clock's margin of it: only the listing can tell), or not at all.
+    const surely = prev?.imageId && prev.markAt !== undefined ? await this.layerChanged(t, prev.markAt + 2 * FILE_CLOCK_MARGIN_MS) : undefined;
+    const layer = surely === true ? true : prev?.imageId ? await this.layerChanged(t, prev.markAt) : undefined;
+    if (prev?.imageId && layer === false) {
+      // Nothing in the container's layer changed since the previous image's state was listed.
+      return this.reuse(t.containerId, prev, prev.stats, opts.snapshotId);
+    }
+    const commit = (pause: boolean) => timed(this.d.logger, 'snapshot.commit', () => this.d.engine.commit(t.containerId, { tag: opts.snapshotId, labels: opts.labels, signal: opts.signal, pause }));
+    const markAt = Date.now();
+    let first: Listing;
+    let image: EngineImage;
+    // The image holds at least the container's state at `commitAt`; what changes in the layer after
+    // it is new for the next snapshot.
+    let commitAt: number;
+    if (!prev?.imageId || surely === true) {
+      // No previous image to stand for this state, or the layer shows a change: the listing and the
+      // commit run side by side (the listing after the commit catches any write in between).
+      commitAt = markAt;
+      [first, image] = await Promise.all([this.list(t, prev, 'mark', opts.signal), commit(false)]);
+    } else {
+      first = await this.list(t, prev, 'mark', opts.signal);
+      if (first.complete && manifestDigest(first.manifest) === manifestDigest(prev.manifest) && !(await this.outside(t, ws, first.root, prev, opts.signal))) {
+        return this.reuse(t.containerId, { ...prev, now: first.now, listedAt: markAt }, first.stats, opts.snapshotId);
+      }
+      // Taken after the listing, so that a step's last writes are not within the file clock's margin of it.
+      commitAt = Date.now();
+      image = await commit(false);
+    }
+    let state: { manifest: WorkspaceManifest; stats: Map<string, StatEntry>; now?: number } = first;
+    const after = await this.list(t, { stats: first.stats, manifest: first.manifest, now: first.now }, 'promote', opts.signal);
+    if (!first.complete || !sameListing(first, after)) {
+      if (first.complete) this.d.logger.warn({ snapshotId: opts.snapshotId }, 'workspace changed during the snapshot; taking it again with the container paused');
+      else this.d.logger.info({ snapshotId: opts.snapshotId }, 'the workspace owner cannot read all of the workspace; taking the snapshot paused, read through the engine');
+      const superseded = image;
+      ({ image, manifest: state.manifest } = await this.takePaused(t, first.root, opts, commit));
+      state = { manifest: state.manifest, stats: new Map() };
       // The second commit took the tag; the first would linger as an unnamed image.
-      await this.d.engine.discardImage(first.imageId).catch((err: unknown) => this.d.logger.warn({ err, imageId: first.imageId }, 'could not remove a superseded snapshot image'));
+      await this.d.engine.discardImage(superseded.imageId).catch((err: unknown) => this.d.logger.warn({ err, imageId: superseded.imageId }, 'could not remove a superseded snapshot image'));
     }
     const flattened = image.depth >= (this.d.flattenDepth ?? FLATTEN_DEPTH);
     if (flattened) {
@@ -108,8 +272,30 @@ export class Snapshotter {
       image = await this.d.engine.flatten(deep.imageId, { tag: opts.snapshotId, labels: opts.labels, signal: opts.signal });
       this.d.logger.info({ snapshotId: opts.snapshotId, deepImageId: deep.imageId, depth: deep.depth, imageId: image.imageId }, 'snapshot image flattened to one layer');
     }
-    await this.d.store.putWorkspaceManifest(image.imageId, state.manifest as Json);
-    this.d.logger.debug({ snapshotId: opts.snapshotId, imageId: image.imageId, changed: state.changed.length, layerBytes: image.layerBytes }, 'snapshot taken');
-    return { imageId: image.imageId, workspaceDigest: state.digest, layerBytes: image.layerBytes, layers: image.layers, flattened };
+    await timed(this.d.logger, 'snapshot.manifest_write', () => this.d.store.putWorkspaceManifest(image.imageId, state.manifest as Json));
+    // A paused retake read the workspace through the engine and has no stat fields: the next snapshot hashes everything again.
+    if (state.stats.size > 0 || Object.keys(state.manifest).length === 0) this.known.set(t.containerId, { stats: state.stats, now: first.now, manifest: state.manifest, imageId: image.imageId, markAt: commitAt, listedAt: commitAt });
+    else this.known.delete(t.containerId);
+    this.d.logger.debug({ snapshotId: opts.snapshotId, imageId: image.imageId, hashed: first.hashed, layerBytes: image.layerBytes }, 'snapshot taken');
+    return { imageId: image.imageId, workspaceDigest: manifestDigest(state.manifest), layerBytes: image.layerBytes, layers: image.layers, flattened, reused: false, manifest: state.manifest };
+  }
+
+  /** Pause, commit, read the workspace through the engine, unpause: the manifest is exactly the image's. */
+  private async takePaused(t: SnapshotTarget, root: string, opts: { snapshotId: string; signal?: AbortSignal }, commit: (pause: boolean) => Promise<EngineImage>) {
+    let lastError: unknown;
+    for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+      await this.d.engine.setPaused(t.containerId, true);
+      try {
+        const image = await commit(true);
+        const manifest = await this.readThroughEngine(t, root, opts.signal);
+        return { image, manifest };
+      } catch (err) {
+        lastError = err;
+        if (!(err instanceof BerthError) || !err.retryable) throw err;
+      } finally {
+        await this.d.engine.setPaused(t.containerId, false);
+      }
+    }
+    throw lastError;
   }
 }

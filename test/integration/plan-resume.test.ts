@@ -145,7 +145,11 @@ describe('snapshot retention', { timeout: 180_000 }, () => {
       expect(killed.signal).toBe('SIGKILL');
       const runId = await parkedPlan.read(async (s) => (await s.listRuns())[0]!.id);
       expect((await parkedPlan.cli(['resume', runId])).code).toBe(3);
-      expect((await parkedPlan.cli(['gc', '--keep', '0'])).code).toBe(0);
+      // --keep 0 would take the parked run's only restore points: refused, nothing removed.
+      const refused = await parkedPlan.cli(['gc', '--keep', '0']);
+      expect(refused.code).not.toBe(0);
+      expect(refused.stderr).toMatch(/gc_refused/);
+      expect((await parkedPlan.cli(['gc', '--keep', '1'])).code).toBe(0);
       const kept = await parkedPlan.read((s) => s.listSnapshots({}));
       expect(kept.length).toBeGreaterThan(0);
       expect(kept.every((s) => s.prunedAt === null)).toBe(true);

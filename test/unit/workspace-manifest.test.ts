@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { applyRescan, manifestDigest, parseScan } from '../../host/snapshot';
+import { manifestDigest, parseListing } from '../../host/snapshot';
+
+const h = (c: string) => c.repeat(64);
 
 describe('workspace manifest', () => {
   it('gives equal digests for equal trees whatever the order, and different ones when a mode or byte changes', () => {
@@ -10,26 +12,35 @@ describe('workspace manifest', () => {
     expect(manifestDigest({ ...a, './x': 'f:644:ab' })).not.toBe(manifestDigest(a));
   });
 
-  it('drops a deleted directory with everything under it', () => {
-    const base = { './d': 'd:755', './d/a': 'f:644:1', './d/e/b': 'f:644:2', './keep': 'f:644:3' };
-    expect(applyRescan(base, ['./d'], {})).toEqual({ './keep': 'f:644:3' });
-  });
-
-  it('drops the old children of a directory that was deleted and made again, which docker diff does not list', () => {
-    const base = { './build': 'd:755', './build/old.o': 'f:644:1', './build/sub/deep': 'f:644:2' };
-    const scan = parseScan(['S|directory|755|./build', 'S|regular file|644|./build/new.o', 'H|' + 'f'.repeat(64) + '  ./build/new.o', 'C|./build/new.o'].join('\n'));
-    expect(applyRescan(base, ['./build', './build/new.o'], scan.entries, scan.children)).toEqual({ './build': 'd:755', './build/new.o': `f:644:${'f'.repeat(64)}` });
-  });
-
-  it('parses names with spaces, pipes in link targets and every entry type', () => {
+  it('parses names with spaces and pipes, link targets with pipes, and every entry type', () => {
     const out = [
-      'S|regular file|644|./a b',
-      'S|symbolic link|777|./l',
-      'S|directory|700|./d',
-      'S|fifo|644|./p',
-      `H|${'1'.repeat(64)}  ./a b`,
+      'T|1000',
+      'S|regular file|644|3|1.5|1.5|11|./a b|c',
+      'S|symbolic link|777|1|1.5|1.5|12|./l',
+      'S|directory|700|4096|1.5|1.5|13|./d',
+      'S|fifo|644|0|1.5|1.5|14|./p',
+      `H|${h('1')}  ./a b|c`,
       'L|x|y|./l',
     ].join('\n');
-    expect(parseScan(out).entries).toEqual({ './a b': `f:644:${'1'.repeat(64)}`, './l': 'l:x|y', './d': 'd:700', './p': 'o:644' });
+    const l = parseListing(out, {});
+    expect(l.now).toBe(1000);
+    expect(l.manifest).toEqual({ './a b|c': `f:644:${h('1')}`, './l': 'l:x|y', './d': 'd:700', './p': 'o:644' });
+    expect(l.stats.get('./a b|c')).toEqual({ key: 'regular file|644|3|1.5|1.5|11', regular: true });
+  });
+
+  it('takes the hash of a file the listing did not re-hash from the previous manifest, if its mode is the same', () => {
+    const prev = { './a': `f:644:${h('2')}`, './b': `f:644:${h('3')}` };
+    const l = parseListing(['T|1000', 'S|regular file|644|3|1.5|1.5|11|./a', 'S|regular file|600|3|1.5|1.5|12|./b'].join('\n'), prev);
+    expect(l.manifest['./a']).toBe(`f:644:${h('2')}`);
+    expect(l.manifest['./b']).toMatch(/^f:600:unreadable:/);
+  });
+
+  it('gives a file it could not hash a value no other listing gives, so it never verifies', () => {
+    const out = ['T|1000', 'S|regular file|0|3|1.5|1.5|11|./secret'].join('\n');
+    expect(manifestDigest(parseListing(out, {}).manifest)).not.toBe(manifestDigest(parseListing(out, {}).manifest));
+  });
+
+  it('refuses a listing it cannot parse (a path holding a newline) instead of skipping the path', () => {
+    expect(() => parseListing(['T|1000', 'S|regular file|644|3|1.5|1.5|11|./new', 'line'].join('\n'), {})).toThrow(/unexpected line/);
   });
 });

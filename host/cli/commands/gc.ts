@@ -1,25 +1,39 @@
-import { pruneSnapshots } from '../../snapshot';
+import { assertKeepAllowed, pruneSnapshots, removeOrphanSnapshots } from '../../snapshot';
 import { snapshotEngine } from '../../sandbox';
 import { releaseEndedRunLeases } from '../../runtime/run-end-leases';
 import type { CliContext } from '../context';
 import { emit, table } from '../output';
 
+/** Unrecorded snapshot images younger than this are left alone by default: their record may be about to commit. */
+export const DEFAULT_GC_GRACE_S = 600;
+
 /**
- * `berth gc [--keep N]`: removes this store's containers whose lease is released, expired or
- * unknown, and at once (no TTL wait) every sandbox of a run that reached a final state (reason
- * `run_ended`; an agent session's own sandbox stays with the session); then prunes snapshots beyond
- * the newest N per session (default 5) of finished runs.
+ * `berth gc [--keep N] [--grace S]`: removes this store's containers whose lease is released,
+ * expired or unknown, and at once (no TTL wait) every sandbox of a run that reached a final state
+ * (reason `run_ended`; an agent session's own sandbox stays with the session); removes snapshot images of this store that no record names (older than S
+ * seconds, default 600, of finished runs); and prunes snapshots beyond the newest N per session
+ * (default 5) of finished runs. `--keep 0` is refused while an unfinished run's session holds
+ * snapshots: they are its only restore points.
  */
-export async function gc(ctx: CliContext, keep = 5): Promise<number> {
+export async function gc(ctx: CliContext, keep = 5, graceS = DEFAULT_GC_GRACE_S): Promise<number> {
+  await assertKeepAllowed(ctx.store, keep);
   const ended = await releaseEndedRunLeases(ctx);
   const removed = [...ended, ...(await ctx.sandbox.sweep())];
   const engine = snapshotEngine(ctx.docker);
+  const orphans = await removeOrphanSnapshots(
+    { store: ctx.store, hostId: ctx.hostId, clock: ctx.clock, logger: ctx.logger, listSnapshotImages: engine.listSnapshotImages, removeSnapshot: engine.removeSnapshot, imageLayerBytes: engine.imageLayerBytes },
+    { graceMs: graceS * 1000 },
+  );
+  const reclaimedBytes = orphans.reduce((n, o) => n + o.bytes, 0);
   const pruned = await pruneSnapshots({ store: ctx.store, removeSnapshot: engine.removeSnapshot, clock: ctx.clock, logger: ctx.logger }, { keepLast: keep });
-  emit(ctx.json, { hostId: ctx.hostId, removed, pruned: pruned.map((s) => s.id) }, () =>
+  emit(ctx.json, { hostId: ctx.hostId, removed, unrecordedImages: orphans, reclaimedBytes, pruned: pruned.map((s) => s.id) }, () =>
     [
       removed.length === 0
         ? `no leftover containers in this store (host ${ctx.hostId})`
         : `removed ${removed.length} container(s):\n${table([['CONTAINER', 'LEASE', 'REASON'], ...removed.map((r) => [r.containerId.slice(0, 12), r.leaseId ?? '-', r.reason])])}`,
+      orphans.length === 0
+        ? 'no unrecorded snapshot images'
+        : `removed ${orphans.length} unrecorded snapshot image tag(s), ${(reclaimedBytes / 1e6).toFixed(1)} MB reclaimed: ${orphans.map((o) => o.snapshotId).join(' ')}`,
       pruned.length === 0 ? 'no snapshots to prune' : `pruned ${pruned.length} snapshot(s): ${pruned.map((s) => s.id).join(' ')}`,
     ].join('\n'),
   );

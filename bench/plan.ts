@@ -1,0 +1,251 @@
+/**
+ * plan: a real open-source build end to end, offline, through `berth run` against the same
+ * commands as raw `docker exec`s, plus the snapshot cost of a step as a function of its change.
+ *
+ * - real_build_vs_raw: the SQLite amalgamation that better-sqlite3 ships under
+ *   `node_modules/better-sqlite3/deps/sqlite3` (sqlite3.c, 9 MB of C), with the small project in
+ *   `bench/plan-project` (configure script, Makefile, a tiny shell, a test against expected
+ *   output): configure, `make -j2 all` (library + shell), `make test` (writes nothing into the
+ *   workspace), and a `never` step `make dist`. (a) `berth run` through the CLI as a user runs it
+ *   (child process, default snapshot policy `after-each-step`), wall clock from spawn to exit;
+ *   (b) the same image and create options, raw dockerode: create + start, putArchive of the
+ *   workspace, one exec per step. Rounds alternate which side goes first; ratio of medians.
+ *   The Berth side's debug `timing` logs give the per-phase breakdown, printed as `# ...` lines.
+ * - noop_step_snapshot_ms: a snapshot after a step that changed nothing, in a workspace of 300
+ *   files (each 16 KiB) that the upload snapshot already holds; median of 5.
+ * - snapshot_5_vs_300_files: a snapshot after a step that rewrote 5 of those files vs after one that
+ *   rewrote all 300; interleaved, ratio of medians of 5.
+ *
+ * `BENCH_PLAN_IMAGE` (default berth/dev:latest), `BENCH_PLAN_ROUNDS` (default 2).
+ */
+import { spawn } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import Dockerode from 'dockerode';
+import pino from 'pino';
+import { pack } from 'tar-fs';
+import { parseEnvironment, type Environment } from '../environment';
+import { PlanSandbox } from '../host/plan';
+import { containerCreateOptions, SandboxHost, snapshotEngine, type Lease } from '../host/sandbox';
+import { sandboxSpecOf } from '../host/runtime/sandbox-spec';
+import { Snapshotter } from '../host/snapshot';
+import { openSqliteStore } from '../host/store';
+import { systemClock } from '../host/support';
+import type { Report } from './run';
+import { median, timed } from './_stats';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = join(here, '..');
+const hostId = `bench-plan-${process.pid}`;
+const STEPS = [
+  { name: 'configure', run: './configure', replay: 'safe' },
+  { name: 'build', run: 'make -j2 all', replay: 'safe' },
+  { name: 'test', run: 'make test', replay: 'safe' },
+  { name: 'publish', run: 'make dist', replay: 'never' },
+] as const;
+
+function envYaml(imageRef: string, digest: string): string {
+  return `kernel: { name: berth, version: 0.1.0, compatible: ">=0.1.0 <0.2.0" }
+image: { ref: "${imageRef}", digest: "${digest}" }
+workspace: { path: /workspace, owner: "1000:1000" }
+network: { mode: none }
+resources: { cpus: 2, memoryMb: 2048, pids: 512, diskMb: 4096, commandTimeoutS: 900 }
+snapshot: { policy: after-each-step, keepLast: 10 }
+`;
+}
+
+/** The project directory: the amalgamation from node_modules plus bench/plan-project. */
+function makeProject(dir: string): string {
+  const project = join(dir, 'project');
+  mkdirSync(project);
+  const amalgamation = join(root, 'node_modules/better-sqlite3/deps/sqlite3');
+  for (const f of readdirSync(amalgamation)) copyFileSync(join(amalgamation, f), join(project, f));
+  const own = join(here, 'plan-project');
+  for (const f of readdirSync(own)) copyFileSync(join(own, f), join(project, f));
+  return project;
+}
+
+/** One timing log line of the Berth side. */
+interface Timing {
+  phase: string;
+  ms: number;
+  time: number;
+  checkpoint?: string;
+}
+
+async function berthRun(dir: string, round: number): Promise<{ ms: number; timings: Timing[]; steps: Array<{ step: string; durationMs: number; exitCode: number }> }> {
+  const t0 = performance.now();
+  const child = spawn(process.execPath, [join(root, 'host/cli/bin.mjs'), 'run', join(dir, 'plan.yaml'), '--store', join(dir, `run-${round}.db`), '--json'], {
+    cwd: dir,
+    env: { ...process.env, BERTH_LOG_LEVEL: 'debug', BERTH_HOST_ID: hostId },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+  const code = await new Promise<number>((res) => child.on('close', (c) => res(c ?? -1)));
+  const ms = performance.now() - t0;
+  if (code !== 0) throw new Error(`berth run exited ${code}: ${err.slice(-2000)}`);
+  const timings: Timing[] = [];
+  for (const line of err.split('\n')) {
+    if (!line.startsWith('{')) continue;
+    try {
+      const j = JSON.parse(line) as { msg?: string } & Timing;
+      if (j.msg === 'timing') timings.push(j);
+    } catch {
+      // progress text, not a log line
+    }
+  }
+  // --json prints progress objects one per line, then the summary pretty-printed (it starts at a line that is just "{").
+  const summary = JSON.parse(out.slice(out.lastIndexOf('\n{\n') + 1)) as { steps: Array<{ step: string; durationMs: number; exitCode: number }> };
+  return { ms, timings, steps: summary.steps };
+}
+
+async function rawRun(docker: Dockerode, env: Environment, project: string): Promise<{ ms: number; execMs: number }> {
+  const t0 = performance.now();
+  const c = await docker.createContainer(containerCreateOptions(sandboxSpecOf(env), { 'berth.host': hostId, 'berth.bench': 'plan-raw' }));
+  try {
+    await c.start();
+    const tar = pack(project, { map: (h) => ({ ...h, uid: 1000, gid: 1000 }) }) as unknown as NodeJS.ReadableStream;
+    await c.putArchive(tar, { path: env.workspace.path });
+    let execMs = 0;
+    for (const step of STEPS) {
+      const e0 = performance.now();
+      const exec = await c.exec({ Cmd: ['sh', '-c', step.run], User: env.workspace.owner, WorkingDir: env.workspace.path, AttachStdout: true, AttachStderr: true });
+      const stream = await exec.start({});
+      await new Promise<void>((res, rej) => {
+        stream.on('end', res);
+        stream.on('error', rej);
+        stream.resume();
+      });
+      const info = await exec.inspect();
+      if (info.ExitCode !== 0) throw new Error(`raw step ${step.name} exited ${info.ExitCode}`);
+      execMs += performance.now() - e0;
+    }
+    return { ms: performance.now() - t0, execMs };
+  } finally {
+    await c.remove({ force: true });
+  }
+}
+
+const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
+
+/** Where the Berth side's time went, per phase, as `#` lines (medians over rounds). */
+function breakdown(runs: Array<Awaited<ReturnType<typeof berthRun>>>, raw: number[]): void {
+  const phases = new Map<string, number[]>();
+  const add = (k: string, v: number) => phases.set(k, [...(phases.get(k) ?? []), v]);
+  for (const r of runs) {
+    const by = (p: string) => r.timings.filter((t) => t.phase === p);
+    const lease = by('lease')[0];
+    const upload = by('snapshot').find((t) => t.checkpoint === 'upload');
+    add('total', r.ms);
+    add('lease', lease?.ms ?? 0);
+    // prepare runs lease, upload, snapshot in order: the gap between the lease's end and the upload snapshot's start is the upload.
+    if (lease && upload) add('upload', upload.time - upload.ms - lease.time);
+    add('exec (steps)', sum(r.steps.map((s) => s.durationMs)));
+    add('snapshot (all, wall)', sum(by('snapshot').map((t) => t.ms)));
+    add('snapshot upload (wall)', upload?.ms ?? 0);
+    for (const s of by('snapshot').filter((t) => t.checkpoint !== 'upload')) add(`snapshot ${s.checkpoint} (wall)`, s.ms);
+    for (const p of ['snapshot.diff', 'snapshot.manifest_read', 'snapshot.scan', 'snapshot.outside', 'snapshot.tag', 'snapshot.commit', 'snapshot.archive_scan', 'snapshot.manifest_write', 'snapshot.rebase']) add(`  ${p} (sum)`, sum(by(p).map((t) => t.ms)));
+    add('rest: CLI start, kernel, store commits', r.ms - (lease?.ms ?? 0) - (lease && upload ? upload.time - upload.ms - lease.time : 0) - sum(r.steps.map((s) => s.durationMs)) - sum(by('snapshot').map((t) => t.ms)));
+  }
+  add('raw total', 0);
+  phases.set('raw total', raw);
+  for (const [k, v] of phases) console.log(`# plan ${k}: ${median(v).toFixed(0)} ms`);
+}
+
+async function write(lease: Lease, script: string) {
+  const r = await lease.exec(['sh', '-c', script], { timeoutMs: 120_000 });
+  if (r.exitCode !== 0) throw new Error(`exec failed: ${r.stderr}`);
+}
+
+/** noop and 5-vs-300 snapshot figures, in process, on the same image. */
+async function snapshotCosts(docker: Dockerode, env: Environment, dir: string, report: Report): Promise<void> {
+  const lines: Timing[] = [];
+  const logger = pino({ level: 'debug' }, { write: (l: string) => void (l.includes('"msg":"timing"') && lines.push(JSON.parse(l) as Timing)) });
+  const store = openSqliteStore(join(dir, 'micro.db'));
+  const sandbox = new SandboxHost({ docker, records: store, clock: systemClock, logger, hostId });
+  const engine = snapshotEngine(docker);
+  const plan = new PlanSandbox({ store, sandbox, snapshots: new Snapshotter({ engine, store, logger }), imageExists: engine.imageExists, clock: systemClock, logger, ...(process.env.BENCH_REBASE_BYTES ? { rebaseBytes: Number(process.env.BENCH_REBASE_BYTES) } : {}) });
+  const runId = 'micro';
+  try {
+    let lease = await plan.leaseFresh(runId, 'bench', env, AbortSignal.timeout(60_000));
+    // 300 files of 16 KiB in 10 directories, as an upload would leave them.
+    await write(lease, 'for d in 0 1 2 3 4 5 6 7 8 9; do mkdir -p src/$d; for f in $(seq 0 29); do head -c 16384 /dev/urandom > src/$d/f$f.c; done; done');
+    let parent: string | null = null;
+    const phases = new Map<string, number[]>();
+    const snap = async (kind = '') => {
+      lines.length = 0;
+      const [ms, s] = await timed(() => plan.snapshot(runId, 'bench', env, plan.held(runId) ?? lease, 'bench', parent, AbortSignal.timeout(120_000)));
+      parent = s.record.id;
+      lease = s.lease;
+      if (kind) for (const t of lines) if (t.phase !== 'snapshot') phases.set(`${kind} ${t.phase}`, [...(phases.get(`${kind} ${t.phase}`) ?? []), t.ms]);
+      return ms;
+    };
+    await snap();
+    const noop: number[] = [];
+    const five: number[] = [];
+    const all: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      noop.push(await snap('noop'));
+      await write(lease, `for d in 0 1 2 3 4; do head -c 16384 /dev/urandom > src/$d/f${i}.c; done`);
+      five.push(await snap('5 files'));
+      await write(lease, 'for f in src/*/*.c; do head -c 16384 /dev/urandom > $f; done');
+      all.push(await snap('300 files'));
+    }
+    // Per snapshot: the sum of a phase's calls in it, median over rounds.
+    for (const [k, v] of phases) console.log(`# plan snapshot ${k}: ${median(v).toFixed(0)} ms (median of ${v.length} calls)`);
+    report('noop_step_snapshot_ms', median(noop), 'absolute');
+    report('snapshot_5_files_ms', median(five), 'absolute');
+    report('snapshot_300_files_ms', median(all), 'absolute');
+    report('snapshot_5_vs_300_files', median(five) / median(all), 'ratio');
+  } finally {
+    await plan.finish(runId).catch(() => {});
+    await sandbox.close();
+    await store.close();
+  }
+}
+
+export default async function planBench(report: Report): Promise<void> {
+  const docker = new Dockerode();
+  const imageRef = process.env.BENCH_PLAN_IMAGE ?? 'berth/dev:latest';
+  const rounds = Number(process.env.BENCH_PLAN_ROUNDS ?? 2);
+  const digest = (await docker.getImage(imageRef).inspect()).Id;
+  const dir = mkdtempSync(join(tmpdir(), 'berth-bench-plan-'));
+  try {
+    const project = makeProject(dir);
+    writeFileSync(join(dir, 'env.yaml'), envYaml(imageRef, digest));
+    writeFileSync(join(dir, 'plan.yaml'), `name: sqlite\nenvironment: env.yaml\nworkspace: project\nsteps:\n${STEPS.map((s) => `  - { name: ${s.name}, run: "${s.run}", replay: ${s.replay} }\n`).join('')}`);
+    const env = parseEnvironment(envYaml(imageRef, digest), join(dir, 'env.yaml'));
+    if (process.env.BENCH_PLAN_ONLY === 'micro') return await snapshotCosts(docker, env, dir, report);
+    const berth: Array<Awaited<ReturnType<typeof berthRun>>> = [];
+    const raw: number[] = [];
+    for (let i = 0; i < rounds; i++) {
+      if (i % 2 === 0) {
+        raw.push((await rawRun(docker, env, project)).ms);
+        berth.push(await berthRun(dir, i));
+      } else {
+        berth.push(await berthRun(dir, i));
+        raw.push((await rawRun(docker, env, project)).ms);
+      }
+    }
+    breakdown(berth, raw);
+    report('real_build_vs_raw', median(berth.map((b) => b.ms)) / median(raw), 'ratio');
+    report('real_build_ms', median(berth.map((b) => b.ms)), 'absolute');
+    report('raw_build_ms', median(raw), 'absolute');
+    await snapshotCosts(docker, env, dir, report);
+  } finally {
+    for (const c of await docker.listContainers({ all: true, filters: { label: [`berth.host=${hostId}`] } })) await docker.getContainer(c.Id).remove({ force: true }).catch(() => {});
+    // Snapshot images of this bench (the CLI keeps the newest ones of each run).
+    // Children before parents: a few passes, each removing what nothing builds on any more.
+    for (let pass = 0; pass < 5; pass++) {
+      const images = await docker.listImages({ filters: { label: [`berth.host=${hostId}`] } });
+      if (images.length === 0) break;
+      for (const img of images) await docker.getImage(img.Id).remove({ force: true }).catch(() => {});
+    }
+    rmSync(dir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,79 @@
+import type { Logger } from 'pino';
+import { BerthError } from '../errors';
+import { isFinalRunState } from '../model';
+import type { Store } from '../store';
+import type { Clock } from '../support';
+
+/** A snapshot image on the engine as the sandbox adapter lists it. */
+export interface SnapshotImageSeen {
+  imageId: string;
+  tags: string[];
+  labels: Record<string, string>;
+  createdAt: number;
+}
+
+export interface OrphanDeps {
+  store: Store;
+  hostId: string;
+  clock: Clock;
+  logger: Logger;
+  listSnapshotImages(hostId: string): Promise<SnapshotImageSeen[]>;
+  removeSnapshot(tag: string): Promise<'removed' | 'untagged' | 'absent'>;
+  imageLayerBytes(imageId: string): Promise<number>;
+}
+
+export interface RemovedOrphan {
+  snapshotId: string;
+  imageId: string;
+  outcome: 'removed' | 'untagged' | 'absent';
+  bytes: number;
+}
+
+/**
+ * Removes snapshot tags that no record of this store names: what a snapshot left when its host died
+ * between the commit of the image and the commit of its record. Every snapshot image is labelled
+ * (and tagged) with its intended record id before that record commits, so such images are found
+ * by label. Only images of sessions this store holds are looked at (another store on the same host
+ * has its own), only those older than `graceMs`, and only when their run is final: a live run may
+ * be a moment away from committing the record, and a noop snapshot tags an old image anew.
+ */
+export async function removeOrphanSnapshots(d: OrphanDeps, o: { graceMs: number }): Promise<RemovedOrphan[]> {
+  const out: RemovedOrphan[] = [];
+  const now = d.clock.now();
+  for (const img of await d.listSnapshotImages(d.hostId)) {
+    const sessionId = img.labels['berth.session'];
+    if (!sessionId || !(await d.store.getSession(sessionId))) continue;
+    if (now - img.createdAt < o.graceMs) continue;
+    const runId = img.labels['berth.run'];
+    const run = runId ? await d.store.getRun(runId) : undefined;
+    if (run && !isFinalRunState(run.state)) continue;
+    const orphans: string[] = [];
+    for (const tag of img.tags) if (!(await d.store.getSnapshot(tag))) orphans.push(tag);
+    if (orphans.length === 0) continue;
+    // Bytes are freed only when the last tag goes (and nothing builds on the image).
+    const bytes = orphans.length === img.tags.length ? await d.imageLayerBytes(img.imageId) : 0;
+    for (const tag of orphans) {
+      const outcome = await d.removeSnapshot(tag);
+      out.push({ snapshotId: tag, imageId: img.imageId, outcome, bytes: outcome === 'removed' ? bytes : 0 });
+      d.logger.info({ snapshotId: tag, imageId: img.imageId, outcome }, 'unrecorded snapshot image removed');
+    }
+  }
+  return out;
+}
+
+/**
+ * Refuses `keep 0` when it would leave a session that is not finished (one of its runs is not in a
+ * final state) without any restore point: reconciliation of that run would have nothing to offer.
+ */
+export async function assertKeepAllowed(store: Store, keep: number): Promise<void> {
+  if (keep > 0) return;
+  const open = (await store.listRuns()).filter((r) => !isFinalRunState(r.state));
+  const blocked: string[] = [];
+  for (const run of open) {
+    const snaps = (await store.listSnapshots({ sessionId: run.sessionId })).filter((s) => s.prunedAt === null);
+    if (snaps.length > 0) blocked.push(`${run.sessionId} (run ${run.id} is ${run.state})`);
+  }
+  if (blocked.length) {
+    throw new BerthError('gc_refused', `--keep 0 would remove the only restore points of unfinished session(s): ${blocked.join(', ')}. Finish or cancel those runs first, or keep at least 1`);
+  }
+}
