@@ -1,7 +1,11 @@
-import type { Decision, PhaseContext } from '../kernel';
+import type { PhaseContext, TypedDecision, TypedPhaseContext } from '../kernel';
 import type { Json } from '../model';
 import type { PlanSandbox } from './plan-sandbox';
-import type { PlanRootCheckpoint, PlanRunInput } from './plan-input';
+import type { PlanResult, PlanRootCheckpoint, PlanRunInput } from './plan-input';
+
+/** What the plan task's phases see and decide. */
+export type PlanContext = TypedPhaseContext<PlanRunInput, PlanRootCheckpoint>;
+export type PlanDecision = TypedDecision<PlanRootCheckpoint, PlanResult>;
 import { sandboxDocId } from './sandbox-doc';
 import { nextIndexOf, stepEffectId } from './checkpoints';
 import { readPointer } from './step-task';
@@ -20,12 +24,12 @@ export async function sandboxAdvice(ctx: PhaseContext, sb: PlanSandbox, runId: s
 }
 
 /** Waits for the operator (again), the run in `needs_reconciliation` with `reason`. */
-export function parkRun(cp: PlanRootCheckpoint, pending: NonNullable<PlanRootCheckpoint['pending']>): Decision {
+export function parkRun(cp: PlanRootCheckpoint, pending: NonNullable<PlanRootCheckpoint['pending']>): PlanDecision {
   return {
     type: 'await',
     signal: 'reconcile',
     phase: 'reconciled',
-    checkpoint: { ...cp, reconcile: undefined, pending } as unknown as Json,
+    checkpoint: { ...cp, reconcile: undefined, pending },
     run: { to: 'needs_reconciliation', reason: pending.reason },
   };
 }
@@ -37,9 +41,9 @@ export function parkRun(cp: PlanRootCheckpoint, pending: NonNullable<PlanRootChe
  * decision that cannot be carried out (sandbox gone, snapshot image missing) parks the run again
  * with the reason and what can be restored; it never fails the run.
  */
-export async function reconciled(ctx: PhaseContext, sb: PlanSandbox): Promise<Decision> {
-  const input = ctx.input as unknown as PlanRunInput;
-  const cp = ctx.checkpoint as unknown as PlanRootCheckpoint;
+export async function reconciled(ctx: PlanContext, sb: PlanSandbox): Promise<PlanDecision> {
+  const input = ctx.value;
+  const cp = ctx.state;
   const runId = ctx.task.runId!;
   const decision = cp.reconcile ?? {};
   const pending = cp.pending ?? { kind: 'reconcile' as const, index: cp.index, reason: '' };
@@ -52,7 +56,7 @@ export async function reconciled(ctx: PhaseContext, sb: PlanSandbox): Promise<De
     const ensured = await sb.restore(runId, ctx.task.sessionId, input.environment, snapshotId, ctx.signal);
     if (ensured.kind === 'reconcile') return again(`restoring ${snapshotId} failed: ${ensured.reason}`);
     next.index = nextIndexOf(snap.checkpoint);
-    return { type: 'next', phase: 'step', checkpoint: next as unknown as Json, writes: { documents: [{ documentId: sandboxDocId(runId), op: ensured.pointer as Json }] } };
+    return { type: 'next', phase: 'step', checkpoint: next, writes: { documents: [{ documentId: sandboxDocId(runId), op: ensured.pointer as Json }] } };
   }
   // Keep the sandbox: whatever it holds now becomes the newest checkpoint's state.
   const ptr = await readPointer(ctx, runId);
@@ -62,5 +66,5 @@ export async function reconciled(ctx: PhaseContext, sb: PlanSandbox): Promise<De
   const effect = await ctx.store.getEffect(stepEffectId(runId, pending.index, cp.generation));
   next.index = effect?.status === 'confirmed' ? pending.index + 1 : pending.index;
   const s = await sb.snapshot(runId, ctx.task.sessionId, input.environment, lease, `reconciled:${next.index}`, ptr.snapshotId, ctx.signal);
-  return { type: 'next', phase: 'step', checkpoint: next as unknown as Json, writes: { snapshots: [s.record], documents: [{ documentId: sandboxDocId(runId), op: s.pointer as Json }] } };
+  return { type: 'next', phase: 'step', checkpoint: next, writes: { snapshots: [s.record], documents: [{ documentId: sandboxDocId(runId), op: s.pointer as Json }] } };
 }
