@@ -1,7 +1,7 @@
 import { defineTask, type TaskHandler, type TypedDecision } from '../kernel';
 import { plainJson, type Task } from '../model';
 import { BerthError } from '../errors';
-import type { PlanSandbox } from './plan-sandbox';
+import { sandboxDocId, SANDBOX_DOC, type RunSandbox } from '../run-sandbox';
 import {
   PlanResultSchema,
   PlanRootCheckpointSchema,
@@ -15,7 +15,6 @@ import {
   type StepResult,
 } from './plan-input';
 import { parkRun, reconciled, sandboxAdvice } from './reconcile-phase';
-import { sandboxDocId, SANDBOX_DOC } from './sandbox-doc';
 import { runStep } from './step-task';
 
 export const PLAN_KIND = 'plan';
@@ -43,7 +42,7 @@ const stepResultOf = (child: Task): StepResult | null => {
 export const STEP_KIND = 'plan-step';
 
 /** The two task kinds of a plan run: the root walks the steps; each step runs one command. */
-export function planHandlers(sb: PlanSandbox, progress: (p: PlanProgress) => void): TaskHandler[] {
+export function planHandlers(sb: RunSandbox, progress: (p: PlanProgress) => void): TaskHandler[] {
   const root = defineTask({
     kind: PLAN_KIND,
     version: 1,

@@ -1,12 +1,11 @@
 import type { PhaseContext, TypedDecision, TypedPhaseContext } from '../kernel';
 import type { Json } from '../model';
-import type { PlanSandbox } from './plan-sandbox';
+import { sandboxDocId, type RunSandbox } from '../run-sandbox';
 import type { PlanResult, PlanRootCheckpoint, PlanRunInput } from './plan-input';
 
 /** What the plan task's phases see and decide. */
 export type PlanContext = TypedPhaseContext<PlanRunInput, PlanRootCheckpoint>;
 export type PlanDecision = TypedDecision<PlanRootCheckpoint, PlanResult>;
-import { sandboxDocId } from './sandbox-doc';
 import { nextIndexOf, stepEffectId } from './checkpoints';
 import { readPointer } from './step-task';
 
@@ -14,7 +13,7 @@ import { readPointer } from './step-task';
  * What the operator can do about the sandbox, said before they decide: keep it when it is usable,
  * otherwise restore one of the snapshots listed.
  */
-export async function sandboxAdvice(ctx: PhaseContext, sb: PlanSandbox, runId: string): Promise<string> {
+export async function sandboxAdvice(ctx: PhaseContext, sb: RunSandbox, runId: string): Promise<string> {
   const ptr = await readPointer(ctx, runId);
   const usable = await sb.usable(ptr).catch((err: unknown) => ({ ok: false as const, reason: `it could not be checked: ${err instanceof Error ? err.message : String(err)}` }));
   if (usable.ok) return 'the sandbox is usable: --accept continues in it';
@@ -41,7 +40,7 @@ export function parkRun(cp: PlanRootCheckpoint, pending: NonNullable<PlanRootChe
  * decision that cannot be carried out (sandbox gone, snapshot image missing) parks the run again
  * with the reason and what can be restored; it never fails the run.
  */
-export async function reconciled(ctx: PlanContext, sb: PlanSandbox): Promise<PlanDecision> {
+export async function reconciled(ctx: PlanContext, sb: RunSandbox): Promise<PlanDecision> {
   const input = ctx.value;
   const cp = ctx.state;
   const runId = ctx.task.runId!;

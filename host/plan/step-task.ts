@@ -4,9 +4,8 @@ import { BerthError, isBerthError } from '../errors';
 import type { Lease } from '../sandbox';
 import { resolveSecrets, type ResolvedSecret } from '../secrets';
 import { execStep, type StepReceipt } from './step-exec';
-import type { PlanSandbox } from './plan-sandbox';
+import { sandboxDocId, type RunSandbox, type SandboxPointer } from '../run-sandbox';
 import { PlanRunInputSchema, type PlanProgress, type PlanRunInput, type StepInput, type StepResult, type StepTaskResult } from './plan-input';
-import { sandboxDocId, type SandboxPointer } from './sandbox-doc';
 import { nextIndexOf, stepEffectId } from './checkpoints';
 
 const SANDBOX_GONE = new Set(['sandbox_unavailable', 'container_missing', 'container_stopped', 'engine_unreachable', 'engine_error', 'lease_released']);
@@ -31,7 +30,7 @@ export async function earlierEffects(ctx: PhaseContext, runId: string, index: nu
  * the phase, not to fail the step: the retry finds the step in flight and verifies, restores or
  * reconciles the sandbox before anything runs again.
  */
-function sandboxLost(err: unknown, sb: PlanSandbox, runId: string): unknown {
+function sandboxLost(err: unknown, sb: RunSandbox, runId: string): unknown {
   if (!isBerthError(err) || !SANDBOX_GONE.has(err.code)) return err;
   sb.forget(runId);
   return new BerthError(err.code, err.message, { retryable: true, ids: { ...err.ids, runId }, cause: err });
@@ -66,7 +65,7 @@ const parked = (step: string, reason: string, writes?: StepDecision['writes']): 
  * only takes the snapshot it is missing. A `never` step that may have run (in flight when a host
  * died, or in an earlier generation) is reported, never started again.
  */
-export async function runStep(ctx: TypedPhaseContext<StepInput>, sb: PlanSandbox, progress: (p: PlanProgress) => void): Promise<StepDecision> {
+export async function runStep(ctx: TypedPhaseContext<StepInput>, sb: RunSandbox, progress: (p: PlanProgress) => void): Promise<StepDecision> {
   const { index, generation } = ctx.value;
   const input = await runInputOf(ctx);
   const runId = ctx.task.runId!;
@@ -176,7 +175,7 @@ export async function runStep(ctx: TypedPhaseContext<StepInput>, sb: PlanSandbox
  * every one of them is `safe`, the run goes back to the snapshot and runs them again; otherwise it
  * asks the operator, naming what a restore would lose.
  */
-async function rewind(ctx: PhaseContext, sb: PlanSandbox, input: PlanRunInput, index: number, behind: { snapshotId: string; checkpoint: string }): Promise<StepDecision> {
+async function rewind(ctx: PhaseContext, sb: RunSandbox, input: PlanRunInput, index: number, behind: { snapshotId: string; checkpoint: string }): Promise<StepDecision> {
   const runId = ctx.task.runId!;
   const step = input.plan.steps[index]!;
   const from = nextIndexOf(behind.checkpoint);

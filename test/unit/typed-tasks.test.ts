@@ -6,7 +6,7 @@ import { defineTask } from '../../host/agent/custom-tasks';
 import { submit } from '../../host/kernel';
 import type { Json } from '../../host/model';
 import { planHandlers } from '../../host/plan/handlers';
-import type { PlanSandbox } from '../../host/plan/plan-sandbox';
+import type { RunSandbox } from '../../host/run-sandbox';
 import { tempKernel } from '../support/temp-store';
 
 let k: ReturnType<typeof tempKernel> | undefined;
@@ -28,7 +28,7 @@ const planInput = () => ({
  * The plan kinds with a sandbox that no phase here may reach: a drifted shape must be refused
  * before the phase touches the sandbox.
  */
-const untouchable = new Proxy({}, { get: (_t, name) => { throw new Error(`the sandbox was used (${String(name)})`); } }) as PlanSandbox;
+const untouchable = new Proxy({}, { get: (_t, name) => { throw new Error(`the sandbox was used (${String(name)})`); } }) as RunSandbox;
 
 /** Rewrites a stored task row as an older (or broken) host version might have left it. */
 function rewriteTask(path: string, taskId: string, set: { checkpoint: unknown }) {
