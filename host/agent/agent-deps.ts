@@ -1,11 +1,11 @@
 import type { Logger } from 'pino';
 import type { AnyTool } from '../../tools';
-import type { Kernel, PhaseContext } from '../kernel';
+import { storedValue, type Kernel, type PhaseContext } from '../kernel';
 import type { Json, Task } from '../model';
 import type { Store } from '../store';
 import type { Clock } from '../support';
 import { BerthError } from '../errors';
-import type { AgentRunInput } from './agent-input';
+import { AgentRunInputSchema, type AgentRunInput } from './agent-input';
 import type { AgentSandbox } from './agent-sandbox';
 import type { ChatClient, ModelConfig } from './model';
 
@@ -40,7 +40,8 @@ export async function runInputOf(store: Store, task: Task): Promise<AgentRunInpu
   const run = await store.getRun(runId);
   const root = run?.rootTaskId ? await store.getTask(run.rootTaskId) : undefined;
   if (!root) throw new BerthError('agent_corrupt', `run ${runId} has no root task`, { ids: { runId, taskId: task.id } });
-  const input = root.input as unknown as AgentRunInput;
+  // Parsed as the root's kind parses it: a drifted stored shape is named here, not met as `undefined` later.
+  const input = storedValue(AgentRunInputSchema, root.input, { what: 'input', kind: root.kind, taskId: root.id, readBy: task.id });
   // A long-lived host sees many runs; the cache only saves a read or two, so it is simply reset.
   if (cache.size >= 256) cache.clear();
   cache.set(runId, input);

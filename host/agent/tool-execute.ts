@@ -1,20 +1,22 @@
 import { isBerthError } from '../errors';
 import { resolveFlag, type ToolOutput } from '../../tools';
-import type { Decision, PhaseContext, PerformOutcome } from '../kernel';
-import type { Json, ReplayPolicy } from '../model';
-import { checkpointOf, inputOf, json, runInputOf, type AgentDeps } from './agent-deps';
-import type { AgentRunInput, ToolCallInput } from './agent-input';
+import { z } from 'zod';
+import type { PerformOutcome } from '../kernel';
+import { JsonSchema, plainJson, REPLAY_POLICIES, type Json, type ReplayPolicy } from '../model';
+import { runInputOf, type AgentDeps } from './agent-deps';
+import { toolState, type ToolContext, type ToolDecision } from './tool-task';
 import type { ToolResultStatus } from './entries';
 import { resultEntry, type ToolTaskResult } from './tool-result';
 import { useTool } from './tool-use';
 
 /** The committed intent `execute` works from; nothing here is recomputed after `call`. */
-export interface ExecuteCheckpoint {
-  effectId: string;
-  replay: ReplayPolicy;
-  args: Json;
-  plan: Json;
-}
+export const ExecuteCheckpointSchema = z.object({
+  effectId: z.string(),
+  replay: z.enum(REPLAY_POLICIES),
+  args: JsonSchema,
+  plan: JsonSchema,
+});
+export type ExecuteCheckpoint = z.infer<typeof ExecuteCheckpointSchema>;
 
 const interruptedText = (policy: ReplayPolicy) =>
   `error: the host stopped while this call was running, so it may or may not have taken effect. ` +
@@ -40,36 +42,36 @@ function failure(err: unknown, verifying: boolean): { status: ToolResultStatus; 
  * a `verify` tool is asked whether the original call took effect, anything else is uncertain and
  * the model is told so. A mutating call's resulting sandbox state commits with its result.
  */
-export async function executePhase(deps: AgentDeps, ctx: PhaseContext): Promise<Decision> {
-  const call = inputOf<ToolCallInput>(ctx);
-  const cp = checkpointOf<ExecuteCheckpoint>(ctx);
+export async function executePhase(deps: AgentDeps, ctx: ToolContext): Promise<ToolDecision> {
+  const call = ctx.value;
+  const cp = toolState(ctx, 'effectId');
   const input = await runInputOf(deps.store, ctx.task);
   const tool = deps.tools.get(call.name);
   if (!tool) {
     const text = `error: tool ${call.name} is not available in this host any more; the call did not run`;
-    return { type: 'interrupt', reason: text, result: json({ toolCallId: call.toolCallId, status: 'error' }), writes: { entries: [resultEntry(call, 'error', text, true)] } };
+    return { type: 'interrupt', reason: text, result: { toolCallId: call.toolCallId, status: 'error' }, writes: { entries: [resultEntry(call, 'error', text, true)] } };
   }
   const policyNow = resolveFlag(tool.replay, cp.args);
   const mutates = resolveFlag(tool.mutates, cp.args);
-  return deps.sandbox.exclusive(ctx.task.sessionId, async (): Promise<Decision> => {
+  return deps.sandbox.exclusive(ctx.task.sessionId, async (): Promise<ToolDecision> => {
     const acq = await deps.sandbox.ensure(ctx, input);
     if (acq.kind === 'reconcile') {
       const text = `error: the sandbox cannot be used (${acq.reason}); the call did not run`;
-      return { type: 'interrupt', reason: acq.reason, result: json({ toolCallId: call.toolCallId, status: 'error' }), writes: { entries: [resultEntry(call, 'error', text, true)] } };
+      return { type: 'interrupt', reason: acq.reason, result: { toolCallId: call.toolCallId, status: 'error' }, writes: { entries: [resultEntry(call, 'error', text, true)] } };
     }
     let verifying = false;
     const use = <T>(fn: Parameters<typeof useTool<T>>[5]) => useTool(deps, ctx, input, call, acq.lease, fn);
     const spec = {
       id: cp.effectId,
       kind: `tool.${call.name}`,
-      intent: json({ tool: call.name, args: cp.args, plan: cp.plan }),
+      intent: plainJson({ tool: call.name, args: cp.args, plan: cp.plan }),
       replay: policyNow,
       verify: tool.verify
         ? async () => {
             verifying = true;
             const v = await use((tctx) => tool.verify!(tctx, cp.args, cp.plan));
             verifying = false;
-            return v.done ? { done: true as const, receipt: json(v.output) } : { done: false as const };
+            return v.done ? { done: true as const, receipt: plainJson(v.output) } : { done: false as const };
           }
         : undefined,
     };
@@ -77,7 +79,7 @@ export async function executePhase(deps: AgentDeps, ctx: PhaseContext): Promise<
     let out: ToolOutput;
     let decision: 'complete' | 'interrupt' = 'complete';
     try {
-      const r: PerformOutcome<Json> = await ctx.perform(spec, async () => json(await use((tctx) => tool.run(tctx, cp.args, cp.plan))));
+      const r: PerformOutcome<Json> = await ctx.perform(spec, async () => plainJson(await use((tctx) => tool.run(tctx, cp.args, cp.plan))));
       if (r.status === 'uncertain') {
         status = 'interrupted';
         decision = 'interrupt';
@@ -98,7 +100,7 @@ export async function executePhase(deps: AgentDeps, ctx: PhaseContext): Promise<
       result.sandbox = rec.state;
       if (rec.writes.snapshots) writes.snapshots = rec.writes.snapshots;
     }
-    if (decision === 'interrupt') return { type: 'interrupt', reason: `tool call ${call.toolCallId} (${call.name}) was in flight when the host stopped`, result: json(result), writes };
-    return { type: 'complete', result: json(result), writes };
+    if (decision === 'interrupt') return { type: 'interrupt', reason: `tool call ${call.toolCallId} (${call.name}) was in flight when the host stopped`, result, writes };
+    return { type: 'complete', result, writes };
   });
 }

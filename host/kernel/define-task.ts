@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import { BerthError } from '../errors';
 import type { Json, TaskError } from '../model';
 import type { Decision, PhaseContext, TaskHandler } from './handler';
 
@@ -86,4 +87,17 @@ function invalid(code: string, kind: string, phase: string, what: string, error:
   const fields = error.issues.map((i) => i.path.join('.') || `(${what})`);
   const problems = error.issues.map((i) => `${i.path.join('.') || `(${what})`}: ${i.message}`).join('; ');
   return { code, message: `${kind} ${what} in phase ${phase}: ${problems}`, details: { kind, phase, fields } };
+}
+
+/**
+ * Another task's stored input or result, parsed by the schema of the kind that wrote it (a parent
+ * reading its child's result, a child its root's input). A shape that drifted throws a
+ * non-retryable `input_invalid` / `result_invalid` naming the task and the fields.
+ */
+export function storedValue<T>(schema: z.ZodType<T>, value: unknown, of: { what: 'input' | 'result'; kind: string; taskId: string; readBy?: string }): T {
+  const parsed = schema.safeParse(value);
+  if (parsed.success) return parsed.data;
+  const problems = parsed.error.issues.map((i) => `${i.path.join('.') || `(${of.what})`}: ${i.message}`).join('; ');
+  const by = of.readBy ? ` (read by task ${of.readBy})` : '';
+  throw new BerthError(`${of.what}_invalid`, `${of.kind} task ${of.taskId} ${of.what}${by}: ${problems}`, { ids: { taskId: of.taskId } });
 }

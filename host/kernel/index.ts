@@ -17,4 +17,4 @@ export { Kernel, type KernelOptions, type CommitEvent } from './kernel';
 export { submit, type SubmitInput, type Submitted } from './submit';
 export { applyDecision, type ResolvedSpawn, type DecisionEffect } from './decide';
 export { runTransitionsForRoot } from './run-outcome';
-export { defineTask, type TaskKindDefinition, type TypedPhaseContext, type TypedDecision } from './define-task';
+export { defineTask, storedValue, type TaskKindDefinition, type TypedPhaseContext, type TypedDecision } from './define-task';

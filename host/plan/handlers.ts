@@ -1,4 +1,4 @@
-import { defineTask, type TaskHandler, type TypedDecision } from '../kernel';
+import { defineTask, storedValue, type TaskHandler, type TypedDecision } from '../kernel';
 import { plainJson, type Task } from '../model';
 import { BerthError } from '../errors';
 import { sandboxDocId, SANDBOX_DOC, type RunSandbox } from '../run-sandbox';
@@ -19,12 +19,8 @@ import { runStep } from './step-task';
 
 export const PLAN_KIND = 'plan';
 
-/** A step task's input, parsed: a stored shape that drifted is named, not read as `undefined`. */
-const stepInputOf = (child: Task): StepInput => {
-  const parsed = StepInputSchema.safeParse(child.input);
-  if (parsed.success) return parsed.data;
-  throw new BerthError('input_invalid', `${STEP_KIND} task ${child.id} input: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(input)'}: ${i.message}`).join('; ')}`, { ids: { taskId: child.id } });
-};
+/** A step task's input and result, parsed: a stored shape that drifted is named, not read as `undefined`. */
+const stepInputOf = (child: Task): StepInput => storedValue(StepInputSchema, child.input, { what: 'input', kind: STEP_KIND, taskId: child.id });
 const isStep = (child: Task, index: number, generation: number) => {
   const i = stepInputOf(child);
   return i.index === index && i.generation === generation;
@@ -33,11 +29,11 @@ const stepOrder = (child: Task) => {
   const i = stepInputOf(child);
   return i.generation * 1e6 + i.index;
 };
-/** A step task's result as its kind committed it (null when it failed without one). */
+const stepTaskResultOf = (child: Task) => storedValue(StepTaskResultSchema.nullable(), child.result, { what: 'result', kind: STEP_KIND, taskId: child.id });
+/** A finished step's result (null when it failed without one or was interrupted). */
 const stepResultOf = (child: Task): StepResult | null => {
-  const parsed = StepTaskResultSchema.nullable().safeParse(child.result);
-  if (!parsed.success) throw new BerthError('result_invalid', `${STEP_KIND} task ${child.id} result: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(result)'}: ${i.message}`).join('; ')}`, { ids: { taskId: child.id } });
-  return parsed.data && 'exitCode' in parsed.data ? parsed.data : null;
+  const r = stepTaskResultOf(child);
+  return r && 'exitCode' in r ? r : null;
 };
 export const STEP_KIND = 'plan-step';
 
@@ -84,7 +80,7 @@ export function planHandlers(sb: RunSandbox, progress: (p: PlanProgress) => void
           const results = (await ctx.children())
             .filter((c) => c.status === 'terminal')
             .sort((a, b) => stepOrder(a) - stepOrder(b))
-            .map((c) => StepTaskResultSchema.nullable().parse(c.result));
+            .map(stepTaskResultOf);
           return { type: 'complete', result: { steps: results } };
         }
         return { type: 'spawn', join: 'allSettled', phase: 'stepped', tasks: [{ kind: STEP_KIND, input: { index: cp.index, generation: cp.generation } satisfies StepInput }] };

@@ -1,4 +1,4 @@
-import type { PhaseContext, TypedDecision, TypedPhaseContext } from '../kernel';
+import { storedValue, type PhaseContext, type TypedDecision, type TypedPhaseContext } from '../kernel';
 import { plainJson, type Effect, type Json, type Task } from '../model';
 import { BerthError, isBerthError } from '../errors';
 import type { Lease } from '../sandbox';
@@ -48,10 +48,7 @@ export type StepDecision = TypedDecision<Json, StepTaskResult>;
 /** The plan run's input, from the plan task that owns this step, parsed as the root's kind would parse it. */
 async function runInputOf(ctx: PhaseContext): Promise<PlanRunInput> {
   const root = await parentOf(ctx);
-  const parsed = PlanRunInputSchema.safeParse(root.input);
-  if (parsed.success) return parsed.data;
-  const problems = parsed.error.issues.map((i) => `${i.path.join('.') || '(input)'}: ${i.message}`).join('; ');
-  throw new BerthError('input_invalid', `plan task ${root.id} input (read by step task ${ctx.task.id}): ${problems}`, { ids: { taskId: root.id } });
+  return storedValue(PlanRunInputSchema, root.input, { what: 'input', kind: root.kind, taskId: root.id, readBy: ctx.task.id });
 }
 
 const parked = (step: string, reason: string, writes?: StepDecision['writes']): StepDecision => ({
