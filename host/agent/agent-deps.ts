@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { AnyTool } from '../../tools';
-import { storedValue, type Kernel, type PhaseContext } from '../kernel';
-import type { Json, Task } from '../model';
+import { storedValue, type Kernel } from '../kernel';
+import type { Task } from '../model';
 import type { Store } from '../store';
 import type { Clock } from '../support';
 import { BerthError } from '../errors';
@@ -53,10 +53,3 @@ export function toolsOf(deps: Pick<AgentDeps, 'tools'>, input: AgentRunInput): M
   const names = input.settings.tools ?? [...deps.tools.keys()];
   return new Map(names.flatMap((n) => (deps.tools.has(n) ? [[n, deps.tools.get(n)!] as const] : [])));
 }
-
-/** The task's input as the type its kind commits (the kind wrote it). */
-export const inputOf = <T>(ctx: PhaseContext) => ctx.input as unknown as T;
-/** The task's checkpoint as the type its phases commit. */
-export const checkpointOf = <T>(ctx: PhaseContext) => ctx.checkpoint as unknown as T;
-/** A typed value as the JSON the store keeps (every value here is plain data). */
-export const json = <T>(v: T) => v as unknown as Json;

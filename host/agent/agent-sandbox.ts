@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Decision, PhaseContext } from '../kernel';
-import type { Json } from '../model';
+import { plainJson, type Json } from '../model';
 import { SANDBOX_DOC, type RunSandbox, type SandboxPointer } from '../run-sandbox';
 import type { Lease } from '../sandbox';
 import type { Store } from '../store';
@@ -50,7 +50,7 @@ export class AgentSandbox {
     if (input.workspaceDir) {
       const up = await lease.uploadDir(input.workspaceDir, env.workspace.path);
       // FIFOs, sockets and devices cannot be uploaded: the run's record names them.
-      if (up.skipped.length) writes.entries = [{ kind: 'sandbox.upload', body: { from: input.workspaceDir, files: up.files, bytes: up.bytes, skipped: up.skipped } as unknown as Json }];
+      if (up.skipped.length) writes.entries = [{ kind: 'sandbox.upload', body: plainJson({ from: input.workspaceDir, files: up.files, bytes: up.bytes, skipped: up.skipped }) }];
     }
     if (env.snapshot.policy === 'after-each-step') {
       const s = await this.d.plan.snapshot(sessionId, sessionId, env, lease, 'agent:start', null, ctx.signal);

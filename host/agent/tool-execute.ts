@@ -1,22 +1,14 @@
 import { isBerthError } from '../errors';
 import { resolveFlag, type ToolOutput } from '../../tools';
-import { z } from 'zod';
 import type { PerformOutcome } from '../kernel';
-import { JsonSchema, plainJson, REPLAY_POLICIES, type Json, type ReplayPolicy } from '../model';
+import { plainJson, type Json, type ReplayPolicy } from '../model';
 import { runInputOf, type AgentDeps } from './agent-deps';
-import { toolState, type ToolContext, type ToolDecision } from './tool-task';
+import { toolState, type ToolContext, type ToolDecision } from './tool-checkpoint';
 import type { ToolResultStatus } from './entries';
 import { resultEntry, type ToolTaskResult } from './tool-result';
 import { useTool } from './tool-use';
 
-/** The committed intent `execute` works from; nothing here is recomputed after `call`. */
-export const ExecuteCheckpointSchema = z.object({
-  effectId: z.string(),
-  replay: z.enum(REPLAY_POLICIES),
-  args: JsonSchema,
-  plan: JsonSchema,
-});
-export type ExecuteCheckpoint = z.infer<typeof ExecuteCheckpointSchema>;
+export type { ExecuteCheckpoint } from './tool-checkpoint';
 
 const interruptedText = (policy: ReplayPolicy) =>
   `error: the host stopped while this call was running, so it may or may not have taken effect. ` +

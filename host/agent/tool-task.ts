@@ -1,7 +1,6 @@
 import { resolveFlag, type AnyTool } from '../../tools';
-import { z } from 'zod';
 import { BerthError, isBerthError } from '../errors';
-import { defineTask, type TaskHandler, type TypedDecision, type TypedPhaseContext } from '../kernel';
+import { defineTask, type TaskHandler } from '../kernel';
 import { plainJson, type Json } from '../model';
 import { runInputOf, toolsOf, type AgentDeps } from './agent-deps';
 import { ToolCallInputSchema, type AgentRunInput, type ToolCallInput } from './agent-input';
@@ -9,36 +8,12 @@ import { TOOL_KIND } from './agent-sandbox';
 import { approvalDigest, approvalId } from './approval-digest';
 import { ENTRY, type ApprovalDecidedEntry, type ApprovalRequestedEntry } from './entries';
 import { checkToolCall } from './tool-call-check';
-import { executePhase, ExecuteCheckpointSchema, type ExecuteCheckpoint } from './tool-execute';
-import { finishWithout, ToolTaskResultSchema, type ToolTaskResult } from './tool-result';
+import { toolState, ToolCheckpointSchema, type ApprovalRequest, type ExecuteCheckpoint, type ToolContext, type ToolDecision } from './tool-checkpoint';
+import { executePhase } from './tool-execute';
+import { finishWithout, ToolTaskResultSchema } from './tool-result';
 import { useTool } from './tool-use';
 
-/** What an approval decision delivers (by `berth approve|deny` or the expiry timer). */
-export const ApprovalSignalSchema = z.object({
-  decision: z.enum(['approve', 'deny', 'expired']),
-  /** The digest the decider approved; must equal the request's. */
-  digest: z.string().nullable(),
-  by: z.string(),
-  at: z.number(),
-});
-export type ApprovalSignal = z.infer<typeof ApprovalSignalSchema>;
-
-/** The open request, kept in the tool task's checkpoint while it waits. */
-export const ApprovalRequestSchema = z.object({ id: z.string(), digest: z.string(), expiresAt: z.number() });
-export type ApprovalRequest = z.infer<typeof ApprovalRequestSchema>;
-
-/** The tool task's checkpoint: the open approval request (and its decision once delivered), or the committed intent. */
-const ToolCheckpointSchema = z.union([z.object({ request: ApprovalRequestSchema, approval: ApprovalSignalSchema.optional() }), ExecuteCheckpointSchema]);
-type ToolCheckpoint = z.infer<typeof ToolCheckpointSchema>;
-export type ToolContext = TypedPhaseContext<ToolCallInput, ToolCheckpoint>;
-export type ToolDecision = TypedDecision<ToolCheckpoint, ToolTaskResult>;
-
-/** The checkpoint a phase needs, or a typed error: the other shape in this phase means the stored state drifted. */
-export function toolState<K extends 'request' | 'effectId'>(ctx: ToolContext, key: K): Extract<ToolCheckpoint, Record<K, unknown>> {
-  const cp = ctx.state;
-  if (cp && key in cp) return cp as Extract<ToolCheckpoint, Record<K, unknown>>;
-  throw new BerthError('checkpoint_invalid', `${TOOL_KIND} checkpoint in phase ${ctx.task.phase}: ${key}: missing`, { ids: { taskId: ctx.task.id } });
-}
+export type { ApprovalRequest, ApprovalSignal } from './tool-checkpoint';
 
 type EntryWrites = NonNullable<NonNullable<ToolDecision['writes']>['entries']>;
 

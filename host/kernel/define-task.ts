@@ -90,11 +90,11 @@ function invalid(code: string, kind: string, phase: string, what: string, error:
 }
 
 /**
- * Another task's stored input or result, parsed by the schema of the kind that wrote it (a parent
- * reading its child's result, a child its root's input). A shape that drifted throws a
- * non-retryable `input_invalid` / `result_invalid` naming the task and the fields.
+ * Another task's stored input, checkpoint or result, parsed by the schema of the kind that wrote it
+ * (a parent reading its child's result, a child its root's input). A shape that drifted throws a
+ * non-retryable `input_invalid` / `checkpoint_invalid` / `result_invalid` naming task and fields.
  */
-export function storedValue<T>(schema: z.ZodType<T>, value: unknown, of: { what: 'input' | 'result'; kind: string; taskId: string; readBy?: string }): T {
+export function storedValue<T>(schema: z.ZodType<T>, value: unknown, of: { what: 'input' | 'checkpoint' | 'result'; kind: string; taskId: string; readBy?: string }): T {
   const parsed = schema.safeParse(value);
   if (parsed.success) return parsed.data;
   const problems = parsed.error.issues.map((i) => `${i.path.join('.') || `(${of.what})`}: ${i.message}`).join('; ');
