@@ -5,6 +5,8 @@ import { EnvironmentSchema } from '../../environment';
 import { defineTask } from '../../host/agent/custom-tasks';
 import { submit } from '../../host/kernel';
 import type { Json } from '../../host/model';
+import { approvalTimerHandler } from '../../host/agent/approval-timer';
+import type { AgentDeps } from '../../host/agent/agent-deps';
 import { planHandlers } from '../../host/plan/handlers';
 import type { RunSandbox } from '../../host/run-sandbox';
 import { tempKernel } from '../support/temp-store';
@@ -78,6 +80,27 @@ describe('typed task kinds parse their stored shapes at the phase boundary', () 
     await k.kernel.waitForRun(run.id);
     const [step] = await k.store.listTasks({ parentId: run.rootTaskId! });
     expect(step!.error).toMatchObject({ code: 'input_invalid', details: { kind: 'plan-step', phase: 'run', fields: ['index'] } });
+  });
+
+  it('fails an agent approval timer whose stored input drifted with input_invalid naming the field, instead of completing as not expired', async () => {
+    k = tempKernel();
+    k.registry.register(approvalTimerHandler(new Proxy({}, { get: (_t, name) => { throw new Error(`the agent deps were used (${String(name)})`); } }) as AgentDeps));
+    k.registry.register(defineTask({
+      kind: 'timer-root',
+      input: z.unknown(),
+      initialPhase: 'spawn',
+      phases: {
+        // `expiresAt` stored as `expires`, as another version might have written it.
+        spawn: async () => ({ type: 'spawn', join: 'allSettled', phase: 'done', tasks: [{ kind: 'agent-approval-timer', input: { toolCallId: 'call_1', expires: 1 } }] }),
+        done: async () => ({ type: 'complete' }),
+      },
+    }));
+    await k.kernel.start();
+    const { run } = await submit(k, { requestId: 'drift-timer', runKind: 'agent', root: { kind: 'timer-root', input: {} } });
+    await k.kernel.waitForRun(run.id);
+    const [timer] = await k.store.listTasks({ parentId: run.rootTaskId! });
+    expect(timer!.outcome).toBe('error');
+    expect(timer!.error).toMatchObject({ code: 'input_invalid', details: { kind: 'agent-approval-timer', phase: 'wait', fields: ['expiresAt'] } });
   });
 
   it('refuses a decision whose checkpoint or result does not match the kind\'s schemas, committing neither', async () => {
