@@ -33,7 +33,7 @@ describe('reconciliation has no dead end', { timeout: 300_000 }, () => {
       { name: 'three', run: 'cat steps.log' },
     ]);
     const envFile = `${fx.dir}/env.yaml`;
-    writeFileSync(envFile, `${readFileSync(envFile, 'utf8')}network: { mode: allowlist, allow: ["localhost:${port}"], allowOverride: true }\n`);
+    writeFileSync(envFile, `${readFileSync(envFile, 'utf8')}network: { mode: allowlist, allow: ["localhost:${port}"], allowOverride: ["localhost:${port}"] }\n`);
     // Snapshots: upload, one, deploy; killed with deploy's image made but not recorded.
     const first = await fx.cli(['run', fx.plan, '--json'], { BERTH_FAULT: 'after:snapshot.take#3' });
     expect(first.signal, first.stderr).toBe('SIGKILL');
@@ -100,7 +100,7 @@ describe('reconciliation has no dead end', { timeout: 300_000 }, () => {
       { name: 'deploy', run: `timeout 20 busybox wget -q -O - http://localhost:${port}/deploy && echo deployed >> steps.log`, replay: 'never' },
     ]);
     const envFile = `${fx.dir}/env.yaml`;
-    writeFileSync(envFile, `${readFileSync(envFile, 'utf8')}network: { mode: allowlist, allow: ["localhost:${port}"], allowOverride: true }\n`);
+    writeFileSync(envFile, `${readFileSync(envFile, 'utf8')}network: { mode: allowlist, allow: ["localhost:${port}"], allowOverride: ["localhost:${port}"] }\n`);
     const first = await fx.cli(['run', fx.plan, '--json'], { BERTH_FAULT: 'before:phase.complete:plan-step#2' });
     expect(first.signal, first.stderr).toBe('SIGKILL');
     const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
