@@ -15,10 +15,10 @@ export interface TypedPhaseContext<I, C = Json> extends PhaseContext {
 
 /** A decision whose checkpoint and result are the kind's own types (validated before commit). */
 export type TypedDecision<C, R> = Decision extends infer D
-  ? D extends { checkpoint?: Json }
-    ? Omit<D, 'checkpoint'> & { checkpoint?: C }
-    : D extends { type: 'complete' | 'interrupt'; result?: Json }
-      ? Omit<D, 'result'> & { result?: R }
+  ? D extends { type: 'complete' | 'interrupt' }
+    ? Omit<D, 'result'> & { result?: R }
+    : D extends { type: 'next' | 'sleep' | 'spawn' | 'await' }
+      ? Omit<D, 'checkpoint'> & { checkpoint?: C }
       : D
   : never;
 
