@@ -22,21 +22,19 @@ export type TypedDecision<C, R> = Decision extends infer D
       : D
   : never;
 
-/** One task kind: its schemas (the source of truth for what it stores) and its phases. */
-export interface TaskKindDefinition<I, C = Json, R = Json> {
-  kind: string;
+/**
+ * One task kind: its schemas (the source of truth for what it stores) and its phases. Every other
+ * {@link TaskHandler} field (accepts, restartLimit, maxRetries and any later hook) is taken as is.
+ */
+export interface TaskKindDefinition<I, C = Json, R = Json> extends Omit<TaskHandler, 'version' | 'phases'> {
   /** Default 1. Bump it when phases change meaning; list older versions in `accepts` if the new code continues them. */
   version?: number;
-  accepts?: number[];
   input: z.ZodType<I>;
   /** The shape of every checkpoint the kind commits (and reads back). Without it, `state` is the raw JSON. */
   checkpoint?: z.ZodType<C>;
   /** The shape of the result a `complete` (or `interrupt`) commits. Without it, any JSON. */
   result?: z.ZodType<R>;
-  initialPhase: string;
   phases: Record<string, (ctx: TypedPhaseContext<I, C>) => Promise<TypedDecision<C, R>>>;
-  restartLimit?: number;
-  maxRetries?: number;
 }
 
 /**
@@ -65,7 +63,9 @@ export function defineTask<I, C = Json, R = Json>(def: TaskKindDefinition<I, C, 
       return checked(def, name, (await phase(typed)) as Decision);
     };
   }
-  return { kind: def.kind, version: def.version ?? 1, accepts: def.accepts, initialPhase: def.initialPhase, phases, restartLimit: def.restartLimit, maxRetries: def.maxRetries };
+  // Hooks and limits pass through unchanged, so a field the kernel adds to TaskHandler needs no change here.
+  const { input: _input, checkpoint: _checkpoint, result: _result, phases: _phases, version, ...rest } = def;
+  return { ...rest, version: version ?? 1, phases };
 }
 
 /** The decision with its checkpoint and result as the schemas produced them, or a failure naming what is wrong. */
