@@ -1,11 +1,11 @@
 import type { Logger } from 'pino';
 import type { AnyTool } from '../../tools';
-import type { Kernel, PhaseContext } from '../kernel';
-import type { Json, Task } from '../model';
+import { storedValue, type Kernel } from '../kernel';
+import type { Task } from '../model';
 import type { Store } from '../store';
 import type { Clock } from '../support';
 import { BerthError } from '../errors';
-import type { AgentRunInput } from './agent-input';
+import { AgentRunInputSchema, type AgentRunInput } from './agent-input';
 import type { AgentSandbox } from './agent-sandbox';
 import type { ChatClient, ModelConfig } from './model';
 
@@ -40,7 +40,8 @@ export async function runInputOf(store: Store, task: Task): Promise<AgentRunInpu
   const run = await store.getRun(runId);
   const root = run?.rootTaskId ? await store.getTask(run.rootTaskId) : undefined;
   if (!root) throw new BerthError('agent_corrupt', `run ${runId} has no root task`, { ids: { runId, taskId: task.id } });
-  const input = root.input as unknown as AgentRunInput;
+  // Parsed as the root's kind parses it: a drifted stored shape is named here, not met as `undefined` later.
+  const input = storedValue(AgentRunInputSchema, root.input, { what: 'input', kind: root.kind, taskId: root.id, readBy: task.id });
   // A long-lived host sees many runs; the cache only saves a read or two, so it is simply reset.
   if (cache.size >= 256) cache.clear();
   cache.set(runId, input);
@@ -52,10 +53,3 @@ export function toolsOf(deps: Pick<AgentDeps, 'tools'>, input: AgentRunInput): M
   const names = input.settings.tools ?? [...deps.tools.keys()];
   return new Map(names.flatMap((n) => (deps.tools.has(n) ? [[n, deps.tools.get(n)!] as const] : [])));
 }
-
-/** The task's input as the type its kind commits (the kind wrote it). */
-export const inputOf = <T>(ctx: PhaseContext) => ctx.input as unknown as T;
-/** The task's checkpoint as the type its phases commit. */
-export const checkpointOf = <T>(ctx: PhaseContext) => ctx.checkpoint as unknown as T;
-/** A typed value as the JSON the store keeps (every value here is plain data). */
-export const json = <T>(v: T) => v as unknown as Json;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { Environment } from '../../environment';
+import { EnvironmentSchema } from '../../environment';
 import { ModelConfigSchema } from './model';
 
 export const DEFAULT_SYSTEM_PROMPT =
@@ -32,31 +32,33 @@ export type AgentSettings = z.infer<typeof AgentSettingsSchema>;
 export type AgentSettingsInput = z.input<typeof AgentSettingsSchema>;
 
 /** The root task's input: a run's settings and environment as they were when it was submitted. */
-export interface AgentRunInput {
-  settings: AgentSettings;
-  environment: Environment;
-  envFingerprint: string;
+export const AgentRunInputSchema = z.object({
+  settings: AgentSettingsSchema,
+  environment: EnvironmentSchema,
+  envFingerprint: z.string(),
   /** Host directory uploaded into the workspace when the session's sandbox is first leased. */
-  workspaceDir: string | null;
-  message: string;
-}
+  workspaceDir: z.string().nullable(),
+  message: z.string(),
+});
+export type AgentRunInput = z.infer<typeof AgentRunInputSchema>;
 
-export interface GenerationInput {
-  turn: number;
-}
+export const GenerationInputSchema = z.object({ turn: z.number().int().positive() });
+export type GenerationInput = z.infer<typeof GenerationInputSchema>;
 
 /** One tool call as the generation task committed it; `arguments` is the model's raw text. */
-export interface ToolCallInput {
-  toolCallId: string;
-  name: string;
-  arguments: string;
-  turn: number;
-  index: number;
+export const ToolCallInputSchema = z.object({
+  toolCallId: z.string(),
+  name: z.string(),
+  arguments: z.string(),
+  turn: z.number().int(),
+  index: z.number().int(),
   /** Set when the call needs an approval: the moment the request expires. */
-  approvalExpiresAt: number | null;
-}
+  approvalExpiresAt: z.number().nullable(),
+});
+export type ToolCallInput = z.infer<typeof ToolCallInputSchema>;
 
-export interface ApprovalTimerInput {
-  toolCallId: string;
-  expiresAt: number;
-}
+export const ApprovalTimerInputSchema = z.object({
+  toolCallId: z.string(),
+  expiresAt: z.number(),
+});
+export type ApprovalTimerInput = z.infer<typeof ApprovalTimerInputSchema>;

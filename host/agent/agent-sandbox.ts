@@ -1,8 +1,7 @@
 import type { Logger } from 'pino';
 import type { Decision, PhaseContext } from '../kernel';
-import type { Json } from '../model';
-import type { PlanSandbox, SandboxPointer } from '../plan';
-import { SANDBOX_DOC } from '../plan/sandbox-doc';
+import { plainJson, type Json } from '../model';
+import { SANDBOX_DOC, type RunSandbox, type SandboxPointer } from '../run-sandbox';
 import type { Lease } from '../sandbox';
 import type { Store } from '../store';
 import type { Clock } from '../support';
@@ -24,7 +23,7 @@ export const TOOL_KIND = 'agent-tool';
 export const sessionSandboxDocId = (sessionId: string) => `${sessionId}:agent-sandbox`;
 
 /**
- * The sandbox of an agent session, on top of the plan runs' {@link PlanSandbox} (lease, verify on
+ * The sandbox of an agent session, on top of the plan runs' {@link RunSandbox} (lease, verify on
  * resume, restore from snapshot, snapshot). The session's pointer document names the current
  * lease; each mutating tool result carries the state it left (digest, snapshot) in its task
  * result, so tool tasks never write a shared document and cannot conflict with each other.
@@ -33,7 +32,7 @@ export class AgentSandbox {
   private readonly lock = new KeyedLock();
   private readonly lastMeasured = new Map<string, number>();
 
-  constructor(private readonly d: { store: Store; plan: PlanSandbox; clock: Clock; logger: Logger }) {}
+  constructor(private readonly d: { store: Store; plan: RunSandbox; clock: Clock; logger: Logger }) {}
 
   /** Runs `fn` with the session's sandbox to itself. */
   exclusive<T>(sessionId: string, fn: () => Promise<T>): Promise<T> {
@@ -51,7 +50,7 @@ export class AgentSandbox {
     if (input.workspaceDir) {
       const up = await lease.uploadDir(input.workspaceDir, env.workspace.path);
       // FIFOs, sockets and devices cannot be uploaded: the run's record names them.
-      if (up.skipped.length) writes.entries = [{ kind: 'sandbox.upload', body: { from: input.workspaceDir, files: up.files, bytes: up.bytes, skipped: up.skipped } as unknown as Json }];
+      if (up.skipped.length) writes.entries = [{ kind: 'sandbox.upload', body: plainJson({ from: input.workspaceDir, files: up.files, bytes: up.bytes, skipped: up.skipped }) }];
     }
     if (env.snapshot.policy === 'after-each-step') {
       const s = await this.d.plan.snapshot(sessionId, sessionId, env, lease, 'agent:start', null, ctx.signal);
@@ -66,7 +65,7 @@ export class AgentSandbox {
 
   /**
    * The sandbox a tool may use now. Within one process the held lease is trusted. After a restart
-   * PlanSandbox.ensure verifies it; the workspace digest is compared with the newest committed
+   * RunSandbox.ensure verifies it; the workspace digest is compared with the newest committed
    * state only when no tool of the run was caught in flight (its change may or may not be there).
    */
   async ensure(ctx: PhaseContext, input: AgentRunInput): Promise<Acquired> {

@@ -1,7 +1,8 @@
-import type { PhaseContext, TaskHandler } from '../kernel';
-import type { Task } from '../model';
-import { inputOf, json, type AgentDeps } from './agent-deps';
-import type { ApprovalTimerInput, ToolCallInput } from './agent-input';
+import { z } from 'zod';
+import { defineTask, storedValue, type TaskHandler, type TypedPhaseContext } from '../kernel';
+import { plainJson, type Task } from '../model';
+import type { AgentDeps } from './agent-deps';
+import { ApprovalTimerInputSchema, ToolCallInputSchema, type ApprovalTimerInput } from './agent-input';
 import { TOOL_KIND } from './agent-sandbox';
 import type { ApprovalSignal } from './tool-task';
 import { runResumeTransition } from './approval-run-state';
@@ -11,11 +12,11 @@ export const TIMER_KIND = 'agent-approval-timer';
 /** True while the tool task still waits for its approval decision. */
 export const awaitsApproval = (t: Task | undefined) => t?.status === 'waiting' && t.wait?.signal === 'approval';
 
-async function sibling(ctx: PhaseContext): Promise<Task | undefined> {
-  const { toolCallId } = inputOf<ApprovalTimerInput>(ctx);
+async function sibling(ctx: TypedPhaseContext<ApprovalTimerInput>): Promise<Task | undefined> {
+  const { toolCallId } = ctx.value;
   if (!ctx.task.parentId) return undefined;
   const tasks = await ctx.store.listTasks({ parentId: ctx.task.parentId });
-  return tasks.find((t) => t.kind === TOOL_KIND && (t.input as unknown as ToolCallInput).toolCallId === toolCallId);
+  return tasks.find((t) => t.kind === TOOL_KIND && storedValue(ToolCallInputSchema, t.input, { what: 'input', kind: TOOL_KIND, taskId: t.id }).toolCallId === toolCallId);
 }
 
 /** Decided means the tool task left (or never needs) its wait: a decision is in its checkpoint, or it ended. */
@@ -29,25 +30,27 @@ const decided = (t: Task | undefined) => !t || t.status === 'terminal' || (t.che
  * and the expiry cannot both land, and an expiry is never turned into an approval.
  */
 export function approvalTimerHandler(deps: AgentDeps): TaskHandler {
-  return {
+  return defineTask({
     kind: TIMER_KIND,
     version: 1,
+    input: ApprovalTimerInputSchema,
+    result: z.object({ expired: z.boolean() }),
     initialPhase: 'wait',
     phases: {
       wait: async (ctx) => {
-        if (decided(await sibling(ctx))) return { type: 'complete', result: json({ expired: false }) };
-        return { type: 'sleep', until: inputOf<ApprovalTimerInput>(ctx).expiresAt, phase: 'expire' };
+        if (decided(await sibling(ctx))) return { type: 'complete', result: { expired: false } };
+        return { type: 'sleep', until: ctx.value.expiresAt, phase: 'expire' };
       },
       expire: async (ctx) => {
-        const { expiresAt } = inputOf<ApprovalTimerInput>(ctx);
+        const { expiresAt } = ctx.value;
         const tool = await sibling(ctx);
-        if (!awaitsApproval(tool)) return { type: 'complete', result: json({ expired: false }) };
+        if (!awaitsApproval(tool)) return { type: 'complete', result: { expired: false } };
         if (ctx.now() < expiresAt) return { type: 'sleep', until: expiresAt, phase: 'expire' };
         const payload: ApprovalSignal = { decision: 'expired', digest: null, by: 'policy:approval-expiry', at: ctx.now() };
         const runTransitions = await runResumeTransition(ctx.store, tool!, 'approval expired', 'policy:approval-expiry');
-        const delivered = await deps.kernel().deliver(tool!.id, 'approval', json(payload), { runTransitions, actor: 'policy:approval-expiry' });
-        return { type: 'complete', result: json({ expired: delivered }) };
+        const delivered = await deps.kernel().deliver(tool!.id, 'approval', plainJson(payload), { runTransitions, actor: 'policy:approval-expiry' });
+        return { type: 'complete', result: { expired: delivered } };
       },
     },
-  };
+  });
 }

@@ -1,13 +1,14 @@
 import { BerthError } from '../errors';
-import type { Json, Task } from '../model';
+import { z } from 'zod';
+import { storedValue } from '../kernel';
+import { plainJson, type Task } from '../model';
 import type { Store, TaskTransitionInput } from '../store';
-import { json } from './agent-deps';
-import type { ToolCallInput } from './agent-input';
+import { ToolCallInputSchema } from './agent-input';
 import { TOOL_KIND } from './agent-sandbox';
 import { runResumeTransition } from './approval-run-state';
 import { awaitsApproval, TIMER_KIND } from './approval-timer';
 import { ENTRY, type ApprovalDecidedEntry, type ApprovalRequestedEntry } from './entries';
-import type { ApprovalRequest, ApprovalSignal } from './tool-task';
+import { ApprovalRequestSchema, type ApprovalSignal } from './tool-checkpoint';
 
 /** An approval request of a run, open or decided. */
 export interface ApprovalView extends ApprovalRequestedEntry {
@@ -56,13 +57,13 @@ export async function decideApproval(store: Store, o: DecideApproval): Promise<A
     const view = views.find((v) => v.approvalId === o.id || v.toolCallId === o.id);
     const tasks = await store.listTasks({ runId: o.runId });
     const toolCallId = view?.toolCallId ?? o.id;
-    const tool = tasks.find((t) => t.kind === TOOL_KIND && (t.input as unknown as ToolCallInput).toolCallId === toolCallId);
+    const tool = tasks.find((t) => t.kind === TOOL_KIND && storedValue(ToolCallInputSchema, t.input, { what: 'input', kind: TOOL_KIND, taskId: t.id }).toolCallId === toolCallId);
     if (!view || !tool) throw new BerthError('approval_not_found', `run ${o.runId} has no approval request ${o.id}`, { ids: { runId: o.runId } });
     if (!awaitsApproval(tool)) {
       const state = view.state === 'pending' ? 'not open (the call is no longer waiting)' : `already ${view.state}${view.by ? ` by ${view.by}` : ''}`;
       throw new BerthError('approval_not_pending', `approval ${view.approvalId} (call ${view.toolCallId}) is ${state}; a decision cannot be changed`, { ids: { runId: o.runId, taskId: tool.id } });
     }
-    const request = (tool.checkpoint as unknown as { request: ApprovalRequest }).request;
+    const { request } = storedValue(z.object({ request: ApprovalRequestSchema }), tool.checkpoint, { what: 'checkpoint', kind: TOOL_KIND, taskId: tool.id });
     if (o.decision === 'approve' && o.now > request.expiresAt) {
       throw new BerthError('approval_expired', `approval ${request.id} expired at ${new Date(request.expiresAt).toISOString()}; the call will not run`, { ids: { runId: o.runId, taskId: tool.id } });
     }
@@ -74,7 +75,7 @@ export async function decideApproval(store: Store, o: DecideApproval): Promise<A
     }
     const signal: ApprovalSignal = { decision: o.decision, digest: o.decision === 'approve' ? (o.digest ?? request.digest) : null, by: o.actor, at: o.now };
     const transitions: TaskTransitionInput[] = [
-      { taskId: tool.id, expectVersion: tool.version, set: { status: 'running', phase: tool.wait!.phase, wait: null, attempts: 0, checkpoint: json({ ...(tool.checkpoint as object), approval: signal }) } },
+      { taskId: tool.id, expectVersion: tool.version, set: { status: 'running', phase: tool.wait!.phase, wait: null, attempts: 0, checkpoint: plainJson({ ...(tool.checkpoint as object), approval: signal }) } },
     ];
     const timer = tasks.find((t) => t.kind === TIMER_KIND && t.parentId === tool.parentId && (t.input as { toolCallId?: string }).toolCallId === toolCallId && t.status !== 'terminal');
     if (timer) transitions.push(wakeNow(timer, o.now));

@@ -10,13 +10,12 @@
  * ```
  */
 import type { Logger } from 'pino';
-import type { z } from 'zod';
 import { DocumentTypes, HandlerRegistry, Kernel, submit, type Decision, type DocumentType, type EffectVerifier, type PhaseContext, type SpawnSpec, type Submitted, type TaskHandler } from '../kernel';
 import type { Json, JoinPolicy, Task } from '../model';
 import type { Store } from '../store';
 import { newId, type Clock } from '../support';
 
-export type { Decision, DocumentType, PhaseContext, SpawnSpec, TaskHandler, EffectVerifier, Verdict, Delivery } from '../kernel';
+export type { Decision, DocumentType, PhaseContext, SpawnSpec, TaskHandler, TaskKindDefinition, TypedPhaseContext, TypedDecision, EffectVerifier, Verdict, Delivery } from '../kernel';
 /**
  * How an action says what its failure proves: `notSent` and `rejected` (not applied; retried with
  * backoff in `retry_wait` when retryable, else `failed`), `httpAnswerError` for a non-2xx answer,
@@ -25,41 +24,8 @@ export type { Decision, DocumentType, PhaseContext, SpawnSpec, TaskHandler, Effe
  */
 export { notSent, rejected, httpAnswerError, classifyFetchError, deliveryOf, ActionError, operatorReceipt, isOperatorReceipt, OperatorReceipt, reconcileEffects, waitAfterReconcile } from '../kernel';
 
-/** A phase context whose input has been validated against the kind's schema. */
-export interface TypedPhaseContext<I> extends PhaseContext {
-  readonly value: I;
-}
-
-export interface TaskKindDefinition<I> {
-  kind: string;
-  /** Default 1. Bump it when phases change meaning; list older versions in `accepts` if the new code continues them. */
-  version?: number;
-  accepts?: number[];
-  input: z.ZodType<I>;
-  initialPhase: string;
-  phases: Record<string, (ctx: TypedPhaseContext<I>) => Promise<Decision>>;
-  restartLimit?: number;
-  maxRetries?: number;
-}
-
-/**
- * A task kind for the kernel's registry. Every phase sees the input parsed by `input`; an input
- * the schema refuses fails the task (`input_invalid`) rather than reaching phase code.
- */
-export function defineTask<I>(def: TaskKindDefinition<I>): TaskHandler {
-  const phases: TaskHandler['phases'] = {};
-  for (const [name, phase] of Object.entries(def.phases)) {
-    phases[name] = async (ctx) => {
-      const parsed = def.input.safeParse(ctx.input);
-      if (!parsed.success) {
-        const problems = parsed.error.issues.map((i) => `${i.path.join('.') || '(input)'}: ${i.message}`).join('; ');
-        return { type: 'fail', error: { code: 'input_invalid', message: `${def.kind} input: ${problems}` } };
-      }
-      return phase(Object.assign(Object.create(ctx) as PhaseContext, { value: parsed.data }) as TypedPhaseContext<I>);
-    };
-  }
-  return { kind: def.kind, version: def.version ?? 1, accepts: def.accepts, initialPhase: def.initialPhase, phases, restartLimit: def.restartLimit, maxRetries: def.maxRetries };
-}
+/** Defined in the kernel (every task kind, the host's own included, is defined through it); re-exported as part of this API. */
+export { defineTask } from '../kernel';
 
 /** A typed, versioned document type (state and operations validated by zod on every write). */
 export function defineDocument<S extends Json, O extends Json>(def: DocumentType<S, O>): DocumentType<S, O> {

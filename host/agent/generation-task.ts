@@ -1,7 +1,9 @@
 import { resolveFlag, toolSchema, type ChatTool } from '../../tools';
-import type { Decision, PhaseContext, SpawnSpec, TaskHandler } from '../kernel';
-import { checkpointOf, inputOf, json, runInputOf, toolsOf, type AgentDeps } from './agent-deps';
-import type { AgentRunInput, ApprovalTimerInput, GenerationInput, ToolCallInput } from './agent-input';
+import { z } from 'zod';
+import { defineTask, type SpawnSpec, type TaskHandler, type TypedDecision, type TypedPhaseContext } from '../kernel';
+import { plainJson } from '../model';
+import { runInputOf, toolsOf, type AgentDeps } from './agent-deps';
+import { GenerationInputSchema, type AgentRunInput, type ApprovalTimerInput, type GenerationInput, type ToolCallInput } from './agent-input';
 import { TIMER_KIND } from './approval-timer';
 import { TOOL_KIND } from './agent-sandbox';
 import { buildContext } from './context';
@@ -13,22 +15,36 @@ import { secretHint } from './run-secrets';
 
 export const GENERATE_KIND = 'agent-generate';
 
+const ModelReplySchema = z.object({
+  content: z.string().nullable(),
+  toolCalls: z.array(z.object({ id: z.string(), name: z.string(), arguments: z.string() })),
+  finishReason: z.string(),
+  model: z.string(),
+  responseId: z.string().nullable(),
+  usage: z.object({ promptTokens: z.number(), completionTokens: z.number(), totalTokens: z.number() }).nullable(),
+}) satisfies z.ZodType<ModelReply>;
+
 /** What `prepare` fixed: the context position and the request options, then the attempt in progress. */
-export interface GenerationCheckpoint {
+const GenerationCheckpointSchema = z.object({
   /** Entries with a sequence number up to this one make the context; later ones are not seen. */
-  contextSeq: number;
-  options: { model: string; stream: boolean; temperature?: number; maxTokens?: number; tools: string[] };
-  attempt: number;
+  contextSeq: z.number().int(),
+  options: z.object({ model: z.string(), stream: z.boolean(), temperature: z.number().optional(), maxTokens: z.number().optional(), tools: z.array(z.string()) }),
+  attempt: z.number().int().positive(),
   /** Set by `request` on success: the answer `tools` commits. */
-  reply?: ModelReply;
-}
+  reply: ModelReplySchema.optional(),
+});
+export type GenerationCheckpoint = z.infer<typeof GenerationCheckpointSchema>;
 
 /** The result the root task reads: a final answer, or how many tool calls this turn made. */
-export interface GenerationResult {
-  final: boolean;
-  content: string | null;
-  toolCalls: number;
-}
+export const GenerationResultSchema = z.object({
+  final: z.boolean(),
+  content: z.string().nullable(),
+  toolCalls: z.number().int(),
+});
+export type GenerationResult = z.infer<typeof GenerationResultSchema>;
+
+type GenerationContext = TypedPhaseContext<GenerationInput, GenerationCheckpoint>;
+type GenerationDecision = TypedDecision<GenerationCheckpoint, GenerationResult>;
 
 /**
  * One model turn. `prepare` fixes the context position and options; entering `request` records
@@ -37,9 +53,12 @@ export interface GenerationResult {
  * the wait for them in one commit; `settled` ends the turn once every tool task has.
  */
 export function generationHandler(deps: AgentDeps): TaskHandler {
-  return {
+  return defineTask({
     kind: GENERATE_KIND,
     version: 1,
+    input: GenerationInputSchema,
+    checkpoint: GenerationCheckpointSchema,
+    result: GenerationResultSchema,
     initialPhase: 'prepare',
     restartLimit: 10,
     phases: {
@@ -52,25 +71,25 @@ export function generationHandler(deps: AgentDeps): TaskHandler {
           options: { model: m.model, stream: m.stream, temperature: m.temperature, maxTokens: m.maxTokens, tools: [...toolsOf(deps, input).keys()] },
           attempt: 1,
         };
-        return { type: 'next', phase: 'request', checkpoint: json(cp) };
+        return { type: 'next', phase: 'request', checkpoint: cp };
       },
       request: (ctx) => request(deps, ctx),
       retry: async (ctx) => {
         const input = await runInputOf(deps.store, ctx.task);
-        const cp = checkpointOf<GenerationCheckpoint>(ctx);
+        const cp = ctx.state;
         if (cp.attempt >= input.settings.model.maxAttempts) {
           return { type: 'fail', error: { code: 'model_unavailable', message: `no complete model answer after ${cp.attempt} attempts (see the agent.interruption entries)` } };
         }
-        return { type: 'next', phase: 'request', checkpoint: json({ ...cp, attempt: cp.attempt + 1 }), run: { to: 'running', reason: `retrying the model request (attempt ${cp.attempt + 1})` } };
+        return { type: 'next', phase: 'request', checkpoint: { ...cp, attempt: cp.attempt + 1 }, run: { to: 'running', reason: `retrying the model request (attempt ${cp.attempt + 1})` } };
       },
       tools: (ctx) => tools(deps, ctx),
       settled: async (ctx) => {
-        const cp = checkpointOf<GenerationCheckpoint>(ctx);
+        const cp = ctx.state;
         const result: GenerationResult = { final: false, content: cp.reply?.content ?? null, toolCalls: cp.reply?.toolCalls.length ?? 0 };
-        return { type: 'complete', result: json(result) };
+        return { type: 'complete', result };
       },
     },
-  };
+  });
 }
 
 /** The tool as advertised, with what its commands can reach and the names (never values) of the secrets they get. */
@@ -81,12 +100,12 @@ function withHints(t: ChatTool, input: AgentRunInput): ChatTool {
 
 function interruption(turn: number, attempt: number, code: string, message: string, partialText: string) {
   const body: InterruptionEntry = { turn, attempt, code, message, partialText };
-  return { kind: ENTRY.interruption, body: json(body) };
+  return { kind: ENTRY.interruption, body: plainJson(body) };
 }
 
-async function request(deps: AgentDeps, ctx: PhaseContext): Promise<Decision> {
-  const { turn } = inputOf<GenerationInput>(ctx);
-  const cp = checkpointOf<GenerationCheckpoint>(ctx);
+async function request(deps: AgentDeps, ctx: GenerationContext): Promise<GenerationDecision> {
+  const { turn } = ctx.value;
+  const cp = ctx.state;
   const input = await runInputOf(deps.store, ctx.task);
   const m = input.settings.model;
   const retryAt = (ms: number) => ctx.now() + ms;
@@ -113,7 +132,7 @@ async function request(deps: AgentDeps, ctx: PhaseContext): Promise<Decision> {
       timeoutMs: m.timeoutMs,
       onDelta: deps.onLive ? (text) => deps.onLive!({ type: 'model-delta', runId, turn, text }) : undefined,
     });
-    return { type: 'next', phase: 'tools', checkpoint: json({ ...cp, reply }) };
+    return { type: 'next', phase: 'tools', checkpoint: { ...cp, reply } };
   } catch (err) {
     if (!(err instanceof ModelCallError) || err.failure === 'model_aborted') throw err;
     const entry = interruption(turn, cp.attempt, err.code, err.message, err.partialText);
@@ -128,17 +147,17 @@ async function request(deps: AgentDeps, ctx: PhaseContext): Promise<Decision> {
   }
 }
 
-async function tools(deps: AgentDeps, ctx: PhaseContext): Promise<Decision> {
-  const { turn } = inputOf<GenerationInput>(ctx);
-  const cp = checkpointOf<GenerationCheckpoint>(ctx);
+async function tools(deps: AgentDeps, ctx: GenerationContext): Promise<GenerationDecision> {
+  const { turn } = ctx.value;
+  const cp = ctx.state;
   const input = await runInputOf(deps.store, ctx.task);
   const reply = cp.reply!;
   const calls = reply.toolCalls.map((c, i) => ({ ...c, id: c.id || `call_${turn}_${i}` }));
   const body: ModelEntry = { turn, content: reply.content, toolCalls: calls, finishReason: reply.finishReason, model: reply.model, usage: reply.usage };
-  const entries = [{ kind: ENTRY.model, body: json(body) }];
+  const entries = [{ kind: ENTRY.model, body: plainJson(body) }];
   if (calls.length === 0) {
     const result: GenerationResult = { final: true, content: reply.content, toolCalls: 0 };
-    return { type: 'complete', result: json(result), writes: { entries } };
+    return { type: 'complete', result, writes: { entries } };
   }
   const available = toolsOf(deps, input);
   const tasks: SpawnSpec[] = [];
@@ -146,8 +165,8 @@ async function tools(deps: AgentDeps, ctx: PhaseContext): Promise<Decision> {
   calls.forEach((c, index) => {
     const expiresAt = needsApproval(input, available, c.name, c.arguments) ? ctx.now() + input.settings.approvalTtlMs : null;
     const tc: ToolCallInput = { toolCallId: c.id, name: c.name, arguments: c.arguments, turn, index, approvalExpiresAt: expiresAt };
-    tasks.push({ kind: TOOL_KIND, input: json(tc) });
-    if (expiresAt !== null) timers.push({ kind: TIMER_KIND, input: json({ toolCallId: c.id, expiresAt } satisfies ApprovalTimerInput) });
+    tasks.push({ kind: TOOL_KIND, input: tc });
+    if (expiresAt !== null) timers.push({ kind: TIMER_KIND, input: { toolCallId: c.id, expiresAt } satisfies ApprovalTimerInput });
   });
   return { type: 'spawn', join: 'allSettled', phase: 'settled', tasks: [...tasks, ...timers], writes: { entries } };
 }

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { builtinTools, type AnyTool } from '../../tools';
 import type { DocumentTypes, HandlerRegistry, Kernel } from '../kernel';
-import { PlanSandbox } from '../plan';
+import { RunSandbox } from '../run-sandbox';
 import type { SandboxHost, SnapshotEngineCalls } from '../sandbox';
 import type { Snapshotter } from '../snapshot';
 import type { Store } from '../store';
@@ -39,7 +39,7 @@ export interface RegisterAgentOptions {
 export function registerAgent(o: RegisterAgentOptions) {
   // Tool-time snapshots never move the session to a new container (rebase), so the only writer of
   // the sandbox pointer while tools run is a restore, and tool commits cannot conflict on it.
-  const plan = new PlanSandbox({ store: o.store, sandbox: o.sandbox, snapshots: o.snapshots, imageExists: o.engine.imageExists, clock: o.clock, logger: o.logger, rebaseBytes: Number.POSITIVE_INFINITY });
+  const plan = new RunSandbox({ store: o.store, sandbox: o.sandbox, snapshots: o.snapshots, imageExists: o.engine.imageExists, clock: o.clock, logger: o.logger, rebaseBytes: Number.POSITIVE_INFINITY });
   const tools = new Map<string, AnyTool>([...builtinTools, ...(o.tools ?? [])].map((t) => [t.name, t]));
   const deps: AgentDeps = {
     store: o.store,

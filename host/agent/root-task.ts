@@ -1,20 +1,25 @@
-import type { Decision, TaskHandler } from '../kernel';
-import { checkpointOf, json, runInputOf, type AgentDeps } from './agent-deps';
-import type { AgentRunInput, GenerationInput } from './agent-input';
-import { GENERATE_KIND, type GenerationResult } from './generation-task';
+import { z } from 'zod';
+import { defineTask, storedValue, type TaskHandler, type TypedDecision } from '../kernel';
+import { runInputOf, type AgentDeps } from './agent-deps';
+import { AgentRunInputSchema, type GenerationInput } from './agent-input';
+import { GENERATE_KIND, GenerationResultSchema } from './generation-task';
 
 export const AGENT_KIND = 'agent';
 
-interface RootCheckpoint {
-  turn: number;
-}
+const RootCheckpointSchema = z.object({ turn: z.number().int().positive() });
+type RootCheckpoint = z.infer<typeof RootCheckpointSchema>;
 
-const generate = (turn: number, writes?: Decision['writes']): Decision => ({
+/** What an agent run's root commits when the model answers without tool calls. */
+export const AgentResultSchema = z.object({ answer: z.string().nullable(), turns: z.number().int() });
+type AgentResult = z.infer<typeof AgentResultSchema>;
+type RootDecision = TypedDecision<RootCheckpoint, AgentResult>;
+
+const generate = (turn: number, writes?: RootDecision['writes']): RootDecision => ({
   type: 'spawn',
   join: 'allSettled',
   phase: 'generated',
-  checkpoint: json({ turn } satisfies RootCheckpoint),
-  tasks: [{ kind: GENERATE_KIND, input: json({ turn } satisfies GenerationInput) }],
+  checkpoint: { turn },
+  tasks: [{ kind: GENERATE_KIND, input: { turn } satisfies GenerationInput }],
   ...(writes ? { writes } : {}),
 });
 
@@ -23,15 +28,18 @@ const generate = (turn: number, writes?: Decision['writes']): Decision => ({
  * model turn until the model answers without tool calls or the turn limit is reached.
  */
 export function agentRootHandler(deps: AgentDeps): TaskHandler {
-  return {
+  return defineTask({
     kind: AGENT_KIND,
     version: 1,
+    input: AgentRunInputSchema,
+    checkpoint: RootCheckpointSchema,
+    result: AgentResultSchema,
     initialPhase: 'start',
     restartLimit: 10,
     maxRetries: 8,
     phases: {
       start: async (ctx) => {
-        const input = ctx.input as unknown as AgentRunInput;
+        const input = ctx.value;
         const acq = await deps.sandbox.exclusive(ctx.task.sessionId, () => deps.sandbox.open(ctx, input));
         // Nothing has run yet in this run, so there is nothing to reconcile: the run fails, saying why.
         if (acq.kind === 'reconcile') return { type: 'fail', error: { code: 'sandbox_unusable', message: `the session's sandbox cannot be used: ${acq.reason}` } };
@@ -39,18 +47,19 @@ export function agentRootHandler(deps: AgentDeps): TaskHandler {
       },
       generated: async (ctx) => {
         const input = await runInputOf(deps.store, ctx.task);
-        const { turn } = checkpointOf<RootCheckpoint>(ctx);
+        const { turn } = ctx.state;
+        // The turn's generation task: the newest child (children are in spawn order, not wall-clock order).
         const gen = (await ctx.children()).at(-1)!;
         if (gen.outcome !== 'ok') {
           return { type: 'fail', error: { code: gen.error?.code ?? 'generation_failed', message: `turn ${turn}: ${gen.error?.message ?? gen.outcome}` } };
         }
-        const result = gen.result as unknown as GenerationResult;
-        if (result.final) return { type: 'complete', result: json({ answer: result.content, turns: turn }) };
+        const result = storedValue(GenerationResultSchema, gen.result, { what: 'result', kind: GENERATE_KIND, taskId: gen.id });
+        if (result.final) return { type: 'complete', result: { answer: result.content, turns: turn } };
         if (turn >= input.settings.maxTurns) {
           return { type: 'fail', error: { code: 'turn_limit', message: `the model was still calling tools after ${turn} turns (limit ${input.settings.maxTurns})` } };
         }
         return generate(turn + 1);
       },
     },
-  };
+  });
 }

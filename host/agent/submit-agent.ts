@@ -1,13 +1,12 @@
 import { checkEgressPolicy, checkSupported, fingerprint, networkRunRecords, type Environment } from '../../environment';
 import { scanHostDir } from '../sandbox';
 import { BerthError } from '../errors';
-import { submit, type HandlerRegistry, type Kernel, type Submitted } from '../kernel';
-import { isFinalRunState } from '../model';
+import { storedValue, submit, type HandlerRegistry, type Kernel, type Submitted } from '../kernel';
+import { isFinalRunState, plainJson } from '../model';
 import type { Store } from '../store';
 import { newId } from '../support';
 import { KERNEL } from '../version';
-import { json } from './agent-deps';
-import { AgentSettingsSchema, type AgentRunInput, type AgentSettingsInput } from './agent-input';
+import { AgentRunInputSchema, AgentSettingsSchema, type AgentRunInput, type AgentSettingsInput } from './agent-input';
 import { ENTRY, type UserEntry } from './entries';
 import { AGENT_KIND } from './root-task';
 import { checkAgentSecrets } from './run-secrets';
@@ -38,14 +37,15 @@ async function submitRun(deps: Deps, input: AgentRunInput, requestId: string, se
   const accepted = await checkEgressPolicy(input.environment);
   // A workspace symlink leaving the directory is refused now, before a run exists or a sandbox is leased.
   if (input.workspaceDir) await scanHostDir(input.workspaceDir);
-  const network = networkRunRecords(input.environment, accepted).map((r) => ({ kind: r.kind, body: json(r.body) }));
+  const network = networkRunRecords(input.environment, accepted).map((r) => ({ kind: r.kind, body: plainJson(r.body) }));
   return submit(deps, {
     requestId,
     sessionId,
     runKind: 'agent',
-    root: { kind: AGENT_KIND, input: json(input) },
-    input: json({ message: input.message }),
-    entries: [{ kind: ENTRY.user, body: json(user) }, ...network],
+    // Stored as its kind's schema produces it: the agent task parses the same shape before every phase.
+    root: { kind: AGENT_KIND, input: plainJson(AgentRunInputSchema.parse(input)) },
+    input: { message: input.message },
+    entries: [{ kind: ENTRY.user, body: plainJson(user) }, ...network],
     versions: { kernel: `${KERNEL.name}@${KERNEL.version}`, envFingerprint: input.envFingerprint, imageDigest: input.environment.image.digest },
     sessionMeta: { agent: true, task: input.message.slice(0, 200) },
   });
@@ -89,7 +89,8 @@ export async function continueSession(deps: Deps, c: ContinueSession): Promise<S
     const what = busy.state === 'needs_reconciliation' ? `decide it first (berth show ${busy.id}; berth reconcile ${busy.id} --fail)` : 'let it finish, approve or deny its calls, or cancel it';
     throw new BerthError('session_busy', `run ${busy.id} of session ${c.sessionId} is ${busy.state}; ${what}`, { ids: { sessionId: c.sessionId, runId: busy.id } });
   }
-  const prev = (await deps.store.getTask(last.rootTaskId!))!.input as unknown as AgentRunInput;
+  const root = (await deps.store.getTask(last.rootTaskId!))!;
+  const prev = storedValue(AgentRunInputSchema, root.input, { what: 'input', kind: AGENT_KIND, taskId: root.id });
   const settings = AgentSettingsSchema.parse({ ...prev.settings, ...c.settings, model: { ...prev.settings.model, ...c.settings?.model } });
   checkTools(deps.toolNames, settings);
   await checkAgentSecrets(prev.environment, deps.toolNames, `the environment of session ${c.sessionId}`);

@@ -1,21 +1,15 @@
 import { BerthError, isBerthError } from '../errors';
 import { deliveryOf, withDelivery } from '../kernel';
 import { resolveFlag, type ToolOutput } from '../../tools';
-import type { Decision, PhaseContext, PerformOutcome } from '../kernel';
-import type { Json, ReplayPolicy } from '../model';
-import { checkpointOf, inputOf, json, runInputOf, type AgentDeps } from './agent-deps';
-import type { AgentRunInput, ToolCallInput } from './agent-input';
+import type { PerformOutcome } from '../kernel';
+import { plainJson, type Json, type ReplayPolicy } from '../model';
+import { runInputOf, type AgentDeps } from './agent-deps';
+import { toolState, type ToolContext, type ToolDecision } from './tool-checkpoint';
 import type { ToolResultStatus } from './entries';
 import { resultEntry, type ToolTaskResult } from './tool-result';
 import { useTool } from './tool-use';
 
-/** The committed intent `execute` works from; nothing here is recomputed after `call`. */
-export interface ExecuteCheckpoint {
-  effectId: string;
-  replay: ReplayPolicy;
-  args: Json;
-  plan: Json;
-}
+export type { ExecuteCheckpoint } from './tool-checkpoint';
 
 const interruptedText = (policy: ReplayPolicy, why = 'the host stopped while this call was running') =>
   `error: ${why}, so it may or may not have taken effect. ` +
@@ -43,36 +37,36 @@ function failure(err: unknown, verifying: boolean): { status: ToolResultStatus; 
  * a `verify` tool is asked whether the original call took effect, anything else is uncertain and
  * the model is told so. A mutating call's resulting sandbox state commits with its result.
  */
-export async function executePhase(deps: AgentDeps, ctx: PhaseContext): Promise<Decision> {
-  const call = inputOf<ToolCallInput>(ctx);
-  const cp = checkpointOf<ExecuteCheckpoint>(ctx);
+export async function executePhase(deps: AgentDeps, ctx: ToolContext): Promise<ToolDecision> {
+  const call = ctx.value;
+  const cp = toolState(ctx, 'effectId');
   const input = await runInputOf(deps.store, ctx.task);
   const tool = deps.tools.get(call.name);
   if (!tool) {
     const text = `error: tool ${call.name} is not available in this host any more; the call did not run`;
-    return { type: 'interrupt', reason: text, result: json({ toolCallId: call.toolCallId, status: 'error' }), writes: { entries: [resultEntry(call, 'error', text, true)] } };
+    return { type: 'interrupt', reason: text, result: { toolCallId: call.toolCallId, status: 'error' }, writes: { entries: [resultEntry(call, 'error', text, true)] } };
   }
   const policyNow = resolveFlag(tool.replay, cp.args);
   const mutates = resolveFlag(tool.mutates, cp.args);
-  return deps.sandbox.exclusive(ctx.task.sessionId, async (): Promise<Decision> => {
+  return deps.sandbox.exclusive(ctx.task.sessionId, async (): Promise<ToolDecision> => {
     const acq = await deps.sandbox.ensure(ctx, input);
     if (acq.kind === 'reconcile') {
       const text = `error: the sandbox cannot be used (${acq.reason}); the call did not run`;
-      return { type: 'interrupt', reason: acq.reason, result: json({ toolCallId: call.toolCallId, status: 'error' }), writes: { entries: [resultEntry(call, 'error', text, true)] } };
+      return { type: 'interrupt', reason: acq.reason, result: { toolCallId: call.toolCallId, status: 'error' }, writes: { entries: [resultEntry(call, 'error', text, true)] } };
     }
     let verifying = false;
     const use = <T>(fn: Parameters<typeof useTool<T>>[5]) => useTool(deps, ctx, input, call, acq.lease, fn);
     const spec = {
       id: cp.effectId,
       kind: `tool.${call.name}`,
-      intent: json({ tool: call.name, args: cp.args, plan: cp.plan }),
+      intent: plainJson({ tool: call.name, args: cp.args, plan: cp.plan }),
       replay: policyNow,
       verify: tool.verify
         ? async () => {
             verifying = true;
             const v = await use((tctx) => tool.verify!(tctx, cp.args, cp.plan));
             verifying = false;
-            return v.done ? { done: true as const, receipt: json(v.output) } : { done: false as const };
+            return v.done ? { done: true as const, receipt: plainJson(v.output) } : { done: false as const };
           }
         : undefined,
     };
@@ -85,7 +79,7 @@ export async function executePhase(deps: AgentDeps, ctx: PhaseContext): Promise<
           const output = await use((tctx) => tool.run(tctx, cp.args, cp.plan));
           // A call cut off by a cancel (an exec killed mid-command) answers, but not with its outcome: uncertain.
           if (ctx.signal.aborted) throw new BerthError('tool_cancelled', `tool call ${call.toolCallId} (${call.name}) was stopped by cancel while running`);
-          return json(output);
+          return plainJson(output);
         } catch (err) {
           // A secret that cannot be read stops the use before anything runs: provably not applied.
           throw isBerthError(err, 'secret_unavailable') ? withDelivery(err, 'not_sent', false) : err;
@@ -112,7 +106,7 @@ export async function executePhase(deps: AgentDeps, ctx: PhaseContext): Promise<
       result.sandbox = rec.state;
       if (rec.writes.snapshots) writes.snapshots = rec.writes.snapshots;
     }
-    if (decision === 'interrupt') return { type: 'interrupt', reason: `tool call ${call.toolCallId} (${call.name}) may or may not have taken effect`, result: json(result), writes };
-    return { type: 'complete', result: json(result), writes };
+    if (decision === 'interrupt') return { type: 'interrupt', reason: `tool call ${call.toolCallId} (${call.name}) may or may not have taken effect`, result, writes };
+    return { type: 'complete', result, writes };
   });
 }

@@ -1,34 +1,21 @@
 import { resolveFlag, type AnyTool } from '../../tools';
-import { isBerthError } from '../errors';
-import type { Decision, PhaseContext, TaskHandler } from '../kernel';
-import type { Json } from '../model';
-import { checkpointOf, inputOf, json, runInputOf, toolsOf, type AgentDeps } from './agent-deps';
-import type { AgentRunInput, ToolCallInput } from './agent-input';
+import { BerthError, isBerthError } from '../errors';
+import { defineTask, type TaskHandler } from '../kernel';
+import { plainJson, type Json } from '../model';
+import { runInputOf, toolsOf, type AgentDeps } from './agent-deps';
+import { ToolCallInputSchema, type AgentRunInput, type ToolCallInput } from './agent-input';
 import { TOOL_KIND } from './agent-sandbox';
 import { approvalDigest, approvalId } from './approval-digest';
 import { ENTRY, type ApprovalDecidedEntry, type ApprovalRequestedEntry } from './entries';
 import { checkToolCall } from './tool-call-check';
-import { executePhase, type ExecuteCheckpoint } from './tool-execute';
-import { finishWithout } from './tool-result';
+import { toolState, ToolCheckpointSchema, type ApprovalRequest, type ExecuteCheckpoint, type ToolContext, type ToolDecision } from './tool-checkpoint';
+import { executePhase } from './tool-execute';
+import { finishWithout, ToolTaskResultSchema } from './tool-result';
 import { useTool } from './tool-use';
 
-/** What an approval decision delivers (by `berth approve|deny` or the expiry timer). */
-export interface ApprovalSignal {
-  decision: 'approve' | 'deny' | 'expired';
-  /** The digest the decider approved; must equal the request's. */
-  digest: string | null;
-  by: string;
-  at: number;
-}
+export type { ApprovalRequest, ApprovalSignal } from './tool-checkpoint';
 
-/** The open request, kept in the tool task's checkpoint while it waits. */
-export interface ApprovalRequest {
-  id: string;
-  digest: string;
-  expiresAt: number;
-}
-
-type EntryWrites = NonNullable<NonNullable<Decision['writes']>['entries']>;
+type EntryWrites = NonNullable<NonNullable<ToolDecision['writes']>['entries']>;
 
 /**
  * The tool task: `call` checks the call and commits its intent (fixed arguments, effect id,
@@ -36,14 +23,17 @@ type EntryWrites = NonNullable<NonNullable<Decision['writes']>['entries']>;
  * its effect record and commits the result entry, the receipt and the terminal state together.
  */
 export function toolHandler(deps: AgentDeps): TaskHandler {
-  return {
+  return defineTask({
     kind: TOOL_KIND,
     version: 1,
+    input: ToolCallInputSchema,
+    checkpoint: ToolCheckpointSchema,
+    result: ToolTaskResultSchema,
     initialPhase: 'call',
     restartLimit: 10,
     phases: {
       call: async (ctx) => {
-        const call = inputOf<ToolCallInput>(ctx);
+        const call = ctx.value;
         const input = await runInputOf(deps.store, ctx.task);
         const checked = checkToolCall(toolsOf(deps, input), call.name, call.arguments);
         if (!checked.ok) return finishWithout(call, 'invalid', checked.content);
@@ -51,15 +41,15 @@ export function toolHandler(deps: AgentDeps): TaskHandler {
         return intend(deps, ctx, input, call, checked.tool, checked.args, []);
       },
       decided: async (ctx) => {
-        const call = inputOf<ToolCallInput>(ctx);
+        const call = ctx.value;
         const input = await runInputOf(deps.store, ctx.task);
-        const cp = checkpointOf<{ request: ApprovalRequest; approval: ApprovalSignal }>(ctx);
-        const { request, approval } = cp;
+        const { request, approval } = toolState(ctx, 'request');
+        if (!approval) throw new BerthError('checkpoint_invalid', `${TOOL_KIND} checkpoint in phase decided: approval: missing`, { ids: { taskId: ctx.task.id } });
         const late = approval.decision === 'approve' && approval.at > request.expiresAt;
         const mismatch = approval.decision === 'approve' && approval.digest !== request.digest;
         const outcome: ApprovalDecidedEntry['decision'] = approval.decision === 'expired' || late ? 'expired' : approval.decision === 'approve' && !mismatch ? 'approved' : 'denied';
         const record: ApprovalDecidedEntry = { approvalId: request.id, toolCallId: call.toolCallId, decision: outcome, by: approval.by, digest: request.digest };
-        const entries: EntryWrites = [{ kind: ENTRY.approvalDecided, body: json(record) }];
+        const entries: EntryWrites = [{ kind: ENTRY.approvalDecided, body: plainJson(record) }];
         if (outcome === 'expired') {
           return finishWithout(call, 'expired', `error: the approval request for this call expired at ${new Date(request.expiresAt).toISOString()} without a decision. The call did not run.`, entries);
         }
@@ -73,27 +63,27 @@ export function toolHandler(deps: AgentDeps): TaskHandler {
       },
       execute: (ctx) => executePhase(deps, ctx),
     },
-  };
+  });
 }
 
-function askApproval(ctx: PhaseContext, call: ToolCallInput, args: unknown): Decision {
+function askApproval(ctx: ToolContext, call: ToolCallInput, args: unknown): ToolDecision {
   const request: ApprovalRequest = { id: approvalId(ctx.task.runId!, call.toolCallId), digest: approvalDigest(call.name, args), expiresAt: call.approvalExpiresAt! };
-  const record: ApprovalRequestedEntry = { approvalId: request.id, toolCallId: call.toolCallId, tool: call.name, arguments: json(args), digest: request.digest, expiresAt: request.expiresAt };
+  const record: ApprovalRequestedEntry = { approvalId: request.id, toolCallId: call.toolCallId, tool: call.name, arguments: plainJson(args), digest: request.digest, expiresAt: request.expiresAt };
   return {
     type: 'await',
     signal: 'approval',
     phase: 'decided',
-    checkpoint: json({ request }),
+    checkpoint: { request },
     run: { to: 'awaiting_approval', reason: `call ${call.toolCallId} (${call.name}) awaits approval ${request.id} (digest ${request.digest})` },
-    writes: { entries: [{ kind: ENTRY.approvalRequested, body: json(record) }] },
+    writes: { entries: [{ kind: ENTRY.approvalRequested, body: plainJson(record) }] },
   };
 }
 
 /** Commits the intent and moves to `execute`; a tool with a plan fixes its expected result first. */
-async function intend(deps: AgentDeps, ctx: PhaseContext, input: AgentRunInput, call: ToolCallInput, tool: AnyTool, args: unknown, entries: EntryWrites): Promise<Decision> {
+async function intend(deps: AgentDeps, ctx: ToolContext, input: AgentRunInput, call: ToolCallInput, tool: AnyTool, args: unknown, entries: EntryWrites): Promise<ToolDecision> {
   const replay = resolveFlag(tool.replay, args);
   let plan: Json = null;
-  const writes: NonNullable<Decision['writes']> = { entries };
+  const writes: NonNullable<ToolDecision['writes']> = { entries };
   if (tool.plan) {
     const planned = await deps.sandbox.exclusive(ctx.task.sessionId, async () => {
       const acq = await deps.sandbox.ensure(ctx, input);
@@ -108,7 +98,7 @@ async function intend(deps: AgentDeps, ctx: PhaseContext, input: AgentRunInput, 
     plan = planned.plan;
   }
   const effectId = `${ctx.task.runId}:${ctx.task.id}:${call.toolCallId}`;
-  const checkpoint: ExecuteCheckpoint = { effectId, replay, args: json(args), plan };
-  writes.effects = [{ id: effectId, kind: `tool.${call.name}`, intent: json({ tool: call.name, args, plan }), replay }];
-  return { type: 'next', phase: 'execute', checkpoint: json(checkpoint), writes };
+  const checkpoint: ExecuteCheckpoint = { effectId, replay, args: plainJson(args), plan };
+  writes.effects = [{ id: effectId, kind: `tool.${call.name}`, intent: plainJson({ tool: call.name, args, plan }), replay }];
+  return { type: 'next', phase: 'execute', checkpoint, writes };
 }

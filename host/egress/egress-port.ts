@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { isFinalRunState, type Json } from '../model';
+import { isFinalRunState, plainJson } from '../model';
 import type { EgressPort } from '../sandbox/sandbox-egress';
 import type { Store } from '../store';
 import { newId } from '../support';
@@ -43,7 +43,7 @@ export function egressPort(store: EgressStore, logger: Logger): EgressPort {
     await store.recordEgress(attempt).catch((err: unknown) => log.error({ err }, 'could not record egress attempt'));
     if (!run) return;
     const { runId, ...body } = attempt;
-    const r = await store.commit({ sessionId: run.sessionId, label: 'egress.attempt', actor: 'egress-proxy', entries: [{ id: newId('ent'), runId, kind: EGRESS_ENTRY, body: body as unknown as Json }] });
+    const r = await store.commit({ sessionId: run.sessionId, label: 'egress.attempt', actor: 'egress-proxy', entries: [{ id: newId('ent'), runId, kind: EGRESS_ENTRY, body: plainJson(body) }] });
     if (!r.ok) log.error({ conflict: r.conflict }, 'egress attempt not committed to the run');
   };
   const pending = new Set<Promise<void>>();

@@ -109,8 +109,8 @@ export interface PhaseContext {
   readonly log: Logger;
   now(): number;
   /**
-   * Owned subtasks, ordered by creation time. That is the wall clock, which can step backwards:
-   * find a particular child by its input (what it was spawned for), never by its position.
+   * Owned subtasks in the order their commits created them (the store's insertion order, not the
+   * wall clock, which can step backwards), so `.at(-1)` is the child spawned last.
    */
   children(): Promise<Task[]>;
   readDocument<T extends Json = Json>(documentId: string): Promise<{ state: T; version: number } | undefined>;

@@ -23,3 +23,4 @@ export { Kernel, type KernelOptions, type CommitEvent, type ExecutionRightLost }
 export { submit, type SubmitInput, type Submitted } from './submit';
 export { applyDecision, type ResolvedSpawn, type DecisionEffect } from './decide';
 export { runTransitionsForRoot } from './run-outcome';
+export { defineTask, storedValue, type TaskKindDefinition, type TypedPhaseContext, type TypedDecision } from './define-task';

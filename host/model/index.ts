@@ -1,4 +1,4 @@
-export { JsonSchema, type Json } from './json';
+export { JsonSchema, plainJson, type Json } from './json';
 export {
   RUN_STATES,
   type RunState,

@@ -1,45 +1,66 @@
-import type { Decision, PhaseContext, TaskHandler } from '../kernel';
-import type { Json } from '../model';
+import { defineTask, storedValue, type TaskHandler, type TypedDecision } from '../kernel';
+import { plainJson, type Task } from '../model';
 import { BerthError } from '../errors';
-import type { PlanSandbox } from './plan-sandbox';
-import type { PlanProgress, PlanRootCheckpoint, PlanRunInput, StepInput, StepResult } from './plan-input';
+import { sandboxDocId, SANDBOX_DOC, type RunSandbox } from '../run-sandbox';
+import {
+  PlanResultSchema,
+  PlanRootCheckpointSchema,
+  PlanRunInputSchema,
+  StepInputSchema,
+  StepTaskResultSchema,
+  type PlanProgress,
+  type PlanResult,
+  type PlanRootCheckpoint,
+  type StepInput,
+  type StepResult,
+} from './plan-input';
 import { parkRun, reconciled, sandboxAdvice } from './reconcile-phase';
-import { sandboxDocId, SANDBOX_DOC } from './sandbox-doc';
 import { runStep } from './step-task';
 import { stopAbandonedStep } from './step-cancel';
 
 export const PLAN_KIND = 'plan';
 
-const isStep = (input: Json, index: number, generation: number) => {
-  const i = input as unknown as StepInput;
+/** A step task's input and result, parsed: a stored shape that drifted is named, not read as `undefined`. */
+const stepInputOf = (child: Task): StepInput => storedValue(StepInputSchema, child.input, { what: 'input', kind: STEP_KIND, taskId: child.id });
+const isStep = (child: Task, index: number, generation: number) => {
+  const i = stepInputOf(child);
   return i.index === index && i.generation === generation;
 };
-const stepOrder = (input: Json) => {
-  const i = input as unknown as StepInput;
+const stepOrder = (child: Task) => {
+  const i = stepInputOf(child);
   return i.generation * 1e6 + i.index;
+};
+const stepTaskResultOf = (child: Task) => storedValue(StepTaskResultSchema.nullable(), child.result, { what: 'result', kind: STEP_KIND, taskId: child.id });
+/** A finished step's result (null when it failed without one or was interrupted). */
+const stepResultOf = (child: Task): StepResult | null => {
+  const r = stepTaskResultOf(child);
+  return r && 'exitCode' in r ? r : null;
 };
 export const STEP_KIND = 'plan-step';
 
 /** The two task kinds of a plan run: the root walks the steps; each step runs one command. */
-export function planHandlers(sb: PlanSandbox, progress: (p: PlanProgress) => void): TaskHandler[] {
-  const root: TaskHandler = {
+export function planHandlers(sb: RunSandbox, progress: (p: PlanProgress) => void): TaskHandler[] {
+  const root = defineTask({
     kind: PLAN_KIND,
     version: 1,
+    input: PlanRunInputSchema,
+    checkpoint: PlanRootCheckpointSchema,
+    result: PlanResultSchema,
     initialPhase: 'prepare',
     restartLimit: 10,
     phases: {
       prepare: async (ctx) => {
-        const input = ctx.input as unknown as PlanRunInput;
+        const input = ctx.value;
         const runId = ctx.task.runId!;
         const lease = await sb.leaseFresh(runId, ctx.task.sessionId, input.environment, ctx.signal);
         progress({ type: 'sandbox', runId, message: `leased ${lease.id} (container ${lease.containerId.slice(0, 12)})` });
-        const writes: NonNullable<Decision['writes']> = { documents: [{ documentId: sandboxDocId(runId), create: { type: SANDBOX_DOC } }] };
+        const writes: NonNullable<TypedDecision<PlanRootCheckpoint, PlanResult>['writes']> = { documents: [{ documentId: sandboxDocId(runId), create: { type: SANDBOX_DOC } }] };
         if (input.workspaceDir) {
           const up = await lease.uploadDir(input.workspaceDir, input.environment.workspace.path);
           const skipped = up.skipped.length ? `; skipped ${up.skipped.length} special files (${up.skipped.map((s) => `${s.path}: ${s.kind}`).join(', ')})` : '';
           progress({ type: 'sandbox', runId, message: `uploaded ${up.files} files (${up.bytes} bytes) from ${input.workspaceDir}${skipped}` });
           // On the run's record: FIFOs, sockets and devices cannot be uploaded, and the operator should know which were left out.
-          if (up.skipped.length) writes.entries = [{ kind: 'sandbox.upload', body: { from: input.workspaceDir, files: up.files, bytes: up.bytes, skipped: up.skipped } as unknown as Json }];
+          if (up.skipped.length) writes.entries = [{ kind: 'sandbox.upload', body: plainJson({ from: input.workspaceDir, files: up.files, bytes: up.bytes, skipped: up.skipped }) }];
         }
         if (input.environment.snapshot.policy === 'never') {
           const digest = await sb.digest(lease, input.environment, ctx.signal);
@@ -49,56 +70,58 @@ export function planHandlers(sb: PlanSandbox, progress: (p: PlanProgress) => voi
           writes.snapshots = [s.record];
           writes.documents!.push({ documentId: sandboxDocId(runId), op: s.pointer });
         }
-        return { type: 'next', phase: 'step', checkpoint: { index: 0, generation: 0 } satisfies PlanRootCheckpoint as unknown as Json, writes };
+        return { type: 'next', phase: 'step', checkpoint: { index: 0, generation: 0 }, writes };
       },
       step: async (ctx) => {
-        const input = ctx.input as unknown as PlanRunInput;
-        const cp = ctx.checkpoint as unknown as PlanRootCheckpoint;
+        const input = ctx.value;
+        const cp = ctx.state;
         if (cp.index >= input.plan.steps.length) {
           await sb.finish(ctx.task.runId!);
           // In step order, then generation: not in creation-time order (see `stepped`).
           const results = (await ctx.children())
             .filter((c) => c.status === 'terminal')
-            .sort((a, b) => stepOrder(a.input) - stepOrder(b.input))
-            .map((c) => c.result);
+            .sort((a, b) => stepOrder(a) - stepOrder(b))
+            .map(stepTaskResultOf);
           return { type: 'complete', result: { steps: results } };
         }
-        return { type: 'spawn', join: 'allSettled', phase: 'stepped', tasks: [{ kind: STEP_KIND, input: { index: cp.index, generation: cp.generation } satisfies StepInput as unknown as Json }] };
+        return { type: 'spawn', join: 'allSettled', phase: 'stepped', tasks: [{ kind: STEP_KIND, input: { index: cp.index, generation: cp.generation } satisfies StepInput }] };
       },
       stepped: async (ctx) => {
-        const input = ctx.input as unknown as PlanRunInput;
-        const cp = ctx.checkpoint as unknown as PlanRootCheckpoint;
+        const input = ctx.value;
+        const cp = ctx.state;
         // The step task of this index and generation, by what it was spawned for: creation times
         // follow the wall clock, which can step backwards.
-        const child = (await ctx.children()).find((c) => isStep(c.input, cp.index, cp.generation));
+        const child = (await ctx.children()).find((c) => isStep(c, cp.index, cp.generation));
         if (!child) throw new BerthError('plan_corrupt', `plan task ${ctx.task.id} has no step task for step ${cp.index} (generation ${cp.generation})`, { ids: { taskId: ctx.task.id } });
         const step = input.plan.steps[cp.index]!;
-        const result = child.result as unknown as StepResult | null;
+        const result = stepResultOf(child);
         const runId = ctx.task.runId!;
         // The reason says, before the operator decides, whether the sandbox can be kept or which snapshots can be restored.
-        const park = async (kind: 'interrupted' | 'reconcile', reason: string): Promise<Decision> =>
+        const park = async (kind: 'interrupted' | 'reconcile', reason: string): Promise<TypedDecision<PlanRootCheckpoint, PlanResult>> =>
           parkRun(cp, { kind, index: cp.index, reason: `${reason}; ${await sandboxAdvice(ctx, sb, runId)}` });
         if (child.outcome === 'interrupted') {
           return park('interrupted', `step ${step.name} (replay never) was in flight when the host stopped; it may or may not have run: say so with --accept (it did) or --reject-effect (it did not)`);
         }
         if (result?.reconcile) return park('reconcile', `before step ${step.name}: ${result.reconcile}`);
         // Steps from `rewind` on run again on the restored sandbox, under new effect ids.
-        if (typeof result?.rewind === 'number') return { type: 'next', phase: 'step', checkpoint: { index: result.rewind, generation: cp.generation + 1 } satisfies PlanRootCheckpoint as unknown as Json };
+        if (typeof result?.rewind === 'number') return { type: 'next', phase: 'step', checkpoint: { index: result.rewind, generation: cp.generation + 1 } };
         // Over the disk limit the sandbox cannot be snapshotted or trusted: allowFailure does not go on.
         const stop = child.error?.code === 'disk_exceeded';
         if (child.outcome === 'error' && (!step.allowFailure || stop)) {
           await sb.finish(ctx.task.runId!);
           return { type: 'fail', error: { code: stop ? 'disk_exceeded' : 'step_failed', message: `step ${step.name} failed: ${child.error?.message ?? 'unknown'}` } };
         }
-        return { type: 'next', phase: 'step', checkpoint: { index: cp.index + 1, generation: cp.generation } as unknown as Json };
+        return { type: 'next', phase: 'step', checkpoint: { index: cp.index + 1, generation: cp.generation } };
       },
       reconciled: async (ctx) => reconciled(ctx, sb),
     },
-  };
+  });
 
-  const step: TaskHandler = {
+  const step = defineTask({
     kind: STEP_KIND,
     version: 1,
+    input: StepInputSchema,
+    result: StepTaskResultSchema,
     initialPhase: 'run',
     restartLimit: 10,
     // An engine restart can take a while; these retries back off to about 25 s in all.
@@ -106,6 +129,6 @@ export function planHandlers(sb: PlanSandbox, progress: (p: PlanProgress) => voi
     phases: { run: async (ctx) => runStep(ctx, sb, progress) },
     // A cancel that finds the step left running by a dead host stops its command first.
     stopAbandoned: (task, d) => stopAbandonedStep(sb, task, d),
-  };
+  });
   return [root, step];
 }

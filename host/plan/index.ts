@@ -1,7 +1,5 @@
 export { PlanSchema, PlanStepSchema, type Plan, type PlanStep } from './plan-schema';
 export { loadPlan, type LoadedPlan } from './load-plan';
-export { PlanSandbox, type PlanSandboxDeps, type Ensured } from './plan-sandbox';
 export { planHandlers, PLAN_KIND, STEP_KIND } from './handlers';
-export { sandboxDocType, sandboxDocId, type SandboxPointer } from './sandbox-doc';
 export { submitPlan } from './submit-plan';
 export type { PlanRunInput, PlanRootCheckpoint, StepInput, StepResult, PlanProgress } from './plan-input';

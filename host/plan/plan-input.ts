@@ -1,56 +1,71 @@
-import type { Environment } from '../../environment';
-import type { Plan } from './plan-schema';
+import { z } from 'zod';
+import { EnvironmentSchema } from '../../environment';
+import { PlanSchema } from './plan-schema';
 
 /** What a plan run keeps as its root task's input: the plan and environment as they were at submit time, not as the files are now. */
-export interface PlanRunInput {
-  planFile: string;
-  plan: Plan;
-  environment: Environment;
-  envFingerprint: string;
-  workspaceDir: string | null;
-}
+export const PlanRunInputSchema = z.object({
+  planFile: z.string(),
+  plan: PlanSchema,
+  environment: EnvironmentSchema,
+  envFingerprint: z.string(),
+  workspaceDir: z.string().nullable(),
+});
+export type PlanRunInput = z.infer<typeof PlanRunInputSchema>;
 
-export interface PlanRootCheckpoint {
+export const PlanRootCheckpointSchema = z.object({
   /** The next step to run. */
-  index: number;
+  index: z.number().int().min(0),
   /** Bumped by each reconcile-restore, so re-run steps get new effect ids. */
-  generation: number;
+  generation: z.number().int().min(0),
   /** Why the run waits for an operator, when it does. */
-  pending?: { kind: 'interrupted' | 'reconcile'; index: number; reason: string };
+  pending: z.object({ kind: z.enum(['interrupted', 'reconcile']), index: z.number().int(), reason: z.string() }).optional(),
   /**
    * The operator's decision, as delivered: whether the uncertain effects happened (`effects`,
    * already settled in the delivering commit) and which sandbox state to continue from
    * (`snapshotId`, else the current sandbox). `action` is the older form (accept = keep the
    * sandbox, restore = restore `snapshotId`).
    */
-  reconcile?: { action?: 'accept' | 'restore'; effects?: 'accepted' | 'rejected'; snapshotId?: string };
-}
+  reconcile: z
+    .object({ action: z.enum(['accept', 'restore']).optional(), effects: z.enum(['accepted', 'rejected']).optional(), snapshotId: z.string().optional() })
+    .optional(),
+});
+export type PlanRootCheckpoint = z.infer<typeof PlanRootCheckpointSchema>;
 
-export interface StepInput {
-  index: number;
-  generation: number;
-}
+export const StepInputSchema = z.object({
+  index: z.number().int().min(0),
+  generation: z.number().int().min(0),
+});
+export type StepInput = z.infer<typeof StepInputSchema>;
 
 /** What a finished step reports (also kept as the step task's result). */
-export interface StepResult {
-  step: string;
-  exitCode: number;
-  timedOut: boolean;
-  oomKilled: boolean;
+export const StepResultSchema = z.object({
+  step: z.string(),
+  exitCode: z.number().int(),
+  timedOut: z.boolean(),
+  oomKilled: z.boolean(),
   /** The sandbox's writable layer went over `diskMb` (absent in results written before it was recorded). */
-  diskExceeded?: boolean;
+  diskExceeded: z.boolean().optional(),
   /** A fork was refused by the pids limit. */
-  pidsLimited?: boolean;
-  durationMs: number;
-  snapshotId: string | null;
-  stdoutTail: string;
-  stderrTail: string;
-  reconcile?: string;
+  pidsLimited: z.boolean().optional(),
+  durationMs: z.number(),
+  snapshotId: z.string().nullable(),
+  stdoutTail: z.string(),
+  stderrTail: z.string(),
+  reconcile: z.string().optional(),
   /** A `never` step not executed again: the id of its effect confirmed in an earlier generation. */
-  alreadyDone?: string;
+  alreadyDone: z.string().optional(),
   /** The sandbox went back to an older snapshot: the run continues from this step index (in a new generation). */
-  rewind?: number;
-}
+  rewind: z.number().int().min(0).optional(),
+});
+export type StepResult = z.infer<typeof StepResultSchema>;
+
+/** What a step task commits: its step's result, or (ended `interrupted`) only that it was cut off. */
+export const StepTaskResultSchema = z.union([StepResultSchema, z.object({ step: z.string(), interrupted: z.literal(true) })]);
+
+/** What the plan root's `complete` commits: every terminal step's result, in step order. */
+export const PlanResultSchema = z.object({ steps: z.array(StepTaskResultSchema.nullable()) });
+export type PlanResult = z.infer<typeof PlanResultSchema>;
+export type StepTaskResult = z.infer<typeof StepTaskResultSchema>;
 
 export type PlanProgress =
   | { type: 'step-start'; runId: string; index: number; step: string; command: string }

@@ -1,8 +1,11 @@
-import type { Decision, PhaseContext } from '../kernel';
+import type { PhaseContext, TypedDecision, TypedPhaseContext } from '../kernel';
 import type { Json } from '../model';
-import type { PlanSandbox } from './plan-sandbox';
-import type { PlanRootCheckpoint, PlanRunInput } from './plan-input';
-import { sandboxDocId } from './sandbox-doc';
+import { sandboxDocId, type RunSandbox } from '../run-sandbox';
+import type { PlanResult, PlanRootCheckpoint, PlanRunInput } from './plan-input';
+
+/** What the plan task's phases see and decide. */
+export type PlanContext = TypedPhaseContext<PlanRunInput, PlanRootCheckpoint>;
+export type PlanDecision = TypedDecision<PlanRootCheckpoint, PlanResult>;
 import { nextIndexOf, stepEffectId } from './checkpoints';
 import { readPointer } from './step-task';
 
@@ -10,7 +13,7 @@ import { readPointer } from './step-task';
  * What the operator can do about the sandbox, said before they decide: keep it when it is usable,
  * otherwise restore one of the snapshots listed.
  */
-export async function sandboxAdvice(ctx: PhaseContext, sb: PlanSandbox, runId: string): Promise<string> {
+export async function sandboxAdvice(ctx: PhaseContext, sb: RunSandbox, runId: string): Promise<string> {
   const ptr = await readPointer(ctx, runId);
   const usable = await sb.usable(ptr).catch((err: unknown) => ({ ok: false as const, reason: `it could not be checked: ${err instanceof Error ? err.message : String(err)}` }));
   if (usable.ok) return 'the sandbox is usable: --accept continues in it';
@@ -20,12 +23,12 @@ export async function sandboxAdvice(ctx: PhaseContext, sb: PlanSandbox, runId: s
 }
 
 /** Waits for the operator (again), the run in `needs_reconciliation` with `reason`. */
-export function parkRun(cp: PlanRootCheckpoint, pending: NonNullable<PlanRootCheckpoint['pending']>): Decision {
+export function parkRun(cp: PlanRootCheckpoint, pending: NonNullable<PlanRootCheckpoint['pending']>): PlanDecision {
   return {
     type: 'await',
     signal: 'reconcile',
     phase: 'reconciled',
-    checkpoint: { ...cp, reconcile: undefined, pending } as unknown as Json,
+    checkpoint: { ...cp, reconcile: undefined, pending },
     run: { to: 'needs_reconciliation', reason: pending.reason },
   };
 }
@@ -37,9 +40,9 @@ export function parkRun(cp: PlanRootCheckpoint, pending: NonNullable<PlanRootChe
  * decision that cannot be carried out (sandbox gone, snapshot image missing) parks the run again
  * with the reason and what can be restored; it never fails the run.
  */
-export async function reconciled(ctx: PhaseContext, sb: PlanSandbox): Promise<Decision> {
-  const input = ctx.input as unknown as PlanRunInput;
-  const cp = ctx.checkpoint as unknown as PlanRootCheckpoint;
+export async function reconciled(ctx: PlanContext, sb: RunSandbox): Promise<PlanDecision> {
+  const input = ctx.value;
+  const cp = ctx.state;
   const runId = ctx.task.runId!;
   const decision = cp.reconcile ?? {};
   const pending = cp.pending ?? { kind: 'reconcile' as const, index: cp.index, reason: '' };
@@ -52,7 +55,7 @@ export async function reconciled(ctx: PhaseContext, sb: PlanSandbox): Promise<De
     const ensured = await sb.restore(runId, ctx.task.sessionId, input.environment, snapshotId, ctx.signal);
     if (ensured.kind === 'reconcile') return again(`restoring ${snapshotId} failed: ${ensured.reason}`);
     next.index = nextIndexOf(snap.checkpoint);
-    return { type: 'next', phase: 'step', checkpoint: next as unknown as Json, writes: { documents: [{ documentId: sandboxDocId(runId), op: ensured.pointer as Json }] } };
+    return { type: 'next', phase: 'step', checkpoint: next, writes: { documents: [{ documentId: sandboxDocId(runId), op: ensured.pointer as Json }] } };
   }
   // Keep the sandbox: whatever it holds now becomes the newest checkpoint's state.
   const ptr = await readPointer(ctx, runId);
@@ -62,5 +65,5 @@ export async function reconciled(ctx: PhaseContext, sb: PlanSandbox): Promise<De
   const effect = await ctx.store.getEffect(stepEffectId(runId, pending.index, cp.generation));
   next.index = effect?.status === 'confirmed' ? pending.index + 1 : pending.index;
   const s = await sb.snapshot(runId, ctx.task.sessionId, input.environment, lease, `reconciled:${next.index}`, ptr.snapshotId, ctx.signal);
-  return { type: 'next', phase: 'step', checkpoint: next as unknown as Json, writes: { snapshots: [s.record], documents: [{ documentId: sandboxDocId(runId), op: s.pointer as Json }] } };
+  return { type: 'next', phase: 'step', checkpoint: next, writes: { snapshots: [s.record], documents: [{ documentId: sandboxDocId(runId), op: s.pointer as Json }] } };
 }

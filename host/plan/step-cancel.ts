@@ -1,7 +1,7 @@
 import { BerthError } from '../errors';
 import type { Task } from '../model';
 import type { Store } from '../store';
-import type { PlanSandbox } from './plan-sandbox';
+import type { RunSandbox } from '../run-sandbox';
 import type { PlanRunInput, StepInput } from './plan-input';
 
 /**
@@ -11,7 +11,7 @@ import type { PlanRunInput, StepInput } from './plan-input';
  * sandbox that is gone has nothing left to stop; an engine that cannot be reached throws, so the
  * cancel waits rather than recording a step whose command may still act.
  */
-export async function stopAbandonedStep(sb: PlanSandbox, task: Task, d: { store: Store; signal: AbortSignal }): Promise<void> {
+export async function stopAbandonedStep(sb: RunSandbox, task: Task, d: { store: Store; signal: AbortSignal }): Promise<void> {
   const { index, generation } = task.input as unknown as StepInput;
   const runId = task.runId!;
   const effect = await d.store.getEffect(`${runId}:step:${index}:g${generation}`);

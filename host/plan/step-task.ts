@@ -1,12 +1,11 @@
-import type { Decision, PhaseContext } from '../kernel';
-import type { Effect, Json, Task } from '../model';
+import { storedValue, type PhaseContext, type TypedDecision, type TypedPhaseContext } from '../kernel';
+import { plainJson, type Effect, type Json, type Task } from '../model';
 import { BerthError, isBerthError } from '../errors';
 import type { Lease } from '../sandbox';
 import { resolveSecrets, type ResolvedSecret } from '../secrets';
 import { execStep, type StepReceipt } from './step-exec';
-import type { PlanSandbox } from './plan-sandbox';
-import type { PlanProgress, PlanRunInput, StepInput, StepResult } from './plan-input';
-import { sandboxDocId, type SandboxPointer } from './sandbox-doc';
+import { sandboxDocId, type RunSandbox, type SandboxPointer } from '../run-sandbox';
+import { PlanRunInputSchema, type PlanProgress, type PlanRunInput, type StepInput, type StepResult, type StepTaskResult } from './plan-input';
 import { nextIndexOf, stepEffectId } from './checkpoints';
 
 const SANDBOX_GONE = new Set(['sandbox_unavailable', 'container_missing', 'container_stopped', 'engine_unreachable', 'engine_error', 'lease_released']);
@@ -31,7 +30,7 @@ export async function earlierEffects(ctx: PhaseContext, runId: string, index: nu
  * the phase, not to fail the step: the retry finds the step in flight and verifies, restores or
  * reconciles the sandbox before anything runs again.
  */
-function sandboxLost(err: unknown, sb: PlanSandbox, runId: string): unknown {
+function sandboxLost(err: unknown, sb: RunSandbox, runId: string): unknown {
   if (!isBerthError(err) || !SANDBOX_GONE.has(err.code)) return err;
   sb.forget(runId);
   return new BerthError(err.code, err.message, { retryable: true, ids: { ...err.ids, runId }, cause: err });
@@ -43,9 +42,18 @@ async function parentOf(ctx: PhaseContext): Promise<Task> {
   return parent;
 }
 
-const parked = (step: string, reason: string, writes?: Decision['writes']): Decision => ({
+/** What a step task's phase decides: its result is a {@link StepTaskResult}, validated before commit. */
+export type StepDecision = TypedDecision<Json, StepTaskResult>;
+
+/** The plan run's input, from the plan task that owns this step, parsed as the root's kind would parse it. */
+async function runInputOf(ctx: PhaseContext): Promise<PlanRunInput> {
+  const root = await parentOf(ctx);
+  return storedValue(PlanRunInputSchema, root.input, { what: 'input', kind: root.kind, taskId: root.id, readBy: ctx.task.id });
+}
+
+const parked = (step: string, reason: string, writes?: StepDecision['writes']): StepDecision => ({
   type: 'complete',
-  result: { step, exitCode: -1, timedOut: false, oomKilled: false, durationMs: 0, snapshotId: null, stdoutTail: '', stderrTail: '', reconcile: reason } satisfies StepResult as unknown as Json,
+  result: { step, exitCode: -1, timedOut: false, oomKilled: false, durationMs: 0, snapshotId: null, stdoutTail: '', stderrTail: '', reconcile: reason },
   ...(writes ? { writes } : {}),
 });
 
@@ -54,10 +62,9 @@ const parked = (step: string, reason: string, writes?: Decision['writes']): Deci
  * only takes the snapshot it is missing. A `never` step that may have run (in flight when a host
  * died, or in an earlier generation) is reported, never started again.
  */
-export async function runStep(ctx: PhaseContext, sb: PlanSandbox, progress: (p: PlanProgress) => void): Promise<Decision> {
-  const { index, generation } = ctx.input as unknown as StepInput;
-  const root = await parentOf(ctx);
-  const input = root.input as unknown as PlanRunInput;
+export async function runStep(ctx: TypedPhaseContext<StepInput>, sb: RunSandbox, progress: (p: PlanProgress) => void): Promise<StepDecision> {
+  const { index, generation } = ctx.value;
+  const input = await runInputOf(ctx);
   const runId = ctx.task.runId!;
   const step = input.plan.steps[index]!;
   const env = input.environment;
@@ -72,7 +79,7 @@ export async function runStep(ctx: PhaseContext, sb: PlanSandbox, progress: (p: 
       // It happened in an earlier generation (a restore went back to before it): report it, do not repeat it.
       const r = before.receipt as Partial<StepReceipt> | null;
       const result: StepResult = { step: step.name, exitCode: r?.exitCode ?? 0, timedOut: false, oomKilled: false, durationMs: 0, snapshotId: null, stdoutTail: '', stderrTail: '', alreadyDone: before.id };
-      return { type: 'complete', result: result as unknown as Json };
+      return { type: 'complete', result };
     }
     if (before) return { type: 'interrupt', reason: `step ${step.name} (replay never) may have run as ${before.id} (${before.status}); it is not started again`, result: { step: step.name, interrupted: true } };
     if (prior?.status === 'executing' || prior?.status === 'unknown') {
@@ -123,7 +130,7 @@ export async function runStep(ctx: PhaseContext, sb: PlanSandbox, progress: (p: 
           if (signal.aborted) throw new BerthError('step_cancelled', `step ${step.name} was stopped by cancel while running`, { ids: { runId } });
           // A command the engine killed by stopping the container has no outcome of its own.
           if (held.lost || r.exitCode === -1) throw new BerthError('sandbox_unavailable', `the sandbox stopped during step ${step.name}`, { ids: { runId } });
-          return r as unknown as Json;
+          return plainJson(r);
         })
         .catch((err: unknown) => {
           throw sandboxLost(err, sb, runId);
@@ -133,14 +140,14 @@ export async function runStep(ctx: PhaseContext, sb: PlanSandbox, progress: (p: 
     receipt = out.receipt as unknown as StepReceipt;
   }
   const r = receipt;
-  const writes: NonNullable<Decision['writes']> = {};
+  const writes: NonNullable<StepDecision['writes']> = {};
   let snapshotId: string | null = null;
   if (r.diskExceeded) {
     // The layer is over the limit: never snapshotted (nor measured again), and the run stops here.
     const result: StepResult = { step: step.name, exitCode: r.exitCode, timedOut: r.timedOut, oomKilled: r.oomKilled, diskExceeded: true, pidsLimited: r.pidsLimited ?? false, durationMs: r.durationMs, snapshotId: null, stdoutTail: r.stdoutTail, stderrTail: r.stderrTail };
     progress({ type: 'step-end', runId, index, step: step.name, exitCode: r.exitCode, durationMs: r.durationMs, snapshotId: null });
     const message = `${step.name} wrote more than the sandbox's disk limit of ${env.resources.diskMb} MB (all files together); its state was not snapshotted`;
-    return { type: 'fail', error: { code: 'disk_exceeded', message, details: result as unknown as Json }, writes: { entries: [{ kind: 'plan.step.output', body: result as unknown as Json }] } };
+    return { type: 'fail', error: { code: 'disk_exceeded', message, details: plainJson(result) }, writes: { entries: [{ kind: 'plan.step.output', body: plainJson(result) }] } };
   }
   if (env.snapshot.policy === 'after-each-step') {
     const s = await sb.snapshot(runId, ctx.task.sessionId, env, sb.held(runId) ?? held, `step:${index}:${step.name}`, ptr.snapshotId, ctx.signal).catch((err: unknown) => {
@@ -154,11 +161,11 @@ export async function runStep(ctx: PhaseContext, sb: PlanSandbox, progress: (p: 
   }
   writes.documents = docOps.map((op) => ({ documentId: sandboxDocId(runId), op }));
   const result: StepResult = { step: step.name, exitCode: r.exitCode, timedOut: r.timedOut, oomKilled: r.oomKilled, diskExceeded: false, pidsLimited: r.pidsLimited ?? false, durationMs: r.durationMs, snapshotId, stdoutTail: r.stdoutTail, stderrTail: r.stderrTail };
-  writes.entries = [{ kind: 'plan.step.output', body: result as unknown as Json }];
+  writes.entries = [{ kind: 'plan.step.output', body: plainJson(result) }];
   progress({ type: 'step-end', runId, index, step: step.name, exitCode: r.exitCode, durationMs: r.durationMs, snapshotId });
-  if (r.exitCode === 0 && !r.timedOut) return { type: 'complete', result: result as unknown as Json, writes };
+  if (r.exitCode === 0 && !r.timedOut) return { type: 'complete', result, writes };
   const why = r.timedOut ? 'timed out' : r.oomKilled ? `was killed for memory (exit ${r.exitCode})` : r.pidsLimited ? `could not fork: the sandbox's pids limit of ${env.resources.pids} was reached (exit ${r.exitCode})` : `exited ${r.exitCode}`;
-  return { type: 'fail', error: { code: r.pidsLimited ? 'pids_exceeded' : 'step_failed', message: `${step.name} ${why}`, details: result as unknown as Json }, writes };
+  return { type: 'fail', error: { code: r.pidsLimited ? 'pids_exceeded' : 'step_failed', message: `${step.name} ${why}`, details: plainJson(result) }, writes };
 }
 
 /**
@@ -167,7 +174,7 @@ export async function runStep(ctx: PhaseContext, sb: PlanSandbox, progress: (p: 
  * every one of them is `safe`, the run goes back to the snapshot and runs them again; otherwise it
  * asks the operator, naming what a restore would lose.
  */
-async function rewind(ctx: PhaseContext, sb: PlanSandbox, input: PlanRunInput, index: number, behind: { snapshotId: string; checkpoint: string }): Promise<Decision> {
+async function rewind(ctx: PhaseContext, sb: RunSandbox, input: PlanRunInput, index: number, behind: { snapshotId: string; checkpoint: string }): Promise<StepDecision> {
   const runId = ctx.task.runId!;
   const step = input.plan.steps[index]!;
   const from = nextIndexOf(behind.checkpoint);
@@ -183,5 +190,5 @@ async function rewind(ctx: PhaseContext, sb: PlanSandbox, input: PlanRunInput, i
   if (ensured.kind !== 'ok') return parked(step.name, ensured.kind === 'reconcile' ? ensured.reason : `snapshot ${behind.snapshotId} cannot be restored`);
   ctx.log.info({ runId, snapshotId: behind.snapshotId, from }, 'sandbox restored from an older snapshot; re-running the safe steps after it');
   const result: StepResult = { step: step.name, exitCode: -1, timedOut: false, oomKilled: false, durationMs: 0, snapshotId: null, stdoutTail: '', stderrTail: '', rewind: from };
-  return { type: 'complete', result: result as unknown as Json, writes: { documents: [{ documentId: sandboxDocId(runId), op: ensured.pointer as Json }] } };
+  return { type: 'complete', result, writes: { documents: [{ documentId: sandboxDocId(runId), op: ensured.pointer as Json }] } };
 }

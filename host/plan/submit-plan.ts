@@ -1,12 +1,12 @@
 import { checkEgressPolicy, networkRunRecords } from '../../environment';
 import { submit, type Kernel, type HandlerRegistry, type Submitted } from '../kernel';
-import type { Json } from '../model';
+import { plainJson } from '../model';
 import type { Store } from '../store';
 import { KERNEL } from '../version';
 import { newId } from '../support';
 import { PLAN_KIND } from './handlers';
 import type { LoadedPlan } from './load-plan';
-import type { PlanRunInput } from './plan-input';
+import { PlanRunInputSchema, type PlanRunInput } from './plan-input';
 
 /**
  * Submits a loaded plan as a new run. Each call without a request id is a new run; pass the same
@@ -23,11 +23,12 @@ export async function submitPlan(deps: { store: Store; kernel: Kernel; registry:
   const id = requestId ?? newId('req');
   // Open mode and an overridden allow list were accepted by loadPlan; every run relying on them
   // says so. Checked again here: what a name resolves to is the host's answer at submission.
-  const entries = networkRunRecords(loaded.environment, await checkEgressPolicy(loaded.environment)).map((r) => ({ kind: r.kind, body: r.body as unknown as Json }));
+  const entries = networkRunRecords(loaded.environment, await checkEgressPolicy(loaded.environment)).map((r) => ({ kind: r.kind, body: plainJson(r.body) }));
   return submit(deps, {
     requestId: id,
     runKind: 'plan',
-    root: { kind: PLAN_KIND, input: input as unknown as Json },
+    // Stored as its kind's schema produces it: the plan task parses the same shape before every phase.
+    root: { kind: PLAN_KIND, input: plainJson(PlanRunInputSchema.parse(input)) },
     versions: { kernel: `${KERNEL.name}@${KERNEL.version}`, envFingerprint: loaded.envFingerprint, imageDigest: loaded.environment.image.digest },
     sessionMeta: { plan: loaded.file, name: loaded.plan.name ?? null },
     entries,

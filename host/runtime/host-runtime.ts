@@ -2,7 +2,8 @@ import type { Logger } from 'pino';
 import { registerAgent, type AgentLiveEvent } from '../agent';
 import type { Extension } from '../agent/custom-tasks';
 import { DocumentTypes, HandlerRegistry, Kernel } from '../kernel';
-import { PlanSandbox, planHandlers, sandboxDocType, type PlanProgress } from '../plan';
+import { planHandlers, type PlanProgress } from '../plan';
+import { RunSandbox, sandboxDocType } from '../run-sandbox';
 import type { SandboxHost, SnapshotEngineCalls } from '../sandbox';
 import { Snapshotter } from '../snapshot';
 import type { Store } from '../store';
@@ -32,7 +33,7 @@ export function createHostRuntime(d: HostRuntimeDeps) {
   documents.register(sandboxDocType);
   const kernel = new Kernel({ store: d.store, registry, documents, clock: d.clock, logger: d.logger, hostId: d.hostId, concurrency: d.concurrency, versions: { kernel: `${KERNEL.name}@${KERNEL.version}` } });
   const snapshots = new Snapshotter({ engine: d.engine, store: d.store, logger: d.logger });
-  const planSandbox = new PlanSandbox({ store: d.store, sandbox: d.sandbox, snapshots, imageExists: d.engine.imageExists, clock: d.clock, logger: d.logger });
+  const planSandbox = new RunSandbox({ store: d.store, sandbox: d.sandbox, snapshots, imageExists: d.engine.imageExists, clock: d.clock, logger: d.logger });
   for (const h of planHandlers(planSandbox, (p) => d.onProgress?.(p))) registry.register(h);
   const agent = registerAgent({ registry, documents, kernel, store: d.store, sandbox: d.sandbox, snapshots, engine: d.engine, clock: d.clock, logger: d.logger, onLive: (e) => d.onAgentLive?.(e) });
   for (const x of d.extensions ?? []) x.register({ registry, documents });

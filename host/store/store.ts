@@ -71,6 +71,7 @@ export interface Store extends LeaseRecords, EgressAuditRecords {
   listRuns(filter?: { sessionId?: string; states?: RunState[] }): Promise<Run[]>;
   listRunTransitions(runId: string): Promise<RunTransition[]>;
   getTask(id: string): Promise<Task | undefined>;
+  /** In the order the tasks were created by commits (insertion order, never the wall clock). */
   listTasks(filter?: TaskFilter): Promise<Task[]>;
   /** Earliest `wakeAt` of a sleeping task, or null. */
   nextWakeAt(): Promise<number | null>;

@@ -1,5 +1,5 @@
 import { parseEnvironment, type Environment } from '../../environment';
-import { PlanSandbox } from '../../host/plan';
+import { RunSandbox } from '../../host/run-sandbox';
 import { snapshotEngine } from '../../host/sandbox';
 import { Snapshotter } from '../../host/snapshot';
 import { systemClock } from '../../host/support/clock';
@@ -11,14 +11,14 @@ function world(sandbox: SandboxWorld, runId: string, onTestFinished: (fn: () => 
   const env: Environment = parseEnvironment(`kernel: { name: berth, version: 0.1.0, compatible: ">=0.1.0 <0.2.0" }\nimage: { ref: "berth/tiny:latest", digest: "${sandbox.imageId}" }\n`, 'env.yaml');
   const engine = snapshotEngine(sandbox.docker);
   const snapshots = new Snapshotter({ engine, store: sandbox.store, logger: sandbox.logger });
-  const plan = new PlanSandbox({ store: sandbox.store, sandbox: sandbox.host, snapshots, imageExists: engine.imageExists, clock: systemClock, logger: sandbox.logger });
+  const plan = new RunSandbox({ store: sandbox.store, sandbox: sandbox.host, snapshots, imageExists: engine.imageExists, clock: systemClock, logger: sandbox.logger });
   const tags: string[] = [];
   onTestFinished(async () => {
     await plan.finish(runId).catch(() => {});
     for (const t of tags.reverse()) await engine.removeSnapshot(t).catch(() => {});
   });
   const session = `sess_${runId}`;
-  const snap = async (lease: Parameters<PlanSandbox['snapshot']>[3], checkpoint: string) => {
+  const snap = async (lease: Parameters<RunSandbox['snapshot']>[3], checkpoint: string) => {
     const s = await plan.snapshot(runId, session, env, plan.held(runId) ?? lease, checkpoint, null, signal());
     tags.push(s.record.id);
     await sandbox.store.commit({ sessionId: session, label: 'snap', snapshots: [{ ...s.record, runId, taskId: null }] });

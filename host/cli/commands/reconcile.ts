@@ -5,7 +5,7 @@
 import { BerthError } from '../../errors';
 import { operatorReceipt, reconcileEffects, waitAfterReconcile } from '../../kernel';
 import type { Effect, Json, Run } from '../../model';
-import { sandboxDocId, type SandboxPointer } from '../../plan';
+import { sandboxDocId, type SandboxPointer } from '../../run-sandbox';
 import type { HostRuntime } from '../../runtime/host-runtime';
 import { releaseEndedRunLeases } from '../../runtime/run-end-leases';
 import type { EffectWrite } from '../../store';

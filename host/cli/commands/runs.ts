@@ -2,7 +2,7 @@ import { summariseEgress } from '../../egress';
 import { BerthError } from '../../errors';
 import { sessionSandboxDocId } from '../../agent';
 import type { Json, Run, Task } from '../../model';
-import { sandboxDocId } from '../../plan';
+import { sandboxDocId } from '../../run-sandbox';
 import type { Store } from '../../store';
 import type { CliContext } from '../context';
 import { duration, emit, table } from '../output';

@@ -106,7 +106,9 @@ export function sqliteReads(db: Database.Database): Reads {
     },
     async listTasks(filter: TaskFilter = {}) {
       const conds = { run_id: filter.runId, parent_id: filter.parentId, session_id: filter.sessionId, status: filter.statuses };
-      return selectWhere(db, 'tasks', conds, 'created_at, id').map(toTask);
+      // Insertion order (SQLite's rowid; tasks are never deleted, so it only grows, and commits are
+      // serialised), not created_at: the wall clock can step backwards between two spawns.
+      return selectWhere(db, 'tasks', conds, 'rowid').map(toTask);
     },
     async nextWakeAt() {
       return ((s.nextWake.get() as { t: number | null }).t ?? null) as number | null;

@@ -11,7 +11,7 @@ import { sandboxSpecOf } from '../runtime/sandbox-spec';
 import { KERNEL } from '../version';
 import type { SandboxPointer } from './sandbox-doc';
 
-export interface PlanSandboxDeps {
+export interface RunSandboxDeps {
   store: Store;
   sandbox: SandboxHost;
   snapshots: Snapshotter;
@@ -30,18 +30,18 @@ export type Behind = { kind: 'behind'; snapshotId: string; checkpoint: string };
 
 type EnsureOptions = { inFlight: boolean; replay: 'safe' | 'never'; signal: AbortSignal };
 
-/** A snapshot record as a plan phase hands it to its decision; the kernel adds run and task. */
+/** A snapshot record as a run's phase hands it to its decision; the kernel adds run and task. */
 export type NewSnapshotRecord = Omit<NewSnapshot, 'runId' | 'taskId'>;
 
 /**
- * The sandbox side of plan runs: leases, verification on resume, restore from snapshots and
+ * The sandbox side of plan and agent runs: leases, verification on resume, restore from snapshots and
  * snapshots at checkpoints. Holds the live lease of each run of this process; everything it
  * needs to rebuild that after a restart is in the run's sandbox pointer and the store.
  */
-export class PlanSandbox {
+export class RunSandbox {
   private readonly live = new Map<string, Lease>();
 
-  constructor(private readonly d: PlanSandboxDeps) {}
+  constructor(private readonly d: RunSandboxDeps) {}
 
   spec(env: Environment) {
     return sandboxSpecOf(env);
