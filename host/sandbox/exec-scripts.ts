@@ -35,6 +35,32 @@ rm -f "$slot" 2>/dev/null
 exit $rc`;
 
 /**
+ * `kill_session PG`: kills process group PG at once (atomic against forks), then scans /proc with
+ * builtins for members that moved to another group of the same session (after the command name,
+ * which may hold spaces: state, ppid, pgrp, session). A function's `set --` leaves the caller's
+ * positional parameters alone.
+ */
+const KILL_SESSION = `kill_session() {
+  ks_pg=$1
+  kill -KILL -"$ks_pg" 2>/dev/null
+  ks_round=0
+  while [ "$ks_round" -lt 5 ]; do
+    ks_round=$((ks_round + 1)); ks_left=0
+    for ks_f in /proc/[0-9]*/stat; do
+      read -r ks_l 2>/dev/null <"$ks_f" || continue
+      ks_l=\${ks_l##*) }
+      set -- $ks_l
+      [ "$1" = Z ] && continue
+      if [ "$3" = "$ks_pg" ] || [ "$4" = "$ks_pg" ]; then
+        ks_p=\${ks_f#/proc/}; ks_p=\${ks_p%/stat}
+        kill -KILL "$ks_p" 2>/dev/null && ks_left=1
+      fi
+    done
+    [ "$ks_left" = 0 ] && break
+  done
+}`;
+
+/**
  * Kills the tree recorded in slot file `$0` when its nonce equals `$1` (an empty `$1` only reads
  * counters). Runs as the same user as the command, so whatever the slot file says, it can signal
  * nothing the command could not have signalled itself. The group kill is atomic against forks;
@@ -46,27 +72,13 @@ exit $rc`;
  * Prints `killed=`, `pids_max=` (cgroup pids.events) and `oom_kill=` (memory OOM kill counter).
  */
 export const CONTROL_SCRIPT = `
+${KILL_SESSION}
 slot=$0 want=$1 mode=$2
 killed=none
 if [ -n "$want" ] && read -r pg nonce 2>/dev/null <"$slot" && [ "$nonce" = "$want" ]; then
   case "$pg" in ''|*[!0-9]*) pg=0 ;; esac
   if [ "$mode" != forget ] && [ "$pg" -gt 1 ]; then
-    kill -KILL -"$pg" 2>/dev/null
-    round=0
-    while [ "$round" -lt 5 ]; do
-      round=$((round + 1)); left=0
-      for f in /proc/[0-9]*/stat; do
-        read -r l 2>/dev/null <"$f" || continue
-        l=\${l##*) }
-        set -- $l
-        [ "$1" = Z ] && continue
-        if [ "$3" = "$pg" ] || [ "$4" = "$pg" ]; then
-          p=\${f#/proc/}; p=\${p%/stat}
-          kill -KILL "$p" 2>/dev/null && left=1
-        fi
-      done
-      [ "$left" = 0 ] && break
-    done
+    kill_session "$pg"
     killed=$pg
   fi
   [ -n "$mode" ] && rm -f "$slot" 2>/dev/null
@@ -93,28 +105,14 @@ export const SLOT_OWNERS_SCRIPT = `for f in "$0"/.berth-exec.*; do [ -f "$f" ] &
  * that owner, so it can signal nothing the command could not. Prints `orphans=<sessions killed>`.
  */
 export const ORPHAN_SCRIPT = `
+${KILL_SESSION}
 n=0
 for s in "$0"/.berth-exec.*; do
   [ -f "$s" ] && [ -O "$s" ] || continue
   if read -r pg nonce 2>/dev/null <"$s"; then
     case "$pg" in ''|*[!0-9]*) pg=0 ;; esac
     if [ "$pg" -gt 1 ]; then
-      kill -KILL -"$pg" 2>/dev/null
-      round=0
-      while [ "$round" -lt 5 ]; do
-        round=$((round + 1)); left=0
-        for f in /proc/[0-9]*/stat; do
-          read -r l 2>/dev/null <"$f" || continue
-          l=\${l##*) }
-          set -- $l
-          [ "$1" = Z ] && continue
-          if [ "$3" = "$pg" ] || [ "$4" = "$pg" ]; then
-            p=\${f#/proc/}; p=\${p%/stat}
-            kill -KILL "$p" 2>/dev/null && left=1
-          fi
-        done
-        [ "$left" = 0 ] && break
-      done
+      kill_session "$pg"
       n=$((n + 1))
     fi
   fi
