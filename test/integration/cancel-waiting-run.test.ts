@@ -83,7 +83,7 @@ describe('cancelling a run that waits for approval while a sibling call is sendi
       return r?.state === 'awaiting_approval' && effects.some((e) => e.status === 'executing');
     });
 
-    const ctx = { store: t.store, json: true } as unknown as CliContext;
+    const ctx = { store: t.store, json: true, clock: systemClock, hostId: 'test-host' } as unknown as CliContext;
     expect(await cancelRun(ctx, run.id)).toBe(0);
     // The cancel is recorded; the run is not final while the email may be on its way.
     expect((await t.store.getRun(run.id))!.state).toBe('cancelling');

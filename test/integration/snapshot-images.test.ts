@@ -80,7 +80,8 @@ describe('snapshot images', { timeout: 180_000 }, () => {
     });
     const lease = await plan.leaseFresh('run_busy', 'sess_busy', env, signal());
     // A new file every 20 ms: the change set after the commit always differs.
-    await lease.exec(['sh', '-c', 'i=0; (while :; do i=$((i+1)); echo $i > /workspace/w$i; sleep 0.02; done) >/dev/null 2>&1 &']);
+    // keepProcesses: the writer must outlive the exec that starts it (by default nothing does).
+    await lease.exec(['sh', '-c', 'i=0; (while :; do i=$((i+1)); echo $i > /workspace/w$i; sleep 0.02; done) >/dev/null 2>&1 &'], { keepProcesses: true });
     const id = `snap_busy_${Date.now().toString(36)}`;
     const s = await snapshots.take({ containerId: lease.containerId, imageId: sandbox.imageId, workspacePath: '/workspace', exec: (argv, o) => lease.exec(argv, o) }, { snapshotId: id, labels: { 'berth.snapshot': id, 'berth.host': sandbox.hostId }, signal: signal() });
     tags.push(id);

@@ -110,7 +110,9 @@ describe('workspace digests that see everything', { timeout: 180_000 }, () => {
     const lease = await w.lease();
     await sh(lease, 'printf %08d 0 > /workspace/busy');
     // Same size every time; only the bytes change, every few milliseconds.
-    await sh(lease, '(i=0; while :; do i=$((i+1)); printf %08d $i > /workspace/busy; done) >/dev/null 2>&1 & echo $! > /dev/shm/writer.pid');
+    // keepProcesses: the writer must outlive the exec that starts it (by default nothing does).
+    const started = await lease.exec(['sh', '-c', '(i=0; while :; do i=$((i+1)); printf %08d $i > /workspace/busy; done) >/dev/null 2>&1 & echo $! > /dev/shm/writer.pid'], { keepProcesses: true });
+    expect(started.exitCode, started.stderr).toBe(0);
     const s = await w.snap('step:0');
     await sh(lease, 'kill $(cat /dev/shm/writer.pid)');
     // What the image really holds must be what the record says.
