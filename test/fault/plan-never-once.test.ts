@@ -84,9 +84,10 @@ describe('a replay-never step whose effect happened is never executed again', { 
     const first = await fx.cli(['run', fx.plan, '--json'], { BERTH_FAULT: 'after:snapshot.take#3' });
     expect(first.signal, first.stderr).toBe('SIGKILL');
     const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
-    // The stored environment now names a range this kernel is not in (as after a kernel downgrade).
+    // The stored environment now names a kernel and range this kernel is not in (as after a kernel
+    // downgrade). Both change together: a manifest's range must include its own kernel version.
     const db = new Database(fx.store);
-    db.prepare("UPDATE tasks SET input_json = json_set(input_json, '$.environment.kernel.compatible', '>=0.2.0') WHERE kind = 'plan'").run();
+    db.prepare("UPDATE tasks SET input_json = json_set(input_json, '$.environment.kernel.version', '0.2.0', '$.environment.kernel.compatible', '>=0.2.0') WHERE kind = 'plan'").run();
     db.close();
     const parked = await fx.cli(['resume', runId, '--json']);
     expect(parked.code, parked.stderr).toBe(3);
