@@ -122,3 +122,23 @@ describe('sandbox exec', () => {
     expect(rs.map((r) => [r.exitCode, r.stdout.trim()])).toEqual([[0, '1'], [0, '2'], [0, '3']]);
   });
 });
+
+describe('an abort that lands while the exec is being created', () => {
+  // Found by the Ctrl-C test under load: the abort fired during the engine round trips that create
+  // and start the exec, before its listener was registered, and an already-aborted signal never
+  // calls a listener added later; the command then ran to its end. Fails before the fix: exit 0
+  // and the file written.
+  test('still kills the command: the result is cancelled and the command never finishes its work', async ({ sandbox }) => {
+    await using lease = await sandbox.host.lease(sandbox.spec(), { sessionId: 's' });
+    const ac = new AbortController();
+    const running = lease.exec('sleep 3 && echo done > /workspace/finished', { signal: ac.signal });
+    // The same tick: after exec's own aborted check, before any engine call has returned.
+    ac.abort();
+    const r = await running;
+    expect(r.cancelled).toBe(true);
+    expect(r.exitCode).not.toBe(0);
+    // Longer than the command would have taken: it must not have written its file.
+    await new Promise((res) => setTimeout(res, 4000));
+    expect((await lease.exec('test -e /workspace/finished && echo yes || echo no')).stdout).toBe('no\n');
+  });
+});
