@@ -170,6 +170,9 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
     const timer = timeoutMs > 0 && Number.isFinite(timeoutMs) ? setTimeout(() => run.kill('timeout'), timeoutMs) : undefined;
     const onAbort = () => run.kill('cancel');
     opts.signal?.addEventListener('abort', onAbort, { once: true });
+    // An abort during the engine calls above found no listener, and an aborted signal never calls
+    // one added later: without this the command would run to its end after a Ctrl-C or a cancel.
+    if (opts.signal?.aborted) onAbort();
     const untrack = host.track(run);
     let exitCode: number | undefined;
     try {

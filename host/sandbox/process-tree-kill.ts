@@ -7,6 +7,8 @@ import { runControl, runScript } from './sandbox-control';
 
 /** How long to wait for the tree to die after a kill before trying again. */
 const KILL_GRACE_MS = 3000;
+/** How long a kill waits for the wrapper to record its pid before it detaches. */
+const RECORD_WAIT_MS = 30_000;
 
 /**
  * Kills the recorded tree and waits for the output stream to close. When the tree does not die
@@ -21,7 +23,12 @@ export async function killTree(
   stream: { destroy?: () => void },
 ): Promise<{ report: ControlReport | undefined; survived: boolean }> {
   let report: ControlReport | undefined;
-  for (let attempt = 0; attempt < 6 && !hasExited(); attempt += 1) {
+  // Two budgets: kills of a recorded tree that did not die, and waits for a wrapper that has not
+  // recorded its pid yet (a loaded engine can take seconds to start an exec it already created;
+  // giving up after a second let a command killed that early run to its end).
+  let kills = 0;
+  const recordBy = Date.now() + RECORD_WAIT_MS;
+  for (let attempt = 0; kills < 6 && !hasExited(); attempt += 1) {
     let killed = false;
     try {
       report = await runControl(host.container, target);
@@ -29,8 +36,9 @@ export async function killTree(
     } catch (err) {
       host.logger.error({ err }, 'kill exec failed');
     }
-    // Nothing recorded yet means the wrapper has not run; it will in a moment.
-    await Promise.race([exited, sleep(killed ? KILL_GRACE_MS : 50 * (attempt + 1))]);
+    if (killed) kills += 1;
+    else if (Date.now() > recordBy) break;
+    await Promise.race([exited, sleep(killed ? KILL_GRACE_MS : Math.min(50 * (attempt + 1), 500))]);
   }
   if (hasExited()) return { report, survived: false };
   host.logger.error({ slotFile: target.slotFile }, 'process tree survived the kill; detaching from it');
