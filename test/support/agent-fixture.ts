@@ -13,7 +13,7 @@ import { tinyEnvironment } from './agent-environment';
 import { requireEngine, requireTinyImage } from './docker-engine';
 import { startModelServer, type ModelServer, type ScriptedTurn } from './model-server';
 import { removeHostArtifacts } from './plan-fixture';
-import { leakGuard } from './leak-check';
+import { leakGuard, type Leftover } from './leak-check';
 
 export { tinyEnvironment };
 
@@ -32,7 +32,7 @@ export interface AgentWorld {
   /** A new host process's view: the same store and host id, a fresh kernel. */
   restart(): Promise<HostRuntime>;
   /** Opts this test out of the leak check, with the reason it leaves objects behind on purpose. */
-  allowLeftovers(reason: string): void;
+  allowLeftovers(reason: string, only?: (l: Leftover) => boolean): void;
   /** Stops everything, checks for leaks (see leak-check.ts), removes the host's objects, then fails on a leak. */
   cleanup(): Promise<void>;
 }
@@ -95,7 +95,7 @@ export async function agentWorld(script: ScriptedTurn[] | Parameters<typeof star
       world.sandbox = next.sandbox;
       return next.rt;
     },
-    allowLeftovers: (reason) => leaks.allowLeftovers(reason),
+    allowLeftovers: (reason, only) => leaks.allowLeftovers(reason, only),
     async cleanup() {
       for (const rt of runtimes) await rt.kernel.stop().catch(() => {});
       for (const h of hosts) await h.close().catch(() => {});

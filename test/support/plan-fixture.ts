@@ -7,7 +7,7 @@ import { removeBridgeRules } from '../../host/sandbox/sandbox-network';
 import { bundleScript } from './bundle-script';
 import { readStore } from './temp-store';
 import { runNode, type ChildEnd } from './child';
-import { leakGuard } from './leak-check';
+import { leakGuard, type Leftover } from './leak-check';
 import { requireEngine, requireTinyImage } from './docker-engine';
 
 let cliScript: Promise<string> | undefined;
@@ -55,7 +55,7 @@ export async function planFixture(steps: PlanStepDef[], files: Record<string, st
     /** The store's view, opened for one read and closed again. */
     read: <T>(fn: (s: ReturnType<typeof openSqliteStore>) => Promise<T>): Promise<T> => readStore(store, fn),
     /** Opts this test out of the leak check, with the reason it leaves objects behind on purpose. */
-    allowLeftovers: (reason: string) => leaks.allowLeftovers(reason),
+    allowLeftovers: (reason: string, only?: (l: Leftover) => boolean) => leaks.allowLeftovers(reason, only),
     /**
      * Fails (after removing everything, so nothing reaches the next test) when a container, network
      * or snapshot image of the host id remains that the store does not record as kept.

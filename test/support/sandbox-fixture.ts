@@ -10,7 +10,7 @@ import { systemClock } from '../../host/support/clock';
 import { newId } from '../../host/support/ids';
 import { containersWithLabel, requireEngine, requireTinyImage } from './docker-engine';
 import { tinySpec } from './sandbox-spec';
-import { leakGuard } from './leak-check';
+import { leakGuard, type Leftover } from './leak-check';
 import { removeHostArtifacts } from './plan-fixture';
 
 export { tinySpec };
@@ -28,7 +28,7 @@ export interface SandboxWorld {
   dir: string;
   spec(over?: Parameters<typeof tinySpec>[1]): SandboxSpec;
   /** Opts this test out of the leak check, with the reason it leaves objects behind on purpose. */
-  allowLeftovers(reason: string): void;
+  allowLeftovers(reason: string, only?: (l: Leftover) => boolean): void;
 }
 
 /**
@@ -54,7 +54,7 @@ export const test = base.extend<{ sandbox: SandboxWorld }>({
       console.error(`[sandbox fixture] host ${hostId} containers at failure: ${ids.length ? ids.join(', ') : '(none)'}`);
     });
     try {
-      await use({ docker, imageId, hostId, store, storePath, host, logger, dir, spec: (over) => tinySpec(imageId, over), allowLeftovers: (r) => leaks.allowLeftovers(r) });
+      await use({ docker, imageId, hostId, store, storePath, host, logger, dir, spec: (over) => tinySpec(imageId, over), allowLeftovers: (r, only) => leaks.allowLeftovers(r, only) });
     } finally {
       await host.close();
       // After the host closed: every container, network or snapshot image of the host id that the
