@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { unrecordedSnapshotImages } from '../support/leak-check';
 import { planFixture } from '../support/plan-fixture';
 
 // Each step appends to a log in the workspace: a step run twice on the same sandbox state would
@@ -44,6 +45,9 @@ describe('plan run killed at every commit boundary', () => {
     const failures: string[] = [];
     const check = async (target: string) => {
       const fx = await planFixture(STEPS);
+      // A kill between a snapshot's image commit and its record's commit leaves that image unrecorded:
+      // gc's to remove after its grace period (issue 12.2). Containers and networks stay checked.
+      fx.allowLeftovers(`killed at ${target}: a snapshot image whose record never committed is gc's`, unrecordedSnapshotImages);
       try {
         const killed = await fx.cli(['run', fx.plan, '--json'], { BERTH_FAULT: target });
         if (killed.signal !== 'SIGKILL') return void failures.push(`${target}: not killed (code ${killed.code}) ${killed.stderr.slice(-500)}`);
@@ -71,7 +75,8 @@ describe('plan run killed at every commit boundary', () => {
         const log = await stepsLog(fx, newest.imageId);
         if (log.trim().split('\n').join(',') !== 'configure,build,test') failures.push(`${target}: steps.log is ${JSON.stringify(log)}`);
       } finally {
-        await fx.cleanup();
+        // A leak is this target's failure, not the end of the other workers' targets.
+        await fx.cleanup().catch((err: unknown) => failures.push(`${target}: ${(err as Error).message}`));
       }
     };
     const queue = [...targets];

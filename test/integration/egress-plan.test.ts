@@ -3,6 +3,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { networkInterfaces } from 'node:os';
 import { afterEach, describe, expect, it } from 'vitest';
+import { unrecordedSnapshotImages } from '../support/leak-check';
 import { planFixture } from '../support/plan-fixture';
 
 let fx: Awaited<ReturnType<typeof planFixture>> | undefined;
@@ -146,6 +147,7 @@ describe('network.mode allowlist in a plan run', { timeout: 180_000 }, () => {
     ]);
     const envFile = `${fx.dir}/env.yaml`;
     writeFileSync(envFile, `${readFileSync(envFile, 'utf8')}network: { mode: allowlist, allow: ["localhost:${port}"], allowOverride: ["localhost:${port}"] }\n`);
+    fx.allowLeftovers('the kill before the second step\'s phase.complete leaves its snapshot image with no record (the record commits with the phase); by design (issue 12.2) `berth gc` removes it after its grace period, not the run\'s end', unrecordedSnapshotImages);
     const killed = await fx.cli(['run', fx.plan], { BERTH_FAULT: 'before:phase.complete:plan-step#2' });
     expect(killed.signal).toBe('SIGKILL');
     // The dead host's network and rules outlive it: the sandbox stays closed while nobody watches.

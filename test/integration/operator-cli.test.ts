@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
+import { unrecordedSnapshotImages } from '../support/leak-check';
 import { bundledCli, lastJson, planFixture } from '../support/plan-fixture';
 
 // The operator's view through the real CLI: child processes on a real SQLite store and engine.
@@ -165,6 +166,7 @@ describe('the final table after an operator decision', { timeout: 300_000 }, () 
       { name: 'deploy', run: 'echo deploy >> steps.log', replay: 'never' },
       { name: 'check', run: 'cat steps.log' },
     ]);
+    fx.allowLeftovers('the kill before the never step\'s phase.complete leaves its snapshot image with no record (the record commits with the phase); by design (issue 12.2) `berth gc` removes it after its grace period, not the run\'s end', unrecordedSnapshotImages);
     const first = await fx.cli(['run', fx.plan], { BERTH_FAULT: 'before:phase.complete:plan-step#2' });
     expect(first.signal).toBe('SIGKILL');
     const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);

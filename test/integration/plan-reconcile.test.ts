@@ -2,6 +2,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Run } from '../../host/model';
 import { startCountingService } from '../support/counting-service';
+import { unrecordedSnapshotImages } from '../support/leak-check';
 import { lastJson, planFixture } from '../support/plan-fixture';
 
 type Summary = { run: Run; reason: string; steps: Array<{ step: string; outcome: string; alreadyDone?: string }> };
@@ -35,6 +36,7 @@ describe('reconciliation has no dead end', { timeout: 300_000 }, () => {
     const envFile = `${fx.dir}/env.yaml`;
     writeFileSync(envFile, `${readFileSync(envFile, 'utf8')}network: { mode: allowlist, allow: ["localhost:${port}"], allowOverride: ["localhost:${port}"] }\n`);
     // Snapshots: upload, one, deploy; killed with deploy's image made but not recorded.
+    fx.allowLeftovers('the kill after snapshot.take#3 leaves the deploy snapshot image whose record never commits; by design (issue 12.2) `berth gc` removes such an image after its grace period, not the run\'s end', unrecordedSnapshotImages);
     const first = await fx.cli(['run', fx.plan, '--json'], { BERTH_FAULT: 'after:snapshot.take#3' });
     expect(first.signal, first.stderr).toBe('SIGKILL');
     expect(service.counts()).toEqual({ deploy: 1 });
@@ -101,6 +103,7 @@ describe('reconciliation has no dead end', { timeout: 300_000 }, () => {
     ]);
     const envFile = `${fx.dir}/env.yaml`;
     writeFileSync(envFile, `${readFileSync(envFile, 'utf8')}network: { mode: allowlist, allow: ["localhost:${port}"], allowOverride: ["localhost:${port}"] }\n`);
+    fx.allowLeftovers('the kill before the deploy step\'s phase.complete leaves its snapshot image with no record (the record commits with the phase); by design (issue 12.2) `berth gc` removes it after its grace period, not the run\'s end', unrecordedSnapshotImages);
     const first = await fx.cli(['run', fx.plan, '--json'], { BERTH_FAULT: 'before:phase.complete:plan-step#2' });
     expect(first.signal, first.stderr).toBe('SIGKILL');
     const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);

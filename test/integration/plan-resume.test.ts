@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Run } from '../../host/model';
 import { containerStdout, readContainerFile } from '../support/agent-observe';
+import { unrecordedSnapshotImages } from '../support/leak-check';
 import { planFixture, lastJson } from '../support/plan-fixture';
 
 type Summary = { run: Run; reason: string; steps: Array<{ step: string; outcome: string; exitCode: number; snapshotId: string | null }> };
@@ -103,6 +104,7 @@ describe('plan runs resume from their last committed step', { timeout: 180_000 }
   it('records a never step caught in flight as interrupted, never re-runs it, and continues after --accept', async () => {
     const steps = [STEPS[0]!, { name: 'deploy', run: 'echo deploy >> steps.log', replay: 'never' as const }, STEPS[2]!];
     fx = await planFixture(steps);
+    fx.allowLeftovers('the kill before the never step\'s phase.complete leaves its snapshot image with no record (the record commits with the phase); by design (issue 12.2) `berth gc` removes it after its grace period, not the run\'s end', unrecordedSnapshotImages);
     const first = await fx.cli(['run', fx.plan, '--json'], { BERTH_FAULT: 'before:phase.complete:plan-step#2' });
     expect(first.signal).toBe('SIGKILL');
     const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
@@ -128,6 +130,7 @@ describe('snapshot retention', { timeout: 180_000 }, () => {
     fx = await planFixture(STEPS);
     // A second run in its own session is left waiting for an operator.
     const parkedPlan = await planFixture([STEPS[0]!, { name: 'deploy', run: 'echo deploy', replay: 'never' }]);
+    parkedPlan.allowLeftovers('left waiting for reconciliation on purpose: the kill before deploy\'s phase.complete leaves its unrecorded snapshot image, which gc keeps while the run is not final', unrecordedSnapshotImages);
     try {
       const done = await fx.cli(['run', fx.plan, '--json']);
       expect(done.code, done.stderr).toBe(0);

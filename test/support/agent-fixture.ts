@@ -13,6 +13,7 @@ import { tinyEnvironment } from './agent-environment';
 import { requireEngine, requireTinyImage } from './docker-engine';
 import { startModelServer, type ModelServer, type ScriptedTurn } from './model-server';
 import { removeHostArtifacts } from './plan-fixture';
+import { leakGuard, type Leftover } from './leak-check';
 
 export { tinyEnvironment };
 
@@ -30,6 +31,9 @@ export interface AgentWorld {
   start(message: string, o?: { settings?: Partial<AgentSettingsInput>; requestId?: string; snapshot?: 'after-each-step' | 'never' }): ReturnType<typeof submitAgentRun>;
   /** A new host process's view: the same store and host id, a fresh kernel. */
   restart(): Promise<HostRuntime>;
+  /** Opts this test out of the leak check, with the reason it leaves objects behind on purpose. */
+  allowLeftovers(reason: string, only?: (l: Leftover) => boolean): void;
+  /** Stops everything, checks for leaks (see leak-check.ts), removes the host's objects, then fails on a leak. */
   cleanup(): Promise<void>;
 }
 
@@ -48,6 +52,7 @@ export async function agentWorld(script: ScriptedTurn[] | Parameters<typeof star
   const apiKeyEnv = o.apiKeyEnv ?? 'BERTH_TEST_MODEL_KEY';
   process.env[apiKeyEnv] ??= 'sk-agent-test-key';
   const live: AgentLiveEvent[] = [];
+  const leaks = leakGuard(docker, hostId);
   const stores: Array<ReturnType<typeof openSqliteStore>> = [];
   const hosts: SandboxHost[] = [];
   const runtimes: HostRuntime[] = [];
@@ -90,13 +95,22 @@ export async function agentWorld(script: ScriptedTurn[] | Parameters<typeof star
       world.sandbox = next.sandbox;
       return next.rt;
     },
+    allowLeftovers: (reason, only) => leaks.allowLeftovers(reason, only),
     async cleanup() {
       for (const rt of runtimes) await rt.kernel.stop().catch(() => {});
       for (const h of hosts) await h.close().catch(() => {});
       await model.close();
+      // After every host stopped: what remains now is what the store must account for.
+      let leak: unknown;
+      try {
+        leak = await leaks.check(storePath);
+      } catch (err) {
+        leak = err;
+      }
       await removeHostArtifacts(docker, hostId);
       for (const s of stores) await s.close().catch(() => {});
       rmSync(dir, { recursive: true, force: true });
+      if (leak) throw leak;
     },
   };
   return world;

@@ -7,6 +7,7 @@ import { removeBridgeRules } from '../../host/sandbox/sandbox-network';
 import { bundleScript } from './bundle-script';
 import { readStore } from './temp-store';
 import { runNode, type ChildEnd } from './child';
+import { leakGuard, type Leftover } from './leak-check';
 import { requireEngine, requireTinyImage } from './docker-engine';
 
 let cliScript: Promise<string> | undefined;
@@ -41,6 +42,7 @@ export async function planFixture(steps: PlanStepDef[], files: Record<string, st
   const hostId = `test-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
   const store = join(dir, 'berth.db');
   const script = await bundledCli();
+  const leaks = leakGuard(docker, hostId);
   const cli = (args: string[], env: Record<string, string> = {}): Promise<ChildEnd> =>
     runNode(script, [...args, '--store', store], { BERTH_HOST_ID: hostId, BERTH_OPERATOR: 'tester', ...env }, Number(process.env.BERTH_TEST_CLI_TIMEOUT_MS ?? 180_000));
   return {
@@ -52,9 +54,22 @@ export async function planFixture(steps: PlanStepDef[], files: Record<string, st
     cli,
     /** The store's view, opened for one read and closed again. */
     read: <T>(fn: (s: ReturnType<typeof openSqliteStore>) => Promise<T>): Promise<T> => readStore(store, fn),
+    /** Opts this test out of the leak check, with the reason it leaves objects behind on purpose. */
+    allowLeftovers: (reason: string, only?: (l: Leftover) => boolean) => leaks.allowLeftovers(reason, only),
+    /**
+     * Fails (after removing everything, so nothing reaches the next test) when a container, network
+     * or snapshot image of the host id remains that the store does not record as kept.
+     */
     async cleanup() {
+      let leak: unknown;
+      try {
+        leak = await leaks.check(store);
+      } catch (err) {
+        leak = err;
+      }
       await removeHostArtifacts(docker, hostId);
       rmSync(dir, { recursive: true, force: true });
+      if (leak) throw leak;
     },
   };
 }
@@ -69,7 +84,10 @@ export async function removeHostArtifacts(docker: Dockerode, hostId: string): Pr
   await removeBridgeRules((t) => t.startsWith(`berth:${hostId}:`)).catch(() => {});
   // Only snapshot tags: a forced removal by id would also take any other tag on the same image.
   for (const img of await docker.listImages({ filters: { label: [`berth.host=${hostId}`] } })) {
-    for (const tag of img.RepoTags ?? []) if (tag.startsWith('berth-snapshot:')) await docker.getImage(tag).remove().catch(() => {});
+    const tags = (img.RepoTags ?? []).filter((t) => t !== '<none>:<none>');
+    for (const tag of tags) if (tag.startsWith('berth-snapshot:')) await docker.getImage(tag).remove().catch(() => {});
+    // An untagged snapshot image has no other name to lose; only this host made it.
+    if (tags.length === 0 && img.Labels?.['berth.snapshot'] !== undefined) await docker.getImage(img.Id).remove().catch(() => {});
   }
 }
 

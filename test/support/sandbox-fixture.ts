@@ -10,6 +10,8 @@ import { systemClock } from '../../host/support/clock';
 import { newId } from '../../host/support/ids';
 import { containersWithLabel, requireEngine, requireTinyImage } from './docker-engine';
 import { tinySpec } from './sandbox-spec';
+import { leakGuard, type Leftover } from './leak-check';
+import { removeHostArtifacts } from './plan-fixture';
 
 export { tinySpec };
 
@@ -25,6 +27,8 @@ export interface SandboxWorld {
   logger: Logger;
   dir: string;
   spec(over?: Parameters<typeof tinySpec>[1]): SandboxSpec;
+  /** Opts this test out of the leak check, with the reason it leaves objects behind on purpose. */
+  allowLeftovers(reason: string, only?: (l: Leftover) => boolean): void;
 }
 
 /**
@@ -44,19 +48,30 @@ export const test = base.extend<{ sandbox: SandboxWorld }>({
     const host = createSandboxHost({ docker, records: store, clock: systemClock, logger, hostId });
     // Teardown may run before or after the failure hook; report what was there either way.
     let removedIds: string[] | undefined;
+    const leaks = leakGuard(docker, hostId);
     onTestFailed(async () => {
       const ids = removedIds ?? (await containersWithLabel(docker, `berth.host=${hostId}`).catch(() => []));
       console.error(`[sandbox fixture] host ${hostId} containers at failure: ${ids.length ? ids.join(', ') : '(none)'}`);
     });
     try {
-      await use({ docker, imageId, hostId, store, storePath, host, logger, dir, spec: (over) => tinySpec(imageId, over) });
+      await use({ docker, imageId, hostId, store, storePath, host, logger, dir, spec: (over) => tinySpec(imageId, over), allowLeftovers: (r, only) => leaks.allowLeftovers(r, only) });
     } finally {
       await host.close();
+      // After the host closed: every container, network or snapshot image of the host id that the
+      // store does not record as kept fails the test, once everything is removed.
+      let leak: unknown;
+      try {
+        leak = await leaks.check(store);
+      } catch (err) {
+        leak = err;
+      }
       const ids = await containersWithLabel(docker, `berth.host=${hostId}`).catch(() => []);
       removedIds = ids;
       await Promise.all(ids.map((id) => docker.getContainer(id).remove({ force: true, v: true }).catch(() => undefined)));
+      await removeHostArtifacts(docker, hostId).catch(() => undefined);
       await store.close();
       rmSync(dir, { recursive: true, force: true });
+      if (leak) throw leak;
     }
   },
 });
