@@ -67,6 +67,9 @@ export async function drive(ctx: CliContext, rt: HostRuntime, runId: string): Pr
   if (isFinalRunState(run.state)) {
     // Every sandbox leased for the run goes, also one a killed earlier host leased and never recorded.
     await releaseEndedRunLeases(ctx, [run.id]);
+    // A sandbox whose record was closed while its container could not be removed (the engine was
+    // restarting, the container stopped) is the sweeper's: at the end, not only at the next start.
+    await ctx.sandbox.sweep().catch((err: unknown) => ctx.logger.warn({ err, runId: run.id }, 'end-of-run sweep failed; berth gc removes what is left'));
     await prune(ctx, run);
   }
   const reason = await summary(ctx, run);
