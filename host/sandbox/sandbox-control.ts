@@ -18,25 +18,7 @@ export async function runControl(
   let lastErr: unknown;
   for (let attempt = 0; attempt < ATTEMPTS; attempt += 1) {
     try {
-      const exec = await container.exec({
-        Cmd: ['/bin/sh', '-c', CONTROL_SCRIPT, opts.slotFile, opts.nonce, opts.mode ?? ''],
-        User: opts.user,
-        AttachStdout: true,
-        AttachStderr: true,
-        Tty: false,
-      });
-      const stream = (await exec.start({ hijack: true, stdin: false })) as NodeJS.ReadWriteStream;
-      const out: Buffer[] = [];
-      const demux = new FrameDemuxer((s, chunk) => {
-        if (s === 'stdout') out.push(Buffer.from(chunk));
-      });
-      await new Promise<void>((resolve, reject) => {
-        stream.on('data', (d: Buffer) => demux.push(d));
-        stream.on('end', resolve);
-        stream.on('close', resolve);
-        stream.on('error', reject);
-      });
-      const report = parseControlReport(Buffer.concat(out).toString('utf8'));
+      const report = parseControlReport(await runScript(container, CONTROL_SCRIPT, [opts.slotFile, opts.nonce, opts.mode ?? ''], opts.user));
       // An exec that could not fork its shell exits non-zero with no report; try again.
       if (report.pidsMax === undefined && report.oomKill === undefined && report.killed === undefined) {
         lastErr = new Error('control exec produced no report');
