@@ -124,6 +124,15 @@ const outOf = (end: ChildEnd): NotifyOut => JSON.parse(end.stdout.trim().split('
 const effectsOf = (db: string) =>
   read(db, async (s) => Object.fromEntries((await s.listEffects({})).map((e) => [e.id.replace('email:', ''), { status: e.status, receipt: e.receipt as Record<string, unknown>, runId: e.runId }])));
 const movesOf = (db: string, runId: string) => read(db, async (s) => (await s.listRunTransitions(runId)).map((t) => `${t.from}->${t.to}`));
+/**
+ * Runs the five-email job with one send at a time and SIGKILLs it before the `nth` send's phase
+ * commits (that email is accepted by the service, its receipt never recorded); returns its id.
+ */
+async function killedMidSend(db: string, url: string, nth: number): Promise<string> {
+  const first = await runNode(script, [db, url, '--concurrency', '1'], { BERTH_FAULT: `before:phase.complete:send-notice#${nth}` });
+  expect(first.signal).toBe('SIGKILL');
+  return Object.entries(await effectsOf(db)).find(([, e]) => e.status === 'executing')![0];
+}
 const cli = (db: string, args: string[]) => runNode(join(process.cwd(), 'host', 'cli', 'bin.mjs'), [...args, '--store', db, '--json']);
 
 describe('five emails against a service that drops, refuses and goes down', () => {
@@ -176,10 +185,8 @@ describe('five emails against a service that drops, refuses and goes down', () =
     const svc = await startEmailService();
     try {
       const { db } = newDb();
-      const first = await runNode(script, [db, svc.url, '--concurrency', '1'], { BERTH_FAULT: 'before:phase.complete:send-notice#5' });
-      expect(first.signal).toBe('SIGKILL');
+      const inFlight = await killedMidSend(db, svc.url, 5);
       expect(Object.keys(svc.counts().accepted)).toHaveLength(5);
-      const inFlight = Object.entries(await effectsOf(db)).find(([, e]) => e.status === 'executing')![0];
       await svc.down();
       const second = outOf(await runNode(script, [db, svc.url, '--concurrency', '1']));
       expect(second.state).toBe('needs_reconciliation');
@@ -207,9 +214,7 @@ describe('five emails against a service that drops, refuses and goes down', () =
     const svc = await startEmailService();
     try {
       const { db } = newDb();
-      const first = await runNode(script, [db, svc.url, '--concurrency', '1'], { BERTH_FAULT: 'before:phase.complete:send-notice#5' });
-      expect(first.signal).toBe('SIGKILL');
-      const inFlight = Object.entries(await effectsOf(db)).find(([, e]) => e.status === 'executing')![0];
+      const inFlight = await killedMidSend(db, svc.url, 5);
       await svc.down();
       const a = outOf(await runNode(script, [db, svc.url, '--concurrency', '1']));
       expect(a.state).toBe('needs_reconciliation');
@@ -237,9 +242,7 @@ describe('five emails against a service that drops, refuses and goes down', () =
     const svc = await startEmailService();
     try {
       const { db } = newDb();
-      const first = await runNode(script, [db, svc.url, '--concurrency', '1'], { BERTH_FAULT: 'before:phase.complete:send-notice#5' });
-      expect(first.signal).toBe('SIGKILL');
-      const inFlight = Object.entries(await effectsOf(db)).find(([, e]) => e.status === 'executing')![0];
+      const inFlight = await killedMidSend(db, svc.url, 5);
       svc.failLookups(true);
       const second = outOf(await runNode(script, [db, svc.url, '--concurrency', '1']));
       expect(second.state).toBe('needs_reconciliation');
@@ -260,9 +263,7 @@ describe('five emails against a service that drops, refuses and goes down', () =
     const svc = await startEmailService();
     try {
       const { db } = newDb();
-      const first = await runNode(script, [db, svc.url, '--concurrency', '1'], { BERTH_FAULT: 'before:phase.complete:send-notice#3' });
-      expect(first.signal).toBe('SIGKILL');
-      const inFlight = Object.entries(await effectsOf(db)).find(([, e]) => e.status === 'executing')![0];
+      const inFlight = await killedMidSend(db, svc.url, 3);
       const runId = await read(db, async (s) => (await s.listRuns())[0]!.id);
       const cancel = await cli(db, ['cancel', runId]);
       expect(cancel.code, cancel.stderr).toBe(0);
