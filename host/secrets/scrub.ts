@@ -36,18 +36,25 @@ export function secretForms(value: string): string[] {
   const b64 = bytes.toString('base64');
   const nl = Buffer.from(`${value}\n`, 'utf8').toString('base64');
   const forms = new Set([value, b64, b64.replace(/=+$/, ''), bytes.toString('base64url'), nl, nl.replace(/=+$/, '')]);
+  for (const f of encodedCores(bytes)) forms.add(f);
+  return [...forms].filter((f) => f.length > 0).sort((a, b) => b.length - a.length);
+}
+
+/**
+ * The encodings of `bytes` that survive inside any longer encoded text: hex in both cases and the
+ * base64 core at each of the three byte offsets, in both alphabets (each at least MIN_CORE long).
+ */
+export function encodedCores(bytes: Buffer): string[] {
+  const out: string[] = [];
   const hex = bytes.toString('hex');
-  if (hex.length >= MIN_CORE) {
-    forms.add(hex);
-    forms.add(hex.toUpperCase());
-  }
+  if (hex.length >= MIN_CORE) out.push(hex, hex.toUpperCase());
   for (const offset of [0, 1, 2] as const) {
     for (const alphabet of ['base64', 'base64url'] as const) {
       const core = base64Core(bytes, offset, alphabet);
-      if (core.length >= MIN_CORE) forms.add(core);
+      if (core.length >= MIN_CORE) out.push(core);
     }
   }
-  return [...forms].filter((f) => f.length > 0).sort((a, b) => b.length - a.length);
+  return out;
 }
 
 /** The marker that replaces a secret in output. */

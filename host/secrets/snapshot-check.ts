@@ -1,7 +1,7 @@
 import { BerthError, isBerthError, type ErrorIds } from '../errors';
 import type { ExecOptions, ExecResult } from '../sandbox';
 import { resolveSecrets, hostSecretSource, type SecretDecl, type SecretSource } from './resolve';
-import { base64Core, scrub, type ScrubSecret } from './scrub';
+import { encodedCores, scrub, type ScrubSecret } from './scrub';
 
 /** What the check needs from a lease: its `docker diff` and a command run as root. */
 export interface SnapshotCheckLease {
@@ -20,7 +20,6 @@ export const SECRET_MATERIAL_LABEL = 'berth.secret-material';
 
 // A line of a multi-line value shorter than this (a PEM armour line is 27+) would hit in ordinary files.
 const MIN_LINE = 16;
-const MIN_CORE = 8;
 
 /**
  * The byte patterns a file holding `value` contains: the value itself (each long line of a
@@ -32,17 +31,7 @@ export function fileForms(value: string): string[] {
   const forms = new Set<string>();
   if (value.includes('\n')) for (const line of value.split('\n')) if (line.length >= MIN_LINE) forms.add(line);
   if (!value.includes('\n')) forms.add(value);
-  const hex = bytes.toString('hex');
-  if (hex.length >= MIN_CORE) {
-    forms.add(hex);
-    forms.add(hex.toUpperCase());
-  }
-  for (const offset of [0, 1, 2] as const) {
-    for (const alphabet of ['base64', 'base64url'] as const) {
-      const core = base64Core(bytes, offset, alphabet);
-      if (core.length >= MIN_CORE) forms.add(core);
-    }
-  }
+  for (const f of encodedCores(bytes)) forms.add(f);
   return [...forms].filter((f) => f.length > 0);
 }
 
