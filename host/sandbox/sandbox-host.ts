@@ -87,19 +87,7 @@ export class SandboxHost {
     checkSpec(spec);
     options.signal?.throwIfAborted();
     const leaseId = newId('lease');
-    const now = this.opts.clock.now();
-    const intent: LeaseRecord = {
-      id: leaseId,
-      sessionId: options.sessionId,
-      hostId: this.hostId,
-      containerId: '',
-      imageDigest: spec.imageDigest,
-      envFingerprint: spec.envFingerprint,
-      createdAt: now,
-      expiresAt: now + spec.lease.ttlS * 1000,
-      releasedAt: null,
-      runId: options.runId ?? null,
-    };
+    const intent = this.leaseRecord(spec, leaseId, '', options);
     await this.opts.records.insertLease(intent);
     faultPoint('sandbox:lease-intent');
     const dropIntent = () => this.opts.records.releaseLease(leaseId, this.opts.clock.now()).catch((err: unknown) => this.opts.logger.warn({ err, leaseId }, 'could not release a lease intent'));
@@ -164,19 +152,7 @@ export class SandboxHost {
    * @internal used by {@link createWarmPool}.
    */
   async adopt(spec: SandboxSpec, p: ProvisionedContainer, leaseId: string, options: LeaseOptions): Promise<Lease> {
-    const now = this.opts.clock.now();
-    const record: LeaseRecord = {
-      id: leaseId,
-      sessionId: options.sessionId,
-      hostId: this.hostId,
-      containerId: p.id,
-      imageDigest: spec.imageDigest,
-      envFingerprint: spec.envFingerprint,
-      createdAt: now,
-      expiresAt: now + spec.lease.ttlS * 1000,
-      releasedAt: null,
-      runId: options.runId ?? null,
-    };
+    const record = this.leaseRecord(spec, leaseId, p.id, options);
     await this.opts.records.insertLease(record);
     return this.makeLease(spec, p.container, record, { pidsMax: 0, oomKill: 0 }, options.autoHeartbeat ?? true);
   }
@@ -277,6 +253,23 @@ export class SandboxHost {
    */
   async sweep(options: { signal?: AbortSignal; egressMinAgeMs?: number } = {}): Promise<SweepRecord[]> {
     return sweepStore({ ...this.base(), storeId: await this.storeId(), instanceId: this.instanceId, isAbandoned: (id) => this.abandoned.has(id) }, options);
+  }
+
+  /** A lease record as of now; `containerId` is '' for an intent whose container does not exist yet. */
+  private leaseRecord(spec: SandboxSpec, leaseId: string, containerId: string, options: LeaseOptions): LeaseRecord {
+    const now = this.opts.clock.now();
+    return {
+      id: leaseId,
+      sessionId: options.sessionId,
+      hostId: this.hostId,
+      containerId,
+      imageDigest: spec.imageDigest,
+      envFingerprint: spec.envFingerprint,
+      createdAt: now,
+      expiresAt: now + spec.lease.ttlS * 1000,
+      releasedAt: null,
+      runId: options.runId ?? null,
+    };
   }
 
   private base() {
