@@ -14,6 +14,7 @@ import { cancelRun, logs, resumeRun, runPlan } from './commands/plan-run';
 import { reconcileRun } from './commands/reconcile';
 import { agentChat, agentRun, type AgentFlags } from './commands/agent-run';
 import { decide } from './commands/agent-approve';
+import { forkRun, tree, type ForkFlags } from './commands/fork';
 import { reportError } from './output';
 
 const USAGE = `usage: berth <command> [options]
@@ -29,8 +30,15 @@ const USAGE = `usage: berth <command> [options]
                            and continue in the current sandbox or from a snapshot (--restore);
                            --verify asks the service about uncertain effects again
   cancel RUN               cancel a run durably
-  gc [--keep N] [--grace S] remove this host's leftover containers and unrecorded snapshot images
-                           (older than S seconds, default 600); keep N snapshots per session (default 5)
+  fork RUN --at STEP|SNAPSHOT [--plan FILE] [--detach]
+                           a new run continuing from a checkpoint of RUN (after step STEP, or from a
+                           snapshot), its sandbox leased from that checkpoint's snapshot and verified;
+                           --plan takes the later steps from FILE (earlier ones must match)
+  tree RUN                 the forks of a run and its ancestors, with their states
+  gc [--keep N] [--grace S] [--forks-older-than DURATION]
+                           remove this host's leftover containers and unrecorded snapshot images
+                           (older than S seconds, default 600); keep N snapshots per session (default 5);
+                           remove the sandboxes and snapshots of finished forks idle for DURATION (30m, 2d)
   env validate FILE [--engine]
                            check an environment manifest (--engine: and that its pinned image is on this engine)
   env lock FILE            pin the manifest's image to the local image id
@@ -57,7 +65,7 @@ type Handler = (ctx: () => CliContext, args: string[], flags: Flags) => Promise<
 
 /** Commands that start work, and so may create the store; every other one needs it to exist. */
 const CREATES_STORE = new Set(['run', 'agent']);
-interface Flags extends AgentFlags {
+interface Flags extends AgentFlags, ForkFlags {
   json: boolean;
   debug: boolean;
   digest?: string;
@@ -71,6 +79,7 @@ interface Flags extends AgentFlags {
   keep?: string;
   engine: boolean;
   grace?: string;
+  'forks-older-than'?: string;
 }
 
 const need = (args: string[], n: number, what: string) => {
@@ -90,6 +99,8 @@ const commands: Record<string, Handler> = {
   resume: (ctx, args) => resumeRun(ctx(), need(args, 1, 'RUN')[0]!),
   reconcile: (ctx, args, flags) => reconcileRun(ctx(), need(args, 1, 'RUN')[0]!, flags),
   cancel: (ctx, args) => cancelRun(ctx(), need(args, 1, 'RUN')[0]!),
+  fork: (ctx, args, flags) => forkRun(ctx(), need(args, 1, 'RUN')[0]!, flags),
+  tree: (ctx, args) => tree(ctx(), need(args, 1, 'RUN')[0]!),
   logs: (ctx, args) => logs(ctx(), need(args, 1, 'RUN')[0]!),
   agent: (ctx, args, flags) => agentRun(ctx(), need(args, 1, 'TASK')[0]!, flags),
   chat: (ctx, args, flags) => {
@@ -131,6 +142,10 @@ export async function main(argv: string[]): Promise<number> {
         keep: { type: 'string' },
         engine: { type: 'boolean', default: false },
         grace: { type: 'string' },
+        at: { type: 'string' },
+        plan: { type: 'string' },
+        detach: { type: 'boolean', default: false },
+        'forks-older-than': { type: 'string' },
         env: { type: 'string' },
         workspace: { type: 'string' },
         model: { type: 'string' },

@@ -3,7 +3,7 @@ import { newId } from '../support/ids';
 import type { EntryWrite } from './handler';
 import type { Kernel } from './kernel';
 import type { HandlerRegistry } from './registry';
-import type { Store } from '../store';
+import type { EffectWrite, Store } from '../store';
 import { BerthError } from '../errors';
 
 export interface SubmitInput {
@@ -17,6 +17,12 @@ export interface SubmitInput {
   entries?: EntryWrite[];
   versions?: RunVersions;
   sessionMeta?: Json;
+  /** The reason of the run's first transition (default `submitted`). */
+  reason?: string;
+  /** Who submits, recorded as the first transition's actor (default: the host). */
+  actor?: string;
+  /** Effects the new run starts with (a fork carries its parent's uncertain ones), given the new run and root task ids. */
+  effects?: (ids: { runId: string; taskId: string }) => EffectWrite[];
 }
 
 export interface Submitted {
@@ -30,7 +36,7 @@ export interface Submitted {
  * Saves a submission, its run (admitted), its first entries and its root task in one commit.
  * A repeated request id returns the original submission and run and writes nothing.
  */
-export async function submit(deps: { store: Store; kernel: Kernel; registry: HandlerRegistry }, s: SubmitInput): Promise<Submitted> {
+export async function submit(deps: { store: Store; kernel: Pick<Kernel, 'commit'>; registry: HandlerRegistry }, s: SubmitInput): Promise<Submitted> {
   const existing = await deps.store.findSubmission(s.requestId);
   if (existing) return { submission: existing, run: (await deps.store.getRun(existing.runId))!, created: false };
   const handler = s.root.version === undefined ? deps.registry.newest(s.root.kind) : deps.registry.find(s.root.kind, s.root.version);
@@ -45,11 +51,13 @@ export async function submit(deps: { store: Store; kernel: Kernel; registry: Han
   const result = await deps.kernel.commit({
     sessionId,
     label: 'submit',
+    ...(s.actor ? { actor: s.actor } : {}),
     ...(s.sessionId ? {} : { createSession: { meta: s.sessionMeta ?? null } }),
     submissions: [{ id: submissionId, requestId: s.requestId, runId, input: s.input ?? s.root.input }],
-    runs: [{ id: runId, kind: s.runKind, submissionId, rootTaskId: taskId, versions: s.versions ?? {} }],
+    runs: [{ id: runId, kind: s.runKind, submissionId, rootTaskId: taskId, versions: s.versions ?? {}, ...(s.reason ? { reason: s.reason } : {}) }],
     tasks: [{ id: taskId, runId, parentId: null, kind: handler.kind, kindVersion: handler.version, phase: handler.initialPhase, input: s.root.input }],
     entries: (s.entries ?? []).map((e) => ({ id: newId('ent'), runId, taskId, conversationId: e.conversationId ?? null, kind: e.kind, body: e.body })),
+    ...(s.effects ? { effects: s.effects({ runId, taskId }) } : {}),
   });
   if (!result.ok) {
     if (result.conflict.kind === 'duplicate_request') return submit(deps, s);

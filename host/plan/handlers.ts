@@ -17,6 +17,8 @@ import {
 import { parkRun, reconciled, sandboxAdvice } from './reconcile-phase';
 import { runStep } from './step-task';
 import { stopAbandonedStep } from './step-cancel';
+import { prepareFork } from './fork-prepare';
+import { stepEffectId } from './checkpoints';
 
 export const PLAN_KIND = 'plan';
 
@@ -51,6 +53,7 @@ export function planHandlers(sb: RunSandbox, progress: (p: PlanProgress) => void
     phases: {
       prepare: async (ctx) => {
         const input = ctx.value;
+        if (input.fork) return prepareFork(ctx, sb, progress);
         const runId = ctx.task.runId!;
         const lease = await sb.leaseFresh(runId, ctx.task.sessionId, input.environment, ctx.signal);
         progress({ type: 'sandbox', runId, message: `leased ${lease.id} (container ${lease.containerId.slice(0, 12)})` });
@@ -100,7 +103,11 @@ export function planHandlers(sb: RunSandbox, progress: (p: PlanProgress) => void
         const park = async (kind: 'interrupted' | 'reconcile', reason: string): Promise<TypedDecision<PlanRootCheckpoint, PlanResult>> =>
           parkRun(cp, { kind, index: cp.index, reason: `${reason}; ${await sandboxAdvice(ctx, sb, runId)}` });
         if (child.outcome === 'interrupted') {
-          return park('interrupted', `step ${step.name} (replay never) was in flight when the host stopped; it may or may not have run: say so with --accept (it did) or --reject-effect (it did not)`);
+          const carried = ((await ctx.store.getEffect(stepEffectId(runId, cp.index, cp.generation)))?.intent as { carriedFrom?: string } | null)?.carriedFrom;
+          const what = carried
+            ? `step ${step.name} (replay never) may have run as ${carried} in run ${input.fork?.runId}, which this run was forked from while it was in flight; it is not started again`
+            : `step ${step.name} (replay never) was in flight when the host stopped; it may or may not have run`;
+          return park('interrupted', `${what}: say so with --accept (it did) or --reject-effect (it did not)`);
         }
         if (result?.reconcile) return park('reconcile', `before step ${step.name}: ${result.reconcile}`);
         // Steps from `rewind` on run again on the restored sandbox, under new effect ids.

@@ -2,4 +2,6 @@ export { PlanSchema, PlanStepSchema, type Plan, type PlanStep } from './plan-sch
 export { loadPlan, type LoadedPlan } from './load-plan';
 export { planHandlers, PLAN_KIND, STEP_KIND } from './handlers';
 export { submitPlan } from './submit-plan';
+export { PlanRunInputSchema } from './plan-input';
+export { stepEffectId } from './checkpoints';
 export type { PlanRunInput, PlanRootCheckpoint, StepInput, StepResult, PlanProgress } from './plan-input';

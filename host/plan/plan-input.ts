@@ -9,6 +9,14 @@ export const PlanRunInputSchema = z.object({
   environment: EnvironmentSchema,
   envFingerprint: z.string(),
   workspaceDir: z.string().nullable(),
+  /**
+   * Set on a fork: the run and checkpoint it continues from. Its sandbox is leased from that
+   * checkpoint's snapshot and verified before any step; the steps before `index` are the parent's
+   * history and never run in the fork.
+   */
+  fork: z
+    .object({ runId: z.string(), snapshotId: z.string(), checkpoint: z.string(), index: z.number().int().min(0) })
+    .optional(),
 });
 export type PlanRunInput = z.infer<typeof PlanRunInputSchema>;
 

@@ -50,6 +50,8 @@ export interface NewRun {
   submissionId: string | null;
   rootTaskId: string | null;
   versions: RunVersions;
+  /** The reason of the run's first transition (default `submitted`); a fork names where it came from. */
+  reason?: string;
 }
 
 /** Compare-and-set on the run state; the edge must be legal in the run state machine. */

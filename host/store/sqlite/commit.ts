@@ -136,7 +136,7 @@ export class CommitWriter {
     }
     for (const run of c.runs ?? []) {
       s.runInsert.run(run.id, sid, run.submissionId, run.kind, run.rootTaskId, json(run.versions), at, at);
-      s.transitionInsert.run(run.id, 1, at, c.actor ?? 'host', null, 'admitted', 'submitted', json(run.versions), seq);
+      s.transitionInsert.run(run.id, 1, at, c.actor ?? 'host', null, 'admitted', run.reason ?? 'submitted', json(run.versions), seq);
     }
     for (const e of c.entries ?? []) {
       entrySeq += 1;

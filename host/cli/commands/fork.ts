@@ -1,0 +1,71 @@
+import { BerthError } from '../../errors';
+import { lineageOf, planFork, submitFork, type LineageNode } from '../../fork';
+import { loadPlan } from '../../plan';
+import { snapshotEngine } from '../../sandbox';
+import type { CliContext } from '../context';
+import { duration, emit } from '../output';
+import { drive, operator, startHost } from './plan-run';
+import { checkPlanSecrets } from './preflight';
+import { getRunOrThrow } from './runs';
+import { createHostRuntime } from '../../runtime/host-runtime';
+
+export interface ForkFlags {
+  at?: string;
+  plan?: string;
+  detach: boolean;
+  'request-id'?: string;
+}
+
+/**
+ * `berth fork RUN --at STEP|SNAPSHOT [--plan FILE] [--detach]`: a new run continuing from a
+ * committed checkpoint of RUN, with its sandbox leased from that checkpoint's snapshot. Driven at
+ * once unless `--detach` (then `berth resume FORK` drives it).
+ */
+export async function forkRun(ctx: CliContext, runId: string, flags: ForkFlags): Promise<number> {
+  if (!flags.at) throw new BerthError('usage', 'berth fork RUN needs --at STEP|SNAPSHOT (a step name or number to fork after, `upload` for before the first step, or a snapshot id from berth show RUN)');
+  const run = await getRunOrThrow(ctx.store, runId);
+  if (run.kind !== 'plan') throw new BerthError('fork_invalid', `run ${runId} is an ${run.kind} run: fork its session with berth fork SESSION --at TURN`, { ids: { runId } });
+  const plan = flags.plan ? await loadPlan(flags.plan) : undefined;
+  if (plan) await checkPlanSecrets(plan);
+  const engine = snapshotEngine(ctx.docker);
+  // Every refusal (fork point, plan, uncertain history) before a host starts or anything is written.
+  const planned = await planFork({ store: ctx.store, imageExists: engine.imageExists }, run, { at: flags.at, plan });
+  const by = { requestId: flags['request-id'], actor: operator() };
+  if (flags.detach) {
+    const { run: fork, point, created } = await submitFork(submitOnly(ctx), planned, by);
+    emit(ctx.json, { runId: fork.id, forkedFrom: planned.input.fork, created }, () => `${created ? 'forked' : 'already forked as'} run ${fork.id} from ${runId} at ${point.snapshot.checkpoint} (snapshot ${point.snapshot.id}); drive it with: berth resume ${fork.id}`);
+    return 0;
+  }
+  const total = planned.input.plan.steps.length;
+  const rt = await startHost(ctx, () => total);
+  const { run: fork, point, created } = await submitFork(rt, planned, by);
+  if (!ctx.json) process.stderr.write(`${created ? 'forked' : 'already forked as'} run ${fork.id} from ${runId} at ${point.snapshot.checkpoint} (snapshot ${point.snapshot.id}); steps ${point.index + 1}-${total} run here\n`);
+  return drive(ctx, rt, fork.id);
+}
+
+/**
+ * What a detached submit needs: the handlers (to name the root kind's version) and a commit that
+ * takes no execution right, so a host driving other runs of the store is not displaced.
+ */
+function submitOnly(ctx: CliContext) {
+  const rt = createHostRuntime({ store: ctx.store, sandbox: ctx.sandbox, engine: snapshotEngine(ctx.docker), clock: ctx.clock, logger: ctx.logger, hostId: ctx.hostId });
+  return { store: ctx.store, registry: rt.registry, kernel: { commit: ctx.store.commit.bind(ctx.store) } };
+}
+
+/** `berth tree RUN`: the lineage RUN belongs to, from its oldest ancestor, with each run's state. */
+export async function tree(ctx: CliContext, runId: string): Promise<number> {
+  await getRunOrThrow(ctx.store, runId);
+  const { root } = await lineageOf(ctx.store, runId);
+  const now = ctx.clock.now();
+  const plain = (n: LineageNode): object => ({ runId: n.run.id, kind: n.run.kind, state: n.run.state, forkedFrom: n.forkedFrom, children: n.children.map(plain) });
+  const lines: string[] = [];
+  const walk = (n: LineageNode, prefix: string, last: boolean, top: boolean) => {
+    const at = n.forkedFrom ? ` forked at ${n.forkedFrom.checkpoint}` : '';
+    const mark = n.run.id === runId ? '  <' : '';
+    lines.push(`${top ? '' : `${prefix}${last ? '└─ ' : '├─ '}`}${n.run.id} ${n.run.state}${at} (${duration(now - n.run.createdAt)} ago)${mark}`);
+    n.children.forEach((c, i) => walk(c, top ? '' : `${prefix}${last ? '   ' : '│  '}`, i === n.children.length - 1, false));
+  };
+  walk(root, '', true, true);
+  emit(ctx.json, plain(root), () => lines.join('\n'));
+  return 0;
+}

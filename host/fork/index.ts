@@ -1,0 +1,3 @@
+export { forkPlanRun, planFork, submitFork, checkForkPlan, type PlannedFork, type ForkDeps, type ForkOptions } from './submit-fork';
+export { resolvePlanForkPoint, forkIndexOf, forkable, type ForkPoint } from './fork-point';
+export { forkedFrom, forksOf, lineageOf, planInputOf, type ForkedFrom, type LineageNode } from './lineage';
