@@ -82,6 +82,13 @@ interface Flags extends AgentFlags, ForkFlags {
   'forks-older-than'?: string;
 }
 
+/** `90s`, `30m`, `12h`, `2d` (a bare number is seconds) in milliseconds. */
+function parseDuration(text: string, flag: string): number {
+  const m = /^(\d+)(s|m|h|d)?$/.exec(text.trim());
+  if (!m) throw new BerthError('usage', `${flag} expects a duration such as 90s, 30m, 12h or 2d, found "${text}"`);
+  return Number(m[1]) * { s: 1e3, m: 60e3, h: 3600e3, d: 86400e3 }[(m[2] ?? 's') as 's' | 'm' | 'h' | 'd'];
+}
+
 const need = (args: string[], n: number, what: string) => {
   if (args.length < n) throw new BerthError('usage', `missing ${what}\n\n${USAGE}`);
   return args;
@@ -93,7 +100,9 @@ const commands: Record<string, Handler> = {
   gc: (ctx, _args, flags) => {
     if (flags.keep !== undefined && !/^\d+$/.test(flags.keep)) throw new BerthError('usage', `--keep expects a whole number of snapshots, found "${flags.keep}"`);
     if (flags.grace !== undefined && !/^\d+$/.test(flags.grace)) throw new BerthError('usage', `--grace expects whole seconds, found "${flags.grace}"`);
-    return gc(ctx(), flags.keep === undefined ? undefined : Number(flags.keep), flags.grace === undefined ? undefined : Number(flags.grace));
+    const forks = flags['forks-older-than'];
+    const forksMs = forks === undefined ? undefined : parseDuration(forks, '--forks-older-than');
+    return gc(ctx(), flags.keep === undefined ? undefined : Number(flags.keep), flags.grace === undefined ? undefined : Number(flags.grace), forksMs);
   },
   run: (ctx, args, flags) => runPlan(ctx(), need(args, 1, 'PLAN')[0]!, flags['request-id']),
   resume: (ctx, args) => resumeRun(ctx(), need(args, 1, 'RUN')[0]!),

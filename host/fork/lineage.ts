@@ -1,5 +1,5 @@
 import { storedValue } from '../kernel';
-import type { Run } from '../model';
+import { isFinalRunState, type Run } from '../model';
 import { PlanRunInputSchema, type PlanRunInput } from '../plan';
 import type { Store } from '../store';
 
@@ -62,5 +62,16 @@ export async function lineageOf(store: Store, runId: string): Promise<{ root: Li
 export async function forksOf(store: Store, runId: string): Promise<Run[]> {
   const out: Run[] = [];
   for (const r of await store.listRuns()) if ((await forkedFrom(store, r))?.runId === runId) out.push(r);
+  return out;
+}
+
+/** The snapshots unfinished forks start from: retention keeps them while the fork may still need a restore from them. */
+export async function forkPointsInUse(store: Store): Promise<Set<string>> {
+  const out = new Set<string>();
+  for (const r of await store.listRuns()) {
+    if (isFinalRunState(r.state)) continue;
+    const f = await forkedFrom(store, r);
+    if (f) out.add(f.snapshotId);
+  }
   return out;
 }

@@ -8,6 +8,8 @@ export interface PruneDeps {
   removeSnapshot(tag: string): Promise<'removed' | 'untagged' | 'absent'>;
   clock: Clock;
   logger: Logger;
+  /** Snapshot ids another record still needs (a fork not yet finished starts from its parent's); never pruned. */
+  inUse?: () => Promise<Set<string>>;
 }
 
 /**
@@ -16,6 +18,7 @@ export interface PruneDeps {
  * Records stay (marked pruned) so that history still says what existed.
  */
 export async function pruneSnapshots(d: PruneDeps, opts: { keepLast: number; sessionId?: string }): Promise<Snapshot[]> {
+  const needed = (await d.inUse?.()) ?? new Set<string>();
   const all = (await d.store.listSnapshots(opts.sessionId ? { sessionId: opts.sessionId } : {})).filter((s) => s.prunedAt === null);
   const finished = new Map<string, boolean>();
   const isFinished = async (runId: string | null) => {
@@ -32,7 +35,7 @@ export async function pruneSnapshots(d: PruneDeps, opts: { keepLast: number; ses
   for (const list of bySession.values()) {
     const newestFirst = [...list].sort((a, b) => b.commitSeq - a.commitSeq || b.createdAt - a.createdAt);
     for (const s of newestFirst.slice(Math.max(0, opts.keepLast))) {
-      if (!(await isFinished(s.runId))) continue;
+      if (!(await isFinished(s.runId)) || needed.has(s.id)) continue;
       const outcome = await d.removeSnapshot(s.id);
       await d.store.markSnapshotPruned(s.id, d.clock.now());
       d.logger.info({ snapshotId: s.id, imageId: s.imageId, outcome }, 'snapshot pruned');

@@ -137,3 +137,33 @@ describe('berth fork continues a run from a checkpoint with its sandbox', { time
     expect(service.counts()).toEqual({ deploy: 2 });
   });
 });
+
+describe('forks and retention', { timeout: 600_000 }, () => {
+  it('keeps the snapshot a detached fork starts from through gc, and gc --forks-older-than removes finished forks\' snapshots only', async () => {
+    fx = await planFixture(STEPS);
+    const first = await fx.cli(['run', fx.plan, '--json']);
+    const original = lastJson<Summary>(first).run.id;
+    const want = await fx.read((s) => finalDigest(s, original));
+    const detached = await fx.cli(['fork', original, '--at', 'one', '--detach', '--json']);
+    expect(detached.code, detached.stderr).toBe(0);
+    const { runId: forkId, forkedFrom } = lastJson<{ runId: string; forkedFrom: { snapshotId: string } }>(detached);
+    expect((await fx.read((s) => s.getRun(forkId)))!.state).toBe('admitted');
+    const gc = lastJson<{ pruned: string[] }>(await fx.cli(['gc', '--keep', '0', '--json']));
+    expect(gc.pruned.length).toBeGreaterThan(0);
+    expect(gc.pruned).not.toContain(forkedFrom.snapshotId);
+    const end = await fx.cli(['resume', forkId, '--json']);
+    expect(end.code, end.stderr).toBe(0);
+    expect(await fx.read((s) => finalDigest(s, forkId))).toBe(want);
+    const shown = lastJson<{ forkedFrom: { runId: string }; forks: unknown[] }>(await fx.cli(['show', forkId, '--json']));
+    expect(shown.forkedFrom.runId).toBe(original);
+    expect(lastJson<{ forks: Array<{ runId: string }> }>(await fx.cli(['show', original, '--json'])).forks.map((f) => f.runId)).toEqual([forkId]);
+    const forkSnaps = (await fx.read((s) => s.listSnapshots({ runId: forkId }))).map((s) => s.id);
+    expect(forkSnaps).toHaveLength(2);
+    const removed = lastJson<{ forks: Array<{ runId: string; snapshots: string[] }> }>(await fx.cli(['gc', '--forks-older-than', '0s', '--json']));
+    expect(removed.forks).toEqual([{ runId: forkId, snapshots: forkSnaps }]);
+    expect((await fx.read((s) => s.listSnapshots({ runId: forkId }))).every((s) => s.prunedAt !== null)).toBe(true);
+    const bad = await fx.cli(['gc', '--forks-older-than', 'soon']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--forks-older-than expects a duration');
+  });
+});

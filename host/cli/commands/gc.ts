@@ -1,6 +1,7 @@
 import { assertKeepAllowed, pruneSnapshots, removeOrphanSnapshots } from '../../snapshot';
 import { snapshotEngine } from '../../sandbox';
 import { releaseEndedRunLeases } from '../../runtime/run-end-leases';
+import { forkPointsInUse, removeFinishedForks } from '../../fork';
 import type { CliContext } from '../context';
 import { emit, table } from '../output';
 
@@ -12,10 +13,11 @@ export const DEFAULT_GC_GRACE_S = 600;
  * expired or unknown, and at once (no TTL wait) every sandbox of a run that reached a final state
  * (reason `run_ended`; an agent session's own sandbox stays with the session); removes snapshot images of this store that no record names (older than S
  * seconds, default 600, of finished runs); and prunes snapshots beyond the newest N per session
- * (default 5) of finished runs. `--keep 0` is refused while an unfinished run's session holds
+ * (default 5) of finished runs, never one an unfinished fork starts from. `--forks-older-than` also
+ * removes the snapshots of forks that finished longer ago than that. `--keep 0` is refused while an unfinished run's session holds
  * snapshots: they are its only restore points.
  */
-export async function gc(ctx: CliContext, keep = 5, graceS = DEFAULT_GC_GRACE_S): Promise<number> {
+export async function gc(ctx: CliContext, keep = 5, graceS = DEFAULT_GC_GRACE_S, forksOlderThanMs?: number): Promise<number> {
   await assertKeepAllowed(ctx.store, keep);
   const ended = await releaseEndedRunLeases(ctx);
   const removed = [...ended, ...(await ctx.sandbox.sweep())];
@@ -25,9 +27,12 @@ export async function gc(ctx: CliContext, keep = 5, graceS = DEFAULT_GC_GRACE_S)
     { graceMs: graceS * 1000 },
   );
   const reclaimedBytes = orphans.reduce((n, o) => n + o.bytes, 0);
-  const pruned = await pruneSnapshots({ store: ctx.store, removeSnapshot: engine.removeSnapshot, clock: ctx.clock, logger: ctx.logger }, { keepLast: keep });
-  emit(ctx.json, { hostId: ctx.hostId, removed, unrecordedImages: orphans, reclaimedBytes, pruned: pruned.map((s) => s.id) }, () =>
+  const prune = { store: ctx.store, removeSnapshot: engine.removeSnapshot, clock: ctx.clock, logger: ctx.logger, inUse: () => forkPointsInUse(ctx.store) };
+  const forks = forksOlderThanMs === undefined ? null : await removeFinishedForks(prune, forksOlderThanMs);
+  const pruned = await pruneSnapshots(prune, { keepLast: keep });
+  emit(ctx.json, { hostId: ctx.hostId, removed, unrecordedImages: orphans, reclaimedBytes, pruned: pruned.map((s) => s.id), ...(forks ? { forks } : {}) }, () =>
     [
+      ...(forks ? [forks.length === 0 ? 'no finished forks that old' : `finished forks: ${forks.length}, their ${forks.reduce((n, f) => n + f.snapshots.length, 0)} snapshot(s) removed (${forks.map((f) => f.runId).join(' ')})`] : []),
       removed.length === 0
         ? `no leftover containers in this store (host ${ctx.hostId})`
         : `removed ${removed.length} container(s):\n${table([['CONTAINER', 'LEASE', 'REASON'], ...removed.map((r) => [r.containerId.slice(0, 12), r.leaseId ?? '-', r.reason])])}`,

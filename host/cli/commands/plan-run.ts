@@ -8,6 +8,7 @@ import { checkEngineCapacity } from '../../../environment';
 import { EGRESS_ENTRY, isNetworkAttempt, type EgressAttempt } from '../../egress';
 import { createHostRuntime, type HostRuntime } from '../../runtime/host-runtime';
 import { releaseEndedRunLeases } from '../../runtime/run-end-leases';
+import { forkPointsInUse } from '../../fork';
 import type { CliContext } from '../context';
 import { duration, emit, escapeControl, LOG_COLUMN, outputLines, table } from '../output';
 import { getRunOrThrow } from './runs';
@@ -82,7 +83,7 @@ async function prune(ctx: CliContext, run: Run): Promise<void> {
   const keepLast = (root?.input as unknown as PlanRunInput | undefined)?.environment.snapshot.keepLast;
   if (keepLast === undefined) return;
   const engine = snapshotEngine(ctx.docker);
-  await pruneSnapshots({ store: ctx.store, removeSnapshot: engine.removeSnapshot, clock: ctx.clock, logger: ctx.logger }, { keepLast, sessionId: run.sessionId });
+  await pruneSnapshots({ store: ctx.store, removeSnapshot: engine.removeSnapshot, clock: ctx.clock, logger: ctx.logger, inUse: () => forkPointsInUse(ctx.store) }, { keepLast, sessionId: run.sessionId });
 }
 
 async function summary(ctx: CliContext, run: Run): Promise<string> {

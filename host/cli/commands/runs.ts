@@ -1,4 +1,5 @@
 import { summariseEgress } from '../../egress';
+import { forkedFrom, forksOf } from '../../fork';
 import { BerthError } from '../../errors';
 import { sessionSandboxDocId } from '../../agent';
 import type { Json, Run, Task } from '../../model';
@@ -41,11 +42,12 @@ export async function describeRun(store: Store, runId: string) {
     store.listEgress({ runId }),
   ]);
   const egress = summariseEgress(attempts);
+  const [parent, forks] = await Promise.all([forkedFrom(store, run), forksOf(store, run.id)]);
   const current = await currentLeaseId(store, run);
   // `current`: the sandbox the run (or its agent session) records as its own; `keptBySession`: an
   // agent session's sandbox, which outlives the run on purpose (the next message continues in it).
   const leases = sessionLeases.map((l) => ({ ...l, current: l.id === current, keptBySession: l.runId === run.sessionId && l.releasedAt === null }));
-  return { run, transitions, tasks, effects, snapshots, leases, documents: documents.map((d) => ({ id: d.id, type: d.type, version: d.version })), egress };
+  return { run, forkedFrom: parent, forks: forks.map((f) => ({ runId: f.id, state: f.state })), transitions, tasks, effects, snapshots, leases, documents: documents.map((d) => ({ id: d.id, type: d.type, version: d.version })), egress };
 }
 
 /** `berth show RUN`. */
@@ -54,7 +56,10 @@ export async function show(ctx: CliContext, runId: string): Promise<number> {
   const now = ctx.clock.now();
   const driver = driverOf(d.run, await readHost(ctx.store, now, ctx.hostId), now);
   emit(ctx.json, { ...d, owner: driver.owner }, () => {
-    const out = [`run ${d.run.id} (${d.run.kind}) ${driver.line}`, `session ${d.run.sessionId}`, '', 'transitions:'];
+    const out = [`run ${d.run.id} (${d.run.kind}) ${driver.line}`, `session ${d.run.sessionId}`];
+    if (d.forkedFrom) out.push(`forked from run ${d.forkedFrom.runId} at ${d.forkedFrom.checkpoint} (snapshot ${d.forkedFrom.snapshotId})`);
+    if (d.forks.length) out.push(`forks: ${d.forks.map((f) => `${f.runId} (${f.state})`).join(', ')}   (berth tree ${d.run.id})`);
+    out.push('', 'transitions:');
     out.push(table(d.transitions.map((t) => [`#${t.n}`, new Date(t.at).toISOString(), `${t.from ?? '-'} -> ${t.to}`, t.actor, t.reason])));
     out.push('', 'tasks:');
     const byParent = new Map<string | null, Task[]>();
