@@ -82,7 +82,9 @@ export async function continueSession(deps: Deps, c: ContinueSession): Promise<S
   const existing = await deps.store.findSubmission(requestId);
   if (existing) return { submission: existing, run: (await deps.store.getRun(existing.runId))!, created: false };
   const runs = (await deps.store.listRuns({ sessionId: c.sessionId })).filter((r) => r.kind === 'agent');
-  const last = runs.at(-1);
+  // A forked session has no run of its own before its first message: it continues with the settings of the turn it was forked at.
+  const forkedFrom = runs.length ? undefined : ((await deps.store.getSession(c.sessionId))?.meta as { forkedFrom?: { runId: string } } | null)?.forkedFrom;
+  const last = runs.at(-1) ?? (forkedFrom ? await deps.store.getRun(forkedFrom.runId) : undefined);
   if (!last) throw new BerthError('session_not_found', `no agent session ${c.sessionId} (see berth status)`, { ids: { sessionId: c.sessionId } });
   const busy = runs.find((r) => !isFinalRunState(r.state));
   if (busy) {

@@ -34,6 +34,8 @@ const USAGE = `usage: berth <command> [options]
                            a new run continuing from a checkpoint of RUN (after step STEP, or from a
                            snapshot), its sandbox leased from that checkpoint's snapshot and verified;
                            --plan takes the later steps from FILE (earlier ones must match)
+  fork SESSION --at TURN   a new agent session as SESSION was after its TURN-th message
+                           (conversation and workspace); berth chat NEWSESSION continues it
   tree RUN                 the forks of a run and its ancestors, with their states
   gc [--keep N] [--grace S] [--forks-older-than DURATION]
                            remove this host's leftover containers and unrecorded snapshot images

@@ -2,3 +2,4 @@ export { forkPlanRun, planFork, submitFork, checkForkPlan, type PlannedFork, typ
 export { resolvePlanForkPoint, forkIndexOf, forkable, type ForkPoint } from './fork-point';
 export { forkedFrom, forkPointsInUse, forksOf, lineageOf, planInputOf, type ForkedFrom, type LineageNode } from './lineage';
 export { removeFinishedForks, type ForkGcDeps } from './fork-gc';
+export { forkSession, type SessionForkDeps } from './session-fork';

@@ -22,9 +22,12 @@ export async function planInputOf(store: Store, run: Run): Promise<PlanRunInput 
 /** The parent and checkpoint of a forked run. */
 export async function forkedFrom(store: Store, run: Run): Promise<ForkedFrom | null> {
   if (run.kind === 'agent') {
+    // A forked session's first run is the fork; its later runs continue that session.
     const session = await store.getSession(run.sessionId);
-    const meta = session?.meta as { forkedFrom?: ForkedFrom } | null | undefined;
-    return meta?.forkedFrom ?? null;
+    const from = (session?.meta as { forkedFrom?: ForkedFrom } | null | undefined)?.forkedFrom;
+    if (!from) return null;
+    const first = (await store.listRuns({ sessionId: run.sessionId })).find((r) => r.kind === 'agent');
+    return first?.id === run.id ? from : null;
   }
   return (await planInputOf(store, run))?.fork ?? null;
 }

@@ -1,62 +1,16 @@
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ENTRY, type ToolResultEntry } from '../../host/agent';
-import { openSqliteStore } from '../../host/store';
-import { runNode, type ChildEnd } from '../support/child';
-import { readStore } from '../support/temp-store';
-import { requireEngine, requireTinyImage } from '../support/docker-engine';
-import { startModelServer, type ModelServer, type ScriptedTurn } from '../support/model-server';
-import { bundledCli, lastJson, removeHostArtifacts } from '../support/plan-fixture';
-
-const SECRET = 'sk-cli-test-secret-0123456789';
-
-interface CliWorld {
-  dir: string;
-  hostId: string;
-  store: string;
-  model: ModelServer;
-  cli(args: string[], extraEnv?: Record<string, string>): Promise<ChildEnd>;
-  agentArgs(task: string, extra?: string[]): string[];
-  read<T>(f: (s: ReturnType<typeof openSqliteStore>) => Promise<T>): Promise<T>;
-  cleanup(): Promise<void>;
-}
+import { runNode } from '../support/child';
+import { bundledCli, lastJson } from '../support/plan-fixture';
+import { cliWorld, SECRET, type CliWorld } from '../support/agent-cli-world';
 
 let w: CliWorld | undefined;
 afterEach(async () => {
   await w?.cleanup();
   w = undefined;
 });
-
-async function cliWorld(script: ScriptedTurn[]): Promise<CliWorld> {
-  const docker = await requireEngine();
-  const image = await requireTinyImage(docker);
-  const dir = mkdtempSync(join(tmpdir(), 'berth-agent-cli-'));
-  mkdirSync(join(dir, 'ws'));
-  writeFileSync(join(dir, 'ws', 'hello.txt'), 'hello from the host\n');
-  writeFileSync(join(dir, 'env.yaml'), `kernel: { name: berth, version: 0.1.0, compatible: ">=0.1.0 <0.2.0" }\nimage: { ref: "berth/tiny:latest", digest: "${image}" }\nresources: { memoryMb: 256, commandTimeoutS: 60 }\nlease: { ttlS: 600, heartbeatS: 10 }\nsnapshot: { policy: never }\n`);
-  const model = await startModelServer(script);
-  const hostId = `clitest-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
-  const store = join(dir, 'berth.db');
-  const bin = await bundledCli();
-  const env = { BERTH_HOST_ID: hostId, BERTH_OPERATOR: 'tester', TEST_MODEL_KEY: SECRET };
-  return {
-    dir,
-    hostId,
-    store,
-    model,
-    cli: (args, extraEnv = {}) => runNode(bin, [...args, '--store', store], { ...env, ...extraEnv }, 180_000),
-    agentArgs: (task, extra = []) => ['agent', task, '--env', join(dir, 'env.yaml'), '--workspace', join(dir, 'ws'), '--model', 'scripted-1', '--base-url', model.url, '--api-key-env', 'TEST_MODEL_KEY', ...extra],
-    read: (f) => readStore(store, f),
-    async cleanup() {
-      await model.close();
-      await removeHostArtifacts(docker, hostId);
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
 
 /**
  * `berth agent` in the background, to be killed like a host that dies. Its end is awaited from the

@@ -1,5 +1,5 @@
 import { BerthError } from '../../errors';
-import { lineageOf, planFork, submitFork, type LineageNode } from '../../fork';
+import { forkSession, lineageOf, planFork, submitFork, type LineageNode } from '../../fork';
 import { loadPlan } from '../../plan';
 import { snapshotEngine } from '../../sandbox';
 import type { CliContext } from '../context';
@@ -23,8 +23,9 @@ export interface ForkFlags {
  */
 export async function forkRun(ctx: CliContext, runId: string, flags: ForkFlags): Promise<number> {
   if (!flags.at) throw new BerthError('usage', 'berth fork RUN needs --at STEP|SNAPSHOT (a step name or number to fork after, `upload` for before the first step, or a snapshot id from berth show RUN)');
+  if (runId.startsWith('ses_')) return forkAgentSession(ctx, runId, flags.at);
   const run = await getRunOrThrow(ctx.store, runId);
-  if (run.kind !== 'plan') throw new BerthError('fork_invalid', `run ${runId} is an ${run.kind} run: fork its session with berth fork SESSION --at TURN`, { ids: { runId } });
+  if (run.kind !== 'plan') throw new BerthError('fork_invalid', `run ${runId} is an ${run.kind} run: fork its session with berth fork ${run.sessionId} --at TURN`, { ids: { runId } });
   const plan = flags.plan ? await loadPlan(flags.plan) : undefined;
   if (plan) await checkPlanSecrets(plan);
   const engine = snapshotEngine(ctx.docker);
@@ -41,6 +42,14 @@ export async function forkRun(ctx: CliContext, runId: string, flags: ForkFlags):
   const { run: fork, point, created } = await submitFork(rt, planned, by);
   if (!ctx.json) process.stderr.write(`${created ? 'forked' : 'already forked as'} run ${fork.id} from ${runId} at ${point.snapshot.checkpoint} (snapshot ${point.snapshot.id}); steps ${point.index + 1}-${total} run here\n`);
   return drive(ctx, rt, fork.id);
+}
+
+/** `berth fork SESSION --at TURN`: a new agent session as the original was after that turn; `berth chat NEW` continues it. */
+async function forkAgentSession(ctx: CliContext, sessionId: string, at: string): Promise<number> {
+  const engine = snapshotEngine(ctx.docker);
+  const f = await forkSession({ store: ctx.store, kernel: { commit: ctx.store.commit.bind(ctx.store) }, imageExists: engine.imageExists, tag: engine.tag }, sessionId, at, operator());
+  emit(ctx.json, f, () => `forked session ${f.sessionId} from ${sessionId} at turn ${f.forkedFrom.index} (run ${f.forkedFrom.runId}, ${f.entries} entries, workspace of snapshot ${f.forkedFrom.snapshotId}); continue it with: berth chat ${f.sessionId} "MESSAGE"`);
+  return 0;
 }
 
 /**
