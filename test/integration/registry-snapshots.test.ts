@@ -1,0 +1,149 @@
+import { readFileSync, writeFileSync } from 'node:fs';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Run } from '../../host/model';
+import { pullImage, pushImage } from '../../host/sandbox/registry';
+import { planFixture, lastJson } from '../support/plan-fixture';
+import { manifestLayers, startRegistry, type TestRegistry } from '../support/registry';
+import { startSecondEngine, type SecondEngine } from '../support/second-engine';
+import { expectNoLeaks, registryStorage } from '../support/secret-scan';
+
+type Summary = { run: Run; reason: string };
+
+const TOKEN = 'tok-4f9c2a7e1b6d8035c1e2';
+// Each step appends its name to a log in the workspace: a step that ran twice shows up twice.
+const STEPS = [
+  { name: 'one', run: 'echo one >> steps.log && mkdir -p out && echo 1 > out/a' },
+  { name: 'two', run: 'echo two >> steps.log && head -c 20000 /dev/zero > out/b && echo "$TOKEN" | sha256sum > out/token.sha' },
+  { name: 'three', run: 'echo three >> steps.log && cat steps.log > out/c' },
+];
+const SECRETS_YAML = 'secrets:\n  - { name: TOKEN, from: { env: BERTH_TEST_TOKEN }, expose: env, to: [two] }\n';
+
+let registry: TestRegistry;
+let engineB: SecondEngine;
+let fx: Awaited<ReturnType<typeof planFixture>> | undefined;
+
+beforeAll(async () => {
+  registry = await startRegistry();
+  engineB = await startSecondEngine('b');
+}, 120_000);
+afterAll(async () => {
+  await engineB?.stop();
+  await registry?.stop();
+}, 120_000);
+afterEach(async () => {
+  await fx?.cleanup();
+  fx = undefined;
+});
+
+/** A plan fixture whose step `two` gets TOKEN, optionally with extra `snapshot:` settings. */
+async function fixture(snapshotYaml = '') {
+  fx = await planFixture([]);
+  const envFile = `${fx.dir}/env.yaml`;
+  writeFileSync(envFile, readFileSync(envFile, 'utf8') + SECRETS_YAML + snapshotYaml);
+  const steps = STEPS.map((s) => `  - name: ${s.name}\n    run: ${JSON.stringify(s.run)}\n    replay: safe${s.name === 'two' ? '\n    secrets: [TOKEN]' : ''}`).join('\n');
+  writeFileSync(fx.plan, `name: fixture\nenvironment: env.yaml\nworkspace: ws\nsteps:\n${steps}\n`);
+  return fx;
+}
+
+/** The final workspace digest of an uninterrupted run on the main engine, no registry. */
+async function uninterruptedDigest(): Promise<string> {
+  const base = await fixture();
+  const end = await base.cli(['run', base.plan, '--json'], { BERTH_TEST_TOKEN: TOKEN });
+  expect(end.code, end.stderr).toBe(0);
+  const digest = await base.read(async (s) => (await s.listSnapshots({})).at(-1)!.workspaceDigest);
+  await base.cleanup();
+  fx = undefined;
+  return digest;
+}
+
+const onB = () => ({ DOCKER_HOST: engineB.dockerHost, BERTH_REGISTRY: registry.address, BERTH_TEST_TOKEN: TOKEN });
+
+describe('snapshots travel through an OCI registry to another engine', { timeout: 300_000 }, () => {
+  it('a plan run killed on engine A, with engine A stopped, resumes on engine B from the registry and ends with the uninterrupted workspace; the registry holds no secret', async () => {
+    const expected = await uninterruptedDigest();
+    const engineA = await startSecondEngine('a');
+    try {
+      // Engine A gets the base image from the registry (it has no images of its own).
+      const main = (await fixture()).docker;
+      const tiny = (await main.getImage('berth/tiny:latest').inspect()).Id;
+      const base = await pushImage(main, tiny, `${registry.address}/berth-base`, 'tiny');
+      await pullImage(engineA.docker, base.ref, tiny, { tag: { repo: 'berth/tiny', tag: 'latest' } });
+
+      const first = await fx!.cli(['run', fx!.plan, '--json'], { DOCKER_HOST: engineA.dockerHost, BERTH_REGISTRY: registry.address, BERTH_TEST_TOKEN: TOKEN, BERTH_FAULT: 'after:phase.complete:plan-step#2' });
+      expect(first.signal, first.stderr).toBe('SIGKILL');
+      const runId = await fx!.read(async (s) => (await s.listRuns())[0]!.id);
+      const before = await fx!.read((s) => s.listSnapshots({ runId }));
+      // sync (the default): every committed snapshot names its manifest in the registry.
+      expect(before.length).toBeGreaterThan(0);
+      for (const s of before) expect(s.registryRef).toMatch(new RegExp(`^${registry.address.replace(/\./g, '\\.')}/berth-snapshot@sha256:[0-9a-f]{64}$`));
+      await engineA.stop();
+
+      const end = await fx!.cli(['resume', runId, '--json'], onB());
+      expect(end.code, end.stderr).toBe(0);
+      expect(lastJson<Summary>(end).run.state).toBe('completed');
+      const snaps = await fx!.read((s) => s.listSnapshots({ runId }));
+      expect(snaps.at(-1)!.workspaceDigest).toBe(expected);
+      // Steps one and two finished before the kill: neither ran again on B.
+      const effects = await fx!.read((s) => s.listEffects({ runId }));
+      expect(effects.map((e) => e.attempts)).toEqual([1, 1, 1]);
+      expect((await engineB.docker.listImages()).some((i) => i.Id === before.at(-1)!.imageId)).toBe(true);
+      expectNoLeaks(registryStorage(registry.files()), [TOKEN]);
+    } finally {
+      await engineA.stop();
+    }
+  });
+
+  it('a snapshot whose blob is gone from the registry needs reconciliation naming it and the registry; restoring an older one finishes', async () => {
+    const expected = await uninterruptedDigest();
+    const fx = await fixture();
+    const first = await fx.cli(['run', fx.plan, '--json'], { BERTH_REGISTRY: registry.address, BERTH_TEST_TOKEN: TOKEN, BERTH_FAULT: 'after:phase.complete:plan-step#2' });
+    expect(first.signal, first.stderr).toBe('SIGKILL');
+    fx.allowLeftovers('engine A (the main engine) keeps the killed host\'s container; the run moved to engine B');
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    const snaps = await fx.read((s) => s.listSnapshots({ runId }));
+    const newest = snaps.at(-1)!;
+    expect(newest.checkpoint).toBe('step:1:two');
+    const layers = await manifestLayers(registry.address, 'berth-snapshot', newest.registryRef!.split('@')[1]!);
+    registry.deleteBlob(layers.at(-1)!);
+
+    const parked = await fx.cli(['resume', runId, '--json'], onB());
+    expect(parked.code, parked.stderr).toBe(3);
+    const summary = lastJson<Summary>(parked);
+    expect(summary.run.state).toBe('needs_reconciliation');
+    expect(summary.reason).toContain(newest.id);
+    expect(summary.reason).toContain(registry.address);
+
+    const older = snaps.find((s) => s.checkpoint === 'step:0:one')!;
+    const done = await fx.cli(['reconcile', runId, '--restore', older.id, '--json'], onB());
+    expect(done.code, done.stderr).toBe(0);
+    expect(lastJson<Summary>(done).run.state).toBe('completed');
+    const final = await fx.read(async (s) => (await s.listSnapshots({ runId })).at(-1)!);
+    expect(final.workspaceDigest).toBe(expected);
+  });
+
+  it('async pushes: a host killed after a checkpoint commit but before its push lands resumes on engine B from the newest pushed snapshot and re-runs the safe steps after it', async () => {
+    const expected = await uninterruptedDigest();
+    const fx = await fixture('snapshot: { push: async }\n');
+    // Pushes run in order behind their commits: the kill at the second push leaves the first pushed, the second not.
+    const first = await fx.cli(['run', fx.plan, '--json'], { BERTH_REGISTRY: registry.address, BERTH_TEST_TOKEN: TOKEN, BERTH_FAULT: 'snapshot.push.async#2' });
+    expect(first.signal, first.stderr).toBe('SIGKILL');
+    fx.allowLeftovers('engine A (the main engine) keeps the killed host\'s container; the run moved to engine B');
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    const snaps = await fx.read((s) => s.listSnapshots({ runId }));
+    const pushed = snaps.filter((s) => s.registryRef !== null);
+    expect(pushed.map((s) => s.id)).toEqual([snaps[0]!.id]);
+    expect(snaps.length).toBeGreaterThan(1);
+
+    const end = await fx.cli(['resume', runId, '--json'], onB());
+    expect(end.code, end.stderr).toBe(0);
+    expect(lastJson<Summary>(end).run.state).toBe('completed');
+    const final = await fx.read(async (s) => (await s.listSnapshots({ runId })).at(-1)!);
+    expect(final.workspaceDigest).toBe(expected);
+    // The steps after the pushed snapshot ran again, as a new generation.
+    const effects = await fx.read((s) => s.listEffects({ runId }));
+    expect(effects.some((e) => /:step:\d+:g[1-9]/.test(e.id))).toBe(true);
+    // Every snapshot of the finished run reached the registry (the last pushes land before the run ends).
+    const after = await fx.read((s) => s.listSnapshots({ runId }));
+    expect(after.at(-1)!.registryRef).not.toBeNull();
+  });
+});
