@@ -1,11 +1,17 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Run } from '../../host/model';
 import { pullImage, pushImage } from '../../host/sandbox/registry';
-import { planFixture, lastJson } from '../support/plan-fixture';
+import { bundledCli, planFixture, lastJson, removeHostArtifacts } from '../support/plan-fixture';
+import { runNode } from '../support/child';
+import { requireEngine, requireTinyImage } from '../support/docker-engine';
+import { startModelServer } from '../support/model-server';
 import { manifestLayers, startRegistry, type TestRegistry } from '../support/registry';
 import { startSecondEngine, type SecondEngine } from '../support/second-engine';
 import { expectNoLeaks, registryStorage } from '../support/secret-scan';
+import { readStore } from '../support/temp-store';
 
 type Summary = { run: Run; reason: string };
 
@@ -145,5 +151,45 @@ describe('snapshots travel through an OCI registry to another engine', { timeout
     // Every snapshot of the finished run reached the registry (the last pushes land before the run ends).
     const after = await fx.read((s) => s.listSnapshots({ runId }));
     expect(after.at(-1)!.registryRef).not.toBeNull();
+  });
+});
+
+describe('agent sessions travel through the registry', { timeout: 300_000 }, () => {
+  it('a session started on engine A is continued with berth chat on engine B, which sees the files of its last checkpoint', async () => {
+    const docker = await requireEngine();
+    const image = await requireTinyImage(docker);
+    const dir = mkdtempSync(join(tmpdir(), 'berth-registry-agent-'));
+    mkdirSync(join(dir, 'ws'));
+    writeFileSync(join(dir, 'ws', 'hello.txt'), 'hello\n');
+    writeFileSync(join(dir, 'env.yaml'), `kernel: { name: berth, version: 0.1.0, compatible: ">=0.1.0 <0.2.0" }\nimage: { ref: "berth/tiny:latest", digest: "${image}" }\nresources: { memoryMb: 256, commandTimeoutS: 60 }\nlease: { ttlS: 600, heartbeatS: 10 }\n`);
+    const model = await startModelServer([
+      { content: 'Writing the note.', toolCalls: [{ name: 'exec', arguments: { command: 'echo made-on-engine-A > note.txt' } }] },
+      { content: 'Wrote it.' },
+      { content: 'Reading the note.', toolCalls: [{ name: 'read_file', arguments: { path: 'note.txt' } }] },
+      { content: 'The note says made-on-engine-A.' },
+    ]);
+    const hostId = `regtest-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
+    const store = join(dir, 'berth.db');
+    const bin = await bundledCli();
+    const cli = (args: string[], env: Record<string, string>) => runNode(bin, [...args, '--store', store], { BERTH_HOST_ID: hostId, BERTH_OPERATOR: 'tester', TEST_MODEL_KEY: 'sk-registry-test', BERTH_REGISTRY: registry.address, ...env }, 180_000);
+    try {
+      const first = await cli(['agent', 'write a note', '--env', join(dir, 'env.yaml'), '--workspace', join(dir, 'ws'), '--model', 'scripted-1', '--base-url', model.url, '--api-key-env', 'TEST_MODEL_KEY', '--json'], {});
+      expect(first.code, first.stderr).toBe(0);
+      const session = lastJson<{ run: { sessionId: string } }>(first).run.sessionId;
+      const snaps = await readStore(store, (s) => s.listSnapshots({ sessionId: session }));
+      expect(snaps.length).toBeGreaterThan(0);
+      expect(snaps.every((s) => s.registryRef !== null)).toBe(true);
+
+      const next = await cli(['chat', session, 'what does the note say?', '--json'], { DOCKER_HOST: engineB.dockerHost });
+      expect(next.code, next.stderr).toBe(0);
+      expect(lastJson<{ answer: string }>(next).answer).toBe('The note says made-on-engine-A.');
+      const toolResult = model.requests.at(-1)!.body.messages.filter((m) => m.role === 'tool').at(-1)!;
+      expect(String(toolResult.content)).toContain('made-on-engine-A');
+    } finally {
+      await model.close();
+      await removeHostArtifacts(docker, hostId);
+      for (const c of await engineB.docker.listContainers({ all: true, filters: { label: [`berth.host=${hostId}`] } })) await engineB.docker.getContainer(c.Id).remove({ force: true }).catch(() => {});
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
