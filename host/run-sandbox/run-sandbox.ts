@@ -50,8 +50,36 @@ export class RunSandbox {
   }
 
   async leaseFresh(runId: string, sessionId: string, env: Environment, signal: AbortSignal): Promise<Lease> {
-    const lease = await timed(this.d.logger, 'lease', () => this.d.sandbox.lease(this.spec(env), { sessionId, signal, runId }));
+    const lease = await timed(this.d.logger, 'lease', () => this.leaseBase(runId, sessionId, env, signal));
     this.live.set(runId, lease);
+    return lease;
+  }
+
+  /**
+   * A fresh lease from the base image. With a registry the base image travels too: pushed when a
+   * run first leases it (a sync policy waits for it), and pulled, its id verified, on an engine
+   * that lacks it (a resume on another host before the first snapshot committed).
+   */
+  private async leaseBase(runId: string, sessionId: string, env: Environment, signal: AbortSignal): Promise<Lease> {
+    const target = this.d.transport?.target(env.snapshot);
+    const spec = this.spec(env);
+    let lease: Lease;
+    try {
+      lease = await this.d.sandbox.lease(spec, { sessionId, signal, runId });
+    } catch (err) {
+      if (!target || !isBerthError(err, 'image_missing') || !spec.imageDigest) throw err;
+      if (!(await this.d.transport!.fetchBase(target, spec.imageDigest, signal))) throw err;
+      lease = await this.d.sandbox.lease(spec, { sessionId, signal, runId });
+    }
+    if (target && spec.imageDigest) {
+      const push = this.d.transport!.pushBase(target, spec.imageDigest, signal);
+      if (target.policy === 'sync') {
+        await push.catch(async (err: unknown) => {
+          await lease.release().catch(() => {});
+          throw err;
+        });
+      } else push.catch((err: unknown) => this.d.logger.warn({ err, runId }, 'base image push failed'));
+    }
     return lease;
   }
 

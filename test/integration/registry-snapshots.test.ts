@@ -127,6 +127,26 @@ describe('snapshots travel through an OCI registry to another engine', { timeout
     expect(final.workspaceDigest).toBe(expected);
   });
 
+  it('base images travel too: a host killed before its first snapshot committed resumes on engine B, which never had the base image, and finishes', async () => {
+    const expected = await uninterruptedDigest();
+    const fx = await fixture();
+    const first = await fx.cli(['run', fx.plan, '--json'], { BERTH_REGISTRY: registry.address, BERTH_TEST_TOKEN: TOKEN, BERTH_FAULT: 'after:snapshot.take#1' });
+    expect(first.signal, first.stderr).toBe('SIGKILL');
+    fx.allowLeftovers('engine A (the main engine) keeps the killed host\'s container and its unrecorded snapshot; the run moved to engine B');
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    expect(await fx.read((s) => s.listSnapshots({ runId }))).toEqual([]);
+    const tiny = (await fx.docker.getImage('berth/tiny:latest').inspect()).Id;
+    expect((await engineB.docker.listImages()).some((i) => i.Id === tiny)).toBe(false);
+
+    const end = await fx.cli(['resume', runId, '--json'], onB());
+    expect(end.code, end.stderr).toBe(0);
+    expect(lastJson<Summary>(end).run.state).toBe('completed');
+    const final = await fx.read(async (s) => (await s.listSnapshots({ runId })).at(-1)!);
+    expect(final.workspaceDigest).toBe(expected);
+    // Pulled and verified by id: the same image id as the engine that built it.
+    expect((await engineB.docker.listImages()).some((i) => i.Id === tiny)).toBe(true);
+  });
+
   it('async pushes: a host killed after a checkpoint commit but before its push lands resumes on engine B from the newest pushed snapshot and re-runs the safe steps after it', async () => {
     const expected = await uninterruptedDigest();
     const fx = await fixture('snapshot: { push: async }\n');

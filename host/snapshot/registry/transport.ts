@@ -22,6 +22,8 @@ export interface PushTarget {
 export type Fetched = { kind: 'ok'; pulled: boolean } | { kind: 'reconcile'; reason: string };
 
 export const SNAPSHOT_REPOSITORY = 'berth-snapshot';
+/** Base images travel under their image id: `<registry>/berth-base:<hex of the id>`. */
+export const BASE_REPOSITORY = 'berth-base';
 const ASYNC_RECORD_WAIT_MS = 120_000;
 
 /**
@@ -33,6 +35,8 @@ const ASYNC_RECORD_WAIT_MS = 120_000;
 export class SnapshotTransport {
   /** Async pushes in order, one at a time: when a push starts, every earlier one has landed or failed. */
   private queue: Promise<void> = Promise.resolve();
+  /** Base images this process pushed already, per registry. */
+  private readonly basePushed = new Set<string>();
 
   constructor(private readonly d: { registry: RegistryCalls; store: Store; logger: Logger; hostRegistry?: string; pollMs?: number }) {}
 
@@ -82,6 +86,33 @@ export class SnapshotTransport {
       await new Promise((r) => setTimeout(r, this.d.pollMs ?? 50));
     }
     return false;
+  }
+
+  /**
+   * Pushes a run's base image (once per process and registry), so that an engine that never built
+   * it can lease a fresh sandbox for the run, e.g. a resume before its first snapshot committed.
+   */
+  async pushBase(t: PushTarget, imageId: string, signal?: AbortSignal): Promise<void> {
+    const key = `${t.registry} ${imageId}`;
+    if (this.basePushed.has(key)) return;
+    await timed(this.d.logger, 'snapshot.push_base', () => this.d.registry.push(imageId, `${t.registry}/${BASE_REPOSITORY}`, imageId.replace(/^sha256:/, ''), signal));
+    this.basePushed.add(key);
+  }
+
+  /**
+   * Pulls a base image this engine lacks from the registry and checks that its id (the digest of
+   * its config, which pins every layer) is the pinned one: verified, not assumed. False when the
+   * registry does not have it; an unreachable registry throws a retryable error.
+   */
+  async fetchBase(t: PushTarget, imageId: string, signal?: AbortSignal): Promise<boolean> {
+    try {
+      await timed(this.d.logger, 'snapshot.pull_base', () => this.d.registry.pull(`${t.registry}/${BASE_REPOSITORY}:${imageId.replace(/^sha256:/, '')}`, imageId, { signal }));
+      this.d.logger.info({ imageId, registry: t.registry }, 'base image pulled from the registry');
+      return true;
+    } catch (err) {
+      if (isBerthError(err, 'registry_missing')) return false;
+      throw err;
+    }
   }
 
   /** Waits for every queued async push (a run's end, a clean exit). */
