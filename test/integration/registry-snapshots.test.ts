@@ -3,7 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Run } from '../../host/model';
-import { pullImage, pushImage } from '../../host/sandbox/registry';
+import pino from 'pino';
+import { pullImage, pushImage, registryEngine } from '../../host/sandbox/registry';
+import { SnapshotTransport } from '../../host/snapshot';
+import { openSqliteStore } from '../../host/store';
+import type { Snapshot } from '../../host/model';
+import { freePort } from '../support/registry';
 import { bundledCli, planFixture, lastJson, removeHostArtifacts } from '../support/plan-fixture';
 import { runNode } from '../support/child';
 import { requireEngine, requireTinyImage } from '../support/docker-engine';
@@ -145,6 +150,27 @@ describe('snapshots travel through an OCI registry to another engine', { timeout
     expect(final.workspaceDigest).toBe(expected);
     // Pulled and verified by id: the same image id as the engine that built it.
     expect((await engineB.docker.listImages()).some((i) => i.Id === tiny)).toBe(true);
+  });
+
+  it('an unreachable registry is a retryable error naming the snapshot and the registry, a missing manifest a reconciliation', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'berth-registry-unit-'));
+    const store = openSqliteStore(join(dir, 'berth.db'));
+    try {
+      const transport = new SnapshotTransport({ registry: registryEngine(engineB.docker), store, logger: pino({ level: 'silent' }) });
+      const dead = `127.0.0.1:${await freePort()}`;
+      const snap = (ref: string): Snapshot => ({ id: 'snap_x', sessionId: 's', runId: 'r', taskId: null, leaseId: 'l', imageId: `sha256:${'a'.repeat(64)}`, workspaceDigest: 'd', sizeBytes: 0, checkpoint: 'step:0:one', parentId: null, commitSeq: 1, createdAt: 0, prunedAt: null, registryRef: ref, pushedAt: 1 });
+      const err = await transport.fetch(snap(`${dead}/berth-snapshot@sha256:${'b'.repeat(64)}`)).then(() => null, (e: unknown) => e as { code: string; retryable: boolean; message: string });
+      expect(err).toMatchObject({ code: 'registry_unreachable', retryable: true });
+      expect(err!.message).toContain('snap_x');
+      expect(err!.message).toContain(dead);
+      const missing = await transport.fetch(snap(`${registry.address}/berth-snapshot@sha256:${'b'.repeat(64)}`));
+      expect(missing.kind).toBe('reconcile');
+      expect((missing as { reason: string }).reason).toContain('snap_x');
+      expect((missing as { reason: string }).reason).toContain(registry.address);
+    } finally {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('async pushes: a host killed after a checkpoint commit but before its push lands resumes on engine B from the newest pushed snapshot and re-runs the safe steps after it', async () => {
