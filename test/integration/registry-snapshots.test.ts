@@ -15,12 +15,14 @@ import { requireEngine, requireTinyImage } from '../support/docker-engine';
 import { startModelServer } from '../support/model-server';
 import { manifestLayers, startRegistry, type TestRegistry } from '../support/registry';
 import { startSecondEngine, type SecondEngine } from '../support/second-engine';
-import { expectNoLeaks, registryStorage } from '../support/secret-scan';
+import { expectNoLeaks, registryStorage, storeFiles } from '../support/secret-scan';
 import { readStore } from '../support/temp-store';
 
 type Summary = { run: Run; reason: string };
 
 const TOKEN = 'tok-4f9c2a7e1b6d8035c1e2';
+// A registry login in the Docker client configuration: handed to the engine, never stored or logged.
+const REGISTRY_PASSWORD = 'pw-registry-9d41c7aa02';
 // Each step appends its name to a log in the workspace: a step that ran twice shows up twice.
 const STEPS = [
   { name: 'one', run: 'echo one >> steps.log && mkdir -p out && echo 1 > out/a' },
@@ -80,7 +82,10 @@ describe('snapshots travel through an OCI registry to another engine', { timeout
       const base = await pushImage(main, tiny, `${registry.address}/berth-base`, 'tiny');
       await pullImage(engineA.docker, base.ref, tiny, { tag: { repo: 'berth/tiny', tag: 'latest' } });
 
-      const first = await fx!.cli(['run', fx!.plan, '--json'], { DOCKER_HOST: engineA.dockerHost, BERTH_REGISTRY: registry.address, BERTH_TEST_TOKEN: TOKEN, BERTH_FAULT: 'after:phase.complete:plan-step#2' });
+      mkdirSync(join(fx!.dir, 'docker-config'));
+      writeFileSync(join(fx!.dir, 'docker-config', 'config.json'), JSON.stringify({ auths: { [registry.address]: { auth: Buffer.from(`berth:${REGISTRY_PASSWORD}`).toString('base64') } } }));
+      const login = { DOCKER_CONFIG: join(fx!.dir, 'docker-config'), BERTH_LOG_LEVEL: 'debug' };
+      const first = await fx!.cli(['run', fx!.plan, '--json'], { DOCKER_HOST: engineA.dockerHost, BERTH_REGISTRY: registry.address, BERTH_TEST_TOKEN: TOKEN, BERTH_FAULT: 'after:phase.complete:plan-step#2', ...login });
       expect(first.signal, first.stderr).toBe('SIGKILL');
       const runId = await fx!.read(async (s) => (await s.listRuns())[0]!.id);
       const before = await fx!.read((s) => s.listSnapshots({ runId }));
@@ -89,16 +94,17 @@ describe('snapshots travel through an OCI registry to another engine', { timeout
       for (const s of before) expect(s.registryRef).toMatch(new RegExp(`^${registry.address.replace(/\./g, '\\.')}/berth-snapshot@sha256:[0-9a-f]{64}$`));
       await engineA.stop();
 
-      const end = await fx!.cli(['resume', runId, '--json'], onB());
+      const end = await fx!.cli(['resume', runId, '--json'], { ...onB(), ...login });
       expect(end.code, end.stderr).toBe(0);
       expect(lastJson<Summary>(end).run.state).toBe('completed');
+      expectNoLeaks([['first host output', Buffer.from(first.stdout + first.stderr)], ['resuming host output', Buffer.from(end.stdout + end.stderr)], ...storeFiles(fx!.store)], [TOKEN, REGISTRY_PASSWORD]);
       const snaps = await fx!.read((s) => s.listSnapshots({ runId }));
       expect(snaps.at(-1)!.workspaceDigest).toBe(expected);
       // Steps one and two finished before the kill: neither ran again on B.
       const effects = await fx!.read((s) => s.listEffects({ runId }));
       expect(effects.map((e) => e.attempts)).toEqual([1, 1, 1]);
       expect((await engineB.docker.listImages()).some((i) => i.Id === before.at(-1)!.imageId)).toBe(true);
-      expectNoLeaks(registryStorage(registry.files()), [TOKEN]);
+      expectNoLeaks(registryStorage(registry.files()), [TOKEN, REGISTRY_PASSWORD]);
     } finally {
       await engineA.stop();
     }
