@@ -10,6 +10,7 @@ import { faultError, faultPoint, newId } from '../support';
 import { sandboxSpecOf } from '../runtime/sandbox-spec';
 import { KERNEL } from '../version';
 import type { SandboxPointer } from './sandbox-doc';
+import { leaseFromBase, pushAfterSnapshot } from './registry-steps';
 
 export interface RunSandboxDeps {
   store: Store;
@@ -50,38 +51,11 @@ export class RunSandbox {
   }
 
   async leaseFresh(runId: string, sessionId: string, env: Environment, signal: AbortSignal): Promise<Lease> {
-    const lease = await timed(this.d.logger, 'lease', () => this.leaseBase(runId, sessionId, env, signal));
+    const lease = await timed(this.d.logger, 'lease', () => leaseFromBase(this.d, this.spec(env), env, { runId, sessionId, signal }));
     this.live.set(runId, lease);
     return lease;
   }
 
-  /**
-   * A fresh lease from the base image. With a registry the base image travels too: pushed when a
-   * run first leases it (a sync policy waits for it), and pulled, its id verified, on an engine
-   * that lacks it (a resume on another host before the first snapshot committed).
-   */
-  private async leaseBase(runId: string, sessionId: string, env: Environment, signal: AbortSignal): Promise<Lease> {
-    const target = this.d.transport?.target(env.snapshot);
-    const spec = this.spec(env);
-    let lease: Lease;
-    try {
-      lease = await this.d.sandbox.lease(spec, { sessionId, signal, runId });
-    } catch (err) {
-      if (!target || !isBerthError(err, 'image_missing') || !spec.imageDigest) throw err;
-      if (!(await this.d.transport!.fetchBase(target, spec.imageDigest, signal))) throw err;
-      lease = await this.d.sandbox.lease(spec, { sessionId, signal, runId });
-    }
-    if (target && spec.imageDigest) {
-      const push = this.d.transport!.pushBase(target, spec.imageDigest, signal);
-      if (target.policy === 'sync') {
-        await push.catch(async (err: unknown) => {
-          await lease.release().catch(() => {});
-          throw err;
-        });
-      } else push.catch((err: unknown) => this.d.logger.warn({ err, runId }, 'base image push failed'));
-    }
-    return lease;
-  }
 
   /**
    * The sandbox a step may run in. Within one process the held lease is trusted. After a restart:
@@ -228,7 +202,7 @@ export class RunSandbox {
       signal,
     }), { checkpoint });
     faultPoint('after:snapshot.take');
-    const record: NewSnapshotRecord = { id, leaseId: lease.id, imageId: taken.imageId, workspaceDigest: taken.workspaceDigest, sizeBytes: taken.layerBytes, checkpoint, parentId, ...(await this.pushStep(runId, env, id, taken.imageId, held, signal)) };
+    const record: NewSnapshotRecord = { id, leaseId: lease.id, imageId: taken.imageId, workspaceDigest: taken.workspaceDigest, sizeBytes: taken.layerBytes, checkpoint, parentId, ...(await pushAfterSnapshot(this.d, { runId, env, snapshotId: id, imageId: taken.imageId, held, signal })) };
     let current = lease;
     if (!taken.reused && (taken.flattened || taken.layerBytes >= (this.d.rebaseBytes ?? 8 << 20))) {
       current = await timed(this.d.logger, 'snapshot.rebase', async () => {
@@ -247,32 +221,6 @@ export class RunSandbox {
     return { record, lease: current, pointer: { leaseId: current.id, snapshotId: id, workspaceDigest: taken.workspaceDigest } satisfies SandboxPointer };
   }
 
-  /**
-   * The registry step after a snapshot (its own step: the snapshotter never pushes). `sync`: pushed
-   * now, and the record commits with the manifest reference (a failed push fails the snapshot, so
-   * no checkpoint commits that is not restorable elsewhere). `async`: queued behind the commit.
-   * A snapshot that may hold secret material (labelled by the secret check) is never pushed.
-   */
-  private async pushStep(runId: string, env: Environment, id: string, imageId: string, held: Record<string, string>, signal: AbortSignal): Promise<Partial<NewSnapshotRecord>> {
-    const target = this.d.transport?.target(env.snapshot);
-    if (!target || !this.d.transport) return {};
-    if (Object.keys(held).length) {
-      this.d.logger.warn({ runId, snapshotId: id }, 'snapshot may hold secret material (allowInWorkspace): not pushed to the registry');
-      return {};
-    }
-    if (target.policy === 'async') {
-      this.d.transport.pushAfterCommit(target, id, imageId);
-      return {};
-    }
-    try {
-      return await this.d.transport.push(target, id, imageId, signal);
-    } catch (err) {
-      // The record of this snapshot will never commit (the phase retries with a new id).
-      await this.d.snapshots.discard(id);
-      if (isBerthError(err)) throw new BerthError(err.code, `snapshot of run ${runId}: ${err.message}`, { retryable: err.retryable, ids: { runId, snapshotId: id }, details: err.details, cause: err });
-      throw err;
-    }
-  }
 
   /** The current workspace digest of the run's held lease. */
   async digest(lease: Lease, env: Environment, signal: AbortSignal): Promise<string> {
