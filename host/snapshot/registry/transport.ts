@@ -24,7 +24,9 @@ export type Fetched = { kind: 'ok'; pulled: boolean } | { kind: 'reconcile'; rea
 export const SNAPSHOT_REPOSITORY = 'berth-snapshot';
 /** Base images travel under their image id: `<registry>/berth-base:<hex of the id>`. */
 export const BASE_REPOSITORY = 'berth-base';
-const ASYNC_RECORD_WAIT_MS = 120_000;
+// A record commits with its phase right after the snapshot; one that has not after this long never will
+// (its phase retried with a new id), and the queue moves on rather than hold later pushes.
+const ASYNC_RECORD_WAIT_MS = 60_000;
 
 /**
  * Snapshot images in an OCI registry: the step after the snapshot record (never inside the
