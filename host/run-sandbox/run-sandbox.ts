@@ -56,7 +56,6 @@ export class RunSandbox {
     return lease;
   }
 
-
   /**
    * The sandbox a step may run in. Within one process the held lease is trusted. After a restart:
    * the kernel must be compatible; the container must exist, run, and match image and fingerprint;
@@ -220,7 +219,6 @@ export class RunSandbox {
     }
     return { record, lease: current, pointer: { leaseId: current.id, snapshotId: id, workspaceDigest: taken.workspaceDigest } satisfies SandboxPointer };
   }
-
 
   /** The current workspace digest of the run's held lease. */
   async digest(lease: Lease, env: Environment, signal: AbortSignal): Promise<string> {
