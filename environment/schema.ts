@@ -130,6 +130,16 @@ const snapshot = z
   .strictObject({
     policy: z.enum(['after-each-step', 'never', 'on-demand']).default('after-each-step'),
     keepLast: z.number().int().min(1).default(5),
+    // Optional without defaults, so manifests that do not use a registry keep their fingerprints.
+    registry: z
+      .string()
+      .regex(/^[a-z0-9.-]+(:[0-9]+)?(\/[a-z0-9._\/-]+)?$/, 'a registry host[:port][/path], e.g. "registry.internal:5000" (no scheme, no credentials)')
+      .optional()
+      .describe('OCI registry every snapshot is pushed to, so that another engine can restore it (overrides the host setting BERTH_REGISTRY). TLS and credentials come from the engine and Docker client configuration, never from the manifest'),
+    push: z
+      .enum(['sync', 'async'])
+      .optional()
+      .describe('sync (default): a checkpoint commits only after its snapshot push is acknowledged, so every committed checkpoint is restorable anywhere; async: commit first, push after, and a resume elsewhere goes back to the newest pushed snapshot'),
   })
   .prefault({});
 

@@ -3,7 +3,7 @@ import { builtinTools, type AnyTool } from '../../tools';
 import type { DocumentTypes, HandlerRegistry, Kernel } from '../kernel';
 import { RunSandbox } from '../run-sandbox';
 import type { SandboxHost, SnapshotEngineCalls } from '../sandbox';
-import type { Snapshotter } from '../snapshot';
+import type { Snapshotter, SnapshotTransport } from '../snapshot';
 import type { Store } from '../store';
 import type { Clock } from '../support';
 import type { AgentDeps, AgentLiveEvent } from './agent-deps';
@@ -29,6 +29,8 @@ export interface RegisterAgentOptions {
   /** Replaces the `openai` client, e.g. in unit tests of pure logic. */
   chatClient?: (cfg: ModelConfig) => ChatClient;
   onLive?: (e: AgentLiveEvent) => void;
+  /** Snapshots in an OCI registry, so a session continues on an engine that never saw it. */
+  transport?: SnapshotTransport;
 }
 
 /**
@@ -39,7 +41,7 @@ export interface RegisterAgentOptions {
 export function registerAgent(o: RegisterAgentOptions) {
   // Tool-time snapshots never move the session to a new container (rebase), so the only writer of
   // the sandbox pointer while tools run is a restore, and tool commits cannot conflict on it.
-  const plan = new RunSandbox({ store: o.store, sandbox: o.sandbox, snapshots: o.snapshots, imageExists: o.engine.imageExists, clock: o.clock, logger: o.logger, rebaseBytes: Number.POSITIVE_INFINITY });
+  const plan = new RunSandbox({ store: o.store, sandbox: o.sandbox, snapshots: o.snapshots, imageExists: o.engine.imageExists, clock: o.clock, logger: o.logger, rebaseBytes: Number.POSITIVE_INFINITY, transport: o.transport });
   const tools = new Map<string, AnyTool>([...builtinTools, ...(o.tools ?? [])].map((t) => [t.name, t]));
   const deps: AgentDeps = {
     store: o.store,

@@ -87,7 +87,16 @@ export function buildContext(opts: { store?: string; json: boolean; debug?: bool
   };
 }
 
-/** The Docker client alone, for commands that need the engine but no store (`env lock`, `env validate --engine`). */
+/**
+ * The Docker client alone, for commands that need the engine but no store (`env lock`, `env
+ * validate --engine`). `BERTH_DOCKER_SOCKET` names a socket; else `DOCKER_HOST` (`unix://PATH` or
+ * `tcp://HOST:PORT`, as the docker CLI reads it) picks the engine, so one store can be driven from
+ * another host's engine (`DOCKER_HOST=unix:///run/b.sock berth resume RUN`).
+ */
 export function dockerClient(): Dockerode {
-  return new Dockerode({ socketPath: process.env.BERTH_DOCKER_SOCKET ?? '/var/run/docker.sock' });
+  if (process.env.BERTH_DOCKER_SOCKET) return new Dockerode({ socketPath: process.env.BERTH_DOCKER_SOCKET });
+  const host = process.env.DOCKER_HOST;
+  if (host?.startsWith('unix://')) return new Dockerode({ socketPath: host.slice('unix://'.length) });
+  if (host) return new Dockerode();
+  return new Dockerode({ socketPath: '/var/run/docker.sock' });
 }

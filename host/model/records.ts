@@ -115,6 +115,10 @@ export interface Snapshot {
   commitSeq: number;
   createdAt: number;
   prunedAt: number | null;
+  /** The pushed image's manifest in an OCI registry (`host/repo@sha256:…`), null while not pushed. */
+  registryRef: string | null;
+  /** When the registry acknowledged the push. */
+  pushedAt: number | null;
 }
 
 export interface CommitRecord {

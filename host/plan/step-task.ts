@@ -1,4 +1,4 @@
-import { storedValue, type PhaseContext, type TypedDecision, type TypedPhaseContext } from '../kernel';
+import { rejected, storedValue, type PhaseContext, type TypedDecision, type TypedPhaseContext } from '../kernel';
 import { plainJson, type Effect, type Json, type Task } from '../model';
 import { BerthError, isBerthError } from '../errors';
 import type { Lease } from '../sandbox';
@@ -106,7 +106,22 @@ export async function runStep(ctx: TypedPhaseContext<StepInput>, sb: RunSandbox,
   if (!lease) {
     const ensured = await sb.ensureOrBehind(runId, ctx.task.sessionId, env, ptr, { inFlight: prior?.status === 'executing', replay: step.replay, signal: ctx.signal });
     if (ensured.kind === 'reconcile') return parked(step.name, ensured.reason);
-    if (ensured.kind === 'behind') return rewind(ctx, sb, input, index, ensured);
+    if (ensured.kind === 'behind') {
+      const decision = await rewind(ctx, sb, input, index, ensured);
+      // A safe step caught mid-run whose sandbox is gone: its partial changes went with the
+      // sandbox and the run goes back before it, so its attempt is settled as not applied (it
+      // runs again as a new action); left in flight it would keep the run from ever ending.
+      if (typeof (decision as { result?: { rewind?: unknown } }).result?.rewind === 'number' && step.replay === 'safe' && (prior?.status === 'executing' || prior?.status === 'unknown')) {
+        await ctx
+          .perform(spec, async () => {
+            throw rejected(`step ${step.name} was caught mid-run on a sandbox that is gone; the run goes back to snapshot ${ensured.snapshotId}`, { code: 'step_superseded' });
+          })
+          .catch((err: unknown) => {
+            if (!isBerthError(err, 'step_superseded')) throw err;
+          });
+      }
+      return decision;
+    }
     if (Object.keys(ensured.pointer).length) docOps.push(ensured.pointer as Json);
     lease = ensured.lease;
     // A safe step that ran on a sandbox lost before its snapshot runs again on the restored one, as a new action.

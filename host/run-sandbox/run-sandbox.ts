@@ -3,13 +3,14 @@ import { satisfiesRange, type Environment } from '../../environment';
 import { BerthError, isBerthError } from '../errors';
 import type { Lease, SandboxHost } from '../sandbox';
 import { checkSnapshotSecrets } from '../secrets';
-import { timed, type Snapshotter } from '../snapshot';
+import { timed, type Snapshotter, type SnapshotTransport } from '../snapshot';
 import type { NewSnapshot, Store } from '../store';
 import type { Clock } from '../support';
 import { faultError, faultPoint, newId } from '../support';
 import { sandboxSpecOf } from '../runtime/sandbox-spec';
 import { KERNEL } from '../version';
 import type { SandboxPointer } from './sandbox-doc';
+import { leaseFromBase, pushAfterSnapshot } from './registry-steps';
 
 export interface RunSandboxDeps {
   store: Store;
@@ -20,6 +21,8 @@ export interface RunSandboxDeps {
   logger: Logger;
   /** Re-base the lease on a new snapshot once its layer is at least this big. Default 8 MiB. */
   rebaseBytes?: number;
+  /** Snapshots in an OCI registry (push after the snapshot, pull on restore); absent: this engine only. */
+  transport?: SnapshotTransport;
 }
 
 /** A sandbox ready for the next step, and the pointer change that must commit with the step. */
@@ -48,7 +51,7 @@ export class RunSandbox {
   }
 
   async leaseFresh(runId: string, sessionId: string, env: Environment, signal: AbortSignal): Promise<Lease> {
-    const lease = await timed(this.d.logger, 'lease', () => this.d.sandbox.lease(this.spec(env), { sessionId, signal, runId }));
+    const lease = await timed(this.d.logger, 'lease', () => leaseFromBase(this.d, this.spec(env), env, { runId, sessionId, signal }));
     this.live.set(runId, lease);
     return lease;
   }
@@ -98,6 +101,16 @@ export class RunSandbox {
     // `on-demand` later steps only advance the digest): otherwise the caller decides what to re-run.
     const snap = await this.d.store.getSnapshot(ptr.snapshotId);
     if (snap && ptr.workspaceDigest && snap.workspaceDigest !== ptr.workspaceDigest) return { kind: 'behind', snapshotId: snap.id, checkpoint: snap.checkpoint };
+    // On another engine, the newest snapshot's async push may never have landed: the newest one
+    // that reached the registry is where this engine can continue from (the caller re-runs the
+    // safe steps after it, or asks the operator when a `never` step lies between).
+    if (snap && snap.registryRef === null && this.d.transport && snap.prunedAt === null && !(await this.d.imageExists(snap.imageId))) {
+      const pushed = (await this.d.store.listSnapshots({ runId })).filter((s) => s.registryRef !== null && s.prunedAt === null && s.commitSeq <= snap.commitSeq && s.id !== snap.id).at(-1);
+      if (pushed) {
+        this.d.logger.info({ runId, snapshotId: snap.id, pushed: pushed.id }, 'newest snapshot is neither on this engine nor in the registry; going back to the newest pushed one');
+        return { kind: 'behind', snapshotId: pushed.id, checkpoint: pushed.checkpoint };
+      }
+    }
     return this.restore(runId, sessionId, env, ptr.snapshotId, o.signal);
   }
 
@@ -131,7 +144,7 @@ export class RunSandbox {
   async restorable(runId: string): Promise<Array<{ id: string; checkpoint: string; workspaceDigest: string }>> {
     const out: Array<{ id: string; checkpoint: string; workspaceDigest: string }> = [];
     for (const s of (await this.d.store.listSnapshots({ runId })).reverse()) {
-      if (s.prunedAt === null && (await this.d.imageExists(s.imageId))) out.push({ id: s.id, checkpoint: s.checkpoint, workspaceDigest: s.workspaceDigest });
+      if (s.prunedAt === null && ((this.d.transport && s.registryRef !== null) || (await this.d.imageExists(s.imageId)))) out.push({ id: s.id, checkpoint: s.checkpoint, workspaceDigest: s.workspaceDigest });
     }
     return out;
   }
@@ -140,8 +153,12 @@ export class RunSandbox {
   async restore(runId: string, sessionId: string, env: Environment, snapshotId: string, signal: AbortSignal): Promise<Ensured> {
     const snap = await this.d.store.getSnapshot(snapshotId);
     if (!snap) return { kind: 'reconcile', reason: `snapshot ${snapshotId} is not in the store` };
-    if (snap.prunedAt !== null || !(await this.d.imageExists(snap.imageId))) {
-      return { kind: 'reconcile', reason: `snapshot image missing: ${snap.id} (${snap.imageId}) is no longer on the engine` };
+    if (snap.prunedAt !== null) return { kind: 'reconcile', reason: `snapshot image missing: ${snap.id} (${snap.imageId}) was pruned` };
+    if (!(await this.d.imageExists(snap.imageId))) {
+      // Another engine (or this one after its image went): pulled by digest and verified, or a reconciliation naming the registry.
+      if (!this.d.transport || !snap.registryRef) return { kind: 'reconcile', reason: `snapshot image missing: ${snap.id} (${snap.imageId}) is no longer on the engine` };
+      const fetched = await this.d.transport.fetch(snap, signal);
+      if (fetched.kind === 'reconcile') return fetched;
     }
     let lease: Lease;
     const createdAt = Date.now();
@@ -184,7 +201,7 @@ export class RunSandbox {
       signal,
     }), { checkpoint });
     faultPoint('after:snapshot.take');
-    const record: NewSnapshotRecord = { id, leaseId: lease.id, imageId: taken.imageId, workspaceDigest: taken.workspaceDigest, sizeBytes: taken.layerBytes, checkpoint, parentId };
+    const record: NewSnapshotRecord = { id, leaseId: lease.id, imageId: taken.imageId, workspaceDigest: taken.workspaceDigest, sizeBytes: taken.layerBytes, checkpoint, parentId, ...(await pushAfterSnapshot(this.d, { runId, env, snapshotId: id, imageId: taken.imageId, held, signal })) };
     let current = lease;
     if (!taken.reused && (taken.flattened || taken.layerBytes >= (this.d.rebaseBytes ?? 8 << 20))) {
       current = await timed(this.d.logger, 'snapshot.rebase', async () => {
@@ -231,6 +248,8 @@ export class RunSandbox {
 
   /** Releases the run's sandbox (end of run). */
   async finish(runId: string): Promise<void> {
+    // Async pushes of this run's last checkpoints land before the run is reported ended.
+    await this.d.transport?.drain();
     const lease = this.live.get(runId);
     this.live.delete(runId);
     if (lease) this.d.snapshots.forget(lease.containerId);

@@ -5,7 +5,7 @@ import { DocumentTypes, HandlerRegistry, Kernel } from '../kernel';
 import { planHandlers, type PlanProgress } from '../plan';
 import { RunSandbox, sandboxDocType } from '../run-sandbox';
 import type { SandboxHost, SnapshotEngineCalls } from '../sandbox';
-import { Snapshotter } from '../snapshot';
+import { Snapshotter, SnapshotTransport, type RegistryCalls } from '../snapshot';
 import type { Store } from '../store';
 import type { Clock } from '../support';
 import { KERNEL } from '../version';
@@ -24,6 +24,10 @@ export interface HostRuntimeDeps {
   onAgentLive?: (e: AgentLiveEvent) => void;
   /** Application task kinds and document types (see host/agent/custom-tasks.ts). */
   extensions?: Extension[];
+  /** Registry calls of the engine (`registryEngine(docker)`): snapshots travel when a registry is configured. */
+  registry?: RegistryCalls;
+  /** The host setting `BERTH_REGISTRY`; a manifest's `snapshot.registry` wins. */
+  hostRegistry?: string;
 }
 
 /** The kernel with every built-in task kind and document type registered, and the plan sandbox behind them. */
@@ -33,9 +37,10 @@ export function createHostRuntime(d: HostRuntimeDeps) {
   documents.register(sandboxDocType);
   const kernel = new Kernel({ store: d.store, registry, documents, clock: d.clock, logger: d.logger, hostId: d.hostId, concurrency: d.concurrency, versions: { kernel: `${KERNEL.name}@${KERNEL.version}` } });
   const snapshots = new Snapshotter({ engine: d.engine, store: d.store, logger: d.logger });
-  const planSandbox = new RunSandbox({ store: d.store, sandbox: d.sandbox, snapshots, imageExists: d.engine.imageExists, clock: d.clock, logger: d.logger });
+  const transport = d.registry ? new SnapshotTransport({ registry: d.registry, store: d.store, logger: d.logger, hostRegistry: d.hostRegistry }) : undefined;
+  const planSandbox = new RunSandbox({ store: d.store, sandbox: d.sandbox, snapshots, imageExists: d.engine.imageExists, clock: d.clock, logger: d.logger, transport });
   for (const h of planHandlers(planSandbox, (p) => d.onProgress?.(p))) registry.register(h);
-  const agent = registerAgent({ registry, documents, kernel, store: d.store, sandbox: d.sandbox, snapshots, engine: d.engine, clock: d.clock, logger: d.logger, onLive: (e) => d.onAgentLive?.(e) });
+  const agent = registerAgent({ registry, documents, kernel, store: d.store, sandbox: d.sandbox, snapshots, engine: d.engine, clock: d.clock, logger: d.logger, transport, onLive: (e) => d.onAgentLive?.(e) });
   for (const x of d.extensions ?? []) x.register({ registry, documents });
   // A run that reaches a final state gives up every sandbox leased for it (see run-end-leases.ts).
   const runEnd = releaseLeasesOnRunEnd(kernel, { store: d.store, sandbox: d.sandbox, logger: d.logger });

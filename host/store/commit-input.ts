@@ -109,6 +109,9 @@ export interface NewSnapshot {
   /** Which checkpoint of the run this snapshot covers (e.g. "step:3"). */
   checkpoint: string;
   parentId: string | null;
+  /** Set when the push was acknowledged before this commit (`snapshot.push: sync`). */
+  registryRef?: string | null;
+  pushedAt?: number | null;
 }
 
 export interface NewSubmission {

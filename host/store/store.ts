@@ -85,6 +85,11 @@ export interface Store extends LeaseRecords, EgressAuditRecords {
   listSnapshots(filter: { runId?: string; sessionId?: string }): Promise<Snapshot[]>;
   /** Retention bookkeeping: the snapshot's image was removed. Not session state, so not a commit. */
   markSnapshotPruned(id: string, at: number): Promise<void>;
+  /**
+   * An `async` push landed: records the manifest reference of a committed snapshot (compare-and-set:
+   * only a record not yet pushed). False when no such record exists (not committed yet, or pushed).
+   */
+  markSnapshotPushed(id: string, registryRef: string, at: number): Promise<boolean>;
   /** Per-image workspace manifests: derived data (recomputable from the image), cached for incremental digests. */
   putWorkspaceManifest(imageId: string, manifest: Json): Promise<void>;
   getWorkspaceManifest(imageId: string): Promise<Json | undefined>;

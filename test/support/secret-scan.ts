@@ -1,3 +1,4 @@
+import { gunzipSync } from 'node:zlib';
 import { existsSync, readFileSync } from 'node:fs';
 import type Dockerode from 'dockerode';
 import { expect } from 'vitest';
@@ -43,4 +44,12 @@ export function expectNoLeaks(scanned: Scanned, secrets: readonly string[]): voi
   for (const [what, bytes] of scanned) {
     for (const secret of secrets) for (const f of leakForms(secret)) expect(bytes.includes(f), `${what} holds ${f === secret ? 'a secret' : `an encoded form ${f}`}`).toBe(false);
   }
+}
+
+/**
+ * The files of a registry's storage as a scan sees them: gzip-compressed layer blobs are
+ * decompressed (a value inside a pushed layer is only visible uncompressed), everything else as stored.
+ */
+export function registryStorage(files: Array<[path: string, bytes: Buffer]>): Scanned {
+  return files.map(([path, bytes]) => [`registry ${path}`, bytes[0] === 0x1f && bytes[1] === 0x8b ? gunzipSync(bytes) : bytes]);
 }

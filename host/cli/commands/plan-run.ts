@@ -3,7 +3,7 @@ import { BerthError } from '../../errors';
 import { isFinalRunState, type Run } from '../../model';
 import { pruneSnapshots } from '../../snapshot';
 import { loadPlan, submitPlan, type PlanRunInput, type StepResult } from '../../plan';
-import { engineCapacity, snapshotEngine } from '../../sandbox';
+import { engineCapacity, registryEngine, snapshotEngine } from '../../sandbox';
 import { checkEngineCapacity } from '../../../environment';
 import { EGRESS_ENTRY, isNetworkAttempt, type EgressAttempt } from '../../egress';
 import { createHostRuntime, type HostRuntime } from '../../runtime/host-runtime';
@@ -29,6 +29,8 @@ export async function startHost(ctx: CliContext, total: () => number): Promise<H
     store: ctx.store,
     sandbox: ctx.sandbox,
     engine: snapshotEngine(ctx.docker),
+    registry: registryEngine(ctx.docker),
+    hostRegistry: process.env.BERTH_REGISTRY,
     clock: ctx.clock,
     logger: ctx.logger,
     hostId: ctx.hostId,

@@ -80,8 +80,8 @@ export class CommitWriter {
       taskCancel: p('UPDATE tasks SET cancel_requested = 1, updated_at = ? WHERE id = ?'),
       effectGet: p('SELECT status, intent_json FROM effects WHERE id = ?'),
       snapshotInsert: p(
-        `INSERT INTO snapshots (id, session_id, run_id, task_id, lease_id, image_id, workspace_digest, size_bytes, checkpoint, parent_id, commit_seq, created_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        `INSERT INTO snapshots (id, session_id, run_id, task_id, lease_id, image_id, workspace_digest, size_bytes, checkpoint, parent_id, commit_seq, created_at, registry_ref, pushed_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       ),
       effectUpdate: p(
         `UPDATE effects SET status = COALESCE(?, status), attempts = COALESCE(?, attempts),
@@ -157,7 +157,7 @@ export class CommitWriter {
     // Effects before run transitions: a commit that confirms the last effect may also complete the run.
     for (const e of c.effects ?? []) this.writeEffect(sid, e, at);
     for (const n of c.snapshots ?? []) {
-      s.snapshotInsert.run(n.id, sid, n.runId, n.taskId, n.leaseId, n.imageId, n.workspaceDigest, n.sizeBytes, n.checkpoint, n.parentId, seq, at);
+      s.snapshotInsert.run(n.id, sid, n.runId, n.taskId, n.leaseId, n.imageId, n.workspaceDigest, n.sizeBytes, n.checkpoint, n.parentId, seq, at, n.registryRef ?? null, n.pushedAt ?? null);
     }
     for (const t of c.runTransitions ?? []) {
       // A conditional move (the last open approval of a run decided): evaluated after this

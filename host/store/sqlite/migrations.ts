@@ -262,4 +262,14 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       ALTER TABLE fencing ADD COLUMN stopped_at INTEGER;
     `,
   },
+  {
+    version: 9,
+    name: 'snapshot pushes',
+    // A snapshot pushed to an OCI registry names its manifest (`repo@sha256:…`), so an engine that
+    // never saw its image pulls it by digest; pushed_at is when the registry acknowledged it.
+    sql: `
+      ALTER TABLE snapshots ADD COLUMN registry_ref TEXT;
+      ALTER TABLE snapshots ADD COLUMN pushed_at INTEGER;
+    `,
+  },
 ];

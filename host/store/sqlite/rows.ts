@@ -121,5 +121,7 @@ export function toSnapshot(r: Row): Snapshot {
     commitSeq: r.commit_seq as number,
     createdAt: r.created_at as number,
     prunedAt: (r.pruned_at as number | null) ?? null,
+    registryRef: (r.registry_ref as string | null) ?? null,
+    pushedAt: (r.pushed_at as number | null) ?? null,
   };
 }

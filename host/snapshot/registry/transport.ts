@@ -1,0 +1,147 @@
+import type { Logger } from 'pino';
+import { BerthError, isBerthError } from '../../errors';
+import type { Snapshot } from '../../model';
+import type { Store } from '../../store';
+import { faultPoint } from '../../support';
+import { timed } from '../timing';
+
+/** The registry calls the sandbox adapter provides (`registryEngine(docker)` in host/sandbox). */
+export interface RegistryCalls {
+  push(imageId: string, repo: string, tag: string, signal?: AbortSignal): Promise<{ ref: string; digest: string }>;
+  pull(ref: string, expectedImageId: string, opts?: { tag?: { repo: string; tag: string }; signal?: AbortSignal }): Promise<'present' | 'pulled'>;
+}
+
+/** Where and how a run's snapshots travel, from its manifest and the host setting. */
+export interface PushTarget {
+  /** `host[:port][/path]`; the snapshot repository is `<registry>/berth-snapshot`. */
+  registry: string;
+  policy: 'sync' | 'async';
+}
+
+/** The outcome of making a recorded snapshot present on this engine. */
+export type Fetched = { kind: 'ok'; pulled: boolean } | { kind: 'reconcile'; reason: string };
+
+export const SNAPSHOT_REPOSITORY = 'berth-snapshot';
+/** Base images travel under their image id: `<registry>/berth-base:<hex of the id>`. */
+export const BASE_REPOSITORY = 'berth-base';
+// A record commits with its phase right after the snapshot; one that has not after this long never will
+// (its phase retried with a new id), and the queue moves on rather than hold later pushes.
+const ASYNC_RECORD_WAIT_MS = 60_000;
+
+/**
+ * Snapshot images in an OCI registry: the step after the snapshot record (never inside the
+ * snapshotter). `sync` pushes before the record commits, so the record carries the manifest
+ * reference; `async` pushes after the record committed and then marks it pushed. Pulls go by
+ * digest and are verified against the recorded image id.
+ */
+export class SnapshotTransport {
+  /** Async pushes in order, one at a time: when a push starts, every earlier one has landed or failed. */
+  private queue: Promise<void> = Promise.resolve();
+  /** Base images this process pushed already, per registry. */
+  private readonly basePushed = new Set<string>();
+
+  constructor(private readonly d: { registry: RegistryCalls; store: Store; logger: Logger; hostRegistry?: string; pollMs?: number }) {}
+
+  /** The run's push target, or undefined when no registry is configured (manifest first, then the host's `BERTH_REGISTRY`). */
+  target(snapshot: { registry?: string; push?: 'sync' | 'async' }): PushTarget | undefined {
+    const registry = snapshot.registry ?? this.d.hostRegistry;
+    return registry ? { registry: registry.replace(/\/+$/, ''), policy: snapshot.push ?? 'sync' } : undefined;
+  }
+
+  private repo(t: PushTarget): string {
+    return `${t.registry}/${SNAPSHOT_REPOSITORY}`;
+  }
+
+  /** Pushes now (the `sync` policy); the caller commits the returned reference with the record. */
+  async push(t: PushTarget, snapshotId: string, imageId: string, signal?: AbortSignal): Promise<{ registryRef: string; pushedAt: number }> {
+    const { ref } = await timed(this.d.logger, 'snapshot.push', () => this.d.registry.push(imageId, this.repo(t), snapshotId, signal));
+    return { registryRef: ref, pushedAt: Date.now() };
+  }
+
+  /**
+   * Queues the push of a snapshot whose record is about to commit (the `async` policy): the push
+   * waits for the record (it commits with the step, after this call returns), so a record is only
+   * ever marked pushed once it exists, and a host killed before the push lands leaves it unpushed.
+   */
+  pushAfterCommit(t: PushTarget, snapshotId: string, imageId: string): void {
+    this.queue = this.queue.then(async () => {
+      try {
+        if (!(await this.committed(snapshotId))) {
+          this.d.logger.warn({ snapshotId }, 'async push skipped: the snapshot record never committed');
+          return;
+        }
+        // Test hook: a host killed after the checkpoint commit, before its push landed.
+        faultPoint('snapshot.push.async');
+        const { registryRef, pushedAt } = await this.push(t, snapshotId, imageId);
+        await this.d.store.markSnapshotPushed(snapshotId, registryRef, pushedAt);
+      } catch (err) {
+        // The checkpoint stands; only its portability is missing. A resume elsewhere goes back to the newest pushed one.
+        this.d.logger.warn({ err, snapshotId, registry: t.registry }, 'async snapshot push failed');
+      }
+    });
+  }
+
+  private async committed(snapshotId: string): Promise<boolean> {
+    const end = Date.now() + ASYNC_RECORD_WAIT_MS;
+    while (Date.now() < end) {
+      if (await this.d.store.getSnapshot(snapshotId)) return true;
+      await new Promise((r) => setTimeout(r, this.d.pollMs ?? 50));
+    }
+    return false;
+  }
+
+  /**
+   * Pushes a run's base image (once per process and registry), so that an engine that never built
+   * it can lease a fresh sandbox for the run, e.g. a resume before its first snapshot committed.
+   */
+  async pushBase(t: PushTarget, imageId: string, signal?: AbortSignal): Promise<void> {
+    const key = `${t.registry} ${imageId}`;
+    if (this.basePushed.has(key)) return;
+    await timed(this.d.logger, 'snapshot.push_base', () => this.d.registry.push(imageId, `${t.registry}/${BASE_REPOSITORY}`, imageId.replace(/^sha256:/, ''), signal));
+    this.basePushed.add(key);
+  }
+
+  /**
+   * Pulls a base image this engine lacks from the registry and checks that its id (the digest of
+   * its config, which pins every layer) is the pinned one: verified, not assumed. False when the
+   * registry does not have it; an unreachable registry throws a retryable error.
+   */
+  async fetchBase(t: PushTarget, imageId: string, signal?: AbortSignal): Promise<boolean> {
+    try {
+      await timed(this.d.logger, 'snapshot.pull_base', () => this.d.registry.pull(`${t.registry}/${BASE_REPOSITORY}:${imageId.replace(/^sha256:/, '')}`, imageId, { signal }));
+      this.d.logger.info({ imageId, registry: t.registry }, 'base image pulled from the registry');
+      return true;
+    } catch (err) {
+      if (isBerthError(err, 'registry_missing')) return false;
+      throw err;
+    }
+  }
+
+  /** Waits for every queued async push (a run's end, a clean exit). */
+  drain(): Promise<void> {
+    return this.queue;
+  }
+
+  /**
+   * Makes a recorded, pushed snapshot's image present on this engine: pulled by digest and checked
+   * against the recorded image id. A missing manifest or blob, or content that does not verify, is
+   * a reconciliation naming the snapshot and the registry; an unreachable registry throws a
+   * retryable error (the resume tries again, never starts fresh).
+   */
+  async fetch(snap: Snapshot, signal?: AbortSignal): Promise<Fetched> {
+    if (!snap.registryRef) return { kind: 'reconcile', reason: `snapshot image missing: ${snap.id} (${snap.imageId}) is not on this engine and was never pushed to a registry` };
+    const registry = snap.registryRef.split('/')[0]!;
+    try {
+      const got = await timed(this.d.logger, 'snapshot.pull', () => this.d.registry.pull(snap.registryRef!, snap.imageId, { tag: { repo: SNAPSHOT_REPOSITORY, tag: snap.id }, signal }));
+      if (got === 'pulled') this.d.logger.info({ snapshotId: snap.id, registry }, 'snapshot pulled from the registry');
+      return { kind: 'ok', pulled: got === 'pulled' };
+    } catch (err) {
+      if (!isBerthError(err)) throw err;
+      if (err.code === 'registry_unreachable') throw new BerthError(err.code, `snapshot ${snap.id}: ${err.message}`, { retryable: true, ids: { snapshotId: snap.id }, details: { registry }, cause: err });
+      if (err.code === 'registry_missing' || err.code === 'registry_digest_mismatch' || err.code === 'registry_error') {
+        return { kind: 'reconcile', reason: `snapshot ${snap.id} cannot be restored from registry ${registry} (${snap.registryRef}): ${err.message}` };
+      }
+      throw err;
+    }
+  }
+}
