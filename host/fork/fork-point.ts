@@ -66,7 +66,8 @@ export async function resolvePlanForkPoint(store: Store, imageExists: (id: strin
 }
 
 async function usable(store: Store, imageExists: (id: string) => Promise<boolean>, run: Run, owner: string, s: Snapshot, index: number, input: PlanRunInput): Promise<ForkPoint> {
-  if (s.prunedAt !== null || !(await imageExists(s.imageId))) {
+  // An image this engine lacks is still forkable when the registry has it: the restore pulls it by digest and verifies it.
+  if (s.prunedAt !== null || (!(await imageExists(s.imageId)) && !(s.registryRef && s.pushedAt !== null))) {
     const why = s.prunedAt !== null ? `was pruned at ${new Date(s.prunedAt).toISOString()}` : `has no image on this engine (${s.imageId})`;
     throw new BerthError('snapshot_pruned', `snapshot ${s.id} (${s.checkpoint}) of run ${owner} ${why}; ${await forkable(store, imageExists, run)}`, { ids: { runId: run.id, snapshotId: s.id } });
   }
@@ -80,7 +81,7 @@ export async function forkable(store: Store, imageExists: (id: string) => Promis
   for (let r: Run | undefined = run; r; ) {
     const input = await planInputOf(store, r);
     for (const s of (await store.listSnapshots({ runId: r.id })).reverse()) {
-      if (forkIndexOf(s.checkpoint) !== null && s.prunedAt === null && (await imageExists(s.imageId))) out.push(`${s.id} (${s.checkpoint}${r.id === run.id ? '' : ` of ${r.id}`})`);
+      if (forkIndexOf(s.checkpoint) !== null && s.prunedAt === null && ((s.registryRef && s.pushedAt !== null) || (await imageExists(s.imageId)))) out.push(`${s.id} (${s.checkpoint}${r.id === run.id ? '' : ` of ${r.id}`})`);
     }
     r = input?.fork ? await store.getRun(input.fork.runId) : undefined;
   }
