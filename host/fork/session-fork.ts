@@ -40,7 +40,9 @@ export async function forkSession(d: SessionForkDeps, sessionId: string, at: str
   const newSession = newId('ses');
   const own = newId('snap');
   // Image name first, record second: a crash between leaves a tag no record names, which gc removes.
-  await d.tag(snap.imageId, own);
+  // An image this engine lacks but a registry holds is pulled by the first restore; it is tagged there.
+  if (await d.imageExists(snap.imageId)) await d.tag(snap.imageId, own);
+  else if (!(snap.registryRef && snap.pushedAt !== null)) throw new BerthError('snapshot_pruned', `snapshot ${snap.id} has no image on this engine (${snap.imageId}) and was not pushed to a registry`, { ids: { sessionId, snapshotId: snap.id } });
   const entries = (await d.store.listEntries(sessionId)).filter((e) => e.runId !== null && upTo.has(e.runId));
   const pointer = { leaseId: null, snapshotId: own, workspaceDigest: snap.workspaceDigest };
   const r = await d.kernel.commit({
@@ -49,7 +51,7 @@ export async function forkSession(d: SessionForkDeps, sessionId: string, at: str
     actor,
     createSession: { meta: plainJson({ agent: true, task: `fork of ${sessionId} at turn ${turn}`, forkedFrom }) },
     entries: entries.map((e) => ({ id: newId('ent'), kind: e.kind, body: e.body })),
-    snapshots: [{ id: own, runId: null, taskId: null, leaseId: snap.leaseId, imageId: snap.imageId, workspaceDigest: snap.workspaceDigest, sizeBytes: 0, checkpoint: `fork:${sessionId}:turn:${turn}`, parentId: snap.id }],
+    snapshots: [{ id: own, runId: null, taskId: null, leaseId: snap.leaseId, imageId: snap.imageId, workspaceDigest: snap.workspaceDigest, sizeBytes: 0, checkpoint: `fork:${sessionId}:turn:${turn}`, parentId: snap.id, registryRef: snap.registryRef, pushedAt: snap.pushedAt }],
     documentOps: [{ documentId: sessionSandboxDocId(newSession), create: { type: SANDBOX_DOC, runId: null, initial: pointer as unknown as Json }, expectVersion: 0, op: null }],
   });
   if (!r.ok) throw new BerthError('fork_conflict', `fork of session ${sessionId} not saved: ${r.conflict.kind}`, { retryable: true, ids: { sessionId } });
