@@ -1,0 +1,36 @@
+import { describe, expect, it } from 'vitest';
+import type { Run } from '../../host/model';
+import { unrecordedSnapshotImages } from '../support/leak-check';
+import { lastJson, planFixture } from '../support/plan-fixture';
+
+// The acceptance command appends to a log in the workspace, so a second run of it on the restored
+// sandbox shows once (safe replay from the last snapshot), never twice on top of the first.
+const STEPS = [{ name: 'build', run: 'echo build >> steps.log' }];
+
+describe('acceptance command killed mid-run', () => {
+  it('resumes the acceptance command like a safe step after a kill during it, and records one decision', { timeout: 300_000 }, async () => {
+    const fx = await planFixture(STEPS);
+    fx.allowLeftovers('a kill may leave a snapshot image whose record never committed (gc removes it)', unrecordedSnapshotImages);
+    try {
+      const { appendFileSync } = await import('node:fs');
+      appendFileSync(fx.plan, 'acceptance:\n  command: "echo accept >> steps.log; grep -c accept steps.log; test $(grep -c accept steps.log) -eq 1"\n');
+      // The second step effect's `executing` mark is the acceptance command's: killed right after it.
+      const killed = await fx.cli(['run', fx.plan, '--json'], { BERTH_FAULT: 'after:effect.begin:plan-step#2' });
+      expect(killed.signal, killed.stderr).toBe('SIGKILL');
+      const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+      expect(await fx.read((s) => s.listAcceptance({ runId }))).toEqual([]);
+      const resumed = await fx.cli(['resume', runId, '--json']);
+      expect(resumed.code, resumed.stderr).toBe(0);
+      expect(lastJson<{ run: Run }>(resumed).run.state).toBe('completed');
+      const decisions = await fx.read((s) => s.listAcceptance({ runId }));
+      expect(decisions.map((d) => [d.decision, d.actor, (d.evidence as { exitCode: number }).exitCode])).toEqual([['accepted', 'acceptance-command', 0]]);
+      const effects = await fx.read((s) => s.listEffects({ runId }));
+      expect(effects.map((e) => e.status)).toEqual(['confirmed', 'confirmed']);
+      // Recovery work shows in the run's cost: the acceptance command ran again.
+      const shown = lastJson<{ cost: { recovery: { stepsRerun: number } } }>(await fx.cli(['show', runId, '--json']));
+      expect(shown.cost.recovery.stepsRerun).toBe(1);
+    } finally {
+      await fx.cleanup();
+    }
+  });
+});

@@ -1,0 +1,33 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { acceptanceOf } from '../../host/acceptance';
+import { runCost } from '../../host/cost';
+import { agentWorld, type AgentWorld } from '../support/agent-fixture';
+
+let w: AgentWorld | undefined;
+afterEach(async () => {
+  await w?.cleanup();
+  w = undefined;
+});
+
+describe('agent run cost and acceptance', { timeout: 180_000 }, () => {
+  it('counts exactly the tokens the model server reported, by model, with cached prompt tokens, and waits for a manual acceptance', async () => {
+    w = await agentWorld([
+      { content: 'Listing.', toolCalls: [{ name: 'exec', arguments: { command: 'ls' } }] },
+      { content: 'Done listing.' },
+    ]);
+    const { run } = await w.start('list the workspace');
+    const done = await w.rt.kernel.waitForRun(run.id);
+    expect(done.state).toBe('completed');
+    const reported = w.model.reported;
+    expect(reported).toHaveLength(2);
+    const sum = (k: 'prompt_tokens' | 'completion_tokens') => reported.reduce((n, u) => n + u[k], 0);
+    const cached = reported.reduce((n, u) => n + (u.prompt_tokens_details?.cached_tokens ?? 0), 0);
+    expect(cached).toBeGreaterThan(0);
+    const cost = await runCost(w.rt.store, run.id, Date.now());
+    expect(cost.tokens).toEqual({ 'scripted-1': { requests: 2, prompt: sum('prompt_tokens'), completion: sum('completion_tokens'), cached } });
+    // The exec tool ran in the sandbox: its CPU time is measured too.
+    expect(cost.cpuSeconds).toBeGreaterThan(0);
+    // Agent runs default to manual acceptance: completed, not yet judged.
+    expect((await acceptanceOf(w.rt.store, done)).state).toBe('pending');
+  });
+});
