@@ -11,6 +11,8 @@ import { sqliteLeaseRecords } from './leases';
 import { openDatabase, type Durability } from './open';
 import { sqliteReads } from './reads';
 import { sqliteSnapshots } from './snapshots';
+import { sqliteAcceptanceReads } from './acceptance';
+import { sqliteCostRecords } from './cost';
 
 export interface SqliteStoreOptions {
   clock?: Clock;
@@ -30,6 +32,8 @@ export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): St
     ...sqliteLeaseRecords(db),
     ...sqliteSnapshots(db),
     ...sqliteEgressAudit(db),
+    ...sqliteAcceptanceReads(db),
+    ...sqliteCostRecords(db),
     ...sqliteFencing(db, clock),
     async commit(input: CommitInput): Promise<CommitResult> {
       faultPoint(`before:${input.label}`);
