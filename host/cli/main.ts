@@ -15,6 +15,8 @@ import { reconcileRun } from './commands/reconcile';
 import { agentChat, agentRun, type AgentFlags } from './commands/agent-run';
 import { decide } from './commands/agent-approve';
 import { reportError } from './output';
+import { judgeRun } from './commands/acceptance';
+import { cost } from './commands/cost';
 
 const USAGE = `usage: berth <command> [options]
 
@@ -38,6 +40,13 @@ const USAGE = `usage: berth <command> [options]
         [--require-approval TOOLS --approval-ttl S --max-turns N]
                            start a coding-agent run in a sandbox (live output)
   chat SESSION "MESSAGE"   continue an agent session with another message
+  accept RUN [--request-id ID]
+  reject RUN --reason TEXT [--request-id ID]
+                           judge a completed run's outcome (acceptance is apart from the run state)
+  cost [--since T] [--config FILE]
+                           cost of the runs (tokens, sandbox CPU and memory, lease time, snapshots,
+                           approval waits, recovery) summed and divided by the accepted runs; prices
+                           from the host config (default: berth.config.yaml beside the store)
   approve RUN ID [--digest D]
                            approve a tool call (ID: call id or approval id) waiting for approval
   deny RUN ID              deny a tool call waiting for approval
@@ -71,6 +80,9 @@ interface Flags extends AgentFlags {
   keep?: string;
   engine: boolean;
   grace?: string;
+  reason?: string;
+  since?: string;
+  config?: string;
 }
 
 const need = (args: string[], n: number, what: string) => {
@@ -100,6 +112,9 @@ const commands: Record<string, Handler> = {
     const [run, id] = need(args, 2, 'RUN and ID');
     return decide(ctx(), run!, id!, 'approve', flags.digest);
   },
+  accept: (ctx, args, flags) => judgeRun(ctx(), need(args, 1, 'RUN')[0]!, 'accepted', { requestId: flags['request-id'] }),
+  reject: (ctx, args, flags) => judgeRun(ctx(), need(args, 1, 'RUN')[0]!, 'rejected', { reason: flags.reason, requestId: flags['request-id'] }),
+  cost: (ctx, _args, flags) => cost(ctx(), { since: flags.since, config: flags.config }),
   deny: (ctx, args) => {
     const [run, id] = need(args, 2, 'RUN and ID');
     return decide(ctx(), run!, id!, 'deny');
@@ -131,6 +146,9 @@ export async function main(argv: string[]): Promise<number> {
         keep: { type: 'string' },
         engine: { type: 'boolean', default: false },
         grace: { type: 'string' },
+        reason: { type: 'string' },
+        since: { type: 'string' },
+        config: { type: 'string' },
         env: { type: 'string' },
         workspace: { type: 'string' },
         model: { type: 'string' },

@@ -44,7 +44,7 @@ export interface CostSample {
   meters: Partial<Record<CostMeter, number>>;
 }
 
-export const COST_METERS = ['model.requests', 'tokens.prompt', 'tokens.completion', 'tokens.cached', 'cpu.usec', 'memory.byte_ms', 'exec.count'] as const;
+export const COST_METERS = ['model.requests', 'tokens.prompt', 'tokens.completion', 'tokens.cached', 'cpu.usec', 'memory.byte_ms', 'exec.count', 'sandbox.restores'] as const;
 export type CostMeter = (typeof COST_METERS)[number];
 
 /** One summed meter of a run. */
