@@ -18,8 +18,8 @@ afterEach(async () => {
 // Burns CPU until the shell's own user+system time (from /proc, in clock ticks of 1/100 s) grows
 // by 100 ticks: about one CPU-second whatever the machine's load, measured apart from the cgroup.
 const BURN_ONE_CPU_SECOND =
-  'read -r s < /proc/$$/stat; set -- ${s#*) }; start=$(( $12 + $13 )); i=0; ' +
-  'while :; do i=$((i+1)); if [ $((i % 2000)) -eq 0 ]; then read -r s < /proc/$$/stat; set -- ${s#*) }; [ $(( $12 + $13 - start )) -ge 100 ] && break; fi; done; echo burned';
+  'read -r s < /proc/$$/stat; set -- ${s#*) }; start=$(( ${12} + ${13} )); i=0; ' +
+  'while :; do i=$((i+1)); if [ $((i % 2000)) -eq 0 ]; then read -r s < /proc/$$/stat; set -- ${s#*) }; [ $(( ${12} + ${13} - start )) -ge 100 ] && break; fi; done; echo burned';
 
 const show = async (runId: string) => {
   const end = await fx!.cli(['show', runId, '--json']);
