@@ -7,15 +7,18 @@ import { lastJson, planFixture } from '../support/plan-fixture';
 // sandbox shows once (safe replay from the last snapshot), never twice on top of the first.
 const STEPS = [{ name: 'build', run: 'echo build >> steps.log' }];
 
+// Killed with the acceptance command's `executing` mark committed (before it ran), and after it ran
+// (its snapshot image made, nothing recorded: upload, build, then acceptance is the third snapshot).
+const TARGETS = ['after:effect.begin:plan-step#2', 'after:snapshot.take#3'];
+
 describe('acceptance command killed mid-run', () => {
-  it('resumes the acceptance command like a safe step after a kill during it, and records one decision', { timeout: 300_000 }, async () => {
+  it.each(TARGETS)('resumes the acceptance command like a safe step after a kill at %s, on the restored sandbox, and records one decision', { timeout: 300_000 }, async (target) => {
     const fx = await planFixture(STEPS);
     fx.allowLeftovers('a kill may leave a snapshot image whose record never committed (gc removes it)', unrecordedSnapshotImages);
     try {
       const { appendFileSync } = await import('node:fs');
       appendFileSync(fx.plan, 'acceptance:\n  command: "echo accept >> steps.log; grep -c accept steps.log; test $(grep -c accept steps.log) -eq 1"\n');
-      // The second step effect's `executing` mark is the acceptance command's: killed right after it.
-      const killed = await fx.cli(['run', fx.plan, '--json'], { BERTH_FAULT: 'after:effect.begin:plan-step#2' });
+      const killed = await fx.cli(['run', fx.plan, '--json'], { BERTH_FAULT: target });
       expect(killed.signal, killed.stderr).toBe('SIGKILL');
       const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
       expect(await fx.read((s) => s.listAcceptance({ runId }))).toEqual([]);
