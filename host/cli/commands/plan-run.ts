@@ -1,4 +1,6 @@
 import { userInfo } from 'node:os';
+import { acceptanceOf } from '../../acceptance';
+import { acceptanceLine } from './acceptance';
 import { BerthError } from '../../errors';
 import { isFinalRunState, type Run } from '../../model';
 import { pruneSnapshots } from '../../snapshot';
@@ -105,12 +107,14 @@ async function summary(ctx: CliContext, run: Run): Promise<string> {
   });
   const transitions = await ctx.store.listRunTransitions(run.id);
   const reason = transitions.at(-1)?.reason ?? '';
-  emit(ctx.json, { run, reason, steps }, () =>
+  const acceptance = await acceptanceOf(ctx.store, run);
+  emit(ctx.json, { run, reason, steps, acceptance }, () =>
     [
       '',
       table([['STEP', 'RESULT', 'EXIT', 'TIME', 'SNAPSHOT'], ...steps.map((s) => [s.step ?? '?', s.acceptedBy ? `accepted by ${s.acceptedBy}` : s.rewind !== undefined ? `rewound to step ${s.rewind + 1}` : s.alreadyDone ? 'ran before' : s.code && s.code !== 'step_failed' ? s.code : (s.outcome ?? s.status), String(s.exitCode ?? '-'), s.durationMs === undefined ? '-' : duration(s.durationMs), s.snapshotId ?? '-'])]),
       '',
       `run ${run.id}: ${run.state}${reason ? ` (${reason})` : ''}`,
+      ...(acceptance.state === 'none' ? [] : [`acceptance: ${acceptanceLine(acceptance, run.id)}`]),
       run.state === 'needs_reconciliation' ? `decide with: berth reconcile ${run.id} [--accept | --reject-effect] [--restore SNAPSHOT] | --fail   (berth show ${run.id} lists snapshots)` : '',
     ].filter((l, i, a) => l !== '' || i !== a.length - 1).join('\n'),
   );
