@@ -9,6 +9,9 @@ export interface ExecUsage {
   memoryByteMs: number;
 }
 
+/** Longest wait for one reading. */
+const READ_TIMEOUT_MS = 5000;
+
 interface Reading {
   at: number;
   cpuNs: number;
@@ -29,7 +32,8 @@ type StatsBody = {
  */
 async function readCounters(container: Dockerode.Container): Promise<Reading | null> {
   try {
-    const body = (await container.stats({ stream: false, 'one-shot': true } as unknown as { stream: false })) as StatsBody;
+    // Bounded: a reading is worth less than the command's result, which must not wait on a stuck engine.
+    const body = (await container.stats({ stream: false, 'one-shot': true, abortSignal: AbortSignal.timeout(READ_TIMEOUT_MS) } as unknown as { stream: false })) as StatsBody;
     const cpuNs = body.cpu_stats?.cpu_usage?.total_usage;
     const usage = body.memory_stats?.usage;
     if (typeof cpuNs !== 'number' || typeof usage !== 'number') return null;
