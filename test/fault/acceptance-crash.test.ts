@@ -29,9 +29,10 @@ describe('acceptance command killed mid-run', () => {
       expect(decisions.map((d) => [d.decision, d.actor, (d.evidence as { exitCode: number }).exitCode])).toEqual([['accepted', 'acceptance-command', 0]]);
       const effects = await fx.read((s) => s.listEffects({ runId }));
       expect(effects.map((e) => e.status)).toEqual(['confirmed', 'confirmed']);
-      // Recovery work shows in the run's cost: the acceptance command ran again.
-      const shown = lastJson<{ cost: { recovery: { stepsRerun: number } } }>(await fx.cli(['show', runId, '--json']));
-      expect(shown.cost.recovery.stepsRerun).toBe(1);
+      // Recovery work shows in the run's cost: the sandbox went back to the build step's snapshot
+      // (a safe step in flight resumes from there) and the acceptance command ran again.
+      const shown = lastJson<{ cost: { recovery: { stepsRerun: number; restores: number } } }>(await fx.cli(['show', runId, '--json']));
+      expect(shown.cost.recovery).toEqual({ stepsRerun: 1, restores: 1 });
     } finally {
       await fx.cleanup();
     }
