@@ -4,7 +4,7 @@ import { acceptanceLine } from './acceptance';
 import { BerthError } from '../../errors';
 import { isFinalRunState, type Run } from '../../model';
 import { pruneSnapshots } from '../../snapshot';
-import { loadPlan, submitPlan, type PlanRunInput, type StepResult } from '../../plan';
+import { loadPlan, runSteps, submitPlan, type PlanRunInput, type StepResult } from '../../plan';
 import { engineCapacity, snapshotEngine } from '../../sandbox';
 import { checkEngineCapacity } from '../../../environment';
 import { EGRESS_ENTRY, isNetworkAttempt, type EgressAttempt } from '../../egress';
@@ -129,7 +129,8 @@ export async function runPlan(ctx: CliContext, file: string, requestId?: string)
   // Everything checkable is checked before the run exists: a run is created only to be driven.
   await checkImageOnEngine(ctx.docker, loaded.environment as Environment & { image: { digest: string } }, loaded.environmentFile);
   await checkPlanSecrets(loaded);
-  const rt = await startHost(ctx, () => loaded.plan.steps.length);
+  // The acceptance command, when the plan has one, runs as the last step.
+  const rt = await startHost(ctx, () => runSteps(loaded.plan).length);
   const { run, created } = await submitPlan(rt, loaded, requestId);
   if (!ctx.json) process.stderr.write(`${created ? 'started' : 'already submitted as'} run ${run.id} (${loaded.plan.steps.length} steps, image ${loaded.environment.image.ref})\n`);
   return drive(ctx, rt, run.id);
@@ -137,7 +138,8 @@ export async function runPlan(ctx: CliContext, file: string, requestId?: string)
 
 export async function stepCount(ctx: CliContext, run: Run): Promise<number> {
   const root = run.rootTaskId ? await ctx.store.getTask(run.rootTaskId) : undefined;
-  return (root?.input as unknown as PlanRunInput | undefined)?.plan?.steps.length ?? 0;
+  const plan = (root?.input as unknown as PlanRunInput | undefined)?.plan;
+  return plan?.steps ? runSteps(plan).length : 0;
 }
 
 /** `berth resume RUN`. */
