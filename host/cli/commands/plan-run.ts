@@ -98,7 +98,8 @@ async function summary(ctx: CliContext, run: Run): Promise<string> {
     if (e.status === 'confirmed' && receipt?.decision === 'accept' && step) acceptedBy.set(step, receipt.by ?? 'operator');
   }
   const root = tasks.find((t) => t.id === run.rootTaskId);
-  const names = ((root?.input as unknown as PlanRunInput | undefined)?.plan?.steps ?? []).map((s) => s.name);
+  const plan = (root?.input as unknown as PlanRunInput | undefined)?.plan;
+  const names = (plan?.steps ? runSteps(plan) : []).map((s) => s.name);
   // A step stopped by cancel has no command result; its name comes from the plan, its outcome says cancelled.
   const steps = tasks.filter((t) => t.kind === 'plan-step').map((t) => {
     const r = (t.result ?? t.error?.details ?? {}) as Partial<StepResult>;
