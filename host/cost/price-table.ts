@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { parseWithSchema } from '../../environment';
+import { BerthError } from '../errors';
 import type { RunCost } from './run-cost';
 
 const price = z.number().nonnegative();
@@ -31,13 +32,14 @@ export const HostConfigSchema = z.strictObject({ prices: PriceTableSchema.option
 export type HostConfig = z.infer<typeof HostConfigSchema>;
 
 /**
- * Reads the host config (YAML or JSON). Absent: no prices. Invalid: `manifest_invalid` with one
+ * Reads the host config (YAML or JSON). Absent: no prices (`config_not_found` when `required`, i.e.
+ * named explicitly). Invalid: `manifest_invalid` with one
  * `path: expected X, found Y` line per bad field (`prices.perCpuHour: expected number, …`).
  */
 export function loadHostConfig(path: string, required: boolean): HostConfig {
   if (!existsSync(path)) {
     if (!required) return {};
-    return parseWithSchema(HostConfigSchema, '', path, 'host config');
+    throw new BerthError('config_not_found', `no host config at ${path} (named by --config or $BERTH_CONFIG)`, { details: { path } });
   }
   return parseWithSchema(HostConfigSchema, readFileSync(path, 'utf8'), path, 'host config');
 }
