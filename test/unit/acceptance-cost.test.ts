@@ -62,6 +62,7 @@ describe('cost samples and prices', () => {
       { runId: 'r1', meter: 'tokens.prompt', key: 'gpt', amount: 15 },
     ]);
     expect((await t.store.sumCost()).map((s) => s.runId)).toEqual(['r1', 'r1', 'r2']);
+    expect((await t.store.listCost({ runId: 'r1' })).map((s) => [s.at, s.meter, s.amount])).toEqual([[1, 'tokens.prompt', 10], [1, 'model.requests', 1], [2, 'tokens.prompt', 5], [2, 'model.requests', 1]]);
   });
 
   it('prices cached prompt tokens at their own price, CPU per hour and snapshots per GB-month', () => {

@@ -7,6 +7,8 @@ export interface CostRecords {
   recordCost(sample: CostSample): Promise<void>;
   /** Every meter summed per run and key (model or lease); `runIds` limits it to those runs. */
   sumCost(filter?: { runIds?: string[] }): Promise<CostTotal[]>;
+  /** One run's samples as recorded, one row per meter, oldest first (for an export of the run's record). */
+  listCost(filter: { runId: string }): Promise<Array<CostTotal & { at: number }>>;
 }
 
 export function sqliteCostRecords(db: Database.Database): CostRecords {
@@ -19,6 +21,7 @@ export function sqliteCostRecords(db: Database.Database): CostRecords {
   });
   const sums = db.prepare('SELECT run_id, meter, meter_key, SUM(amount) AS amount FROM cost_samples GROUP BY run_id, meter, meter_key ORDER BY run_id, meter, meter_key');
   const sumsOf = db.prepare('SELECT run_id, meter, meter_key, SUM(amount) AS amount FROM cost_samples WHERE run_id = ? GROUP BY run_id, meter, meter_key ORDER BY meter, meter_key');
+  const rows = db.prepare('SELECT run_id, at, meter, meter_key, amount FROM cost_samples WHERE run_id = ? ORDER BY at, rowid');
   const toTotal = (r: Row): CostTotal => ({ runId: r.run_id as string, meter: r.meter as CostMeter, key: r.meter_key as string, amount: Number(r.amount) });
   return {
     async recordCost(sample) {
@@ -27,6 +30,9 @@ export function sqliteCostRecords(db: Database.Database): CostRecords {
     async sumCost(filter = {}) {
       if (!filter.runIds) return (sums.all() as Row[]).map(toTotal);
       return filter.runIds.flatMap((id) => (sumsOf.all(id) as Row[]).map(toTotal));
+    },
+    async listCost(filter) {
+      return (rows.all(filter.runId) as Row[]).map((r) => ({ ...toTotal(r), at: r.at as number }));
     },
   };
 }
