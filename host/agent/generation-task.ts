@@ -21,7 +21,7 @@ const ModelReplySchema = z.object({
   finishReason: z.string(),
   model: z.string(),
   responseId: z.string().nullable(),
-  usage: z.object({ promptTokens: z.number(), completionTokens: z.number(), totalTokens: z.number() }).nullable(),
+  usage: z.object({ promptTokens: z.number(), completionTokens: z.number(), totalTokens: z.number(), cachedTokens: z.number().optional() }).nullable(),
 }) satisfies z.ZodType<ModelReply>;
 
 /** What `prepare` fixed: the context position and the request options, then the attempt in progress. */
@@ -132,6 +132,11 @@ async function request(deps: AgentDeps, ctx: GenerationContext): Promise<Generat
       timeoutMs: m.timeoutMs,
       onDelta: deps.onLive ? (text) => deps.onLive!({ type: 'model-delta', runId, turn, text }) : undefined,
     });
+    // Counted as soon as the answer is in, before it commits: a host that dies now asks again, and
+    // both answers were paid for. By the model the endpoint says answered.
+    const model = reply.model || cp.options.model;
+    const u = reply.usage;
+    await ctx.store.recordCost({ runId, at: ctx.now(), key: model, meters: { 'model.requests': 1, ...(u ? { 'tokens.prompt': u.promptTokens, 'tokens.completion': u.completionTokens, 'tokens.cached': u.cachedTokens ?? 0 } : {}) } });
     return { type: 'next', phase: 'tools', checkpoint: { ...cp, reply } };
   } catch (err) {
     if (!(err instanceof ModelCallError) || err.failure === 'model_aborted') throw err;

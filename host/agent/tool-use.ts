@@ -6,6 +6,7 @@ import type { AgentDeps } from './agent-deps';
 import type { AgentRunInput, ToolCallInput } from './agent-input';
 import { resolveToolSecrets } from './run-secrets';
 import { secretSandbox, sweepSecretFiles } from './secret-sandbox';
+import { meteredSandbox } from './metered-sandbox';
 
 /**
  * Runs one use of a tool (its `plan`, `run` or `verify`) against the session's sandbox. The run's
@@ -22,14 +23,15 @@ export async function useTool<T>(deps: AgentDeps, ctx: PhaseContext, input: Agen
     if (text && live) live({ type: 'tool-output', runId, toolCallId: call.toolCallId, stream, text });
   };
   const base = { signal: ctx.signal, commandTimeoutMs: input.environment.resources.commandTimeoutS * 1000 };
-  if (secrets.all.length === 0) return fn({ ...base, sandbox: lease, onOutput: live ? emit : undefined });
+  const metered = (sandbox: ToolRunContext['sandbox']) => meteredSandbox(sandbox, { store: ctx.store, runId, lease, now: () => ctx.now() });
+  if (secrets.all.length === 0) return fn({ ...base, sandbox: metered(lease), onOutput: live ? emit : undefined });
 
   if (secrets.all.some((s) => s.expose === 'file')) await sweepSecretFiles(lease);
   // Execs through the sandbox are scrubbed already; these catch what a tool reports by itself.
   const scrubbers = { stdout: new StreamScrubber(secrets.all), stderr: new StreamScrubber(secrets.all) };
   const tctx: ToolRunContext = {
     ...base,
-    sandbox: secretSandbox(lease, secrets),
+    sandbox: metered(secretSandbox(lease, secrets)),
     onOutput: live ? (stream, text) => emit(stream, scrubbers[stream].push(text)) : undefined,
   };
   try {

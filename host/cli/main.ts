@@ -16,6 +16,8 @@ import { agentChat, agentRun, type AgentFlags } from './commands/agent-run';
 import { decide } from './commands/agent-approve';
 import { forkRun, tree, type ForkFlags } from './commands/fork';
 import { reportError } from './output';
+import { judgeRun } from './commands/acceptance';
+import { cost } from './commands/cost';
 
 const USAGE = `usage: berth <command> [options]
 
@@ -48,6 +50,13 @@ const USAGE = `usage: berth <command> [options]
         [--require-approval TOOLS --approval-ttl S --max-turns N]
                            start a coding-agent run in a sandbox (live output)
   chat SESSION "MESSAGE"   continue an agent session with another message
+  accept RUN [--request-id ID]
+  reject RUN --reason TEXT [--request-id ID]
+                           judge a completed run's outcome (acceptance is apart from the run state)
+  cost [--since T] [--config FILE]
+                           cost of the runs (tokens, sandbox CPU and memory, lease time, snapshots,
+                           approval waits, recovery) summed and divided by the accepted runs; prices
+                           from the host config (default: berth.config.yaml beside the store)
   approve RUN ID [--digest D]
                            approve a tool call (ID: call id or approval id) waiting for approval
   deny RUN ID              deny a tool call waiting for approval
@@ -81,6 +90,9 @@ interface Flags extends AgentFlags, ForkFlags {
   keep?: string;
   engine: boolean;
   grace?: string;
+  reason?: string;
+  since?: string;
+  config?: string;
   'forks-older-than'?: string;
 }
 
@@ -122,6 +134,9 @@ const commands: Record<string, Handler> = {
     const [run, id] = need(args, 2, 'RUN and ID');
     return decide(ctx(), run!, id!, 'approve', flags.digest);
   },
+  accept: (ctx, args, flags) => judgeRun(ctx(), need(args, 1, 'RUN')[0]!, 'accepted', { requestId: flags['request-id'] }),
+  reject: (ctx, args, flags) => judgeRun(ctx(), need(args, 1, 'RUN')[0]!, 'rejected', { reason: flags.reason, requestId: flags['request-id'] }),
+  cost: (ctx, _args, flags) => cost(ctx(), { since: flags.since, config: flags.config }),
   deny: (ctx, args) => {
     const [run, id] = need(args, 2, 'RUN and ID');
     return decide(ctx(), run!, id!, 'deny');
@@ -157,6 +172,9 @@ export async function main(argv: string[]): Promise<number> {
         plan: { type: 'string' },
         detach: { type: 'boolean', default: false },
         'forks-older-than': { type: 'string' },
+        reason: { type: 'string' },
+        since: { type: 'string' },
+        config: { type: 'string' },
         env: { type: 'string' },
         workspace: { type: 'string' },
         model: { type: 'string' },

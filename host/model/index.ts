@@ -34,3 +34,4 @@ export type {
   Snapshot,
   CommitRecord,
 } from './records';
+export { CommandEvidenceSchema, COST_METERS, type AcceptanceDecision, type CommandEvidence, type CostSample, type CostMeter, type CostTotal } from './acceptance';

@@ -1,5 +1,6 @@
 import { defineTask, storedValue, type TaskHandler, type TypedDecision } from '../kernel';
-import { plainJson, type Task } from '../model';
+import { plainJson, type CommandEvidence, type Task } from '../model';
+import { newId } from '../support';
 import { BerthError } from '../errors';
 import { sandboxDocId, SANDBOX_DOC, type RunSandbox } from '../run-sandbox';
 import {
@@ -11,6 +12,7 @@ import {
   type PlanProgress,
   type PlanResult,
   type PlanRootCheckpoint,
+  type PlanRunInput,
   type StepInput,
   type StepResult,
 } from './plan-input';
@@ -18,6 +20,7 @@ import { parkRun, reconciled, sandboxAdvice } from './reconcile-phase';
 import { runStep } from './step-task';
 import { stopAbandonedStep } from './step-cancel';
 import { prepareFork } from './fork-prepare';
+import { ACCEPTANCE_STEP, runSteps } from './plan-schema';
 import { stepEffectId } from './checkpoints';
 
 export const PLAN_KIND = 'plan';
@@ -78,14 +81,12 @@ export function planHandlers(sb: RunSandbox, progress: (p: PlanProgress) => void
       step: async (ctx) => {
         const input = ctx.value;
         const cp = ctx.state;
-        if (cp.index >= input.plan.steps.length) {
+        if (cp.index >= runSteps(input.plan).length) {
           await sb.finish(ctx.task.runId!);
           // In step order, then generation: not in creation-time order (see `stepped`).
-          const results = (await ctx.children())
-            .filter((c) => c.status === 'terminal')
-            .sort((a, b) => stepOrder(a) - stepOrder(b))
-            .map(stepTaskResultOf);
-          return { type: 'complete', result: { steps: results } };
+          const done = (await ctx.children()).filter((c) => c.status === 'terminal').sort((a, b) => stepOrder(a) - stepOrder(b));
+          const results = done.map(stepTaskResultOf);
+          return { type: 'complete', result: { steps: results }, writes: { acceptance: commandAcceptance(ctx.task.runId!, input.plan, done) } };
         }
         return { type: 'spawn', join: 'allSettled', phase: 'stepped', tasks: [{ kind: STEP_KIND, input: { index: cp.index, generation: cp.generation } satisfies StepInput }] };
       },
@@ -96,7 +97,7 @@ export function planHandlers(sb: RunSandbox, progress: (p: PlanProgress) => void
         // follow the wall clock, which can step backwards.
         const child = (await ctx.children()).find((c) => isStep(c, cp.index, cp.generation));
         if (!child) throw new BerthError('plan_corrupt', `plan task ${ctx.task.id} has no step task for step ${cp.index} (generation ${cp.generation})`, { ids: { taskId: ctx.task.id } });
-        const step = input.plan.steps[cp.index]!;
+        const step = runSteps(input.plan)[cp.index]!;
         const result = stepResultOf(child);
         const runId = ctx.task.runId!;
         // The reason says, before the operator decides, whether the sandbox can be kept or which snapshots can be restored.
@@ -138,4 +139,27 @@ export function planHandlers(sb: RunSandbox, progress: (p: PlanProgress) => void
     stopAbandoned: (task, d) => stopAbandonedStep(sb, task, d),
   });
   return [root, step];
+}
+
+/**
+ * The acceptance command's verdict, committed with the run's completion (so a completed run with
+ * a command never shows `pending`): the newest generation's result of the acceptance step. One
+ * per run (request id from the run id): a completion committed again records nothing new.
+ */
+function commandAcceptance(runId: string, plan: PlanRunInput['plan'], done: Task[]) {
+  if (typeof plan.acceptance !== 'object') return [];
+  const index = plan.steps.length;
+  const child = done.filter((c) => stepInputOf(c).index === index).at(-1);
+  const r = child ? stepResultOf(child) : null;
+  if (!child || !r) return [];
+  const evidence: CommandEvidence = {
+    command: plan.acceptance.command,
+    exitCode: r.exitCode,
+    timedOut: r.timedOut,
+    outputDigest: r.outputDigest ?? '',
+    effectId: stepEffectId(runId, index, stepInputOf(child).generation),
+  };
+  const accepted = r.exitCode === 0 && !r.timedOut;
+  const reason = accepted ? null : `${ACCEPTANCE_STEP} command ${r.timedOut ? 'timed out' : `exited ${r.exitCode}`}`;
+  return [{ id: newId('acc'), requestId: `acceptance-command:${runId}`, decision: accepted ? ('accepted' as const) : ('rejected' as const), actor: 'acceptance-command', reason, evidence: plainJson(evidence) }];
 }

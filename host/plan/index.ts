@@ -1,4 +1,4 @@
-export { PlanSchema, PlanStepSchema, type Plan, type PlanStep } from './plan-schema';
+export { PlanSchema, PlanStepSchema, PlanAcceptanceSchema, runSteps, type Plan, type PlanStep, type PlanAcceptance } from './plan-schema';
 export { loadPlan, type LoadedPlan } from './load-plan';
 export { planHandlers, PLAN_KIND, STEP_KIND } from './handlers';
 export { submitPlan } from './submit-plan';

@@ -59,6 +59,8 @@ export const StepResultSchema = z.object({
   snapshotId: z.string().nullable(),
   stdoutTail: z.string(),
   stderrTail: z.string(),
+  /** The whole output's digest (see step-exec.ts); absent in results written before it was kept. */
+  outputDigest: z.string().optional(),
   reconcile: z.string().optional(),
   /** A `never` step not executed again: the id of its effect confirmed in an earlier generation. */
   alreadyDone: z.string().optional(),

@@ -26,6 +26,25 @@ export const PlanStepSchema = z.strictObject({
 });
 
 /**
+ * How a completed run is judged. `manual`: an operator says (`berth accept` / `berth reject`).
+ * `command`: run in the sandbox after the last step, as one more step (same snapshot, crash and
+ * replay rules; `safe` by nature unless declared `never`); exit 0 accepts, anything else rejects,
+ * and its exit code and output digest are the evidence. Either way the run stays `completed`.
+ */
+export const PlanAcceptanceSchema = z.union([
+  z.literal('manual'),
+  z.strictObject({
+    command: z.string().min(1),
+    replay: z.enum(['safe', 'never']).default('safe'),
+    timeoutS: z.number().int().positive().optional(),
+  }),
+]);
+export type PlanAcceptance = z.infer<typeof PlanAcceptanceSchema>;
+
+/** The name the acceptance command runs under, as a step (progress, snapshot checkpoint, logs). */
+export const ACCEPTANCE_STEP = 'acceptance';
+
+/**
  * A build/test plan: which environment, what to upload as the workspace, and the ordered steps.
  * Paths are relative to the plan file.
  */
@@ -35,6 +54,8 @@ export const PlanSchema = z
     environment: z.string().min(1),
     workspace: z.string().min(1).optional(),
     steps: z.array(PlanStepSchema).min(1),
+    /** Default `manual`. */
+    acceptance: PlanAcceptanceSchema.optional(),
   })
   .superRefine((plan, ctx) => {
     const seen = new Set<string>();
@@ -46,3 +67,13 @@ export const PlanSchema = z
 
 export type PlanStep = z.infer<typeof PlanStepSchema>;
 export type Plan = z.infer<typeof PlanSchema>;
+
+/** The steps a run executes: the plan's, then its acceptance command (when it has one) as one more step. */
+export function runSteps(plan: Plan): PlanStep[] {
+  const a = plan.acceptance;
+  if (!a || a === 'manual') return plan.steps;
+  return [...plan.steps, { name: ACCEPTANCE_STEP, run: a.command, replay: a.replay, timeoutS: a.timeoutS, env: {}, secrets: [], allowFailure: false, keepProcesses: false }];
+}
+
+/** True for the index of the acceptance command's step. */
+export const isAcceptanceStep = (plan: Plan, index: number): boolean => index === plan.steps.length && typeof plan.acceptance === 'object';

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Environment } from '../../environment';
 import type { Lease } from '../sandbox';
 import { ScrubbedStream, withSecrets, type ResolvedSecret } from '../secrets';
@@ -18,6 +19,13 @@ export type StepReceipt = {
   stdoutTail: string;
   stderrTail: string;
   truncated: boolean;
+  /**
+   * `sha256:` of `stdout:<sha256 of stdout>\nstderr:<sha256 of stderr>`, over the whole scrubbed
+   * output (not only the tails kept): the acceptance command's evidence. Absent in older receipts.
+   */
+  outputDigest?: string;
+  /** The sandbox's CPU and memory use over the command (host/sandbox exec-usage.ts), when readable. */
+  usage?: { cpuUsec: number; memoryByteMs: number };
 };
 
 /**
@@ -36,7 +44,9 @@ export async function execStep(
   // Output is scrubbed as it streams and only then cut to the tail the receipt keeps: scrubbing the
   // sandbox's already capped text could leave part of a value where its cut fell.
   const streams = { stdout: new ScrubbedStream(secrets, TAIL * 2), stderr: new ScrubbedStream(secrets, TAIL * 2) };
+  const hashes = { stdout: createHash('sha256'), stderr: createHash('sha256') };
   const emit = (stream: 'stdout' | 'stderr', text: string) => {
+    hashes[stream].update(text);
     if (text) o.progress({ type: 'step-output', runId: o.runId, index: o.index, step: step.name, stream, text });
   };
   const granted = secrets.filter((s) => step.secrets.includes(s.name));
@@ -47,6 +57,7 @@ export async function execStep(
       timeoutMs: (step.timeoutS ?? env.resources.commandTimeoutS) * 1000,
       signal: o.signal,
       keepProcesses: step.keepProcesses,
+      measure: true,
       onOutput: (stream, chunk) => emit(stream, streams[stream].push(chunk)),
     }),
   );
@@ -62,5 +73,7 @@ export async function execStep(
     stdoutTail: tail(streams.stdout.text()),
     stderrTail: tail(streams.stderr.text()),
     truncated: r.truncated,
+    outputDigest: `sha256:${createHash('sha256').update(`stdout:${hashes.stdout.digest('hex')}\nstderr:${hashes.stderr.digest('hex')}`).digest('hex')}`,
+    ...(r.usage ? { usage: r.usage } : {}),
   };
 }

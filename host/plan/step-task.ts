@@ -7,6 +7,7 @@ import { execStep, type StepReceipt } from './step-exec';
 import { sandboxDocId, type RunSandbox, type SandboxPointer } from '../run-sandbox';
 import { PlanRunInputSchema, type PlanProgress, type PlanRunInput, type StepInput, type StepResult, type StepTaskResult } from './plan-input';
 import { nextIndexOf, stepEffectId } from './checkpoints';
+import { isAcceptanceStep, runSteps } from './plan-schema';
 
 const SANDBOX_GONE = new Set(['sandbox_unavailable', 'container_missing', 'container_stopped', 'engine_unreachable', 'engine_error', 'lease_released']);
 
@@ -66,7 +67,7 @@ export async function runStep(ctx: TypedPhaseContext<StepInput>, sb: RunSandbox,
   const { index, generation } = ctx.value;
   const input = await runInputOf(ctx);
   const runId = ctx.task.runId!;
-  const step = input.plan.steps[index]!;
+  const step = runSteps(input.plan)[index]!;
   const env = input.environment;
   const effectId = stepEffectId(runId, index, generation);
   const spec = { id: effectId, kind: 'plan.step', intent: { step: step.name, run: step.run } as Json, replay: step.replay };
@@ -140,7 +141,10 @@ export async function runStep(ctx: TypedPhaseContext<StepInput>, sb: RunSandbox,
     }
     const out = await ctx.perform({ ...spec, id: actionId }, async (signal) =>
       execStep(held, step, env, secrets, { runId, index, signal, progress })
-        .then((r) => {
+        .then(async (r) => {
+          // Recorded before the receipt's commit: a command that ran is paid for, even when the
+          // host dies before its result is committed and the step runs again.
+          if (r.usage) await ctx.store.recordCost({ runId, at: ctx.now(), key: held.id, meters: { 'cpu.usec': r.usage.cpuUsec, 'memory.byte_ms': r.usage.memoryByteMs, 'exec.count': 1 } });
           // A command cut off by a cancel may have done part of its work: not an outcome, uncertain.
           if (signal.aborted) throw new BerthError('step_cancelled', `step ${step.name} was stopped by cancel while running`, { ids: { runId } });
           // A command the engine killed by stopping the container has no outcome of its own.
@@ -175,10 +179,11 @@ export async function runStep(ctx: TypedPhaseContext<StepInput>, sb: RunSandbox,
     docOps.push({ leaseId: held.id, workspaceDigest: await sb.digest(held, env, ctx.signal).catch((err: unknown) => { throw sandboxLost(err, sb, runId); }) });
   }
   writes.documents = docOps.map((op) => ({ documentId: sandboxDocId(runId), op }));
-  const result: StepResult = { step: step.name, exitCode: r.exitCode, timedOut: r.timedOut, oomKilled: r.oomKilled, diskExceeded: false, pidsLimited: r.pidsLimited ?? false, durationMs: r.durationMs, snapshotId, stdoutTail: r.stdoutTail, stderrTail: r.stderrTail };
+  const result: StepResult = { step: step.name, exitCode: r.exitCode, timedOut: r.timedOut, oomKilled: r.oomKilled, diskExceeded: false, pidsLimited: r.pidsLimited ?? false, durationMs: r.durationMs, snapshotId, stdoutTail: r.stdoutTail, stderrTail: r.stderrTail, ...(r.outputDigest ? { outputDigest: r.outputDigest } : {}) };
   writes.entries = [{ kind: 'plan.step.output', body: plainJson(result) }];
   progress({ type: 'step-end', runId, index, step: step.name, exitCode: r.exitCode, durationMs: r.durationMs, snapshotId });
-  if (r.exitCode === 0 && !r.timedOut) return { type: 'complete', result, writes };
+  // The acceptance command's exit is a judgement, not a failure: the plan root records it.
+  if ((r.exitCode === 0 && !r.timedOut) || isAcceptanceStep(input.plan, index)) return { type: 'complete', result, writes };
   const why = r.timedOut ? 'timed out' : r.oomKilled ? `was killed for memory (exit ${r.exitCode})` : r.pidsLimited ? `could not fork: the sandbox's pids limit of ${env.resources.pids} was reached (exit ${r.exitCode})` : `exited ${r.exitCode}`;
   return { type: 'fail', error: { code: r.pidsLimited ? 'pids_exceeded' : 'step_failed', message: `${step.name} ${why}`, details: plainJson(result) }, writes };
 }
@@ -191,7 +196,7 @@ export async function runStep(ctx: TypedPhaseContext<StepInput>, sb: RunSandbox,
  */
 async function rewind(ctx: PhaseContext, sb: RunSandbox, input: PlanRunInput, index: number, behind: { snapshotId: string; checkpoint: string }): Promise<StepDecision> {
   const runId = ctx.task.runId!;
-  const step = input.plan.steps[index]!;
+  const step = runSteps(input.plan)[index]!;
   const from = nextIndexOf(behind.checkpoint);
   const lost = input.plan.steps.slice(from, index);
   const never = lost.filter((s) => s.replay === 'never');

@@ -178,6 +178,8 @@ export class RunSandbox {
     if (old && old.id !== lease.id && !old.isReleased) await old.release().catch(() => {});
     this.live.set(runId, lease);
     this.d.logger.info({ runId, snapshotId, leaseId: lease.id }, 'sandbox restored from snapshot');
+    // Recovery work in the run's cost (an observation, like the other cost samples).
+    await this.d.store.recordCost({ runId, at: Date.now(), key: lease.id, meters: { 'sandbox.restores': 1 } });
     return { kind: 'ok', lease, pointer: { leaseId: lease.id, snapshotId: snap.id, workspaceDigest: snap.workspaceDigest } };
   }
 

@@ -14,6 +14,7 @@ import type { ExecOptions, ExecResult } from './exec-types';
 import { settleOutcome, waitForExit } from './exec-outcome';
 import { killTree } from './process-tree-kill';
 import { runControl } from './sandbox-control';
+import { startUsageMeter } from './exec-usage';
 
 /** What one exec needs from its lease. */
 export interface ExecHost {
@@ -92,11 +93,13 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
   if (opts.signal?.aborted) return result({ cancelled: true });
 
   const slot = host.acquireSlot();
+  let meter: Awaited<ReturnType<typeof startUsageMeter>> | undefined;
   const slotFile = `${CONTROL_DIR}/.berth-exec.${slotUser(user)}.${slot}`;
   const nonce = randomBytes(8).toString('hex');
   try {
     await host.events.ensureConnected();
     const oomBefore = host.events.oomCount(host.containerId);
+    meter = opts.measure ? await startUsageMeter(host.container, host.logger) : undefined;
     const hasStdin = opts.stdin !== undefined;
     let exec: Dockerode.Exec;
     try {
@@ -204,9 +207,12 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
       startedWall,
       endedAt: performance.now(),
     });
-    return result({ ...outcome, timedOut: reason === 'timeout', cancelled: reason === 'cancel' });
+    const usage = await meter?.stop();
+    return result({ ...outcome, timedOut: reason === 'timeout', cancelled: reason === 'cancel', ...(usage ? { usage } : {}) });
   } finally {
     host.releaseSlot(slot);
+    // An exec that threw never reached its reading: the sampling timer must not outlive it.
+    meter?.cancel();
   }
 }
 

@@ -1,3 +1,4 @@
+import type { ExecUsage } from './exec-usage';
 /** Which stream an output chunk came from. */
 export type OutputStream = 'stdout' | 'stderr';
 
@@ -24,6 +25,11 @@ export interface ExecOptions {
    * ends, so nothing carries into the next command (and reads its environment through /proc).
    */
   keepProcesses?: boolean;
+  /**
+   * Measure what the command cost from the container's cgroup counters (CPU time, memory over
+   * time; see exec-usage.ts): the result's `usage`. Off by default (it costs engine calls).
+   */
+  measure?: boolean;
 }
 
 /**
@@ -54,4 +60,6 @@ export interface ExecResult {
   stdoutBytes: number;
   stderrBytes: number;
   truncated: boolean;
+  /** With `measure`: the container's CPU and memory use over this exec (absent when not measured or unreadable). */
+  usage?: ExecUsage;
 }

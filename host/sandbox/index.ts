@@ -7,6 +7,7 @@ export { Lease } from './lease';
 export { createWarmPool, WarmPool, type WarmPoolOptions } from './warm-pool';
 export { checkSpec, isPinnedDigest, type SandboxSpec, type SandboxNetworkSpec } from './sandbox-spec';
 export type { ExecOptions, ExecResult, OutputStream } from './exec-types';
+export type { ExecUsage } from './exec-usage';
 export type { DirEntry } from './file-ops';
 export type { VerifyResult, VerifyFailure } from './verify';
 export type { DiskGuardOptions } from './disk-guard';

@@ -114,6 +114,17 @@ export interface NewSnapshot {
   pushedAt?: number | null;
 }
 
+/** An acceptance decision on a run, committed (see host/acceptance); idempotent by `requestId`. */
+export interface NewAcceptance {
+  id: string;
+  runId: string;
+  requestId: string;
+  decision: 'accepted' | 'rejected';
+  actor: string;
+  reason: string | null;
+  evidence: Json;
+}
+
 export interface NewSubmission {
   id: string;
   requestId: string;
@@ -146,6 +157,8 @@ export interface CommitInput {
   cancelTasks?: string[];
   effects?: EffectWrite[];
   snapshots?: NewSnapshot[];
+  /** Acceptance decisions; a request id already recorded writes nothing (the same decision asked again). */
+  acceptance?: NewAcceptance[];
 }
 
 export type CommitConflict =

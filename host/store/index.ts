@@ -13,6 +13,9 @@ export type {
   EffectWrite,
   NewSubmission,
   NewSnapshot,
+  NewAcceptance,
 } from './commit-input';
+export type { AcceptanceReads } from './sqlite/acceptance';
+export type { CostRecords } from './sqlite/cost';
 export { openSqliteStore, type SqliteStoreOptions } from './sqlite/sqlite-store';
 export type { Durability } from './sqlite/open';

@@ -32,10 +32,20 @@ export interface RecordedRequest {
   servedFault: ScriptedFault | null;
 }
 
+/** Token counts as the server reported them in an answer. */
+export interface ReportedUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  prompt_tokens_details?: { cached_tokens: number };
+}
+
 export interface ModelServer {
   /** Base URL for the client, ending in `/v1`. */
   url: string;
   requests: RecordedRequest[];
+  /** The usage of every complete answer sent, in order (what a client can count). */
+  reported: ReportedUsage[];
   close(): Promise<void>;
 }
 
@@ -43,6 +53,7 @@ type Script = ScriptedTurn[] | ((turn: number, body: RecordedRequest['body']) =>
 
 export async function startModelServer(script: Script, o: { faultKey?: (body: RecordedRequest['body']) => string } = {}): Promise<ModelServer> {
   const requests: RecordedRequest[] = [];
+  const reported: ReportedUsage[] = [];
   const faultsServed = new Map<string, number>();
   const hanging = new Set<ServerResponse>();
   const server = createServer((req, res) => {
@@ -68,7 +79,8 @@ export async function startModelServer(script: Script, o: { faultKey?: (body: Re
         hanging.add(res);
         return;
       }
-      answer(req, res, body, turn, scripted, fault === 'drop');
+      const usage = answer(req, res, body, turn, scripted, fault === 'drop');
+      if (usage) reported.push(usage);
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -76,6 +88,7 @@ export async function startModelServer(script: Script, o: { faultKey?: (body: Re
   return {
     url: `http://127.0.0.1:${port}/v1`,
     requests,
+    reported,
     close: () =>
       new Promise<void>((r) => {
         for (const h of hanging) h.destroy();
@@ -92,19 +105,22 @@ function error(res: ServerResponse, status: number, message: string, headers: Re
 
 const argsText = (a: ScriptedCall['arguments']) => (typeof a === 'string' ? a : JSON.stringify(a));
 
-function answer(_req: IncomingMessage, res: ServerResponse, body: RecordedRequest['body'], turn: number, t: ScriptedTurn, drop: boolean) {
+/** Sends the answer; returns the usage it reported (none for a dropped stream). */
+function answer(_req: IncomingMessage, res: ServerResponse, body: RecordedRequest['body'], turn: number, t: ScriptedTurn, drop: boolean): ReportedUsage | null {
   const calls = (t.toolCalls ?? []).map((c, i) => ({ id: c.id ?? `call_${turn}_${i}`, type: 'function' as const, function: { name: c.name, arguments: argsText(c.arguments) } }));
   const content = t.content ?? (calls.length ? null : '');
   const finish = calls.length ? 'tool_calls' : 'stop';
   const promptTokens = 10 + body.messages.length * 5;
   const completionTokens = 3 + (content?.length ?? 0) + calls.length * 7;
-  const usage = { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+  // From the second turn on, the earlier turns' prompt is what a caching endpoint would have cached.
+  const cached = turn > 0 ? 10 + (body.messages.length - 1) * 2 : 0;
+  const usage: ReportedUsage = { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens, prompt_tokens_details: { cached_tokens: cached } };
   const id = `chatcmpl-${turn}`;
   const created = 1_700_000_000;
   if (!body.stream) {
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end(JSON.stringify({ id, object: 'chat.completion', created, model: body.model, choices: [{ index: 0, message: { role: 'assistant', content, ...(calls.length ? { tool_calls: calls } : {}) }, finish_reason: finish }], usage }));
-    return;
+    return usage;
   }
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
   const chunk = (delta: object, finishReason: string | null = null) =>
@@ -122,10 +138,11 @@ function answer(_req: IncomingMessage, res: ServerResponse, body: RecordedReques
     // Some text reaches the client, then the connection dies mid-answer.
     res.write(parts.slice(0, Math.max(2, Math.ceil(parts.length / 2))).join(''));
     setTimeout(() => res.socket?.destroy(), 20);
-    return;
+    return null;
   }
   parts.push(chunk({}, finish));
   parts.push(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: body.model, choices: [], usage })}\n\n`);
   parts.push('data: [DONE]\n\n');
   res.end(parts.join(''));
+  return usage;
 }

@@ -17,7 +17,9 @@ export interface ChatClient {
 }
 
 const usageOf = (u: OpenAI.CompletionUsage | null | undefined): ModelUsage | null =>
-  u ? { promptTokens: u.prompt_tokens, completionTokens: u.completion_tokens, totalTokens: u.total_tokens } : null;
+  u
+    ? { promptTokens: u.prompt_tokens, completionTokens: u.completion_tokens, totalTokens: u.total_tokens, ...(typeof u.prompt_tokens_details?.cached_tokens === 'number' ? { cachedTokens: u.prompt_tokens_details.cached_tokens } : {}) }
+    : null;
 
 /**
  * Chat Completions through the `openai` client against any compatible endpoint. The client's own

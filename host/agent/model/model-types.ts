@@ -10,6 +10,8 @@ export interface ModelUsage {
   promptTokens: number;
   completionTokens: number;
   totalTokens: number;
+  /** Prompt tokens served from the endpoint's cache (`prompt_tokens_details.cached_tokens`), when it reports them. */
+  cachedTokens?: number;
 }
 
 /** A complete answer of one request. */

@@ -1,8 +1,10 @@
 import { userInfo } from 'node:os';
+import { acceptanceOf } from '../../acceptance';
+import { acceptanceLine } from './acceptance';
 import { BerthError } from '../../errors';
 import { isFinalRunState, type Run } from '../../model';
 import { pruneSnapshots } from '../../snapshot';
-import { loadPlan, submitPlan, type PlanRunInput, type StepResult } from '../../plan';
+import { loadPlan, runSteps, submitPlan, type PlanRunInput, type StepResult } from '../../plan';
 import { engineCapacity, registryEngine, snapshotEngine } from '../../sandbox';
 import { checkEngineCapacity } from '../../../environment';
 import { EGRESS_ENTRY, isNetworkAttempt, type EgressAttempt } from '../../egress';
@@ -99,7 +101,8 @@ async function summary(ctx: CliContext, run: Run): Promise<string> {
     if (e.status === 'confirmed' && receipt?.decision === 'accept' && step) acceptedBy.set(step, receipt.by ?? 'operator');
   }
   const root = tasks.find((t) => t.id === run.rootTaskId);
-  const names = ((root?.input as unknown as PlanRunInput | undefined)?.plan?.steps ?? []).map((s) => s.name);
+  const plan = (root?.input as unknown as PlanRunInput | undefined)?.plan;
+  const names = (plan?.steps ? runSteps(plan) : []).map((s) => s.name);
   // A step stopped by cancel has no command result; its name comes from the plan, its outcome says cancelled.
   const steps = tasks.filter((t) => t.kind === 'plan-step').map((t) => {
     const r = (t.result ?? t.error?.details ?? {}) as Partial<StepResult>;
@@ -108,12 +111,14 @@ async function summary(ctx: CliContext, run: Run): Promise<string> {
   });
   const transitions = await ctx.store.listRunTransitions(run.id);
   const reason = transitions.at(-1)?.reason ?? '';
-  emit(ctx.json, { run, reason, steps }, () =>
+  const acceptance = await acceptanceOf(ctx.store, run);
+  emit(ctx.json, { run, reason, steps, acceptance }, () =>
     [
       '',
       table([['STEP', 'RESULT', 'EXIT', 'TIME', 'SNAPSHOT'], ...steps.map((s) => [s.step ?? '?', s.acceptedBy ? `accepted by ${s.acceptedBy}` : s.rewind !== undefined ? `rewound to step ${s.rewind + 1}` : s.alreadyDone ? 'ran before' : s.code && s.code !== 'step_failed' ? s.code : (s.outcome ?? s.status), String(s.exitCode ?? '-'), s.durationMs === undefined ? '-' : duration(s.durationMs), s.snapshotId ?? '-'])]),
       '',
       `run ${run.id}: ${run.state}${reason ? ` (${reason})` : ''}`,
+      ...(acceptance.state === 'none' ? [] : [`acceptance: ${acceptanceLine(acceptance, run.id)}`]),
       run.state === 'needs_reconciliation' ? `decide with: berth reconcile ${run.id} [--accept | --reject-effect] [--restore SNAPSHOT] | --fail   (berth show ${run.id} lists snapshots)` : '',
     ].filter((l, i, a) => l !== '' || i !== a.length - 1).join('\n'),
   );
@@ -128,7 +133,8 @@ export async function runPlan(ctx: CliContext, file: string, requestId?: string)
   // Everything checkable is checked before the run exists: a run is created only to be driven.
   await checkImageOnEngine(ctx.docker, loaded.environment as Environment & { image: { digest: string } }, loaded.environmentFile);
   await checkPlanSecrets(loaded);
-  const rt = await startHost(ctx, () => loaded.plan.steps.length);
+  // The acceptance command, when the plan has one, runs as the last step.
+  const rt = await startHost(ctx, () => runSteps(loaded.plan).length);
   const { run, created } = await submitPlan(rt, loaded, requestId);
   if (!ctx.json) process.stderr.write(`${created ? 'started' : 'already submitted as'} run ${run.id} (${loaded.plan.steps.length} steps, image ${loaded.environment.image.ref})\n`);
   return drive(ctx, rt, run.id);
@@ -136,7 +142,8 @@ export async function runPlan(ctx: CliContext, file: string, requestId?: string)
 
 export async function stepCount(ctx: CliContext, run: Run): Promise<number> {
   const root = run.rootTaskId ? await ctx.store.getTask(run.rootTaskId) : undefined;
-  return (root?.input as unknown as PlanRunInput | undefined)?.plan?.steps.length ?? 0;
+  const plan = (root?.input as unknown as PlanRunInput | undefined)?.plan;
+  return plan?.steps ? runSteps(plan).length : 0;
 }
 
 /** `berth resume RUN`. */

@@ -8,6 +8,10 @@ import type { Store } from '../../store';
 import type { CliContext } from '../context';
 import { duration, emit, table } from '../output';
 import { driverOf, readHost } from './run-driver';
+import { acceptanceOf } from '../../acceptance';
+import { runCost } from '../../cost';
+import { acceptanceLine } from './acceptance';
+import { costRows } from './cost';
 
 /** `berth status`: every run, newest last, with its state and age. */
 export async function status(ctx: CliContext): Promise<number> {
@@ -47,7 +51,9 @@ export async function describeRun(store: Store, runId: string) {
   // `current`: the sandbox the run (or its agent session) records as its own; `keptBySession`: an
   // agent session's sandbox, which outlives the run on purpose (the next message continues in it).
   const leases = sessionLeases.map((l) => ({ ...l, current: l.id === current, keptBySession: l.runId === run.sessionId && l.releasedAt === null }));
-  return { run, forkedFrom: parent, forks: forks.map((f) => ({ runId: f.id, state: f.state })), transitions, tasks, effects, snapshots, leases, documents: documents.map((d) => ({ id: d.id, type: d.type, version: d.version })), egress };
+  // Acceptance is apart from the run state; cost is measured and derived at this moment.
+  const [acceptance, cost] = await Promise.all([acceptanceOf(store, run), runCost(store, runId, Date.now())]);
+  return { run, forkedFrom: parent, forks: forks.map((f) => ({ runId: f.id, state: f.state })), transitions, tasks, effects, snapshots, leases, documents: documents.map((d) => ({ id: d.id, type: d.type, version: d.version })), egress, acceptance, cost };
 }
 
 /** `berth show RUN`. */
@@ -77,6 +83,8 @@ export async function show(ctx: CliContext, runId: string): Promise<number> {
     if (d.snapshots.length) {
       out.push('', 'snapshots:', table(d.snapshots.map((s) => [s.id, s.checkpoint, s.imageId.slice(0, 19), s.workspaceDigest.slice(0, 19), `${(s.sizeBytes / 1e6).toFixed(1)} MB`, s.prunedAt ? 'pruned' : ''])));
     }
+    out.push('', `acceptance: ${acceptanceLine(d.acceptance, d.run.id)}`);
+    out.push('', 'cost:', table(costRows(d.cost)));
     if (d.egress.allowed + d.egress.denied > 0) out.push('', `egress: ${d.egress.allowed} allowed, ${d.egress.denied} denied (each attempt: berth logs ${d.run.id})`);
     if (d.egress.dropped.length) out.push('dropped by the sandbox network rules:', table(d.egress.dropped.map((x) => [x.proto, x.target, `x${x.count}`])));
     if (d.leases.length) {

@@ -272,4 +272,33 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       ALTER TABLE snapshots ADD COLUMN pushed_at INTEGER;
     `,
   },
+  {
+    version: 10,
+    name: 'acceptance and cost',
+    // Acceptance decisions are committed (their commit_seq ties them to the commit log); the
+    // request id makes a retried accept/reject the same decision. Cost samples are observations
+    // written as they are measured, one row per meter, summed at read time.
+    sql: `
+      CREATE TABLE acceptance_decisions (
+        id TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        request_id TEXT NOT NULL UNIQUE,
+        decision TEXT NOT NULL CHECK (decision IN ('accepted', 'rejected')),
+        actor TEXT NOT NULL,
+        reason TEXT,
+        evidence_json TEXT NOT NULL,
+        at INTEGER NOT NULL,
+        commit_seq INTEGER NOT NULL
+      ) STRICT;
+      CREATE INDEX acceptance_by_run ON acceptance_decisions(run_id, at);
+      CREATE TABLE cost_samples (
+        run_id TEXT NOT NULL,
+        at INTEGER NOT NULL,
+        meter TEXT NOT NULL,
+        meter_key TEXT NOT NULL,
+        amount INTEGER NOT NULL
+      ) STRICT;
+      CREATE INDEX cost_by_run ON cost_samples(run_id, meter);
+    `,
+  },
 ];

@@ -12,6 +12,8 @@ import { openDatabase, type Durability } from './open';
 import { sqliteReads } from './reads';
 import { sqliteSnapshots } from './snapshots';
 import { sqliteSnapshotPush } from './snapshot-push';
+import { sqliteAcceptanceReads } from './acceptance';
+import { sqliteCostRecords } from './cost';
 
 export interface SqliteStoreOptions {
   clock?: Clock;
@@ -32,6 +34,8 @@ export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): St
     ...sqliteSnapshots(db),
     ...sqliteSnapshotPush(db),
     ...sqliteEgressAudit(db),
+    ...sqliteAcceptanceReads(db),
+    ...sqliteCostRecords(db),
     ...sqliteFencing(db, clock),
     async commit(input: CommitInput): Promise<CommitResult> {
       faultPoint(`before:${input.label}`);

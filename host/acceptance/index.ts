@@ -1,0 +1,1 @@
+export { acceptanceOf, decideAcceptance, type AcceptanceView, type DecideAcceptance } from './acceptance';

@@ -1,0 +1,23 @@
+import type { ToolSandbox } from '../../tools';
+import type { Lease } from '../sandbox';
+import type { Store } from '../store';
+
+/**
+ * The sandbox as a tool uses it, with every command's CPU and memory measured (host/sandbox
+ * exec-usage.ts) and recorded as a cost sample of the run as soon as the command ends: before the
+ * tool's result commits, so a tool call a crash makes run again is counted each time it ran.
+ */
+export function meteredSandbox(inner: ToolSandbox, o: { store: Store; runId: string; lease: Lease; now: () => number }): ToolSandbox {
+  return {
+    exec: async (cmd, opts = {}) => {
+      const r = await inner.exec(cmd, { ...opts, measure: true });
+      if (r.usage) {
+        await o.store.recordCost({ runId: o.runId, at: o.now(), key: o.lease.id, meters: { 'cpu.usec': r.usage.cpuUsec, 'memory.byte_ms': r.usage.memoryByteMs, 'exec.count': 1 } });
+      }
+      return r;
+    },
+    readFile: (path, opts) => inner.readFile(path, opts),
+    writeFile: (path, data, opts) => inner.writeFile(path, data, opts),
+    list: (path) => inner.list(path),
+  };
+}

@@ -1,0 +1,38 @@
+import type Database from 'better-sqlite3';
+import type { CostMeter, CostSample, CostTotal } from '../../model';
+import type { Row } from './rows';
+
+/** Cost samples: measured resource use, recorded as it happens (not session state, so not a commit). */
+export interface CostRecords {
+  recordCost(sample: CostSample): Promise<void>;
+  /** Every meter summed per run and key (model or lease); `runIds` limits it to those runs. */
+  sumCost(filter?: { runIds?: string[] }): Promise<CostTotal[]>;
+  /** One run's samples as recorded, one row per meter, oldest first (for an export of the run's record). */
+  listCost(filter: { runId: string }): Promise<Array<CostTotal & { at: number }>>;
+}
+
+export function sqliteCostRecords(db: Database.Database): CostRecords {
+  const insert = db.prepare('INSERT INTO cost_samples (run_id, at, meter, meter_key, amount) VALUES (?, ?, ?, ?, ?)');
+  const record = db.transaction((s: CostSample) => {
+    for (const [meter, amount] of Object.entries(s.meters)) {
+      if (amount === undefined || !Number.isFinite(amount)) continue;
+      insert.run(s.runId, s.at, meter, s.key, Math.round(amount as number));
+    }
+  });
+  const sums = db.prepare('SELECT run_id, meter, meter_key, SUM(amount) AS amount FROM cost_samples GROUP BY run_id, meter, meter_key ORDER BY run_id, meter, meter_key');
+  const sumsOf = db.prepare('SELECT run_id, meter, meter_key, SUM(amount) AS amount FROM cost_samples WHERE run_id = ? GROUP BY run_id, meter, meter_key ORDER BY meter, meter_key');
+  const rows = db.prepare('SELECT run_id, at, meter, meter_key, amount FROM cost_samples WHERE run_id = ? ORDER BY at, rowid');
+  const toTotal = (r: Row): CostTotal => ({ runId: r.run_id as string, meter: r.meter as CostMeter, key: r.meter_key as string, amount: Number(r.amount) });
+  return {
+    async recordCost(sample) {
+      record(sample);
+    },
+    async sumCost(filter = {}) {
+      if (!filter.runIds) return (sums.all() as Row[]).map(toTotal);
+      return filter.runIds.flatMap((id) => (sumsOf.all(id) as Row[]).map(toTotal));
+    },
+    async listCost(filter) {
+      return (rows.all(filter.runId) as Row[]).map((r) => ({ ...toTotal(r), at: r.at as number }));
+    },
+  };
+}
