@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Effect, Json, JoinPolicy, ReplayPolicy, RunState, Task, TaskError } from '../model';
-import type { NewSnapshot } from '../store';
+import type { NewArtifact, NewSnapshot } from '../store';
 import type { Store } from '../store';
 
 /** A subtask to create; the parent owns it (cancellation and `completing` follow ownership). */
@@ -36,6 +36,8 @@ export interface PhaseWrites {
   effects?: EffectIntent[];
   /** Sandbox snapshots tied to this checkpoint, committed with it. */
   snapshots?: Array<Omit<NewSnapshot, 'runId' | 'taskId'>>;
+  /** Artifact records of this checkpoint (a plan step's copied-out files), committed with it. */
+  artifacts?: Array<Omit<NewArtifact, 'runId' | 'taskId'>>;
 }
 
 /** A run state change a phase asks for alongside its decision. */

@@ -140,6 +140,7 @@ async function decisionCommit(
     cancelTasks: effect.cancel,
     effects,
     snapshots: (writes.snapshots ?? []).map((s) => ({ ...s, runId: task.runId, taskId: task.id })),
+    artifacts: (writes.artifacts ?? []).map((a) => ({ ...a, runId: task.runId!, taskId: task.id })),
     runTransitions: effect.terminal
       ? await rootRunTransitions(d, task, effect.terminal, effects, describe(decision))
       : (decision.type === 'await' || decision.type === 'next' || decision.type === 'sleep') && decision.run

@@ -17,3 +17,4 @@ export { LABEL, containerLabels } from './labels';
 export { snapshotEngine, SNAPSHOT_REPO, type SnapshotEngineCalls, type CommittedImage, type Change } from './snapshot-image';
 export { engineCapacity } from './engine-capacity';
 export { scanHostDir, type SkippedEntry } from './archive-pack';
+export type { TreeFile, RealFile } from './artifact-files';

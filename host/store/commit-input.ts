@@ -109,6 +109,26 @@ export interface NewSnapshot {
   parentId: string | null;
 }
 
+/**
+ * A file a plan step produced, copied into the artifact store and committed with the step's
+ * result: `sha256` addresses its bytes there; (run, step index, generation) says which execution
+ * made it, so a re-run in a later generation supersedes it.
+ */
+export interface NewArtifact {
+  id: string;
+  runId: string;
+  taskId: string | null;
+  stepIndex: number;
+  generation: number;
+  step: string;
+  /** Workspace-relative, `/`-separated. */
+  path: string;
+  sizeBytes: number;
+  sha256: string;
+  /** The snapshot committed with the same step (null when the step took none). */
+  snapshotId: string | null;
+}
+
 export interface NewSubmission {
   id: string;
   requestId: string;
@@ -141,6 +161,7 @@ export interface CommitInput {
   cancelTasks?: string[];
   effects?: EffectWrite[];
   snapshots?: NewSnapshot[];
+  artifacts?: NewArtifact[];
 }
 
 export type CommitConflict =

@@ -1,4 +1,4 @@
-export type { Store, TaskFilter, EntryFilter, ExecutionRight } from './store';
+export type { Store, TaskFilter, EntryFilter, ExecutionRight, StoredArtifact } from './store';
 export type {
   CommitInput,
   CommitResult,
@@ -13,6 +13,7 @@ export type {
   EffectWrite,
   NewSubmission,
   NewSnapshot,
+  NewArtifact,
 } from './commit-input';
 export { openSqliteStore, type SqliteStoreOptions } from './sqlite/sqlite-store';
 export type { Durability } from './sqlite/open';

@@ -3,6 +3,7 @@ import { BerthError } from '../../errors';
 import { assertRunTransition, isFinalRunState, type EffectStatus, type RunState } from '../../model';
 import type { CommitConflict, CommitInput, TaskChanges } from '../commit-input';
 import { json } from './rows';
+import { artifactInserter } from './artifacts';
 
 /** Thrown inside the transaction to roll it back; never escapes this module. */
 class Conflict {
@@ -30,9 +31,11 @@ const TASK_COLUMNS: Record<keyof TaskChanges, { column: string; encode: (v: neve
 export class CommitWriter {
   private readonly taskUpdates = new Map<string, Database.Statement>();
   private readonly s;
+  private readonly insertArtifact;
 
   constructor(private readonly db: Database.Database) {
     const p = (sql: string) => db.prepare(sql);
+    this.insertArtifact = artifactInserter(db);
     this.s = {
       fence: p('SELECT epoch FROM fencing WHERE scope = ?'),
       sessionInsert: p('INSERT OR IGNORE INTO sessions (id, created_at, meta_json) VALUES (?, ?, ?)'),
@@ -159,6 +162,7 @@ export class CommitWriter {
     for (const n of c.snapshots ?? []) {
       s.snapshotInsert.run(n.id, sid, n.runId, n.taskId, n.leaseId, n.imageId, n.workspaceDigest, n.sizeBytes, n.checkpoint, n.parentId, seq, at);
     }
+    for (const a of c.artifacts ?? []) this.insertArtifact(a, sid, seq, at);
     for (const t of c.runTransitions ?? []) {
       // A conditional move (the last open approval of a run decided): evaluated after this
       // commit's task changes, against what other commits have written, so two deciders that

@@ -11,6 +11,7 @@ import { sqliteLeaseRecords } from './leases';
 import { openDatabase, type Durability } from './open';
 import { sqliteReads } from './reads';
 import { sqliteSnapshots } from './snapshots';
+import { sqliteArtifacts } from './artifacts';
 
 export interface SqliteStoreOptions {
   clock?: Clock;
@@ -29,6 +30,7 @@ export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): St
     ...sqliteReads(db),
     ...sqliteLeaseRecords(db),
     ...sqliteSnapshots(db),
+    ...sqliteArtifacts(db),
     ...sqliteEgressAudit(db),
     ...sqliteFencing(db, clock),
     async commit(input: CommitInput): Promise<CommitResult> {
