@@ -15,6 +15,7 @@ import { reconcileRun } from './commands/reconcile';
 import { agentChat, agentRun, type AgentFlags } from './commands/agent-run';
 import { decide } from './commands/agent-approve';
 import { reportError } from './output';
+import { artifactsCommand } from './commands/artifacts';
 
 const USAGE = `usage: berth <command> [options]
 
@@ -23,6 +24,8 @@ const USAGE = `usage: berth <command> [options]
   status                   list runs
   show RUN                 state, transitions, tasks, effects, snapshots and leases of a run
   logs RUN                 the output each step of a run produced
+  artifacts RUN [--out DIR] the files the run's steps kept (path, size, sha256, present/missing/altered);
+                           --out copies them to DIR, checking every digest
   reconcile RUN [--accept | --reject-effect] [--restore SNAPSHOT] | --verify | --fail
                            decide a run that needs reconciliation, then continue it:
                            did the uncertain effect happen (--accept) or not (--reject-effect),
@@ -71,6 +74,7 @@ interface Flags extends AgentFlags {
   keep?: string;
   engine: boolean;
   grace?: string;
+  out?: string;
 }
 
 const need = (args: string[], n: number, what: string) => {
@@ -91,6 +95,7 @@ const commands: Record<string, Handler> = {
   reconcile: (ctx, args, flags) => reconcileRun(ctx(), need(args, 1, 'RUN')[0]!, flags),
   cancel: (ctx, args) => cancelRun(ctx(), need(args, 1, 'RUN')[0]!),
   logs: (ctx, args) => logs(ctx(), need(args, 1, 'RUN')[0]!),
+  artifacts: (ctx, args, flags) => artifactsCommand(ctx(), need(args, 1, 'RUN')[0]!, flags.out),
   agent: (ctx, args, flags) => agentRun(ctx(), need(args, 1, 'TASK')[0]!, flags),
   chat: (ctx, args, flags) => {
     const [session, message] = need(args, 2, 'SESSION and MESSAGE');
@@ -131,6 +136,7 @@ export async function main(argv: string[]): Promise<number> {
         keep: { type: 'string' },
         engine: { type: 'boolean', default: false },
         grace: { type: 'string' },
+        out: { type: 'string' },
         env: { type: 'string' },
         workspace: { type: 'string' },
         model: { type: 'string' },

@@ -17,6 +17,8 @@ import {
 import { parkRun, reconciled, sandboxAdvice } from './reconcile-phase';
 import { runStep } from './step-task';
 import { stopAbandonedStep } from './step-cancel';
+import { checkArtifacts } from './artifact-phase';
+import type { ArtifactStore } from '../artifacts';
 
 export const PLAN_KIND = 'plan';
 
@@ -38,8 +40,13 @@ const stepResultOf = (child: Task): StepResult | null => {
 };
 export const STEP_KIND = 'plan-step';
 
-/** The two task kinds of a plan run: the root walks the steps; each step runs one command. */
-export function planHandlers(sb: RunSandbox, progress: (p: PlanProgress) => void): TaskHandler[] {
+/**
+ * The two task kinds of a plan run: the root walks the steps; each step runs one command. Steps
+ * that declare artifacts copy them into `artifacts` (without a store they fail saying so).
+ */
+export function planHandlers(sb: RunSandbox, progress: (p: PlanProgress) => void, artifacts?: ArtifactStore): TaskHandler[] {
+  // Runs whose committed artifacts this process has checked against the store (once per resume).
+  const verified = new Set<string>();
   const root = defineTask({
     kind: PLAN_KIND,
     version: 1,
@@ -75,6 +82,8 @@ export function planHandlers(sb: RunSandbox, progress: (p: PlanProgress) => void
       step: async (ctx) => {
         const input = ctx.value;
         const cp = ctx.state;
+        const redo = await checkArtifacts(ctx, sb, artifacts, verified, progress);
+        if (redo) return redo;
         if (cp.index >= input.plan.steps.length) {
           await sb.finish(ctx.task.runId!);
           // In step order, then generation: not in creation-time order (see `stepped`).
@@ -126,7 +135,7 @@ export function planHandlers(sb: RunSandbox, progress: (p: PlanProgress) => void
     restartLimit: 10,
     // An engine restart can take a while; these retries back off to about 25 s in all.
     maxRetries: 8,
-    phases: { run: async (ctx) => runStep(ctx, sb, progress) },
+    phases: { run: async (ctx) => runStep(ctx, sb, progress, artifacts) },
     // A cancel that finds the step left running by a dead host stops its command first.
     stopAbandoned: (task, d) => stopAbandonedStep(sb, task, d),
   });

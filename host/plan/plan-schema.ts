@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { globProblem } from '../artifacts/glob';
 
 const STEP_NAME = /^[a-z0-9][a-z0-9._-]{0,62}$/;
 
@@ -23,6 +24,24 @@ export const PlanStepSchema = z.strictObject({
    * every process the step started is killed when it ends, so nothing carries into the next step.
    */
   keepProcesses: z.boolean().default(false),
+  /**
+   * Workspace-relative globs (`*`, `?`, `[…]`, `**`) of files to keep: after the step succeeds they
+   * are copied out into the artifact store and committed (path, size, sha256) with its checkpoint.
+   */
+  artifacts: z
+    .array(
+      z.string().superRefine((g, ctx) => {
+        const why = globProblem(g);
+        if (why) ctx.addIssue({ code: 'custom', message: `a relative glob inside the workspace (found "${g}", which has ${why})` });
+      }),
+    )
+    .default([]),
+});
+
+/** Per step: how many files and megabytes its artifacts may hold together. */
+export const ArtifactLimitsSchema = z.strictObject({
+  files: z.number().int().positive().default(1000),
+  mb: z.number().positive().default(1024),
 });
 
 /**
@@ -35,6 +54,7 @@ export const PlanSchema = z
     environment: z.string().min(1),
     workspace: z.string().min(1).optional(),
     steps: z.array(PlanStepSchema).min(1),
+    artifactLimits: ArtifactLimitsSchema.default({ files: 1000, mb: 1024 }),
   })
   .superRefine((plan, ctx) => {
     const seen = new Set<string>();

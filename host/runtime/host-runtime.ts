@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { ArtifactStore } from '../artifacts';
 import { registerAgent, type AgentLiveEvent } from '../agent';
 import type { Extension } from '../agent/custom-tasks';
 import { DocumentTypes, HandlerRegistry, Kernel } from '../kernel';
@@ -24,6 +25,8 @@ export interface HostRuntimeDeps {
   onAgentLive?: (e: AgentLiveEvent) => void;
   /** Application task kinds and document types (see host/agent/custom-tasks.ts). */
   extensions?: Extension[];
+  /** Where plan steps keep their artifacts (the CLI builds it; without one, a step declaring artifacts fails saying so). */
+  artifacts?: ArtifactStore;
 }
 
 /** The kernel with every built-in task kind and document type registered, and the plan sandbox behind them. */
@@ -34,7 +37,7 @@ export function createHostRuntime(d: HostRuntimeDeps) {
   const kernel = new Kernel({ store: d.store, registry, documents, clock: d.clock, logger: d.logger, hostId: d.hostId, concurrency: d.concurrency, versions: { kernel: `${KERNEL.name}@${KERNEL.version}` } });
   const snapshots = new Snapshotter({ engine: d.engine, store: d.store, logger: d.logger });
   const planSandbox = new RunSandbox({ store: d.store, sandbox: d.sandbox, snapshots, imageExists: d.engine.imageExists, clock: d.clock, logger: d.logger });
-  for (const h of planHandlers(planSandbox, (p) => d.onProgress?.(p))) registry.register(h);
+  for (const h of planHandlers(planSandbox, (p) => d.onProgress?.(p), d.artifacts)) registry.register(h);
   const agent = registerAgent({ registry, documents, kernel, store: d.store, sandbox: d.sandbox, snapshots, engine: d.engine, clock: d.clock, logger: d.logger, onLive: (e) => d.onAgentLive?.(e) });
   for (const x of d.extensions ?? []) x.register({ registry, documents });
   // A run that reaches a final state gives up every sandbox leased for it (see run-end-leases.ts).

@@ -12,6 +12,8 @@ import { isDir, isRegular, resolveInContainer } from './path-resolver';
 export interface TreeFile {
   /** Relative to the workspace, `/`-separated. */
   path: string;
+  /** Absolute in the container, below the listed directory's real path. */
+  real: string;
   type: 'file' | 'symlink' | 'other';
   size: number;
 }
@@ -52,7 +54,7 @@ export async function listTree(ctx: FileContext, dirs: Array<{ dir: string; maxD
       if (!m || !m[3]!.startsWith(prefix)) continue;
       const fmt = parseInt(m[1]!, 16) & 0o170000;
       const below = m[3]!.slice(prefix.length);
-      out.push({ path: root.rel ? `${root.rel}/${below}` : below, type: fmt === 0o100000 ? 'file' : fmt === 0o120000 ? 'symlink' : 'other', size: Number(m[2]) });
+      out.push({ path: root.rel ? `${root.rel}/${below}` : below, real: m[3]!, type: fmt === 0o100000 ? 'file' : fmt === 0o120000 ? 'symlink' : 'other', size: Number(m[2]) });
     }
   }
   return out;

@@ -31,6 +31,7 @@ export async function startHost(ctx: CliContext, total: () => number): Promise<H
     clock: ctx.clock,
     logger: ctx.logger,
     hostId: ctx.hostId,
+    artifacts: ctx.artifacts,
     onProgress: progressPrinter(ctx.json, total),
   });
   const swept = [...(await ctx.sandbox.sweep()), ...(await releaseEndedRunLeases(ctx))];
