@@ -147,3 +147,24 @@ describe('artifact paths stay in the workspace and within limits', { timeout: 30
     expect(await fx.read((s) => s.listRuns())).toEqual([]);
   });
 });
+
+describe('artifacts never carry a secret value into the store', { timeout: 300_000 }, () => {
+  it('refuses an artifact holding a secret in base64, even one allowed in the workspace, and stores no byte of it', async () => {
+    const token = `tok-${Math.random().toString(36).slice(2)}-${Date.now().toString(36)}-artifact`;
+    fx = await planFixture([]);
+    appendFileSync(join(fx.dir, 'env.yaml'), 'secrets:\n  - { name: TOKEN, from: { env: BERTH_TEST_TOKEN }, expose: env, to: [build], allowInWorkspace: true }\n');
+    writeFileSync(
+      fx.plan,
+      `name: secret-artifact\nenvironment: env.yaml\nworkspace: ws\nsteps:\n  - name: build\n    run: ${JSON.stringify('mkdir out && echo fine > out/ok.txt && printf %s "$TOKEN" | busybox base64 > out/token.b64')}\n    secrets: [TOKEN]\n    artifacts: ["out/*"]\n`,
+    );
+    const end = await fx.cli(['run', fx.plan, '--json'], { BERTH_TEST_TOKEN: token });
+    expect(end.code, end.stderr).toBe(1);
+    const summary = lastJson<Summary>(end);
+    expect(summary.run.state).toBe('failed');
+    expect(summary.reason).toContain('out/token.b64');
+    expect(summary.reason).toContain('TOKEN');
+    const dir = join(fx.dir, 'artifacts');
+    const all = (d: string): string[] => (existsSync(d) ? readdirSync(d, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? all(join(d, e.name)) : [join(d, e.name)])) : []);
+    expect(all(dir)).toEqual([]);
+  });
+});
