@@ -85,7 +85,10 @@ function archiveContext(entries: Array<{ name: string; type?: 'file' | 'symlink'
   const container = {
     async getArchive() {
       const p = pack();
-      for (const e of entries) p.entry({ name: e.name, type: e.type ?? 'file', linkname: e.linkname, size: e.type === 'symlink' ? 0 : Buffer.byteLength(e.body ?? '') }, e.type === 'symlink' ? undefined : (e.body ?? ''));
+      for (const e of entries) {
+        if (e.type === 'symlink') p.entry({ name: e.name, type: 'symlink', linkname: e.linkname });
+        else p.entry({ name: e.name, type: 'file', size: Buffer.byteLength(e.body ?? '') }, e.body ?? '');
+      }
       p.finalize();
       return p;
     },
