@@ -101,6 +101,12 @@ describe('step artifacts are copied out, committed with their digests and fetche
     expect(summary.reason).toContain('deploy');
     expect(summary.reason).toMatch(/replay never/);
     expect(await confirmedSteps(fx, runId)).toEqual(['deploy', 'one']);
+
+    // The operator continues without it: the decision waives that artifact, so the run is not parked again for it.
+    const decided = await fx.cli(['reconcile', runId, '--accept', '--json']);
+    expect(decided.code, decided.stderr).toBe(0);
+    expect(await confirmedSteps(fx, runId)).toEqual(['deploy', 'one', 'three']);
+    expect((await listed(fx, runId)).artifacts[0]!.status).toBe('altered');
   });
 });
 
