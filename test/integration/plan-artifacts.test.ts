@@ -79,6 +79,8 @@ describe('step artifacts are copied out, committed with their digests and fetche
     const after = await listed(fx, runId);
     expect(after.artifacts.map((x) => [x.path, x.status]).sort()).toEqual([['a.txt', 'present'], ['b.txt', 'present']]);
     expect(readFileSync(blob(fx, a.sha256), 'utf8')).toBe('one\n');
+    const shown = await fx.cli(['logs', runId]);
+    expect(shown.stdout).toContain('artifacts a.txt of step one (missing): re-ran from step 1');
   });
 
   it('an artifact altered in the store for a replay-never step parks the run naming the artifact', async () => {
