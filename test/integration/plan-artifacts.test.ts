@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Run } from '../../host/model';
 import { lastJson, planFixture, type PlanStepDef } from '../support/plan-fixture';
+import { unrecordedSnapshotImages } from '../support/leak-check';
 
 type Summary = { run: Run; reason: string; steps: Array<{ step: string; outcome: string; stdoutTail: string }> };
 type Listed = { runId: string; artifacts: Array<{ path: string; step: string; size: number; sha256: string; status: string }> };
@@ -83,6 +84,24 @@ describe('step artifacts are copied out, committed with their digests and fetche
     expect(shown.stdout).toContain('artifacts a.txt of step one (missing): re-ran from step 1');
   });
 
+  it('a host killed after the copy but before the step committed commits the artifacts once on resume', async () => {
+    fx = await planFixture([
+      { name: 'build', run: 'mkdir -p out && echo lib > out/lib.a', artifacts: ['out/*'] },
+      { name: 'test', run: 'cat out/lib.a' },
+    ]);
+    const first = await fx.cli(['run', fx.plan, '--json'], { BERTH_FAULT: 'before:phase.complete:plan-step#1' });
+    expect(first.signal, first.stderr).toBe('SIGKILL');
+    fx.allowLeftovers('the kill before the step commit leaves its snapshot image whose record never commits; `berth gc` removes it after its grace period', unrecordedSnapshotImages);
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    expect(await fx.read((s) => s.listArtifacts(runId))).toEqual([]);
+    const end = await fx.cli(['resume', runId, '--json']);
+    expect(end.code, end.stderr).toBe(0);
+    const records = await fx.read((s) => s.listArtifacts(runId));
+    expect(records.map((r) => [r.path, r.sha256])).toEqual([['out/lib.a', sha256('lib\n')]]);
+    expect(await confirmedSteps(fx, runId)).toEqual(['build', 'test']);
+    expect(readdirSync(join(fx.dir, 'artifacts', 'sha256'))).toEqual([sha256('lib\n')]);
+  });
+
   it('an artifact altered in the store for a replay-never step parks the run naming the artifact', async () => {
     fx = await planFixture([
       { name: 'one', run: 'echo one > a.txt' },
@@ -130,6 +149,13 @@ describe('artifact paths stay in the workspace and within limits', { timeout: 30
     expect(reason).toMatch(/outside the workspace/);
     const passwd = sha256(readFileSync('/etc/passwd'));
     expect(storedBlobs()).not.toContain(passwd);
+  });
+
+  it('refuses a glob under a symlinked directory that leads outside the workspace', async () => {
+    const reason = await failing([{ name: 'build', run: 'ln -s /etc conf', artifacts: ['conf/*'] }]);
+    expect(reason).toContain('conf');
+    expect(reason).toMatch(/outside the workspace/);
+    expect(storedBlobs()).toEqual([]);
   });
 
   it('refuses more files than the plan allows, naming the glob', async () => {
