@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { BerthError } from '../errors';
 import { dirname, join, resolve } from 'node:path';
-import { LocalArtifactStore, type ArtifactStore } from '../artifacts';
+import { LocalArtifactStore, RegistryArtifactStore, type ArtifactStore } from '../artifacts';
 import Dockerode from 'dockerode';
 import pino, { type Logger } from 'pino';
 import { openSqliteStore, type Store } from '../store';
@@ -28,6 +28,15 @@ export interface CliContext {
 /** `$BERTH_ARTIFACT_DIR`, else `artifacts/` beside the store file: content-addressed blobs of step artifacts. */
 export function artifactDir(storeFile: string): string {
   return resolve(process.env.BERTH_ARTIFACT_DIR ?? join(dirname(storeFile), 'artifacts'));
+}
+
+/**
+ * The host's artifact store: `$BERTH_ARTIFACT_REGISTRY` (`http(s)://host:port/<repository>`, OCI
+ * blobs over the distribution API), else the local directory of {@link artifactDir}.
+ */
+export function artifactStore(storeFile: string): ArtifactStore {
+  const registry = process.env.BERTH_ARTIFACT_REGISTRY;
+  return registry ? new RegistryArtifactStore(registry) : new LocalArtifactStore(artifactDir(storeFile));
 }
 
 /** `--store`, else `BERTH_STORE`, else `.berth/berth.db` under the current directory. */
@@ -89,7 +98,7 @@ export function buildContext(opts: { store?: string; json: boolean; debug?: bool
     sandbox,
     hostId,
     json: opts.json,
-    artifacts: new LocalArtifactStore(artifactDir(path)),
+    artifacts: artifactStore(path),
     async close() {
       await store.close();
     },
