@@ -8,7 +8,8 @@
  * - push_delta_after_history_vs_fresh: the push of a snapshot holding a 1 MB change after 100 MB
  *   of pushed history vs the push of a 1 MB change on a fresh container;
  * - sync_push_step_vs_local: a step (1 MB write + snapshot) with `snapshot.push: sync` vs the
- *   same step without a registry.
+ *   same step without a registry;
+ * - artifacts_vs_raw: bench/_portable-artifacts.ts (artifact copy-out of 50 MB vs raw getArchive).
  *
  * Each figure is its own function over a shared world, so further figures (artifacts) merge in.
  */
@@ -26,6 +27,7 @@ import { systemClock } from '../host/support';
 import { startRegistry, type TestRegistry } from '../test/support/registry';
 import { startSecondEngine, type SecondEngine } from '../test/support/second-engine';
 import type { Report } from './run';
+import { artifactsVsRaw } from './_portable-artifacts';
 import { median, timed as time } from './_stats';
 
 const ROUNDS = 5;
@@ -197,4 +199,5 @@ export default async function portableBench(report: Report): Promise<void> {
     await store.close();
     rmSync(dir, { recursive: true, force: true });
   }
+  await artifactsVsRaw(report);
 }

@@ -1,7 +1,8 @@
 import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { BerthError } from '../errors';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
+import { LocalArtifactStore, RegistryArtifactStore, type ArtifactStore } from '../artifacts';
 import Dockerode from 'dockerode';
 import pino, { type Logger } from 'pino';
 import { openSqliteStore, type Store } from '../store';
@@ -19,7 +20,23 @@ export interface CliContext {
   sandbox: SandboxHost;
   hostId: string;
   json: boolean;
+  /** Where plan steps keep their artifacts: see {@link artifactDir}. */
+  artifacts: ArtifactStore;
   close(): Promise<void>;
+}
+
+/** `$BERTH_ARTIFACT_DIR`, else `artifacts/` beside the store file: content-addressed blobs of step artifacts. */
+export function artifactDir(storeFile: string): string {
+  return resolve(process.env.BERTH_ARTIFACT_DIR ?? join(dirname(storeFile), 'artifacts'));
+}
+
+/**
+ * The host's artifact store: `$BERTH_ARTIFACT_REGISTRY` (`http(s)://host:port/<repository>`, OCI
+ * blobs over the distribution API), else the local directory of {@link artifactDir}.
+ */
+export function artifactStore(storeFile: string): ArtifactStore {
+  const registry = process.env.BERTH_ARTIFACT_REGISTRY;
+  return registry ? new RegistryArtifactStore(registry) : new LocalArtifactStore(artifactDir(storeFile));
 }
 
 /** `--store`, else `BERTH_STORE`, else `.berth/berth.db` under the current directory. */
@@ -81,6 +98,7 @@ export function buildContext(opts: { store?: string; json: boolean; debug?: bool
     sandbox,
     hostId,
     json: opts.json,
+    artifacts: artifactStore(path),
     async close() {
       await store.close();
     },

@@ -18,6 +18,7 @@ import { forkRun, tree, type ForkFlags } from './commands/fork';
 import { reportError } from './output';
 import { judgeRun } from './commands/acceptance';
 import { cost } from './commands/cost';
+import { artifactsCommand } from './commands/artifacts';
 
 const USAGE = `usage: berth <command> [options]
 
@@ -26,6 +27,8 @@ const USAGE = `usage: berth <command> [options]
   status                   list runs
   show RUN                 state, transitions, tasks, effects, snapshots and leases of a run
   logs RUN                 the output each step of a run produced
+  artifacts RUN [--out DIR] the files the run's steps kept (path, size, sha256, present/missing/altered);
+                           --out copies them to DIR, checking every digest
   reconcile RUN [--accept | --reject-effect] [--restore SNAPSHOT] | --verify | --fail
                            decide a run that needs reconciliation, then continue it:
                            did the uncertain effect happen (--accept) or not (--reject-effect),
@@ -94,6 +97,7 @@ interface Flags extends AgentFlags, ForkFlags {
   since?: string;
   config?: string;
   'forks-older-than'?: string;
+  out?: string;
 }
 
 /** `90s`, `30m`, `12h`, `2d` (a bare number is seconds) in milliseconds. */
@@ -125,6 +129,7 @@ const commands: Record<string, Handler> = {
   fork: (ctx, args, flags) => forkRun(ctx(), need(args, 1, 'RUN')[0]!, flags),
   tree: (ctx, args) => tree(ctx(), need(args, 1, 'RUN')[0]!),
   logs: (ctx, args) => logs(ctx(), need(args, 1, 'RUN')[0]!),
+  artifacts: (ctx, args, flags) => artifactsCommand(ctx(), need(args, 1, 'RUN')[0]!, flags.out),
   agent: (ctx, args, flags) => agentRun(ctx(), need(args, 1, 'TASK')[0]!, flags),
   chat: (ctx, args, flags) => {
     const [session, message] = need(args, 2, 'SESSION and MESSAGE');
@@ -175,6 +180,7 @@ export async function main(argv: string[]): Promise<number> {
         reason: { type: 'string' },
         since: { type: 'string' },
         config: { type: 'string' },
+        out: { type: 'string' },
         env: { type: 'string' },
         workspace: { type: 'string' },
         model: { type: 'string' },

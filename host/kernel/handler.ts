@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Effect, Json, JoinPolicy, ReplayPolicy, RunState, Task, TaskError } from '../model';
-import type { NewAcceptance, NewSnapshot } from '../store';
+import type { NewAcceptance, NewArtifact, NewSnapshot } from '../store';
 import type { Store } from '../store';
 
 /** A subtask to create; the parent owns it (cancellation and `completing` follow ownership). */
@@ -38,6 +38,8 @@ export interface PhaseWrites {
   snapshots?: Array<Omit<NewSnapshot, 'runId' | 'taskId'>>;
   /** Acceptance decisions on the task's run, committed with the decision (host/acceptance). */
   acceptance?: Array<Omit<NewAcceptance, 'runId'>>;
+  /** Artifact records of this checkpoint (a plan step's copied-out files), committed with it. */
+  artifacts?: Array<Omit<NewArtifact, 'runId' | 'taskId'>>;
 }
 
 /** A run state change a phase asks for alongside its decision. */

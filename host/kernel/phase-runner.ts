@@ -141,6 +141,7 @@ async function decisionCommit(
     effects,
     snapshots: (writes.snapshots ?? []).map((s) => ({ ...s, runId: task.runId, taskId: task.id })),
     acceptance: task.runId ? (writes.acceptance ?? []).map((a) => ({ ...a, runId: task.runId! })) : [],
+    artifacts: (writes.artifacts ?? []).map((a) => ({ ...a, runId: task.runId!, taskId: task.id })),
     runTransitions: effect.terminal
       ? await rootRunTransitions(d, task, effect.terminal, effects, describe(decision))
       : (decision.type === 'await' || decision.type === 'next' || decision.type === 'sleep') && decision.run

@@ -12,3 +12,8 @@ export function nextIndexOf(checkpoint: string): number {
   const before = /^(?:reconciled|accept):(\d+)/.exec(checkpoint);
   return before ? Number(before[1]) : 0;
 }
+
+/** Entry kind: the operator continued past these missing or altered artifacts (`berth reconcile`); they are not checked again. */
+export const ARTIFACTS_WAIVED = 'plan.artifacts.waived';
+/** Entry kind: artifacts found missing or altered; the steps from `from` run again from snapshot `snapshotId`. */
+export const ARTIFACTS_RERUN = 'plan.artifacts.rerun';

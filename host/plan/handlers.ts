@@ -22,6 +22,8 @@ import { stopAbandonedStep } from './step-cancel';
 import { prepareFork } from './fork-prepare';
 import { ACCEPTANCE_STEP, runSteps } from './plan-schema';
 import { stepEffectId } from './checkpoints';
+import { checkArtifacts } from './artifact-phase';
+import type { ArtifactStore } from '../artifacts';
 
 export const PLAN_KIND = 'plan';
 
@@ -43,8 +45,13 @@ const stepResultOf = (child: Task): StepResult | null => {
 };
 export const STEP_KIND = 'plan-step';
 
-/** The two task kinds of a plan run: the root walks the steps; each step runs one command. */
-export function planHandlers(sb: RunSandbox, progress: (p: PlanProgress) => void): TaskHandler[] {
+/**
+ * The two task kinds of a plan run: the root walks the steps; each step runs one command. Steps
+ * that declare artifacts copy them into `artifacts` (without a store they fail saying so).
+ */
+export function planHandlers(sb: RunSandbox, progress: (p: PlanProgress) => void, artifacts?: ArtifactStore): TaskHandler[] {
+  // Runs whose committed artifacts this process has checked against the store (once per resume).
+  const verified = new Set<string>();
   const root = defineTask({
     kind: PLAN_KIND,
     version: 1,
@@ -81,6 +88,8 @@ export function planHandlers(sb: RunSandbox, progress: (p: PlanProgress) => void
       step: async (ctx) => {
         const input = ctx.value;
         const cp = ctx.state;
+        const redo = await checkArtifacts(ctx, sb, artifacts, verified, progress);
+        if (redo) return redo;
         if (cp.index >= runSteps(input.plan).length) {
           await sb.finish(ctx.task.runId!);
           // In step order, then generation: not in creation-time order (see `stepped`).
@@ -134,7 +143,7 @@ export function planHandlers(sb: RunSandbox, progress: (p: PlanProgress) => void
     restartLimit: 10,
     // An engine restart can take a while; these retries back off to about 25 s in all.
     maxRetries: 8,
-    phases: { run: async (ctx) => runStep(ctx, sb, progress) },
+    phases: { run: async (ctx) => runStep(ctx, sb, progress, artifacts) },
     // A cancel that finds the step left running by a dead host stops its command first.
     stopAbandoned: (task, d) => stopAbandonedStep(sb, task, d),
   });

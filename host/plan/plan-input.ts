@@ -26,7 +26,15 @@ export const PlanRootCheckpointSchema = z.object({
   /** Bumped by each reconcile-restore, so re-run steps get new effect ids. */
   generation: z.number().int().min(0),
   /** Why the run waits for an operator, when it does. */
-  pending: z.object({ kind: z.enum(['interrupted', 'reconcile']), index: z.number().int(), reason: z.string() }).optional(),
+  pending: z
+    .object({
+      kind: z.enum(['interrupted', 'reconcile']),
+      index: z.number().int(),
+      reason: z.string(),
+      /** Ids of the missing or altered artifacts the run waits about; a decision waives them. */
+      artifacts: z.array(z.string()).optional(),
+    })
+    .optional(),
   /**
    * The operator's decision, as delivered: whether the uncertain effects happened (`effects`,
    * already settled in the delivering commit) and which sandbox state to continue from
@@ -66,6 +74,8 @@ export const StepResultSchema = z.object({
   alreadyDone: z.string().optional(),
   /** The sandbox went back to an older snapshot: the run continues from this step index (in a new generation). */
   rewind: z.number().int().min(0).optional(),
+  /** How many artifacts the step committed. */
+  artifacts: z.number().int().min(0).optional(),
 });
 export type StepResult = z.infer<typeof StepResultSchema>;
 

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { globProblem } from '../artifacts/glob';
 
 const STEP_NAME = /^[a-z0-9][a-z0-9._-]{0,62}$/;
 
@@ -23,6 +24,24 @@ export const PlanStepSchema = z.strictObject({
    * every process the step started is killed when it ends, so nothing carries into the next step.
    */
   keepProcesses: z.boolean().default(false),
+  /**
+   * Workspace-relative globs (`*`, `?`, `[…]`, `**`) of files to keep: after the step succeeds they
+   * are copied out into the artifact store and committed (path, size, sha256) with its checkpoint.
+   */
+  artifacts: z
+    .array(
+      z.string().superRefine((g, ctx) => {
+        const why = globProblem(g);
+        if (why) ctx.addIssue({ code: 'custom', message: `a relative glob inside the workspace (found "${g}", which has ${why})` });
+      }),
+    )
+    .default([]),
+});
+
+/** Per step: how many files and megabytes its artifacts may hold together. */
+export const ArtifactLimitsSchema = z.strictObject({
+  files: z.number().int().positive().default(1000),
+  mb: z.number().positive().default(1024),
 });
 
 /**
@@ -56,6 +75,7 @@ export const PlanSchema = z
     steps: z.array(PlanStepSchema).min(1),
     /** Default `manual`. */
     acceptance: PlanAcceptanceSchema.optional(),
+    artifactLimits: ArtifactLimitsSchema.default({ files: 1000, mb: 1024 }),
   })
   .superRefine((plan, ctx) => {
     const seen = new Set<string>();
@@ -72,7 +92,7 @@ export type Plan = z.infer<typeof PlanSchema>;
 export function runSteps(plan: Plan): PlanStep[] {
   const a = plan.acceptance;
   if (!a || a === 'manual') return plan.steps;
-  return [...plan.steps, { name: ACCEPTANCE_STEP, run: a.command, replay: a.replay, timeoutS: a.timeoutS, env: {}, secrets: [], allowFailure: false, keepProcesses: false }];
+  return [...plan.steps, { name: ACCEPTANCE_STEP, run: a.command, replay: a.replay, timeoutS: a.timeoutS, env: {}, secrets: [], allowFailure: false, keepProcesses: false, artifacts: [] }];
 }
 
 /** True for the index of the acceptance command's step. */

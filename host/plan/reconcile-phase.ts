@@ -6,7 +6,7 @@ import type { PlanResult, PlanRootCheckpoint, PlanRunInput } from './plan-input'
 /** What the plan task's phases see and decide. */
 export type PlanContext = TypedPhaseContext<PlanRunInput, PlanRootCheckpoint>;
 export type PlanDecision = TypedDecision<PlanRootCheckpoint, PlanResult>;
-import { nextIndexOf, stepEffectId } from './checkpoints';
+import { ARTIFACTS_WAIVED, nextIndexOf, stepEffectId } from './checkpoints';
 import { readPointer } from './step-task';
 
 /**
@@ -48,6 +48,8 @@ export async function reconciled(ctx: PlanContext, sb: RunSandbox): Promise<Plan
   const pending = cp.pending ?? { kind: 'reconcile' as const, index: cp.index, reason: '' };
   const again = async (why: string) => parkRun(cp, { ...pending, reason: `${why}; ${await sandboxAdvice(ctx, sb, runId)}` });
   const next: PlanRootCheckpoint = { index: cp.index, generation: cp.generation + 1 };
+  // The operator decided with the missing artifacts named: they are not checked again.
+  const waived = pending.artifacts?.length ? [{ kind: ARTIFACTS_WAIVED, body: { artifacts: pending.artifacts } }] : [];
   const snapshotId = decision.snapshotId ?? null;
   if (snapshotId) {
     const snap = await ctx.store.getSnapshot(snapshotId);
@@ -55,7 +57,7 @@ export async function reconciled(ctx: PlanContext, sb: RunSandbox): Promise<Plan
     const ensured = await sb.restore(runId, ctx.task.sessionId, input.environment, snapshotId, ctx.signal);
     if (ensured.kind === 'reconcile') return again(`restoring ${snapshotId} failed: ${ensured.reason}`);
     next.index = nextIndexOf(snap.checkpoint);
-    return { type: 'next', phase: 'step', checkpoint: next, writes: { documents: [{ documentId: sandboxDocId(runId), op: ensured.pointer as Json }] } };
+    return { type: 'next', phase: 'step', checkpoint: next, writes: { documents: [{ documentId: sandboxDocId(runId), op: ensured.pointer as Json }], entries: waived } };
   }
   // Keep the sandbox: whatever it holds now becomes the newest checkpoint's state.
   const ptr = await readPointer(ctx, runId);
@@ -65,5 +67,5 @@ export async function reconciled(ctx: PlanContext, sb: RunSandbox): Promise<Plan
   const effect = await ctx.store.getEffect(stepEffectId(runId, pending.index, cp.generation));
   next.index = effect?.status === 'confirmed' ? pending.index + 1 : pending.index;
   const s = await sb.snapshot(runId, ctx.task.sessionId, input.environment, lease, `reconciled:${next.index}`, ptr.snapshotId, ctx.signal);
-  return { type: 'next', phase: 'step', checkpoint: next, writes: { snapshots: [s.record], documents: [{ documentId: sandboxDocId(runId), op: s.pointer as Json }] } };
+  return { type: 'next', phase: 'step', checkpoint: next, writes: { snapshots: [s.record], documents: [{ documentId: sandboxDocId(runId), op: s.pointer as Json }], entries: waived } };
 }

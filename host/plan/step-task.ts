@@ -8,6 +8,8 @@ import { sandboxDocId, type RunSandbox, type SandboxPointer } from '../run-sandb
 import { PlanRunInputSchema, type PlanProgress, type PlanRunInput, type StepInput, type StepResult, type StepTaskResult } from './plan-input';
 import { nextIndexOf, stepEffectId } from './checkpoints';
 import { isAcceptanceStep, runSteps } from './plan-schema';
+import { stepArtifacts } from './step-artifacts';
+import type { ArtifactStore } from '../artifacts';
 
 const SANDBOX_GONE = new Set(['sandbox_unavailable', 'container_missing', 'container_stopped', 'engine_unreachable', 'engine_error', 'lease_released']);
 
@@ -63,7 +65,7 @@ const parked = (step: string, reason: string, writes?: StepDecision['writes']): 
  * only takes the snapshot it is missing. A `never` step that may have run (in flight when a host
  * died, or in an earlier generation) is reported, never started again.
  */
-export async function runStep(ctx: TypedPhaseContext<StepInput>, sb: RunSandbox, progress: (p: PlanProgress) => void): Promise<StepDecision> {
+export async function runStep(ctx: TypedPhaseContext<StepInput>, sb: RunSandbox, progress: (p: PlanProgress) => void, artifacts?: ArtifactStore): Promise<StepDecision> {
   const { index, generation } = ctx.value;
   const input = await runInputOf(ctx);
   const runId = ctx.task.runId!;
@@ -168,6 +170,12 @@ export async function runStep(ctx: TypedPhaseContext<StepInput>, sb: RunSandbox,
     const message = `${step.name} wrote more than the sandbox's disk limit of ${env.resources.diskMb} MB (all files together); its state was not snapshotted`;
     return { type: 'fail', error: { code: 'disk_exceeded', message, details: plainJson(result) }, writes: { entries: [{ kind: 'plan.step.output', body: plainJson(result) }] } };
   }
+  // Copied out before the snapshot, from the sandbox the step ran in; a refusal fails the step below.
+  const kept = r.exitCode === 0 && !r.timedOut && step.artifacts.length > 0
+    ? await stepArtifacts(sb.held(runId) ?? held, { step, input, store: artifacts, ids: { runId, taskId: ctx.task.id }, signal: ctx.signal }).catch((err: unknown) => {
+        throw sandboxLost(err, sb, runId);
+      })
+    : undefined;
   if (env.snapshot.policy === 'after-each-step') {
     const s = await sb.snapshot(runId, ctx.task.sessionId, env, sb.held(runId) ?? held, `step:${index}:${step.name}`, ptr.snapshotId, ctx.signal).catch((err: unknown) => {
       throw sandboxLost(err, sb, runId);
@@ -182,6 +190,13 @@ export async function runStep(ctx: TypedPhaseContext<StepInput>, sb: RunSandbox,
   const result: StepResult = { step: step.name, exitCode: r.exitCode, timedOut: r.timedOut, oomKilled: r.oomKilled, diskExceeded: false, pidsLimited: r.pidsLimited ?? false, durationMs: r.durationMs, snapshotId, stdoutTail: r.stdoutTail, stderrTail: r.stderrTail, ...(r.outputDigest ? { outputDigest: r.outputDigest } : {}) };
   writes.entries = [{ kind: 'plan.step.output', body: plainJson(result) }];
   progress({ type: 'step-end', runId, index, step: step.name, exitCode: r.exitCode, durationMs: r.durationMs, snapshotId });
+  if (kept?.kind === 'refused') return { type: 'fail', error: { code: kept.error.code, message: kept.error.message, details: plainJson(result) }, writes };
+  if (kept?.kind === 'ok') {
+    result.artifacts = kept.files.length;
+    writes.artifacts = kept.files.map((f) => ({ id: `${ctx.task.id}:${f.path}`, stepIndex: index, generation, step: step.name, path: f.path, sizeBytes: f.sizeBytes, sha256: f.sha256, snapshotId }));
+    if (kept.skipped.length) writes.entries.push({ kind: 'plan.artifacts.skipped', body: plainJson({ step: step.name, skipped: kept.skipped }) });
+    progress({ type: 'sandbox', runId, message: `kept ${kept.files.length} artifact(s) of ${step.name} (${kept.files.reduce((n, f) => n + f.sizeBytes, 0)} bytes)${kept.skipped.length ? `; skipped ${kept.skipped.map((s) => `${s.path}: ${s.why}`).join(', ')}` : ''}` });
+  }
   // The acceptance command's exit is a judgement, not a failure: the plan root records it.
   if ((r.exitCode === 0 && !r.timedOut) || isAcceptanceStep(input.plan, index)) return { type: 'complete', result, writes };
   const why = r.timedOut ? 'timed out' : r.oomKilled ? `was killed for memory (exit ${r.exitCode})` : r.pidsLimited ? `could not fork: the sandbox's pids limit of ${env.resources.pids} was reached (exit ${r.exitCode})` : `exited ${r.exitCode}`;

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { ArtifactStore } from '../artifacts';
 import { registerAgent, type AgentLiveEvent } from '../agent';
 import type { Extension } from '../agent/custom-tasks';
 import { DocumentTypes, HandlerRegistry, Kernel } from '../kernel';
@@ -28,6 +29,8 @@ export interface HostRuntimeDeps {
   registry?: RegistryCalls;
   /** The host setting `BERTH_REGISTRY`; a manifest's `snapshot.registry` wins. */
   hostRegistry?: string;
+  /** Where plan steps keep their artifacts (the CLI builds it; without one, a step declaring artifacts fails saying so). */
+  artifacts?: ArtifactStore;
 }
 
 /** The kernel with every built-in task kind and document type registered, and the plan sandbox behind them. */
@@ -39,7 +42,7 @@ export function createHostRuntime(d: HostRuntimeDeps) {
   const snapshots = new Snapshotter({ engine: d.engine, store: d.store, logger: d.logger });
   const transport = d.registry ? new SnapshotTransport({ registry: d.registry, store: d.store, logger: d.logger, hostRegistry: d.hostRegistry }) : undefined;
   const planSandbox = new RunSandbox({ store: d.store, sandbox: d.sandbox, snapshots, imageExists: d.engine.imageExists, clock: d.clock, logger: d.logger, transport });
-  for (const h of planHandlers(planSandbox, (p) => d.onProgress?.(p))) registry.register(h);
+  for (const h of planHandlers(planSandbox, (p) => d.onProgress?.(p), d.artifacts)) registry.register(h);
   const agent = registerAgent({ registry, documents, kernel, store: d.store, sandbox: d.sandbox, snapshots, engine: d.engine, clock: d.clock, logger: d.logger, transport, onLive: (e) => d.onAgentLive?.(e) });
   for (const x of d.extensions ?? []) x.register({ registry, documents });
   // A run that reaches a final state gives up every sandbox leased for it (see run-end-leases.ts).

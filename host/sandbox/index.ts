@@ -19,3 +19,4 @@ export { snapshotEngine, SNAPSHOT_REPO, type SnapshotEngineCalls, type Committed
 export { engineCapacity } from './engine-capacity';
 export { scanHostDir, type SkippedEntry } from './archive-pack';
 export { registryEngine, pushImage, pullImage, registryError, type RegistryEngine, type PushedImage } from './registry';
+export type { TreeFile, RealFile } from './artifact-files';

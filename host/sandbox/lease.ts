@@ -1,5 +1,6 @@
 import type Dockerode from 'dockerode';
 import type { Logger } from 'pino';
+import type { Readable } from 'node:stream';
 import { BerthError, type ErrorIds } from '../errors';
 import type { Clock } from '../support/clock';
 import type { Owner, SkippedEntry } from './archive-pack';
@@ -10,6 +11,7 @@ import { DiskWatch } from './disk-watch';
 import { runExec, type ExecHost } from './exec-run';
 import type { ExecOptions, ExecResult } from './exec-types';
 import * as files from './file-ops';
+import * as artifactFiles from './artifact-files';
 import { changesOf, type Change } from './snapshot-image';
 import type { LeaseRecord, LeaseRecords } from './lease-records';
 import { parseOwner, type SandboxSpec } from './sandbox-spec';
@@ -158,6 +160,24 @@ export class Lease implements AsyncDisposable {
   downloadDir(path: string, hostDir: string): Promise<{ files: number; bytes: number }> {
     this.assertLive();
     return files.downloadDir(this.fileCtx, path, hostDir);
+  }
+
+  /** Non-directory entries below workspace directories, symlinks not followed (see artifact-files.ts). */
+  listTree(dirs: Array<{ dir: string; maxDepth?: number }>): Promise<artifactFiles.TreeFile[]> {
+    this.assertLive();
+    return artifactFiles.listTree(this.fileCtx, dirs);
+  }
+
+  /** Where a workspace path really is, symlinks followed inside the container; an escape is said, not followed. */
+  realFile(path: string): Promise<artifactFiles.RealFile> {
+    this.assertLive();
+    return artifactFiles.realFile(this.fileCtx, path);
+  }
+
+  /** Streams one regular file (an absolute, resolved path) out of the sandbox to `sink`. */
+  copyFileOut<T>(real: string, maxBytes: number, sink: (data: Readable, size: number) => Promise<T>, signal?: AbortSignal): Promise<T> {
+    this.assertLive();
+    return artifactFiles.copyFileOut(this.fileCtx, real, maxBytes, sink, signal);
   }
 
   /** The writable layer's size as the engine measures it now. */

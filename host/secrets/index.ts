@@ -6,3 +6,4 @@ export { checkSecretTargets, type SecretConsumers } from './targets';
 export { withSecrets, SECRET_DIR, type SecretExecTarget } from './expose';
 export { LOG_REDACT_PATHS } from './log-redact';
 export { checkSnapshotSecrets, findSecretsInChanges, fileForms, SECRET_MATERIAL_LABEL, type SecretHit, type SnapshotCheckLease } from './snapshot-check';
+export { checkArtifactSecrets } from './artifact-check';

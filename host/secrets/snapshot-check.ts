@@ -100,7 +100,7 @@ export async function findSecretsInChanges(lease: SnapshotCheckLease, secrets: r
  * The run's secret values for the check: every secret the manifest declares, read on the host now.
  * One that cannot be read now is skipped: it was not given to any command of this process either.
  */
-async function declaredValues(decls: readonly SecretDecl[], ids: ErrorIds, source: SecretSource): Promise<ScrubSecret[]> {
+export async function declaredValues(decls: readonly SecretDecl[], ids: ErrorIds, source: SecretSource): Promise<ScrubSecret[]> {
   const out: ScrubSecret[] = [];
   for (const d of decls) {
     try {

@@ -125,6 +125,26 @@ export interface NewAcceptance {
   evidence: Json;
 }
 
+/**
+ * A file a plan step produced, copied into the artifact store and committed with the step's
+ * result: `sha256` addresses its bytes there; (run, step index, generation) says which execution
+ * made it, so a re-run in a later generation supersedes it.
+ */
+export interface NewArtifact {
+  id: string;
+  runId: string;
+  taskId: string | null;
+  stepIndex: number;
+  generation: number;
+  step: string;
+  /** Workspace-relative, `/`-separated. */
+  path: string;
+  sizeBytes: number;
+  sha256: string;
+  /** The snapshot committed with the same step (null when the step took none). */
+  snapshotId: string | null;
+}
+
 export interface NewSubmission {
   id: string;
   requestId: string;
@@ -159,6 +179,7 @@ export interface CommitInput {
   snapshots?: NewSnapshot[];
   /** Acceptance decisions; a request id already recorded writes nothing (the same decision asked again). */
   acceptance?: NewAcceptance[];
+  artifacts?: NewArtifact[];
 }
 
 export type CommitConflict =

@@ -1,4 +1,4 @@
-export type { Store, TaskFilter, EntryFilter, ExecutionRight } from './store';
+export type { Store, TaskFilter, EntryFilter, ExecutionRight, StoredArtifact } from './store';
 export type {
   CommitInput,
   CommitResult,
@@ -14,6 +14,7 @@ export type {
   NewSubmission,
   NewSnapshot,
   NewAcceptance,
+  NewArtifact,
 } from './commit-input';
 export type { AcceptanceReads } from './sqlite/acceptance';
 export type { CostRecords } from './sqlite/cost';

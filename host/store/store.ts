@@ -15,9 +15,16 @@ import type {
 } from '../model';
 import type { LeaseRecords } from '../sandbox/lease-records';
 import type { EgressAuditRecords } from '../egress/audit';
-import type { CommitInput, CommitResult } from './commit-input';
+import type { CommitInput, CommitResult, NewArtifact } from './commit-input';
 import type { AcceptanceReads } from './sqlite/acceptance';
 import type { CostRecords } from './sqlite/cost';
+
+/** An artifact record as committed (see {@link NewArtifact}). */
+export interface StoredArtifact extends NewArtifact {
+  sessionId: string;
+  commitSeq: number;
+  createdAt: number;
+}
 
 export interface TaskFilter {
   runId?: string;
@@ -95,5 +102,7 @@ export interface Store extends LeaseRecords, EgressAuditRecords, AcceptanceReads
   /** Per-image workspace manifests: derived data (recomputable from the image), cached for incremental digests. */
   putWorkspaceManifest(imageId: string, manifest: Json): Promise<void>;
   getWorkspaceManifest(imageId: string): Promise<Json | undefined>;
+  /** Every artifact record of the run, in step index, generation, path order (superseded ones included). */
+  listArtifacts(runId: string): Promise<StoredArtifact[]>;
   close(): Promise<void>;
 }

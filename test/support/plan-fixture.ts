@@ -21,6 +21,8 @@ export interface PlanStepDef {
   name: string;
   run: string;
   replay?: 'safe' | 'never';
+  /** Workspace globs copied out into the artifact store after the step. */
+  artifacts?: string[];
 }
 
 /**
@@ -37,7 +39,9 @@ export async function planFixture(steps: PlanStepDef[], files: Record<string, st
     join(dir, 'env.yaml'),
     `kernel: { name: berth, version: 0.1.0, compatible: ">=0.1.0 <0.2.0" }\nimage: { ref: "berth/tiny:latest", digest: "${image}" }\nresources: { memoryMb: 256, commandTimeoutS: 120 }\nlease: { ttlS: 600, heartbeatS: 10 }\n`,
   );
-  const stepYaml = steps.map((s) => `  - name: ${s.name}\n    run: ${JSON.stringify(s.run)}\n    replay: ${s.replay ?? 'safe'}`).join('\n');
+  const stepYaml = steps
+    .map((s) => `  - name: ${s.name}\n    run: ${JSON.stringify(s.run)}\n    replay: ${s.replay ?? 'safe'}${s.artifacts ? `\n    artifacts: ${JSON.stringify(s.artifacts)}` : ''}`)
+    .join('\n');
   writeFileSync(join(dir, 'plan.yaml'), `name: fixture\nenvironment: env.yaml\nworkspace: ws\nsteps:\n${stepYaml}\n`);
   const hostId = `test-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
   const store = join(dir, 'berth.db');

@@ -10,7 +10,7 @@ import { whileHoldingRight } from '../host-right';
 /** The host of one `berth agent|chat` invocation with live output wired to its commits. */
 export async function startAgentHost(ctx: CliContext): Promise<{ rt: HostRuntime; printer: ReturnType<typeof agentPrinter> }> {
   const printer = agentPrinter(ctx.json);
-  const rt = createHostRuntime({ store: ctx.store, sandbox: ctx.sandbox, engine: snapshotEngine(ctx.docker), registry: registryEngine(ctx.docker), hostRegistry: process.env.BERTH_REGISTRY, clock: ctx.clock, logger: ctx.logger, hostId: ctx.hostId, onAgentLive: (e) => printer.live(e) });
+  const rt = createHostRuntime({ store: ctx.store, sandbox: ctx.sandbox, engine: snapshotEngine(ctx.docker), registry: registryEngine(ctx.docker), hostRegistry: process.env.BERTH_REGISTRY, clock: ctx.clock, logger: ctx.logger, hostId: ctx.hostId, artifacts: ctx.artifacts, onAgentLive: (e) => printer.live(e) });
   const swept = [...(await ctx.sandbox.sweep()), ...(await releaseEndedRunLeases(ctx))];
   if (swept.length && !ctx.json) process.stderr.write(`  swept ${swept.length} leftover container(s)\n`);
   await rt.kernel.start();

@@ -4,6 +4,7 @@ import { assertRunTransition, isFinalRunState, type EffectStatus, type RunState 
 import type { CommitConflict, CommitInput, TaskChanges } from '../commit-input';
 import { json } from './rows';
 import { acceptanceWriter } from './acceptance';
+import { artifactInserter } from './artifacts';
 
 /** Thrown inside the transaction to roll it back; never escapes this module. */
 class Conflict {
@@ -32,10 +33,12 @@ export class CommitWriter {
   private readonly taskUpdates = new Map<string, Database.Statement>();
   private readonly s;
   private readonly writeAcceptance: ReturnType<typeof acceptanceWriter>;
+  private readonly insertArtifact;
 
   constructor(private readonly db: Database.Database) {
     const p = (sql: string) => db.prepare(sql);
     this.writeAcceptance = acceptanceWriter(db);
+    this.insertArtifact = artifactInserter(db);
     this.s = {
       fence: p('SELECT epoch FROM fencing WHERE scope = ?'),
       sessionInsert: p('INSERT OR IGNORE INTO sessions (id, created_at, meta_json) VALUES (?, ?, ?)'),
@@ -163,6 +166,7 @@ export class CommitWriter {
       s.snapshotInsert.run(n.id, sid, n.runId, n.taskId, n.leaseId, n.imageId, n.workspaceDigest, n.sizeBytes, n.checkpoint, n.parentId, seq, at, n.registryRef ?? null, n.pushedAt ?? null);
     }
     for (const a of c.acceptance ?? []) this.writeAcceptance(a, seq, at);
+    for (const a of c.artifacts ?? []) this.insertArtifact(a, sid, seq, at);
     for (const t of c.runTransitions ?? []) {
       // A conditional move (the last open approval of a run decided): evaluated after this
       // commit's task changes, against what other commits have written, so two deciders that

@@ -301,4 +301,28 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       CREATE INDEX cost_by_run ON cost_samples(run_id, meter);
     `,
   },
+  {
+    version: 11,
+    name: 'step artifacts',
+    // Files a step declared, copied into the content-addressed artifact store and committed with
+    // the step's result; (run_id, step_index, generation) names the execution that made them.
+    sql: `
+      CREATE TABLE artifacts (
+        id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        task_id TEXT,
+        step_index INTEGER NOT NULL,
+        generation INTEGER NOT NULL,
+        step TEXT NOT NULL,
+        path TEXT NOT NULL,
+        size_bytes INTEGER NOT NULL,
+        sha256 TEXT NOT NULL,
+        snapshot_id TEXT,
+        commit_seq INTEGER NOT NULL,
+        created_at INTEGER NOT NULL
+      ) STRICT;
+      CREATE INDEX artifacts_by_run ON artifacts(run_id, step_index, generation);
+    `,
+  },
 ];

@@ -14,6 +14,7 @@ import { sqliteSnapshots } from './snapshots';
 import { sqliteSnapshotPush } from './snapshot-push';
 import { sqliteAcceptanceReads } from './acceptance';
 import { sqliteCostRecords } from './cost';
+import { sqliteArtifacts } from './artifacts';
 
 export interface SqliteStoreOptions {
   clock?: Clock;
@@ -33,6 +34,7 @@ export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): St
     ...sqliteLeaseRecords(db),
     ...sqliteSnapshots(db),
     ...sqliteSnapshotPush(db),
+    ...sqliteArtifacts(db),
     ...sqliteEgressAudit(db),
     ...sqliteAcceptanceReads(db),
     ...sqliteCostRecords(db),

@@ -1,0 +1,43 @@
+import type Database from 'better-sqlite3';
+import type { NewArtifact } from '../commit-input';
+import type { Store, StoredArtifact } from '../store';
+import type { Row } from './rows';
+
+// Portable SQL only (a PostgreSQL store ports these): plain INSERT and SELECT, no SQLite-only syntax.
+
+/** The insert a commit runs for each artifact record, inside its transaction. */
+export function artifactInserter(db: Database.Database): (a: NewArtifact, sessionId: string, commitSeq: number, at: number) => void {
+  const insert = db.prepare(
+    `INSERT INTO artifacts (id, session_id, run_id, task_id, step_index, generation, step, path, size_bytes, sha256, snapshot_id, commit_seq, created_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  );
+  return (a, sessionId, commitSeq, at) => {
+    insert.run(a.id, sessionId, a.runId, a.taskId, a.stepIndex, a.generation, a.step, a.path, a.sizeBytes, a.sha256, a.snapshotId, commitSeq, at);
+  };
+}
+
+const toArtifact = (r: Row): StoredArtifact => ({
+  id: r.id as string,
+  sessionId: r.session_id as string,
+  runId: r.run_id as string,
+  taskId: (r.task_id as string | null) ?? null,
+  stepIndex: r.step_index as number,
+  generation: r.generation as number,
+  step: r.step as string,
+  path: r.path as string,
+  sizeBytes: r.size_bytes as number,
+  sha256: r.sha256 as string,
+  snapshotId: (r.snapshot_id as string | null) ?? null,
+  commitSeq: r.commit_seq as number,
+  createdAt: r.created_at as number,
+});
+
+/** Artifact records are written by commits; this is their read. */
+export function sqliteArtifacts(db: Database.Database): Pick<Store, 'listArtifacts'> {
+  const byRun = db.prepare('SELECT * FROM artifacts WHERE run_id = ? ORDER BY step_index, generation, path');
+  return {
+    async listArtifacts(runId) {
+      return (byRun.all(runId) as Row[]).map(toArtifact);
+    },
+  };
+}
