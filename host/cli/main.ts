@@ -14,6 +14,7 @@ import { cancelRun, logs, resumeRun, runPlan } from './commands/plan-run';
 import { reconcileRun } from './commands/reconcile';
 import { agentChat, agentRun, type AgentFlags } from './commands/agent-run';
 import { decide } from './commands/agent-approve';
+import { serveCommand, type ServeFlags } from './commands/serve';
 import { reportError } from './output';
 
 const USAGE = `usage: berth <command> [options]
@@ -41,6 +42,8 @@ const USAGE = `usage: berth <command> [options]
   approve RUN ID [--digest D]
                            approve a tool call (ID: call id or approval id) waiting for approval
   deny RUN ID              deny a tool call waiting for approval
+  serve [--port 7777] [--host 127.0.0.1] [--token-file F] [--no-token]
+                           live web view of the runs (token login link printed on first start)
 
 options:
   --store PATH             the store (default: $BERTH_STORE or .berth/berth.db)
@@ -57,7 +60,7 @@ type Handler = (ctx: () => CliContext, args: string[], flags: Flags) => Promise<
 
 /** Commands that start work, and so may create the store; every other one needs it to exist. */
 const CREATES_STORE = new Set(['run', 'agent']);
-interface Flags extends AgentFlags {
+interface Flags extends AgentFlags, ServeFlags {
   json: boolean;
   debug: boolean;
   digest?: string;
@@ -104,6 +107,7 @@ const commands: Record<string, Handler> = {
     const [run, id] = need(args, 2, 'RUN and ID');
     return decide(ctx(), run!, id!, 'deny');
   },
+  serve: (ctx, _args, flags) => serveCommand(ctx(), flags),
   env: async (ctx, args, flags) => {
     const [sub, file] = need(args, 2, 'env subcommand and FILE');
     if (sub === 'validate') return envValidate(file!, flags.json, flags.engine ? dockerClient() : undefined);
@@ -140,6 +144,10 @@ export async function main(argv: string[]): Promise<number> {
         'approval-ttl': { type: 'string' },
         'max-turns': { type: 'string' },
         digest: { type: 'string' },
+        port: { type: 'string' },
+        host: { type: 'string' },
+        'token-file': { type: 'string' },
+        'no-token': { type: 'boolean', default: false },
         help: { type: 'boolean', short: 'h', default: false },
       },
     });
