@@ -46,11 +46,11 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed): Hono {
     const id = c.req.param('id');
     const before = positive(c.req.query('before'));
     const view = await readRunView(deps, id, before);
-    const body = runFragment(view, csrf, c.req.query('said'));
+    const body = runFragment(view, csrf);
     if (c.req.query('fragment')) return c.html(body.value);
     // An older page is a fixed view; the newest page follows the run.
     const live = before === undefined ? { events: `/api/runs/${encodeURIComponent(id)}/events`, fragment: `/runs/${encodeURIComponent(id)}?fragment=1`, after: view.commitSeq } : undefined;
-    return c.html(layout(`run ${id}`, body, live).value);
+    return c.html(layout(`run ${id}`, body, live, c.req.query('said')).value);
   });
 
   app.get('/api/runs', async (c) => c.json({ runs: await readRuns(deps, states(c)) }));

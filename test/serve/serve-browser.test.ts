@@ -1,3 +1,4 @@
+/// <reference lib="dom" />
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
