@@ -5,6 +5,7 @@ import type { CommitFeed } from './commit-feed';
 
 /** Keep-alive comment interval: proxies and browsers drop an idle stream otherwise. */
 const KEEPALIVE_MS = 15_000;
+const PAGE = 500;
 
 /**
  * Server-sent events, one `commit` event per commit (of one session, or of the whole store), whose
@@ -20,17 +21,23 @@ export function commitEvents(c: Context, store: Store, feed: CommitFeed, session
     stream.onAbort(() => ctl.abort());
     // retry: how long the browser waits before reconnecting after a dropped connection.
     await stream.write('retry: 500\n\n');
+    // Everything up to `covered` has been sent (or is not this stream's).
+    let covered = after;
     while (!ctl.signal.aborted) {
-      const commits = await store.listCommitLog({ afterSeq: after, sessionId, limit: 500 });
-      for (const x of commits) {
+      let batch = await feed.since(after, sessionId);
+      if (!batch) {
+        // Further behind than the feed holds: read the store. What the feed had seen before this
+        // read is committed, so the read saw it: up to there the answer is complete.
+        const seen = feed.newest;
+        const commits = await store.listCommitLog({ afterSeq: after, sessionId, limit: PAGE });
+        batch = { commits, covered: commits.length === PAGE ? commits[commits.length - 1]!.seq : Math.max(after, seen) };
+      }
+      for (const x of batch.commits) {
         await stream.writeSSE({ id: String(x.seq), event: 'commit', data: JSON.stringify(x) });
         after = x.seq;
       }
-      if (commits.length === 500) continue;
-      // Nothing of this session after `after`: wait for the store to pass its newest sequence.
-      const newest = await store.lastCommitLogSeq();
-      if (newest <= after || sessionId) await feed.waitBeyond(Math.max(newest, after), ctl.signal, KEEPALIVE_MS);
-      if (!ctl.signal.aborted) await stream.write(': keep-alive\n\n');
+      covered = Math.max(batch.covered, after);
+      if (!(await feed.waitBeyond(covered, ctl.signal, KEEPALIVE_MS)) && !ctl.signal.aborted) await stream.write(': keep-alive\n\n');
     }
   });
 }
