@@ -10,6 +10,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Worker } from 'node:worker_threads';
 import { describeRun } from '../host/cli/commands/runs';
 import { startServe } from '../host/serve';
 import { openSqliteStore } from '../host/store';
@@ -18,30 +19,47 @@ import { median } from './_stats';
 
 const ROUNDS = Number(process.env.BENCH_SERVE_ROUNDS ?? 60);
 
-/** One SSE reader: records when each event id arrived. */
-function follow(url: string, headers: Record<string, string>, signal: AbortSignal) {
-  const seen = new Map<number, number>();
-  let opened!: () => void;
-  const open = new Promise<void>((r) => (opened = r));
-  void (async () => {
-    const res = await fetch(url, { headers, signal });
-    opened();
-    const reader = res.body!.getReader();
+/**
+ * The clients live in a worker thread, as browsers live in other processes: their parsing does not
+ * share the server's event loop. Each event's arrival is posted as an absolute high-resolution time.
+ */
+const CLIENTS = `
+const { parentPort, workerData } = require('node:worker_threads');
+const { url, headers, streams } = workerData;
+const ctl = new AbortController();
+parentPort.on('message', (m) => { if (m === 'stop') { ctl.abort(); process.exit(0); } });
+let opened = 0;
+for (let n = 0; n < streams; n++) {
+  (async () => {
+    const res = await fetch(url, { headers, signal: ctl.signal });
+    if (++opened === streams) parentPort.postMessage({ open: true });
+    const reader = res.body.getReader();
     const dec = new TextDecoder();
     let buf = '';
     for (;;) {
-      const { value, done } = await reader.read().catch(() => ({ value: undefined, done: true }));
+      const { value, done } = await reader.read().catch(() => ({ done: true }));
       if (done) return;
       buf += dec.decode(value, { stream: true });
       let i;
-      while ((i = buf.indexOf('\n\n')) >= 0) {
-        const id = /^id: (\d+)$/m.exec(buf.slice(0, i))?.[1];
-        if (id) seen.set(Number(id), performance.now());
+      while ((i = buf.indexOf('\\n\\n')) >= 0) {
+        const id = /^id: (\\d+)$/m.exec(buf.slice(0, i));
+        if (id) parentPort.postMessage({ stream: n, seq: Number(id[1]), at: performance.timeOrigin + performance.now() });
         buf = buf.slice(i + 2);
       }
     }
   })();
-  return { seen, open };
+}`;
+
+function clients(url: string, headers: Record<string, string>, streams: number) {
+  const worker = new Worker(CLIENTS, { eval: true, workerData: { url, headers, streams } });
+  const arrivals = new Map<number, number[]>();
+  const open = new Promise<void>((resolve) =>
+    worker.on('message', (m: { open?: boolean; seq?: number; at?: number }) => {
+      if (m.open) resolve();
+      if (m.seq !== undefined) arrivals.set(m.seq, [...(arrivals.get(m.seq) ?? []), m.at!]);
+    }),
+  );
+  return { open, arrivals, stop: () => worker.terminate() };
 }
 
 const serve: Suite = async (report) => {
@@ -74,24 +92,23 @@ const serve: Suite = async (report) => {
 
     /** p50 over every (stream, commit) arrival, and p50 of the slowest stream per commit. */
     const latency = async (streams: number): Promise<{ each: number; slowest: number }> => {
-      const ctl = new AbortController();
       const after = await writer.lastCommitLogSeq();
-      const readers = Array.from({ length: streams }, () => follow(`${server.url}/api/runs/run_b/events?after=${after}`, headers, ctl.signal));
-      await Promise.all(readers.map((r) => r.open));
+      const c = clients(`${server.url}/api/runs/run_b/events?after=${after}`, headers, streams);
+      await c.open;
       const samples: number[] = [];
       const slowest: number[] = [];
       for (let i = 0; i < ROUNDS; i++) {
         // A random gap, so commits land at every phase of the poll.
         await new Promise((r) => setTimeout(r, 10 + Math.random() * 40));
-        const t0 = performance.now();
+        const t0 = performance.timeOrigin + performance.now();
         await writer.commit({ sessionId: 'ses_b', label: 'bench.tick' });
         const seq = await writer.lastCommitLogSeq();
-        while (!readers.every((r) => r.seen.has(seq))) await new Promise((r) => setImmediate(r));
-        const arrivals = readers.map((r) => r.seen.get(seq)! - t0);
+        while ((c.arrivals.get(seq)?.length ?? 0) < streams) await new Promise((r) => setTimeout(r, 1));
+        const arrivals = c.arrivals.get(seq)!.map((at) => at - t0);
         samples.push(...arrivals);
         slowest.push(Math.max(...arrivals));
       }
-      ctl.abort();
+      await c.stop();
       return { each: median(samples), slowest: median(slowest) };
     };
     const one = await latency(1);

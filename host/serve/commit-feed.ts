@@ -27,7 +27,16 @@ export class CommitFeed {
   async since(after: number, sessionId?: string): Promise<{ commits: LoggedCommit[]; covered: number } | null> {
     if (this.last < 0) await this.wake();
     if (after < this.base) return null;
-    const commits = this.recent.filter((c) => c.seq > after && (!sessionId || c.sessionId === sessionId));
+    // Binary search for the first commit after `after`: the recent commits are in sequence order.
+    let lo = 0;
+    let hi = this.recent.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (this.recent[mid]!.seq <= after) lo = mid + 1;
+      else hi = mid;
+    }
+    const tail = this.recent.slice(lo);
+    const commits = sessionId ? tail.filter((c) => c.sessionId === sessionId) : tail;
     return { commits, covered: Math.max(after, this.last) };
   }
 
