@@ -88,7 +88,7 @@ export function egressSection(v: RunView): SafeHtml {
   const e = v.egress;
   return section('egress', 'Egress', html`<p>${e.allowed} allowed, ${e.denied} denied</p>${e.attempts?.length ? html`<table><tbody>${e.attempts.slice(-200).map(
     (a) => html`<tr><td>${when(a.at)}</td><td>${a.decision}</td><td>${a.method} ${a.target}</td><td>${a.reason}</td></tr>`,
-  )}</tbody></table>` : ''}`);
+  )}</tbody></table>` : ''}${e.dropped.length ? html`<p>dropped by the sandbox network rules:</p><table><tbody>${e.dropped.map((x) => html`<tr><td>${x.proto}</td><td>${x.target}</td><td>x${x.count}</td></tr>`)}</tbody></table>` : ''}`);
 }
 
 /** Places other work fills in: acceptance, cost (token usage for agents today), artifacts. */
