@@ -104,4 +104,41 @@ describe('acting on runs from the page', { timeout: 300_000 }, () => {
     expect(await page.locator('#timeline').textContent()).toContain('user:web-tester');
     expect((await fx.read((s) => s.getRun(runId)))!.state).toBe('completed');
   });
+
+  it('cancels a running plan from the page and accepts its interrupted step there: the run ends cancelled, both decisions with the operator as actor; the state filter lists it', async () => {
+    const fx = await planFixture([{ name: 'long', run: 'echo started; sleep 120' }]);
+    cleanups.push(() => fx.cleanup());
+    const running = fx.cli(['run', fx.plan]);
+    let runId: string | undefined;
+    for (let i = 0; i < 1200; i++) {
+      const run = (await fx.read((s) => s.listRuns()))[0];
+      if (run?.state === 'running' && (await fx.read((s) => s.listTasks({ runId: run.id }))).some((t) => t.kind === 'plan-step')) {
+        runId = run.id;
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(runId).toBeDefined();
+    const server = await startServeChild(fx.store, fx.hostId);
+    cleanups.push(() => server.stop());
+    const { page } = await browserPage(server.login!);
+    await page.goto(`${server.url}/runs/${runId}`);
+    await page.locator('#actions button:has-text("cancel run")').click();
+    await page.waitForSelector('#said');
+    expect(await page.locator('#said').textContent()).toContain(`cancel of run ${runId} committed`);
+    // A step killed mid-command leaves its effect unknown (as with berth cancel): the operator
+    // answers from the page that it happened, and the cancellation completes.
+    await page.waitForSelector('#summary [data-state="needs_reconciliation"]', { timeout: 180_000 });
+    await page.locator('#actions button:has-text("accept")').click();
+    await page.waitForSelector('#summary [data-state="cancelled"]', { timeout: 180_000 });
+    await running;
+    const transitions = await fx.read((s) => s.listRunTransitions(runId!));
+    expect(transitions.find((t) => t.to === 'cancelling')).toMatchObject({ actor: 'user:web-tester', reason: 'cancelled by operator' });
+    expect(transitions.find((t) => t.to === 'reconciling')).toMatchObject({ actor: 'user:web-tester' });
+    const effects = await fx.read((s) => s.listEffects({ runId: runId! }));
+    expect(effects.map((e) => [e.status, (e.receipt as { by?: string } | null)?.by])).toEqual([['confirmed', 'user:web-tester']]);
+    const byState = async (state: string) => (await (await page.request.get(`${server.url}/api/runs?state=${state}`)).json()) as { runs: Array<{ run: { id: string } }> };
+    expect((await byState('cancelled')).runs.map((r) => r.run.id)).toEqual([runId]);
+    expect((await byState('running')).runs).toEqual([]);
+  });
 });
