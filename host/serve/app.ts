@@ -88,6 +88,7 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed): Hono {
 
   app.onError((err, c) => {
     if (isBerthError(err)) return c.text(`${err.code}: ${err.message}`, err.code.endsWith('not_found') ? 404 : 400);
+    deps.logError?.(err);
     return c.text('500: internal error (see the server log)', 500);
   });
   return app;

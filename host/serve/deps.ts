@@ -49,4 +49,6 @@ export interface ServeDeps {
   /** Short poll of the commit sequence, ms (default 25). */
   pollMs?: number;
   now?: () => number;
+  /** Where an internal error of a request is reported (the page only says 500). */
+  logError?: (err: unknown) => void;
 }

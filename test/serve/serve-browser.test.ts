@@ -33,24 +33,33 @@ describe('berth serve in a real browser', { timeout: 300_000 }, () => {
   it('shows a running plan\'s output and its completion without a reload, renders <script> output as text, and refuses a cross-site POST without the CSRF token', async () => {
     const { fx, chrome } = await setup([
       { name: 'hello', run: "echo hello-from-step; echo '<script>alert(1)</script>'; sleep 3" },
-      { name: 'last', run: 'sleep 4; echo last-step-done' },
+      { name: 'last', run: 'sleep 8; echo last-step-done' },
     ]);
-    const running = fx.cli(['run', fx.plan]);
-    const runId = await waitFor('the run', async () => (await fx.read((s) => s.listRuns()))[0]?.id);
+    // The store exists before the run (opening it creates it): the runs page is open when the run starts.
+    await fx.read(async () => undefined);
     const server = await startServeChild(fx.store, fx.hostId);
     cleanups.push(() => server.stop());
     expect(server.login).toMatch(/\/login\?token=[0-9a-f]{64}$/);
     const context = await chrome.browser.newContext();
-    const page = await context.newPage();
+    const runsPage = await context.newPage();
     let dialogs = 0;
+    runsPage.on('dialog', (d) => {
+      dialogs++;
+      void d.dismiss();
+    });
+    await runsPage.goto(server.login!);
+    await runsPage.waitForFunction(() => (window as unknown as { berthLive: { state: string } }).berthLive.state === 'open');
+    await runsPage.evaluate(() => ((window as unknown as { noReload: boolean }).noReload = true));
+
+    const running = fx.cli(['run', fx.plan]);
+    const runId = await waitFor('the run', async () => (await fx.read((s) => s.listRuns()))[0]?.id);
+    // The new run shows up on the open runs page by itself.
+    await runsPage.waitForSelector(`tr[data-run="${runId}"]`, { timeout: 120_000 });
+    const page = await context.newPage();
     page.on('dialog', (d) => {
       dialogs++;
       void d.dismiss();
     });
-    await page.goto(server.login!);
-    await page.waitForSelector(`tr[data-run="${runId}"]`);
-    const runsPage = await context.newPage();
-    await runsPage.goto(server.url + '/');
     await page.goto(`${server.url}/runs/${runId}`);
     // A marker that a reload would wipe.
     await page.evaluate(() => ((window as unknown as { noReload: boolean }).noReload = true));
@@ -76,6 +85,7 @@ describe('berth serve in a real browser', { timeout: 300_000 }, () => {
     expect(await page.locator('#steps script').count()).toBe(0);
     expect(dialogs).toBe(0);
     await runsPage.waitForSelector(`tr[data-run="${runId}"] [data-state="completed"]`);
+    expect(await runsPage.evaluate(() => (window as unknown as { noReload?: boolean }).noReload)).toBe(true);
     await page.screenshot({ path: join(testOutputDir('serve-browser'), 'run-page-completed.png'), fullPage: true });
     expect((await running).code).toBe(0);
     expect(await fx.read(async (s) => (await s.getRun(runId))!.state)).toBe('completed');

@@ -42,6 +42,7 @@ export async function serveCommand(ctx: CliContext, flags: ServeFlags): Promise<
       operator: actor,
       token: access?.token ?? null,
       now: () => ctx.clock.now(),
+      logError: (err) => ctx.logger.error({ err }, 'berth serve: request failed'),
     },
     { host, port, signal: stop.signal },
   );
