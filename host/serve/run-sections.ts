@@ -104,7 +104,8 @@ export function artifactsSection(v: RunView): SafeHtml {
 
 /** The run's record, newest first, one page at a time: the conversation for agents, step output for plans. */
 export function entriesSection(v: RunView): SafeHtml {
-  const replayOf = new Map(v.effects.map((e) => [String((e.intent as Record<string, unknown> | null)?.toolCallId ?? ''), e.replay]));
+  // A tool call's effect id ends with its tool call id (`run:task:call`); a call that never ran has none.
+  const replayOf = new Map(v.effects.map((e) => [e.id.slice(e.id.lastIndexOf(':') + 1), e.replay]));
   const one = (e: Entry): SafeHtml => {
     const head = html`<span class="muted">#${e.seq} ${when(e.at)} ${e.kind}</span>`;
     switch (e.kind) {
@@ -113,7 +114,7 @@ export function entriesSection(v: RunView): SafeHtml {
       case ENTRY.model: {
         const m = e.body as unknown as ModelEntry;
         return html`<div class="entry model">${head} turn ${m.turn} · ${m.model}${m.usage ? ` · ${m.usage.totalTokens} tokens` : ''}${m.content ? html`<pre class="model-text">${m.content}</pre>` : ''}${m.toolCalls.map(
-          (c) => html`<div>tool call <strong>${c.name}</strong> <code>${c.id}</code> replay ${replayOf.get(c.id) ?? '—'}<pre>${c.arguments}</pre></div>`,
+          (c) => html`<div>tool call <strong>${c.name}</strong> <code>${c.id}</code> replay ${replayOf.get(c.id) ?? '— (never ran)'}<pre>${c.arguments}</pre></div>`,
         )}</div>`;
       }
       case ENTRY.toolResult: {

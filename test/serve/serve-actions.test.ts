@@ -65,6 +65,11 @@ describe('acting on runs from the page', { timeout: 300_000 }, () => {
     // The model's <script> is text in the conversation.
     await page.waitForFunction(() => document.querySelector('#record')?.textContent?.includes('finished <script>alert(1)</script>'));
     expect(await page.locator('#record script').count()).toBe(0);
+    // Each tool call with its replay policy: the approved exec ran under `never`; the denied one never ran.
+    const record = (await page.locator('#record').textContent())!;
+    expect(record).toMatch(/replay never/);
+    expect(record).toContain('replay — (never ran)');
+    expect(await page.locator('#cost .tokens').textContent()).toMatch(/tokens: \d+ prompt/);
     expect(dialogs()).toBe(0);
   });
 
