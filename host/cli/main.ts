@@ -15,6 +15,7 @@ import { reconcileRun } from './commands/reconcile';
 import { agentChat, agentRun, type AgentFlags } from './commands/agent-run';
 import { decide } from './commands/agent-approve';
 import { forkRun, tree, type ForkFlags } from './commands/fork';
+import { serveCommand, type ServeFlags } from './commands/serve';
 import { reportError } from './output';
 import { judgeRun } from './commands/acceptance';
 import { cost } from './commands/cost';
@@ -63,6 +64,8 @@ const USAGE = `usage: berth <command> [options]
   approve RUN ID [--digest D]
                            approve a tool call (ID: call id or approval id) waiting for approval
   deny RUN ID              deny a tool call waiting for approval
+  serve [--port 7777] [--host 127.0.0.1] [--token-file F] [--no-token]
+                           live web view of the runs (token login link printed on first start)
 
 options:
   --store PATH             the store (default: $BERTH_STORE or .berth/berth.db)
@@ -79,7 +82,7 @@ type Handler = (ctx: () => CliContext, args: string[], flags: Flags) => Promise<
 
 /** Commands that start work, and so may create the store; every other one needs it to exist. */
 const CREATES_STORE = new Set(['run', 'agent']);
-interface Flags extends AgentFlags, ForkFlags {
+interface Flags extends AgentFlags, ForkFlags, ServeFlags {
   json: boolean;
   debug: boolean;
   digest?: string;
@@ -146,6 +149,7 @@ const commands: Record<string, Handler> = {
     const [run, id] = need(args, 2, 'RUN and ID');
     return decide(ctx(), run!, id!, 'deny');
   },
+  serve: (ctx, _args, flags) => serveCommand(ctx(), flags),
   env: async (ctx, args, flags) => {
     const [sub, file] = need(args, 2, 'env subcommand and FILE');
     if (sub === 'validate') return envValidate(file!, flags.json, flags.engine ? dockerClient() : undefined);
@@ -190,6 +194,10 @@ export async function main(argv: string[]): Promise<number> {
         'approval-ttl': { type: 'string' },
         'max-turns': { type: 'string' },
         digest: { type: 'string' },
+        port: { type: 'string' },
+        host: { type: 'string' },
+        'token-file': { type: 'string' },
+        'no-token': { type: 'boolean', default: false },
         help: { type: 'boolean', short: 'h', default: false },
       },
     });

@@ -1,4 +1,5 @@
 export type { Store, TaskFilter, EntryFilter, ExecutionRight, StoredArtifact } from './store';
+export type { CommitLogRecords, LoggedCommit } from './commit-log';
 export type {
   CommitInput,
   CommitResult,

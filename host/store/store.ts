@@ -25,6 +25,7 @@ export interface StoredArtifact extends NewArtifact {
   commitSeq: number;
   createdAt: number;
 }
+import type { CommitLogRecords } from './commit-log';
 
 export interface TaskFilter {
   runId?: string;
@@ -60,7 +61,7 @@ export interface ExecutionRight {
  * shape; the SQLite store answers synchronously underneath. Every state change goes through
  * {@link Store.commit}; the other writes are lease bookkeeping, which is not session state.
  */
-export interface Store extends LeaseRecords, EgressAuditRecords, AcceptanceReads, CostRecords {
+export interface Store extends LeaseRecords, EgressAuditRecords, AcceptanceReads, CostRecords, CommitLogRecords {
   readonly location: string;
   commit(input: CommitInput): Promise<CommitResult>;
   /** Takes the execution right for `scope`; commits fenced with an older epoch are refused from now on. */

@@ -12,6 +12,7 @@ import { createHostRuntime, type HostRuntime } from '../../runtime/host-runtime'
 import { releaseEndedRunLeases } from '../../runtime/run-end-leases';
 import { forkPointsInUse } from '../../fork';
 import type { CliContext } from '../context';
+import type { RunTransitionInput, Store } from '../../store';
 import { duration, emit, escapeControl, LOG_COLUMN, outputLines, table } from '../output';
 import { getRunOrThrow } from './runs';
 import { readHost } from './run-driver';
@@ -162,9 +163,12 @@ export async function resumeRun(ctx: CliContext, runId: string): Promise<number>
 }
 
 /** `berth cancel RUN`: commits the intent; the host driving the run (or the next `berth resume`) carries it out. */
-export async function cancelRun(ctx: CliContext, runId: string): Promise<number> {
-  const run = await getRunOrThrow(ctx.store, runId);
-  const actor = operator();
+/**
+ * The cancel commit of `berth cancel` (and of the web view's cancel button): the run goes to
+ * `cancelling` with `actor` and its root task is cancelled durably; the host driving it stops it.
+ */
+export async function commitCancel(store: Store, runId: string, actor: string): Promise<RunTransitionInput[]> {
+  const run = await getRunOrThrow(store, runId);
   const from = run.state;
   const transitions =
     from === 'running' ? [{ runId, from, to: 'cancelling' as const, actor, reason: 'cancelled by operator' }]
@@ -174,8 +178,13 @@ export async function cancelRun(ctx: CliContext, runId: string): Promise<number>
     : from === 'retry_wait' ? [{ runId, from, to: 'running' as const, actor, reason: 'cancel requested during a retry wait' }, { runId, from: 'running' as const, to: 'cancelling' as const, actor, reason: 'cancelled by operator' }]
     : null;
   if (!transitions) throw new BerthError('run_not_cancellable', `run ${runId} is ${from}; only admitted, running, retrying or waiting runs can be cancelled`, { ids: { runId } });
-  const r = await ctx.store.commit({ sessionId: run.sessionId, label: 'run.cancel', actor, runTransitions: transitions, cancelTasks: run.rootTaskId ? [run.rootTaskId] : [] });
+  const r = await store.commit({ sessionId: run.sessionId, label: 'run.cancel', actor, runTransitions: transitions, cancelTasks: run.rootTaskId ? [run.rootTaskId] : [] });
   if (!r.ok) throw new BerthError('cancel_conflict', `run ${runId} changed meanwhile: ${r.conflict.kind}`, { retryable: true, ids: { runId } });
+  return transitions;
+}
+
+export async function cancelRun(ctx: CliContext, runId: string): Promise<number> {
+  const transitions = await commitCancel(ctx.store, runId, operator());
   // Cancelled at once (nothing of it was running): its sandboxes go now, as a completed run's do.
   if (transitions.some((t) => isFinalRunState(t.to))) await releaseEndedRunLeases(ctx, [runId]);
   const host = await readHost(ctx.store, ctx.clock.now(), ctx.hostId);

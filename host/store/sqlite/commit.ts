@@ -5,6 +5,7 @@ import type { CommitConflict, CommitInput, TaskChanges } from '../commit-input';
 import { json } from './rows';
 import { acceptanceWriter } from './acceptance';
 import { artifactInserter } from './artifacts';
+import { COMMIT_LOG_INSERT } from './commit-log';
 
 /** Thrown inside the transaction to roll it back; never escapes this module. */
 class Conflict {
@@ -45,6 +46,7 @@ export class CommitWriter {
       sessionGet: p('SELECT last_seq, entry_seq FROM sessions WHERE id = ?'),
       sessionBump: p('UPDATE sessions SET last_seq = ?, entry_seq = ? WHERE id = ?'),
       commitInsert: p('INSERT INTO commits (session_id, seq, at, label, actor) VALUES (?, ?, ?, ?, ?)'),
+      commitLogInsert: p(COMMIT_LOG_INSERT),
       conversationInsert: p('INSERT INTO conversations (id, session_id, created_at) VALUES (?, ?, ?)'),
       submissionByRequest: p('SELECT id, run_id FROM submissions WHERE request_id = ?'),
       submissionInsert: p(
@@ -126,6 +128,7 @@ export class CommitWriter {
     const seq = session.last_seq + 1;
     let entrySeq = session.entry_seq;
     s.commitInsert.run(sid, seq, at, c.label, c.actor ?? 'host');
+    s.commitLogInsert.run(sid, seq);
 
     for (const conv of c.conversations ?? []) s.conversationInsert.run(conv.id, sid, at);
     for (const sub of c.submissions ?? []) {

@@ -2,6 +2,8 @@
  * Append-only: a released migration is never edited or reordered; a change is a new entry.
  * `schema_migrations` records which versions a database has applied.
  */
+import { COMMIT_LOG_MIGRATION } from './commit-log';
+
 export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: string }> = [
   {
     version: 1,
@@ -325,4 +327,5 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       CREATE INDEX artifacts_by_run ON artifacts(run_id, step_index, generation);
     `,
   },
+  COMMIT_LOG_MIGRATION,
 ];

@@ -5,6 +5,7 @@ import { systemClock } from '../../support/clock';
 import type { CommitInput, CommitResult } from '../commit-input';
 import type { Store } from '../store';
 import { CommitWriter } from './commit';
+import { sqliteCommitLog } from './commit-log';
 import { sqliteEgressAudit } from './egress';
 import { sqliteFencing } from './fencing';
 import { sqliteLeaseRecords } from './leases';
@@ -38,6 +39,7 @@ export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): St
     ...sqliteEgressAudit(db),
     ...sqliteAcceptanceReads(db),
     ...sqliteCostRecords(db),
+    ...sqliteCommitLog(db),
     ...sqliteFencing(db, clock),
     async commit(input: CommitInput): Promise<CommitResult> {
       faultPoint(`before:${input.label}`);

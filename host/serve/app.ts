@@ -1,0 +1,95 @@
+import { Hono, type Context } from 'hono';
+import { isBerthError } from '../errors';
+import { RUN_STATES, type RunState } from '../model';
+import { LIVE_JS, STYLE_CSS } from './assets';
+import { csrfToken, requireCsrf, requireToken } from './auth';
+import type { CommitFeed } from './commit-feed';
+import type { ReconcileRequest, ServeDeps } from './deps';
+import { commitEvents } from './events';
+import { layout } from './layout';
+import { runFragment } from './run-page';
+import { readRunView } from './run-view';
+import { readRuns, runsFragment } from './runs-page';
+
+const isRunState = (s: string): s is RunState => (RUN_STATES as readonly string[]).includes(s);
+const positive = (v: string | undefined) => (v && /^\d+$/.test(v) ? Number(v) : undefined);
+
+/** The HTTP app: pages, their live fragments, the JSON API, the event streams and the actions. */
+export function serveApp(deps: ServeDeps, feed: CommitFeed): Hono {
+  const app = new Hono();
+  // CSRF is derived from the token; without a token (loopback, --no-token) from a per-process secret.
+  const secret = deps.token ?? crypto.randomUUID() + crypto.randomUUID();
+  const csrf = csrfToken(secret);
+  app.use('*', async (c, next) => {
+    await next();
+    c.header('X-Content-Type-Options', 'nosniff');
+    c.header('Referrer-Policy', 'no-referrer');
+    // Only this origin's own script and style: an injected inline <script> would not run anyway.
+    if (!c.res.headers.get('content-type')?.startsWith('text/event-stream')) c.header('Content-Security-Policy', "default-src 'self'; script-src 'self'; style-src 'self'; frame-ancestors 'none'");
+  });
+  app.use('*', requireToken(deps.token));
+  app.use('*', requireCsrf(secret));
+
+  app.get('/assets/live.js', (c) => c.body(LIVE_JS, 200, { 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'no-cache' }));
+  app.get('/assets/style.css', (c) => c.body(STYLE_CSS, 200, { 'content-type': 'text/css; charset=utf-8', 'cache-control': 'no-cache' }));
+
+  const states = (c: Context): RunState[] => (c.req.queries('state') ?? []).filter(isRunState);
+  app.get('/', async (c) => {
+    const s = states(c);
+    const after = await deps.store.lastCommitLogSeq();
+    const body = runsFragment(await readRuns(deps, s), s.join(', ') || undefined);
+    if (c.req.query('fragment')) return c.html(body.value);
+    const q = s.map((x) => `state=${x}`).join('&');
+    return c.html(layout('runs', body, { events: '/api/events', fragment: `/?fragment=1${q ? `&${q}` : ''}`, after }).value);
+  });
+  app.get('/runs/:id', async (c) => {
+    const id = c.req.param('id');
+    const before = positive(c.req.query('before'));
+    const view = await readRunView(deps, id, before);
+    const body = runFragment(view, csrf);
+    if (c.req.query('fragment')) return c.html(body.value);
+    // An older page is a fixed view; the newest page follows the run.
+    const live = before === undefined ? { events: `/api/runs/${encodeURIComponent(id)}/events`, fragment: `/runs/${encodeURIComponent(id)}?fragment=1`, after: view.commitSeq } : undefined;
+    return c.html(layout(`run ${id}`, body, live, c.req.query('said')).value);
+  });
+
+  app.get('/api/runs', async (c) => c.json({ runs: await readRuns(deps, states(c)) }));
+  app.get('/api/runs/:id', async (c) => c.json(await readRunView(deps, c.req.param('id'), positive(c.req.query('before')))));
+  app.get('/api/runs/:id/events', async (c) => {
+    const run = await deps.store.getRun(c.req.param('id'));
+    if (!run) return c.json({ error: { code: 'run_not_found', message: `no run ${c.req.param('id')}` } }, 404);
+    return commitEvents(c, deps.store, feed, run.sessionId);
+  });
+  app.get('/api/events', (c) => commitEvents(c, deps.store, feed, undefined));
+
+  // Actions: POST + CSRF (checked above); each calls the CLI's own code path with the operator as actor.
+  const act = (name: string, run: (c: Context, form: Record<string, string>) => Promise<string>) =>
+    app.post(`/runs/:id/${name}`, async (c) => {
+      const form = Object.fromEntries(Object.entries(await c.req.parseBody()).filter(([, v]) => typeof v === 'string')) as Record<string, string>;
+      let said: string;
+      let status = 200;
+      try {
+        said = await run(c, form);
+      } catch (err) {
+        if (!isBerthError(err)) throw err;
+        said = `${err.code}: ${err.message}`;
+        status = 409;
+      }
+      if (c.req.header('accept')?.includes('application/json')) return c.json({ said }, status as 200);
+      return c.redirect(`/runs/${encodeURIComponent(c.req.param('id'))}?said=${encodeURIComponent(said)}`, 303);
+    });
+  act('approve', (c, f) => deps.actions.approve(c.req.param('id')!, f.id ?? '', f.digest || undefined, deps.operator));
+  act('deny', (c, f) => deps.actions.deny(c.req.param('id')!, f.id ?? '', deps.operator));
+  act('cancel', (c) => deps.actions.cancel(c.req.param('id')!, deps.operator));
+  act('reconcile', (c, f) => {
+    const choice: ReconcileRequest = { accept: f.answer === 'accept', rejectEffect: f.answer === 'reject-effect', restore: f.restore || undefined, fail: f.fail === '1' };
+    return deps.actions.reconcile(c.req.param('id')!, choice, deps.operator);
+  });
+
+  app.onError((err, c) => {
+    if (isBerthError(err)) return c.text(`${err.code}: ${err.message}`, err.code.endsWith('not_found') ? 404 : 400);
+    deps.logError?.(err);
+    return c.text('500: internal error (see the server log)', 500);
+  });
+  return app;
+}

@@ -1,0 +1,59 @@
+/**
+ * The page's only script and style, served from this process (`/assets/…`): no CDN, no build step,
+ * so pages work offline. Kept as strings so the bundled CLI carries them.
+ *
+ * live.js: follows the page's event stream (`data-live`, starting after `data-after`); on each
+ * commit it re-reads the page's server-rendered fragment (`data-fragment`) and swaps it in. The
+ * browser reconnects by itself after a drop and sends `Last-Event-ID`, so no commit is missed.
+ * `window.berthLive.events` lists the event ids received (tests compare it with the commit log).
+ */
+export const LIVE_JS = `(() => {
+  const live = { events: [], state: 'idle', refreshes: 0 };
+  window.berthLive = live;
+  const root = document.querySelector('[data-live]');
+  if (!root) return;
+  let busy = false, again = false;
+  async function refresh() {
+    if (busy) { again = true; return; }
+    busy = true;
+    try {
+      do {
+        again = false;
+        const r = await fetch(root.dataset.fragment, { credentials: 'same-origin' });
+        if (r.ok) { root.innerHTML = await r.text(); live.refreshes++; }
+      } while (again);
+    } catch (e) { /* the next commit tries again */ } finally { busy = false; }
+  }
+  const sep = root.dataset.live.includes('?') ? '&' : '?';
+  const es = new EventSource(root.dataset.live + sep + 'after=' + encodeURIComponent(root.dataset.after || '0'));
+  live.source = es;
+  es.addEventListener('open', () => { live.state = 'open'; live.opens = (live.opens || 0) + 1; });
+  es.addEventListener('error', () => { live.state = 'reconnecting'; });
+  es.addEventListener('commit', (ev) => {
+    live.events.push(Number(ev.lastEventId));
+    live.lastEventAt = Date.now();
+    refresh();
+  });
+})();
+`;
+
+export const STYLE_CSS = `
+body { font: 14px/1.4 system-ui, sans-serif; margin: 0; color: #1d232a; background: #f6f7f9; }
+header { background: #14202e; color: #fff; padding: 8px 16px; display: flex; gap: 16px; align-items: baseline; }
+header a { color: #cfe3ff; }
+main { padding: 12px 16px; }
+section { background: #fff; border: 1px solid #dde2e8; border-radius: 6px; margin: 0 0 12px; padding: 8px 12px; }
+section > h2 { font-size: 15px; margin: 2px 0 8px; }
+table { border-collapse: collapse; width: 100%; }
+th, td { text-align: left; padding: 3px 8px; border-bottom: 1px solid #eef0f3; vertical-align: top; }
+pre { background: #0f1720; color: #e6edf3; padding: 6px 8px; overflow-x: auto; max-height: 24em; margin: 4px 0; white-space: pre-wrap; word-break: break-all; }
+.state { font-weight: 600; padding: 1px 6px; border-radius: 4px; background: #e9edf2; }
+.state-completed { background: #d6f5dd; } .state-failed { background: #fbd9d9; } .state-running { background: #dbe9ff; }
+.state-needs_reconciliation, .state-awaiting_approval { background: #ffe8b3; }
+.attention { border-left: 4px solid #f0a500; }
+.muted { color: #6a7580; }
+.said { margin: 12px 16px 0; background: #fff7d6; border: 1px solid #f0d27a; padding: 6px 10px; border-radius: 4px; margin-bottom: 12px; }
+form.inline { display: inline; }
+button { cursor: pointer; }
+code { font-size: 12px; }
+`;

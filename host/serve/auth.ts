@@ -1,0 +1,81 @@
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import type { MiddlewareHandler } from 'hono';
+import { getCookie } from 'hono/cookie';
+import { BerthError } from '../errors';
+
+/** The cookie a login link sets; it holds the access token (HttpOnly, SameSite=Strict). */
+export const SESSION_COOKIE = 'berth_session';
+
+/**
+ * The access token of `berth serve`: read from `path`, or generated on first start and written
+ * with mode 0600 (`created` says so, so the caller prints the login link once). A token file
+ * others can read is refused rather than trusted.
+ */
+export function loadOrCreateToken(path: string): { token: string; created: boolean } {
+  if (existsSync(path)) {
+    const mode = statSync(path).mode & 0o077;
+    if (mode !== 0) throw new BerthError('serve_token_exposed', `token file ${path} is readable by others (mode ${(statSync(path).mode & 0o777).toString(8)}): chmod 600 ${path}`);
+    const token = readFileSync(path, 'utf8').trim();
+    if (token.length < 32) throw new BerthError('serve_token_invalid', `token file ${path} holds no usable token: remove it to generate a new one`);
+    return { token, created: false };
+  }
+  mkdirSync(dirname(path), { recursive: true });
+  const token = randomBytes(32).toString('hex');
+  // 'wx': never overwrite a token another start wrote meanwhile.
+  writeFileSync(path, `${token}\n`, { mode: 0o600, flag: 'wx' });
+  chmodSync(path, 0o600);
+  return { token, created: true };
+}
+
+const same = (a: string, b: string) => {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+};
+
+/** The CSRF token of pages served with `token`: derived, so a cross-site page can neither read nor guess it. */
+export const csrfToken = (secret: string) => createHmac('sha256', secret).update('berth-serve-csrf').digest('hex');
+
+/**
+ * Every request needs the token (cookie from the login link, or `Authorization: Bearer`), else 401.
+ * `/login?token=` checks it and sets the cookie. With `token` null (loopback only) nothing is asked.
+ */
+export function requireToken(token: string | null): MiddlewareHandler {
+  return async (c, next) => {
+    if (token === null) return next();
+    const url = new URL(c.req.url);
+    if (url.pathname === '/login') {
+      const given = url.searchParams.get('token') ?? '';
+      if (!same(given, token)) return c.text('wrong or missing token: open the login link berth serve printed', 401);
+      c.header('Set-Cookie', `${SESSION_COOKIE}=${token}; HttpOnly; SameSite=Strict; Path=/`);
+      return c.redirect('/', 303);
+    }
+    const bearer = /^Bearer (.+)$/.exec(c.req.header('authorization') ?? '')?.[1];
+    const given = bearer ?? getCookie(c, SESSION_COOKIE) ?? '';
+    if (!same(given, token)) return c.text('401: sign in with the login link berth serve printed at its first start (the token is in its token file)', 401);
+    return next();
+  };
+}
+
+/**
+ * State changes are POST only and carry the CSRF token (form field `_csrf` or header
+ * `x-csrf-token`); a request whose Origin is another site is refused even with a cookie.
+ */
+export function requireCsrf(secret: string): MiddlewareHandler {
+  const expected = csrfToken(secret);
+  return async (c, next) => {
+    if (c.req.method === 'GET' || c.req.method === 'HEAD') return next();
+    if (c.req.method !== 'POST') return c.text('405: changes are POST requests', 405);
+    const origin = c.req.header('origin');
+    if (origin && origin !== 'null' && new URL(origin).host !== c.req.header('host')) return c.text('403: cross-site request refused', 403);
+    let given = c.req.header('x-csrf-token');
+    if (!given) {
+      const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
+      given = typeof form._csrf === 'string' ? form._csrf : '';
+    }
+    if (!same(given, expected)) return c.text('403: missing or wrong CSRF token', 403);
+    return next();
+  };
+}

@@ -1,0 +1,54 @@
+import type { EgressAttempt } from '../egress/audit';
+import type { Effect, Run, RunTransition, Snapshot, Task } from '../model';
+import type { LeaseRecord } from '../sandbox/lease-records';
+import type { Store } from '../store';
+
+/** What `berth show` knows about a run (the CLI's `describeRun`), as the pages use it. */
+export interface RunDescription {
+  run: Run;
+  transitions: RunTransition[];
+  tasks: Task[];
+  effects: Effect[];
+  snapshots: Snapshot[];
+  leases: Array<LeaseRecord & { current: boolean; keptBySession: boolean }>;
+  egress: { allowed: number; denied: number; attempts?: EgressAttempt[]; dropped: Array<{ proto: string; target: string; count: number }> };
+}
+
+/** A reconcile decision from the page: the same choices as `berth reconcile`. */
+export interface ReconcileRequest {
+  accept?: boolean;
+  rejectEffect?: boolean;
+  restore?: string;
+  fail?: boolean;
+}
+
+/**
+ * The operator's actions, wired by the CLI (the composition root) to the very functions its own
+ * commands use, so a click and a command take one code path and record the same actor.
+ * Each resolves to a line saying what happened, or throws a BerthError saying why not.
+ */
+export interface ServeActions {
+  approve(runId: string, id: string, digest: string | undefined, actor: string): Promise<string>;
+  deny(runId: string, id: string, actor: string): Promise<string>;
+  cancel(runId: string, actor: string): Promise<string>;
+  reconcile(runId: string, choice: ReconcileRequest, actor: string): Promise<string>;
+}
+
+/** Everything `berth serve` is given. It reads the store only through the Store interface. */
+export interface ServeDeps {
+  store: Store;
+  /** The CLI's `describeRun`. */
+  describe(runId: string): Promise<RunDescription>;
+  /** Who drives the run, in one line (the CLI's status line). */
+  ownerLine(run: Run): Promise<string>;
+  actions: ServeActions;
+  /** The signed-in operator recorded as the actor of every action. */
+  operator: string;
+  /** The access token; null only on a loopback address (`--no-token`). */
+  token: string | null;
+  /** Short poll of the commit sequence, ms (default 25). */
+  pollMs?: number;
+  now?: () => number;
+  /** Where an internal error of a request is reported (the page only says 500). */
+  logError?: (err: unknown) => void;
+}
