@@ -30,9 +30,9 @@ describe('the store-wide commit order', () => {
     await t.store.commit({ sessionId: 'a', label: 'a1', createSession: {} });
     await t.store.commit({ sessionId: 'b', label: 'b1', createSession: {} });
     await t.store.close();
-    // The store as an older Berth left it: no commit_log, schema version 8.
+    // The store as an older Berth left it: no commit_log, schema version 11.
     const db = new Database(t.path);
-    db.exec('DROP TABLE commit_log; DELETE FROM schema_migrations WHERE version = 9;');
+    db.exec('DROP TABLE commit_log; DELETE FROM schema_migrations WHERE version = 12;');
     db.close();
     const { openSqliteStore } = await import('../../host/store');
     const again = openSqliteStore(t.path);
