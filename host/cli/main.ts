@@ -15,6 +15,8 @@ import { reconcileRun } from './commands/reconcile';
 import { agentChat, agentRun, type AgentFlags } from './commands/agent-run';
 import { decide } from './commands/agent-approve';
 import { reportError } from './output';
+import { checkCommand, exportCommand, importCommand } from './commands/record';
+import { assertDrivable } from '../record';
 
 const USAGE = `usage: berth <command> [options]
 
@@ -41,6 +43,9 @@ const USAGE = `usage: berth <command> [options]
   approve RUN ID [--digest D]
                            approve a tool call (ID: call id or approval id) waiting for approval
   deny RUN ID              deny a tool call waiting for approval
+  export RUN [--out FILE]  the run's record: one versioned JSON document with the digest of its canonical form
+  import FILE              load an exported record into this store as a read-only run (refused if altered)
+  check [RUN | --all]      evaluate the run invariants; exit 1 naming each violation with its evidence
 
 options:
   --store PATH             the store (default: $BERTH_STORE or .berth/berth.db)
@@ -56,7 +61,9 @@ exit codes:
 type Handler = (ctx: () => CliContext, args: string[], flags: Flags) => Promise<number>;
 
 /** Commands that start work, and so may create the store; every other one needs it to exist. */
-const CREATES_STORE = new Set(['run', 'agent']);
+const CREATES_STORE = new Set(['run', 'agent', 'import']);
+/** Commands that drive or decide a run: refused for an imported run, which is a record only. */
+const DRIVES_RUN = new Set(['resume', 'reconcile', 'cancel', 'approve', 'deny']);
 interface Flags extends AgentFlags {
   json: boolean;
   debug: boolean;
@@ -71,6 +78,8 @@ interface Flags extends AgentFlags {
   keep?: string;
   engine: boolean;
   grace?: string;
+  out?: string;
+  all: boolean;
 }
 
 const need = (args: string[], n: number, what: string) => {
@@ -104,6 +113,9 @@ const commands: Record<string, Handler> = {
     const [run, id] = need(args, 2, 'RUN and ID');
     return decide(ctx(), run!, id!, 'deny');
   },
+  export: (ctx, args, flags) => exportCommand(ctx(), need(args, 1, 'RUN')[0]!, flags.out),
+  import: (ctx, args) => importCommand(ctx(), need(args, 1, 'FILE')[0]!),
+  check: (ctx, args, flags) => checkCommand(ctx(), args[0], flags.all),
   env: async (ctx, args, flags) => {
     const [sub, file] = need(args, 2, 'env subcommand and FILE');
     if (sub === 'validate') return envValidate(file!, flags.json, flags.engine ? dockerClient() : undefined);
@@ -131,6 +143,8 @@ export async function main(argv: string[]): Promise<number> {
         keep: { type: 'string' },
         engine: { type: 'boolean', default: false },
         grace: { type: 'string' },
+        out: { type: 'string' },
+        all: { type: 'boolean', default: false },
         env: { type: 'string' },
         workspace: { type: 'string' },
         model: { type: 'string' },
@@ -161,6 +175,10 @@ export async function main(argv: string[]): Promise<number> {
   let ctx: CliContext | undefined;
   const lazy = () => (ctx ??= buildContext({ store: flags.store, json: flags.json, debug: flags.debug, create: CREATES_STORE.has(name) }));
   try {
+    if (DRIVES_RUN.has(name) && args[0]) await assertDrivable(lazy().store, args[0]);
+    if (name === 'chat' && args[0] && (await lazy().store.isImportedSession(args[0]))) {
+      throw new BerthError('run_imported', `session ${args[0]} was imported from an exported record: it can be shown and checked, never driven`);
+    }
     return await command(lazy, args, flags);
   } catch (err) {
     reportError(flags.json, err, flags.debug);

@@ -14,5 +14,6 @@ export type {
   NewSubmission,
   NewSnapshot,
 } from './commit-input';
+export type { ImportedRun, ImportRows, ImportedRunRecords } from './imported';
 export { openSqliteStore, type SqliteStoreOptions } from './sqlite/sqlite-store';
 export type { Durability } from './sqlite/open';

@@ -35,6 +35,7 @@ export class CommitWriter {
     const p = (sql: string) => db.prepare(sql);
     this.s = {
       fence: p('SELECT epoch FROM fencing WHERE scope = ?'),
+      imported: p('SELECT run_id FROM imported_runs WHERE session_id = ?'),
       sessionInsert: p('INSERT OR IGNORE INTO sessions (id, created_at, meta_json) VALUES (?, ?, ?)'),
       sessionGet: p('SELECT last_seq, entry_seq FROM sessions WHERE id = ?'),
       sessionBump: p('UPDATE sessions SET last_seq = ?, entry_seq = ? WHERE id = ?'),
@@ -117,6 +118,12 @@ export class CommitWriter {
     if (c.createSession) s.sessionInsert.run(sid, at, json(c.createSession.meta ?? null));
     const session = s.sessionGet.get(sid) as { last_seq: number; entry_seq: number } | undefined;
     if (!session) throw new BerthError('session_not_found', `session ${sid} does not exist`, { ids: { sessionId: sid } });
+    // An imported run is a record, not work: nothing may advance it (resume, reconcile, approve,
+    // cancel, a worker that found its tasks), whatever path the commit came from.
+    const imported = s.imported.get(sid) as { run_id: string } | undefined;
+    if (imported) {
+      throw new BerthError('run_imported', `run ${imported.run_id} was imported from an exported record: it can be shown and checked, never driven`, { ids: { sessionId: sid, runId: imported.run_id } });
+    }
     const seq = session.last_seq + 1;
     let entrySeq = session.entry_seq;
     s.commitInsert.run(sid, seq, at, c.label, c.actor ?? 'host');

@@ -10,6 +10,7 @@ import { sqliteFencing } from './fencing';
 import { sqliteLeaseRecords } from './leases';
 import { openDatabase, type Durability } from './open';
 import { sqliteReads } from './reads';
+import { sqliteImportedRuns } from './imported';
 import { sqliteSnapshots } from './snapshots';
 
 export interface SqliteStoreOptions {
@@ -30,6 +31,7 @@ export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): St
     ...sqliteLeaseRecords(db),
     ...sqliteSnapshots(db),
     ...sqliteEgressAudit(db),
+    ...sqliteImportedRuns(db),
     ...sqliteFencing(db, clock),
     async commit(input: CommitInput): Promise<CommitResult> {
       faultPoint(`before:${input.label}`);
