@@ -257,7 +257,9 @@ export class CommitWriter {
       const open = ((t.to === 'completed' ? s.unresolvedEffects : s.uncertainEffects).all(t.runId) as Array<{ id: string }>).map((r) => r.id);
       if (open.length > 0) throw new Conflict({ kind: 'unresolved_effects', runId: t.runId, effectIds: open });
     }
-    const versions = t.versions ?? JSON.parse(row.versions_json);
+    // The versions in force carry over: a transition names what changed (the kernel names only
+    // itself), never erases the environment fingerprint or image digest the run was admitted with.
+    const versions = { ...JSON.parse(row.versions_json), ...(t.versions ?? {}) };
     const n = row.transition_count + 1;
     s.runUpdate.run(t.to, n, json(versions), at, t.runId, t.from);
     s.transitionInsert.run(t.runId, n, at, t.actor || actor, t.from, t.to, t.reason, json(versions), seq);
