@@ -13,8 +13,10 @@ export const INLINE_LIMIT = 16 * 1024;
 
 /** A value, or its digest and size when its canonical JSON is larger than {@link INLINE_LIMIT}. */
 export function inlineOrDigest(value: Json): Json {
+  // The native serialiser sizes it (same length as the canonical form: only key order differs);
+  // the canonical form is computed only for a value that is left out and so needs its digest.
+  if (JSON.stringify(value).length <= INLINE_LIMIT) return value;
   const text = canonicalJson(value);
-  if (text.length <= INLINE_LIMIT) return value;
   return { omitted: true, digest: sha256(text), bytes: Buffer.byteLength(text) };
 }
 

@@ -1,5 +1,5 @@
 export { RECORD_FORMAT, RECORD_SCHEMA_VERSION, RunRecordSchema, type RunRecord } from './schema';
-export { canonicalJson, recordDigest, sealRecord, sha256 } from './canonical';
+export { canonicalJson, environmentCanonical, recordDigest, sealRecord, sha256 } from './canonical';
 export { exportRun, readRunRows, INLINE_LIMIT } from './build-record';
 export { verifyRecord, importRecord, recordRows } from './import-record';
 export { checkRecord, INVARIANTS, type InvariantName, type Violation } from './invariants';

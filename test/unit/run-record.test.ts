@@ -121,3 +121,12 @@ describe('run record files', () => {
     expect(committed).toBe(runRecordJsonSchema());
   });
 });
+
+describe('canonical JSON', () => {
+  it('is the same text as the environment fingerprint\'s canonical form, keys sorted at every depth', async () => {
+    const { canonicalJson, environmentCanonical } = await import('../../host/record');
+    const value = { b: [3, { z: 1, a: null, m: 'x"y' }], a: { d: true, c: 'é\u2028' }, é: 1, B: 2, _: [] };
+    expect(canonicalJson(value)).toBe(environmentCanonical(value));
+    expect(canonicalJson(value)).toBe('{"B":2,"_":[],"a":{"c":"é\u2028","d":true},"b":[3,{"a":null,"m":"x\\"y","z":1}],"é":1}');
+  });
+});
