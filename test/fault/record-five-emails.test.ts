@@ -2,7 +2,11 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pino from 'pino';
+import { DocumentTypes, HandlerRegistry, Kernel } from '../../host/kernel';
 import { RunRecordSchema } from '../../host/record';
+import { openSqliteStore } from '../../host/store';
+import { systemClock } from '../../host/support';
 import { bundleScript } from '../support/bundle-script';
 import { runNode } from '../support/child';
 import { startEmailService } from '../support/email-service';
@@ -55,6 +59,26 @@ describe('the run record of a five-email run left in needs_reconciliation', () =
 
       const check = await cli(db, ['check', '--all', '--json']);
       expect(check.code, check.stdout + check.stderr).toBe(0);
+
+      // Imported elsewhere it is a record, not work: a host started on that store leaves it as it is,
+      // the store refuses any commit to it, and the CLI refuses to reconcile it.
+      const other = join(dir, 'imported.db');
+      expect((await cli(other, ['import', file])).code).toBe(0);
+      const refused = await cli(other, ['reconcile', runId, '--accept']);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain('run_imported');
+      const store = openSqliteStore(other);
+      const before = await store.listTasks({ runId });
+      expect(before.some((t) => t.status !== 'terminal')).toBe(true);
+      const kernel = new Kernel({ store, registry: new HandlerRegistry(), documents: new DocumentTypes(), clock: systemClock, logger: pino({ level: 'silent' }), hostId: 'importer', pollMs: 20 });
+      await kernel.start();
+      await new Promise((res) => setTimeout(res, 300));
+      await kernel.stop();
+      expect(await store.listTasks({ runId })).toEqual(before);
+      const commit = store.commit({ sessionId: r.run.sessionId, label: 'sneak', runTransitions: [{ runId, from: 'needs_reconciliation', to: 'reconciling', actor: 'x', reason: 'x' }] });
+      await expect(commit).rejects.toMatchObject({ code: 'run_imported' });
+      expect((await store.getRun(runId))!.state).toBe('needs_reconciliation');
+      await store.close();
     } finally {
       await svc.close();
     }
