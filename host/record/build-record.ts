@@ -39,9 +39,22 @@ const effect = (e: Effect): RunRecord['effects'][number] => ({
   receipt: e.receipt, error: e.error, createdAt: e.createdAt, updatedAt: e.updatedAt, reconciliation: reconciliationOf(e),
 });
 
-const entry = (e: Entry): RunRecord['entries'][number] => ({
-  id: e.id, seq: e.seq, conversationId: e.conversationId, taskId: e.taskId, kind: e.kind, body: inlineOrDigest(e.body), commitSeq: e.commitSeq, at: e.at,
-});
+/**
+ * One entry of the record and its canonical text, built together: the body is serialised once,
+ * to size it (a large one is left out by digest) and as part of the text.
+ */
+function entry(e: Entry): { value: RunRecord['entries'][number]; text: string } {
+  let bodyText = canonicalJson(e.body);
+  let body: Json = e.body;
+  if (bodyText.length > INLINE_LIMIT) {
+    body = { omitted: true, digest: sha256(bodyText), bytes: Buffer.byteLength(bodyText) };
+    bodyText = canonicalJson(body);
+  }
+  const s = JSON.stringify;
+  // Keys in sorted order: at, body, commitSeq, conversationId, id, kind, seq, taskId.
+  const text = `{"at":${s(e.at)},"body":${bodyText},"commitSeq":${s(e.commitSeq)},"conversationId":${s(e.conversationId)},"id":${s(e.id)},"kind":${s(e.kind)},"seq":${s(e.seq)},"taskId":${s(e.taskId)}}`;
+  return { value: { id: e.id, seq: e.seq, conversationId: e.conversationId, taskId: e.taskId, kind: e.kind, body, commitSeq: e.commitSeq, at: e.at }, text };
+}
 
 /** Everything the store holds about one run, read in one pass. */
 export async function readRunRows(store: Store, runId: string) {
@@ -83,6 +96,7 @@ export async function exportRun(store: Store, runId: string, now: number): Promi
   const rows = await readRunRows(store, runId);
   const { run, session, submission } = rows;
   const sections = contractSections(rows);
+  const entries = rows.entries.map(entry);
   const doc: Omit<RunRecord, 'digest'> & { digest?: string } = {
     format: RECORD_FORMAT,
     schemaVersion: RECORD_SCHEMA_VERSION,
@@ -102,11 +116,11 @@ export async function exportRun(store: Store, runId: string, now: number): Promi
     tasks: rows.tasks.map(task),
     effects: rows.effects.map(effect),
     documents: rows.documents.map(({ sessionId: _s, ...d }) => d),
-    entries: rows.entries.map(entry),
+    entries: entries.map((e) => e.value),
     egress: rows.egress.map(({ runId: _r, ...a }) => ({ ...a, count: a.count ?? 1 })),
     job: { ...sections.job, submission: submission ? inlineOrDigest(submission.input) : null },
   };
-  const { text, digest } = sealRecord(doc as Record<string, unknown>);
+  const { text, digest } = sealRecord(doc as Record<string, unknown>, { entries: `[${entries.map((e) => e.text).join(',')}]` });
   return { record: { ...doc, digest } as RunRecord, text };
 }
 

@@ -33,11 +33,13 @@ export { environmentCanonical };
  * `digest` member left out. The same data always gives the same bytes, whatever order or
  * indentation the file was written with.
  */
-export function canonicalWithout(doc: Record<string, unknown>, omit: string): { text: string; parts: Array<[string, string]> } {
+export function canonicalWithout(doc: Record<string, unknown>, omit: string, serialised: Record<string, string> = {}): { text: string; parts: Array<[string, string]> } {
+  // `serialised`: members whose canonical text the caller already built (the entries, whose
+  // bodies are serialised once, both to size them and for the record).
   const parts = Object.keys(doc)
     .filter((k) => k !== omit && doc[k] !== undefined)
     .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
-    .map((k): [string, string] => [k, canonicalJson(doc[k])]);
+    .map((k): [string, string] => [k, serialised[k] ?? canonicalJson(doc[k])]);
   return { text: `{${parts.map(([k, v]) => `${JSON.stringify(k)}:${v}`).join(',')}}`, parts };
 }
 
@@ -48,8 +50,8 @@ export const sha256 = (text: string): string => `sha256:${createHash('sha256').u
  * The record's text as written: its canonical form with the `digest` member placed at its sorted
  * position, so the file itself is canonical and each member is serialised only once.
  */
-export function sealRecord(doc: Record<string, unknown>): { text: string; digest: string } {
-  const { text, parts } = canonicalWithout(doc, 'digest');
+export function sealRecord(doc: Record<string, unknown>, serialised: Record<string, string> = {}): { text: string; digest: string } {
+  const { text, parts } = canonicalWithout(doc, 'digest', serialised);
   const digest = sha256(text);
   const all = [...parts, ['digest', JSON.stringify(digest)] as [string, string]].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   return { text: `{${all.map(([k, v]) => `${JSON.stringify(k)}:${v}`).join(',')}}\n`, digest };

@@ -7,6 +7,7 @@ import {
   RECORD_JSON_SCHEMA_FILE,
   RunRecordSchema,
   checkRecord,
+  environmentCanonical,
   recordDigest,
   runRecordJsonSchema,
   sealRecord,
@@ -128,5 +129,29 @@ describe('canonical JSON', () => {
     const value = { b: [3, { z: 1, a: null, m: 'x"y' }], a: { d: true, c: 'é\u2028' }, é: 1, B: 2, _: [] };
     expect(canonicalJson(value)).toBe(environmentCanonical(value));
     expect(canonicalJson(value)).toBe('{"B":2,"_":[],"a":{"c":"é\u2028","d":true},"b":[3,{"a":null,"m":"x\\"y","z":1}],"é":1}');
+  });
+});
+
+describe('exported entries', () => {
+  it('are written in the same canonical text as the generic serialiser, large bodies left out by digest', async () => {
+    const { tempStore } = await import('../support/temp-store');
+    const { exportRun, recordDigest } = await import('../../host/record');
+    const t = tempStore();
+    try {
+      await t.store.commit({ sessionId: 's', label: 'l', createSession: {}, runs: [{ id: 'r', kind: 'bench', submissionId: null, rootTaskId: null, versions: {} }] });
+      await t.store.commit({ sessionId: 's', label: 'l', entries: [
+        { id: 'e1', runId: 'r', kind: 'k', body: { z: 1, a: { y: 'é"', b: [2, { d: 1, c: 0 }] } } },
+        { id: 'e2', runId: 'r', kind: 'k', body: { big: 'x'.repeat(20_000) } },
+      ] });
+      const { text, record } = await exportRun(t.store, 'r', 1);
+      const parsed = JSON.parse(text) as Record<string, unknown>;
+      // the reference: environment's canonical form
+      expect(text).toBe(`${environmentCanonical(parsed)}\n`);
+      expect(recordDigest(parsed)).toBe(record.digest);
+      expect(record.entries[1]!.body).toEqual({ omitted: true, digest: expect.stringMatching(/^sha256:/), bytes: 20_010 });
+      expect(text).not.toContain('x'.repeat(100));
+    } finally {
+      await t.cleanup();
+    }
   });
 });
