@@ -276,6 +276,8 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
         imported_at INTEGER NOT NULL
       ) STRICT;
       CREATE INDEX imported_runs_by_session ON imported_runs(session_id);
+      -- berth check --all reads every run's documents: without it each read scans them all.
+      CREATE INDEX documents_by_run ON documents(run_id);
     `,
   },
 ];
