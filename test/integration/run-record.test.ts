@@ -81,6 +81,7 @@ describe('the run record: export, import, check', { timeout: 240_000 }, () => {
     const shownThere = await cliOn(other, ['show', runId]);
     expect(shownThere.code, shownThere.stderr).toBe(0);
     expect(strip(shownThere.stdout)).toBe(strip(shownHere.stdout));
+    expect(shownThere.stdout.split('\n')[0]).toBe(`run ${runId} (plan) failed, imported record (read-only; ${r.digest})`);
     // a re-export from the imported store carries the same content (only the export time and origin differ)
     const again = join(fx.dir, 'again.json');
     expect((await cliOn(other, ['export', runId, '--out', again])).code).toBe(0);

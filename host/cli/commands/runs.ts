@@ -53,8 +53,11 @@ export async function show(ctx: CliContext, runId: string): Promise<number> {
   const d = await describeRun(ctx.store, runId);
   const now = ctx.clock.now();
   const driver = driverOf(d.run, await readHost(ctx.store, now, ctx.hostId), now);
-  emit(ctx.json, { ...d, owner: driver.owner }, () => {
-    const out = [`run ${d.run.id} (${d.run.kind}) ${driver.line}`, `session ${d.run.sessionId}`, '', 'transitions:'];
+  // An imported run is a record: no host drives it, and nothing may (berth resume would be refused).
+  const imported = (await ctx.store.getImportedRun(runId)) ?? null;
+  const line = imported ? `${d.run.state}, imported record (read-only; ${imported.digest})` : driver.line;
+  emit(ctx.json, { ...d, owner: imported ? null : driver.owner, imported }, () => {
+    const out = [`run ${d.run.id} (${d.run.kind}) ${line}`, `session ${d.run.sessionId}`, '', 'transitions:'];
     out.push(table(d.transitions.map((t) => [`#${t.n}`, new Date(t.at).toISOString(), `${t.from ?? '-'} -> ${t.to}`, t.actor, t.reason])));
     out.push('', 'tasks:');
     const byParent = new Map<string | null, Task[]>();
