@@ -155,3 +155,30 @@ describe('exported entries', () => {
     }
   });
 });
+
+describe('an imported run', () => {
+  it('is left alone by the release of ended runs\' sandboxes: its leases are another store\'s record', async () => {
+    const { tempStore } = await import('../support/temp-store');
+    const { recordRows } = await import('../../host/record');
+    const { releaseEndedRunLeases } = await import('../../host/runtime/run-end-leases');
+    const t = tempStore();
+    try {
+      const r = validRecord();
+      r.isolation.leases[0]!.releasedAt = null;
+      await t.store.importRun(recordRows(r, 'test'), 1);
+      const asked: boolean[] = [];
+      const sandbox = {
+        releaseLeases: async (pick: (l: { runId: string | null }) => Promise<boolean>) => {
+          for (const l of await t.store.listLeases({})) asked.push(await pick(l));
+          return [];
+        },
+      };
+      await releaseEndedRunLeases({ store: t.store, sandbox: sandbox as never, logger: undefined as never });
+      expect(asked).toEqual([false]);
+      // and the store refuses to advance it
+      await expect(t.store.commit({ sessionId: 'ses_1', label: 'x', entries: [{ id: 'e9', kind: 'k', body: 1 }] })).rejects.toMatchObject({ code: 'run_imported' });
+    } finally {
+      await t.cleanup();
+    }
+  });
+});
