@@ -66,7 +66,7 @@ export async function readRunRows(store: Store, runId: string) {
     store.listRunTransitions(runId),
     store.listTasks({ runId }),
     store.listEffects({ runId }),
-    store.listSnapshots({ runId }),
+    runSnapshots(store, run),
     // The leases `berth show` lists: the run's, its agent session's, and pool leases of the session.
     store.listLeases({ sessionId: run.sessionId }).then((ls) => ls.filter((l) => l.runId === null || l.runId === runId || l.runId === run.sessionId)),
     sandboxDocuments(store, run),
@@ -80,6 +80,15 @@ export async function readRunRows(store: Store, runId: string) {
   return { run, session, submission, transitions, tasks, effects, snapshots, leases, documents, entries, egress, commits, imported, storeId };
 }
 export type RunRows = Awaited<ReturnType<typeof readRunRows>>;
+
+/**
+ * The run's snapshots, and for an agent run every snapshot of its session: the session keeps one
+ * sandbox across runs, so a later run restores (and its pointer names) snapshots an earlier one took.
+ */
+async function runSnapshots(store: Store, run: Run) {
+  if (run.kind !== 'agent') return store.listSnapshots({ runId: run.id });
+  return store.listSnapshots({ sessionId: run.sessionId });
+}
 
 /** The run's documents, and its agent session's sandbox pointer (which `berth show` reads too). */
 async function sandboxDocuments(store: Store, run: Run) {

@@ -91,6 +91,8 @@ export const DocumentRecordSchema = z.strictObject({
 
 export const SnapshotRecordSchema = z.strictObject({
   id: z.string(),
+  /** The run that took it; an agent session's snapshot may come from an earlier run of the session. */
+  runId: z.string().nullable(),
   taskId: z.string().nullable(),
   leaseId: z.string(),
   imageId: z.string(),

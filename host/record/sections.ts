@@ -76,7 +76,7 @@ export function contractSections(rows: RunRows): Sections {
       secrets: secrets.map((s) => ({ name: String(s.name ?? ''), to: Array.isArray(s.to) ? s.to.map(String) : [] })),
       limits: resources,
       leases: rows.leases.map(({ sessionId: _s, ...l }) => l),
-      snapshots: rows.snapshots.map(({ sessionId: _s, runId: _r, ...s }) => s),
+      snapshots: rows.snapshots.map(({ sessionId: _s, ...s }) => s),
     },
     recovery: {
       restarts: tasks.reduce((n, t) => n + t.restarts, 0),

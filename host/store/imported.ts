@@ -26,7 +26,7 @@ export interface ImportRows {
   effects: Array<Omit<Effect, 'sessionId' | 'runId'>>;
   entries: Array<Omit<Entry, 'sessionId' | 'runId'>>;
   documents: Array<Omit<StoredDocument, 'sessionId'>>;
-  snapshots: Array<Omit<Snapshot, 'sessionId' | 'runId'>>;
+  snapshots: Array<Omit<Snapshot, 'sessionId'>>;
   leases: Array<Omit<LeaseRecord, 'sessionId'>>;
   egress: Array<Omit<EgressAttempt, 'runId'>>;
 }

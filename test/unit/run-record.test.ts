@@ -43,7 +43,7 @@ function validRecord(): RunRecord {
     isolation: {
       engine: 'docker', environment: {}, network: { mode: 'none', allow: [] }, secrets: [], limits: {},
       leases: [{ id: 'lease_1', hostId: 'h', containerId: 'c1', imageDigest: 'sha256:img', envFingerprint: 'sha256:env', createdAt: 1, expiresAt: 9, releasedAt: 5, runId: 'run_1' }],
-      snapshots: [{ id: 'snap_1', taskId: 'task_step', leaseId: 'lease_1', imageId: 'sha256:i', workspaceDigest: 'sha256:w', sizeBytes: 1, checkpoint: 'step:0:a', parentId: null, commitSeq: 3, createdAt: 3, prunedAt: null }],
+      snapshots: [{ id: 'snap_1', runId: 'run_1', taskId: 'task_step', leaseId: 'lease_1', imageId: 'sha256:i', workspaceDigest: 'sha256:w', sizeBytes: 1, checkpoint: 'step:0:a', parentId: null, commitSeq: 3, createdAt: 3, prunedAt: null }],
     },
     documents: [{ id: 'run_1:sandbox', runId: 'run_1', type: 'plan-sandbox', version: 1, baselineVersion: 0, baseline: { leaseId: null, snapshotId: null, workspaceDigest: null }, ops: [{ version: 1, op: { snapshotId: 'snap_1' } }] }],
     entries: [{ id: 'e1', seq: 1, conversationId: null, taskId: 'task_step', kind: 'plan.step.output', body: {}, commitSeq: 3, at: 3 }],

@@ -71,7 +71,7 @@ export function sqliteImportedRuns(db: Database.Database): ImportedRunRecords {
       s.baseline.run(d.id, d.baselineVersion, json(d.baseline));
       for (const o of d.ops) s.op.run(d.id, o.version, json(o.op), 0);
     }
-    for (const x of r.snapshots) s.snapshot.run(x.id, sid, run.id, x.taskId, x.leaseId, x.imageId, x.workspaceDigest, x.sizeBytes, x.checkpoint, x.parentId, x.commitSeq, x.createdAt, x.prunedAt);
+    for (const x of r.snapshots) s.snapshot.run(x.id, sid, x.runId, x.taskId, x.leaseId, x.imageId, x.workspaceDigest, x.sizeBytes, x.checkpoint, x.parentId, x.commitSeq, x.createdAt, x.prunedAt);
     for (const l of r.leases) s.lease.run(l.id, sid, l.hostId, l.containerId, l.imageDigest, l.envFingerprint, l.createdAt, l.expiresAt, l.releasedAt, l.runId);
     for (const a of r.egress) s.egress.run(a.at, run.id, a.leaseId, a.method, a.target, a.decision, a.reason, a.bytesOut, a.bytesIn, a.count);
     s.mark.run(run.id, sid, r.digest, r.source, at);
