@@ -1,5 +1,6 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { RunRecordSchema, type RunRecord } from '../../host/record';
 import { runNode } from '../support/child';
@@ -94,6 +95,16 @@ describe('the run record: export, import, check', { timeout: 240_000 }, () => {
       expect(refused.code, args.join(' ')).toBe(1);
       expect(refused.stderr).toContain('run_imported');
     }
+
+    // a record changed in the store (not through a commit) fails check, naming the invariant and its evidence
+    const db = new Database(other);
+    db.prepare("UPDATE run_transitions SET from_state = 'admitted' WHERE run_id = ? AND n = 3").run(runId);
+    db.close();
+    const broken = await cliOn(other, ['check', '--all']);
+    expect(broken.code).toBe(1);
+    expect(broken.stdout).toContain(`legal_transitions: ${runId}: transition #3 admitted -> `);
+    expect(broken.stdout).toContain('evidence: {"n":3,"from":"admitted"');
+    expect(broken.stderr).toContain('legal_transitions');
 
     // a flipped byte (inside a value, so the file stays JSON) is refused by digest
     const text = readFileSync(file, 'utf8');
