@@ -20,6 +20,8 @@ import { reportError } from './output';
 import { judgeRun } from './commands/acceptance';
 import { cost } from './commands/cost';
 import { artifactsCommand } from './commands/artifacts';
+import { checkCommand, exportCommand, importCommand } from './commands/record';
+import { assertDrivable } from '../record';
 
 const USAGE = `usage: berth <command> [options]
 
@@ -66,6 +68,9 @@ const USAGE = `usage: berth <command> [options]
   deny RUN ID              deny a tool call waiting for approval
   serve [--port 7777] [--host 127.0.0.1] [--token-file F] [--no-token]
                            live web view of the runs (token login link printed on first start)
+  export RUN [--out FILE]  the run's record: one versioned JSON document with the digest of its canonical form
+  import FILE              load an exported record into this store as a read-only run (refused if altered)
+  check [RUN | --all]      evaluate the run invariants; exit 1 naming each violation with its evidence
 
 options:
   --store PATH             the store (default: $BERTH_STORE or .berth/berth.db)
@@ -81,7 +86,9 @@ exit codes:
 type Handler = (ctx: () => CliContext, args: string[], flags: Flags) => Promise<number>;
 
 /** Commands that start work, and so may create the store; every other one needs it to exist. */
-const CREATES_STORE = new Set(['run', 'agent']);
+const CREATES_STORE = new Set(['run', 'agent', 'import']);
+/** Commands that drive or decide a run: refused for an imported run, which is a record only. */
+const DRIVES_RUN = new Set(['resume', 'reconcile', 'cancel', 'approve', 'deny']);
 interface Flags extends AgentFlags, ForkFlags, ServeFlags {
   json: boolean;
   debug: boolean;
@@ -101,6 +108,7 @@ interface Flags extends AgentFlags, ForkFlags, ServeFlags {
   config?: string;
   'forks-older-than'?: string;
   out?: string;
+  all: boolean;
 }
 
 /** `90s`, `30m`, `12h`, `2d` (a bare number is seconds) in milliseconds. */
@@ -150,6 +158,9 @@ const commands: Record<string, Handler> = {
     return decide(ctx(), run!, id!, 'deny');
   },
   serve: (ctx, _args, flags) => serveCommand(ctx(), flags),
+  export: (ctx, args, flags) => exportCommand(ctx(), need(args, 1, 'RUN')[0]!, flags.out),
+  import: (ctx, args) => importCommand(ctx(), need(args, 1, 'FILE')[0]!),
+  check: (ctx, args, flags) => checkCommand(ctx(), args[0], flags.all),
   env: async (ctx, args, flags) => {
     const [sub, file] = need(args, 2, 'env subcommand and FILE');
     if (sub === 'validate') return envValidate(file!, flags.json, flags.engine ? dockerClient() : undefined);
@@ -185,6 +196,7 @@ export async function main(argv: string[]): Promise<number> {
         since: { type: 'string' },
         config: { type: 'string' },
         out: { type: 'string' },
+        all: { type: 'boolean', default: false },
         env: { type: 'string' },
         workspace: { type: 'string' },
         model: { type: 'string' },
@@ -219,6 +231,10 @@ export async function main(argv: string[]): Promise<number> {
   let ctx: CliContext | undefined;
   const lazy = () => (ctx ??= buildContext({ store: flags.store, json: flags.json, debug: flags.debug, create: CREATES_STORE.has(name) }));
   try {
+    if (DRIVES_RUN.has(name) && args[0]) await assertDrivable(lazy().store, args[0]);
+    if (name === 'chat' && args[0] && (await lazy().store.isImportedSession(args[0]))) {
+      throw new BerthError('run_imported', `session ${args[0]} was imported from an exported record: it can be shown and checked, never driven`);
+    }
     return await command(lazy, args, flags);
   } catch (err) {
     reportError(flags.json, err, flags.debug);

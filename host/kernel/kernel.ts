@@ -79,7 +79,7 @@ export class Kernel {
   /** Takes the fencing epoch and resumes every unfinished task (DESIGN.md "resume"). */
   async start(): Promise<void> {
     this.epoch = await this.o.store.acquireEpoch(this.scope, this.o.hostId, process.pid);
-    for (const task of await this.o.store.listTasks({ statuses: ['running'] })) await this.countRestart(task);
+    for (const task of await this.drivable(await this.o.store.listTasks({ statuses: ['running'] }))) await this.countRestart(task);
     this.poller = setInterval(() => void this.poll(), this.o.pollMs ?? 500);
     this.beater = setInterval(() => void this.heartbeat(), this.o.heartbeatMs ?? 2000);
     await this.poll();
@@ -214,11 +214,22 @@ export class Kernel {
     this.pumping ??= this.pump().finally(() => (this.pumping = null));
   }
 
+  /**
+   * Without the tasks of imported runs: an imported run is a record loaded from another store,
+   * never driven (the store refuses its commits too; skipping it here keeps the host from trying).
+   */
+  private async drivable(tasks: Task[]): Promise<Task[]> {
+    const imported = await this.o.store.listImportedRuns();
+    if (imported.length === 0) return tasks;
+    const sessions = new Set(imported.map((r) => r.sessionId));
+    return tasks.filter((t) => !sessions.has(t.sessionId));
+  }
+
   private async poll(): Promise<void> {
     if (this.stopping) return;
     let active: Task[];
     try {
-      active = await this.o.store.listTasks({ statuses: ACTIVE });
+      active = await this.drivable(await this.o.store.listTasks({ statuses: ACTIVE }));
     } catch (err) {
       // Polls run from timers: a read refused by a busy store waits for the next poll instead of
       // ending the host as an unhandled rejection (exit 1, mid-run).

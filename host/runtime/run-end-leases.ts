@@ -6,7 +6,7 @@ import type { Store } from '../store';
 
 /** What releasing the sandboxes of ended runs needs. */
 export interface RunEndDeps {
-  store: Pick<Store, 'getRun'>;
+  store: Pick<Store, 'getRun' | 'getImportedRun'>;
   sandbox: Pick<SandboxHost, 'releaseLeases'>;
   logger: Logger;
 }
@@ -22,7 +22,8 @@ export async function releaseEndedRunLeases(d: RunEndDeps, runIds?: readonly str
   const ended = new Map<string, Promise<boolean>>();
   const isEnded = (runId: string) => {
     let p = ended.get(runId);
-    if (!p) ended.set(runId, (p = d.store.getRun(runId).then((r) => r !== undefined && isFinalRunState(r.state))));
+    // An imported run's leases are another store's record: its containers are not this store's to remove.
+    if (!p) ended.set(runId, (p = Promise.all([d.store.getRun(runId), d.store.getImportedRun(runId)]).then(([r, imported]) => r !== undefined && !imported && isFinalRunState(r.state))));
     return p;
   };
   return d.sandbox.releaseLeases(async (l) => l.runId !== null && (!runIds || runIds.includes(l.runId)) && (await isEnded(l.runId)), 'run_ended');

@@ -19,5 +19,6 @@ export type {
 } from './commit-input';
 export type { AcceptanceReads } from './sqlite/acceptance';
 export type { CostRecords } from './sqlite/cost';
+export type { ImportedRun, ImportRows, ImportedRunRecords } from './imported';
 export { openSqliteStore, type SqliteStoreOptions } from './sqlite/sqlite-store';
 export type { Durability } from './sqlite/open';

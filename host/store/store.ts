@@ -26,6 +26,7 @@ export interface StoredArtifact extends NewArtifact {
   createdAt: number;
 }
 import type { CommitLogRecords } from './commit-log';
+import type { ImportedRunRecords } from './imported';
 
 export interface TaskFilter {
   runId?: string;
@@ -61,7 +62,7 @@ export interface ExecutionRight {
  * shape; the SQLite store answers synchronously underneath. Every state change goes through
  * {@link Store.commit}; the other writes are lease bookkeeping, which is not session state.
  */
-export interface Store extends LeaseRecords, EgressAuditRecords, AcceptanceReads, CostRecords, CommitLogRecords {
+export interface Store extends LeaseRecords, EgressAuditRecords, AcceptanceReads, CostRecords, CommitLogRecords, ImportedRunRecords {
   readonly location: string;
   commit(input: CommitInput): Promise<CommitResult>;
   /** Takes the execution right for `scope`; commits fenced with an older epoch are refused from now on. */

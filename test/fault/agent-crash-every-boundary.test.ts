@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type Dockerode from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { invariantGuard } from '../support/invariant-check';
 import { crashScript } from '../support/agent-crash-script';
 import { observeAgentRun, readContainerFile, type ObservedAgentRun } from '../support/agent-observe';
 import { bundleScript } from '../support/bundle-script';
@@ -220,6 +221,9 @@ describe('agent run killed at every commit boundary', () => {
         target = offTarget || kills.length >= MAX_KILLS_PER_RUN ? undefined : claim(at + MIN_COMMITS_BETWEEN_KILLS - 1, first.diverging);
       }
       const o = await observeAgentRun(r.db);
+      // Every killed and resumed run keeps the run invariants (issue 17).
+      const broken = await invariantGuard().check(r.db);
+      if (broken) failures.push(`run killed at ${kills.join(', ')}: ${broken.message}`);
       const counts = o.containerId ? execLogCounts(await readContainerFile(docker, o.containerId, '/tmp/exec-log')) : {};
       await removeHostArtifacts(docker, r.hostId);
       const where = `run killed at ${kills.join(', ')}`;

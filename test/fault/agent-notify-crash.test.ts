@@ -1,7 +1,8 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { invariantGuard } from '../support/invariant-check';
 import type { EmailResult } from '../../examples/notify/notify-tasks';
 import { openSqliteStore } from '../../host/store';
 import { bundleScript } from '../support/bundle-script';
@@ -15,6 +16,18 @@ const newDb = () => {
   dirs.push(d);
   return { dir: d, db: join(d, 'notify.db') };
 };
+// Every run each test created keeps the run invariants (issue 17: berth check over every store it made).
+let checked = 0;
+afterEach(async () => {
+  const fresh = dirs.slice(checked);
+  checked = dirs.length;
+  for (const d of fresh) {
+    const db = join(d, 'notify.db');
+    if (!existsSync(db)) continue;
+    const broken = await invariantGuard().check(db);
+    if (broken) throw broken;
+  }
+});
 
 beforeAll(async () => {
   script = await bundleScript(join(process.cwd(), 'examples', 'notify', 'run-notify.ts'));

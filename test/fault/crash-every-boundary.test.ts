@@ -2,6 +2,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { invariantGuard } from '../support/invariant-check';
 import { openSqliteStore } from '../../host/store';
 import type { Json, Task } from '../../host/model';
 import { bundleScript } from '../support/bundle-script';
@@ -139,6 +140,9 @@ describe('crash at every commit boundary', () => {
       }
       killed.add(k);
       const seen = await observe(db);
+      // Every run killed at every boundary and resumed keeps the run invariants (issue 17).
+      const broken = await invariantGuard().check(db);
+      if (broken) failures.push(`${k}: ${broken.message}`);
       if (seen.runState !== out.state) failures.push(`${k}: child reported ${out.state}, store says ${seen.runState}`);
       for (const [label, e] of Object.entries(seen.effects)) {
         if (e.replay === 'never' && e.calls > 1) failures.push(`${k}: never action ${label} sent ${e.calls} times`);

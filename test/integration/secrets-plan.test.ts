@@ -49,6 +49,11 @@ describe('secrets given to plan steps never persist', { timeout: 180_000 }, () =
     expect(end.stderr).toContain('clean');
     const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
     const shown = await fx.cli(['show', runId, '--json']);
+    // The run record (berth export) names the secrets and their grants, never a value (issue 17).
+    const exported = await fx.cli(['export', runId]);
+    expect(exported.code, exported.stderr).toBe(0);
+    const record = JSON.parse(exported.stdout) as { isolation: { secrets: unknown } };
+    expect(record.isolation.secrets).toEqual([{ name: 'TOKEN', to: ['use'] }, { name: 'DEPLOY_KEY', to: ['use'] }]);
 
     const { entries, snapshots } = await fx.read(async (s) => {
       const run = (await s.getRun(runId))!;
@@ -62,6 +67,7 @@ describe('secrets given to plan steps never persist', { timeout: 180_000 }, () =
       ['stdout', Buffer.from(end.stdout)],
       ['stderr', Buffer.from(end.stderr)],
       ['show', Buffer.from(shown.stdout + shown.stderr)],
+      ['export', Buffer.from(exported.stdout + exported.stderr)],
       ['entries', Buffer.from(JSON.stringify(entries))],
     ];
     scanned.push(...storeFiles(fx.store));

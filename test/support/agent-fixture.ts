@@ -14,6 +14,8 @@ import { requireEngine, requireTinyImage } from './docker-engine';
 import { startModelServer, type ModelServer, type ScriptedTurn } from './model-server';
 import { removeHostArtifacts } from './plan-fixture';
 import { leakGuard, type Leftover } from './leak-check';
+import { invariantGuard } from './invariant-check';
+import type { InvariantName } from '../../host/record';
 
 export { tinyEnvironment };
 
@@ -33,6 +35,8 @@ export interface AgentWorld {
   restart(): Promise<HostRuntime>;
   /** Opts this test out of the leak check, with the reason it leaves objects behind on purpose. */
   allowLeftovers(reason: string, only?: (l: Leftover) => boolean): void;
+  /** Opts this test out of named run invariants (`berth check`), with the reason its runs break them on purpose. */
+  allowViolations(reason: string, names: InvariantName[]): void;
   /** Stops everything, checks for leaks (see leak-check.ts), removes the host's objects, then fails on a leak. */
   cleanup(): Promise<void>;
 }
@@ -53,6 +57,7 @@ export async function agentWorld(script: ScriptedTurn[] | Parameters<typeof star
   process.env[apiKeyEnv] ??= 'sk-agent-test-key';
   const live: AgentLiveEvent[] = [];
   const leaks = leakGuard(docker, hostId);
+  const invariants = invariantGuard();
   const stores: Array<ReturnType<typeof openSqliteStore>> = [];
   const hosts: SandboxHost[] = [];
   const runtimes: HostRuntime[] = [];
@@ -96,6 +101,7 @@ export async function agentWorld(script: ScriptedTurn[] | Parameters<typeof star
       return next.rt;
     },
     allowLeftovers: (reason, only) => leaks.allowLeftovers(reason, only),
+    allowViolations: (reason, names) => invariants.allowViolations(reason, names),
     async cleanup() {
       for (const rt of runtimes) await rt.kernel.stop().catch(() => {});
       for (const h of hosts) await h.close().catch(() => {});
@@ -107,10 +113,18 @@ export async function agentWorld(script: ScriptedTurn[] | Parameters<typeof star
       } catch (err) {
         leak = err;
       }
+      // Every run the test created keeps the run invariants (issue 17).
+      let broken: unknown;
+      try {
+        broken = await invariants.check(storePath);
+      } catch (err) {
+        broken = err;
+      }
       await removeHostArtifacts(docker, hostId);
       for (const s of stores) await s.close().catch(() => {});
       rmSync(dir, { recursive: true, force: true });
       if (leak) throw leak;
+      if (broken) throw broken;
     },
   };
   return world;

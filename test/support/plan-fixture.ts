@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type Dockerode from 'dockerode';
@@ -8,6 +8,7 @@ import { bundleScript } from './bundle-script';
 import { readStore } from './temp-store';
 import { runNode, type ChildEnd } from './child';
 import { leakGuard, type Leftover } from './leak-check';
+import { invariantGuard } from './invariant-check';
 import { requireEngine, requireTinyImage } from './docker-engine';
 
 let cliScript: Promise<string> | undefined;
@@ -47,6 +48,7 @@ export async function planFixture(steps: PlanStepDef[], files: Record<string, st
   const store = join(dir, 'berth.db');
   const script = await bundledCli();
   const leaks = leakGuard(docker, hostId);
+  const invariants = invariantGuard();
   const cli = (args: string[], env: Record<string, string> = {}): Promise<ChildEnd> =>
     runNode(script, [...args, '--store', store], { BERTH_HOST_ID: hostId, BERTH_OPERATOR: 'tester', ...env }, Number(process.env.BERTH_TEST_CLI_TIMEOUT_MS ?? 180_000));
   return {
@@ -60,6 +62,8 @@ export async function planFixture(steps: PlanStepDef[], files: Record<string, st
     read: <T>(fn: (s: ReturnType<typeof openSqliteStore>) => Promise<T>): Promise<T> => readStore(store, fn),
     /** Opts this test out of the leak check, with the reason it leaves objects behind on purpose. */
     allowLeftovers: (reason: string, only?: (l: Leftover) => boolean) => leaks.allowLeftovers(reason, only),
+    /** Opts this test out of named run invariants (`berth check`), with the reason its runs break them on purpose. */
+    allowViolations: (reason: string, names: Parameters<typeof invariants.allowViolations>[1]) => invariants.allowViolations(reason, names),
     /**
      * Fails (after removing everything, so nothing reaches the next test) when a container, network
      * or snapshot image of the host id remains that the store does not record as kept.
@@ -71,9 +75,17 @@ export async function planFixture(steps: PlanStepDef[], files: Record<string, st
       } catch (err) {
         leak = err;
       }
+      // Every run the test created keeps the run invariants (issue 17), when the test made a store.
+      let broken: unknown;
+      try {
+        if (existsSync(store)) broken = await invariants.check(store);
+      } catch (err) {
+        broken = err;
+      }
       await removeHostArtifacts(docker, hostId);
       rmSync(dir, { recursive: true, force: true });
       if (leak) throw leak;
+      if (broken) throw broken;
     },
   };
 }

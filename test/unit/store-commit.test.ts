@@ -33,6 +33,17 @@ async function counts() {
 }
 
 describe('store commit', () => {
+  it('keeps the environment fingerprint and image digest in force when a later transition names only the kernel (issue 17: the export showed them lost after admission)', async () => {
+    const r = await t.store.commit(
+      base({ createSession: {}, runs: [{ id: 'run_v', kind: 'plan', submissionId: null, rootTaskId: null, versions: { kernel: 'berth@0.1.0', envFingerprint: 'sha256:env', imageDigest: 'sha256:img' } }] }),
+    );
+    expect(r.ok).toBe(true);
+    await t.store.commit(base({ runTransitions: [{ runId: 'run_v', from: 'admitted', to: 'running', actor: 'host:a', reason: 'go', versions: { kernel: 'berth@0.1.0' } }] }));
+    const [, second] = await t.store.listRunTransitions('run_v');
+    expect(second!.versions).toEqual({ kernel: 'berth@0.1.0', envFingerprint: 'sha256:env', imageDigest: 'sha256:img' });
+    expect((await t.store.getRun('run_v'))!.versions).toEqual({ kernel: 'berth@0.1.0', envFingerprint: 'sha256:env', imageDigest: 'sha256:img' });
+  });
+
   it('numbers commits per session in one monotonic sequence', async () => {
     await seed();
     const seqs: number[] = [];

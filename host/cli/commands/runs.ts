@@ -61,8 +61,11 @@ export async function show(ctx: CliContext, runId: string): Promise<number> {
   const d = await describeRun(ctx.store, runId);
   const now = ctx.clock.now();
   const driver = driverOf(d.run, await readHost(ctx.store, now, ctx.hostId), now);
-  emit(ctx.json, { ...d, owner: driver.owner }, () => {
-    const out = [`run ${d.run.id} (${d.run.kind}) ${driver.line}`, `session ${d.run.sessionId}`];
+  // An imported run is a record: no host drives it, and nothing may (berth resume would be refused).
+  const imported = (await ctx.store.getImportedRun(runId)) ?? null;
+  const line = imported ? `${d.run.state}, imported record (read-only; ${imported.digest})` : driver.line;
+  emit(ctx.json, { ...d, owner: imported ? null : driver.owner, imported }, () => {
+    const out = [`run ${d.run.id} (${d.run.kind}) ${line}`, `session ${d.run.sessionId}`];
     if (d.forkedFrom) out.push(`forked from run ${d.forkedFrom.runId} at ${d.forkedFrom.checkpoint} (snapshot ${d.forkedFrom.snapshotId})`);
     if (d.forks.length) out.push(`forks: ${d.forks.map((f) => `${f.runId} (${f.state})`).join(', ')}   (berth tree ${d.run.id})`);
     out.push('', 'transitions:');

@@ -42,6 +42,7 @@ export class CommitWriter {
     this.insertArtifact = artifactInserter(db);
     this.s = {
       fence: p('SELECT epoch FROM fencing WHERE scope = ?'),
+      imported: p('SELECT run_id FROM imported_runs WHERE session_id = ?'),
       sessionInsert: p('INSERT OR IGNORE INTO sessions (id, created_at, meta_json) VALUES (?, ?, ?)'),
       sessionGet: p('SELECT last_seq, entry_seq FROM sessions WHERE id = ?'),
       sessionBump: p('UPDATE sessions SET last_seq = ?, entry_seq = ? WHERE id = ?'),
@@ -125,6 +126,12 @@ export class CommitWriter {
     if (c.createSession) s.sessionInsert.run(sid, at, json(c.createSession.meta ?? null));
     const session = s.sessionGet.get(sid) as { last_seq: number; entry_seq: number } | undefined;
     if (!session) throw new BerthError('session_not_found', `session ${sid} does not exist`, { ids: { sessionId: sid } });
+    // An imported run is a record, not work: nothing may advance it (resume, reconcile, approve,
+    // cancel, a worker that found its tasks), whatever path the commit came from.
+    const imported = s.imported.get(sid) as { run_id: string } | undefined;
+    if (imported) {
+      throw new BerthError('run_imported', `run ${imported.run_id} was imported from an exported record: it can be shown and checked, never driven`, { ids: { sessionId: sid, runId: imported.run_id } });
+    }
     const seq = session.last_seq + 1;
     let entrySeq = session.entry_seq;
     s.commitInsert.run(sid, seq, at, c.label, c.actor ?? 'host');
@@ -261,7 +268,9 @@ export class CommitWriter {
       const open = ((t.to === 'completed' ? s.unresolvedEffects : s.uncertainEffects).all(t.runId) as Array<{ id: string }>).map((r) => r.id);
       if (open.length > 0) throw new Conflict({ kind: 'unresolved_effects', runId: t.runId, effectIds: open });
     }
-    const versions = t.versions ?? JSON.parse(row.versions_json);
+    // The versions in force carry over: a transition names what changed (the kernel names only
+    // itself), never erases the environment fingerprint or image digest the run was admitted with.
+    const versions = { ...JSON.parse(row.versions_json), ...(t.versions ?? {}) };
     const n = row.transition_count + 1;
     s.runUpdate.run(t.to, n, json(versions), at, t.runId, t.from);
     s.transitionInsert.run(t.runId, n, at, t.actor || actor, t.from, t.to, t.reason, json(versions), seq);

@@ -328,4 +328,22 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
     `,
   },
   COMMIT_LOG_MIGRATION,
+  {
+    version: 13,
+    name: 'imported runs',
+    // A run loaded by `berth import` from an exported record: its rows are as the exporting store
+    // held them; this row marks its session read-only (shown and checked, never driven).
+    sql: `
+      CREATE TABLE imported_runs (
+        run_id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        record_digest TEXT NOT NULL,
+        source TEXT NOT NULL,
+        imported_at INTEGER NOT NULL
+      ) STRICT;
+      CREATE INDEX imported_runs_by_session ON imported_runs(session_id);
+      -- berth check --all reads every run's documents: without it each read scans them all.
+      CREATE INDEX documents_by_run ON documents(run_id);
+    `,
+  },
 ];

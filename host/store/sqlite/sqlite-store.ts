@@ -11,6 +11,7 @@ import { sqliteFencing } from './fencing';
 import { sqliteLeaseRecords } from './leases';
 import { openDatabase, type Durability } from './open';
 import { sqliteReads } from './reads';
+import { sqliteImportedRuns } from './imported';
 import { sqliteSnapshots } from './snapshots';
 import { sqliteSnapshotPush } from './snapshot-push';
 import { sqliteAcceptanceReads } from './acceptance';
@@ -40,6 +41,7 @@ export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): St
     ...sqliteAcceptanceReads(db),
     ...sqliteCostRecords(db),
     ...sqliteCommitLog(db),
+    ...sqliteImportedRuns(db),
     ...sqliteFencing(db, clock),
     async commit(input: CommitInput): Promise<CommitResult> {
       faultPoint(`before:${input.label}`);

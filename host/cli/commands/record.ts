@@ -1,0 +1,43 @@
+import { readFileSync, writeFileSync } from 'node:fs';
+import { BerthError } from '../../errors';
+import { checkStore, exportRun, importRecord, INVARIANTS } from '../../record';
+import type { CliContext } from '../context';
+import { emit } from '../output';
+
+/** `berth export RUN [--out FILE]`: the run record, canonical JSON with its digest, to FILE or stdout. */
+export async function exportCommand(ctx: CliContext, runId: string, out: string | undefined): Promise<number> {
+  const { record, text } = await exportRun(ctx.store, runId, ctx.clock.now());
+  if (!out) {
+    process.stdout.write(text);
+    return 0;
+  }
+  writeFileSync(out, text);
+  emit(ctx.json, { runId, file: out, digest: record.digest, bytes: Buffer.byteLength(text) }, () => `exported run ${runId} to ${out} (${record.digest})`);
+  return 0;
+}
+
+/** `berth import FILE`: verifies the record (schema version, digest) and loads it as a read-only run. */
+export async function importCommand(ctx: CliContext, file: string): Promise<number> {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new BerthError('record_unreadable', `cannot read ${file}: ${(err as Error).message}`, { details: { file } });
+  }
+  const r = await importRecord(ctx.store, text, file, ctx.clock.now());
+  emit(ctx.json, r, () => `imported run ${r.runId} (${r.digest}) into ${ctx.store.location}: read-only (berth show ${r.runId}, berth check ${r.runId})`);
+  return 0;
+}
+
+/** `berth check [RUN | --all]`: exit 1 naming each violated invariant with its evidence. */
+export async function checkCommand(ctx: CliContext, runId: string | undefined, all: boolean): Promise<number> {
+  if (!runId && !all) throw new BerthError('usage', 'berth check needs RUN or --all');
+  const r = await checkStore(ctx.store, runId ? [runId] : 'all', ctx.clock.now());
+  emit(ctx.json, { ...r, ok: r.violations.length === 0 }, () =>
+    r.violations.length === 0
+      ? `${r.checked} run(s) checked: every invariant holds (${Object.keys(INVARIANTS).length} invariants)`
+      : [`${r.checked} run(s) checked: ${r.violations.length} violation(s)`, ...r.violations.map((v) => `  ${v.invariant}: ${v.runId}: ${v.message}\n    evidence: ${JSON.stringify(v.evidence)}`)].join('\n'),
+  );
+  if (r.violations.length && !ctx.json) process.stderr.write(`berth: ${r.violations.length} invariant violation(s): ${[...new Set(r.violations.map((v) => v.invariant))].join(', ')}\n`);
+  return r.violations.length ? 1 : 0;
+}

@@ -1,0 +1,147 @@
+import { sessionSandboxDocId } from '../agent';
+import { BerthError } from '../errors';
+import { isOperatorReceipt } from '../kernel';
+import type { Effect, Entry, Json, Run, Task } from '../model';
+import type { Store } from '../store';
+import { KERNEL } from '../version';
+import { sealRecord, sha256, canonicalJson } from './canonical';
+import { contractSections } from './sections';
+import { RECORD_FORMAT, RECORD_SCHEMA_VERSION, type RunRecord } from './schema';
+
+/** Entry bodies, submissions and similar values above this many bytes are referenced by digest, never inlined. */
+export const INLINE_LIMIT = 16 * 1024;
+
+/** A value, or its digest and size when its canonical JSON is larger than {@link INLINE_LIMIT}. */
+export function inlineOrDigest(value: Json): Json {
+  // The native serialiser sizes it (same length as the canonical form: only key order differs);
+  // the canonical form is computed only for a value that is left out and so needs its digest.
+  if (JSON.stringify(value).length <= INLINE_LIMIT) return value;
+  const text = canonicalJson(value);
+  return { omitted: true, digest: sha256(text), bytes: Buffer.byteLength(text) };
+}
+
+const task = (t: Task): RunRecord['tasks'][number] => ({
+  id: t.id, parentId: t.parentId, kind: t.kind, kindVersion: t.kindVersion, status: t.status, phase: t.phase,
+  checkpoint: t.checkpoint, input: t.input, attempts: t.attempts, restarts: t.restarts, wait: t.wait, wakeAt: t.wakeAt,
+  outcome: t.outcome, result: t.result, error: t.error, cancelRequested: t.cancelRequested, blockedReason: t.blockedReason,
+  version: t.version, createdAt: t.createdAt, updatedAt: t.updatedAt,
+});
+
+/** How the outside world's answer to an effect is known, or can be learnt. */
+function reconciliationOf(e: Effect): RunRecord['effects'][number]['reconciliation'] {
+  if (e.status === 'confirmed' || e.status === 'compensated') return isOperatorReceipt(e.receipt) ? 'operator_decision' : 'receipt';
+  if (e.status === 'failed') return 'none';
+  return e.replay === 'verify' ? 'verify_query' : 'pending';
+}
+
+const effect = (e: Effect): RunRecord['effects'][number] => ({
+  id: e.id, taskId: e.taskId, kind: e.kind, intent: e.intent, replay: e.replay, status: e.status, attempts: e.attempts,
+  receipt: e.receipt, error: e.error, createdAt: e.createdAt, updatedAt: e.updatedAt, reconciliation: reconciliationOf(e),
+});
+
+/**
+ * One entry of the record and its canonical text, built together: the body is serialised once,
+ * to size it (a large one is left out by digest) and as part of the text.
+ */
+function entry(e: Entry): { value: RunRecord['entries'][number]; text: string } {
+  let bodyText = canonicalJson(e.body);
+  let body: Json = e.body;
+  if (bodyText.length > INLINE_LIMIT) {
+    body = { omitted: true, digest: sha256(bodyText), bytes: Buffer.byteLength(bodyText) };
+    bodyText = canonicalJson(body);
+  }
+  const s = JSON.stringify;
+  // Keys in sorted order: at, body, commitSeq, conversationId, id, kind, seq, taskId.
+  const text = `{"at":${s(e.at)},"body":${bodyText},"commitSeq":${s(e.commitSeq)},"conversationId":${s(e.conversationId)},"id":${s(e.id)},"kind":${s(e.kind)},"seq":${s(e.seq)},"taskId":${s(e.taskId)}}`;
+  return { value: { id: e.id, seq: e.seq, conversationId: e.conversationId, taskId: e.taskId, kind: e.kind, body, commitSeq: e.commitSeq, at: e.at }, text };
+}
+
+/** Everything the store holds about one run, read in one pass. */
+export async function readRunRows(store: Store, runId: string) {
+  const run = await store.getRun(runId);
+  if (!run) throw new BerthError('run_not_found', `no run ${runId} in ${store.location} (see berth status)`, { ids: { runId } });
+  const [session, submission, transitions, tasks, effects, snapshots, leases, documents, entries, egress, commits, imported, storeId] = await Promise.all([
+    store.getSession(run.sessionId),
+    run.submissionId ? store.getSubmission(run.submissionId) : Promise.resolve(undefined),
+    store.listRunTransitions(runId),
+    store.listTasks({ runId }),
+    store.listEffects({ runId }),
+    runSnapshots(store, run),
+    // The leases `berth show` lists: the run's, its agent session's, and pool leases of the session.
+    store.listLeases({ sessionId: run.sessionId }).then((ls) => ls.filter((l) => l.runId === null || l.runId === runId || l.runId === run.sessionId)),
+    sandboxDocuments(store, run),
+    store.listEntries(run.sessionId, { runId }),
+    store.listEgress({ runId }),
+    store.listCommits(run.sessionId),
+    store.getImportedRun(runId),
+    store.storeId(),
+  ]);
+  if (!session) throw new BerthError('record_incomplete', `run ${runId} names session ${run.sessionId}, which the store does not hold`, { ids: { runId } });
+  return { run, session, submission, transitions, tasks, effects, snapshots, leases, documents, entries, egress, commits, imported, storeId };
+}
+export type RunRows = Awaited<ReturnType<typeof readRunRows>>;
+
+/**
+ * The run's snapshots, and for an agent run every snapshot of its session: the session keeps one
+ * sandbox across runs, so a later run restores (and its pointer names) snapshots an earlier one took.
+ */
+async function runSnapshots(store: Store, run: Run) {
+  if (run.kind !== 'agent') return store.listSnapshots({ runId: run.id });
+  return store.listSnapshots({ sessionId: run.sessionId });
+}
+
+/** The run's documents, and its agent session's sandbox pointer (which `berth show` reads too). */
+async function sandboxDocuments(store: Store, run: Run) {
+  const own = await store.listDocuments({ runId: run.id });
+  const session = own.some((d) => d.id === sessionSandboxDocId(run.sessionId)) ? undefined : await store.getDocument(sessionSandboxDocId(run.sessionId));
+  return session ? [...own, session] : own;
+}
+
+/**
+ * The run's record (seed 004's Agent Run Contract over Berth's records), sealed: `text` is the
+ * canonical JSON written to the file, `record` the same document as a value.
+ */
+export async function exportRun(store: Store, runId: string, now: number): Promise<{ record: RunRecord; text: string }> {
+  const rows = await readRunRows(store, runId);
+  const { run, session, submission } = rows;
+  const sections = contractSections(rows);
+  const entries = rows.entries.map(entry);
+  const doc: Omit<RunRecord, 'digest'> & { digest?: string } = {
+    format: RECORD_FORMAT,
+    schemaVersion: RECORD_SCHEMA_VERSION,
+    exportedAt: now,
+    source: { storeId: rows.storeId, berth: `${KERNEL.name} ${KERNEL.version}`, importedFrom: rows.imported?.source ?? null },
+    ...sections,
+    run: {
+      id: run.id, sessionId: run.sessionId, sessionCreatedAt: session.createdAt, sessionMeta: session.meta, kind: run.kind, state: run.state,
+      rootTaskId: run.rootTaskId, parentRunId: null, forkedFrom: { recorded: false, note: 'forks are not built yet; no run is forked from another' },
+      transitionCount: run.transitionCount, versions: run.versions,
+      handlerKinds: [...new Map(rows.tasks.map((t) => [`${t.kind}@${t.kindVersion}`, { kind: t.kind, version: t.kindVersion }])).values()],
+      ...modelOf(rows),
+      createdAt: run.createdAt, updatedAt: run.updatedAt,
+    },
+    transitions: rows.transitions.map(({ runId: _r, ...t }) => t),
+    commits: rows.commits.map(({ sessionId: _s, ...c }) => c),
+    tasks: rows.tasks.map(task),
+    effects: rows.effects.map(effect),
+    documents: rows.documents.map(({ sessionId: _s, ...d }) => d),
+    entries: entries.map((e) => e.value),
+    egress: rows.egress.map(({ runId: _r, ...a }) => ({ ...a, count: a.count ?? 1 })),
+    job: { ...sections.job, submission: submission ? inlineOrDigest(submission.input) : null },
+  };
+  const { text, digest } = sealRecord(doc as Record<string, unknown>, { entries: `[${entries.map((e) => e.text).join(',')}]` });
+  return { record: { ...doc, digest } as RunRecord, text };
+}
+
+/** The models an agent run called (from its model entries) and the digest of its system prompt. */
+function modelOf(rows: RunRows): { models: string[]; promptDigest: string | null } {
+  const models = new Set<string>();
+  for (const e of rows.entries) {
+    const b = e.body as { model?: unknown } | null;
+    if (e.kind === 'agent.model' && b && typeof b.model === 'string') models.add(b.model);
+  }
+  const root = rows.tasks.find((t) => t.id === rows.run.rootTaskId);
+  const settings = (root?.input as { settings?: { systemPrompt?: unknown; model?: { model?: unknown } } } | null)?.settings;
+  if (typeof settings?.model?.model === 'string' && models.size === 0) models.add(settings.model.model);
+  return { models: [...models].sort(), promptDigest: typeof settings?.systemPrompt === 'string' ? sha256(settings.systemPrompt) : null };
+}

@@ -1,0 +1,72 @@
+import { BerthError } from '../errors';
+import type { Store } from '../store';
+import type { ImportRows } from '../store';
+import { recordDigest } from './canonical';
+import { RECORD_FORMAT, RECORD_SCHEMA_VERSION, RunRecordSchema, type RunRecord } from './schema';
+
+/**
+ * Reads an exported record and proves it is one this build understands and that nobody changed:
+ * the format and schema version first (`record_version_unknown`), then the digest of its
+ * canonical form (`record_digest_mismatch`), then the schema (`record_invalid`).
+ */
+export function verifyRecord(text: string, file = 'the record'): RunRecord {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch (err) {
+    throw new BerthError('record_unreadable', `${file} is not JSON (${(err as Error).message}); it was truncated or altered`, { details: { file } });
+  }
+  if (doc === null || typeof doc !== 'object' || Array.isArray(doc)) throw new BerthError('record_unreadable', `${file} is not a run record (not a JSON object)`, { details: { file } });
+  const d = doc as Record<string, unknown>;
+  if (d.format !== RECORD_FORMAT) throw new BerthError('record_version_unknown', `${file} has format ${JSON.stringify(d.format)}, expected "${RECORD_FORMAT}"`, { details: { file, format: d.format } });
+  if (d.schemaVersion !== RECORD_SCHEMA_VERSION) {
+    throw new BerthError('record_version_unknown', `${file} is schema version ${JSON.stringify(d.schemaVersion)}; this berth reads version ${RECORD_SCHEMA_VERSION}`, { details: { file, schemaVersion: d.schemaVersion } });
+  }
+  const computed = recordDigest(d);
+  if (d.digest !== computed) {
+    throw new BerthError('record_digest_mismatch', `${file} says its digest is ${String(d.digest)} but its content hashes to ${computed}: it was altered after export`, { details: { file, recorded: d.digest, computed } });
+  }
+  const parsed = RunRecordSchema.safeParse(doc);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new BerthError('record_invalid', `${file} does not match run record version ${RECORD_SCHEMA_VERSION}: ${issue.path.join('.') || '(root)'}: ${issue.message}`, { details: { file } });
+  }
+  return parsed.data;
+}
+
+/** The store rows an exported record stands for (the inverse of exportRun's mapping). */
+export function recordRows(r: RunRecord, source: string): ImportRows {
+  const runId = r.run.id;
+  const sub = r.job.submission;
+  return {
+    digest: r.digest,
+    source,
+    session: { id: r.run.sessionId, createdAt: r.run.sessionCreatedAt, lastSeq: r.checkpoint.lastCommitSeq, meta: r.run.sessionMeta },
+    commits: r.commits,
+    submission:
+      r.job.submissionId && r.job.requestId
+        ? { id: r.job.submissionId, sessionId: r.run.sessionId, requestId: r.job.requestId, runId, input: sub, createdAt: r.job.submittedAt ?? r.run.createdAt }
+        : null,
+    run: {
+      id: runId, sessionId: r.run.sessionId, submissionId: r.job.submissionId, kind: r.run.kind, state: r.run.state, rootTaskId: r.run.rootTaskId,
+      transitionCount: r.run.transitionCount, versions: r.run.versions, createdAt: r.run.createdAt, updatedAt: r.run.updatedAt,
+    },
+    transitions: r.transitions,
+    tasks: r.tasks,
+    effects: r.effects.map(({ reconciliation: _r, ...e }) => e),
+    entries: r.entries,
+    documents: r.documents,
+    snapshots: r.isolation.snapshots,
+    leases: r.isolation.leases,
+    egress: r.egress,
+  };
+}
+
+/** `berth import`: verifies the record and loads it as a read-only run; returns the run id. */
+export async function importRecord(store: Store, text: string, file: string, now: number): Promise<{ runId: string; digest: string }> {
+  const record = verifyRecord(text, file);
+  const existing = await store.getImportedRun(record.run.id);
+  if (existing) throw new BerthError('import_conflict', `run ${record.run.id} is already imported into ${store.location} (from ${existing.source})`, { ids: { runId: record.run.id } });
+  await store.importRun(recordRows(record, `${record.source.storeId}:${file}`), now);
+  return { runId: record.run.id, digest: record.digest };
+}

@@ -1,0 +1,145 @@
+import { isLegalRunTransition, isUnresolvedEffect, type Json } from '../model';
+import { canonicalJson } from './canonical';
+import type { RunRecord } from './schema';
+
+/** One broken rule of one run, with what shows it. */
+export interface Violation {
+  invariant: InvariantName;
+  runId: string;
+  message: string;
+  evidence: Json;
+}
+
+/**
+ * The invariants `berth check` evaluates, by stable name: seed 004's eight (the contract's) and
+ * Berth's own. Each reads only the record, so stored, imported and exported runs are judged alike.
+ */
+export const INVARIANTS = {
+  completed_with_unresolved: 'a run is not completed while an approval or an effect is unresolved (seed 004 #1)',
+  retry_same_effect: 'a retried effect keeps one logical key and records why replay was safe: safe/verify replay, or an earlier attempt recorded as failed (seed 004 #2)',
+  in_flight_owner: 'an effect in flight or uncertain names the task that owns it, and the run keeps a durable last transition (seed 004 #3)',
+  resume_verified: 'a resumed run records the versions it verified (kernel, environment fingerprint) on every transition after admission (seed 004 #4)',
+  cancel_records_point: 'a cancelled task records whether its work stopped before, after or unknown relative to its effects (seed 004 #5)',
+  compensation_declared: 'compensation happens only through a declared operation: a compensated effect or run names it (seed 004 #6)',
+  sandbox_cleanup_visible: 'an ended run releases its own sandbox leases, or the unreleased lease is visible as a violation (seed 004 #7)',
+  acceptance_separate: 'acceptance is recorded apart from completion, never implied by the run state (seed 004 #8)',
+  legal_transitions: 'every transition is an edge of the run state machine, starts where the previous one ended, and the last one is the run state',
+  monotonic_sequences: 'transition numbers run 1..n without gaps; commit, entry and transition commit numbers never go back',
+  never_once: 'an action whose replay is never is confirmed at most once (one confirmed effect per kind and intent)',
+  checkpoint_refs_exist: 'every snapshot a checkpoint, result or sandbox pointer names is in the record',
+} as const;
+export type InvariantName = keyof typeof INVARIANTS;
+
+const obj = (v: Json | undefined): Record<string, Json> => (v !== null && typeof v === 'object' && !Array.isArray(v) ? v : {});
+const FINAL = new Set(['completed', 'failed', 'cancelled', 'compensated']);
+
+/** Every violation of every invariant in one run record (empty when the run keeps them all). */
+export function checkRecord(r: RunRecord): Violation[] {
+  const out: Violation[] = [];
+  const runId = r.run.id;
+  const v = (invariant: InvariantName, message: string, evidence: Json) => out.push({ invariant, runId, message, evidence });
+
+  // 1. completed with something unresolved
+  if (r.run.state === 'completed') {
+    const effects = r.effects.filter((e) => isUnresolvedEffect(e.status)).map((e) => ({ id: e.id, status: e.status }));
+    const approvals = r.approvals.filter((a) => a.decision === 'pending').map((a) => a.approvalId);
+    if (effects.length || approvals.length) v('completed_with_unresolved', `run ${runId} is completed with ${effects.length} unresolved effect(s) and ${approvals.length} open approval(s)`, { effects, approvals });
+  }
+
+  // 2. retries: same key, and a reason replay was safe
+  for (const e of r.effects) {
+    if (e.attempts <= 1 || e.replay !== 'never') continue;
+    if (e.error === null) v('retry_same_effect', `effect ${e.id} (replay never) has ${e.attempts} attempts and no recorded failure of an earlier one`, { effect: e.id, attempts: e.attempts, status: e.status });
+  }
+
+  // 3. in-flight effects have an owner and the run a last transition
+  const taskIds = new Set(r.tasks.map((t) => t.id));
+  for (const e of r.effects) {
+    if (e.status !== 'executing' && e.status !== 'unknown') continue;
+    if (!e.taskId || !taskIds.has(e.taskId)) v('in_flight_owner', `effect ${e.id} is ${e.status} but names no task of the run that owns it`, { effect: e.id, taskId: e.taskId });
+  }
+  if (r.transitions.length === 0) v('in_flight_owner', `run ${runId} has no durable transition`, { transitions: 0 });
+
+  // 4. resumed runs record the versions they verified
+  const resumed = r.tasks.some((t) => t.restarts > 0);
+  if (resumed && (r.run.kind === 'plan' || r.run.kind === 'agent')) {
+    const bare = r.transitions.filter((t) => t.n > 1 && (!t.versions.kernel || !t.versions.envFingerprint)).map((t) => t.n);
+    if (bare.length) v('resume_verified', `run ${runId} was resumed but transitions ${bare.join(', ')} record no kernel version or environment fingerprint`, { transitions: bare });
+  }
+
+  // 5. cancellation says where work stopped
+  for (const t of r.tasks) {
+    if (t.outcome !== 'cancelled') continue;
+    const point = obj(obj(t.result).cancelled).effect;
+    if (point !== 'before' && point !== 'after' && point !== 'unknown') v('cancel_records_point', `task ${t.id} (${t.kind}) was cancelled without recording whether its work stopped before, after or unknown`, { task: t.id, result: t.result });
+  }
+
+  // 6. compensation only through a declared operation
+  for (const e of r.effects) {
+    if (e.status === 'compensated' && typeof obj(e.receipt).compensation !== 'string') v('compensation_declared', `effect ${e.id} is compensated without naming the operation that undid it`, { effect: e.id, receipt: e.receipt });
+  }
+  if (r.run.state === 'compensated' && !r.effects.some((e) => e.status === 'compensated')) v('compensation_declared', `run ${runId} is compensated but no effect records a compensation`, { state: r.run.state });
+
+  // 7. an ended run's own sandboxes are released
+  if (FINAL.has(r.run.state)) {
+    const held = r.isolation.leases.filter((l) => l.runId === runId && l.releasedAt === null).map((l) => ({ lease: l.id, container: l.containerId }));
+    if (held.length) v('sandbox_cleanup_visible', `run ${runId} is ${r.run.state} but its lease(s) ${held.map((h) => h.lease).join(', ')} were never released`, held);
+  }
+
+  // 8. acceptance apart from completion
+  if ('status' in r.acceptance) v('acceptance_separate', 'acceptance must be its own record, not derived from the run state', r.acceptance as Json);
+
+  // legal transitions
+  let prev: string | null = null;
+  for (const t of r.transitions) {
+    const ok = t.n === 1 ? t.from === null && t.to === 'admitted' : t.from === prev && t.from !== null && isLegalRunTransition(t.from, t.to);
+    if (!ok) v('legal_transitions', `transition #${t.n} ${t.from ?? '-'} -> ${t.to} is not legal after ${prev ?? 'nothing'}`, { n: t.n, from: t.from, to: t.to, previous: prev });
+    prev = t.to;
+  }
+  if (prev !== null && prev !== r.run.state) v('legal_transitions', `run ${runId} is ${r.run.state} but its last transition went to ${prev}`, { state: r.run.state, last: prev });
+
+  // monotonic sequences
+  r.transitions.forEach((t, i) => {
+    if (t.n !== i + 1) v('monotonic_sequences', `transition #${t.n} is at position ${i + 1}`, { n: t.n, position: i + 1 });
+    const before = r.transitions[i - 1];
+    if (before && t.commitSeq < before.commitSeq) v('monotonic_sequences', `transition #${t.n} has commit ${t.commitSeq}, before #${before.n}'s ${before.commitSeq}`, { n: t.n, commitSeq: t.commitSeq, previous: before.commitSeq });
+  });
+  if (r.run.transitionCount !== r.transitions.length) v('monotonic_sequences', `run ${runId} counts ${r.run.transitionCount} transitions, the log holds ${r.transitions.length}`, { count: r.run.transitionCount, log: r.transitions.length });
+  const rising = (what: string, seqs: number[]) => {
+    for (let i = 1; i < seqs.length; i++) if (seqs[i]! <= seqs[i - 1]!) return v('monotonic_sequences', `${what} ${seqs[i]} follows ${seqs[i - 1]}`, { what, at: i, seq: seqs[i]!, previous: seqs[i - 1]! });
+  };
+  rising('commit', r.commits.map((c) => c.seq));
+  rising('entry', r.entries.map((e) => e.seq));
+  const lastCommit = r.commits.at(-1)?.seq ?? 0;
+  const late = r.transitions.filter((t) => t.commitSeq > lastCommit).map((t) => t.n);
+  if (late.length) v('monotonic_sequences', `transitions ${late.join(', ')} name commits after the last recorded commit ${lastCommit}`, { transitions: late, lastCommit });
+
+  // never effects at most once
+  // (one logical action may get a new key only when an operator recorded that it did not happen,
+  // which leaves the older key failed: so two confirmed keys for one intent mean it ran twice)
+  const confirmed = new Map<string, string>();
+  for (const e of r.effects) {
+    if (e.replay !== 'never' || e.status !== 'confirmed') continue;
+    const key = `${e.kind} ${canonicalJson(e.intent)}`;
+    const first = confirmed.get(key);
+    if (first) v('never_once', `effects ${first} and ${e.id} (replay never) both confirm the same action`, { effects: [first, e.id], kind: e.kind, intent: e.intent });
+    else confirmed.set(key, e.id);
+  }
+
+  // snapshots named by checkpoints exist
+  const snaps = new Set(r.isolation.snapshots.map((s) => s.id));
+  const named: Array<{ id: string; by: string }> = [];
+  for (const s of r.isolation.snapshots) if (s.parentId) named.push({ id: s.parentId, by: `snapshot ${s.id} (parent)` });
+  for (const t of r.tasks) {
+    const sid = obj(t.result).snapshotId;
+    if (typeof sid === 'string') named.push({ id: sid, by: `task ${t.id} result` });
+  }
+  for (const d of r.documents) {
+    for (const value of [d.baseline, ...d.ops.map((o) => o.op)]) {
+      const sid = obj(value).snapshotId;
+      if (typeof sid === 'string') named.push({ id: sid, by: `document ${d.id} v${d.version}` });
+    }
+  }
+  for (const n of named) if (!snaps.has(n.id)) v('checkpoint_refs_exist', `${n.by} names snapshot ${n.id}, which the record does not hold`, n);
+  return out;
+}

@@ -1,0 +1,234 @@
+import { z } from 'zod';
+import { EFFECT_STATUSES, JsonSchema, REPLAY_POLICIES, RUN_STATES, TASK_OUTCOMES, TASK_STATUSES, TaskErrorSchema, WaitSpecSchema } from '../model';
+
+/** The `format` of every run record; with `schemaVersion` it says how to read the rest. */
+export const RECORD_FORMAT = 'berth.run-record';
+/** The schema versions this build reads. A record of any other version is refused on import. */
+export const RECORD_SCHEMA_VERSION = 1;
+
+const RunState = z.enum(RUN_STATES);
+const Versions = z.strictObject({ kernel: z.string().optional(), envFingerprint: z.string().optional(), imageDigest: z.string().optional() });
+
+/**
+ * A section whose data Berth does not record yet (acceptance, cost, artifacts, run ownership are
+ * being built). Marked explicitly, so a reader never mistakes "not recorded" for "none happened".
+ */
+export const NotRecordedSchema = z.strictObject({ recorded: z.literal(false), note: z.string() });
+
+/** A large value kept out of the record: its sha256 over the canonical JSON and its size. */
+export const OmittedSchema = z.strictObject({ omitted: z.literal(true), digest: z.string(), bytes: z.number().int() });
+
+export const TransitionSchema = z.strictObject({
+  n: z.number().int(),
+  at: z.number(),
+  actor: z.string(),
+  from: RunState.nullable(),
+  to: RunState,
+  reason: z.string(),
+  versions: Versions,
+  commitSeq: z.number().int(),
+});
+
+export const TaskRecordSchema = z.strictObject({
+  id: z.string(),
+  parentId: z.string().nullable(),
+  kind: z.string(),
+  kindVersion: z.number().int(),
+  status: z.enum(TASK_STATUSES),
+  phase: z.string(),
+  checkpoint: JsonSchema,
+  input: JsonSchema,
+  attempts: z.number().int(),
+  restarts: z.number().int(),
+  wait: WaitSpecSchema.nullable(),
+  wakeAt: z.number().nullable(),
+  outcome: z.enum(TASK_OUTCOMES).nullable(),
+  result: JsonSchema,
+  error: TaskErrorSchema.nullable(),
+  cancelRequested: z.boolean(),
+  blockedReason: z.string().nullable(),
+  version: z.number().int(),
+  createdAt: z.number(),
+  updatedAt: z.number(),
+});
+
+export const EffectRecordSchema = z.strictObject({
+  id: z.string().describe('the idempotency key: store-wide, one logical action'),
+  taskId: z.string().nullable(),
+  kind: z.string(),
+  intent: JsonSchema,
+  replay: z.enum(REPLAY_POLICIES),
+  status: z.enum(EFFECT_STATUSES),
+  attempts: z.number().int(),
+  receipt: JsonSchema,
+  error: JsonSchema,
+  createdAt: z.number(),
+  updatedAt: z.number(),
+  /** How the outside world's answer is or can be learnt: a receipt, a status query (`verify`), or none. */
+  reconciliation: z.enum(['receipt', 'verify_query', 'operator_decision', 'pending', 'none']),
+});
+
+export const EntryRecordSchema = z.strictObject({
+  id: z.string(),
+  seq: z.number().int(),
+  conversationId: z.string().nullable(),
+  taskId: z.string().nullable(),
+  kind: z.string(),
+  body: z.union([OmittedSchema, JsonSchema]),
+  commitSeq: z.number().int(),
+  at: z.number(),
+});
+
+export const DocumentRecordSchema = z.strictObject({
+  id: z.string(),
+  runId: z.string().nullable(),
+  type: z.string(),
+  version: z.number().int(),
+  baselineVersion: z.number().int(),
+  baseline: JsonSchema,
+  ops: z.array(z.strictObject({ version: z.number().int(), op: JsonSchema })),
+});
+
+export const SnapshotRecordSchema = z.strictObject({
+  id: z.string(),
+  /** The run that took it; an agent session's snapshot may come from an earlier run of the session. */
+  runId: z.string().nullable(),
+  taskId: z.string().nullable(),
+  leaseId: z.string(),
+  imageId: z.string(),
+  workspaceDigest: z.string(),
+  sizeBytes: z.number(),
+  checkpoint: z.string(),
+  parentId: z.string().nullable(),
+  commitSeq: z.number().int(),
+  createdAt: z.number(),
+  prunedAt: z.number().nullable(),
+  /** The pushed manifest (`repo@sha256:…`) when the snapshot travels through a registry. */
+  registryRef: z.string().nullable(),
+  pushedAt: z.number().nullable(),
+});
+
+export const LeaseRecordSchema = z.strictObject({
+  id: z.string(),
+  hostId: z.string(),
+  containerId: z.string(),
+  imageDigest: z.string(),
+  envFingerprint: z.string(),
+  createdAt: z.number(),
+  expiresAt: z.number(),
+  releasedAt: z.number().nullable(),
+  runId: z.string().nullable(),
+});
+
+export const EgressRecordSchema = z.strictObject({
+  at: z.number(),
+  leaseId: z.string().nullable(),
+  method: z.string(),
+  target: z.string(),
+  decision: z.enum(['allow', 'deny']),
+  reason: z.string(),
+  bytesOut: z.number(),
+  bytesIn: z.number(),
+  count: z.number().int(),
+});
+
+export const ApprovalRecordSchema = z.strictObject({
+  approvalId: z.string(),
+  toolCallId: z.string(),
+  tool: z.string(),
+  scopeDigest: z.string(),
+  expiresAt: z.number().nullable(),
+  requestedAt: z.number(),
+  decision: z.enum(['pending', 'approved', 'denied', 'expired']),
+  approver: z.string().nullable(),
+  decidedAt: z.number().nullable(),
+});
+
+export const UnresolvedSchema = z.strictObject({
+  kind: z.enum(['effect', 'approval', 'task', 'run']),
+  id: z.string(),
+  status: z.string(),
+  why: z.string(),
+});
+
+export const RunRecordSchema = z.strictObject({
+  format: z.literal(RECORD_FORMAT),
+  schemaVersion: z.literal(RECORD_SCHEMA_VERSION),
+  /** `sha256:` + hex sha256 of the canonical JSON of this document without this field (see canonical.ts). */
+  digest: z.string(),
+  exportedAt: z.number(),
+  source: z.strictObject({ storeId: z.string(), berth: z.string(), importedFrom: z.string().nullable() }),
+  job: z.strictObject({
+    requestId: z.string().nullable(),
+    submissionId: z.string().nullable(),
+    submittedAt: z.number().nullable(),
+    submitter: z.string().nullable(),
+    objective: JsonSchema.describe('what the run was asked to do: plan name and steps, or the agent task'),
+    submission: z.union([OmittedSchema, JsonSchema]),
+    acceptanceRule: NotRecordedSchema,
+    authorityReference: NotRecordedSchema,
+  }),
+  run: z.strictObject({
+    id: z.string(),
+    sessionId: z.string(),
+    sessionCreatedAt: z.number(),
+    sessionMeta: JsonSchema,
+    kind: z.string(),
+    state: RunState,
+    rootTaskId: z.string().nullable(),
+    parentRunId: z.string().nullable(),
+    forkedFrom: NotRecordedSchema,
+    transitionCount: z.number().int(),
+    versions: Versions,
+    handlerKinds: z.array(z.strictObject({ kind: z.string(), version: z.number().int() })),
+    models: z.array(z.string()),
+    promptDigest: z.string().nullable(),
+    createdAt: z.number(),
+    updatedAt: z.number(),
+  }),
+  transitions: z.array(TransitionSchema),
+  commits: z.array(z.strictObject({ seq: z.number().int(), at: z.number(), label: z.string(), actor: z.string() })),
+  checkpoint: z.strictObject({
+    store: z.string(),
+    lastCommittedTransition: z.number().int().nullable(),
+    lastCommitSeq: z.number().int(),
+    resumeRule: z.string(),
+  }),
+  retryAndTimeout: z.strictObject({
+    commandTimeoutS: z.number().nullable(),
+    runBudgetS: z.number().nullable(),
+    leaseTtlS: z.number().nullable(),
+    stepReplay: z.array(z.strictObject({ step: z.string(), replay: z.string() })),
+    taskAttempts: z.array(z.strictObject({ taskId: z.string(), attempts: z.number().int(), restarts: z.number().int() })),
+  }),
+  tasks: z.array(TaskRecordSchema),
+  effects: z.array(EffectRecordSchema),
+  approvals: z.array(ApprovalRecordSchema),
+  isolation: z.strictObject({
+    engine: z.literal('docker'),
+    environment: z.union([JsonSchema, NotRecordedSchema]).describe('the manifest as submitted, secret sources removed'),
+    network: z.strictObject({ mode: z.string().nullable(), allow: z.array(z.string()) }),
+    secrets: z.array(z.strictObject({ name: z.string(), to: z.array(z.string()) })).describe('names and grants only; never values'),
+    limits: JsonSchema,
+    leases: z.array(LeaseRecordSchema),
+    snapshots: z.array(SnapshotRecordSchema),
+  }),
+  documents: z.array(DocumentRecordSchema),
+  entries: z.array(EntryRecordSchema),
+  egress: z.array(EgressRecordSchema),
+  recovery: z.strictObject({
+    restarts: z.number().int(),
+    interruptedTasks: z.array(z.string()),
+    reconciliations: z.array(TransitionSchema),
+    cancellation: JsonSchema.describe('per cancelled task: whether its effect happened before, after or is unknown'),
+    completionEvidence: JsonSchema,
+  }),
+  acceptance: NotRecordedSchema,
+  cost: NotRecordedSchema,
+  artifacts: NotRecordedSchema,
+  ownership: z.union([NotRecordedSchema, JsonSchema]),
+  unresolved: z.array(UnresolvedSchema),
+});
+
+/** One exported run: the Agent Run Contract's fields over Berth's records. */
+export type RunRecord = z.infer<typeof RunRecordSchema>;

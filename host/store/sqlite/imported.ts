@@ -1,0 +1,94 @@
+import type Database from 'better-sqlite3';
+import { BerthError } from '../../errors';
+import type { ImportedRun, ImportedRunRecords, ImportRows } from '../imported';
+import { json, type Row } from './rows';
+
+const toImported = (r: Row): ImportedRun => ({
+  runId: r.run_id as string,
+  sessionId: r.session_id as string,
+  digest: r.record_digest as string,
+  source: r.source as string,
+  importedAt: r.imported_at as number,
+});
+
+/**
+ * Imported runs: rows written once, in one transaction, exactly as the exporting store held them,
+ * plus an `imported_runs` row that marks the session read-only (the commit writer refuses it).
+ * Plain INSERTs only (portable to the PostgreSQL store).
+ */
+export function sqliteImportedRuns(db: Database.Database): ImportedRunRecords {
+  const p = (sql: string) => db.prepare(sql);
+  const s = {
+    get: p('SELECT * FROM imported_runs WHERE run_id = ?'),
+    list: p('SELECT * FROM imported_runs ORDER BY imported_at, run_id'),
+    bySession: p('SELECT 1 AS x FROM imported_runs WHERE session_id = ?'),
+    sessionExists: p('SELECT 1 AS x FROM sessions WHERE id = ?'),
+    runExists: p('SELECT 1 AS x FROM runs WHERE id = ?'),
+    mark: p('INSERT INTO imported_runs (run_id, session_id, record_digest, source, imported_at) VALUES (?, ?, ?, ?, ?)'),
+    session: p('INSERT INTO sessions (id, created_at, last_seq, entry_seq, meta_json) VALUES (?, ?, ?, ?, ?)'),
+    commit: p('INSERT INTO commits (session_id, seq, at, label, actor) VALUES (?, ?, ?, ?, ?)'),
+    submission: p('INSERT INTO submissions (id, session_id, request_id, run_id, input_json, created_at) VALUES (?, ?, ?, ?, ?, ?)'),
+    run: p(`INSERT INTO runs (id, session_id, submission_id, kind, state, root_task_id, transition_count, versions_json, created_at, updated_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    transition: p(`INSERT INTO run_transitions (run_id, n, at, actor, from_state, to_state, reason, versions_json, commit_seq)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    task: p(`INSERT INTO tasks (id, session_id, run_id, parent_id, kind, kind_version, status, phase, checkpoint_json, input_json, attempts, restarts,
+               wait_json, wake_at, outcome, result_json, error_json, cancel_requested, blocked_reason, version, created_at, updated_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    effect: p(`INSERT INTO effects (id, session_id, run_id, task_id, kind, intent_json, replay, status, attempts, receipt_json, error_json, created_at, updated_at)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    entry: p(`INSERT INTO entries (session_id, seq, id, conversation_id, run_id, task_id, kind, body_json, commit_seq, at)
+              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    document: p(`INSERT INTO documents (id, session_id, run_id, type, version, baseline_version, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
+    baseline: p('INSERT INTO document_baselines (document_id, version, state_json) VALUES (?, ?, ?)'),
+    op: p('INSERT INTO document_ops (document_id, version, op_json, commit_seq) VALUES (?, ?, ?, ?)'),
+    snapshot: p(`INSERT INTO snapshots (id, session_id, run_id, task_id, lease_id, image_id, workspace_digest, size_bytes, checkpoint, parent_id, commit_seq, created_at, pruned_at)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    lease: p(`INSERT INTO leases (id, session_id, host_id, container_id, image_digest, env_fingerprint, created_at, expires_at, released_at, run_id)
+              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    egress: p(`INSERT INTO egress_attempts (at, run_id, lease_id, method, target, decision, reason, bytes_out, bytes_in, count)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+  };
+  const write = db.transaction((r: ImportRows, at: number) => {
+    const { run, session } = r;
+    if (s.sessionExists.get(session.id) || s.runExists.get(run.id)) {
+      throw new BerthError('import_conflict', `this store already holds session ${session.id} or run ${run.id}; import into a store without them`, { ids: { runId: run.id, sessionId: session.id } });
+    }
+    const sid = session.id;
+    s.session.run(sid, session.createdAt, session.lastSeq, r.entries.reduce((m, e) => Math.max(m, e.seq), 0), json(session.meta));
+    for (const c of r.commits) s.commit.run(sid, c.seq, c.at, c.label, c.actor);
+    if (r.submission) s.submission.run(r.submission.id, sid, r.submission.requestId, r.submission.runId, json(r.submission.input), r.submission.createdAt);
+    s.run.run(run.id, sid, run.submissionId, run.kind, run.state, run.rootTaskId, run.transitionCount, json(run.versions), run.createdAt, run.updatedAt);
+    for (const t of r.transitions) s.transition.run(run.id, t.n, t.at, t.actor, t.from, t.to, t.reason, json(t.versions), t.commitSeq);
+    for (const t of r.tasks) {
+      s.task.run(t.id, sid, run.id, t.parentId, t.kind, t.kindVersion, t.status, t.phase, json(t.checkpoint), json(t.input), t.attempts, t.restarts,
+        t.wait === null ? null : json(t.wait), t.wakeAt, t.outcome, json(t.result), t.error === null ? null : json(t.error), t.cancelRequested ? 1 : 0, t.blockedReason, t.version, t.createdAt, t.updatedAt);
+    }
+    for (const e of r.effects) s.effect.run(e.id, sid, run.id, e.taskId, e.kind, json(e.intent), e.replay, e.status, e.attempts, json(e.receipt), json(e.error), e.createdAt, e.updatedAt);
+    for (const e of r.entries) s.entry.run(sid, e.seq, e.id, e.conversationId, run.id, e.taskId, e.kind, json(e.body), e.commitSeq, e.at);
+    for (const d of r.documents) {
+      s.document.run(d.id, sid, d.runId, d.type, d.version, d.baselineVersion, run.createdAt, run.updatedAt);
+      s.baseline.run(d.id, d.baselineVersion, json(d.baseline));
+      for (const o of d.ops) s.op.run(d.id, o.version, json(o.op), 0);
+    }
+    for (const x of r.snapshots) s.snapshot.run(x.id, sid, x.runId, x.taskId, x.leaseId, x.imageId, x.workspaceDigest, x.sizeBytes, x.checkpoint, x.parentId, x.commitSeq, x.createdAt, x.prunedAt);
+    for (const l of r.leases) s.lease.run(l.id, sid, l.hostId, l.containerId, l.imageDigest, l.envFingerprint, l.createdAt, l.expiresAt, l.releasedAt, l.runId);
+    for (const a of r.egress) s.egress.run(a.at, run.id, a.leaseId, a.method, a.target, a.decision, a.reason, a.bytesOut, a.bytesIn, a.count);
+    s.mark.run(run.id, sid, r.digest, r.source, at);
+  });
+  return {
+    async importRun(rows, at) {
+      write.immediate(rows, at);
+    },
+    async getImportedRun(runId) {
+      const r = s.get.get(runId) as Row | undefined;
+      return r ? toImported(r) : undefined;
+    },
+    async listImportedRuns() {
+      return (s.list.all() as Row[]).map(toImported);
+    },
+    async isImportedSession(sessionId) {
+      return s.bySession.get(sessionId) !== undefined;
+    },
+  };
+}

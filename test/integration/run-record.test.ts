@@ -1,0 +1,124 @@
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterEach, describe, expect, it } from 'vitest';
+import { RunRecordSchema, type RunRecord } from '../../host/record';
+import { runNode } from '../support/child';
+import { bundledCli, lastJson, planFixture } from '../support/plan-fixture';
+
+let fx: Awaited<ReturnType<typeof planFixture>> | undefined;
+afterEach(async () => {
+  await fx?.cleanup();
+  fx = undefined;
+});
+
+/** The record, read from the file alone (as someone without Berth would: JSON.parse, nothing else). */
+const readRecord = (file: string): RunRecord => RunRecordSchema.parse(JSON.parse(readFileSync(file, 'utf8')));
+
+/** `berth` against another store than the fixture's. */
+async function cliOn(store: string, args: string[]) {
+  return runNode(await bundledCli(), [...args, '--store', store], { BERTH_HOST_ID: `other-${process.pid}`, BERTH_OPERATOR: 'tester' });
+}
+
+describe('the run record: export, import, check', { timeout: 240_000 }, () => {
+  it('answers what a completed plan run was asked, did and which snapshot to restore, from the exported file alone', async () => {
+    fx = await planFixture([
+      { name: 'build', run: 'echo built > out.txt' },
+      { name: 'publish', run: 'cat out.txt', replay: 'never' },
+    ]);
+    const end = await fx.cli(['run', fx.plan, '--json']);
+    expect(end.code, end.stderr).toBe(0);
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    const file = join(fx.dir, 'record.json');
+    const ex = await fx.cli(['export', runId, '--out', file, '--json']);
+    expect(ex.code, ex.stderr).toBe(0);
+
+    const r = readRecord(file);
+    // what it was asked
+    expect(r.job.objective).toMatchObject({ steps: [{ name: 'build', replay: 'safe' }, { name: 'publish', replay: 'never' }] });
+    expect(r.job.requestId).toBeTruthy();
+    // what it did
+    expect(r.run.state).toBe('completed');
+    expect(r.transitions.map((t) => t.to)).toEqual(['admitted', 'running', 'completed']);
+    expect(r.effects.map((e) => [e.intent, e.status, e.reconciliation])).toEqual([
+      [{ step: 'build', run: 'echo built > out.txt' }, 'confirmed', 'receipt'],
+      [{ step: 'publish', run: 'cat out.txt' }, 'confirmed', 'receipt'],
+    ]);
+    // nothing uncertain; completion is not acceptance
+    expect(r.unresolved).toEqual([]);
+    expect(r.acceptance.recorded).toBe(false);
+    // which snapshot to restore: the newest one, tied to the last step's checkpoint
+    expect(r.isolation.snapshots.at(-1)!.checkpoint).toMatch(/^step:1:/);
+    expect(r.isolation.leases.every((l) => l.releasedAt !== null)).toBe(true);
+    expect(r.run.versions.imageDigest).toMatch(/^sha256:/);
+    expect(r.checkpoint.lastCommittedTransition).toBe(3);
+  });
+
+  it('imports into a fresh store where check passes and show prints the same; a flipped byte is refused, and the imported run is never driven', async () => {
+    fx = await planFixture([{ name: 'fails', run: 'echo nope >&2; exit 3' }]);
+    const end = await fx.cli(['run', fx.plan, '--json']);
+    expect(end.code).toBe(1);
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    const file = join(fx.dir, 'record.json');
+    expect((await fx.cli(['export', runId, '--out', file])).code).toBe(0);
+
+    // failed run, answered from the file: which step failed and how
+    const r = readRecord(file);
+    expect(r.run.state).toBe('failed');
+    const step = r.tasks.find((t) => t.kind === 'plan-step')!;
+    expect(step.error).toMatchObject({ code: 'step_failed', details: { step: 'fails', exitCode: 3, stderrTail: 'nope\n' } });
+    expect(r.transitions.at(-1)!.reason).not.toBe('');
+
+    const other = join(fx.dir, 'other.db');
+    const imp = await cliOn(other, ['import', file, '--json']);
+    expect(imp.code, imp.stderr).toBe(0);
+    expect(lastJson<{ runId: string }>(imp).runId).toBe(runId);
+    const check = await cliOn(other, ['check', runId, '--json']);
+    expect(check.code, check.stdout + check.stderr).toBe(0);
+    expect(lastJson<{ violations: unknown[] }>(check).violations).toEqual([]);
+
+    const strip = (text: string) => text.replace(/^run (\S+) \((\w+)\) .*$/m, 'run $1 ($2)');
+    const shownHere = await fx.cli(['show', runId]);
+    const shownThere = await cliOn(other, ['show', runId]);
+    expect(shownThere.code, shownThere.stderr).toBe(0);
+    expect(strip(shownThere.stdout)).toBe(strip(shownHere.stdout));
+    expect(shownThere.stdout.split('\n')[0]).toBe(`run ${runId} (plan) failed, imported record (read-only; ${r.digest})`);
+    // a re-export from the imported store carries the same content (only the export time and origin differ)
+    const again = join(fx.dir, 'again.json');
+    expect((await cliOn(other, ['export', runId, '--out', again])).code).toBe(0);
+    const r2 = readRecord(again);
+    expect({ ...r2, digest: '', exportedAt: 0, source: null }).toEqual({ ...r, digest: '', exportedAt: 0, source: null });
+
+    // never driven
+    for (const args of [['resume', runId], ['cancel', runId], ['reconcile', runId, '--fail']]) {
+      const refused = await cliOn(other, args);
+      expect(refused.code, args.join(' ')).toBe(1);
+      expect(refused.stderr).toContain('run_imported');
+    }
+
+    // a record changed in the store (not through a commit) fails check, naming the invariant and its evidence
+    const db = new Database(other);
+    db.prepare("UPDATE run_transitions SET from_state = 'admitted' WHERE run_id = ? AND n = 3").run(runId);
+    db.close();
+    const broken = await cliOn(other, ['check', '--all']);
+    expect(broken.code).toBe(1);
+    expect(broken.stdout).toContain(`legal_transitions: ${runId}: transition #3 admitted -> `);
+    expect(broken.stdout).toContain('evidence: {"n":3,"from":"admitted"');
+    expect(broken.stderr).toContain('legal_transitions');
+
+    // a flipped byte (inside a value, so the file stays JSON) is refused by digest
+    const text = readFileSync(file, 'utf8');
+    const at = text.indexOf('"exitCode":3') + '"exitCode":'.length;
+    expect(at).toBeGreaterThan(20);
+    const tampered = join(fx.dir, 'tampered.json');
+    writeFileSync(tampered, text.slice(0, at) + '0' + text.slice(at + 1));
+    const refused = await cliOn(join(fx.dir, 'third.db'), ['import', tampered]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('record_digest_mismatch');
+    // an unknown schema version is refused before anything else
+    const future = join(fx.dir, 'future.json');
+    writeFileSync(future, text.replace('"schemaVersion":1', '"schemaVersion":2'));
+    const unknown = await cliOn(join(fx.dir, 'fourth.db'), ['import', future]);
+    expect(unknown.stderr).toContain('record_version_unknown');
+  });
+});

@@ -1,0 +1,184 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { BerthError } from '../../host/errors';
+import {
+  INVARIANTS,
+  RECORD_JSON_SCHEMA_FILE,
+  RunRecordSchema,
+  checkRecord,
+  environmentCanonical,
+  recordDigest,
+  runRecordJsonSchema,
+  sealRecord,
+  verifyRecord,
+  type InvariantName,
+  type RunRecord,
+} from '../../host/record';
+
+const versions = { kernel: 'berth@0.1.0', envFingerprint: 'sha256:env', imageDigest: 'sha256:img' };
+const notRecorded = { recorded: false as const, note: 'n' };
+
+/** A small completed plan run that keeps every invariant. */
+function validRecord(): RunRecord {
+  const t = (n: number, from: RunRecord['transitions'][number]['from'], to: RunRecord['transitions'][number]['to'], commitSeq: number) => ({ n, at: 1000 + n, actor: 'host:h', from, to, reason: 'r', versions, commitSeq });
+  const doc = {
+    format: 'berth.run-record', schemaVersion: 1, digest: '', exportedAt: 5000,
+    source: { storeId: 'store_x', berth: 'berth 0.1.0', importedFrom: null },
+    job: { requestId: 'req_1', submissionId: 'sub_1', submittedAt: 1000, submitter: 'host:h', objective: { steps: [] }, submission: {}, acceptanceRule: notRecorded, authorityReference: notRecorded },
+    run: {
+      id: 'run_1', sessionId: 'ses_1', sessionCreatedAt: 1000, sessionMeta: null, kind: 'plan', state: 'completed', rootTaskId: 'task_root', parentRunId: null, forkedFrom: notRecorded,
+      transitionCount: 3, versions, handlerKinds: [], models: [], promptDigest: null, createdAt: 1000, updatedAt: 2000,
+    },
+    transitions: [t(1, null, 'admitted', 1), t(2, 'admitted', 'running', 2), t(3, 'running', 'completed', 4)],
+    commits: [1, 2, 3, 4].map((seq) => ({ seq, at: 1000 + seq, label: 'l', actor: 'host:h' })),
+    checkpoint: { store: 'sqlite', lastCommittedTransition: 3, lastCommitSeq: 4, resumeRule: 'r' },
+    retryAndTimeout: { commandTimeoutS: 60, runBudgetS: 600, leaseTtlS: 60, stepReplay: [], taskAttempts: [] },
+    tasks: [
+      task('task_root', null, { steps: [] }),
+      task('task_step', 'task_root', { step: 'a', snapshotId: 'snap_1' }),
+    ],
+    effects: [{ id: 'run_1:step:0:g0', taskId: 'task_step', kind: 'plan.step', intent: { step: 'a', run: 'true' }, replay: 'never', status: 'confirmed', attempts: 1, receipt: { exitCode: 0 }, error: null, createdAt: 1, updatedAt: 2, reconciliation: 'receipt' }],
+    approvals: [],
+    isolation: {
+      engine: 'docker', environment: {}, network: { mode: 'none', allow: [] }, secrets: [], limits: {},
+      leases: [{ id: 'lease_1', hostId: 'h', containerId: 'c1', imageDigest: 'sha256:img', envFingerprint: 'sha256:env', createdAt: 1, expiresAt: 9, releasedAt: 5, runId: 'run_1' }],
+      snapshots: [{ id: 'snap_1', runId: 'run_1', taskId: 'task_step', leaseId: 'lease_1', imageId: 'sha256:i', workspaceDigest: 'sha256:w', sizeBytes: 1, checkpoint: 'step:0:a', parentId: null, commitSeq: 3, createdAt: 3, prunedAt: null }],
+    },
+    documents: [{ id: 'run_1:sandbox', runId: 'run_1', type: 'plan-sandbox', version: 1, baselineVersion: 0, baseline: { leaseId: null, snapshotId: null, workspaceDigest: null }, ops: [{ version: 1, op: { snapshotId: 'snap_1' } }] }],
+    entries: [{ id: 'e1', seq: 1, conversationId: null, taskId: 'task_step', kind: 'plan.step.output', body: {}, commitSeq: 3, at: 3 }],
+    egress: [],
+    recovery: { restarts: 0, interruptedTasks: [], reconciliations: [], cancellation: [], completionEvidence: null },
+    acceptance: notRecorded, cost: notRecorded, artifacts: notRecorded, ownership: notRecorded,
+    unresolved: [],
+  };
+  return RunRecordSchema.parse(doc);
+}
+
+function task(id: string, parentId: string | null, result: RunRecord['tasks'][number]['result']): RunRecord['tasks'][number] {
+  return { id, parentId, kind: parentId ? 'plan-step' : 'plan', kindVersion: 1, status: 'terminal', phase: 'done', checkpoint: null, input: {}, attempts: 1, restarts: 0, wait: null, wakeAt: null, outcome: 'ok', result, error: null, cancelRequested: false, blockedReason: null, version: 3, createdAt: 1, updatedAt: 2 };
+}
+
+/** One corruption per invariant: each must be reported by that name. */
+const CORRUPT: Record<InvariantName, (r: RunRecord) => void> = {
+  completed_with_unresolved: (r) => (r.effects[0]!.status = 'unknown'),
+  retry_same_effect: (r) => (r.effects[0]!.attempts = 2),
+  in_flight_owner: (r) => Object.assign(r.effects[0]!, { status: 'executing', taskId: 'task_gone' }),
+  resume_verified: (r) => {
+    r.tasks[1]!.restarts = 1;
+    r.transitions[2]!.versions = { kernel: 'berth@0.1.0' };
+  },
+  cancel_records_point: (r) => Object.assign(r.tasks[1]!, { outcome: 'cancelled', result: { step: 'a' } }),
+  compensation_declared: (r) => Object.assign(r.effects[0]!, { status: 'compensated', receipt: { exitCode: 0 } }),
+  sandbox_cleanup_visible: (r) => (r.isolation.leases[0]!.releasedAt = null),
+  acceptance_separate: (r) => (r.acceptance = { status: 'accepted' } as never),
+  legal_transitions: (r) => (r.transitions[2]!.from = 'admitted'),
+  monotonic_sequences: (r) => (r.transitions[2]!.n = 5),
+  never_once: (r) => r.effects.push({ ...r.effects[0]!, id: 'run_1:step:0:g1' }),
+  checkpoint_refs_exist: (r) => (r.isolation.snapshots = []),
+};
+
+describe('run invariants (berth check)', () => {
+  it('finds nothing wrong with a run that keeps them all', () => {
+    expect(checkRecord(validRecord())).toEqual([]);
+  });
+
+  for (const name of Object.keys(INVARIANTS) as InvariantName[]) {
+    it(`reports ${name} by name, with evidence, when a record breaks it`, () => {
+      const r = validRecord();
+      CORRUPT[name](r);
+      const found = checkRecord(r);
+      expect(found.map((v) => v.invariant)).toContain(name);
+      const v = found.find((x) => x.invariant === name)!;
+      expect(v.runId).toBe('run_1');
+      expect(v.message).not.toBe('');
+      expect(v.evidence).not.toBeNull();
+    });
+  }
+});
+
+describe('run record files', () => {
+  it('carries the digest of its canonical form: key order and whitespace do not matter, a changed value does', () => {
+    const { text, digest } = sealRecord(validRecord() as unknown as Record<string, unknown>);
+    const doc = JSON.parse(text) as Record<string, unknown>;
+    expect(doc.digest).toBe(digest);
+    expect(recordDigest(doc)).toBe(digest);
+    // canonical: sorted keys, no whitespace
+    expect(text.startsWith('{"acceptance":{"note":"n","recorded":false},"approvals":[]')).toBe(true);
+    const reordered = JSON.stringify(Object.fromEntries(Object.entries(doc).reverse()), null, 2);
+    expect(verifyRecord(reordered).digest).toBe(digest);
+    const changed = text.replace('"attempts":1', '"attempts":7');
+    expect(() => verifyRecord(changed)).toThrow(expect.objectContaining({ code: 'record_digest_mismatch' }) as BerthError);
+  });
+
+  it('refuses an unknown schema version and a document that is no record', () => {
+    const { text } = sealRecord(validRecord() as unknown as Record<string, unknown>);
+    expect(() => verifyRecord(text.replace('"schemaVersion":1', '"schemaVersion":99'))).toThrow(expect.objectContaining({ code: 'record_version_unknown' }) as BerthError);
+    expect(() => verifyRecord(text.slice(0, -10))).toThrow(expect.objectContaining({ code: 'record_unreadable' }) as BerthError);
+  });
+
+  it('publishes a JSON Schema equal to what the zod schema generates now (run npx tsx host/record/write-json-schema.ts)', () => {
+    const committed = readFileSync(join(import.meta.dirname, '../..', RECORD_JSON_SCHEMA_FILE), 'utf8');
+    expect(committed).toBe(runRecordJsonSchema());
+  });
+});
+
+describe('canonical JSON', () => {
+  it('is the same text as the environment fingerprint\'s canonical form, keys sorted at every depth', async () => {
+    const { canonicalJson, environmentCanonical } = await import('../../host/record');
+    const value = { b: [3, { z: 1, a: null, m: 'x"y' }], a: { d: true, c: 'é\u2028' }, é: 1, B: 2, _: [] };
+    expect(canonicalJson(value)).toBe(environmentCanonical(value));
+    expect(canonicalJson(value)).toBe('{"B":2,"_":[],"a":{"c":"é\u2028","d":true},"b":[3,{"a":null,"m":"x\\"y","z":1}],"é":1}');
+  });
+});
+
+describe('exported entries', () => {
+  it('are written in the same canonical text as the generic serialiser, large bodies left out by digest', async () => {
+    const { tempStore } = await import('../support/temp-store');
+    const { exportRun, recordDigest } = await import('../../host/record');
+    const t = tempStore();
+    try {
+      await t.store.commit({ sessionId: 's', label: 'l', createSession: {}, runs: [{ id: 'r', kind: 'bench', submissionId: null, rootTaskId: null, versions: {} }] });
+      await t.store.commit({ sessionId: 's', label: 'l', entries: [
+        { id: 'e1', runId: 'r', kind: 'k', body: { z: 1, a: { y: 'é"', b: [2, { d: 1, c: 0 }] } } },
+        { id: 'e2', runId: 'r', kind: 'k', body: { big: 'x'.repeat(20_000) } },
+      ] });
+      const { text, record } = await exportRun(t.store, 'r', 1);
+      const parsed = JSON.parse(text) as Record<string, unknown>;
+      // the reference: environment's canonical form
+      expect(text).toBe(`${environmentCanonical(parsed)}\n`);
+      expect(recordDigest(parsed)).toBe(record.digest);
+      expect(record.entries[1]!.body).toEqual({ omitted: true, digest: expect.stringMatching(/^sha256:/), bytes: 20_010 });
+      expect(text).not.toContain('x'.repeat(100));
+    } finally {
+      await t.cleanup();
+    }
+  });
+});
+
+describe('an imported run', () => {
+  it('is left alone by the release of ended runs\' sandboxes: its leases are another store\'s record', async () => {
+    const { tempStore } = await import('../support/temp-store');
+    const { recordRows } = await import('../../host/record');
+    const { releaseEndedRunLeases } = await import('../../host/runtime/run-end-leases');
+    const t = tempStore();
+    try {
+      const r = validRecord();
+      r.isolation.leases[0]!.releasedAt = null;
+      await t.store.importRun(recordRows(r, 'test'), 1);
+      const asked: boolean[] = [];
+      const sandbox = {
+        releaseLeases: async (pick: (l: { runId: string | null }) => Promise<boolean>) => {
+          for (const l of await t.store.listLeases({})) asked.push(await pick(l));
+          return [];
+        },
+      };
+      await releaseEndedRunLeases({ store: t.store, sandbox: sandbox as never, logger: undefined as never });
+      expect(asked).toEqual([false]);
+      // and the store refuses to advance it
+      await expect(t.store.commit({ sessionId: 'ses_1', label: 'x', entries: [{ id: 'e9', kind: 'k', body: 1 }] })).rejects.toMatchObject({ code: 'run_imported' });
+    } finally {
+      await t.cleanup();
+    }
+  });
+});
