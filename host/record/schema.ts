@@ -104,8 +104,8 @@ export const SnapshotRecordSchema = z.strictObject({
   createdAt: z.number(),
   prunedAt: z.number().nullable(),
   /** The pushed manifest (`repo@sha256:…`) when the snapshot travels through a registry. */
-  registryRef: z.string().nullable(),
-  pushedAt: z.number().nullable(),
+  registryRef: z.string().nullable().default(null),
+  pushedAt: z.number().nullable().default(null),
 });
 
 export const LeaseRecordSchema = z.strictObject({
