@@ -1,4 +1,5 @@
 export type { Store, TaskFilter, EntryFilter, ExecutionRight } from './store';
+export type { OwnershipRecords, SessionOwner, ClaimResult, WorkerHost } from './ownership';
 export type {
   CommitInput,
   CommitResult,

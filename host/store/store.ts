@@ -16,6 +16,7 @@ import type {
 import type { LeaseRecords } from '../sandbox/lease-records';
 import type { EgressAuditRecords } from '../egress/audit';
 import type { CommitInput, CommitResult } from './commit-input';
+import type { OwnershipRecords } from './ownership';
 
 export interface TaskFilter {
   runId?: string;
@@ -51,7 +52,7 @@ export interface ExecutionRight {
  * shape; the SQLite store answers synchronously underneath. Every state change goes through
  * {@link Store.commit}; the other writes are lease bookkeeping, which is not session state.
  */
-export interface Store extends LeaseRecords, EgressAuditRecords {
+export interface Store extends LeaseRecords, EgressAuditRecords, OwnershipRecords {
   readonly location: string;
   commit(input: CommitInput): Promise<CommitResult>;
   /** Takes the execution right for `scope`; commits fenced with an older epoch are refused from now on. */

@@ -5,7 +5,7 @@ import { parse, toEffect, toEntry, toRun, toRunTransition, toSubmission, toTask,
 
 type Reads = Omit<
   Store,
-  'location' | 'commit' | keyof ReturnType<typeof import('./fencing').sqliteFencing> | 'close' | keyof import('../../sandbox/lease-records').LeaseRecords | keyof ReturnType<typeof import('./snapshots').sqliteSnapshots> | keyof import('../../egress/audit').EgressAuditRecords
+  'location' | 'commit' | keyof ReturnType<typeof import('./fencing').sqliteFencing> | 'close' | keyof import('../../sandbox/lease-records').LeaseRecords | keyof ReturnType<typeof import('./snapshots').sqliteSnapshots> | keyof import('../../egress/audit').EgressAuditRecords | keyof import('../ownership').OwnershipRecords
 >;
 
 /**

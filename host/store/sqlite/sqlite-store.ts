@@ -7,6 +7,7 @@ import type { Store } from '../store';
 import { CommitWriter } from './commit';
 import { sqliteEgressAudit } from './egress';
 import { sqliteFencing } from './fencing';
+import { sqliteOwnership } from './ownership';
 import { sqliteLeaseRecords } from './leases';
 import { openDatabase, type Durability } from './open';
 import { sqliteReads } from './reads';
@@ -31,6 +32,7 @@ export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): St
     ...sqliteSnapshots(db),
     ...sqliteEgressAudit(db),
     ...sqliteFencing(db, clock),
+    ...sqliteOwnership(db, clock),
     async commit(input: CommitInput): Promise<CommitResult> {
       faultPoint(`before:${input.label}`);
       const result = writer.apply(input, clock.now());
