@@ -14,12 +14,19 @@ import { cancelRun, logs, resumeRun, runPlan } from './commands/plan-run';
 import { reconcileRun } from './commands/reconcile';
 import { agentChat, agentRun, type AgentFlags } from './commands/agent-run';
 import { decide } from './commands/agent-approve';
+import { workerCommand, workersList } from './commands/worker';
 import { reportError } from './output';
 
 const USAGE = `usage: berth <command> [options]
 
-  run PLAN                 run a build/test plan durably (live progress; Ctrl-C stops, resume continues)
-  resume RUN               continue a run after a crash, a stop or a reconcile
+  run PLAN [--detach]      run a build/test plan durably (live progress; Ctrl-C stops, resume continues);
+                           --detach submits it for a berth worker and returns
+  resume RUN [--take-over] continue a run after a crash, a stop or a reconcile; a run a live worker
+                           owns needs --take-over (recorded with you as the actor; the worker stops)
+  worker [--concurrency N] [--tags a,b] [--lease-ttl S] [--grace S]
+                           claim and drive submitted runs and runs whose owner's lease ran out;
+                           SIGTERM drains (no new claims, running steps get S seconds, leases released)
+  workers                  worker processes of this store, last heartbeat, the runs each owns
   status                   list runs
   show RUN                 state, transitions, tasks, effects, snapshots and leases of a run
   logs RUN                 the output each step of a run produced
@@ -35,7 +42,7 @@ const USAGE = `usage: berth <command> [options]
                            check an environment manifest (--engine: and that its pinned image is on this engine)
   env lock FILE            pin the manifest's image to the local image id
   agent "TASK" --env FILE [--workspace DIR] [--model M --base-url URL --api-key-env NAME]
-        [--require-approval TOOLS --approval-ttl S --max-turns N]
+        [--require-approval TOOLS --approval-ttl S --max-turns N] [--detach]
                            start a coding-agent run in a sandbox (live output)
   chat SESSION "MESSAGE"   continue an agent session with another message
   approve RUN ID [--digest D]
@@ -56,7 +63,7 @@ exit codes:
 type Handler = (ctx: () => CliContext, args: string[], flags: Flags) => Promise<number>;
 
 /** Commands that start work, and so may create the store; every other one needs it to exist. */
-const CREATES_STORE = new Set(['run', 'agent']);
+const CREATES_STORE = new Set(['run', 'agent', 'worker']);
 interface Flags extends AgentFlags {
   json: boolean;
   debug: boolean;
@@ -71,6 +78,11 @@ interface Flags extends AgentFlags {
   keep?: string;
   engine: boolean;
   grace?: string;
+  detach: boolean;
+  'take-over': boolean;
+  concurrency?: string;
+  tags?: string;
+  'lease-ttl'?: string;
 }
 
 const need = (args: string[], n: number, what: string) => {
@@ -86,8 +98,10 @@ const commands: Record<string, Handler> = {
     if (flags.grace !== undefined && !/^\d+$/.test(flags.grace)) throw new BerthError('usage', `--grace expects whole seconds, found "${flags.grace}"`);
     return gc(ctx(), flags.keep === undefined ? undefined : Number(flags.keep), flags.grace === undefined ? undefined : Number(flags.grace));
   },
-  run: (ctx, args, flags) => runPlan(ctx(), need(args, 1, 'PLAN')[0]!, flags['request-id']),
-  resume: (ctx, args) => resumeRun(ctx(), need(args, 1, 'RUN')[0]!),
+  run: (ctx, args, flags) => runPlan(ctx(), need(args, 1, 'PLAN')[0]!, flags['request-id'], flags.detach),
+  resume: (ctx, args, flags) => resumeRun(ctx(), need(args, 1, 'RUN')[0]!, { takeOver: flags['take-over'], leaseTtl: flags['lease-ttl'] }),
+  worker: (ctx, _args, flags) => workerCommand(ctx(), flags),
+  workers: (ctx) => workersList(ctx()),
   reconcile: (ctx, args, flags) => reconcileRun(ctx(), need(args, 1, 'RUN')[0]!, flags),
   cancel: (ctx, args) => cancelRun(ctx(), need(args, 1, 'RUN')[0]!),
   logs: (ctx, args) => logs(ctx(), need(args, 1, 'RUN')[0]!),
@@ -131,6 +145,11 @@ export async function main(argv: string[]): Promise<number> {
         keep: { type: 'string' },
         engine: { type: 'boolean', default: false },
         grace: { type: 'string' },
+        detach: { type: 'boolean', default: false },
+        'take-over': { type: 'boolean', default: false },
+        concurrency: { type: 'string' },
+        tags: { type: 'string' },
+        'lease-ttl': { type: 'string' },
         env: { type: 'string' },
         workspace: { type: 'string' },
         model: { type: 'string' },
