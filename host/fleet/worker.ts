@@ -20,6 +20,8 @@ export interface WorkerOptions {
   claimEveryMs: number;
   /** Called after each claim round (the CLI sweeps ended runs' sandboxes there). */
   onTick?: () => Promise<void>;
+  /** A session's work ended and it was released (the CLI removes the run's sandboxes and sweeps). */
+  onReleased?: (sessionId: string) => Promise<void>;
   /** A session was claimed; `previous` is the owner it was taken from (a crashed or stale host). */
   onClaim?: (sessionId: string, epoch: number, previousHolder: string | null) => void;
 }
@@ -90,7 +92,9 @@ export class Worker {
   private async releaseFinished(): Promise<void> {
     for (const { sessionId } of this.o.kernel.ownedSessions()) {
       const open = await this.o.store.listTasks({ sessionId, statuses: ['pending', 'running', 'waiting', 'sleeping', 'completing'] });
-      if (open.length === 0) await this.o.kernel.release(sessionId);
+      if (open.length > 0) continue;
+      await this.o.kernel.release(sessionId);
+      await this.o.onReleased?.(sessionId).catch((err: unknown) => this.o.logger.warn({ err, sessionId }, 'clean-up after a run end failed; the next sweep does it'));
     }
   }
 

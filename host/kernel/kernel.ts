@@ -155,7 +155,14 @@ export class Kernel {
     const epoch = this.sessions?.epochOf(sessionId);
     if (epoch === undefined || !this.sessions!.remove(sessionId, epoch)) return;
     await this.abortSession(sessionId, 'session released');
-    await this.o.store.releaseSession(sessionId, epoch).catch(() => false);
+    // Refused: another host claimed it meanwhile (this one was frozen past its lease). Said as a loss.
+    if ((await this.o.store.releaseSession(sessionId, epoch).catch(() => true)) === false) await this.reportLoss(sessionId, epoch);
+  }
+
+  private async reportLoss(sessionId: string, epoch: number): Promise<void> {
+    const lost = await this.sessions!.describeLoss(sessionId, epoch);
+    this.o.logger.error({ lost }, 'another host took this session; stopped all work on it');
+    for (const l of this.sessionLostListeners) l(lost);
   }
 
   /** Called once per session this kernel lost to another host; it has stopped all work on it. */
@@ -173,9 +180,7 @@ export class Kernel {
   private async loseSession(sessionId: string, epoch: number): Promise<void> {
     if (!this.sessions?.remove(sessionId, epoch)) return;
     await this.abortSession(sessionId, 'ownership lost');
-    const lost = await this.sessions.describeLoss(sessionId, epoch);
-    this.o.logger.error({ lost }, 'another host took this session; stopped all work on it');
-    for (const l of this.sessionLostListeners) l(lost);
+    await this.reportLoss(sessionId, epoch);
   }
 
   /**

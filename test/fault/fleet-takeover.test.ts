@@ -1,4 +1,6 @@
+import { readFileSync, writeFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
+import { startCountingService } from '../support/counting-service';
 import { planFixture, type PlanStepDef } from '../support/plan-fixture';
 import { finishedStepCounts, runDigest, runSettled, sleep, startWorker, stepRunning, stopWorker, submitDetached, waitFor, type WorkerProcess } from '../support/fleet';
 
@@ -11,9 +13,16 @@ const STEPS: PlanStepDef[] = Array.from({ length: 20 }, (_, i) => ({ name: `s${i
 
 let fx: Awaited<ReturnType<typeof planFixture>> | undefined;
 let workers: WorkerProcess[] = [];
+let service: Awaited<ReturnType<typeof startCountingService>> | undefined;
 afterEach(async () => {
-  for (const w of workers) await stopWorker(w, 30_000);
+  for (const w of workers) {
+    // A test that fails with a worker stopped must not leave it stopped forever.
+    w.child.kill('SIGCONT');
+    await stopWorker(w, 30_000);
+  }
   workers = [];
+  await service?.close();
+  service = undefined;
   await fx?.cleanup();
   fx = undefined;
 });
@@ -93,5 +102,52 @@ describe('two workers on one store', { timeout: 600_000 }, () => {
     // The worker lives on (it only gave up that run) and drains on SIGTERM.
     expect(w.child.exitCode).toBeNull();
     expect(await stopWorker(w)).toBe(0);
+  });
+
+  it('a stale owner SIGSTOPped past its lease is taken over; after SIGCONT its next commit or renewal is refused, it stops all work on the run, and the never step runs once', async () => {
+    service = await startCountingService();
+    const port = new URL(service.url).port;
+    fx = await planFixture([
+      { name: 'one', run: 'echo one >> steps.log' },
+      { name: 'slow', run: 'sleep 5 && echo slow >> steps.log' },
+      { name: 'deploy', run: `timeout 20 busybox wget -q -O - http://localhost:${port}/deploy && echo deployed >> steps.log`, replay: 'never' },
+      { name: 'four', run: 'echo four >> steps.log' },
+    ]);
+    const envFile = `${fx.dir}/env.yaml`;
+    writeFileSync(envFile, `${readFileSync(envFile, 'utf8')}network: { mode: allowlist, allow: ["localhost:${port}"], allowOverride: ["localhost:${port}"] }\n`);
+    const run = await submitDetached(fx);
+    workers = [await startWorker(fx, TTL_MS), await startWorker(fx, TTL_MS)];
+    await waitFor('the slow step to run', () => stepRunning(fx!, run.id, 1));
+    await sleep(1000);
+    const owner = (await fx.read((s) => s.getSessionOwner(run.sessionId)))!;
+    const stale = workers.find((w) => w.pid === owner.pid)!;
+    const other = workers.find((w) => w !== stale)!;
+    stale.child.kill('SIGSTOP');
+    const end = await runSettled(fx, run.id);
+    expect(end.state, other.stderr()).toBe('completed');
+    const taken = (await fx.read((s) => s.getSessionOwner(run.sessionId)))!;
+    expect(taken.pid).toBe(other.pid);
+    expect(taken.epoch).toBeGreaterThan(owner.epoch);
+    const commits = (await fx.read((s) => s.listCommits(run.sessionId))).length;
+
+    stale.child.kill('SIGCONT');
+    await waitFor('the stale worker to learn it lost the run', async () => (stale.stderr().includes(`lost session ${run.sessionId}`) ? true : undefined), 60_000);
+    // It gave up the run without writing: no commit after the takeover's, and it is still a live worker.
+    await sleep(TTL_MS);
+    expect((await fx.read((s) => s.listCommits(run.sessionId))).length).toBe(commits);
+    expect(stale.child.exitCode).toBeNull();
+    expect(service.counts()).toEqual({ deploy: 1 });
+    expect(await finishedStepCounts(fx, run.id)).toEqual({ one: 1, slow: 1, deploy: 1, four: 1 });
+    // The old epoch's sandbox was never used again: every snapshot after the takeover was taken in
+    // a sandbox leased after it (labelled with the new epoch).
+    const after = await fx.read(async (s) => {
+      const leases = new Map((await s.listLeases({ runId: run.id })).map((l) => [l.id, l]));
+      return (await s.listSnapshots({ runId: run.id })).filter((x) => x.createdAt > taken.takenAt).map((x) => leases.get(x.leaseId!)!.createdAt > owner.takenAt && leases.get(x.leaseId!)!.createdAt >= taken.takenAt);
+    });
+    expect(after.length).toBeGreaterThan(0);
+    expect(after.every(Boolean)).toBe(true);
+    // None survives: every lease of the ended run is released and its container gone (the fixture's leak check).
+    const open = await fx.read(async (s) => (await s.listLeases({ runId: run.id })).filter((l) => l.releasedAt === null));
+    expect(open).toEqual([]);
   });
 });

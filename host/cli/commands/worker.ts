@@ -66,6 +66,13 @@ export async function workerCommand(ctx: CliContext, flags: { concurrency?: stri
     leaseTtlMs: ttl,
     claimEveryMs: Math.min(1000, heartbeatEvery(ttl)),
     onClaim: (sessionId, epoch, from) => process.stderr.write(`claimed session ${sessionId} (epoch ${epoch}${from ? `, taken from ${from} whose lease ran out` : ''})\n`),
+    // As `berth run` does at a run's end: every sandbox of its ended runs goes, and what a stale
+    // owner's release left (a container, a network) is swept at once rather than at the next start.
+    onReleased: async (sessionId) => {
+      const runIds = (await ctx.store.listRuns({ sessionId })).map((r) => r.id);
+      await releaseEndedRunLeases(ctx, runIds);
+      await ctx.sandbox.sweep();
+    },
     onTick: async () => {
       // Ended runs' sandboxes go (the runtime releases them at run end; this catches what a dead owner left).
       if (rounds++ % 10 !== 0) return;
@@ -85,6 +92,7 @@ export async function workerCommand(ctx: CliContext, flags: { concurrency?: stri
   process.stderr.write('draining: no new claims; running steps finish or stay durably in flight\n');
   await worker.drain(graceMs);
   await rt.leasesReleased();
+  await ctx.sandbox.sweep().catch((err: unknown) => ctx.logger.warn({ err }, 'drain sweep failed; berth gc removes what is left'));
   process.stderr.write('drained; leases released\n');
   return EXIT.ok;
 }
