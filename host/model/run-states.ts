@@ -48,9 +48,7 @@ const EDGES: Record<RunState, readonly RunState[]> = {
 
 /** True when the run state machine allows `from -> to`. */
 export function isLegalRunTransition(from: RunState, to: RunState): boolean {
-  // A run that is not final may record a transition to its own state: an ownership change (an
-  // operator's take-over, issue 15) is a row of the transition log with its actor and reason.
-  return EDGES[from].includes(to) || (from === to && EDGES[from].length > 0);
+  return EDGES[from].includes(to);
 }
 
 /** States a run never leaves. */

@@ -239,7 +239,7 @@ async function resumeOwned(ctx: CliContext, run: Run, opts: { takeOver?: boolean
   if (opts.takeOver && previous && previous.stoppedAt === null && !isFinalRunState(run.state)) {
     const actor = operator();
     const reason = `taken over by ${actor} from host ${previous.holder}${previous.pid ? ` pid ${previous.pid}` : ''} (epoch ${previous.epoch} -> ${claim.epoch})`;
-    const r = await ctx.store.commit({ sessionId: run.sessionId, label: 'run.take-over', actor, fence: { scope: `session:${run.sessionId}`, epoch: claim.epoch }, runTransitions: [{ runId: run.id, from: run.state, to: run.state, actor, reason }] });
+    const r = await ctx.store.commit({ sessionId: run.sessionId, label: 'run.take-over', actor, fence: { scope: `session:${run.sessionId}`, epoch: claim.epoch }, runTransitions: [{ runId: run.id, from: run.state, to: run.state, actor, reason, ownerChange: true }] });
     if (!r.ok) ctx.logger.warn({ conflict: r.conflict }, 'take-over transition not recorded');
   }
   const total = await stepCount(ctx, run);
