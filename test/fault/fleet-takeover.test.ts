@@ -1,7 +1,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startCountingService } from '../support/counting-service';
-import { planFixture, type PlanStepDef } from '../support/plan-fixture';
+import { lastJson, planFixture, type PlanStepDef } from '../support/plan-fixture';
 import { finishedStepCounts, runDigest, runSettled, sleep, startWorker, stepRunning, stopWorker, submitDetached, waitFor, type WorkerProcess } from '../support/fleet';
 
 /** Short enough that a takeover happens within seconds here; long against the renewals (every TTL/3). */
@@ -77,6 +77,14 @@ describe('two workers on one store', { timeout: 600_000 }, () => {
     workers = [w];
     await waitFor('the long step to run', () => stepRunning(fx!, run.id, 1));
     const before = await fx.read(async (s) => ({ commits: (await s.listCommits(run.sessionId)).length, owner: await s.getSessionOwner(run.sessionId) }));
+
+    // berth workers lists the worker, its heartbeat and the run it owns; show names it as the driver.
+    const listed = await fx.cli(['workers', '--json']);
+    expect(listed.code, listed.stderr).toBe(0);
+    const hosts = lastJson<{ hosts: Array<{ pid: number; stoppedAt: number | null; lastHeartbeatAgoMs: number; owns: Array<{ runId: string }> }> }>(listed).hosts;
+    expect(hosts).toMatchObject([{ pid: w.pid, stoppedAt: null, owns: [{ runId: run.id }] }]);
+    const shown = await fx.cli(['show', run.id, '--json']);
+    expect(lastJson<{ owner: { pid: number; live: boolean } }>(shown).owner).toMatchObject({ pid: w.pid, live: true });
 
     const refused = await fx.cli(['resume', run.id]);
     expect(refused.code).toBe(1);

@@ -172,7 +172,7 @@ export async function cancelRun(ctx: CliContext, runId: string): Promise<number>
   if (!r.ok) throw new BerthError('cancel_conflict', `run ${runId} changed meanwhile: ${r.conflict.kind}`, { retryable: true, ids: { runId } });
   // Cancelled at once (nothing of it was running): its sandboxes go now, as a completed run's do.
   if (transitions.some((t) => isFinalRunState(t.to))) await releaseEndedRunLeases(ctx, [runId]);
-  const host = await readHost(ctx.store, ctx.clock.now(), ctx.hostId);
+  const host = await readHost(ctx.store, ctx.clock.now(), ctx.hostId, run.sessionId);
   emit(ctx.json, { runId, requested: true, owner: host }, () =>
     host?.live
       ? `cancel of run ${runId} committed; host ${host.hostId}${host.pid ? ` (pid ${host.pid})` : ''} drives it and stops it now`
