@@ -69,7 +69,7 @@ describe('two workers on one store', { timeout: 600_000 }, () => {
   it('resume of a run a live worker owns, without --take-over, is refused naming the owner and writes nothing; --take-over records the operator and the worker stops all work on the run', async () => {
     fx = await planFixture([
       { name: 'one', run: 'echo one >> steps.log' },
-      { name: 'long', run: 'sleep 6 && echo long >> steps.log' },
+      { name: 'long', run: 'sleep 15 && echo long >> steps.log' },
       { name: 'three', run: 'echo three >> steps.log' },
     ]);
     const run = await submitDetached(fx);
