@@ -45,6 +45,8 @@ export class Worker {
   async start(): Promise<void> {
     await this.beat();
     await this.o.kernel.start();
+    // A run that moved (often: ended) frees a slot now rather than at the next round.
+    this.o.kernel.onCommit((e) => void (e.runIds.length > 0 && !this.draining && this.tick()));
     await this.tick();
     this.timer = setInterval(() => void this.tick(), this.o.claimEveryMs);
   }
