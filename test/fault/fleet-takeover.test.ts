@@ -158,4 +158,34 @@ describe('two workers on one store', { timeout: 600_000 }, () => {
     const open = await fx.read(async (s) => (await s.listLeases({ runId: run.id })).filter((l) => l.releasedAt === null));
     expect(open).toEqual([]);
   });
+
+  it('SIGTERM drains a worker: the step in flight finishes and commits, no new step starts, the run is released at once (no wait for the lease), and another worker finishes it', async () => {
+    fx = await planFixture([
+      { name: 'one', run: 'echo one >> steps.log' },
+      { name: 'mid', run: 'sleep 4 && echo mid >> steps.log' },
+      { name: 'three', run: 'echo three >> steps.log' },
+    ]);
+    const run = await submitDetached(fx);
+    // A lease far longer than the test: only a release lets the second worker in.
+    const first = await startWorker(fx, 600_000, ['--grace', '60']);
+    workers = [first];
+    await waitFor('the middle step to run', () => stepRunning(fx!, run.id, 1));
+    first.child.kill('SIGTERM');
+    expect(await first.exited).toBe(0);
+    expect(first.stderr()).toContain('drained; leases released');
+    const owner = (await fx.read((s) => s.getSessionOwner(run.sessionId)))!;
+    expect(owner.stoppedAt).not.toBeNull();
+    // The step in flight finished during the drain; the next one never started.
+    expect(await finishedStepCounts(fx, run.id)).toEqual({ one: 1, mid: 1 });
+    expect((await fx.read((s) => s.getRun(run.id)))!.state).toBe('running');
+    const hosts = await fx.read((s) => s.listHosts());
+    expect(hosts.find((h) => h.pid === first.pid)!.stoppedAt).not.toBeNull();
+
+    const second = await startWorker(fx, 600_000);
+    workers.push(second);
+    const end = await runSettled(fx, run.id);
+    expect(end.state, second.stderr()).toBe('completed');
+    expect((await fx.read((s) => s.getSessionOwner(run.sessionId)))!.epoch).toBe(owner.epoch + 1);
+    expect(await finishedStepCounts(fx, run.id)).toEqual({ one: 1, mid: 1, three: 1 });
+  });
 });
