@@ -19,8 +19,9 @@ import { reportError } from './output';
 
 const USAGE = `usage: berth <command> [options]
 
-  run PLAN [--detach]      run a build/test plan durably (live progress; Ctrl-C stops, resume continues);
-                           --detach submits it for a berth worker and returns
+  run PLAN [--detach [--tags a,b]]
+                           run a build/test plan durably (live progress; Ctrl-C stops, resume continues);
+                           --detach submits it for a berth worker (one with all the tags) and returns
   resume RUN [--take-over] continue a run after a crash, a stop or a reconcile; a run a live worker
                            owns needs --take-over (recorded with you as the actor; the worker stops)
   worker [--concurrency N] [--tags a,b] [--lease-ttl S] [--grace S]
@@ -85,6 +86,8 @@ interface Flags extends AgentFlags {
   'lease-ttl'?: string;
 }
 
+const splitTags = (v: string | undefined) => (v ?? '').split(',').map((t) => t.trim()).filter(Boolean);
+
 const need = (args: string[], n: number, what: string) => {
   if (args.length < n) throw new BerthError('usage', `missing ${what}\n\n${USAGE}`);
   return args;
@@ -98,7 +101,10 @@ const commands: Record<string, Handler> = {
     if (flags.grace !== undefined && !/^\d+$/.test(flags.grace)) throw new BerthError('usage', `--grace expects whole seconds, found "${flags.grace}"`);
     return gc(ctx(), flags.keep === undefined ? undefined : Number(flags.keep), flags.grace === undefined ? undefined : Number(flags.grace));
   },
-  run: (ctx, args, flags) => runPlan(ctx(), need(args, 1, 'PLAN')[0]!, flags['request-id'], flags.detach),
+  run: (ctx, args, flags) => {
+    if (flags.tags !== undefined && !flags.detach) throw new BerthError('usage', '--tags on berth run needs --detach (tags choose which worker may claim the run)');
+    return runPlan(ctx(), need(args, 1, 'PLAN')[0]!, flags['request-id'], flags.detach, splitTags(flags.tags));
+  },
   resume: (ctx, args, flags) => resumeRun(ctx(), need(args, 1, 'RUN')[0]!, { takeOver: flags['take-over'], leaseTtl: flags['lease-ttl'] }),
   worker: (ctx, _args, flags) => workerCommand(ctx(), flags),
   workers: (ctx) => workersList(ctx()),

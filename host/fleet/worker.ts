@@ -77,17 +77,28 @@ export class Worker {
     await this.releaseFinished();
     const free = this.o.concurrency - this.o.kernel.ownedSessions().length;
     if (free > 0 && !(await this.legacyHostLive())) {
-      for (const sessionId of await this.o.store.claimableSessions(free)) {
-        if (this.draining) return;
+      let room = free;
+      // More candidates than room: some may need tags this worker lacks.
+      for (const sessionId of await this.o.store.claimableSessions(free * 4 + 8)) {
+        if (this.draining || room <= 0) break;
+        if (!(await this.tagsMatch(sessionId))) continue;
         const claim = await this.o.store.claimSession(sessionId, { hostId: this.o.hostId, pid: this.o.pid }, this.o.leaseTtlMs);
         // Another worker was faster (or the owner renewed): the compare-and-set said no.
         if (!claim.ok) continue;
         this.o.logger.info({ sessionId, epoch: claim.epoch, from: claim.previous?.holder ?? null }, 'claimed session');
         this.o.onClaim?.(sessionId, claim.epoch, claim.previous && claim.previous.stoppedAt === null ? `${claim.previous.holder}:${claim.previous.pid}` : null);
         await this.o.kernel.adopt(sessionId, claim.epoch);
+        room--;
       }
     }
     await this.o.onTick?.();
+  }
+
+  /** A run submitted with tags is claimed only by a worker that has every one of them. */
+  private async tagsMatch(sessionId: string): Promise<boolean> {
+    const meta = (await this.o.store.getSession(sessionId))?.meta as { tags?: unknown } | null | undefined;
+    const wanted = Array.isArray(meta?.tags) ? (meta.tags as unknown[]).map(String) : [];
+    return wanted.every((t) => this.o.tags.includes(t));
   }
 
   /** A session with no unfinished task is done here: released so status shows no owner. */

@@ -188,4 +188,25 @@ describe('two workers on one store', { timeout: 600_000 }, () => {
     expect((await fx.read((s) => s.getSessionOwner(run.sessionId)))!.epoch).toBe(owner.epoch + 1);
     expect(await finishedStepCounts(fx, run.id)).toEqual({ one: 1, mid: 1, three: 1 });
   });
+
+  it('a run submitted with --tags is claimed only by a worker that has all of them; berth run --tags without --detach is a usage error', async () => {
+    fx = await planFixture([{ name: 'one', run: 'echo one >> steps.log' }]);
+    const plain = await startWorker(fx, TTL_MS);
+    workers = [plain];
+    const usage = await fx.cli(['run', fx.plan, '--tags', 'gpu']);
+    expect(usage.code).toBe(2);
+    const end = await fx.cli(['run', fx.plan, '--detach', '--tags', 'gpu', '--json']);
+    expect(end.code, end.stderr).toBe(0);
+    const run = lastJson<{ run: { id: string; sessionId: string } }>(end).run;
+    // Several claim rounds of the untagged worker (one per TTL/3) leave it alone.
+    await waitFor('the untagged worker to have run a few claim rounds', async () => ((await fx!.read((s) => s.listHosts()))[0]!.heartbeatAt > Date.now() - 500 ? true : undefined));
+    await sleep(TTL_MS * 2);
+    expect(await fx.read((s) => s.getSessionOwner(run.sessionId))).toBeUndefined();
+    const gpu = await startWorker(fx, TTL_MS, ['--tags', 'gpu,big']);
+    workers.push(gpu);
+    const done = await runSettled(fx, run.id);
+    expect(done.state).toBe('completed');
+    expect((await fx.read((s) => s.getSessionOwner(run.sessionId)))!.pid).toBe(gpu.pid);
+    expect(plain.stderr()).not.toContain(run.sessionId);
+  });
 });

@@ -120,14 +120,14 @@ async function summary(ctx: CliContext, run: Run): Promise<string> {
 }
 
 /** `berth run PLAN [--detach]`: `--detach` submits the run for a `berth worker` and returns at once. */
-export async function runPlan(ctx: CliContext, file: string, requestId?: string, detach = false): Promise<number> {
+export async function runPlan(ctx: CliContext, file: string, requestId?: string, detach = false, tags: string[] = []): Promise<number> {
   const loaded = await loadPlan(file);
   // Before anything is submitted: the engine's own error for these would come at container create.
   checkEngineCapacity(loaded.environment, await engineCapacity(ctx.docker));
   // Everything checkable is checked before the run exists: a run is created only to be driven.
   await checkImageOnEngine(ctx.docker, loaded.environment as Environment & { image: { digest: string } }, loaded.environmentFile);
   await checkPlanSecrets(loaded);
-  if (detach) return submitDetached(ctx, loaded, requestId);
+  if (detach) return submitDetached(ctx, loaded, requestId, tags);
   const rt = await startHost(ctx, () => loaded.plan.steps.length);
   const { run, created } = await submitPlan(rt, loaded, requestId);
   if (!ctx.json) process.stderr.write(`${created ? 'started' : 'already submitted as'} run ${run.id} (${loaded.plan.steps.length} steps, image ${loaded.environment.image.ref})\n`);
@@ -210,9 +210,9 @@ export async function logs(ctx: CliContext, runId: string): Promise<number> {
 }
 
 /** `--detach`: the run is saved (admitted) and left for a worker; nothing is driven here. */
-async function submitDetached(ctx: CliContext, loaded: Awaited<ReturnType<typeof loadPlan>>, requestId?: string): Promise<number> {
+async function submitDetached(ctx: CliContext, loaded: Awaited<ReturnType<typeof loadPlan>>, requestId: string | undefined, tags: string[]): Promise<number> {
   const rt = fleetRuntime(ctx, leaseTtlMs(undefined));
-  const { run, created } = await submitPlan(rt, loaded, requestId);
+  const { run, created } = await submitPlan(rt, loaded, requestId, tags);
   emit(ctx.json, { run, created, detached: true }, () => `${created ? 'submitted' : 'already submitted as'} run ${run.id} (${loaded.plan.steps.length} steps); a berth worker on ${ctx.store.location} drives it (berth show ${run.id})`);
   return EXIT.ok;
 }
