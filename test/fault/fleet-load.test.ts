@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { unrecordedSnapshotImages } from '../support/leak-check';
 import { planFixture, type PlanStepDef } from '../support/plan-fixture';
 import { finishedStepCounts, runDigest, runSettled, sleep, startWorker, stopWorker, submitDetached, type WorkerProcess } from '../support/fleet';
 
@@ -23,6 +24,10 @@ afterEach(async () => {
 describe('load across two workers with random SIGKILLs', { timeout: 1_800_000 }, () => {
   it(`${RUNS} concurrent plan runs x ${STEPS_N} steps across 2 workers with ${KILLS} random SIGKILLs of either worker (each restarted): 0 runs lost, 0 steps duplicated, every run equal to its uninterrupted twin`, async () => {
     fx = await planFixture(STEPS);
+    // A worker killed between a snapshot's image commit and its record's commit leaves that image
+    // unrecorded (one per run it was snapshotting): gc's after its grace period (issue 12.2), as in
+    // the plan crash suite. Containers and networks stay checked.
+    fx.allowLeftovers('a SIGKILLed worker may leave snapshot images whose records never committed; berth gc removes them after the grace period', unrecordedSnapshotImages);
     // The uninterrupted twin: the same plan driven by one `berth run` on the same store.
     const twin = await fx.cli(['run', fx.plan, '--json']);
     expect(twin.code, twin.stderr).toBe(0);
