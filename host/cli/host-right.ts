@@ -19,9 +19,21 @@ export const EXIT = {
  * another host took the store's execution right (a refused commit or heartbeat). Without this race
  * a host that lost the right would wait forever for a run it no longer drives.
  */
-export async function whileHoldingRight<T>(kernel: Kernel, runId: string, work: Promise<T>): Promise<T> {
+export async function whileHoldingRight<T>(kernel: Kernel, runId: string, work: Promise<T>, sessionId?: string): Promise<T> {
   let off = () => {};
+  let offSession = () => {};
   const lost = new Promise<never>((_, reject) => {
+    // A kernel owning sessions one by one loses this run alone when another host claims its session.
+    offSession = kernel.onSessionLost((l) => {
+      if (l.sessionId !== sessionId) return;
+      reject(
+        new BerthError(
+          'execution_right_lost',
+          `another berth process (host ${l.holder ?? '?'}${l.pid ? `, pid ${l.pid}` : ''}) took run ${runId} over (epoch ${l.epoch} is no longer current); this one stopped all work on it and commits nothing more for it`,
+          { ids: { runId, sessionId }, details: { ...l } },
+        ),
+      );
+    });
     off = kernel.onLost((l) =>
       reject(
         new BerthError(
@@ -37,5 +49,6 @@ export async function whileHoldingRight<T>(kernel: Kernel, runId: string, work: 
     return await Promise.race([work, lost]);
   } finally {
     off();
+    offSession();
   }
 }

@@ -16,6 +16,7 @@ import { agentChat, agentRun, type AgentFlags } from './commands/agent-run';
 import { decide } from './commands/agent-approve';
 import { forkRun, tree, type ForkFlags } from './commands/fork';
 import { serveCommand, type ServeFlags } from './commands/serve';
+import { workerCommand, workersList } from './commands/worker';
 import { reportError } from './output';
 import { judgeRun } from './commands/acceptance';
 import { cost } from './commands/cost';
@@ -25,8 +26,15 @@ import { assertDrivable } from '../record';
 
 const USAGE = `usage: berth <command> [options]
 
-  run PLAN                 run a build/test plan durably (live progress; Ctrl-C stops, resume continues)
-  resume RUN               continue a run after a crash, a stop or a reconcile
+  run PLAN [--detach [--tags a,b]]
+                           run a build/test plan durably (live progress; Ctrl-C stops, resume continues);
+                           --detach submits it for a berth worker (one with all the tags) and returns
+  resume RUN [--take-over] continue a run after a crash, a stop or a reconcile; a run a live worker
+                           owns needs --take-over (recorded with you as the actor; the worker stops)
+  worker [--concurrency N] [--tags a,b] [--lease-ttl S] [--grace S]
+                           claim and drive submitted runs and runs whose owner's lease ran out;
+                           SIGTERM drains (no new claims, running steps get S seconds, leases released)
+  workers                  worker processes of this store, last heartbeat, the runs each owns
   status                   list runs
   show RUN                 state, transitions, tasks, effects, snapshots and leases of a run
   logs RUN                 the output each step of a run produced
@@ -53,7 +61,7 @@ const USAGE = `usage: berth <command> [options]
                            check an environment manifest (--engine: and that its pinned image is on this engine)
   env lock FILE            pin the manifest's image to the local image id
   agent "TASK" --env FILE [--workspace DIR] [--model M --base-url URL --api-key-env NAME]
-        [--require-approval TOOLS --approval-ttl S --max-turns N]
+        [--require-approval TOOLS --approval-ttl S --max-turns N] [--detach]
                            start a coding-agent run in a sandbox (live output)
   chat SESSION "MESSAGE"   continue an agent session with another message
   accept RUN [--request-id ID]
@@ -86,7 +94,7 @@ exit codes:
 type Handler = (ctx: () => CliContext, args: string[], flags: Flags) => Promise<number>;
 
 /** Commands that start work, and so may create the store; every other one needs it to exist. */
-const CREATES_STORE = new Set(['run', 'agent', 'import']);
+const CREATES_STORE = new Set(['run', 'agent', 'import', 'worker']);
 /** Commands that drive or decide a run: refused for an imported run, which is a record only. */
 const DRIVES_RUN = new Set(['resume', 'reconcile', 'cancel', 'approve', 'deny']);
 interface Flags extends AgentFlags, ForkFlags, ServeFlags {
@@ -109,6 +117,10 @@ interface Flags extends AgentFlags, ForkFlags, ServeFlags {
   'forks-older-than'?: string;
   out?: string;
   all: boolean;
+  'take-over': boolean;
+  concurrency?: string;
+  tags?: string;
+  'lease-ttl'?: string;
 }
 
 /** `90s`, `30m`, `12h`, `2d` (a bare number is seconds) in milliseconds. */
@@ -117,6 +129,8 @@ function parseDuration(text: string, flag: string): number {
   if (!m) throw new BerthError('usage', `${flag} expects a duration such as 90s, 30m, 12h or 2d, found "${text}"`);
   return Number(m[1]) * { s: 1e3, m: 60e3, h: 3600e3, d: 86400e3 }[(m[2] ?? 's') as 's' | 'm' | 'h' | 'd'];
 }
+
+const splitTags = (v: string | undefined) => (v ?? '').split(',').map((t) => t.trim()).filter(Boolean);
 
 const need = (args: string[], n: number, what: string) => {
   if (args.length < n) throw new BerthError('usage', `missing ${what}\n\n${USAGE}`);
@@ -133,8 +147,13 @@ const commands: Record<string, Handler> = {
     const forksMs = forks === undefined ? undefined : parseDuration(forks, '--forks-older-than');
     return gc(ctx(), flags.keep === undefined ? undefined : Number(flags.keep), flags.grace === undefined ? undefined : Number(flags.grace), forksMs);
   },
-  run: (ctx, args, flags) => runPlan(ctx(), need(args, 1, 'PLAN')[0]!, flags['request-id']),
-  resume: (ctx, args) => resumeRun(ctx(), need(args, 1, 'RUN')[0]!),
+  run: (ctx, args, flags) => {
+    if (flags.tags !== undefined && !flags.detach) throw new BerthError('usage', '--tags on berth run needs --detach (tags choose which worker may claim the run)');
+    return runPlan(ctx(), need(args, 1, 'PLAN')[0]!, flags['request-id'], flags.detach, splitTags(flags.tags));
+  },
+  resume: (ctx, args, flags) => resumeRun(ctx(), need(args, 1, 'RUN')[0]!, { takeOver: flags['take-over'], leaseTtl: flags['lease-ttl'] }),
+  worker: (ctx, _args, flags) => workerCommand(ctx(), flags),
+  workers: (ctx) => workersList(ctx()),
   reconcile: (ctx, args, flags) => reconcileRun(ctx(), need(args, 1, 'RUN')[0]!, flags),
   cancel: (ctx, args) => cancelRun(ctx(), need(args, 1, 'RUN')[0]!),
   fork: (ctx, args, flags) => forkRun(ctx(), need(args, 1, 'RUN')[0]!, flags),
@@ -197,6 +216,10 @@ export async function main(argv: string[]): Promise<number> {
         config: { type: 'string' },
         out: { type: 'string' },
         all: { type: 'boolean', default: false },
+        'take-over': { type: 'boolean', default: false },
+        concurrency: { type: 'string' },
+        tags: { type: 'string' },
+        'lease-ttl': { type: 'string' },
         env: { type: 'string' },
         workspace: { type: 'string' },
         model: { type: 'string' },

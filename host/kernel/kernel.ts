@@ -7,6 +7,7 @@ import type { DocumentTypes } from './documents';
 import type { HandlerRegistry } from './registry';
 import { cancelRecord } from './cancel-record';
 import { rootRunTransitions, runPhase, type PhaseRunnerDeps } from './phase-runner';
+import { SessionOwners, type SessionLost, type SessionOwnershipOptions } from './session-owners';
 
 export interface KernelOptions {
   store: Store;
@@ -25,6 +26,11 @@ export interface KernelOptions {
   fenceScope?: string;
   /** How often the host heartbeats its execution right (and so learns it lost it). Default 2000 ms. */
   heartbeatMs?: number;
+  /**
+   * Per-session ownership (`berth worker`, issue 15): the kernel takes no store-wide right and drives
+   * only the sessions it was given with {@link Kernel.adopt}, each fenced by its own epoch.
+   */
+  ownership?: SessionOwnershipOptions;
 }
 
 /** Why a started kernel stopped on its own: another host took the store's execution right. */
@@ -68,18 +74,35 @@ export class Kernel {
   private readonly lostListeners = new Set<(l: ExecutionRightLost) => void>();
   private readonly deps: PhaseRunnerDeps;
   private readonly concurrency: number;
+  private started = false;
+  private draining = false;
+  /** Per-session ownership, or null for the store-wide execution right. */
+  private readonly sessions: SessionOwners | null;
+  private readonly executingSession = new Map<string, string>();
+  private readonly sessionLostListeners = new Set<(l: SessionLost) => void>();
 
   constructor(private readonly o: KernelOptions) {
     this.concurrency = o.concurrency ?? 4;
+    this.sessions = o.ownership ? new SessionOwners(o.store, o.ownership) : null;
     this.deps = { ...o, commit: (input) => this.commit(input) };
     // A newly registered handler may unblock saved tasks; only a started kernel (holding its epoch) acts on it.
-    o.registry.onRegister(() => void (this.epoch > 0 && this.poll()));
+    o.registry.onRegister(() => void (this.started && this.poll()));
   }
 
   /** Takes the fencing epoch and resumes every unfinished task (DESIGN.md "resume"). */
   async start(): Promise<void> {
+    if (this.sessions) {
+      // Per-session: nothing is resumed until a session is adopted.
+      this.started = true;
+      this.poller = setInterval(() => void this.poll(), this.o.pollMs ?? 500);
+      this.beater = setInterval(() => void this.heartbeat(), this.o.heartbeatMs ?? 2000);
+      return;
+    }
     this.epoch = await this.o.store.acquireEpoch(this.scope, this.o.hostId, process.pid);
-    for (const task of await this.drivable(await this.o.store.listTasks({ statuses: ['running'] }))) await this.countRestart(task);
+    this.started = true;
+    // Sessions a worker owns live are that worker's: their tasks are neither restarted nor driven here.
+    const elsewhere = await SessionOwners.liveElsewhere(this.o.store);
+    for (const task of await this.drivable(await this.o.store.listTasks({ statuses: ['running'] }))) if (!elsewhere.has(task.sessionId)) await this.countRestart(task);
     this.poller = setInterval(() => void this.poll(), this.o.pollMs ?? 500);
     this.beater = setInterval(() => void this.heartbeat(), this.o.heartbeatMs ?? 2000);
     await this.poll();
@@ -96,6 +119,68 @@ export class Kernel {
     while (this.executing.size > 0 || this.pumping) await new Promise((r) => setTimeout(r, 5));
     // A clean stop says so, so status shows "no live host" at once rather than after a stale heartbeat.
     if (first && this.epoch > 0 && !this.lost) await this.o.store.releaseEpoch(this.scope, this.epoch).catch(() => false);
+    // Released sessions are claimable at once by another worker (no wait for the lease to run out).
+    if (first && this.sessions) for (const { sessionId, epoch } of this.sessions.list()) await this.o.store.releaseSession(sessionId, epoch).catch(() => false);
+  }
+
+  /**
+   * SIGTERM of a worker: no new phase starts; phases in flight get `graceMs` to finish and commit,
+   * then are stopped (left durably in flight, as a crash leaves them); owned sessions are released.
+   */
+  async drain(graceMs: number): Promise<void> {
+    this.draining = true;
+    const until = Date.now() + graceMs;
+    while (this.executing.size > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    await this.stop();
+  }
+
+  /**
+   * Drives the session from now on under `epoch` (a claim the caller took): its tasks a dead
+   * owner left `running` count a restart and re-enter their saved phase, as on a host start.
+   */
+  async adopt(sessionId: string, epoch: number): Promise<void> {
+    if (!this.sessions) throw new Error('adopt needs a kernel with per-session ownership');
+    this.sessions.add(sessionId, epoch);
+    for (const task of await this.o.store.listTasks({ sessionId, statuses: ['running'] })) await this.countRestart(task);
+    await this.poll();
+  }
+
+  /** The sessions this kernel owns now, with their epochs. */
+  ownedSessions(): Array<{ sessionId: string; epoch: number }> {
+    return this.sessions?.list() ?? [];
+  }
+
+  /** Gives a session up cleanly (its run ended): another host may claim it at once. */
+  async release(sessionId: string): Promise<void> {
+    const epoch = this.sessions?.epochOf(sessionId);
+    if (epoch === undefined || !this.sessions!.remove(sessionId, epoch)) return;
+    await this.abortSession(sessionId, 'session released');
+    // Refused: another host claimed it meanwhile (this one was frozen past its lease). Said as a loss.
+    if ((await this.o.store.releaseSession(sessionId, epoch).catch(() => true)) === false) await this.reportLoss(sessionId, epoch);
+  }
+
+  private async reportLoss(sessionId: string, epoch: number): Promise<void> {
+    const lost = await this.sessions!.describeLoss(sessionId, epoch);
+    this.o.logger.error({ lost }, 'another host took this session; stopped all work on it');
+    for (const l of this.sessionLostListeners) l(lost);
+  }
+
+  /** Called once per session this kernel lost to another host; it has stopped all work on it. */
+  onSessionLost(listener: (l: SessionLost) => void): () => void {
+    this.sessionLostListeners.add(listener);
+    return () => this.sessionLostListeners.delete(listener);
+  }
+
+  /** Stops every phase of the session at once (their signals abort their execs and kill what they started). */
+  private async abortSession(sessionId: string, why: string): Promise<void> {
+    for (const [taskId, sid] of this.executingSession) if (sid === sessionId) this.executing.get(taskId)?.abort(new Error(why));
+    for (const id of [...this.ready]) if (this.executingSession.get(id) === sessionId) this.ready.splice(this.ready.indexOf(id), 1);
+  }
+
+  private async loseSession(sessionId: string, epoch: number): Promise<void> {
+    if (!this.sessions?.remove(sessionId, epoch)) return;
+    await this.abortSession(sessionId, 'ownership lost');
+    await this.reportLoss(sessionId, epoch);
   }
 
   /**
@@ -113,7 +198,12 @@ export class Kernel {
   }
 
   private async heartbeat(): Promise<void> {
-    if (this.stopping || this.epoch === 0) return;
+    if (this.stopping || !this.started) return;
+    if (this.sessions) {
+      const lost = await this.sessions.renewAll((err) => this.o.logger.warn({ err }, 'could not renew a session lease; trying again'));
+      for (const l of lost) await this.loseSession(l.sessionId, l.epoch);
+      return;
+    }
     let current: boolean;
     try {
       current = await this.o.store.heartbeatEpoch(this.scope, this.epoch);
@@ -149,7 +239,10 @@ export class Kernel {
 
   /** Every commit of this host goes through here: fenced, attributed, announced. */
   async commit(input: CommitInput): Promise<CommitResult> {
-    const result = await this.o.store.commit({ ...input, actor: input.actor ?? `host:${this.o.hostId}`, fence: { scope: this.scope, epoch: this.epoch } });
+    const fence = this.sessions ? this.sessions.fence(input) : { scope: this.scope, epoch: this.epoch };
+    // Not owned (lost, released or never claimed): nothing is written for it again.
+    if (fence === null) return { ok: false, conflict: { kind: 'fence', scope: `session:${input.sessionId}`, expected: 0, actual: null } };
+    const result = await this.o.store.commit({ ...input, actor: input.actor ?? `host:${this.o.hostId}`, ...(fence ? { fence } : {}) });
     if (result.ok) {
       const event: CommitEvent = {
         label: input.label,
@@ -162,7 +255,8 @@ export class Kernel {
       for (const id of input.cancelTasks ?? []) this.markDirty(id);
       for (const t of input.tasks ?? []) this.markDirty(t.id);
     } else if (result.conflict.kind === 'fence') {
-      void this.loseRight();
+      if (this.sessions && fence) void this.loseSession(input.sessionId, fence.epoch);
+      else if (!this.sessions) void this.loseRight();
     }
     return result;
   }
@@ -209,7 +303,7 @@ export class Kernel {
   }
 
   markDirty(taskId: string): void {
-    if (this.stopping || this.epoch === 0) return;
+    if (this.stopping || !this.started) return;
     this.dirty.add(taskId);
     this.pumping ??= this.pump().finally(() => (this.pumping = null));
   }
@@ -236,7 +330,15 @@ export class Kernel {
       this.o.logger.warn({ err }, 'could not read the store\'s active tasks; trying again at the next poll');
       return;
     }
+    let skip: (sessionId: string) => boolean;
+    if (this.sessions) skip = (sid) => !this.sessions!.has(sid);
+    else {
+      const elsewhere = await SessionOwners.liveElsewhere(this.o.store).catch(() => null);
+      if (!elsewhere) return;
+      skip = (sid) => elsewhere.has(sid);
+    }
     for (const t of active) {
+      if (skip(t.sessionId)) continue;
       if (!this.executing.has(t.id) || t.cancelRequested) this.markDirty(t.id);
     }
   }
@@ -262,6 +364,7 @@ export class Kernel {
     const running = this.executing.get(id);
     const task = await this.o.store.getTask(id);
     if (!task) return;
+    if (this.sessions && !this.sessions.has(task.sessionId)) return;
     if (running) {
       if (task.cancelRequested) running.abort(new Error('task cancelled'));
       return;
@@ -286,6 +389,7 @@ export class Kernel {
   }
 
   private async startOrQueue(task: Task): Promise<void> {
+    if (this.draining) return;
     const blocked = this.o.registry.blockedReason(task.kind, task.kindVersion, task.phase);
     if (blocked) {
       if (task.blockedReason !== blocked) await this.transition(task, 'task.blocked', { blockedReason: blocked });
@@ -310,15 +414,20 @@ export class Kernel {
     }
     const controller = new AbortController();
     this.executing.set(current.id, controller);
+    this.executingSession.set(current.id, current.sessionId);
     const handler = this.o.registry.find(current.kind, current.kindVersion)!;
     const recovered = this.recovering.delete(current.id);
-    void runPhase(this.deps, current, handler, { signal: controller.signal, recovered, stopping: () => this.stopping })
+    const epoch = this.sessions?.epochOf(current.sessionId);
+    // A phase of a session this kernel lost meanwhile commits nothing (the store would refuse it anyway).
+    const gone = () => this.stopping || (this.sessions !== null && this.sessions.epochOf(current.sessionId) !== epoch);
+    void runPhase(this.deps, current, handler, { signal: controller.signal, recovered, stopping: gone })
       .then((end) => {
         if (end.committed && end.task.parentId && end.task.status === 'terminal') this.markDirty(end.task.parentId);
       })
       .catch((err) => this.o.logger.error({ taskId: current.id, err }, 'phase runner failed'))
       .finally(() => {
         this.executing.delete(current.id);
+        this.executingSession.delete(current.id);
         this.markDirty(current.id);
         const next = this.ready.shift();
         if (next) this.markDirty(next);

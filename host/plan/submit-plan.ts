@@ -12,7 +12,7 @@ import { PlanRunInputSchema, type PlanRunInput } from './plan-input';
  * Submits a loaded plan as a new run. Each call without a request id is a new run; pass the same
  * `requestId` to make a retried submit return the first run instead.
  */
-export async function submitPlan(deps: { store: Store; kernel: Kernel; registry: HandlerRegistry }, loaded: LoadedPlan, requestId?: string): Promise<Submitted> {
+export async function submitPlan(deps: { store: Store; kernel: Kernel; registry: HandlerRegistry }, loaded: LoadedPlan, requestId?: string, tags: string[] = []): Promise<Submitted> {
   const input: PlanRunInput = {
     planFile: loaded.file,
     plan: loaded.plan,
@@ -30,7 +30,8 @@ export async function submitPlan(deps: { store: Store; kernel: Kernel; registry:
     // Stored as its kind's schema produces it: the plan task parses the same shape before every phase.
     root: { kind: PLAN_KIND, input: plainJson(PlanRunInputSchema.parse(input)) },
     versions: { kernel: `${KERNEL.name}@${KERNEL.version}`, envFingerprint: loaded.envFingerprint, imageDigest: loaded.environment.image.digest },
-    sessionMeta: { plan: loaded.file, name: loaded.plan.name ?? null },
+    // Tags (`--detach --tags`): only a worker that has every one of them claims the run.
+    sessionMeta: { plan: loaded.file, name: loaded.plan.name ?? null, ...(tags.length ? { tags } : {}) },
     entries,
   });
 }

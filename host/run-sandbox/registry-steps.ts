@@ -12,9 +12,9 @@ type Deps = { sandbox: SandboxHost; snapshots: Snapshotter; transport?: Snapshot
  * run first leases it (a sync policy waits for it), and pulled, its id verified, on an engine
  * that lacks it (a resume on another host before the first snapshot committed).
  */
-export async function leaseFromBase(d: Deps, spec: SandboxSpec, env: Environment, o: { runId: string; sessionId: string; signal: AbortSignal }): Promise<Lease> {
+export async function leaseFromBase(d: Deps, spec: SandboxSpec, env: Environment, o: { runId: string; sessionId: string; signal: AbortSignal; epoch?: number }): Promise<Lease> {
   const target = d.transport?.target(env.snapshot);
-  const opts = { sessionId: o.sessionId, signal: o.signal, runId: o.runId };
+  const opts = { sessionId: o.sessionId, signal: o.signal, runId: o.runId, ...(o.epoch !== undefined ? { epoch: o.epoch } : {}) };
   let lease: Lease;
   try {
     lease = await d.sandbox.lease(spec, opts);

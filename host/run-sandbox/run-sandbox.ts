@@ -51,7 +51,8 @@ export class RunSandbox {
   }
 
   async leaseFresh(runId: string, sessionId: string, env: Environment, signal: AbortSignal): Promise<Lease> {
-    const lease = await timed(this.d.logger, 'lease', () => leaseFromBase(this.d, this.spec(env), env, { runId, sessionId, signal }));
+    const epoch = await this.epochOf(sessionId);
+    const lease = await timed(this.d.logger, 'lease', () => leaseFromBase(this.d, this.spec(env), env, { runId, sessionId, signal, epoch }));
     this.live.set(runId, lease);
     return lease;
   }
@@ -80,7 +81,7 @@ export class RunSandbox {
     }
     const record = ptr.leaseId ? await this.d.store.getLease(ptr.leaseId) : undefined;
     const expired = record ? record.releasedAt !== null || record.expiresAt < this.d.clock.now() : true;
-    const v = record && !expired ? await this.d.sandbox.verify(record) : null;
+    const v = record && !expired ? await this.d.sandbox.verify(record, { minEpoch: await this.epochOf(sessionId) }) : null;
     if (v && !v.ok && v.code === 'engine_unreachable') throw new BerthError('engine_unreachable', v.reason, { retryable: true, ids: { runId } });
     if (v && !v.ok && (v.code === 'image_mismatch' || v.code === 'fingerprint_mismatch')) return { kind: 'reconcile', reason: v.reason };
     if (record && v?.ok && !(o.inFlight && o.replay === 'safe')) {
@@ -135,7 +136,7 @@ export class RunSandbox {
     if (!record) return { ok: false, reason: 'the run has no sandbox lease' };
     if (record.releasedAt !== null) return { ok: false, reason: `lease ${record.id} was released` };
     if (record.expiresAt < this.d.clock.now()) return { ok: false, reason: `lease ${record.id} expired` };
-    const v = await this.d.sandbox.verify(record);
+    const v = await this.d.sandbox.verify(record, { minEpoch: await this.epochOf(record.sessionId) });
     if (!v.ok && v.code === 'engine_unreachable') throw new BerthError('engine_unreachable', v.reason, { retryable: true, ids: { leaseId: record.id } });
     return v.ok ? { ok: true, record } : { ok: false, reason: v.reason };
   }
@@ -163,7 +164,7 @@ export class RunSandbox {
     let lease: Lease;
     const createdAt = Date.now();
     try {
-      lease = await this.d.sandbox.lease({ ...this.spec(env), imageDigest: snap.imageId }, { sessionId, signal, runId });
+      lease = await this.d.sandbox.lease({ ...this.spec(env), imageDigest: snap.imageId }, { sessionId, signal, runId, epoch: await this.epochOf(sessionId) });
     } catch (err) {
       if (isBerthError(err, 'image_missing')) return { kind: 'reconcile', reason: `snapshot image missing: ${snap.id} (${snap.imageId})` };
       throw err;
@@ -207,7 +208,7 @@ export class RunSandbox {
     let current = lease;
     if (!taken.reused && (taken.flattened || taken.layerBytes >= (this.d.rebaseBytes ?? 8 << 20))) {
       current = await timed(this.d.logger, 'snapshot.rebase', async () => {
-        const next = await this.d.sandbox.lease({ ...this.spec(env), imageDigest: taken.imageId }, { sessionId, signal, runId });
+        const next = await this.d.sandbox.lease({ ...this.spec(env), imageDigest: taken.imageId }, { sessionId, signal, runId, epoch: await this.epochOf(sessionId) });
         this.d.snapshots.forget(lease.containerId);
         await lease.release();
         await this.d.snapshots.adopt(this.target(next, env), taken.manifest, signal);
@@ -228,7 +229,7 @@ export class RunSandbox {
   }
 
   verifyRecord(record: Parameters<SandboxHost['verify']>[0]) {
-    return this.d.sandbox.verify(record);
+    return this.epochOf(record.sessionId).then((minEpoch) => this.d.sandbox.verify(record, { minEpoch }));
   }
 
   async attachRecord(runId: string, record: Parameters<SandboxHost['verify']>[0], env: Environment): Promise<Lease> {
@@ -267,7 +268,21 @@ export class RunSandbox {
     await this.d.sandbox
       .attach(this.spec(env), record, { autoHeartbeat: false })
       .then((l) => l.release())
+      // Not attachable (another process's networked lease, a gone container): released without a
+      // Lease object, with its container and its network, not only the record (a record closed
+      // alone left the network of a taken-over run's old sandbox behind for two minutes).
+      .catch(() => this.d.sandbox.releaseLeases((r) => r.id === leaseId, 'released'))
       .catch(() => this.d.store.releaseLease(leaseId, this.d.clock.now()));
+  }
+
+  /**
+   * The ownership epoch of the session when a per-session owner (a worker) holds it: new sandboxes
+   * carry it as a label and one leased under an older epoch is never used (issue 15). Undefined
+   * for a store-wide host, whose sandboxes carry no epoch.
+   */
+  private async epochOf(sessionId: string): Promise<number | undefined> {
+    const owner = await this.d.store.getSessionOwner(sessionId);
+    return owner && owner.stoppedAt === null ? owner.epoch : undefined;
   }
 
   private target(lease: Lease, env: Environment) {

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { ArtifactStore } from '../artifacts';
 import { registerAgent, type AgentLiveEvent } from '../agent';
 import type { Extension } from '../agent/custom-tasks';
-import { DocumentTypes, HandlerRegistry, Kernel } from '../kernel';
+import { DocumentTypes, HandlerRegistry, Kernel, type SessionOwnershipOptions } from '../kernel';
 import { planHandlers, type PlanProgress } from '../plan';
 import { RunSandbox, sandboxDocType } from '../run-sandbox';
 import type { SandboxHost, SnapshotEngineCalls } from '../sandbox';
@@ -31,6 +31,10 @@ export interface HostRuntimeDeps {
   hostRegistry?: string;
   /** Where plan steps keep their artifacts (the CLI builds it; without one, a step declaring artifacts fails saying so). */
   artifacts?: ArtifactStore;
+  /** Per-session ownership (`berth worker`, `resume --take-over`, `--detach`): see Kernel.adopt. */
+  ownership?: SessionOwnershipOptions;
+  /** How often the kernel heartbeats its right or renews its sessions' leases. */
+  heartbeatMs?: number;
 }
 
 /** The kernel with every built-in task kind and document type registered, and the plan sandbox behind them. */
@@ -38,7 +42,7 @@ export function createHostRuntime(d: HostRuntimeDeps) {
   const registry = new HandlerRegistry();
   const documents = new DocumentTypes();
   documents.register(sandboxDocType);
-  const kernel = new Kernel({ store: d.store, registry, documents, clock: d.clock, logger: d.logger, hostId: d.hostId, concurrency: d.concurrency, versions: { kernel: `${KERNEL.name}@${KERNEL.version}` } });
+  const kernel = new Kernel({ store: d.store, registry, documents, clock: d.clock, logger: d.logger, hostId: d.hostId, concurrency: d.concurrency, versions: { kernel: `${KERNEL.name}@${KERNEL.version}` }, ownership: d.ownership, heartbeatMs: d.heartbeatMs });
   const snapshots = new Snapshotter({ engine: d.engine, store: d.store, logger: d.logger });
   const transport = d.registry ? new SnapshotTransport({ registry: d.registry, store: d.store, logger: d.logger, hostRegistry: d.hostRegistry }) : undefined;
   const planSandbox = new RunSandbox({ store: d.store, sandbox: d.sandbox, snapshots, imageExists: d.engine.imageExists, clock: d.clock, logger: d.logger, transport });

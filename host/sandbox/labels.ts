@@ -15,6 +15,8 @@ export const LABEL = {
   pool: 'berth.pool',
   /** The SandboxHost instance that created the container; tells a live pool from a dead one. */
   instance: 'berth.instance',
+  /** The run-ownership epoch (issue 15) the container was leased under; an older epoch's sandbox is never used. */
+  epoch: 'berth.epoch',
 } as const;
 
 /** What the labels of one container are made from. */
@@ -28,6 +30,8 @@ export interface LabelInput {
   sessionId?: string;
   leaseId?: string;
   pool?: boolean;
+  /** The owner's epoch of the session when leased by a per-session owner (a worker). */
+  epoch?: number;
 }
 
 /** The labels of a sandbox container; pool containers get empty session and lease labels. */
@@ -45,5 +49,6 @@ export function containerLabels(input: LabelInput): Record<string, string> {
   // Always set: a container inherits the labels of its image, and a snapshot image carries those of
   // the container it was committed from, pool label included.
   labels[LABEL.pool] = input.pool ? '1' : '0';
+  if (input.epoch !== undefined) labels[LABEL.epoch] = String(input.epoch);
   return labels;
 }

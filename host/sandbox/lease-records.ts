@@ -30,7 +30,7 @@ export interface SweepRecord {
   leaseId: string | null;
   hostId: string;
   /** `run_ended`: the run the lease served reached a final state. */
-  reason: 'released' | 'expired' | 'unknown' | 'run_ended';
+  reason: 'released' | 'expired' | 'unknown' | 'run_ended' | 'stale_epoch';
   at: number;
 }
 

@@ -33,6 +33,8 @@ export interface SandboxHostOptions {
   disk?: DiskGuardOptions;
   /** Needed for `allowlist` sandboxes: starts the host's egress proxy (open mode needs none). */
   egress?: EgressPort;
+  /** The current ownership epoch of a session (issue 15): the sweeper removes containers of older ones. */
+  currentEpoch?: (sessionId: string) => Promise<number | undefined>;
 }
 
 /** Options of one {@link SandboxHost.lease} call. */
@@ -43,6 +45,8 @@ export interface LeaseOptions {
   autoHeartbeat?: boolean;
   /** The run the sandbox serves; egress attempts are recorded against it. */
   runId?: string;
+  /** The run owner's epoch (issue 15), carried as the `berth.epoch` label. */
+  epoch?: number;
 }
 
 /** A container created by this host but not yet given to a lease. */
@@ -93,7 +97,7 @@ export class SandboxHost {
     const dropIntent = () => this.opts.records.releaseLease(leaseId, this.opts.clock.now()).catch((err: unknown) => this.opts.logger.warn({ err, leaseId }, 'could not release a lease intent'));
     let provisioned: ProvisionedContainer;
     try {
-      [provisioned] = await Promise.all([this.provision(spec, { sessionId: options.sessionId, leaseId, runId: options.runId }, options.signal), this.events.ensureConnected()]);
+      [provisioned] = await Promise.all([this.provision(spec, { sessionId: options.sessionId, leaseId, runId: options.runId, epoch: options.epoch }, options.signal), this.events.ensureConnected()]);
     } catch (err) {
       await dropIntent();
       throw err;
@@ -118,14 +122,14 @@ export class SandboxHost {
    * Creates and starts a container for `spec`. Without a session it is a warm-pool container.
    * @internal used by {@link createWarmPool}.
    */
-  async provision(spec: SandboxSpec, who: { sessionId?: string; leaseId?: string; runId?: string }, signal?: AbortSignal): Promise<ProvisionedContainer> {
+  async provision(spec: SandboxSpec, who: { sessionId?: string; leaseId?: string; runId?: string; epoch?: number }, signal?: AbortSignal): Promise<ProvisionedContainer> {
     checkSpec(spec);
     await assertImagePresent(this.opts.docker, spec.imageDigest, spec.imageRef, spec.workspace.path);
     const storeId = await this.storeId();
     const egress = await this.openEgress(spec, { ...who, storeId });
     const createdAt = this.opts.clock.now();
     const pool = who.sessionId === undefined;
-    const labels = containerLabels({ hostId: this.hostId, storeId, instanceId: this.instanceId, envFingerprint: spec.envFingerprint, createdAt, sessionId: who.sessionId, leaseId: who.leaseId, pool });
+    const labels = containerLabels({ hostId: this.hostId, storeId, instanceId: this.instanceId, envFingerprint: spec.envFingerprint, createdAt, sessionId: who.sessionId, leaseId: who.leaseId, pool, epoch: who.epoch });
     const name = pool ? `berth-pool-${newId('c').slice(2)}` : `berth-${who.leaseId}`;
     let container: Dockerode.Container;
     try {
@@ -243,8 +247,8 @@ export class SandboxHost {
   }
 
   /** Whether the sandbox named by a lease record can be resumed as is. */
-  verify(record: LeaseRecord): Promise<VerifyResult> {
-    return verifyLease(this.opts.docker, record);
+  verify(record: LeaseRecord, opts: { minEpoch?: number } = {}): Promise<VerifyResult> {
+    return verifyLease(this.opts.docker, record, opts);
   }
 
   /**
@@ -252,7 +256,7 @@ export class SandboxHost {
    * `egressMinAgeMs` (default two minutes) keeps younger networks, whose lease may be being written.
    */
   async sweep(options: { signal?: AbortSignal; egressMinAgeMs?: number } = {}): Promise<SweepRecord[]> {
-    return sweepStore({ ...this.base(), storeId: await this.storeId(), instanceId: this.instanceId, isAbandoned: (id) => this.abandoned.has(id) }, options);
+    return sweepStore({ ...this.base(), storeId: await this.storeId(), instanceId: this.instanceId, isAbandoned: (id) => this.abandoned.has(id), currentEpoch: this.opts.currentEpoch }, options);
   }
 
   /** A lease record as of now; `containerId` is '' for an intent whose container does not exist yet. */

@@ -17,6 +17,8 @@ export interface SweepContext {
   instanceId: string;
   /** Containers of this instance that it gave up on (their removal failed). */
   isAbandoned(containerId: string): boolean;
+  /** The current ownership epoch of a session (issue 15); a container labelled with an older one is removed. */
+  currentEpoch?: (sessionId: string) => Promise<number | undefined>;
 }
 
 /**
@@ -59,6 +61,12 @@ export async function sweep(ctx: SweepContext, signal?: AbortSignal): Promise<Sw
     } else {
       const own = c.Labels[LABEL.instance] === ctx.instanceId;
       if (!own || ctx.isAbandoned(c.Id)) reason = 'unknown';
+    }
+    const epoch = c.Labels[LABEL.epoch];
+    const session = c.Labels[LABEL.session];
+    if (reason === undefined && epoch !== undefined && session && ctx.currentEpoch) {
+      const current = await ctx.currentEpoch(session).catch(() => undefined);
+      if (current !== undefined && Number(epoch) < current) reason = 'stale_epoch';
     }
     if (reason === undefined) continue;
     try {

@@ -4,7 +4,7 @@ import { LABEL } from './labels';
 import type { LeaseRecord } from './lease-records';
 
 /** Why a leased sandbox cannot be resumed as is. */
-export type VerifyFailure = 'container_missing' | 'container_stopped' | 'image_mismatch' | 'fingerprint_mismatch' | 'engine_unreachable';
+export type VerifyFailure = 'container_missing' | 'container_stopped' | 'image_mismatch' | 'fingerprint_mismatch' | 'engine_unreachable' | 'stale_epoch';
 
 /** The answer of {@link verifyLease}: a value, never an exception, for every expected failure. */
 export type VerifyResult = { ok: true } | { ok: false; code: VerifyFailure; reason: string };
@@ -13,7 +13,7 @@ export type VerifyResult = { ok: true } | { ok: false; code: VerifyFailure; reas
  * Whether the sandbox a lease record names can be resumed as is: the container exists and runs,
  * runs the recorded image id, and was created for the recorded environment fingerprint.
  */
-export async function verifyLease(docker: Dockerode, record: LeaseRecord): Promise<VerifyResult> {
+export async function verifyLease(docker: Dockerode, record: LeaseRecord, opts: { minEpoch?: number } = {}): Promise<VerifyResult> {
   // An intent whose container was never named: nothing to resume.
   if (record.containerId === '') return { ok: false, code: 'container_missing', reason: `lease ${record.id} never got a container recorded` };
   let info: Dockerode.ContainerInspectInfo;
@@ -37,6 +37,11 @@ export async function verifyLease(docker: Dockerode, record: LeaseRecord): Promi
       code: 'fingerprint_mismatch',
       reason: `container was created for environment ${fingerprint ?? '(none)'}, the lease recorded ${record.envFingerprint}`,
     };
+  }
+  // Leased under an older owner of the run (issue 15): that host may still act on it, so it is never used.
+  const epoch = info.Config.Labels?.[LABEL.epoch];
+  if (opts.minEpoch !== undefined && epoch !== undefined && Number(epoch) < opts.minEpoch) {
+    return { ok: false, code: 'stale_epoch', reason: `container ${record.containerId} was leased under ownership epoch ${epoch}; the run's owner is at epoch ${opts.minEpoch}` };
   }
   return { ok: true };
 }

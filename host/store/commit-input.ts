@@ -64,6 +64,11 @@ export interface RunTransitionInput {
   versions?: RunVersions;
   /** Skip this transition (without conflict) while a task of the run still waits on this signal, checked inside the commit. */
   unlessWaiting?: string;
+  /**
+   * An ownership change (an operator's take-over, issue 15) recorded in the transition log without
+   * a state change: `from` must equal `to` and the run must be in it. Not an edge of the state machine.
+   */
+  ownerChange?: boolean;
 }
 
 export interface NewEntry {

@@ -1,5 +1,6 @@
 export type { Store, TaskFilter, EntryFilter, ExecutionRight, StoredArtifact } from './store';
 export type { CommitLogRecords, LoggedCommit } from './commit-log';
+export type { OwnershipRecords, SessionOwner, ClaimResult, WorkerHost } from './ownership';
 export type {
   CommitInput,
   CommitResult,

@@ -8,6 +8,7 @@ import type { CliContext } from '../context';
 import { emit, runExit } from '../output';
 import { followRun, startAgentHost } from './agent-host';
 import { checkImageOnEngine } from './preflight';
+import { fleetRuntime, leaseTtlMs } from './worker';
 
 /** The agent flags of `berth agent` and `berth chat`, as parsed. */
 export interface AgentFlags {
@@ -20,6 +21,8 @@ export interface AgentFlags {
   'approval-ttl'?: string;
   'max-turns'?: string;
   'request-id'?: string;
+  /** Submit for a `berth worker` and return at once. */
+  detach?: boolean;
 }
 
 const positiveInt = (v: string | undefined, flag: string) => {
@@ -83,6 +86,12 @@ export async function agentRun(ctx: CliContext, message: string, flags: AgentFla
   // Fail before anything is submitted: the key is read again, from the same variable, per request.
   readApiKey({ apiKeyEnv: settings.model.apiKeyEnv ?? 'OPENAI_API_KEY' });
   await checkImageOnEngine(ctx.docker, environment, resolve(flags.env));
+  if (flags.detach) {
+    const rt = fleetRuntime(ctx, leaseTtlMs(undefined));
+    const { run, created } = await submitAgentRun({ ...rt, toolNames: [...rt.agent.tools.keys()] }, { message, settings, environment, workspaceDir, requestId: flags['request-id'], environmentFile: flags.env });
+    emit(ctx.json, { run, created, detached: true }, () => `${created ? 'submitted' : 'already submitted as'} run ${run.id} in session ${run.sessionId}; a berth worker on ${ctx.store.location} drives it`);
+    return 0;
+  }
   const host = await startAgentHost(ctx);
   const { run, created } = await stopOnError(host, () =>
     submitAgentRun({ ...host.rt, toolNames: [...host.rt.agent.tools.keys()] }, { message, settings, environment, workspaceDir, requestId: flags['request-id'], environmentFile: flags.env }),

@@ -12,7 +12,7 @@ import { createHostRuntime } from '../../runtime/host-runtime';
 export interface ForkFlags {
   at?: string;
   plan?: string;
-  detach: boolean;
+  detach?: boolean;
   'request-id'?: string;
 }
 

@@ -21,6 +21,7 @@ import { runExit } from '../output';
 import { progressPrinter } from './progress';
 import { checkImageOnEngine, checkPlanSecrets } from './preflight';
 import { followRun, startAgentHost } from './agent-host';
+import { fleetRuntime, leaseTtlMs } from './worker';
 import { finishAgentRun } from './agent-run';
 import type { Environment } from '../../../environment';
 
@@ -54,7 +55,8 @@ export async function drive(ctx: CliContext, rt: HostRuntime, runId: string): Pr
   process.once('SIGTERM', onSignal);
   let run: Run;
   try {
-    run = await whileHoldingRight(rt.kernel, runId, rt.kernel.waitForRun(runId, { signal: stop.signal, states: ['completed', 'failed', 'cancelled', 'compensated', 'needs_reconciliation'] }));
+    const sessionId = (await ctx.store.getRun(runId))?.sessionId;
+    run = await whileHoldingRight(rt.kernel, runId, rt.kernel.waitForRun(runId, { signal: stop.signal, states: ['completed', 'failed', 'cancelled', 'compensated', 'needs_reconciliation'] }), sessionId);
   } catch (err) {
     const bySignal = stop.signal.aborted;
     stop.abort(); // also ends waitForRun's polling when the right was lost
@@ -127,14 +129,15 @@ async function summary(ctx: CliContext, run: Run): Promise<string> {
   return reason;
 }
 
-/** `berth run PLAN`. */
-export async function runPlan(ctx: CliContext, file: string, requestId?: string): Promise<number> {
+/** `berth run PLAN [--detach]`: `--detach` submits the run for a `berth worker` and returns at once. */
+export async function runPlan(ctx: CliContext, file: string, requestId?: string, detach = false, tags: string[] = []): Promise<number> {
   const loaded = await loadPlan(file);
   // Before anything is submitted: the engine's own error for these would come at container create.
   checkEngineCapacity(loaded.environment, await engineCapacity(ctx.docker));
   // Everything checkable is checked before the run exists: a run is created only to be driven.
   await checkImageOnEngine(ctx.docker, loaded.environment as Environment & { image: { digest: string } }, loaded.environmentFile);
   await checkPlanSecrets(loaded);
+  if (detach) return submitDetached(ctx, loaded, requestId, tags);
   // The acceptance command, when the plan has one, runs as the last step.
   const rt = await startHost(ctx, () => runSteps(loaded.plan).length);
   const { run, created } = await submitPlan(rt, loaded, requestId);
@@ -148,9 +151,11 @@ export async function stepCount(ctx: CliContext, run: Run): Promise<number> {
   return plan?.steps ? runSteps(plan).length : 0;
 }
 
-/** `berth resume RUN`. */
-export async function resumeRun(ctx: CliContext, runId: string): Promise<number> {
+/** `berth resume RUN [--take-over]`. */
+export async function resumeRun(ctx: CliContext, runId: string, opts: { takeOver?: boolean; leaseTtl?: string } = {}): Promise<number> {
   const run = await getRunOrThrow(ctx.store, runId);
+  // A run a worker owned (or an operator takes over) continues under its own claim, fencing out the old owner.
+  if (opts.takeOver || (await ctx.store.getSessionOwner(run.sessionId))) return resumeOwned(ctx, run, opts);
   if (run.kind === 'agent') {
     // An agent run continues with the same live view as berth agent: conversation and tool calls.
     if (!ctx.json) process.stderr.write(`resuming run ${runId} (${run.state})\n`);
@@ -187,7 +192,8 @@ export async function cancelRun(ctx: CliContext, runId: string): Promise<number>
   const transitions = await commitCancel(ctx.store, runId, operator());
   // Cancelled at once (nothing of it was running): its sandboxes go now, as a completed run's do.
   if (transitions.some((t) => isFinalRunState(t.to))) await releaseEndedRunLeases(ctx, [runId]);
-  const host = await readHost(ctx.store, ctx.clock.now(), ctx.hostId);
+  const run = await getRunOrThrow(ctx.store, runId);
+  const host = await readHost(ctx.store, ctx.clock.now(), ctx.hostId, run.sessionId);
   emit(ctx.json, { runId, requested: true, owner: host }, () =>
     host?.live
       ? `cancel of run ${runId} committed; host ${host.hostId}${host.pid ? ` (pid ${host.pid})` : ''} drives it and stops it now`
@@ -234,4 +240,47 @@ export async function logs(ctx: CliContext, runId: string): Promise<number> {
     ].join('\n'),
   );
   return 0;
+}
+
+/** `--detach`: the run is saved (admitted) and left for a worker; nothing is driven here. */
+async function submitDetached(ctx: CliContext, loaded: Awaited<ReturnType<typeof loadPlan>>, requestId: string | undefined, tags: string[]): Promise<number> {
+  const rt = fleetRuntime(ctx, leaseTtlMs(undefined));
+  const { run, created } = await submitPlan(rt, loaded, requestId, tags);
+  emit(ctx.json, { run, created, detached: true }, () => `${created ? 'submitted' : 'already submitted as'} run ${run.id} (${loaded.plan.steps.length} steps); a berth worker on ${ctx.store.location} drives it (berth show ${run.id})`);
+  return EXIT.ok;
+}
+
+/**
+ * Resume under a session claim: refused while a live host owns the run, unless `--take-over`,
+ * which bumps the epoch (the old owner's next commit is refused) and records the take-over on the
+ * run's transition log with the operator as actor.
+ */
+async function resumeOwned(ctx: CliContext, run: Run, opts: { takeOver?: boolean; leaseTtl?: string }): Promise<number> {
+  if (run.kind === 'agent') throw new BerthError('usage', `run ${run.id} is an agent run owned per session; take-over of agent runs is not supported yet: stop its worker, or wait for its lease to run out and let a worker take it`);
+  const ttl = leaseTtlMs(opts.leaseTtl);
+  const claim = await ctx.store.claimSession(run.sessionId, { hostId: ctx.hostId, pid: process.pid }, ttl, { takeOver: opts.takeOver });
+  if (!claim.ok) {
+    const o = claim.owner;
+    throw new BerthError(
+      'run_owned',
+      `run ${run.id} is owned by host ${o.holder}${o.pid ? ` (pid ${o.pid})` : ''}, epoch ${o.epoch}, heartbeat ${duration(claim.now - o.heartbeatAt)} ago, lease valid for ${duration(o.leaseUntil - claim.now)} more; ` +
+        `it is alive, so nothing was changed. Let it finish, or take the run over: berth resume ${run.id} --take-over`,
+      { ids: { runId: run.id, sessionId: run.sessionId }, details: { owner: o } },
+    );
+  }
+  const previous = claim.previous;
+  if (opts.takeOver && previous && previous.stoppedAt === null && !isFinalRunState(run.state)) {
+    const actor = operator();
+    const reason = `taken over by ${actor} from host ${previous.holder}${previous.pid ? ` pid ${previous.pid}` : ''} (epoch ${previous.epoch} -> ${claim.epoch})`;
+    const r = await ctx.store.commit({ sessionId: run.sessionId, label: 'run.take-over', actor, fence: { scope: `session:${run.sessionId}`, epoch: claim.epoch }, runTransitions: [{ runId: run.id, from: run.state, to: run.state, actor, reason, ownerChange: true }] });
+    if (!r.ok) ctx.logger.warn({ conflict: r.conflict }, 'take-over transition not recorded');
+  }
+  const total = await stepCount(ctx, run);
+  const rt = fleetRuntime(ctx, ttl);
+  const swept = [...(await ctx.sandbox.sweep()), ...(await releaseEndedRunLeases(ctx))];
+  if (swept.length && !ctx.json) process.stderr.write(`  swept ${swept.length} leftover container(s)\n`);
+  await rt.kernel.start();
+  await rt.kernel.adopt(run.sessionId, claim.epoch);
+  if (!ctx.json) process.stderr.write(`resuming run ${run.id} (${run.state}) as its owner (epoch ${claim.epoch}${total ? `, ${total} steps` : ''})\n`);
+  return drive(ctx, rt, run.id);
 }

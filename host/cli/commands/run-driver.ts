@@ -48,7 +48,15 @@ export function driverOf(run: Run, host: HostView | null, now: number): { owner:
   return { owner: host, line: `${run.state}, no live host (stopped ${duration(now - last)} ago): berth resume ${run.id}` };
 }
 
-/** The store's current driver, read once for a listing. */
-export async function readHost(store: Store, now: number, localHostId: string): Promise<HostView | null> {
+/**
+ * The host driving a run: its session's owner when a worker (or a take-over) owns it (live while
+ * its lease holds on the database clock), else the store-wide holder, read once per call.
+ */
+export async function readHost(store: Store, now: number, localHostId: string, sessionId?: string): Promise<HostView | null> {
+  const owner = sessionId ? await store.getSessionOwner(sessionId) : undefined;
+  if (owner && owner.stoppedAt === null) {
+    const dbNow = await store.databaseNow();
+    return { hostId: owner.holder, pid: owner.pid, lastHeartbeatAt: owner.heartbeatAt, stoppedAt: null, live: owner.leaseUntil >= dbNow };
+  }
   return hostView(await store.getExecutionRight('kernel'), now, localHostId);
 }

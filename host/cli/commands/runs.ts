@@ -18,7 +18,8 @@ export async function status(ctx: CliContext): Promise<number> {
   const runs = await ctx.store.listRuns();
   const now = ctx.clock.now();
   const host = await readHost(ctx.store, now, ctx.hostId);
-  const rows = runs.map((r) => ({ run: r, ...driverOf(r, host, now) }));
+  const rows: Array<{ run: (typeof runs)[number] } & ReturnType<typeof driverOf>> = [];
+  for (const r of runs) rows.push({ run: r, ...driverOf(r, await readHost(ctx.store, now, ctx.hostId, r.sessionId), now) });
   emit(ctx.json, { runs: rows.map((r) => ({ ...r.run, owner: r.owner })), host }, () =>
     runs.length === 0
       ? 'no runs'
@@ -60,7 +61,7 @@ export async function describeRun(store: Store, runId: string) {
 export async function show(ctx: CliContext, runId: string): Promise<number> {
   const d = await describeRun(ctx.store, runId);
   const now = ctx.clock.now();
-  const driver = driverOf(d.run, await readHost(ctx.store, now, ctx.hostId), now);
+  const driver = driverOf(d.run, await readHost(ctx.store, now, ctx.hostId, d.run.sessionId), now);
   // An imported run is a record: no host drives it, and nothing may (berth resume would be refused).
   const imported = (await ctx.store.getImportedRun(runId)) ?? null;
   const line = imported ? `${d.run.state}, imported record (read-only; ${imported.digest})` : driver.line;

@@ -260,7 +260,7 @@ export class CommitWriter {
     if (!row || row.state !== t.from) {
       throw new Conflict({ kind: 'run_state', runId: t.runId, expected: t.from, actual: row?.state ?? null });
     }
-    assertRunTransition(t.runId, t.from, t.to);
+    if (!(t.ownerChange && t.from === t.to && !isFinalRunState(t.from))) assertRunTransition(t.runId, t.from, t.to);
     // Checked here, inside the transaction, so an effect marked `executing` by a sibling task
     // between a decider's read and its commit cannot slip under a final state. `completed` also
     // needs every intended effect done; other final states only need none possibly in progress.

@@ -346,4 +346,24 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       CREATE INDEX documents_by_run ON documents(run_id);
     `,
   },
+  {
+    version: 14,
+    name: 'run ownership and workers',
+    // Per-session ownership rows live in `fencing` (scope "session:<id>") so that commit()'s fence
+    // check covers them unchanged; lease_until (database clock) says until when the owner's claim
+    // holds without a heartbeat. `hosts` is what `berth workers` lists: one row per worker process.
+    sql: `
+      ALTER TABLE fencing ADD COLUMN lease_until INTEGER;
+      CREATE TABLE hosts (
+        id TEXT PRIMARY KEY,
+        host_id TEXT NOT NULL,
+        pid INTEGER,
+        tags TEXT NOT NULL,
+        concurrency INTEGER NOT NULL,
+        started_at INTEGER NOT NULL,
+        heartbeat_at INTEGER NOT NULL,
+        stopped_at INTEGER
+      ) STRICT;
+    `,
+  },
 ];

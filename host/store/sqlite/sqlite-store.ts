@@ -8,6 +8,7 @@ import { CommitWriter } from './commit';
 import { sqliteCommitLog } from './commit-log';
 import { sqliteEgressAudit } from './egress';
 import { sqliteFencing } from './fencing';
+import { sqliteOwnership } from './ownership';
 import { sqliteLeaseRecords } from './leases';
 import { openDatabase, type Durability } from './open';
 import { sqliteReads } from './reads';
@@ -43,6 +44,7 @@ export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): St
     ...sqliteCommitLog(db),
     ...sqliteImportedRuns(db),
     ...sqliteFencing(db, clock),
+    ...sqliteOwnership(db, clock),
     async commit(input: CommitInput): Promise<CommitResult> {
       faultPoint(`before:${input.label}`);
       const result = writer.apply(input, clock.now());

@@ -1,0 +1,1 @@
+export { Worker, type WorkerOptions } from './worker';

@@ -1,0 +1,53 @@
+/** The owner of one session's runs (per run for plan runs: one run per session), as the store last heard from it. */
+export interface SessionOwner {
+  sessionId: string;
+  /** Bumped by every claim; commits fenced with an older one are refused. */
+  epoch: number;
+  /** The host id of the owner, and its process id on that machine. */
+  holder: string;
+  pid: number | null;
+  takenAt: number;
+  heartbeatAt: number;
+  /** Database-clock time until which the claim holds without a renewal. */
+  leaseUntil: number;
+  /** Set by a clean release (drain, run end); null while owned. */
+  stoppedAt: number | null;
+}
+
+/** A claim: taken (with the new epoch and whom it was taken from), or refused because a live owner holds it. */
+export type ClaimResult = { ok: true; epoch: number; previous: SessionOwner | null; now: number } | { ok: false; owner: SessionOwner; now: number };
+
+/** A worker process, as `berth workers` lists it. */
+export interface WorkerHost {
+  /** Unique per process: host id and pid. */
+  id: string;
+  hostId: string;
+  pid: number | null;
+  tags: string[];
+  concurrency: number;
+  startedAt: number;
+  heartbeatAt: number;
+  stoppedAt: number | null;
+}
+
+/**
+ * Run ownership for several hosts on one store (issue 15). Every time here is the database clock,
+ * so hosts agree on when a lease ran out.
+ */
+export interface OwnershipRecords {
+  /** Takes the session: refused while a live owner holds it, unless `takeOver` (operator). Bumps the epoch. */
+  claimSession(sessionId: string, holder: { hostId: string; pid: number | null }, ttlMs: number, opts?: { takeOver?: boolean }): Promise<ClaimResult>;
+  /** Extends the lease; false when the epoch moved on (another host took the session) or it was released. */
+  renewSession(sessionId: string, epoch: number, ttlMs: number): Promise<boolean>;
+  /** A clean give-up: the next claim needs no wait. False when the epoch had moved on. */
+  releaseSession(sessionId: string, epoch: number): Promise<boolean>;
+  getSessionOwner(sessionId: string): Promise<SessionOwner | undefined>;
+  listSessionOwners(): Promise<SessionOwner[]>;
+  /** Sessions with unfinished tasks and no live owner, oldest first. */
+  claimableSessions(limit: number): Promise<string[]>;
+  /** The database clock's now. */
+  databaseNow(): Promise<number>;
+  heartbeatHost(h: { id: string; hostId: string; pid: number | null; tags: string[]; concurrency: number }): Promise<void>;
+  stopHost(id: string): Promise<void>;
+  listHosts(): Promise<WorkerHost[]>;
+}

@@ -1,0 +1,118 @@
+import type Database from 'better-sqlite3';
+import type { Clock } from '../../support/clock';
+import type { ClaimResult, SessionOwner, WorkerHost } from '../ownership';
+
+/** The scope of a session's ownership row in `fencing`: commit()'s fence check covers it unchanged. */
+export const sessionScope = (sessionId: string) => `session:${sessionId}`;
+
+/**
+ * The database clock: the time every lease_until is written and compared with. On SQLite (one
+ * machine) it is the store's clock; a networked store uses the server's now(), so hosts with
+ * skewed clocks still agree on when a lease ran out.
+ */
+export type DbClock = () => number;
+
+type OwnerRow = { scope: string; epoch: number; holder: string; pid: number | null; at: number; heartbeat_at: number | null; stopped_at: number | null; lease_until: number | null };
+type HostRow = { id: string; host_id: string; pid: number | null; tags: string; concurrency: number; started_at: number; heartbeat_at: number; stopped_at: number | null };
+
+const toOwner = (r: OwnerRow): SessionOwner => ({
+  sessionId: r.scope.slice('session:'.length),
+  epoch: r.epoch,
+  holder: r.holder,
+  pid: r.pid,
+  takenAt: r.at,
+  heartbeatAt: r.heartbeat_at ?? r.at,
+  leaseUntil: r.lease_until ?? 0,
+  stoppedAt: r.stopped_at,
+});
+
+const toHost = (r: HostRow): WorkerHost => ({
+  id: r.id,
+  hostId: r.host_id,
+  pid: r.pid,
+  tags: JSON.parse(r.tags) as string[],
+  concurrency: r.concurrency,
+  startedAt: r.started_at,
+  heartbeatAt: r.heartbeat_at,
+  stoppedAt: r.stopped_at,
+});
+
+/**
+ * Per-session ownership (one owner per run; an agent session's runs share one): claim, renew and
+ * release, all compare-and-set on the epoch, in portable SQL. A claim bumps the epoch, so every
+ * commit the previous owner still tries is refused by commit()'s fence check in its own transaction.
+ */
+export function sqliteOwnership(db: Database.Database, clock: Clock) {
+  const now: DbClock = () => clock.now();
+  const cols = 'scope, epoch, holder, pid, at, heartbeat_at, stopped_at, lease_until';
+  const get = db.prepare(`SELECT ${cols} FROM fencing WHERE scope = ?`);
+  const all = db.prepare(`SELECT ${cols} FROM fencing WHERE scope LIKE 'session:%' ORDER BY scope`);
+  const take = db.prepare(
+    `INSERT INTO fencing (scope, epoch, holder, pid, at, heartbeat_at, stopped_at, lease_until) VALUES (?, ?, ?, ?, ?, ?, NULL, ?)
+     ON CONFLICT (scope) DO UPDATE SET epoch = excluded.epoch, holder = excluded.holder, pid = excluded.pid, at = excluded.at,
+       heartbeat_at = excluded.heartbeat_at, stopped_at = NULL, lease_until = excluded.lease_until`,
+  );
+  const renew = db.prepare('UPDATE fencing SET heartbeat_at = ?, lease_until = ? WHERE scope = ? AND epoch = ? AND stopped_at IS NULL');
+  const release = db.prepare('UPDATE fencing SET heartbeat_at = ?, stopped_at = ?, lease_until = ? WHERE scope = ? AND epoch = ?');
+  // Sessions with unfinished tasks whose owner (if any) stopped or let its lease run out.
+  const claimable = db.prepare(
+    `SELECT t.session_id AS session_id, MIN(t.created_at) AS first FROM tasks t
+       LEFT JOIN fencing f ON f.scope = 'session:' || t.session_id
+      WHERE t.status <> 'terminal' AND (f.scope IS NULL OR f.stopped_at IS NOT NULL OR f.lease_until IS NULL OR f.lease_until < ?)
+      GROUP BY t.session_id ORDER BY first LIMIT ?`,
+  );
+  const hostUpsert = db.prepare(
+    `INSERT INTO hosts (id, host_id, pid, tags, concurrency, started_at, heartbeat_at, stopped_at) VALUES (?, ?, ?, ?, ?, ?, ?, NULL)
+     ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, tags = excluded.tags, concurrency = excluded.concurrency, stopped_at = NULL`,
+  );
+  const hostStop = db.prepare('UPDATE hosts SET stopped_at = ?, heartbeat_at = ? WHERE id = ?');
+  const hostsAll = db.prepare('SELECT id, host_id, pid, tags, concurrency, started_at, heartbeat_at, stopped_at FROM hosts ORDER BY started_at');
+  return {
+    async claimSession(sessionId: string, holder: { hostId: string; pid: number | null }, ttlMs: number, opts: { takeOver?: boolean } = {}): Promise<ClaimResult> {
+      return db
+        .transaction((): ClaimResult => {
+          const row = get.get(sessionScope(sessionId)) as OwnerRow | undefined;
+          const t = now();
+          const previous = row ? toOwner(row) : null;
+          const live = previous !== null && previous.stoppedAt === null && previous.leaseUntil >= t;
+          if (live && !opts.takeOver) return { ok: false, owner: previous, now: t };
+          const epoch = (row?.epoch ?? 0) + 1;
+          take.run(sessionScope(sessionId), epoch, holder.hostId, holder.pid, t, t, t + ttlMs);
+          return { ok: true, epoch, previous, now: t };
+        })
+        .immediate();
+    },
+    async renewSession(sessionId: string, epoch: number, ttlMs: number): Promise<boolean> {
+      const t = now();
+      return renew.run(t, t + ttlMs, sessionScope(sessionId), epoch).changes === 1;
+    },
+    async releaseSession(sessionId: string, epoch: number): Promise<boolean> {
+      const t = now();
+      return release.run(t, t, t, sessionScope(sessionId), epoch).changes === 1;
+    },
+    async getSessionOwner(sessionId: string): Promise<SessionOwner | undefined> {
+      const row = get.get(sessionScope(sessionId)) as OwnerRow | undefined;
+      return row ? toOwner(row) : undefined;
+    },
+    async listSessionOwners(): Promise<SessionOwner[]> {
+      return (all.all() as OwnerRow[]).map(toOwner);
+    },
+    async claimableSessions(limit: number): Promise<string[]> {
+      return (claimable.all(now(), limit) as Array<{ session_id: string }>).map((r) => r.session_id);
+    },
+    async databaseNow(): Promise<number> {
+      return now();
+    },
+    async heartbeatHost(h: { id: string; hostId: string; pid: number | null; tags: string[]; concurrency: number }): Promise<void> {
+      const t = now();
+      hostUpsert.run(h.id, h.hostId, h.pid, JSON.stringify(h.tags), h.concurrency, t, t);
+    },
+    async stopHost(id: string): Promise<void> {
+      const t = now();
+      hostStop.run(t, t, id);
+    },
+    async listHosts(): Promise<WorkerHost[]> {
+      return (hostsAll.all() as HostRow[]).map(toHost);
+    },
+  };
+}

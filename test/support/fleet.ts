@@ -1,0 +1,95 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import type { Run } from '../../host/model';
+import { bundledCli, lastJson, type planFixture } from './plan-fixture';
+
+type Fixture = Awaited<ReturnType<typeof planFixture>>;
+
+/** A `berth worker` child process of the fixture's store (same machine, same host id, its own pid). */
+export interface WorkerProcess {
+  child: ChildProcess;
+  pid: number;
+  stderr(): string;
+  exited: Promise<number | null>;
+}
+
+/** Starts `berth worker` on the fixture's store with a short ownership lease. */
+export async function startWorker(fx: Fixture, leaseTtlMs: number, args: string[] = []): Promise<WorkerProcess> {
+  const script = await bundledCli();
+  const child = spawn(process.execPath, [script, 'worker', '--store', fx.store, '--grace', '5', ...args], {
+    env: { ...process.env, BERTH_HOST_ID: fx.hostId, BERTH_OPERATOR: 'tester', BERTH_LEASE_TTL_MS: String(leaseTtlMs) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let err = '';
+  child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+  child.stdout!.resume();
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, pid: child.pid!, stderr: () => err, exited };
+}
+
+/** Ends a worker: SIGTERM (drain) and wait; SIGKILL after `ms` if it does not drain. */
+export async function stopWorker(w: WorkerProcess, ms = 60_000): Promise<number | null | 'killed'> {
+  if (w.child.exitCode !== null || w.child.signalCode !== null) return w.child.exitCode;
+  w.child.kill('SIGTERM');
+  const end = await Promise.race([w.exited, new Promise<'slow'>((r) => setTimeout(() => r('slow'), ms))]);
+  if (end !== 'slow') return end;
+  w.child.kill('SIGKILL');
+  await w.exited;
+  return 'killed';
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Polls until `probe` returns a value (not undefined), or fails after `ms` naming `what`. */
+export async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, ms = 240_000, every = 200): Promise<T> {
+  const until = Date.now() + ms;
+  for (;;) {
+    const v = await probe().catch(() => undefined);
+    if (v !== undefined) return v;
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await sleep(every);
+  }
+}
+
+/** The run's step task with plan index `index` once it is executing (status running, its command started). */
+export function stepRunning(fx: Fixture, runId: string, index: number) {
+  return fx.read(async (s) => {
+    const t = (await s.listTasks({ runId })).find((x) => x.kind === 'plan-step' && (x.input as { index?: number }).index === index);
+    return t?.status === 'running' ? t : undefined;
+  });
+}
+
+/** Submits the fixture's plan with --detach and returns the run. */
+export async function submitDetached(fx: Fixture): Promise<Run> {
+  const end = await fx.cli(['run', fx.plan, '--detach', '--json']);
+  if (end.code !== 0) throw new Error(`--detach failed (${end.code}): ${end.stderr}`);
+  return lastJson<{ run: Run }>(end).run;
+}
+
+const FINAL: Run['state'][] = ['completed', 'failed', 'cancelled', 'compensated', 'needs_reconciliation'];
+
+/** Waits for the run to settle. */
+export function runSettled(fx: Fixture, runId: string, ms?: number): Promise<Run> {
+  return waitFor(`run ${runId} to settle`, () => fx.read(async (s) => {
+    const r = await s.getRun(runId);
+    return r && FINAL.includes(r.state) ? r : undefined;
+  }), ms);
+}
+
+/** How often each step of the run produced a finished result (a step run twice shows as 2). */
+export function finishedStepCounts(fx: Fixture, runId: string): Promise<Record<string, number>> {
+  return fx.read(async (s) => {
+    const run = (await s.getRun(runId))!;
+    const counts: Record<string, number> = {};
+    for (const e of await s.listEntries(run.sessionId, { runId })) {
+      if (e.kind !== 'plan.step.output') continue;
+      const step = (e.body as { step: string }).step;
+      counts[step] = (counts[step] ?? 0) + 1;
+    }
+    return counts;
+  });
+}
+
+/** The workspace digest of the run's newest snapshot. */
+export function runDigest(fx: Fixture, runId: string): Promise<string | undefined> {
+  return fx.read(async (s) => (await s.listSnapshots({ runId })).at(-1)?.workspaceDigest);
+}
