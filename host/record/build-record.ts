@@ -4,6 +4,7 @@ import { isOperatorReceipt } from '../kernel';
 import type { Effect, Entry, Json, Run, Task } from '../model';
 import type { Store } from '../store';
 import { KERNEL } from '../version';
+import { forkedFrom } from '../fork';
 import { sealRecord, sha256, canonicalJson } from './canonical';
 import { contractSections } from './sections';
 import { RECORD_FORMAT, RECORD_SCHEMA_VERSION, type RunRecord } from './schema';
@@ -77,7 +78,7 @@ export async function readRunRows(store: Store, runId: string) {
     store.storeId(),
   ]);
   if (!session) throw new BerthError('record_incomplete', `run ${runId} names session ${run.sessionId}, which the store does not hold`, { ids: { runId } });
-  return { run, session, submission, transitions, tasks, effects, snapshots, leases, documents, entries, egress, commits, imported, storeId };
+  return { run, session, submission, transitions, tasks, effects, snapshots, leases, documents, entries, egress, commits, imported, storeId, forkedFrom: await forkedFrom(store, run) };
 }
 export type RunRows = Awaited<ReturnType<typeof readRunRows>>;
 
@@ -86,8 +87,23 @@ export type RunRows = Awaited<ReturnType<typeof readRunRows>>;
  * sandbox across runs, so a later run restores (and its pointer names) snapshots an earlier one took.
  */
 async function runSnapshots(store: Store, run: Run) {
-  if (run.kind !== 'agent') return store.listSnapshots({ runId: run.id });
-  return store.listSnapshots({ sessionId: run.sessionId });
+  const own = run.kind !== 'agent' ? await store.listSnapshots({ runId: run.id }) : await store.listSnapshots({ sessionId: run.sessionId });
+  // A fork starts from (and its first snapshot names as parent) a snapshot of the run it was forked
+  // from; that snapshot's own parents are the history it holds. The chain goes in, oldest first.
+  const from = await forkedFrom(store, run);
+  const have = new Set(own.map((s) => s.id));
+  const extra: typeof own = [];
+  const queue = [...own.map((s) => s.parentId), from?.snapshotId ?? null];
+  while (queue.length) {
+    const id = queue.shift();
+    if (!id || have.has(id)) continue;
+    const s = await store.getSnapshot(id);
+    if (!s) continue;
+    have.add(id);
+    extra.unshift(s);
+    queue.push(s.parentId);
+  }
+  return [...extra, ...own];
 }
 
 /** The run's documents, and its agent session's sandbox pointer (which `berth show` reads too). */
@@ -114,7 +130,7 @@ export async function exportRun(store: Store, runId: string, now: number): Promi
     ...sections,
     run: {
       id: run.id, sessionId: run.sessionId, sessionCreatedAt: session.createdAt, sessionMeta: session.meta, kind: run.kind, state: run.state,
-      rootTaskId: run.rootTaskId, parentRunId: null, forkedFrom: { recorded: false, note: 'forks are not built yet; no run is forked from another' },
+      rootTaskId: run.rootTaskId, parentRunId: rows.forkedFrom?.runId ?? null, forkedFrom: rows.forkedFrom ?? { recorded: false, note: 'not a fork' },
       transitionCount: run.transitionCount, versions: run.versions,
       handlerKinds: [...new Map(rows.tasks.map((t) => [`${t.kind}@${t.kindVersion}`, { kind: t.kind, version: t.kindVersion }])).values()],
       ...modelOf(rows),

@@ -177,7 +177,8 @@ export const RunRecordSchema = z.strictObject({
     state: RunState,
     rootTaskId: z.string().nullable(),
     parentRunId: z.string().nullable(),
-    forkedFrom: NotRecordedSchema,
+    /** The run and checkpoint this run was forked from (its history before `index` is that run's). */
+    forkedFrom: z.union([z.strictObject({ runId: z.string(), snapshotId: z.string(), checkpoint: z.string(), index: z.number().int() }), NotRecordedSchema]),
     transitionCount: z.number().int(),
     versions: Versions,
     handlerKinds: z.array(z.strictObject({ kind: z.string(), version: z.number().int() })),
