@@ -91,8 +91,11 @@ export function checkRecord(r: RunRecord): Violation[] {
 
   // legal transitions
   let prev: string | null = null;
+  // A take-over (`berth resume --take-over`) is logged as a row that keeps the state, in its own commit.
+  const takeOvers = new Set(r.commits.filter((c) => c.label === 'run.take-over').map((c) => c.seq));
   for (const t of r.transitions) {
-    const ok = t.n === 1 ? t.from === null && t.to === 'admitted' : t.from === prev && t.from !== null && isLegalRunTransition(t.from, t.to);
+    const ownerChange = t.from !== null && t.from === t.to && !FINAL.has(t.from) && takeOvers.has(t.commitSeq);
+    const ok = t.n === 1 ? t.from === null && t.to === 'admitted' : t.from === prev && t.from !== null && (ownerChange || isLegalRunTransition(t.from, t.to));
     if (!ok) v('legal_transitions', `transition #${t.n} ${t.from ?? '-'} -> ${t.to} is not legal after ${prev ?? 'nothing'}`, { n: t.n, from: t.from, to: t.to, previous: prev });
     prev = t.to;
   }
