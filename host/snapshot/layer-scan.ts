@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import { constants as fsc, type BigIntStats } from 'node:fs';
-import { lstat, open, readdir, readlink, realpath } from 'node:fs/promises';
+import { closeSync, constants as fsc, type Dirent, fstatSync, lstatSync, openSync, readdirSync, readlinkSync, readSync, type BigIntStats } from 'node:fs';
+import { lstat, realpath } from 'node:fs/promises';
 import type { WorkspaceManifest } from './manifest';
 
 /** A container's overlay directories on this machine: its writable layer, and its whole filesystem as it sees it. */
@@ -27,7 +27,24 @@ export interface LayerListing {
   startedAt: number;
 }
 
-const HASH_CONCURRENCY = 8;
+// The walks use the synchronous calls: thousands of small lstat/readdir calls through the thread
+// pool cost ten times as much under load. They yield to the event loop every YIELD_EVERY calls so
+// a big layer does not stall the host's other work.
+const YIELD_EVERY = 500;
+const CHUNK = 1 << 20;
+let calls = 0;
+const breathe = async () => {
+  if (++calls % YIELD_EVERY === 0) await new Promise<void>((r) => setImmediate(r));
+};
+const lstatOrNone = (path: string): BigIntStats | undefined => {
+  try {
+    return lstatSync(path, { bigint: true });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
+    throw err;
+  }
+};
 
 /**
  * The workspace root in the merged view, or `undefined` when it is not a plain directory there
@@ -50,33 +67,55 @@ const modeOf = (st: BigIntStats) => (Number(st.mode) & 0o7777).toString(8);
 const parentOf = (p: string) => (p === '.' ? '' : p.slice(0, p.lastIndexOf('/')));
 const isRacy = (st: BigIntStats, since: number) => Number(st.ctimeMs) >= since || Number(st.mtimeMs) >= since;
 
-/** sha256 of a regular file, opened without following a symlink swapped in after the stat. */
-async function hashFile(path: string): Promise<string> {
-  const fh = await open(path, fsc.O_RDONLY | fsc.O_NOFOLLOW);
+const buffer = Buffer.allocUnsafe(CHUNK);
+
+/** sha256 of a regular file, opened without following a symlink swapped in after the stat; `undefined` when it is gone or no longer a file. */
+async function hashFile(path: string): Promise<string | undefined> {
+  let fd: number;
   try {
+    fd = openSync(path, fsc.O_RDONLY | fsc.O_NOFOLLOW | fsc.O_NONBLOCK);
+  } catch {
+    return undefined;
+  }
+  try {
+    if (!fstatSync(fd).isFile()) return undefined;
     const hash = createHash('sha256');
-    for await (const chunk of fh.createReadStream({ autoClose: false })) hash.update(chunk as Buffer);
+    for (;;) {
+      const n = readSync(fd, buffer, 0, CHUNK, null);
+      if (n === 0) break;
+      hash.update(buffer.subarray(0, n));
+      await breathe();
+    }
     return hash.digest('hex');
   } finally {
-    await fh.close();
+    closeSync(fd);
   }
 }
 
 /** Upper-layer paths (workspace-relative, `./`-prefixed) with a ctime or mtime at or after `since` (host ms). */
 async function changedInUpper(upperWs: string, since: number): Promise<string[]> {
   const out: string[] = [];
-  const top = await lstat(upperWs, { bigint: true }).catch(() => undefined);
+  const top = lstatOrNone(upperWs);
   // Nothing under the workspace was written since the container was made.
   if (!top?.isDirectory()) return out;
   if (isRacy(top, since)) out.push('.');
   const stack = ['.'];
   while (stack.length) {
     const dir = stack.pop()!;
-    for (const e of await readdir(upperWs + dir.slice(1), { withFileTypes: true })) {
+    let entries: Dirent[];
+    try {
+      entries = readdirSync(upperWs + dir.slice(1), { withFileTypes: true });
+    } catch {
+      // Removed while walked: a change (a writer runs), for the merged view to tell.
+      out.push(dir);
+      continue;
+    }
+    for (const e of entries) {
       const p = `${dir}/${e.name}`;
-      const st = await lstat(upperWs + p.slice(1), { bigint: true });
-      if (isRacy(st, since)) out.push(p);
-      if (e.isDirectory()) stack.push(p);
+      await breathe();
+      const st = lstatOrNone(upperWs + p.slice(1));
+      if (!st || isRacy(st, since)) out.push(p);
+      if (st && e.isDirectory()) stack.push(p);
     }
   }
   return out;
@@ -129,14 +168,14 @@ export async function scanLayer(dirs: LayerDirs, ws: string, prev: { manifest: W
     for (const q of toHash.keys()) if (q === p || q.startsWith(`${p}/`)) toHash.delete(q);
   };
   const seen = new Set<string>();
+  // A path that vanished or changed type between two calls: the result cannot stand (a writer is running).
+  let complete = true;
   /** Brings `p` up to date from the merged view; `whole`: its subtree is new, look at all of it. */
   const refresh = async (p: string, whole: boolean): Promise<void> => {
     if (seen.has(p)) return;
     seen.add(p);
-    const st = await lstat(base + p.slice(1), { bigint: true }).catch((err: NodeJS.ErrnoException) => {
-      if (err.code === 'ENOENT' || err.code === 'ENOTDIR') return undefined;
-      throw err;
-    });
+    await breathe();
+    const st = lstatOrNone(base + p.slice(1));
     if (!st) return void (p === '.' ? undefined : remove(p));
     keys.set(p, keyOf(st));
     if (st.isDirectory()) {
@@ -145,7 +184,13 @@ export async function scanLayer(dirs: LayerDirs, ws: string, prev: { manifest: W
         if (!wasDir) removeBelow(p);
         setEntry(p, `d:${modeOf(st)}`);
       }
-      const names = (await readdir(base + p.slice(1))).sort();
+      let names: string[];
+      try {
+        names = readdirSync(base + p.slice(1)).sort();
+      } catch {
+        complete = false;
+        return;
+      }
       children.set(p, names);
       const here = new Set(names.map((n) => `${p}/${n}`));
       for (const old of [...(indexOf().get(p) ?? [])]) if (!here.has(old)) remove(old);
@@ -154,25 +199,24 @@ export async function scanLayer(dirs: LayerDirs, ws: string, prev: { manifest: W
     }
     removeBelow(p);
     if (st.isFile()) toHash.set(p, modeOf(st));
-    else if (st.isSymbolicLink()) setEntry(p, `l:${await readlink(base + p.slice(1))}`);
+    else if (st.isSymbolicLink()) {
+      try {
+        setEntry(p, `l:${readlinkSync(base + p.slice(1))}`);
+      } catch {
+        complete = false;
+      }
+    }
     else setEntry(p, `o:${modeOf(st)}`);
   };
   if (!prev) await refresh('.', true);
   else for (const p of await changedInUpper(dirs.upper + ws.replace(/\/+$/, ''), prev.since - LAYER_CLOCK_MARGIN_MS)) await refresh(p, false);
-  const files = [...toHash];
-  let next = 0;
-  let complete = true;
-  const worker = async () => {
-    while (next < files.length) {
-      const [p, mode] = files[next++]!;
-      const hash = await hashFile(base + p.slice(1)).catch(() => undefined);
-      // Gone or swapped since the stat: a value that never verifies; the after-commit check sees the change.
-      if (!hash) complete = false;
-      setEntry(p, hash ? `f:${mode}:${hash}` : `f:${mode}:unreadable:${startedAt}`);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(HASH_CONCURRENCY, files.length) }, worker));
-  return { manifest, keys, children, hashed: files.length, complete, startedAt };
+  for (const [p, mode] of toHash) {
+    const hash = await hashFile(base + p.slice(1));
+    // Gone or swapped since the stat: a value that never verifies; the after-commit check sees the change.
+    if (!hash) complete = false;
+    setEntry(p, hash ? `f:${mode}:${hash}` : `f:${mode}:unreadable:${startedAt}`);
+  }
+  return { manifest, keys, children, hashed: toHash.size, complete, startedAt };
 }
 
 /**
@@ -185,16 +229,23 @@ export async function scanLayer(dirs: LayerDirs, ws: string, prev: { manifest: W
 export async function layerChangedPath(dirs: LayerDirs, ws: string, first: LayerListing): Promise<string | null> {
   const base = dirs.merged + ws.replace(/\/+$/, '');
   for (const p of await changedInUpper(dirs.upper + ws.replace(/\/+$/, ''), first.startedAt - LAYER_CLOCK_MARGIN_MS)) {
-    const st = await lstat(base + p.slice(1), { bigint: true }).catch(() => undefined);
+    await breathe();
+    const st = lstatOrNone(base + p.slice(1));
     if (!st) {
       if (p in first.manifest || first.keys.has(p)) return p;
       continue;
     }
     if (first.keys.get(p) !== keyOf(st)) return p;
     if (st.isDirectory()) {
-      if ((await readdir(base + p.slice(1))).sort().join('/') !== (first.children.get(p) ?? []).join('/')) return p;
+      let names: string;
+      try {
+        names = readdirSync(base + p.slice(1)).sort().join('/');
+      } catch {
+        return p;
+      }
+      if (names !== (first.children.get(p) ?? []).join('/')) return p;
     } else if (st.isFile()) {
-      const hash = await hashFile(base + p.slice(1)).catch(() => undefined);
+      const hash = await hashFile(base + p.slice(1));
       if (!hash || first.manifest[p] !== `f:${modeOf(st)}:${hash}`) return p;
     }
   }

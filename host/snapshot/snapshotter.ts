@@ -242,12 +242,11 @@ export class Snapshotter {
     // Still what the first reading found: a second walk of the layer (same stat fields, same hashes
     // of recently changed files), or a second listing compared field by field.
     const moved = first.layer && first.complete ? await timed(this.d.logger, 'snapshot.layer_verify', () => layerChangedPath(dirs!, ws, first.layer!)) : null;
-    if (moved) this.d.logger.debug({ snapshotId: opts.snapshotId, path: moved }, 'the layer shows a change since the snapshot read the workspace');
     const unchanged = first.layer
       ? first.complete && moved === null
       : sameListing(first as Listing, await this.list(t, { stats: first.stats, manifest: first.manifest, now: first.now }, 'promote', opts.signal)) && first.complete;
     if (!unchanged) {
-      if (first.complete) this.d.logger.warn({ snapshotId: opts.snapshotId }, 'workspace changed during the snapshot; taking it again with the container paused');
+      if (first.complete) this.d.logger.warn({ snapshotId: opts.snapshotId, ...(moved ? { path: moved } : {}) }, 'workspace changed during the snapshot; taking it again with the container paused');
       else this.d.logger.info({ snapshotId: opts.snapshotId }, 'the workspace owner cannot read all of the workspace; taking the snapshot paused, read through the engine');
       const superseded = image;
       ({ image, manifest } = await this.takePaused(t, first.root, opts, commit));
