@@ -47,6 +47,8 @@ interface Known {
  */
 export class Snapshotter {
   private readonly known = new Map<string, Known>();
+  /** The fallback to listing execs is logged once per process. */
+  private saidFallback = false;
 
   constructor(private readonly d: { engine: SnapshotEngine; store: Store; logger: Logger; flattenDepth?: number }) {}
 
@@ -116,7 +118,12 @@ export class Snapshotter {
   /** The container's overlay directories when the workspace can be read there on this machine. */
   private async layer(t: SnapshotTarget): Promise<LayerDirs | undefined> {
     const dirs = await this.d.engine.layerDirs?.(t.containerId);
-    return dirs && (await layerWorkspace(dirs, t.workspacePath)) ? dirs : undefined;
+    if (dirs && (await layerWorkspace(dirs, t.workspacePath))) return dirs;
+    if (!this.saidFallback) {
+      this.saidFallback = true;
+      this.d.logger.info({ containerId: t.containerId, workspace: t.workspacePath, reason: dirs ? 'the workspace is not a plain directory in the merged layer' : 'the engine layer is not overlay2 or not readable here' }, 'snapshots read this workspace with a listing exec in the sandbox (slower: two engine round trips per snapshot)');
+    }
+    return undefined;
   }
 
   /** A layer scan from what this process last knew of the container (every file hashed without it). */
