@@ -161,11 +161,13 @@ export async function scanLayer(dirs: LayerDirs, ws: string, prev: { manifest: W
     indexOf().delete(p);
   };
   const remove = (p: string) => {
+    const dir = manifest[p]?.startsWith('d:');
     removeBelow(p);
     delete manifest[p];
     indexOf().get(parentOf(p))?.delete(p);
-    // New files queued below it are not in the index yet.
-    for (const q of toHash.keys()) if (q === p || q.startsWith(`${p}/`)) toHash.delete(q);
+    toHash.delete(p);
+    // New files queued below a removed directory are not in the index yet (only in a race).
+    if (dir) for (const q of toHash.keys()) if (q.startsWith(`${p}/`)) toHash.delete(q);
   };
   const seen = new Set<string>();
   // A path that vanished or changed type between two calls: the result cannot stand (a writer is running).
@@ -176,7 +178,11 @@ export async function scanLayer(dirs: LayerDirs, ws: string, prev: { manifest: W
     seen.add(p);
     await breathe();
     const st = lstatOrNone(base + p.slice(1));
-    if (!st) return void (p === '.' ? undefined : remove(p));
+    if (!st) {
+      if (p === '.') complete = false;
+      else remove(p);
+      return;
+    }
     keys.set(p, keyOf(st));
     if (st.isDirectory()) {
       const wasDir = p === '.' || manifest[p]?.startsWith('d:');
