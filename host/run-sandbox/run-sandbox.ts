@@ -19,10 +19,10 @@ export interface RunSandboxDeps {
   clock: Clock;
   logger: Logger;
   /**
-   * Re-base the lease on a new snapshot once its layer is at least this big. Default 1 MiB: a
-   * commit copies the container's whole upper layer since its last re-base, so without one every
-   * later small step's snapshot copies the big step's bytes again; with the workspace read from
-   * the layer (no exec), that copy is most of a small snapshot's cost.
+   * Re-base the lease on a new snapshot once its layer is at least this big. Default 8 MiB: a
+   * re-base (a new container) costs what copying some 17 MB more per commit costs on an idle
+   * machine and far more under load, so a lower bound only moves cost onto the big step's snapshot
+   * (bench/RESULTS.md, plan, session 4).
    */
   rebaseBytes?: number;
 }
@@ -191,7 +191,7 @@ export class RunSandbox {
     faultPoint('after:snapshot.take');
     const record: NewSnapshotRecord = { id, leaseId: lease.id, imageId: taken.imageId, workspaceDigest: taken.workspaceDigest, sizeBytes: taken.layerBytes, checkpoint, parentId };
     let current = lease;
-    if (!taken.reused && (taken.flattened || taken.layerBytes >= (this.d.rebaseBytes ?? 1 << 20))) {
+    if (!taken.reused && (taken.flattened || taken.layerBytes >= (this.d.rebaseBytes ?? 8 << 20))) {
       current = await timed(this.d.logger, 'snapshot.rebase', async () => {
         const next = await this.d.sandbox.lease({ ...this.spec(env), imageDigest: taken.imageId }, { sessionId, signal, runId });
         this.d.snapshots.forget(lease.containerId);
