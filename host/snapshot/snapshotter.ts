@@ -3,12 +3,11 @@ import { BerthError } from '../errors';
 import type { Json } from '../model';
 import type { Store } from '../store';
 import { manifestDigest, type WorkspaceManifest } from './manifest';
-import { changedOutside, listWorkspace, type Listing, type ScanExec, type StatEntry } from './scan';
+import { changedOutside, listWorkspace, type Listing, type StatEntry } from './scan';
 import { manifestFromTar } from './tar-manifest';
 import { changedPaths, sameListing } from './listing-compare';
 import { layerChangedPath, layerWorkspace, scanLayer, type LayerDirs, type LayerListing } from './layer-scan';
 import { timed } from './timing';
-
 import { FLATTEN_DEPTH, type EngineImage, type SnapshotEngine, type SnapshotTarget, type TakenSnapshot, type WorkspaceState } from './snapshot-types';
 
 export { FLATTEN_DEPTH, type EngineImage, type SnapshotEngine, type SnapshotTarget, type TakenSnapshot, type WorkspaceState } from './snapshot-types';
