@@ -7,7 +7,11 @@
  *   start, intent commit (`call`), effect begin commit, the exec, result + receipt commit;
  * - mutating_tool_call_vs_raw_exec: the same call not marked safe (replay never), which adds the
  *   workspace digest measurement resume verification needs (docker diff + a scan exec);
- * - raw exec: exec create + start + drain + inspect of `sh -c true` as the workspace owner.
+ * - writing_tool_call_vs_raw_exec: a call not marked safe that writes one file into a workspace of
+ *   300 files (`date +%N > out.txt`), so its digest must look at a change (a listing exec in the
+ *   sandbox before session 4 of #14, the overlay layer read on the host since), against a raw exec
+ *   of the same command;
+ * - raw exec: exec create + start + drain + inspect of the same `sh -c <command>` as the workspace owner.
  */
 import Dockerode from 'dockerode';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -39,7 +43,8 @@ export default async function agentBench(report: Report): Promise<void> {
   const sandbox = createSandboxHost({ docker, records: store, clock: systemClock, logger, hostId });
   const rt = createHostRuntime({ store, sandbox, engine: snapshotEngine(docker), clock: systemClock, logger, hostId });
   let safe = true;
-  const model = await startModelServer((turn) => (turn % (CALLS_PER_BLOCK + 1) === CALLS_PER_BLOCK ? { content: 'done' } : { toolCalls: [{ name: 'exec', arguments: { command: 'true', ...(safe ? { safe: true } : {}) } }] }));
+  let command = 'true';
+  const model = await startModelServer((turn) => (turn % (CALLS_PER_BLOCK + 1) === CALLS_PER_BLOCK ? { content: 'done' } : { toolCalls: [{ name: 'exec', arguments: { command, ...(safe ? { safe: true } : {}) } }] }));
   process.env.BERTH_BENCH_MODEL_KEY = 'sk-bench';
   const deps = { ...rt, toolNames: [...rt.agent.tools.keys()] };
   const settings = { model: { baseUrl: model.url, model: 'bench', apiKeyEnv: 'BERTH_BENCH_MODEL_KEY' } };
@@ -73,7 +78,7 @@ export default async function agentBench(report: Report): Promise<void> {
     };
     const rawExec = async (container: Dockerode.Container) => {
       const t0 = performance.now();
-      const ex = await container.exec({ Cmd: ['sh', '-c', 'true'], User: '1000:1000', WorkingDir: '/workspace', AttachStdout: true, AttachStderr: true, Tty: false });
+      const ex = await container.exec({ Cmd: ['sh', '-c', command], User: '1000:1000', WorkingDir: '/workspace', AttachStdout: true, AttachStderr: true, Tty: false });
       const s = (await ex.start({ hijack: true, stdin: false })) as NodeJS.ReadableStream;
       await new Promise<void>((res) => {
         s.on('data', () => undefined);
@@ -115,6 +120,13 @@ export default async function agentBench(report: Report): Promise<void> {
     const write = await measure();
     report('mutating_tool_call_vs_raw_exec', write.ours / write.raw, 'ratio');
     report('mutating_tool_call_ms', write.ours, 'absolute');
+    // A call that changes the workspace (300 files, one rewritten per call).
+    command = 'mkdir -p src && for i in $(seq 1 300); do echo $i > src/f$i; done';
+    await measure();
+    command = 'date +%N > out.txt';
+    const writing = await measure();
+    report('writing_tool_call_vs_raw_exec', writing.ours / writing.raw, 'ratio');
+    report('writing_tool_call_ms', writing.ours, 'absolute');
   } finally {
     await rt.kernel.stop();
     await sandbox.close();

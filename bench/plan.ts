@@ -25,11 +25,12 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Dockerode from 'dockerode';
 import pino from 'pino';
-import { pack } from 'tar-fs';
 import { parseEnvironment, type Environment } from '../environment';
 import { RunSandbox } from '../host/run-sandbox';
 import { containerCreateOptions, SandboxHost, snapshotEngine, type Lease } from '../host/sandbox';
 import { sandboxSpecOf } from '../host/runtime/sandbox-spec';
+// tar-fs is only dockerode's own dependency (not hoisted in every install): pack with the sandbox's own packer.
+import { packHostDir, scanHostDir } from '../host/sandbox/archive-pack';
 import { Snapshotter } from '../host/snapshot';
 import { openSqliteStore } from '../host/store';
 import { systemClock } from '../host/support';
@@ -109,7 +110,7 @@ async function rawRun(docker: Dockerode, env: Environment, project: string): Pro
   const c = await docker.createContainer(containerCreateOptions(sandboxSpecOf(env), { 'berth.host': hostId, 'berth.bench': 'plan-raw' }));
   try {
     await c.start();
-    const tar = pack(project, { map: (h) => ({ ...h, uid: 1000, gid: 1000 }) }) as unknown as NodeJS.ReadableStream;
+    const tar = packHostDir(project, (await scanHostDir(project)).entries, [], { uid: 1000, gid: 1000 }) as unknown as NodeJS.ReadableStream;
     await c.putArchive(tar, { path: env.workspace.path });
     let execMs = 0;
     for (const step of STEPS) {

@@ -19,7 +19,12 @@ export interface RunSandboxDeps {
   imageExists(imageId: string): Promise<boolean>;
   clock: Clock;
   logger: Logger;
-  /** Re-base the lease on a new snapshot once its layer is at least this big. Default 8 MiB. */
+  /**
+   * Re-base the lease on a new snapshot once its layer is at least this big. Default 8 MiB: a
+   * re-base (a new container) costs what copying some 17 MB more per commit costs on an idle
+   * machine and far more under load, so a lower bound only moves cost onto the big step's snapshot
+   * (bench/RESULTS.md, plan, session 4).
+   */
   rebaseBytes?: number;
   /** Snapshots in an OCI registry (push after the snapshot, pull on restore); absent: this engine only. */
   transport?: SnapshotTransport;

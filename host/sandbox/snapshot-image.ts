@@ -188,6 +188,40 @@ export async function tagSnapshotImage(docker: Dockerode, imageId: string, tag: 
   }
 }
 
+/** A container's overlay directories on this machine (see {@link layerDirs}). */
+export interface LayerDirs {
+  upper: string;
+  merged: string;
+}
+
+// A container's layer directories never change while it lives: one inspect per container, not per
+// snapshot (each engine round trip costs 10-200 ms under load). Bounded; an evicted entry is inspected again.
+const dirsCache = new Map<string, LayerDirs | null>();
+
+/**
+ * The container's overlay2 upper directory (its writable layer) and merged directory (its whole
+ * filesystem as it sees it), when this process can read them: the engine is local, uses overlay2,
+ * and this process runs as root in its mount namespace. `undefined` otherwise (a remote or
+ * rootless engine, another storage driver): callers then look inside the container instead.
+ */
+export async function layerDirs(docker: Dockerode, containerId: string): Promise<LayerDirs | undefined> {
+  const cached = dirsCache.get(containerId);
+  if (cached !== undefined) return cached ?? undefined;
+  let found: LayerDirs | null = null;
+  try {
+    const gd = ((await docker.getContainer(containerId).inspect()) as { GraphDriver?: { Name?: string; Data?: Record<string, string> | null } }).GraphDriver;
+    const upper = gd?.Data?.UpperDir;
+    const merged = gd?.Data?.MergedDir;
+    if (gd?.Name === 'overlay2' && upper && merged && (await lstat(upper)).isDirectory() && (await readdir(merged)).length > 0) found = { upper, merged };
+  } catch {
+    // Gone, not readable here, or not mounted (a stopped container): not cached, it may start again.
+    return undefined;
+  }
+  if (dirsCache.size >= 512) dirsCache.delete(dirsCache.keys().next().value!);
+  dirsCache.set(containerId, found);
+  return found ?? undefined;
+}
+
 /**
  * Whether anything in the container's writable layer outside `skip` (absolute container paths)
  * changed at or after `sinceMs` (ctime: creation, rewrite, chmod; a deletion leaves a whiteout and
@@ -197,12 +231,7 @@ export async function tagSnapshotImage(docker: Dockerode, imageId: string, tag: 
  * the caller must find out another way.
  */
 export async function changedOutsideSince(docker: Dockerode, containerId: string, sinceMs: number, skip: string[]): Promise<boolean | undefined> {
-  let upper: string | undefined;
-  try {
-    upper = ((await docker.getContainer(containerId).inspect()) as { GraphDriver?: { Name?: string; Data?: Record<string, string> | null } }).GraphDriver?.Data?.UpperDir;
-  } catch {
-    return undefined;
-  }
+  const upper = (await layerDirs(docker, containerId))?.upper;
   if (!upper) return undefined;
   const skipped = new Set(skip.map((p) => p.replace(/\/+$/, '')));
   // File times come from the kernel's coarse clock (one tick, up to 10 ms, behind the host's own
@@ -269,6 +298,7 @@ export function snapshotEngine(docker: Dockerode) {
     listSnapshotImages: (hostId: string) => listSnapshotImages(docker, hostId),
     imageLayerBytes: (imageId: string) => imageLayerBytes(docker, imageId),
     changedOutsideSince: (containerId: string, sinceMs: number, skip: string[]) => changedOutsideSince(docker, containerId, sinceMs, skip),
+    layerDirs: (containerId: string) => layerDirs(docker, containerId),
   };
 }
 export type SnapshotEngineCalls = ReturnType<typeof snapshotEngine>;

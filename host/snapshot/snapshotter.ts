@@ -3,39 +3,14 @@ import { BerthError } from '../errors';
 import type { Json } from '../model';
 import type { Store } from '../store';
 import { manifestDigest, type WorkspaceManifest } from './manifest';
-import { changedOutside, listWorkspace, type Listing, type ScanExec, type StatEntry } from './scan';
+import { changedOutside, listWorkspace, type Listing, type StatEntry } from './scan';
 import { manifestFromTar } from './tar-manifest';
 import { changedPaths, sameListing } from './listing-compare';
+import { layerChangedPath, layerWorkspace, scanLayer, type LayerDirs, type LayerListing } from './layer-scan';
 import { timed } from './timing';
+import { FLATTEN_DEPTH, type EngineImage, type SnapshotEngine, type SnapshotTarget, type TakenSnapshot, type WorkspaceState } from './snapshot-types';
 
-/** What snapshots need from the sandbox adapter (which alone talks to Docker). */
-export interface SnapshotEngine {
-  commit(containerId: string, opts: { tag: string; labels: Record<string, string>; signal?: AbortSignal; pause?: boolean }): Promise<EngineImage>;
-  /** Removes an image whose tag a later commit took. */
-  discardImage(imageId: string): Promise<void>;
-  /** Rewrites a snapshot image as one layer under the same tag. */
-  flatten(imageId: string, opts: { tag: string; labels: Record<string, string>; signal?: AbortSignal }): Promise<EngineImage>;
-  setPaused(containerId: string, paused: boolean): Promise<void>;
-  /** A tar stream of a path in the container (works while it is paused). */
-  archive(containerId: string, path: string): Promise<NodeJS.ReadableStream>;
-  /** Adds the snapshot tag `tag` to an existing image. */
-  tag(imageId: string, tag: string): Promise<void>;
-  /** Removes the snapshot tag `tag` (and the image, when that was its last tag and nothing builds on it). */
-  removeSnapshot?(tag: string): Promise<'removed' | 'untagged' | 'absent'>;
-  /** Whether the container's layer changed outside `skip` since `sinceMs`; `undefined` when the engine's files cannot be read here. */
-  changedOutsideSince?(containerId: string, sinceMs: number, skip: string[]): Promise<boolean | undefined>;
-}
-
-export interface EngineImage {
-  imageId: string;
-  layerBytes: number;
-  layers: number;
-  /** Parent chain length; the engine commits nothing on an image 125 deep. */
-  depth: number;
-}
-
-/** Chain depth at which a snapshot is flattened: well below the engine's 125, so a restore or re-base still fits. */
-export const FLATTEN_DEPTH = 100;
+export { FLATTEN_DEPTH, type EngineImage, type SnapshotEngine, type SnapshotTarget, type TakenSnapshot, type WorkspaceState } from './snapshot-types';
 
 /** The margin `changedOutsideSince` allows for the kernel's coarse file clock. */
 const FILE_CLOCK_MARGIN_MS = 25;
@@ -43,36 +18,8 @@ const FILE_CLOCK_MARGIN_MS = 25;
 /** Paused attempts when a writer keeps changing the workspace. */
 const ATTEMPTS = 3;
 
-/** The sandbox being looked at: its container, the image it was created from, and a way to run commands in it (as root). */
-export interface SnapshotTarget {
-  containerId: string;
-  imageId: string;
-  workspacePath: string;
-  exec: ScanExec;
-}
-
-export interface WorkspaceState {
-  digest: string;
-  manifest: WorkspaceManifest;
-  /** Workspace paths that differ from the previous state this process knew of the container (all of them when none). */
-  changed: string[];
-}
-
-export interface TakenSnapshot {
-  imageId: string;
-  workspaceDigest: string;
-  layerBytes: number;
-  layers: number;
-  /**
-   * The image was rewritten as one layer (its chain had reached the flatten depth): the sandbox
-   * must move onto it, or its next snapshot would be as deep again.
-   */
-  flattened: boolean;
-  /** Nothing changed since the previous snapshot of this container: its image was tagged again, nothing committed. */
-  reused: boolean;
-  /** The image's workspace manifest. */
-  manifest: WorkspaceManifest;
-}
+/** The workspace as a snapshot read it first: a listing exec, or a layer scan (`layer`; no stat fields then). */
+type Reading = Pick<Listing, 'manifest' | 'complete' | 'root' | 'hashed' | 'stats'> & { now?: number; startedAt: number; layer?: LayerListing };
 
 /** What this process last saw of a live container: the stat cache. */
 interface Known {
@@ -84,7 +31,7 @@ interface Known {
   imageId: string | null;
   /** Host clock (ms) before that image's state was listed: a change outside the workspace after it means the image no longer stands for the container. */
   markAt?: number;
-  /** Host clock (ms) before the listing that gave `stats`: nothing in the layer changed since means the listing still holds. */
+  /** Host clock (ms) before the listing that gave `stats` (or before a layer scan): nothing in the layer changed since means the listing still holds. */
   listedAt?: number;
 }
 
@@ -99,6 +46,8 @@ interface Known {
  */
 export class Snapshotter {
   private readonly known = new Map<string, Known>();
+  /** The fallback to listing execs is logged once per process. */
+  private saidFallback = false;
 
   constructor(private readonly d: { engine: SnapshotEngine; store: Store; logger: Logger; flattenDepth?: number }) {}
 
@@ -114,6 +63,15 @@ export class Snapshotter {
    */
   async workspaceState(t: SnapshotTarget, signal?: AbortSignal, o: { trust?: boolean; imageId?: string; createdAt?: number } = {}): Promise<WorkspaceState> {
     const prev = o.trust === false ? undefined : this.known.get(t.containerId);
+    const layer = o.trust === false ? undefined : await this.layer(t);
+    if (layer) {
+      const l = await this.scanLayer(t, layer, prev);
+      if (l.complete) {
+        const same = prev !== undefined && manifestDigest(l.manifest) === manifestDigest(prev.manifest);
+        this.known.set(t.containerId, { stats: new Map(), manifest: l.manifest, imageId: same ? prev.imageId : null, listedAt: l.startedAt, ...(same && prev.markAt !== undefined ? { markAt: prev.markAt } : {}) });
+        return { digest: manifestDigest(l.manifest), manifest: l.manifest, changed: changedPaths(prev?.manifest ?? {}, l.manifest) };
+      }
+    }
     if (prev && (await this.unchangedSince(t, prev.listedAt))) {
       const digest = manifestDigest(prev.manifest);
       return { digest, manifest: prev.manifest, changed: [] };
@@ -140,6 +98,12 @@ export class Snapshotter {
    * the manifest. Sound because the image holds exactly that manifest (checked when it was taken).
    */
   async adopt(t: SnapshotTarget, manifest: WorkspaceManifest, signal?: AbortSignal): Promise<void> {
+    if (await this.layer(t)) {
+      // A fresh container's upper layer holds only what it wrote since it was made: a layer scan
+      // from time 0 looks at exactly that, so the image's manifest needs no listing at all.
+      this.known.set(t.containerId, { stats: new Map(), manifest, imageId: t.imageId, markAt: Date.now(), listedAt: 0 });
+      return;
+    }
     const l = await this.list(t, undefined, 'nohash', signal);
     const paths = Object.keys(manifest);
     const fits = paths.length === l.stats.size && paths.every((p) => l.stats.has(p) && (manifest[p]!.startsWith('f:') === l.stats.get(p)!.regular));
@@ -148,6 +112,23 @@ export class Snapshotter {
     const markAt = Date.now();
     await t.exec(['sh', '-c', ': > /dev/shm/.berth-snapmark'], { signal });
     this.known.set(t.containerId, { stats: l.stats, now: l.now, manifest, imageId: t.imageId, markAt, listedAt: markAt });
+  }
+
+  /** The container's overlay directories when the workspace can be read there on this machine. */
+  private async layer(t: SnapshotTarget): Promise<LayerDirs | undefined> {
+    const dirs = await this.d.engine.layerDirs?.(t.containerId);
+    if (dirs && (await layerWorkspace(dirs, t.workspacePath))) return dirs;
+    if (!this.saidFallback) {
+      this.saidFallback = true;
+      this.d.logger.info({ containerId: t.containerId, workspace: t.workspacePath, reason: dirs ? 'the workspace is not a plain directory in the merged layer' : 'the engine layer is not overlay2 or not readable here' }, 'snapshots read this workspace with a listing exec in the sandbox (slower: two engine round trips per snapshot)');
+    }
+    return undefined;
+  }
+
+  /** A layer scan from what this process last knew of the container (every file hashed without it). */
+  private scanLayer(t: SnapshotTarget, dirs: LayerDirs, prev: Known | undefined): Promise<LayerListing> {
+    const from = prev && prev.listedAt !== undefined ? { manifest: prev.manifest, since: prev.listedAt } : null;
+    return timed(this.d.logger, 'snapshot.layer_scan', () => scanLayer(dirs, t.workspacePath, from), { cached: from !== null });
   }
 
   /** `root`: the workspace with symlinks resolved, as a listing found it (the engine would archive a symlink itself). */
@@ -160,7 +141,7 @@ export class Snapshotter {
     await timed(this.d.logger, 'snapshot.tag', () => this.d.engine.tag(prev.imageId!, snapshotId));
     this.known.set(containerId, { ...prev, stats });
     this.d.logger.debug({ snapshotId, imageId: prev.imageId }, 'snapshot unchanged: the previous image is reused');
-    return { imageId: prev.imageId!, workspaceDigest: manifestDigest(prev.manifest), layerBytes: 0, layers: 0, flattened: false, reused: true, manifest: prev.manifest };
+    return { imageId: prev.imageId!, workspaceDigest: manifestDigest(prev.manifest), layerBytes: 0, layers: 0, flattened: false, reused: true, manifest: prev.manifest, scan: 'none', hashed: 0 };
   }
 
   /**
@@ -235,34 +216,46 @@ export class Snapshotter {
       return this.reuse(t.containerId, prev, prev.stats, opts.snapshotId);
     }
     const commit = (pause: boolean) => timed(this.d.logger, 'snapshot.commit', () => this.d.engine.commit(t.containerId, { tag: opts.snapshotId, labels: opts.labels, signal: opts.signal, pause }));
+    const dirs = await this.layer(t);
     const markAt = Date.now();
-    let first: Listing;
+    // The workspace read once: from the overlay layer on this machine when it can be read there
+    // (no exec; only what changed since the previous reading is looked at), else by a listing exec.
+    const read = async (): Promise<Reading> => {
+      if (!dirs) return { ...(await this.list(t, prev, 'mark', opts.signal)), startedAt: markAt };
+      const l = await this.scanLayer(t, dirs, prev);
+      return { ...l, root: ws, stats: new Map(), layer: l };
+    };
+    let first: Reading;
     let image: EngineImage;
     // The image holds at least the container's state at `commitAt`; what changes in the layer after
     // it is new for the next snapshot.
     let commitAt: number;
     if (!prev?.imageId || surely === true) {
-      // No previous image to stand for this state, or the layer shows a change: the listing and the
-      // commit run side by side (the listing after the commit catches any write in between).
+      // No previous image to stand for this state, or the layer shows a change: the reading and the
+      // commit run side by side (the check after the commit catches any write in between).
       commitAt = markAt;
-      [first, image] = await Promise.all([this.list(t, prev, 'mark', opts.signal), commit(false)]);
+      [first, image] = await Promise.all([read(), commit(false)]);
     } else {
-      first = await this.list(t, prev, 'mark', opts.signal);
+      first = await read();
       if (first.complete && manifestDigest(first.manifest) === manifestDigest(prev.manifest) && !(await this.outside(t, ws, first.root, prev, opts.signal))) {
-        return this.reuse(t.containerId, { ...prev, now: first.now, listedAt: markAt }, first.stats, opts.snapshotId);
+        return this.reuse(t.containerId, { ...prev, now: first.now, listedAt: first.startedAt }, first.stats, opts.snapshotId);
       }
-      // Taken after the listing, so that a step's last writes are not within the file clock's margin of it.
+      // Taken after the reading, so that a step's last writes are not within the file clock's margin of it.
       commitAt = Date.now();
       image = await commit(false);
     }
-    let state: { manifest: WorkspaceManifest; stats: Map<string, StatEntry>; now?: number } = first;
-    const after = await this.list(t, { stats: first.stats, manifest: first.manifest, now: first.now }, 'promote', opts.signal);
-    if (!first.complete || !sameListing(first, after)) {
-      if (first.complete) this.d.logger.warn({ snapshotId: opts.snapshotId }, 'workspace changed during the snapshot; taking it again with the container paused');
+    let manifest = first.manifest;
+    // Still what the first reading found: a second walk of the layer (same stat fields, same hashes
+    // of recently changed files), or a second listing compared field by field.
+    const moved = first.layer && first.complete ? await timed(this.d.logger, 'snapshot.layer_verify', () => layerChangedPath(dirs!, ws, first.layer!)) : null;
+    const unchanged = first.layer
+      ? first.complete && moved === null
+      : sameListing(first as Listing, await this.list(t, { stats: first.stats, manifest: first.manifest, now: first.now }, 'promote', opts.signal)) && first.complete;
+    if (!unchanged) {
+      if (first.complete) this.d.logger.warn({ snapshotId: opts.snapshotId, ...(moved ? { path: moved } : {}) }, 'workspace changed during the snapshot; taking it again with the container paused');
       else this.d.logger.info({ snapshotId: opts.snapshotId }, 'the workspace owner cannot read all of the workspace; taking the snapshot paused, read through the engine');
       const superseded = image;
-      ({ image, manifest: state.manifest } = await this.takePaused(t, first.root, opts, commit));
-      state = { manifest: state.manifest, stats: new Map() };
+      ({ image, manifest } = await this.takePaused(t, first.root, opts, commit));
       // The second commit took the tag; the first would linger as an unnamed image.
       await this.d.engine.discardImage(superseded.imageId).catch((err: unknown) => this.d.logger.warn({ err, imageId: superseded.imageId }, 'could not remove a superseded snapshot image'));
     }
@@ -272,12 +265,12 @@ export class Snapshotter {
       image = await this.d.engine.flatten(deep.imageId, { tag: opts.snapshotId, labels: opts.labels, signal: opts.signal });
       this.d.logger.info({ snapshotId: opts.snapshotId, deepImageId: deep.imageId, depth: deep.depth, imageId: image.imageId }, 'snapshot image flattened to one layer');
     }
-    await timed(this.d.logger, 'snapshot.manifest_write', () => this.d.store.putWorkspaceManifest(image.imageId, state.manifest as Json));
+    await timed(this.d.logger, 'snapshot.manifest_write', () => this.d.store.putWorkspaceManifest(image.imageId, manifest as Json));
     // A paused retake read the workspace through the engine and has no stat fields: the next snapshot hashes everything again.
-    if (state.stats.size > 0 || Object.keys(state.manifest).length === 0) this.known.set(t.containerId, { stats: state.stats, now: first.now, manifest: state.manifest, imageId: image.imageId, markAt: commitAt, listedAt: commitAt });
+    if (unchanged) this.known.set(t.containerId, { stats: first.stats, now: first.now, manifest, imageId: image.imageId, markAt: commitAt, listedAt: first.layer ? first.startedAt : commitAt });
     else this.known.delete(t.containerId);
-    this.d.logger.debug({ snapshotId: opts.snapshotId, imageId: image.imageId, hashed: first.hashed, layerBytes: image.layerBytes }, 'snapshot taken');
-    return { imageId: image.imageId, workspaceDigest: manifestDigest(state.manifest), layerBytes: image.layerBytes, layers: image.layers, flattened, reused: false, manifest: state.manifest };
+    this.d.logger.debug({ snapshotId: opts.snapshotId, imageId: image.imageId, hashed: first.hashed, layerBytes: image.layerBytes, scan: dirs ? 'layer' : 'exec' }, 'snapshot taken');
+    return { imageId: image.imageId, workspaceDigest: manifestDigest(manifest), layerBytes: image.layerBytes, layers: image.layers, flattened, reused: false, manifest, scan: dirs ? 'layer' : 'exec', hashed: first.hashed };
   }
 
   /** Pause, commit, read the workspace through the engine, unpause: the manifest is exactly the image's. */

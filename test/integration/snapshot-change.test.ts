@@ -65,6 +65,77 @@ describe('snapshot cost follows the change', { timeout: 180_000 }, () => {
     if (restored.kind === 'ok') expect((await restored.lease.exec(['cat', '/workspace/a'])).stdout).toBe('BBBB');
   });
 
+  test('a step that rewrote 5 of 300 files re-hashes only those 5 with no exec in the sandbox, a same-size rewrite with its mtime put back is still a change, and a restarted host re-hashes and catches it', async ({ sandbox, onTestFinished }) => {
+    const runId = 'run_five';
+    const w = world(sandbox, runId, onTestFinished);
+    await sandbox.store.commit({ sessionId: w.session, label: 'seed', createSession: {} });
+    const lease = await w.plan.leaseFresh(runId, w.session, w.env, signal());
+    expect((await lease.exec(['sh', '-c', 'cd /workspace && for d in 0 1 2 3 4 5 6 7 8 9; do mkdir -p src/$d; for f in $(seq 0 29); do echo "$d $f" > src/$d/f$f.c; done; done'])).exitCode).toBe(0);
+    // Files changed within the file clock's margin before a reading are "racy" and read again by the
+    // next one (a same-tick rewrite keeps size and times): the upload's files are made older than that.
+    await new Promise((r) => setTimeout(r, 200));
+    await w.snap(lease, 'upload');
+    expect((await lease.exec(['sh', '-c', 'cd /workspace && for d in 0 1 2 3 4; do echo rewritten > src/$d/f7.c; done'])).exitCode).toBe(0);
+    let execs = 0;
+    const target = {
+      containerId: lease.containerId,
+      imageId: lease.record.imageDigest,
+      workspacePath: '/workspace',
+      exec: (cmd: string[], o: { stdin?: string; signal?: AbortSignal; user?: string }) => {
+        execs += 1;
+        return lease.exec(cmd, o);
+      },
+    };
+    const id = `snap_five_${Date.now().toString(36)}`;
+    w.tags.push(id);
+    const taken = await w.snapshots.take(target, { snapshotId: id, labels: { 'berth.snapshot': id, 'berth.session': w.session, 'berth.run': runId, 'berth.host': sandbox.hostId }, signal: signal() });
+    expect(taken.reused).toBe(false);
+    expect({ hashed: taken.hashed, execs }, 'only the 5 rewritten files were read, from the layer, with no exec').toEqual({ hashed: 5, execs: 0 });
+    await sandbox.store.commit({ sessionId: w.session, label: 'snap', snapshots: [{ id, leaseId: lease.id, imageId: taken.imageId, workspaceDigest: taken.workspaceDigest, sizeBytes: taken.layerBytes, checkpoint: 'step:0', parentId: null, runId, taskId: null }] });
+    // The layer scan agrees with a full listing that hashes every file.
+    expect((await w.snapshots.workspaceState(target, signal(), { trust: false })).digest).toBe(taken.workspaceDigest);
+    // One byte changed, size and mtime put back: the new ctime names it inside the live lease.
+    expect((await lease.exec(['sh', '-c', 'cd /workspace && m=$(stat -c %Y src/3/f9.c) && printf "3 8\\n" > src/3/f9.c && touch -d @$m src/3/f9.c'])).exitCode).toBe(0);
+    expect((await w.snapshots.workspaceState(target, signal())).digest, 'the live lease sees the change').not.toBe(taken.workspaceDigest);
+    // A host that restarted trusts no cache: it re-hashes every file and refuses to resume on it.
+    const engine = snapshotEngine(sandbox.docker);
+    const restarted = new RunSandbox({ store: sandbox.store, sandbox: sandbox.host, snapshots: new Snapshotter({ engine, store: sandbox.store, logger: sandbox.logger }), imageExists: engine.imageExists, clock: systemClock, logger: sandbox.logger });
+    const resumed = await restarted.ensure(runId, w.session, w.env, { leaseId: lease.id, snapshotId: id, workspaceDigest: taken.workspaceDigest }, { inFlight: false, replay: 'never', signal: signal() });
+    expect(resumed.kind).toBe('reconcile');
+    if (resumed.kind === 'reconcile') expect(resumed.reason).toMatch(/workspace digest mismatch/);
+    // The snapshot itself restores and verifies (every file re-hashed in the new container).
+    const restored = await w.plan.restore(runId, w.session, w.env, id, signal());
+    expect(restored.kind, restored.kind === 'reconcile' ? restored.reason : '').toBe('ok');
+    if (restored.kind === 'ok') expect((await restored.lease.exec(['cat', '/workspace/src/3/f7.c', '/workspace/src/3/f9.c'])).stdout).toBe('rewritten\n3 9\n');
+  });
+
+  test('deletions, a directory made anew, a rename over a file and a type change read from the layer agree with a full listing', async ({ sandbox, onTestFinished }) => {
+    const runId = 'run_layer_ops';
+    const w = world(sandbox, runId, onTestFinished);
+    await sandbox.store.commit({ sessionId: w.session, label: 'seed', createSession: {} });
+    const lease = await w.plan.leaseFresh(runId, w.session, w.env, signal());
+    expect((await lease.exec(['sh', '-c', 'cd /workspace && mkdir -p a/b c d && echo 1 > a/b/x && echo 2 > a/y && echo 3 > c/z && echo 4 > d/w && echo 5 > top && ln -s top link'])).exitCode).toBe(0);
+    const first = await w.snap(lease, 'upload');
+    const target = { containerId: lease.containerId, imageId: lease.record.imageDigest, workspacePath: '/workspace', exec: (cmd: string[], o: { stdin?: string; signal?: AbortSignal; user?: string }) => lease.exec(cmd, o) };
+    const steps = [
+      'rm a/b/x',
+      'rm -rf c && mkdir c && echo new > c/n',
+      'mv d/w top',
+      'rm link && mkdir link && echo in > link/f',
+      'rm -rf a',
+      'chmod 600 top',
+    ];
+    let before = first.record.workspaceDigest;
+    for (const step of steps) {
+      expect((await lease.exec(['sh', '-c', `cd /workspace && ${step}`])).exitCode).toBe(0);
+      const cached = await w.snapshots.workspaceState(target, signal());
+      const full = await w.snapshots.workspaceState(target, signal(), { trust: false });
+      expect(cached.manifest, `after '${step}'`).toEqual(full.manifest);
+      expect(cached.digest, `after '${step}' the digest moved`).not.toBe(before);
+      before = cached.digest;
+    }
+  });
+
   test('a step that changed only files outside the workspace is still committed', async ({ sandbox, onTestFinished }) => {
     const w = world(sandbox, 'run_outside', onTestFinished);
     await sandbox.store.commit({ sessionId: w.session, label: 'seed', createSession: {} });
@@ -95,7 +166,9 @@ describe('snapshot images nobody records', { timeout: 180_000 }, () => {
       if (calls === 2) return { exitCode: 1, stdout: '', stderr: 'No space left on device', truncated: false };
       return lease.exec(argv, o);
     };
-    const err = await w.snapshots
+    // The listing exec path (an engine whose layer this machine cannot read).
+    const snapshots = new Snapshotter({ engine: { ...w.engine, layerDirs: undefined }, store: sandbox.store, logger: sandbox.logger });
+    const err = await snapshots
       .take({ containerId: lease.containerId, imageId: sandbox.imageId, workspacePath: '/workspace', exec }, { snapshotId: id, labels: { 'berth.snapshot': id, 'berth.run': 'run_failed', 'berth.host': sandbox.hostId }, signal: signal() })
       .then(() => undefined, (e: unknown) => e);
     expect(String(err)).toMatch(/scanning \/workspace failed/);
