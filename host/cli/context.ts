@@ -4,7 +4,7 @@ import { BerthError } from '../errors';
 import { join, resolve } from 'node:path';
 import Dockerode from 'dockerode';
 import pino, { type Logger } from 'pino';
-import { openSqliteStore, type Store } from '../store';
+import { isPostgresUrl, lazyPostgresStore, openSqliteStore, type Store } from '../store';
 import { SandboxHost } from '../sandbox';
 import { LOG_REDACT_PATHS } from '../secrets';
 import { egressPort } from '../egress';
@@ -22,9 +22,14 @@ export interface CliContext {
   close(): Promise<void>;
 }
 
-/** `--store`, else `BERTH_STORE`, else `.berth/berth.db` under the current directory. */
+/**
+ * `--store`, else `BERTH_STORE`, else `.berth/berth.db` under the current directory. A
+ * `postgres://` URL is kept as given (a fleet's shared store); anything else is a SQLite file path.
+ */
 export function storePath(flag: string | undefined): string {
-  return resolve(flag ?? process.env.BERTH_STORE ?? join('.berth', 'berth.db'));
+  const given = flag ?? process.env.BERTH_STORE;
+  if (given && isPostgresUrl(given)) return given;
+  return resolve(given ?? join('.berth', 'berth.db'));
 }
 
 /**
@@ -55,7 +60,9 @@ const withoutStack = (o: Record<string, unknown>): Record<string, unknown> => {
 
 export function buildContext(opts: { store?: string; json: boolean; debug?: boolean; create: boolean }): CliContext {
   const path = storePath(opts.store);
-  if (!opts.create) requireStore(path);
+  const postgres = isPostgresUrl(path);
+  // A database that is not there is reported by the open itself (store_not_found, naming the URL).
+  if (!opts.create && !postgres) requireStore(path);
   // Logs go to stderr so that stdout stays the command's answer (and parseable with --json).
   // Written synchronously: a line logged just before the process ends is never lost.
   const logger = pino(
@@ -68,7 +75,7 @@ export function buildContext(opts: { store?: string; json: boolean; debug?: bool
     pino.destination({ dest: 2, sync: true }),
   );
   const clock = systemClock;
-  const store = openSqliteStore(path, { clock });
+  const store = postgres ? lazyPostgresStore(path, { clock }) : openSqliteStore(path, { clock });
   const docker = dockerClient();
   // Stable across restarts of this machine's host, so the sweeper recognises what a dead process left.
   const hostId = process.env.BERTH_HOST_ID ?? hostname();

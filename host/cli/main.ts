@@ -43,7 +43,8 @@ const USAGE = `usage: berth <command> [options]
   deny RUN ID              deny a tool call waiting for approval
 
 options:
-  --store PATH             the store (default: $BERTH_STORE or .berth/berth.db)
+  --store PATH|URL         the store: a SQLite file, or postgres://… shared by a fleet
+                           (default: $BERTH_STORE or .berth/berth.db)
   --json                   machine-readable output on stdout
   --debug                  show stack traces of internal errors
 

@@ -17,5 +17,5 @@ export type {
 export { openSqliteStore, type SqliteStoreOptions } from './sqlite/sqlite-store';
 export type { Durability } from './sqlite/open';
 export { openPostgresStore, type PostgresStoreOptions } from './postgres/postgres-store';
-export { openStore, isPostgresUrl } from './open-store';
+export { openStore, isPostgresUrl, lazyPostgresStore } from './open-store';
 export { SCHEMA_VERSIONS, NEWEST_SCHEMA_VERSION, type SchemaVersion } from './schema-versions';

@@ -70,6 +70,9 @@ export async function openPool(url: string, opts: { max?: number } = {}): Promis
   // An idle client whose server went away (restart, pg_terminate_backend) emits here; without a
   // listener that would crash the process. The pool drops it and the next query reconnects.
   pool.on('error', () => {});
+  // A checked-out client whose connection dies emits 'error' besides failing its query; with no
+  // listener that event would end the process. The failed query already carries the error.
+  pool.on('connect', (client) => client.on('error', () => {}));
   try {
     await migrate(pool, where);
   } catch (err) {
