@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ENTRY, type ToolResultEntry } from '../../host/agent';
-import { openSqliteStore } from '../../host/store';
+import type { Store } from '../../host/store';
 import { runNode, type ChildEnd } from '../support/child';
 import { readStore } from '../support/temp-store';
 import { requireEngine, requireTinyImage } from '../support/docker-engine';
@@ -20,7 +20,7 @@ interface CliWorld {
   model: ModelServer;
   cli(args: string[], extraEnv?: Record<string, string>): Promise<ChildEnd>;
   agentArgs(task: string, extra?: string[]): string[];
-  read<T>(f: (s: ReturnType<typeof openSqliteStore>) => Promise<T>): Promise<T>;
+  read<T>(f: (s: Store) => Promise<T>): Promise<T>;
   cleanup(): Promise<void>;
 }
 
