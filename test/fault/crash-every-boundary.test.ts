@@ -37,7 +37,7 @@ function newDir() {
 
 /** Where one job's store lives: a SQLite file in a new temp dir, or a new PostgreSQL database. */
 async function newLocation(kind: StoreKind): Promise<string> {
-  return kind === 'postgres' ? (await sharedPostgres()).createDatabase('crash') : join(newDir(), 'job.db');
+  return kind === 'postgres' ? (await sharedPostgres()).createStoreDatabase('crash') : join(newDir(), 'job.db');
 }
 
 async function observe(db: string): Promise<Observed> {

@@ -24,7 +24,7 @@ export async function stopSharedPostgres(): Promise<void> {
 
 /** A fresh empty store location of `kind`: a file path in a new temp dir, or a new database's URL. */
 export async function newStoreLocation(kind: StoreKind): Promise<{ location: string; cleanup(): void }> {
-  if (kind === 'postgres') return { location: await (await sharedPostgres()).createDatabase(), cleanup() {} };
+  if (kind === 'postgres') return { location: await (await sharedPostgres()).createStoreDatabase(), cleanup() {} };
   const dir = mkdtempSync(join(tmpdir(), 'berth-test-'));
   return { location: join(dir, 'berth.db'), cleanup: () => rmSync(dir, { recursive: true, force: true }) };
 }
