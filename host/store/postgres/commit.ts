@@ -32,8 +32,12 @@ const S = {
   // The session row lock serialises every commit of one session across hosts: the sequence is
   // read and bumped under it, as SQLite's single writer does for the whole file.
   sessionGet: 'SELECT last_seq, entry_seq FROM sessions WHERE id = $1 FOR UPDATE',
-  sessionBump: 'UPDATE sessions SET last_seq = $1, entry_seq = $2 WHERE id = $3',
-  commitInsert: 'INSERT INTO commits (session_id, seq, at, label, actor) VALUES ($1, $2, $3, $4, $5)',
+  // The fence check and the session lock in one round trip (the common, fenced, commit).
+  sessionWithFence: `SELECT s.last_seq, s.entry_seq, (SELECT epoch FROM fencing WHERE scope = $2 FOR SHARE) AS epoch
+    FROM sessions s WHERE s.id = $1 FOR UPDATE OF s`,
+  // The commit record and the sequence bump, last, in one round trip.
+  commitAndBump: `WITH c AS (INSERT INTO commits (session_id, seq, at, label, actor) VALUES ($3, $1, $4, $5, $6))
+    UPDATE sessions SET last_seq = $1, entry_seq = $2 WHERE id = $3`,
   conversationInsert: 'INSERT INTO conversations (id, session_id, created_at) VALUES ($1, $2, $3)',
   submissionInsert: `INSERT INTO submissions (id, session_id, request_id, run_id, input_json, created_at) VALUES ($1, $2, $3, $4, $5, $6)
     ON CONFLICT (request_id) DO NOTHING RETURNING id`,
@@ -99,8 +103,12 @@ export class CommitWriter {
       }
       let broken: Error | undefined;
       try {
-        await client.query('BEGIN');
+        // Not awaited alone: pg sends it ahead of the first statement on the same connection, and
+        // its failure surfaces through that statement or the COMMIT.
+        const begin = client.query('BEGIN');
+        begin.catch(() => {}); // observed by the await below; never an unhandled rejection
         const seq = await this.write(client, input, at);
+        await begin;
         await client.query('COMMIT');
         return { ok: true, seq, at };
       } catch (err) {
@@ -117,18 +125,20 @@ export class CommitWriter {
 
   private async write(db: pg.PoolClient, c: CommitInput, at: number): Promise<number> {
     const sid = c.sessionId;
-    if (c.fence) {
-      const [row] = await query<{ epoch: number }>(db, S.fence, [c.fence.scope]);
-      if (row?.epoch !== c.fence.epoch) {
-        throw new Conflict({ kind: 'fence', scope: c.fence.scope, expected: c.fence.epoch, actual: row?.epoch ?? null });
-      }
-    }
     if (c.createSession) await query(db, S.sessionInsert, [sid, at, json(c.createSession.meta ?? null)]);
-    const [session] = await query<{ last_seq: number; entry_seq: number }>(db, S.sessionGet, [sid]);
+    let session: { last_seq: number; entry_seq: number } | undefined;
+    if (c.fence) {
+      const [row] = await query<{ last_seq: number; entry_seq: number; epoch: number | null }>(db, S.sessionWithFence, [sid, c.fence.scope]);
+      // No session row: read the fence alone, so a stale host still learns it was fenced first.
+      const epoch = row ? row.epoch : ((await query<{ epoch: number }>(db, S.fence, [c.fence.scope]))[0]?.epoch ?? null);
+      if (epoch !== c.fence.epoch) throw new Conflict({ kind: 'fence', scope: c.fence.scope, expected: c.fence.epoch, actual: epoch ?? null });
+      session = row;
+    } else {
+      [session] = await query<{ last_seq: number; entry_seq: number }>(db, S.sessionGet, [sid]);
+    }
     if (!session) throw new BerthError('session_not_found', `session ${sid} does not exist`, { ids: { sessionId: sid } });
     const seq = session.last_seq + 1;
     let entrySeq = session.entry_seq;
-    await query(db, S.commitInsert, [sid, seq, at, c.label, c.actor ?? 'host']);
 
     for (const conv of c.conversations ?? []) await query(db, S.conversationInsert, [conv.id, sid, at]);
     for (const sub of c.submissions ?? []) {
@@ -170,7 +180,8 @@ export class CommitWriter {
       }
       await this.writeRunTransition(db, t, c.actor ?? t.actor, seq, at);
     }
-    await query(db, S.sessionBump, [seq, entrySeq, sid]);
+    // Written last, but inside the same transaction: the commit's rows above reference its seq only by value.
+    await query(db, S.commitAndBump, [seq, entrySeq, sid, at, c.label, c.actor ?? 'host']);
     return seq;
   }
 
