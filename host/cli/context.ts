@@ -38,7 +38,7 @@ export function storePath(flag: string | undefined): string {
  */
 export function requireStore(path: string): void {
   if (existsSync(path)) return;
-  const fallback = resolve(process.env.BERTH_STORE ?? join('.berth', 'berth.db'));
+  const fallback = storePath(undefined);
   const source = process.env.BERTH_STORE ? '$BERTH_STORE' : 'the default, under the current directory';
   throw new BerthError(
     'store_not_found',
