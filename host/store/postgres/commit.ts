@@ -107,9 +107,14 @@ export class CommitWriter {
         // its failure surfaces through that statement or the COMMIT.
         const begin = client.query('BEGIN');
         begin.catch(() => {}); // observed by the await below; never an unhandled rejection
-        const seq = await this.write(client, input, at);
+        const { seq, last } = await this.write(client, input, at);
         await begin;
-        await client.query('COMMIT');
+        // The last statement and the COMMIT go out together. Had that statement failed, the COMMIT
+        // of the aborted transaction rolls it back, and its own error is thrown here.
+        const commit = client.query('COMMIT');
+        commit.catch(() => {});
+        await last;
+        await commit;
         return { ok: true, seq, at };
       } catch (err) {
         await client.query('ROLLBACK').catch((e: Error) => (broken = e));
@@ -123,7 +128,8 @@ export class CommitWriter {
     }
   }
 
-  private async write(db: pg.PoolClient, c: CommitInput, at: number): Promise<number> {
+  /** Writes everything but waits for the last statement only as `last`, so it can travel with the COMMIT. */
+  private async write(db: pg.PoolClient, c: CommitInput, at: number): Promise<{ seq: number; last: Promise<unknown> }> {
     const sid = c.sessionId;
     if (c.createSession) await query(db, S.sessionInsert, [sid, at, json(c.createSession.meta ?? null)]);
     let session: { last_seq: number; entry_seq: number } | undefined;
@@ -181,8 +187,9 @@ export class CommitWriter {
       await this.writeRunTransition(db, t, c.actor ?? t.actor, seq, at);
     }
     // Written last, but inside the same transaction: the commit's rows above reference its seq only by value.
-    await query(db, S.commitAndBump, [seq, entrySeq, sid, at, c.label, c.actor ?? 'host']);
-    return seq;
+    const last = query(db, S.commitAndBump, [seq, entrySeq, sid, at, c.label, c.actor ?? 'host']);
+    last.catch(() => {}); // awaited by apply; never an unhandled rejection
+    return { seq, last };
   }
 
   private async writeDocumentOp(db: pg.PoolClient, sid: string, d: NonNullable<CommitInput['documentOps']>[number], seq: number, at: number): Promise<void> {
