@@ -18,6 +18,7 @@ import { systemClock } from '../host/support';
 import { bundleScript } from '../test/support/bundle-script';
 import { registerFleetKinds } from './_fleet-kinds';
 import type { Report } from './run';
+import { pgFigures } from './_fleet-pg';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -110,6 +111,7 @@ export default async function fleetBench(report: Report): Promise<void> {
     const script = await bundleScript(join(process.cwd(), 'bench', '_fleet-worker.ts'));
     await takeoverAfterTtl(report, script, dir);
     await twoWorkersVsOne(report, script, dir);
+    await pgFigures(report);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

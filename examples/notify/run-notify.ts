@@ -15,7 +15,7 @@ import { userInfo } from 'node:os';
 import { parseArgs } from 'node:util';
 import pino from 'pino';
 import { createTaskHost, reconcileEffects, waitAfterReconcile } from '../../host/agent/custom-tasks';
-import { openSqliteStore } from '../../host/store';
+import { openStore } from '../../host/store';
 import { systemClock } from '../../host/support';
 import { httpEmailClient } from './email-client';
 import { notifyExtension, SEND_NOTICES, type NoticeInput } from './notify-tasks';
@@ -41,7 +41,8 @@ const notice: NoticeInput = {
   recipients: ['customer-1@example.com', 'customer-2@example.com', 'customer-3@example.com', 'customer-4@example.com', 'customer-5@example.com'],
 };
 
-const store = openSqliteStore(storePath);
+// A SQLite file path or a postgres:// URL.
+const store = await openStore(storePath);
 const host = createTaskHost({
   store,
   clock: systemClock,

@@ -5,7 +5,7 @@ import { dirname, join, resolve } from 'node:path';
 import { LocalArtifactStore, RegistryArtifactStore, type ArtifactStore } from '../artifacts';
 import Dockerode from 'dockerode';
 import pino, { type Logger } from 'pino';
-import { openSqliteStore, type Store } from '../store';
+import { isPostgresUrl, lazyPostgresStore, openSqliteStore, type Store } from '../store';
 import { SandboxHost } from '../sandbox';
 import { LOG_REDACT_PATHS } from '../secrets';
 import { egressPort } from '../egress';
@@ -27,7 +27,9 @@ export interface CliContext {
 
 /** `$BERTH_ARTIFACT_DIR`, else `artifacts/` beside the store file: content-addressed blobs of step artifacts. */
 export function artifactDir(storeFile: string): string {
-  return resolve(process.env.BERTH_ARTIFACT_DIR ?? join(dirname(storeFile), 'artifacts'));
+  // A PostgreSQL store has no directory of its own: the artifacts go under .berth/ here.
+  const beside = /^postgres(ql)?:\/\//.test(storeFile) ? resolve('.berth') : dirname(storeFile);
+  return resolve(process.env.BERTH_ARTIFACT_DIR ?? join(beside, 'artifacts'));
 }
 
 /**
@@ -39,9 +41,14 @@ export function artifactStore(storeFile: string): ArtifactStore {
   return registry ? new RegistryArtifactStore(registry) : new LocalArtifactStore(artifactDir(storeFile));
 }
 
-/** `--store`, else `BERTH_STORE`, else `.berth/berth.db` under the current directory. */
+/**
+ * `--store`, else `BERTH_STORE`, else `.berth/berth.db` under the current directory. A
+ * `postgres://` URL is kept as given (a fleet's shared store); anything else is a SQLite file path.
+ */
 export function storePath(flag: string | undefined): string {
-  return resolve(flag ?? process.env.BERTH_STORE ?? join('.berth', 'berth.db'));
+  const given = flag ?? process.env.BERTH_STORE;
+  if (given && isPostgresUrl(given)) return given;
+  return resolve(given ?? join('.berth', 'berth.db'));
 }
 
 /**
@@ -50,7 +57,7 @@ export function storePath(flag: string | undefined): string {
  */
 export function requireStore(path: string): void {
   if (existsSync(path)) return;
-  const fallback = resolve(process.env.BERTH_STORE ?? join('.berth', 'berth.db'));
+  const fallback = storePath(undefined);
   const source = process.env.BERTH_STORE ? '$BERTH_STORE' : 'the default, under the current directory';
   throw new BerthError(
     'store_not_found',
@@ -72,7 +79,9 @@ const withoutStack = (o: Record<string, unknown>): Record<string, unknown> => {
 
 export function buildContext(opts: { store?: string; json: boolean; debug?: boolean; create: boolean }): CliContext {
   const path = storePath(opts.store);
-  if (!opts.create) requireStore(path);
+  const postgres = isPostgresUrl(path);
+  // A database that is not there is reported by the open itself (store_not_found, naming the URL).
+  if (!opts.create && !postgres) requireStore(path);
   // Logs go to stderr so that stdout stays the command's answer (and parseable with --json).
   // Written synchronously: a line logged just before the process ends is never lost.
   const logger = pino(
@@ -85,7 +94,7 @@ export function buildContext(opts: { store?: string; json: boolean; debug?: bool
     pino.destination({ dest: 2, sync: true }),
   );
   const clock = systemClock;
-  const store = openSqliteStore(path, { clock });
+  const store = postgres ? lazyPostgresStore(path, { clock }) : openSqliteStore(path, { clock });
   const docker = dockerClient();
   // Stable across restarts of this machine's host, so the sweeper recognises what a dead process left.
   const hostId = process.env.BERTH_HOST_ID ?? hostname();

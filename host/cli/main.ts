@@ -81,7 +81,8 @@ const USAGE = `usage: berth <command> [options]
   check [RUN | --all]      evaluate the run invariants; exit 1 naming each violation with its evidence
 
 options:
-  --store PATH             the store (default: $BERTH_STORE or .berth/berth.db)
+  --store PATH|URL         the store: a SQLite file, or postgres://… shared by a fleet
+                           (default: $BERTH_STORE or .berth/berth.db)
   --json                   machine-readable output on stdout
   --debug                  show stack traces of internal errors
 

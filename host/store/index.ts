@@ -23,3 +23,6 @@ export type { CostRecords } from './sqlite/cost';
 export type { ImportedRun, ImportRows, ImportedRunRecords } from './imported';
 export { openSqliteStore, type SqliteStoreOptions } from './sqlite/sqlite-store';
 export type { Durability } from './sqlite/open';
+export { openPostgresStore, type PostgresStoreOptions } from './postgres/postgres-store';
+export { openStore, isPostgresUrl, lazyPostgresStore } from './open-store';
+export { SCHEMA_VERSIONS, NEWEST_SCHEMA_VERSION, type SchemaVersion } from './schema-versions';

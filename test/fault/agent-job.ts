@@ -11,7 +11,7 @@ import pino from 'pino';
 import { submitAgentRun } from '../../host/agent';
 import { createHostRuntime } from '../../host/runtime/host-runtime';
 import { createSandboxHost, snapshotEngine } from '../../host/sandbox';
-import { openSqliteStore } from '../../host/store';
+import { openStore } from '../../host/store';
 import { systemClock } from '../../host/support';
 import { tinyEnvironment } from '../support/agent-environment';
 import { withCommitKeys } from '../support/commit-keys';
@@ -19,7 +19,8 @@ import { withCommitKeys } from '../support/commit-keys';
 const [dbPath, modelUrl, hostId, imageId] = process.argv.slice(2) as [string, string, string, string];
 process.env.BERTH_CRASH_MODEL_KEY = 'sk-crash-test';
 const docker = new Dockerode();
-const opened = openSqliteStore(dbPath);
+// A SQLite file path or a postgres:// URL: the crash suite runs against both stores.
+const opened = await openStore(dbPath);
 const store = process.env.BERTH_COMMIT_KEYS ? await withCommitKeys(opened, process.env.BERTH_COMMIT_KEYS) : opened;
 const logger = pino({ level: process.env.BERTH_TEST_LOG ?? 'silent' });
 const sandbox = createSandboxHost({ docker, records: store, clock: systemClock, logger, hostId });

@@ -3,11 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { invariantGuard } from '../support/invariant-check';
-import { openSqliteStore } from '../../host/store';
+import { openSqliteStore, openStore } from '../../host/store';
 import type { Json, Task } from '../../host/model';
 import { bundleScript } from '../support/bundle-script';
 import { runNode } from '../support/child';
 import { startEffectService } from '../support/effect-service';
+import { STORE_KINDS, sharedPostgres, stopSharedPostgres, type StoreKind } from '../support/store-kinds';
 
 /** The run as the crash test compares it: everything that must not depend on where the host died. */
 interface Observed {
@@ -35,8 +36,13 @@ function newDir() {
   return d;
 }
 
+/** Where one job's store lives: a SQLite file in a new temp dir, or a new PostgreSQL database. */
+async function newLocation(kind: StoreKind): Promise<string> {
+  return kind === 'postgres' ? (await sharedPostgres()).createStoreDatabase('crash') : join(newDir(), 'job.db');
+}
+
 async function observe(db: string): Promise<Observed> {
-  const store = openSqliteStore(db);
+  const store = await openStore(db);
   try {
     const [run] = await store.listRuns();
     const tasks = await store.listTasks({ runId: run!.id });
@@ -85,33 +91,49 @@ function withoutInterrupted(n: Node): Node | 'interrupted' {
   return { ...n, children: children as Node[] };
 }
 
-let baseline: Observed;
-let boundaries: string[];
+const baselines = new Map<StoreKind, Observed>();
 
 beforeAll(async () => {
   script = await bundleScript(join(import.meta.dirname, 'scripted-job.ts'));
   service = await startEffectService();
-  const dir = newDir();
-  const log = join(dir, 'faults.log');
-  const { starts } = await runToEnd(join(dir, 'job.db'), { BERTH_FAULT_LOG: log });
-  expect(starts).toBe(1);
-  boundaries = readFileSync(log, 'utf8').trim().split('\n').map((l) => l.split(' ')[1]!);
-  baseline = await observe(join(dir, 'job.db'));
 }, 120_000);
 
 afterAll(async () => {
   await service?.close();
+  await stopSharedPostgres();
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
   if (script) rmSync(script, { force: true });
-});
+}, 60_000);
 
-describe('crash at every commit boundary', () => {
+describe.each(STORE_KINDS)('crash at every commit boundary (%s store)', (kind) => {
+let baseline: Observed;
+let boundaries: string[];
+
+beforeAll(async () => {
+  const log = join(newDir(), 'faults.log');
+  const db = await newLocation(kind);
+  const { starts } = await runToEnd(db, { BERTH_FAULT_LOG: log });
+  expect(starts).toBe(1);
+  boundaries = readFileSync(log, 'utf8').trim().split('\n').map((l) => l.split(' ')[1]!);
+  baseline = await observe(db);
+  baselines.set(kind, baseline);
+}, 120_000);
+
   it('runs the uninterrupted job to completion with both replay policies and every join kind', () => {
     expect(baseline.runState).toBe('completed');
     expect(baseline.tree.outcome).toBe('ok');
     expect(Object.values(baseline.effects).map((e) => e.replay).sort()).toEqual(['never', 'never', 'never', 'safe', 'safe', 'safe']);
     expect(baseline.effects['fast-fails']?.status).toBe('failed');
     expect(boundaries.length).toBeGreaterThan(50);
+    // Same job, same outcome on either store (the SQLite run is the reference).
+    const reference = baselines.get('sqlite');
+    if (kind !== 'sqlite' && reference) {
+      expect(baseline.tree).toEqual(reference.tree);
+      expect(baseline.summaryOps).toEqual(reference.summaryOps);
+      expect(Object.fromEntries(Object.entries(baseline.effects).map(([l, e]) => [l, [e.status, e.calls]]))).toEqual(
+        Object.fromEntries(Object.entries(reference.effects).map(([l, e]) => [l, [e.status, e.calls]])),
+      );
+    }
   });
 
   it('ends every run killed at a commit boundary like the uninterrupted one and never sends a `never` action twice', async () => {
@@ -126,10 +148,15 @@ describe('crash at every commit boundary', () => {
       seenCount.set(name, nth);
       return `${name}#${nth}`;
     });
+    // PostgreSQL also dies inside each kind of transaction, after its first writes: the server must
+    // roll the whole commit back when the connection drops with the process.
+    if (kind === 'postgres') {
+      const labels = new Set(boundaries.filter((b) => b.startsWith('before:')).map((b) => b.slice('before:'.length)));
+      targets.push(...[...labels].map((l) => `mid:${l}#1`));
+    }
     const check = async (k: string) => {
-      const dir = newDir();
-      const db = join(dir, 'job.db');
-      const log = join(dir, 'kill.log');
+      const db = await newLocation(kind);
+      const log = join(newDir(), 'kill.log');
       const { starts, out } = await runToEnd(db, { BERTH_FAULT: k, BERTH_FAULT_LOG: log });
       const lines = readFileSync(log, 'utf8').trim().split('\n');
       const last = lines[lines.length - 1]!.split(' ');
@@ -182,6 +209,6 @@ describe('crash at every commit boundary', () => {
     expect(targets.filter((t) => !killed.has(t))).toEqual([]);
     // A kill diverges only when some `never` action (of any concurrent task) was in flight; most kills must match exactly.
     expect(diverged.length).toBeLessThan(targets.length / 2);
-    console.log(`crash test: ${targets.length} boundaries killed, ${diverged.length} caught a never action in flight`);
+    console.log(`crash test (${kind}): ${targets.length} boundaries killed, ${diverged.length} caught a never action in flight`);
   }, 900_000);
 });

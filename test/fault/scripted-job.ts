@@ -8,7 +8,7 @@
  */
 import { z } from 'zod';
 import pino from 'pino';
-import { openSqliteStore } from '../../host/store';
+import { openStore } from '../../host/store';
 import { DocumentTypes, HandlerRegistry, Kernel, rejected, submit, type Decision, type SpawnSpec, type TaskHandler } from '../../host/kernel';
 import { systemClock } from '../../host/support';
 
@@ -120,7 +120,8 @@ const rootHandler: TaskHandler = {
   },
 };
 
-const store = openSqliteStore(dbPath);
+// A SQLite file path or a postgres:// URL: the crash suite runs against both stores.
+const store = await openStore(dbPath);
 const registry = new HandlerRegistry();
 const documents = new DocumentTypes();
 documents.register({

@@ -1,7 +1,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openSqliteStore } from '../../host/store';
+import type { Store } from '../../host/store';
 import { runNode, type ChildEnd } from './child';
 import { readStore } from './temp-store';
 import { requireEngine, requireTinyImage } from './docker-engine';
@@ -18,7 +18,7 @@ export interface CliWorld {
   model: ModelServer;
   cli(args: string[], extraEnv?: Record<string, string>): Promise<ChildEnd>;
   agentArgs(task: string, extra?: string[]): string[];
-  read<T>(f: (s: ReturnType<typeof openSqliteStore>) => Promise<T>): Promise<T>;
+  read<T>(f: (s: Store) => Promise<T>): Promise<T>;
   cleanup(): Promise<void>;
 }
 

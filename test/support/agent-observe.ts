@@ -1,7 +1,7 @@
 import type Dockerode from 'dockerode';
 import { buildContext, ENTRY, sessionSandboxDocId, type ModelEntry, type SandboxState, type ToolResultEntry, type ToolTaskResult } from '../../host/agent';
 import { builtinTools } from '../../tools';
-import { openSqliteStore } from '../../host/store';
+import { openStore } from '../../host/store';
 import type { Task } from '../../host/model';
 
 /** An agent run as crash tests compare it: what must not depend on where (or whether) the host died. */
@@ -21,7 +21,7 @@ export interface ObservedAgentRun {
 
 /** Reads a finished agent run's record from a store file. */
 export async function observeAgentRun(db: string): Promise<ObservedAgentRun> {
-  const store = openSqliteStore(db);
+  const store = await openStore(db);
   try {
     const [run] = await store.listRuns();
     const entries = await store.listEntries(run!.sessionId);

@@ -1,8 +1,8 @@
 import type Dockerode from 'dockerode';
-import type { openSqliteStore } from '../../host/store';
+import type { Store } from '../../host/store';
 import { readStore } from './temp-store';
 
-type StoreReader = ReturnType<typeof openSqliteStore>;
+type StoreReader = Store;
 
 /** One engine object labelled with the test's host id that the store does not record as kept. */
 export interface Leftover {

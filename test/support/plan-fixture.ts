@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type Dockerode from 'dockerode';
-import { openSqliteStore } from '../../host/store';
+import type { Store } from '../../host/store';
 import { removeBridgeRules } from '../../host/sandbox/sandbox-network';
 import { bundleScript } from './bundle-script';
 import { readStore } from './temp-store';
@@ -30,7 +30,11 @@ export interface PlanStepDef {
  * A plan on berth/tiny in its own temp dir with its own store and host id (so one test's sweeper
  * never takes another test's containers). `cleanup` removes containers and snapshot images it made.
  */
-export async function planFixture(steps: PlanStepDef[], files: Record<string, string> = { 'README': 'fixture\n' }) {
+export async function planFixture(
+  steps: PlanStepDef[],
+  files: Record<string, string> = { 'README': 'fixture\n' },
+  opts: { store?: string } = {},
+) {
   const docker = await requireEngine();
   const image = await requireTinyImage(docker);
   const dir = mkdtempSync(join(tmpdir(), 'berth-plan-'));
@@ -45,7 +49,8 @@ export async function planFixture(steps: PlanStepDef[], files: Record<string, st
     .join('\n');
   writeFileSync(join(dir, 'plan.yaml'), `name: fixture\nenvironment: env.yaml\nworkspace: ws\nsteps:\n${stepYaml}\n`);
   const hostId = `test-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
-  const store = join(dir, 'berth.db');
+  // A postgres:// URL puts the run in that database; the default is a SQLite file in the temp dir.
+  const store = opts.store ?? join(dir, 'berth.db');
   const script = await bundledCli();
   const leaks = leakGuard(docker, hostId);
   const invariants = invariantGuard();
@@ -59,7 +64,7 @@ export async function planFixture(steps: PlanStepDef[], files: Record<string, st
     plan: join(dir, 'plan.yaml'),
     cli,
     /** The store's view, opened for one read and closed again. */
-    read: <T>(fn: (s: ReturnType<typeof openSqliteStore>) => Promise<T>): Promise<T> => readStore(store, fn),
+    read: <T>(fn: (s: Store) => Promise<T>): Promise<T> => readStore(store, fn),
     /** Opts this test out of the leak check, with the reason it leaves objects behind on purpose. */
     allowLeftovers: (reason: string, only?: (l: Leftover) => boolean) => leaks.allowLeftovers(reason, only),
     /** Opts this test out of named run invariants (`berth check`), with the reason its runs break them on purpose. */

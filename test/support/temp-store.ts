@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
-import { openSqliteStore } from '../../host/store';
+import { openSqliteStore, openStore, type Store } from '../../host/store';
 import { DocumentTypes, HandlerRegistry, Kernel } from '../../host/kernel';
 import { systemClock } from '../../host/support';
 
@@ -22,9 +22,9 @@ export function tempStore(name = 'berth.db') {
   };
 }
 
-/** Opens the store file for one read and closes it again, as another process would look at it. */
-export async function readStore<T>(path: string, fn: (s: ReturnType<typeof openSqliteStore>) => Promise<T>): Promise<T> {
-  const s = openSqliteStore(path);
+/** Opens the store (a file path or a postgres:// URL) for one read and closes it again, as another process would look at it. */
+export async function readStore<T>(path: string, fn: (s: Store) => Promise<T>): Promise<T> {
+  const s = await openStore(path);
   try {
     return await fn(s);
   } finally {

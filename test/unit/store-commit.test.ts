@@ -1,13 +1,16 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { CommitInput } from '../../host/store';
 import { isBerthError } from '../../host/errors';
-import { tempStore } from '../support/temp-store';
 import { MIGRATIONS } from '../../host/store/sqlite/migrations';
+import { rawSql, STORE_KINDS, stopSharedPostgres, tempStoreOf } from '../support/store-kinds';
 
-let t: ReturnType<typeof tempStore>;
-beforeEach(() => {
-  t = tempStore();
-});
+afterAll(stopSharedPostgres, 60_000);
+
+describe.each(STORE_KINDS)('store commit on %s', (kind) => {
+let t: Awaited<ReturnType<typeof tempStoreOf>>;
+beforeEach(async () => {
+  t = await tempStoreOf(kind);
+}, 60_000);
 afterEach(async () => {
   await t.cleanup();
 });
@@ -27,12 +30,10 @@ async function seed() {
 }
 
 async function counts() {
-  const db = (t.store as unknown as { db: import('better-sqlite3').Database }).db;
-  const n = (table: string) => (db.prepare(`SELECT COUNT(*) AS c FROM ${table}`).get() as { c: number }).c;
-  return { commits: n('commits'), entries: n('entries'), tasks: n('tasks'), effects: n('effects'), transitions: n('run_transitions'), docs: n('document_ops') };
+  const n = async (table: string) => Number((await rawSql(t.store, `SELECT COUNT(*) AS c FROM ${table}`))[0]!.c);
+  return { commits: await n('commits'), entries: await n('entries'), tasks: await n('tasks'), effects: await n('effects'), transitions: await n('run_transitions'), docs: await n('document_ops') };
 }
 
-describe('store commit', () => {
   it('keeps the environment fingerprint and image digest in force when a later transition names only the kernel (issue 17: the export showed them lost after admission)', async () => {
     const r = await t.store.commit(
       base({ createSession: {}, runs: [{ id: 'run_v', kind: 'plan', submissionId: null, rootTaskId: null, versions: { kernel: 'berth@0.1.0', envFingerprint: 'sha256:env', imageDigest: 'sha256:img' } }] }),
@@ -146,9 +147,8 @@ describe('store commit', () => {
   it('keeps entries immutable at the database level', async () => {
     await seed();
     await t.store.commit(base({ entries: [{ id: 'e1', kind: 'user', body: 'hello' }] }));
-    const db = (t.store as unknown as { db: import('better-sqlite3').Database }).db;
-    expect(() => db.prepare("UPDATE entries SET body_json = '\"changed\"'").run()).toThrow(/immutable/);
-    expect(() => db.prepare('DELETE FROM entries').run()).toThrow(/immutable/);
+    await expect(rawSql(t.store, "UPDATE entries SET body_json = '\"changed\"'")).rejects.toThrow(/immutable/);
+    await expect(rawSql(t.store, 'DELETE FROM entries')).rejects.toThrow(/immutable/);
     expect((await t.store.listEntries(session)).map((e) => e.body)).toEqual(['hello']);
   });
 
@@ -161,16 +161,55 @@ describe('store commit', () => {
     expect(await create({ a: 2 })).toEqual({ ok: false, conflict: { kind: 'effect_intent', effectId: 'fx' } });
   });
 
+  it('two hosts committing to one session at once get one gap-free sequence, and only one wins a task compare-and-set', async () => {
+    await seed();
+    const other = await t.open();
+    const hosts = [t.store, other];
+    const results = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => hosts[i % 2]!.commit(base({ entries: [{ id: `c${i}`, kind: 'note', body: i }] }))),
+    );
+    const seqs = results.map((r) => (r.ok ? r.seq : -1)).sort((a, b) => a - b);
+    expect(seqs).toEqual(Array.from({ length: 40 }, (_, i) => i + 2));
+    expect((await t.store.listEntries(session)).map((e) => e.seq)).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
+    const race = await Promise.all(
+      hosts.map((h, i) => h.commit(base({ entries: [{ id: `race${i}`, kind: 'note', body: i }], taskTransitions: [{ taskId: 'task_1', expectVersion: 1, set: { status: 'running' } }] }))),
+    );
+    expect(race.filter((r) => r.ok)).toHaveLength(1);
+    expect(race.find((r) => !r.ok)).toMatchObject({ ok: false, conflict: { kind: 'task_version', taskId: 'task_1', expected: 1, actual: 2 } });
+    expect((await t.store.listEntries(session)).filter((e) => String(e.id).startsWith('race'))).toHaveLength(1);
+  });
+
+  it('two hosts submitting the same request at once: one run is admitted, the other gets duplicate_request', async () => {
+    const other = await t.open();
+    const submit = (h: typeof other, n: number) =>
+      h.commit({
+        sessionId: `ses_dup${n}`,
+        label: 'submit',
+        createSession: {},
+        submissions: [{ id: `sub_${n}`, requestId: 'req-1', runId: `run_${n}`, input: {} }],
+        runs: [{ id: `run_${n}`, kind: 'plan', submissionId: `sub_${n}`, rootTaskId: null, versions: {} }],
+      });
+    const [a, b] = await Promise.all([submit(t.store, 1), submit(other, 2)]);
+    const lost = a.ok ? b : a;
+    expect([a.ok, b.ok].filter(Boolean)).toHaveLength(1);
+    expect(lost).toMatchObject({ ok: false, conflict: { kind: 'duplicate_request', requestId: 'req-1' } });
+    expect(await t.store.listRuns()).toHaveLength(1);
+  });
+
   it('survives reopening: migrations are recorded once and data is kept', async () => {
     await seed();
     await t.store.close();
-    const { openSqliteStore } = await import('../../host/store');
-    const again = openSqliteStore(t.path);
+    const again = await t.open();
     expect((await again.getTask('task_1'))?.input).toEqual({ n: 1 });
-    const versions = (again.db.prepare('SELECT version FROM schema_migrations ORDER BY version').all() as Array<{ version: number }>).map((r) => r.version);
+    const versions = (await rawSql(again, 'SELECT version FROM schema_migrations ORDER BY version')).map((r) => Number(r.version));
     expect(versions).toEqual(MIGRATIONS.map((m) => m.version));
-    expect(again.db.pragma('journal_mode', { simple: true })).toBe('wal');
-    expect(again.db.pragma('synchronous', { simple: true })).toBe(2);
-    await again.close();
+    if (kind === 'sqlite') {
+      const db = (again as unknown as { db: import('better-sqlite3').Database }).db;
+      expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
+      expect(db.pragma('synchronous', { simple: true })).toBe(2);
+    } else {
+      // An intent must be durable before its action: the server flushes WAL before COMMIT returns.
+      expect((await rawSql(again, 'SHOW synchronous_commit'))[0]!.synchronous_commit).toBe('on');
+    }
   });
 });

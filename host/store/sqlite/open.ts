@@ -2,7 +2,7 @@ import Database from 'better-sqlite3';
 import { closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { BerthError } from '../../errors';
-import { MIGRATIONS } from './migrations';
+import { NEWEST_SCHEMA_VERSION, SCHEMA_VERSIONS, storeTooNew } from '../schema-versions';
 
 /** How hard each commit is pushed to disk. */
 export type Durability = 'full' | 'normal';
@@ -46,19 +46,13 @@ function migrate(db: Database.Database, path: string): void {
   const applied = new Set(
     (db.prepare('SELECT version FROM schema_migrations').all() as Array<{ version: number }>).map((r) => r.version),
   );
-  const newest = MIGRATIONS[MIGRATIONS.length - 1]?.version ?? 0;
-  const unknown = [...applied].filter((v) => v > newest);
-  if (unknown.length > 0) {
-    throw new BerthError(
-      'store_too_new',
-      `store ${path} has schema version ${Math.max(...unknown)}, newer than this Berth (${newest}); upgrade Berth`,
-    );
-  }
+  const unknown = [...applied].filter((v) => v > NEWEST_SCHEMA_VERSION);
+  if (unknown.length > 0) throw storeTooNew(path, Math.max(...unknown));
   const record = db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)');
-  for (const m of MIGRATIONS) {
+  for (const m of SCHEMA_VERSIONS) {
     if (applied.has(m.version)) continue;
     db.transaction(() => {
-      db.exec(m.sql);
+      db.exec(m.sqlite);
       record.run(m.version, m.name, Date.now());
     }).immediate();
   }

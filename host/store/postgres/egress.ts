@@ -1,0 +1,38 @@
+import type pg from 'pg';
+import type { EgressAttempt, EgressAuditRecords } from '../../egress/audit';
+import { query, type Row } from './open';
+
+const toAttempt = (r: Row): EgressAttempt => ({
+  at: r.at as number,
+  runId: (r.run_id as string | null) ?? null,
+  leaseId: (r.lease_id as string | null) ?? null,
+  method: r.method as string,
+  target: r.target as string,
+  decision: r.decision as 'allow' | 'deny',
+  reason: r.reason as string,
+  bytesOut: r.bytes_out as number,
+  bytesIn: r.bytes_in as number,
+  count: r.count as number,
+});
+
+/** The egress audit trail (see the SQLite twin): written as attempts happen, outside session commits. */
+export function postgresEgressAudit(pool: pg.Pool): EgressAuditRecords {
+  return {
+    async recordEgress(a) {
+      await query(
+        pool,
+        `INSERT INTO egress_attempts (at, run_id, lease_id, method, target, decision, reason, bytes_out, bytes_in, count)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+        [a.at, a.runId, a.leaseId, a.method, a.target, a.decision, a.reason, a.bytesOut, a.bytesIn, a.count],
+      );
+    },
+    async listEgress(filter = {}) {
+      const where: string[] = [];
+      const args: unknown[] = [];
+      if (filter.runId) (args.push(filter.runId), where.push(`run_id = $${args.length}`));
+      if (filter.leaseId) (args.push(filter.leaseId), where.push(`lease_id = $${args.length}`));
+      const sql = `SELECT * FROM egress_attempts ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY at, ord`;
+      return (await query(pool, sql, args)).map(toAttempt);
+    },
+  };
+}

@@ -1,0 +1,234 @@
+/**
+ * The PostgreSQL text of each schema version, keyed by the version number of the one list in
+ * `../schema-versions.ts`. Append-only like the SQLite list: a released version is never edited.
+ *
+ * Dialect notes (why these differ from the SQLite text): every integer is BIGINT (epoch
+ * milliseconds do not fit INTEGER; the pool parses int8 back to a JS number); tables whose reads
+ * order by SQLite's `rowid` get an identity column `ord` instead; triggers need a function.
+ */
+export const POSTGRES_SQL: Readonly<Record<number, string>> = {
+  1: `
+    CREATE TABLE sessions (
+      id TEXT PRIMARY KEY,
+      created_at BIGINT NOT NULL,
+      last_seq BIGINT NOT NULL DEFAULT 0,
+      entry_seq BIGINT NOT NULL DEFAULT 0,
+      meta_json TEXT NOT NULL DEFAULT 'null'
+    );
+    CREATE TABLE commits (
+      session_id TEXT NOT NULL REFERENCES sessions(id),
+      seq BIGINT NOT NULL,
+      at BIGINT NOT NULL,
+      label TEXT NOT NULL,
+      actor TEXT NOT NULL,
+      PRIMARY KEY (session_id, seq)
+    );
+    CREATE TABLE conversations (
+      id TEXT PRIMARY KEY,
+      session_id TEXT NOT NULL REFERENCES sessions(id),
+      created_at BIGINT NOT NULL
+    );
+    CREATE TABLE submissions (
+      id TEXT PRIMARY KEY,
+      session_id TEXT NOT NULL REFERENCES sessions(id),
+      request_id TEXT NOT NULL UNIQUE,
+      run_id TEXT NOT NULL,
+      input_json TEXT NOT NULL,
+      created_at BIGINT NOT NULL
+    );
+    CREATE TABLE runs (
+      id TEXT PRIMARY KEY,
+      session_id TEXT NOT NULL REFERENCES sessions(id),
+      submission_id TEXT,
+      kind TEXT NOT NULL,
+      state TEXT NOT NULL,
+      root_task_id TEXT,
+      transition_count BIGINT NOT NULL DEFAULT 0,
+      versions_json TEXT NOT NULL,
+      created_at BIGINT NOT NULL,
+      updated_at BIGINT NOT NULL
+    );
+    CREATE INDEX runs_by_session ON runs(session_id);
+    CREATE TABLE run_transitions (
+      run_id TEXT NOT NULL REFERENCES runs(id),
+      n BIGINT NOT NULL,
+      at BIGINT NOT NULL,
+      actor TEXT NOT NULL,
+      from_state TEXT,
+      to_state TEXT NOT NULL,
+      reason TEXT NOT NULL,
+      versions_json TEXT NOT NULL,
+      commit_seq BIGINT NOT NULL,
+      PRIMARY KEY (run_id, n)
+    );
+    CREATE TABLE entries (
+      session_id TEXT NOT NULL REFERENCES sessions(id),
+      seq BIGINT NOT NULL,
+      id TEXT NOT NULL UNIQUE,
+      conversation_id TEXT,
+      run_id TEXT,
+      task_id TEXT,
+      kind TEXT NOT NULL,
+      body_json TEXT NOT NULL,
+      commit_seq BIGINT NOT NULL,
+      at BIGINT NOT NULL,
+      PRIMARY KEY (session_id, seq)
+    );
+    CREATE INDEX entries_by_run ON entries(run_id, seq);
+    CREATE FUNCTION entries_immutable() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN RAISE EXCEPTION 'entries are immutable'; END; $$;
+    CREATE TRIGGER entries_immutable_update BEFORE UPDATE ON entries FOR EACH ROW EXECUTE FUNCTION entries_immutable();
+    CREATE TRIGGER entries_immutable_delete BEFORE DELETE ON entries FOR EACH ROW EXECUTE FUNCTION entries_immutable();
+    CREATE TABLE documents (
+      id TEXT PRIMARY KEY,
+      session_id TEXT NOT NULL REFERENCES sessions(id),
+      run_id TEXT,
+      type TEXT NOT NULL,
+      version BIGINT NOT NULL,
+      baseline_version BIGINT NOT NULL,
+      created_at BIGINT NOT NULL,
+      updated_at BIGINT NOT NULL
+    );
+    CREATE TABLE document_baselines (
+      document_id TEXT NOT NULL REFERENCES documents(id),
+      version BIGINT NOT NULL,
+      state_json TEXT NOT NULL,
+      PRIMARY KEY (document_id, version)
+    );
+    CREATE TABLE document_ops (
+      document_id TEXT NOT NULL REFERENCES documents(id),
+      version BIGINT NOT NULL,
+      op_json TEXT NOT NULL,
+      commit_seq BIGINT NOT NULL,
+      PRIMARY KEY (document_id, version)
+    );
+    CREATE TABLE tasks (
+      ord BIGINT GENERATED ALWAYS AS IDENTITY,
+      id TEXT PRIMARY KEY,
+      session_id TEXT NOT NULL REFERENCES sessions(id),
+      run_id TEXT,
+      parent_id TEXT,
+      kind TEXT NOT NULL,
+      kind_version BIGINT NOT NULL,
+      status TEXT NOT NULL,
+      phase TEXT NOT NULL,
+      checkpoint_json TEXT NOT NULL,
+      input_json TEXT NOT NULL,
+      attempts BIGINT NOT NULL DEFAULT 0,
+      restarts BIGINT NOT NULL DEFAULT 0,
+      wait_json TEXT,
+      wake_at BIGINT,
+      outcome TEXT,
+      result_json TEXT NOT NULL DEFAULT 'null',
+      error_json TEXT,
+      cancel_requested BIGINT NOT NULL DEFAULT 0,
+      blocked_reason TEXT,
+      version BIGINT NOT NULL DEFAULT 1,
+      created_at BIGINT NOT NULL,
+      updated_at BIGINT NOT NULL
+    );
+    CREATE INDEX tasks_by_run ON tasks(run_id);
+    CREATE INDEX tasks_by_parent ON tasks(parent_id);
+    CREATE INDEX tasks_active ON tasks(status) WHERE status <> 'terminal';
+    CREATE INDEX tasks_by_ord ON tasks(ord);
+    CREATE TABLE effects (
+      id TEXT PRIMARY KEY,
+      session_id TEXT NOT NULL REFERENCES sessions(id),
+      run_id TEXT,
+      task_id TEXT,
+      kind TEXT NOT NULL,
+      intent_json TEXT NOT NULL,
+      replay TEXT NOT NULL,
+      status TEXT NOT NULL,
+      attempts BIGINT NOT NULL DEFAULT 0,
+      receipt_json TEXT NOT NULL DEFAULT 'null',
+      error_json TEXT NOT NULL DEFAULT 'null',
+      created_at BIGINT NOT NULL,
+      updated_at BIGINT NOT NULL
+    );
+    CREATE INDEX effects_by_run ON effects(run_id);
+    CREATE TABLE fencing (
+      scope TEXT PRIMARY KEY,
+      epoch BIGINT NOT NULL,
+      holder TEXT NOT NULL,
+      at BIGINT NOT NULL
+    );
+  `,
+  2: `
+    CREATE TABLE leases (
+      id TEXT PRIMARY KEY,
+      session_id TEXT NOT NULL,
+      host_id TEXT NOT NULL,
+      container_id TEXT NOT NULL,
+      image_digest TEXT NOT NULL,
+      env_fingerprint TEXT NOT NULL,
+      created_at BIGINT NOT NULL,
+      expires_at BIGINT NOT NULL,
+      released_at BIGINT
+    );
+    CREATE INDEX leases_by_host ON leases(host_id);
+    CREATE INDEX leases_by_session ON leases(session_id);
+    CREATE TABLE sweeps (
+      ord BIGINT GENERATED ALWAYS AS IDENTITY,
+      container_id TEXT NOT NULL,
+      lease_id TEXT,
+      host_id TEXT NOT NULL,
+      reason TEXT NOT NULL,
+      at BIGINT NOT NULL
+    );
+  `,
+  3: `
+    CREATE TABLE snapshots (
+      id TEXT PRIMARY KEY,
+      session_id TEXT NOT NULL REFERENCES sessions(id),
+      run_id TEXT,
+      task_id TEXT,
+      lease_id TEXT NOT NULL,
+      image_id TEXT NOT NULL,
+      workspace_digest TEXT NOT NULL,
+      size_bytes BIGINT NOT NULL,
+      checkpoint TEXT NOT NULL,
+      parent_id TEXT,
+      commit_seq BIGINT NOT NULL,
+      created_at BIGINT NOT NULL,
+      pruned_at BIGINT
+    );
+    CREATE INDEX snapshots_by_run ON snapshots(run_id, commit_seq);
+    CREATE INDEX snapshots_by_session ON snapshots(session_id, commit_seq);
+    CREATE TABLE workspace_manifests (
+      image_id TEXT PRIMARY KEY,
+      manifest_json TEXT NOT NULL,
+      created_at BIGINT NOT NULL
+    );
+  `,
+  4: `
+    CREATE TABLE egress_attempts (
+      ord BIGINT GENERATED ALWAYS AS IDENTITY,
+      at BIGINT NOT NULL,
+      run_id TEXT,
+      lease_id TEXT,
+      method TEXT NOT NULL,
+      target TEXT NOT NULL,
+      decision TEXT NOT NULL CHECK (decision IN ('allow', 'deny')),
+      reason TEXT NOT NULL,
+      bytes_out BIGINT NOT NULL,
+      bytes_in BIGINT NOT NULL
+    );
+    CREATE INDEX egress_by_run ON egress_attempts(run_id, at);
+    CREATE INDEX egress_by_lease ON egress_attempts(lease_id, at);
+  `,
+  5: `ALTER TABLE egress_attempts ADD COLUMN count BIGINT NOT NULL DEFAULT 1;`,
+  6: `
+    CREATE TABLE store_identity (id TEXT NOT NULL);
+    INSERT INTO store_identity (id) VALUES ('store_' || substr(replace(gen_random_uuid()::text, '-', ''), 1, 16));
+  `,
+  7: `
+    ALTER TABLE leases ADD COLUMN run_id TEXT;
+    CREATE INDEX leases_by_run ON leases(run_id);
+  `,
+  8: `
+    ALTER TABLE fencing ADD COLUMN pid BIGINT;
+    ALTER TABLE fencing ADD COLUMN heartbeat_at BIGINT;
+    ALTER TABLE fencing ADD COLUMN stopped_at BIGINT;
+  `,
+};

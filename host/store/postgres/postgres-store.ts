@@ -1,0 +1,56 @@
+import type pg from 'pg';
+import { faultPoint } from '../../support/faults';
+import type { Clock } from '../../support/clock';
+import { systemClock } from '../../support/clock';
+import type { CommitInput, CommitResult } from '../commit-input';
+import type { Store } from '../store';
+import { CommitWriter } from './commit';
+import { postgresEgressAudit } from './egress';
+import { postgresFencing } from './fencing';
+import { postgresLeaseRecords } from './leases';
+import { openPool, redactUrl } from './open';
+import { postgresReads } from './reads';
+import { postgresSnapshots } from './snapshots';
+
+export interface PostgresStoreOptions {
+  clock?: Clock;
+  /** Pool size (connections this process may hold). */
+  maxConnections?: number;
+}
+
+/**
+ * A {@link Store} on a PostgreSQL database, for several hosts on one store. Commits run on a
+ * pooled connection in one transaction with `synchronous_commit` left at the server's default
+ * (on): a commit returns only after its WAL record is flushed, as SQLite's FULL does.
+ * `location` is the URL without its password.
+ */
+export async function openPostgresStore(url: string, opts: PostgresStoreOptions = {}): Promise<Store & { readonly pool: pg.Pool }> {
+  const clock = opts.clock ?? systemClock;
+  const pool = await openPool(url, { max: opts.maxConnections });
+  // `mid:<label>` sits inside the transaction, after its first writes: a test kills the process
+  // (or its connection) there to see the transaction rolled back as a whole.
+  // Armed only by name (never counted by BERTH_FAULT_AT), so both stores number their boundaries alike.
+  const midArmed = process.env.BERTH_FAULT?.startsWith('mid:') ?? false;
+  const writer = new CommitWriter(pool, midArmed ? (label) => faultPoint(`mid:${label}`) : undefined);
+  let closed = false;
+  return {
+    pool,
+    location: redactUrl(url),
+    ...postgresReads(pool),
+    ...postgresLeaseRecords(pool),
+    ...postgresSnapshots(pool),
+    ...postgresEgressAudit(pool),
+    ...postgresFencing(pool, clock),
+    async commit(input: CommitInput): Promise<CommitResult> {
+      faultPoint(`before:${input.label}`);
+      const result = await writer.apply(input, clock.now());
+      if (result.ok) faultPoint(`after:${input.label}`);
+      return result;
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      await pool.end();
+    },
+  };
+}

@@ -1,0 +1,114 @@
+import type pg from 'pg';
+import type { CommitRecord, Session, StoredDocument } from '../../model';
+import type { EntryFilter, Store, TaskFilter } from '../store';
+import { query, type Row } from './open';
+import { parse, toEffect, toEntry, toRun, toRunTransition, toSubmission, toTask } from './rows';
+
+type Reads = Omit<
+  Store,
+  'location' | 'commit' | keyof ReturnType<typeof import('./fencing').postgresFencing> | 'close' | keyof import('../../sandbox/lease-records').LeaseRecords | keyof ReturnType<typeof import('./snapshots').postgresSnapshots> | keyof import('../../egress/audit').EgressAuditRecords
+>;
+
+/** `SELECT * FROM table WHERE …`: undefined filter values are ignored, arrays become `= ANY($n)`. Column names come from this file only. */
+async function selectWhere(pool: pg.Pool, table: string, conds: Record<string, unknown>, order: string): Promise<Row[]> {
+  const clauses: string[] = [];
+  const args: unknown[] = [];
+  for (const [column, value] of Object.entries(conds)) {
+    if (value === undefined) continue;
+    if (Array.isArray(value)) {
+      if (value.length === 0) continue;
+      args.push(value);
+      clauses.push(`${column} = ANY($${args.length})`);
+    } else {
+      args.push(value);
+      clauses.push(`${column} = $${args.length}`);
+    }
+  }
+  return query(pool, `SELECT * FROM ${table} ${clauses.length ? `WHERE ${clauses.join(' AND ')}` : ''} ORDER BY ${order}`, args);
+}
+
+/** Every read of the PostgreSQL store (see the SQLite twin), each a named prepared statement. */
+export function postgresReads(pool: pg.Pool): Reads {
+  const one = async (sql: string, args: unknown[]) => (await query(pool, sql, args))[0];
+  const document = async (r: Row): Promise<StoredDocument> => {
+    const baselineVersion = r.baseline_version as number;
+    const base = (await one('SELECT state_json FROM document_baselines WHERE document_id = $1 AND version = $2', [r.id, baselineVersion]))!;
+    const ops = await query(pool, 'SELECT version, op_json FROM document_ops WHERE document_id = $1 AND version > $2 ORDER BY version', [r.id, baselineVersion]);
+    return {
+      id: r.id as string,
+      sessionId: r.session_id as string,
+      runId: (r.run_id as string | null) ?? null,
+      type: r.type as string,
+      version: r.version as number,
+      baselineVersion,
+      baseline: parse(base.state_json as string),
+      ops: ops.map((o) => ({ version: o.version as number, op: parse(o.op_json as string) })),
+    };
+  };
+  return {
+    async getSession(id) {
+      const r = await one('SELECT * FROM sessions WHERE id = $1', [id]);
+      return r ? ({ id: r.id, createdAt: r.created_at, lastSeq: r.last_seq, meta: parse(r.meta_json as string) } as Session) : undefined;
+    },
+    async listCommits(sessionId, afterSeq = 0) {
+      return (await query(pool, 'SELECT * FROM commits WHERE session_id = $1 AND seq > $2 ORDER BY seq', [sessionId, afterSeq])).map(
+        (r): CommitRecord => ({ sessionId: r.session_id as string, seq: r.seq as number, at: r.at as number, label: r.label as string, actor: r.actor as string }),
+      );
+    },
+    async getSubmission(id) {
+      const r = await one('SELECT * FROM submissions WHERE id = $1', [id]);
+      return r ? toSubmission(r) : undefined;
+    },
+    async findSubmission(requestId) {
+      const r = await one('SELECT * FROM submissions WHERE request_id = $1', [requestId]);
+      return r ? toSubmission(r) : undefined;
+    },
+    async getRun(id) {
+      const r = await one('SELECT * FROM runs WHERE id = $1', [id]);
+      return r ? toRun(r) : undefined;
+    },
+    async listRuns(filter = {}) {
+      return (await selectWhere(pool, 'runs', { session_id: filter.sessionId, state: filter.states }, 'created_at, id')).map(toRun);
+    },
+    async listRunTransitions(runId) {
+      return (await query(pool, 'SELECT * FROM run_transitions WHERE run_id = $1 ORDER BY n', [runId])).map(toRunTransition);
+    },
+    async getTask(id) {
+      const r = await one('SELECT * FROM tasks WHERE id = $1', [id]);
+      return r ? toTask(r) : undefined;
+    },
+    async listTasks(filter: TaskFilter = {}) {
+      const conds = { run_id: filter.runId, parent_id: filter.parentId, session_id: filter.sessionId, status: filter.statuses };
+      // Insertion order (the identity column; commits of one session are serialised by its row
+      // lock), not created_at: the wall clock can step backwards between two spawns.
+      return (await selectWhere(pool, 'tasks', conds, 'ord')).map(toTask);
+    },
+    async nextWakeAt() {
+      const r = await one("SELECT MIN(wake_at) AS t FROM tasks WHERE status = 'sleeping'", []);
+      return (r?.t as number | null) ?? null;
+    },
+    async listEntries(sessionId, filter: EntryFilter = {}) {
+      const clauses = ['session_id = $1', 'seq > $2'];
+      const args: unknown[] = [sessionId, filter.afterSeq ?? 0];
+      if (filter.runId) (args.push(filter.runId), clauses.push(`run_id = $${args.length}`));
+      if (filter.conversationId) (args.push(filter.conversationId), clauses.push(`conversation_id = $${args.length}`));
+      const limit = filter.limit ? ` LIMIT ${Math.floor(filter.limit)}` : '';
+      return (await query(pool, `SELECT * FROM entries WHERE ${clauses.join(' AND ')} ORDER BY seq${limit}`, args)).map(toEntry);
+    },
+    async getDocument(id) {
+      const r = await one('SELECT * FROM documents WHERE id = $1', [id]);
+      return r ? document(r) : undefined;
+    },
+    async listDocuments(filter) {
+      const rows = await selectWhere(pool, 'documents', { run_id: filter.runId, session_id: filter.sessionId }, 'created_at, id');
+      return Promise.all(rows.map(document));
+    },
+    async getEffect(id) {
+      const r = await one('SELECT * FROM effects WHERE id = $1', [id]);
+      return r ? toEffect(r) : undefined;
+    },
+    async listEffects(filter) {
+      return (await selectWhere(pool, 'effects', { run_id: filter.runId, task_id: filter.taskId }, 'created_at, id')).map(toEffect);
+    },
+  };
+}
