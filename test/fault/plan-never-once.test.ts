@@ -1,10 +1,10 @@
-import { readFileSync, writeFileSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Run } from '../../host/model';
 import { startCountingService } from '../support/counting-service';
 import { unrecordedSnapshotImages } from '../support/leak-check';
 import { lastJson, planFixture } from '../support/plan-fixture';
+import { deployPlan as sharedDeployPlan } from '../support/deploy-plan';
 
 type Summary = { run: Run; reason: string; steps: Array<{ step: string; outcome: string }> };
 
@@ -17,25 +17,10 @@ afterEach(async () => {
   service = undefined;
 });
 
-/**
- * A plan whose `never` step calls a loopback service (through the audited proxy) and changes the
- * workspace, so the sandbox after it differs from the snapshot before it.
- */
+/** The shared deploy plan, kept in this file's variables so afterEach cleans it up. */
 async function deployPlan() {
-  service = await startCountingService();
-  const port = new URL(service.url).port;
-  fx = await planFixture([
-    { name: 'one', run: 'echo one >> steps.log' },
-    {
-      name: 'deploy',
-      run: `timeout 20 busybox wget -q -O - http://localhost:${port}/deploy && echo deployed >> steps.log`,
-      replay: 'never',
-    },
-    { name: 'three', run: 'echo three >> steps.log' },
-  ]);
-  const envFile = `${fx.dir}/env.yaml`;
-  writeFileSync(envFile, `${readFileSync(envFile, 'utf8')}network: { mode: allowlist, allow: ["localhost:${port}"], allowOverride: ["localhost:${port}"] }\n`);
-  return { fx, service };
+  ({ fx, service } = await sharedDeployPlan());
+  return { fx: fx!, service: service! };
 }
 
 /** Drives the run to its end the way an operator would: resume, and `--accept` whenever it parks. */

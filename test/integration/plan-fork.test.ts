@@ -4,6 +4,7 @@ import type { Run } from '../../host/model';
 import { sandboxDocId } from '../../host/run-sandbox';
 import type { Store } from '../../host/store';
 import { startCountingService } from '../support/counting-service';
+import { deployPlan } from '../support/deploy-plan';
 import { unrecordedSnapshotImages } from '../support/leak-check';
 import { lastJson, planFixture, type PlanStepDef } from '../support/plan-fixture';
 
@@ -100,15 +101,7 @@ describe('berth fork continues a run from a checkpoint with its sandbox', { time
   });
 
   it('never runs a never step before the fork point again, and carries an uncertain one into the fork for reconciliation', async () => {
-    service = await startCountingService();
-    const port = new URL(service.url).port;
-    fx = await planFixture([
-      { name: 'one', run: 'echo one >> steps.log' },
-      { name: 'deploy', run: `timeout 20 busybox wget -q -O - http://localhost:${port}/deploy && echo deployed >> steps.log`, replay: 'never' },
-      { name: 'three', run: 'cat steps.log' },
-    ]);
-    const envFile = `${fx.dir}/env.yaml`;
-    writeFileSync(envFile, `${readFileSync(envFile, 'utf8')}network: { mode: allowlist, allow: ["localhost:${port}"], allowOverride: ["localhost:${port}"] }\n`);
+    ({ fx, service } = await deployPlan('cat steps.log'));
     const done = await fx.cli(['run', fx.plan, '--json']);
     expect(done.code, done.stderr).toBe(0);
     const finished = lastJson<Summary>(done).run.id;

@@ -1,7 +1,7 @@
-import { readFileSync, writeFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Run } from '../../host/model';
 import { startCountingService } from '../support/counting-service';
+import { deployPlan } from '../support/deploy-plan';
 import { unrecordedSnapshotImages } from '../support/leak-check';
 import { lastJson, planFixture } from '../support/plan-fixture';
 
@@ -26,15 +26,7 @@ async function removeLiveSandboxes(f: NonNullable<typeof fx>): Promise<void> {
 
 describe('reconciliation has no dead end', { timeout: 300_000 }, () => {
   it('after a kill during a never step\'s snapshot and a removed sandbox: says the sandbox is unusable, refuses --accept alone without failing, and finishes with --accept --restore', async () => {
-    service = await startCountingService();
-    const port = new URL(service.url).port;
-    fx = await planFixture([
-      { name: 'one', run: 'echo one >> steps.log' },
-      { name: 'deploy', run: `timeout 20 busybox wget -q -O - http://localhost:${port}/deploy && echo deployed >> steps.log`, replay: 'never' },
-      { name: 'three', run: 'cat steps.log' },
-    ]);
-    const envFile = `${fx.dir}/env.yaml`;
-    writeFileSync(envFile, `${readFileSync(envFile, 'utf8')}network: { mode: allowlist, allow: ["localhost:${port}"], allowOverride: ["localhost:${port}"] }\n`);
+    ({ fx, service } = await deployPlan('cat steps.log'));
     // Snapshots: upload, one, deploy; killed with deploy's image made but not recorded.
     fx.allowLeftovers('the kill after snapshot.take#3 leaves the deploy snapshot image whose record never commits; by design (issue 12.2) `berth gc` removes such an image after its grace period, not the run\'s end', unrecordedSnapshotImages);
     const first = await fx.cli(['run', fx.plan, '--json'], { BERTH_FAULT: 'after:snapshot.take#3' });
@@ -95,14 +87,7 @@ describe('reconciliation has no dead end', { timeout: 300_000 }, () => {
   });
 
   it('runs a never step again only when the operator says its effect did not happen (--reject-effect), and refuses to guess', async () => {
-    service = await startCountingService();
-    const port = new URL(service.url).port;
-    fx = await planFixture([
-      { name: 'one', run: 'echo one >> steps.log' },
-      { name: 'deploy', run: `timeout 20 busybox wget -q -O - http://localhost:${port}/deploy && echo deployed >> steps.log`, replay: 'never' },
-    ]);
-    const envFile = `${fx.dir}/env.yaml`;
-    writeFileSync(envFile, `${readFileSync(envFile, 'utf8')}network: { mode: allowlist, allow: ["localhost:${port}"], allowOverride: ["localhost:${port}"] }\n`);
+    ({ fx, service } = await deployPlan('cat steps.log'));
     fx.allowLeftovers('the kill before the deploy step\'s phase.complete leaves its snapshot image with no record (the record commits with the phase); by design (issue 12.2) `berth gc` removes it after its grace period, not the run\'s end', unrecordedSnapshotImages);
     const first = await fx.cli(['run', fx.plan, '--json'], { BERTH_FAULT: 'before:phase.complete:plan-step#2' });
     expect(first.signal, first.stderr).toBe('SIGKILL');
