@@ -46,7 +46,8 @@ describe('the run record: export, import, check', { timeout: 240_000 }, () => {
     ]);
     // nothing uncertain; completion is not acceptance
     expect(r.unresolved).toEqual([]);
-    expect(r.acceptance.recorded).toBe(false);
+    expect(r.job.acceptanceRule).toEqual({ kind: 'manual' });
+    expect(r.acceptance).toEqual({ verdict: 'pending', decisions: [] });
     // which snapshot to restore: the newest one, tied to the last step's checkpoint
     expect(r.isolation.snapshots.at(-1)!.checkpoint).toMatch(/^step:1:/);
     expect(r.isolation.leases.every((l) => l.releasedAt !== null)).toBe(true);
