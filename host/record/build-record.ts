@@ -5,6 +5,7 @@ import type { Effect, Entry, Json, Run, Task } from '../model';
 import type { Store } from '../store';
 import { KERNEL } from '../version';
 import { forkedFrom } from '../fork';
+import { costOfRun } from '../cost';
 import { sealRecord, sha256, canonicalJson } from './canonical';
 import { contractSections } from './sections';
 import { RECORD_FORMAT, RECORD_SCHEMA_VERSION, type RunRecord } from './schema';
@@ -58,7 +59,7 @@ function entry(e: Entry): { value: RunRecord['entries'][number]; text: string } 
 }
 
 /** Everything the store holds about one run, read in one pass. */
-export async function readRunRows(store: Store, runId: string) {
+export async function readRunRows(store: Store, runId: string, now = Date.now()) {
   const run = await store.getRun(runId);
   if (!run) throw new BerthError('run_not_found', `no run ${runId} in ${store.location} (see berth status)`, { ids: { runId } });
   const [session, submission, transitions, tasks, effects, snapshots, leases, documents, entries, egress, commits, imported, storeId] = await Promise.all([
@@ -77,8 +78,21 @@ export async function readRunRows(store: Store, runId: string) {
     store.getImportedRun(runId),
     store.storeId(),
   ]);
+  const [acceptance, costSamples, artifacts, owner, costTotals] = await Promise.all([
+    store.listAcceptance({ runId }),
+    store.listCost({ runId }),
+    store.listArtifacts(runId),
+    store.getSessionOwner(run.sessionId),
+    store.sumCost({ runIds: [runId] }),
+  ]);
   if (!session) throw new BerthError('record_incomplete', `run ${runId} names session ${run.sessionId}, which the store does not hold`, { ids: { runId } });
-  return { run, session, submission, transitions, tasks, effects, snapshots, leases, documents, entries, egress, commits, imported, storeId, forkedFrom: await forkedFrom(store, run) };
+  return {
+    run, session, submission, transitions, tasks, effects, snapshots, leases, documents, entries, egress, commits, imported, storeId,
+    forkedFrom: await forkedFrom(store, run),
+    acceptance, costSamples, artifacts, owner,
+    // What `berth show` prints, at the export's moment (open leases and kept snapshots count until then).
+    costSummary: await costOfRun(store, run, costTotals, now),
+  };
 }
 export type RunRows = Awaited<ReturnType<typeof readRunRows>>;
 
@@ -118,7 +132,7 @@ async function sandboxDocuments(store: Store, run: Run) {
  * canonical JSON written to the file, `record` the same document as a value.
  */
 export async function exportRun(store: Store, runId: string, now: number): Promise<{ record: RunRecord; text: string }> {
-  const rows = await readRunRows(store, runId);
+  const rows = await readRunRows(store, runId, now);
   const { run, session, submission } = rows;
   const sections = contractSections(rows);
   const entries = rows.entries.map(entry);

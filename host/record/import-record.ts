@@ -59,6 +59,9 @@ export function recordRows(r: RunRecord, source: string): ImportRows {
     snapshots: r.isolation.snapshots,
     leases: r.isolation.leases,
     egress: r.egress,
+    acceptance: r.acceptance.decisions,
+    costSamples: r.cost.samples,
+    artifacts: Array.isArray(r.artifacts) ? r.artifacts : [],
   };
 }
 

@@ -87,7 +87,19 @@ export function checkRecord(r: RunRecord): Violation[] {
   }
 
   // 8. acceptance apart from completion
-  if ('status' in r.acceptance) v('acceptance_separate', 'acceptance must be its own record, not derived from the run state', r.acceptance as Json);
+  // A decision judges a completed run and is never a state change: it is committed with the
+  // completion (the acceptance command) or after it (an operator), and no transition moves the run
+  // off `completed` because of it (a rejected run stays completed). The verdict is the newest decision.
+  const decisions = r.acceptance.decisions;
+  const completedAt = r.transitions.find((t) => t.to === 'completed')?.commitSeq ?? null;
+  if (decisions.length && r.run.state !== 'completed') v('acceptance_separate', `run ${runId} is ${r.run.state} but has ${decisions.length} acceptance decision(s): only a completed run is judged, and judging never changes its state`, { state: r.run.state, decisions: decisions.map((d) => d.id) });
+  for (const d of decisions) {
+    if (completedAt === null || d.commitSeq < completedAt) v('acceptance_separate', `acceptance decision ${d.id} (${d.decision}) was committed before the run completed`, { decision: d.id, commitSeq: d.commitSeq, completedAt });
+    const moved = r.transitions.filter((t) => t.commitSeq === d.commitSeq && t.to !== 'completed').map((t) => t.n);
+    if (moved.length) v('acceptance_separate', `acceptance decision ${d.id} was committed with run transition(s) ${moved.join(', ')}: a decision never rewrites the run state`, { decision: d.id, transitions: moved });
+  }
+  const verdict = decisions.at(-1)?.decision ?? (r.run.state === 'completed' ? 'pending' : 'none');
+  if (r.acceptance.verdict !== verdict) v('acceptance_separate', `run ${runId} records acceptance ${r.acceptance.verdict} but its decisions say ${verdict}: acceptance is never implied by the run state`, { recorded: r.acceptance.verdict, fromDecisions: verdict });
 
   // legal transitions
   let prev: string | null = null;

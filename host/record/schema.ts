@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { EFFECT_STATUSES, JsonSchema, REPLAY_POLICIES, RUN_STATES, TASK_OUTCOMES, TASK_STATUSES, TaskErrorSchema, WaitSpecSchema } from '../model';
+import { COST_METERS, EFFECT_STATUSES, JsonSchema, REPLAY_POLICIES, RUN_STATES, TASK_OUTCOMES, TASK_STATUSES, TaskErrorSchema, WaitSpecSchema } from '../model';
 
 /** The `format` of every run record; with `schemaVersion` it says how to read the rest. */
 export const RECORD_FORMAT = 'berth.run-record';
@@ -10,8 +10,8 @@ const RunState = z.enum(RUN_STATES);
 const Versions = z.strictObject({ kernel: z.string().optional(), envFingerprint: z.string().optional(), imageDigest: z.string().optional() });
 
 /**
- * A section whose data Berth does not record yet (acceptance, cost, artifacts, run ownership are
- * being built). Marked explicitly, so a reader never mistakes "not recorded" for "none happened".
+ * A section whose data does not exist for this run (an agent run declares no artifacts, a run not
+ * forked has no origin). Marked explicitly, so a reader never mistakes "not recorded" for "none happened".
  */
 export const NotRecordedSchema = z.strictObject({ recorded: z.literal(false), note: z.string() });
 
@@ -151,6 +151,72 @@ export const UnresolvedSchema = z.strictObject({
   why: z.string(),
 });
 
+/** What judges the run: `manual` (an operator, `berth accept`/`reject`) or the plan's acceptance command. */
+export const AcceptanceRuleSchema = z.union([
+  z.strictObject({ kind: z.literal('manual') }),
+  z.strictObject({ kind: z.literal('command'), command: z.string(), replay: z.enum(['safe', 'never']), timeoutS: z.number().nullable() }),
+]);
+
+/** One acceptance decision, as committed (host/acceptance): never a run transition. */
+export const AcceptanceDecisionRecordSchema = z.strictObject({
+  id: z.string(),
+  requestId: z.string(),
+  decision: z.enum(['accepted', 'rejected']),
+  actor: z.string().describe('`acceptance-command` or `user:NAME`'),
+  reason: z.string().nullable(),
+  evidence: JsonSchema.describe('for the command: its text, exit code, timeout flag, output digest and the effect that ran it'),
+  at: z.number(),
+  commitSeq: z.number().int(),
+});
+
+/** The run's acceptance, apart from its state: the verdict is the newest decision's (`pending`: completed, not judged; `none`: not completed). */
+export const AcceptanceSectionSchema = z.strictObject({
+  verdict: z.enum(['none', 'pending', 'accepted', 'rejected']),
+  decisions: z.array(AcceptanceDecisionRecordSchema),
+});
+
+const TokenCountSchema = z.strictObject({ requests: z.number(), prompt: z.number(), completion: z.number(), cached: z.number() });
+
+/** Measured cost samples as recorded, and the run's cost derived from them and its records at export time (host/cost). */
+export const CostSectionSchema = z.strictObject({
+  samples: z.array(z.strictObject({ at: z.number(), meter: z.enum(COST_METERS), key: z.string().describe('the model, or the lease'), amount: z.number() })),
+  summary: z.strictObject({
+    tokens: z.record(z.string(), TokenCountSchema),
+    cpuSeconds: z.number(),
+    memoryGbSeconds: z.number(),
+    execs: z.number(),
+    leaseSeconds: z.number(),
+    snapshotBytes: z.number(),
+    snapshotGbMonths: z.number(),
+    approvalWaitSeconds: z.number(),
+    recovery: z.strictObject({ stepsRerun: z.number(), restores: z.number() }),
+  }),
+});
+
+/** A file a plan step declared and the run recorded (every generation; a re-run step's newer one supersedes). */
+export const ArtifactRecordSchema = z.strictObject({
+  id: z.string(),
+  taskId: z.string().nullable(),
+  stepIndex: z.number().int(),
+  generation: z.number().int(),
+  step: z.string(),
+  path: z.string().describe('workspace-relative, `/`-separated'),
+  sizeBytes: z.number(),
+  sha256: z.string(),
+  snapshotId: z.string().nullable(),
+  commitSeq: z.number().int(),
+  createdAt: z.number(),
+});
+
+/** Who drove the run's session: its owner row at export time and the take-overs its transitions log. */
+export const OwnershipSectionSchema = z.strictObject({
+  owner: z
+    .strictObject({ epoch: z.number().int(), holder: z.string(), pid: z.number().nullable(), takenAt: z.number(), heartbeatAt: z.number(), leaseUntil: z.number(), stoppedAt: z.number().nullable() })
+    .nullable()
+    .describe('null: no host claimed the session in this store (an imported run is never owned)'),
+  takeOvers: z.array(z.strictObject({ n: z.number().int(), at: z.number(), actor: z.string(), commitSeq: z.number().int() })),
+});
+
 export const RunRecordSchema = z.strictObject({
   format: z.literal(RECORD_FORMAT),
   schemaVersion: z.literal(RECORD_SCHEMA_VERSION),
@@ -165,7 +231,7 @@ export const RunRecordSchema = z.strictObject({
     submitter: z.string().nullable(),
     objective: JsonSchema.describe('what the run was asked to do: plan name and steps, or the agent task'),
     submission: z.union([OmittedSchema, JsonSchema]),
-    acceptanceRule: NotRecordedSchema,
+    acceptanceRule: z.union([AcceptanceRuleSchema, NotRecordedSchema]),
     authorityReference: NotRecordedSchema,
   }),
   run: z.strictObject({
@@ -224,10 +290,10 @@ export const RunRecordSchema = z.strictObject({
     cancellation: JsonSchema.describe('per cancelled task: whether its effect happened before, after or is unknown'),
     completionEvidence: JsonSchema,
   }),
-  acceptance: NotRecordedSchema,
-  cost: NotRecordedSchema,
-  artifacts: NotRecordedSchema,
-  ownership: z.union([NotRecordedSchema, JsonSchema]),
+  acceptance: AcceptanceSectionSchema,
+  cost: CostSectionSchema,
+  artifacts: z.union([z.array(ArtifactRecordSchema), NotRecordedSchema]),
+  ownership: OwnershipSectionSchema,
   unresolved: z.array(UnresolvedSchema),
 });
 

@@ -33,6 +33,7 @@ export function contractSections(rows: RunRows): Sections {
   const firstTransition = transitions[0];
 
   const approvals = approvalsOf(entries);
+  const takeOverSeqs = new Set(rows.commits.filter((c) => c.label === 'run.take-over').map((c) => c.seq));
   const unresolved: RunRecord['unresolved'] = [
     ...effects.filter((e) => isUnresolvedEffect(e.status)).map((e) => ({ kind: 'effect' as const, id: e.id, status: e.status, why: e.status === 'unknown' ? 'may or may not have happened' : `still ${e.status}` })),
     ...approvals.filter((a) => a.decision === 'pending').map((a) => ({ kind: 'approval' as const, id: a.approvalId, status: 'pending', why: `tool ${a.tool} waits for an operator` })),
@@ -52,7 +53,7 @@ export function contractSections(rows: RunRows): Sections {
           : run.kind === 'agent'
             ? { message: typeof input.message === 'string' ? input.message : null }
             : { rootKind: root?.kind ?? null, input: root?.input ?? null },
-      acceptanceRule: { recorded: false, note: 'acceptance rules are not recorded yet (issue 17 item 4); completion is not acceptance' },
+      acceptanceRule: acceptanceRuleOf(run.kind, plan),
       authorityReference: { recorded: false, note: 'Berth records the actor of each transition and decision, not an authority document' },
     },
     checkpoint: {
@@ -85,12 +86,32 @@ export function contractSections(rows: RunRows): Sections {
       cancellation: tasks.filter((t) => cancelledOf(t) !== null).map((t) => ({ taskId: t.id, ...cancelledOf(t)! })),
       completionEvidence: root ? { rootTask: root.id, outcome: root.outcome, error: root.error as Json, result: root.result } : null,
     },
-    acceptance: { recorded: false, note: 'acceptance apart from completion is being built (issue 17 item 4); not recorded for this run' },
-    cost: { recorded: false, note: 'cost per run is being built (issue 17 item 5); not recorded for this run' },
-    artifacts: { recorded: false, note: 'build artifacts are not recorded by this store yet' },
-    ownership: { recorded: false, note: 'per-run ownership (owner, epoch) is not recorded by this store yet; each transition names its actor' },
+    acceptance: {
+      // The same reading as `berth show` (host/acceptance): the newest decision wins.
+      verdict: rows.acceptance.at(-1)?.decision ?? (run.state === 'completed' ? 'pending' : 'none'),
+      decisions: rows.acceptance.map(({ runId: _r, ...d }) => d),
+    },
+    cost: { samples: rows.costSamples.map(({ runId: _r, ...c }) => c), summary: rows.costSummary },
+    artifacts:
+      run.kind === 'plan'
+        ? rows.artifacts.map(({ sessionId: _s, runId: _r, ...a }) => a)
+        : { recorded: false, note: `a ${run.kind} run declares no artifacts (plan steps do)` },
+    ownership: {
+      owner: rows.owner ? { epoch: rows.owner.epoch, holder: rows.owner.holder, pid: rows.owner.pid, takenAt: rows.owner.takenAt, heartbeatAt: rows.owner.heartbeatAt, leaseUntil: rows.owner.leaseUntil, stoppedAt: rows.owner.stoppedAt } : null,
+      takeOvers: transitions.filter((t) => takeOverSeqs.has(t.commitSeq)).map((t) => ({ n: t.n, at: t.at, actor: t.actor, commitSeq: t.commitSeq })),
+    },
     unresolved,
   };
+}
+
+/** The rule that judges the run: a plan's `acceptance` (default manual); an agent run is judged by an operator only. */
+function acceptanceRuleOf(kind: string, plan: Record<string, Json>): RunRecord['job']['acceptanceRule'] {
+  if (kind === 'agent') return { kind: 'manual' };
+  if (kind !== 'plan') return { recorded: false, note: `a ${kind} run has no acceptance rule` };
+  const a = plan.acceptance;
+  if (a === undefined || a === null || a === 'manual') return { kind: 'manual' };
+  const c = obj(a);
+  return { kind: 'command', command: String(c.command ?? ''), replay: c.replay === 'never' ? 'never' : 'safe', timeoutS: num(c.timeoutS) };
 }
 
 /** A cancelled task's record of where its work stopped (host/kernel cancel-record). */

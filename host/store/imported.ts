@@ -1,6 +1,7 @@
-import type { Effect, Entry, Run, RunTransition, Session, Snapshot, StoredDocument, Submission, Task } from '../model';
+import type { AcceptanceDecision, CostSample, Effect, Entry, Run, RunTransition, Session, Snapshot, StoredDocument, Submission, Task } from '../model';
 import type { LeaseRecord } from '../sandbox/lease-records';
 import type { EgressAttempt } from '../egress/audit';
+import type { StoredArtifact } from './store';
 
 /** A run loaded from an exported record: shown and checked, never driven. */
 export interface ImportedRun {
@@ -29,6 +30,11 @@ export interface ImportRows {
   snapshots: Array<Omit<Snapshot, 'sessionId'>>;
   leases: Array<Omit<LeaseRecord, 'sessionId'>>;
   egress: Array<Omit<EgressAttempt, 'runId'>>;
+  /** Decisions as committed (their commit numbers are the exporting session's). */
+  acceptance: Array<Omit<AcceptanceDecision, 'runId'>>;
+  /** One row per meter, as recorded (not summed: the sum is recomputed by `berth show`). */
+  costSamples: Array<{ at: number; meter: keyof CostSample['meters']; key: string; amount: number }>;
+  artifacts: Array<Omit<StoredArtifact, 'sessionId' | 'runId'>>;
 }
 
 /** The store side of `berth import`. */

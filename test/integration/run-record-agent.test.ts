@@ -40,7 +40,11 @@ describe('the run record of an agent run', { timeout: 180_000 }, () => {
     expect(r.run.promptDigest).toMatch(/^sha256:[0-9a-f]{64}$/);
     expect(r.isolation.network.mode).toBe('none');
     expect(r.unresolved).toEqual([]);
-    expect(r.acceptance).toEqual(expect.objectContaining({ recorded: false }));
+    // judged by an operator only; nobody has yet; an agent run declares no artifacts
+    expect(r.job.acceptanceRule).toEqual({ kind: 'manual' });
+    expect(r.acceptance).toEqual({ verdict: r.run.state === 'completed' ? 'pending' : 'none', decisions: [] });
+    expect(r.artifacts).toMatchObject({ recorded: false });
+    expect(Object.keys(r.cost.summary.tokens)).toEqual(['scripted-1']);
     expect(checkRecord(r)).toEqual([]);
   });
 });

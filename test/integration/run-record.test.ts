@@ -1,8 +1,9 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { appendFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
-import { RunRecordSchema, type RunRecord } from '../../host/record';
+import { checkRecord, RunRecordSchema, type RunRecord } from '../../host/record';
 import { runNode } from '../support/child';
 import { bundledCli, lastJson, planFixture } from '../support/plan-fixture';
 
@@ -46,7 +47,8 @@ describe('the run record: export, import, check', { timeout: 240_000 }, () => {
     ]);
     // nothing uncertain; completion is not acceptance
     expect(r.unresolved).toEqual([]);
-    expect(r.acceptance.recorded).toBe(false);
+    expect(r.job.acceptanceRule).toEqual({ kind: 'manual' });
+    expect(r.acceptance).toEqual({ verdict: 'pending', decisions: [] });
     // which snapshot to restore: the newest one, tied to the last step's checkpoint
     expect(r.isolation.snapshots.at(-1)!.checkpoint).toMatch(/^step:1:/);
     expect(r.isolation.leases.every((l) => l.releasedAt !== null)).toBe(true);
@@ -77,7 +79,8 @@ describe('the run record: export, import, check', { timeout: 240_000 }, () => {
     expect(check.code, check.stdout + check.stderr).toBe(0);
     expect(lastJson<{ violations: unknown[] }>(check).violations).toEqual([]);
 
-    const strip = (text: string) => text.replace(/^run (\S+) \((\w+)\) .*$/m, 'run $1 ($2)');
+    // (the header says where the run is driven; kept snapshots' GB-months grow with the clock)
+    const strip = (text: string) => text.replace(/^run (\S+) \((\w+)\) .*$/m, 'run $1 ($2)').replace(/\(\S+ GB-months\)/, '(GB-months)');
     const shownHere = await fx.cli(['show', runId]);
     const shownThere = await cliOn(other, ['show', runId]);
     expect(shownThere.code, shownThere.stderr).toBe(0);
@@ -87,7 +90,8 @@ describe('the run record: export, import, check', { timeout: 240_000 }, () => {
     const again = join(fx.dir, 'again.json');
     expect((await cliOn(other, ['export', runId, '--out', again])).code).toBe(0);
     const r2 = readRecord(again);
-    expect({ ...r2, digest: '', exportedAt: 0, source: null }).toEqual({ ...r, digest: '', exportedAt: 0, source: null });
+    const timeless = (x: RunRecord) => ({ ...x, digest: '', exportedAt: 0, source: null, cost: { ...x.cost, summary: { ...x.cost.summary, snapshotGbMonths: 0 } } });
+    expect(timeless(r2)).toEqual(timeless(r));
 
     // never driven
     for (const args of [['resume', runId], ['cancel', runId], ['reconcile', runId, '--fail']]) {
@@ -120,5 +124,58 @@ describe('the run record: export, import, check', { timeout: 240_000 }, () => {
     writeFileSync(future, text.replace('"schemaVersion":1', '"schemaVersion":2'));
     const unknown = await cliOn(join(fx.dir, 'fourth.db'), ['import', future]);
     expect(unknown.stderr).toContain('record_version_unknown');
+  });
+
+  it('answers from the exported file alone which artifacts a run produced, its acceptance verdict with evidence and its cost; imported elsewhere, show prints the same acceptance, cost and artifacts', async () => {
+    fx = await planFixture([
+      // a little CPU, so the cost has CPU-seconds to show
+      { name: 'build', run: 'i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done; mkdir -p out && echo built > out/a.txt', artifacts: ['out/**'] },
+    ]);
+    appendFileSync(fx.plan, 'acceptance:\n  command: "grep -q built out/a.txt"\n');
+    const end = await fx.cli(['run', fx.plan, '--json']);
+    expect(end.code, end.stderr).toBe(0);
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    // an operator overrules the command afterwards: both decisions stay on the record
+    const rejected = await fx.cli(['reject', runId, '--reason', 'not shipped', '--request-id', 'req-rej', '--json']);
+    expect(rejected.code, rejected.stderr).toBe(0);
+    const file = join(fx.dir, 'record.json');
+    expect((await fx.cli(['export', runId, '--out', file])).code).toBe(0);
+
+    const r = readRecord(file);
+    // which artifacts, with their digests
+    expect(r.artifacts).toEqual([expect.objectContaining({ step: 'build', path: 'out/a.txt', sizeBytes: 6, sha256: createHash('sha256').update('built\n').digest('hex') })]);
+    // the rule, the verdict and its evidence; the run stays completed
+    expect(r.job.acceptanceRule).toEqual({ kind: 'command', command: 'grep -q built out/a.txt', replay: 'safe', timeoutS: null });
+    expect(r.run.state).toBe('completed');
+    expect(r.acceptance.verdict).toBe('rejected');
+    expect(r.acceptance.decisions.map((d) => [d.actor, d.decision, d.reason])).toEqual([['acceptance-command', 'accepted', null], ['user:tester', 'rejected', 'not shipped']]);
+    expect(r.acceptance.decisions[0]!.evidence).toMatchObject({ command: 'grep -q built out/a.txt', exitCode: 0, timedOut: false, outputDigest: expect.stringMatching(/^sha256:[0-9a-f]{64}$/) });
+    // the cost: CPU-seconds measured, summing the recorded samples; no model, so no tokens
+    const cpuSamples = r.cost.samples.filter((c) => c.meter === 'cpu.usec').reduce((n, c) => n + c.amount, 0);
+    expect(cpuSamples).toBeGreaterThan(0);
+    expect(r.cost.summary.cpuSeconds).toBeCloseTo(cpuSamples / 1e6, 6);
+    expect(r.cost.summary.execs).toBe(2);
+    expect(r.cost.summary.tokens).toEqual({});
+    expect(checkRecord(r)).toEqual([]);
+
+    const other = join(fx.dir, 'other.db');
+    const imp = await cliOn(other, ['import', file, '--json']);
+    expect(imp.code, imp.stderr).toBe(0);
+    type Shown = { acceptance: unknown; cost: Record<string, unknown> };
+    const here = lastJson<Shown>(await fx.cli(['show', runId, '--json']));
+    const there = lastJson<Shown>(await cliOn(other, ['show', runId, '--json']));
+    expect(there.acceptance).toEqual(here.acceptance);
+    // (kept snapshots' GB-months grow with the clock; everything else is fixed once the run ended)
+    const fixed = ({ snapshotGbMonths: _g, ...c }: Record<string, unknown>) => c;
+    expect(fixed(there.cost)).toEqual(fixed(here.cost));
+    expect(there.cost.cpuSeconds).toBeGreaterThan(0);
+    type Listed = { artifacts: Array<{ path: string; step: string; size: number; sha256: string }> };
+    const listed = (l: Listed) => l.artifacts.map(({ path, step, size, sha256 }) => ({ path, step, size, sha256 }));
+    const artHere = lastJson<Listed>(await fx.cli(['artifacts', runId, '--json']));
+    const artThere = lastJson<Listed>(await cliOn(other, ['artifacts', runId, '--json']));
+    expect(listed(artThere)).toEqual(listed(artHere));
+    expect(listed(artThere)).toHaveLength(1);
+    const check = await cliOn(other, ['check', runId, '--json']);
+    expect(check.code, check.stdout + check.stderr).toBe(0);
   });
 });

@@ -25,7 +25,7 @@ function validRecord(): RunRecord {
   const doc = {
     format: 'berth.run-record', schemaVersion: 1, digest: '', exportedAt: 5000,
     source: { storeId: 'store_x', berth: 'berth 0.1.0', importedFrom: null },
-    job: { requestId: 'req_1', submissionId: 'sub_1', submittedAt: 1000, submitter: 'host:h', objective: { steps: [] }, submission: {}, acceptanceRule: notRecorded, authorityReference: notRecorded },
+    job: { requestId: 'req_1', submissionId: 'sub_1', submittedAt: 1000, submitter: 'host:h', objective: { steps: [] }, submission: {}, acceptanceRule: { kind: 'command', command: 'true', replay: 'safe', timeoutS: null }, authorityReference: notRecorded },
     run: {
       id: 'run_1', sessionId: 'ses_1', sessionCreatedAt: 1000, sessionMeta: null, kind: 'plan', state: 'completed', rootTaskId: 'task_root', parentRunId: null, forkedFrom: notRecorded,
       transitionCount: 3, versions, handlerKinds: [], models: [], promptDigest: null, createdAt: 1000, updatedAt: 2000,
@@ -49,7 +49,14 @@ function validRecord(): RunRecord {
     entries: [{ id: 'e1', seq: 1, conversationId: null, taskId: 'task_step', kind: 'plan.step.output', body: {}, commitSeq: 3, at: 3 }],
     egress: [],
     recovery: { restarts: 0, interruptedTasks: [], reconciliations: [], cancellation: [], completionEvidence: null },
-    acceptance: notRecorded, cost: notRecorded, artifacts: notRecorded, ownership: notRecorded,
+    // The acceptance command's verdict, committed with the completion (commit 4).
+    acceptance: { verdict: 'accepted', decisions: [{ id: 'acc_1', requestId: 'acceptance-command:run_1', decision: 'accepted', actor: 'acceptance-command', reason: null, evidence: { command: 'true', exitCode: 0 }, at: 1004, commitSeq: 4 }] },
+    cost: {
+      samples: [{ at: 3, meter: 'cpu.usec', key: 'lease_1', amount: 2_000_000 }],
+      summary: { tokens: {}, cpuSeconds: 2, memoryGbSeconds: 0, execs: 1, leaseSeconds: 0.004, snapshotBytes: 1, snapshotGbMonths: 0, approvalWaitSeconds: 0, recovery: { stepsRerun: 0, restores: 0 } },
+    },
+    artifacts: [{ id: 'art_1', taskId: 'task_step', stepIndex: 0, generation: 0, step: 'a', path: 'out.txt', sizeBytes: 3, sha256: 'ab', snapshotId: 'snap_1', commitSeq: 3, createdAt: 3 }],
+    ownership: { owner: null, takeOvers: [] },
     unresolved: [],
   };
   return RunRecordSchema.parse(doc);
@@ -71,7 +78,8 @@ const CORRUPT: Record<InvariantName, (r: RunRecord) => void> = {
   cancel_records_point: (r) => Object.assign(r.tasks[1]!, { outcome: 'cancelled', result: { step: 'a' } }),
   compensation_declared: (r) => Object.assign(r.effects[0]!, { status: 'compensated', receipt: { exitCode: 0 } }),
   sandbox_cleanup_visible: (r) => (r.isolation.leases[0]!.releasedAt = null),
-  acceptance_separate: (r) => (r.acceptance = { status: 'accepted' } as never),
+  // A decision committed with the run's start: acceptance rewriting the run's course.
+  acceptance_separate: (r) => (r.acceptance.decisions[0]!.commitSeq = 2),
   legal_transitions: (r) => (r.transitions[2]!.from = 'admitted'),
   monotonic_sequences: (r) => (r.transitions[2]!.n = 5),
   never_once: (r) => r.effects.push({ ...r.effects[0]!, id: 'run_1:step:0:g1' }),
@@ -97,6 +105,28 @@ describe('run invariants (berth check)', () => {
   }
 });
 
+describe('acceptance apart from completion (acceptance_separate)', () => {
+  const only = (r: RunRecord) => checkRecord(r).filter((v) => v.invariant === 'acceptance_separate').map((v) => v.message);
+  it('reports a verdict the decisions do not give: acceptance implied by the run state', () => {
+    const r = validRecord();
+    r.acceptance.decisions = [];
+    expect(only(r)).toEqual([expect.stringContaining('records acceptance accepted but its decisions say pending')]);
+  });
+  it('reports a decision on a run that is not completed', () => {
+    const r = validRecord();
+    r.run.state = 'failed';
+    r.transitions[2]!.to = 'failed';
+    expect(only(r)).toEqual(expect.arrayContaining([expect.stringContaining('is failed but has 1 acceptance decision')]));
+  });
+  it('accepts an operator decision in its own commit after completion, overruling the command', () => {
+    const r = validRecord();
+    r.commits.push({ seq: 5, at: 1005, label: 'acceptance.rejected', actor: 'user:ann' });
+    r.checkpoint.lastCommitSeq = 5;
+    r.acceptance = { verdict: 'rejected', decisions: [...r.acceptance.decisions, { id: 'acc_2', requestId: 'r2', decision: 'rejected', actor: 'user:ann', reason: 'wrong', evidence: { by: 'operator' }, at: 1005, commitSeq: 5 }] };
+    expect(checkRecord(r)).toEqual([]);
+  });
+});
+
 describe('run record files', () => {
   it('carries the digest of its canonical form: key order and whitespace do not matter, a changed value does', () => {
     const { text, digest } = sealRecord(validRecord() as unknown as Record<string, unknown>);
@@ -104,7 +134,7 @@ describe('run record files', () => {
     expect(doc.digest).toBe(digest);
     expect(recordDigest(doc)).toBe(digest);
     // canonical: sorted keys, no whitespace
-    expect(text.startsWith('{"acceptance":{"note":"n","recorded":false},"approvals":[]')).toBe(true);
+    expect(text.startsWith('{"acceptance":{"decisions":[{"actor":"acceptance-command","at":1004,"commitSeq":4,')).toBe(true);
     const reordered = JSON.stringify(Object.fromEntries(Object.entries(doc).reverse()), null, 2);
     expect(verifyRecord(reordered).digest).toBe(digest);
     const changed = text.replace('"attempts":1', '"attempts":7');
