@@ -1,6 +1,7 @@
 /// <reference lib="dom" />
 import { createHash } from 'node:crypto';
-import { appendFileSync, readFileSync } from 'node:fs';
+import { appendFileSync, chmodSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { planFixture } from '../support/plan-fixture';
 import { launchChromium, startServeChild } from '../support/serve-browser';
@@ -60,9 +61,19 @@ describe('outcomes of runs on the page', { timeout: 400_000 }, () => {
     expect(await page.locator('#acceptance-state').textContent()).toContain('acceptance: accepted by user:web-tester');
     const stored = await fx.read((s) => s.listAcceptance({ runId: manualRun.id }));
     expect(stored.map((d) => [d.decision, d.actor])).toEqual([['accepted', 'user:web-tester']]);
+    const list = (await (await page.request.get(`${server.url}/api/runs`)).json()) as { runs: Array<{ run: { id: string }; acceptance: { state: string }; cost: { cpuSeconds: number } }> };
+    expect(list.runs.find((r) => r.run.id === commandRun.id)).toMatchObject({ acceptance: { state: 'accepted' } });
+    expect(list.runs.every((r) => typeof r.cost.cpuSeconds === 'number')).toBe(true);
+    // Reject needs a reason (as berth reject does); the reason is shown as text.
+    await page.locator('#actions form:has(button:has-text("Reject")) input[name="reason"]').fill('<script>alert(1)</script> wrong output');
+    await page.locator('#actions button:has-text("Reject")').click();
+    await page.waitForFunction(() => document.querySelector('#acceptance-state')?.textContent?.includes('rejected'));
+    expect(await page.locator('#acceptance-state').textContent()).toContain('acceptance: rejected by user:web-tester');
+    expect(await page.locator('#acceptance-state').textContent()).toContain('(<script>alert(1)</script> wrong output) · 2 decisions');
+    expect(await page.locator('#acceptance script').count()).toBe(0);
     // The JSON API mirrors the page.
     const api = (await (await page.request.get(`${server.url}/api/runs/${manualRun.id}`)).json()) as { acceptance: { state: string; actor: string }; cost: { leaseSeconds: number } };
-    expect(api.acceptance).toMatchObject({ state: 'accepted', actor: 'user:web-tester' });
+    expect(api.acceptance).toMatchObject({ state: 'rejected', actor: 'user:web-tester' });
     expect(typeof api.cost.leaseSeconds).toBe('number');
   });
 
@@ -128,5 +139,13 @@ describe('outcomes of runs on the page', { timeout: 400_000 }, () => {
     expect(bytes.toString()).toBe(expected);
     expect(createHash('sha256').update(bytes).digest('hex')).toBe(shown.replace(/^sha256:/, ''));
     expect(download.suggestedFilename()).toBe('report.txt');
+
+    // A blob changed in the artifact store is refused, not served as the artifact.
+    const blob = join(dirname(fx.store), 'artifacts', 'sha256', committed!.sha256.replace(/^sha256:/, ''));
+    chmodSync(blob, 0o644);
+    writeFileSync(blob, expected.replace('777', '778'));
+    const refused = await page.request.get(`${server.url}${(await row.locator('a.download').getAttribute('href'))!}`);
+    expect(refused.status()).toBe(409);
+    expect(await refused.text()).toContain('artifact_altered: out/report.txt');
   });
 });
