@@ -1,5 +1,5 @@
 import { acceptanceOf, type AcceptanceView } from '../acceptance';
-import { runCost, type RunCost } from '../cost';
+import { costOfRun, type RunCost } from '../cost';
 import type { Run, RunState } from '../model';
 import type { ServeDeps } from './deps';
 import { html, type SafeHtml } from './html';
@@ -23,6 +23,8 @@ export interface RunRow {
 export async function readRuns(deps: ServeDeps, states?: RunState[]): Promise<RunRow[]> {
   const runs = await deps.store.listRuns(states?.length ? { states } : {});
   const now = (deps.now ?? Date.now)();
+  // One read of the cost samples for every listed run, not one per row.
+  const samples = runs.length ? await deps.store.sumCost({ runIds: runs.map((r) => r.id) }) : [];
   const rows = await Promise.all(
     runs.map(async (run) => ({
       run,
@@ -30,7 +32,7 @@ export async function readRuns(deps: ServeDeps, states?: RunState[]): Promise<Ru
       needsPerson: NEEDS_A_PERSON.includes(run.state),
       durationMs: (FINAL.includes(run.state) ? run.updatedAt : now) - run.createdAt,
       acceptance: await acceptanceOf(deps.store, run),
-      cost: await runCost(deps.store, run.id, now),
+      cost: await costOfRun(deps.store, run, samples, now),
     })),
   );
   return rows.sort((a, b) => Number(b.needsPerson) - Number(a.needsPerson) || b.run.createdAt - a.run.createdAt);
