@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { describeRun } from '../host/cli/commands/runs';
+import { LocalArtifactStore } from '../host/artifacts';
 import { startServe } from '../host/serve';
 import { openSqliteStore } from '../host/store';
 import type { Suite } from './run';
@@ -73,7 +74,8 @@ const serve: Suite = async (report) => {
       store: reader,
       describe: (id) => describeRun(reader, id),
       ownerLine: async (run) => run.state,
-      actions: { approve: async () => '', deny: async () => '', cancel: async () => '', reconcile: async () => '' },
+      actions: { approve: async () => '', deny: async () => '', cancel: async () => '', reconcile: async () => '', judge: async () => '', fork: async () => ({ said: '', forkRunId: null }) },
+      artifacts: new LocalArtifactStore(join(dir, 'artifacts')),
       operator: 'user:bench',
       token,
     },

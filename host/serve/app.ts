@@ -10,6 +10,7 @@ import { layout } from './layout';
 import { runFragment } from './run-page';
 import { readRunView } from './run-view';
 import { readRuns, runsFragment } from './runs-page';
+import { downloadArtifact } from './artifact-download';
 
 const isRunState = (s: string): s is RunState => (RUN_STATES as readonly string[]).includes(s);
 const positive = (v: string | undefined) => (v && /^\d+$/.test(v) ? Number(v) : undefined);
@@ -50,7 +51,10 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed): Hono {
     if (c.req.query('fragment')) return c.html(body.value);
     // An older page is a fixed view; the newest page follows the run.
     const live = before === undefined ? { events: `/api/runs/${encodeURIComponent(id)}/events`, fragment: `/runs/${encodeURIComponent(id)}?fragment=1`, after: view.commitSeq } : undefined;
-    return c.html(layout(`run ${id}`, body, live, c.req.query('said')).value);
+    // `forked=RUN` (after "fork from here"): a link to the new run beside what the action said.
+    const forked = c.req.query('forked');
+    const link = forked && /^[A-Za-z0-9_-]+$/.test(forked) ? { href: `/runs/${forked}`, text: `open run ${forked}` } : undefined;
+    return c.html(layout(`run ${id}`, body, live, c.req.query('said'), link).value);
   });
 
   app.get('/api/runs', async (c) => c.json({ runs: await readRuns(deps, states(c)) }));
@@ -63,20 +67,23 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed): Hono {
   app.get('/api/events', (c) => commitEvents(c, deps.store, feed, undefined));
 
   // Actions: POST + CSRF (checked above); each calls the CLI's own code path with the operator as actor.
-  const act = (name: string, run: (c: Context, form: Record<string, string>) => Promise<string>) =>
+  const act = (name: string, run: (c: Context, form: Record<string, string>) => Promise<string | { said: string; forkRunId: string | null }>) =>
     app.post(`/runs/:id/${name}`, async (c) => {
       const form = Object.fromEntries(Object.entries(await c.req.parseBody()).filter(([, v]) => typeof v === 'string')) as Record<string, string>;
       let said: string;
+      let forked: string | null = null;
       let status = 200;
       try {
-        said = await run(c, form);
+        const r = await run(c, form);
+        said = typeof r === 'string' ? r : r.said;
+        forked = typeof r === 'string' ? null : r.forkRunId;
       } catch (err) {
         if (!isBerthError(err)) throw err;
         said = `${err.code}: ${err.message}`;
         status = 409;
       }
-      if (c.req.header('accept')?.includes('application/json')) return c.json({ said }, status as 200);
-      return c.redirect(`/runs/${encodeURIComponent(c.req.param('id'))}?said=${encodeURIComponent(said)}`, 303);
+      if (c.req.header('accept')?.includes('application/json')) return c.json(forked ? { said, forkRunId: forked } : { said }, status as 200);
+      return c.redirect(`/runs/${encodeURIComponent(c.req.param('id'))}?said=${encodeURIComponent(said)}${forked ? `&forked=${encodeURIComponent(forked)}` : ''}`, 303);
     });
   act('approve', (c, f) => deps.actions.approve(c.req.param('id')!, f.id ?? '', f.digest || undefined, deps.operator));
   act('deny', (c, f) => deps.actions.deny(c.req.param('id')!, f.id ?? '', deps.operator));
@@ -85,6 +92,13 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed): Hono {
     const choice: ReconcileRequest = { accept: f.answer === 'accept', rejectEffect: f.answer === 'reject-effect', restore: f.restore || undefined, fail: f.fail === '1' };
     return deps.actions.reconcile(c.req.param('id')!, choice, deps.operator);
   });
+
+  act('accept', (c) => deps.actions.judge(c.req.param('id')!, 'accepted', undefined, deps.operator));
+  act('reject', (c, f) => deps.actions.judge(c.req.param('id')!, 'rejected', f.reason, deps.operator));
+  act('fork', (c, f) => deps.actions.fork(c.req.param('id')!, f.at ?? '', deps.operator));
+
+  // An artifact's bytes, streamed from the artifact store and hashed on the way (artifact-download.ts).
+  app.get('/runs/:id/artifacts/:artifactId', (c) => downloadArtifact(c, deps, c.req.param('id'), c.req.param('artifactId')));
 
   app.onError((err, c) => {
     if (isBerthError(err)) return c.text(`${err.code}: ${err.message}`, err.code.endsWith('not_found') ? 404 : 400);

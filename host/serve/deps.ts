@@ -1,5 +1,9 @@
+import type { AcceptanceView } from '../acceptance';
+import type { ArtifactStore } from '../artifacts';
+import type { RunCost } from '../cost';
 import type { EgressAttempt } from '../egress/audit';
-import type { Effect, Run, RunTransition, Snapshot, Task } from '../model';
+import type { ForkedFrom } from '../fork';
+import type { Effect, Run, RunState, RunTransition, Snapshot, Task } from '../model';
 import type { LeaseRecord } from '../sandbox/lease-records';
 import type { Store } from '../store';
 
@@ -12,6 +16,14 @@ export interface RunDescription {
   snapshots: Snapshot[];
   leases: Array<LeaseRecord & { current: boolean; keptBySession: boolean }>;
   egress: { allowed: number; denied: number; attempts?: EgressAttempt[]; dropped: Array<{ proto: string; target: string; count: number }> };
+  /** The checkpoint this run was forked from (null for an original run). */
+  forkedFrom: ForkedFrom | null;
+  /** Runs forked from this one. */
+  forks: Array<{ runId: string; state: RunState }>;
+  /** Acceptance, apart from the run state (`berth accept/reject`, the acceptance command). */
+  acceptance: AcceptanceView;
+  /** What the run cost, measured and derived when read. */
+  cost: RunCost;
 }
 
 /** A reconcile decision from the page: the same choices as `berth reconcile`. */
@@ -32,6 +44,10 @@ export interface ServeActions {
   deny(runId: string, id: string, actor: string): Promise<string>;
   cancel(runId: string, actor: string): Promise<string>;
   reconcile(runId: string, choice: ReconcileRequest, actor: string): Promise<string>;
+  /** `berth accept RUN` / `berth reject RUN --reason …` (one shared function). */
+  judge(runId: string, decision: 'accepted' | 'rejected', reason: string | undefined, actor: string): Promise<string>;
+  /** `berth fork RUN --at SNAPSHOT`, run as a child that drives the fork; resolves once the fork exists. */
+  fork(runId: string, snapshotId: string, actor: string): Promise<{ said: string; forkRunId: string | null }>;
 }
 
 /** Everything `berth serve` is given. It reads the store only through the Store interface. */
@@ -42,6 +58,8 @@ export interface ServeDeps {
   /** Who drives the run, in one line (the CLI's status line). */
   ownerLine(run: Run): Promise<string>;
   actions: ServeActions;
+  /** Where artifact blobs are read from for download (each streamed with its digest checked). */
+  artifacts: ArtifactStore;
   /** The signed-in operator recorded as the actor of every action. */
   operator: string;
   /** The access token; null only on a loopback address (`--no-token`). */

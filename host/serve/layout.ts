@@ -1,12 +1,12 @@
 import { html, type SafeHtml } from './html';
 
 /** The page shell: local style and script only. `said` (what an action did) stays outside the live part. */
-export function layout(title: string, body: SafeHtml, live?: { events: string; fragment: string; after: number }, said?: string): SafeHtml {
+export function layout(title: string, body: SafeHtml, live?: { events: string; fragment: string; after: number }, said?: string, saidLink?: { href: string; text: string }): SafeHtml {
   return html`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${title} · berth</title><link rel="stylesheet" href="/assets/style.css"></head>
 <body><header><strong>berth</strong><a href="/">runs</a><span class="muted">${title}</span></header>
-${said ? html`<p class="said" id="said">${said}</p>` : ''}
+${said ? html`<p class="said" id="said">${said}${saidLink ? html` <a id="said-link" href="${saidLink.href}">${saidLink.text}</a>` : ''}</p>` : ''}
 ${live ? html`<main data-live="${live.events}" data-fragment="${live.fragment}" data-after="${live.after}">${body}</main>` : html`<main>${body}</main>`}
 <script src="/assets/live.js"></script></body></html>`;
 }

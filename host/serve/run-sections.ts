@@ -1,3 +1,4 @@
+import { forkIndexOf } from '../fork';
 import { ENTRY, type ApprovalDecidedEntry, type ApprovalRequestedEntry, type ModelEntry, type ToolResultEntry, type UserEntry } from '../agent';
 import type { Effect, Entry } from '../model';
 import { html, jsonText, type SafeHtml } from './html';
@@ -54,15 +55,23 @@ export function snapshotsSection(v: RunView, csrf: string): SafeHtml {
   const open = v.effects.filter(uncertain).length > 0;
   const answer = open ? html`<select name="answer"><option value="accept">the uncertain effect happened (--accept)</option><option value="reject-effect">it did not happen (--reject-effect)</option></select> ` : undefined;
   return section('snapshots', 'Snapshots', v.snapshots.length === 0 ? none('no snapshots') : html`<table><thead><tr><th>snapshot</th><th>checkpoint</th><th>size</th><th>digest</th><th>image</th><th>pushed</th><th></th></tr></thead><tbody>${v.snapshots.map(
-    (s) => html`<tr data-snapshot="${s.id}"><td><code>${s.id}</code></td><td>${s.checkpoint}</td><td>${(s.sizeBytes / 1e6).toFixed(1)} MB</td><td><code>${s.workspaceDigest.slice(0, 23)}</code></td><td><code>${s.imageId.slice(0, 19)}</code>${s.prunedAt ? ' (pruned)' : ''}</td><td class="muted">local only</td><td>${reconcilable && !s.prunedAt ? postForm(`/runs/${v.run.id}/reconcile`, csrf, 'restore this snapshot', { restore: s.id }, answer) : ''}</td></tr>`,
+    (s) => html`<tr data-snapshot="${s.id}"><td><code>${s.id}</code></td><td>${s.checkpoint}</td><td>${(s.sizeBytes / 1e6).toFixed(1)} MB</td><td><code>${s.workspaceDigest.slice(0, 23)}</code></td><td><code>${s.imageId.slice(0, 19)}</code>${s.prunedAt ? ' (pruned)' : ''}</td><td class="pushed">${s.registryRef && s.pushedAt !== null ? html`<code>${s.registryRef}</code> ${when(s.pushedAt)}` : html`<span class="muted">local only</span>`}</td><td>${reconcilable && !s.prunedAt ? postForm(`/runs/${v.run.id}/reconcile`, csrf, 'restore this snapshot', { restore: s.id }, answer) : ''}${forkableHere(v, s) ? postForm(`/runs/${v.run.id}/fork`, csrf, 'fork from here', { at: s.id }) : ''}</td></tr>`,
   )}</tbody></table>`);
 }
+
+/** A plan's committed checkpoint still kept: `berth fork RUN --at SNAPSHOT` can start from it (the command checks the rest). */
+const forkableHere = (v: RunView, s: RunView['snapshots'][number]) => v.run.kind === 'plan' && s.prunedAt === null && forkIndexOf(s.checkpoint) !== null;
 
 export function actionsSection(v: RunView, csrf: string): SafeHtml {
   const id = v.run.id;
   const cancellable = ['admitted', 'running', 'retry_wait', 'waiting_for_input', 'awaiting_approval'].includes(v.run.state);
   const parts: SafeHtml[] = [];
   if (cancellable) parts.push(postForm(`/runs/${id}/cancel`, csrf, 'cancel run'));
+  if (v.run.state === 'completed') {
+    // Acceptance is apart from completion: the operator judges the outcome (berth accept / reject).
+    parts.push(postForm(`/runs/${id}/accept`, csrf, 'Accept'));
+    parts.push(postForm(`/runs/${id}/reject`, csrf, 'Reject', {}, html`<input name="reason" required placeholder="why the outcome is not acceptable"> `));
+  }
   if (v.run.state === 'needs_reconciliation') {
     parts.push(postForm(`/runs/${id}/reconcile`, csrf, 'accept: the uncertain effects happened, continue here', { answer: 'accept' }));
     parts.push(postForm(`/runs/${id}/reconcile`, csrf, 'fail the run', { fail: '1' }));
@@ -89,17 +98,6 @@ export function egressSection(v: RunView): SafeHtml {
   return section('egress', 'Egress', html`<p>${e.allowed} allowed, ${e.denied} denied</p>${e.attempts?.length ? html`<table><tbody>${e.attempts.slice(-200).map(
     (a) => html`<tr><td>${when(a.at)}</td><td>${a.decision}</td><td>${a.method} ${a.target}</td><td>${a.reason}</td></tr>`,
   )}</tbody></table>` : ''}${e.dropped.length ? html`<p>dropped by the sandbox network rules:</p><table><tbody>${e.dropped.map((x) => html`<tr><td>${x.proto}</td><td>${x.target}</td><td>x${x.count}</td></tr>`)}</tbody></table>` : ''}`);
-}
-
-/** Places other work fills in: acceptance, cost (token usage for agents today), artifacts. */
-export function acceptanceSection(v: RunView): SafeHtml {
-  return section('acceptance', 'Acceptance', v.acceptance === null ? none('no acceptance recorded for this run') : html`<pre>${jsonText(v.acceptance)}</pre>`);
-}
-export function costSection(v: RunView): SafeHtml {
-  return section('cost', 'Cost', html`${v.tokens ? html`<p class="tokens">tokens: ${v.tokens.prompt} prompt + ${v.tokens.completion} completion = ${v.tokens.total}</p>` : ''}${v.cost === null ? none('no cost recorded') : html`<pre>${jsonText(v.cost)}</pre>`}`);
-}
-export function artifactsSection(v: RunView): SafeHtml {
-  return section('artifacts', 'Artifacts', v.artifacts === null || v.artifacts.length === 0 ? none('no artifacts recorded') : html`<pre>${jsonText(v.artifacts)}</pre>`);
 }
 
 /** The run's record, newest first, one page at a time: the conversation for agents, step output for plans. */

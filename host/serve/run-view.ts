@@ -1,3 +1,4 @@
+import { currentArtifacts } from '../artifacts';
 import { ENTRY, listApprovals, type ApprovalView, type ModelEntry } from '../agent';
 import type { Entry, Json } from '../model';
 import { STEP_KIND } from '../plan';
@@ -18,10 +19,18 @@ export interface RunView extends RunDescription {
   tokens: { prompt: number; completion: number; total: number } | null;
   /** The newest store-wide commit sequence when this view was read: the page's events start after it. */
   commitSeq: number;
-  /** Sections other work fills in (acceptance, cost, artifacts, registry digests): null until recorded. */
-  acceptance: Json | null;
-  cost: Json | null;
-  artifacts: Json[] | null;
+  /** The run's artifacts as they stand (a re-run step's newer generation supersedes the older). */
+  artifacts: ArtifactView[];
+}
+
+/** One artifact row; `href` streams the blob, checked against `sha256`. */
+export interface ArtifactView {
+  id: string;
+  path: string;
+  step: string;
+  sizeBytes: number;
+  sha256: string;
+  href: string;
 }
 
 /** A plan step as its task records it: state, and the output tails of its result (done or failed). */
@@ -91,8 +100,13 @@ export async function readRunView(deps: ServeDeps, runId: string, before?: numbe
     steps: stepsOf(d),
     tokens,
     commitSeq,
-    acceptance: null,
-    cost: null,
-    artifacts: null,
+    artifacts: currentArtifacts(await deps.store.listArtifacts(runId)).map((a) => ({
+      id: a.id,
+      path: a.path,
+      step: a.step,
+      sizeBytes: a.sizeBytes,
+      sha256: a.sha256,
+      href: `/runs/${encodeURIComponent(runId)}/artifacts/${encodeURIComponent(a.id)}`,
+    })),
   };
 }

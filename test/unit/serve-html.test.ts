@@ -2,6 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { Hono } from 'hono';
 import { csrfToken, escapeHtml, html, isLoopback } from '../../host/serve';
 import { requireCsrf, requireToken } from '../../host/serve/auth';
+import { emptyCost } from '../../host/cost';
+import { runFragment } from '../../host/serve/run-page';
+import type { RunView } from '../../host/serve/run-view';
 
 describe('serve: HTML escaping and access checks', () => {
   it('escapes every interpolated value, in text and attributes, arrays included; only html`` output passes as markup', () => {
@@ -40,5 +43,34 @@ describe('serve: HTML escaping and access checks', () => {
     expect(await ok.text()).toBe('changed');
     const form = await app.request('/x', { method: 'POST', headers: { ...auth, 'content-type': 'application/x-www-form-urlencoded' }, body: `_csrf=${csrfToken(token)}` });
     expect(await form.text()).toBe('changed');
+  });
+
+  it('renders acceptance, cost, artifacts, lineage and the pushed column with every recorded value escaped; fork from here only on a kept plan checkpoint; Accept only on a completed run', () => {
+    const evil = '<script>alert(1)</script>';
+    const snap = (id: string, checkpoint: string, extra: object = {}) => ({ id, sessionId: 's', runId: 'run_a', taskId: null, leaseId: 'l', imageId: 'sha256:img', workspaceDigest: 'sha256:ws', sizeBytes: 1e6, checkpoint, parentId: null, commitSeq: 1, createdAt: 1, prunedAt: null, registryRef: null, pushedAt: null, ...extra });
+    const view = (state: string) => ({
+      run: { id: 'run_a', kind: 'plan', state, sessionId: 's', rootTaskId: 'root', createdAt: 1, updatedAt: 2 },
+      owner: 'host h', approvals: [], entries: [], olderBefore: null, steps: [], tokens: null, commitSeq: 0,
+      transitions: [], tasks: [], effects: [], leases: [], egress: { allowed: 0, denied: 0, dropped: [] },
+      snapshots: [snap('snp_up', 'upload', { registryRef: `reg.example/x@sha256:${evil}`, pushedAt: 5 }), snap('snp_one', 'step:0:one'), snap('snp_gone', 'step:1:two', { prunedAt: 3 })],
+      forkedFrom: { runId: 'run_p', snapshotId: 'snp_p', checkpoint: `step:0:${evil}`, index: 1 },
+      forks: [{ runId: 'run_f', state: 'running' }],
+      acceptance: { state: 'rejected', actor: 'user:ann', at: 10, reason: evil, evidence: { exitCode: 1, outputDigest: evil }, decisions: 1 },
+      cost: { ...emptyCost(), tokens: { [evil]: { requests: 1, prompt: 2, completion: 3, cached: 0 } }, cpuSeconds: 1.5, execs: 2 },
+      artifacts: [{ id: 'art_1', path: `out/${evil}.txt`, step: 'build', sizeBytes: 4, sha256: 'ab'.repeat(32), href: '/runs/run_a/artifacts/art_1' }],
+    }) as unknown as RunView;
+    const out = runFragment(view('completed'), 'csrf').value;
+    expect(out).not.toContain('<script>');
+    expect(out).toContain('reg.example/x@sha256:&lt;script&gt;');
+    expect(out).toContain('acceptance: <strong>rejected</strong> by <span class="actor">user:ann</span>');
+    expect(out).toContain('tokens &lt;script&gt;alert(1)&lt;/script&gt;');
+    expect(out).toContain('1.500 s over 2 exec(s)');
+    expect(out).toContain('out/&lt;script&gt;alert(1)&lt;/script&gt;.txt');
+    expect(out).toContain('href="/runs/run_p"');
+    expect(out).toContain('data-fork="run_f"');
+    const forkForms = out.match(/name="at" value="[^"]+"/g);
+    expect(forkForms).toEqual(['name="at" value="snp_up"', 'name="at" value="snp_one"']);
+    expect(out).toContain('action="/runs/run_a/accept"');
+    expect(runFragment(view('running'), 'csrf').value).not.toContain('/accept"');
   });
 });

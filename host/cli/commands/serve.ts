@@ -10,6 +10,7 @@ import { decideApproval } from '../../agent';
 import { BerthError } from '../../errors';
 import { isLoopback, loadOrCreateToken, startServe, type ReconcileRequest, type ServeActions } from '../../serve';
 import type { CliContext } from '../context';
+import { judge } from './acceptance';
 import { describeRun, getRunOrThrow } from './runs';
 import { commitCancel, operator } from './plan-run';
 import { driverOf, readHost } from './run-driver';
@@ -39,6 +40,7 @@ export async function serveCommand(ctx: CliContext, flags: ServeFlags): Promise<
       describe: (runId) => describeRun(ctx.store, runId),
       ownerLine: async (run) => driverOf(run, await readHost(ctx.store, ctx.clock.now(), ctx.hostId), ctx.clock.now()).line,
       actions: webActions(ctx),
+      artifacts: ctx.artifacts,
       operator: actor,
       token: access?.token ?? null,
       now: () => ctx.clock.now(),
@@ -77,6 +79,8 @@ function webActions(ctx: CliContext): ServeActions {
       return host?.live ? `cancel of run ${runId} committed; host ${host.hostId} stops it now` : `cancel of run ${runId} committed; no live host drives it: berth resume ${runId} finishes it`;
     },
     reconcile: (runId, choice, actor) => reconcileChild(ctx, runId, choice, actor),
+    judge: async (runId, decision, reason, actor) => (await judge(ctx.store, runId, decision, actor, { reason })).line,
+    fork: (runId, snapshotId, actor) => forkChild(ctx, runId, snapshotId, actor),
   };
 }
 
@@ -111,4 +115,35 @@ async function reconcileChild(ctx: CliContext, runId: string, choice: ReconcileR
     if (now && now.state !== 'needs_reconciliation') return `reconciling run ${runId} as ${actor} (${choice.restore ? `from snapshot ${choice.restore}` : choice.fail ? 'fail' : 'current sandbox'}): now ${now.state}`;
   }
   return `berth reconcile is still deciding run ${runId}; this page updates as it moves`;
+}
+
+/** How long a fork click waits for `berth fork` to say which run it made. */
+const FORK_ANSWER_MS = 60_000;
+
+/**
+ * Runs `berth fork RUN --at SNAPSHOT` (the CLI's own command: its checks, its submit, and it drives
+ * the fork to its end) as a child of this server with the operator as actor. Answers with the new
+ * run's id as soon as the command has said it forked, or with the command's refusal.
+ */
+async function forkChild(ctx: CliContext, runId: string, snapshotId: string, actor: string): Promise<{ said: string; forkRunId: string | null }> {
+  await getRunOrThrow(ctx.store, runId);
+  if (!/^[A-Za-z0-9_:.-]+$/.test(snapshotId)) throw new BerthError('usage', `fork from here needs a snapshot id, found "${snapshotId}"`);
+  const args = ['fork', runId, '--at', snapshotId, '--store', ctx.store.location];
+  const env = { ...process.env, BERTH_OPERATOR: actor.replace(/^user:/, ''), BERTH_HOST_ID: ctx.hostId };
+  const child = spawn(process.execPath, [...process.execArgv, process.argv[1]!, ...args], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  let exit: number | null | undefined;
+  child.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-8000)));
+  child.on('exit', (code) => (exit = code));
+  const started = Date.now();
+  while (Date.now() - started < FORK_ANSWER_MS) {
+    await new Promise((r) => setTimeout(r, 100));
+    const said = /^(?:forked|already forked as) run (\S+) from .*$/m.exec(stderr);
+    if (said) return { said: `${said[0]} (berth fork as ${actor})`, forkRunId: said[1]! };
+    if (exit !== undefined) {
+      const last = stderr.trim().split('\n').filter(Boolean).pop() ?? '';
+      throw new BerthError('fork_refused', `berth fork exited ${exit}: ${last.replace(/^berth: /, '')}`, { ids: { runId } });
+    }
+  }
+  return { said: `berth fork ${runId} --at ${snapshotId} is still starting; its run appears under Lineage`, forkRunId: null };
 }
