@@ -79,12 +79,14 @@ export function postgresOwnership(pool: pg.Pool, dbClock?: DbClock): OwnershipRe
     },
     async claimableSessions(limit) {
       // Sessions with unfinished tasks whose owner (if any) stopped or let its lease run out.
+      // Ties on the clock go to the session whose task was inserted first (`ord`; SQLite's
+      // grouping gives that order by itself, PostgreSQL's hash aggregate does not).
       const rows = await query<{ session_id: string }>(
         pool,
         `SELECT t.session_id AS session_id, MIN(t.created_at) AS first FROM tasks t
            LEFT JOIN fencing f ON f.scope = 'session:' || t.session_id
           WHERE t.status <> 'terminal' AND (f.scope IS NULL OR f.stopped_at IS NOT NULL OR f.lease_until IS NULL OR f.lease_until < $1)
-          GROUP BY t.session_id ORDER BY first LIMIT $2`,
+          GROUP BY t.session_id ORDER BY first, MIN(t.ord) LIMIT $2`,
         [await now(pool), Math.floor(limit)],
       );
       return rows.map((r) => r.session_id);
