@@ -1,8 +1,9 @@
 import { checkStore, type InvariantName, type Violation } from '../../host/record';
-import { openSqliteStore } from '../../host/store';
+import type { Store } from '../../host/store';
 import { readStore } from './temp-store';
 
-type StoreReader = ReturnType<typeof openSqliteStore>;
+/** Any store (SQLite or PostgreSQL): the check reads through the Store port only. */
+type StoreReader = Store;
 
 /**
  * The fixtures' invariant check (issue 17): after each test, every run its store holds is read as

@@ -1,16 +1,17 @@
-import Database from 'better-sqlite3';
-import { afterEach, describe, expect, it } from 'vitest';
-import { tempStore } from '../support/temp-store';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { rawSql, STORE_KINDS, stopSharedPostgres, tempStoreOf } from '../support/store-kinds';
 
-let t: ReturnType<typeof tempStore> | undefined;
-afterEach(async () => {
-  await t?.cleanup();
-  t = undefined;
-});
+afterAll(stopSharedPostgres, 60_000);
 
-describe('the store-wide commit order', () => {
+describe.each(STORE_KINDS)('the store-wide commit order on %s', (kind) => {
+  let t: Awaited<ReturnType<typeof tempStoreOf>> | undefined;
+  afterEach(async () => {
+    await t?.cleanup();
+    t = undefined;
+  });
+
   it('numbers the commits of every session in the order they were committed, and a reader after N gets exactly the later ones', async () => {
-    t = tempStore();
+    t = await tempStoreOf(kind);
     const s = t.store;
     await s.commit({ sessionId: 'a', label: 'a1', createSession: {} });
     await s.commit({ sessionId: 'b', label: 'b1', createSession: {} });
@@ -26,27 +27,53 @@ describe('the store-wide commit order', () => {
   });
 
   it('numbers the commits a store had before the migration by time, and goes on after them', async () => {
-    t = tempStore();
+    t = await tempStoreOf(kind);
     await t.store.commit({ sessionId: 'a', label: 'a1', createSession: {} });
     await t.store.commit({ sessionId: 'b', label: 'b1', createSession: {} });
+    // The store as an older Berth left it: no commit order, schema version 11.
+    await rawSql(t.store, 'DROP TABLE commit_log');
+    if (kind === 'postgres') await rawSql(t.store, 'DROP TABLE commit_log_counter');
+    await rawSql(t.store, 'DELETE FROM schema_migrations WHERE version = 12');
     await t.store.close();
-    // The store as an older Berth left it: no commit_log, schema version 11.
-    const db = new Database(t.path);
-    db.exec('DROP TABLE commit_log; DELETE FROM schema_migrations WHERE version = 12;');
-    db.close();
-    const { openSqliteStore } = await import('../../host/store');
-    const again = openSqliteStore(t.path);
-    try {
-      expect((await again.listCommitLog()).map((c) => [c.seq, c.label])).toEqual([[1, 'a1'], [2, 'b1']]);
-      await again.commit({ sessionId: 'a', label: 'a2' });
-      expect((await again.listCommitLog({ afterSeq: 2 })).map((c) => [c.seq, c.label])).toEqual([[3, 'a2']]);
-    } finally {
-      await again.close();
-    }
+    const again = await t.open();
+    expect((await again.listCommitLog()).map((c) => [c.seq, c.label])).toEqual([[1, 'a1'], [2, 'b1']]);
+    await again.commit({ sessionId: 'a', label: 'a2' });
+    expect((await again.listCommitLog({ afterSeq: 2 })).map((c) => [c.seq, c.label])).toEqual([[3, 'a2']]);
+  });
+
+  it('a reader following afterSeq while four hosts commit to their own sessions at once sees every number, each batch starting right after the last one it saw', async () => {
+    t = await tempStoreOf(kind);
+    const hosts = [t.store, await t.open(), await t.open(), await t.open()];
+    const perHost = 25;
+    await Promise.all(hosts.map((h, i) => h.commit({ sessionId: `s${i}`, label: 'init', createSession: {} })));
+    const start = await t.store.lastCommitLogSeq();
+    let done = false;
+    const seen: number[] = [];
+    const jumps: Array<{ after: number; got: number }> = [];
+    const reader = (async () => {
+      let last = start;
+      for (;;) {
+        const finished = done;
+        for (const c of await t!.store.listCommitLog({ afterSeq: last })) {
+          if (c.seq !== last + 1) jumps.push({ after: last, got: c.seq });
+          seen.push(c.seq);
+          last = c.seq;
+        }
+        if (finished) return;
+        await new Promise((r) => setImmediate(r));
+      }
+    })();
+    await Promise.all(hosts.map(async (h, i) => {
+      for (let n = 0; n < perHost; n++) expect((await h.commit({ sessionId: `s${i}`, label: `c${n}` })).ok).toBe(true);
+    }));
+    done = true;
+    await reader;
+    expect(jumps).toEqual([]);
+    expect(seen).toEqual(Array.from({ length: hosts.length * perHost }, (_, k) => start + k + 1));
   });
 
   it('pages entries newest first', async () => {
-    t = tempStore();
+    t = await tempStoreOf(kind);
     await t.store.commit({ sessionId: 's', label: 'init', createSession: {} });
     for (let i = 0; i < 5; i++) await t.store.commit({ sessionId: 's', label: 'e', entries: [{ id: `e${i}`, kind: 'k', body: { i } }] });
     const first = await t.store.listEntriesNewest('s', { limit: 2 });

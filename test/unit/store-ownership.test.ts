@@ -1,29 +1,34 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { openSqliteStore } from '../../host/store';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { openPostgresStore, openSqliteStore, type Store } from '../../host/store';
+import { newStoreLocation, rawSql, STORE_KINDS, stopSharedPostgres, type StoreKind } from '../support/store-kinds';
 
-let dir: string | undefined;
+afterAll(stopSharedPostgres, 60_000);
+
+let cleanup: (() => void) | undefined;
 afterEach(() => {
-  if (dir) rmSync(dir, { recursive: true, force: true });
-  dir = undefined;
+  cleanup?.();
+  cleanup = undefined;
 });
 
-/** Two store handles on one SQLite file (two host processes), on one settable clock (the database clock). */
-function twoHosts() {
-  dir = mkdtempSync(join(tmpdir(), 'berth-own-'));
+/**
+ * Two store handles on one store (two host processes), on one settable clock standing in for the
+ * database clock (SQLite's store clock; PostgreSQL's `dbClock`, which replaces the server's).
+ */
+async function twoHosts(kind: StoreKind, opts: { serverClock?: boolean } = {}) {
+  const loc = await newStoreLocation(kind);
+  cleanup = loc.cleanup;
   let now = 1_000_000;
   const clock = { now: () => now };
-  const path = join(dir, 'berth.db');
-  const a = openSqliteStore(path, { clock });
-  const b = openSqliteStore(path, { clock });
+  const open = async (): Promise<Store> =>
+    kind === 'sqlite' ? openSqliteStore(loc.location, { clock }) : openPostgresStore(loc.location, opts.serverClock ? {} : { clock, dbClock: () => now });
+  const a = await open();
+  const b = await open();
   return { a, b, advance: (ms: number) => (now += ms), close: async () => (await a.close(), await b.close()) };
 }
 
-describe('run ownership in the store', () => {
+describe.each(STORE_KINDS)('run ownership in the store on %s', (kind) => {
   it('a claim is refused while the owner\'s lease is live, taken after it ran out with a new epoch, and the old owner\'s commits and renewals are then refused', async () => {
-    const { a, b, advance, close } = twoHosts();
+    const { a, b, advance, close } = await twoHosts(kind);
     await a.commit({ sessionId: 'ses_1', label: 'submit', createSession: {} });
     const first = await a.claimSession('ses_1', { hostId: 'h', pid: 1 }, 3000);
     expect(first).toMatchObject({ ok: true, epoch: 1 });
@@ -50,7 +55,7 @@ describe('run ownership in the store', () => {
   });
 
   it('an operator take-over claims a live session at once; a released session is claimable at once; claimable lists only sessions with unfinished tasks and no live owner', async () => {
-    const { a, b, close } = twoHosts();
+    const { a, b, close } = await twoHosts(kind);
     for (const s of ['ses_1', 'ses_2']) {
       await a.commit({ sessionId: s, label: 'submit', createSession: {}, tasks: [{ id: `task_${s}`, runId: null, parentId: null, kind: 'k', kindVersion: 1, phase: 'p', input: {} }] });
     }
@@ -64,6 +69,38 @@ describe('run ownership in the store', () => {
     expect(await a.claimSession('ses_1', { hostId: 'h', pid: 1 }, 60_000)).toMatchObject({ ok: true, epoch: 3 });
     await a.heartbeatHost({ id: 'h:1', hostId: 'h', pid: 1, tags: ['gpu'], concurrency: 2 });
     expect(await b.listHosts()).toMatchObject([{ id: 'h:1', tags: ['gpu'], stoppedAt: null }]);
+    await close();
+  });
+
+  it('of two hosts claiming an unowned session at once, exactly one gets it (epoch 1) and the other is told who holds it', async () => {
+    const { a, b, close } = await twoHosts(kind);
+    await a.commit({ sessionId: 'ses_1', label: 'submit', createSession: {} });
+    const results = await Promise.all([a.claimSession('ses_1', { hostId: 'h', pid: 1 }, 60_000), b.claimSession('ses_1', { hostId: 'h', pid: 2 }, 60_000)]);
+    expect(results.filter((r) => r.ok)).toHaveLength(1);
+    const winner = results.find((r) => r.ok)!;
+    const loser = results.find((r) => !r.ok)!;
+    expect(winner).toMatchObject({ ok: true, epoch: 1, previous: null });
+    expect(loser).toMatchObject({ ok: false, owner: { epoch: 1 } });
+    expect(await a.getSessionOwner('ses_1')).toMatchObject({ epoch: 1, stoppedAt: null });
+    expect(await a.listSessionOwners()).toHaveLength(1);
+    await close();
+  });
+});
+
+describe('run ownership on PostgreSQL without a test clock', () => {
+  it('reads the server\'s clock: databaseNow lies between two readings of clock_timestamp() and a claim\'s lease runs from it', async () => {
+    const { a, close } = await twoHosts('postgres', { serverClock: true });
+    const server = async () => Number((await rawSql(a, 'SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS t'))[0]!.t);
+    const before = await server();
+    const now = await a.databaseNow();
+    const after = await server();
+    expect(now).toBeGreaterThanOrEqual(before);
+    expect(now).toBeLessThanOrEqual(after);
+    await a.commit({ sessionId: 'ses_1', label: 'submit', createSession: {} });
+    const claim = await a.claimSession('ses_1', { hostId: 'h', pid: 1 }, 60_000);
+    expect(claim.ok).toBe(true);
+    expect((await a.getSessionOwner('ses_1'))!.leaseUntil).toBe(claim.now + 60_000);
+    expect(claim.now).toBeGreaterThanOrEqual(after);
     await close();
   });
 });

@@ -3,6 +3,8 @@ import { BerthError } from '../../errors';
 import { assertRunTransition, isFinalRunState, type EffectStatus, type RunState } from '../../model';
 import type { CommitConflict, CommitInput, TaskChanges } from '../commit-input';
 import { json } from './rows';
+import { writeAcceptance } from './acceptance';
+import { insertArtifact } from './artifacts';
 import { query, RETRY_CODES, storeError } from './open';
 
 /** Thrown inside the transaction to roll it back; never escapes this module. */
@@ -31,12 +33,23 @@ const S = {
   sessionInsert: 'INSERT INTO sessions (id, created_at, meta_json) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING',
   // The session row lock serialises every commit of one session across hosts: the sequence is
   // read and bumped under it, as SQLite's single writer does for the whole file.
-  sessionGet: 'SELECT last_seq, entry_seq FROM sessions WHERE id = $1 FOR UPDATE',
-  // The fence check and the session lock in one round trip (the common, fenced, commit).
-  sessionWithFence: `SELECT s.last_seq, s.entry_seq, (SELECT epoch FROM fencing WHERE scope = $2 FOR SHARE) AS epoch
+  // `imported`: the run of an imported session (read in the same round trip), which no commit may change.
+  sessionGet: `SELECT s.last_seq, s.entry_seq, (SELECT run_id FROM imported_runs WHERE session_id = s.id LIMIT 1) AS imported
     FROM sessions s WHERE s.id = $1 FOR UPDATE OF s`,
-  // The commit record and the sequence bump, last, in one round trip.
-  commitAndBump: `WITH c AS (INSERT INTO commits (session_id, seq, at, label, actor) VALUES ($3, $1, $4, $5, $6))
+  // The fence check and the session lock in one round trip (the common, fenced, commit).
+  sessionWithFence: `SELECT s.last_seq, s.entry_seq, (SELECT epoch FROM fencing WHERE scope = $2 FOR SHARE) AS epoch,
+      (SELECT run_id FROM imported_runs WHERE session_id = s.id LIMIT 1) AS imported
+    FROM sessions s WHERE s.id = $1 FOR UPDATE OF s`,
+  // The commit record, its store-wide number and the sequence bump, last, in one round trip.
+  // The store-wide number: bumping the one-row counter takes its row lock, held until this
+  // transaction's COMMIT (sent together with this statement), so a concurrent commit of another
+  // session waits here and takes the next number only once this one is committed. Numbers thus
+  // become visible in commit order with no gaps: a reader that saw seq N never later finds a new
+  // seq below N (an identity column would not give that). The lock is held for the last round
+  // trip only, after every other write of the commit.
+  commitAndBump: `WITH c AS (INSERT INTO commits (session_id, seq, at, label, actor) VALUES ($3, $1, $4, $5, $6)),
+      n AS (UPDATE commit_log_counter SET seq = seq + 1 RETURNING seq),
+      l AS (INSERT INTO commit_log (seq, session_id, session_seq) SELECT n.seq, $3, $1 FROM n)
     UPDATE sessions SET last_seq = $1, entry_seq = $2 WHERE id = $3`,
   conversationInsert: 'INSERT INTO conversations (id, session_id, created_at) VALUES ($1, $2, $3)',
   submissionInsert: `INSERT INTO submissions (id, session_id, request_id, run_id, input_json, created_at) VALUES ($1, $2, $3, $4, $5, $6)
@@ -65,8 +78,8 @@ const S = {
   taskVersion: 'SELECT version FROM tasks WHERE id = $1',
   taskCancel: 'UPDATE tasks SET cancel_requested = 1, updated_at = $1 WHERE id = $2',
   effectGet: 'SELECT status, intent_json FROM effects WHERE id = $1 FOR UPDATE',
-  snapshotInsert: `INSERT INTO snapshots (id, session_id, run_id, task_id, lease_id, image_id, workspace_digest, size_bytes, checkpoint, parent_id, commit_seq, created_at)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+  snapshotInsert: `INSERT INTO snapshots (id, session_id, run_id, task_id, lease_id, image_id, workspace_digest, size_bytes, checkpoint, parent_id, commit_seq, created_at, registry_ref, pushed_at)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
   effectUpdate: `UPDATE effects SET status = COALESCE($1, status), attempts = COALESCE($2, attempts),
     receipt_json = COALESCE($3, receipt_json), error_json = COALESCE($4, error_json), updated_at = $5 WHERE id = $6`,
   effectOwner: 'UPDATE effects SET session_id = $1, run_id = $2, task_id = $3 WHERE id = $4',
@@ -132,17 +145,22 @@ export class CommitWriter {
   private async write(db: pg.PoolClient, c: CommitInput, at: number): Promise<{ seq: number; last: Promise<unknown> }> {
     const sid = c.sessionId;
     if (c.createSession) await query(db, S.sessionInsert, [sid, at, json(c.createSession.meta ?? null)]);
-    let session: { last_seq: number; entry_seq: number } | undefined;
+    let session: { last_seq: number; entry_seq: number; imported: string | null } | undefined;
     if (c.fence) {
-      const [row] = await query<{ last_seq: number; entry_seq: number; epoch: number | null }>(db, S.sessionWithFence, [sid, c.fence.scope]);
+      const [row] = await query<{ last_seq: number; entry_seq: number; epoch: number | null; imported: string | null }>(db, S.sessionWithFence, [sid, c.fence.scope]);
       // No session row: read the fence alone, so a stale host still learns it was fenced first.
       const epoch = row ? row.epoch : ((await query<{ epoch: number }>(db, S.fence, [c.fence.scope]))[0]?.epoch ?? null);
       if (epoch !== c.fence.epoch) throw new Conflict({ kind: 'fence', scope: c.fence.scope, expected: c.fence.epoch, actual: epoch ?? null });
       session = row;
     } else {
-      [session] = await query<{ last_seq: number; entry_seq: number }>(db, S.sessionGet, [sid]);
+      [session] = await query<{ last_seq: number; entry_seq: number; imported: string | null }>(db, S.sessionGet, [sid]);
     }
     if (!session) throw new BerthError('session_not_found', `session ${sid} does not exist`, { ids: { sessionId: sid } });
+    // An imported run is a record, not work: nothing may advance it, whatever path the commit came from.
+    if (session.imported) {
+      const runId = session.imported;
+      throw new BerthError('run_imported', `run ${runId} was imported from an exported record: it can be shown and checked, never driven`, { ids: { sessionId: sid, runId } });
+    }
     const seq = session.last_seq + 1;
     let entrySeq = session.entry_seq;
 
@@ -156,7 +174,7 @@ export class CommitWriter {
     }
     for (const run of c.runs ?? []) {
       await query(db, S.runInsert, [run.id, sid, run.submissionId, run.kind, run.rootTaskId, json(run.versions), at, at]);
-      await query(db, S.transitionInsert, [run.id, 1, at, c.actor ?? 'host', null, 'admitted', 'submitted', json(run.versions), seq]);
+      await query(db, S.transitionInsert, [run.id, 1, at, c.actor ?? 'host', null, 'admitted', run.reason ?? 'submitted', json(run.versions), seq]);
     }
     for (const e of c.entries ?? []) {
       entrySeq += 1;
@@ -176,8 +194,10 @@ export class CommitWriter {
     // Effects before run transitions: a commit that confirms the last effect may also complete the run.
     for (const e of c.effects ?? []) await this.writeEffect(db, sid, e, at);
     for (const n of c.snapshots ?? []) {
-      await query(db, S.snapshotInsert, [n.id, sid, n.runId, n.taskId, n.leaseId, n.imageId, n.workspaceDigest, n.sizeBytes, n.checkpoint, n.parentId, seq, at]);
+      await query(db, S.snapshotInsert, [n.id, sid, n.runId, n.taskId, n.leaseId, n.imageId, n.workspaceDigest, n.sizeBytes, n.checkpoint, n.parentId, seq, at, n.registryRef ?? null, n.pushedAt ?? null]);
     }
+    for (const a of c.acceptance ?? []) await writeAcceptance(db, a, seq, at);
+    for (const a of c.artifacts ?? []) await insertArtifact(db, a, sid, seq, at);
     for (const t of c.runTransitions ?? []) {
       // Evaluated after this commit's task changes, under the session lock (see the SQLite writer).
       if (t.unlessWaiting) {
@@ -249,12 +269,15 @@ export class CommitWriter {
   private async writeRunTransition(db: pg.PoolClient, t: NonNullable<CommitInput['runTransitions']>[number], actor: string, seq: number, at: number): Promise<void> {
     const [row] = await query<{ state: RunState; transition_count: number; versions_json: string }>(db, S.runGet, [t.runId]);
     if (!row || row.state !== t.from) throw new Conflict({ kind: 'run_state', runId: t.runId, expected: t.from, actual: row?.state ?? null });
-    assertRunTransition(t.runId, t.from, t.to);
+    // An owner change (a take-over) records a same-state transition; every other move must be legal.
+    if (!(t.ownerChange && t.from === t.to && !isFinalRunState(t.from))) assertRunTransition(t.runId, t.from, t.to);
     if (t.to === 'completed' || isFinalRunState(t.to)) {
       const open = (await query<{ id: string }>(db, t.to === 'completed' ? S.unresolvedEffects : S.uncertainEffects, [t.runId])).map((r) => r.id);
       if (open.length > 0) throw new Conflict({ kind: 'unresolved_effects', runId: t.runId, effectIds: open });
     }
-    const versions = t.versions ?? JSON.parse(row.versions_json);
+    // The versions in force carry over: a transition names what changed, never erases the
+    // environment fingerprint or image digest the run was admitted with.
+    const versions = { ...JSON.parse(row.versions_json), ...(t.versions ?? {}) };
     const n = row.transition_count + 1;
     await query(db, S.runUpdate, [t.to, n, json(versions), at, t.runId, t.from]);
     await query(db, S.transitionInsert, [t.runId, n, at, t.actor || actor, t.from, t.to, t.reason, json(versions), seq]);

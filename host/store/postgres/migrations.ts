@@ -231,4 +231,91 @@ export const POSTGRES_SQL: Readonly<Record<number, string>> = {
     ALTER TABLE fencing ADD COLUMN heartbeat_at BIGINT;
     ALTER TABLE fencing ADD COLUMN stopped_at BIGINT;
   `,
+  9: `
+    ALTER TABLE snapshots ADD COLUMN registry_ref TEXT;
+    ALTER TABLE snapshots ADD COLUMN pushed_at BIGINT;
+  `,
+  10: `
+    CREATE TABLE acceptance_decisions (
+      id TEXT PRIMARY KEY,
+      run_id TEXT NOT NULL,
+      request_id TEXT NOT NULL UNIQUE,
+      decision TEXT NOT NULL CHECK (decision IN ('accepted', 'rejected')),
+      actor TEXT NOT NULL,
+      reason TEXT,
+      evidence_json TEXT NOT NULL,
+      at BIGINT NOT NULL,
+      commit_seq BIGINT NOT NULL
+    );
+    CREATE INDEX acceptance_by_run ON acceptance_decisions(run_id, at);
+    CREATE TABLE cost_samples (
+      ord BIGINT GENERATED ALWAYS AS IDENTITY,
+      run_id TEXT NOT NULL,
+      at BIGINT NOT NULL,
+      meter TEXT NOT NULL,
+      meter_key TEXT NOT NULL,
+      amount BIGINT NOT NULL
+    );
+    CREATE INDEX cost_by_run ON cost_samples(run_id, meter);
+  `,
+  11: `
+    CREATE TABLE artifacts (
+      id TEXT PRIMARY KEY,
+      session_id TEXT NOT NULL,
+      run_id TEXT NOT NULL,
+      task_id TEXT,
+      step_index BIGINT NOT NULL,
+      generation BIGINT NOT NULL,
+      step TEXT NOT NULL,
+      path TEXT NOT NULL,
+      size_bytes BIGINT NOT NULL,
+      sha256 TEXT NOT NULL,
+      snapshot_id TEXT,
+      commit_seq BIGINT NOT NULL,
+      created_at BIGINT NOT NULL
+    );
+    CREATE INDEX artifacts_by_run ON artifacts(run_id, step_index, generation);
+  `,
+  // The store-wide commit order. SQLite numbers it by its single writer; here concurrent commits
+  // of different sessions run at once, so an identity column could hand seq N+1 to a transaction
+  // that commits before the one holding N, and a reader that saw N+1 would skip N for ever. The
+  // one-row counter is bumped by each commit's last statement and its row lock is held until that
+  // COMMIT: numbers are taken in commit order, gap-free (a rolled-back bump is undone with it).
+  // Existing commits are numbered by time, as in SQLite.
+  12: `
+    CREATE TABLE commit_log (
+      seq BIGINT PRIMARY KEY,
+      session_id TEXT NOT NULL,
+      session_seq BIGINT NOT NULL,
+      UNIQUE (session_id, session_seq)
+    );
+    INSERT INTO commit_log (seq, session_id, session_seq)
+      SELECT row_number() OVER (ORDER BY at, session_id, seq), session_id, seq FROM commits;
+    CREATE TABLE commit_log_counter (one BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one), seq BIGINT NOT NULL);
+    INSERT INTO commit_log_counter (one, seq) SELECT TRUE, COALESCE(MAX(seq), 0) FROM commit_log;
+  `,
+  13: `
+    CREATE TABLE imported_runs (
+      run_id TEXT PRIMARY KEY,
+      session_id TEXT NOT NULL,
+      record_digest TEXT NOT NULL,
+      source TEXT NOT NULL,
+      imported_at BIGINT NOT NULL
+    );
+    CREATE INDEX imported_runs_by_session ON imported_runs(session_id);
+    CREATE INDEX documents_by_run ON documents(run_id);
+  `,
+  14: `
+    ALTER TABLE fencing ADD COLUMN lease_until BIGINT;
+    CREATE TABLE hosts (
+      id TEXT PRIMARY KEY,
+      host_id TEXT NOT NULL,
+      pid BIGINT,
+      tags TEXT NOT NULL,
+      concurrency BIGINT NOT NULL,
+      started_at BIGINT NOT NULL,
+      heartbeat_at BIGINT NOT NULL,
+      stopped_at BIGINT
+    );
+  `,
 };

@@ -11,11 +11,21 @@ import { postgresLeaseRecords } from './leases';
 import { openPool, redactUrl } from './open';
 import { postgresReads } from './reads';
 import { postgresSnapshots } from './snapshots';
+import { postgresSnapshotPush } from './snapshot-push';
+import { postgresArtifacts } from './artifacts';
+import { postgresAcceptanceReads } from './acceptance';
+import { postgresCostRecords } from './cost';
+import { postgresCommitLog } from './commit-log';
+import { postgresImportedRuns } from './imported';
+import { postgresOwnership } from './ownership';
+import type { DbClock } from '../sqlite/ownership';
 
 export interface PostgresStoreOptions {
   clock?: Clock;
   /** Pool size (connections this process may hold). */
   maxConnections?: number;
+  /** The ownership clock; by default the server's (hosts with skewed clocks agree on leases). Tests that step time set it. */
+  dbClock?: DbClock;
 }
 
 /**
@@ -40,7 +50,14 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
     ...postgresLeaseRecords(pool),
     ...postgresSnapshots(pool),
     ...postgresEgressAudit(pool),
+    ...postgresSnapshotPush(pool),
+    ...postgresArtifacts(pool),
+    ...postgresAcceptanceReads(pool),
+    ...postgresCostRecords(pool),
+    ...postgresCommitLog(pool),
+    ...postgresImportedRuns(pool),
     ...postgresFencing(pool, clock),
+    ...postgresOwnership(pool, opts.dbClock),
     async commit(input: CommitInput): Promise<CommitResult> {
       faultPoint(`before:${input.label}`);
       const result = await writer.apply(input, clock.now());

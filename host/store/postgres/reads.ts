@@ -4,9 +4,10 @@ import type { EntryFilter, Store, TaskFilter } from '../store';
 import { query, type Row } from './open';
 import { parse, toEffect, toEntry, toRun, toRunTransition, toSubmission, toTask } from './rows';
 
-type Reads = Omit<
+type Reads = Pick<
   Store,
-  'location' | 'commit' | keyof ReturnType<typeof import('./fencing').postgresFencing> | 'close' | keyof import('../../sandbox/lease-records').LeaseRecords | keyof ReturnType<typeof import('./snapshots').postgresSnapshots> | keyof import('../../egress/audit').EgressAuditRecords
+  | 'getSession' | 'listCommits' | 'getSubmission' | 'findSubmission' | 'getRun' | 'listRuns' | 'listRunTransitions' | 'getTask'
+  | 'listTasks' | 'nextWakeAt' | 'listEntries' | 'getDocument' | 'listDocuments' | 'getEffect' | 'listEffects'
 >;
 
 /** `SELECT * FROM table WHERE …`: undefined filter values are ignored, arrays become `= ANY($n)`. Column names come from this file only. */

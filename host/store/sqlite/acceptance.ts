@@ -3,7 +3,7 @@ import type { AcceptanceDecision } from '../../model';
 import type { NewAcceptance } from '../commit-input';
 import { json, parse, type Row } from './rows';
 
-const toDecision = (r: Row): AcceptanceDecision => ({
+export const toDecision = (r: Row): AcceptanceDecision => ({
   id: r.id as string,
   runId: r.run_id as string,
   requestId: r.request_id as string,

@@ -16,7 +16,7 @@ export function artifactInserter(db: Database.Database): (a: NewArtifact, sessio
   };
 }
 
-const toArtifact = (r: Row): StoredArtifact => ({
+export const toArtifact = (r: Row): StoredArtifact => ({
   id: r.id as string,
   sessionId: r.session_id as string,
   runId: r.run_id as string,

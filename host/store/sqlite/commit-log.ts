@@ -27,7 +27,7 @@ export const COMMIT_LOG_MIGRATION = {
 /** The statement the commit writer runs inside each commit's transaction. */
 export const COMMIT_LOG_INSERT = 'INSERT INTO commit_log (session_id, session_seq) VALUES (?, ?)';
 
-const toLogged = (r: Row): LoggedCommit => ({
+export const toLogged = (r: Row): LoggedCommit => ({
   seq: r.seq as number,
   sessionId: r.session_id as string,
   sessionSeq: r.session_seq as number,

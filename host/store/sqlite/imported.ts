@@ -3,7 +3,7 @@ import { BerthError } from '../../errors';
 import type { ImportedRun, ImportedRunRecords, ImportRows } from '../imported';
 import { json, type Row } from './rows';
 
-const toImported = (r: Row): ImportedRun => ({
+export const toImported = (r: Row): ImportedRun => ({
   runId: r.run_id as string,
   sessionId: r.session_id as string,
   digest: r.record_digest as string,

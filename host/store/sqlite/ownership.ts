@@ -12,10 +12,10 @@ export const sessionScope = (sessionId: string) => `session:${sessionId}`;
  */
 export type DbClock = () => number;
 
-type OwnerRow = { scope: string; epoch: number; holder: string; pid: number | null; at: number; heartbeat_at: number | null; stopped_at: number | null; lease_until: number | null };
-type HostRow = { id: string; host_id: string; pid: number | null; tags: string; concurrency: number; started_at: number; heartbeat_at: number; stopped_at: number | null };
+export type OwnerRow = { scope: string; epoch: number; holder: string; pid: number | null; at: number; heartbeat_at: number | null; stopped_at: number | null; lease_until: number | null };
+export type HostRow = { id: string; host_id: string; pid: number | null; tags: string; concurrency: number; started_at: number; heartbeat_at: number; stopped_at: number | null };
 
-const toOwner = (r: OwnerRow): SessionOwner => ({
+export const toOwner = (r: OwnerRow): SessionOwner => ({
   sessionId: r.scope.slice('session:'.length),
   epoch: r.epoch,
   holder: r.holder,
@@ -26,7 +26,7 @@ const toOwner = (r: OwnerRow): SessionOwner => ({
   stoppedAt: r.stopped_at,
 });
 
-const toHost = (r: HostRow): WorkerHost => ({
+export const toHost = (r: HostRow): WorkerHost => ({
   id: r.id,
   hostId: r.host_id,
   pid: r.pid,

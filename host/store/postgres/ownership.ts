@@ -1,0 +1,114 @@
+import type pg from 'pg';
+import type { ClaimResult, OwnershipRecords, SessionOwner, WorkerHost } from '../ownership';
+import { sessionScope, toHost, toOwner, type DbClock, type HostRow, type OwnerRow } from '../sqlite/ownership';
+import { query, storeError, type Queryable } from './open';
+
+/** The server's clock in epoch milliseconds (clock_timestamp, not now(): the latter is frozen at the transaction's start). */
+const SERVER_NOW = 'SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS t';
+const COLS = 'scope, epoch, holder, pid, at, heartbeat_at, stopped_at, lease_until';
+
+/**
+ * Per-session ownership (see the SQLite twin), every time taken from the database clock: the
+ * PostgreSQL server's, so hosts with skewed clocks agree on when a lease ran out. `dbClock`
+ * replaces it (tests that step time).
+ */
+export function postgresOwnership(pool: pg.Pool, dbClock?: DbClock): OwnershipRecords {
+  const now = async (db: Queryable): Promise<number> => (dbClock ? dbClock() : (await query<{ t: number }>(db, SERVER_NOW))[0]!.t);
+  const claim = async (db: pg.PoolClient, sessionId: string, holder: { hostId: string; pid: number | null }, ttlMs: number, takeOver: boolean): Promise<ClaimResult> => {
+    const scope = sessionScope(sessionId);
+    // SQLite's BEGIN IMMEDIATE is the whole file; here the row lock is. A first claim has no row
+    // to lock, so a stopped placeholder (epoch 0) is inserted first: of two first claimers the
+    // second waits on the first's insert, then locks and reads the row the first committed.
+    const placeholderAt = await now(db);
+    await query(
+      db,
+      `INSERT INTO fencing (${COLS}) VALUES ($1, 0, $2, $3, $4, $4, $4, 0) ON CONFLICT (scope) DO NOTHING`,
+      [scope, holder.hostId, holder.pid, placeholderAt],
+    );
+    // FOR UPDATE also waits for commits still holding the old epoch (they read it FOR SHARE).
+    const [row] = await query<OwnerRow>(db, `SELECT ${COLS} FROM fencing WHERE scope = $1 FOR UPDATE`, [scope]);
+    const t = await now(db);
+    const previous = row && row.epoch > 0 ? toOwner(row) : null;
+    const live = previous !== null && previous.stoppedAt === null && previous.leaseUntil >= t;
+    if (live && !takeOver) return { ok: false, owner: previous, now: t };
+    const epoch = (row?.epoch ?? 0) + 1;
+    await query(
+      db,
+      'UPDATE fencing SET epoch = $1, holder = $2, pid = $3, at = $4, heartbeat_at = $4, stopped_at = NULL, lease_until = $5 WHERE scope = $6',
+      [epoch, holder.hostId, holder.pid, t, t + ttlMs, scope],
+    );
+    return { ok: true, epoch, previous, now: t };
+  };
+  return {
+    async claimSession(sessionId, holder, ttlMs, opts = {}) {
+      let client: pg.PoolClient;
+      try {
+        client = await pool.connect();
+      } catch (err) {
+        throw storeError(err);
+      }
+      let broken: Error | undefined;
+      try {
+        await client.query('BEGIN');
+        const result = await claim(client, sessionId, holder, ttlMs, opts.takeOver ?? false);
+        await client.query('COMMIT');
+        return result;
+      } catch (err) {
+        await client.query('ROLLBACK').catch((e: Error) => (broken = e));
+        throw storeError(err);
+      } finally {
+        client.release(broken);
+      }
+    },
+    async renewSession(sessionId, epoch, ttlMs) {
+      const t = await now(pool);
+      const rows = await query(pool, 'UPDATE fencing SET heartbeat_at = $1, lease_until = $2 WHERE scope = $3 AND epoch = $4 AND stopped_at IS NULL RETURNING scope', [t, t + ttlMs, sessionScope(sessionId), epoch]);
+      return rows.length === 1;
+    },
+    async releaseSession(sessionId, epoch) {
+      const t = await now(pool);
+      const rows = await query(pool, 'UPDATE fencing SET heartbeat_at = $1, stopped_at = $1, lease_until = $1 WHERE scope = $2 AND epoch = $3 RETURNING scope', [t, sessionScope(sessionId), epoch]);
+      return rows.length === 1;
+    },
+    async getSessionOwner(sessionId): Promise<SessionOwner | undefined> {
+      const [row] = await query<OwnerRow>(pool, `SELECT ${COLS} FROM fencing WHERE scope = $1 AND epoch > 0`, [sessionScope(sessionId)]);
+      return row ? toOwner(row) : undefined;
+    },
+    async listSessionOwners() {
+      return (await query<OwnerRow>(pool, `SELECT ${COLS} FROM fencing WHERE scope LIKE 'session:%' AND epoch > 0 ORDER BY scope`)).map(toOwner);
+    },
+    async claimableSessions(limit) {
+      // Sessions with unfinished tasks whose owner (if any) stopped or let its lease run out.
+      // Ties on the clock go to the session whose task was inserted first (`ord`; SQLite's
+      // grouping gives that order by itself, PostgreSQL's hash aggregate does not).
+      const rows = await query<{ session_id: string }>(
+        pool,
+        `SELECT t.session_id AS session_id, MIN(t.created_at) AS first FROM tasks t
+           LEFT JOIN fencing f ON f.scope = 'session:' || t.session_id
+          WHERE t.status <> 'terminal' AND (f.scope IS NULL OR f.stopped_at IS NOT NULL OR f.lease_until IS NULL OR f.lease_until < $1)
+          GROUP BY t.session_id ORDER BY first, MIN(t.ord) LIMIT $2`,
+        [await now(pool), Math.floor(limit)],
+      );
+      return rows.map((r) => r.session_id);
+    },
+    async databaseNow() {
+      return now(pool);
+    },
+    async heartbeatHost(h) {
+      const t = await now(pool);
+      await query(
+        pool,
+        `INSERT INTO hosts (id, host_id, pid, tags, concurrency, started_at, heartbeat_at, stopped_at) VALUES ($1, $2, $3, $4, $5, $6, $6, NULL)
+         ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, tags = excluded.tags, concurrency = excluded.concurrency, stopped_at = NULL`,
+        [h.id, h.hostId, h.pid, JSON.stringify(h.tags), h.concurrency, t],
+      );
+    },
+    async stopHost(id) {
+      const t = await now(pool);
+      await query(pool, 'UPDATE hosts SET stopped_at = $1, heartbeat_at = $1 WHERE id = $2', [t, id]);
+    },
+    async listHosts(): Promise<WorkerHost[]> {
+      return (await query<HostRow>(pool, 'SELECT id, host_id, pid, tags, concurrency, started_at, heartbeat_at, stopped_at FROM hosts ORDER BY started_at')).map(toHost);
+    },
+  };
+}
