@@ -26,12 +26,17 @@ const S = {
   document: 'INSERT INTO documents (id, session_id, run_id, type, version, baseline_version, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)',
   baseline: 'INSERT INTO document_baselines (document_id, version, state_json) VALUES ($1, $2, $3)',
   op: 'INSERT INTO document_ops (document_id, version, op_json, commit_seq) VALUES ($1, $2, $3, $4)',
-  snapshot: `INSERT INTO snapshots (id, session_id, run_id, task_id, lease_id, image_id, workspace_digest, size_bytes, checkpoint, parent_id, commit_seq, created_at, pruned_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+  snapshot: `INSERT INTO snapshots (id, session_id, run_id, task_id, lease_id, image_id, workspace_digest, size_bytes, checkpoint, parent_id, commit_seq, created_at, pruned_at, registry_ref, pushed_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
   lease: `INSERT INTO leases (id, session_id, host_id, container_id, image_digest, env_fingerprint, created_at, expires_at, released_at, run_id)
           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
   egress: `INSERT INTO egress_attempts (at, run_id, lease_id, method, target, decision, reason, bytes_out, bytes_in, count)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+  acceptance: `INSERT INTO acceptance_decisions (id, run_id, request_id, decision, actor, reason, evidence_json, at, commit_seq)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+  cost: 'INSERT INTO cost_samples (run_id, at, meter, meter_key, amount) VALUES ($1, $2, $3, $4, $5)',
+  artifact: `INSERT INTO artifacts (id, session_id, run_id, task_id, step_index, generation, step, path, size_bytes, sha256, snapshot_id, commit_seq, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
 };
 
 /**
@@ -62,9 +67,12 @@ export function postgresImportedRuns(pool: pg.Pool): ImportedRunRecords {
       await q(S.baseline, [d.id, d.baselineVersion, json(d.baseline)]);
       for (const o of d.ops) await q(S.op, [d.id, o.version, json(o.op), 0]);
     }
-    for (const x of r.snapshots) await q(S.snapshot, [x.id, sid, x.runId, x.taskId, x.leaseId, x.imageId, x.workspaceDigest, x.sizeBytes, x.checkpoint, x.parentId, x.commitSeq, x.createdAt, x.prunedAt]);
+    for (const x of r.snapshots) await q(S.snapshot, [x.id, sid, x.runId, x.taskId, x.leaseId, x.imageId, x.workspaceDigest, x.sizeBytes, x.checkpoint, x.parentId, x.commitSeq, x.createdAt, x.prunedAt, x.registryRef ?? null, x.pushedAt ?? null]);
     for (const l of r.leases) await q(S.lease, [l.id, sid, l.hostId, l.containerId, l.imageDigest, l.envFingerprint, l.createdAt, l.expiresAt, l.releasedAt, l.runId]);
     for (const a of r.egress) await q(S.egress, [a.at, run.id, a.leaseId, a.method, a.target, a.decision, a.reason, a.bytesOut, a.bytesIn, a.count]);
+    for (const a of r.acceptance) await q(S.acceptance, [a.id, run.id, a.requestId, a.decision, a.actor, a.reason, json(a.evidence), a.at, a.commitSeq]);
+    for (const c of r.costSamples) await q(S.cost, [run.id, c.at, c.meter, c.key, c.amount]);
+    for (const a of r.artifacts) await q(S.artifact, [a.id, sid, run.id, a.taskId, a.stepIndex, a.generation, a.step, a.path, a.sizeBytes, a.sha256, a.snapshotId, a.commitSeq, a.createdAt]);
     await q(S.mark, [run.id, sid, r.digest, r.source, at]);
   }
   return {

@@ -42,8 +42,8 @@ export function sqliteImportedRuns(db: Database.Database): ImportedRunRecords {
     document: p(`INSERT INTO documents (id, session_id, run_id, type, version, baseline_version, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
     baseline: p('INSERT INTO document_baselines (document_id, version, state_json) VALUES (?, ?, ?)'),
     op: p('INSERT INTO document_ops (document_id, version, op_json, commit_seq) VALUES (?, ?, ?, ?)'),
-    snapshot: p(`INSERT INTO snapshots (id, session_id, run_id, task_id, lease_id, image_id, workspace_digest, size_bytes, checkpoint, parent_id, commit_seq, created_at, pruned_at)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    snapshot: p(`INSERT INTO snapshots (id, session_id, run_id, task_id, lease_id, image_id, workspace_digest, size_bytes, checkpoint, parent_id, commit_seq, created_at, pruned_at, registry_ref, pushed_at)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     lease: p(`INSERT INTO leases (id, session_id, host_id, container_id, image_digest, env_fingerprint, created_at, expires_at, released_at, run_id)
               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     egress: p(`INSERT INTO egress_attempts (at, run_id, lease_id, method, target, decision, reason, bytes_out, bytes_in, count)
@@ -76,7 +76,7 @@ export function sqliteImportedRuns(db: Database.Database): ImportedRunRecords {
       s.baseline.run(d.id, d.baselineVersion, json(d.baseline));
       for (const o of d.ops) s.op.run(d.id, o.version, json(o.op), 0);
     }
-    for (const x of r.snapshots) s.snapshot.run(x.id, sid, x.runId, x.taskId, x.leaseId, x.imageId, x.workspaceDigest, x.sizeBytes, x.checkpoint, x.parentId, x.commitSeq, x.createdAt, x.prunedAt);
+    for (const x of r.snapshots) s.snapshot.run(x.id, sid, x.runId, x.taskId, x.leaseId, x.imageId, x.workspaceDigest, x.sizeBytes, x.checkpoint, x.parentId, x.commitSeq, x.createdAt, x.prunedAt, x.registryRef ?? null, x.pushedAt ?? null);
     for (const l of r.leases) s.lease.run(l.id, sid, l.hostId, l.containerId, l.imageDigest, l.envFingerprint, l.createdAt, l.expiresAt, l.releasedAt, l.runId);
     for (const a of r.egress) s.egress.run(a.at, run.id, a.leaseId, a.method, a.target, a.decision, a.reason, a.bytesOut, a.bytesIn, a.count);
     for (const a of r.acceptance) s.acceptance.run(a.id, run.id, a.requestId, a.decision, a.actor, a.reason, json(a.evidence), a.at, a.commitSeq);
