@@ -1,6 +1,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { startCountingService } from '../support/counting-service';
+import { sharedPostgres, stopSharedPostgres } from '../support/store-kinds';
 import { lastJson, planFixture, type PlanStepDef } from '../support/plan-fixture';
 import { finishedStepCounts, runDigest, runSettled, sleep, startWorker, stepRunning, stopWorker, submitDetached, waitFor, type WorkerProcess } from '../support/fleet';
 
@@ -12,6 +13,7 @@ const TTL_MS = 3000;
 const STEPS: PlanStepDef[] = Array.from({ length: 20 }, (_, i) => ({ name: `s${i + 1}`, run: i === 7 ? `sleep 4 && echo s${i + 1} >> steps.log` : `echo s${i + 1} >> steps.log` }));
 
 let fx: Awaited<ReturnType<typeof planFixture>> | undefined;
+afterAll(stopSharedPostgres, 60_000);
 let workers: WorkerProcess[] = [];
 let service: Awaited<ReturnType<typeof startCountingService>> | undefined;
 afterEach(async () => {
@@ -27,7 +29,14 @@ afterEach(async () => {
   fx = undefined;
 });
 
-async function uninterruptedDigest(): Promise<string> {
+let twinDigest: Promise<string> | undefined;
+/** The final workspace digest of the same plan run with nothing killed (once per file: both stores' cases compare with it). */
+function uninterruptedDigest(): Promise<string> {
+  twinDigest ??= runTwin();
+  return twinDigest;
+}
+
+async function runTwin(): Promise<string> {
   const twin = await planFixture(STEPS);
   try {
     const end = await twin.cli(['run', twin.plan, '--json']);
@@ -38,32 +47,44 @@ async function uninterruptedDigest(): Promise<string> {
   }
 }
 
+/**
+ * Two workers on one store (a SQLite file, or a PostgreSQL database when `store` is its URL): the
+ * owner is SIGKILLed in the middle of step 8; the other takes over once the lease ran out.
+ */
+async function ownerKilledMidStep(store?: string): Promise<void> {
+  const expected = await uninterruptedDigest();
+  fx = await planFixture(STEPS, undefined, store ? { store } : {});
+  const run = await submitDetached(fx);
+  expect(run.state).toBe('admitted');
+  workers = [await startWorker(fx, TTL_MS), await startWorker(fx, TTL_MS)];
+  await waitFor('step 8 to run', () => stepRunning(fx!, run.id, 7));
+  await sleep(1000);
+  const owner = (await fx.read((s) => s.getSessionOwner(run.sessionId)))!;
+  const victim = workers.find((w) => w.pid === owner.pid)!;
+  const other = workers.find((w) => w !== victim)!;
+  expect(victim, `owner pid ${owner.pid} is one of the workers`).toBeDefined();
+  victim.child.kill('SIGKILL');
+  await victim.exited;
+
+  const end = await runSettled(fx, run.id);
+  expect(end.state, other.stderr()).toBe('completed');
+  const now = (await fx.read((s) => s.getSessionOwner(run.sessionId)))!;
+  // The survivor claimed the session under a new epoch.
+  expect(now.epoch).toBeGreaterThan(owner.epoch);
+  expect(now.pid).toBe(other.pid);
+  expect(other.stderr()).toContain('whose lease ran out');
+  expect(await runDigest(fx, run.id)).toBe(expected);
+  const counts = await finishedStepCounts(fx, run.id);
+  expect(counts).toEqual(Object.fromEntries(STEPS.map((s) => [s.name, 1])));
+}
+
 describe('two workers on one store', { timeout: 600_000 }, () => {
   it('a 20-step plan run whose owner is SIGKILLed mid-step is taken over by the other worker once the lease expired, ends with the uninterrupted digest, and no finished step runs again', async () => {
-    const expected = await uninterruptedDigest();
-    fx = await planFixture(STEPS);
-    const run = await submitDetached(fx);
-    expect(run.state).toBe('admitted');
-    workers = [await startWorker(fx, TTL_MS), await startWorker(fx, TTL_MS)];
-    await waitFor('step 8 to run', () => stepRunning(fx!, run.id, 7));
-    await sleep(1000);
-    const owner = (await fx.read((s) => s.getSessionOwner(run.sessionId)))!;
-    const victim = workers.find((w) => w.pid === owner.pid)!;
-    const other = workers.find((w) => w !== victim)!;
-    expect(victim, `owner pid ${owner.pid} is one of the workers`).toBeDefined();
-    victim.child.kill('SIGKILL');
-    await victim.exited;
+    await ownerKilledMidStep();
+  });
 
-    const end = await runSettled(fx, run.id);
-    expect(end.state, other.stderr()).toBe('completed');
-    const now = (await fx.read((s) => s.getSessionOwner(run.sessionId)))!;
-    // The survivor claimed the session under a new epoch.
-    expect(now.epoch).toBeGreaterThan(owner.epoch);
-    expect(now.pid).toBe(other.pid);
-    expect(other.stderr()).toContain('whose lease ran out');
-    expect(await runDigest(fx, run.id)).toBe(expected);
-    const counts = await finishedStepCounts(fx, run.id);
-    expect(counts).toEqual(Object.fromEntries(STEPS.map((s) => [s.name, 1])));
+  it('the same on a PostgreSQL store: the survivor takes the run over once the lease expired and ends with the uninterrupted digest, every step once', async () => {
+    await ownerKilledMidStep(await (await sharedPostgres()).createStoreDatabase('fleet'));
   });
 
   it('resume of a run a live worker owns, without --take-over, is refused naming the owner and writes nothing; --take-over records the operator and the worker stops all work on the run', async () => {
