@@ -6,12 +6,10 @@
  * throwaway cluster started here as for the tests.
  */
 import pg from 'pg';
-import pino from 'pino';
-import { openPostgresStore, type Store } from '../host/store';
-import { DocumentTypes, HandlerRegistry, Kernel, submit } from '../host/kernel';
-import { systemClock } from '../host/support';
+import { openPostgresStore } from '../host/store';
 import { startPostgres, type TestPostgres } from '../test/support/postgres';
 import type { Report } from './run';
+import { kernelSteps } from './_kernel-steps';
 
 const PG_STEPS = 1000;
 
@@ -20,37 +18,7 @@ function percentile(sorted: number[], p: number): number {
 }
 
 async function kernelStepsOnPostgres(url: string): Promise<{ perSecond: number; commitMs: number[] }> {
-  const store = await openPostgresStore(url);
-  const commitMs: number[] = [];
-  const timed: Store = Object.assign(Object.create(store) as Store, {
-    commit: async (input: Parameters<Store['commit']>[0]) => {
-      const t0 = performance.now();
-      const r = await store.commit(input);
-      commitMs.push(performance.now() - t0);
-      return r;
-    },
-  });
-  const registry = new HandlerRegistry();
-  registry.register({
-    kind: 'stepper',
-    version: 1,
-    initialPhase: 'step',
-    phases: {
-      step: async (ctx) => {
-        const i = (ctx.checkpoint as { i: number } | null)?.i ?? 0;
-        return i + 1 >= PG_STEPS ? { type: 'complete', result: { steps: i + 1 } } : { type: 'next', phase: 'step', checkpoint: { i: i + 1 } };
-      },
-    },
-  });
-  const kernel = new Kernel({ store: timed, registry, documents: new DocumentTypes(), clock: systemClock, logger: pino({ level: 'silent' }), hostId: 'bench', pollMs: 60_000 });
-  await kernel.start();
-  const t0 = performance.now();
-  const { run } = await submit({ store: timed, kernel, registry }, { requestId: 'bench', runKind: 'bench', root: { kind: 'stepper', input: {} } });
-  await kernel.waitForRun(run.id);
-  const seconds = (performance.now() - t0) / 1000;
-  await kernel.stop();
-  await store.close();
-  return { perSecond: PG_STEPS / seconds, commitMs };
+  return kernelSteps(await openPostgresStore(url), PG_STEPS);
 }
 
 /** The same rows per step written by hand on one connection, each statement prepared once. */

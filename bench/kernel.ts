@@ -6,11 +6,9 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pino from 'pino';
-import { openSqliteStore, type Store } from '../host/store';
-import { DocumentTypes, HandlerRegistry, Kernel, submit } from '../host/kernel';
-import { systemClock } from '../host/support';
+import { openSqliteStore } from '../host/store';
 import type { Report } from './run';
+import { kernelSteps as kernelStepsOn } from './_kernel-steps';
 
 const STEPS = 2000;
 
@@ -19,37 +17,7 @@ function percentile(sorted: number[], p: number): number {
 }
 
 async function kernelSteps(dir: string): Promise<{ perSecond: number; commitMs: number[] }> {
-  const store = openSqliteStore(join(dir, 'kernel.db'));
-  const commitMs: number[] = [];
-  const timed: Store = Object.assign(Object.create(store) as Store, {
-    commit: async (input: Parameters<Store['commit']>[0]) => {
-      const t0 = performance.now();
-      const r = await store.commit(input);
-      commitMs.push(performance.now() - t0);
-      return r;
-    },
-  });
-  const registry = new HandlerRegistry();
-  registry.register({
-    kind: 'stepper',
-    version: 1,
-    initialPhase: 'step',
-    phases: {
-      step: async (ctx) => {
-        const i = (ctx.checkpoint as { i: number } | null)?.i ?? 0;
-        return i + 1 >= STEPS ? { type: 'complete', result: { steps: i + 1 } } : { type: 'next', phase: 'step', checkpoint: { i: i + 1 } };
-      },
-    },
-  });
-  const kernel = new Kernel({ store: timed, registry, documents: new DocumentTypes(), clock: systemClock, logger: pino({ level: 'silent' }), hostId: 'bench', pollMs: 60_000 });
-  await kernel.start();
-  const t0 = performance.now();
-  const { run } = await submit({ store: timed, kernel, registry }, { requestId: 'bench', runKind: 'bench', root: { kind: 'stepper', input: {} } });
-  await kernel.waitForRun(run.id);
-  const seconds = (performance.now() - t0) / 1000;
-  await kernel.stop();
-  await store.close();
-  return { perSecond: STEPS / seconds, commitMs };
+  return kernelStepsOn(openSqliteStore(join(dir, 'kernel.db')), STEPS);
 }
 
 /** The same rows per step, written by hand: a commit record, the task's CAS update, the session's sequence. */

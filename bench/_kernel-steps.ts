@@ -1,0 +1,42 @@
+/** Shared by the kernel and fleet suites (files starting with `_` are not suites). */
+import pino from 'pino';
+import { DocumentTypes, HandlerRegistry, Kernel, submit } from '../host/kernel';
+import type { Store } from '../host/store';
+import { systemClock } from '../host/support';
+
+/**
+ * Drives one run of `steps` durable phase transitions through the whole kernel on `store` (closed
+ * afterwards): steps per second, and each commit's time.
+ */
+export async function kernelSteps(store: Store, steps: number): Promise<{ perSecond: number; commitMs: number[] }> {
+  const commitMs: number[] = [];
+  const timed: Store = Object.assign(Object.create(store) as Store, {
+    commit: async (input: Parameters<Store['commit']>[0]) => {
+      const t0 = performance.now();
+      const r = await store.commit(input);
+      commitMs.push(performance.now() - t0);
+      return r;
+    },
+  });
+  const registry = new HandlerRegistry();
+  registry.register({
+    kind: 'stepper',
+    version: 1,
+    initialPhase: 'step',
+    phases: {
+      step: async (ctx) => {
+        const i = (ctx.checkpoint as { i: number } | null)?.i ?? 0;
+        return i + 1 >= steps ? { type: 'complete', result: { steps: i + 1 } } : { type: 'next', phase: 'step', checkpoint: { i: i + 1 } };
+      },
+    },
+  });
+  const kernel = new Kernel({ store: timed, registry, documents: new DocumentTypes(), clock: systemClock, logger: pino({ level: 'silent' }), hostId: 'bench', pollMs: 60_000 });
+  await kernel.start();
+  const t0 = performance.now();
+  const { run } = await submit({ store: timed, kernel, registry }, { requestId: 'bench', runKind: 'bench', root: { kind: 'stepper', input: {} } });
+  await kernel.waitForRun(run.id);
+  const seconds = (performance.now() - t0) / 1000;
+  await kernel.stop();
+  await store.close();
+  return { perSecond: steps / seconds, commitMs };
+}
