@@ -1,19 +1,7 @@
 import type pg from 'pg';
 import type { EgressAttempt, EgressAuditRecords } from '../../egress/audit';
-import { query, type Row } from './open';
-
-const toAttempt = (r: Row): EgressAttempt => ({
-  at: r.at as number,
-  runId: (r.run_id as string | null) ?? null,
-  leaseId: (r.lease_id as string | null) ?? null,
-  method: r.method as string,
-  target: r.target as string,
-  decision: r.decision as 'allow' | 'deny',
-  reason: r.reason as string,
-  bytesOut: r.bytes_out as number,
-  bytesIn: r.bytes_in as number,
-  count: r.count as number,
-});
+import { query } from './open';
+import { toAttempt } from '../sqlite/egress';
 
 /** The egress audit trail (see the SQLite twin): written as attempts happen, outside session commits. */
 export function postgresEgressAudit(pool: pg.Pool): EgressAuditRecords {

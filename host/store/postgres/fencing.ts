@@ -2,18 +2,7 @@ import type pg from 'pg';
 import type { Clock } from '../../support/clock';
 import type { ExecutionRight } from '../store';
 import { query } from './open';
-
-type FenceRow = { scope: string; epoch: number; holder: string; pid: number | null; at: number; heartbeat_at: number | null; stopped_at: number | null };
-
-const toRight = (r: FenceRow): ExecutionRight => ({
-  scope: r.scope,
-  epoch: r.epoch,
-  holder: r.holder,
-  pid: r.pid,
-  takenAt: r.at,
-  heartbeatAt: r.heartbeat_at ?? r.at,
-  stoppedAt: r.stopped_at,
-});
+import { toRight, type FenceRow } from '../sqlite/fencing';
 
 /** The execution right of a fencing scope (see the SQLite twin); taking it is one atomic upsert. */
 export function postgresFencing(pool: pg.Pool, clock: Clock) {

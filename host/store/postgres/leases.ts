@@ -1,19 +1,7 @@
 import type pg from 'pg';
 import type { LeaseRecord, LeaseRecords, SweepRecord } from '../../sandbox/lease-records';
-import { query, type Row } from './open';
-
-const toLease = (r: Row): LeaseRecord => ({
-  id: r.id as string,
-  sessionId: r.session_id as string,
-  hostId: r.host_id as string,
-  containerId: r.container_id as string,
-  imageDigest: r.image_digest as string,
-  envFingerprint: r.env_fingerprint as string,
-  createdAt: r.created_at as number,
-  expiresAt: r.expires_at as number,
-  releasedAt: (r.released_at as number | null) ?? null,
-  runId: (r.run_id as string | null) ?? null,
-});
+import { query } from './open';
+import { toLease } from '../sqlite/leases';
 
 /** The PostgreSQL side of the sandbox adapter's {@link LeaseRecords} port (see the SQLite twin). */
 export function postgresLeaseRecords(pool: pg.Pool): LeaseRecords {

@@ -2,7 +2,8 @@ import type Database from 'better-sqlite3';
 import type { EgressAttempt, EgressAuditRecords } from '../../egress/audit';
 import type { Row } from './rows';
 
-const toAttempt = (r: Row): EgressAttempt => ({
+/** An egress attempt row as both stores hold it. */
+export const toAttempt = (r: Row): EgressAttempt => ({
   at: r.at as number,
   runId: (r.run_id as string | null) ?? null,
   leaseId: (r.lease_id as string | null) ?? null,

@@ -2,6 +2,18 @@ import type Database from 'better-sqlite3';
 import type { Clock } from '../../support/clock';
 import type { ExecutionRight } from '../store';
 
+/** A fencing row (the execution right of a scope) as both stores hold it. */
+export type FenceRow = { scope: string; epoch: number; holder: string; pid: number | null; at: number; heartbeat_at: number | null; stopped_at: number | null };
+export const toRight = (r: FenceRow): ExecutionRight => ({
+  scope: r.scope,
+  epoch: r.epoch,
+  holder: r.holder,
+  pid: r.pid,
+  takenAt: r.at,
+  heartbeatAt: r.heartbeat_at ?? r.at,
+  stoppedAt: r.stopped_at,
+});
+
 /**
  * The execution right of a fencing scope: taking it bumps the epoch (every commit fenced with an
  * older one is refused from then on); the holder heartbeats it, fenced by its epoch, so a host
@@ -16,15 +28,7 @@ export function sqliteFencing(db: Database.Database, clock: Clock) {
   );
   const beat = db.prepare('UPDATE fencing SET heartbeat_at = ? WHERE scope = ? AND epoch = ?');
   const stop = db.prepare('UPDATE fencing SET heartbeat_at = ?, stopped_at = ? WHERE scope = ? AND epoch = ?');
-  const toRight = (r: { scope: string; epoch: number; holder: string; pid: number | null; at: number; heartbeat_at: number | null; stopped_at: number | null }): ExecutionRight => ({
-    scope: r.scope,
-    epoch: r.epoch,
-    holder: r.holder,
-    pid: r.pid,
-    takenAt: r.at,
-    heartbeatAt: r.heartbeat_at ?? r.at,
-    stoppedAt: r.stopped_at,
-  });
+
   return {
     async acquireEpoch(scope: string, holder: string, pid?: number): Promise<number> {
       return db

@@ -2,7 +2,8 @@ import type Database from 'better-sqlite3';
 import type { LeaseRecord, LeaseRecords, SweepRecord } from '../../sandbox/lease-records';
 import type { Row } from './rows';
 
-const toLease = (r: Row): LeaseRecord => ({
+/** A lease row as both stores hold it. */
+export const toLease = (r: Row): LeaseRecord => ({
   id: r.id as string,
   sessionId: r.session_id as string,
   hostId: r.host_id as string,
