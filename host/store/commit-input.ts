@@ -1,4 +1,5 @@
 import type {
+  AcceptanceDecision,
   EffectStatus,
   Json,
   ReplayPolicy,
@@ -120,15 +121,7 @@ export interface NewSnapshot {
 }
 
 /** An acceptance decision on a run, committed (see host/acceptance); idempotent by `requestId`. */
-export interface NewAcceptance {
-  id: string;
-  runId: string;
-  requestId: string;
-  decision: 'accepted' | 'rejected';
-  actor: string;
-  reason: string | null;
-  evidence: Json;
-}
+export type NewAcceptance = Omit<AcceptanceDecision, 'at' | 'commitSeq'>;
 
 /**
  * A file a plan step produced, copied into the artifact store and committed with the step's
