@@ -3,28 +3,10 @@ import { BerthError } from '../../errors';
 import { assertRunTransition, isFinalRunState, type EffectStatus, type RunState } from '../../model';
 import type { CommitConflict, CommitInput, TaskChanges } from '../commit-input';
 import { json } from './rows';
+import { Conflict, TASK_COLUMNS } from '../commit-columns';
 import { writeAcceptance } from './acceptance';
 import { insertArtifact } from './artifacts';
 import { query, RETRY_CODES, storeError } from './open';
-
-/** Thrown inside the transaction to roll it back; never escapes this module. */
-class Conflict {
-  constructor(readonly conflict: CommitConflict) {}
-}
-
-const TASK_COLUMNS: Record<keyof TaskChanges, { column: string; encode: (v: never) => unknown }> = {
-  status: { column: 'status', encode: (v) => v },
-  phase: { column: 'phase', encode: (v) => v },
-  checkpoint: { column: 'checkpoint_json', encode: (v) => json(v) },
-  attempts: { column: 'attempts', encode: (v) => v },
-  restarts: { column: 'restarts', encode: (v) => v },
-  wait: { column: 'wait_json', encode: (v) => (v === null ? null : json(v)) },
-  wakeAt: { column: 'wake_at', encode: (v) => v },
-  outcome: { column: 'outcome', encode: (v) => v },
-  result: { column: 'result_json', encode: (v) => json(v) },
-  error: { column: 'error_json', encode: (v) => (v === null ? null : json(v)) },
-  blockedReason: { column: 'blocked_reason', encode: (v) => v },
-};
 
 const S = {
   // FOR SHARE: a take-over (which updates this row) waits for commits that checked the old epoch,

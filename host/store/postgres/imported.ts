@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { BerthError } from '../../errors';
 import type { ImportedRunRecords, ImportRows } from '../imported';
 import { toImported } from '../sqlite/imported';
-import { query, storeError } from './open';
+import { query, transaction } from './open';
 import { json } from './rows';
 
 const S = {
@@ -77,23 +77,7 @@ export function postgresImportedRuns(pool: pg.Pool): ImportedRunRecords {
   }
   return {
     async importRun(rows, at) {
-      let client: pg.PoolClient;
-      try {
-        client = await pool.connect();
-      } catch (err) {
-        throw storeError(err);
-      }
-      let broken: Error | undefined;
-      try {
-        await client.query('BEGIN');
-        await write(client, rows, at);
-        await client.query('COMMIT');
-      } catch (err) {
-        await client.query('ROLLBACK').catch((e: Error) => (broken = e));
-        throw storeError(err);
-      } finally {
-        client.release(broken);
-      }
+      await transaction(pool, (client) => write(client, rows, at));
     },
     async getImportedRun(runId) {
       const [r] = await query(pool, 'SELECT * FROM imported_runs WHERE run_id = $1', [runId]);

@@ -64,6 +64,32 @@ export function storeError(err: unknown): unknown {
 }
 
 /** Opens a pool on `url` and brings its schema up to date; refuses a database of a newer Berth. */
+/**
+ * Runs `fn` in one transaction on a pooled client: COMMIT when it returns, ROLLBACK when it throws
+ * (a client whose ROLLBACK failed is released as broken, so the pool drops it). Errors come out
+ * typed by {@link storeError}.
+ */
+export async function transaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  let client: pg.PoolClient;
+  try {
+    client = await pool.connect();
+  } catch (err) {
+    throw storeError(err);
+  }
+  let broken: Error | undefined;
+  try {
+    await client.query('BEGIN');
+    const result = await fn(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (err) {
+    await client.query('ROLLBACK').catch((e: Error) => (broken = e));
+    throw storeError(err);
+  } finally {
+    client.release(broken);
+  }
+}
+
 export async function openPool(url: string, opts: { max?: number } = {}): Promise<pg.Pool> {
   const where = redactUrl(url);
   // pipeline: a statement is sent without waiting for the previous one's answer, so a commit's

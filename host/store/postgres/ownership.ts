@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import type { ClaimResult, OwnershipRecords, SessionOwner, WorkerHost } from '../ownership';
 import { sessionScope, toHost, toOwner, type DbClock, type HostRow, type OwnerRow } from '../sqlite/ownership';
-import { query, storeError, type Queryable } from './open';
+import { query, transaction, type Queryable } from './open';
 
 /** The server's clock in epoch milliseconds (clock_timestamp, not now(): the latter is frozen at the transaction's start). */
 const SERVER_NOW = 'SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS t';
@@ -41,24 +41,7 @@ export function postgresOwnership(pool: pg.Pool, dbClock?: DbClock): OwnershipRe
   };
   return {
     async claimSession(sessionId, holder, ttlMs, opts = {}) {
-      let client: pg.PoolClient;
-      try {
-        client = await pool.connect();
-      } catch (err) {
-        throw storeError(err);
-      }
-      let broken: Error | undefined;
-      try {
-        await client.query('BEGIN');
-        const result = await claim(client, sessionId, holder, ttlMs, opts.takeOver ?? false);
-        await client.query('COMMIT');
-        return result;
-      } catch (err) {
-        await client.query('ROLLBACK').catch((e: Error) => (broken = e));
-        throw storeError(err);
-      } finally {
-        client.release(broken);
-      }
+      return transaction(pool, (client) => claim(client, sessionId, holder, ttlMs, opts.takeOver ?? false));
     },
     async renewSession(sessionId, epoch, ttlMs) {
       const t = await now(pool);
