@@ -2,7 +2,7 @@ import type pg from 'pg';
 import type { CommitRecord, Session, StoredDocument } from '../../model';
 import type { EntryFilter, Store, TaskFilter } from '../store';
 import { query, type Row } from './open';
-import { parse, toEffect, toEntry, toRun, toRunTransition, toSubmission, toTask } from './rows';
+import { parse, toDocument, toEffect, toEntry, toRun, toRunTransition, toSubmission, toTask } from './rows';
 
 type Reads = Pick<
   Store,
@@ -35,17 +35,9 @@ export function postgresReads(pool: pg.Pool): Reads {
     const baselineVersion = r.baseline_version as number;
     const base = (await one('SELECT state_json FROM document_baselines WHERE document_id = $1 AND version = $2', [r.id, baselineVersion]))!;
     const ops = await query(pool, 'SELECT version, op_json FROM document_ops WHERE document_id = $1 AND version > $2 ORDER BY version', [r.id, baselineVersion]);
-    return {
-      id: r.id as string,
-      sessionId: r.session_id as string,
-      runId: (r.run_id as string | null) ?? null,
-      type: r.type as string,
-      version: r.version as number,
-      baselineVersion,
-      baseline: parse(base.state_json as string),
-      ops: ops.map((o) => ({ version: o.version as number, op: parse(o.op_json as string) })),
-    };
+    return toDocument(r, base.state_json as string, ops);
   };
+
   return {
     async getSession(id) {
       const r = await one('SELECT * FROM sessions WHERE id = $1', [id]);

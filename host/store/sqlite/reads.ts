@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
 import type { CommitRecord, Session, StoredDocument } from '../../model';
 import type { EntryFilter, Store, TaskFilter } from '../store';
-import { parse, toEffect, toEntry, toRun, toRunTransition, toSubmission, toTask, type Row } from './rows';
+import { parse, toDocument, toEffect, toEntry, toRun, toRunTransition, toSubmission, toTask, type Row } from './rows';
 
 type Reads = Omit<
   Store,
@@ -50,20 +50,9 @@ export function sqliteReads(db: Database.Database): Reads {
   const document = (r: Row): StoredDocument => {
     const baselineVersion = r.baseline_version as number;
     const base = s.docBaseline.get(r.id, baselineVersion) as { state_json: string };
-    return {
-      id: r.id as string,
-      sessionId: r.session_id as string,
-      runId: (r.run_id as string | null) ?? null,
-      type: r.type as string,
-      version: r.version as number,
-      baselineVersion,
-      baseline: parse(base.state_json),
-      ops: (s.docOps.all(r.id, baselineVersion) as Row[]).map((o) => ({
-        version: o.version as number,
-        op: parse(o.op_json as string),
-      })),
-    };
+    return toDocument(r, base.state_json, s.docOps.all(r.id, baselineVersion) as Row[]);
   };
+
   return {
     async getSession(id) {
       const r = s.session.get(id) as Row | undefined;

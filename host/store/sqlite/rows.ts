@@ -1,4 +1,4 @@
-import type { Effect, Entry, Run, RunTransition, Snapshot, Submission, Task } from '../../model';
+import type { Effect, Entry, Run, RunTransition, Snapshot, StoredDocument, Submission, Task } from '../../model';
 
 /** JSON columns are written only by this store, so parsing cannot meet foreign text. */
 export const parse = <T>(text: string | null): T => (text === null ? (null as T) : (JSON.parse(text) as T));
@@ -125,3 +125,15 @@ export function toSnapshot(r: Row): Snapshot {
     pushedAt: (r.pushed_at as number | null) ?? null,
   };
 }
+
+/** A document as both stores read it: its row, the baseline state it names, and the ops after it. */
+export const toDocument = (r: Row, baselineJson: string, ops: Row[]): StoredDocument => ({
+  id: r.id as string,
+  sessionId: r.session_id as string,
+  runId: (r.run_id as string | null) ?? null,
+  type: r.type as string,
+  version: r.version as number,
+  baselineVersion: r.baseline_version as number,
+  baseline: parse(baselineJson),
+  ops: ops.map((o) => ({ version: o.version as number, op: parse(o.op_json as string) })),
+});
