@@ -40,7 +40,7 @@ export async function artifactsVsRaw(report: Report): Promise<void> {
   );
   const sandbox = new SandboxHost({ docker, records: store, clock: systemClock, logger, hostId: `bench-portable-${process.pid}` });
   const engine = snapshotEngine(docker);
-  const plan = new RunSandbox({ store, sandbox, snapshots: new Snapshotter({ engine, store, logger }), imageExists: engine.imageExists, clock: systemClock, logger });
+  const plan = new RunSandbox({ store, sandbox, snapshots: new Snapshotter({ engine, store, logger }), clock: systemClock, logger });
   try {
     const lease = await plan.leaseFresh('bench-artifacts', 'bench', env, AbortSignal.timeout(60_000));
     const made = await lease.exec(['sh', '-c', `mkdir -p out && for i in $(seq 1 ${FILES}); do head -c ${MB_EACH * 1024 * 1024} /dev/urandom > out/part$i.bin; done`], { timeoutMs: 120_000 });

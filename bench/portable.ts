@@ -164,7 +164,7 @@ export default async function portableBench(report: Report): Promise<void> {
     const sandbox = new SandboxHost({ docker: d, records: store, clock: systemClock, logger, hostId });
     hosts.push(sandbox);
     const engine = snapshotEngine(d);
-    return new RunSandbox({ store, sandbox, snapshots: new Snapshotter({ engine, store, logger }), imageExists: engine.imageExists, clock: systemClock, logger, transport });
+    return new RunSandbox({ store, sandbox, snapshots: new Snapshotter({ engine, store, logger }), clock: systemClock, logger, transport });
   };
   const transportOn = (d: Dockerode) => new SnapshotTransport({ registry: registryEngine(d), store, logger, hostRegistry: registry.address });
   const transport = transportOn(docker);

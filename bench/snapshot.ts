@@ -46,7 +46,7 @@ export default async function snapshotBench(report: Report): Promise<void> {
   const sandbox = new SandboxHost({ docker, records: store, clock: systemClock, logger, hostId });
   const engine = snapshotEngine(docker);
   const snapshots = new Snapshotter({ engine, store, logger });
-  const plan = new RunSandbox({ store, sandbox, snapshots, imageExists: engine.imageExists, clock: systemClock, logger });
+  const plan = new RunSandbox({ store, sandbox, snapshots, clock: systemClock, logger });
   const session = 'bench';
   const tags: string[] = [];
   const snap = async (lease: Lease, runId: string) => {
@@ -92,7 +92,7 @@ export default async function snapshotBench(report: Report): Promise<void> {
       const path = join(dir, `resume-${entries}.db`);
       const s = openSqliteStore(path);
       const seedHost = new SandboxHost({ docker, records: s, clock: systemClock, logger, hostId });
-      const seedPlan = new RunSandbox({ store: s, sandbox: seedHost, snapshots: new Snapshotter({ engine, store: s, logger }), imageExists: engine.imageExists, clock: systemClock, logger });
+      const seedPlan = new RunSandbox({ store: s, sandbox: seedHost, snapshots: new Snapshotter({ engine, store: s, logger }), clock: systemClock, logger });
       await s.commit({ sessionId: 'r', label: 'seed', createSession: {} });
       for (let i = 0; i < entries; i += 500) {
         await s.commit({ sessionId: 'r', label: 'entries', entries: Array.from({ length: 500 }, (_, j) => ({ id: newId('ent'), kind: 'tool.result', body: { i: i + j, text: 'x'.repeat(200) } })) });
@@ -108,7 +108,7 @@ export default async function snapshotBench(report: Report): Promise<void> {
         const t0 = performance.now();
         const reopened = openSqliteStore(path);
         const host = new SandboxHost({ docker, records: reopened, clock: systemClock, logger, hostId });
-        const fresh = new RunSandbox({ store: reopened, sandbox: host, snapshots: new Snapshotter({ engine, store: reopened, logger }), imageExists: engine.imageExists, clock: systemClock, logger });
+        const fresh = new RunSandbox({ store: reopened, sandbox: host, snapshots: new Snapshotter({ engine, store: reopened, logger }), clock: systemClock, logger });
         let started = 0;
         let failed = '';
         const registry = new HandlerRegistry();

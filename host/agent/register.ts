@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { builtinTools, type AnyTool } from '../../tools';
 import type { DocumentTypes, HandlerRegistry, Kernel } from '../kernel';
 import { RunSandbox } from '../run-sandbox';
-import type { SandboxHost, SnapshotEngineCalls } from '../sandbox';
+import type { SandboxHost } from '../sandbox';
 import type { Snapshotter, SnapshotTransport } from '../snapshot';
 import type { Store } from '../store';
 import type { Clock } from '../support';
@@ -21,7 +21,6 @@ export interface RegisterAgentOptions {
   store: Store;
   sandbox: SandboxHost;
   snapshots: Snapshotter;
-  engine: Pick<SnapshotEngineCalls, 'imageExists'>;
   clock: Clock;
   logger: Logger;
   /** Tools besides the built-ins (same name replaces a built-in). */
@@ -41,7 +40,7 @@ export interface RegisterAgentOptions {
 export function registerAgent(o: RegisterAgentOptions) {
   // Tool-time snapshots never move the session to a new container (rebase), so the only writer of
   // the sandbox pointer while tools run is a restore, and tool commits cannot conflict on it.
-  const plan = new RunSandbox({ store: o.store, sandbox: o.sandbox, snapshots: o.snapshots, imageExists: o.engine.imageExists, clock: o.clock, logger: o.logger, rebaseBytes: Number.POSITIVE_INFINITY, transport: o.transport });
+  const plan = new RunSandbox({ store: o.store, sandbox: o.sandbox, snapshots: o.snapshots, clock: o.clock, logger: o.logger, rebaseBytes: Number.POSITIVE_INFINITY, transport: o.transport });
   const tools = new Map<string, AnyTool>([...builtinTools, ...(o.tools ?? [])].map((t) => [t.name, t]));
   const deps: AgentDeps = {
     store: o.store,

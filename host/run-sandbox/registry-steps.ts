@@ -51,6 +51,8 @@ export async function pushAfterSnapshot(
     d.logger.warn({ runId: o.runId, snapshotId: o.snapshotId }, 'snapshot may hold secret material (allowInWorkspace): not pushed to the registry');
     return {};
   }
+  // A delta snapshot's image may still be in the store only: a push sends what the engine holds.
+  await d.snapshots.images.materialize(o.imageId, o.signal);
   if (target.policy === 'async') {
     d.transport.pushAfterCommit(target, o.snapshotId, o.imageId);
     return {};

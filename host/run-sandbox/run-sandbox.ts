@@ -16,7 +16,6 @@ export interface RunSandboxDeps {
   store: Store;
   sandbox: SandboxHost;
   snapshots: Snapshotter;
-  imageExists(imageId: string): Promise<boolean>;
   clock: Clock;
   logger: Logger;
   /**
@@ -110,7 +109,7 @@ export class RunSandbox {
     // On another engine, the newest snapshot's async push may never have landed: the newest one
     // that reached the registry is where this engine can continue from (the caller re-runs the
     // safe steps after it, or asks the operator when a `never` step lies between).
-    if (snap && snap.registryRef === null && this.d.transport && snap.prunedAt === null && !(await this.d.imageExists(snap.imageId))) {
+    if (snap && snap.registryRef === null && this.d.transport && snap.prunedAt === null && !(await this.exists(snap.imageId))) {
       const pushed = (await this.d.store.listSnapshots({ runId })).filter((s) => s.registryRef !== null && s.prunedAt === null && s.commitSeq <= snap.commitSeq && s.id !== snap.id).at(-1);
       if (pushed) {
         this.d.logger.info({ runId, snapshotId: snap.id, pushed: pushed.id }, 'newest snapshot is neither on this engine nor in the registry; going back to the newest pushed one');
@@ -150,7 +149,7 @@ export class RunSandbox {
   async restorable(runId: string): Promise<Array<{ id: string; checkpoint: string; workspaceDigest: string }>> {
     const out: Array<{ id: string; checkpoint: string; workspaceDigest: string }> = [];
     for (const s of (await this.d.store.listSnapshots({ runId })).reverse()) {
-      if (s.prunedAt === null && ((this.d.transport && s.registryRef !== null) || (await this.d.imageExists(s.imageId)))) out.push({ id: s.id, checkpoint: s.checkpoint, workspaceDigest: s.workspaceDigest });
+      if (s.prunedAt === null && ((this.d.transport && s.registryRef !== null) || (await this.exists(s.imageId)))) out.push({ id: s.id, checkpoint: s.checkpoint, workspaceDigest: s.workspaceDigest });
     }
     return out;
   }
@@ -160,7 +159,12 @@ export class RunSandbox {
     const snap = await this.d.store.getSnapshot(snapshotId);
     if (!snap) return { kind: 'reconcile', reason: `snapshot ${snapshotId} is not in the store` };
     if (snap.prunedAt !== null) return { kind: 'reconcile', reason: `snapshot image missing: ${snap.id} (${snap.imageId}) was pruned` };
-    if (!(await this.d.imageExists(snap.imageId))) {
+    // A delta snapshot whose image is still in the store (a crash before the engine loaded it) is loaded first.
+    const loaded = await this.d.snapshots.images.materialize(snap.imageId, signal).catch((err: unknown) => {
+      if (isBerthError(err, 'image_missing')) return false;
+      throw err;
+    });
+    if (!loaded) {
       // Another engine (or this one after its image went): pulled by digest and verified, or a reconciliation naming the registry.
       if (!this.d.transport || !snap.registryRef) return { kind: 'reconcile', reason: `snapshot image missing: ${snap.id} (${snap.imageId}) is no longer on the engine` };
       const fetched = await this.d.transport.fetch(snap, signal);
@@ -213,6 +217,7 @@ export class RunSandbox {
     let current = lease;
     if (!taken.reused && (taken.flattened || taken.layerBytes >= (this.d.rebaseBytes ?? 8 << 20))) {
       current = await timed(this.d.logger, 'snapshot.rebase', async () => {
+        await this.d.snapshots.images.materialize(taken.imageId, signal);
         const next = await this.d.sandbox.lease({ ...this.spec(env), imageDigest: taken.imageId }, { sessionId, signal, runId, epoch: await this.epochOf(sessionId) });
         this.d.snapshots.forget(lease.containerId);
         await lease.release();
@@ -256,12 +261,19 @@ export class RunSandbox {
 
   /** Releases the run's sandbox (end of run). */
   async finish(runId: string): Promise<void> {
+    // The engine holds every snapshot image of the run before it is reported ended.
+    await this.d.snapshots.images.settle();
     // Async pushes of this run's last checkpoints land before the run is reported ended.
     await this.d.transport?.drain();
     const lease = this.live.get(runId);
     this.live.delete(runId);
     if (lease) this.d.snapshots.forget(lease.containerId);
     if (lease && !lease.isReleased) await lease.release();
+  }
+
+  /** On the engine, or a delta image kept in the store until the engine loads it. */
+  private exists(imageId: string): Promise<boolean> {
+    return this.d.snapshots.images.exists(imageId);
   }
 
   private async releaseRecord(leaseId: string, env: Environment): Promise<void> {

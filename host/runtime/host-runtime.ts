@@ -45,9 +45,9 @@ export function createHostRuntime(d: HostRuntimeDeps) {
   const kernel = new Kernel({ store: d.store, registry, documents, clock: d.clock, logger: d.logger, hostId: d.hostId, concurrency: d.concurrency, versions: { kernel: `${KERNEL.name}@${KERNEL.version}` }, ownership: d.ownership, heartbeatMs: d.heartbeatMs });
   const snapshots = new Snapshotter({ engine: d.engine, store: d.store, logger: d.logger });
   const transport = d.registry ? new SnapshotTransport({ registry: d.registry, store: d.store, logger: d.logger, hostRegistry: d.hostRegistry }) : undefined;
-  const planSandbox = new RunSandbox({ store: d.store, sandbox: d.sandbox, snapshots, imageExists: d.engine.imageExists, clock: d.clock, logger: d.logger, transport });
+  const planSandbox = new RunSandbox({ store: d.store, sandbox: d.sandbox, snapshots, clock: d.clock, logger: d.logger, transport });
   for (const h of planHandlers(planSandbox, (p) => d.onProgress?.(p), d.artifacts)) registry.register(h);
-  const agent = registerAgent({ registry, documents, kernel, store: d.store, sandbox: d.sandbox, snapshots, engine: d.engine, clock: d.clock, logger: d.logger, transport, onLive: (e) => d.onAgentLive?.(e) });
+  const agent = registerAgent({ registry, documents, kernel, store: d.store, sandbox: d.sandbox, snapshots, clock: d.clock, logger: d.logger, transport, onLive: (e) => d.onAgentLive?.(e) });
   for (const x of d.extensions ?? []) x.register({ registry, documents });
   // A run that reaches a final state gives up every sandbox leased for it (see run-end-leases.ts).
   const runEnd = releaseLeasesOnRunEnd(kernel, { store: d.store, sandbox: d.sandbox, logger: d.logger });

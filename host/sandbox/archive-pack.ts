@@ -29,7 +29,8 @@ export function singleFileTar(parts: string[], data: Buffer, mode: number, owner
   return collect(p);
 }
 
-function collect(stream: Pack): Promise<Buffer> {
+/** The whole of a tar stream, in memory. */
+export function collect(stream: Pack): Promise<Buffer> {
   return new Promise((res, rej) => {
     const chunks: Buffer[] = [];
     stream.on('data', (c: unknown) => chunks.push(c as Buffer));

@@ -3,6 +3,7 @@ import type Dockerode from 'dockerode';
 import { BerthError } from '../errors';
 import { engineError, isConflict, isNotFound } from './engine-errors';
 import { LABEL } from './labels';
+import { loadLayerImage, rawImageConfig } from './image-load';
 
 /** The repository snapshot images are tagged into, so that `docker image prune` never takes them as dangling. */
 export const SNAPSHOT_REPO = 'berth-snapshot';
@@ -299,6 +300,8 @@ export function snapshotEngine(docker: Dockerode) {
     imageLayerBytes: (imageId: string) => imageLayerBytes(docker, imageId),
     changedOutsideSince: (containerId: string, sinceMs: number, skip: string[]) => changedOutsideSince(docker, containerId, sinceMs, skip),
     layerDirs: (containerId: string) => layerDirs(docker, containerId),
+    imageConfig: (imageId: string) => rawImageConfig(docker, imageId),
+    loadLayer: (o: { config: Buffer; layer: Buffer; tags: string[]; signal?: AbortSignal }) => loadLayerImage(docker, o),
   };
 }
 export type SnapshotEngineCalls = ReturnType<typeof snapshotEngine>;

@@ -4,5 +4,7 @@ export { manifestFromTar } from './tar-manifest';
 export { Snapshotter, type SnapshotEngine, type SnapshotTarget, type WorkspaceState, type TakenSnapshot } from './snapshotter';
 export { pruneSnapshots, type PruneDeps } from './retention';
 export { timed } from './timing';
+export { DeltaImages, type DeltaEngine } from './delta/delta-images';
+export { DELTA_MAX_BYTES } from './delta/take-delta';
 export { removeOrphanSnapshots, assertKeepAllowed, type OrphanDeps, type RemovedOrphan, type SnapshotImageSeen } from './orphans';
 export { SnapshotTransport, SNAPSHOT_REPOSITORY, type RegistryCalls, type PushTarget, type Fetched } from './registry';

@@ -93,7 +93,7 @@ async function hashFile(path: string): Promise<string | undefined> {
 }
 
 /** Upper-layer paths (workspace-relative, `./`-prefixed) with a ctime or mtime at or after `since` (host ms). */
-async function changedInUpper(upperWs: string, since: number): Promise<string[]> {
+export async function changedInUpper(upperWs: string, since: number): Promise<string[]> {
   const out: string[] = [];
   const top = lstatOrNone(upperWs);
   // Nothing under the workspace was written since the container was made.

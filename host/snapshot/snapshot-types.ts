@@ -20,6 +20,11 @@ export interface SnapshotEngine {
   changedOutsideSince?(containerId: string, sinceMs: number, skip: string[]): Promise<boolean | undefined>;
   /** The container's overlay directories, when this machine can read them; `undefined` makes every scan an exec in the container. */
   layerDirs?(containerId: string): Promise<LayerDirs | undefined>;
+  imageExists(imageId: string): Promise<boolean>;
+  /** A local image's exact config bytes, read on this machine; `undefined` makes every snapshot a commit. */
+  imageConfig?(imageId: string): Promise<Buffer | undefined>;
+  /** Loads an image from its config and its one new layer (the engine holds its parents). */
+  loadLayer?(o: { config: Buffer; layer: Buffer; tags: string[]; signal?: AbortSignal }): Promise<string>;
 }
 
 export interface EngineImage {
@@ -66,4 +71,6 @@ export interface TakenSnapshot {
   scan: 'layer' | 'exec' | 'none';
   /** Regular files whose bytes were read for this snapshot. */
   hashed: number;
+  /** Built by this host as one layer over the previous image, kept in the store until the engine loads it (no `docker commit`). */
+  delta?: boolean;
 }

@@ -8,6 +8,8 @@ import { manifestFromTar } from './tar-manifest';
 import { changedPaths, sameListing } from './listing-compare';
 import { layerChangedPath, layerWorkspace, scanLayer, type LayerDirs, type LayerListing } from './layer-scan';
 import { timed } from './timing';
+import { DeltaImages } from './delta/delta-images';
+import { takeDelta, DELTA_MAX_BYTES, type Base } from './delta/take-delta';
 import { FLATTEN_DEPTH, type EngineImage, type SnapshotEngine, type SnapshotTarget, type TakenSnapshot, type WorkspaceState } from './snapshot-types';
 
 export { FLATTEN_DEPTH, type EngineImage, type SnapshotEngine, type SnapshotTarget, type TakenSnapshot, type WorkspaceState } from './snapshot-types';
@@ -33,6 +35,8 @@ interface Known {
   markAt?: number;
   /** Host clock (ms) before the listing that gave `stats` (or before a layer scan): nothing in the layer changed since means the listing still holds. */
   listedAt?: number;
+  /** The newest image whose state this process knows exactly, kept while later readings move on: what a delta layer is built over. */
+  base?: Base;
 }
 
 /**
@@ -49,7 +53,16 @@ export class Snapshotter {
   /** The fallback to listing execs is logged once per process. */
   private saidFallback = false;
 
-  constructor(private readonly d: { engine: SnapshotEngine; store: Store; logger: Logger; flattenDepth?: number }) {}
+  /** Snapshot images built as one small layer by this host (no `docker commit`), kept in the store until the engine loads them. */
+  readonly images: DeltaImages;
+
+  /**
+   * `deltaMaxBytes`: a change of at most this much file content is snapshotted as a delta layer
+   * (default {@link DELTA_MAX_BYTES}; 0 turns deltas off); a bigger one is committed by the engine.
+   */
+  constructor(private readonly d: { engine: SnapshotEngine; store: Store; logger: Logger; flattenDepth?: number; deltaMaxBytes?: number }) {
+    this.images = new DeltaImages({ engine: d.engine, store: d.store, logger: d.logger });
+  }
 
   private list(t: SnapshotTarget, prev: Pick<Known, 'stats' | 'manifest' | 'now'> | undefined, mode: 'hash' | 'mark' | 'promote' | 'nohash', signal?: AbortSignal): Promise<Listing> {
     return timed(this.d.logger, 'snapshot.scan', () => listWorkspace(t.exec, t.workspacePath.replace(/\/+$/, ''), prev ?? null, { mode, signal }), { cached: prev !== undefined, mode });
@@ -68,7 +81,7 @@ export class Snapshotter {
       const l = await this.scanLayer(t, layer, prev);
       if (l.complete) {
         const same = prev !== undefined && manifestDigest(l.manifest) === manifestDigest(prev.manifest);
-        this.known.set(t.containerId, { stats: new Map(), manifest: l.manifest, imageId: same ? prev.imageId : null, listedAt: l.startedAt, ...(same && prev.markAt !== undefined ? { markAt: prev.markAt } : {}) });
+        this.known.set(t.containerId, { stats: new Map(), manifest: l.manifest, imageId: same ? prev.imageId : null, listedAt: l.startedAt, ...(same && prev.markAt !== undefined ? { markAt: prev.markAt } : {}), ...(prev?.base ? { base: prev.base } : {}) });
         return { digest: manifestDigest(l.manifest), manifest: l.manifest, changed: changedPaths(prev?.manifest ?? {}, l.manifest) };
       }
     }
@@ -88,7 +101,9 @@ export class Snapshotter {
     const digest = manifestDigest(l.manifest);
     const same = prev !== undefined && digest === manifestDigest(prev.manifest);
     // A verified fresh container equals its image: later snapshots may point back at it when nothing changes.
-    this.known.set(t.containerId, { stats: l.stats, now: l.now, manifest: l.manifest, imageId: same ? prev.imageId : (o.imageId ?? null), listedAt, ...(same && prev.markAt !== undefined ? { markAt: prev.markAt } : !same && o.imageId && o.createdAt !== undefined ? { markAt: o.createdAt } : {}) });
+    const fresh = !same && o.imageId && o.createdAt !== undefined ? { imageId: o.imageId, manifest: l.manifest, markAt: o.createdAt } : undefined;
+    const base = fresh ?? prev?.base;
+    this.known.set(t.containerId, { stats: l.stats, now: l.now, manifest: l.manifest, imageId: same ? prev.imageId : (o.imageId ?? null), listedAt, ...(same && prev.markAt !== undefined ? { markAt: prev.markAt } : fresh ? { markAt: fresh.markAt } : {}), ...(base ? { base } : {}) });
     return { digest, manifest: l.manifest, changed: changedPaths(before, l.manifest) };
   }
 
@@ -101,7 +116,8 @@ export class Snapshotter {
     if (await this.layer(t)) {
       // A fresh container's upper layer holds only what it wrote since it was made: a layer scan
       // from time 0 looks at exactly that, so the image's manifest needs no listing at all.
-      this.known.set(t.containerId, { stats: new Map(), manifest, imageId: t.imageId, markAt: Date.now(), listedAt: 0 });
+      const markAt = Date.now();
+      this.known.set(t.containerId, { stats: new Map(), manifest, imageId: t.imageId, markAt, listedAt: 0, base: { imageId: t.imageId, manifest, markAt } });
       return;
     }
     const l = await this.list(t, undefined, 'nohash', signal);
@@ -111,7 +127,7 @@ export class Snapshotter {
     // The marker: nothing outside the workspace changed yet in this fresh container.
     const markAt = Date.now();
     await t.exec(['sh', '-c', ': > /dev/shm/.berth-snapmark'], { signal });
-    this.known.set(t.containerId, { stats: l.stats, now: l.now, manifest, imageId: t.imageId, markAt, listedAt: markAt });
+    this.known.set(t.containerId, { stats: l.stats, now: l.now, manifest, imageId: t.imageId, markAt, listedAt: markAt, base: { imageId: t.imageId, manifest, markAt } });
   }
 
   /** The container's overlay directories when the workspace can be read there on this machine. */
@@ -138,7 +154,8 @@ export class Snapshotter {
 
   /** Tags the previous image for this snapshot: nothing changed since it was taken. */
   private async reuse(containerId: string, prev: Known, stats: Map<string, StatEntry>, snapshotId: string): Promise<TakenSnapshot> {
-    await timed(this.d.logger, 'snapshot.tag', () => this.d.engine.tag(prev.imageId!, snapshotId));
+    // A delta image still in the store is loaded first (its background load is usually done by now).
+    await timed(this.d.logger, 'snapshot.tag', () => this.images.tag(prev.imageId!, snapshotId));
     this.known.set(containerId, { ...prev, stats });
     this.d.logger.debug({ snapshotId, imageId: prev.imageId }, 'snapshot unchanged: the previous image is reused');
     return { imageId: prev.imageId!, workspaceDigest: manifestDigest(prev.manifest), layerBytes: 0, layers: 0, flattened: false, reused: true, manifest: prev.manifest, scan: 'none', hashed: 0 };
@@ -225,24 +242,36 @@ export class Snapshotter {
       const l = await this.scanLayer(t, dirs, prev);
       return { ...l, root: ws, stats: new Map(), layer: l };
     };
-    let first: Reading;
-    let image: EngineImage;
-    // The image holds at least the container's state at `commitAt`; what changes in the layer after
-    // it is new for the next snapshot.
-    let commitAt: number;
-    if (!prev?.imageId || surely === true) {
-      // No previous image to stand for this state, or the layer shows a change: the reading and the
-      // commit run side by side (the check after the commit catches any write in between).
-      commitAt = markAt;
-      [first, image] = await Promise.all([read(), commit(false)]);
-    } else {
+    let first: Reading | undefined;
+    if (prev?.imageId && surely !== true) {
       first = await read();
       if (first.complete && manifestDigest(first.manifest) === manifestDigest(prev.manifest) && !(await this.outside(t, ws, first.root, prev, opts.signal))) {
         return this.reuse(t.containerId, { ...prev, now: first.now, listedAt: first.startedAt }, first.stats, opts.snapshotId);
       }
+    }
+    const maxBytes = this.d.deltaMaxBytes ?? DELTA_MAX_BYTES;
+    if (dirs && prev?.base && maxBytes > 0 && this.images.supported) {
+      // A small change: a layer built here from what the scan found, with no engine commit.
+      first ??= await read();
+      const taken = first.complete && first.layer ? await takeDelta({ engine: this.d.engine, store: this.d.store, logger: this.d.logger, images: this.images }, { containerId: t.containerId, dirs, ws, base: prev.base, first: first.layer, maxBytes, maxLayers: this.d.flattenDepth ?? FLATTEN_DEPTH, ...opts }) : undefined;
+      if (taken) {
+        this.known.set(t.containerId, { stats: new Map(), manifest: taken.manifest, imageId: taken.imageId, markAt: first.startedAt, listedAt: first.startedAt, base: { imageId: taken.imageId, manifest: taken.manifest, markAt: first.startedAt } });
+        return taken;
+      }
+    }
+    let image: EngineImage;
+    // The image holds at least the container's state at `commitAt`; what changes in the layer after
+    // it is new for the next snapshot.
+    let commitAt: number;
+    if (first) {
       // Taken after the reading, so that a step's last writes are not within the file clock's margin of it.
       commitAt = Date.now();
       image = await commit(false);
+    } else {
+      // No previous image to stand for this state, or the layer shows a change: the reading and the
+      // commit run side by side (the check after the commit catches any write in between).
+      commitAt = markAt;
+      [first, image] = await Promise.all([read(), commit(false)]);
     }
     let manifest = first.manifest;
     // Still what the first reading found: a second walk of the layer (same stat fields, same hashes
@@ -267,7 +296,7 @@ export class Snapshotter {
     }
     await timed(this.d.logger, 'snapshot.manifest_write', () => this.d.store.putWorkspaceManifest(image.imageId, manifest as Json));
     // A paused retake read the workspace through the engine and has no stat fields: the next snapshot hashes everything again.
-    if (unchanged) this.known.set(t.containerId, { stats: first.stats, now: first.now, manifest, imageId: image.imageId, markAt: commitAt, listedAt: first.layer ? first.startedAt : commitAt });
+    if (unchanged) this.known.set(t.containerId, { stats: first.stats, now: first.now, manifest, imageId: image.imageId, markAt: commitAt, listedAt: first.layer ? first.startedAt : commitAt, base: { imageId: image.imageId, manifest, markAt: commitAt } });
     else this.known.delete(t.containerId);
     this.d.logger.debug({ snapshotId: opts.snapshotId, imageId: image.imageId, hashed: first.hashed, layerBytes: image.layerBytes, scan: dirs ? 'layer' : 'exec' }, 'snapshot taken');
     return { imageId: image.imageId, workspaceDigest: manifestDigest(manifest), layerBytes: image.layerBytes, layers: image.layers, flattened, reused: false, manifest, scan: dirs ? 'layer' : 'exec', hashed: first.hashed };

@@ -105,7 +105,29 @@ export interface Store extends LeaseRecords, EgressAuditRecords, AcceptanceReads
   /** Per-image workspace manifests: derived data (recomputable from the image), cached for incremental digests. */
   putWorkspaceManifest(imageId: string, manifest: Json): Promise<void>;
   getWorkspaceManifest(imageId: string): Promise<Json | undefined>;
+  /**
+   * Snapshot images this host built as one small layer on a parent image and has not yet loaded
+   * into the engine (issue 14): durable here before the snapshot record commits, so any host that
+   * shares the store can load the image a record names. Deleted once the engine holds the image.
+   */
+  putSnapshotDelta(delta: SnapshotDelta): Promise<void>;
+  getSnapshotDelta(imageId: string): Promise<SnapshotDelta | undefined>;
+  deleteSnapshotDelta(imageId: string): Promise<void>;
+  /** Every pending delta without its bytes, oldest first (for `berth gc`). */
+  listSnapshotDeltas(): Promise<Array<Omit<SnapshotDelta, 'config' | 'layer'>>>;
   /** Every artifact record of the run, in step index, generation, path order (superseded ones included). */
   listArtifacts(runId: string): Promise<StoredArtifact[]>;
   close(): Promise<void>;
+}
+
+/** A snapshot image not yet in the engine: its config (whose sha256 is `imageId`) and its one layer over `parentImageId`. */
+export interface SnapshotDelta {
+  imageId: string;
+  parentImageId: string;
+  /** The snapshot the image was built for: its tag when the image is loaded. */
+  snapshotId: string;
+  config: Buffer;
+  /** The uncompressed layer tar (its sha256 is the config's last diff id). */
+  layer: Buffer;
+  createdAt: number;
 }

@@ -11,7 +11,7 @@ function world(sandbox: SandboxWorld, runId: string, onTestFinished: (fn: () => 
   const env: Environment = parseEnvironment(`kernel: { name: berth, version: 0.1.0, compatible: ">=0.1.0 <0.2.0" }\nimage: { ref: "berth/tiny:latest", digest: "${sandbox.imageId}" }\n`, 'env.yaml');
   const engine = snapshotEngine(sandbox.docker);
   const snapshots = new Snapshotter({ engine, store: sandbox.store, logger: sandbox.logger });
-  const plan = new RunSandbox({ store: sandbox.store, sandbox: sandbox.host, snapshots, imageExists: engine.imageExists, clock: systemClock, logger: sandbox.logger });
+  const plan = new RunSandbox({ store: sandbox.store, sandbox: sandbox.host, snapshots, clock: systemClock, logger: sandbox.logger });
   const tags: string[] = [];
   onTestFinished(async () => {
     await plan.finish(runId).catch(() => {});
@@ -99,7 +99,7 @@ describe('snapshot cost follows the change', { timeout: 180_000 }, () => {
     expect((await w.snapshots.workspaceState(target, signal())).digest, 'the live lease sees the change').not.toBe(taken.workspaceDigest);
     // A host that restarted trusts no cache: it re-hashes every file and refuses to resume on it.
     const engine = snapshotEngine(sandbox.docker);
-    const restarted = new RunSandbox({ store: sandbox.store, sandbox: sandbox.host, snapshots: new Snapshotter({ engine, store: sandbox.store, logger: sandbox.logger }), imageExists: engine.imageExists, clock: systemClock, logger: sandbox.logger });
+    const restarted = new RunSandbox({ store: sandbox.store, sandbox: sandbox.host, snapshots: new Snapshotter({ engine, store: sandbox.store, logger: sandbox.logger }), clock: systemClock, logger: sandbox.logger });
     const resumed = await restarted.ensure(runId, w.session, w.env, { leaseId: lease.id, snapshotId: id, workspaceDigest: taken.workspaceDigest }, { inFlight: false, replay: 'never', signal: signal() });
     expect(resumed.kind).toBe('reconcile');
     if (resumed.kind === 'reconcile') expect(resumed.reason).toMatch(/workspace digest mismatch/);

@@ -14,7 +14,7 @@ describe('snapshot images', { timeout: 180_000 }, () => {
     const engine = snapshotEngine(sandbox.docker);
     const snapshots = new Snapshotter({ engine, store: sandbox.store, logger: sandbox.logger, flattenDepth: 4 });
     // Re-base after every snapshot: each one adds a level to the chain, as big steps do.
-    const plan = new RunSandbox({ store: sandbox.store, sandbox: sandbox.host, snapshots, imageExists: engine.imageExists, clock: systemClock, logger: sandbox.logger, rebaseBytes: 0 });
+    const plan = new RunSandbox({ store: sandbox.store, sandbox: sandbox.host, snapshots, clock: systemClock, logger: sandbox.logger, rebaseBytes: 0 });
     const tags: string[] = [];
     onTestFinished(async () => {
       await plan.finish('run_flat').catch(() => {});
@@ -74,7 +74,7 @@ describe('snapshot images', { timeout: 180_000 }, () => {
     const warnings: string[] = [];
     const logger = pino({ level: 'warn' }, { write: (line: string) => void warnings.push((JSON.parse(line) as { msg: string }).msg) });
     const snapshots = new Snapshotter({ engine, store: sandbox.store, logger });
-    const plan = new RunSandbox({ store: sandbox.store, sandbox: sandbox.host, snapshots, imageExists: engine.imageExists, clock: systemClock, logger });
+    const plan = new RunSandbox({ store: sandbox.store, sandbox: sandbox.host, snapshots, clock: systemClock, logger });
     const tags: string[] = [];
     onTestFinished(async () => {
       await plan.finish('run_busy').catch(() => {});

@@ -27,7 +27,7 @@ function world(sandbox: SandboxWorld, runId: string, imageId: string, onTestFini
   const env: Environment = parseEnvironment(`kernel: { name: berth, version: 0.1.0, compatible: ">=0.1.0 <0.2.0" }\nimage: { ref: "berth/tiny:latest", digest: "${imageId}" }\n`, 'env.yaml');
   const engine = snapshotEngine(sandbox.docker);
   const snapshots = new Snapshotter({ engine, store: sandbox.store, logger: sandbox.logger });
-  const plan = new RunSandbox({ store: sandbox.store, sandbox: sandbox.host, snapshots, imageExists: engine.imageExists, clock: systemClock, logger: sandbox.logger });
+  const plan = new RunSandbox({ store: sandbox.store, sandbox: sandbox.host, snapshots, clock: systemClock, logger: sandbox.logger });
   const tags: string[] = [];
   onTestFinished(async () => {
     await plan.finish(runId).catch(() => {});

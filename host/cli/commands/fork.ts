@@ -2,6 +2,7 @@ import { BerthError } from '../../errors';
 import { forkSession, lineageOf, planFork, submitFork, type LineageNode } from '../../fork';
 import { loadPlan } from '../../plan';
 import { snapshotEngine } from '../../sandbox';
+import { DeltaImages } from '../../snapshot';
 import type { CliContext } from '../context';
 import { duration, emit } from '../output';
 import { drive, operator, startHost } from './plan-run';
@@ -28,9 +29,9 @@ export async function forkRun(ctx: CliContext, runId: string, flags: ForkFlags):
   if (run.kind !== 'plan') throw new BerthError('fork_invalid', `run ${runId} is an ${run.kind} run: fork its session with berth fork ${run.sessionId} --at TURN`, { ids: { runId } });
   const plan = flags.plan ? await loadPlan(flags.plan) : undefined;
   if (plan) await checkPlanSecrets(plan);
-  const engine = snapshotEngine(ctx.docker);
+  const images = new DeltaImages({ engine: snapshotEngine(ctx.docker), store: ctx.store, logger: ctx.logger });
   // Every refusal (fork point, plan, uncertain history) before a host starts or anything is written.
-  const planned = await planFork({ store: ctx.store, imageExists: engine.imageExists }, run, { at: flags.at, plan });
+  const planned = await planFork({ store: ctx.store, imageExists: images.exists }, run, { at: flags.at, plan });
   const by = { requestId: flags['request-id'], actor: operator() };
   if (flags.detach) {
     const { run: fork, point, created } = await submitFork(submitOnly(ctx), planned, by);
@@ -46,8 +47,9 @@ export async function forkRun(ctx: CliContext, runId: string, flags: ForkFlags):
 
 /** `berth fork SESSION --at TURN`: a new agent session as the original was after that turn; `berth chat NEW` continues it. */
 async function forkAgentSession(ctx: CliContext, sessionId: string, at: string): Promise<number> {
-  const engine = snapshotEngine(ctx.docker);
-  const f = await forkSession({ store: ctx.store, kernel: { commit: ctx.store.commit.bind(ctx.store) }, imageExists: engine.imageExists, tag: engine.tag }, sessionId, at, operator());
+  // A snapshot image still kept in the store as a delta layer counts, and is loaded to be tagged.
+  const images = new DeltaImages({ engine: snapshotEngine(ctx.docker), store: ctx.store, logger: ctx.logger });
+  const f = await forkSession({ store: ctx.store, kernel: { commit: ctx.store.commit.bind(ctx.store) }, imageExists: images.exists, tag: images.tag }, sessionId, at, operator());
   emit(ctx.json, f, () => `forked session ${f.sessionId} from ${sessionId} at turn ${f.forkedFrom.index} (run ${f.forkedFrom.runId}, ${f.entries} entries, workspace of snapshot ${f.forkedFrom.snapshotId}); continue it with: berth chat ${f.sessionId} "MESSAGE"`);
   return 0;
 }

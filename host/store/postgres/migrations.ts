@@ -318,4 +318,14 @@ export const POSTGRES_SQL: Readonly<Record<number, string>> = {
       stopped_at BIGINT
     );
   `,
+  15: `
+    CREATE TABLE snapshot_deltas (
+      image_id TEXT PRIMARY KEY,
+      parent_image_id TEXT NOT NULL,
+      snapshot_id TEXT NOT NULL,
+      config BYTEA NOT NULL,
+      layer BYTEA NOT NULL,
+      created_at BIGINT NOT NULL
+    );
+  `,
 };

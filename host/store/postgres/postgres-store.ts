@@ -11,6 +11,7 @@ import { postgresLeaseRecords } from './leases';
 import { openPool, redactUrl } from './open';
 import { postgresReads } from './reads';
 import { postgresSnapshots } from './snapshots';
+import { postgresSnapshotDeltas } from './snapshot-deltas';
 import { postgresSnapshotPush } from './snapshot-push';
 import { postgresArtifacts } from './artifacts';
 import { postgresAcceptanceReads } from './acceptance';
@@ -49,6 +50,7 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
     ...postgresReads(pool),
     ...postgresLeaseRecords(pool),
     ...postgresSnapshots(pool),
+    ...postgresSnapshotDeltas(pool),
     ...postgresEgressAudit(pool),
     ...postgresSnapshotPush(pool),
     ...postgresArtifacts(pool),

@@ -366,4 +366,20 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       ) STRICT;
     `,
   },
+  {
+    version: 15,
+    name: 'snapshot deltas',
+    // A small snapshot is a layer tar the host built itself, kept here until the engine has loaded
+    // it (issue 14): the record can name its image before the engine holds it.
+    sql: `
+      CREATE TABLE snapshot_deltas (
+        image_id TEXT PRIMARY KEY,
+        parent_image_id TEXT NOT NULL,
+        snapshot_id TEXT NOT NULL,
+        config BLOB NOT NULL,
+        layer BLOB NOT NULL,
+        created_at INTEGER NOT NULL
+      ) STRICT;
+    `,
+  },
 ];

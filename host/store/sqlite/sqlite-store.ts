@@ -14,6 +14,7 @@ import { openDatabase, type Durability } from './open';
 import { sqliteReads } from './reads';
 import { sqliteImportedRuns } from './imported';
 import { sqliteSnapshots } from './snapshots';
+import { sqliteSnapshotDeltas } from './snapshot-deltas';
 import { sqliteSnapshotPush } from './snapshot-push';
 import { sqliteAcceptanceReads } from './acceptance';
 import { sqliteCostRecords } from './cost';
@@ -36,6 +37,7 @@ export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): St
     ...sqliteReads(db),
     ...sqliteLeaseRecords(db),
     ...sqliteSnapshots(db),
+    ...sqliteSnapshotDeltas(db),
     ...sqliteSnapshotPush(db),
     ...sqliteArtifacts(db),
     ...sqliteEgressAudit(db),

@@ -1,0 +1,151 @@
+import { createHash } from 'node:crypto';
+import { closeSync, constants as fsc, fstatSync, lstatSync, openSync, readSync, type Stats } from 'node:fs';
+import { pack } from 'tar-stream';
+import { changedInUpper, LAYER_CLOCK_MARGIN_MS, type LayerDirs } from '../layer-scan';
+import type { WorkspaceManifest } from '../manifest';
+
+/** A layer tar that turns the base image's view of the workspace into the container's current one. */
+export interface DeltaLayer {
+  tar: Buffer;
+  /** `sha256:` of the uncompressed tar: the diff id the image config names. */
+  diffId: string;
+  /** Bytes of file content in it. */
+  bytes: number;
+  /** Entries written (directories, files, links) and whiteouts (removals). */
+  entries: number;
+  whiteouts: number;
+}
+
+/** Why a delta cannot stand for the change: the caller commits the container instead. */
+export interface DeltaRefusal {
+  refused: string;
+}
+
+type Headers = Parameters<ReturnType<typeof pack>['entry']>[0];
+
+const parentOf = (p: string) => (p === '.' ? '' : p.slice(0, p.lastIndexOf('/')));
+const CHUNK = 1 << 20;
+const buffer = Buffer.allocUnsafe(CHUNK);
+
+/** The file's bytes and their sha256, read without following a symlink swapped in; `undefined` when it is no longer a single-linked regular file. */
+function readFile(path: string): { data: Buffer; hash: string; st: Stats } | { refused: string } {
+  let fd: number;
+  try {
+    fd = openSync(path, fsc.O_RDONLY | fsc.O_NOFOLLOW | fsc.O_NONBLOCK);
+  } catch {
+    return { refused: 'a file vanished while it was read' };
+  }
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile()) return { refused: 'a file changed type while it was read' };
+    // A hard link would become two files in a layer written path by path: the engine's commit keeps it.
+    if (st.nlink > 1) return { refused: 'a changed file has hard links' };
+    const parts: Buffer[] = [];
+    const hash = createHash('sha256');
+    for (;;) {
+      const n = readSync(fd, buffer, 0, CHUNK, null);
+      if (n === 0) break;
+      const chunk = Buffer.from(buffer.subarray(0, n));
+      hash.update(chunk);
+      parts.push(chunk);
+    }
+    return { data: Buffer.concat(parts), hash: hash.digest('hex'), st };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Path components compared one by one, so that a directory comes before everything in it. */
+function byComponents(a: string, b: string): number {
+  const x = a.split('/');
+  const y = b.split('/');
+  for (let i = 0; i < Math.min(x.length, y.length); i++) if (x[i] !== y[i]) return x[i]! < y[i]! ? -1 : 1;
+  return x.length - y.length;
+}
+
+const header = (name: string, st: Stats): Headers => ({
+  name,
+  mode: st.mode & 0o7777,
+  uid: st.uid,
+  gid: st.gid,
+  // Whole seconds, as the engine's own commits write them.
+  mtime: new Date(Math.floor(st.mtimeMs / 1000) * 1000),
+});
+
+/**
+ * The layer that takes the base image (whose workspace is `base`) to the container's workspace
+ * now (`now`, a complete layer scan), built on this machine from the container's overlay
+ * directories. Every workspace path the container wrote since `since` (host ms; the time the base
+ * image's state was read) or whose value differs from `base` goes in with its current content,
+ * mode, owner and time; every path of
+ * `base` that is gone gets a whiteout in its surviving parent; every directory above them is
+ * written with its current metadata (an unwritten parent would be made with the engine's default
+ * mode). Nothing outside the workspace is looked at: the caller checks that nothing changed there.
+ *
+ * Refused, for the caller to commit instead: a special file or a hard link among the changes, a
+ * file whose bytes no longer match `now` (a writer is running), or more than `maxBytes` of content.
+ */
+export async function buildDeltaLayer(o: { dirs: LayerDirs; ws: string; base: WorkspaceManifest; now: WorkspaceManifest; since: number; maxBytes: number }): Promise<DeltaLayer | DeltaRefusal> {
+  const ws = o.ws.replace(/\/+$/, '');
+  const merged = (p: string) => o.dirs.merged + ws + p.slice(1);
+  const name = (p: string) => (ws + p.slice(1)).replace(/^\/+/, '');
+  // Written since, or different from the base at all: a directory renamed within the layer keeps
+  // its children's times, so they are new paths without being recent ones.
+  const racy = (await changedInUpper(o.dirs.upper + ws, o.since - LAYER_CLOCK_MARGIN_MS)).filter((p) => p === '.' || p in o.now);
+  const written = [...new Set([...racy, ...Object.keys(o.now).filter((p) => o.now[p] !== o.base[p])])];
+  const whiteouts = Object.keys(o.base).filter((p) => !(p in o.now) && (parentOf(p) === '.' || o.now[parentOf(p)]?.startsWith('d:')));
+  // Directories above every entry, from the filesystem root down.
+  const dirs = new Set<string>();
+  const addParents = (containerPath: string) => {
+    for (let at = containerPath.lastIndexOf('/'); at > 0; at = containerPath.lastIndexOf('/', at - 1)) dirs.add(containerPath.slice(0, at));
+  };
+  for (const p of [...written, ...whiteouts]) addParents(ws + p.slice(1));
+  dirs.add(ws);
+  type Entry = { name: string; header: Headers; data?: Buffer };
+  const entries: Entry[] = [];
+  for (const d of dirs) {
+    const st = lstatSync(o.dirs.merged + d, { throwIfNoEntry: false });
+    if (!st?.isDirectory()) return { refused: `${d} is no longer a directory` };
+    entries.push({ name: d.replace(/^\/+/, ''), header: { ...header(d.replace(/^\/+/, ''), st), type: 'directory' } });
+  }
+  let bytes = 0;
+  for (const p of written) {
+    if (p === '.') continue;
+    const value = o.now[p]!;
+    if (value.startsWith('o:')) return { refused: `${p} is a special file` };
+    const st = lstatSync(merged(p), { throwIfNoEntry: false });
+    if (!st) return { refused: `${p} vanished while the layer was built` };
+    if (value.startsWith('d:')) {
+      if (!st.isDirectory()) return { refused: `${p} changed type while the layer was built` };
+      if (!dirs.has(ws + p.slice(1))) entries.push({ name: name(p), header: { ...header(name(p), st), type: 'directory' } });
+    } else if (value.startsWith('l:')) {
+      if (!st.isSymbolicLink()) return { refused: `${p} changed type while the layer was built` };
+      entries.push({ name: name(p), header: { ...header(name(p), st), type: 'symlink', linkname: value.slice(2) } });
+    } else {
+      if ((bytes += st.size) > o.maxBytes) return { refused: `more than ${o.maxBytes} bytes changed` };
+      const f = readFile(merged(p));
+      if ('refused' in f) return f;
+      // The scan hashed these bytes; other bytes now mean a writer is still running.
+      if (value !== `f:${(f.st.mode & 0o7777).toString(8)}:${f.hash}`) return { refused: `${p} changed while the layer was built` };
+      entries.push({ name: name(p), header: { ...header(name(p), f.st), type: 'file', size: f.data.length }, data: f.data });
+    }
+  }
+  for (const p of whiteouts) {
+    const wh = `${name(parentOf(p))}/.wh.${p.slice(p.lastIndexOf('/') + 1)}`.replace(/^\/+/, '');
+    // An empty buffer, not none: a file entry without one waits for its bytes to be written.
+    entries.push({ name: wh, header: { name: wh, type: 'file', mode: 0o600, uid: 0, gid: 0, size: 0, mtime: new Date(0) }, data: Buffer.alloc(0) });
+  }
+  entries.sort((a, b) => byComponents(a.name, b.name));
+  const tar = pack();
+  const chunks: Buffer[] = [];
+  tar.on('data', (c: unknown) => void chunks.push(c as Buffer));
+  const done = new Promise<void>((resolve, reject) => {
+    tar.on('end', resolve);
+    tar.on('error', reject);
+  });
+  for (const e of entries) (e.data ? tar.entry(e.header, e.data) : tar.entry(e.header));
+  tar.finalize();
+  await done;
+  const out = Buffer.concat(chunks);
+  return { tar: out, diffId: `sha256:${createHash('sha256').update(out).digest('hex')}`, bytes, entries: entries.length - whiteouts.length, whiteouts: whiteouts.length };
+}
