@@ -6,5 +6,6 @@ export { pruneSnapshots, type PruneDeps } from './retention';
 export { timed } from './timing';
 export { DeltaImages, type DeltaEngine } from './delta/delta-images';
 export { DELTA_MAX_BYTES } from './delta/take-delta';
+export { settleSnapshotDeltas, type DeltaGcResult } from './delta/delta-gc';
 export { removeOrphanSnapshots, assertKeepAllowed, type OrphanDeps, type RemovedOrphan, type SnapshotImageSeen } from './orphans';
 export { SnapshotTransport, SNAPSHOT_REPOSITORY, type RegistryCalls, type PushTarget, type Fetched } from './registry';

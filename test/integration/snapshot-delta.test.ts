@@ -1,7 +1,7 @@
 import { parseEnvironment, type Environment } from '../../environment';
 import { RunSandbox } from '../../host/run-sandbox';
 import { snapshotEngine, type Lease } from '../../host/sandbox';
-import { Snapshotter, type SnapshotEngine } from '../../host/snapshot';
+import { settleSnapshotDeltas, Snapshotter, type SnapshotEngine } from '../../host/snapshot';
 import { systemClock } from '../../host/support/clock';
 import { describe, expect, test, type SandboxWorld } from '../support/sandbox-fixture';
 
@@ -162,5 +162,30 @@ describe('small snapshots as layers built on the host', { timeout: 180_000 }, ()
     if (restored.kind !== 'ok') return;
     expect(await w.run(restored.lease, LISTING)).toBe(before);
     expect(await w.run(restored.lease, 'cat /tmp/tool && stat -c %h hard b')).toBe('tool\n2\n2\n');
+  });
+
+  test('gc loads the layers a stopped host left that a record names, parents first, and deletes one whose record never committed', async ({ sandbox, onTestFinished }) => {
+    const runId = 'run_delta_gc';
+    const w = world(sandbox, runId, onTestFinished, { load: false });
+    const lease = await w.start();
+    await w.run(lease, 'echo a > a');
+    await settle();
+    await w.snap(lease, 'upload');
+    await w.run(lease, 'echo b > b');
+    const kept = await w.snap(lease, 'step:0');
+    await w.run(lease, 'echo c > c');
+    // Taken, but the host died before its record committed.
+    const lost = await w.plan.snapshot(runId, w.session, w.env, lease, 'step:1', null, signal());
+    w.tags.push(lost.record.id);
+    await w.snapshots.images.settle();
+    expect((await sandbox.store.listSnapshotDeltas()).map((d) => d.imageId)).toEqual([kept.record.imageId, lost.record.imageId]);
+    const images = new Snapshotter({ engine: w.real, store: sandbox.store, logger: sandbox.logger }).images;
+    const young = await settleSnapshotDeltas({ store: sandbox.store, images, clock: systemClock, logger: sandbox.logger }, { graceMs: 60_000 });
+    expect(young, 'within the grace period nothing is touched').toEqual({ loaded: [], dropped: [] });
+    const done = await settleSnapshotDeltas({ store: sandbox.store, images, clock: systemClock, logger: sandbox.logger }, { graceMs: 0 });
+    expect(done).toEqual({ loaded: [kept.record.imageId], dropped: [lost.record.imageId] });
+    expect(await sandbox.store.listSnapshotDeltas()).toEqual([]);
+    expect(await w.real.imageExists(kept.record.imageId)).toBe(true);
+    expect(await w.real.imageExists(lost.record.imageId)).toBe(false);
   });
 });

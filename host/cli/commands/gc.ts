@@ -1,4 +1,4 @@
-import { assertKeepAllowed, pruneSnapshots, removeOrphanSnapshots } from '../../snapshot';
+import { assertKeepAllowed, DeltaImages, pruneSnapshots, removeOrphanSnapshots, settleSnapshotDeltas } from '../../snapshot';
 import { snapshotEngine } from '../../sandbox';
 import { releaseEndedRunLeases } from '../../runtime/run-end-leases';
 import { forkPointsInUse, removeFinishedForks } from '../../fork';
@@ -13,7 +13,8 @@ export const DEFAULT_GC_GRACE_S = 600;
  * expired or unknown, and at once (no TTL wait) every sandbox of a run that reached a final state
  * (reason `run_ended`; an agent session's own sandbox stays with the session); removes snapshot images of this store that no record names (older than S
  * seconds, default 600, of finished runs); and prunes snapshots beyond the newest N per session
- * (default 5) of finished runs, never one an unfinished fork starts from. `--forks-older-than` also
+ * (default 5) of finished runs, never one an unfinished fork starts from. Snapshot layers a stopped
+ * host left in the store (older than S) are loaded into the engine when a record names them, else deleted. `--forks-older-than` also
  * removes the snapshots of forks that finished longer ago than that. `--keep 0` is refused while an unfinished run's session holds
  * snapshots: they are its only restore points.
  */
@@ -27,10 +28,11 @@ export async function gc(ctx: CliContext, keep = 5, graceS = DEFAULT_GC_GRACE_S,
     { graceMs: graceS * 1000 },
   );
   const reclaimedBytes = orphans.reduce((n, o) => n + o.bytes, 0);
+  const deltas = await settleSnapshotDeltas({ store: ctx.store, images: new DeltaImages({ engine, store: ctx.store, logger: ctx.logger }), clock: ctx.clock, logger: ctx.logger }, { graceMs: graceS * 1000 });
   const prune = { store: ctx.store, removeSnapshot: engine.removeSnapshot, clock: ctx.clock, logger: ctx.logger, inUse: () => forkPointsInUse(ctx.store) };
   const forks = forksOlderThanMs === undefined ? null : await removeFinishedForks(prune, forksOlderThanMs);
   const pruned = await pruneSnapshots(prune, { keepLast: keep });
-  emit(ctx.json, { hostId: ctx.hostId, removed, unrecordedImages: orphans, reclaimedBytes, pruned: pruned.map((s) => s.id), ...(forks ? { forks } : {}) }, () =>
+  emit(ctx.json, { hostId: ctx.hostId, removed, unrecordedImages: orphans, reclaimedBytes, pruned: pruned.map((s) => s.id), snapshotDeltas: deltas, ...(forks ? { forks } : {}) }, () =>
     [
       ...(forks ? [forks.length === 0 ? 'no finished forks that old' : `finished forks: ${forks.length}, their ${forks.reduce((n, f) => n + f.snapshots.length, 0)} snapshot(s) removed (${forks.map((f) => f.runId).join(' ')})`] : []),
       removed.length === 0
@@ -39,6 +41,7 @@ export async function gc(ctx: CliContext, keep = 5, graceS = DEFAULT_GC_GRACE_S,
       orphans.length === 0
         ? 'no unrecorded snapshot images'
         : `removed ${orphans.length} unrecorded snapshot image tag(s), ${(reclaimedBytes / 1e6).toFixed(1)} MB reclaimed: ${orphans.map((o) => o.snapshotId).join(' ')}`,
+      ...(deltas.loaded.length + deltas.dropped.length === 0 ? [] : [`snapshot layers kept in the store: ${deltas.loaded.length} loaded into the engine, ${deltas.dropped.length} no record needs removed`]),
       pruned.length === 0 ? 'no snapshots to prune' : `pruned ${pruned.length} snapshot(s): ${pruned.map((s) => s.id).join(' ')}`,
     ].join('\n'),
   );
