@@ -73,7 +73,7 @@ describe('reconciliation has no dead end', { timeout: 300_000 }, () => {
     const snaps = await fx.read((s) => s.listSnapshots({ runId }));
     const newest = snaps.find((s) => s.checkpoint === 'step:1:two')!;
     const older = snaps.find((s) => s.checkpoint === 'step:0:one')!;
-    await fx.docker.getImage(`berth-snapshot:${newest.id}`).remove({ force: true });
+    await fx.removeSnapshotImage(newest.id);
     expect((await fx.cli(['resume', runId])).code).toBe(3);
 
     const bad = await fx.cli(['reconcile', runId, '--restore', newest.id, '--json']);

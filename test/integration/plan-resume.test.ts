@@ -64,7 +64,7 @@ describe('plan runs resume from their last committed step', { timeout: 180_000 }
     const snaps = await fx.read((s) => s.listSnapshots({ runId }));
     const newest = snaps.at(-1)!;
     expect(newest.checkpoint).toBe('step:1:two');
-    await fx.docker.getImage(`berth-snapshot:${newest.id}`).remove({ force: true });
+    await fx.removeSnapshotImage(newest.id);
     const parked = await fx.cli(['resume', runId, '--json']);
     expect(parked.code, parked.stderr).toBe(3);
     const summary = lastJson<Summary>(parked);

@@ -89,7 +89,7 @@ describe('acting on runs from the page', { timeout: 300_000 }, () => {
     const snaps = await fx.read((s) => s.listSnapshots({ runId }));
     const newest = snaps.find((s) => s.checkpoint === 'step:1:two')!;
     const older = snaps.find((s) => s.checkpoint === 'step:0:one')!;
-    await fx.docker.getImage(`berth-snapshot:${newest.id}`).remove({ force: true });
+    await fx.removeSnapshotImage(newest.id);
     expect((await fx.cli(['resume', runId])).code).toBe(3);
 
     const server = await startServeChild(fx.store, fx.hostId);

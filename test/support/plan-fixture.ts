@@ -65,6 +65,18 @@ export async function planFixture(
     cli,
     /** The store's view, opened for one read and closed again. */
     read: <T>(fn: (s: Store) => Promise<T>): Promise<T> => readStore(store, fn),
+    /**
+     * Removes a snapshot's image as an operator would (`docker rmi -f`), wherever it is: on the
+     * engine, and in the store when it is still a layer the engine has not loaded (a host killed
+     * within moments of the snapshot).
+     */
+    async removeSnapshotImage(snapshotId: string) {
+      await docker.getImage(`berth-snapshot:${snapshotId}`).remove({ force: true }).catch(() => {});
+      await readStore(store, async (s) => {
+        const snap = await s.getSnapshot(snapshotId);
+        if (snap) await s.deleteSnapshotDelta(snap.imageId);
+      });
+    },
     /** Opts this test out of the leak check, with the reason it leaves objects behind on purpose. */
     allowLeftovers: (reason: string, only?: (l: Leftover) => boolean) => leaks.allowLeftovers(reason, only),
     /** Opts this test out of named run invariants (`berth check`), with the reason its runs break them on purpose. */
