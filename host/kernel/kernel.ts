@@ -6,8 +6,10 @@ import type { Clock } from '../support/clock';
 import type { DocumentTypes } from './documents';
 import type { HandlerRegistry } from './registry';
 import { cancelRecord } from './cancel-record';
+import { ExecutionRight, type ExecutionRightLost } from './execution-right';
 import { rootRunTransitions, runPhase, type PhaseRunnerDeps } from './phase-runner';
-import { SessionOwners, type SessionLost, type SessionOwnershipOptions } from './session-owners';
+import { SessionFencing } from './session-fencing';
+import type { SessionLost, SessionOwnershipOptions } from './session-owners';
 
 export interface KernelOptions {
   store: Store;
@@ -33,15 +35,6 @@ export interface KernelOptions {
   ownership?: SessionOwnershipOptions;
 }
 
-/** Why a started kernel stopped on its own: another host took the store's execution right. */
-export interface ExecutionRightLost {
-  scope: string;
-  epoch: number;
-  /** The host id that holds the right now, when the store still says. */
-  holder: string | null;
-  pid: number | null;
-}
-
 export interface CommitEvent {
   label: string;
   seq: number;
@@ -59,7 +52,6 @@ const ACTIVE: Task['status'][] = ['pending', 'running', 'waiting', 'sleeping', '
  * store continues where a dead one stopped.
  */
 export class Kernel {
-  private epoch = 0;
   private readonly executing = new Map<string, AbortController>();
   private readonly recovering = new Set<string>();
   private readonly dirty = new Set<string>();
@@ -70,20 +62,19 @@ export class Kernel {
   private poller: NodeJS.Timeout | null = null;
   private beater: NodeJS.Timeout | null = null;
   private stopping = false;
-  private lost: ExecutionRightLost | null = null;
-  private readonly lostListeners = new Set<(l: ExecutionRightLost) => void>();
   private readonly deps: PhaseRunnerDeps;
   private readonly concurrency: number;
   private started = false;
   private draining = false;
-  /** Per-session ownership, or null for the store-wide execution right. */
-  private readonly sessions: SessionOwners | null;
+  /** How this kernel holds its right to commit: store-wide, or one claim per session. */
+  private readonly owner: ExecutionRight | SessionFencing;
   private readonly executingSession = new Map<string, string>();
-  private readonly sessionLostListeners = new Set<(l: SessionLost) => void>();
 
   constructor(private readonly o: KernelOptions) {
     this.concurrency = o.concurrency ?? 4;
-    this.sessions = o.ownership ? new SessionOwners(o.store, o.ownership) : null;
+    this.owner = o.ownership
+      ? new SessionFencing(o.store, o.logger, o.ownership, (sessionId, why) => this.abortSession(sessionId, why))
+      : new ExecutionRight(o.store, o.logger, o.fenceScope ?? 'kernel', () => this.stop());
     this.deps = { ...o, commit: (input) => this.commit(input) };
     // A newly registered handler may unblock saved tasks; only a started kernel (holding its epoch) acts on it.
     o.registry.onRegister(() => void (this.started && this.poll()));
@@ -91,18 +82,17 @@ export class Kernel {
 
   /** Takes the fencing epoch and resumes every unfinished task (DESIGN.md "resume"). */
   async start(): Promise<void> {
-    if (this.sessions) {
+    if (this.owner.kind === 'sessions') {
       // Per-session: nothing is resumed until a session is adopted.
       this.started = true;
       this.poller = setInterval(() => void this.poll(), this.o.pollMs ?? 500);
       this.beater = setInterval(() => void this.heartbeat(), this.o.heartbeatMs ?? 2000);
       return;
     }
-    this.epoch = await this.o.store.acquireEpoch(this.scope, this.o.hostId, process.pid);
+    await this.owner.acquire(this.o.hostId);
     this.started = true;
-    // Sessions a worker owns live are that worker's: their tasks are neither restarted nor driven here.
-    const elsewhere = await SessionOwners.liveElsewhere(this.o.store);
-    for (const task of await this.drivable(await this.o.store.listTasks({ statuses: ['running'] }))) if (!elsewhere.has(task.sessionId)) await this.countRestart(task);
+    const drives = await this.owner.drives();
+    for (const task of await this.drivable(await this.o.store.listTasks({ statuses: ['running'] }))) if (drives(task.sessionId)) await this.countRestart(task);
     this.poller = setInterval(() => void this.poll(), this.o.pollMs ?? 500);
     this.beater = setInterval(() => void this.heartbeat(), this.o.heartbeatMs ?? 2000);
     await this.poll();
@@ -117,10 +107,7 @@ export class Kernel {
     if (this.timer) clearTimeout(this.timer);
     for (const c of this.executing.values()) c.abort(new Error('host stopping'));
     while (this.executing.size > 0 || this.pumping) await new Promise((r) => setTimeout(r, 5));
-    // A clean stop says so, so status shows "no live host" at once rather than after a stale heartbeat.
-    if (first && this.epoch > 0 && !this.lost) await this.o.store.releaseEpoch(this.scope, this.epoch).catch(() => false);
-    // Released sessions are claimable at once by another worker (no wait for the lease to run out).
-    if (first && this.sessions) for (const { sessionId, epoch } of this.sessions.list()) await this.o.store.releaseSession(sessionId, epoch).catch(() => false);
+    if (first) await this.owner.release();
   }
 
   /**
@@ -139,36 +126,25 @@ export class Kernel {
    * owner left `running` count a restart and re-enter their saved phase, as on a host start.
    */
   async adopt(sessionId: string, epoch: number): Promise<void> {
-    if (!this.sessions) throw new Error('adopt needs a kernel with per-session ownership');
-    this.sessions.add(sessionId, epoch);
+    if (this.owner.kind !== 'sessions') throw new Error('adopt needs a kernel with per-session ownership');
+    this.owner.add(sessionId, epoch);
     for (const task of await this.o.store.listTasks({ sessionId, statuses: ['running'] })) await this.countRestart(task);
     await this.poll();
   }
 
   /** The sessions this kernel owns now, with their epochs. */
   ownedSessions(): Array<{ sessionId: string; epoch: number }> {
-    return this.sessions?.list() ?? [];
+    return this.owner.kind === 'sessions' ? this.owner.list() : [];
   }
 
   /** Gives a session up cleanly (its run ended): another host may claim it at once. */
   async release(sessionId: string): Promise<void> {
-    const epoch = this.sessions?.epochOf(sessionId);
-    if (epoch === undefined || !this.sessions!.remove(sessionId, epoch)) return;
-    await this.abortSession(sessionId, 'session released');
-    // Refused: another host claimed it meanwhile (this one was frozen past its lease). Said as a loss.
-    if ((await this.o.store.releaseSession(sessionId, epoch).catch(() => true)) === false) await this.reportLoss(sessionId, epoch);
-  }
-
-  private async reportLoss(sessionId: string, epoch: number): Promise<void> {
-    const lost = await this.sessions!.describeLoss(sessionId, epoch);
-    this.o.logger.error({ lost }, 'another host took this session; stopped all work on it');
-    for (const l of this.sessionLostListeners) l(lost);
+    if (this.owner.kind === 'sessions') await this.owner.releaseSession(sessionId);
   }
 
   /** Called once per session this kernel lost to another host; it has stopped all work on it. */
   onSessionLost(listener: (l: SessionLost) => void): () => void {
-    this.sessionLostListeners.add(listener);
-    return () => this.sessionLostListeners.delete(listener);
+    return this.owner.kind === 'sessions' ? this.owner.onLost(listener) : () => {};
   }
 
   /** Stops every phase of the session at once (their signals abort their execs and kill what they started). */
@@ -177,54 +153,17 @@ export class Kernel {
     for (const id of [...this.ready]) if (this.executingSession.get(id) === sessionId) this.ready.splice(this.ready.indexOf(id), 1);
   }
 
-  private async loseSession(sessionId: string, epoch: number): Promise<void> {
-    if (!this.sessions?.remove(sessionId, epoch)) return;
-    await this.abortSession(sessionId, 'ownership lost');
-    await this.reportLoss(sessionId, epoch);
-  }
-
   /**
    * Called once when another host takes the execution right of this store (seen by a refused
    * commit or heartbeat): this kernel has stopped and commits nothing more.
    */
   onLost(listener: (l: ExecutionRightLost) => void): () => void {
-    if (this.lost) listener(this.lost);
-    else this.lostListeners.add(listener);
-    return () => this.lostListeners.delete(listener);
-  }
-
-  private get scope(): string {
-    return this.o.fenceScope ?? 'kernel';
+    return this.owner.kind === 'store' ? this.owner.onLost(listener) : () => {};
   }
 
   private async heartbeat(): Promise<void> {
     if (this.stopping || !this.started) return;
-    if (this.sessions) {
-      const lost = await this.sessions.renewAll((err) => this.o.logger.warn({ err }, 'could not renew a session lease; trying again'));
-      for (const l of lost) await this.loseSession(l.sessionId, l.epoch);
-      return;
-    }
-    let current: boolean;
-    try {
-      current = await this.o.store.heartbeatEpoch(this.scope, this.epoch);
-    } catch (err) {
-      // A busy store is not a lost right; the next beat tries again.
-      this.o.logger.warn({ err }, 'could not write the host heartbeat; trying again');
-      return;
-    }
-    if (!current) await this.loseRight();
-  }
-
-  private async loseRight(): Promise<void> {
-    if (this.lost) return;
-    const now = await this.o.store.getExecutionRight(this.scope).catch(() => undefined);
-    this.lost = { scope: this.scope, epoch: this.epoch, holder: now?.holder ?? null, pid: now?.pid ?? null };
-    this.o.logger.error({ lost: this.lost }, 'another host took the execution right; stopping');
-    // stop() stops scheduling at once; listeners hear of the loss before phases finish aborting.
-    const stopped = this.stop();
-    for (const l of this.lostListeners) l(this.lost);
-    this.lostListeners.clear();
-    await stopped;
+    await this.owner.heartbeat();
   }
 
   onCommit(listener: (e: CommitEvent) => void): () => void {
@@ -239,7 +178,7 @@ export class Kernel {
 
   /** Every commit of this host goes through here: fenced, attributed, announced. */
   async commit(input: CommitInput): Promise<CommitResult> {
-    const fence = this.sessions ? this.sessions.fence(input) : { scope: this.scope, epoch: this.epoch };
+    const fence = this.owner.fence(input);
     // Not owned (lost, released or never claimed): nothing is written for it again.
     if (fence === null) return { ok: false, conflict: { kind: 'fence', scope: `session:${input.sessionId}`, expected: 0, actual: null } };
     const result = await this.o.store.commit({ ...input, actor: input.actor ?? `host:${this.o.hostId}`, ...(fence ? { fence } : {}) });
@@ -254,10 +193,7 @@ export class Kernel {
       for (const l of this.listeners) l(event);
       for (const id of input.cancelTasks ?? []) this.markDirty(id);
       for (const t of input.tasks ?? []) this.markDirty(t.id);
-    } else if (result.conflict.kind === 'fence') {
-      if (this.sessions && fence) void this.loseSession(input.sessionId, fence.epoch);
-      else if (!this.sessions) void this.loseRight();
-    }
+    } else if (result.conflict.kind === 'fence') this.owner.fenceRefused(input.sessionId, fence);
     return result;
   }
 
@@ -330,15 +266,10 @@ export class Kernel {
       this.o.logger.warn({ err }, 'could not read the store\'s active tasks; trying again at the next poll');
       return;
     }
-    let skip: (sessionId: string) => boolean;
-    if (this.sessions) skip = (sid) => !this.sessions!.has(sid);
-    else {
-      const elsewhere = await SessionOwners.liveElsewhere(this.o.store).catch(() => null);
-      if (!elsewhere) return;
-      skip = (sid) => elsewhere.has(sid);
-    }
+    const drives = await this.owner.drives().catch(() => null);
+    if (!drives) return;
     for (const t of active) {
-      if (skip(t.sessionId)) continue;
+      if (!drives(t.sessionId)) continue;
       if (!this.executing.has(t.id) || t.cancelRequested) this.markDirty(t.id);
     }
   }
@@ -364,7 +295,7 @@ export class Kernel {
     const running = this.executing.get(id);
     const task = await this.o.store.getTask(id);
     if (!task) return;
-    if (this.sessions && !this.sessions.has(task.sessionId)) return;
+    if (!this.owner.holds(task.sessionId)) return;
     if (running) {
       if (task.cancelRequested) running.abort(new Error('task cancelled'));
       return;
@@ -417,9 +348,9 @@ export class Kernel {
     this.executingSession.set(current.id, current.sessionId);
     const handler = this.o.registry.find(current.kind, current.kindVersion)!;
     const recovered = this.recovering.delete(current.id);
-    const epoch = this.sessions?.epochOf(current.sessionId);
     // A phase of a session this kernel lost meanwhile commits nothing (the store would refuse it anyway).
-    const gone = () => this.stopping || (this.sessions !== null && this.sessions.epochOf(current.sessionId) !== epoch);
+    const held = this.owner.stillHeld(current.sessionId);
+    const gone = () => this.stopping || !held();
     void runPhase(this.deps, current, handler, { signal: controller.signal, recovered, stopping: gone })
       .then((end) => {
         if (end.committed && end.task.parentId && end.task.status === 'terminal') this.markDirty(end.task.parentId);
