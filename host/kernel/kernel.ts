@@ -1,13 +1,13 @@
 import type { Logger } from 'pino';
 import type { Json, Run, RunState, RunVersions, Task } from '../model';
 import { isFinalRunState } from '../model';
-import type { CommitInput, CommitResult, EffectWrite, Store } from '../store';
+import type { CommitInput, CommitResult, Store } from '../store';
 import type { Clock } from '../support/clock';
 import type { DocumentTypes } from './documents';
 import type { HandlerRegistry } from './registry';
-import { cancelRecord } from './cancel-record';
 import { ExecutionRight, type ExecutionRightLost } from './execution-right';
-import { rootRunTransitions, runPhase, type PhaseRunnerDeps } from './phase-runner';
+import { cancelIdle, checkCompleting, checkWait, countRestart, deliverSignal, startTask, transition, wakeSleeper, type IdleTransitionDeps } from './idle-transitions';
+import { runPhase } from './phase-runner';
 import { SessionFencing } from './session-fencing';
 import type { SessionLost, SessionOwnershipOptions } from './session-owners';
 
@@ -62,7 +62,7 @@ export class Kernel {
   private poller: NodeJS.Timeout | null = null;
   private beater: NodeJS.Timeout | null = null;
   private stopping = false;
-  private readonly deps: PhaseRunnerDeps;
+  private readonly deps: IdleTransitionDeps;
   private readonly concurrency: number;
   private started = false;
   private draining = false;
@@ -75,7 +75,7 @@ export class Kernel {
     this.owner = o.ownership
       ? new SessionFencing(o.store, o.logger, o.ownership, (sessionId, why) => this.abortSession(sessionId, why))
       : new ExecutionRight(o.store, o.logger, o.fenceScope ?? 'kernel', () => this.stop());
-    this.deps = { ...o, commit: (input) => this.commit(input) };
+    this.deps = { ...o, commit: (input) => this.commit(input), markDirty: (taskId) => this.markDirty(taskId) };
     // A newly registered handler may unblock saved tasks; only a started kernel (holding its epoch) acts on it.
     o.registry.onRegister(() => void (this.started && this.poll()));
   }
@@ -301,21 +301,20 @@ export class Kernel {
       return;
     }
     if (task.status === 'terminal') return;
-    if (task.cancelRequested && task.status !== 'completing') return this.cancelIdle(task);
+    if (task.cancelRequested && task.status !== 'completing') return cancelIdle(this.deps, task);
     // A cancel committed while no host ran is applied first: no phase of a cancelling run starts
     // again (a step left in flight would otherwise run, or be judged, before its cancel).
-    if ((task.status === 'pending' || (task.status === 'running' && task.restarts > 0)) && task.runId && (await this.o.store.getRun(task.runId))?.state === 'cancelling') return this.cancelIdle(task);
+    if ((task.status === 'pending' || (task.status === 'running' && task.restarts > 0)) && task.runId && (await this.o.store.getRun(task.runId))?.state === 'cancelling') return cancelIdle(this.deps, task);
     switch (task.status) {
       case 'pending':
       case 'running':
         return this.startOrQueue(task);
       case 'sleeping':
-        if ((task.wakeAt ?? 0) <= this.o.clock.now()) await this.transition(task, 'task.wake', { status: 'running', wakeAt: null }, await this.retryEnds(task));
-        return;
+        return wakeSleeper(this.deps, task);
       case 'waiting':
-        return this.checkWait(task);
+        return checkWait(this.deps, task);
       case 'completing':
-        return this.checkCompleting(task);
+        return checkCompleting(this.deps, task);
     }
   }
 
@@ -323,7 +322,7 @@ export class Kernel {
     if (this.draining) return;
     const blocked = this.o.registry.blockedReason(task.kind, task.kindVersion, task.phase);
     if (blocked) {
-      if (task.blockedReason !== blocked) await this.transition(task, 'task.blocked', { blockedReason: blocked });
+      if (task.blockedReason !== blocked) await transition(this.deps, task, 'task.blocked', { blockedReason: blocked });
       return;
     }
     if (this.executing.size >= this.concurrency) {
@@ -332,14 +331,7 @@ export class Kernel {
     }
     let current = task;
     if (task.status === 'pending' || task.blockedReason !== null) {
-      const extra: Partial<CommitInput> = {};
-      if (task.status === 'pending' && task.runId) {
-        const run = await this.o.store.getRun(task.runId);
-        if (run?.rootTaskId === task.id && run.state === 'admitted') {
-          extra.runTransitions = [{ runId: run.id, from: 'admitted', to: 'running', actor: `host:${this.o.hostId}`, reason: 'root task started', versions: this.o.versions }];
-        }
-      }
-      const next = await this.transition(task, 'task.start', { status: 'running', blockedReason: null }, extra);
+      const next = await startTask(this.deps, task);
       if (!next) return;
       current = next;
     }
@@ -370,99 +362,13 @@ export class Kernel {
    * `payload` under `checkpoint[signal]`, in one commit with any run transitions the caller adds.
    * False when the task is not waiting for that signal (already delivered, or never asked).
    */
-  async deliver(taskId: string, signal: string, payload: Json, extra: Pick<CommitInput, 'runTransitions' | 'actor' | 'effects'> = {}): Promise<boolean> {
-    const task = await this.o.store.getTask(taskId);
-    if (!task || task.status !== 'waiting' || task.wait?.signal !== signal) return false;
-    const base = task.checkpoint !== null && typeof task.checkpoint === 'object' && !Array.isArray(task.checkpoint) ? task.checkpoint : { previous: task.checkpoint };
-    const done = await this.transition(task, 'task.signal', { status: 'running', phase: task.wait.phase, wait: null, attempts: 0, checkpoint: { ...base, [signal]: payload } }, extra);
-    return done !== undefined;
+  deliver(taskId: string, signal: string, payload: Json, extra: Pick<CommitInput, 'runTransitions' | 'actor' | 'effects'> = {}): Promise<boolean> {
+    return deliverSignal(this.deps, taskId, signal, payload, extra);
   }
 
-  private async checkWait(task: Task): Promise<void> {
-    const wait = task.wait!;
-    if (wait.signal) return;
-    const children = (await this.o.store.listTasks({ parentId: task.id })).filter((c) => wait.children.includes(c.id));
-    const failed = children.some((c) => c.status === 'terminal' && c.outcome !== 'ok');
-    const settled = children.every((c) => c.status === 'terminal');
-    if (!settled && !(wait.join === 'failFast' && failed)) return;
-    const cancel = children.filter((c) => c.status !== 'terminal' && !c.cancelRequested).map((c) => c.id);
-    await this.transition(task, 'task.wake', { status: 'running', phase: wait.phase, wait: null, attempts: 0 }, { cancelTasks: cancel });
-  }
-
-  private async checkCompleting(task: Task): Promise<void> {
-    const live = (await this.o.store.listTasks({ parentId: task.id })).filter((c) => c.status !== 'terminal');
-    const ask = live.filter((c) => !c.cancelRequested).map((c) => c.id);
-    if (live.length > 0) {
-      if (ask.length) await this.commit({ sessionId: task.sessionId, label: 'task.cancel-children', cancelTasks: ask });
-      return;
-    }
-    await this.finish(task, 'task.settled', {});
-  }
-
-  /** A task waking from a sleep while its run waits in `retry_wait` takes the run back to `running`. */
-  private async retryEnds(task: Task): Promise<Partial<CommitInput>> {
-    const run = task.runId ? await this.o.store.getRun(task.runId) : undefined;
-    if (run?.state !== 'retry_wait') return {};
-    return { runTransitions: [{ runId: run.id, from: 'retry_wait', to: 'running', actor: `host:${this.o.hostId}`, reason: `retry wait ended: task ${task.id} (${task.kind}) runs phase ${task.phase} again` }] };
-  }
-
-  /**
-   * A cancelled task that is not executing: children first, then terminal `cancelled`, recording
-   * where its effects stood (an action a dead host left in flight becomes `unknown`), as a
-   * cancel that stops a running phase does.
-   */
-  private async cancelIdle(task: Task): Promise<void> {
-    const handler = this.o.registry.find(task.kind, task.kindVersion);
-    if (task.status === 'running' && handler?.stopAbandoned) {
-      try {
-        await handler.stopAbandoned(task, { store: this.o.store, signal: new AbortController().signal, log: this.o.logger.child({ taskId: task.id, kind: task.kind }) });
-      } catch (err) {
-        this.o.logger.warn({ taskId: task.id, err }, 'could not stop what the task left running; the cancel waits');
-        return;
-      }
-    }
-    const live = (await this.o.store.listTasks({ parentId: task.id })).filter((c) => c.status !== 'terminal');
-    const record = await cancelRecord(this.o.store, task.id, []);
-    const set = { outcome: 'cancelled' as const, result: record.result, wait: null, wakeAt: null };
-    if (live.length > 0) {
-      await this.transition(task, 'task.cancel', { ...set, status: 'completing' }, { cancelTasks: live.filter((c) => !c.cancelRequested).map((c) => c.id), effects: record.effects });
-      return;
-    }
-    await this.finish(task, 'task.cancelled', set, record.effects);
-  }
-
-  /** Terminal transition outside a phase (settled completing, idle cancel, restart limit). */
-  private async finish(task: Task, label: string, set: Parameters<Kernel['transition']>[2], effects: EffectWrite[] = []): Promise<void> {
-    const outcome = set.outcome ?? task.outcome ?? 'error';
-    const detail = set.error ? `${set.error.code}: ${set.error.message}` : '';
-    const runTransitions = await rootRunTransitions(this.deps, { ...task, outcome }, outcome, effects, detail);
-    const done = await this.transition(task, label, { ...set, status: 'terminal' }, { runTransitions, effects });
-    if (done?.parentId) this.markDirty(done.parentId);
-  }
-
+  /** A task a dead host left `running`: counts a restart and, under the limit, re-enters its saved phase as recovered. */
   private async countRestart(task: Task): Promise<void> {
-    const handler = this.o.registry.find(task.kind, task.kindVersion);
-    const restarts = task.restarts + 1;
-    const limit = handler?.restartLimit ?? 5;
-    if (restarts > limit) {
-      const error = { code: 'restart_limit', message: `task died ${restarts} times in phase ${task.phase} (limit ${limit})` };
-      const live = (await this.o.store.listTasks({ parentId: task.id })).filter((c) => c.status !== 'terminal');
-      if (live.length) await this.transition(task, 'task.restart-limit', { restarts, status: 'completing', outcome: 'error', error, result: null }, { cancelTasks: live.map((c) => c.id) });
-      else await this.finish(task, 'task.restart-limit', { restarts, outcome: 'error', error, result: null });
-      return;
-    }
-    const next = await this.transition(task, 'task.restart', { restarts });
-    if (next) this.recovering.add(task.id);
-  }
-
-  private async transition(task: Task, label: string, set: NonNullable<CommitInput['taskTransitions']>[number]['set'], extra: Partial<CommitInput> = {}): Promise<Task | undefined> {
-    const r = await this.commit({ ...extra, sessionId: task.sessionId, label: `${label}:${task.kind}`, taskTransitions: [{ taskId: task.id, expectVersion: task.version, set }] });
-    if (!r.ok) {
-      this.o.logger.warn({ taskId: task.id, label, conflict: r.conflict }, 'transition not committed');
-      return undefined;
-    }
-    this.markDirty(task.id);
-    return this.o.store.getTask(task.id);
+    if (await countRestart(this.deps, task)) this.recovering.add(task.id);
   }
 
   private async armTimer(): Promise<void> {
