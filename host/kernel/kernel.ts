@@ -1,6 +1,5 @@
 import type { Logger } from 'pino';
 import type { Json, Run, RunState, RunVersions, Task } from '../model';
-import { isFinalRunState } from '../model';
 import type { CommitInput, CommitResult, Store } from '../store';
 import type { Clock } from '../support/clock';
 import type { DocumentTypes } from './documents';
@@ -9,6 +8,7 @@ import { ExecutionRight, type ExecutionRightLost } from './execution-right';
 import { cancelIdle, checkCompleting, checkWait, countRestart, deliverSignal, startTask, transition, wakeSleeper, type IdleTransitionDeps } from './idle-transitions';
 import { runPhase } from './phase-runner';
 import { SessionFencing } from './session-fencing';
+import { waitForRun } from './wait-for-run';
 import type { SessionLost, SessionOwnershipOptions } from './session-owners';
 
 export interface KernelOptions {
@@ -207,35 +207,7 @@ export class Kernel {
 
   /** Resolves when the run reaches one of `states` (default: a final state or needs_reconciliation). */
   waitForRun(runId: string, opts: { signal?: AbortSignal; states?: RunState[] } = {}): Promise<Run> {
-    const done = (r: Run | undefined) =>
-      r && (opts.states ? opts.states.includes(r.state) : isFinalRunState(r.state) || r.state === 'needs_reconciliation');
-    return new Promise((resolve, reject) => {
-      let checking = false;
-      const check = async () => {
-        if (checking) return;
-        checking = true;
-        let run: Run | undefined;
-        try {
-          run = await this.o.store.getRun(runId);
-        } catch (err) {
-          // A read refused by a busy store is asked again at the next tick; left unhandled it would
-          // end the process (exit 1) while the run is fine, and a stuck flag would stop every check.
-          this.o.logger.warn({ err, runId }, 'could not read the run; trying again');
-          return;
-        } finally {
-          checking = false;
-        }
-        if (done(run)) {
-          off();
-          clearInterval(iv);
-          resolve(run!);
-        }
-      };
-      const off = this.onCommit((e) => void (e.runIds.includes(runId) && check()));
-      const iv = setInterval(() => void check(), 250);
-      opts.signal?.addEventListener('abort', () => (off(), clearInterval(iv), reject(opts.signal!.reason)), { once: true });
-      void check();
-    });
+    return waitForRun({ store: this.o.store, logger: this.o.logger, onCommit: (l) => this.onCommit(l) }, runId, opts);
   }
 
   markDirty(taskId: string): void {
