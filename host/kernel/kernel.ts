@@ -1,13 +1,15 @@
 import type { Logger } from 'pino';
-import type { Json, Run, RunState, RunVersions, Task } from '../model';
-import { isFinalRunState } from '../model';
-import type { CommitInput, CommitResult, EffectWrite, Store } from '../store';
+import type { Json, Run, RunState, RunVersions } from '../model';
+import type { CommitInput, CommitResult, Store } from '../store';
 import type { Clock } from '../support/clock';
 import type { DocumentTypes } from './documents';
 import type { HandlerRegistry } from './registry';
-import { cancelRecord } from './cancel-record';
-import { rootRunTransitions, runPhase, type PhaseRunnerDeps } from './phase-runner';
-import { SessionOwners, type SessionLost, type SessionOwnershipOptions } from './session-owners';
+import { ExecutionRight, type ExecutionRightLost } from './execution-right';
+import { deliverSignal, type IdleTransitionDeps } from './idle-transitions';
+import { Scheduler } from './scheduler';
+import { SessionFencing } from './session-fencing';
+import type { SessionLost, SessionOwnershipOptions } from './session-owners';
+import { waitForRun } from './wait-for-run';
 
 export interface KernelOptions {
   store: Store;
@@ -33,15 +35,7 @@ export interface KernelOptions {
   ownership?: SessionOwnershipOptions;
 }
 
-/** Why a started kernel stopped on its own: another host took the store's execution right. */
-export interface ExecutionRightLost {
-  scope: string;
-  epoch: number;
-  /** The host id that holds the right now, when the store still says. */
-  holder: string | null;
-  pid: number | null;
-}
-
+/** Announced to {@link Kernel.onCommit} listeners after each commit of this host: what it touched. */
 export interface CommitEvent {
   label: string;
   seq: number;
@@ -50,77 +44,51 @@ export interface CommitEvent {
   runIds: string[];
 }
 
-const ACTIVE: Task['status'][] = ['pending', 'running', 'waiting', 'sleeping', 'completing'];
-
 /**
- * The scheduler. It owns every task of its store while its fencing epoch is current, runs saved
- * phases, wakes sleepers and waiters, settles `completing` tasks and carries cancellation down
- * to owned subtasks. All of its state that matters is in the store: a new Kernel on the same
- * store continues where a dead one stopped.
+ * The task kernel of one host. It drives every task of its store while its fencing epoch is
+ * current (or, per-session, the tasks of the sessions adopted into it): its {@link Scheduler}
+ * runs saved phases, wakes sleepers and waiters, settles `completing` tasks and carries
+ * cancellation down to owned subtasks; every commit goes through {@link Kernel.commit}, fenced.
+ * All of its state that matters is in the store: a new Kernel on the same store continues where
+ * a dead one stopped.
  */
 export class Kernel {
-  private epoch = 0;
-  private readonly executing = new Map<string, AbortController>();
-  private readonly recovering = new Set<string>();
-  private readonly dirty = new Set<string>();
-  private readonly ready: string[] = [];
   private readonly listeners = new Set<(e: CommitEvent) => void>();
-  private pumping: Promise<void> | null = null;
-  private timer: NodeJS.Timeout | null = null;
   private poller: NodeJS.Timeout | null = null;
   private beater: NodeJS.Timeout | null = null;
-  private stopping = false;
-  private lost: ExecutionRightLost | null = null;
-  private readonly lostListeners = new Set<(l: ExecutionRightLost) => void>();
-  private readonly deps: PhaseRunnerDeps;
-  private readonly concurrency: number;
-  private started = false;
-  private draining = false;
-  /** Per-session ownership, or null for the store-wide execution right. */
-  private readonly sessions: SessionOwners | null;
-  private readonly executingSession = new Map<string, string>();
-  private readonly sessionLostListeners = new Set<(l: SessionLost) => void>();
+  private readonly deps: IdleTransitionDeps;
+  /** How this kernel holds its right to commit: store-wide, or one claim per session. */
+  private readonly owner: ExecutionRight | SessionFencing;
+  private readonly scheduler: Scheduler;
 
   constructor(private readonly o: KernelOptions) {
-    this.concurrency = o.concurrency ?? 4;
-    this.sessions = o.ownership ? new SessionOwners(o.store, o.ownership) : null;
-    this.deps = { ...o, commit: (input) => this.commit(input) };
+    this.owner = o.ownership
+      ? new SessionFencing(o.store, o.logger, o.ownership, (sessionId, why) => this.scheduler.abortSession(sessionId, why))
+      : new ExecutionRight(o.store, o.logger, o.fenceScope ?? 'kernel', () => this.stop());
+    this.deps = { ...o, commit: (input) => this.commit(input), markDirty: (taskId) => this.markDirty(taskId) };
+    this.scheduler = new Scheduler(this.deps, this.owner, o.concurrency ?? 4);
     // A newly registered handler may unblock saved tasks; only a started kernel (holding its epoch) acts on it.
-    o.registry.onRegister(() => void (this.started && this.poll()));
+    o.registry.onRegister(() => void (this.scheduler.started && this.scheduler.poll()));
   }
 
   /** Takes the fencing epoch and resumes every unfinished task (DESIGN.md "resume"). */
   async start(): Promise<void> {
-    if (this.sessions) {
-      // Per-session: nothing is resumed until a session is adopted.
-      this.started = true;
-      this.poller = setInterval(() => void this.poll(), this.o.pollMs ?? 500);
-      this.beater = setInterval(() => void this.heartbeat(), this.o.heartbeatMs ?? 2000);
-      return;
-    }
-    this.epoch = await this.o.store.acquireEpoch(this.scope, this.o.hostId, process.pid);
-    this.started = true;
-    // Sessions a worker owns live are that worker's: their tasks are neither restarted nor driven here.
-    const elsewhere = await SessionOwners.liveElsewhere(this.o.store);
-    for (const task of await this.drivable(await this.o.store.listTasks({ statuses: ['running'] }))) if (!elsewhere.has(task.sessionId)) await this.countRestart(task);
-    this.poller = setInterval(() => void this.poll(), this.o.pollMs ?? 500);
+    // Per-session: no right is taken here and nothing is resumed until a session is adopted.
+    if (this.owner.kind === 'store') await this.owner.acquire(this.o.hostId);
+    this.scheduler.started = true;
+    if (this.owner.kind === 'store') await this.scheduler.resume();
+    this.poller = setInterval(() => void this.scheduler.poll(), this.o.pollMs ?? 500);
     this.beater = setInterval(() => void this.heartbeat(), this.o.heartbeatMs ?? 2000);
-    await this.poll();
+    if (this.owner.kind === 'store') await this.scheduler.poll();
   }
 
   /** Stops scheduling; phases in flight are signalled and their decisions are not committed. */
   async stop(): Promise<void> {
-    const first = !this.stopping;
-    this.stopping = true;
     if (this.poller) clearInterval(this.poller);
     if (this.beater) clearInterval(this.beater);
-    if (this.timer) clearTimeout(this.timer);
-    for (const c of this.executing.values()) c.abort(new Error('host stopping'));
-    while (this.executing.size > 0 || this.pumping) await new Promise((r) => setTimeout(r, 5));
-    // A clean stop says so, so status shows "no live host" at once rather than after a stale heartbeat.
-    if (first && this.epoch > 0 && !this.lost) await this.o.store.releaseEpoch(this.scope, this.epoch).catch(() => false);
-    // Released sessions are claimable at once by another worker (no wait for the lease to run out).
-    if (first && this.sessions) for (const { sessionId, epoch } of this.sessions.list()) await this.o.store.releaseSession(sessionId, epoch).catch(() => false);
+    const first = this.scheduler.halt();
+    await this.scheduler.idle();
+    if (first) await this.owner.release();
   }
 
   /**
@@ -128,9 +96,9 @@ export class Kernel {
    * then are stopped (left durably in flight, as a crash leaves them); owned sessions are released.
    */
   async drain(graceMs: number): Promise<void> {
-    this.draining = true;
+    this.scheduler.draining = true;
     const until = Date.now() + graceMs;
-    while (this.executing.size > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    while (this.scheduler.executingCount > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
     await this.stop();
   }
 
@@ -139,48 +107,25 @@ export class Kernel {
    * owner left `running` count a restart and re-enter their saved phase, as on a host start.
    */
   async adopt(sessionId: string, epoch: number): Promise<void> {
-    if (!this.sessions) throw new Error('adopt needs a kernel with per-session ownership');
-    this.sessions.add(sessionId, epoch);
-    for (const task of await this.o.store.listTasks({ sessionId, statuses: ['running'] })) await this.countRestart(task);
-    await this.poll();
+    if (this.owner.kind !== 'sessions') throw new Error('adopt needs a kernel with per-session ownership');
+    this.owner.add(sessionId, epoch);
+    for (const task of await this.o.store.listTasks({ sessionId, statuses: ['running'] })) await this.scheduler.restart(task);
+    await this.scheduler.poll();
   }
 
   /** The sessions this kernel owns now, with their epochs. */
   ownedSessions(): Array<{ sessionId: string; epoch: number }> {
-    return this.sessions?.list() ?? [];
+    return this.owner.kind === 'sessions' ? this.owner.list() : [];
   }
 
   /** Gives a session up cleanly (its run ended): another host may claim it at once. */
   async release(sessionId: string): Promise<void> {
-    const epoch = this.sessions?.epochOf(sessionId);
-    if (epoch === undefined || !this.sessions!.remove(sessionId, epoch)) return;
-    await this.abortSession(sessionId, 'session released');
-    // Refused: another host claimed it meanwhile (this one was frozen past its lease). Said as a loss.
-    if ((await this.o.store.releaseSession(sessionId, epoch).catch(() => true)) === false) await this.reportLoss(sessionId, epoch);
-  }
-
-  private async reportLoss(sessionId: string, epoch: number): Promise<void> {
-    const lost = await this.sessions!.describeLoss(sessionId, epoch);
-    this.o.logger.error({ lost }, 'another host took this session; stopped all work on it');
-    for (const l of this.sessionLostListeners) l(lost);
+    if (this.owner.kind === 'sessions') await this.owner.releaseSession(sessionId);
   }
 
   /** Called once per session this kernel lost to another host; it has stopped all work on it. */
   onSessionLost(listener: (l: SessionLost) => void): () => void {
-    this.sessionLostListeners.add(listener);
-    return () => this.sessionLostListeners.delete(listener);
-  }
-
-  /** Stops every phase of the session at once (their signals abort their execs and kill what they started). */
-  private async abortSession(sessionId: string, why: string): Promise<void> {
-    for (const [taskId, sid] of this.executingSession) if (sid === sessionId) this.executing.get(taskId)?.abort(new Error(why));
-    for (const id of [...this.ready]) if (this.executingSession.get(id) === sessionId) this.ready.splice(this.ready.indexOf(id), 1);
-  }
-
-  private async loseSession(sessionId: string, epoch: number): Promise<void> {
-    if (!this.sessions?.remove(sessionId, epoch)) return;
-    await this.abortSession(sessionId, 'ownership lost');
-    await this.reportLoss(sessionId, epoch);
+    return this.owner.kind === 'sessions' ? this.owner.onLost(listener) : () => {};
   }
 
   /**
@@ -188,43 +133,12 @@ export class Kernel {
    * commit or heartbeat): this kernel has stopped and commits nothing more.
    */
   onLost(listener: (l: ExecutionRightLost) => void): () => void {
-    if (this.lost) listener(this.lost);
-    else this.lostListeners.add(listener);
-    return () => this.lostListeners.delete(listener);
-  }
-
-  private get scope(): string {
-    return this.o.fenceScope ?? 'kernel';
+    return this.owner.kind === 'store' ? this.owner.onLost(listener) : () => {};
   }
 
   private async heartbeat(): Promise<void> {
-    if (this.stopping || !this.started) return;
-    if (this.sessions) {
-      const lost = await this.sessions.renewAll((err) => this.o.logger.warn({ err }, 'could not renew a session lease; trying again'));
-      for (const l of lost) await this.loseSession(l.sessionId, l.epoch);
-      return;
-    }
-    let current: boolean;
-    try {
-      current = await this.o.store.heartbeatEpoch(this.scope, this.epoch);
-    } catch (err) {
-      // A busy store is not a lost right; the next beat tries again.
-      this.o.logger.warn({ err }, 'could not write the host heartbeat; trying again');
-      return;
-    }
-    if (!current) await this.loseRight();
-  }
-
-  private async loseRight(): Promise<void> {
-    if (this.lost) return;
-    const now = await this.o.store.getExecutionRight(this.scope).catch(() => undefined);
-    this.lost = { scope: this.scope, epoch: this.epoch, holder: now?.holder ?? null, pid: now?.pid ?? null };
-    this.o.logger.error({ lost: this.lost }, 'another host took the execution right; stopping');
-    // stop() stops scheduling at once; listeners hear of the loss before phases finish aborting.
-    const stopped = this.stop();
-    for (const l of this.lostListeners) l(this.lost);
-    this.lostListeners.clear();
-    await stopped;
+    if (this.scheduler.stopping || !this.scheduler.started) return;
+    await this.owner.heartbeat();
   }
 
   onCommit(listener: (e: CommitEvent) => void): () => void {
@@ -239,7 +153,7 @@ export class Kernel {
 
   /** Every commit of this host goes through here: fenced, attributed, announced. */
   async commit(input: CommitInput): Promise<CommitResult> {
-    const fence = this.sessions ? this.sessions.fence(input) : { scope: this.scope, epoch: this.epoch };
+    const fence = this.owner.fence(input);
     // Not owned (lost, released or never claimed): nothing is written for it again.
     if (fence === null) return { ok: false, conflict: { kind: 'fence', scope: `session:${input.sessionId}`, expected: 0, actual: null } };
     const result = await this.o.store.commit({ ...input, actor: input.actor ?? `host:${this.o.hostId}`, ...(fence ? { fence } : {}) });
@@ -254,10 +168,7 @@ export class Kernel {
       for (const l of this.listeners) l(event);
       for (const id of input.cancelTasks ?? []) this.markDirty(id);
       for (const t of input.tasks ?? []) this.markDirty(t.id);
-    } else if (result.conflict.kind === 'fence') {
-      if (this.sessions && fence) void this.loseSession(input.sessionId, fence.epoch);
-      else if (!this.sessions) void this.loseRight();
-    }
+    } else if (result.conflict.kind === 'fence') this.owner.fenceRefused(input.sessionId, fence);
     return result;
   }
 
@@ -271,167 +182,7 @@ export class Kernel {
 
   /** Resolves when the run reaches one of `states` (default: a final state or needs_reconciliation). */
   waitForRun(runId: string, opts: { signal?: AbortSignal; states?: RunState[] } = {}): Promise<Run> {
-    const done = (r: Run | undefined) =>
-      r && (opts.states ? opts.states.includes(r.state) : isFinalRunState(r.state) || r.state === 'needs_reconciliation');
-    return new Promise((resolve, reject) => {
-      let checking = false;
-      const check = async () => {
-        if (checking) return;
-        checking = true;
-        let run: Run | undefined;
-        try {
-          run = await this.o.store.getRun(runId);
-        } catch (err) {
-          // A read refused by a busy store is asked again at the next tick; left unhandled it would
-          // end the process (exit 1) while the run is fine, and a stuck flag would stop every check.
-          this.o.logger.warn({ err, runId }, 'could not read the run; trying again');
-          return;
-        } finally {
-          checking = false;
-        }
-        if (done(run)) {
-          off();
-          clearInterval(iv);
-          resolve(run!);
-        }
-      };
-      const off = this.onCommit((e) => void (e.runIds.includes(runId) && check()));
-      const iv = setInterval(() => void check(), 250);
-      opts.signal?.addEventListener('abort', () => (off(), clearInterval(iv), reject(opts.signal!.reason)), { once: true });
-      void check();
-    });
-  }
-
-  markDirty(taskId: string): void {
-    if (this.stopping || !this.started) return;
-    this.dirty.add(taskId);
-    this.pumping ??= this.pump().finally(() => (this.pumping = null));
-  }
-
-  /**
-   * Without the tasks of imported runs: an imported run is a record loaded from another store,
-   * never driven (the store refuses its commits too; skipping it here keeps the host from trying).
-   */
-  private async drivable(tasks: Task[]): Promise<Task[]> {
-    const imported = await this.o.store.listImportedRuns();
-    if (imported.length === 0) return tasks;
-    const sessions = new Set(imported.map((r) => r.sessionId));
-    return tasks.filter((t) => !sessions.has(t.sessionId));
-  }
-
-  private async poll(): Promise<void> {
-    if (this.stopping) return;
-    let active: Task[];
-    try {
-      active = await this.drivable(await this.o.store.listTasks({ statuses: ACTIVE }));
-    } catch (err) {
-      // Polls run from timers: a read refused by a busy store waits for the next poll instead of
-      // ending the host as an unhandled rejection (exit 1, mid-run).
-      this.o.logger.warn({ err }, 'could not read the store\'s active tasks; trying again at the next poll');
-      return;
-    }
-    let skip: (sessionId: string) => boolean;
-    if (this.sessions) skip = (sid) => !this.sessions!.has(sid);
-    else {
-      const elsewhere = await SessionOwners.liveElsewhere(this.o.store).catch(() => null);
-      if (!elsewhere) return;
-      skip = (sid) => elsewhere.has(sid);
-    }
-    for (const t of active) {
-      if (skip(t.sessionId)) continue;
-      if (!this.executing.has(t.id) || t.cancelRequested) this.markDirty(t.id);
-    }
-  }
-
-  private async pump(): Promise<void> {
-    // A task marked dirty while armTimer awaits finds `pumping` still set and starts no pump of
-    // its own; looping until the set is empty keeps it from waiting for the next poll.
-    do {
-      while (this.dirty.size > 0 && !this.stopping) {
-        const [id] = this.dirty;
-        this.dirty.delete(id!);
-        try {
-          await this.examine(id!);
-        } catch (err) {
-          this.o.logger.error({ taskId: id, err }, 'examining task failed');
-        }
-      }
-      await this.armTimer().catch((err: unknown) => this.o.logger.warn({ err }, 'could not arm the wake-up timer; the next poll does'));
-    } while (this.dirty.size > 0 && !this.stopping);
-  }
-
-  private async examine(id: string): Promise<void> {
-    const running = this.executing.get(id);
-    const task = await this.o.store.getTask(id);
-    if (!task) return;
-    if (this.sessions && !this.sessions.has(task.sessionId)) return;
-    if (running) {
-      if (task.cancelRequested) running.abort(new Error('task cancelled'));
-      return;
-    }
-    if (task.status === 'terminal') return;
-    if (task.cancelRequested && task.status !== 'completing') return this.cancelIdle(task);
-    // A cancel committed while no host ran is applied first: no phase of a cancelling run starts
-    // again (a step left in flight would otherwise run, or be judged, before its cancel).
-    if ((task.status === 'pending' || (task.status === 'running' && task.restarts > 0)) && task.runId && (await this.o.store.getRun(task.runId))?.state === 'cancelling') return this.cancelIdle(task);
-    switch (task.status) {
-      case 'pending':
-      case 'running':
-        return this.startOrQueue(task);
-      case 'sleeping':
-        if ((task.wakeAt ?? 0) <= this.o.clock.now()) await this.transition(task, 'task.wake', { status: 'running', wakeAt: null }, await this.retryEnds(task));
-        return;
-      case 'waiting':
-        return this.checkWait(task);
-      case 'completing':
-        return this.checkCompleting(task);
-    }
-  }
-
-  private async startOrQueue(task: Task): Promise<void> {
-    if (this.draining) return;
-    const blocked = this.o.registry.blockedReason(task.kind, task.kindVersion, task.phase);
-    if (blocked) {
-      if (task.blockedReason !== blocked) await this.transition(task, 'task.blocked', { blockedReason: blocked });
-      return;
-    }
-    if (this.executing.size >= this.concurrency) {
-      if (!this.ready.includes(task.id)) this.ready.push(task.id);
-      return;
-    }
-    let current = task;
-    if (task.status === 'pending' || task.blockedReason !== null) {
-      const extra: Partial<CommitInput> = {};
-      if (task.status === 'pending' && task.runId) {
-        const run = await this.o.store.getRun(task.runId);
-        if (run?.rootTaskId === task.id && run.state === 'admitted') {
-          extra.runTransitions = [{ runId: run.id, from: 'admitted', to: 'running', actor: `host:${this.o.hostId}`, reason: 'root task started', versions: this.o.versions }];
-        }
-      }
-      const next = await this.transition(task, 'task.start', { status: 'running', blockedReason: null }, extra);
-      if (!next) return;
-      current = next;
-    }
-    const controller = new AbortController();
-    this.executing.set(current.id, controller);
-    this.executingSession.set(current.id, current.sessionId);
-    const handler = this.o.registry.find(current.kind, current.kindVersion)!;
-    const recovered = this.recovering.delete(current.id);
-    const epoch = this.sessions?.epochOf(current.sessionId);
-    // A phase of a session this kernel lost meanwhile commits nothing (the store would refuse it anyway).
-    const gone = () => this.stopping || (this.sessions !== null && this.sessions.epochOf(current.sessionId) !== epoch);
-    void runPhase(this.deps, current, handler, { signal: controller.signal, recovered, stopping: gone })
-      .then((end) => {
-        if (end.committed && end.task.parentId && end.task.status === 'terminal') this.markDirty(end.task.parentId);
-      })
-      .catch((err) => this.o.logger.error({ taskId: current.id, err }, 'phase runner failed'))
-      .finally(() => {
-        this.executing.delete(current.id);
-        this.executingSession.delete(current.id);
-        this.markDirty(current.id);
-        const next = this.ready.shift();
-        if (next) this.markDirty(next);
-      });
+    return waitForRun({ store: this.o.store, logger: this.o.logger, onCommit: (l) => this.onCommit(l) }, runId, opts);
   }
 
   /**
@@ -439,111 +190,11 @@ export class Kernel {
    * `payload` under `checkpoint[signal]`, in one commit with any run transitions the caller adds.
    * False when the task is not waiting for that signal (already delivered, or never asked).
    */
-  async deliver(taskId: string, signal: string, payload: Json, extra: Pick<CommitInput, 'runTransitions' | 'actor' | 'effects'> = {}): Promise<boolean> {
-    const task = await this.o.store.getTask(taskId);
-    if (!task || task.status !== 'waiting' || task.wait?.signal !== signal) return false;
-    const base = task.checkpoint !== null && typeof task.checkpoint === 'object' && !Array.isArray(task.checkpoint) ? task.checkpoint : { previous: task.checkpoint };
-    const done = await this.transition(task, 'task.signal', { status: 'running', phase: task.wait.phase, wait: null, attempts: 0, checkpoint: { ...base, [signal]: payload } }, extra);
-    return done !== undefined;
+  deliver(taskId: string, signal: string, payload: Json, extra: Pick<CommitInput, 'runTransitions' | 'actor' | 'effects'> = {}): Promise<boolean> {
+    return deliverSignal(this.deps, taskId, signal, payload, extra);
   }
 
-  private async checkWait(task: Task): Promise<void> {
-    const wait = task.wait!;
-    if (wait.signal) return;
-    const children = (await this.o.store.listTasks({ parentId: task.id })).filter((c) => wait.children.includes(c.id));
-    const failed = children.some((c) => c.status === 'terminal' && c.outcome !== 'ok');
-    const settled = children.every((c) => c.status === 'terminal');
-    if (!settled && !(wait.join === 'failFast' && failed)) return;
-    const cancel = children.filter((c) => c.status !== 'terminal' && !c.cancelRequested).map((c) => c.id);
-    await this.transition(task, 'task.wake', { status: 'running', phase: wait.phase, wait: null, attempts: 0 }, { cancelTasks: cancel });
-  }
-
-  private async checkCompleting(task: Task): Promise<void> {
-    const live = (await this.o.store.listTasks({ parentId: task.id })).filter((c) => c.status !== 'terminal');
-    const ask = live.filter((c) => !c.cancelRequested).map((c) => c.id);
-    if (live.length > 0) {
-      if (ask.length) await this.commit({ sessionId: task.sessionId, label: 'task.cancel-children', cancelTasks: ask });
-      return;
-    }
-    await this.finish(task, 'task.settled', {});
-  }
-
-  /** A task waking from a sleep while its run waits in `retry_wait` takes the run back to `running`. */
-  private async retryEnds(task: Task): Promise<Partial<CommitInput>> {
-    const run = task.runId ? await this.o.store.getRun(task.runId) : undefined;
-    if (run?.state !== 'retry_wait') return {};
-    return { runTransitions: [{ runId: run.id, from: 'retry_wait', to: 'running', actor: `host:${this.o.hostId}`, reason: `retry wait ended: task ${task.id} (${task.kind}) runs phase ${task.phase} again` }] };
-  }
-
-  /**
-   * A cancelled task that is not executing: children first, then terminal `cancelled`, recording
-   * where its effects stood (an action a dead host left in flight becomes `unknown`), as a
-   * cancel that stops a running phase does.
-   */
-  private async cancelIdle(task: Task): Promise<void> {
-    const handler = this.o.registry.find(task.kind, task.kindVersion);
-    if (task.status === 'running' && handler?.stopAbandoned) {
-      try {
-        await handler.stopAbandoned(task, { store: this.o.store, signal: new AbortController().signal, log: this.o.logger.child({ taskId: task.id, kind: task.kind }) });
-      } catch (err) {
-        this.o.logger.warn({ taskId: task.id, err }, 'could not stop what the task left running; the cancel waits');
-        return;
-      }
-    }
-    const live = (await this.o.store.listTasks({ parentId: task.id })).filter((c) => c.status !== 'terminal');
-    const record = await cancelRecord(this.o.store, task.id, []);
-    const set = { outcome: 'cancelled' as const, result: record.result, wait: null, wakeAt: null };
-    if (live.length > 0) {
-      await this.transition(task, 'task.cancel', { ...set, status: 'completing' }, { cancelTasks: live.filter((c) => !c.cancelRequested).map((c) => c.id), effects: record.effects });
-      return;
-    }
-    await this.finish(task, 'task.cancelled', set, record.effects);
-  }
-
-  /** Terminal transition outside a phase (settled completing, idle cancel, restart limit). */
-  private async finish(task: Task, label: string, set: Parameters<Kernel['transition']>[2], effects: EffectWrite[] = []): Promise<void> {
-    const outcome = set.outcome ?? task.outcome ?? 'error';
-    const detail = set.error ? `${set.error.code}: ${set.error.message}` : '';
-    const runTransitions = await rootRunTransitions(this.deps, { ...task, outcome }, outcome, effects, detail);
-    const done = await this.transition(task, label, { ...set, status: 'terminal' }, { runTransitions, effects });
-    if (done?.parentId) this.markDirty(done.parentId);
-  }
-
-  private async countRestart(task: Task): Promise<void> {
-    const handler = this.o.registry.find(task.kind, task.kindVersion);
-    const restarts = task.restarts + 1;
-    const limit = handler?.restartLimit ?? 5;
-    if (restarts > limit) {
-      const error = { code: 'restart_limit', message: `task died ${restarts} times in phase ${task.phase} (limit ${limit})` };
-      const live = (await this.o.store.listTasks({ parentId: task.id })).filter((c) => c.status !== 'terminal');
-      if (live.length) await this.transition(task, 'task.restart-limit', { restarts, status: 'completing', outcome: 'error', error, result: null }, { cancelTasks: live.map((c) => c.id) });
-      else await this.finish(task, 'task.restart-limit', { restarts, outcome: 'error', error, result: null });
-      return;
-    }
-    const next = await this.transition(task, 'task.restart', { restarts });
-    if (next) this.recovering.add(task.id);
-  }
-
-  private async transition(task: Task, label: string, set: NonNullable<CommitInput['taskTransitions']>[number]['set'], extra: Partial<CommitInput> = {}): Promise<Task | undefined> {
-    const r = await this.commit({ ...extra, sessionId: task.sessionId, label: `${label}:${task.kind}`, taskTransitions: [{ taskId: task.id, expectVersion: task.version, set }] });
-    if (!r.ok) {
-      this.o.logger.warn({ taskId: task.id, label, conflict: r.conflict }, 'transition not committed');
-      return undefined;
-    }
-    this.markDirty(task.id);
-    return this.o.store.getTask(task.id);
-  }
-
-  private async armTimer(): Promise<void> {
-    if (this.stopping) return;
-    const next = await this.o.store.nextWakeAt();
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = null;
-    if (next === null) return;
-    const delay = Math.min(Math.max(0, next - this.o.clock.now()), 2 ** 31 - 1);
-    this.timer = setTimeout(() => {
-      this.timer = null;
-      void this.poll();
-    }, delay);
+  markDirty(taskId: string): void {
+    this.scheduler.markDirty(taskId);
   }
 }

@@ -1,0 +1,138 @@
+import type { Json, RunVersions, Task } from '../model';
+import type { CommitInput, EffectWrite } from '../store';
+import { cancelRecord } from './cancel-record';
+import { rootRunTransitions, type PhaseRunnerDeps } from './phase-runner';
+
+/** What the scheduler's transitions need: the phase runner's deps, and a way to have a task examined again. */
+export interface IdleTransitionDeps extends PhaseRunnerDeps {
+  /** Versions recorded on run transitions. */
+  versions?: RunVersions;
+  markDirty(taskId: string): void;
+}
+
+type TaskSet = NonNullable<CommitInput['taskTransitions']>[number]['set'];
+
+/**
+ * One compare-and-set transition of a task the scheduler moves outside a phase. The task is
+ * examined again after it; undefined when the commit was refused (the task moved meanwhile).
+ */
+export async function transition(d: IdleTransitionDeps, task: Task, label: string, set: TaskSet, extra: Partial<CommitInput> = {}): Promise<Task | undefined> {
+  const r = await d.commit({ ...extra, sessionId: task.sessionId, label: `${label}:${task.kind}`, taskTransitions: [{ taskId: task.id, expectVersion: task.version, set }] });
+  if (!r.ok) {
+    d.logger.warn({ taskId: task.id, label, conflict: r.conflict }, 'transition not committed');
+    return undefined;
+  }
+  d.markDirty(task.id);
+  return d.store.getTask(task.id);
+}
+
+/** A pending (or unblocked) task starts running; the root task of an admitted run takes its run to `running` in the same commit. */
+export async function startTask(d: IdleTransitionDeps, task: Task): Promise<Task | undefined> {
+  const extra: Partial<CommitInput> = {};
+  if (task.status === 'pending' && task.runId) {
+    const run = await d.store.getRun(task.runId);
+    if (run?.rootTaskId === task.id && run.state === 'admitted') {
+      extra.runTransitions = [{ runId: run.id, from: 'admitted', to: 'running', actor: `host:${d.hostId}`, reason: 'root task started', versions: d.versions }];
+    }
+  }
+  return transition(d, task, 'task.start', { status: 'running', blockedReason: null }, extra);
+}
+
+/** A sleeper whose time came runs again; a task waking while its run waits in `retry_wait` takes the run back to `running`. */
+export async function wakeSleeper(d: IdleTransitionDeps, task: Task): Promise<void> {
+  if ((task.wakeAt ?? 0) > d.clock.now()) return;
+  const run = task.runId ? await d.store.getRun(task.runId) : undefined;
+  const extra: Partial<CommitInput> =
+    run?.state === 'retry_wait'
+      ? { runTransitions: [{ runId: run.id, from: 'retry_wait', to: 'running', actor: `host:${d.hostId}`, reason: `retry wait ended: task ${task.id} (${task.kind}) runs phase ${task.phase} again` }] }
+      : {};
+  await transition(d, task, 'task.wake', { status: 'running', wakeAt: null }, extra);
+}
+
+/**
+ * Delivers an outside signal to a task awaiting it: the task re-enters the awaited phase with
+ * `payload` under `checkpoint[signal]`, in one commit with any run transitions the caller adds.
+ * False when the task is not waiting for that signal (already delivered, or never asked).
+ */
+export async function deliverSignal(d: IdleTransitionDeps, taskId: string, signal: string, payload: Json, extra: Pick<CommitInput, 'runTransitions' | 'actor' | 'effects'> = {}): Promise<boolean> {
+  const task = await d.store.getTask(taskId);
+  if (!task || task.status !== 'waiting' || task.wait?.signal !== signal) return false;
+  const base = task.checkpoint !== null && typeof task.checkpoint === 'object' && !Array.isArray(task.checkpoint) ? task.checkpoint : { previous: task.checkpoint };
+  const done = await transition(d, task, 'task.signal', { status: 'running', phase: task.wait.phase, wait: null, attempts: 0, checkpoint: { ...base, [signal]: payload } }, extra);
+  return done !== undefined;
+}
+
+/** A task waiting for its children wakes once they settle (or, fail-fast, once one failed; the rest are cancelled). */
+export async function checkWait(d: IdleTransitionDeps, task: Task): Promise<void> {
+  const wait = task.wait!;
+  if (wait.signal) return;
+  const children = (await d.store.listTasks({ parentId: task.id })).filter((c) => wait.children.includes(c.id));
+  const failed = children.some((c) => c.status === 'terminal' && c.outcome !== 'ok');
+  const settled = children.every((c) => c.status === 'terminal');
+  if (!settled && !(wait.join === 'failFast' && failed)) return;
+  const cancel = children.filter((c) => c.status !== 'terminal' && !c.cancelRequested).map((c) => c.id);
+  await transition(d, task, 'task.wake', { status: 'running', phase: wait.phase, wait: null, attempts: 0 }, { cancelTasks: cancel });
+}
+
+/** A `completing` task asks its live children to cancel and turns terminal once none is left. */
+export async function checkCompleting(d: IdleTransitionDeps, task: Task): Promise<void> {
+  const live = (await d.store.listTasks({ parentId: task.id })).filter((c) => c.status !== 'terminal');
+  const ask = live.filter((c) => !c.cancelRequested).map((c) => c.id);
+  if (live.length > 0) {
+    if (ask.length) await d.commit({ sessionId: task.sessionId, label: 'task.cancel-children', cancelTasks: ask });
+    return;
+  }
+  await finish(d, task, 'task.settled', {});
+}
+
+/**
+ * A cancelled task that is not executing: children first, then terminal `cancelled`, recording
+ * where its effects stood (an action a dead host left in flight becomes `unknown`), as a
+ * cancel that stops a running phase does.
+ */
+export async function cancelIdle(d: IdleTransitionDeps, task: Task): Promise<void> {
+  const handler = d.registry.find(task.kind, task.kindVersion);
+  if (task.status === 'running' && handler?.stopAbandoned) {
+    try {
+      await handler.stopAbandoned(task, { store: d.store, signal: new AbortController().signal, log: d.logger.child({ taskId: task.id, kind: task.kind }) });
+    } catch (err) {
+      d.logger.warn({ taskId: task.id, err }, 'could not stop what the task left running; the cancel waits');
+      return;
+    }
+  }
+  const live = (await d.store.listTasks({ parentId: task.id })).filter((c) => c.status !== 'terminal');
+  const record = await cancelRecord(d.store, task.id, []);
+  const set = { outcome: 'cancelled' as const, result: record.result, wait: null, wakeAt: null };
+  if (live.length > 0) {
+    await transition(d, task, 'task.cancel', { ...set, status: 'completing' }, { cancelTasks: live.filter((c) => !c.cancelRequested).map((c) => c.id), effects: record.effects });
+    return;
+  }
+  await finish(d, task, 'task.cancelled', set, record.effects);
+}
+
+/**
+ * A task a dead host left `running` counts a restart; past its handler's limit it ends in
+ * `restart_limit` (its live children cancelled first). True when it re-enters its saved phase.
+ */
+export async function countRestart(d: IdleTransitionDeps, task: Task): Promise<boolean> {
+  const handler = d.registry.find(task.kind, task.kindVersion);
+  const restarts = task.restarts + 1;
+  const limit = handler?.restartLimit ?? 5;
+  if (restarts > limit) {
+    const error = { code: 'restart_limit', message: `task died ${restarts} times in phase ${task.phase} (limit ${limit})` };
+    const live = (await d.store.listTasks({ parentId: task.id })).filter((c) => c.status !== 'terminal');
+    if (live.length) await transition(d, task, 'task.restart-limit', { restarts, status: 'completing', outcome: 'error', error, result: null }, { cancelTasks: live.map((c) => c.id) });
+    else await finish(d, task, 'task.restart-limit', { restarts, outcome: 'error', error, result: null });
+    return false;
+  }
+  return (await transition(d, task, 'task.restart', { restarts })) !== undefined;
+}
+
+/** Terminal transition outside a phase (settled completing, idle cancel, restart limit). */
+async function finish(d: IdleTransitionDeps, task: Task, label: string, set: TaskSet, effects: EffectWrite[] = []): Promise<void> {
+  const outcome = set.outcome ?? task.outcome ?? 'error';
+  const detail = set.error ? `${set.error.code}: ${set.error.message}` : '';
+  const runTransitions = await rootRunTransitions(d, { ...task, outcome }, outcome, effects, detail);
+  const done = await transition(d, task, label, { ...set, status: 'terminal' }, { runTransitions, effects });
+  if (done?.parentId) d.markDirty(done.parentId);
+}

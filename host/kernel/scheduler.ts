@@ -1,0 +1,206 @@
+import type { Task } from '../model';
+import type { Fencing } from './fencing';
+import { cancelIdle, checkCompleting, checkWait, countRestart, startTask, transition, wakeSleeper, type IdleTransitionDeps } from './idle-transitions';
+import { runPhase } from './phase-runner';
+
+const ACTIVE: Task['status'][] = ['pending', 'running', 'waiting', 'sleeping', 'completing'];
+
+/**
+ * What runs next, in memory: the tasks to examine, the phases executing (at most `concurrency`)
+ * and those queued for a free slot, and the timer of the next sleeper. Everything it decides is
+ * a commit through `deps.commit`; nothing here survives the process, and a new scheduler rebuilt
+ * from the store carries on (DESIGN.md "resume").
+ */
+export class Scheduler {
+  /** Set once the kernel holds its right; before that nothing is examined. */
+  started = false;
+  /** A draining worker starts no new phase. */
+  draining = false;
+  private halted = false;
+  private readonly executing = new Map<string, AbortController>();
+  private readonly executingSession = new Map<string, string>();
+  private readonly recovering = new Set<string>();
+  private readonly dirty = new Set<string>();
+  private readonly ready: string[] = [];
+  private pumping: Promise<void> | null = null;
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly d: IdleTransitionDeps,
+    private readonly owner: Fencing,
+    private readonly concurrency: number,
+  ) {}
+
+  get stopping(): boolean {
+    return this.halted;
+  }
+
+  /** Phases executing now. */
+  get executingCount(): number {
+    return this.executing.size;
+  }
+
+  /** Stops scheduling and signals every phase in flight; true the first time. */
+  halt(): boolean {
+    const first = !this.halted;
+    this.halted = true;
+    if (this.timer) clearTimeout(this.timer);
+    for (const c of this.executing.values()) c.abort(new Error('host stopping'));
+    return first;
+  }
+
+  /** Resolves once no phase executes and no examination is under way. */
+  async idle(): Promise<void> {
+    while (this.executing.size > 0 || this.pumping) await new Promise((r) => setTimeout(r, 5));
+  }
+
+  markDirty(taskId: string): void {
+    if (this.halted || !this.started) return;
+    this.dirty.add(taskId);
+    this.pumping ??= this.pump().finally(() => (this.pumping = null));
+  }
+
+  /** Tasks a dead host left `running` in the sessions this scheduler drives count a restart. */
+  async resume(): Promise<void> {
+    const drives = await this.owner.drives();
+    for (const task of await this.drivable(await this.d.store.listTasks({ statuses: ['running'] }))) if (drives(task.sessionId)) await this.restart(task);
+  }
+
+  /** A task a dead host left `running`: counts a restart and, under the limit, re-enters its saved phase as recovered. */
+  async restart(task: Task): Promise<void> {
+    if (await countRestart(this.d, task)) this.recovering.add(task.id);
+  }
+
+  /** Stops every phase of the session at once (their signals abort their execs and kill what they started). */
+  async abortSession(sessionId: string, why: string): Promise<void> {
+    for (const [taskId, sid] of this.executingSession) if (sid === sessionId) this.executing.get(taskId)?.abort(new Error(why));
+    for (const id of [...this.ready]) if (this.executingSession.get(id) === sessionId) this.ready.splice(this.ready.indexOf(id), 1);
+  }
+
+  /**
+   * Without the tasks of imported runs: an imported run is a record loaded from another store,
+   * never driven (the store refuses its commits too; skipping it here keeps the host from trying).
+   */
+  private async drivable(tasks: Task[]): Promise<Task[]> {
+    const imported = await this.d.store.listImportedRuns();
+    if (imported.length === 0) return tasks;
+    const sessions = new Set(imported.map((r) => r.sessionId));
+    return tasks.filter((t) => !sessions.has(t.sessionId));
+  }
+
+  /** Re-reads the store for work other processes made (cancel requests, new submissions, due sleepers). */
+  async poll(): Promise<void> {
+    if (this.halted) return;
+    let active: Task[];
+    try {
+      active = await this.drivable(await this.d.store.listTasks({ statuses: ACTIVE }));
+    } catch (err) {
+      // Polls run from timers: a read refused by a busy store waits for the next poll instead of
+      // ending the host as an unhandled rejection (exit 1, mid-run).
+      this.d.logger.warn({ err }, 'could not read the store\'s active tasks; trying again at the next poll');
+      return;
+    }
+    const drives = await this.owner.drives().catch(() => null);
+    if (!drives) return;
+    for (const t of active) {
+      if (!drives(t.sessionId)) continue;
+      if (!this.executing.has(t.id) || t.cancelRequested) this.markDirty(t.id);
+    }
+  }
+
+  private async pump(): Promise<void> {
+    // A task marked dirty while armTimer awaits finds `pumping` still set and starts no pump of
+    // its own; looping until the set is empty keeps it from waiting for the next poll.
+    do {
+      while (this.dirty.size > 0 && !this.halted) {
+        const [id] = this.dirty;
+        this.dirty.delete(id!);
+        try {
+          await this.examine(id!);
+        } catch (err) {
+          this.d.logger.error({ taskId: id, err }, 'examining task failed');
+        }
+      }
+      await this.armTimer().catch((err: unknown) => this.d.logger.warn({ err }, 'could not arm the wake-up timer; the next poll does'));
+    } while (this.dirty.size > 0 && !this.halted);
+  }
+
+  private async examine(id: string): Promise<void> {
+    const running = this.executing.get(id);
+    const task = await this.d.store.getTask(id);
+    if (!task) return;
+    if (!this.owner.holds(task.sessionId)) return;
+    if (running) {
+      if (task.cancelRequested) running.abort(new Error('task cancelled'));
+      return;
+    }
+    if (task.status === 'terminal') return;
+    if (task.cancelRequested && task.status !== 'completing') return cancelIdle(this.d, task);
+    // A cancel committed while no host ran is applied first: no phase of a cancelling run starts
+    // again (a step left in flight would otherwise run, or be judged, before its cancel).
+    if ((task.status === 'pending' || (task.status === 'running' && task.restarts > 0)) && task.runId && (await this.d.store.getRun(task.runId))?.state === 'cancelling') return cancelIdle(this.d, task);
+    switch (task.status) {
+      case 'pending':
+      case 'running':
+        return this.startOrQueue(task);
+      case 'sleeping':
+        return wakeSleeper(this.d, task);
+      case 'waiting':
+        return checkWait(this.d, task);
+      case 'completing':
+        return checkCompleting(this.d, task);
+    }
+  }
+
+  private async startOrQueue(task: Task): Promise<void> {
+    if (this.draining) return;
+    const blocked = this.d.registry.blockedReason(task.kind, task.kindVersion, task.phase);
+    if (blocked) {
+      if (task.blockedReason !== blocked) await transition(this.d, task, 'task.blocked', { blockedReason: blocked });
+      return;
+    }
+    if (this.executing.size >= this.concurrency) {
+      if (!this.ready.includes(task.id)) this.ready.push(task.id);
+      return;
+    }
+    let current = task;
+    if (task.status === 'pending' || task.blockedReason !== null) {
+      const next = await startTask(this.d, task);
+      if (!next) return;
+      current = next;
+    }
+    const controller = new AbortController();
+    this.executing.set(current.id, controller);
+    this.executingSession.set(current.id, current.sessionId);
+    const handler = this.d.registry.find(current.kind, current.kindVersion)!;
+    const recovered = this.recovering.delete(current.id);
+    // A phase of a session this kernel lost meanwhile commits nothing (the store would refuse it anyway).
+    const held = this.owner.stillHeld(current.sessionId);
+    const gone = () => this.halted || !held();
+    void runPhase(this.d, current, handler, { signal: controller.signal, recovered, stopping: gone })
+      .then((end) => {
+        if (end.committed && end.task.parentId && end.task.status === 'terminal') this.markDirty(end.task.parentId);
+      })
+      .catch((err) => this.d.logger.error({ taskId: current.id, err }, 'phase runner failed'))
+      .finally(() => {
+        this.executing.delete(current.id);
+        this.executingSession.delete(current.id);
+        this.markDirty(current.id);
+        const next = this.ready.shift();
+        if (next) this.markDirty(next);
+      });
+  }
+
+  private async armTimer(): Promise<void> {
+    if (this.halted) return;
+    const next = await this.d.store.nextWakeAt();
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    if (next === null) return;
+    const delay = Math.min(Math.max(0, next - this.d.clock.now()), 2 ** 31 - 1);
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      void this.poll();
+    }, delay);
+  }
+}
