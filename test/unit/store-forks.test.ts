@@ -12,7 +12,7 @@ const from = (runId: string) => ({ runId, snapshotId: `snap_of_${runId}`, checkp
  * the fork (`fork`), as `host/fork/submit-fork.ts` writes it. `column` is what the submit says
  * about the parent; rows written before schema version 15 had no such column (undefined).
  */
-async function planRun(store: Store, id: string, fork: string | null, column: string | undefined) {
+async function planRun(store: Store, id: string, fork: string | null, column: string | null | undefined) {
   const r = await store.commit({
     sessionId: `ses_${id}`,
     label: 'submit',

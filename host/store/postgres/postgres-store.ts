@@ -13,6 +13,7 @@ import { postgresReads } from './reads';
 import { postgresSnapshots } from './snapshots';
 import { postgresSnapshotPush } from './snapshot-push';
 import { postgresArtifacts } from './artifacts';
+import { postgresForkReads } from './forks';
 import { postgresAcceptanceReads } from './acceptance';
 import { postgresCostRecords } from './cost';
 import { postgresCommitLog } from './commit-log';
@@ -52,6 +53,7 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
     ...postgresEgressAudit(pool),
     ...postgresSnapshotPush(pool),
     ...postgresArtifacts(pool),
+    ...postgresForkReads(pool),
     ...postgresAcceptanceReads(pool),
     ...postgresCostRecords(pool),
     ...postgresCommitLog(pool),

@@ -18,6 +18,7 @@ import { sqliteSnapshotPush } from './snapshot-push';
 import { sqliteAcceptanceReads } from './acceptance';
 import { sqliteCostRecords } from './cost';
 import { sqliteArtifacts } from './artifacts';
+import { sqliteForkReads } from './forks';
 
 export interface SqliteStoreOptions {
   clock?: Clock;
@@ -38,6 +39,7 @@ export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): St
     ...sqliteSnapshots(db),
     ...sqliteSnapshotPush(db),
     ...sqliteArtifacts(db),
+    ...sqliteForkReads(db),
     ...sqliteEgressAudit(db),
     ...sqliteAcceptanceReads(db),
     ...sqliteCostRecords(db),
