@@ -7,6 +7,9 @@
  *   container from the same snapshot image with the same create options. Interleaved, medians of 7.
  * - history_10k_vs_100: the same fork of a run that has 10,000 entries vs one with 100 (history
  *   is referenced by the fork, never copied or re-executed). Interleaved, medians of 5.
+ * - show_10k_runs_ms / tree_10k_runs_ms: `berth show RUN` (its data) and `berth tree RUN` of a run
+ *   with 9 forks in a store of 10,000 plan runs (forks are an indexed lookup; before schema 15 each
+ *   read every run's root input). No Docker; medians of 5 after a warm-up.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -21,10 +24,19 @@ import { openSqliteStore } from '../host/store';
 import { newId, systemClock } from '../host/support';
 import { requireEngine, requireTinyImage } from '../test/support/docker-engine';
 import { removeHostArtifacts } from '../test/support/plan-fixture';
+import { showAmongRuns } from './_fork-show';
 import { median, timed } from './_stats';
 import type { Report } from './run';
 
 export default async function forkBench(report: Report): Promise<void> {
+  const showDir = mkdtempSync(join(tmpdir(), 'berth-bench-fork-show-'));
+  try {
+    const shown = await showAmongRuns(showDir, 10_000);
+    report('show_10k_runs_ms', shown.showMs, 'absolute');
+    report('tree_10k_runs_ms', shown.treeMs, 'absolute');
+  } finally {
+    rmSync(showDir, { recursive: true, force: true });
+  }
   const docker = await requireEngine();
   const image = await requireTinyImage(docker);
   const dir = mkdtempSync(join(tmpdir(), 'berth-bench-fork-'));

@@ -30,7 +30,7 @@ function checkTools(names: readonly string[], settings: AgentRunInput['settings'
   }
 }
 
-async function submitRun(deps: Deps, input: AgentRunInput, requestId: string, sessionId?: string): Promise<Submitted> {
+async function submitRun(deps: Deps, input: AgentRunInput, requestId: string, sessionId?: string, forkedFromRunId?: string): Promise<Submitted> {
   const user: UserEntry = { text: input.message };
   // Checked per run, not per session: a session continued on another machine meets other host addresses.
   checkSupported(input.environment);
@@ -48,6 +48,7 @@ async function submitRun(deps: Deps, input: AgentRunInput, requestId: string, se
     entries: [{ kind: ENTRY.user, body: plainJson(user) }, ...network],
     versions: { kernel: `${KERNEL.name}@${KERNEL.version}`, envFingerprint: input.envFingerprint, imageDigest: input.environment.image.digest },
     sessionMeta: { agent: true, task: input.message.slice(0, 200) },
+    ...(forkedFromRunId ? { forkedFromRunId } : {}),
   });
 }
 
@@ -96,5 +97,6 @@ export async function continueSession(deps: Deps, c: ContinueSession): Promise<S
   const settings = AgentSettingsSchema.parse({ ...prev.settings, ...c.settings, model: { ...prev.settings.model, ...c.settings?.model } });
   checkTools(deps.toolNames, settings);
   await checkAgentSecrets(prev.environment, deps.toolNames, `the environment of session ${c.sessionId}`);
-  return submitRun(deps, { ...prev, settings, workspaceDir: null, message: c.message }, requestId, c.sessionId);
+  // A forked session's first run is the fork: its row names the run the session was forked from.
+  return submitRun(deps, { ...prev, settings, workspaceDir: null, message: c.message }, requestId, c.sessionId, forkedFrom?.runId);
 }

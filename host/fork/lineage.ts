@@ -1,3 +1,4 @@
+import { BerthError } from '../errors';
 import { storedValue } from '../kernel';
 import { isFinalRunState, type Run } from '../model';
 import { PlanRunInputSchema, type PlanRunInput } from '../plan';
@@ -40,32 +41,42 @@ export interface LineageNode {
 }
 
 /**
- * The lineage a run belongs to, from its oldest ancestor down. Forks are found from what each run
- * records about its parent, so one pass over the store's runs builds the whole tree.
+ * The lineage a run belongs to, from its oldest ancestor down: up through each run's own record of
+ * its parent, down through the store's index of forks (`listForks`), so the cost follows the size
+ * of the lineage, not of the store. `parents` holds the fork point of every forked run in it.
  */
 export async function lineageOf(store: Store, runId: string): Promise<{ root: LineageNode; parents: Map<string, ForkedFrom> }> {
-  const runs = await store.listRuns();
+  let top = await store.getRun(runId);
+  if (!top) throw new BerthError('run_not_found', `no run ${runId} in ${store.location} (see berth status)`, { ids: { runId } });
   const parents = new Map<string, ForkedFrom>();
-  for (const r of runs) {
-    const f = await forkedFrom(store, r);
-    if (f) parents.set(r.id, f);
+  // A parent this store does not hold (an imported fork) ends the walk: the fork is the top.
+  const seen = new Set<string>([top.id]);
+  for (;;) {
+    const from = await forkedFrom(store, top);
+    if (from) parents.set(top.id, from);
+    const parent = from && !seen.has(from.runId) ? await store.getRun(from.runId) : undefined;
+    if (!parent) break;
+    seen.add(parent.id);
+    top = parent;
   }
-  const byId = new Map(runs.map((r) => [r.id, r]));
-  let top = byId.get(runId);
-  for (let hops = 0; top && parents.has(top.id) && hops < runs.length; hops++) top = byId.get(parents.get(top.id)!.runId) ?? top;
-  const build = (run: Run): LineageNode => ({
-    run,
-    forkedFrom: parents.get(run.id) ?? null,
-    children: runs.filter((r) => parents.get(r.id)?.runId === run.id && r.id !== run.id).map(build),
-  });
-  return { root: build(top!), parents };
+  const built = new Set<string>();
+  const build = async (run: Run): Promise<LineageNode> => {
+    built.add(run.id);
+    const children: LineageNode[] = [];
+    for (const f of await store.listForks(run.id)) {
+      if (built.has(f.id)) continue;
+      const from = parents.get(f.id) ?? (await forkedFrom(store, f));
+      if (from) parents.set(f.id, from);
+      children.push(await build(f));
+    }
+    return { run, forkedFrom: parents.get(run.id) ?? null, children };
+  };
+  return { root: await build(top), parents };
 }
 
-/** The runs forked directly from `runId`. */
+/** The runs forked directly from `runId`, in creation order: one indexed lookup (the submit records each fork's parent). */
 export async function forksOf(store: Store, runId: string): Promise<Run[]> {
-  const out: Run[] = [];
-  for (const r of await store.listRuns()) if ((await forkedFrom(store, r))?.runId === runId) out.push(r);
-  return out;
+  return store.listForks(runId);
 }
 
 /** The snapshots unfinished forks start from: retention keeps them while the fork may still need a restore from them. */

@@ -104,6 +104,7 @@ export async function submitFork(d: Pick<ForkDeps, 'store' | 'kernel' | 'registr
     versions: { kernel: `${KERNEL.name}@${KERNEL.version}`, envFingerprint: input.envFingerprint, imageDigest: input.environment.image.digest },
     sessionMeta: { plan: input.planFile, name: input.plan.name ?? null, forkedFrom: input.fork! },
     reason: `forked from run ${run.id} at ${where} (snapshot ${point.snapshot.id})`,
+    forkedFromRunId: run.id,
     actor: o.actor,
     effects: ({ runId, taskId }): EffectWrite[] =>
       carried.map((c) => ({

@@ -21,6 +21,8 @@ export interface SubmitInput {
   reason?: string;
   /** Who submits, recorded as the first transition's actor (default: the host). */
   actor?: string;
+  /** The run this one was forked from: recorded on the run row, where `listForks` finds it. */
+  forkedFromRunId?: string;
   /** Effects the new run starts with (a fork carries its parent's uncertain ones), given the new run and root task ids. */
   effects?: (ids: { runId: string; taskId: string }) => EffectWrite[];
 }
@@ -54,7 +56,7 @@ export async function submit(deps: { store: Store; kernel: Pick<Kernel, 'commit'
     ...(s.actor ? { actor: s.actor } : {}),
     ...(s.sessionId ? {} : { createSession: { meta: s.sessionMeta ?? null } }),
     submissions: [{ id: submissionId, requestId: s.requestId, runId, input: s.input ?? s.root.input }],
-    runs: [{ id: runId, kind: s.runKind, submissionId, rootTaskId: taskId, versions: s.versions ?? {}, ...(s.reason ? { reason: s.reason } : {}) }],
+    runs: [{ id: runId, kind: s.runKind, submissionId, rootTaskId: taskId, versions: s.versions ?? {}, ...(s.reason ? { reason: s.reason } : {}), forkedFromRunId: s.forkedFromRunId ?? null }],
     tasks: [{ id: taskId, runId, parentId: null, kind: handler.kind, kindVersion: handler.version, phase: handler.initialPhase, input: s.root.input }],
     entries: (s.entries ?? []).map((e) => ({ id: newId('ent'), runId, taskId, conversationId: e.conversationId ?? null, kind: e.kind, body: e.body })),
     ...(s.effects ? { effects: s.effects({ runId, taskId }) } : {}),

@@ -47,6 +47,7 @@ export function recordRows(r: RunRecord, source: string): ImportRows {
       r.job.submissionId && r.job.requestId
         ? { id: r.job.submissionId, sessionId: r.run.sessionId, requestId: r.job.requestId, runId, input: sub, createdAt: r.job.submittedAt ?? r.run.createdAt }
         : null,
+    forkedFromRunId: r.run.parentRunId,
     run: {
       id: runId, sessionId: r.run.sessionId, submissionId: r.job.submissionId, kind: r.run.kind, state: r.run.state, rootTaskId: r.run.rootTaskId,
       transitionCount: r.run.transitionCount, versions: r.run.versions, createdAt: r.run.createdAt, updatedAt: r.run.updatedAt,

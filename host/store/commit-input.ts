@@ -53,6 +53,8 @@ export interface NewRun {
   versions: RunVersions;
   /** The reason of the run's first transition (default `submitted`); a fork names where it came from. */
   reason?: string;
+  /** The run this one was forked from (a plan fork, or the first run of a forked session): what `listForks` finds it by. */
+  forkedFromRunId?: string | null;
 }
 
 /** Compare-and-set on the run state; the edge must be legal in the run state machine. */

@@ -22,6 +22,8 @@ export interface ImportRows {
   commits: Array<{ seq: number; at: number; label: string; actor: string }>;
   submission: Submission | null;
   run: Run;
+  /** The run the record names as its parent (`run.parentRunId`): the imported run is listed among its forks. */
+  forkedFromRunId: string | null;
   transitions: Array<Omit<RunTransition, 'runId'>>;
   tasks: Array<Omit<Task, 'sessionId' | 'runId'>>;
   effects: Array<Omit<Effect, 'sessionId' | 'runId'>>;

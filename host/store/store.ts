@@ -18,6 +18,7 @@ import type { EgressAuditRecords } from '../egress/audit';
 import type { CommitInput, CommitResult, NewArtifact } from './commit-input';
 import type { AcceptanceReads } from './sqlite/acceptance';
 import type { CostRecords } from './sqlite/cost';
+import type { ForkReads } from './sqlite/forks';
 
 /** An artifact record as committed (see {@link NewArtifact}). */
 export interface StoredArtifact extends NewArtifact {
@@ -63,7 +64,7 @@ export interface ExecutionRight {
  * shape; the SQLite store answers synchronously underneath. Every state change goes through
  * {@link Store.commit}; the other writes are lease bookkeeping, which is not session state.
  */
-export interface Store extends LeaseRecords, EgressAuditRecords, AcceptanceReads, CostRecords, CommitLogRecords, ImportedRunRecords, OwnershipRecords {
+export interface Store extends LeaseRecords, EgressAuditRecords, AcceptanceReads, CostRecords, CommitLogRecords, ImportedRunRecords, OwnershipRecords, ForkReads {
   readonly location: string;
   commit(input: CommitInput): Promise<CommitResult>;
   /** Takes the execution right for `scope`; commits fenced with an older epoch are refused from now on. */

@@ -187,6 +187,22 @@ describe('exported entries', () => {
 });
 
 describe('an imported run', () => {
+  it('is listed as a fork of the run its record names as parent', async () => {
+    const { tempStore } = await import('../support/temp-store');
+    const { recordRows } = await import('../../host/record');
+    const t = tempStore();
+    try {
+      const r = validRecord();
+      r.run.parentRunId = 'run_0';
+      r.run.forkedFrom = { runId: 'run_0', snapshotId: 'snap_0', checkpoint: 'step:0:a', index: 1 };
+      await t.store.importRun(recordRows(r, 'test'), 1);
+      expect((await t.store.listForks('run_0')).map((f) => f.id)).toEqual(['run_1']);
+      expect(await t.store.listForks('run_1')).toEqual([]);
+    } finally {
+      await t.cleanup();
+    }
+  });
+
   it('is left alone by the release of ended runs\' sandboxes: its leases are another store\'s record', async () => {
     const { tempStore } = await import('../support/temp-store');
     const { recordRows } = await import('../../host/record');

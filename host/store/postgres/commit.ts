@@ -37,8 +37,8 @@ const S = {
   submissionInsert: `INSERT INTO submissions (id, session_id, request_id, run_id, input_json, created_at) VALUES ($1, $2, $3, $4, $5, $6)
     ON CONFLICT (request_id) DO NOTHING RETURNING id`,
   submissionByRequest: 'SELECT id, run_id FROM submissions WHERE request_id = $1',
-  runInsert: `INSERT INTO runs (id, session_id, submission_id, kind, state, root_task_id, transition_count, versions_json, created_at, updated_at)
-    VALUES ($1, $2, $3, $4, 'admitted', $5, 1, $6, $7, $8)`,
+  runInsert: `INSERT INTO runs (id, session_id, submission_id, kind, state, root_task_id, transition_count, versions_json, created_at, updated_at, forked_from_run_id)
+    VALUES ($1, $2, $3, $4, 'admitted', $5, 1, $6, $7, $8, $9)`,
   runGet: 'SELECT state, transition_count, versions_json FROM runs WHERE id = $1 FOR UPDATE',
   runUpdate: 'UPDATE runs SET state = $1, transition_count = $2, versions_json = $3, updated_at = $4 WHERE id = $5 AND state = $6',
   transitionInsert: `INSERT INTO run_transitions (run_id, n, at, actor, from_state, to_state, reason, versions_json, commit_seq)
@@ -155,7 +155,7 @@ export class CommitWriter {
       }
     }
     for (const run of c.runs ?? []) {
-      await query(db, S.runInsert, [run.id, sid, run.submissionId, run.kind, run.rootTaskId, json(run.versions), at, at]);
+      await query(db, S.runInsert, [run.id, sid, run.submissionId, run.kind, run.rootTaskId, json(run.versions), at, at, run.forkedFromRunId ?? null]);
       await query(db, S.transitionInsert, [run.id, 1, at, c.actor ?? 'host', null, 'admitted', run.reason ?? 'submitted', json(run.versions), seq]);
     }
     for (const e of c.entries ?? []) {

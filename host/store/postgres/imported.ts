@@ -12,8 +12,8 @@ const S = {
   session: 'INSERT INTO sessions (id, created_at, last_seq, entry_seq, meta_json) VALUES ($1, $2, $3, $4, $5)',
   commit: 'INSERT INTO commits (session_id, seq, at, label, actor) VALUES ($1, $2, $3, $4, $5)',
   submission: 'INSERT INTO submissions (id, session_id, request_id, run_id, input_json, created_at) VALUES ($1, $2, $3, $4, $5, $6)',
-  run: `INSERT INTO runs (id, session_id, submission_id, kind, state, root_task_id, transition_count, versions_json, created_at, updated_at)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+  run: `INSERT INTO runs (id, session_id, submission_id, kind, state, root_task_id, transition_count, versions_json, created_at, updated_at, forked_from_run_id)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
   transition: `INSERT INTO run_transitions (run_id, n, at, actor, from_state, to_state, reason, versions_json, commit_seq)
                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
   task: `INSERT INTO tasks (id, session_id, run_id, parent_id, kind, kind_version, status, phase, checkpoint_json, input_json, attempts, restarts,
@@ -54,7 +54,7 @@ export function postgresImportedRuns(pool: pg.Pool): ImportedRunRecords {
     await q(S.session, [sid, session.createdAt, session.lastSeq, r.entries.reduce((m, e) => Math.max(m, e.seq), 0), json(session.meta)]);
     for (const c of r.commits) await q(S.commit, [sid, c.seq, c.at, c.label, c.actor]);
     if (r.submission) await q(S.submission, [r.submission.id, sid, r.submission.requestId, r.submission.runId, json(r.submission.input), r.submission.createdAt]);
-    await q(S.run, [run.id, sid, run.submissionId, run.kind, run.state, run.rootTaskId, run.transitionCount, json(run.versions), run.createdAt, run.updatedAt]);
+    await q(S.run, [run.id, sid, run.submissionId, run.kind, run.state, run.rootTaskId, run.transitionCount, json(run.versions), run.createdAt, run.updatedAt, r.forkedFromRunId]);
     for (const t of r.transitions) await q(S.transition, [run.id, t.n, t.at, t.actor, t.from, t.to, t.reason, json(t.versions), t.commitSeq]);
     for (const t of r.tasks) {
       await q(S.task, [t.id, sid, run.id, t.parentId, t.kind, t.kindVersion, t.status, t.phase, json(t.checkpoint), json(t.input), t.attempts, t.restarts,

@@ -328,4 +328,16 @@ export const POSTGRES_SQL: Readonly<Record<number, string>> = {
       created_at BIGINT NOT NULL
     );
   `,
+  // The run's parent as a column (see the SQLite text); the backfill reads the same JSON with
+  // jsonb operators (`->` on a non-object gives NULL, as json_extract does).
+  16: `
+    ALTER TABLE runs ADD COLUMN forked_from_run_id TEXT;
+    UPDATE runs SET forked_from_run_id = t.input_json::jsonb -> 'fork' ->> 'runId'
+      FROM tasks t WHERE t.id = runs.root_task_id AND runs.kind = 'plan';
+    UPDATE runs SET forked_from_run_id = s.meta_json::jsonb -> 'forkedFrom' ->> 'runId'
+      FROM sessions s
+      WHERE s.id = runs.session_id AND runs.kind = 'agent'
+        AND runs.id = (SELECT r2.id FROM runs r2 WHERE r2.session_id = runs.session_id AND r2.kind = 'agent' ORDER BY r2.created_at, r2.id LIMIT 1);
+    CREATE INDEX runs_by_fork ON runs(forked_from_run_id);
+  `,
 };

@@ -14,6 +14,7 @@ import { postgresSnapshots } from './snapshots';
 import { postgresSnapshotDeltas } from './snapshot-deltas';
 import { postgresSnapshotPush } from './snapshot-push';
 import { postgresArtifacts } from './artifacts';
+import { postgresForkReads } from './forks';
 import { postgresAcceptanceReads } from './acceptance';
 import { postgresCostRecords } from './cost';
 import { postgresCommitLog } from './commit-log';
@@ -54,6 +55,7 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
     ...postgresEgressAudit(pool),
     ...postgresSnapshotPush(pool),
     ...postgresArtifacts(pool),
+    ...postgresForkReads(pool),
     ...postgresAcceptanceReads(pool),
     ...postgresCostRecords(pool),
     ...postgresCommitLog(pool),

@@ -36,8 +36,8 @@ export class CommitWriter {
         'INSERT INTO submissions (id, session_id, request_id, run_id, input_json, created_at) VALUES (?, ?, ?, ?, ?, ?)',
       ),
       runInsert: p(
-        `INSERT INTO runs (id, session_id, submission_id, kind, state, root_task_id, transition_count, versions_json, created_at, updated_at)
-         VALUES (?, ?, ?, ?, 'admitted', ?, 1, ?, ?, ?)`,
+        `INSERT INTO runs (id, session_id, submission_id, kind, state, root_task_id, transition_count, versions_json, created_at, updated_at, forked_from_run_id)
+         VALUES (?, ?, ?, ?, 'admitted', ?, 1, ?, ?, ?, ?)`,
       ),
       runGet: p('SELECT state, transition_count, versions_json FROM runs WHERE id = ?'),
       runUpdate: p('UPDATE runs SET state = ?, transition_count = ?, versions_json = ?, updated_at = ? WHERE id = ? AND state = ?'),
@@ -133,7 +133,7 @@ export class CommitWriter {
       s.submissionInsert.run(sub.id, sid, sub.requestId, sub.runId, json(sub.input), at);
     }
     for (const run of c.runs ?? []) {
-      s.runInsert.run(run.id, sid, run.submissionId, run.kind, run.rootTaskId, json(run.versions), at, at);
+      s.runInsert.run(run.id, sid, run.submissionId, run.kind, run.rootTaskId, json(run.versions), at, at, run.forkedFromRunId ?? null);
       s.transitionInsert.run(run.id, 1, at, c.actor ?? 'host', null, 'admitted', run.reason ?? 'submitted', json(run.versions), seq);
     }
     for (const e of c.entries ?? []) {

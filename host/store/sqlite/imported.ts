@@ -28,8 +28,8 @@ export function sqliteImportedRuns(db: Database.Database): ImportedRunRecords {
     session: p('INSERT INTO sessions (id, created_at, last_seq, entry_seq, meta_json) VALUES (?, ?, ?, ?, ?)'),
     commit: p('INSERT INTO commits (session_id, seq, at, label, actor) VALUES (?, ?, ?, ?, ?)'),
     submission: p('INSERT INTO submissions (id, session_id, request_id, run_id, input_json, created_at) VALUES (?, ?, ?, ?, ?, ?)'),
-    run: p(`INSERT INTO runs (id, session_id, submission_id, kind, state, root_task_id, transition_count, versions_json, created_at, updated_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    run: p(`INSERT INTO runs (id, session_id, submission_id, kind, state, root_task_id, transition_count, versions_json, created_at, updated_at, forked_from_run_id)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     transition: p(`INSERT INTO run_transitions (run_id, n, at, actor, from_state, to_state, reason, versions_json, commit_seq)
                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     task: p(`INSERT INTO tasks (id, session_id, run_id, parent_id, kind, kind_version, status, phase, checkpoint_json, input_json, attempts, restarts,
@@ -63,7 +63,7 @@ export function sqliteImportedRuns(db: Database.Database): ImportedRunRecords {
     s.session.run(sid, session.createdAt, session.lastSeq, r.entries.reduce((m, e) => Math.max(m, e.seq), 0), json(session.meta));
     for (const c of r.commits) s.commit.run(sid, c.seq, c.at, c.label, c.actor);
     if (r.submission) s.submission.run(r.submission.id, sid, r.submission.requestId, r.submission.runId, json(r.submission.input), r.submission.createdAt);
-    s.run.run(run.id, sid, run.submissionId, run.kind, run.state, run.rootTaskId, run.transitionCount, json(run.versions), run.createdAt, run.updatedAt);
+    s.run.run(run.id, sid, run.submissionId, run.kind, run.state, run.rootTaskId, run.transitionCount, json(run.versions), run.createdAt, run.updatedAt, r.forkedFromRunId);
     for (const t of r.transitions) s.transition.run(run.id, t.n, t.at, t.actor, t.from, t.to, t.reason, json(t.versions), t.commitSeq);
     for (const t of r.tasks) {
       s.task.run(t.id, sid, run.id, t.parentId, t.kind, t.kindVersion, t.status, t.phase, json(t.checkpoint), json(t.input), t.attempts, t.restarts,

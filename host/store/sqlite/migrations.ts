@@ -382,4 +382,21 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       ) STRICT;
     `,
   },
+  {
+    version: 16,
+    name: 'run parent',
+    // A run's forks were found by reading every run's root input (O(runs) per `berth show`); the
+    // parent is now a column the submit fills, looked up by index. Existing runs get it from
+    // where Berth recorded it: a plan run's root input `fork.runId`, and for a forked agent
+    // session its meta `forkedFrom.runId` on the session's first agent run (in listRuns order).
+    sql: `
+      ALTER TABLE runs ADD COLUMN forked_from_run_id TEXT;
+      UPDATE runs SET forked_from_run_id = (SELECT json_extract(t.input_json, '$.fork.runId') FROM tasks t WHERE t.id = runs.root_task_id)
+        WHERE kind = 'plan' AND root_task_id IS NOT NULL;
+      UPDATE runs SET forked_from_run_id = (SELECT json_extract(s.meta_json, '$.forkedFrom.runId') FROM sessions s WHERE s.id = runs.session_id)
+        WHERE kind = 'agent'
+          AND id = (SELECT r2.id FROM runs r2 WHERE r2.session_id = runs.session_id AND r2.kind = 'agent' ORDER BY r2.created_at, r2.id LIMIT 1);
+      CREATE INDEX runs_by_fork ON runs(forked_from_run_id);
+    `,
+  },
 ];

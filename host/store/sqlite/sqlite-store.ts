@@ -19,6 +19,7 @@ import { sqliteSnapshotPush } from './snapshot-push';
 import { sqliteAcceptanceReads } from './acceptance';
 import { sqliteCostRecords } from './cost';
 import { sqliteArtifacts } from './artifacts';
+import { sqliteForkReads } from './forks';
 
 export interface SqliteStoreOptions {
   clock?: Clock;
@@ -40,6 +41,7 @@ export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): St
     ...sqliteSnapshotDeltas(db),
     ...sqliteSnapshotPush(db),
     ...sqliteArtifacts(db),
+    ...sqliteForkReads(db),
     ...sqliteEgressAudit(db),
     ...sqliteAcceptanceReads(db),
     ...sqliteCostRecords(db),
