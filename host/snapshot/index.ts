@@ -5,4 +5,4 @@ export { Snapshotter, type SnapshotEngine, type SnapshotTarget, type WorkspaceSt
 export { pruneSnapshots, type PruneDeps } from './retention';
 export { timed } from './timing';
 export { removeOrphanSnapshots, assertKeepAllowed, type OrphanDeps, type RemovedOrphan, type SnapshotImageSeen } from './orphans';
-export { SnapshotTransport, SNAPSHOT_REPOSITORY, type RegistryCalls, type PushTarget, type Fetched } from './registry';
+export { SnapshotTransport, SNAPSHOT_REPOSITORY, type RegistryCalls, type PushTarget, type Fetched, deleteManifest, deletePrunedManifests, type ManifestGcDeps, type ManifestGcReport } from './registry';

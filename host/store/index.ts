@@ -20,6 +20,7 @@ export type {
 } from './commit-input';
 export type { AcceptanceReads } from './sqlite/acceptance';
 export type { CostRecords } from './sqlite/cost';
+export type { RegistryDelete, RegistryDeleteRecords } from './registry-deletes';
 export type { ImportedRun, ImportRows, ImportedRunRecords } from './imported';
 export { openSqliteStore, type SqliteStoreOptions } from './sqlite/sqlite-store';
 export type { Durability } from './sqlite/open';

@@ -318,4 +318,10 @@ export const POSTGRES_SQL: Readonly<Record<number, string>> = {
       stopped_at BIGINT
     );
   `,
+  15: `
+    CREATE TABLE registry_deletes (
+      registry_ref TEXT PRIMARY KEY,
+      deleted_at BIGINT NOT NULL
+    );
+  `,
 };

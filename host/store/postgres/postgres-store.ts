@@ -12,6 +12,7 @@ import { openPool, redactUrl } from './open';
 import { postgresReads } from './reads';
 import { postgresSnapshots } from './snapshots';
 import { postgresSnapshotPush } from './snapshot-push';
+import { postgresRegistryDeletes } from './registry-deletes';
 import { postgresArtifacts } from './artifacts';
 import { postgresAcceptanceReads } from './acceptance';
 import { postgresCostRecords } from './cost';
@@ -51,6 +52,7 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
     ...postgresSnapshots(pool),
     ...postgresEgressAudit(pool),
     ...postgresSnapshotPush(pool),
+    ...postgresRegistryDeletes(pool),
     ...postgresArtifacts(pool),
     ...postgresAcceptanceReads(pool),
     ...postgresCostRecords(pool),

@@ -15,6 +15,7 @@ import { sqliteReads } from './reads';
 import { sqliteImportedRuns } from './imported';
 import { sqliteSnapshots } from './snapshots';
 import { sqliteSnapshotPush } from './snapshot-push';
+import { sqliteRegistryDeletes } from './registry-deletes';
 import { sqliteAcceptanceReads } from './acceptance';
 import { sqliteCostRecords } from './cost';
 import { sqliteArtifacts } from './artifacts';
@@ -37,6 +38,7 @@ export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): St
     ...sqliteLeaseRecords(db),
     ...sqliteSnapshots(db),
     ...sqliteSnapshotPush(db),
+    ...sqliteRegistryDeletes(db),
     ...sqliteArtifacts(db),
     ...sqliteEgressAudit(db),
     ...sqliteAcceptanceReads(db),
