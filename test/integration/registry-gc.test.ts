@@ -61,7 +61,7 @@ describe('pruned snapshots leave the registry too', { timeout: 300_000 }, () => 
     expect(out.registryManifests.deleted.sort()).toEqual([...new Set(older.map((s) => s.registryRef!))].sort());
     expect(out.registryManifests.pending).toEqual([]);
     expect(await status(newest)).toBe(200);
-    engineB = await startSecondEngine('b');
+    engineB ??= await startSecondEngine('b');
     expect(await pullImage(engineB.docker, newest.registryRef!, newest.imageId)).toBe('pulled');
 
     // A second gc has nothing left to delete (the deletions are recorded, not retried).
@@ -106,5 +106,24 @@ describe('pruned snapshots leave the registry too', { timeout: 300_000 }, () => 
     expect(out.registryManifests.deleted.sort()).toEqual([...new Set(older.map((s) => s.registryRef!))].sort());
     for (const s of older) expect(await status(s)).toBe(404);
     expect(await status(snaps.at(-1)!)).toBe(200);
+  });
+
+  it('a snapshot image pulled on engine B belongs to the store there: gc by a host with another id on B removes an unrecorded tag a killed host left on it, and keeps the recorded one', async () => {
+    const snaps = await pushedRun(THREE);
+    const newest = snaps.at(-1)!;
+    engineB ??= await startSecondEngine('b');
+    // What a restore on B does: pull by digest, verify the id, tag it with its record id.
+    await pullImage(engineB.docker, newest.registryRef!, newest.imageId, { tag: { repo: 'berth-snapshot', tag: newest.id } });
+    // A host on B killed between tagging a reuse snapshot and committing its record leaves this tag.
+    const orphan = `snap_orphan${Math.random().toString(36).slice(2, 8)}`;
+    await engineB.docker.getImage(newest.imageId).tag({ repo: 'berth-snapshot', tag: orphan });
+    const tagsOnB = async () => ((await engineB!.docker.getImage(newest.imageId).inspect()) as { RepoTags: string[] }).RepoTags.sort();
+    expect(await tagsOnB()).toEqual([`berth-snapshot:${newest.id}`, `berth-snapshot:${orphan}`].sort());
+
+    const gc = await fx!.cli(['gc', '--grace', '0', '--json'], { DOCKER_HOST: engineB.dockerHost, BERTH_HOST_ID: `${fx!.hostId}-b` });
+    expect(gc.code, gc.stderr).toBe(0);
+    expect(await tagsOnB()).toEqual([`berth-snapshot:${newest.id}`]);
+    expect(lastJson<{ unrecordedImages: Array<{ snapshotId: string }> }>(gc).unrecordedImages.map((o) => o.snapshotId)).toEqual([orphan]);
+    await engineB.docker.getImage(newest.imageId).remove({ force: true });
   });
 });
