@@ -1,8 +1,11 @@
 import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Snapshot } from '../../host/model';
 import { pullImage } from '../../host/sandbox/registry';
-import { lastJson, planFixture, type PlanStepDef } from '../support/plan-fixture';
+import { openStore } from '../../host/store';
+import { runNode } from '../support/child';
+import { bundledCli, lastJson, planFixture, type PlanStepDef } from '../support/plan-fixture';
 import { manifestStatus, startRegistry, type TestRegistry } from '../support/registry';
 import { startSecondEngine, type SecondEngine } from '../support/second-engine';
 
@@ -125,5 +128,25 @@ describe('pruned snapshots leave the registry too', { timeout: 300_000 }, () => 
     expect(await tagsOnB()).toEqual([`berth-snapshot:${newest.id}`]);
     expect(lastJson<{ unrecordedImages: Array<{ snapshotId: string }> }>(gc).unrecordedImages.map((o) => o.snapshotId)).toEqual([orphan]);
     await engineB.docker.getImage(newest.imageId).remove({ force: true });
+  });
+
+  it('gc of another store on the same engine leaves this store\'s unrecorded snapshot tag alone (snapshot images are no longer picked by host id); this store\'s gc removes it', async () => {
+    const snaps = await pushedRun(THREE);
+    const newest = snaps.at(-1)!;
+    const orphan = `snap_orphan${Math.random().toString(36).slice(2, 8)}`;
+    await fx!.docker.getImage(newest.imageId).tag({ repo: 'berth-snapshot', tag: orphan });
+    const labels = ((await fx!.docker.getImage(newest.imageId).inspect()) as { Config: { Labels: Record<string, string> } }).Config.Labels;
+    expect(labels['berth.store']).toBe(await fx!.read((s) => s.storeId()));
+    const other = join(fx!.dir, 'other.db');
+    await (await openStore(other)).close();
+    const elsewhere = await runNode(await bundledCli(), ['gc', '--store', other, '--grace', '0', '--json'], { BERTH_HOST_ID: fx!.hostId });
+    expect(elsewhere.code, elsewhere.stderr).toBe(0);
+    expect(lastJson<{ unrecordedImages: unknown[] }>(elsewhere).unrecordedImages).toEqual([]);
+    const tags = async () => ((await fx!.docker.getImage(newest.imageId).inspect()) as { RepoTags: string[] }).RepoTags;
+    expect(await tags()).toContain(`berth-snapshot:${orphan}`);
+
+    const own = await fx!.cli(['gc', '--grace', '0', '--json']);
+    expect(lastJson<{ unrecordedImages: Array<{ snapshotId: string }> }>(own).unrecordedImages.map((o) => o.snapshotId)).toEqual([orphan]);
+    expect(await tags()).not.toContain(`berth-snapshot:${orphan}`);
   });
 });

@@ -35,7 +35,7 @@ export async function gc(ctx: CliContext, keep = 5, graceS = DEFAULT_GC_GRACE_S,
   const removed = [...ended, ...(await ctx.sandbox.sweep())];
   const engine = snapshotEngine(ctx.docker);
   const orphans = await removeOrphanSnapshots(
-    { store: ctx.store, hostId: ctx.hostId, clock: ctx.clock, logger: ctx.logger, listSnapshotImages: engine.listSnapshotImages, removeSnapshot: engine.removeSnapshot, imageLayerBytes: engine.imageLayerBytes },
+    { store: ctx.store, storeId: await ctx.sandbox.storeId(), clock: ctx.clock, logger: ctx.logger, listSnapshotImages: engine.listSnapshotImages, removeSnapshot: engine.removeSnapshot, imageLayerBytes: engine.imageLayerBytes },
     { graceMs: graceS * 1000 },
   );
   const reclaimedBytes = orphans.reduce((n, o) => n + o.bytes, 0);
