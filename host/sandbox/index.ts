@@ -18,5 +18,5 @@ export { LABEL, containerLabels } from './labels';
 export { snapshotEngine, SNAPSHOT_REPO, type SnapshotEngineCalls, type CommittedImage, type Change } from './snapshot-image';
 export { engineCapacity } from './engine-capacity';
 export { scanHostDir, type SkippedEntry } from './archive-pack';
-export { registryEngine, pushImage, pullImage, registryError, type RegistryEngine, type PushedImage } from './registry';
+export { registryEngine, registryAuth, pushImage, pullImage, registryError, type RegistryEngine, type PushedImage } from './registry';
 export type { TreeFile, RealFile } from './artifact-files';

@@ -22,7 +22,7 @@ export const registryHost = (repo: string) => repo.split('/')[0]!;
  * or `~/.docker/config.json`, `auths[host].auth`), read at each push or pull and handed to the
  * engine only: they never reach the store, an error or a log line. None for a registry without auth.
  */
-function authFor(host: string): { username: string; password: string; serveraddress: string } | undefined {
+export function registryAuth(host: string): { username: string; password: string; serveraddress: string } | undefined {
   try {
     const file = join(process.env.DOCKER_CONFIG ?? join(homedir(), '.docker'), 'config.json');
     const auth = (JSON.parse(readFileSync(file, 'utf8')) as { auths?: Record<string, { auth?: string }> }).auths?.[host]?.auth;
@@ -86,7 +86,7 @@ export async function pushImage(docker: Dockerode, imageId: string, repo: string
   const registry = registryHost(repo);
   try {
     await docker.getImage(imageId).tag({ repo, tag });
-    const stream = (await docker.getImage(`${repo}:${tag}`).push({ tag, authconfig: authFor(registry), abortSignal: signal } as object)) as NodeJS.ReadableStream;
+    const stream = (await docker.getImage(`${repo}:${tag}`).push({ tag, authconfig: registryAuth(registry), abortSignal: signal } as object)) as NodeJS.ReadableStream;
     const events = await follow(docker, stream, signal);
     const digest = events.map((e) => e.aux?.Digest).find(Boolean);
     if (!digest) throw new Error('the registry acknowledged no manifest digest');
@@ -111,7 +111,7 @@ export async function pullImage(docker: Dockerode, ref: string, expectedImageId:
   let outcome: 'present' | 'pulled' = 'present';
   if (!have) {
     try {
-      const stream = (await docker.pull(ref, { authconfig: authFor(registry), abortSignal: opts.signal } as object)) as NodeJS.ReadableStream;
+      const stream = (await docker.pull(ref, { authconfig: registryAuth(registry), abortSignal: opts.signal } as object)) as NodeJS.ReadableStream;
       await follow(docker, stream, opts.signal);
     } catch (err) {
       if (err instanceof BerthError || opts.signal?.aborted) throw err;

@@ -265,9 +265,14 @@ export interface SnapshotImageInfo {
   createdAt: number;
 }
 
-/** Every image labelled as a snapshot of this host (`berth.snapshot` and `berth.host`). */
-export async function listSnapshotImages(docker: Dockerode, hostId: string): Promise<SnapshotImageInfo[]> {
-  const images = await docker.listImages({ filters: { label: ['berth.snapshot', `${LABEL.host}=${hostId}`] } }).catch((err: unknown) => {
+/**
+ * Every image on this engine labelled as a snapshot (`berth.snapshot`), whichever host made it:
+ * an image pulled from a registry keeps the labels of the engine that committed it (labels are part
+ * of the image id, which a pull verifies), so `berth.host` names that host, not this one. Which
+ * store owns an image is decided by its `berth.store` and `berth.session` labels (host/snapshot).
+ */
+export async function listSnapshotImages(docker: Dockerode): Promise<SnapshotImageInfo[]> {
+  const images = await docker.listImages({ filters: { label: ['berth.snapshot'] } }).catch((err: unknown) => {
     throw engineError('list snapshot images', err);
   });
   return images.map((i) => ({
@@ -296,7 +301,7 @@ export function snapshotEngine(docker: Dockerode) {
     setPaused: (containerId: string, paused: boolean) => setPaused(docker, containerId, paused),
     archive: (containerId: string, path: string) => archivePath(docker, containerId, path),
     tag: (imageId: string, tag: string) => tagSnapshotImage(docker, imageId, tag),
-    listSnapshotImages: (hostId: string) => listSnapshotImages(docker, hostId),
+    listSnapshotImages: () => listSnapshotImages(docker),
     imageLayerBytes: (imageId: string) => imageLayerBytes(docker, imageId),
     changedOutsideSince: (containerId: string, sinceMs: number, skip: string[]) => changedOutsideSince(docker, containerId, sinceMs, skip),
     layerDirs: (containerId: string) => layerDirs(docker, containerId),

@@ -14,10 +14,12 @@ export interface SnapshotImageSeen {
 
 export interface OrphanDeps {
   store: Store;
-  hostId: string;
+  /** This store's id (`berth.store` on the containers snapshots are committed from). */
+  storeId: string;
   clock: Clock;
   logger: Logger;
-  listSnapshotImages(hostId: string): Promise<SnapshotImageSeen[]>;
+  /** Every snapshot image on the engine, of any host: one pulled from a registry keeps the labels of the host that committed it. */
+  listSnapshotImages(): Promise<SnapshotImageSeen[]>;
   removeSnapshot(tag: string): Promise<'removed' | 'untagged' | 'absent'>;
   imageLayerBytes(imageId: string): Promise<number>;
 }
@@ -36,12 +38,17 @@ export interface RemovedOrphan {
  * by label. Only images of sessions this store holds are looked at (another store on the same host
  * has its own), only those older than `graceMs`, and only when their run is final: a live run may
  * be a moment away from committing the record, and a noop snapshot tags an old image anew.
+ * Images are this store's whichever host committed them (not filtered by `berth.host`): a snapshot
+ * pulled from a registry onto this engine keeps the committing host's labels, and a host here
+ * killed between tagging it anew and committing the record leaves its tag for this gc.
  */
 export async function removeOrphanSnapshots(d: OrphanDeps, o: { graceMs: number }): Promise<RemovedOrphan[]> {
   const out: RemovedOrphan[] = [];
   const now = d.clock.now();
-  for (const img of await d.listSnapshotImages(d.hostId)) {
+  for (const img of await d.listSnapshotImages()) {
     const sessionId = img.labels['berth.session'];
+    const storeId = img.labels['berth.store'];
+    if (storeId && storeId !== d.storeId) continue;
     if (!sessionId || !(await d.store.getSession(sessionId))) continue;
     if (now - img.createdAt < o.graceMs) continue;
     const runId = img.labels['berth.run'];

@@ -21,6 +21,7 @@ export type {
 export type { AcceptanceReads } from './sqlite/acceptance';
 export type { CostRecords } from './sqlite/cost';
 export type { ForkReads } from './sqlite/forks';
+export type { RegistryDelete, RegistryDeleteRecords } from './registry-deletes';
 export type { ImportedRun, ImportRows, ImportedRunRecords } from './imported';
 export { openSqliteStore, type SqliteStoreOptions } from './sqlite/sqlite-store';
 export type { Durability } from './sqlite/open';

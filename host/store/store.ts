@@ -29,6 +29,7 @@ export interface StoredArtifact extends NewArtifact {
 import type { CommitLogRecords } from './commit-log';
 import type { ImportedRunRecords } from './imported';
 import type { OwnershipRecords } from './ownership';
+import type { RegistryDeleteRecords } from './registry-deletes';
 
 export interface TaskFilter {
   runId?: string;
@@ -64,7 +65,7 @@ export interface ExecutionRight {
  * shape; the SQLite store answers synchronously underneath. Every state change goes through
  * {@link Store.commit}; the other writes are lease bookkeeping, which is not session state.
  */
-export interface Store extends LeaseRecords, EgressAuditRecords, AcceptanceReads, CostRecords, CommitLogRecords, ImportedRunRecords, OwnershipRecords, ForkReads {
+export interface Store extends LeaseRecords, EgressAuditRecords, AcceptanceReads, CostRecords, CommitLogRecords, ImportedRunRecords, OwnershipRecords, ForkReads, RegistryDeleteRecords {
   readonly location: string;
   commit(input: CommitInput): Promise<CommitResult>;
   /** Takes the execution right for `scope`; commits fenced with an older epoch are refused from now on. */

@@ -16,6 +16,7 @@ import { startModelServer } from '../support/model-server';
 import { manifestLayers, startRegistry, type TestRegistry } from '../support/registry';
 import { startSecondEngine, type SecondEngine } from '../support/second-engine';
 import { expectNoLeaks, registryStorage, storeFiles } from '../support/secret-scan';
+import { sharedPostgres, stopSharedPostgres } from '../support/store-kinds';
 import { readStore } from '../support/temp-store';
 
 type Summary = { run: Run; reason: string };
@@ -42,6 +43,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await engineB?.stop();
   await registry?.stop();
+  await stopSharedPostgres();
 }, 120_000);
 afterEach(async () => {
   await fx?.cleanup();
@@ -49,8 +51,8 @@ afterEach(async () => {
 });
 
 /** A plan fixture whose step `two` gets TOKEN, optionally with extra `snapshot:` settings. */
-async function fixture(snapshotYaml = '') {
-  fx = await planFixture([]);
+async function fixture(snapshotYaml = '', opts: { store?: string } = {}) {
+  fx = await planFixture([], undefined, opts);
   const envFile = `${fx.dir}/env.yaml`;
   writeFileSync(envFile, readFileSync(envFile, 'utf8') + SECRETS_YAML + snapshotYaml);
   const steps = STEPS.map((s) => `  - name: ${s.name}\n    run: ${JSON.stringify(s.run)}\n    replay: safe${s.name === 'two' ? '\n    secrets: [TOKEN]' : ''}`).join('\n');
@@ -71,43 +73,71 @@ async function uninterruptedDigest(): Promise<string> {
 
 const onB = () => ({ DOCKER_HOST: engineB.dockerHost, BERTH_REGISTRY: registry.address, BERTH_TEST_TOKEN: TOKEN });
 
+/** Every byte of the store: the SQLite files, or every row of every table of the PostgreSQL database, as text. */
+async function storeContents(store: string): Promise<Array<[string, Buffer]>> {
+  if (!store.startsWith('postgres://')) return storeFiles(store);
+  const pg = await sharedPostgres();
+  const db = new URL(store).pathname.slice(1);
+  const tables = await pg.sql<{ table_name: string }>("SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'", [], db);
+  expect(tables.length).toBeGreaterThan(5);
+  const out: Array<[string, Buffer]> = [];
+  for (const { table_name } of tables) {
+    const rows = await pg.sql<{ r: string }>(`SELECT t::text AS r FROM "${table_name}" t`, [], db);
+    out.push([`postgres table ${table_name}`, Buffer.from(rows.map((x) => x.r).join('\n'))]);
+  }
+  return out;
+}
+
+/**
+ * The plan killed on engine A after its second step, engine A stopped, `berth resume` on engine B
+ * (a SQLite file, or a PostgreSQL database when `store` is its URL: the store is all the hosts share
+ * besides the registry).
+ */
+async function killedOnAResumedOnB(store?: string): Promise<void> {
+  const expected = await uninterruptedDigest();
+  const engineA = await startSecondEngine('a');
+  try {
+    // Engine A gets the base image from the registry (it has no images of its own).
+    const main = (await fixture('', store ? { store } : {})).docker;
+    const tiny = (await main.getImage('berth/tiny:latest').inspect()).Id;
+    const base = await pushImage(main, tiny, `${registry.address}/berth-base`, 'tiny');
+    await pullImage(engineA.docker, base.ref, tiny, { tag: { repo: 'berth/tiny', tag: 'latest' } });
+
+    mkdirSync(join(fx!.dir, 'docker-config'));
+    writeFileSync(join(fx!.dir, 'docker-config', 'config.json'), JSON.stringify({ auths: { [registry.address]: { auth: Buffer.from(`berth:${REGISTRY_PASSWORD}`).toString('base64') } } }));
+    const login = { DOCKER_CONFIG: join(fx!.dir, 'docker-config'), BERTH_LOG_LEVEL: 'debug' };
+    const first = await fx!.cli(['run', fx!.plan, '--json'], { DOCKER_HOST: engineA.dockerHost, BERTH_REGISTRY: registry.address, BERTH_TEST_TOKEN: TOKEN, BERTH_FAULT: 'after:phase.complete:plan-step#2', ...login });
+    expect(first.signal, first.stderr).toBe('SIGKILL');
+    const runId = await fx!.read(async (s) => (await s.listRuns())[0]!.id);
+    const before = await fx!.read((s) => s.listSnapshots({ runId }));
+    // sync (the default): every committed snapshot names its manifest in the registry.
+    expect(before.length).toBeGreaterThan(0);
+    for (const s of before) expect(s.registryRef).toMatch(new RegExp(`^${registry.address.replace(/\./g, '\\.')}/berth-snapshot@sha256:[0-9a-f]{64}$`));
+    await engineA.stop();
+
+    const end = await fx!.cli(['resume', runId, '--json'], { ...onB(), ...login });
+    expect(end.code, end.stderr).toBe(0);
+    expect(lastJson<Summary>(end).run.state).toBe('completed');
+    expectNoLeaks([['first host output', Buffer.from(first.stdout + first.stderr)], ['resuming host output', Buffer.from(end.stdout + end.stderr)], ...(await storeContents(fx!.store))], [TOKEN, REGISTRY_PASSWORD]);
+    const snaps = await fx!.read((s) => s.listSnapshots({ runId }));
+    expect(snaps.at(-1)!.workspaceDigest).toBe(expected);
+    // Steps one and two finished before the kill: neither ran again on B.
+    const effects = await fx!.read((s) => s.listEffects({ runId }));
+    expect(effects.map((e) => e.attempts)).toEqual([1, 1, 1]);
+    expect((await engineB.docker.listImages()).some((i) => i.Id === before.at(-1)!.imageId)).toBe(true);
+    expectNoLeaks(registryStorage(registry.files()), [TOKEN, REGISTRY_PASSWORD]);
+  } finally {
+    await engineA.stop();
+  }
+}
+
 describe('snapshots travel through an OCI registry to another engine', { timeout: 300_000 }, () => {
   it('a plan run killed on engine A, with engine A stopped, resumes on engine B from the registry and ends with the uninterrupted workspace; the registry holds no secret', async () => {
-    const expected = await uninterruptedDigest();
-    const engineA = await startSecondEngine('a');
-    try {
-      // Engine A gets the base image from the registry (it has no images of its own).
-      const main = (await fixture()).docker;
-      const tiny = (await main.getImage('berth/tiny:latest').inspect()).Id;
-      const base = await pushImage(main, tiny, `${registry.address}/berth-base`, 'tiny');
-      await pullImage(engineA.docker, base.ref, tiny, { tag: { repo: 'berth/tiny', tag: 'latest' } });
+    await killedOnAResumedOnB();
+  });
 
-      mkdirSync(join(fx!.dir, 'docker-config'));
-      writeFileSync(join(fx!.dir, 'docker-config', 'config.json'), JSON.stringify({ auths: { [registry.address]: { auth: Buffer.from(`berth:${REGISTRY_PASSWORD}`).toString('base64') } } }));
-      const login = { DOCKER_CONFIG: join(fx!.dir, 'docker-config'), BERTH_LOG_LEVEL: 'debug' };
-      const first = await fx!.cli(['run', fx!.plan, '--json'], { DOCKER_HOST: engineA.dockerHost, BERTH_REGISTRY: registry.address, BERTH_TEST_TOKEN: TOKEN, BERTH_FAULT: 'after:phase.complete:plan-step#2', ...login });
-      expect(first.signal, first.stderr).toBe('SIGKILL');
-      const runId = await fx!.read(async (s) => (await s.listRuns())[0]!.id);
-      const before = await fx!.read((s) => s.listSnapshots({ runId }));
-      // sync (the default): every committed snapshot names its manifest in the registry.
-      expect(before.length).toBeGreaterThan(0);
-      for (const s of before) expect(s.registryRef).toMatch(new RegExp(`^${registry.address.replace(/\./g, '\\.')}/berth-snapshot@sha256:[0-9a-f]{64}$`));
-      await engineA.stop();
-
-      const end = await fx!.cli(['resume', runId, '--json'], { ...onB(), ...login });
-      expect(end.code, end.stderr).toBe(0);
-      expect(lastJson<Summary>(end).run.state).toBe('completed');
-      expectNoLeaks([['first host output', Buffer.from(first.stdout + first.stderr)], ['resuming host output', Buffer.from(end.stdout + end.stderr)], ...storeFiles(fx!.store)], [TOKEN, REGISTRY_PASSWORD]);
-      const snaps = await fx!.read((s) => s.listSnapshots({ runId }));
-      expect(snaps.at(-1)!.workspaceDigest).toBe(expected);
-      // Steps one and two finished before the kill: neither ran again on B.
-      const effects = await fx!.read((s) => s.listEffects({ runId }));
-      expect(effects.map((e) => e.attempts)).toEqual([1, 1, 1]);
-      expect((await engineB.docker.listImages()).some((i) => i.Id === before.at(-1)!.imageId)).toBe(true);
-      expectNoLeaks(registryStorage(registry.files()), [TOKEN, REGISTRY_PASSWORD]);
-    } finally {
-      await engineA.stop();
-    }
+  it('the same on a PostgreSQL store: killed on engine A, resumed on engine B from the registry, it ends with the uninterrupted workspace and no step ran twice', async () => {
+    await killedOnAResumedOnB(await (await sharedPostgres()).createStoreDatabase('registry'));
   });
 
   it('a snapshot whose blob is gone from the registry needs reconciliation naming it and the registry; restoring an older one finishes', async () => {

@@ -26,6 +26,10 @@ export interface TestRegistry {
   files(): Array<[path: string, bytes: Buffer]>;
   /** Deletes one blob (`sha256:…`) from the storage, behind the registry's back (a lost or damaged blob). */
   deleteBlob(digest: string): void;
+  /** Stops the registry process (SIGKILL, by pid), keeping its storage and port: the registry is unreachable until {@link up}. */
+  down(): Promise<void>;
+  /** Starts the registry again on the same port and storage after {@link down}. */
+  up(): Promise<void>;
   /** Stops the registry process (SIGTERM, by pid) and removes its storage. */
   stop(): Promise<void>;
 }
@@ -44,21 +48,28 @@ export async function startRegistry(): Promise<TestRegistry> {
     config,
     ['version: 0.1', 'log: { level: warn }', 'storage:', `  filesystem: { rootdirectory: ${storage} }`, '  delete: { enabled: true }', 'http:', `  addr: 127.0.0.1:${port}`, ''].join('\n'),
   );
-  const child: ChildProcess = spawn('docker-registry', ['serve', config], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let child!: ChildProcess;
   let stderr = '';
-  child.stderr!.on('data', (b: Buffer) => (stderr = (stderr + b.toString()).slice(-4000)));
-  const exited = new Promise<void>((r) => child.once('exit', () => r()));
-  const end = Date.now() + 20_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`docker-registry exited (${child.exitCode}): ${stderr}`);
-    const ok = await fetch(`http://127.0.0.1:${port}/v2/`).then((r) => r.ok, () => false);
-    if (ok) break;
-    if (Date.now() > end) {
-      child.kill('SIGKILL');
-      throw new Error(`docker-registry did not answer on 127.0.0.1:${port}: ${stderr}`);
+  let exited: Promise<void> = Promise.resolve();
+  const launch = async () => {
+    child = spawn('docker-registry', ['serve', config], { stdio: ['ignore', 'ignore', 'pipe'] });
+    stderr = '';
+    child.stderr!.on('data', (b: Buffer) => (stderr = (stderr + b.toString()).slice(-4000)));
+    const c = child;
+    exited = new Promise<void>((r) => c.once('exit', () => r()));
+    const end = Date.now() + 20_000;
+    for (;;) {
+      if (c.exitCode !== null) throw new Error(`docker-registry exited (${c.exitCode}): ${stderr}`);
+      const ok = await fetch(`http://127.0.0.1:${port}/v2/`).then((r) => r.ok, () => false);
+      if (ok) break;
+      if (Date.now() > end) {
+        c.kill('SIGKILL');
+        throw new Error(`docker-registry did not answer on 127.0.0.1:${port}: ${stderr}`);
+      }
+      await new Promise((r) => setTimeout(r, 100));
     }
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  };
+  await launch();
   const walk = (p: string, out: string[] = []): string[] => {
     for (const e of readdirSync(p, { withFileTypes: true })) (e.isDirectory() ? walk(join(p, e.name), out) : out.push(join(p, e.name)));
     return out;
@@ -73,8 +84,15 @@ export async function startRegistry(): Promise<TestRegistry> {
       statSync(blobDir);
       rmSync(blobDir, { recursive: true, force: true });
     },
+    async down() {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGKILL');
+        await exited;
+      }
+    },
+    up: launch,
     async stop() {
-      if (child.exitCode === null) {
+      if (child.exitCode === null && child.signalCode === null) {
         child.kill('SIGTERM');
         await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
         if (child.exitCode === null) child.kill('SIGKILL');
@@ -89,4 +107,10 @@ export async function manifestLayers(address: string, repo: string, reference: s
   const r = await fetch(`http://${address}/v2/${repo}/manifests/${reference}`, { headers: { accept: 'application/vnd.docker.distribution.manifest.v2+json' } });
   if (!r.ok) throw new Error(`manifest ${repo}@${reference}: HTTP ${r.status}`);
   return ((await r.json()) as { layers: Array<{ digest: string }> }).layers.map((l) => l.digest);
+}
+
+/** The HTTP status the registry answers for a manifest (`reference` = tag or digest): 200 present, 404 deleted or never there. */
+export async function manifestStatus(address: string, repo: string, reference: string): Promise<number> {
+  const r = await fetch(`http://${address}/v2/${repo}/manifests/${reference}`, { method: 'HEAD', headers: { accept: 'application/vnd.docker.distribution.manifest.v2+json' } });
+  return r.status;
 }

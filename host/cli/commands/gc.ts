@@ -1,5 +1,5 @@
-import { assertKeepAllowed, DeltaImages, pruneSnapshots, removeOrphanSnapshots, settleSnapshotDeltas } from '../../snapshot';
-import { snapshotEngine } from '../../sandbox';
+import { assertKeepAllowed, DeltaImages, deleteManifest, deletePrunedManifests, pruneSnapshots, removeOrphanSnapshots, settleSnapshotDeltas, type ManifestGcDeps } from '../../snapshot';
+import { registryAuth, snapshotEngine } from '../../sandbox';
 import { releaseEndedRunLeases } from '../../runtime/run-end-leases';
 import { forkPointsInUse, removeFinishedForks } from '../../fork';
 import type { CliContext } from '../context';
@@ -8,6 +8,16 @@ import { emit, table } from '../output';
 /** Unrecorded snapshot images younger than this are left alone by default: their record may be about to commit. */
 export const DEFAULT_GC_GRACE_S = 600;
 
+/** Deletion of pruned snapshots' manifests from their registries, with each registry's credentials from the Docker client configuration. */
+export function manifestGcDeps(ctx: CliContext): ManifestGcDeps {
+  return {
+    store: ctx.store,
+    clock: ctx.clock,
+    logger: ctx.logger,
+    deleteManifest: (ref, signal) => deleteManifest(ref, { auth: registryAuth(ref.split('/')[0]!), signal }),
+  };
+}
+
 /**
  * `berth gc [--keep N] [--grace S]`: removes this store's containers whose lease is released,
  * expired or unknown, and at once (no TTL wait) every sandbox of a run that reached a final state
@@ -15,7 +25,9 @@ export const DEFAULT_GC_GRACE_S = 600;
  * seconds, default 600, of finished runs); and prunes snapshots beyond the newest N per session
  * (default 5) of finished runs, never one an unfinished fork starts from. Snapshot layers a stopped
  * host left in the store (older than S) are loaded into the engine when a record names them, else deleted. `--forks-older-than` also
- * removes the snapshots of forks that finished longer ago than that. `--keep 0` is refused while an unfinished run's session holds
+ * removes the snapshots of forks that finished longer ago than that. The manifests of pruned snapshots that were pushed
+ * are deleted from their registry (unless an unpruned snapshot shares them); a registry that does not
+ * answer leaves them pending for the next gc, reported, never failing it. `--keep 0` is refused while an unfinished run's session holds
  * snapshots: they are its only restore points.
  */
 export async function gc(ctx: CliContext, keep = 5, graceS = DEFAULT_GC_GRACE_S, forksOlderThanMs?: number): Promise<number> {
@@ -24,7 +36,7 @@ export async function gc(ctx: CliContext, keep = 5, graceS = DEFAULT_GC_GRACE_S,
   const removed = [...ended, ...(await ctx.sandbox.sweep())];
   const engine = snapshotEngine(ctx.docker);
   const orphans = await removeOrphanSnapshots(
-    { store: ctx.store, hostId: ctx.hostId, clock: ctx.clock, logger: ctx.logger, listSnapshotImages: engine.listSnapshotImages, removeSnapshot: engine.removeSnapshot, imageLayerBytes: engine.imageLayerBytes },
+    { store: ctx.store, storeId: await ctx.sandbox.storeId(), clock: ctx.clock, logger: ctx.logger, listSnapshotImages: engine.listSnapshotImages, removeSnapshot: engine.removeSnapshot, imageLayerBytes: engine.imageLayerBytes },
     { graceMs: graceS * 1000 },
   );
   const reclaimedBytes = orphans.reduce((n, o) => n + o.bytes, 0);
@@ -32,7 +44,8 @@ export async function gc(ctx: CliContext, keep = 5, graceS = DEFAULT_GC_GRACE_S,
   const prune = { store: ctx.store, removeSnapshot: engine.removeSnapshot, clock: ctx.clock, logger: ctx.logger, inUse: () => forkPointsInUse(ctx.store) };
   const forks = forksOlderThanMs === undefined ? null : await removeFinishedForks(prune, forksOlderThanMs);
   const pruned = await pruneSnapshots(prune, { keepLast: keep });
-  emit(ctx.json, { hostId: ctx.hostId, removed, unrecordedImages: orphans, reclaimedBytes, pruned: pruned.map((s) => s.id), snapshotDeltas: deltas, ...(forks ? { forks } : {}) }, () =>
+  const registryManifests = await deletePrunedManifests(manifestGcDeps(ctx));
+  emit(ctx.json, { hostId: ctx.hostId, removed, unrecordedImages: orphans, reclaimedBytes, pruned: pruned.map((s) => s.id), snapshotDeltas: deltas, registryManifests, ...(forks ? { forks } : {}) }, () =>
     [
       ...(forks ? [forks.length === 0 ? 'no finished forks that old' : `finished forks: ${forks.length}, their ${forks.reduce((n, f) => n + f.snapshots.length, 0)} snapshot(s) removed (${forks.map((f) => f.runId).join(' ')})`] : []),
       removed.length === 0
@@ -43,6 +56,10 @@ export async function gc(ctx: CliContext, keep = 5, graceS = DEFAULT_GC_GRACE_S,
         : `removed ${orphans.length} unrecorded snapshot image tag(s), ${(reclaimedBytes / 1e6).toFixed(1)} MB reclaimed: ${orphans.map((o) => o.snapshotId).join(' ')}`,
       ...(deltas.loaded.length + deltas.dropped.length === 0 ? [] : [`snapshot layers kept in the store: ${deltas.loaded.length} loaded into the engine, ${deltas.dropped.length} no record needs removed`]),
       pruned.length === 0 ? 'no snapshots to prune' : `pruned ${pruned.length} snapshot(s): ${pruned.map((s) => s.id).join(' ')}`,
+      ...(registryManifests.deleted.length ? [`deleted ${registryManifests.deleted.length} pruned snapshot manifest(s) from the registry`] : []),
+      ...(registryManifests.pending.length
+        ? [`${registryManifests.pending.length} pruned snapshot manifest(s) not deleted from the registry (the next gc tries again):\n${registryManifests.pending.map((p) => `  ${p.registryRef}: ${p.error}`).join('\n')}`]
+        : []),
     ].join('\n'),
   );
   return 0;

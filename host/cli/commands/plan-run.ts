@@ -3,7 +3,8 @@ import { acceptanceOf } from '../../acceptance';
 import { acceptanceLine } from './acceptance';
 import { BerthError } from '../../errors';
 import { isFinalRunState, type Run } from '../../model';
-import { pruneSnapshots } from '../../snapshot';
+import { deletePrunedManifests, pruneSnapshots } from '../../snapshot';
+import { manifestGcDeps } from './gc';
 import { loadPlan, runSteps, submitPlan, type PlanRunInput, type StepResult } from '../../plan';
 import { engineCapacity, registryEngine, snapshotEngine } from '../../sandbox';
 import { checkEngineCapacity } from '../../../environment';
@@ -91,6 +92,8 @@ async function prune(ctx: CliContext, run: Run): Promise<void> {
   if (keepLast === undefined) return;
   const engine = snapshotEngine(ctx.docker);
   await pruneSnapshots({ store: ctx.store, removeSnapshot: engine.removeSnapshot, clock: ctx.clock, logger: ctx.logger, inUse: () => forkPointsInUse(ctx.store) }, { keepLast, sessionId: run.sessionId });
+  // The pushed copies go too; a registry that does not answer is logged and left to `berth gc`.
+  await deletePrunedManifests(manifestGcDeps(ctx), { sessionId: run.sessionId });
 }
 
 async function summary(ctx: CliContext, run: Run): Promise<string> {

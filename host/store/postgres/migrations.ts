@@ -340,4 +340,10 @@ export const POSTGRES_SQL: Readonly<Record<number, string>> = {
         AND runs.id = (SELECT r2.id FROM runs r2 WHERE r2.session_id = runs.session_id AND r2.kind = 'agent' ORDER BY r2.created_at, r2.id LIMIT 1);
     CREATE INDEX runs_by_fork ON runs(forked_from_run_id);
   `,
+  17: `
+    CREATE TABLE registry_deletes (
+      registry_ref TEXT PRIMARY KEY,
+      deleted_at BIGINT NOT NULL
+    );
+  `,
 };

@@ -13,6 +13,7 @@ import { postgresReads } from './reads';
 import { postgresSnapshots } from './snapshots';
 import { postgresSnapshotDeltas } from './snapshot-deltas';
 import { postgresSnapshotPush } from './snapshot-push';
+import { postgresRegistryDeletes } from './registry-deletes';
 import { postgresArtifacts } from './artifacts';
 import { postgresForkReads } from './forks';
 import { postgresAcceptanceReads } from './acceptance';
@@ -54,6 +55,7 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
     ...postgresSnapshotDeltas(pool),
     ...postgresEgressAudit(pool),
     ...postgresSnapshotPush(pool),
+    ...postgresRegistryDeletes(pool),
     ...postgresArtifacts(pool),
     ...postgresForkReads(pool),
     ...postgresAcceptanceReads(pool),

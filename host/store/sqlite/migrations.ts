@@ -399,4 +399,16 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       CREATE INDEX runs_by_fork ON runs(forked_from_run_id);
     `,
   },
+  {
+    version: 17,
+    name: 'registry manifest deletions',
+    // A pruned snapshot's manifest deleted from its registry (DELETE by digest). What is still to
+    // delete is derived from the snapshot records; this says what was done, so gc never asks twice.
+    sql: `
+      CREATE TABLE registry_deletes (
+        registry_ref TEXT PRIMARY KEY,
+        deleted_at INTEGER NOT NULL
+      ) STRICT;
+    `,
+  },
 ];

@@ -16,6 +16,7 @@ import { sqliteImportedRuns } from './imported';
 import { sqliteSnapshots } from './snapshots';
 import { sqliteSnapshotDeltas } from './snapshot-deltas';
 import { sqliteSnapshotPush } from './snapshot-push';
+import { sqliteRegistryDeletes } from './registry-deletes';
 import { sqliteAcceptanceReads } from './acceptance';
 import { sqliteCostRecords } from './cost';
 import { sqliteArtifacts } from './artifacts';
@@ -40,6 +41,7 @@ export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): St
     ...sqliteSnapshots(db),
     ...sqliteSnapshotDeltas(db),
     ...sqliteSnapshotPush(db),
+    ...sqliteRegistryDeletes(db),
     ...sqliteArtifacts(db),
     ...sqliteForkReads(db),
     ...sqliteEgressAudit(db),
