@@ -1,5 +1,6 @@
 import type Dockerode from 'dockerode';
 import type { Logger } from 'pino';
+import { cgroupCounters } from './cgroup-counters';
 
 /** What one measured exec cost the sandbox, from the container's cgroup counters. */
 export interface ExecUsage {
@@ -24,13 +25,16 @@ type StatsBody = {
 };
 
 /**
- * One reading of the container's cgroup counters through the engine (`GET /containers/ID/stats`,
+ * One reading of the container's cgroup counters: from this machine's cgroup files when they can
+ * be read here, else through the engine (`GET /containers/ID/stats`,
  * one shot, no second sample): the engine reads cgroup v1 `cpuacct.usage` or v2 `cpu.stat
  * usage_usec` alike and reports nanoseconds, so this works on either hierarchy and without access
  * to the host's cgroup filesystem. Memory is `usage` less inactive file cache, as `docker stats`
  * shows it. Null when the engine gave no counters (container gone, engine busy).
  */
 async function readCounters(container: Dockerode.Container): Promise<Reading | null> {
+  const local = await cgroupCounters(container);
+  if (local) return { at: performance.now(), ...local };
   try {
     // Bounded: a reading is worth less than the command's result, which must not wait on a stuck engine.
     const body = (await container.stats({ stream: false, 'one-shot': true, abortSignal: AbortSignal.timeout(READ_TIMEOUT_MS) } as unknown as { stream: false })) as StatsBody;
