@@ -1,6 +1,39 @@
 #!/usr/bin/env node
-// The `berth` command: loads the TypeScript sources through tsx, then runs the CLI.
-import { register } from 'tsx/esm/api';
+// The `berth` command. It runs dist/berth.mjs (the sources bundled by `npm run build`, which
+// `npm ci` runs as `prepare`: it starts in ~0.6 s) while no source file is newer than it, else the
+// sources themselves through tsx (~1.9 s: every file is transpiled at each start). An edit is
+// therefore never run stale. BERTH_NO_BUNDLE=1 always takes the sources.
+import { readdirSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
-register();
-await import('./main.ts');
+const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
+const bundle = join(root, 'dist/berth.mjs');
+
+/** The newest mtime of the files the bundle is built from (a few hundred stats: ~2 ms). */
+function newestSource() {
+  let newest = statSync(join(root, 'package-lock.json')).mtimeMs;
+  const walk = (dir) => {
+    for (const e of readdirSync(dir, { withFileTypes: true })) {
+      if (e.isDirectory()) walk(join(dir, e.name));
+      else if (e.name.endsWith('.ts')) newest = Math.max(newest, statSync(join(dir, e.name)).mtimeMs);
+    }
+  };
+  for (const d of ['host', 'environment', 'tools']) walk(join(root, d));
+  return newest;
+}
+
+let fresh = false;
+try {
+  fresh = !process.env.BERTH_NO_BUNDLE && statSync(bundle).mtimeMs >= newestSource();
+} catch {
+  // No bundle (not built yet): the sources.
+}
+if (process.argv.includes('--debug')) process.setSourceMapsEnabled(true);
+if (fresh) {
+  await import(bundle);
+} else {
+  const { register } = await import('tsx/esm/api');
+  register();
+  await import('./main.ts');
+}
