@@ -9,7 +9,7 @@ export interface DeltaLayer {
   tar: Buffer;
   /** `sha256:` of the uncompressed tar: the diff id the image config names. */
   diffId: string;
-  /** Bytes of file content in it. */
+  /** Bytes of file content in it, in whole tar blocks with their headers. */
   bytes: number;
   /** Entries written (directories, files, links) and whiteouts (removals). */
   entries: number;
@@ -83,7 +83,7 @@ const header = (name: string, st: Stats): Headers => ({
  * mode). Nothing outside the workspace is looked at: the caller checks that nothing changed there.
  *
  * Refused, for the caller to commit instead: a special file or a hard link among the changes, a
- * file whose bytes no longer match `now` (a writer is running), or more than `maxBytes` of content.
+ * file whose bytes no longer match `now` (a writer is running), or a layer of more than `maxBytes`.
  */
 export async function buildDeltaLayer(o: { dirs: LayerDirs; ws: string; base: WorkspaceManifest; now: WorkspaceManifest; since: number; maxBytes: number }): Promise<DeltaLayer | DeltaRefusal> {
   const ws = o.ws.replace(/\/+$/, '');
@@ -122,7 +122,8 @@ export async function buildDeltaLayer(o: { dirs: LayerDirs; ws: string; base: Wo
       if (!st.isSymbolicLink()) return { refused: `${p} changed type while the layer was built` };
       entries.push({ name: name(p), header: { ...header(name(p), st), type: 'symlink', linkname: value.slice(2) } });
     } else {
-      if ((bytes += st.size) > o.maxBytes) return { refused: `more than ${o.maxBytes} bytes changed` };
+      // Counted as the tar holds it (a header and whole blocks), so many tiny files count too.
+      if ((bytes += 512 + Math.ceil(st.size / 512) * 512) + 512 * entries.length > o.maxBytes) return { refused: `more than ${o.maxBytes} bytes changed` };
       const f = readFile(merged(p));
       if ('refused' in f) return f;
       // The scan hashed these bytes; other bytes now mean a writer is still running.
