@@ -261,8 +261,11 @@ export class RunSandbox {
 
   /** Releases the run's sandbox (end of run). */
   async finish(runId: string): Promise<void> {
-    // The engine holds every snapshot image of the run before it is reported ended.
+    // The engine holds every snapshot image of the run before it is reported ended: this process's
+    // background loads, and a layer a killed host left for a record it committed.
     await this.d.snapshots.images.settle();
+    const pending = new Set((await this.d.store.listSnapshotDeltas()).map((d) => d.imageId));
+    if (pending.size) for (const s of await this.d.store.listSnapshots({ runId })) if (s.prunedAt === null && pending.has(s.imageId)) await this.d.snapshots.images.materialize(s.imageId);
     // Async pushes of this run's last checkpoints land before the run is reported ended.
     await this.d.transport?.drain();
     const lease = this.live.get(runId);
