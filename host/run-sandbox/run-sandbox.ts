@@ -265,7 +265,12 @@ export class RunSandbox {
     // background loads, and a layer a killed host left for a record it committed.
     await this.d.snapshots.images.settle();
     const pending = new Set((await this.d.store.listSnapshotDeltas()).map((d) => d.imageId));
-    if (pending.size) for (const s of await this.d.store.listSnapshots({ runId })) if (s.prunedAt === null && pending.has(s.imageId)) await this.d.snapshots.images.materialize(s.imageId);
+    for (const s of pending.size ? await this.d.store.listSnapshots({ runId }) : []) {
+      if (s.prunedAt !== null || !pending.has(s.imageId)) continue;
+      // Best effort: the run's end does not wait on an engine that cannot load it now; the layer
+      // stays in the store for a restore or `berth gc` to load.
+      await this.d.snapshots.images.materialize(s.imageId).catch((err: unknown) => this.d.logger.warn({ err, runId, snapshotId: s.id }, 'could not load a snapshot image into the engine; it stays in the store'));
+    }
     // Async pushes of this run's last checkpoints land before the run is reported ended.
     await this.d.transport?.drain();
     const lease = this.live.get(runId);
