@@ -70,19 +70,24 @@ export class Snapshotter {
 
   /**
    * The workspace's current digest. `trust: false` (verification of a sandbox this process did
-   * not watch: after a restart, or a restore) ignores the cache and hashes every file. `imageId`
+   * not watch: after a restart, or a restore) ignores the cache and hashes every file (on the host
+   * from the overlay layer when it can be read here, else in the container). `imageId`
    * and `createdAt`: the container was made from that image at that time (a restore), so while its
    * layer shows no change since, the image stands for it.
    */
   async workspaceState(t: SnapshotTarget, signal?: AbortSignal, o: { trust?: boolean; imageId?: string; createdAt?: number } = {}): Promise<WorkspaceState> {
     const prev = o.trust === false ? undefined : this.known.get(t.containerId);
-    const layer = o.trust === false ? undefined : await this.layer(t);
+    // Untrusted, the layer scan starts from nothing and hashes every file, on the host, with no exec.
+    const layer = await this.layer(t);
     if (layer) {
       const l = await this.scanLayer(t, layer, prev);
       if (l.complete) {
         const same = prev !== undefined && manifestDigest(l.manifest) === manifestDigest(prev.manifest);
-        this.known.set(t.containerId, { stats: new Map(), manifest: l.manifest, imageId: same ? prev.imageId : null, listedAt: l.startedAt, ...(same && prev.markAt !== undefined ? { markAt: prev.markAt } : {}), ...(prev?.base ? { base: prev.base } : {}) });
-        return { digest: manifestDigest(l.manifest), manifest: l.manifest, changed: changedPaths(prev?.manifest ?? {}, l.manifest) };
+        const fresh = !same && o.imageId && o.createdAt !== undefined ? { imageId: o.imageId, manifest: l.manifest, markAt: o.createdAt } : undefined;
+        const base = fresh ?? prev?.base;
+        this.known.set(t.containerId, { stats: new Map(), manifest: l.manifest, imageId: same ? prev.imageId : (fresh?.imageId ?? null), listedAt: l.startedAt, ...(same && prev.markAt !== undefined ? { markAt: prev.markAt } : fresh ? { markAt: fresh.markAt } : {}), ...(base ? { base } : {}) });
+        const before = prev?.manifest ?? ((await this.d.store.getWorkspaceManifest(t.imageId)) as WorkspaceManifest | undefined) ?? {};
+        return { digest: manifestDigest(l.manifest), manifest: l.manifest, changed: changedPaths(before, l.manifest) };
       }
     }
     if (prev && (await this.unchangedSince(t, prev.listedAt))) {

@@ -50,6 +50,24 @@ describe('snapshot cost follows the change', { timeout: 180_000 }, () => {
     if (restored.kind === 'ok') expect(restored.pointer.workspaceDigest).toBe(second.record.workspaceDigest);
   });
 
+  test('a verification that trusts nothing hashes every file on the host from the layer, with no exec in the sandbox, and names a byte changed behind the same size and mtime', async ({ sandbox, onTestFinished }) => {
+    const w = world(sandbox, 'run_verify_host', onTestFinished);
+    await sandbox.store.commit({ sessionId: w.session, label: 'seed', createSession: {} });
+    const lease = await w.plan.leaseFresh('run_verify_host', w.session, w.env, signal());
+    expect((await lease.exec(['sh', '-c', 'mkdir -p /workspace/src && for i in $(seq 1 40); do echo $i > /workspace/src/f$i; done'])).exitCode).toBe(0);
+    const snap = await w.snap(lease, 'upload');
+    expect((await lease.exec(['sh', '-c', 'cd /workspace && m=$(stat -c %Y src/f7) && printf "X\\n" > src/f7 && touch -d @$m src/f7'])).exitCode).toBe(0);
+    let execs = 0;
+    const target = { containerId: lease.containerId, imageId: snap.record.imageId, workspacePath: '/workspace', exec: (cmd: string[], o: { stdin?: string; signal?: AbortSignal; user?: string }) => ((execs += 1), lease.exec(cmd, o)) };
+    // A new snapshotter: what a restarted host has (no cache at all).
+    const fresh = new Snapshotter({ engine: w.engine, store: sandbox.store, logger: sandbox.logger });
+    const state = await fresh.workspaceState(target, signal(), { trust: false });
+    expect(execs, 'no exec in the sandbox').toBe(0);
+    expect(state.digest).not.toBe(snap.record.workspaceDigest);
+    expect(state.changed).toEqual(['./src/f7']);
+    expect(Object.keys(state.manifest).filter((p) => p.startsWith('./src/f'))).toHaveLength(40);
+  });
+
   test('a same-size rewrite with the old mtime put back, right after a snapshot, is still a change for the next one', async ({ sandbox, onTestFinished }) => {
     const w = world(sandbox, 'run_sneaky', onTestFinished);
     await sandbox.store.commit({ sessionId: w.session, label: 'seed', createSession: {} });
