@@ -76,6 +76,9 @@ describe('small snapshots as layers built on the host', { timeout: 180_000 }, ()
       'rm typed && mkdir typed && echo in > typed/f',
       'ln -s keep/n link1 && rm link0 && ln -s src/9 link0',
       'mkdir -p fresh/a/b && echo deep > fresh/a/b/c',
+      'rm -rf src/9 && echo nine > src/9',
+      `echo long > fresh/${'n'.repeat(150)} && echo sp > 'fresh/a name with spaces' && echo u > fresh/ünïcødé`,
+      'touch -d @2000000000 fresh/future',
     ].join(' && '));
     const before = await w.run(lease, LISTING);
     const step = await w.snap(lease, 'step:0');
@@ -132,7 +135,7 @@ describe('small snapshots as layers built on the host', { timeout: 180_000 }, ()
     }
   });
 
-  test('a change a layer cannot stand for is committed by the engine: a file outside the workspace, a hard link, a fifo, more than the delta bound', async ({ sandbox, onTestFinished }) => {
+  test('a change a layer cannot stand for is committed by the engine: a file outside the workspace, a hard link, a fifo, more than the delta bound, a time the tar header cannot hold', async ({ sandbox, onTestFinished }) => {
     const runId = 'run_delta_refused';
     const w = world(sandbox, runId, onTestFinished, { deltaMaxBytes: 64 * 1024 });
     const lease = await w.start();
@@ -146,6 +149,9 @@ describe('small snapshots as layers built on the host', { timeout: 180_000 }, ()
       ['a fifo', 'mkfifo pipe', true],
       ['more than the bound', 'head -c 100000 /dev/zero > big', true],
       ['a small change again', 'echo d > d', false],
+      // A time the tar writer cannot hold: a layer dated 2100 was refused by the engine (invalid tar
+      // header). A file dated in the future stays "recent" to every later scan, so it is last here.
+      ['a time after 2038', 'echo late > late && touch -d @4102444800 late', true],
     ];
     let last = '';
     for (const [what, script, committed] of cases) {

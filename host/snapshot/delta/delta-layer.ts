@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import { closeSync, constants as fsc, fstatSync, lstatSync, openSync, readSync, type Stats } from 'node:fs';
-import { pack } from 'tar-stream';
 import { changedInUpper, LAYER_CLOCK_MARGIN_MS, type LayerDirs } from '../layer-scan';
 import type { WorkspaceManifest } from '../manifest';
+import { packEntries, readsBack, type TarEntry, type TarHeader as Headers } from './delta-tar';
 
 /** A layer tar that turns the base image's view of the workspace into the container's current one. */
 export interface DeltaLayer {
@@ -20,8 +20,6 @@ export interface DeltaLayer {
 export interface DeltaRefusal {
   refused: string;
 }
-
-type Headers = Parameters<ReturnType<typeof pack>['entry']>[0];
 
 const parentOf = (p: string) => (p === '.' ? '' : p.slice(0, p.lastIndexOf('/')));
 const CHUNK = 1 << 20;
@@ -63,6 +61,22 @@ function byComponents(a: string, b: string): number {
   return x.length - y.length;
 }
 
+/**
+ * What tar-stream writes right: it passes the time through a 32-bit integer (a file dated after
+ * January 2038 got a negative field, which the engine refused as an invalid tar header) and writes
+ * owner ids in 6 octal digits (a larger id would silently become 262143).
+ */
+const MAX_TIME_S = 2 ** 31 - 1;
+const MAX_ID = 0o777777;
+
+/** Why `st` cannot be written in a plain tar header (the engine refuses a header a pax record would need here). */
+function unwritable(path: string, st: Stats): string | undefined {
+  const t = Math.floor(st.mtimeMs / 1000);
+  if (t < 0 || t > MAX_TIME_S) return `${path} has a modification time a tar header cannot hold`;
+  if (st.uid > MAX_ID || st.gid > MAX_ID) return `${path} has an owner id a tar header cannot hold`;
+  return undefined;
+}
+
 const header = (name: string, st: Stats): Headers => ({
   name,
   mode: st.mode & 0o7777,
@@ -83,6 +97,7 @@ const header = (name: string, st: Stats): Headers => ({
  * mode). Nothing outside the workspace is looked at: the caller checks that nothing changed there.
  *
  * Refused, for the caller to commit instead: a special file or a hard link among the changes, a
+ * time before 1970 or after 2038 or an owner id over 262143 (what the tar writer holds), a
  * file whose bytes no longer match `now` (a writer is running), or a layer of more than `maxBytes`.
  */
 export async function buildDeltaLayer(o: { dirs: LayerDirs; ws: string; base: WorkspaceManifest; now: WorkspaceManifest; since: number; maxBytes: number }): Promise<DeltaLayer | DeltaRefusal> {
@@ -101,11 +116,12 @@ export async function buildDeltaLayer(o: { dirs: LayerDirs; ws: string; base: Wo
   };
   for (const p of [...written, ...whiteouts]) addParents(ws + p.slice(1));
   dirs.add(ws);
-  type Entry = { name: string; header: Headers; data?: Buffer };
-  const entries: Entry[] = [];
+  const entries: TarEntry[] = [];
   for (const d of dirs) {
     const st = lstatSync(o.dirs.merged + d, { throwIfNoEntry: false });
     if (!st?.isDirectory()) return { refused: `${d} is no longer a directory` };
+    const bad = unwritable(d, st);
+    if (bad) return { refused: bad };
     entries.push({ name: d.replace(/^\/+/, ''), header: { ...header(d.replace(/^\/+/, ''), st), type: 'directory' } });
   }
   let bytes = 0;
@@ -115,6 +131,8 @@ export async function buildDeltaLayer(o: { dirs: LayerDirs; ws: string; base: Wo
     if (value.startsWith('o:')) return { refused: `${p} is a special file` };
     const st = lstatSync(merged(p), { throwIfNoEntry: false });
     if (!st) return { refused: `${p} vanished while the layer was built` };
+    const bad = unwritable(p, st);
+    if (bad) return { refused: bad };
     if (value.startsWith('d:')) {
       if (!st.isDirectory()) return { refused: `${p} changed type while the layer was built` };
       if (!dirs.has(ws + p.slice(1))) entries.push({ name: name(p), header: { ...header(name(p), st), type: 'directory' } });
@@ -133,20 +151,11 @@ export async function buildDeltaLayer(o: { dirs: LayerDirs; ws: string; base: Wo
   }
   for (const p of whiteouts) {
     const wh = `${name(parentOf(p))}/.wh.${p.slice(p.lastIndexOf('/') + 1)}`.replace(/^\/+/, '');
-    // An empty buffer, not none: a file entry without one waits for its bytes to be written.
     entries.push({ name: wh, header: { name: wh, type: 'file', mode: 0o600, uid: 0, gid: 0, size: 0, mtime: new Date(0) }, data: Buffer.alloc(0) });
   }
   entries.sort((a, b) => byComponents(a.name, b.name));
-  const tar = pack();
-  const chunks: Buffer[] = [];
-  tar.on('data', (c: unknown) => void chunks.push(c as Buffer));
-  const done = new Promise<void>((resolve, reject) => {
-    tar.on('end', resolve);
-    tar.on('error', reject);
-  });
-  for (const e of entries) (e.data ? tar.entry(e.header, e.data) : tar.entry(e.header));
-  tar.finalize();
-  await done;
-  const out = Buffer.concat(chunks);
+  const out = await packEntries(entries);
+  const lost = await readsBack(out, entries);
+  if (lost) return { refused: lost };
   return { tar: out, diffId: `sha256:${createHash('sha256').update(out).digest('hex')}`, bytes, entries: entries.length - whiteouts.length, whiteouts: whiteouts.length };
 }

@@ -35,7 +35,9 @@ export async function takeDelta(
   o: { containerId: string; dirs: LayerDirs; ws: string; base: Base; first: LayerListing; maxBytes: number; maxLayers: number; snapshotId: string; labels: Record<string, string>; signal?: AbortSignal },
 ): Promise<TakenSnapshot | undefined> {
   o.signal?.throwIfAborted();
-  const layer = await timed(d.logger, 'snapshot.delta_build', () => buildDeltaLayer({ dirs: o.dirs, ws: o.ws, base: o.base.manifest, now: o.first.manifest, since: o.base.markAt, maxBytes: o.maxBytes }));
+  // A layer this code cannot write (a time or owner a tar header cannot hold, a file gone at the
+  // wrong moment) is the engine's to commit, never a failed snapshot.
+  const layer = await timed(d.logger, 'snapshot.delta_build', () => buildDeltaLayer({ dirs: o.dirs, ws: o.ws, base: o.base.manifest, now: o.first.manifest, since: o.base.markAt, maxBytes: o.maxBytes })).catch((err: unknown) => ({ refused: `the layer could not be written: ${err instanceof Error ? err.message : String(err)}` }));
   if ('refused' in layer) {
     d.logger.debug({ snapshotId: o.snapshotId, reason: layer.refused }, 'snapshot committed by the engine, not as a delta layer');
     return undefined;
