@@ -17,6 +17,16 @@ export { FLATTEN_DEPTH, type EngineImage, type SnapshotEngine, type SnapshotTarg
 /** The margin `changedOutsideSince` allows for the kernel's coarse file clock. */
 const FILE_CLOCK_MARGIN_MS = 25;
 
+/**
+ * Refuses a workspace holding a name that starts with `.wh.`: in an image layer such a file is the
+ * removal of its namesake, so neither a commit nor a restore could keep it (the restore's digest
+ * check then fails). Said at the snapshot, naming the path, rather than at a resume.
+ */
+function assertLayerSafe(manifest: WorkspaceManifest, snapshotId: string): void {
+  const bad = Object.keys(manifest).find((p) => p.includes('/.wh.'));
+  if (bad) throw new BerthError('snapshot_unrepresentable', `workspace path ${bad}: a name starting with .wh. cannot be kept in a container image (a layer reads it as the removal of ${bad.replace('/.wh.', '/')}); rename it`, { ids: { snapshotId } });
+}
+
 /** Paused attempts when a writer keeps changing the workspace. */
 const ATTEMPTS = 3;
 
@@ -243,9 +253,9 @@ export class Snapshotter {
     // The workspace read once: from the overlay layer on this machine when it can be read there
     // (no exec; only what changed since the previous reading is looked at), else by a listing exec.
     const read = async (): Promise<Reading> => {
-      if (!dirs) return { ...(await this.list(t, prev, 'mark', opts.signal)), startedAt: markAt };
-      const l = await this.scanLayer(t, dirs, prev);
-      return { ...l, root: ws, stats: new Map(), layer: l };
+      const r: Reading = dirs ? await this.scanLayer(t, dirs, prev).then((l) => ({ ...l, root: ws, stats: new Map(), layer: l })) : { ...(await this.list(t, prev, 'mark', opts.signal)), startedAt: markAt };
+      assertLayerSafe(r.manifest, opts.snapshotId);
+      return r;
     };
     let first: Reading | undefined;
     if (prev?.imageId && surely !== true) {

@@ -194,4 +194,18 @@ describe('small snapshots as layers built on the host', { timeout: 180_000 }, ()
     expect(await w.real.imageExists(kept.record.imageId)).toBe(true);
     expect(await w.real.imageExists(lost.record.imageId)).toBe(false);
   });
+
+  test('a workspace file named .wh.X is refused at the snapshot, naming it: a layer reads that name as the removal of X, so no image could keep it', async ({ sandbox, onTestFinished }) => {
+    const runId = 'run_delta_wh';
+    const w = world(sandbox, runId, onTestFinished);
+    const lease = await w.start();
+    await w.run(lease, 'echo a > a');
+    await settle();
+    await w.snap(lease, 'upload');
+    await w.run(lease, 'mkdir -p sub && echo w > sub/.wh.a');
+    const err = await w.plan.snapshot(runId, w.session, w.env, lease, 'step:0', null, signal()).then(() => undefined, (e: unknown) => e);
+    expect(err).toMatchObject({ code: 'snapshot_unrepresentable' });
+    expect(String((err as Error).message)).toContain('./sub/.wh.a');
+    expect(await sandbox.store.listSnapshotDeltas(), 'nothing kept for it').toEqual([]);
+  });
 });

@@ -129,6 +129,8 @@ export async function buildDeltaLayer(o: { dirs: LayerDirs; ws: string; base: Wo
     if (p === '.') continue;
     const value = o.now[p]!;
     if (value.startsWith('o:')) return { refused: `${p} is a special file` };
+    // In a layer, a file named .wh.X is the removal of X: a workspace file so named is the engine's to commit.
+    if (p.slice(p.lastIndexOf('/') + 1).startsWith('.wh.')) return { refused: `${p} has a name a layer reads as a removal` };
     const st = lstatSync(merged(p), { throwIfNoEntry: false });
     if (!st) return { refused: `${p} vanished while the layer was built` };
     const bad = unwritable(p, st);
