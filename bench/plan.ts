@@ -150,7 +150,7 @@ function breakdown(runs: Array<Awaited<ReturnType<typeof berthRun>>>, raw: numbe
     add('snapshot (all, wall)', sum(by('snapshot').map((t) => t.ms)));
     add('snapshot upload (wall)', upload?.ms ?? 0);
     for (const s of by('snapshot').filter((t) => t.checkpoint !== 'upload')) add(`snapshot ${s.checkpoint} (wall)`, s.ms);
-    for (const p of ['snapshot.diff', 'snapshot.manifest_read', 'snapshot.scan', 'snapshot.outside', 'snapshot.tag', 'snapshot.commit', 'snapshot.archive_scan', 'snapshot.manifest_write', 'snapshot.rebase']) add(`  ${p} (sum)`, sum(by(p).map((t) => t.ms)));
+    for (const p of ['snapshot.layer_check', 'snapshot.layer_scan', 'snapshot.delta_build', 'snapshot.layer_verify', 'snapshot.delta_write', 'snapshot.scan', 'snapshot.outside', 'snapshot.tag', 'snapshot.commit', 'snapshot.archive_scan', 'snapshot.manifest_write', 'snapshot.rebase']) add(`  ${p} (sum)`, sum(by(p).map((t) => t.ms)));
     add('rest: CLI start, kernel, store commits', r.ms - (lease?.ms ?? 0) - (lease && upload ? upload.time - upload.ms - lease.time : 0) - sum(r.steps.map((s) => s.durationMs)) - sum(by('snapshot').map((t) => t.ms)));
   }
   add('raw total', 0);
