@@ -152,7 +152,10 @@ describe('two workers on one store', { timeout: 600_000 }, () => {
     const stale = workers.find((w) => w.pid === owner.pid)!;
     const other = workers.find((w) => w !== stale)!;
     stale.child.kill('SIGSTOP');
-    const end = await runSettled(fx, run.id);
+    // On a timeout, what the live worker was doing (its log) is the evidence.
+    const end = await runSettled(fx, run.id).catch((err: unknown) => {
+      throw new Error(`${(err as Error).message}; the live worker's log:\n${other.stderr().slice(-4000)}`);
+    });
     expect(end.state, other.stderr()).toBe('completed');
     const taken = (await fx.read((s) => s.getSessionOwner(run.sessionId)))!;
     expect(taken.pid).toBe(other.pid);
