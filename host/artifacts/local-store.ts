@@ -10,18 +10,29 @@ import type { ArtifactStore, BlobState } from './artifact-store';
 
 const HEX = /^[0-9a-f]{64}$/;
 
-/** A transform that hashes and counts what passes through it. */
-export function hashing(): Transform & { digest(): { sha256: string; size: number } } {
+/**
+ * A transform that hashes and counts what passes through it. With `expect`, it ends in an error
+ * (rather than completing) when the bytes were not exactly those: a reader never sees a stream
+ * that looks whole but is not.
+ */
+export function hashing(expect?: { sha256: string; size: number; error: (got: { sha256: string; size: number }) => Error }): Transform & { digest(): { sha256: string; size: number } } {
   const h = createHash('sha256');
   let size = 0;
+  let result: { sha256: string; size: number } | undefined;
+  const digest = () => (result ??= { sha256: h.digest('hex'), size });
   const t = new Transform({
     transform(chunk: Buffer, _enc, cb) {
       h.update(chunk);
       size += chunk.length;
       cb(null, chunk);
     },
+    flush(cb) {
+      if (!expect) return cb();
+      const got = digest();
+      cb(got.sha256 === expect.sha256.replace(/^sha256:/, '') && got.size === expect.size ? null : expect.error(got));
+    },
   });
-  return Object.assign(t, { digest: () => ({ sha256: h.digest('hex'), size }) });
+  return Object.assign(t, { digest });
 }
 
 /** The sha256 and size of a stream's bytes. */

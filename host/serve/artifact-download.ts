@@ -1,6 +1,6 @@
-import { createHash } from 'node:crypto';
-import { Readable, Transform } from 'node:stream';
+import { Readable } from 'node:stream';
 import type { Context } from 'hono';
+import { hashing } from '../artifacts';
 import { BerthError } from '../errors';
 import type { ServeDeps } from './deps';
 
@@ -16,20 +16,7 @@ export async function downloadArtifact(c: Context, deps: ServeDeps, runId: strin
   const state = await deps.artifacts.check(a.sha256, a.sizeBytes);
   if (state !== 'present') return c.text(`artifact_${state}: ${a.path} (sha256 ${a.sha256}) is ${state} in the artifact store`, 409);
   const source = await deps.artifacts.open(a.sha256);
-  const h = createHash('sha256');
-  let size = 0;
-  const checked = new Transform({
-    transform(chunk: Buffer, _enc, done) {
-      h.update(chunk);
-      size += chunk.length;
-      done(null, chunk);
-    },
-    flush(done) {
-      const got = `sha256:${h.digest('hex')}`;
-      const want = a.sha256.startsWith('sha256:') ? a.sha256 : `sha256:${a.sha256}`;
-      done(got === want && size === a.sizeBytes ? null : new Error(`artifact ${a.path} changed while it was sent (${got}, ${size} bytes)`));
-    },
-  });
+  const checked = hashing({ sha256: a.sha256, size: a.sizeBytes, error: (got) => new Error(`artifact ${a.path} changed while it was sent (sha256:${got.sha256}, ${got.size} bytes)`) });
   source.on('error', (err) => checked.destroy(err));
   source.pipe(checked);
   const name = (a.path.split('/').pop() || 'artifact').replace(/[^A-Za-z0-9._-]/g, '_');

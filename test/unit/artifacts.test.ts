@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { pack } from 'tar-stream';
 import { afterEach, describe, expect, it } from 'vitest';
-import { currentArtifacts, globProblem, globRegExp, globRoot, LocalArtifactStore } from '../../host/artifacts';
+import { currentArtifacts, globProblem, globRegExp, globRoot, hashing, LocalArtifactStore } from '../../host/artifacts';
 import { copyFileOut } from '../../host/sandbox/artifact-files';
 import type { FileContext } from '../../host/sandbox/file-ops';
 import type { StoredArtifact } from '../../host/store';
@@ -131,5 +131,32 @@ describe('the artifacts that stand for a run', () => {
     const all = [rec(0, 0, 'a'), rec(0, 0, 'old'), rec(0, 1, 'a'), rec(1, 0, 'b'), rec(2, 1, 'c')];
     expect(currentArtifacts(all).map((a) => a.id)).toEqual(['0:1:a', '1:0:b', '2:1:c']);
     expect(currentArtifacts(all, 2).map((a) => a.id)).toEqual(['0:1:a', '1:0:b']);
+  });
+});
+
+describe('a hashing stream with an expectation', () => {
+  const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+  const through = async (bytes: Buffer, expect: { sha256: string; size: number }) => {
+    const t = hashing({ ...expect, error: (got) => new Error(`got ${got.size} bytes`) });
+    const out: Buffer[] = [];
+    t.on('data', (c: Buffer) => out.push(c));
+    await new Promise<void>((resolve, reject) => {
+      t.on('end', resolve);
+      t.on('error', reject);
+      Readable.from([bytes]).pipe(t);
+    });
+    return Buffer.concat(out);
+  };
+
+  it('passes the bytes through when they are the expected ones (with or without the sha256: prefix)', async () => {
+    const b = Buffer.from('artifact bytes');
+    expect((await through(b, { sha256: `sha256:${sha(b)}`, size: b.length })).equals(b)).toBe(true);
+    expect((await through(b, { sha256: sha(b), size: b.length })).equals(b)).toBe(true);
+  });
+
+  it('ends in an error, not an end, when the bytes or their count differ', async () => {
+    const b = Buffer.from('artifact bytes');
+    await expect(through(Buffer.from('artifact bytez'), { sha256: sha(b), size: b.length })).rejects.toThrow('got 14 bytes');
+    await expect(through(b, { sha256: sha(b), size: b.length + 1 })).rejects.toThrow('got 14 bytes');
   });
 });
