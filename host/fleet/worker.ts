@@ -2,12 +2,9 @@ import type { Logger } from 'pino';
 import type { Kernel } from '../kernel';
 import type { Store } from '../store';
 
-/** A store-wide holder (`berth run`/`resume` without a fleet) whose heartbeat is older than this is gone. */
-const LEGACY_STALE_MS = 10_000;
-
 export interface WorkerOptions {
   store: Store;
-  /** A kernel built with per-session ownership (KernelOptions.ownership). */
+  /** A kernel that claims nothing by itself (KernelOptions.claim `none`): the worker claims for it. */
   kernel: Kernel;
   logger: Logger;
   hostId: string;
@@ -76,18 +73,17 @@ export class Worker {
     await this.beat();
     await this.releaseFinished();
     const free = this.o.concurrency - this.o.kernel.ownedSessions().length;
-    if (free > 0 && !(await this.legacyHostLive())) {
+    if (free > 0) {
       let room = free;
       // More candidates than room: some may need tags this worker lacks.
-      for (const sessionId of await this.o.store.claimableSessions(free * 4 + 8)) {
+      for (const sessionId of await this.o.kernel.available(free * 4 + 8)) {
         if (this.draining || room <= 0) break;
         if (!(await this.tagsMatch(sessionId))) continue;
-        const claim = await this.o.store.claimSession(sessionId, { hostId: this.o.hostId, pid: this.o.pid }, this.o.leaseTtlMs);
-        // Another worker was faster (or the owner renewed): the compare-and-set said no.
+        const claim = await this.o.kernel.claim(sessionId);
+        // Another host was faster (or the owner renewed): the compare-and-set said no.
         if (!claim.ok) continue;
         this.o.logger.info({ sessionId, epoch: claim.epoch, from: claim.previous?.holder ?? null }, 'claimed session');
         this.o.onClaim?.(sessionId, claim.epoch, claim.previous && claim.previous.stoppedAt === null ? `${claim.previous.holder}:${claim.previous.pid}` : null);
-        await this.o.kernel.adopt(sessionId, claim.epoch);
         room--;
       }
     }
@@ -109,15 +105,5 @@ export class Worker {
       await this.o.kernel.release(sessionId);
       await this.o.onReleased?.(sessionId).catch((err: unknown) => this.o.logger.warn({ err, sessionId }, 'clean-up after a run end failed; the next sweep does it'));
     }
-  }
-
-  /**
-   * A `berth run`/`resume` driving the whole store (its store-wide right) would race a worker for
-   * unclaimed runs: while one is live, the worker claims nothing (it keeps what it owns).
-   */
-  private async legacyHostLive(): Promise<boolean> {
-    const right = await this.o.store.getExecutionRight('kernel');
-    if (!right || right.stoppedAt !== null) return false;
-    return (await this.o.store.databaseNow()) - right.heartbeatAt < LEGACY_STALE_MS;
   }
 }

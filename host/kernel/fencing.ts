@@ -7,9 +7,8 @@ export interface Fence {
 }
 
 /**
- * What a kernel's right to commit looks like to its scheduler, whichever way it holds it: the
- * store-wide execution right ({@link ExecutionRight}) or one claim per session
- * ({@link SessionFencing}). The scheduler asks it which sessions to drive and how to fence each
+ * What a kernel's right to commit looks like to its scheduler (one claim per session, see
+ * {@link SessionFencing}): the scheduler asks it which sessions to drive and how to fence each
  * commit, and tells it when the store refused one.
  */
 export interface Fencing {

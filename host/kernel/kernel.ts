@@ -4,11 +4,11 @@ import type { CommitInput, CommitResult, Store } from '../store';
 import type { Clock } from '../support/clock';
 import type { DocumentTypes } from './documents';
 import type { HandlerRegistry } from './registry';
-import { ExecutionRight, type ExecutionRightLost } from './execution-right';
 import { deliverSignal, type IdleTransitionDeps } from './idle-transitions';
 import { Scheduler } from './scheduler';
 import { SessionFencing } from './session-fencing';
-import type { SessionLost, SessionOwnershipOptions } from './session-owners';
+import { DEFAULT_OWNERSHIP, type SessionLost, type SessionOwnershipOptions } from './session-owners';
+import type { ClaimResult } from '../store';
 import { waitForRun } from './wait-for-run';
 
 export interface KernelOptions {
@@ -24,15 +24,20 @@ export interface KernelOptions {
   pollMs?: number;
   /** Versions recorded on run transitions. */
   versions?: RunVersions;
-  /** The fencing scope this host takes on start. Default "kernel". */
-  fenceScope?: string;
-  /** How often the host heartbeats its execution right (and so learns it lost it). Default 2000 ms. */
+  /** How often the host renews its sessions' leases (and so learns it lost one). Default a third of the TTL. */
   heartbeatMs?: number;
-  /**
-   * Per-session ownership (`berth worker`, issue 15): the kernel takes no store-wide right and drives
-   * only the sessions it was given with {@link Kernel.adopt}, each fenced by its own epoch.
-   */
+  /** The lease of every session claim (database clock). Default 30 s. */
   ownership?: SessionOwnershipOptions;
+  /**
+   * Which sessions the kernel claims by itself (it drives only sessions it claimed, each fenced by
+   * its own epoch; see DESIGN.md "More than one host"):
+   * - `all` (default): every session with work that no live owner drives, at start and at each poll,
+   *   and every session it commits to (a program's own host, the tests' kernels);
+   * - `own`: the sessions it creates or commits to (`berth run`, `resume`, `reconcile`, `chat`);
+   * - `none`: only those given to {@link Kernel.adopt} or {@link Kernel.claim} (`berth worker`, a
+   *   detached submission, which leaves its run to a worker).
+   */
+  claim?: 'all' | 'own' | 'none';
 }
 
 /** Announced to {@link Kernel.onCommit} listeners after each commit of this host: what it touched. */
@@ -57,29 +62,61 @@ export class Kernel {
   private poller: NodeJS.Timeout | null = null;
   private beater: NodeJS.Timeout | null = null;
   private readonly deps: IdleTransitionDeps;
-  /** How this kernel holds its right to commit: store-wide, or one claim per session. */
-  private readonly owner: ExecutionRight | SessionFencing;
+  /** The sessions this kernel claimed, each with its epoch and lease. */
+  private readonly owner: SessionFencing;
   private readonly scheduler: Scheduler;
+  private readonly mode: 'all' | 'own' | 'none';
+  private claiming: Promise<void> | null = null;
 
   constructor(private readonly o: KernelOptions) {
-    this.owner = o.ownership
-      ? new SessionFencing(o.store, o.logger, o.ownership, (sessionId, why) => this.scheduler.abortSession(sessionId, why))
-      : new ExecutionRight(o.store, o.logger, o.fenceScope ?? 'kernel', () => this.stop());
+    this.mode = o.claim ?? 'all';
+    this.owner = new SessionFencing(o.store, o.logger, o.ownership ?? DEFAULT_OWNERSHIP, { hostId: o.hostId, pid: process.pid }, (sessionId, why) => this.scheduler.abortSession(sessionId, why));
     this.deps = { ...o, commit: (input) => this.commit(input), markDirty: (taskId) => this.markDirty(taskId) };
     this.scheduler = new Scheduler(this.deps, this.owner, o.concurrency ?? 4);
     // A newly registered handler may unblock saved tasks; only a started kernel (holding its epoch) acts on it.
     o.registry.onRegister(() => void (this.scheduler.started && this.scheduler.poll()));
   }
 
-  /** Takes the fencing epoch and resumes every unfinished task (DESIGN.md "resume"). */
+  /** Starts scheduling; with `claim: 'all'` it claims and resumes every session no live owner drives (DESIGN.md "resume"). */
   async start(): Promise<void> {
-    // Per-session: no right is taken here and nothing is resumed until a session is adopted.
-    if (this.owner.kind === 'store') await this.owner.acquire(this.o.hostId);
     this.scheduler.started = true;
-    if (this.owner.kind === 'store') await this.scheduler.resume();
-    this.poller = setInterval(() => void this.scheduler.poll(), this.o.pollMs ?? 500);
-    this.beater = setInterval(() => void this.heartbeat(), this.o.heartbeatMs ?? 2000);
-    if (this.owner.kind === 'store') await this.scheduler.poll();
+    const ttl = (this.o.ownership ?? DEFAULT_OWNERSHIP).leaseTtlMs;
+    this.poller = setInterval(() => void this.tick(), this.o.pollMs ?? 500);
+    // Renewals come three times per TTL, so one late beat never loses a session.
+    this.beater = setInterval(() => void this.heartbeat(), this.o.heartbeatMs ?? Math.max(50, Math.floor(ttl / 3)));
+    await this.tick();
+  }
+
+  private async tick(): Promise<void> {
+    if (this.mode === 'all') await this.claimAvailable().catch((err: unknown) => this.o.logger.warn({ err }, 'could not claim sessions; trying again at the next poll'));
+    await this.scheduler.poll();
+  }
+
+  /** Sessions with work that no live owner drives (none, released, lease run out, or a dead process of this machine). */
+  available(limit: number): Promise<string[]> {
+    return this.owner.available(limit);
+  }
+
+  /** `claim: 'all'`: takes every session with work that no live owner drives. */
+  private claimAvailable(): Promise<void> {
+    this.claiming ??= (async () => {
+      for (const sessionId of await this.owner.available(100)) {
+        if (this.scheduler.stopping) return;
+        await this.claim(sessionId);
+      }
+    })().finally(() => (this.claiming = null));
+    return this.claiming;
+  }
+
+  /**
+   * Claims the session and drives it from now on: refused while a live owner holds it unless
+   * `takeOver` (an operator) or that owner is gone (released, lease run out, or a dead process of
+   * this machine). Tasks an earlier owner left `running` count a restart and re-enter their phase.
+   */
+  async claim(sessionId: string, opts: { takeOver?: boolean } = {}): Promise<ClaimResult> {
+    const claim = await this.owner.claim(sessionId, opts);
+    if (claim.ok) await this.adopt(sessionId, claim.epoch);
+    return claim;
   }
 
   /** Stops scheduling; phases in flight are signalled and their decisions are not committed. */
@@ -107,7 +144,6 @@ export class Kernel {
    * owner left `running` count a restart and re-enter their saved phase, as on a host start.
    */
   async adopt(sessionId: string, epoch: number): Promise<void> {
-    if (this.owner.kind !== 'sessions') throw new Error('adopt needs a kernel with per-session ownership');
     this.owner.add(sessionId, epoch);
     for (const task of await this.o.store.listTasks({ sessionId, statuses: ['running'] })) await this.scheduler.restart(task);
     await this.scheduler.poll();
@@ -115,25 +151,22 @@ export class Kernel {
 
   /** The sessions this kernel owns now, with their epochs. */
   ownedSessions(): Array<{ sessionId: string; epoch: number }> {
-    return this.owner.kind === 'sessions' ? this.owner.list() : [];
+    return this.owner.list();
+  }
+
+  /** The epoch under which this kernel holds the session, if it does. */
+  epochOf(sessionId: string): number | undefined {
+    return this.owner.epochOf(sessionId);
   }
 
   /** Gives a session up cleanly (its run ended): another host may claim it at once. */
   async release(sessionId: string): Promise<void> {
-    if (this.owner.kind === 'sessions') await this.owner.releaseSession(sessionId);
+    await this.owner.releaseSession(sessionId);
   }
 
-  /** Called once per session this kernel lost to another host; it has stopped all work on it. */
+  /** Called once per session this kernel lost (taken by another host, or its lease ran out); it has stopped all work on it. */
   onSessionLost(listener: (l: SessionLost) => void): () => void {
-    return this.owner.kind === 'sessions' ? this.owner.onLost(listener) : () => {};
-  }
-
-  /**
-   * Called once when another host takes the execution right of this store (seen by a refused
-   * commit or heartbeat): this kernel has stopped and commits nothing more.
-   */
-  onLost(listener: (l: ExecutionRightLost) => void): () => void {
-    return this.owner.kind === 'store' ? this.owner.onLost(listener) : () => {};
+    return this.owner.onLost(listener);
   }
 
   private async heartbeat(): Promise<void> {
@@ -153,10 +186,19 @@ export class Kernel {
 
   /** Every commit of this host goes through here: fenced, attributed, announced. */
   async commit(input: CommitInput): Promise<CommitResult> {
+    // A host that claims what it commits to owns a session before its first write, a new one
+    // included: between an unfenced submission and a later claim, another host could take the run.
+    if (this.mode !== 'none' && !this.owner.holds(input.sessionId) && !this.scheduler.stopping) {
+      const claim = await this.owner.claim(input.sessionId);
+      if (!claim.ok) return { ok: false, conflict: { kind: 'fence', scope: `session:${input.sessionId}`, expected: 0, actual: claim.owner.epoch } };
+      if (!input.createSession) await this.adopt(input.sessionId, claim.epoch);
+    }
     const fence = this.owner.fence(input);
     // Not owned (lost, released or never claimed): nothing is written for it again.
     if (fence === null) return { ok: false, conflict: { kind: 'fence', scope: `session:${input.sessionId}`, expected: 0, actual: null } };
     const result = await this.o.store.commit({ ...input, actor: input.actor ?? `host:${this.o.hostId}`, ...(fence ? { fence } : {}) });
+    // A submission that was already there (same request id) leaves this host's fresh claim unused.
+    if (!result.ok && input.createSession && result.conflict.kind === 'duplicate_request' && fence) await this.owner.releaseSession(input.sessionId);
     if (result.ok) {
       const event: CommitEvent = {
         label: input.label,

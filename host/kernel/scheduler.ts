@@ -60,12 +60,6 @@ export class Scheduler {
     this.pumping ??= this.pump().finally(() => (this.pumping = null));
   }
 
-  /** Tasks a dead host left `running` in the sessions this scheduler drives count a restart. */
-  async resume(): Promise<void> {
-    const drives = await this.owner.drives();
-    for (const task of await this.drivable(await this.d.store.listTasks({ statuses: ['running'] }))) if (drives(task.sessionId)) await this.restart(task);
-  }
-
   /** A task a dead host left `running`: counts a restart and, under the limit, re-enters its saved phase as recovered. */
   async restart(task: Task): Promise<void> {
     if (await countRestart(this.d, task)) this.recovering.add(task.id);

@@ -1,16 +1,16 @@
 import type { Logger } from 'pino';
-import type { CommitInput, Store } from '../store';
+import type { ClaimResult, CommitInput, Store } from '../store';
 import type { Fence, Fencing } from './fencing';
 import { SessionOwners, type SessionLost, type SessionOwnershipOptions } from './session-owners';
 
 /**
- * Per-session ownership of a kernel (`berth worker`, issue 15): it takes no store-wide right and
- * drives only the sessions adopted into it, each fenced by its own epoch. A session lost to
- * another host (refused commit or lease renewal) has its phases aborted at once and is reported
- * once; the kernel's other sessions go on.
+ * How every kernel holds its right to commit (one ownership model for `berth run`, `resume`,
+ * `reconcile`, `chat`, the web view's actions and `berth worker`): it drives only the sessions it
+ * claimed, each fenced by its own epoch and kept by a lease on the database clock. A session lost
+ * to another host, or whose lease ran out before a renewal, has its phases aborted at once and is
+ * reported once; the kernel's other sessions go on.
  */
 export class SessionFencing implements Fencing {
-  readonly kind = 'sessions';
   private readonly owners: SessionOwners;
   private readonly listeners = new Set<(l: SessionLost) => void>();
 
@@ -18,10 +18,11 @@ export class SessionFencing implements Fencing {
     private readonly store: Store,
     private readonly logger: Logger,
     options: SessionOwnershipOptions,
+    holder: { hostId: string; pid: number },
     /** Stops every phase of the session at once (their signals abort their execs). */
     private readonly abortSession: (sessionId: string, why: string) => Promise<void>,
   ) {
-    this.owners = new SessionOwners(store, options);
+    this.owners = new SessionOwners(store, options, holder);
   }
 
   /** Holds the session from now on under `epoch` (a claim the caller took). */
@@ -29,8 +30,22 @@ export class SessionFencing implements Fencing {
     this.owners.add(sessionId, epoch);
   }
 
+  /** Claims the session (see {@link SessionOwners.claim}); held from now on when it succeeds. */
+  claim(sessionId: string, opts: { takeOver?: boolean } = {}): Promise<ClaimResult> {
+    return this.owners.claim(sessionId, opts);
+  }
+
+  /** Sessions with work that no live owner drives (see {@link SessionOwners.available}). */
+  available(limit: number): Promise<string[]> {
+    return this.owners.available(limit);
+  }
+
   list(): Array<{ sessionId: string; epoch: number }> {
     return this.owners.list();
+  }
+
+  epochOf(sessionId: string): number | undefined {
+    return this.owners.epochOf(sessionId);
   }
 
   fence(input: CommitInput): Fence | undefined | null {
@@ -60,7 +75,7 @@ export class SessionFencing implements Fencing {
   }
 
   async release(): Promise<void> {
-    // Released sessions are claimable at once by another worker (no wait for the lease to run out).
+    // Released sessions are claimable at once by another host (no wait for the lease to run out).
     for (const { sessionId, epoch } of this.owners.list()) await this.store.releaseSession(sessionId, epoch).catch(() => false);
   }
 
@@ -87,7 +102,7 @@ export class SessionFencing implements Fencing {
 
   private async reportLoss(sessionId: string, epoch: number): Promise<void> {
     const lost = await this.owners.describeLoss(sessionId, epoch);
-    this.logger.error({ lost }, 'another host took this session; stopped all work on it');
+    this.logger.error({ lost }, lost.why === 'expired' ? 'this host\'s lease on a session ran out before a renewal; stopped all work on it' : 'another host took this session; stopped all work on it');
     for (const l of this.listeners) l(lost);
   }
 }

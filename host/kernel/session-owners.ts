@@ -1,26 +1,52 @@
-import type { CommitInput, Store } from '../store';
+import type { ClaimResult, CommitInput, SessionOwner, Store } from '../store';
 
-/** Per-session ownership of a kernel (issue 15): it drives only sessions it claimed, each under its own epoch. */
+/** How a kernel owns the sessions it drives (DESIGN.md "More than one host": one model for every host). */
 export interface SessionOwnershipOptions {
-  /** How long a claim holds without a renewal (database clock). Renewed at every heartbeat. */
+  /** How long a claim holds without a renewal (database clock). Renewed at every heartbeat. Default 30 s. */
   leaseTtlMs: number;
 }
 
-/** A session this kernel owned and lost: another host claimed it (its lease ran out, or an operator took it over). */
+export const DEFAULT_OWNERSHIP: SessionOwnershipOptions = { leaseTtlMs: 30_000 };
+
+/** A session this kernel owned and lost: another host claimed it, or its lease ran out before a renewal. */
 export interface SessionLost {
   sessionId: string;
   epoch: number;
   holder: string | null;
   pid: number | null;
+  /** `taken`: another host (or an operator) holds it now; `expired`: no renewal reached the store in time. */
+  why: 'taken' | 'expired' | 'released';
 }
 
-const scope = (sessionId: string) => `session:${sessionId}`;
+export const sessionScope = (sessionId: string) => `session:${sessionId}`;
+
+/** Whether a process of this machine exists (EPERM: it does, under another user). */
+export function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Whether a session's owner can no longer act: it released the session, its lease ran out on the
+ * database clock, or it is a process of this machine (same host id) that no longer exists. The
+ * last one lets a host restarted after a SIGKILL continue at once instead of after the TTL; a
+ * wrong guess (another machine configured with the same host id) is still safe, because the claim
+ * bumps the epoch and the live owner's next commit is refused.
+ */
+export function ownerGone(owner: SessionOwner, now: number, localHostId: string, pidAlive: (pid: number) => boolean = processAlive): boolean {
+  if (owner.stoppedAt !== null || owner.leaseUntil < now) return true;
+  return owner.holder === localHostId && owner.pid !== null && owner.pid !== process.pid && !pidAlive(owner.pid);
+}
 
 /**
  * The sessions a kernel owns, with the epoch of each claim. Every commit of an owned session is
- * fenced with its epoch (the store refuses it in the same transaction when the epoch moved on); a
- * commit of a session it does not own is refused here, before the store, unless it creates the
- * session (a submission: nobody can own a session that does not exist yet).
+ * fenced with its epoch (the store refuses it in the same transaction when the epoch moved on or
+ * the lease ran out); a commit of a session it does not own is refused here, before the store,
+ * unless it creates the session (a submission: nobody can own a session that does not exist yet).
  */
 export class SessionOwners {
   private readonly owned = new Map<string, number>();
@@ -28,6 +54,7 @@ export class SessionOwners {
   constructor(
     private readonly store: Store,
     readonly options: SessionOwnershipOptions,
+    private readonly holder: { hostId: string; pid: number },
   ) {}
 
   has(sessionId: string): boolean {
@@ -55,11 +82,44 @@ export class SessionOwners {
   /** The fence of a commit: the session's epoch, none for a submission, or null (not owned: never written). */
   fence(input: CommitInput): { scope: string; epoch: number } | undefined | null {
     const epoch = this.owned.get(input.sessionId);
-    if (epoch !== undefined) return { scope: scope(input.sessionId), epoch };
+    if (epoch !== undefined) return { scope: sessionScope(input.sessionId), epoch };
     return input.createSession ? undefined : null;
   }
 
-  /** Renews every owned lease; returns the sessions whose epoch moved on (lost). A busy store is no loss. */
+  /**
+   * Claims the session for this host: refused while a live owner holds it, unless `takeOver` (an
+   * operator) or the owner is gone ({@link ownerGone}). Claiming bumps the epoch.
+   */
+  async claim(sessionId: string, opts: { takeOver?: boolean } = {}): Promise<ClaimResult> {
+    let takeOver = opts.takeOver ?? false;
+    if (!takeOver) {
+      const owner = await this.store.getSessionOwner(sessionId);
+      if (owner && ownerGone(owner, await this.store.databaseNow(), this.holder.hostId)) takeOver = true;
+    }
+    const claim = await this.store.claimSession(sessionId, this.holder, this.options.leaseTtlMs, { takeOver });
+    if (claim.ok) this.owned.set(sessionId, claim.epoch);
+    return claim;
+  }
+
+  /**
+   * Sessions with unfinished work that nobody can drive now: no owner, a released or expired claim,
+   * or a dead process of this machine. Skips imported runs' sessions, which are records, not work.
+   */
+  async available(limit: number): Promise<string[]> {
+    const out = new Set(await this.store.claimableSessions(limit));
+    const now = await this.store.databaseNow();
+    const dead = (await this.store.listSessionOwners()).filter((o) => o.stoppedAt === null && o.leaseUntil >= now && !this.owned.has(o.sessionId) && ownerGone(o, now, this.holder.hostId));
+    if (dead.length > 0) {
+      const open = new Set((await this.store.listTasks({ statuses: ['pending', 'running', 'waiting', 'sleeping', 'completing'] })).map((t) => t.sessionId));
+      for (const o of dead) if (open.has(o.sessionId)) out.add(o.sessionId);
+    }
+    for (const id of this.owned.keys()) out.delete(id);
+    if (out.size === 0) return [];
+    const imported = new Set((await this.store.listImportedRuns()).map((r) => r.sessionId));
+    return [...out].filter((s) => !imported.has(s));
+  }
+
+  /** Renews every owned lease; returns the sessions whose claim no longer holds. A busy store is no loss. */
   async renewAll(onError: (err: unknown) => void): Promise<Array<{ sessionId: string; epoch: number }>> {
     const lost: Array<{ sessionId: string; epoch: number }> = [];
     for (const { sessionId, epoch } of this.list()) {
@@ -75,12 +135,7 @@ export class SessionOwners {
   /** Who holds the session now, for the loss report. */
   async describeLoss(sessionId: string, epoch: number): Promise<SessionLost> {
     const now = await this.store.getSessionOwner(sessionId).catch(() => undefined);
-    return { sessionId, epoch, holder: now?.holder ?? null, pid: now?.pid ?? null };
-  }
-
-  /** Sessions other hosts own live right now (a store-wide kernel leaves them alone). */
-  static async liveElsewhere(store: Store): Promise<Set<string>> {
-    const now = await store.databaseNow();
-    return new Set((await store.listSessionOwners()).filter((o) => o.stoppedAt === null && o.leaseUntil >= now).map((o) => o.sessionId));
+    const why = !now || now.epoch !== epoch ? 'taken' : now.stoppedAt !== null ? 'released' : 'expired';
+    return { sessionId, epoch, holder: now?.holder ?? null, pid: now?.pid ?? null, why };
   }
 }

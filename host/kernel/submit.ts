@@ -63,6 +63,8 @@ export async function submit(deps: { store: Store; kernel: Pick<Kernel, 'commit'
   });
   if (!result.ok) {
     if (result.conflict.kind === 'duplicate_request') return submit(deps, s);
+    // The session (an agent session's next message) is driven by another live host: nothing was written.
+    if (result.conflict.kind === 'fence') throw new BerthError('run_owned', `session ${sessionId} is driven by another live host (epoch ${result.conflict.actual ?? '?'}); nothing was submitted. Wait for it to finish, or take its run over with berth resume RUN --take-over`, { retryable: true, ids: { sessionId } });
     throw new BerthError('submit_conflict', `submission ${s.requestId} not saved: ${result.conflict.kind}`, { retryable: true, details: result.conflict });
   }
   const submission = (await deps.store.getSubmission(submissionId))!;

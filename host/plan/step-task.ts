@@ -86,11 +86,14 @@ export async function runStep(ctx: TypedPhaseContext<StepInput>, sb: RunSandbox,
     }
     if (before) return { type: 'interrupt', reason: `step ${step.name} (replay never) may have run as ${before.id} (${before.status}); it is not started again`, result: { step: step.name, interrupted: true } };
     if (prior?.status === 'executing' || prior?.status === 'unknown') {
-      // In flight when a host stopped: nothing in the sandbox is touched; the effect becomes `unknown`.
+      // In flight when a host stopped: the command that host started may still be running. It is
+      // stopped (and every other sandbox an earlier owner left removed) before anything is judged,
+      // so that an operator answering from what he sees cannot get the step run twice.
+      const stopped = await sb.stopEarlier(runId, ctx.task.sessionId, env, ptr);
       const out = await ctx.perform(spec, async () => {
         throw new BerthError('plan_corrupt', `step ${step.name} (replay never) would be started again`, { ids: { runId, effectId } });
       });
-      if (out.status === 'uncertain') return { type: 'interrupt', reason: out.reason, result: { step: step.name, interrupted: true } };
+      if (out.status === 'uncertain') return { type: 'interrupt', reason: `${out.reason}; ${stopped}`, result: { step: step.name, interrupted: true } };
     }
   }
 

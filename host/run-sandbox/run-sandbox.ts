@@ -47,6 +47,8 @@ export type NewSnapshotRecord = Omit<NewSnapshot, 'runId' | 'taskId'>;
  */
 export class RunSandbox {
   private readonly live = new Map<string, Lease>();
+  /** The ownership epoch under which this process holds each run's live lease. */
+  private readonly epochs = new Map<string, number>();
 
   constructor(private readonly d: RunSandboxDeps) {}
 
@@ -57,7 +59,7 @@ export class RunSandbox {
   async leaseFresh(runId: string, sessionId: string, env: Environment, signal: AbortSignal): Promise<Lease> {
     const epoch = await this.epochOf(sessionId);
     const lease = await timed(this.d.logger, 'lease', () => leaseFromBase(this.d, this.spec(env), env, { runId, sessionId, signal, epoch }));
-    this.live.set(runId, lease);
+    this.hold(runId, lease, epoch);
     return lease;
   }
 
@@ -83,14 +85,16 @@ export class RunSandbox {
     if (!satisfiesRange(KERNEL.version, env.kernel.compatible)) {
       return { kind: 'reconcile', reason: `kernel ${KERNEL.version} is not in the environment's compatible range ${env.kernel.compatible}` };
     }
+    // A new owner (or this one after a restart) first removes what earlier owners left of the run
+    // besides the pointer's sandbox: one a killed host restored or leased and never recorded.
+    await this.supersede(runId, sessionId, ptr.leaseId);
     const record = ptr.leaseId ? await this.d.store.getLease(ptr.leaseId) : undefined;
     const expired = record ? record.releasedAt !== null || record.expiresAt < this.d.clock.now() : true;
-    const v = record && !expired ? await this.d.sandbox.verify(record, { minEpoch: await this.epochOf(sessionId) }) : null;
+    const v = record && !expired ? await this.d.sandbox.verify(record) : null;
     if (v && !v.ok && v.code === 'engine_unreachable') throw new BerthError('engine_unreachable', v.reason, { retryable: true, ids: { runId } });
     if (v && !v.ok && (v.code === 'image_mismatch' || v.code === 'fingerprint_mismatch')) return { kind: 'reconcile', reason: v.reason };
     if (record && v?.ok && !(o.inFlight && o.replay === 'safe')) {
-      const lease = await this.d.sandbox.attach(this.spec(env), record);
-      this.live.set(runId, lease);
+      const lease = await this.adoptAttached(runId, sessionId, await this.d.sandbox.attach(this.spec(env), record));
       if (o.inFlight) return { kind: 'ok', lease, pointer: {} };
       const state = await this.d.snapshots.workspaceState(this.target(lease, env), o.signal, { trust: false });
       if (ptr.workspaceDigest && state.digest !== ptr.workspaceDigest) {
@@ -129,8 +133,8 @@ export class RunSandbox {
     if (held && !held.lost && !held.isReleased) return { kind: 'ok', lease: held };
     const usable = await this.usable(ptr);
     if (!usable.ok) return { kind: 'lost', reason: usable.reason };
-    const lease = await this.d.sandbox.attach(this.spec(env), usable.record);
-    this.live.set(runId, lease);
+    await this.supersede(runId, usable.record.sessionId, usable.record.id);
+    const lease = await this.adoptAttached(runId, usable.record.sessionId, await this.d.sandbox.attach(this.spec(env), usable.record));
     return { kind: 'ok', lease };
   }
 
@@ -140,7 +144,8 @@ export class RunSandbox {
     if (!record) return { ok: false, reason: 'the run has no sandbox lease' };
     if (record.releasedAt !== null) return { ok: false, reason: `lease ${record.id} was released` };
     if (record.expiresAt < this.d.clock.now()) return { ok: false, reason: `lease ${record.id} expired` };
-    const v = await this.d.sandbox.verify(record, { minEpoch: await this.epochOf(record.sessionId) });
+    // An older owner's sandbox is usable once adopted: attaching stops every command it started there.
+    const v = await this.d.sandbox.verify(record);
     if (!v.ok && v.code === 'engine_unreachable') throw new BerthError('engine_unreachable', v.reason, { retryable: true, ids: { leaseId: record.id } });
     return v.ok ? { ok: true, record } : { ok: false, reason: v.reason };
   }
@@ -172,8 +177,9 @@ export class RunSandbox {
     }
     let lease: Lease;
     const createdAt = Date.now();
+    const epoch = await this.epochOf(sessionId);
     try {
-      lease = await this.d.sandbox.lease({ ...this.spec(env), imageDigest: snap.imageId }, { sessionId, signal, runId, epoch: await this.epochOf(sessionId) });
+      lease = await this.d.sandbox.lease({ ...this.spec(env), imageDigest: snap.imageId }, { sessionId, signal, runId, epoch });
     } catch (err) {
       if (isBerthError(err, 'image_missing')) return { kind: 'reconcile', reason: `snapshot image missing: ${snap.id} (${snap.imageId})` };
       throw err;
@@ -186,7 +192,7 @@ export class RunSandbox {
     }
     const old = this.live.get(runId);
     if (old && old.id !== lease.id && !old.isReleased) await old.release().catch(() => {});
-    this.live.set(runId, lease);
+    this.hold(runId, lease, epoch);
     this.d.logger.info({ runId, snapshotId, leaseId: lease.id }, 'sandbox restored from snapshot');
     // Recovery work in the run's cost (an observation, like the other cost samples).
     await this.d.store.recordCost({ runId, at: Date.now(), key: lease.id, meters: { 'sandbox.restores': 1 } });
@@ -202,6 +208,8 @@ export class RunSandbox {
    */
   async snapshot(runId: string, sessionId: string, env: Environment, lease: Lease, checkpoint: string, parentId: string | null, signal: AbortSignal) {
     const id = newId('snap');
+    // A host that lost the run (frozen past its lease, then woken) never touches the sandbox the new owner uses.
+    await this.assertOwner(runId, sessionId);
     // Test hooks: a failed snapshot (engine 5xx, scan error) and a kill with the image made but not recorded.
     faultError('snapshot.take');
     if (await lease.overDiskLimit()) throw new BerthError('disk_exceeded', `the sandbox is over its disk limit of ${env.resources.diskMb} MB; its state is not snapshotted`, { ids: { runId, leaseId: lease.id } });
@@ -218,7 +226,7 @@ export class RunSandbox {
     if (!taken.reused && (taken.flattened || taken.layerBytes >= (this.d.rebaseBytes ?? 8 << 20))) {
       current = await timed(this.d.logger, 'snapshot.rebase', async () => {
         await this.d.snapshots.images.materialize(taken.imageId, signal);
-        const next = await this.d.sandbox.lease({ ...this.spec(env), imageDigest: taken.imageId }, { sessionId, signal, runId, epoch: await this.epochOf(sessionId) });
+        const next = await this.d.sandbox.lease({ ...this.spec(env), imageDigest: taken.imageId }, { sessionId, signal, runId, epoch: this.epochs.get(runId) });
         this.d.snapshots.forget(lease.containerId);
         await lease.release();
         await this.d.snapshots.adopt(this.target(next, env), taken.manifest, signal);
@@ -228,7 +236,7 @@ export class RunSandbox {
         await this.d.snapshots.discard(id);
         throw err;
       });
-      this.live.set(runId, current);
+      this.hold(runId, current, this.epochs.get(runId));
     }
     return { record, lease: current, pointer: { leaseId: current.id, snapshotId: id, workspaceDigest: taken.workspaceDigest } satisfies SandboxPointer };
   }
@@ -238,16 +246,32 @@ export class RunSandbox {
     return (await this.d.snapshots.workspaceState(this.target(lease, env), signal)).digest;
   }
 
+  /** Whether the sandbox of a lease record can be used; one an older owner held is, once adopted ({@link attachRecord}). */
   verifyRecord(record: Parameters<SandboxHost['verify']>[0]) {
-    return this.epochOf(record.sessionId).then((minEpoch) => this.d.sandbox.verify(record, { minEpoch }));
+    return this.d.sandbox.verify(record);
   }
 
   async attachRecord(runId: string, record: Parameters<SandboxHost['verify']>[0], env: Environment): Promise<Lease> {
     const held = this.live.get(runId);
     if (held && held.id === record.id && !held.isReleased) return held;
-    const lease = await this.d.sandbox.attach(this.spec(env), record);
-    this.live.set(runId, lease);
-    return lease;
+    await this.supersede(runId, record.sessionId, record.id);
+    return this.adoptAttached(runId, record.sessionId, await this.d.sandbox.attach(this.spec(env), record));
+  }
+
+  /**
+   * Before a new owner decides anything about a step caught in flight: every other sandbox of the
+   * run that earlier owners left goes, and the pointer's sandbox, when it is still there, is
+   * attached (which stops every command an earlier host started in it, and waits for them to be
+   * gone) and adopted. Says what became of the step's command, for the reason the run parks with.
+   */
+  async stopEarlier(runId: string, sessionId: string, env: Environment, ptr: SandboxPointer): Promise<string> {
+    await this.supersede(runId, sessionId, ptr.leaseId);
+    const usable = await this.usable(ptr).catch((err: unknown) => ({ ok: false as const, reason: `it could not be checked: ${err instanceof Error ? err.message : String(err)}` }));
+    if (!usable.ok) return `its sandbox is gone (${usable.reason}), and the command with it`;
+    const held = this.live.get(runId);
+    if (held && held.id === usable.record.id && !held.isReleased) return 'its command was stopped by this host';
+    await this.adoptAttached(runId, sessionId, await this.d.sandbox.attach(this.spec(env), usable.record));
+    return 'every command an earlier host started in its sandbox was stopped before this was decided';
   }
 
   /** Stops trusting the held lease of a run; the next `ensure` verifies the sandbox from the records. */
@@ -301,13 +325,50 @@ export class RunSandbox {
   }
 
   /**
-   * The ownership epoch of the session when a per-session owner (a worker) holds it: new sandboxes
-   * carry it as a label and one leased under an older epoch is never used (issue 15). Undefined
-   * for a store-wide host, whose sandboxes carry no epoch.
+   * The ownership epoch of the session's live owner (this host, when it drives the run): new
+   * sandboxes carry it as a label and on their record, and an adopted one has its record raised to it.
    */
   private async epochOf(sessionId: string): Promise<number | undefined> {
     const owner = await this.d.store.getSessionOwner(sessionId);
     return owner && owner.stoppedAt === null ? owner.epoch : undefined;
+  }
+
+  private hold(runId: string, lease: Lease, epoch: number | undefined): void {
+    this.live.set(runId, lease);
+    if (epoch === undefined) this.epochs.delete(runId);
+    else this.epochs.set(runId, epoch);
+  }
+
+  /** An attached sandbox becomes this owner's: its record's epoch is raised, so neither sweeper nor verify takes it for a stale owner's. */
+  private async adoptAttached(runId: string, sessionId: string, lease: Lease): Promise<Lease> {
+    const epoch = await this.epochOf(sessionId);
+    if (epoch !== undefined) await this.d.store.adoptLease(lease.id, epoch);
+    this.hold(runId, lease, epoch);
+    return lease;
+  }
+
+  /**
+   * Removes the run's sandboxes that earlier owners held (their epoch is older than the current
+   * owner's) except `keep`: a host killed mid-restore leaves one that nobody else would ever attach.
+   */
+  private async supersede(runId: string, sessionId: string, keep: string | null): Promise<void> {
+    const epoch = await this.epochOf(sessionId);
+    if (epoch === undefined) return;
+    const stale = (await this.d.store.listLeases({ runId, unreleased: true })).filter((r) => r.id !== keep && (r.epoch ?? -1) < epoch);
+    if (stale.length === 0) return;
+    const ids = new Set(stale.map((r) => r.id));
+    const removed = await this.d.sandbox.releaseLeases((r) => ids.has(r.id), 'stale_epoch');
+    this.d.logger.warn({ runId, leases: [...ids], containers: removed.map((r) => r.containerId) }, 'removed sandboxes of the run that an earlier owner left');
+  }
+
+  /** Refuses to act for a run whose session this host no longer owns under the epoch it holds the sandbox with. */
+  private async assertOwner(runId: string, sessionId: string): Promise<void> {
+    const mine = this.epochs.get(runId);
+    if (mine === undefined) return;
+    const owner = await this.d.store.getSessionOwner(sessionId);
+    const now = await this.d.store.databaseNow();
+    if (owner && owner.epoch === mine && owner.stoppedAt === null && owner.leaseUntil >= now) return;
+    throw new BerthError('execution_right_lost', `run ${runId} is no longer this host's (epoch ${mine}, the session is at ${owner?.epoch ?? '?'}): its sandbox is left to the current owner`, { ids: { runId, sessionId } });
   }
 
   private target(lease: Lease, env: Environment) {

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { ArtifactStore } from '../artifacts';
 import { registerAgent, type AgentLiveEvent } from '../agent';
 import type { Extension } from '../agent/custom-tasks';
-import { DocumentTypes, HandlerRegistry, Kernel, type SessionOwnershipOptions } from '../kernel';
+import { DocumentTypes, HandlerRegistry, Kernel, type KernelOptions, type SessionOwnershipOptions } from '../kernel';
 import { planHandlers, type PlanProgress } from '../plan';
 import { RunSandbox, sandboxDocType } from '../run-sandbox';
 import type { SandboxHost, SnapshotEngineCalls } from '../sandbox';
@@ -31,9 +31,11 @@ export interface HostRuntimeDeps {
   hostRegistry?: string;
   /** Where plan steps keep their artifacts (the CLI builds it; without one, a step declaring artifacts fails saying so). */
   artifacts?: ArtifactStore;
-  /** Per-session ownership (`berth worker`, `resume --take-over`, `--detach`): see Kernel.adopt. */
+  /** The lease of the kernel's session claims (default 30 s). */
   ownership?: SessionOwnershipOptions;
-  /** How often the kernel heartbeats its right or renews its sessions' leases. */
+  /** Which sessions the kernel claims by itself (KernelOptions.claim; default `all`). */
+  claim?: KernelOptions['claim'];
+  /** How often the kernel renews its sessions' leases (default a third of the TTL). */
   heartbeatMs?: number;
 }
 
@@ -42,7 +44,7 @@ export function createHostRuntime(d: HostRuntimeDeps) {
   const registry = new HandlerRegistry();
   const documents = new DocumentTypes();
   documents.register(sandboxDocType);
-  const kernel = new Kernel({ store: d.store, registry, documents, clock: d.clock, logger: d.logger, hostId: d.hostId, concurrency: d.concurrency, versions: { kernel: `${KERNEL.name}@${KERNEL.version}` }, ownership: d.ownership, heartbeatMs: d.heartbeatMs });
+  const kernel = new Kernel({ store: d.store, registry, documents, clock: d.clock, logger: d.logger, hostId: d.hostId, concurrency: d.concurrency, versions: { kernel: `${KERNEL.name}@${KERNEL.version}` }, ownership: d.ownership, claim: d.claim, heartbeatMs: d.heartbeatMs });
   const snapshots = new Snapshotter({ engine: d.engine, store: d.store, logger: d.logger });
   const transport = d.registry ? new SnapshotTransport({ registry: d.registry, store: d.store, logger: d.logger, hostRegistry: d.hostRegistry }) : undefined;
   const planSandbox = new RunSandbox({ store: d.store, sandbox: d.sandbox, snapshots, clock: d.clock, logger: d.logger, transport });

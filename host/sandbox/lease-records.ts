@@ -22,6 +22,12 @@ export interface LeaseRecord {
    * session keeps its sandbox across runs). Null for pool leases taken without one and old records.
    */
   runId: string | null;
+  /**
+   * The ownership epoch the sandbox is held under: the one it was leased under (also its
+   * `berth.epoch` label), raised when a new owner adopts it after stopping every command an older
+   * epoch started in it. Null for sandboxes leased without an owner (a pool, old records).
+   */
+  epoch?: number | null;
 }
 
 /** What the sweeper removed and why; kept for operators. */
@@ -45,6 +51,8 @@ export interface LeaseRecords {
   setLeaseContainer(id: string, containerId: string): Promise<boolean>;
   /** Extends an unreleased lease; false when the lease is released or unknown. */
   heartbeatLease(id: string, expiresAt: number): Promise<boolean>;
+  /** Raises the lease's epoch to `epoch` (a new owner adopted the sandbox); false when released, unknown or already there. */
+  adoptLease(id: string, epoch: number): Promise<boolean>;
   releaseLease(id: string, at: number): Promise<void>;
   getLease(id: string): Promise<LeaseRecord | undefined>;
   listLeases(filter?: { hostId?: string; sessionId?: string; runId?: string; activeAt?: number; unreleased?: boolean }): Promise<LeaseRecord[]>;

@@ -273,6 +273,7 @@ export class SandboxHost {
       expiresAt: now + spec.lease.ttlS * 1000,
       releasedAt: null,
       runId: options.runId ?? null,
+      epoch: options.epoch ?? null,
     };
   }
 

@@ -62,11 +62,15 @@ export async function sweep(ctx: SweepContext, signal?: AbortSignal): Promise<Sw
       const own = c.Labels[LABEL.instance] === ctx.instanceId;
       if (!own || ctx.isAbandoned(c.Id)) reason = 'unknown';
     }
-    const epoch = c.Labels[LABEL.epoch];
+    // Held under an older owner of its session: that host may still act on it. The record's epoch
+    // wins over the label when a newer owner adopted the sandbox (after stopping the older
+    // commands in it), since labels cannot change.
+    const label = c.Labels[LABEL.epoch];
+    const epoch = Math.max(label === undefined ? -1 : Number(label), record?.epoch ?? -1);
     const session = c.Labels[LABEL.session];
-    if (reason === undefined && epoch !== undefined && session && ctx.currentEpoch) {
+    if (reason === undefined && epoch >= 0 && session && ctx.currentEpoch) {
       const current = await ctx.currentEpoch(session).catch(() => undefined);
-      if (current !== undefined && Number(epoch) < current) reason = 'stale_epoch';
+      if (current !== undefined && epoch < current) reason = 'stale_epoch';
     }
     if (reason === undefined) continue;
     try {

@@ -39,8 +39,10 @@ export async function verifyLease(docker: Dockerode, record: LeaseRecord, opts: 
     };
   }
   // Leased under an older owner of the run (issue 15): that host may still act on it, so it is never used.
-  const epoch = info.Config.Labels?.[LABEL.epoch];
-  if (opts.minEpoch !== undefined && epoch !== undefined && Number(epoch) < opts.minEpoch) {
+  // The record's epoch wins over the label when a newer owner adopted the sandbox (labels cannot change).
+  const label = info.Config.Labels?.[LABEL.epoch];
+  const epoch = Math.max(label === undefined ? -1 : Number(label), record.epoch ?? -1);
+  if (opts.minEpoch !== undefined && epoch >= 0 && epoch < opts.minEpoch) {
     return { ok: false, code: 'stale_epoch', reason: `container ${record.containerId} was leased under ownership epoch ${epoch}; the run's owner is at epoch ${opts.minEpoch}` };
   }
   return { ok: true };

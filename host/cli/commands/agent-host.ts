@@ -1,16 +1,16 @@
 import { BerthError } from '../../errors';
 import type { Run } from '../../model';
-import { createHostRuntime, type HostRuntime } from '../../runtime/host-runtime';
+import type { HostRuntime } from '../../runtime/host-runtime';
+import { cliRuntime } from '../cli-runtime';
 import { releaseEndedRunLeases } from '../../runtime/run-end-leases';
-import { registryEngine, snapshotEngine } from '../../sandbox';
 import type { CliContext } from '../context';
 import { agentPrinter } from './agent-output';
 import { whileHoldingRight } from '../host-right';
 
 /** The host of one `berth agent|chat` invocation with live output wired to its commits. */
-export async function startAgentHost(ctx: CliContext): Promise<{ rt: HostRuntime; printer: ReturnType<typeof agentPrinter> }> {
+export async function startAgentHost(ctx: CliContext, ttlMs?: number): Promise<{ rt: HostRuntime; printer: ReturnType<typeof agentPrinter> }> {
   const printer = agentPrinter(ctx.json);
-  const rt = createHostRuntime({ store: ctx.store, sandbox: ctx.sandbox, engine: snapshotEngine(ctx.docker), registry: registryEngine(ctx.docker), hostRegistry: process.env.BERTH_REGISTRY, clock: ctx.clock, logger: ctx.logger, hostId: ctx.hostId, artifacts: ctx.artifacts, onAgentLive: (e) => printer.live(e) });
+  const rt = cliRuntime(ctx, { claim: 'own', ttlMs, onAgentLive: (e) => printer.live(e) });
   const swept = [...(await ctx.sandbox.sweep()), ...(await releaseEndedRunLeases(ctx))];
   if (swept.length && !ctx.json) process.stderr.write(`  swept ${swept.length} leftover container(s)\n`);
   await rt.kernel.start();
@@ -52,7 +52,7 @@ export async function followRun(ctx: CliContext, host: Awaited<ReturnType<typeof
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   try {
-    const done = await whileHoldingRight(rt.kernel, run.id, rt.kernel.waitForRun(run.id, { signal: stop.signal, states: SETTLED }));
+    const done = await whileHoldingRight(rt.kernel, run.id, rt.kernel.waitForRun(run.id, { signal: stop.signal, states: SETTLED }), run.sessionId);
     await chain;
     await catchUp();
     return done;

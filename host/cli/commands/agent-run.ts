@@ -9,6 +9,7 @@ import { emit, runExit } from '../output';
 import { followRun, startAgentHost } from './agent-host';
 import { checkImageOnEngine } from './preflight';
 import { fleetRuntime, leaseTtlMs } from './worker';
+import { takeRun } from './plan-run';
 
 /** The agent flags of `berth agent` and `berth chat`, as parsed. */
 export interface AgentFlags {
@@ -96,6 +97,7 @@ export async function agentRun(ctx: CliContext, message: string, flags: AgentFla
   const { run, created } = await stopOnError(host, () =>
     submitAgentRun({ ...host.rt, toolNames: [...host.rt.agent.tools.keys()] }, { message, settings, environment, workspaceDir, requestId: flags['request-id'], environmentFile: flags.env }),
   );
+  if (!created) await takeRun(ctx, host.rt, run);
   if (!ctx.json) process.stderr.write(`${created ? 'started' : 'already submitted as'} run ${run.id} in session ${run.sessionId} (model ${settings.model.model} at ${settings.model.baseUrl})\n`);
   return finishAgentRun(ctx, await followRun(ctx, host, run));
 }
@@ -111,6 +113,7 @@ export async function agentChat(ctx: CliContext, sessionId: string, message: str
   const { run, created } = await stopOnError(host, () =>
     continueSession({ ...host.rt, toolNames: [...host.rt.agent.tools.keys()] }, { sessionId, message, requestId: flags['request-id'], settings: overrides }),
   );
+  if (!created) await takeRun(ctx, host.rt, run);
   if (!ctx.json) process.stderr.write(`${created ? 'started' : 'already submitted as'} run ${run.id} in session ${sessionId}\n`);
   return finishAgentRun(ctx, await followRun(ctx, host, run));
 }

@@ -8,7 +8,7 @@ import { duration, emit } from '../output';
 import { drive, operator, startHost } from './plan-run';
 import { checkPlanSecrets } from './preflight';
 import { getRunOrThrow } from './runs';
-import { createHostRuntime } from '../../runtime/host-runtime';
+import { cliRuntime } from '../cli-runtime';
 
 export interface ForkFlags {
   at?: string;
@@ -59,8 +59,8 @@ async function forkAgentSession(ctx: CliContext, sessionId: string, at: string):
  * takes no execution right, so a host driving other runs of the store is not displaced.
  */
 function submitOnly(ctx: CliContext) {
-  const rt = createHostRuntime({ store: ctx.store, sandbox: ctx.sandbox, engine: snapshotEngine(ctx.docker), clock: ctx.clock, logger: ctx.logger, hostId: ctx.hostId });
-  return { store: ctx.store, registry: rt.registry, kernel: { commit: ctx.store.commit.bind(ctx.store) } };
+  const rt = cliRuntime(ctx, { claim: 'none' });
+  return { store: ctx.store, registry: rt.registry, kernel: rt.kernel };
 }
 
 /** `berth tree RUN`: the lineage RUN belongs to, from its oldest ancestor, with each run's state. */

@@ -6,9 +6,10 @@ import { isFinalRunState, type Run } from '../../model';
 import { deletePrunedManifests, pruneSnapshots } from '../../snapshot';
 import { manifestGcDeps } from './gc';
 import { loadPlan, runSteps, submitPlan, type PlanRunInput, type StepResult } from '../../plan';
-import { engineCapacity, registryEngine, snapshotEngine } from '../../sandbox';
+import { engineCapacity, snapshotEngine } from '../../sandbox';
 import { checkEngineCapacity } from '../../../environment';
-import { createHostRuntime, type HostRuntime } from '../../runtime/host-runtime';
+import type { HostRuntime } from '../../runtime/host-runtime';
+import { cliRuntime } from '../cli-runtime';
 import { releaseEndedRunLeases } from '../../runtime/run-end-leases';
 import { forkPointsInUse } from '../../fork';
 import type { CliContext } from '../context';
@@ -27,24 +28,45 @@ import type { Environment } from '../../../environment';
 
 export const operator = () => `user:${process.env.BERTH_OPERATOR ?? userInfo().username}`;
 
-/** The host for one CLI invocation: sweeps leftovers, resumes every unfinished task, stops cleanly on Ctrl-C. */
-export async function startHost(ctx: CliContext, total: () => number): Promise<HostRuntime> {
-  const rt = createHostRuntime({
-    store: ctx.store,
-    sandbox: ctx.sandbox,
-    engine: snapshotEngine(ctx.docker),
-    registry: registryEngine(ctx.docker),
-    hostRegistry: process.env.BERTH_REGISTRY,
-    clock: ctx.clock,
-    logger: ctx.logger,
-    hostId: ctx.hostId,
-    artifacts: ctx.artifacts,
-    onProgress: progressPrinter(ctx.json, total),
-  });
+/**
+ * The host for one CLI invocation: sweeps leftovers and starts a kernel that owns the sessions it
+ * creates or is given with {@link takeRun}; it drives nothing else of the store.
+ */
+export async function startHost(ctx: CliContext, total: () => number, ttlMs?: number): Promise<HostRuntime> {
+  const rt = cliRuntime(ctx, { claim: 'own', ttlMs, onProgress: progressPrinter(ctx.json, total) });
   const swept = [...(await ctx.sandbox.sweep()), ...(await releaseEndedRunLeases(ctx))];
   if (swept.length && !ctx.json) process.stderr.write(`  swept ${swept.length} leftover container(s)\n`);
   await rt.kernel.start();
   return rt;
+}
+
+/**
+ * Makes this host the run's owner (DESIGN.md "More than one host"): a claim on its session,
+ * refused while a live host owns it unless `takeOver`, which is recorded on the run's transition
+ * log with the operator as actor. A dead process of this machine, a released claim or one whose
+ * lease ran out is taken at once. On refusal the kernel is stopped and `run_owned` names the owner.
+ */
+export async function takeRun(ctx: CliContext, rt: HostRuntime, run: Run, opts: { takeOver?: boolean } = {}): Promise<number> {
+  const claim = await rt.kernel.claim(run.sessionId, { takeOver: opts.takeOver });
+  if (!claim.ok) {
+    await rt.kernel.stop();
+    const o = claim.owner;
+    throw new BerthError(
+      'run_owned',
+      `run ${run.id} is owned by host ${o.holder}${o.pid ? ` (pid ${o.pid})` : ''}, epoch ${o.epoch}, heartbeat ${duration(claim.now - o.heartbeatAt)} ago, lease valid for ${duration(o.leaseUntil - claim.now)} more; ` +
+        `it is alive, so nothing was changed. Let it finish, or take the run over: berth resume ${run.id} --take-over`,
+      { ids: { runId: run.id, sessionId: run.sessionId }, details: { owner: o } },
+    );
+  }
+  const previous = claim.previous;
+  if (opts.takeOver && previous && previous.stoppedAt === null && previous.leaseUntil >= claim.now && !isFinalRunState(run.state)) {
+    const actor = operator();
+    const reason = `taken over by ${actor} from host ${previous.holder}${previous.pid ? ` pid ${previous.pid}` : ''} (epoch ${previous.epoch} -> ${claim.epoch})`;
+    const current = (await ctx.store.getRun(run.id)) ?? run;
+    const r = await rt.kernel.commit({ sessionId: run.sessionId, label: 'run.take-over', actor, runTransitions: [{ runId: run.id, from: current.state, to: current.state, actor, reason, ownerChange: true }] });
+    if (!r.ok) ctx.logger.warn({ conflict: r.conflict }, 'take-over transition not recorded');
+  }
+  return claim.epoch;
 }
 
 /** Drives the run until it settles, or until Ctrl-C (then it stops without deciding anything: `berth resume` continues). */
@@ -143,6 +165,8 @@ export async function runPlan(ctx: CliContext, file: string, requestId?: string,
   // The acceptance command, when the plan has one, runs as the last step.
   const rt = await startHost(ctx, () => runSteps(loaded.plan).length);
   const { run, created } = await submitPlan(rt, loaded, requestId);
+  // Submitted before (same request id): driven here only as its owner, like a resume.
+  if (!created) await takeRun(ctx, rt, run);
   if (!ctx.json) process.stderr.write(`${created ? 'started' : 'already submitted as'} run ${run.id} (${loaded.plan.steps.length} steps, image ${loaded.environment.image.ref})\n`);
   return drive(ctx, rt, run.id);
 }
@@ -153,19 +177,21 @@ export async function stepCount(ctx: CliContext, run: Run): Promise<number> {
   return plan?.steps ? runSteps(plan).length : 0;
 }
 
-/** `berth resume RUN [--take-over]`. */
+/** `berth resume RUN [--take-over]`: this host claims the run's session (see {@link takeRun}) and drives it. */
 export async function resumeRun(ctx: CliContext, runId: string, opts: { takeOver?: boolean; leaseTtl?: string } = {}): Promise<number> {
   const run = await getRunOrThrow(ctx.store, runId);
-  // A run a worker owned (or an operator takes over) continues under its own claim, fencing out the old owner.
-  if (opts.takeOver || (await ctx.store.getSessionOwner(run.sessionId))) return resumeOwned(ctx, run, opts);
+  const ttlMs = leaseTtlMs(opts.leaseTtl);
   if (run.kind === 'agent') {
     // An agent run continues with the same live view as berth agent: conversation and tool calls.
-    if (!ctx.json) process.stderr.write(`resuming run ${runId} (${run.state})\n`);
-    return finishAgentRun(ctx, await followRun(ctx, await startAgentHost(ctx), run));
+    const host = await startAgentHost(ctx, ttlMs);
+    const epoch = await takeRun(ctx, host.rt, run, opts);
+    if (!ctx.json) process.stderr.write(`resuming run ${runId} (${run.state}) as its owner (epoch ${epoch})\n`);
+    return finishAgentRun(ctx, await followRun(ctx, host, run));
   }
   const total = await stepCount(ctx, run);
-  const rt = await startHost(ctx, () => total);
-  if (!ctx.json) process.stderr.write(`resuming run ${runId} (${run.state})\n`);
+  const rt = await startHost(ctx, () => total, ttlMs);
+  const epoch = await takeRun(ctx, rt, run, opts);
+  if (!ctx.json) process.stderr.write(`resuming run ${runId} (${run.state}) as its owner (epoch ${epoch}${total ? `, ${total} steps` : ''})\n`);
   return drive(ctx, rt, runId);
 }
 
@@ -210,39 +236,4 @@ async function submitDetached(ctx: CliContext, loaded: Awaited<ReturnType<typeof
   const { run, created } = await submitPlan(rt, loaded, requestId, tags);
   emit(ctx.json, { run, created, detached: true }, () => `${created ? 'submitted' : 'already submitted as'} run ${run.id} (${loaded.plan.steps.length} steps); a berth worker on ${ctx.store.location} drives it (berth show ${run.id})`);
   return EXIT.ok;
-}
-
-/**
- * Resume under a session claim: refused while a live host owns the run, unless `--take-over`,
- * which bumps the epoch (the old owner's next commit is refused) and records the take-over on the
- * run's transition log with the operator as actor.
- */
-async function resumeOwned(ctx: CliContext, run: Run, opts: { takeOver?: boolean; leaseTtl?: string }): Promise<number> {
-  if (run.kind === 'agent') throw new BerthError('usage', `run ${run.id} is an agent run owned per session; take-over of agent runs is not supported yet: stop its worker, or wait for its lease to run out and let a worker take it`);
-  const ttl = leaseTtlMs(opts.leaseTtl);
-  const claim = await ctx.store.claimSession(run.sessionId, { hostId: ctx.hostId, pid: process.pid }, ttl, { takeOver: opts.takeOver });
-  if (!claim.ok) {
-    const o = claim.owner;
-    throw new BerthError(
-      'run_owned',
-      `run ${run.id} is owned by host ${o.holder}${o.pid ? ` (pid ${o.pid})` : ''}, epoch ${o.epoch}, heartbeat ${duration(claim.now - o.heartbeatAt)} ago, lease valid for ${duration(o.leaseUntil - claim.now)} more; ` +
-        `it is alive, so nothing was changed. Let it finish, or take the run over: berth resume ${run.id} --take-over`,
-      { ids: { runId: run.id, sessionId: run.sessionId }, details: { owner: o } },
-    );
-  }
-  const previous = claim.previous;
-  if (opts.takeOver && previous && previous.stoppedAt === null && !isFinalRunState(run.state)) {
-    const actor = operator();
-    const reason = `taken over by ${actor} from host ${previous.holder}${previous.pid ? ` pid ${previous.pid}` : ''} (epoch ${previous.epoch} -> ${claim.epoch})`;
-    const r = await ctx.store.commit({ sessionId: run.sessionId, label: 'run.take-over', actor, fence: { scope: `session:${run.sessionId}`, epoch: claim.epoch }, runTransitions: [{ runId: run.id, from: run.state, to: run.state, actor, reason, ownerChange: true }] });
-    if (!r.ok) ctx.logger.warn({ conflict: r.conflict }, 'take-over transition not recorded');
-  }
-  const total = await stepCount(ctx, run);
-  const rt = fleetRuntime(ctx, ttl);
-  const swept = [...(await ctx.sandbox.sweep()), ...(await releaseEndedRunLeases(ctx))];
-  if (swept.length && !ctx.json) process.stderr.write(`  swept ${swept.length} leftover container(s)\n`);
-  await rt.kernel.start();
-  await rt.kernel.adopt(run.sessionId, claim.epoch);
-  if (!ctx.json) process.stderr.write(`resuming run ${run.id} (${run.state}) as its owner (epoch ${claim.epoch}${total ? `, ${total} steps` : ''})\n`);
-  return drive(ctx, rt, run.id);
 }

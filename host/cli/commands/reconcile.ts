@@ -12,7 +12,7 @@ import type { EffectWrite } from '../../store';
 import type { CliContext } from '../context';
 import { emit } from '../output';
 import { getRunOrThrow } from './runs';
-import { drive, operator, startHost, stepCount } from './plan-run';
+import { drive, operator, startHost, takeRun, stepCount } from './plan-run';
 
 /** The operator's answers to `berth reconcile`: whether the uncertain effects happened, and which sandbox state to continue from. */
 export interface ReconcileChoice {
@@ -84,6 +84,7 @@ export async function reconcileRun(ctx: CliContext, runId: string, choice: Recon
     });
     if (!r.ok) throw new BerthError('reconcile_conflict', `run ${runId} changed meanwhile: ${r.conflict.kind}`, { retryable: true, ids: { runId } });
     const rt = await startHost(ctx, () => 0);
+    await takeRun(ctx, rt, run);
     await waitTerminal(ctx, run.rootTaskId);
     await rt.kernel.stop();
     for (const lease of await ctx.store.listLeases({ sessionId: run.sessionId })) {
@@ -102,6 +103,7 @@ export async function reconcileRun(ctx: CliContext, runId: string, choice: Recon
   }
   const total = await stepCount(ctx, run);
   const rt = await startHost(ctx, () => total);
+  await takeRun(ctx, rt, run);
   if (!choice.restore && run.kind === 'plan') await requireUsableSandbox(ctx, rt, run);
   const payload = { ...(answer ? { effects: answer } : {}), ...(choice.restore ? { snapshotId: choice.restore } : {}) };
   const said = answer ? `the uncertain effects ${answer === 'accepted' ? 'happened' : 'did not happen'}` : 'no uncertain effects';
@@ -136,6 +138,7 @@ async function requireUsableSandbox(ctx: CliContext, rt: HostRuntime, run: Run):
 async function verifyRun(ctx: CliContext, run: Run, actor: string): Promise<number> {
   const total = await stepCount(ctx, run);
   const rt = await startHost(ctx, () => total);
+  await takeRun(ctx, rt, run);
   let r;
   try {
     r = await reconcileEffects({ store: ctx.store, kernel: rt.kernel, registry: rt.registry, clock: ctx.clock }, run.id, { action: 'verify', actor });

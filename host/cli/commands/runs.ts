@@ -17,10 +17,9 @@ import { costRows } from './cost';
 export async function status(ctx: CliContext): Promise<number> {
   const runs = await ctx.store.listRuns();
   const now = ctx.clock.now();
-  const host = await readHost(ctx.store, now, ctx.hostId);
   const rows: Array<{ run: (typeof runs)[number] } & ReturnType<typeof driverOf>> = [];
   for (const r of runs) rows.push({ run: r, ...driverOf(r, await readHost(ctx.store, now, ctx.hostId, r.sessionId), now) });
-  emit(ctx.json, { runs: rows.map((r) => ({ ...r.run, owner: r.owner })), host }, () =>
+  emit(ctx.json, { runs: rows.map((r) => ({ ...r.run, owner: r.owner })) }, () =>
     runs.length === 0
       ? 'no runs'
       : table([['RUN', 'KIND', 'STATE', 'UPDATED'], ...rows.map((r) => [r.run.id, r.run.kind, r.line, `${duration(now - r.run.updatedAt)} ago`])]),

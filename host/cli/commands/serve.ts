@@ -38,7 +38,7 @@ export async function serveCommand(ctx: CliContext, flags: ServeFlags): Promise<
     {
       store: ctx.store,
       describe: (runId) => describeRun(ctx.store, runId),
-      ownerLine: async (run) => driverOf(run, await readHost(ctx.store, ctx.clock.now(), ctx.hostId), ctx.clock.now()).line,
+      ownerLine: async (run) => driverOf(run, await readHost(ctx.store, ctx.clock.now(), ctx.hostId, run.sessionId), ctx.clock.now()).line,
       actions: webActions(ctx),
       artifacts: ctx.artifacts,
       operator: actor,
@@ -75,7 +75,8 @@ function webActions(ctx: CliContext): ServeActions {
     },
     async cancel(runId, actor) {
       await commitCancel(ctx.store, runId, actor);
-      const host = await readHost(ctx.store, ctx.clock.now(), ctx.hostId);
+      const run = await getRunOrThrow(ctx.store, runId);
+      const host = await readHost(ctx.store, ctx.clock.now(), ctx.hostId, run.sessionId);
       return host?.live ? `cancel of run ${runId} committed; host ${host.hostId} stops it now` : `cancel of run ${runId} committed; no live host drives it: berth resume ${runId} finishes it`;
     },
     reconcile: (runId, choice, actor) => reconcileChild(ctx, runId, choice, actor),

@@ -1,11 +1,10 @@
 import { BerthError } from '../../errors';
 import { Worker } from '../../fleet';
-import { createHostRuntime } from '../../runtime/host-runtime';
 import { releaseEndedRunLeases } from '../../runtime/run-end-leases';
-import { snapshotEngine } from '../../sandbox';
 import type { CliContext } from '../context';
 import { duration, emit, table } from '../output';
 import { EXIT } from '../host-right';
+import { cliRuntime } from '../cli-runtime';
 
 /** Default claim lifetime without a renewal; `--lease-ttl S` or `BERTH_LEASE_TTL_MS` change it (tests use short ones). */
 export const DEFAULT_LEASE_TTL_MS = 30_000;
@@ -26,20 +25,9 @@ export function leaseTtlMs(flag: string | undefined): number {
   return DEFAULT_LEASE_TTL_MS;
 }
 
-/** A runtime whose kernel owns sessions one by one (worker, take-over, detached submit). */
+/** A runtime whose kernel claims nothing by itself (a worker, a detached submit): sessions are claimed one by one. */
 export function fleetRuntime(ctx: CliContext, ttlMs: number, concurrency = 4) {
-  return createHostRuntime({
-    store: ctx.store,
-    sandbox: ctx.sandbox,
-    engine: snapshotEngine(ctx.docker),
-    clock: ctx.clock,
-    logger: ctx.logger,
-    hostId: ctx.hostId,
-    concurrency,
-    ownership: { leaseTtlMs: ttlMs },
-    // Renewals come three times per TTL, so one late beat never loses a run.
-    heartbeatMs: heartbeatEvery(ttlMs),
-  });
+  return cliRuntime(ctx, { claim: 'none', ttlMs, concurrency });
 }
 
 export const heartbeatEvery = (ttlMs: number) => Math.max(50, Math.floor(ttlMs / 3));

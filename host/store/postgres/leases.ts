@@ -12,10 +12,13 @@ export function postgresLeaseRecords(pool: pg.Pool): LeaseRecords {
     async insertLease(r) {
       await query(
         pool,
-        `INSERT INTO leases (id, session_id, host_id, container_id, image_digest, env_fingerprint, created_at, expires_at, released_at, run_id)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-        [r.id, r.sessionId, r.hostId, r.containerId, r.imageDigest, r.envFingerprint, r.createdAt, r.expiresAt, r.releasedAt, r.runId ?? null],
+        `INSERT INTO leases (id, session_id, host_id, container_id, image_digest, env_fingerprint, created_at, expires_at, released_at, run_id, epoch)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+        [r.id, r.sessionId, r.hostId, r.containerId, r.imageDigest, r.envFingerprint, r.createdAt, r.expiresAt, r.releasedAt, r.runId ?? null, r.epoch ?? null],
       );
+    },
+    async adoptLease(id, epoch) {
+      return (await query(pool, 'UPDATE leases SET epoch = $1 WHERE id = $2 AND released_at IS NULL AND (epoch IS NULL OR epoch < $1) RETURNING id', [epoch, id])).length === 1;
     },
     async setLeaseContainer(id, containerId) {
       // Only an unreleased intent (no container yet) takes a container id, and only once.

@@ -346,4 +346,8 @@ export const POSTGRES_SQL: Readonly<Record<number, string>> = {
       deleted_at BIGINT NOT NULL
     );
   `,
+  // The ownership epoch a sandbox is held under (see the SQLite text).
+  18: `
+    ALTER TABLE leases ADD COLUMN epoch BIGINT;
+  `,
 };

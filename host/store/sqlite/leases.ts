@@ -14,16 +14,18 @@ export const toLease = (r: Row): LeaseRecord => ({
   expiresAt: r.expires_at as number,
   releasedAt: (r.released_at as number | null) ?? null,
   runId: (r.run_id as string | null) ?? null,
+  epoch: r.epoch === null || r.epoch === undefined ? null : Number(r.epoch),
 });
 
 /** The SQLite side of the sandbox adapter's {@link LeaseRecords} port. */
 export function sqliteLeaseRecords(db: Database.Database): LeaseRecords {
   const insert = db.prepare(
-    `INSERT INTO leases (id, session_id, host_id, container_id, image_digest, env_fingerprint, created_at, expires_at, released_at, run_id)
-     VALUES (@id, @sessionId, @hostId, @containerId, @imageDigest, @envFingerprint, @createdAt, @expiresAt, @releasedAt, @runId)`,
+    `INSERT INTO leases (id, session_id, host_id, container_id, image_digest, env_fingerprint, created_at, expires_at, released_at, run_id, epoch)
+     VALUES (@id, @sessionId, @hostId, @containerId, @imageDigest, @envFingerprint, @createdAt, @expiresAt, @releasedAt, @runId, @epoch)`,
   );
   // Only an unreleased intent (no container yet) takes a container id, and only once.
   const setContainer = db.prepare("UPDATE leases SET container_id = ? WHERE id = ? AND container_id = '' AND released_at IS NULL");
+  const adopt = db.prepare('UPDATE leases SET epoch = ? WHERE id = ? AND released_at IS NULL AND (epoch IS NULL OR epoch < ?)');
   const heartbeat = db.prepare('UPDATE leases SET expires_at = ? WHERE id = ? AND released_at IS NULL');
   const release = db.prepare('UPDATE leases SET released_at = ? WHERE id = ? AND released_at IS NULL');
   const get = db.prepare('SELECT * FROM leases WHERE id = ?');
@@ -34,7 +36,10 @@ export function sqliteLeaseRecords(db: Database.Database): LeaseRecords {
       return (identity.get() as { id: string }).id;
     },
     async insertLease(record) {
-      insert.run({ ...record, runId: record.runId ?? null });
+      insert.run({ ...record, runId: record.runId ?? null, epoch: record.epoch ?? null });
+    },
+    async adoptLease(id, epoch) {
+      return adopt.run(epoch, id, epoch).changes === 1;
     },
     async setLeaseContainer(id, containerId) {
       return setContainer.run(containerId, id).changes === 1;

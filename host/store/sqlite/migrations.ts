@@ -411,4 +411,14 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       ) STRICT;
     `,
   },
+  {
+    version: 18,
+    name: 'lease epoch',
+    // The ownership epoch a sandbox is held under: set at lease (as the berth.epoch label is) and
+    // raised when a new owner adopts the sandbox after stopping every command an older epoch
+    // started in it. Labels cannot change, so the record says which owner may use it now.
+    sql: `
+      ALTER TABLE leases ADD COLUMN epoch INTEGER;
+    `,
+  },
 ];
