@@ -99,7 +99,7 @@ export function buildContext(opts: { store?: string; json: boolean; debug?: bool
   // Stable across restarts of this machine's host, so the sweeper recognises what a dead process left.
   const hostId = process.env.BERTH_HOST_ID ?? hostname();
   // The sweeper removes containers leased under an older ownership epoch of their run (issue 15).
-  const sandbox = new SandboxHost({ docker, records: store, clock, logger, hostId, egress: egressPort(store, logger), currentEpoch: async (sid) => (await store.getSessionOwner(sid))?.epoch });
+  const sandbox = new SandboxHost({ docker, records: store, clock, logger, hostId, egress: egressPort(store, logger) });
   return {
     store,
     logger,

@@ -19,8 +19,8 @@ export interface WorkerOptions {
   onTick?: () => Promise<void>;
   /** A session's work ended and it was released (the CLI removes the run's sandboxes and sweeps). */
   onReleased?: (sessionId: string) => Promise<void>;
-  /** A session was claimed; `previous` is the owner it was taken from (a crashed or stale host). */
-  onClaim?: (sessionId: string, epoch: number, previousHolder: string | null) => void;
+  /** A session was claimed; `previous` is the owner it was taken from (a crashed or stale host) and why it could be. */
+  onClaim?: (sessionId: string, epoch: number, previous: { holder: string; why: 'lease ran out' | 'process is gone' } | null) => void;
 }
 
 /**
@@ -83,7 +83,8 @@ export class Worker {
         // Another host was faster (or the owner renewed): the compare-and-set said no.
         if (!claim.ok) continue;
         this.o.logger.info({ sessionId, epoch: claim.epoch, from: claim.previous?.holder ?? null }, 'claimed session');
-        this.o.onClaim?.(sessionId, claim.epoch, claim.previous && claim.previous.stoppedAt === null ? `${claim.previous.holder}:${claim.previous.pid}` : null);
+        const p = claim.previous;
+        this.o.onClaim?.(sessionId, claim.epoch, p && p.stoppedAt === null ? { holder: `${p.holder}:${p.pid}`, why: p.leaseUntil < claim.now ? 'lease ran out' : 'process is gone' } : null);
         room--;
       }
     }

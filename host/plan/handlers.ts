@@ -38,6 +38,12 @@ const stepOrder = (child: Task) => {
   return i.generation * 1e6 + i.index;
 };
 const stepTaskResultOf = (child: Task) => storedValue(StepTaskResultSchema.nullable(), child.result, { what: 'result', kind: STEP_KIND, taskId: child.id });
+/** What the step said of the command an earlier host started for it, as a clause of the park reason. */
+function earlierOf(child: Task): string {
+  const r = child.result as { earlier?: unknown } | null;
+  return typeof r?.earlier === 'string' ? ` (${r.earlier})` : '';
+}
+
 /** A finished step's result (null when it failed without one or was interrupted). */
 const stepResultOf = (child: Task): StepResult | null => {
   const r = stepTaskResultOf(child);
@@ -116,7 +122,7 @@ export function planHandlers(sb: RunSandbox, progress: (p: PlanProgress) => void
           const carried = ((await ctx.store.getEffect(stepEffectId(runId, cp.index, cp.generation)))?.intent as { carriedFrom?: string } | null)?.carriedFrom;
           const what = carried
             ? `step ${step.name} (replay never) may have run as ${carried} in run ${input.fork?.runId}, which this run was forked from while it was in flight; it is not started again`
-            : `step ${step.name} (replay never) was in flight when the host stopped; it may or may not have run`;
+            : `step ${step.name} (replay never) was in flight when the host stopped; it may or may not have run${earlierOf(child)}`;
           return park('interrupted', `${what}: say so with --accept (it did) or --reject-effect (it did not)`);
         }
         if (result?.reconcile) return park('reconcile', `before step ${step.name}: ${result.reconcile}`);

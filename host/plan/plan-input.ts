@@ -80,7 +80,11 @@ export const StepResultSchema = z.object({
 export type StepResult = z.infer<typeof StepResultSchema>;
 
 /** What a step task commits: its step's result, or (ended `interrupted`) only that it was cut off. */
-export const StepTaskResultSchema = z.union([StepResultSchema, z.object({ step: z.string(), interrupted: z.literal(true) })]);
+export const StepTaskResultSchema = z.union([
+  StepResultSchema,
+  // `earlier`: what became of the command an earlier host started for it (stopped, or already ended), said before it is judged.
+  z.object({ step: z.string(), interrupted: z.literal(true), earlier: z.string().optional() }),
+]);
 
 /** What the plan root's `complete` commits: every terminal step's result, in step order. */
 export const PlanResultSchema = z.object({ steps: z.array(StepTaskResultSchema.nullable()) });

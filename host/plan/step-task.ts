@@ -93,7 +93,7 @@ export async function runStep(ctx: TypedPhaseContext<StepInput>, sb: RunSandbox,
       const out = await ctx.perform(spec, async () => {
         throw new BerthError('plan_corrupt', `step ${step.name} (replay never) would be started again`, { ids: { runId, effectId } });
       });
-      if (out.status === 'uncertain') return { type: 'interrupt', reason: `${out.reason}; ${stopped}`, result: { step: step.name, interrupted: true } };
+      if (out.status === 'uncertain') return { type: 'interrupt', reason: `${out.reason}; ${stopped}`, result: { step: step.name, interrupted: true, earlier: stopped } };
     }
   }
 

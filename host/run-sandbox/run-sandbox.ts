@@ -11,6 +11,7 @@ import { sandboxSpecOf } from '../runtime/sandbox-spec';
 import { KERNEL } from '../version';
 import type { SandboxPointer } from './sandbox-doc';
 import { leaseFromBase, pushAfterSnapshot } from './registry-steps';
+import { assertStillOwner, supersedeEarlier } from './owner-guard';
 
 export interface RunSandboxDeps {
   store: Store;
@@ -347,28 +348,12 @@ export class RunSandbox {
     return lease;
   }
 
-  /**
-   * Removes the run's sandboxes that earlier owners held (their epoch is older than the current
-   * owner's) except `keep`: a host killed mid-restore leaves one that nobody else would ever attach.
-   */
-  private async supersede(runId: string, sessionId: string, keep: string | null): Promise<void> {
-    const epoch = await this.epochOf(sessionId);
-    if (epoch === undefined) return;
-    const stale = (await this.d.store.listLeases({ runId, unreleased: true })).filter((r) => r.id !== keep && (r.epoch ?? -1) < epoch);
-    if (stale.length === 0) return;
-    const ids = new Set(stale.map((r) => r.id));
-    const removed = await this.d.sandbox.releaseLeases((r) => ids.has(r.id), 'stale_epoch');
-    this.d.logger.warn({ runId, leases: [...ids], containers: removed.map((r) => r.containerId) }, 'removed sandboxes of the run that an earlier owner left');
+  private supersede(runId: string, sessionId: string, keep: string | null): Promise<void> {
+    return supersedeEarlier(this.d, runId, sessionId, keep);
   }
 
-  /** Refuses to act for a run whose session this host no longer owns under the epoch it holds the sandbox with. */
-  private async assertOwner(runId: string, sessionId: string): Promise<void> {
-    const mine = this.epochs.get(runId);
-    if (mine === undefined) return;
-    const owner = await this.d.store.getSessionOwner(sessionId);
-    const now = await this.d.store.databaseNow();
-    if (owner && owner.epoch === mine && owner.stoppedAt === null && owner.leaseUntil >= now) return;
-    throw new BerthError('execution_right_lost', `run ${runId} is no longer this host's (epoch ${mine}, the session is at ${owner?.epoch ?? '?'}): its sandbox is left to the current owner`, { ids: { runId, sessionId } });
+  private assertOwner(runId: string, sessionId: string): Promise<void> {
+    return assertStillOwner(this.d.store, runId, sessionId, this.epochs.get(runId));
   }
 
   private target(lease: Lease, env: Environment) {

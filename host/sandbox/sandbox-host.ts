@@ -33,8 +33,6 @@ export interface SandboxHostOptions {
   disk?: DiskGuardOptions;
   /** Needed for `allowlist` sandboxes: starts the host's egress proxy (open mode needs none). */
   egress?: EgressPort;
-  /** The current ownership epoch of a session (issue 15): the sweeper removes containers of older ones. */
-  currentEpoch?: (sessionId: string) => Promise<number | undefined>;
 }
 
 /** Options of one {@link SandboxHost.lease} call. */
@@ -256,7 +254,7 @@ export class SandboxHost {
    * `egressMinAgeMs` (default two minutes) keeps younger networks, whose lease may be being written.
    */
   async sweep(options: { signal?: AbortSignal; egressMinAgeMs?: number } = {}): Promise<SweepRecord[]> {
-    return sweepStore({ ...this.base(), storeId: await this.storeId(), instanceId: this.instanceId, isAbandoned: (id) => this.abandoned.has(id), currentEpoch: this.opts.currentEpoch }, options);
+    return sweepStore({ ...this.base(), storeId: await this.storeId(), instanceId: this.instanceId, isAbandoned: (id) => this.abandoned.has(id)}, options);
   }
 
   /** A lease record as of now; `containerId` is '' for an intent whose container does not exist yet. */

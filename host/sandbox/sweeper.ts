@@ -17,8 +17,6 @@ export interface SweepContext {
   instanceId: string;
   /** Containers of this instance that it gave up on (their removal failed). */
   isAbandoned(containerId: string): boolean;
-  /** The current ownership epoch of a session (issue 15); a container labelled with an older one is removed. */
-  currentEpoch?: (sessionId: string) => Promise<number | undefined>;
 }
 
 /**
@@ -61,16 +59,6 @@ export async function sweep(ctx: SweepContext, signal?: AbortSignal): Promise<Sw
     } else {
       const own = c.Labels[LABEL.instance] === ctx.instanceId;
       if (!own || ctx.isAbandoned(c.Id)) reason = 'unknown';
-    }
-    // Held under an older owner of its session: that host may still act on it. The record's epoch
-    // wins over the label when a newer owner adopted the sandbox (after stopping the older
-    // commands in it), since labels cannot change.
-    const label = c.Labels[LABEL.epoch];
-    const epoch = Math.max(label === undefined ? -1 : Number(label), record?.epoch ?? -1);
-    const session = c.Labels[LABEL.session];
-    if (reason === undefined && epoch >= 0 && session && ctx.currentEpoch) {
-      const current = await ctx.currentEpoch(session).catch(() => undefined);
-      if (current !== undefined && epoch < current) reason = 'stale_epoch';
     }
     if (reason === undefined) continue;
     try {

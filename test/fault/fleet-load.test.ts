@@ -60,7 +60,7 @@ describe('load across two workers with random SIGKILLs', { timeout: 1_800_000 },
       duplicated += Object.values(counts).reduce((n, c) => n + Math.max(0, c - 1), 0);
       if ((await runDigest(fx, r.id)) !== expected) differing++;
     }
-    const takeovers = stderrs.concat(workers.map((w) => w.stderr())).join('').match(/whose lease ran out/g)?.length ?? 0;
+    const takeovers = stderrs.concat(workers.map((w) => w.stderr())).join('').match(/whose (lease ran out|process is gone)/g)?.length ?? 0;
     console.log(`fleet load: ${RUNS} runs x ${STEPS_N} steps, ${KILLS} kills, ${takeovers} takeovers (live workers' logs): lost ${lost.length}, duplicated steps ${duplicated}, differing from twin ${differing}`);
     expect(lost.map((e) => `${e.id}:${e.state}`)).toEqual([]);
     expect(duplicated).toBe(0);

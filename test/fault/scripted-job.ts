@@ -132,7 +132,9 @@ documents.register({
   apply: (s, op) => ({ children: { ...s.children, [op.child]: op.outcome } }),
 });
 for (const h of [actHandler, sleepyHandler, snoozeHandler, groupHandler, rootHandler]) registry.register(h);
-const kernel = new Kernel({ store, registry, documents, clock: systemClock, logger: pino({ level: 'silent' }), hostId: `pid-${process.pid}`, pollMs: 100 });
+// One host id for every restart, as one machine's berth has: a restarted job sees that the killed
+// one's process is gone and takes its session at once, without waiting for the lease to run out.
+const kernel = new Kernel({ store, registry, documents, clock: systemClock, logger: pino({ level: 'silent' }), hostId: 'crash-host', pollMs: 100 });
 await kernel.start();
 const { run } = await submit({ store, kernel, registry }, { requestId: 'crash-test-job', runKind: 'scripted', root: { kind: 'job', input: {} } });
 const settled = await kernel.waitForRun(run.id);

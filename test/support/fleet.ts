@@ -13,10 +13,15 @@ export interface WorkerProcess {
 }
 
 /** Starts `berth worker` on the fixture's store with a short ownership lease. */
-export async function startWorker(fx: Fixture, leaseTtlMs: number, args: string[] = []): Promise<WorkerProcess> {
+export function startWorker(fx: Fixture, leaseTtlMs: number, args: string[] = []): Promise<WorkerProcess> {
+  return startCli(fx, ['worker', '--grace', '5', ...args], { BERTH_LEASE_TTL_MS: String(leaseTtlMs) });
+}
+
+/** Starts any `berth` command on the fixture's store as a child process left running (a host to SIGKILL or SIGSTOP). */
+export async function startCli(fx: Fixture, args: string[], env: Record<string, string> = {}): Promise<WorkerProcess> {
   const script = await bundledCli();
-  const child = spawn(process.execPath, [script, 'worker', '--store', fx.store, '--grace', '5', ...args], {
-    env: { ...process.env, BERTH_HOST_ID: fx.hostId, BERTH_OPERATOR: 'tester', BERTH_LEASE_TTL_MS: String(leaseTtlMs) },
+  const child = spawn(process.execPath, [script, ...args, '--store', fx.store], {
+    env: { ...process.env, BERTH_HOST_ID: fx.hostId, BERTH_OPERATOR: 'tester', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let err = '';

@@ -53,7 +53,7 @@ export async function workerCommand(ctx: CliContext, flags: { concurrency?: stri
     tags,
     leaseTtlMs: ttl,
     claimEveryMs: Math.min(1000, heartbeatEvery(ttl)),
-    onClaim: (sessionId, epoch, from) => process.stderr.write(`claimed session ${sessionId} (epoch ${epoch}${from ? `, taken from ${from} whose lease ran out` : ''})\n`),
+    onClaim: (sessionId, epoch, from) => process.stderr.write(`claimed session ${sessionId} (epoch ${epoch}${from ? `, taken from ${from.holder} whose ${from.why}` : ''})\n`),
     // As `berth run` does at a run's end: every sandbox of its ended runs goes, and what a stale
     // owner's release left (a container, a network) is swept at once rather than at the next start.
     onReleased: async (sessionId) => {

@@ -1,0 +1,195 @@
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Run } from '../../host/model';
+import { startCountingService } from '../support/counting-service';
+import { lastJson, planFixture, type PlanStepDef } from '../support/plan-fixture';
+import { runSettled, sleep, startCli, startWorker, stepRunning, stopWorker, waitFor, type WorkerProcess } from '../support/fleet';
+
+/**
+ * Issue 24: one owner per run, for every host (`berth run`, `resume`, `reconcile`, `worker`), and
+ * no command outliving the host that started it. Real Docker, real SQLite, real child processes
+ * killed with SIGKILL or frozen with SIGSTOP, a counting service on loopback for the `never` action.
+ */
+
+type Fixture = Awaited<ReturnType<typeof planFixture>>;
+let fx: Fixture | undefined;
+let service: Awaited<ReturnType<typeof startCountingService>> | undefined;
+let children: WorkerProcess[] = [];
+afterEach(async () => {
+  for (const c of children) {
+    c.child.kill('SIGCONT');
+    await stopWorker(c, 20_000);
+  }
+  children = [];
+  await service?.close();
+  service = undefined;
+  await fx?.cleanup();
+  fx = undefined;
+});
+
+/** A plan whose `deploy` step (replay never) reaches the counting service through the audited proxy. */
+async function withService(steps: (port: string) => PlanStepDef[]): Promise<{ fx: Fixture; service: NonNullable<typeof service> }> {
+  service = await startCountingService();
+  const port = new URL(service.url).port;
+  fx = await planFixture(steps(port));
+  const envFile = join(fx.dir, 'env.yaml');
+  writeFileSync(envFile, `${readFileSync(envFile, 'utf8')}network: { mode: allowlist, allow: ["localhost:${port}"], allowOverride: ["localhost:${port}"] }\n`);
+  return { fx, service };
+}
+
+const post = (port: string) => `timeout 20 busybox wget -q -O - http://localhost:${port}/deploy`;
+
+async function theRun(f: Fixture): Promise<Run> {
+  return waitFor('the run to exist', () => f.read(async (s) => (await s.listRuns())[0]));
+}
+
+/** How many of the session's containers run a process whose command line holds `pattern` (a step's command: its shell and its child count once). */
+async function processesOf(f: Fixture, sessionId: string, pattern: string): Promise<number> {
+  let n = 0;
+  for (const c of await f.docker.listContainers({ filters: { label: [`berth.session=${sessionId}`] } })) {
+    const top = await f.docker.getContainer(c.Id).top({ ps_args: '-eo pid,args' }).catch(() => ({ Processes: [] as string[][] }));
+    if ((top.Processes ?? []).some((p: string[]) => p.join(' ').includes(pattern))) n += 1;
+  }
+  return n;
+}
+
+describe('one owner per run', { timeout: 300_000 }, () => {
+  it('stops the command a SIGKILLed host left running before parking its never step, so --reject-effect runs it exactly once', async () => {
+    const { fx, service } = await withService((port) => [
+      { name: 'one', run: 'echo one >> steps.log' },
+      { name: 'deploy', run: `sleep 8 && ${post(port)} && echo deployed >> steps.log`, replay: 'never' },
+      { name: 'three', run: 'echo three >> steps.log' },
+    ]);
+    const host = await startCli(fx, ['run', fx.plan]);
+    children.push(host);
+    const run = await theRun(fx);
+    await waitFor('the deploy step to run', () => stepRunning(fx, run.id, 1));
+    await waitFor('its command to start', async () => ((await processesOf(fx, run.sessionId, 'sleep 8')) > 0 ? true : undefined));
+    host.child.kill('SIGKILL');
+    await host.exited;
+
+    const parked = await fx.cli(['resume', run.id, '--json']);
+    expect(parked.code, parked.stderr).toBe(3);
+    // The old command is gone before anything was decided, and said so in the reason.
+    expect(await processesOf(fx, run.sessionId, 'sleep 8')).toBe(0);
+    const reason = (await fx.read((s) => s.listRunTransitions(run.id))).at(-1)!.reason;
+    expect(reason).toMatch(/stopped before this was decided|sandbox is gone/);
+    // Past the moment the old command would have posted: it never did.
+    await sleep(9000);
+    expect(service.counts().deploy).toBeUndefined();
+
+    const done = await fx.cli(['reconcile', run.id, '--reject-effect', '--json']);
+    expect(done.code, done.stderr).toBe(0);
+    expect(lastJson<{ run: Run }>(done).run.state).toBe('completed');
+    expect(service.counts()).toEqual({ deploy: 1 });
+  });
+
+  it('leaves no second process running a step after a SIGKILL in a sandbox the killed host had restored', async () => {
+    fx = await planFixture([
+      { name: 'one', run: 'echo one >> steps.log' },
+      { name: 'long', run: 'sleep 15 && echo long >> steps.log' },
+    ]);
+    const first = await startCli(fx, ['run', fx.plan]);
+    children.push(first);
+    const run = await theRun(fx);
+    await waitFor('the long step to run', async () => ((await processesOf(fx!, run.sessionId, 'sleep 15')) > 0 ? true : undefined));
+    first.child.kill('SIGKILL');
+    await first.exited;
+    // The resume restores a new sandbox for the safe step caught mid-run, and is killed in it
+    // before the step commits: the pointer still names the first sandbox.
+    const second = await startCli(fx, ['resume', run.id]);
+    children.push(second);
+    const leasesBefore = (await fx.read((s) => s.listLeases({ runId: run.id }))).length;
+    await waitFor('the step to run in a restored sandbox', async () => {
+      const leases = await fx!.read((s) => s.listLeases({ runId: run.id, unreleased: true }));
+      return leases.length > 0 && (await fx!.read((s) => s.listLeases({ runId: run.id }))).length > leasesBefore && (await processesOf(fx!, run.sessionId, 'sleep 15')) > 0 ? true : undefined;
+    });
+    second.child.kill('SIGKILL');
+    await second.exited;
+
+    const third = await startCli(fx, ['resume', run.id]);
+    children.push(third);
+    let most = 0;
+    const watch = (async () => {
+      while (third.child.exitCode === null) {
+        most = Math.max(most, await processesOf(fx!, run.sessionId, 'sleep 15'));
+        await sleep(300);
+      }
+    })();
+    expect(await third.exited, third.stderr()).toBe(0);
+    await watch;
+    expect(most, 'containers running the step at once, over every container of the run').toBe(1);
+    expect((await fx.read((s) => s.getRun(run.id)))!.state).toBe('completed');
+  });
+
+  it('resume --take-over of a run that berth run drives is recorded as a take-over, and the old host stops within one renewal', async () => {
+    fx = await planFixture([
+      { name: 'one', run: 'echo one >> steps.log' },
+      { name: 'wait', run: 'sleep 6 && echo waited >> steps.log' },
+    ]);
+    const ttl = { BERTH_LEASE_TTL_MS: '3000' };
+    const first = await startCli(fx, ['run', fx.plan], ttl);
+    children.push(first);
+    const run = await theRun(fx);
+    await waitFor('the wait step to run', () => stepRunning(fx!, run.id, 1));
+    // A live owner is not displaced without --take-over.
+    const refused = await fx.cli(['resume', run.id], ttl);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('run_owned');
+    const taking = await startCli(fx, ['resume', run.id, '--take-over'], ttl);
+    children.push(taking);
+    const firstEnd = await Promise.race([first.exited, sleep(20_000).then(() => 'still running' as const)]);
+    expect(firstEnd, first.stderr()).toBe(4);
+    expect(first.stderr()).toContain('execution_right_lost');
+    expect(await taking.exited, taking.stderr()).toBe(0);
+    const transitions = await fx.read((s) => s.listRunTransitions(run.id));
+    expect(transitions.some((t) => t.actor === 'user:tester' && /taken over by user:tester from host/.test(t.reason))).toBe(true);
+    expect(transitions.at(-1)!.to).toBe('completed');
+  });
+
+  it('a worker frozen past its lease inside a never step commits nothing when it wakes, and a berth run of another plan leaves its run alone', async () => {
+    const { fx, service } = await withService((port) => [
+      { name: 'one', run: 'echo one >> steps.log' },
+      { name: 'deploy', run: `${post(port)} && sleep 4 && echo deployed >> steps.log`, replay: 'never' },
+      { name: 'three', run: 'echo three >> steps.log' },
+    ]);
+    const submitted = await fx.cli(['run', fx.plan, '--detach', '--json']);
+    expect(submitted.code, submitted.stderr).toBe(0);
+    const run = lastJson<{ run: Run }>(submitted).run;
+    const worker = await startWorker(fx, 2000);
+    children.push(worker);
+    await waitFor('the deploy to happen', async () => (service.counts().deploy === 1 ? true : undefined));
+    worker.child.kill('SIGSTOP');
+    const owner = (await fx.read((s) => s.getSessionOwner(run.sessionId)))!;
+    expect(owner.pid).toBe(worker.pid);
+    await sleep(3000);
+
+    // Another plan on the same store: its host drives its own run only.
+    const other = join(fx.dir, 'other.yaml');
+    writeFileSync(other, 'name: other\nenvironment: env.yaml\nworkspace: ws\nsteps:\n  - name: only\n    run: "echo other"\n');
+    const otherEnd = await fx.cli(['run', other, '--json']);
+    expect(otherEnd.code, otherEnd.stderr).toBe(0);
+    const untouched = await fx.read(async (s) => ({ run: (await s.getRun(run.id))!, tasks: await s.listTasks({ runId: run.id }), owner: await s.getSessionOwner(run.sessionId) }));
+    expect(untouched.run.state).toBe('running');
+    expect(untouched.tasks.every((t) => t.restarts === 0)).toBe(true);
+    expect(untouched.owner!.epoch).toBe(owner.epoch);
+
+    // Woken after its lease ran out: its step's result is refused, it stops all work on the run.
+    const seqBefore = await fx.read(async (s) => (await s.listRunTransitions(run.id)).length);
+    worker.child.kill('SIGCONT');
+    await waitFor('the worker to say it lost the run', async () => (/lost session/.test(worker.stderr()) ? true : undefined), 30_000);
+    await sleep(5000);
+    const after = await fx.read(async (s) => ({ transitions: (await s.listRunTransitions(run.id)).length, deploy: (await s.listTasks({ runId: run.id })).find((t) => (t.input as { index?: number }).index === 1)! }));
+    expect(after.transitions).toBe(seqBefore);
+    expect(after.deploy.status).not.toBe('terminal');
+
+    // The operator's resume takes the run (the worker's claim expired), parks the uncertain step, and --accept finishes it.
+    const parked = await fx.cli(['resume', run.id, '--json']);
+    expect(parked.code, parked.stderr).toBe(3);
+    const done = await fx.cli(['reconcile', run.id, '--accept', '--json']);
+    expect(done.code, done.stderr).toBe(0);
+    expect(service.counts()).toEqual({ deploy: 1 });
+    expect((await runSettled(fx, run.id)).state).toBe('completed');
+  });
+});
