@@ -3,6 +3,7 @@
  * `schema_migrations` records which versions a database has applied.
  */
 import { COMMIT_LOG_MIGRATION } from './commit-log';
+import { IMPORTED_KEYS_MIGRATION } from './imported-migration';
 
 export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: string }> = [
   {
@@ -411,4 +412,5 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       ) STRICT;
     `,
   },
+  IMPORTED_KEYS_MIGRATION,
 ];

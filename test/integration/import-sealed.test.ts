@@ -1,0 +1,113 @@
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { DocumentTypes, HandlerRegistry, Kernel, submit, type TaskHandler } from '../../host/kernel';
+import { exportRun, importRecord } from '../../host/record';
+import type { Store } from '../../host/store';
+import { systemClock } from '../../host/support';
+import { startCountingService } from '../support/counting-service';
+import { STORE_KINDS, stopSharedPostgres, tempStoreOf } from '../support/store-kinds';
+import { quietLogger } from '../support/temp-store';
+
+afterAll(stopSharedPostgres, 60_000);
+
+/**
+ * A task kind as an application defines it: one `never` action keyed by a key the application
+ * chooses (`deploy:RELEASE`, store-wide), a POST to the counting service. `uncertain` makes the
+ * action throw after the request went out, as a connection reset after writing would.
+ */
+function deployKind(url: string, how: { uncertain: boolean }): TaskHandler {
+  return {
+    kind: 'deploy',
+    version: 1,
+    initialPhase: 'send',
+    phases: {
+      send: async (ctx) => {
+        const { release } = ctx.input as { release: string };
+        const out = await ctx.perform<{ answer: string }>({ id: `deploy:${release}`, kind: 'deploy', intent: { release }, replay: 'never' }, async (signal) => {
+          const res = await fetch(`${url}/deploy`, { method: 'POST', signal });
+          const answer = await res.text();
+          if (how.uncertain) throw new Error('the connection was reset after the request was written');
+          return { answer };
+        });
+        if (out.status === 'uncertain') return { type: 'interrupt', reason: out.reason };
+        return { type: 'complete', result: { reused: out.reused } };
+      },
+    },
+  };
+}
+
+/** Runs one deploy of `release` on `store` to its end with a kernel of its own. */
+async function deploy(store: Store, url: string, release: string, how = { uncertain: false }) {
+  const registry = new HandlerRegistry();
+  registry.register(deployKind(url, how));
+  const kernel = new Kernel({ store, registry, documents: new DocumentTypes(), clock: systemClock, logger: quietLogger(), hostId: `host-${release}`, pollMs: 20 });
+  await kernel.start();
+  try {
+    const { run } = await submit({ store, kernel, registry }, { requestId: `req-${Math.random()}`, runKind: 'test', root: { kind: 'deploy', input: { release } } });
+    return await kernel.waitForRun(run.id, { signal: AbortSignal.timeout(30_000), states: ['completed', 'failed', 'needs_reconciliation', 'cancelled'] });
+  } finally {
+    await kernel.stop();
+  }
+}
+
+describe.each(STORE_KINDS)('an imported run is sealed off from live runs on %s', (kind) => {
+  const open: Array<{ cleanup(): Promise<void> }> = [];
+  afterEach(async () => {
+    for (const t of open.splice(0)) await t.cleanup();
+  });
+  const storeOf = async () => {
+    const t = await tempStoreOf(kind);
+    open.push(t);
+    return t.store;
+  };
+
+  it('a live run whose effect key equals an imported run\'s performs its own action, and the imported record stays as it was', async () => {
+    const svc = await startCountingService();
+    try {
+      const exporter = await storeOf();
+      const first = await deploy(exporter, svc.url, 'r7');
+      expect(first.state).toBe('completed');
+      expect(svc.counts().deploy).toBe(1);
+      const { text } = await exportRun(exporter, first.id, 1_000);
+
+      const importer = await storeOf();
+      await importRecord(importer, text, 'r7.json', 2_000);
+      const before = (await exportRun(importer, first.id, 3_000)).record.digest;
+      const live = await deploy(importer, svc.url, 'r7');
+      expect(live.state).toBe('completed');
+      expect(svc.counts().deploy, 'the live run deployed itself: the imported receipt is another store\'s').toBe(2);
+      const root = await importer.getTask(live.rootTaskId!);
+      expect(root?.result).toEqual({ reused: false });
+      const mine = await importer.getEffect('deploy:r7');
+      expect(mine).toMatchObject({ runId: live.id, status: 'confirmed' });
+      expect((await importer.listEffects({ runId: first.id })).map((e) => [e.id, e.status, e.runId])).toEqual([['deploy:r7', 'confirmed', first.id]]);
+      expect((await exportRun(importer, first.id, 3_000)).record.digest).toBe(before);
+    } finally {
+      await svc.close();
+    }
+  });
+
+  it('an uncertain imported effect is not taken over by a live run with the same key: the live run acts on its own, the imported record is unchanged', async () => {
+    const svc = await startCountingService();
+    try {
+      const exporter = await storeOf();
+      const first = await deploy(exporter, svc.url, 'r8', { uncertain: true });
+      expect(first.state).toBe('needs_reconciliation');
+      expect((await exporter.getEffect('deploy:r8'))?.status).toBe('unknown');
+      const exported = await exportRun(exporter, first.id, 1_000);
+      expect(exported.record.unresolved).toContainEqual(expect.objectContaining({ kind: 'effect', id: 'deploy:r8' }));
+
+      const importer = await storeOf();
+      await importRecord(importer, exported.text, 'r8.json', 2_000);
+      const before = (await exportRun(importer, first.id, 3_000)).record.digest;
+      const live = await deploy(importer, svc.url, 'r8');
+      expect(live.state, 'the live run has no uncertainty of its own to reconcile').toBe('completed');
+      expect(svc.counts().deploy).toBe(2);
+      expect(await importer.getEffect('deploy:r8')).toMatchObject({ runId: live.id, status: 'confirmed', attempts: 1 });
+      const imported = await importer.listEffects({ runId: first.id });
+      expect(imported.map((e) => [e.id, e.status, e.runId, e.sessionId])).toEqual([['deploy:r8', 'unknown', first.id, first.sessionId]]);
+      expect((await exportRun(importer, first.id, 3_000)).record.digest, 'the read-only record did not change').toBe(before);
+    } finally {
+      await svc.close();
+    }
+  });
+});
