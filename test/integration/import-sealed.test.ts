@@ -4,7 +4,7 @@ import { exportRun, importRecord } from '../../host/record';
 import type { Store } from '../../host/store';
 import { systemClock } from '../../host/support';
 import { startCountingService } from '../support/counting-service';
-import { STORE_KINDS, stopSharedPostgres, tempStoreOf } from '../support/store-kinds';
+import { rawSql, STORE_KINDS, stopSharedPostgres, tempStoreOf } from '../support/store-kinds';
 import { quietLogger } from '../support/temp-store';
 
 afterAll(stopSharedPostgres, 60_000);
@@ -36,13 +36,13 @@ function deployKind(url: string, how: { uncertain: boolean }): TaskHandler {
 }
 
 /** Runs one deploy of `release` on `store` to its end with a kernel of its own. */
-async function deploy(store: Store, url: string, release: string, how = { uncertain: false }) {
+async function deploy(store: Store, url: string, release: string, how = { uncertain: false }, requestId = `req-${Math.random()}`) {
   const registry = new HandlerRegistry();
   registry.register(deployKind(url, how));
   const kernel = new Kernel({ store, registry, documents: new DocumentTypes(), clock: systemClock, logger: quietLogger(), hostId: `host-${release}`, pollMs: 20 });
   await kernel.start();
   try {
-    const { run } = await submit({ store, kernel, registry }, { requestId: `req-${Math.random()}`, runKind: 'test', root: { kind: 'deploy', input: { release } } });
+    const { run } = await submit({ store, kernel, registry }, { requestId, runKind: 'test', root: { kind: 'deploy', input: { release } } });
     return await kernel.waitForRun(run.id, { signal: AbortSignal.timeout(30_000), states: ['completed', 'failed', 'needs_reconciliation', 'cancelled'] });
   } finally {
     await kernel.stop();
@@ -106,6 +106,56 @@ describe.each(STORE_KINDS)('an imported run is sealed off from live runs on %s',
       const imported = await importer.listEffects({ runId: first.id });
       expect(imported.map((e) => [e.id, e.status, e.runId, e.sessionId])).toEqual([['deploy:r8', 'unknown', first.id, first.sessionId]]);
       expect((await exportRun(importer, first.id, 3_000)).record.digest, 'the read-only record did not change').toBe(before);
+    } finally {
+      await svc.close();
+    }
+  });
+
+  it('a live submission with the request id of an imported run\'s submission starts its own run, and the imported run keeps its submission', async () => {
+    const svc = await startCountingService();
+    try {
+      const exporter = await storeOf();
+      const first = await deploy(exporter, svc.url, 'r9', undefined, 'nightly-42');
+      const { text } = await exportRun(exporter, first.id, 1_000);
+      const importer = await storeOf();
+      await importRecord(importer, text, 'r9.json', 2_000);
+      const before = (await exportRun(importer, first.id, 3_000)).record.digest;
+      const live = await deploy(importer, svc.url, 'r10', undefined, 'nightly-42');
+      expect(live.id, 'not the imported run returned as the original submission').not.toBe(first.id);
+      expect(live.state).toBe('completed');
+      expect((await importer.findSubmission('nightly-42'))?.runId).toBe(live.id);
+      expect((await importer.getSubmission(first.submissionId!))?.runId).toBe(first.id);
+      expect((await exportRun(importer, first.id, 3_000)).record.digest).toBe(before);
+    } finally {
+      await svc.close();
+    }
+  });
+
+  it('a store that imported runs before schema 18 moves their effects and submission out of the live tables when it opens', async () => {
+    const svc = await startCountingService();
+    try {
+      const exporter = await storeOf();
+      const first = await deploy(exporter, svc.url, 'r11', undefined, 'req-old');
+      const { text } = await exportRun(exporter, first.id, 1_000);
+      const t = await tempStoreOf(kind);
+      open.push(t);
+      await importRecord(t.store, text, 'r11.json', 2_000);
+      const before = (await exportRun(t.store, first.id, 3_000)).record.digest;
+      // The layout of schema 17: the imported rows in the live tables, under their keys.
+      for (const sql of [
+        `INSERT INTO effects (id, session_id, run_id, task_id, kind, intent_json, replay, status, attempts, receipt_json, error_json, created_at, updated_at)
+           SELECT id, session_id, run_id, task_id, kind, intent_json, replay, status, attempts, receipt_json, error_json, created_at, updated_at FROM imported_effects`,
+        'INSERT INTO submissions (id, session_id, request_id, run_id, input_json, created_at) SELECT id, session_id, request_id, run_id, input_json, created_at FROM imported_submissions',
+        'DROP TABLE imported_effects',
+        'DROP TABLE imported_submissions',
+        'DROP TABLE imported_acceptance',
+        'DELETE FROM schema_migrations WHERE version = 18',
+      ]) await rawSql(t.store, sql);
+      expect(await t.store.getEffect('deploy:r11'), 'the old layout: found by key').toBeDefined();
+      const reopened = await t.open();
+      expect(await reopened.getEffect('deploy:r11')).toBeUndefined();
+      expect(await reopened.findSubmission('req-old')).toBeUndefined();
+      expect((await exportRun(reopened, first.id, 3_000)).record.digest).toBe(before);
     } finally {
       await svc.close();
     }
