@@ -40,8 +40,10 @@ export async function gc(ctx: CliContext, keep = 5, graceS = DEFAULT_GC_GRACE_S,
     { graceMs: graceS * 1000 },
   );
   const reclaimedBytes = orphans.reduce((n, o) => n + o.bytes, 0);
-  const deltas = await settleSnapshotDeltas({ store: ctx.store, images: new DeltaImages({ engine, store: ctx.store, logger: ctx.logger }), clock: ctx.clock, logger: ctx.logger }, { graceMs: graceS * 1000 });
-  const prune = { store: ctx.store, removeSnapshot: engine.removeSnapshot, clock: ctx.clock, logger: ctx.logger, inUse: () => forkPointsInUse(ctx.store) };
+  const images = new DeltaImages({ engine, store: ctx.store, logger: ctx.logger });
+  const deltas = await settleSnapshotDeltas({ store: ctx.store, images, clock: ctx.clock, logger: ctx.logger }, { graceMs: graceS * 1000 });
+  // Layers inside the grace are left above, but an image one is built on is pruned only after it is loaded.
+  const prune = { store: ctx.store, removeSnapshot: engine.removeSnapshot, clock: ctx.clock, logger: ctx.logger, inUse: () => forkPointsInUse(ctx.store), materialize: (id: string) => images.materialize(id) };
   const forks = forksOlderThanMs === undefined ? null : await removeFinishedForks(prune, forksOlderThanMs);
   const pruned = await pruneSnapshots(prune, { keepLast: keep });
   const registryManifests = await deletePrunedManifests(manifestGcDeps(ctx));
