@@ -16,14 +16,19 @@ export async function importedSessions(store: Pick<Store, 'listImportedRuns'>): 
  * needs and it can never be loaded. Every image on a pending delta's parent chain is in use.
  */
 export class PendingDeltaParents {
-  private constructor(
-    /** Image id -> the pending deltas built on it, directly or through other pending deltas. */
-    private readonly children: Map<string, string[]>,
-    private readonly d: { logger: Logger; materialize?: (imageId: string) => Promise<boolean> },
-  ) {}
+  /** Image id -> the pending deltas built on it, directly or through other pending deltas. */
+  private children = new Map<string, string[]>();
+
+  private constructor(private readonly d: { store: Pick<Store, 'listSnapshotDeltas'>; logger: Logger; materialize?: (imageId: string) => Promise<boolean> }) {}
 
   static async read(d: { store: Pick<Store, 'listSnapshotDeltas'>; logger: Logger; materialize?: (imageId: string) => Promise<boolean> }): Promise<PendingDeltaParents> {
-    const pending = await d.store.listSnapshotDeltas();
+    const p = new PendingDeltaParents(d);
+    await p.reread();
+    return p;
+  }
+
+  private async reread(): Promise<void> {
+    const pending = await this.d.store.listSnapshotDeltas();
     const parentOf = new Map(pending.map((x) => [x.imageId, x.parentImageId]));
     const children = new Map<string, string[]>();
     for (const x of pending) {
@@ -35,7 +40,7 @@ export class PendingDeltaParents {
         if (!parentOf.has(up)) break;
       }
     }
-    return new PendingDeltaParents(children, d);
+    this.children = children;
   }
 
   /**
@@ -49,7 +54,8 @@ export class PendingDeltaParents {
     if (this.d.materialize) {
       try {
         for (const child of built) if (!(await this.d.materialize(child))) throw new Error(`layer ${child} is neither in the store nor on the engine`);
-        this.children.delete(imageId);
+        // Loading took the pending layers under them too: what is still pending is read anew.
+        await this.reread();
         this.d.logger.info({ ...ids, imageId, loaded: built }, 'snapshot layers built on the image loaded into the engine before it goes');
         return true;
       } catch (err) {
