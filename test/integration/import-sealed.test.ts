@@ -1,6 +1,7 @@
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { DocumentTypes, HandlerRegistry, Kernel, submit, type TaskHandler } from '../../host/kernel';
-import { exportRun, importRecord } from '../../host/record';
+import { exportRun, importRecord, recordRows, verifyRecord } from '../../host/record';
+import type { ImportRows } from '../../host/store';
 import type { Store } from '../../host/store';
 import { systemClock } from '../../host/support';
 import { startCountingService } from '../support/counting-service';
@@ -156,6 +157,45 @@ describe.each(STORE_KINDS)('an imported run is sealed off from live runs on %s',
       expect(await reopened.getEffect('deploy:r11')).toBeUndefined();
       expect(await reopened.findSubmission('req-old')).toBeUndefined();
       expect((await exportRun(reopened, first.id, 3_000)).record.digest).toBe(before);
+    } finally {
+      await svc.close();
+    }
+  });
+
+  it('an import whose ids the store holds is import_conflict naming them, nothing written; an identical imported snapshot (a fork\'s copy of its parent\'s) is shared, a differing one collides', async () => {
+    const svc = await startCountingService();
+    try {
+      const exporter = await storeOf();
+      const first = await deploy(exporter, svc.url, 'r12');
+      const rows = recordRows(verifyRecord((await exportRun(exporter, first.id, 1_000)).text), 'a:r12.json');
+      const snap: ImportRows['snapshots'][number] = {
+        id: 'snap_shared', runId: first.id, taskId: null, leaseId: 'lease_x', imageId: 'sha256:00', workspaceDigest: 'sha256:11', sizeBytes: 1,
+        checkpoint: 'step:0:one', parentId: null, commitSeq: 1, createdAt: 1, prunedAt: null, registryRef: null, pushedAt: null,
+      };
+      /** The same rows under new session, run, submission (and, unless kept, task) ids, as another record would carry them. */
+      const another = (n: string, o: { keepTasks?: boolean; snapshots: ImportRows['snapshots'] }): ImportRows => ({
+        ...rows,
+        session: { ...rows.session, id: `ses_${n}` },
+        run: { ...rows.run, id: `run_${n}`, sessionId: `ses_${n}`, submissionId: `sub_${n}` },
+        submission: rows.submission && { ...rows.submission, id: `sub_${n}`, sessionId: `ses_${n}`, runId: `run_${n}` },
+        tasks: o.keepTasks ? rows.tasks : rows.tasks.map((t) => ({ ...t, id: `${t.id}_${n}` })),
+        effects: rows.effects.map((e) => ({ ...e, taskId: o.keepTasks ? e.taskId : `${e.taskId}_${n}` })),
+        snapshots: o.snapshots,
+      });
+      const importer = await storeOf();
+      await importer.importRun({ ...rows, snapshots: [snap] }, 2_000);
+      await importer.importRun(another('fork', { snapshots: [snap] }), 2_001);
+      expect((await importer.getSnapshot('snap_shared'))?.sessionId, 'written once, by the first record').toBe(rows.session.id);
+
+      const clash = importer.importRun(another('clash', { keepTasks: true, snapshots: [{ ...snap, prunedAt: 5 }] }), 2_002);
+      const err = await clash.then(() => undefined, (e: unknown) => e as Error & { code?: string; details?: { collisions: Record<string, string[]> } });
+      expect(err?.code).toBe('import_conflict');
+      for (const t of rows.tasks) expect(err?.message).toContain(t.id);
+      expect(err?.message).toContain('snap_shared');
+      expect(err?.details?.collisions).toMatchObject({ task: rows.tasks.map((t) => t.id) });
+      expect(await importer.getRun('run_clash'), 'nothing written').toBeUndefined();
+      expect(await importer.getSession('ses_clash')).toBeUndefined();
+      expect((await importer.listImportedRuns()).map((r) => r.runId).sort()).toEqual([first.id, 'run_fork'].sort());
     } finally {
       await svc.close();
     }
