@@ -3,6 +3,7 @@ import { BerthError } from '../errors';
 import { isFinalRunState } from '../model';
 import type { Store } from '../store';
 import type { Clock } from '../support';
+import { importedSessions, PendingDeltaParents } from './kept-images';
 
 /** A snapshot image on the engine as the sandbox adapter lists it. */
 export interface SnapshotImageSeen {
@@ -41,15 +42,20 @@ export interface RemovedOrphan {
  * Images are this store's whichever host committed them (not filtered by `berth.host`): a snapshot
  * pulled from a registry onto this engine keeps the committing host's labels, and a host here
  * killed between tagging it anew and committing the record leaves its tag for this gc.
+ * Images of imported runs' sessions are the exporting store's, whatever tags they carry; an image
+ * a pending delta layer is built on is kept (the layer's record may be about to commit, and gc
+ * loads it or drops it after the grace).
  */
 export async function removeOrphanSnapshots(d: OrphanDeps, o: { graceMs: number }): Promise<RemovedOrphan[]> {
   const out: RemovedOrphan[] = [];
   const now = d.clock.now();
+  const imported = await importedSessions(d.store);
+  const deltas = await PendingDeltaParents.read({ store: d.store, logger: d.logger });
   for (const img of await d.listSnapshotImages()) {
     const sessionId = img.labels['berth.session'];
     const storeId = img.labels['berth.store'];
     if (storeId && storeId !== d.storeId) continue;
-    if (!sessionId || !(await d.store.getSession(sessionId))) continue;
+    if (!sessionId || imported.has(sessionId) || !(await d.store.getSession(sessionId))) continue;
     if (now - img.createdAt < o.graceMs) continue;
     const runId = img.labels['berth.run'];
     const run = runId ? await d.store.getRun(runId) : undefined;
@@ -57,6 +63,7 @@ export async function removeOrphanSnapshots(d: OrphanDeps, o: { graceMs: number 
     const orphans: string[] = [];
     for (const tag of img.tags) if (!(await d.store.getSnapshot(tag))) orphans.push(tag);
     if (orphans.length === 0) continue;
+    if (orphans.length === img.tags.length && !(await deltas.release(img.imageId, { sessionId }))) continue;
     // Bytes are freed only when the last tag goes (and nothing builds on the image).
     const bytes = orphans.length === img.tags.length ? await d.imageLayerBytes(img.imageId) : 0;
     for (const tag of orphans) {
@@ -74,7 +81,9 @@ export async function removeOrphanSnapshots(d: OrphanDeps, o: { graceMs: number 
  */
 export async function assertKeepAllowed(store: Store, keep: number): Promise<void> {
   if (keep > 0) return;
-  const open = (await store.listRuns()).filter((r) => !isFinalRunState(r.state));
+  // An imported run is never pruned here (its snapshots are the exporter's), so it needs no restore point kept.
+  const imported = await importedSessions(store);
+  const open = (await store.listRuns()).filter((r) => !isFinalRunState(r.state) && !imported.has(r.sessionId));
   const blocked: string[] = [];
   for (const run of open) {
     const snaps = (await store.listSnapshots({ sessionId: run.sessionId })).filter((s) => s.prunedAt === null);

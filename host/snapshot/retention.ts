@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { isFinalRunState, type Snapshot } from '../model';
 import type { Store } from '../store';
 import type { Clock } from '../support';
+import { importedSessions, PendingDeltaParents } from './kept-images';
 
 export interface PruneDeps {
   store: Store;
@@ -10,16 +11,25 @@ export interface PruneDeps {
   logger: Logger;
   /** Snapshot ids another record still needs (a fork not yet finished starts from its parent's); never pruned. */
   inUse?: () => Promise<Set<string>>;
+  /**
+   * Loads an image kept in the store as a layer into the engine (`DeltaImages.materialize`), so
+   * that the image it is built on may go; without it, such parent images are kept.
+   */
+  materialize?: (imageId: string) => Promise<boolean>;
 }
 
 /**
  * Keeps the newest `keepLast` snapshots of each session and removes the rest, except that a
  * snapshot of a run that has not finished is never pruned: reconciliation may restore any of them.
- * Records stay (marked pruned) so that history still says what existed.
+ * Records stay (marked pruned) so that history still says what existed. Snapshots of imported runs
+ * are another store's (their images too) and are never touched; an image a pending delta layer is
+ * built on goes only once that layer is loaded ({@link PendingDeltaParents}).
  */
 export async function pruneSnapshots(d: PruneDeps, opts: { keepLast: number; sessionId?: string }): Promise<Snapshot[]> {
   const needed = (await d.inUse?.()) ?? new Set<string>();
-  const all = (await d.store.listSnapshots(opts.sessionId ? { sessionId: opts.sessionId } : {})).filter((s) => s.prunedAt === null);
+  const imported = await importedSessions(d.store);
+  const deltas = await PendingDeltaParents.read(d);
+  const all = (await d.store.listSnapshots(opts.sessionId ? { sessionId: opts.sessionId } : {})).filter((s) => s.prunedAt === null && !imported.has(s.sessionId));
   const finished = new Map<string, boolean>();
   const isFinished = async (runId: string | null) => {
     if (runId === null) return true;
@@ -36,6 +46,7 @@ export async function pruneSnapshots(d: PruneDeps, opts: { keepLast: number; ses
     const newestFirst = [...list].sort((a, b) => b.commitSeq - a.commitSeq || b.createdAt - a.createdAt);
     for (const s of newestFirst.slice(Math.max(0, opts.keepLast))) {
       if (!(await isFinished(s.runId)) || needed.has(s.id)) continue;
+      if (!(await deltas.release(s.imageId, { snapshotId: s.id }))) continue;
       const outcome = await d.removeSnapshot(s.id);
       await d.store.markSnapshotPruned(s.id, d.clock.now());
       d.logger.info({ snapshotId: s.id, imageId: s.imageId, outcome }, 'snapshot pruned');

@@ -28,7 +28,9 @@ export function manifestGcDeps(ctx: CliContext): ManifestGcDeps {
  * removes the snapshots of forks that finished longer ago than that. The manifests of pruned snapshots that were pushed
  * are deleted from their registry (unless an unpruned snapshot shares them); a registry that does not
  * answer leaves them pending for the next gc, reported, never failing it. `--keep 0` is refused while an unfinished run's session holds
- * snapshots: they are its only restore points.
+ * snapshots: they are its only restore points. An imported run's snapshots and images are the exporting store's: never
+ * pruned, untagged or removed here. An image a snapshot layer still kept in the store is built on is pruned only after
+ * that layer is loaded into the engine (inside the grace too).
  */
 export async function gc(ctx: CliContext, keep = 5, graceS = DEFAULT_GC_GRACE_S, forksOlderThanMs?: number): Promise<number> {
   await assertKeepAllowed(ctx.store, keep);
@@ -40,8 +42,10 @@ export async function gc(ctx: CliContext, keep = 5, graceS = DEFAULT_GC_GRACE_S,
     { graceMs: graceS * 1000 },
   );
   const reclaimedBytes = orphans.reduce((n, o) => n + o.bytes, 0);
-  const deltas = await settleSnapshotDeltas({ store: ctx.store, images: new DeltaImages({ engine, store: ctx.store, logger: ctx.logger }), clock: ctx.clock, logger: ctx.logger }, { graceMs: graceS * 1000 });
-  const prune = { store: ctx.store, removeSnapshot: engine.removeSnapshot, clock: ctx.clock, logger: ctx.logger, inUse: () => forkPointsInUse(ctx.store) };
+  const images = new DeltaImages({ engine, store: ctx.store, logger: ctx.logger });
+  const deltas = await settleSnapshotDeltas({ store: ctx.store, images, clock: ctx.clock, logger: ctx.logger }, { graceMs: graceS * 1000 });
+  // Layers inside the grace are left above, but an image one is built on is pruned only after it is loaded.
+  const prune = { store: ctx.store, removeSnapshot: engine.removeSnapshot, clock: ctx.clock, logger: ctx.logger, inUse: () => forkPointsInUse(ctx.store), materialize: (id: string) => images.materialize(id) };
   const forks = forksOlderThanMs === undefined ? null : await removeFinishedForks(prune, forksOlderThanMs);
   const pruned = await pruneSnapshots(prune, { keepLast: keep });
   const registryManifests = await deletePrunedManifests(manifestGcDeps(ctx));

@@ -1,17 +1,20 @@
 import type pg from 'pg';
 import type { NewAcceptance } from '../commit-input';
-import { toDecision, type AcceptanceReads } from '../sqlite/acceptance';
+import { byDecisionOrder, toDecision, type AcceptanceReads } from '../sqlite/acceptance';
+import { postgresImportedReads } from './imported';
 import { json } from './rows';
 import { query, type Queryable } from './open';
 
 /** Reads of acceptance decisions, oldest first (see the SQLite twin). */
 export function postgresAcceptanceReads(pool: pg.Pool): AcceptanceReads {
+  const imported = postgresImportedReads(pool);
   return {
     async listAcceptance(filter) {
       const rows = filter.runId
         ? await query(pool, 'SELECT * FROM acceptance_decisions WHERE run_id = $1 ORDER BY at, commit_seq, id', [filter.runId])
         : await query(pool, 'SELECT * FROM acceptance_decisions ORDER BY at, commit_seq, id');
-      return rows.map(toDecision);
+      const theirs = await imported.acceptance(filter);
+      return (theirs.length === 0 ? rows : [...rows, ...theirs].sort(byDecisionOrder)).map(toDecision);
     },
     async findAcceptance(requestId) {
       const [r] = await query(pool, 'SELECT * FROM acceptance_decisions WHERE request_id = $1', [requestId]);

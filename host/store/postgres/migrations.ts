@@ -6,6 +6,8 @@
  * milliseconds do not fit INTEGER; the pool parses int8 back to a JS number); tables whose reads
  * order by SQLite's `rowid` get an identity column `ord` instead; triggers need a function.
  */
+import { IMPORTED_KEYS_MIGRATION_PG } from './imported-migration';
+
 export const POSTGRES_SQL: Readonly<Record<number, string>> = {
   1: `
     CREATE TABLE sessions (
@@ -346,8 +348,9 @@ export const POSTGRES_SQL: Readonly<Record<number, string>> = {
       deleted_at BIGINT NOT NULL
     );
   `,
+  18: IMPORTED_KEYS_MIGRATION_PG,
   // The ownership epoch a sandbox is held under (see the SQLite text).
-  18: `
+  19: `
     ALTER TABLE leases ADD COLUMN epoch BIGINT;
   `,
 };

@@ -61,7 +61,7 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
     ...postgresAcceptanceReads(pool),
     ...postgresCostRecords(pool),
     ...postgresCommitLog(pool),
-    ...postgresImportedRuns(pool),
+    ...postgresImportedRuns(pool, redactUrl(url)),
     ...postgresFencing(pool, clock),
     ...postgresOwnership(pool, opts.dbClock),
     async commit(input: CommitInput): Promise<CommitResult> {

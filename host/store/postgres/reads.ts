@@ -1,6 +1,8 @@
 import type pg from 'pg';
 import type { CommitRecord, Session, StoredDocument } from '../../model';
 import type { EntryFilter, Store, TaskFilter } from '../store';
+import { postgresImportedReads } from './imported';
+import { mergeByCreation } from '../sqlite/reads';
 import { query, type Row } from './open';
 import { parse, toDocument, toEffect, toEntry, toRun, toRunTransition, toSubmission, toTask } from './rows';
 
@@ -31,6 +33,7 @@ async function selectWhere(pool: pg.Pool, table: string, conds: Record<string, u
 /** Every read of the PostgreSQL store (see the SQLite twin), each a named prepared statement. */
 export function postgresReads(pool: pg.Pool): Reads {
   const one = async (sql: string, args: unknown[]) => (await query(pool, sql, args))[0];
+  const imported = postgresImportedReads(pool);
   const document = async (r: Row): Promise<StoredDocument> => {
     const baselineVersion = r.baseline_version as number;
     const base = (await one('SELECT state_json FROM document_baselines WHERE document_id = $1 AND version = $2', [r.id, baselineVersion]))!;
@@ -49,7 +52,7 @@ export function postgresReads(pool: pg.Pool): Reads {
       );
     },
     async getSubmission(id) {
-      const r = await one('SELECT * FROM submissions WHERE id = $1', [id]);
+      const r = (await one('SELECT * FROM submissions WHERE id = $1', [id])) ?? (await imported.submission(id));
       return r ? toSubmission(r) : undefined;
     },
     async findSubmission(requestId) {
@@ -96,12 +99,14 @@ export function postgresReads(pool: pg.Pool): Reads {
       const rows = await selectWhere(pool, 'documents', { run_id: filter.runId, session_id: filter.sessionId }, 'created_at, id');
       return Promise.all(rows.map(document));
     },
+    // By key: live effects only (an imported run's are another store's facts, never this one's).
     async getEffect(id) {
       const r = await one('SELECT * FROM effects WHERE id = $1', [id]);
       return r ? toEffect(r) : undefined;
     },
     async listEffects(filter) {
-      return (await selectWhere(pool, 'effects', { run_id: filter.runId, task_id: filter.taskId }, 'created_at, id')).map(toEffect);
+      const live = await selectWhere(pool, 'effects', { run_id: filter.runId, task_id: filter.taskId }, 'created_at, id');
+      return mergeByCreation(live, await imported.effects(filter)).map(toEffect);
     },
   };
 }

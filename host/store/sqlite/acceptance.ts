@@ -1,7 +1,14 @@
 import type Database from 'better-sqlite3';
 import type { AcceptanceDecision } from '../../model';
 import type { NewAcceptance } from '../commit-input';
+import { sqliteImportedReads } from './imported';
 import { json, parse, type Row } from './rows';
+
+/** The order decisions are listed in: at, commit_seq, id (as the SQL says). */
+export function byDecisionOrder(x: Row, y: Row): number {
+  const [a, b] = [x, y].map((r) => [r.at as number, r.commit_seq as number, r.id as string] as const) as [readonly [number, number, string], readonly [number, number, string]];
+  return a[0] - b[0] || a[1] - b[1] || (a[2] < b[2] ? -1 : a[2] > b[2] ? 1 : 0);
+}
 
 export const toDecision = (r: Row): AcceptanceDecision => ({
   id: r.id as string,
@@ -21,13 +28,17 @@ export interface AcceptanceReads {
   findAcceptance(requestId: string): Promise<AcceptanceDecision | undefined>;
 }
 
+/** Decisions by run include an imported run's (kept apart); by request id only live ones, as a request id is a live key. */
 export function sqliteAcceptanceReads(db: Database.Database): AcceptanceReads {
+  const imported = sqliteImportedReads(db);
   const byRun = db.prepare('SELECT * FROM acceptance_decisions WHERE run_id = ? ORDER BY at, commit_seq, id');
   const all = db.prepare('SELECT * FROM acceptance_decisions ORDER BY at, commit_seq, id');
   const byRequest = db.prepare('SELECT * FROM acceptance_decisions WHERE request_id = ?');
   return {
     async listAcceptance(filter) {
-      return ((filter.runId ? byRun.all(filter.runId) : all.all()) as Row[]).map(toDecision);
+      const live = (filter.runId ? byRun.all(filter.runId) : all.all()) as Row[];
+      const theirs = imported.acceptance(filter);
+      return (theirs.length === 0 ? live : [...live, ...theirs].sort(byDecisionOrder)).map(toDecision);
     },
     async findAcceptance(requestId) {
       const r = byRequest.get(requestId) as Row | undefined;

@@ -1,7 +1,31 @@
 import type Database from 'better-sqlite3';
-import { BerthError } from '../../errors';
+import type { Snapshot } from '../../model';
+import { importConflict, importKeys, isUniqueViolation, judgeImportKeys } from '../import-keys';
 import type { ImportedRun, ImportedRunRecords, ImportRows } from '../imported';
-import { json, type Row } from './rows';
+import { json, toSnapshot, type Row } from './rows';
+
+/**
+ * The imported rows the ordinary reads add to a run's (or task's) own: they are found by the run
+ * (or task), never by their key, so a live run looking up an effect, a request id or a decision
+ * by key never meets them.
+ */
+export function sqliteImportedReads(db: Database.Database) {
+  const effectsByRun = db.prepare('SELECT * FROM imported_effects WHERE run_id = ? ORDER BY created_at, id');
+  const effectsByTask = db.prepare('SELECT * FROM imported_effects WHERE task_id = ? ORDER BY created_at, id');
+  const effectsByBoth = db.prepare('SELECT * FROM imported_effects WHERE run_id = ? AND task_id = ? ORDER BY created_at, id');
+  const allEffects = db.prepare('SELECT * FROM imported_effects ORDER BY created_at, id');
+  const submission = db.prepare('SELECT * FROM imported_submissions WHERE id = ?');
+  const acceptanceByRun = db.prepare('SELECT * FROM imported_acceptance WHERE run_id = ? ORDER BY at, commit_seq, id');
+  const allAcceptance = db.prepare('SELECT * FROM imported_acceptance ORDER BY at, commit_seq, id');
+  return {
+    effects(f: { runId?: string; taskId?: string }): Row[] {
+      const rows = f.runId && f.taskId ? effectsByBoth.all(f.runId, f.taskId) : f.runId ? effectsByRun.all(f.runId) : f.taskId ? effectsByTask.all(f.taskId) : allEffects.all();
+      return rows as Row[];
+    },
+    submission: (id: string) => submission.get(id) as Row | undefined,
+    acceptance: (f: { runId?: string }) => (f.runId ? acceptanceByRun.all(f.runId) : allAcceptance.all()) as Row[],
+  };
+}
 
 export const toImported = (r: Row): ImportedRun => ({
   runId: r.run_id as string,
@@ -22,12 +46,12 @@ export function sqliteImportedRuns(db: Database.Database): ImportedRunRecords {
     get: p('SELECT * FROM imported_runs WHERE run_id = ?'),
     list: p('SELECT * FROM imported_runs ORDER BY imported_at, run_id'),
     bySession: p('SELECT 1 AS x FROM imported_runs WHERE session_id = ?'),
-    sessionExists: p('SELECT 1 AS x FROM sessions WHERE id = ?'),
-    runExists: p('SELECT 1 AS x FROM runs WHERE id = ?'),
+    snapshotsHeld: p(`SELECT s.*, EXISTS (SELECT 1 FROM imported_runs i WHERE i.session_id = s.session_id) AS imported
+                      FROM snapshots s WHERE s.id IN (SELECT value FROM json_each(?))`),
     mark: p('INSERT INTO imported_runs (run_id, session_id, record_digest, source, imported_at) VALUES (?, ?, ?, ?, ?)'),
     session: p('INSERT INTO sessions (id, created_at, last_seq, entry_seq, meta_json) VALUES (?, ?, ?, ?, ?)'),
     commit: p('INSERT INTO commits (session_id, seq, at, label, actor) VALUES (?, ?, ?, ?, ?)'),
-    submission: p('INSERT INTO submissions (id, session_id, request_id, run_id, input_json, created_at) VALUES (?, ?, ?, ?, ?, ?)'),
+    submission: p('INSERT INTO imported_submissions (id, session_id, request_id, run_id, input_json, created_at) VALUES (?, ?, ?, ?, ?, ?)'),
     run: p(`INSERT INTO runs (id, session_id, submission_id, kind, state, root_task_id, transition_count, versions_json, created_at, updated_at, forked_from_run_id)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     transition: p(`INSERT INTO run_transitions (run_id, n, at, actor, from_state, to_state, reason, versions_json, commit_seq)
@@ -35,7 +59,7 @@ export function sqliteImportedRuns(db: Database.Database): ImportedRunRecords {
     task: p(`INSERT INTO tasks (id, session_id, run_id, parent_id, kind, kind_version, status, phase, checkpoint_json, input_json, attempts, restarts,
                wait_json, wake_at, outcome, result_json, error_json, cancel_requested, blocked_reason, version, created_at, updated_at)
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-    effect: p(`INSERT INTO effects (id, session_id, run_id, task_id, kind, intent_json, replay, status, attempts, receipt_json, error_json, created_at, updated_at)
+    effect: p(`INSERT INTO imported_effects (id, session_id, run_id, task_id, kind, intent_json, replay, status, attempts, receipt_json, error_json, created_at, updated_at)
                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     entry: p(`INSERT INTO entries (session_id, seq, id, conversation_id, run_id, task_id, kind, body_json, commit_seq, at)
               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
@@ -48,17 +72,26 @@ export function sqliteImportedRuns(db: Database.Database): ImportedRunRecords {
               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     egress: p(`INSERT INTO egress_attempts (at, run_id, lease_id, method, target, decision, reason, bytes_out, bytes_in, count)
                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-    acceptance: p(`INSERT INTO acceptance_decisions (id, run_id, request_id, decision, actor, reason, evidence_json, at, commit_seq)
+    acceptance: p(`INSERT INTO imported_acceptance (id, run_id, request_id, decision, actor, reason, evidence_json, at, commit_seq)
                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     cost: p('INSERT INTO cost_samples (run_id, at, meter, meter_key, amount) VALUES (?, ?, ?, ?, ?)'),
     artifact: p(`INSERT INTO artifacts (id, session_id, run_id, task_id, step_index, generation, step, path, size_bytes, sha256, snapshot_id, commit_seq, created_at)
                  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
   };
+  const held = (tables: string[], ids: string[]) => {
+    const inUse = new Set<string>();
+    for (const t of tables) for (const r of db.prepare(`SELECT id FROM ${t} WHERE id IN (SELECT value FROM json_each(?))`).all(JSON.stringify(ids)) as Row[]) inUse.add(r.id as string);
+    return [...inUse];
+  };
+  const heldSnapshots = (ids: string[]) =>
+    (s.snapshotsHeld.all(JSON.stringify(ids)) as Row[]).map((r): { snapshot: Snapshot; imported: boolean } => ({ snapshot: toSnapshot(r), imported: r.imported === 1 }));
+  const check = (r: ImportRows): Set<string> => {
+    const inUse = new Map(importKeys(r).map((k) => [k.what, k.tables.length && k.ids.length ? held(k.tables, k.ids) : []]));
+    return judgeImportKeys(r, db.name, inUse, r.snapshots.length ? heldSnapshots(r.snapshots.map((x) => x.id)) : []);
+  };
   const write = db.transaction((r: ImportRows, at: number) => {
     const { run, session } = r;
-    if (s.sessionExists.get(session.id) || s.runExists.get(run.id)) {
-      throw new BerthError('import_conflict', `this store already holds session ${session.id} or run ${run.id}; import into a store without them`, { ids: { runId: run.id, sessionId: session.id } });
-    }
+    const shared = check(r);
     const sid = session.id;
     s.session.run(sid, session.createdAt, session.lastSeq, r.entries.reduce((m, e) => Math.max(m, e.seq), 0), json(session.meta));
     for (const c of r.commits) s.commit.run(sid, c.seq, c.at, c.label, c.actor);
@@ -76,7 +109,7 @@ export function sqliteImportedRuns(db: Database.Database): ImportedRunRecords {
       s.baseline.run(d.id, d.baselineVersion, json(d.baseline));
       for (const o of d.ops) s.op.run(d.id, o.version, json(o.op), 0);
     }
-    for (const x of r.snapshots) s.snapshot.run(x.id, sid, x.runId, x.taskId, x.leaseId, x.imageId, x.workspaceDigest, x.sizeBytes, x.checkpoint, x.parentId, x.commitSeq, x.createdAt, x.prunedAt, x.registryRef ?? null, x.pushedAt ?? null);
+    for (const x of r.snapshots.filter((x) => !shared.has(x.id))) s.snapshot.run(x.id, sid, x.runId, x.taskId, x.leaseId, x.imageId, x.workspaceDigest, x.sizeBytes, x.checkpoint, x.parentId, x.commitSeq, x.createdAt, x.prunedAt, x.registryRef ?? null, x.pushedAt ?? null);
     for (const l of r.leases) s.lease.run(l.id, sid, l.hostId, l.containerId, l.imageDigest, l.envFingerprint, l.createdAt, l.expiresAt, l.releasedAt, l.runId);
     for (const a of r.egress) s.egress.run(a.at, run.id, a.leaseId, a.method, a.target, a.decision, a.reason, a.bytesOut, a.bytesIn, a.count);
     for (const a of r.acceptance) s.acceptance.run(a.id, run.id, a.requestId, a.decision, a.actor, a.reason, json(a.evidence), a.at, a.commitSeq);
@@ -86,7 +119,12 @@ export function sqliteImportedRuns(db: Database.Database): ImportedRunRecords {
   });
   return {
     async importRun(rows, at) {
-      write.immediate(rows, at);
+      try {
+        write.immediate(rows, at);
+      } catch (err) {
+        if (!isUniqueViolation(err)) throw err;
+        throw importConflict(rows.run.id, db.name, { 'id (unique constraint)': [(err as Error).message] });
+      }
     },
     async getImportedRun(runId) {
       const r = s.get.get(runId) as Row | undefined;

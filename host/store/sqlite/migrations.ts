@@ -3,6 +3,7 @@
  * `schema_migrations` records which versions a database has applied.
  */
 import { COMMIT_LOG_MIGRATION } from './commit-log';
+import { IMPORTED_KEYS_MIGRATION } from './imported-migration';
 
 export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: string }> = [
   {
@@ -411,8 +412,9 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       ) STRICT;
     `,
   },
+  IMPORTED_KEYS_MIGRATION,
   {
-    version: 18,
+    version: 19,
     name: 'lease epoch',
     // The ownership epoch a sandbox is held under: set at lease (as the berth.epoch label is) and
     // raised when a new owner adopts the sandbox after stopping every command an older epoch

@@ -1,6 +1,7 @@
 import type Database from 'better-sqlite3';
 import type { CommitRecord, Session, StoredDocument } from '../../model';
 import type { EntryFilter, Store, TaskFilter } from '../store';
+import { sqliteImportedReads } from './imported';
 import { parse, toDocument, toEffect, toEntry, toRun, toRunTransition, toSubmission, toTask, type Row } from './rows';
 
 type Reads = Omit<
@@ -30,6 +31,18 @@ function selectWhere(db: Database.Database, table: string, conds: Record<string,
   return db.prepare(sql).all(...args) as Row[];
 }
 
+/** Two row lists each ordered by (created_at, id), as one; the common case (one empty) keeps the SQL order as it is. */
+export function mergeByCreation(a: Row[], b: Row[]): Row[] {
+  if (b.length === 0) return a;
+  if (a.length === 0) return b;
+  const key = (r: Row) => [r.created_at as number, r.id as string] as const;
+  return [...a, ...b].sort((x, y) => {
+    const [ax, ix] = key(x);
+    const [ay, iy] = key(y);
+    return ax - ay || (ix < iy ? -1 : ix > iy ? 1 : 0);
+  });
+}
+
 /** Every read of the SQLite store. Statements are prepared once; filters with variable shape are prepared per call. */
 export function sqliteReads(db: Database.Database): Reads {
   const p = (sql: string) => db.prepare(sql);
@@ -47,6 +60,7 @@ export function sqliteReads(db: Database.Database): Reads {
     docOps: p('SELECT version, op_json FROM document_ops WHERE document_id = ? AND version > ? ORDER BY version'),
     effect: p('SELECT * FROM effects WHERE id = ?'),
   };
+  const imported = sqliteImportedReads(db);
   const document = (r: Row): StoredDocument => {
     const baselineVersion = r.baseline_version as number;
     const base = s.docBaseline.get(r.id, baselineVersion) as { state_json: string };
@@ -72,7 +86,7 @@ export function sqliteReads(db: Database.Database): Reads {
       );
     },
     async getSubmission(id) {
-      const r = s.submission.get(id) as Row | undefined;
+      const r = (s.submission.get(id) as Row | undefined) ?? imported.submission(id);
       return r ? toSubmission(r) : undefined;
     },
     async findSubmission(requestId) {
@@ -117,12 +131,14 @@ export function sqliteReads(db: Database.Database): Reads {
     async listDocuments(filter) {
       return selectWhere(db, 'documents', { run_id: filter.runId, session_id: filter.sessionId }, 'created_at, id').map(document);
     },
+    // By key: live effects only (an imported run's are another store's facts, never this one's).
     async getEffect(id) {
       const r = s.effect.get(id) as Row | undefined;
       return r ? toEffect(r) : undefined;
     },
     async listEffects(filter) {
-      return selectWhere(db, 'effects', { run_id: filter.runId, task_id: filter.taskId }, 'created_at, id').map(toEffect);
+      const live = selectWhere(db, 'effects', { run_id: filter.runId, task_id: filter.taskId }, 'created_at, id');
+      return mergeByCreation(live, imported.effects(filter)).map(toEffect);
     },
   };
 }
