@@ -15,8 +15,11 @@
  *   files (each 16 KiB) that the upload snapshot already holds; median of 5.
  * - snapshot_5_vs_300_files: a snapshot after a step that rewrote 5 of those files vs after one that
  *   rewrote all 300; interleaved, ratio of medians of 5.
+ * - long_line_vs_lines: one step printing 48 MiB on one line vs in 100-character lines, through
+ *   `berth run` with live progress (bench/_plan-output.ts); with the peak RSS of each.
  *
- * `BENCH_PLAN_IMAGE` (default berth/dev:latest), `BENCH_PLAN_ROUNDS` (default 2).
+ * `BENCH_PLAN_IMAGE` (default berth/dev:latest), `BENCH_PLAN_ROUNDS` (default 2), `BENCH_PLAN_ONLY` (`micro` or
+ * `output`: only those figures).
  */
 import { spawn } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -36,6 +39,7 @@ import { openSqliteStore } from '../host/store';
 import { systemClock } from '../host/support';
 import type { Report } from './run';
 import { median, timed } from './_stats';
+import { outputShapes } from './_plan-output';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..');
@@ -222,6 +226,7 @@ export default async function planBench(report: Report): Promise<void> {
     writeFileSync(join(dir, 'plan.yaml'), `name: sqlite\nenvironment: env.yaml\nworkspace: project\nsteps:\n${STEPS.map((s) => `  - { name: ${s.name}, run: "${s.run}", replay: ${s.replay} }\n`).join('')}`);
     const env = parseEnvironment(envYaml(imageRef, digest), join(dir, 'env.yaml'));
     if (process.env.BENCH_PLAN_ONLY === 'micro') return await snapshotCosts(docker, env, dir, report);
+    if (process.env.BENCH_PLAN_ONLY === 'output') return await outputShapes(root, dir, hostId, report);
     const berth: Array<Awaited<ReturnType<typeof berthRun>>> = [];
     const raw: number[] = [];
     for (let i = 0; i < rounds; i++) {
@@ -238,6 +243,7 @@ export default async function planBench(report: Report): Promise<void> {
     report('real_build_ms', median(berth.map((b) => b.ms)), 'absolute');
     report('raw_build_ms', median(raw), 'absolute');
     await snapshotCosts(docker, env, dir, report);
+    await outputShapes(root, dir, hostId, report);
   } finally {
     for (const c of await docker.listContainers({ all: true, filters: { label: [`berth.host=${hostId}`] } })) await docker.getContainer(c.Id).remove({ force: true }).catch(() => {});
     // Snapshot images of this bench (the CLI keeps the newest ones of each run).

@@ -1,6 +1,9 @@
 import { isBerthError } from '../errors';
 import type { Run } from '../model';
 import { EXIT } from './host-right';
+import { capLines } from './line-cap';
+
+export { capLines, LINE_CAP, LineCap, LiveLineCap } from './line-cap';
 
 /** Prints `value` as JSON (with --json) or as the human text `human` renders. */
 export function emit(json: boolean, value: unknown, human: () => string): void {
@@ -60,9 +63,10 @@ export const LOG_COLUMN = { berth: 'berth │ ', stdout: '  out │ ', stderr: '
 
 /** A command's output as `berth logs` lines: escaped, each line behind its stream's column. */
 export function outputLines(stream: 'stdout' | 'stderr', text: string): string[] {
-  const trimmed = text.replace(/\n$/, '');
-  if (trimmed === '') return [];
-  return trimmed.split('\n').map((line) => LOG_COLUMN[stream] + escapeControl(line));
+  // A kept tail is bounded when Berth wrote it, but an imported record's need not be: every line is capped.
+  const lines = capLines(text);
+  if (lines.length === 1 && lines[0] === '') return [];
+  return lines.map((line) => LOG_COLUMN[stream] + escapeControl(line));
 }
 
 /**

@@ -4,13 +4,14 @@ import { blockedRangeOf, openModeBlockedRanges, type BlockedRange } from '../../
 import { BerthError } from '../errors';
 import { DropAudit, type DroppedAttempt } from './drop-audit';
 import { followDropLog, type DropLine } from './drop-log';
+import { hostResolvers } from './forward-rules';
 import { LABEL } from './labels';
 import type { SandboxNetworkSpec } from './sandbox-spec';
 import {
   createSandboxNetwork,
   EGRESS_LABEL,
   EGRESS_PROXY_PORT,
-  blockForwarding,
+  guardForwarding,
   holdBridge,
   isolateBridge,
   openProxyTo,
@@ -43,6 +44,7 @@ export type NetworkedSpec = Exclude<SandboxNetworkSpec, { mode: 'none' }>;
 
 interface Live {
   net: SandboxNetwork;
+  mode: NetworkedSpec['mode'];
   tag: string;
   who: { runId: string | null; sessionId: string | null };
   proxy: { close(): Promise<void> } | undefined;
@@ -77,7 +79,7 @@ export class SandboxEgress {
     this.proxyPort(spec, leaseId);
     this.follow();
     const net = await createSandboxNetwork(this.d.docker, { hostId: this.d.hostId, leaseId, ...who }, { internal: spec.mode === 'allowlist' });
-    const entry: Live = { net, tag: ruleTag(this.d.hostId, leaseId), who, proxy: undefined, address: undefined };
+    const entry: Live = { net, mode: spec.mode, tag: ruleTag(this.d.hostId, leaseId), who, proxy: undefined, address: undefined };
     this.live.set(leaseId, entry);
     try {
       await this.guard(entry, spec, leaseId);
@@ -115,7 +117,7 @@ export class SandboxEgress {
     const cfg = info.IPAM?.Config?.[0];
     const net: SandboxNetwork = { id: info.Id, name: info.Name, bridge: `br-${info.Id.slice(0, 12)}`, gateway: (cfg?.Gateway ?? '').split('/')[0]!, subnet: cfg?.Subnet ?? '' };
     const who = { runId: info.Labels?.[RUN_LABEL] || null, sessionId: info.Labels?.[SESSION_LABEL] || null };
-    const entry: Live = { net, tag: ruleTag(this.d.hostId, leaseId), who, proxy: undefined, address: undefined };
+    const entry: Live = { net, mode: spec.mode, tag: ruleTag(this.d.hostId, leaseId), who, proxy: undefined, address: undefined };
     this.live.set(leaseId, entry);
     // Rules are rebuilt rather than trusted: the spec, not what an older process left, says what is
     // open. A DROP of its own holds the bridge closed meanwhile (the container is running).
@@ -165,9 +167,12 @@ export class SandboxEgress {
   private async guard(entry: Live, spec: NetworkedSpec, leaseId: string): Promise<void> {
     if (spec.mode === 'allowlist') {
       await isolateBridge(entry.net.bridge, [], entry.tag, { gateway: entry.net.gateway, port: EGRESS_PROXY_PORT });
+      await guardForwarding(entry.net.bridge, entry.tag, { mode: 'allowlist' });
     } else {
-      await isolateBridge(entry.net.bridge, spec.hostOpenings, entry.tag);
-      await blockForwarding(entry.net.bridge, this.blocked, spec.hostOpenings, entry.tag);
+      // Read per lease: a DHCP client may rewrite resolv.conf while the host runs.
+      const resolvers = hostResolvers();
+      await isolateBridge(entry.net.bridge, spec.hostOpenings, entry.tag, undefined, resolvers);
+      await guardForwarding(entry.net.bridge, entry.tag, { mode: 'open', blocked: this.blocked, openings: spec.hostOpenings, resolvers });
       this.d.logger.warn({ leaseId, ...entry.who, event: 'egress-open', hostOpenings: spec.hostOpenings }, 'sandbox network is open: outside hosts are reachable and not audited');
     }
   }
@@ -186,7 +191,7 @@ export class SandboxEgress {
         const reason = `connection to the egress proxy from ${l.src} (${l.in}) refused: only this sandbox's container${e.address ? ` (${e.address})` : ''} may use it`;
         return this.audit.add(leaseId, l, reason);
       }
-      if (l.kind === 'drop' && l.in === e.net.bridge) return this.audit.add(leaseId, l, dropReason(l, this.blocked));
+      if (l.kind === 'drop' && l.in === e.net.bridge) return this.audit.add(leaseId, l, dropReason(l, e.mode, this.blocked));
     }
   }
 
@@ -207,11 +212,12 @@ export class SandboxEgress {
 }
 
 /** Why the sandbox's own rules refused a packet, as the run records it. */
-function dropReason(l: DropLine, blocked: readonly BlockedRange[]): string {
-  // A packet to a host address came through INPUT (no OUT=); one to a blocked range was being forwarded.
-  const range = l.out ? blockedRangeOf(l.dst, blocked) : undefined;
-  if (range) {
-    return `direct ${l.proto} from the sandbox to ${range.cidr} (${range.why}) dropped: open mode does not reach it`;
-  }
+export function dropReason(l: Pick<DropLine, 'proto' | 'dst' | 'out'>, mode: NetworkedSpec['mode'], blocked: readonly BlockedRange[]): string {
+  // A packet to a host address came through INPUT (no OUT=); one with OUT= was being forwarded.
+  if (!l.out) return `direct ${l.proto} from the sandbox dropped by its network rules`;
+  if (mode === 'allowlist') return `direct ${l.proto} out of the allowlist sandbox refused: its only way out is the egress proxy`;
+  if (/^(docker|br-)/.test(l.out)) return `direct ${l.proto} from the sandbox to another Docker network (${l.out}) dropped: open mode reaches no other container`;
+  const range = blockedRangeOf(l.dst, blocked);
+  if (range) return `direct ${l.proto} from the sandbox to ${range.cidr} (${range.why}) dropped: open mode does not reach it`;
   return `direct ${l.proto} from the sandbox dropped by its network rules`;
 }

@@ -3,9 +3,11 @@ import { promisify } from 'node:util';
 import type Dockerode from 'dockerode';
 import { BerthError } from '../errors';
 import { engineError, isNotFound } from './engine-errors';
-import type { BlockedRange } from '../../environment';
 import { DROP_PREFIX } from './drop-log';
+import { forwardingRules, LOG_LIMIT, type HostOpening, type Rule, type RuleTool } from './forward-rules';
 import { LABEL } from './labels';
+
+export type { HostOpening } from './forward-rules';
 
 const run = promisify(execFile);
 
@@ -63,25 +65,15 @@ export async function removeSandboxNetwork(docker: Dockerode, id: string): Promi
 /** The comment that names a rule's owner, so release and the sweeper delete exactly their own rules. */
 export const ruleTag = (hostId: string, leaseId: string) => `berth:${hostId}:${leaseId}`;
 
-/** A host address and TCP port a sandbox may open connections to. */
-export interface HostOpening {
-  address: string;
-  port: number;
-}
-
-type RuleTool = 'iptables' | 'ip6tables';
 const TOOLS: readonly RuleTool[] = ['iptables', 'ip6tables'];
 
-/** A LOG rule's rate bound per lease and rule: enough to see every attempt of a probing step, never a flood in the kernel log. */
-const LOG_LIMIT = ['-m', 'limit', '--limit', '20/sec', '--limit-burst', '40'];
-
 /** Inserts `rules` at the top of `chain` in the order given (the first ends lowest); on failure removes every rule of `tag`. */
-async function insertRules(rules: Array<[RuleTool, string[]]>, tag: string, what: string, chain = 'INPUT'): Promise<void> {
+async function insertRules(rules: Rule[], tag: string, what: string, chain = 'INPUT'): Promise<void> {
   try {
     for (const [tool, r] of rules) await run(tool, ['-w', '-I', chain, ...r, '-m', 'comment', '--comment', tag]);
   } catch (err) {
     await removeBridgeRules((t) => t === tag).catch(() => {});
-    throw new BerthError('network_setup_failed', `could not add INPUT rules for ${what}: ${(err as Error).message}`, { cause: err });
+    throw new BerthError('network_setup_failed', `could not add ${chain} rules for ${what}: ${(err as Error).message}`, { cause: err });
   }
 }
 
@@ -98,7 +90,7 @@ async function insertRules(rules: Array<[RuleTool, string[]]>, tag: string, what
  * {@link openProxyTo}, once the container's address is known, opens it to exactly that address.
  * `-I` inserts at the top, so the rules go in from the lowest up.
  */
-export async function isolateBridge(bridge: string, openings: readonly HostOpening[], tag: string, proxy?: { gateway: string; port: number }): Promise<void> {
+export async function isolateBridge(bridge: string, openings: readonly HostOpening[], tag: string, proxy?: { gateway: string; port: number }, resolvers: readonly string[] = []): Promise<void> {
   const toProxy = proxy ? ['-d', proxy.gateway, '-p', 'tcp', '--dport', String(proxy.port)] : [];
   await insertRules(
     [
@@ -106,6 +98,8 @@ export async function isolateBridge(bridge: string, openings: readonly HostOpeni
       ['iptables', ['-i', bridge, '-j', 'DROP']],
       ['iptables', ['-i', bridge, ...LOG_LIMIT, '-j', 'LOG', '--log-prefix', DROP_PREFIX.drop]],
       ...openings.map((o): [RuleTool, string[]] => ['iptables', ['-i', bridge, '-d', o.address, '-p', 'tcp', '--dport', String(o.port), '-j', 'ACCEPT']]),
+      // A resolver of the host's that is one of its own addresses (a local dnsmasq) is reached through INPUT.
+      ...resolvers.flatMap((r) => ['udp', 'tcp'].map((p): Rule => ['iptables', ['-i', bridge, '-d', r, '-p', p, '--dport', '53', '-j', 'ACCEPT']])),
       ['iptables', ['-i', bridge, '-m', 'conntrack', '--ctstate', 'ESTABLISHED,RELATED', '-j', 'ACCEPT']],
       ...(proxy
         ? [
@@ -129,26 +123,15 @@ export async function openProxyTo(bridge: string, proxy: { gateway: string; port
 }
 
 /**
- * The forwarding side of open mode: what the sandbox sends through the host to `blocked` ranges
- * (link-local, this machine's LANs: see openModeBlockedRanges) is logged and dropped, except the
- * listed `openings` in those ranges, which go on to Docker's own chains (RETURN, not ACCEPT, so
- * Docker's isolation still applies). In DOCKER-USER, which Docker puts first in FORWARD and never
- * flushes; FORWARD itself on an engine without it.
+ * The forwarding side of a sandbox bridge ({@link forwardingRules}): in allowlist mode everything
+ * forwarded is logged and refused; in open mode what goes to `blocked` ranges (link-local, this
+ * machine's LANs: see openModeBlockedRanges) or to other Docker networks is logged and dropped,
+ * except the listed `openings` and the host's `resolvers` on port 53. In DOCKER-USER, which Docker
+ * puts first in FORWARD and never flushes; FORWARD itself on an engine without it.
  */
-export async function blockForwarding(bridge: string, blocked: readonly BlockedRange[], openings: readonly HostOpening[], tag: string): Promise<void> {
+export async function guardForwarding(bridge: string, tag: string, o: Parameters<typeof forwardingRules>[1]): Promise<void> {
   const chain = (await run('iptables', ['-w', '-S', 'DOCKER-USER']).then(() => true, () => false)) ? 'DOCKER-USER' : 'FORWARD';
-  await insertRules(
-    [
-      ...blocked.flatMap((r): Array<[RuleTool, string[]]> => [
-        ['iptables', ['-i', bridge, '-d', r.cidr, '-j', 'DROP']],
-        ['iptables', ['-i', bridge, '-d', r.cidr, ...LOG_LIMIT, '-j', 'LOG', '--log-prefix', DROP_PREFIX.drop]],
-      ]),
-      ...openings.map((o): [RuleTool, string[]] => ['iptables', ['-i', bridge, '-d', o.address, '-p', 'tcp', '--dport', String(o.port), '-j', 'RETURN']]),
-    ],
-    tag,
-    bridge,
-    chain,
-  );
+  await insertRules(forwardingRules(bridge, o), tag, bridge, chain);
 }
 
 /**

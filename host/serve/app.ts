@@ -11,12 +11,16 @@ import { runFragment } from './run-page';
 import { readRunView } from './run-view';
 import { readRuns, runsFragment } from './runs-page';
 import { downloadArtifact } from './artifact-download';
+import { requireHost } from './host-check';
 
 const isRunState = (s: string): s is RunState => (RUN_STATES as readonly string[]).includes(s);
 const positive = (v: string | undefined) => (v && /^\d+$/.test(v) ? Number(v) : undefined);
 
-/** The HTTP app: pages, their live fragments, the JSON API, the event streams and the actions. */
-export function serveApp(deps: ServeDeps, feed: CommitFeed): Hono {
+/**
+ * The HTTP app: pages, their live fragments, the JSON API, the event streams and the actions.
+ * `hosts` are the Host header values it answers (host-check.ts); `url` is what a refusal names.
+ */
+export function serveApp(deps: ServeDeps, feed: CommitFeed, hosts: { allowed: () => ReadonlySet<string>; url: () => string }): Hono {
   const app = new Hono();
   // CSRF is derived from the token; without a token (loopback, --no-token) from a per-process secret.
   const secret = deps.token ?? crypto.randomUUID() + crypto.randomUUID();
@@ -28,6 +32,8 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed): Hono {
     // Only this origin's own script and style: an injected inline <script> would not run anyway.
     if (!c.res.headers.get('content-type')?.startsWith('text/event-stream')) c.header('Content-Security-Policy', "default-src 'self'; script-src 'self'; style-src 'self'; frame-ancestors 'none'");
   });
+  // Host first: a rebound name gets nothing, in every mode (with a token the cookie is this origin's, but --no-token has none).
+  app.use('*', requireHost(hosts.allowed, hosts.url));
   app.use('*', requireToken(deps.token));
   app.use('*', requireCsrf(secret));
 

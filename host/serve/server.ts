@@ -5,6 +5,7 @@ import { BerthError } from '../errors';
 import { serveApp } from './app';
 import { CommitFeed } from './commit-feed';
 import type { ServeDeps } from './deps';
+import { allowedHosts } from './host-check';
 
 /** True for 127.0.0.0/8, ::1 and `localhost`. */
 export function isLoopback(host: string): boolean {
@@ -31,12 +32,16 @@ export async function startServe(deps: ServeDeps, opts: { host: string; port: nu
     throw new BerthError('serve_needs_token', `refusing to serve ${opts.host} without a token: only loopback addresses may go without one (drop --no-token)`);
   }
   const feed = new CommitFeed(deps.store, deps.pollMs);
-  const app = serveApp(deps, feed);
+  // Filled once listening: the port may be 0 until then, and no request arrives before.
+  let hosts: ReadonlySet<string> = new Set();
+  let url = '';
+  const app = serveApp(deps, feed, { allowed: () => hosts, url: () => url });
   const server = await new Promise<ServerType>((resolve, reject) => {
     const s = serve({ fetch: app.fetch, hostname: opts.host, port: opts.port }, () => resolve(s));
     s.once('error', reject);
   });
   const port = (server.address() as AddressInfo).port;
+  hosts = allowedHosts(opts.host, port);
   const http = server as unknown as import('node:http').Server;
   const close = async () => {
     feed.close();
@@ -45,5 +50,6 @@ export async function startServe(deps: ServeDeps, opts: { host: string; port: nu
   };
   opts.signal?.addEventListener('abort', () => void close(), { once: true });
   const shown = opts.host.includes(':') ? `[${opts.host}]` : opts.host;
-  return { url: `http://${shown}:${port}`, port, dropConnections: () => http.closeAllConnections?.(), close };
+  url = `http://${shown}:${port}`;
+  return { url, port, dropConnections: () => http.closeAllConnections?.(), close };
 }

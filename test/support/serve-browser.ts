@@ -10,12 +10,12 @@ export const CHROMIUM = '/usr/bin/chromium';
 process.env.PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD = '1';
 
 /** Headless Debian chromium with the flags the closed network needs (shared/DOCKER-NOTES.md "Browser"). */
-export async function launchChromium(): Promise<{ browser: Browser; close(): Promise<void> }> {
+export async function launchChromium(extraArgs: string[] = []): Promise<{ browser: Browser; close(): Promise<void> }> {
   const profile = mkdtempSync(join(tmpdir(), 'berth-chromium-'));
   const browser = await chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', `--disk-cache-dir=${profile}`],
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', `--disk-cache-dir=${profile}`, ...extraArgs],
   });
   return {
     browser,

@@ -1,10 +1,27 @@
 import type { AgentLiveEvent, ApprovalRequestedEntry, InterruptionEntry, ModelEntry, ToolResultEntry } from '../../agent';
 import { ENTRY } from '../../agent';
 import type { Entry } from '../../model';
-import { escapeControl } from '../output';
+import { capLines, escapeControl, LiveLineCap } from '../output';
 
-const clip = (s: string, n: number) => (s.length > n ? `${s.slice(0, n)}…` : s);
-const oneLine = (s: string) => s.replace(/\s*\n\s*/g, ' ⏎ ');
+/**
+ * `s` on one line (newlines shown as ⏎), at most `n` characters. Only a bounded head is ever looked
+ * at: the whitespace pattern backtracks over a run of spaces, so on a whole 128 KiB tool result of
+ * spaces it took 15 s.
+ */
+export function brief(s: string, n: number): string {
+  const head = s.slice(0, n * 4);
+  const line = head.replace(/\s*\n\s*/g, ' ⏎ ');
+  return line.length > n || head.length < s.length ? `${line.slice(0, n)}…` : line;
+}
+
+/** The line a tool call is shown as. */
+export const toolCallLine = (c: { name: string; arguments: string; id: string }) => `  → ${c.name} ${brief(c.arguments, 160)}  [${c.id}]`;
+
+/** The line a tool result is shown as. */
+export function toolResultLine(r: Pick<ToolResultEntry, 'status' | 'isError' | 'name' | 'toolCallId' | 'content'>): string {
+  const mark = r.status === 'ok' && !r.isError ? '✔' : r.status === 'interrupted' ? '?' : '✘';
+  return `  ${mark} ${r.name} [${r.toolCallId}] ${r.status === 'ok' ? '' : `${r.status}: `}${brief(r.content, 300)}`;
+}
 
 /**
  * Live output of agent runs: committed entries (model turns, tool calls, results, approvals,
@@ -13,18 +30,20 @@ const oneLine = (s: string) => s.replace(/\s*\n\s*/g, ' ⏎ ');
  */
 export function agentPrinter(json: boolean) {
   const streamed = new Set<string>();
+  // Streamed model text is written as it comes, each line cut at the cap (the count follows it).
+  const live = new LiveLineCap();
   let midLine = false;
   const out = (s: string) => {
-    if (midLine) process.stderr.write('\n');
+    if (midLine) process.stderr.write(`${live.end()}\n`);
     midLine = false;
-    // Model text and tool output are outside text: no control character reaches the terminal.
-    process.stderr.write(`${escapeControl(s)}\n`);
+    // Model text and tool output are outside text: no control character reaches the terminal, and no line is unbounded.
+    process.stderr.write(`${capLines(s).map(escapeControl).join('\n')}\n`);
   };
   return {
     live(e: AgentLiveEvent) {
       if (json || e.type !== 'model-delta') return;
       streamed.add(`${e.runId}:${e.turn}`);
-      process.stderr.write(escapeControl(e.text));
+      process.stderr.write(escapeControl(live.pass(e.text)));
       midLine = !e.text.endsWith('\n');
     },
     entry(e: Entry) {
@@ -41,13 +60,11 @@ export function agentPrinter(json: boolean) {
           if (m.content && !streamed.has(key)) out(`model: ${m.content}`);
           else if (midLine) out('');
           streamed.delete(key);
-          for (const c of m.toolCalls) out(`  → ${c.name} ${clip(oneLine(c.arguments), 160)}  [${c.id}]`);
+          for (const c of m.toolCalls) out(toolCallLine(c));
           return;
         }
         case ENTRY.toolResult: {
-          const r = e.body as unknown as ToolResultEntry;
-          const mark = r.status === 'ok' && !r.isError ? '✔' : r.status === 'interrupted' ? '?' : '✘';
-          return out(`  ${mark} ${r.name} [${r.toolCallId}] ${r.status === 'ok' ? '' : `${r.status}: `}${clip(oneLine(r.content), 300)}`);
+          return out(toolResultLine(e.body as unknown as ToolResultEntry));
         }
         case ENTRY.interruption: {
           const i = e.body as unknown as InterruptionEntry;
