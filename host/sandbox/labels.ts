@@ -5,6 +5,8 @@
 export const LABEL = {
   managed: 'berth.managed',
   session: 'berth.session',
+  /** The run the sandbox serves (an agent session's sandbox: the session id), so every sandbox of a run can be found. */
+  run: 'berth.run',
   lease: 'berth.lease',
   host: 'berth.host',
   /** The store whose lease this is (see LeaseRecords.storeId); only that store's sweeper removes it. */
@@ -15,7 +17,7 @@ export const LABEL = {
   pool: 'berth.pool',
   /** The SandboxHost instance that created the container; tells a live pool from a dead one. */
   instance: 'berth.instance',
-  /** The run-ownership epoch (issue 15) the container was leased under; an older epoch's sandbox is never used. */
+  /** The ownership epoch of the session's owner that leased the container (the lease record's epoch may be newer: an adopting owner raises it). */
   epoch: 'berth.epoch',
 } as const;
 
@@ -28,9 +30,10 @@ export interface LabelInput {
   createdAt: number;
   /** Absent for warm-pool containers, which are created before any session exists. */
   sessionId?: string;
+  runId?: string;
   leaseId?: string;
   pool?: boolean;
-  /** The owner's epoch of the session when leased by a per-session owner (a worker). */
+  /** The epoch of the session's owner that leased it. */
   epoch?: number;
 }
 
@@ -44,6 +47,8 @@ export function containerLabels(input: LabelInput): Record<string, string> {
     [LABEL.fingerprint]: input.envFingerprint,
     [LABEL.created]: String(input.createdAt),
     [LABEL.session]: input.sessionId ?? '',
+    // Always set, like the session: a snapshot image carries the run label of the run it came from.
+    [LABEL.run]: input.runId ?? '',
     [LABEL.lease]: input.leaseId ?? '',
   };
   // Always set: a container inherits the labels of its image, and a snapshot image carries those of

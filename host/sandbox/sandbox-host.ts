@@ -127,7 +127,7 @@ export class SandboxHost {
     const egress = await this.openEgress(spec, { ...who, storeId });
     const createdAt = this.opts.clock.now();
     const pool = who.sessionId === undefined;
-    const labels = containerLabels({ hostId: this.hostId, storeId, instanceId: this.instanceId, envFingerprint: spec.envFingerprint, createdAt, sessionId: who.sessionId, leaseId: who.leaseId, pool, epoch: who.epoch });
+    const labels = containerLabels({ hostId: this.hostId, storeId, instanceId: this.instanceId, envFingerprint: spec.envFingerprint, createdAt, sessionId: who.sessionId, runId: who.runId, leaseId: who.leaseId, pool, epoch: who.epoch });
     const name = pool ? `berth-pool-${newId('c').slice(2)}` : `berth-${who.leaseId}`;
     let container: Dockerode.Container;
     try {

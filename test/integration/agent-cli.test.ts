@@ -100,7 +100,7 @@ describe('berth agent, chat, approve and deny', { timeout: 180_000 }, () => {
     expect(denyLate.stderr).toContain('approval_not_pending');
   });
 
-  it('a host that loses the store\'s execution right to another berth process says so and exits 4; approve while a host drives takes no right and the driving host finishes the run', async () => {
+  it('a host whose agent run another berth process takes over says so and exits 4; approve while a host drives takes no ownership and the driving host finishes the run', async () => {
     w = await cliWorld([
       { toolCalls: [{ name: 'exec', arguments: { command: 'echo ran >> /tmp/approved.log; cat /tmp/approved.log' } }] },
       { content: 'Done after approval.' },
@@ -112,14 +112,17 @@ describe('berth agent, chat, approve and deny', { timeout: 180_000 }, () => {
       runId = await w.read(async (s) => (await s.listRuns({ states: ['awaiting_approval'] }))[0]?.id).catch(() => undefined);
     }
     expect(runId, first.stderr()).toBeDefined();
-    // A second host on the same store takes the execution right while the first waits for the approval.
-    const second = await startInBackground(w, ['resume', runId!]);
+    // A second host on the same store is refused while the first lives, and takes the run over with --take-over.
+    const refused = await w.cli(['resume', runId!]);
+    expect(refused.code, refused.stderr).toBe(1);
+    expect(refused.stderr).toContain('run_owned');
+    const second = await startInBackground(w, ['resume', runId!, '--take-over']);
     const firstEnd = await Promise.race([first.exited, new Promise<'still running'>((r) => setTimeout(() => r('still running'), 60_000))]);
     if (firstEnd === 'still running') first.child.kill('SIGKILL');
-    expect(firstEnd, `the first host, its right taken:\n${first.stderr()}`).toBe(4);
+    expect(firstEnd, `the first host, its run taken over:\n${first.stderr()}`).toBe(4);
     expect(first.stderr()).toContain('execution_right_lost');
     expect(first.stderr()).toContain(`berth resume ${runId}`);
-    // approve commits its decision without the execution right: the resuming host keeps it and finishes the run.
+    // approve commits its decision without owning the run: the resuming host keeps it and finishes the run.
     const ok = await w.cli(['approve', runId!, 'call_0_0', '--json']);
     expect(ok.code, ok.stderr).toBe(0);
     expect(lastJson<{ owner: { live: boolean; pid: number } }>(ok).owner).toMatchObject({ live: true, pid: second.child.pid });
