@@ -89,7 +89,8 @@ export async function readRunRows(store: Store, runId: string, now = Date.now())
   return {
     run, session, submission, transitions, tasks, effects, snapshots, leases, documents, entries, egress, commits, imported, storeId,
     forkedFrom: await forkedFrom(store, run),
-    acceptance, costSamples, artifacts, owner,
+    // An imported run is never owned here: its owner is the one its record named.
+    acceptance, costSamples, artifacts, owner: imported ? imported.owner ?? undefined : owner,
     // What `berth show` prints, at the export's moment (open leases and kept snapshots count until then).
     costSummary: await costOfRun(store, run, costTotals, now),
   };

@@ -63,6 +63,7 @@ export function recordRows(r: RunRecord, source: string): ImportRows {
     acceptance: r.acceptance.decisions,
     costSamples: r.cost.samples,
     artifacts: Array.isArray(r.artifacts) ? r.artifacts : [],
+    owner: r.ownership.owner ? { sessionId: r.run.sessionId, ...r.ownership.owner } : null,
   };
 }
 

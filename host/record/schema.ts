@@ -118,6 +118,8 @@ export const LeaseRecordSchema = z.strictObject({
   expiresAt: z.number(),
   releasedAt: z.number().nullable(),
   runId: z.string().nullable(),
+  /** The ownership epoch the sandbox was last held under (raised when a new owner adopted it); absent in records made before epochs were kept. */
+  epoch: z.number().nullable().optional(),
 });
 
 export const EgressRecordSchema = z.strictObject({
@@ -213,7 +215,7 @@ export const OwnershipSectionSchema = z.strictObject({
   owner: z
     .strictObject({ epoch: z.number().int(), holder: z.string(), pid: z.number().nullable(), takenAt: z.number(), heartbeatAt: z.number(), leaseUntil: z.number(), stoppedAt: z.number().nullable() })
     .nullable()
-    .describe('null: no host claimed the session in this store (an imported run is never owned)'),
+    .describe('null: no host claimed the session; an imported run keeps the owner its record named, never as a claim of the importing store'),
   takeOvers: z.array(z.strictObject({ n: z.number().int(), at: z.number(), actor: z.string(), commitSeq: z.number().int() })),
 });
 

@@ -1,3 +1,4 @@
+import type { SessionOwner } from './ownership';
 import type { AcceptanceDecision, CostSample, Effect, Entry, Run, RunTransition, Session, Snapshot, StoredDocument, Submission, Task } from '../model';
 import type { LeaseRecord } from '../sandbox/lease-records';
 import type { EgressAttempt } from '../egress/audit';
@@ -12,6 +13,8 @@ export interface ImportedRun {
   /** Where the record came from: the exporting store's id and the file. */
   source: string;
   importedAt: number;
+  /** The session's owner the record names (the exporting store's claim at export time); null when it names none. */
+  owner: SessionOwner | null;
 }
 
 /** The rows of one exported run, as the exporting store held them. */
@@ -37,6 +40,8 @@ export interface ImportRows {
   /** One row per meter, as recorded (not summed: the sum is recomputed by `berth show`). */
   costSamples: Array<{ at: number; meter: keyof CostSample['meters']; key: string; amount: number }>;
   artifacts: Array<Omit<StoredArtifact, 'sessionId' | 'runId'>>;
+  /** The session's owner at export time, kept with the import mark (never as a claim of this store). */
+  owner: SessionOwner | null;
 }
 
 /** The store side of `berth import`. */

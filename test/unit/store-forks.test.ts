@@ -87,7 +87,7 @@ describe.each(STORE_KINDS)('the forks of a run on %s', (kind) => {
   it('lists an imported fork under the run its record names as parent', async () => {
     t = await tempStoreOf(kind);
     const rows = (id: string, parent: string | null): ImportRows => ({
-      digest: `sha256:${id}`, source: 'test', forkedFromRunId: parent,
+      digest: `sha256:${id}`, source: 'test', forkedFromRunId: parent, owner: null,
       session: { id: `ses_${id}`, createdAt: 1, lastSeq: 0, meta: null },
       commits: [], submission: null,
       run: { id, sessionId: `ses_${id}`, submissionId: null, kind: 'plan', state: 'completed', rootTaskId: null, transitionCount: 0, versions: {}, createdAt: 1, updatedAt: 2 },

@@ -41,7 +41,7 @@ async function heldKeys(db: Queryable, r: ImportRows) {
 }
 
 const S = {
-  mark: 'INSERT INTO imported_runs (run_id, session_id, record_digest, source, imported_at) VALUES ($1, $2, $3, $4, $5)',
+  mark: 'INSERT INTO imported_runs (run_id, session_id, record_digest, source, imported_at, owner_json) VALUES ($1, $2, $3, $4, $5, $6)',
   session: 'INSERT INTO sessions (id, created_at, last_seq, entry_seq, meta_json) VALUES ($1, $2, $3, $4, $5)',
   commit: 'INSERT INTO commits (session_id, seq, at, label, actor) VALUES ($1, $2, $3, $4, $5)',
   submission: 'INSERT INTO imported_submissions (id, session_id, request_id, run_id, input_json, created_at) VALUES ($1, $2, $3, $4, $5, $6)',
@@ -61,8 +61,8 @@ const S = {
   op: 'INSERT INTO document_ops (document_id, version, op_json, commit_seq) VALUES ($1, $2, $3, $4)',
   snapshot: `INSERT INTO snapshots (id, session_id, run_id, task_id, lease_id, image_id, workspace_digest, size_bytes, checkpoint, parent_id, commit_seq, created_at, pruned_at, registry_ref, pushed_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
-  lease: `INSERT INTO leases (id, session_id, host_id, container_id, image_digest, env_fingerprint, created_at, expires_at, released_at, run_id)
-          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+  lease: `INSERT INTO leases (id, session_id, host_id, container_id, image_digest, env_fingerprint, created_at, expires_at, released_at, run_id, epoch)
+          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
   egress: `INSERT INTO egress_attempts (at, run_id, lease_id, method, target, decision, reason, bytes_out, bytes_in, count)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
   acceptance: `INSERT INTO imported_acceptance (id, run_id, request_id, decision, actor, reason, evidence_json, at, commit_seq)
@@ -100,12 +100,12 @@ export function postgresImportedRuns(pool: pg.Pool, location: string): ImportedR
       for (const o of d.ops) await q(S.op, [d.id, o.version, json(o.op), 0]);
     }
     for (const x of r.snapshots.filter((x) => !shared.has(x.id))) await q(S.snapshot, [x.id, sid, x.runId, x.taskId, x.leaseId, x.imageId, x.workspaceDigest, x.sizeBytes, x.checkpoint, x.parentId, x.commitSeq, x.createdAt, x.prunedAt, x.registryRef ?? null, x.pushedAt ?? null]);
-    for (const l of r.leases) await q(S.lease, [l.id, sid, l.hostId, l.containerId, l.imageDigest, l.envFingerprint, l.createdAt, l.expiresAt, l.releasedAt, l.runId]);
+    for (const l of r.leases) await q(S.lease, [l.id, sid, l.hostId, l.containerId, l.imageDigest, l.envFingerprint, l.createdAt, l.expiresAt, l.releasedAt, l.runId, l.epoch ?? null]);
     for (const a of r.egress) await q(S.egress, [a.at, run.id, a.leaseId, a.method, a.target, a.decision, a.reason, a.bytesOut, a.bytesIn, a.count]);
     for (const a of r.acceptance) await q(S.acceptance, [a.id, run.id, a.requestId, a.decision, a.actor, a.reason, json(a.evidence), a.at, a.commitSeq]);
     for (const c of r.costSamples) await q(S.cost, [run.id, c.at, c.meter, c.key, c.amount]);
     for (const a of r.artifacts) await q(S.artifact, [a.id, sid, run.id, a.taskId, a.stepIndex, a.generation, a.step, a.path, a.sizeBytes, a.sha256, a.snapshotId, a.commitSeq, a.createdAt]);
-    await q(S.mark, [run.id, sid, r.digest, r.source, at]);
+    await q(S.mark, [run.id, sid, r.digest, r.source, at, r.owner ? JSON.stringify(r.owner) : null]);
   }
   return {
     async importRun(rows, at) {

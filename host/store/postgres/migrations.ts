@@ -352,5 +352,6 @@ export const POSTGRES_SQL: Readonly<Record<number, string>> = {
   // The ownership epoch a sandbox is held under (see the SQLite text).
   19: `
     ALTER TABLE leases ADD COLUMN epoch BIGINT;
+    ALTER TABLE imported_runs ADD COLUMN owner_json TEXT;
   `,
 };

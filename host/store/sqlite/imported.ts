@@ -1,3 +1,4 @@
+import type { SessionOwner } from '../ownership';
 import type Database from 'better-sqlite3';
 import type { Snapshot } from '../../model';
 import { importConflict, importKeys, isUniqueViolation, judgeImportKeys } from '../import-keys';
@@ -33,6 +34,7 @@ export const toImported = (r: Row): ImportedRun => ({
   digest: r.record_digest as string,
   source: r.source as string,
   importedAt: r.imported_at as number,
+  owner: typeof r.owner_json === 'string' ? (JSON.parse(r.owner_json) as SessionOwner | null) : null,
 });
 
 /**
@@ -48,7 +50,7 @@ export function sqliteImportedRuns(db: Database.Database): ImportedRunRecords {
     bySession: p('SELECT 1 AS x FROM imported_runs WHERE session_id = ?'),
     snapshotsHeld: p(`SELECT s.*, EXISTS (SELECT 1 FROM imported_runs i WHERE i.session_id = s.session_id) AS imported
                       FROM snapshots s WHERE s.id IN (SELECT value FROM json_each(?))`),
-    mark: p('INSERT INTO imported_runs (run_id, session_id, record_digest, source, imported_at) VALUES (?, ?, ?, ?, ?)'),
+    mark: p('INSERT INTO imported_runs (run_id, session_id, record_digest, source, imported_at, owner_json) VALUES (?, ?, ?, ?, ?, ?)'),
     session: p('INSERT INTO sessions (id, created_at, last_seq, entry_seq, meta_json) VALUES (?, ?, ?, ?, ?)'),
     commit: p('INSERT INTO commits (session_id, seq, at, label, actor) VALUES (?, ?, ?, ?, ?)'),
     submission: p('INSERT INTO imported_submissions (id, session_id, request_id, run_id, input_json, created_at) VALUES (?, ?, ?, ?, ?, ?)'),
@@ -68,8 +70,8 @@ export function sqliteImportedRuns(db: Database.Database): ImportedRunRecords {
     op: p('INSERT INTO document_ops (document_id, version, op_json, commit_seq) VALUES (?, ?, ?, ?)'),
     snapshot: p(`INSERT INTO snapshots (id, session_id, run_id, task_id, lease_id, image_id, workspace_digest, size_bytes, checkpoint, parent_id, commit_seq, created_at, pruned_at, registry_ref, pushed_at)
                  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-    lease: p(`INSERT INTO leases (id, session_id, host_id, container_id, image_digest, env_fingerprint, created_at, expires_at, released_at, run_id)
-              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    lease: p(`INSERT INTO leases (id, session_id, host_id, container_id, image_digest, env_fingerprint, created_at, expires_at, released_at, run_id, epoch)
+              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     egress: p(`INSERT INTO egress_attempts (at, run_id, lease_id, method, target, decision, reason, bytes_out, bytes_in, count)
                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     acceptance: p(`INSERT INTO imported_acceptance (id, run_id, request_id, decision, actor, reason, evidence_json, at, commit_seq)
@@ -110,12 +112,12 @@ export function sqliteImportedRuns(db: Database.Database): ImportedRunRecords {
       for (const o of d.ops) s.op.run(d.id, o.version, json(o.op), 0);
     }
     for (const x of r.snapshots.filter((x) => !shared.has(x.id))) s.snapshot.run(x.id, sid, x.runId, x.taskId, x.leaseId, x.imageId, x.workspaceDigest, x.sizeBytes, x.checkpoint, x.parentId, x.commitSeq, x.createdAt, x.prunedAt, x.registryRef ?? null, x.pushedAt ?? null);
-    for (const l of r.leases) s.lease.run(l.id, sid, l.hostId, l.containerId, l.imageDigest, l.envFingerprint, l.createdAt, l.expiresAt, l.releasedAt, l.runId);
+    for (const l of r.leases) s.lease.run(l.id, sid, l.hostId, l.containerId, l.imageDigest, l.envFingerprint, l.createdAt, l.expiresAt, l.releasedAt, l.runId, l.epoch ?? null);
     for (const a of r.egress) s.egress.run(a.at, run.id, a.leaseId, a.method, a.target, a.decision, a.reason, a.bytesOut, a.bytesIn, a.count);
     for (const a of r.acceptance) s.acceptance.run(a.id, run.id, a.requestId, a.decision, a.actor, a.reason, json(a.evidence), a.at, a.commitSeq);
     for (const c of r.costSamples) s.cost.run(run.id, c.at, c.meter, c.key, c.amount);
     for (const a of r.artifacts) s.artifact.run(a.id, sid, run.id, a.taskId, a.stepIndex, a.generation, a.step, a.path, a.sizeBytes, a.sha256, a.snapshotId, a.commitSeq, a.createdAt);
-    s.mark.run(run.id, sid, r.digest, r.source, at);
+    s.mark.run(run.id, sid, r.digest, r.source, at, r.owner ? JSON.stringify(r.owner) : null);
   });
   return {
     async importRun(rows, at) {

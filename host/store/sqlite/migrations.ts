@@ -415,12 +415,15 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
   IMPORTED_KEYS_MIGRATION,
   {
     version: 19,
-    name: 'lease epoch',
+    name: 'lease epoch, imported owner',
     // The ownership epoch a sandbox is held under: set at lease (as the berth.epoch label is) and
     // raised when a new owner adopts the sandbox after stopping every command an older epoch
     // started in it. Labels cannot change, so the record says which owner may use it now.
+    // An imported run keeps the owner its record names (the exporting store's claim), apart from
+    // `fencing`, where it would read as a claim of this store.
     sql: `
       ALTER TABLE leases ADD COLUMN epoch INTEGER;
+      ALTER TABLE imported_runs ADD COLUMN owner_json TEXT;
     `,
   },
 ];
