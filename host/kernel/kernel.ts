@@ -155,7 +155,7 @@ export class Kernel {
   async commit(input: CommitInput): Promise<CommitResult> {
     const fence = this.owner.fence(input);
     // Not owned (lost, released or never claimed): nothing is written for it again.
-    if (fence === null) return { ok: false, conflict: { kind: 'fence', scope: `session:${input.sessionId}`, expected: 0, actual: null } };
+    if (fence === null) return { ok: false, conflict: { kind: 'fence', scope: `session:${input.sessionId}`, expected: 0, actual: null, reason: 'missing' } };
     const result = await this.o.store.commit({ ...input, actor: input.actor ?? `host:${this.o.hostId}`, ...(fence ? { fence } : {}) });
     if (result.ok) {
       const event: CommitEvent = {

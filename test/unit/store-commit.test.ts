@@ -104,14 +104,16 @@ async function counts() {
     expect((await t.store.getExecutionRight('kernel'))!.stoppedAt).not.toBeNull();
   });
 
-  it('rejects a commit fenced with an epoch another host has replaced', async () => {
+  it('rejects a commit fenced with an epoch another host has replaced (an operator take-over of a live session)', async () => {
     await seed();
-    const old = await t.store.acquireEpoch('kernel', 'host-a');
-    const now = await t.store.acquireEpoch('kernel', 'host-b');
-    expect(now).toBe(old + 1);
-    const r = await t.store.commit(base({ fence: { scope: 'kernel', epoch: old }, entries: [{ id: 'x', kind: 'n', body: 1 }] }));
-    expect(r).toEqual({ ok: false, conflict: { kind: 'fence', scope: 'kernel', expected: old, actual: now } });
-    expect((await t.store.commit(base({ fence: { scope: 'kernel', epoch: now } }))).ok).toBe(true);
+    const old = await t.store.claimSession(session, { hostId: 'host-a', pid: 1 }, 60_000);
+    const now = await t.store.claimSession(session, { hostId: 'host-b', pid: 2 }, 60_000, { takeOver: true });
+    expect(old).toMatchObject({ ok: true, epoch: 1 });
+    expect(now).toMatchObject({ ok: true, epoch: 2 });
+    const scope = `session:${session}`;
+    const r = await t.store.commit(base({ fence: { scope, epoch: 1 }, entries: [{ id: 'x', kind: 'n', body: 1 }] }));
+    expect(r).toEqual({ ok: false, conflict: { kind: 'fence', scope, expected: 1, actual: 2, reason: 'taken' } });
+    expect((await t.store.commit(base({ fence: { scope, epoch: 2 } }))).ok).toBe(true);
   });
 
   it('compare-and-sets run state and logs every transition with actor, reason and versions', async () => {
