@@ -13,8 +13,6 @@ export const pgStatementName = (text: string): string => `b_${createHash('sha1')
 /** A statement of both dialects, given side by side. */
 export const statement = (sqlite: string, postgres: string): Statement => ({ sqlite, postgres, pgName: pgStatementName(postgres) });
 
-export type Row = Record<string, unknown>;
-
 /**
  * What the commit algorithm asks of its transaction, one statement at a time. `get` answers the
  * first row (or undefined), `all` every row, `run` how many rows it changed; `exec` answers

@@ -11,13 +11,17 @@ import type { Statement, Step, Steps } from '../commit/transaction';
  */
 export class CommitWriter {
   private readonly prepared = new Map<Statement, Database.Statement>();
+  // Made once: better-sqlite3 builds a transaction function's wrappers at each db.transaction() call.
+  private readonly write;
 
-  constructor(private readonly db: Database.Database) {}
+  constructor(private readonly db: Database.Database) {
+    this.write = db.transaction((input: CommitInput, at: number) => this.drive(commitSteps(input, at, at)));
+  }
 
   /** @param at the commit's time on the store's clock, which is also the database clock its fence is judged by. */
   apply(input: CommitInput, at: number): CommitResult {
     try {
-      const seq = this.db.transaction(() => this.drive(commitSteps(input, at, at))).immediate();
+      const seq = this.write.immediate(input, at);
       return { ok: true, seq, at };
     } catch (err) {
       if (err instanceof Conflict) return { ok: false, conflict: err.conflict };
