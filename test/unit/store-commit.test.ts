@@ -77,6 +77,18 @@ async function counts() {
     expect((await t.store.getSession(session))?.lastSeq).toBe(1);
   });
 
+  it('a commit whose later write fails reports that write\'s own error (not an aborted-transaction echo) and writes nothing', async () => {
+    await seed();
+    const before = await counts();
+    const err = await t.store
+      .commit(base({ entries: [{ id: 'same', kind: 'note', body: 1 }, { id: 'same', kind: 'note', body: 2 }], tasks: [{ id: 'task_2', runId: 'run_1', parentId: null, kind: 'k', kindVersion: 1, phase: 'p', input: {} }] }))
+      .then(() => null, (e: unknown) => e as Error);
+    expect(err?.message).toMatch(/unique/i);
+    expect(err?.message).not.toMatch(/aborted/i);
+    expect(await counts()).toEqual(before);
+    expect((await t.store.commit(base({ entries: [{ id: 'same', kind: 'note', body: 3 }] }))).ok).toBe(true);
+  });
+
   it('rejects a transition by a worker that no longer owns the task, writing nothing', async () => {
     await seed();
     const first = await t.store.commit(base({ taskTransitions: [{ taskId: 'task_1', expectVersion: 1, set: { status: 'running' } }] }));
