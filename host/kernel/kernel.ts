@@ -190,12 +190,12 @@ export class Kernel {
     // included: between an unfenced submission and a later claim, another host could take the run.
     if (this.mode !== 'none' && !this.owner.holds(input.sessionId) && !this.scheduler.stopping) {
       const claim = await this.owner.claim(input.sessionId);
-      if (!claim.ok) return { ok: false, conflict: { kind: 'fence', scope: `session:${input.sessionId}`, expected: 0, actual: claim.owner.epoch } };
+      if (!claim.ok) return { ok: false, conflict: { kind: 'fence', scope: `session:${input.sessionId}`, expected: 0, actual: claim.owner.epoch, reason: 'taken' } };
       if (!input.createSession) await this.adopt(input.sessionId, claim.epoch);
     }
     const fence = this.owner.fence(input);
     // Not owned (lost, released or never claimed): nothing is written for it again.
-    if (fence === null) return { ok: false, conflict: { kind: 'fence', scope: `session:${input.sessionId}`, expected: 0, actual: null } };
+    if (fence === null) return { ok: false, conflict: { kind: 'fence', scope: `session:${input.sessionId}`, expected: 0, actual: null, reason: 'missing' } };
     const result = await this.o.store.commit({ ...input, actor: input.actor ?? `host:${this.o.hostId}`, ...(fence ? { fence } : {}) });
     // A submission that was already there (same request id) leaves this host's fresh claim unused.
     if (!result.ok && input.createSession && result.conflict.kind === 'duplicate_request' && fence) await this.owner.releaseSession(input.sessionId);

@@ -160,7 +160,13 @@ export interface CommitInput {
   sessionId: string;
   label: string;
   actor?: string;
-  /** When set, the commit is refused unless the fencing epoch of `scope` still equals `epoch`. */
+  /**
+   * The claim the commit is written under: `scope` must be `session:<sessionId>` (any other scope is
+   * `bad_commit`), and the commit is refused (conflict `fence`) unless that session's ownership row
+   * still has this epoch, is not released and its lease has not run out on the database clock,
+   * checked inside the commit's transaction. Absent: an unfenced write (a submission creating its
+   * session, an operator's compare-and-set decision).
+   */
   fence?: { scope: string; epoch: number };
   createSession?: { meta?: Json };
   conversations?: Array<{ id: string }>;
@@ -182,13 +188,20 @@ export interface CommitInput {
   artifacts?: NewArtifact[];
 }
 
+/**
+ * Why a fenced commit was refused: another host claimed the session (`taken`, `actual` is its
+ * epoch), the lease ran out with nobody claiming it (`expired`), its owner gave it up
+ * (`released`), or the session has no ownership row (`missing`: never claimed).
+ */
+export type FenceRefusal = 'taken' | 'expired' | 'released' | 'missing';
+
 export type CommitConflict =
   | { kind: 'task_version'; taskId: string; expected: number; actual: number | null }
   | { kind: 'run_state'; runId: string; expected: RunState; actual: RunState | null }
   | { kind: 'document_version'; documentId: string; expected: number; actual: number | null }
   | { kind: 'effect_status'; effectId: string; expected: EffectStatus; actual: EffectStatus | null }
   | { kind: 'effect_intent'; effectId: string }
-  | { kind: 'fence'; scope: string; expected: number; actual: number | null }
+  | { kind: 'fence'; scope: string; expected: number; actual: number | null; reason: FenceRefusal }
   | { kind: 'duplicate_request'; requestId: string; submissionId: string; runId: string }
   | { kind: 'unresolved_effects'; runId: string; effectIds: string[] };
 

@@ -5,6 +5,7 @@ export type {
   CommitInput,
   CommitResult,
   CommitConflict,
+  FenceRefusal,
   NewTask,
   TaskChanges,
   TaskTransitionInput,

@@ -1,3 +1,6 @@
+/** The fencing scope of a session's ownership row: the only scope a commit of that session may be fenced by. */
+export const sessionScope = (sessionId: string): string => `session:${sessionId}`;
+
 /** The owner of one session's runs (per run for plan runs: one run per session), as the store last heard from it. */
 export interface SessionOwner {
   sessionId: string;
@@ -37,7 +40,7 @@ export interface WorkerHost {
 export interface OwnershipRecords {
   /** Takes the session: refused while a live owner holds it, unless `takeOver` (operator). Bumps the epoch. */
   claimSession(sessionId: string, holder: { hostId: string; pid: number | null }, ttlMs: number, opts?: { takeOver?: boolean }): Promise<ClaimResult>;
-  /** Extends the lease; false when the epoch moved on (another host took the session) or it was released. */
+  /** Extends the lease; false when the epoch moved on (another host took the session), it was released, or the lease already ran out (a lapsed claim is never revived). */
   renewSession(sessionId: string, epoch: number, ttlMs: number): Promise<boolean>;
   /** A clean give-up: the next claim needs no wait. False when the epoch had moved on. */
   releaseSession(sessionId: string, epoch: number): Promise<boolean>;

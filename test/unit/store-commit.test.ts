@@ -77,6 +77,18 @@ async function counts() {
     expect((await t.store.getSession(session))?.lastSeq).toBe(1);
   });
 
+  it('a commit whose later write fails reports that write\'s own error (not an aborted-transaction echo) and writes nothing', async () => {
+    await seed();
+    const before = await counts();
+    const err = await t.store
+      .commit(base({ entries: [{ id: 'same', kind: 'note', body: 1 }, { id: 'same', kind: 'note', body: 2 }], tasks: [{ id: 'task_2', runId: 'run_1', parentId: null, kind: 'k', kindVersion: 1, phase: 'p', input: {} }] }))
+      .then(() => null, (e: unknown) => e as Error);
+    expect(err?.message).toMatch(/unique/i);
+    expect(err?.message).not.toMatch(/aborted/i);
+    expect(await counts()).toEqual(before);
+    expect((await t.store.commit(base({ entries: [{ id: 'same', kind: 'note', body: 3 }] }))).ok).toBe(true);
+  });
+
   it('rejects a transition by a worker that no longer owns the task, writing nothing', async () => {
     await seed();
     const first = await t.store.commit(base({ taskTransitions: [{ taskId: 'task_1', expectVersion: 1, set: { status: 'running' } }] }));
@@ -104,14 +116,16 @@ async function counts() {
     expect((await t.store.getExecutionRight('kernel'))!.stoppedAt).not.toBeNull();
   });
 
-  it('rejects a commit fenced with an epoch another host has replaced', async () => {
+  it('rejects a commit fenced with an epoch another host has replaced (an operator take-over of a live session)', async () => {
     await seed();
-    const old = await t.store.acquireEpoch('kernel', 'host-a');
-    const now = await t.store.acquireEpoch('kernel', 'host-b');
-    expect(now).toBe(old + 1);
-    const r = await t.store.commit(base({ fence: { scope: 'kernel', epoch: old }, entries: [{ id: 'x', kind: 'n', body: 1 }] }));
-    expect(r).toEqual({ ok: false, conflict: { kind: 'fence', scope: 'kernel', expected: old, actual: now } });
-    expect((await t.store.commit(base({ fence: { scope: 'kernel', epoch: now } }))).ok).toBe(true);
+    const old = await t.store.claimSession(session, { hostId: 'host-a', pid: 1 }, 60_000);
+    const now = await t.store.claimSession(session, { hostId: 'host-b', pid: 2 }, 60_000, { takeOver: true });
+    expect(old).toMatchObject({ ok: true, epoch: 1 });
+    expect(now).toMatchObject({ ok: true, epoch: 2 });
+    const scope = `session:${session}`;
+    const r = await t.store.commit(base({ fence: { scope, epoch: 1 }, entries: [{ id: 'x', kind: 'n', body: 1 }] }));
+    expect(r).toEqual({ ok: false, conflict: { kind: 'fence', scope, expected: 1, actual: 2, reason: 'taken' } });
+    expect((await t.store.commit(base({ fence: { scope, epoch: 2 } }))).ok).toBe(true);
   });
 
   it('compare-and-sets run state and logs every transition with actor, reason and versions', async () => {

@@ -47,7 +47,7 @@ describe.each(STORE_KINDS)('run ownership in the store on %s', (kind) => {
     expect(taken).toMatchObject({ ok: true, epoch: 2, previous: { pid: 1, epoch: 1 } });
 
     const stale = await a.commit({ sessionId: 'ses_1', label: 'step', fence });
-    expect(stale).toEqual({ ok: false, conflict: { kind: 'fence', scope: 'session:ses_1', expected: 1, actual: 2 } });
+    expect(stale).toEqual({ ok: false, conflict: { kind: 'fence', scope: 'session:ses_1', expected: 1, actual: 2, reason: 'taken' } });
     expect(await a.renewSession('ses_1', 1, 3000)).toBe(false);
     expect(await a.releaseSession('ses_1', 1)).toBe(false);
     expect((await b.commit({ sessionId: 'ses_1', label: 'step', fence: { scope: 'session:ses_1', epoch: 2 } })).ok).toBe(true);

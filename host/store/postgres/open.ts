@@ -1,7 +1,7 @@
-import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { BerthError } from '../../errors';
 import { NEWEST_SCHEMA_VERSION, SCHEMA_VERSIONS, storeTooNew } from '../schema-versions';
+import { pgStatementName } from '../commit/transaction';
 
 /** A pool or one of its checked-out clients: both answer `query`. */
 export type Queryable = Pick<pg.Pool, 'query'> | pg.PoolClient;
@@ -15,12 +15,19 @@ const types = {
     oid === INT8 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format as 'text')) as pg.CustomTypesConfig['getTypeParser'],
 };
 
+const names = new Map<string, string>();
+
 /**
  * Runs `text` as a named prepared statement: the name is derived from the text, so each
  * connection parses and plans a statement once and binds only values afterwards.
  */
 export async function query<T extends Row = Row>(db: Queryable, text: string, values: unknown[] = []): Promise<T[]> {
-  const name = `b_${createHash('sha1').update(text).digest('hex').slice(0, 20)}`;
+  let name = names.get(text);
+  if (!name) {
+    // Bounded: a few texts carry a caller's number (a LIMIT), which would grow it without end.
+    if (names.size >= 2000) names.clear();
+    names.set(text, (name = pgStatementName(text)));
+  }
   try {
     const res = await db.query<T>({ name, text, values });
     return res.rows;

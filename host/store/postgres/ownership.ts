@@ -2,9 +2,9 @@ import type pg from 'pg';
 import type { ClaimResult, OwnershipRecords, SessionOwner, WorkerHost } from '../ownership';
 import { sessionScope, toHost, toOwner, type DbClock, type HostRow, type OwnerRow } from '../sqlite/ownership';
 import { query, transaction, type Queryable } from './open';
+import { serverNowMs } from './server-clock';
 
-/** The server's clock in epoch milliseconds (clock_timestamp, not now(): the latter is frozen at the transaction's start). */
-const SERVER_NOW = 'SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS t';
+const SERVER_NOW = `SELECT ${serverNowMs()} AS t`;
 const COLS = 'scope, epoch, holder, pid, at, heartbeat_at, stopped_at, lease_until';
 
 /**
@@ -14,6 +14,8 @@ const COLS = 'scope, epoch, holder, pid, at, heartbeat_at, stopped_at, lease_unt
  */
 export function postgresOwnership(pool: pg.Pool, dbClock?: DbClock): OwnershipRecords {
   const now = async (db: Queryable): Promise<number> => (dbClock ? dbClock() : (await query<{ t: number }>(db, SERVER_NOW))[0]!.t);
+  // For a statement that reads the clock itself ($n of serverNowMs): the test clock, or NULL for the server's.
+  const clockParam = () => (dbClock ? dbClock() : null);
   const claim = async (db: pg.PoolClient, sessionId: string, holder: { hostId: string; pid: number | null }, ttlMs: number, takeOver: boolean): Promise<ClaimResult> => {
     const scope = sessionScope(sessionId);
     // SQLite's BEGIN IMMEDIATE is the whole file; here the row lock is. A first claim has no row
@@ -44,13 +46,23 @@ export function postgresOwnership(pool: pg.Pool, dbClock?: DbClock): OwnershipRe
       return transaction(pool, (client) => claim(client, sessionId, holder, ttlMs, opts.takeOver ?? false));
     },
     async renewSession(sessionId, epoch, ttlMs) {
-      const t = await now(pool);
-      const rows = await query(pool, 'UPDATE fencing SET heartbeat_at = $1, lease_until = $2 WHERE scope = $3 AND epoch = $4 AND stopped_at IS NULL RETURNING scope', [t, t + ttlMs, sessionScope(sessionId), epoch]);
+      // One statement on the server's clock; a lapsed lease is never revived (see the SQLite twin).
+      const rows = await query(
+        pool,
+        `WITH c AS (SELECT ${serverNowMs('$4')} AS t)
+         UPDATE fencing SET heartbeat_at = c.t, lease_until = c.t + $3 FROM c
+          WHERE scope = $1 AND epoch = $2 AND stopped_at IS NULL AND lease_until >= c.t RETURNING scope`,
+        [sessionScope(sessionId), epoch, ttlMs, clockParam()],
+      );
       return rows.length === 1;
     },
     async releaseSession(sessionId, epoch) {
-      const t = await now(pool);
-      const rows = await query(pool, 'UPDATE fencing SET heartbeat_at = $1, stopped_at = $1, lease_until = $1 WHERE scope = $2 AND epoch = $3 RETURNING scope', [t, sessionScope(sessionId), epoch]);
+      const rows = await query(
+        pool,
+        `WITH c AS (SELECT ${serverNowMs('$3')} AS t)
+         UPDATE fencing SET heartbeat_at = c.t, stopped_at = c.t, lease_until = c.t FROM c WHERE scope = $1 AND epoch = $2 RETURNING scope`,
+        [sessionScope(sessionId), epoch, clockParam()],
+      );
       return rows.length === 1;
     },
     async getSessionOwner(sessionId): Promise<SessionOwner | undefined> {
@@ -68,9 +80,9 @@ export function postgresOwnership(pool: pg.Pool, dbClock?: DbClock): OwnershipRe
         pool,
         `SELECT t.session_id AS session_id, MIN(t.created_at) AS first FROM tasks t
            LEFT JOIN fencing f ON f.scope = 'session:' || t.session_id
-          WHERE t.status <> 'terminal' AND (f.scope IS NULL OR f.stopped_at IS NOT NULL OR f.lease_until IS NULL OR f.lease_until < $1)
+          WHERE t.status <> 'terminal' AND (f.scope IS NULL OR f.stopped_at IS NOT NULL OR f.lease_until IS NULL OR f.lease_until < ${serverNowMs('$1')})
           GROUP BY t.session_id ORDER BY first, MIN(t.ord) LIMIT $2`,
-        [await now(pool), Math.floor(limit)],
+        [clockParam(), Math.floor(limit)],
       );
       return rows.map((r) => r.session_id);
     },
@@ -78,17 +90,16 @@ export function postgresOwnership(pool: pg.Pool, dbClock?: DbClock): OwnershipRe
       return now(pool);
     },
     async heartbeatHost(h) {
-      const t = await now(pool);
       await query(
         pool,
-        `INSERT INTO hosts (id, host_id, pid, tags, concurrency, started_at, heartbeat_at, stopped_at) VALUES ($1, $2, $3, $4, $5, $6, $6, NULL)
+        `INSERT INTO hosts (id, host_id, pid, tags, concurrency, started_at, heartbeat_at, stopped_at)
+         SELECT $1::text, $2::text, $3::bigint, $4::text, $5::bigint, c.t, c.t, NULL::bigint FROM (SELECT ${serverNowMs('$6')} AS t) c
          ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, tags = excluded.tags, concurrency = excluded.concurrency, stopped_at = NULL`,
-        [h.id, h.hostId, h.pid, JSON.stringify(h.tags), h.concurrency, t],
+        [h.id, h.hostId, h.pid, JSON.stringify(h.tags), h.concurrency, clockParam()],
       );
     },
     async stopHost(id) {
-      const t = await now(pool);
-      await query(pool, 'UPDATE hosts SET stopped_at = $1, heartbeat_at = $1 WHERE id = $2', [t, id]);
+      await query(pool, `WITH c AS (SELECT ${serverNowMs('$2')} AS t) UPDATE hosts SET stopped_at = c.t, heartbeat_at = c.t FROM c WHERE id = $1`, [id, clockParam()]);
     },
     async listHosts(): Promise<WorkerHost[]> {
       return (await query<HostRow>(pool, 'SELECT id, host_id, pid, tags, concurrency, started_at, heartbeat_at, stopped_at FROM hosts ORDER BY started_at')).map(toHost);

@@ -27,7 +27,10 @@ export interface PostgresStoreOptions {
   clock?: Clock;
   /** Pool size (connections this process may hold). */
   maxConnections?: number;
-  /** The ownership clock; by default the server's (hosts with skewed clocks agree on leases). Tests that step time set it. */
+  /**
+   * The database clock of ownership (claims, leases, the fence's lease check, heartbeats); by
+   * default the server's, so hosts with skewed clocks agree on leases. Tests that step time set it.
+   */
   dbClock?: DbClock;
 }
 
@@ -44,7 +47,7 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
   // (or its connection) there to see the transaction rolled back as a whole.
   // Armed only by name (never counted by BERTH_FAULT_AT), so both stores number their boundaries alike.
   const midArmed = process.env.BERTH_FAULT?.startsWith('mid:') ?? false;
-  const writer = new CommitWriter(pool, midArmed ? (label) => faultPoint(`mid:${label}`) : undefined);
+  const writer = new CommitWriter(pool, midArmed ? (label) => faultPoint(`mid:${label}`) : undefined, opts.dbClock);
   let closed = false;
   return {
     pool,
@@ -62,7 +65,7 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
     ...postgresCostRecords(pool),
     ...postgresCommitLog(pool),
     ...postgresImportedRuns(pool, redactUrl(url)),
-    ...postgresFencing(pool, clock),
+    ...postgresFencing(pool, opts.dbClock),
     ...postgresOwnership(pool, opts.dbClock),
     async commit(input: CommitInput): Promise<CommitResult> {
       faultPoint(`before:${input.label}`);

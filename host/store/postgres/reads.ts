@@ -1,10 +1,10 @@
 import type pg from 'pg';
-import type { CommitRecord, Session, StoredDocument } from '../../model';
+import type { CommitRecord, StoredDocument } from '../../model';
 import type { EntryFilter, Store, TaskFilter } from '../store';
 import { postgresImportedReads } from './imported';
 import { mergeByCreation } from '../sqlite/reads';
 import { query, type Row } from './open';
-import { parse, toDocument, toEffect, toEntry, toRun, toRunTransition, toSubmission, toTask } from './rows';
+import { toDocument, toEffect, toEntry, toRun, toRunTransition, toSession, toSubmission, toTask } from './rows';
 
 type Reads = Pick<
   Store,
@@ -36,15 +36,15 @@ export function postgresReads(pool: pg.Pool): Reads {
   const imported = postgresImportedReads(pool);
   const document = async (r: Row): Promise<StoredDocument> => {
     const baselineVersion = r.baseline_version as number;
-    const base = (await one('SELECT state_json FROM document_baselines WHERE document_id = $1 AND version = $2', [r.id, baselineVersion]))!;
+    const base = await one('SELECT state_json FROM document_baselines WHERE document_id = $1 AND version = $2', [r.id, baselineVersion]);
     const ops = await query(pool, 'SELECT version, op_json FROM document_ops WHERE document_id = $1 AND version > $2 ORDER BY version', [r.id, baselineVersion]);
-    return toDocument(r, base.state_json as string, ops);
+    return toDocument(r, base?.state_json, ops);
   };
 
   return {
     async getSession(id) {
       const r = await one('SELECT * FROM sessions WHERE id = $1', [id]);
-      return r ? ({ id: r.id, createdAt: r.created_at, lastSeq: r.last_seq, meta: parse(r.meta_json as string) } as Session) : undefined;
+      return r ? toSession(r) : undefined;
     },
     async listCommits(sessionId, afterSeq = 0) {
       return (await query(pool, 'SELECT * FROM commits WHERE session_id = $1 AND seq > $2 ORDER BY seq', [sessionId, afterSeq])).map(

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { Store } from '../store';
-import { json, parse, toSnapshot } from './rows';
+import { decodeJson } from '../stored-json';
+import { json, toSnapshot } from './rows';
 import { query } from './open';
 
 type SnapshotMethods = Pick<Store, 'getSnapshot' | 'listSnapshots' | 'markSnapshotPruned' | 'putWorkspaceManifest' | 'getWorkspaceManifest'>;
@@ -33,7 +34,7 @@ export function postgresSnapshots(pool: pg.Pool): SnapshotMethods {
     },
     async getWorkspaceManifest(imageId) {
       const [r] = await query<{ manifest_json: string }>(pool, 'SELECT manifest_json FROM workspace_manifests WHERE image_id = $1', [imageId]);
-      return r ? parse(r.manifest_json) : undefined;
+      return r ? decodeJson(r.manifest_json, { table: 'workspace_manifests', rowId: imageId, field: 'manifest_json' }) : undefined;
     },
   };
 }

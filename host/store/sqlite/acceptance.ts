@@ -1,8 +1,8 @@
 import type Database from 'better-sqlite3';
 import type { AcceptanceDecision } from '../../model';
-import type { NewAcceptance } from '../commit-input';
 import { sqliteImportedReads } from './imported';
-import { json, parse, type Row } from './rows';
+import { storedRow } from '../stored-json';
+import type { Row } from './rows';
 
 /** The order decisions are listed in: at, commit_seq, id (as the SQL says). */
 export function byDecisionOrder(x: Row, y: Row): number {
@@ -10,17 +10,23 @@ export function byDecisionOrder(x: Row, y: Row): number {
   return a[0] - b[0] || a[1] - b[1] || (a[2] < b[2] ? -1 : a[2] > b[2] ? 1 : 0);
 }
 
-export const toDecision = (r: Row): AcceptanceDecision => ({
-  id: r.id as string,
-  runId: r.run_id as string,
-  requestId: r.request_id as string,
-  decision: r.decision as AcceptanceDecision['decision'],
-  actor: r.actor as string,
-  reason: (r.reason as string | null) ?? null,
-  evidence: parse(r.evidence_json as string),
-  at: r.at as number,
-  commitSeq: r.commit_seq as number,
-});
+const DECISIONS = ['accepted', 'rejected'] as const;
+
+export const toDecision = (r: Row): AcceptanceDecision => {
+  const d = storedRow('acceptance_decisions', r, String(r.id));
+  return {
+    id: r.id as string,
+    runId: r.run_id as string,
+    requestId: r.request_id as string,
+    decision: d.oneOf('decision', DECISIONS),
+    actor: r.actor as string,
+    reason: (r.reason as string | null) ?? null,
+    // Command evidence is parsed by host/acceptance where it is read for its fields.
+    evidence: d.json('evidence_json'),
+    at: r.at as number,
+    commitSeq: r.commit_seq as number,
+  };
+};
 
 /** Reads of acceptance decisions, oldest first (the newest is the run's current acceptance). */
 export interface AcceptanceReads {
@@ -44,21 +50,5 @@ export function sqliteAcceptanceReads(db: Database.Database): AcceptanceReads {
       const r = byRequest.get(requestId) as Row | undefined;
       return r ? toDecision(r) : undefined;
     },
-  };
-}
-
-/**
- * Writes a commit's acceptance decisions inside its transaction. A request id already recorded
- * is the same decision asked again (a retried `berth accept`, a resumed acceptance command): it
- * writes nothing and is not a conflict.
- */
-export function acceptanceWriter(db: Database.Database): (a: NewAcceptance, seq: number, at: number) => void {
-  const insert = db.prepare(
-    `INSERT INTO acceptance_decisions (id, run_id, request_id, decision, actor, reason, evidence_json, at, commit_seq)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-     ON CONFLICT (request_id) DO NOTHING`,
-  );
-  return (a, seq, at) => {
-    insert.run(a.id, a.runId, a.requestId, a.decision, a.actor, a.reason, json(a.evidence), at, seq);
   };
 }

@@ -1,20 +1,6 @@
 import type Database from 'better-sqlite3';
-import type { NewArtifact } from '../commit-input';
 import type { Store, StoredArtifact } from '../store';
 import type { Row } from './rows';
-
-// Portable SQL only (a PostgreSQL store ports these): plain INSERT and SELECT, no SQLite-only syntax.
-
-/** The insert a commit runs for each artifact record, inside its transaction. */
-export function artifactInserter(db: Database.Database): (a: NewArtifact, sessionId: string, commitSeq: number, at: number) => void {
-  const insert = db.prepare(
-    `INSERT INTO artifacts (id, session_id, run_id, task_id, step_index, generation, step, path, size_bytes, sha256, snapshot_id, commit_seq, created_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-  );
-  return (a, sessionId, commitSeq, at) => {
-    insert.run(a.id, sessionId, a.runId, a.taskId, a.stepIndex, a.generation, a.step, a.path, a.sizeBytes, a.sha256, a.snapshotId, commitSeq, at);
-  };
-}
 
 export const toArtifact = (r: Row): StoredArtifact => ({
   id: r.id as string,

@@ -24,9 +24,6 @@ export const COMMIT_LOG_MIGRATION = {
   `,
 } as const;
 
-/** The statement the commit writer runs inside each commit's transaction. */
-export const COMMIT_LOG_INSERT = 'INSERT INTO commit_log (session_id, session_seq) VALUES (?, ?)';
-
 export const toLogged = (r: Row): LoggedCommit => ({
   seq: r.seq as number,
   sessionId: r.session_id as string,

@@ -1,9 +1,10 @@
 import type Database from 'better-sqlite3';
+import { z } from 'zod';
+import { decodeShaped } from '../stored-json';
 import type { Clock } from '../../support/clock';
-import type { ClaimResult, SessionOwner, WorkerHost } from '../ownership';
+import { sessionScope, type ClaimResult, type SessionOwner, type WorkerHost } from '../ownership';
 
-/** The scope of a session's ownership row in `fencing`: commit()'s fence check covers it unchanged. */
-export const sessionScope = (sessionId: string) => `session:${sessionId}`;
+export { sessionScope } from '../ownership';
 
 /**
  * The database clock: the time every lease_until is written and compared with. On SQLite (one
@@ -26,11 +27,13 @@ export const toOwner = (r: OwnerRow): SessionOwner => ({
   stoppedAt: r.stopped_at,
 });
 
+const Tags = z.array(z.string());
+
 export const toHost = (r: HostRow): WorkerHost => ({
   id: r.id,
   hostId: r.host_id,
   pid: r.pid,
-  tags: JSON.parse(r.tags) as string[],
+  tags: decodeShaped(r.tags, Tags, { table: 'hosts', rowId: r.id, field: 'tags' }),
   concurrency: r.concurrency,
   startedAt: r.started_at,
   heartbeatAt: r.heartbeat_at,
@@ -52,7 +55,8 @@ export function sqliteOwnership(db: Database.Database, clock: Clock) {
      ON CONFLICT (scope) DO UPDATE SET epoch = excluded.epoch, holder = excluded.holder, pid = excluded.pid, at = excluded.at,
        heartbeat_at = excluded.heartbeat_at, stopped_at = NULL, lease_until = excluded.lease_until`,
   );
-  const renew = db.prepare('UPDATE fencing SET heartbeat_at = ?, lease_until = ? WHERE scope = ? AND epoch = ? AND stopped_at IS NULL');
+  // A lapsed lease is never revived: its owner may already be judged dead, and its commits are refused (commit's fence).
+  const renew = db.prepare('UPDATE fencing SET heartbeat_at = ?, lease_until = ? WHERE scope = ? AND epoch = ? AND stopped_at IS NULL AND lease_until >= ?');
   const release = db.prepare('UPDATE fencing SET heartbeat_at = ?, stopped_at = ?, lease_until = ? WHERE scope = ? AND epoch = ?');
   // Sessions with unfinished tasks whose owner (if any) stopped or let its lease run out.
   const claimable = db.prepare(
@@ -84,7 +88,7 @@ export function sqliteOwnership(db: Database.Database, clock: Clock) {
     },
     async renewSession(sessionId: string, epoch: number, ttlMs: number): Promise<boolean> {
       const t = now();
-      return renew.run(t, t + ttlMs, sessionScope(sessionId), epoch).changes === 1;
+      return renew.run(t, t + ttlMs, sessionScope(sessionId), epoch, t).changes === 1;
     },
     async releaseSession(sessionId: string, epoch: number): Promise<boolean> {
       const t = now();

@@ -1,8 +1,8 @@
 import type Database from 'better-sqlite3';
-import type { CommitRecord, Session, StoredDocument } from '../../model';
+import type { CommitRecord, StoredDocument } from '../../model';
 import type { EntryFilter, Store, TaskFilter } from '../store';
 import { sqliteImportedReads } from './imported';
-import { parse, toDocument, toEffect, toEntry, toRun, toRunTransition, toSubmission, toTask, type Row } from './rows';
+import { toDocument, toEffect, toEntry, toRun, toRunTransition, toSession, toSubmission, toTask, type Row } from './rows';
 
 type Reads = Omit<
   Store,
@@ -63,16 +63,14 @@ export function sqliteReads(db: Database.Database): Reads {
   const imported = sqliteImportedReads(db);
   const document = (r: Row): StoredDocument => {
     const baselineVersion = r.baseline_version as number;
-    const base = s.docBaseline.get(r.id, baselineVersion) as { state_json: string };
-    return toDocument(r, base.state_json, s.docOps.all(r.id, baselineVersion) as Row[]);
+    const base = s.docBaseline.get(r.id, baselineVersion) as { state_json: unknown } | undefined;
+    return toDocument(r, base?.state_json, s.docOps.all(r.id, baselineVersion) as Row[]);
   };
 
   return {
     async getSession(id) {
       const r = s.session.get(id) as Row | undefined;
-      return r
-        ? ({ id: r.id, createdAt: r.created_at, lastSeq: r.last_seq, meta: parse(r.meta_json as string) } as Session)
-        : undefined;
+      return r ? toSession(r) : undefined;
     },
     async listCommits(sessionId, afterSeq = 0) {
       return (s.commits.all(sessionId, afterSeq) as Row[]).map(

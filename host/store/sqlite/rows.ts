@@ -1,12 +1,38 @@
-import type { Effect, Entry, Run, RunTransition, Snapshot, StoredDocument, Submission, Task } from '../../model';
+import {
+  EFFECT_STATUSES,
+  REPLAY_POLICIES,
+  RUN_STATES,
+  TASK_OUTCOMES,
+  TASK_STATUSES,
+  TaskErrorSchema,
+  WaitSpecSchema,
+  type Effect,
+  type Entry,
+  type Run,
+  type RunTransition,
+  type Session,
+  type Snapshot,
+  type StoredDocument,
+  type Submission,
+  type Task,
+} from '../../model';
+import { decodeJson, RunVersionsSchema, storedRow, storedRowInvalid } from '../stored-json';
 
-/** JSON columns are written only by this store, so parsing cannot meet foreign text. */
-export const parse = <T>(text: string | null): T => (text === null ? (null as T) : (JSON.parse(text) as T));
+/**
+ * Row-to-model mappers of both stores (PostgreSQL rows have the same column names and encodings).
+ * Every JSON column and every status is decoded here, at read time: a stored value this build
+ * cannot read is a `store_row_invalid` error naming the table, the row and the column, never a
+ * wrongly typed object further in.
+ */
 export const json = (value: unknown): string => JSON.stringify(value ?? null);
 
 export type Row = Record<string, unknown>;
 
+const WaitOrNull = WaitSpecSchema.nullable();
+const TaskErrorOrNull = TaskErrorSchema.nullable();
+
 export function toTask(r: Row): Task {
+  const d = storedRow('tasks', r, String(r.id));
   return {
     id: r.id as string,
     sessionId: r.session_id as string,
@@ -14,17 +40,17 @@ export function toTask(r: Row): Task {
     parentId: (r.parent_id as string | null) ?? null,
     kind: r.kind as string,
     kindVersion: r.kind_version as number,
-    status: r.status as Task['status'],
+    status: d.oneOf('status', TASK_STATUSES),
     phase: r.phase as string,
-    checkpoint: parse(r.checkpoint_json as string),
-    input: parse(r.input_json as string),
+    checkpoint: d.json('checkpoint_json'),
+    input: d.json('input_json'),
     attempts: r.attempts as number,
     restarts: r.restarts as number,
-    wait: parse(r.wait_json as string | null),
+    wait: d.shaped('wait_json', WaitOrNull),
     wakeAt: (r.wake_at as number | null) ?? null,
-    outcome: (r.outcome as Task['outcome']) ?? null,
-    result: parse(r.result_json as string),
-    error: parse(r.error_json as string | null),
+    outcome: d.oneOfOrNull('outcome', TASK_OUTCOMES),
+    result: d.json('result_json'),
+    error: d.shaped('error_json', TaskErrorOrNull),
     cancelRequested: r.cancel_requested === 1,
     blockedReason: (r.blocked_reason as string | null) ?? null,
     version: r.version as number,
@@ -34,35 +60,38 @@ export function toTask(r: Row): Task {
 }
 
 export function toRun(r: Row): Run {
+  const d = storedRow('runs', r, String(r.id));
   return {
     id: r.id as string,
     sessionId: r.session_id as string,
     submissionId: (r.submission_id as string | null) ?? null,
     kind: r.kind as string,
-    state: r.state as Run['state'],
+    state: d.oneOf('state', RUN_STATES),
     rootTaskId: (r.root_task_id as string | null) ?? null,
     transitionCount: r.transition_count as number,
-    versions: parse(r.versions_json as string),
+    versions: d.shaped('versions_json', RunVersionsSchema),
     createdAt: r.created_at as number,
     updatedAt: r.updated_at as number,
   };
 }
 
 export function toRunTransition(r: Row): RunTransition {
+  const d = storedRow('run_transitions', r, `${String(r.run_id)}#${String(r.n)}`);
   return {
     runId: r.run_id as string,
     n: r.n as number,
     at: r.at as number,
     actor: r.actor as string,
-    from: (r.from_state as RunTransition['from']) ?? null,
-    to: r.to_state as RunTransition['to'],
+    from: d.oneOfOrNull('from_state', RUN_STATES),
+    to: d.oneOf('to_state', RUN_STATES),
     reason: r.reason as string,
-    versions: parse(r.versions_json as string),
+    versions: d.shaped('versions_json', RunVersionsSchema),
     commitSeq: r.commit_seq as number,
   };
 }
 
 export function toEntry(r: Row): Entry {
+  const d = storedRow('entries', r, String(r.id));
   return {
     id: r.id as string,
     sessionId: r.session_id as string,
@@ -71,37 +100,39 @@ export function toEntry(r: Row): Entry {
     runId: (r.run_id as string | null) ?? null,
     taskId: (r.task_id as string | null) ?? null,
     kind: r.kind as string,
-    body: parse(r.body_json as string),
+    body: d.json('body_json'),
     commitSeq: r.commit_seq as number,
     at: r.at as number,
   };
 }
 
 export function toEffect(r: Row): Effect {
+  const d = storedRow('effects', r, String(r.id));
   return {
     id: r.id as string,
     sessionId: r.session_id as string,
     runId: (r.run_id as string | null) ?? null,
     taskId: (r.task_id as string | null) ?? null,
     kind: r.kind as string,
-    intent: parse(r.intent_json as string),
-    replay: r.replay as Effect['replay'],
-    status: r.status as Effect['status'],
+    intent: d.json('intent_json'),
+    replay: d.oneOf('replay', REPLAY_POLICIES),
+    status: d.oneOf('status', EFFECT_STATUSES),
     attempts: r.attempts as number,
-    receipt: parse(r.receipt_json as string),
-    error: parse(r.error_json as string),
+    receipt: d.json('receipt_json'),
+    error: d.json('error_json'),
     createdAt: r.created_at as number,
     updatedAt: r.updated_at as number,
   };
 }
 
 export function toSubmission(r: Row): Submission {
+  const d = storedRow('submissions', r, String(r.id));
   return {
     id: r.id as string,
     sessionId: r.session_id as string,
     requestId: r.request_id as string,
     runId: r.run_id as string,
-    input: parse(r.input_json as string),
+    input: d.json('input_json'),
     createdAt: r.created_at as number,
   };
 }
@@ -127,13 +158,25 @@ export function toSnapshot(r: Row): Snapshot {
 }
 
 /** A document as both stores read it: its row, the baseline state it names, and the ops after it. */
-export const toDocument = (r: Row, baselineJson: string, ops: Row[]): StoredDocument => ({
+export const toDocument = (r: Row, baselineJson: unknown, ops: Row[]): StoredDocument => {
+  const baselineId = `${String(r.id)}@${String(r.baseline_version)}`;
+  // The row names a baseline version that every commit writes together with it; none is a damaged store.
+  if (baselineJson === undefined) throw storedRowInvalid({ table: 'document_baselines', rowId: baselineId, field: 'state_json' }, 'is missing (the document names this baseline)');
+  return {
   id: r.id as string,
   sessionId: r.session_id as string,
   runId: (r.run_id as string | null) ?? null,
   type: r.type as string,
   version: r.version as number,
   baselineVersion: r.baseline_version as number,
-  baseline: parse(baselineJson),
-  ops: ops.map((o) => ({ version: o.version as number, op: parse(o.op_json as string) })),
+  baseline: decodeJson(baselineJson, { table: 'document_baselines', rowId: baselineId, field: 'state_json' }),
+  ops: ops.map((o) => ({ version: o.version as number, op: storedRow('document_ops', o, `${String(r.id)}@${String(o.version)}`).json('op_json') })),
+  };
+};
+
+export const toSession = (r: Row): Session => ({
+  id: r.id as string,
+  createdAt: r.created_at as number,
+  lastSeq: r.last_seq as number,
+  meta: storedRow('sessions', r, String(r.id)).json('meta_json'),
 });

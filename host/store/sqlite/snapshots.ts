@@ -1,6 +1,7 @@
 import type Database from 'better-sqlite3';
 import type { Store } from '../store';
-import { json, parse, toSnapshot, type Row } from './rows';
+import { decodeJson } from '../stored-json';
+import { json, toSnapshot, type Row } from './rows';
 
 type SnapshotMethods = Pick<Store, 'getSnapshot' | 'listSnapshots' | 'markSnapshotPruned' | 'putWorkspaceManifest' | 'getWorkspaceManifest'>;
 
@@ -30,7 +31,7 @@ export function sqliteSnapshots(db: Database.Database): SnapshotMethods {
     },
     async getWorkspaceManifest(imageId) {
       const r = getManifest.get(imageId) as { manifest_json: string } | undefined;
-      return r ? parse(r.manifest_json) : undefined;
+      return r ? decodeJson(r.manifest_json, { table: 'workspace_manifests', rowId: imageId, field: 'manifest_json' }) : undefined;
     },
   };
 }
