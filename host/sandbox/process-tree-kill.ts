@@ -3,6 +3,9 @@ import type { ExecHost } from './exec-run';
 import type { ControlReport } from './exec-scripts';
 import { runControl } from './sandbox-control';
 
+/** A wait raced against the exit: it must not keep the process alive once the race is decided. */
+const wait = (ms: number) => sleep(ms, undefined, { ref: false });
+
 /** How long to wait for the tree to die after a kill before trying again. */
 const KILL_GRACE_MS = 3000;
 /**
@@ -27,16 +30,16 @@ export async function killTree(
   stream: { destroy?: () => void },
 ): Promise<{ report: ControlReport | undefined; survived: boolean }> {
   let report: ControlReport | undefined;
-  const root = await Promise.race([target.root, exited.then(() => undefined), sleep(RECORD_WAIT_MS).then(() => undefined)]);
+  const root = await Promise.race([target.root, exited.then(() => undefined), wait(RECORD_WAIT_MS).then(() => undefined)]);
   for (let kills = 0; root !== undefined && kills < 6 && !hasExited(); kills += 1) {
     try {
       report = await runControl(host.container, { user: target.user, action: { mode: 'tree', target: root } });
       // The wrapper is gone: the exec has exited or is about to.
-      if (report.killed === undefined) await Promise.race([exited, sleep(KILL_GRACE_MS)]);
+      if (report.killed === undefined) await Promise.race([exited, wait(KILL_GRACE_MS)]);
     } catch (err) {
       host.logger.error({ err }, 'kill exec failed');
     }
-    await Promise.race([exited, sleep(KILL_GRACE_MS)]);
+    await Promise.race([exited, wait(KILL_GRACE_MS)]);
   }
   if (hasExited()) return { report, survived: false };
   host.logger.error({ root }, 'process tree survived the kill; detaching from it');
