@@ -115,6 +115,34 @@ describe('a process left by one step never sees a later step', { timeout: 240_00
   });
 });
 
+describe('a kept service and a later step\'s file secret', { timeout: 240_000 }, () => {
+  it('a keepProcesses service that scans the secret directories while a later step runs never finds its file secret', async () => {
+    const key = `key-${Math.random().toString(36).slice(2)}-kept-scan`;
+    fx = await planFixture([{ name: 'placeholder', run: 'true' }]);
+    const envFile = `${fx.dir}/env.yaml`;
+    writeFileSync(`${fx.dir}/deploy.key`, `${key}\n`);
+    writeFileSync(envFile, readFileSync(envFile, 'utf8') + `secrets:\n  - { name: DEPLOY_KEY, from: { file: ${fx.dir}/deploy.key }, expose: file, to: [use] }\n`);
+    // Only the directories: what a kept service can read through /proc is the documented price of keeping it.
+    const keeper = "setsid sh -c 'while :; do cat /dev/shm/berth-secrets/*/* /dev/berth/*/* >> /dev/shm/loot 2>/dev/null; sleep 0.05; done' berth-keeper </dev/null >/dev/null 2>&1 & echo kept";
+    const use = 'test -s "$DEPLOY_KEY_FILE" && sleep 1 && echo used';
+    const show = "ps -o args | grep -q '[b]erth-keeper' && echo keeper-alive; printf 'loot='; tr 'a-zA-Z' 'n-za-mN-ZA-M' < /dev/shm/loot 2>/dev/null; echo";
+    writeFileSync(
+      fx.plan,
+      `name: keeper\nenvironment: env.yaml\nworkspace: ws\nsteps:\n  - name: keep\n    run: ${JSON.stringify(keeper)}\n    keepProcesses: true\n  - name: use\n    run: ${JSON.stringify(use)}\n    secrets: [DEPLOY_KEY]\n  - name: show\n    run: ${JSON.stringify(show)}\n`,
+    );
+    const end = await fx.cli(['run', fx.plan, '--json']);
+    const summary = lastJson<Summary>(end);
+    expect(summary.steps.map((s) => [s.step, s.exitCode]), end.stderr.slice(-2000)).toEqual([
+      ['keep', 0],
+      ['use', 0],
+      ['show', 0],
+    ]);
+    const shown = summary.steps.find((s) => s.step === 'show')!.stdoutTail!;
+    expect(rot13(shown)).not.toContain(key);
+    expect(shown.trim()).toBe('keeper-alive\nloot=');
+  });
+});
+
 describe('processes of a dead host', { timeout: 300_000 }, () => {
   it('kills the still-writing step of a SIGKILLed host on attach, before --accept snapshots the sandbox', async () => {
     // The writer prints and appends a line every 50 ms for over an hour unless killed.
