@@ -1,6 +1,6 @@
 import type { ToolSandbox } from '../../tools';
 import type { ExecOptions, ExecResult, Lease, OutputStream } from '../sandbox';
-import { ScrubbedStream, SECRET_DIR, withSecrets } from '../secrets';
+import { removeStaleSecretFiles, ScrubbedStream, withSecrets } from '../secrets';
 import type { ToolSecrets } from './run-secrets';
 
 /** Characters kept per stream when the caller sets no cap (the sandbox's default is 64 KiB). */
@@ -45,12 +45,11 @@ async function scrubbedExec(lease: Lease, cmd: string | string[], opts: ExecOpti
 const swept = new WeakSet<Lease>();
 
 /**
- * Removes secret files a host that died mid-exec left in the container's /dev/shm, once per lease
+ * Removes secret files a host that died mid-exec left in the container, once per lease
  * in this process, before any tool of the run runs: otherwise a tool not given the secret could
  * read it there. Tool calls of a session take turns, so nothing of this run is using them.
  */
 export async function sweepSecretFiles(lease: Lease): Promise<void> {
   if (swept.has(lease)) return;
-  const r = await lease.exec(['rm', '-rf', SECRET_DIR], { timeoutMs: 30_000 });
-  if (r.exitCode === 0) swept.add(lease);
+  if (await removeStaleSecretFiles(lease)) swept.add(lease);
 }

@@ -39,7 +39,14 @@ export async function execStep(
   step: PlanStep,
   env: Environment,
   secrets: readonly ResolvedSecret[],
-  o: { runId: string; index: number; signal: AbortSignal; progress: (p: PlanProgress) => void },
+  o: {
+    runId: string;
+    index: number;
+    signal: AbortSignal;
+    progress: (p: PlanProgress) => void;
+    /** Read back by a later owner after a crash (`Lease.stopEarlierCommands`); default `<run>:step:<index>`. */
+    tag?: string;
+  },
 ): Promise<StepReceipt> {
   // Output is scrubbed as it streams and only then cut to the tail the receipt keeps: scrubbing the
   // sandbox's already capped text could leave part of a value where its cut fell.
@@ -57,6 +64,7 @@ export async function execStep(
       timeoutMs: (step.timeoutS ?? env.resources.commandTimeoutS) * 1000,
       signal: o.signal,
       keepProcesses: step.keepProcesses,
+      tag: o.tag ?? `${o.runId}:step:${o.index}`,
       measure: true,
       onOutput: (stream, chunk) => emit(stream, streams[stream].push(chunk)),
     }),

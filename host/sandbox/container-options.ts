@@ -2,13 +2,29 @@ import type Dockerode from 'dockerode';
 import { parseOwner, type SandboxSpec } from './sandbox-spec';
 
 /**
- * Where each running exec records `<pgid> <nonce>` so that a later exec can kill its process tree.
- * The engine mounts a fresh tmpfs with mode 1777 at /dev/shm in every container, so any user can
- * write there, and nothing there reaches the writable layer or a `docker commit` snapshot. A tmpfs
- * of our own does not work: once a snapshot holds its mountpoint directory (root, 0755), the engine
- * copies that mode onto the new tmpfs and the non-root owner can no longer write to it.
+ * A tmpfs of its own, root-owned, mode 0711: commands can open a file there whose name they know
+ * but cannot list or create anything. It holds the kept-process list (process-scripts.ts) and the
+ * per-exec secret directories (host/secrets), whose random names no other process can learn by
+ * listing. Mounted under /dev (itself a tmpfs of the engine's), so it is in no layer, diff, commit
+ * or snapshot, and every container starts with an empty one. (A tmpfs whose mountpoint lives in
+ * the layer does not work: once a snapshot holds the mountpoint directory, the engine copies its
+ * mode onto the new tmpfs.)
  */
-export const CONTROL_DIR = '/dev/shm';
+export const CONTROL_DIR = '/dev/berth';
+
+/**
+ * The exec registry, a root-owned tmpfs of mode 0733: a command wrapper creates an empty file
+ * named after its exec id (see exec-scripts.ts), and no command can list what is there, so only a
+ * host that knows an id can find or remove its entry. A later host (root lists it) learns from it
+ * which commands an earlier host started whose end it may never have seen.
+ */
+export const EXEC_REGISTRY_DIR = '/dev/berth-execs';
+
+/** The two mounts, as the engine's `Tmpfs` option takes them. */
+export const CONTROL_MOUNTS: Record<string, string> = {
+  [CONTROL_DIR]: 'rw,nosuid,nodev,noexec,mode=0711,size=16m',
+  [EXEC_REGISTRY_DIR]: 'rw,nosuid,nodev,noexec,mode=0733,size=1m',
+};
 
 /**
  * PID 1 is docker-init (reaps orphans); its child idles forever. The loop keeps the container up
@@ -54,6 +70,7 @@ export function containerCreateOptions(spec: SandboxSpec, labels: Record<string,
       Init: true,
       Binds: [],
       Mounts: [],
+      Tmpfs: { ...CONTROL_MOUNTS },
       // No single file may outgrow the disk limit: the kernel stops it with SIGXFSZ (exit 153)
       // before the periodic layer measurement could notice. See README.md "Disk".
       Ulimits: [{ Name: 'fsize', Soft: diskBytes, Hard: diskBytes }],

@@ -53,7 +53,7 @@ export async function settleOutcome(
   // wrong: a kill by us (the kill exec reports them) or a non-zero exit.
   let report = run.killReport;
   if (report === undefined && exitCode !== 0) {
-    report = await runControl(host.container, { user: run.user, slotFile: '', nonce: '' }).catch((err: unknown) => {
+    report = await runControl(host.container, { user: run.user, action: { mode: 'counters' } }).catch((err: unknown) => {
       host.logger.warn({ err }, 'could not read cgroup counters after exec');
       return undefined;
     });

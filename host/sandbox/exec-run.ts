@@ -1,19 +1,20 @@
 import type Dockerode from 'dockerode';
-import { randomBytes } from 'node:crypto';
 import { posix } from 'node:path';
 import type { Logger } from 'pino';
 import { BerthError, type ErrorIds } from '../errors';
 import { CappedOutput } from './capped-output';
-import { CONTROL_DIR } from './container-options';
 import type { DiskGuard } from './disk-guard';
 import { FrameDemuxer } from './docker-frames';
 import { engineError } from './engine-errors';
 import type { EngineEvents } from './engine-events';
-import { WRAPPER_SCRIPT, type ControlReport } from './exec-scripts';
+import type { ExecActivity } from './exec-activity';
+import { WRAPPER_NAME, WRAPPER_SCRIPT, type ControlReport } from './exec-scripts';
 import type { ExecOptions, ExecResult } from './exec-types';
 import { settleOutcome, waitForExit } from './exec-outcome';
 import { killTree } from './process-tree-kill';
-import { runControl } from './sandbox-control';
+import { runControl, runScript } from './sandbox-control';
+import { ADOPT_SCRIPT } from './exec-scripts';
+import { WrapperLine } from './wrapper-line';
 import { startUsageMeter } from './exec-usage';
 
 /** What one exec needs from its lease. */
@@ -30,8 +31,8 @@ export interface ExecHost {
   outputCapBytes: number;
   /** Cumulative cgroup counters last seen; an exec that sees them grow hit the limit. */
   counters: { pidsMax: number; oomKill: number };
-  acquireSlot(): number;
-  releaseSlot(slot: number): void;
+  /** The commands running on the lease (see exec-activity.ts). */
+  activity: ExecActivity;
   /** Registers a running exec so a disk-limit hit can kill it; returns the unregister function. */
   track(run: RunningExec): () => void;
 }
@@ -59,7 +60,8 @@ export function toArgv(cmd: string | string[]): string[] {
   return argv;
 }
 
-const slotUser = (user: string) => user.replace(/[^0-9A-Za-z_]/g, '_');
+/** A tag is read back from the exec's process config after a crash: short printable ASCII. */
+const TAG = /^[\x20-\x7e]{1,200}$/;
 
 /**
  * Runs one command in the sandbox. The command is wrapped so that its process tree can be killed
@@ -92,10 +94,12 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
   });
   if (opts.signal?.aborted) return result({ cancelled: true });
 
-  const slot = host.acquireSlot();
+  if (opts.tag !== undefined && !TAG.test(opts.tag)) throw new BerthError('invalid_argument', 'an exec tag is 1-200 printable ASCII characters');
+
+  const token = host.activity.start();
+  const forget = host.activity.takeAcknowledged();
+  let startedExec = false;
   let meter: Awaited<ReturnType<typeof startUsageMeter>> | undefined;
-  const slotFile = `${CONTROL_DIR}/.berth-exec.${slotUser(user)}.${slot}`;
-  const nonce = randomBytes(8).toString('hex');
   try {
     await host.events.ensureConnected();
     const oomBefore = host.events.oomCount(host.containerId);
@@ -104,11 +108,12 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
     let exec: Dockerode.Exec;
     try {
       exec = await host.container.exec({
-        Cmd: ['/bin/sh', '-c', WRAPPER_SCRIPT, slotFile, nonce, opts.keepProcesses ? '1' : '0', ...argv],
+        Cmd: ['/bin/sh', '-c', WRAPPER_SCRIPT, WRAPPER_NAME, opts.keepProcesses ? '1' : '0', opts.tag ?? '', ...argv],
         User: user,
         WorkingDir: opts.cwd === undefined ? host.workspace : posix.resolve(host.workspace, opts.cwd),
         Env: envList(opts.env),
-        AttachStdin: hasStdin,
+        // Always: the wrapper's first stdin line is the host's (see exec-scripts.ts).
+        AttachStdin: true,
         AttachStdout: true,
         AttachStderr: true,
         Tty: false,
@@ -119,13 +124,15 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
     const exitWait = host.events.expectExecDie(exec.id);
     let stream: NodeJS.ReadWriteStream & { destroy?: () => void };
     try {
-      stream = (await exec.start({ hijack: true, stdin: hasStdin })) as typeof stream;
+      stream = (await exec.start({ hijack: true, stdin: true })) as typeof stream;
     } catch (err) {
       exitWait.cancel();
       throw unavailable(err, host.ids);
     }
+    startedExec = true;
+    host.activity.started.add(exec.id);
 
-    const demux = new FrameDemuxer((s, chunk) => {
+    const emit = (s: 'stdout' | 'stderr', chunk: Buffer) => {
       (s === 'stdout' ? stdout : stderr).push(chunk);
       if (opts.onOutput) {
         try {
@@ -134,7 +141,10 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
           host.logger.warn({ err }, 'onOutput callback threw; output is still recorded');
         }
       }
-    });
+    };
+    const wrapper = new WrapperLine(WRAPPER_NAME, (chunk) => emit('stdout', chunk));
+    void wrapper.root.then((root) => (token.root = root));
+    const demux = new FrameDemuxer((s, chunk) => (s === 'stdout' ? wrapper.push(chunk) : emit(s, chunk)));
     const streamEnded = new Promise<void>((resolve) => {
       stream.on('end', () => resolve());
       stream.on('close', () => resolve());
@@ -144,15 +154,15 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
       });
     });
     stream.on('data', (d: Buffer) => demux.push(d));
-    if (hasStdin) {
-      stream.write(typeof opts.stdin === 'string' ? Buffer.from(opts.stdin) : (opts.stdin as Buffer));
-      stream.end();
-    }
+    stream.write(`${exec.id} ${hasStdin ? 1 : 0} ${forget.join(' ')}\n`);
+    if (hasStdin) stream.write(typeof opts.stdin === 'string' ? Buffer.from(opts.stdin) : (opts.stdin as Buffer));
+    stream.end();
     // The command is over when its process has exited, which can be long after it closed its
     // output; limits stay armed until then.
     let exited = false;
     const exitP = waitForExit(exec, exitWait, streamEnded).finally(() => {
       exited = true;
+      wrapper.end();
     });
 
     let reason: KillReason | undefined;
@@ -163,7 +173,7 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
       kill(why) {
         if (reason !== undefined || exited) return;
         reason = why;
-        killing = killTree(host, { user, slotFile, nonce }, () => exited, exitP, stream).then((k) => {
+        killing = killTree(host, { user, root: wrapper.root }, () => exited, exitP, stream).then((k) => {
           if (k.survived) giveUp(undefined);
           return k.report;
         });
@@ -186,17 +196,7 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
       untrack();
     }
     const killReport = killing ? await killing : undefined;
-    // Exit 0 means the wrapper ran to its end: it killed what the command left in its session
-    // (unless kept on purpose) and removed the slot file. Otherwise (a failure, or the wrapper was
-    // killed with the command) a control exec does both, so a later host never takes a finished
-    // command for an orphan; it reads the cgroup counters in the same go, the freshest there are.
-    const reaped =
-      exitCode === 0 && reason === undefined
-        ? undefined
-        : await runControl(host.container, { user, slotFile, nonce, mode: opts.keepProcesses ? 'forget' : 'reap' }).catch((err: unknown) => {
-            host.logger.warn({ err }, 'could not reap the processes the command left');
-            return undefined;
-          });
+    const reaped = await afterCommand(host, { user, keep: opts.keepProcesses === true, root: token.root, failed: exitCode !== 0 || reason !== undefined, end: () => host.activity.end(token, exitCode !== 0 || reason !== undefined) });
     const outcome = await settleOutcome(host, {
       exitCode,
       oomBefore,
@@ -208,12 +208,41 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
       endedAt: performance.now(),
     });
     const usage = await meter?.stop();
+    host.activity.acknowledge(exec.id);
     return result({ ...outcome, timedOut: reason === 'timeout', cancelled: reason === 'cancel', ...(usage ? { usage } : {}) });
   } finally {
-    host.releaseSlot(slot);
+    // Ended above on every path that got a result; here only when the exec threw.
+    host.activity.end(token, false);
+    if (!startedExec) host.activity.returnAcknowledged(forget);
     // An exec that threw never reached its reading: the sampling timer must not outlive it.
     meter?.cancel();
   }
+}
+
+/**
+ * What is left to do once a command's wrapper has exited. Exit 0 means the wrapper ran to its end
+ * and swept what the command left (unless kept on purpose). A failure may mean the wrapper died with
+ * the command (a kill, a timeout), and a command that ran beside another may have left leftovers
+ * for the other to take: then a control exec sweeps (once the lease is idle), reading the cgroup
+ * counters in the same go, the freshest there are. What a `keepProcesses` command left is recorded
+ * as kept by root, so no sweep and no later host takes it for a leftover.
+ */
+async function afterCommand(
+  host: ExecHost,
+  c: { user: string; keep: boolean; root: string | undefined; failed: boolean; end: () => boolean },
+): Promise<ControlReport | undefined> {
+  if (c.keep) {
+    c.end();
+    const since = c.root?.split(':')[1] ?? '0';
+    await runScript(host.container, ADOPT_SCRIPT, ['adopt', since], '0:0').catch((err: unknown) => host.logger.warn({ err }, 'could not record the processes a keepProcesses command left'));
+    return undefined;
+  }
+  const sweep = c.end();
+  if (!sweep && !c.failed) return undefined;
+  return runControl(host.container, { user: c.user, action: sweep ? { mode: 'sweep' } : { mode: 'counters' } }).catch((err: unknown) => {
+    host.logger.warn({ err }, 'could not sweep the processes the command left');
+    return undefined;
+  });
 }
 
 function unavailable(err: unknown, ids: ErrorIds): BerthError {

@@ -1,145 +1,116 @@
 /**
- * Shell snippets run by busybox (or any POSIX) `sh` inside the sandbox. They use only shell
- * builtins after start-up, so they keep working while a fork bomb holds every pid but a few.
+ * Shell scripts run by busybox (or any POSIX) `sh` inside the sandbox: the wrapper every command
+ * runs under and the control script that kills. Process handling is in process-scripts.ts.
  */
+import { EXEC_REGISTRY_DIR } from './container-options';
+import { COUNTERS, KEPT_FILE, PROC_LIB, WRAPPER_MARK } from './process-scripts';
+
+/** `$0` of every command wrapper; its ProcessConfig reads `-c WRAPPER berth-exec KEEP TAG ...argv`. */
+export const WRAPPER_NAME = 'berth-exec';
 
 /**
- * Runs the command (`"$@"` after `$0` slot file, `$1` nonce, `$2` keep flag) after recording
- * `<pid> <nonce>` in the slot file. Docker starts each exec as a session leader (runc calls setsid),
- * so the wrapper's pid is the process group and session id of the whole tree the command spawns.
- * When the command ends, the wrapper kills every other process left in its session (unless `$2`
- * is 1: `keepProcesses`), removes the slot file and exits with the command's status (128+n for a
- * death by signal n, as the engine reports it). A scan of /proc with shell builtins costs a few ms
- * in the same exec, where a second exec would cost one more engine round trip. A command killed
- * with its wrapper (timeout, abort) is reaped by CONTROL_SCRIPT instead. stderr is redirected
- * before the slot file is opened, so a failed write never shows in the output.
+ * Runs the command (`"$@"` after `$1` keep flag and `$2` tag). Its first stdin line, written by the
+ * host, is `<exec id> <1 when the command has stdin> <exec ids to forget>`: the wrapper records its
+ * exec id in the exec registry (a directory no command can list, so a later host finds the
+ * commands whose end it may not have seen) and removes the entries of commands whose results the
+ * host has. Its first stdout line, `berth-exec <pid> <start time>`, printed before the command
+ * exists (so the command cannot forge it) and taken off the output by the host, names the process
+ * a kill must take. When the command ends the wrapper kills what it left (a sweep of the process
+ * list: `setsid` does not save a process), unless `$1` is 1 (`keepProcesses`), and exits with the
+ * command's status (128+n for a death by signal n, as the engine reports it).
  */
-export const WRAPPER_SCRIPT = `echo "$$ $1" 2>/dev/null >"$0"; slot=$0 keep=$2; shift 2; "$@"; rc=$?
-if [ "$keep" != 1 ]; then
-  round=0
-  while [ "$round" -lt 5 ]; do
-    round=$((round + 1)); left=0
-    for f in /proc/[0-9]*/stat; do
-      read -r l 2>/dev/null <"$f" || continue
-      p=\${f#/proc/}; p=\${p%/stat}
-      [ "$p" = "$$" ] && continue
-      l=\${l##*) }
-      set -- $l
-      [ "$1" = Z ] && continue
-      if [ "$3" = "$$" ] || [ "$4" = "$$" ]; then kill -KILL "$p" 2>/dev/null && left=1; fi
-    done
-    [ "$left" = 0 ] && break
-  done
-fi
-rm -f "$slot" 2>/dev/null
-exit $rc`;
+export const WRAPPER_SCRIPT = `${WRAPPER_MARK}
+${PROC_LIB}
+read -r b_eid b_in b_forget
+b_keep=$1; shift 2
+case $b_eid in ''|*[!0-9a-f]*) ;; *) : 2>/dev/null >"${EXEC_REGISTRY_DIR}/$b_eid" ;; esac
+for b_f in $b_forget; do case $b_f in *[!0-9a-f]*) ;; *) rm -f "${EXEC_REGISTRY_DIR}/$b_f" 2>/dev/null ;; esac; done
+pst $$ && echo "${WRAPPER_NAME} $$ $ps_start"
+if [ "$b_in" = 1 ]; then "$@"; else "$@" </dev/null; fi
+b_rc=$?
+if [ "$b_keep" != 1 ]; then pl_mode=sweep pl_spare=; pl_kill; fi
+exit $b_rc`;
 
 /**
- * `kill_session PG`: kills process group PG at once (atomic against forks), then scans /proc with
- * builtins for members that moved to another group of the same session (after the command name,
- * which may hold spaces: state, ppid, pgrp, session). A function's `set --` leaves the caller's
- * positional parameters alone.
- */
-const KILL_SESSION = `kill_session() {
-  ks_pg=$1
-  kill -KILL -"$ks_pg" 2>/dev/null
-  ks_round=0
-  while [ "$ks_round" -lt 5 ]; do
-    ks_round=$((ks_round + 1)); ks_left=0
-    for ks_f in /proc/[0-9]*/stat; do
-      read -r ks_l 2>/dev/null <"$ks_f" || continue
-      ks_l=\${ks_l##*) }
-      set -- $ks_l
-      [ "$1" = Z ] && continue
-      if [ "$3" = "$ks_pg" ] || [ "$4" = "$ks_pg" ]; then
-        ks_p=\${ks_f#/proc/}; ks_p=\${ks_p%/stat}
-        kill -KILL "$ks_p" 2>/dev/null && ks_left=1
-      fi
-    done
-    [ "$ks_left" = 0 ] && break
-  done
-}`;
-
-/**
- * Kills the tree recorded in slot file `$0` when its nonce equals `$1` (an empty `$1` only reads
- * counters). Runs as the same user as the command, so whatever the slot file says, it can signal
- * nothing the command could not have signalled itself. The group kill is atomic against forks;
- * the /proc scan then catches members that moved to another group of the same session.
- * `$2` is what to do with the slot: empty (a kill while the command runs: keep it), `reap` (the
- * command has ended: kill what it left in its session, then remove the slot file) or `forget`
- * (ended with `keepProcesses`: remove the slot file only, so no later host takes the kept
- * processes for an orphaned command).
- * Prints `killed=`, `pids_max=` (cgroup pids.events) and `oom_kill=` (memory OOM kill counter).
+ * The control script, `$0` the mode, run as the user whose processes it may signal (the container
+ * has no CAP_KILL, so root could signal no more):
+ * - `counters`: only prints the cgroup counters;
+ * - `tree PID:START`: kills the wrapper PID (if it still has that start time) and everything under it;
+ * - `sweep`: kills the leftovers, as the wrapper does after its command;
+ * - `earlier PID:START...`: kills everything but the anchors and the given exec roots (what an
+ *   earlier host started), and removes /dev/shm/berth-secrets, where older versions kept secret files.
+ * Prints `killed=<n>` (`none` for a tree no longer there), `found=<0|1>` and the counters.
  */
 export const CONTROL_SCRIPT = `
-${KILL_SESSION}
-slot=$0 want=$1 mode=$2
-killed=none
-if [ -n "$want" ] && read -r pg nonce 2>/dev/null <"$slot" && [ "$nonce" = "$want" ]; then
-  case "$pg" in ''|*[!0-9]*) pg=0 ;; esac
-  if [ "$mode" != forget ] && [ "$pg" -gt 1 ]; then
-    kill_session "$pg"
-    killed=$pg
-  fi
-  [ -n "$mode" ] && rm -f "$slot" 2>/dev/null
+${PROC_LIB}
+pl_mode=$0 pl_spare= pl_target=
+case $pl_mode in
+  tree) pl_target=$1 ;;
+  earlier) pl_spare="$*"; [ -e /dev/shm/berth-secrets ] && rm -rf /dev/shm/berth-secrets 2>/dev/null ;;
+esac
+if [ "$pl_mode" = counters ]; then
+  echo killed=none
+else
+  pl_kill
+  if [ "$pl_mode" = tree ] && [ -z "$pl_tree" ]; then echo killed=none; else echo "killed=$pl_killed"; fi
+  echo "found=$pl_found"
 fi
-echo "killed=$killed"
-for f in /sys/fs/cgroup/pids/pids.events /sys/fs/cgroup/pids.events; do
-  if read -r k n 2>/dev/null <"$f"; then echo "pids_max=$n"; break; fi
-done
-for f in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; do
-  [ -r "$f" ] || continue
-  while read -r k v; do [ "$k" = oom_kill ] && echo "oom_kill=$v"; done <"$f"
-  break
-done
+${COUNTERS}
 `;
 
-/** The distinct `uid:gid` owners of the slot files in the control dir, one a line. */
-export const SLOT_OWNERS_SCRIPT = `for f in "$0"/.berth-exec.*; do [ -f "$f" ] && stat -c '%u:%g' "$f"; done 2>/dev/null | sort -u`;
-
 /**
- * After a restart: every slot file still in `$0` (the control dir) belongs to a command of a host
- * that died (a command that ends removes its own, see CONTROL_SCRIPT). For each file this user owns
- * (`-O`: a file another user wrote is not trusted), kills the recorded session as CONTROL_SCRIPT
- * does, without a nonce (the dead host's is gone), and removes the file. Run once per owner, as
- * that owner, so it can signal nothing the command could not. Prints `orphans=<sessions killed>`.
+ * Run as root after a `keepProcesses` command whose wrapper started at `$1` ended: records every
+ * leftover that started since then as kept (`pid start`, appended: readers never see a file being
+ * rewritten) in the kept file, which only root can write. Prints `kept=<pid>` for each.
  */
-export const ORPHAN_SCRIPT = `
-${KILL_SESSION}
-n=0
-for s in "$0"/.berth-exec.*; do
-  [ -f "$s" ] && [ -O "$s" ] || continue
-  if read -r pg nonce 2>/dev/null <"$s"; then
-    case "$pg" in ''|*[!0-9]*) pg=0 ;; esac
-    if [ "$pg" -gt 1 ]; then
-      kill_session "$pg"
-      n=$((n + 1))
-    fi
-  fi
-  rm -f "$s" 2>/dev/null
+export const ADOPT_SCRIPT = `
+${PROC_LIB}
+pl_spare=
+pl_scan; pl_anchors
+k_since=$1
+case $k_since in ''|*[!0-9]*) k_since=0 ;; esac
+k_new=" "
+for k_e in $pl_all; do
+  k_p=\${k_e%%:*}; k_s=\${k_e##*:}
+  case $k_s in Z|X|x) continue ;; esac
+  pl_where "$k_p"
+  [ $? = 1 ] || continue
+  [ "$pl_top_start" -ge "$k_since" ] || continue
+  case "$k_new" in *" $pl_top "*) continue ;; esac
+  k_new="$k_new$pl_top "
+  echo "$pl_top $pl_top_start" >>${KEPT_FILE} && echo "kept=$pl_top"
 done
-echo "orphans=$n"
 `;
 
 export interface ControlReport {
-  /** The process group that was killed, if any. */
+  /** How many processes were killed; undefined when the target was gone or nothing was asked. */
   killed: number | undefined;
+  /** Whether there was anything to kill. */
+  found: boolean;
   /** Cumulative count of forks refused by the pids limit. */
   pidsMax: number | undefined;
   /** Cumulative count of OOM kills in the container's memory cgroup. */
   oomKill: number | undefined;
+  /** False when the script never got to its report (it could not fork under a fork bomb). */
+  complete: boolean;
 }
 
-export function parseControlReport(text: string): ControlReport {
+/** The `key=value` lines of a control script's output, the last value of each key winning. */
+export function reportValues(text: string): Map<string, string> {
   const values = new Map<string, string>();
   for (const line of text.split('\n')) {
     const eq = line.indexOf('=');
     if (eq > 0) values.set(line.slice(0, eq).trim(), line.slice(eq + 1).trim());
   }
+  return values;
+}
+
+export function parseControlReport(text: string): ControlReport {
+  const values = reportValues(text);
   const num = (key: string): number | undefined => {
     const v = values.get(key);
     if (v === undefined || v === '' || !/^\d+$/.test(v)) return undefined;
     return Number(v);
   };
-  return { killed: num('killed'), pidsMax: num('pids_max'), oomKill: num('oom_kill') };
+  return { killed: num('killed'), found: values.get('found') === '1', pidsMax: num('pids_max'), oomKill: num('oom_kill'), complete: values.has('killed') };
 }

@@ -20,9 +20,17 @@ export interface ExecOptions {
   /** Bytes kept per stream (head and tail halves). Default: the host's outputCapBytes. */
   outputCapBytes?: number;
   /**
+   * Who started the command, e.g. a task id and attempt (1-200 printable ASCII characters, not
+   * secret: commands can see it). It travels in the exec's own process config, which the engine
+   * keeps per exec, so a later host reads it back after this one crashed
+   * (`Lease.stopEarlierCommands`).
+   */
+  tag?: string;
+  /**
    * Keep what the command leaves running in the background (a service for later commands). By
-   * default every process of the command's session is killed when the command ends, however it
-   * ends, so nothing carries into the next command (and reads its environment through /proc).
+   * default every process the command left is killed when the command ends, however it ends,
+   * `setsid` or not, so nothing carries into the next command (and reads its environment and
+   * secrets through /proc). Kept processes are recorded, and every later sweep and host leaves them.
    */
   keepProcesses?: boolean;
   /**

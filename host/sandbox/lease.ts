@@ -8,6 +8,8 @@ import { DiskGuard, type DiskGuardOptions } from './disk-guard';
 import { isNotFound } from './engine-errors';
 import type { EngineEvents } from './engine-events';
 import { DiskWatch } from './disk-watch';
+import { stopEarlierCommands, type EarlierCommand, type EarlierCommands } from './earlier-commands';
+import { ExecActivity } from './exec-activity';
 import { runExec, type ExecHost } from './exec-run';
 import type { ExecOptions, ExecResult } from './exec-types';
 import * as files from './file-ops';
@@ -18,6 +20,7 @@ import { parseOwner, type SandboxSpec } from './sandbox-spec';
 
 /** Everything a lease needs from the host that created it. */
 export interface LeaseDeps {
+  docker: Dockerode;
   container: Dockerode.Container;
   record: LeaseRecord;
   spec: SandboxSpec;
@@ -49,7 +52,8 @@ export class Lease implements AsyncDisposable {
   private released = false;
   private lostFlag = false;
   private heartbeatTimer: NodeJS.Timeout | undefined;
-  private readonly slots = new Set<number>();
+  private readonly activity = new ExecActivity();
+  private readonly earlier = new Map<string, EarlierCommand>();
   private readonly execHost: ExecHost;
   private readonly fileCtx: files.FileContext;
   private readonly logger: Logger;
@@ -78,13 +82,7 @@ export class Lease implements AsyncDisposable {
       defaultTimeoutMs: deps.spec.resources.commandTimeoutS * 1000,
       outputCapBytes: deps.outputCapBytes,
       counters: { ...deps.counters },
-      acquireSlot: () => {
-        let n = 0;
-        while (this.slots.has(n)) n += 1;
-        this.slots.add(n);
-        return n;
-      },
-      releaseSlot: (n) => this.slots.delete(n),
+      activity: this.activity,
       track: (run) => this.watch.track(run),
     };
     this.fileCtx = {
@@ -103,6 +101,11 @@ export class Lease implements AsyncDisposable {
     return this.current;
   }
 
+  /** The `uid:gid` commands run as unless a caller passes `user`. */
+  get owner(): string {
+    return this.deps.spec.workspace.owner;
+  }
+
   get lost(): boolean {
     return this.lostFlag;
   }
@@ -118,6 +121,31 @@ export class Lease implements AsyncDisposable {
       if (r.sandboxLost) this.lostFlag = true;
       return r;
     });
+  }
+
+  /**
+   * For a new owner, before it decides anything about the sandbox's run: kills every process an
+   * earlier host started in the container (everything but init, the idle loop, the kept processes
+   * of `keepProcesses` commands, and the commands of this lease), waits until they are gone, and
+   * reports each earlier command by its tag: killed while running, or ended with its exit code.
+   * `outcome: 'unstoppable'` says something survived `waitMs` (default 10 s): remove the
+   * container. A command found by an earlier call keeps what that call said (`attach` makes the
+   * first call, so a command it killed is reported `killed`, not as ended with exit 137).
+   */
+  async stopEarlierCommands(opts: { signal?: AbortSignal; waitMs?: number } = {}): Promise<EarlierCommands> {
+    return this.stopEarlier({ ...opts, clean: false });
+  }
+
+  /** @internal {@link stopEarlierCommands}, also removing stale secret directories (attach, before any command runs). */
+  async stopEarlier(opts: { signal?: AbortSignal; waitMs?: number; clean: boolean }): Promise<EarlierCommands> {
+    this.assertLive();
+    const d = this.deps;
+    const r = await stopEarlierCommands({ docker: d.docker, container: d.container, containerId: this.containerId, owner: this.owner, activity: this.activity, logger: this.logger, known: this.earlier }, opts);
+    // Counters of an older incarnation are history: they are the baseline from now on.
+    const c = this.execHost.counters;
+    c.pidsMax = Math.max(c.pidsMax, r.counters.pidsMax ?? 0);
+    c.oomKill = Math.max(c.oomKill, r.counters.oomKill ?? 0);
+    return { outcome: r.outcome, commands: r.commands, kept: r.kept, killedProcesses: r.killedProcesses };
   }
 
   /**
@@ -233,6 +261,12 @@ export class Lease implements AsyncDisposable {
         cause: failure,
       });
     }
+  }
+
+  /** @internal Drops this handle without releasing the lease (an attach that failed): timers stop, methods refuse. */
+  abandon(): void {
+    this.released = true;
+    this.stopTimers();
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

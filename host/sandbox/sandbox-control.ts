@@ -5,22 +5,27 @@ import { CONTROL_SCRIPT, parseControlReport, type ControlReport } from './exec-s
 
 const ATTEMPTS = 25;
 
+/** What a control exec is to do; see CONTROL_SCRIPT. */
+export type ControlAction = { mode: 'counters' } | { mode: 'tree'; target: string } | { mode: 'sweep' } | { mode: 'earlier'; spare: string[] };
+
 /**
- * Runs the control script (kill a recorded tree and/or read the pids and OOM counters) in a
- * second exec. Starting that exec needs one free pid; under a fork bomb the runtime's fork can
+ * Runs the control script (kill a command's tree, sweep leftovers, and read the pids and OOM
+ * counters) in a second exec. Starting that exec needs one free pid; under a fork bomb the runtime's fork can
  * fail, so it is retried: a bomb at the pids limit keeps losing members and frees slots within
  * milliseconds.
  */
 export async function runControl(
   container: Dockerode.Container,
-  opts: { user: string; slotFile: string; nonce: string; mode?: 'reap' | 'forget' },
+  opts: { user: string; action: ControlAction },
 ): Promise<ControlReport> {
+  const a = opts.action;
+  const args = a.mode === 'tree' ? [a.mode, a.target] : a.mode === 'earlier' ? [a.mode, ...a.spare] : [a.mode];
   let lastErr: unknown;
   for (let attempt = 0; attempt < ATTEMPTS; attempt += 1) {
     try {
-      const report = parseControlReport(await runScript(container, CONTROL_SCRIPT, [opts.slotFile, opts.nonce, opts.mode ?? ''], opts.user));
+      const report = parseControlReport(await runScript(container, CONTROL_SCRIPT, args, opts.user));
       // An exec that could not fork its shell exits non-zero with no report; try again.
-      if (report.pidsMax === undefined && report.oomKill === undefined && report.killed === undefined) {
+      if (!report.complete) {
         lastErr = new Error('control exec produced no report');
         await sleep(20 + attempt * 20);
         continue;
@@ -30,7 +35,7 @@ export async function runControl(
       lastErr = err;
       const status = (err as { statusCode?: number }).statusCode;
       // 404/409: the container is gone or stopped; there is nothing left to kill.
-      if (status === 404 || status === 409) return { killed: undefined, pidsMax: undefined, oomKill: undefined };
+      if (status === 404 || status === 409) return { killed: undefined, found: false, pidsMax: undefined, oomKill: undefined, complete: true };
       await sleep(20 + attempt * 20);
     }
   }

@@ -12,9 +12,7 @@ import { assertImagePresent, resolveImageDigest } from './image';
 import { containerLabels } from './labels';
 import { releaseLeases } from './lease-release';
 import { Lease } from './lease';
-import { killOrphans } from './process-tree-kill';
 import type { LeaseRecord, LeaseRecords, SweepRecord } from './lease-records';
-import { runControl } from './sandbox-control';
 import { SandboxEgress, type EgressAttachment, type EgressPort } from './sandbox-egress';
 import { checkSpec, type SandboxSpec } from './sandbox-spec';
 import { sweepStore } from './sweeper';
@@ -188,15 +186,22 @@ export class SandboxHost {
     await this.events.ensureConnected();
     if (spec.network.mode !== 'none') await this.egress.resume(record.id, spec.network, record.containerId);
     const container = this.opts.docker.getContainer(record.containerId);
-    // Commands a dead host started may still run (and write): kill them before anyone measures,
-    // verifies or snapshots the workspace.
-    const orphans = await killOrphans(container, spec.workspace.owner).catch((err: unknown) => {
-      throw engineError('kill commands left by a dead host', err, { leaseId: record.id, containerId: record.containerId });
+    const lease = this.makeLease(spec, container, record, { pidsMax: 0, oomKill: 0 }, options.autoHeartbeat ?? true);
+    // Commands an earlier host started may still run (and write): stop them before anyone
+    // measures, verifies or snapshots the workspace. The report stays on the lease for the owner.
+    const earlier = await lease.stopEarlier({ clean: true }).catch((err: unknown) => {
+      lease.abandon();
+      throw engineError('stop commands an earlier host started', err, { leaseId: record.id, containerId: record.containerId });
     });
-    if (orphans > 0) this.opts.logger.warn({ leaseId: record.id, orphans }, 'killed commands a dead host left running in the sandbox');
-    // Counters of an older incarnation are history: take them as the baseline.
-    const report = await runControl(container, { user: spec.workspace.owner, slotFile: '', nonce: '' }).catch(() => undefined);
-    const lease = this.makeLease(spec, container, record, { pidsMax: report?.pidsMax ?? 0, oomKill: report?.oomKill ?? 0 }, options.autoHeartbeat ?? true);
+    if (earlier.outcome === 'unstoppable') {
+      lease.abandon();
+      throw new BerthError('sandbox_unstoppable', `processes an earlier host started in sandbox ${record.containerId} survived every kill; remove the container`, {
+        ids: { leaseId: record.id, containerId: record.containerId },
+        details: { commands: earlier.commands },
+      });
+    }
+    const killed = earlier.commands.filter((c) => c.state === 'killed');
+    if (earlier.killedProcesses > 0) this.opts.logger.warn({ leaseId: record.id, killedProcesses: earlier.killedProcesses, commands: killed.map((c) => c.tag ?? c.execId) }, 'stopped what an earlier host left running in the sandbox');
     // The layer may already hold data; start the disk bound from a measurement, not from zero.
     await lease.diskUsageBytes();
     return lease;
@@ -204,6 +209,7 @@ export class SandboxHost {
 
   private makeLease(spec: SandboxSpec, container: Dockerode.Container, record: LeaseRecord, counters: { pidsMax: number; oomKill: number }, autoHeartbeat: boolean): Lease {
     return new Lease({
+      docker: this.opts.docker,
       container,
       record,
       spec,

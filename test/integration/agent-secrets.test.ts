@@ -130,8 +130,8 @@ describe('secrets given to agent tools', { timeout: 180_000 }, () => {
       [
         {
           toolCalls: [
-            { name: 'exec', arguments: { command: 'echo "token=${TOKEN:-unset} file=${DEPLOY_KEY_FILE:-unset}"; ls -A /dev/shm/berth-secrets 2>/dev/null | wc -l' } },
-            { name: 'search', arguments: { pattern: '.', path: '/dev/shm/berth-secrets' } },
+            { name: 'exec', arguments: { command: 'echo "token=${TOKEN:-unset} file=${DEPLOY_KEY_FILE:-unset}"; ls -A /dev/berth 2>/dev/null | wc -l' } },
+            { name: 'search', arguments: { pattern: '.', path: '/dev/berth' } },
           ],
         },
         { content: 'done' },
@@ -145,8 +145,8 @@ describe('secrets given to agent tools', { timeout: 180_000 }, () => {
     expect((await w.rt.kernel.waitForRun(run.id)).state).toBe('completed');
     const r = await byId(w, run.sessionId);
     expect(r.get('call_0_0')!.content).toBe('exit code 0\n--- stdout ---\ntoken=unset file=unset\n0');
-    // search is granted the file: its grep read it, and what it returned is scrubbed.
-    expect(r.get('call_0_1')!.content).toMatch(/^\/dev\/shm\/berth-secrets\/[0-9a-f]{16}\/DEPLOY_KEY:1:\[redacted:DEPLOY_KEY\]$/);
+    // Even the tool granted the file cannot list the secret directory: only $DEPLOY_KEY_FILE names it.
+    expect(r.get('call_0_1')!.content).toMatch(/^error: grep: \/dev\/berth: Permission denied$/);
     const tools = w.model.requests[0]!.body.tools as Array<{ function: { name: string; description: string } }>;
     expect(tools.find((t) => t.function.name === 'search')!.function.description).toContain('$TOKEN (environment variable), $DEPLOY_KEY_FILE');
     expect(tools.find((t) => t.function.name === 'exec')!.function.description).not.toContain('Secrets');

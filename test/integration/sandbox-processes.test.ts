@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { afterEach, describe, expect, it } from 'vitest';
 import { bundledCli, lastJson, planFixture } from '../support/plan-fixture';
@@ -17,8 +17,23 @@ const HAS_SERVICE = 'ps | grep -q "sleep 60[0]" && echo service-running';
 
 interface Summary {
   run: { id: string; state: string };
-  steps: Array<{ step: string; exitCode: number; outcome: string }>;
+  steps: Array<{ step: string; exitCode: number; outcome: string; stdoutTail?: string }>;
 }
+
+const rot13 = (s: string) => s.replace(/[a-z]/gi, (c) => String.fromCharCode(((c.toLowerCase().charCodeAt(0) - 97 + 13) % 26) + (c === c.toLowerCase() ? 97 : 65)));
+
+/**
+ * A thief of the same uid as every step: it leaves its session with setsid and, for as long as it
+ * lives, copies every file it can reach under the secret directories (old and new) and every file
+ * a `*_FILE` variable of any process it can read names, into /dev/shm/loot.
+ */
+const THIEF = [
+  "setsid sh -c 'while :; do",
+  'cat /dev/shm/berth-secrets/*/* /dev/berth/*/* >> /dev/shm/loot 2>/dev/null;',
+  'for e in /proc/[0-9]*/environ; do tr "\\0" "\\n" < $e 2>/dev/null | sed -n "s/^[A-Z_]*_FILE=//p" | while read -r p; do cat "$p" >> /dev/shm/loot 2>/dev/null; done; done;',
+  "sleep 0.05; done' berth-thief </dev/null >/dev/null 2>&1 &",
+  'echo planted',
+].join(' ');
 
 describe('no process outlives its step', { timeout: 240_000 }, () => {
   it('kills a background `sleep 600 &` of step 1 when step 1 ends, so step 2 starts without it', async () => {
@@ -65,6 +80,66 @@ describe('no process outlives its step', { timeout: 240_000 }, () => {
       ['service', true],
       ['use', false],
     ]);
+  });
+});
+
+describe('a process left by one step never sees a later step', { timeout: 240_000 }, () => {
+  it('a setsid thief started in step 1 is gone before step 2 and never sees the file secret step 3 is given', async () => {
+    const key = `key-${Math.random().toString(36).slice(2)}-file-secret`;
+    fx = await planFixture([{ name: 'placeholder', run: 'true' }]);
+    const envFile = `${fx.dir}/env.yaml`;
+    writeFileSync(`${fx.dir}/deploy.key`, `${key}\n`);
+    writeFileSync(envFile, readFileSync(envFile, 'utf8') + `secrets:\n  - { name: DEPLOY_KEY, from: { file: ${fx.dir}/deploy.key }, expose: file, to: [use] }\n`);
+    const alive = 'if ps -o args | grep -q "[b]erth-thief"; then echo thief-alive; exit 1; fi; echo no-thief';
+    const use = 'test -s "$DEPLOY_KEY_FILE" && sleep 1 && echo used';
+    // rot13 is no form the scrubber knows: what the thief got would reach the store as it is.
+    const show = "printf 'loot='; tr 'a-zA-Z' 'n-za-mN-ZA-M' < /dev/shm/loot 2>/dev/null; echo";
+    const steps: Array<[string, string, string]> = [
+      ['plant', THIEF, ''],
+      ['check', alive, '    allowFailure: true\n'],
+      ['use', use, '    secrets: [DEPLOY_KEY]\n'],
+      ['show', show, ''],
+    ];
+    writeFileSync(fx.plan, `name: thief\nenvironment: env.yaml\nworkspace: ws\nsteps:\n${steps.map(([n, r, extra]) => `  - name: ${n}\n    run: ${JSON.stringify(r)}\n${extra}`).join('')}`);
+    const end = await fx.cli(['run', fx.plan, '--json']);
+    const summary = lastJson<Summary>(end);
+    expect(summary.steps.map((s) => [s.step, s.exitCode]), end.stderr.slice(-2000)).toEqual([
+      ['plant', 0],
+      ['check', 0],
+      ['use', 0],
+      ['show', 0],
+    ]);
+    const shown = summary.steps.find((s) => s.step === 'show')!.stdoutTail!;
+    expect(rot13(shown)).not.toContain(key);
+    expect(shown.trim()).toBe('loot=');
+  });
+});
+
+describe('a kept service and a later step\'s file secret', { timeout: 240_000 }, () => {
+  it('a keepProcesses service that scans the secret directories while a later step runs never finds its file secret', async () => {
+    const key = `key-${Math.random().toString(36).slice(2)}-kept-scan`;
+    fx = await planFixture([{ name: 'placeholder', run: 'true' }]);
+    const envFile = `${fx.dir}/env.yaml`;
+    writeFileSync(`${fx.dir}/deploy.key`, `${key}\n`);
+    writeFileSync(envFile, readFileSync(envFile, 'utf8') + `secrets:\n  - { name: DEPLOY_KEY, from: { file: ${fx.dir}/deploy.key }, expose: file, to: [use] }\n`);
+    // Only the directories: what a kept service can read through /proc is the documented price of keeping it.
+    const keeper = "setsid sh -c 'while :; do cat /dev/shm/berth-secrets/*/* /dev/berth/*/* >> /dev/shm/loot 2>/dev/null; sleep 0.05; done' berth-keeper </dev/null >/dev/null 2>&1 & echo kept";
+    const use = 'test -s "$DEPLOY_KEY_FILE" && sleep 1 && echo used';
+    const show = "ps -o args | grep -q '[b]erth-keeper' && echo keeper-alive; printf 'loot='; tr 'a-zA-Z' 'n-za-mN-ZA-M' < /dev/shm/loot 2>/dev/null; echo";
+    writeFileSync(
+      fx.plan,
+      `name: keeper\nenvironment: env.yaml\nworkspace: ws\nsteps:\n  - name: keep\n    run: ${JSON.stringify(keeper)}\n    keepProcesses: true\n  - name: use\n    run: ${JSON.stringify(use)}\n    secrets: [DEPLOY_KEY]\n  - name: show\n    run: ${JSON.stringify(show)}\n`,
+    );
+    const end = await fx.cli(['run', fx.plan, '--json']);
+    const summary = lastJson<Summary>(end);
+    expect(summary.steps.map((s) => [s.step, s.exitCode]), end.stderr.slice(-2000)).toEqual([
+      ['keep', 0],
+      ['use', 0],
+      ['show', 0],
+    ]);
+    const shown = summary.steps.find((s) => s.step === 'show')!.stdoutTail!;
+    expect(rot13(shown)).not.toContain(key);
+    expect(shown.trim()).toBe('keeper-alive\nloot=');
   });
 });
 
