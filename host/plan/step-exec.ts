@@ -64,7 +64,7 @@ export async function execStep(
       timeoutMs: (step.timeoutS ?? env.resources.commandTimeoutS) * 1000,
       signal: o.signal,
       keepProcesses: step.keepProcesses,
-      tag: o.tag ?? `${o.runId}:step:${o.index}`,
+      tag: o.tag ?? stepExecTag(o.runId, o.index),
       measure: true,
       onOutput: (stream, chunk) => emit(stream, streams[stream].push(chunk)),
     }),
@@ -84,4 +84,9 @@ export async function execStep(
     outputDigest: `sha256:${createHash('sha256').update(`stdout:${hashes.stdout.digest('hex')}\nstderr:${hashes.stderr.digest('hex')}`).digest('hex')}`,
     ...(r.usage ? { usage: r.usage } : {}),
   };
+}
+
+/** The tag a step's command carries in its sandbox, by which a later owner finds what became of it after a crash. */
+export function stepExecTag(runId: string, index: number): string {
+  return `${runId}:step:${index}`;
 }

@@ -3,7 +3,7 @@ import { plainJson, type Effect, type Json, type Task } from '../model';
 import { BerthError, isBerthError } from '../errors';
 import type { Lease } from '../sandbox';
 import { resolveSecrets, type ResolvedSecret } from '../secrets';
-import { execStep, type StepReceipt } from './step-exec';
+import { execStep, stepExecTag, type StepReceipt } from './step-exec';
 import { sandboxDocId, type RunSandbox, type SandboxPointer } from '../run-sandbox';
 import { PlanRunInputSchema, type PlanProgress, type PlanRunInput, type StepInput, type StepResult, type StepTaskResult } from './plan-input';
 import { nextIndexOf, stepEffectId } from './checkpoints';
@@ -89,7 +89,7 @@ export async function runStep(ctx: TypedPhaseContext<StepInput>, sb: RunSandbox,
       // In flight when a host stopped: the command that host started may still be running. It is
       // stopped (and every other sandbox an earlier owner left removed) before anything is judged,
       // so that an operator answering from what he sees cannot get the step run twice.
-      const stopped = await sb.stopEarlier(runId, ctx.task.sessionId, env, ptr);
+      const stopped = await sb.stopEarlier(runId, ctx.task.sessionId, env, ptr, stepExecTag(runId, index));
       const out = await ctx.perform(spec, async () => {
         throw new BerthError('plan_corrupt', `step ${step.name} (replay never) would be started again`, { ids: { runId, effectId } });
       });

@@ -265,14 +265,18 @@ export class RunSandbox {
    * attached (which stops every command an earlier host started in it, and waits for them to be
    * gone) and adopted. Says what became of the step's command, for the reason the run parks with.
    */
-  async stopEarlier(runId: string, sessionId: string, env: Environment, ptr: SandboxPointer): Promise<string> {
+  async stopEarlier(runId: string, sessionId: string, env: Environment, ptr: SandboxPointer, tag: string): Promise<string> {
     await this.supersede(runId, sessionId, ptr.leaseId);
     const usable = await this.usable(ptr).catch((err: unknown) => ({ ok: false as const, reason: `it could not be checked: ${err instanceof Error ? err.message : String(err)}` }));
-    if (!usable.ok) return `its sandbox is gone (${usable.reason}), and the command with it`;
+    if (!usable.ok) return `its sandbox is gone (${usable.reason}), and its command with it`;
     const held = this.live.get(runId);
-    if (held && held.id === usable.record.id && !held.isReleased) return 'its command was stopped by this host';
-    await this.adoptAttached(runId, sessionId, await this.d.sandbox.attach(this.spec(env), usable.record));
-    return 'every command an earlier host started in its sandbox was stopped before this was decided';
+    const lease = held && held.id === usable.record.id && !held.isReleased ? held : await this.adoptAttached(runId, sessionId, await this.d.sandbox.attach(this.spec(env), usable.record));
+    // Attach already stopped every earlier command; asking again returns what it found, by tag.
+    const found = (await lease.stopEarlierCommands({ signal: AbortSignal.timeout(30_000) })).commands.filter((c) => c.tag === tag);
+    if (found.some((c) => c.state === 'killed')) return 'its command was still running and was stopped before this was decided';
+    const ended = found.find((c) => c.state === 'ended');
+    if (ended) return `its command had already ended${ended.exitCode === undefined ? '' : ` with exit code ${ended.exitCode}`} before this was decided`;
+    return 'no command of it was running in its sandbox when this was decided';
   }
 
   /** Stops trusting the held lease of a run; the next `ensure` verifies the sandbox from the records. */
