@@ -1,4 +1,4 @@
-export type { Store, TaskFilter, EntryFilter, ExecutionRight, StoredArtifact, SnapshotDelta } from './store';
+export type { Store, TaskFilter, EntryFilter, StoredArtifact, SnapshotDelta } from './store';
 export type { CommitLogRecords, LoggedCommit } from './commit-log';
 export type { OwnershipRecords, SessionOwner, ClaimResult, WorkerHost } from './ownership';
 export type {

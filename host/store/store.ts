@@ -45,21 +45,6 @@ export interface EntryFilter {
   limit?: number;
 }
 
-/** The current holder of a fencing scope, as the store last heard from it. */
-export interface ExecutionRight {
-  scope: string;
-  epoch: number;
-  /** The host id that took it. */
-  holder: string;
-  /** The holder's process id on its machine, when it said. */
-  pid: number | null;
-  takenAt: number;
-  /** The holder's last heartbeat (its take when it never beat). */
-  heartbeatAt: number;
-  /** Set when the holder stopped cleanly; null while it runs or when it died. */
-  stoppedAt: number | null;
-}
-
 /**
  * The durable store. Async so that a networked store (PostgreSQL, for several hosts) has the same
  * shape; the SQLite store answers synchronously underneath. Every state change goes through
@@ -68,14 +53,6 @@ export interface ExecutionRight {
 export interface Store extends LeaseRecords, EgressAuditRecords, AcceptanceReads, CostRecords, CommitLogRecords, ImportedRunRecords, OwnershipRecords, ForkReads, RegistryDeleteRecords {
   readonly location: string;
   commit(input: CommitInput): Promise<CommitResult>;
-  /** Takes the execution right for `scope`; commits fenced with an older epoch are refused from now on. */
-  acquireEpoch(scope: string, holder: string, pid?: number): Promise<number>;
-  /** The holder says it is alive; false when `epoch` is no longer current (another host took the right). */
-  heartbeatEpoch(scope: string, epoch: number): Promise<boolean>;
-  /** A clean stop of the holder: records when it stopped; false when the right had already moved on. */
-  releaseEpoch(scope: string, epoch: number): Promise<boolean>;
-  /** Who holds the execution right of `scope`, and when it last said it was alive. */
-  getExecutionRight(scope: string): Promise<ExecutionRight | undefined>;
 
   getSession(id: string): Promise<Session | undefined>;
   listCommits(sessionId: string, afterSeq?: number): Promise<CommitRecord[]>;

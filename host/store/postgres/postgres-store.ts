@@ -6,7 +6,6 @@ import type { CommitInput, CommitResult } from '../commit-input';
 import type { Store } from '../store';
 import { CommitWriter } from './commit';
 import { postgresEgressAudit } from './egress';
-import { postgresFencing } from './fencing';
 import { postgresLeaseRecords } from './leases';
 import { openPool, redactUrl } from './open';
 import { postgresReads } from './reads';
@@ -65,7 +64,6 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
     ...postgresCostRecords(pool),
     ...postgresCommitLog(pool),
     ...postgresImportedRuns(pool, redactUrl(url)),
-    ...postgresFencing(pool, opts.dbClock),
     ...postgresOwnership(pool, opts.dbClock),
     async commit(input: CommitInput): Promise<CommitResult> {
       faultPoint(`before:${input.label}`);

@@ -7,7 +7,6 @@ import type { Store } from '../store';
 import { CommitWriter } from './commit';
 import { sqliteCommitLog } from './commit-log';
 import { sqliteEgressAudit } from './egress';
-import { sqliteFencing } from './fencing';
 import { sqliteOwnership } from './ownership';
 import { sqliteLeaseRecords } from './leases';
 import { openDatabase, type Durability } from './open';
@@ -49,7 +48,6 @@ export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): St
     ...sqliteCostRecords(db),
     ...sqliteCommitLog(db),
     ...sqliteImportedRuns(db),
-    ...sqliteFencing(db, clock),
     ...sqliteOwnership(db, clock),
     async commit(input: CommitInput): Promise<CommitResult> {
       faultPoint(`before:${input.label}`);
