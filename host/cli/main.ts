@@ -89,7 +89,7 @@ options:
 
 exit codes:
   0 done   1 the run failed or the command hit an error (the reason is on stderr)   2 usage
-  3 the run needs reconciliation   4 another berth process took this store's execution right
+  3 the run needs reconciliation   4 another host took the run over (or this host's lease on it ran out)
   130 stopped by Ctrl-C or SIGTERM (berth resume RUN continues)
 `;
 

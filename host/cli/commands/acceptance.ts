@@ -11,7 +11,7 @@ const operator = () => `user:${process.env.BERTH_OPERATOR ?? userInfo().username
 
 /**
  * `berth accept RUN` / `berth reject RUN --reason …`: the operator's judgement of a completed run,
- * committed (no execution right needed; it never changes the run state). `--request-id` makes a
+ * committed (it needs no ownership of the run; it never changes the run state). `--request-id` makes a
  * retried command the same decision.
  */
 export async function judgeRun(ctx: CliContext, runId: string, decision: 'accepted' | 'rejected', o: { reason?: string; requestId?: string }): Promise<number> {

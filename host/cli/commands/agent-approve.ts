@@ -14,7 +14,7 @@ const operator = () => `user:${process.env.BERTH_OPERATOR ?? userInfo().username
 export async function decide(ctx: CliContext, runId: string, id: string, decision: 'approve' | 'deny', digest?: string): Promise<number> {
   const run = await getRunOrThrow(ctx.store, runId);
   const view = await decideApproval(ctx.store, { runId, id, decision, digest, actor: operator(), now: ctx.clock.now() });
-  // The decision is committed without the execution right: a live host keeps driving the run.
+  // The decision is committed without owning the run: a live owner keeps driving it.
   const host = await readHost(ctx.store, ctx.clock.now(), ctx.hostId, run.sessionId);
   emit(ctx.json, { runId, approval: view, owner: host }, () =>
     `${view.state} ${view.tool} call ${view.toolCallId} (approval ${view.approvalId}, digest ${view.digest}) as ${view.by}\n` +

@@ -9,7 +9,7 @@ import { getRunOrThrow } from './runs';
  * `berth artifacts RUN [--out DIR]`: the run's artifacts as they stand (a step re-run supersedes
  * what its earlier execution committed), each checked against the store (present, missing,
  * altered: re-hashed). With `--out`, copies them to DIR/<path>, hashing on the way; a missing or
- * altered one is named, not written, and the command exits 1. Reads only: no execution right.
+ * altered one is named, not written, and the command exits 1. Reads only: it owns no run.
  */
 export async function artifactsCommand(ctx: CliContext, runId: string, out?: string): Promise<number> {
   await getRunOrThrow(ctx.store, runId);

@@ -56,7 +56,7 @@ async function forkAgentSession(ctx: CliContext, sessionId: string, at: string):
 
 /**
  * What a detached submit needs: the handlers (to name the root kind's version) and a commit that
- * takes no execution right, so a host driving other runs of the store is not displaced.
+ * claims nothing: the fork is left for a worker or a later `berth resume`.
  */
 function submitOnly(ctx: CliContext) {
   const rt = cliRuntime(ctx, { claim: 'none' });

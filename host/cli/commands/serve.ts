@@ -2,7 +2,7 @@
  * `berth serve [--port 7777] [--host 127.0.0.1]`: the live web view of the store's runs. The CLI
  * wires the page's actions to the very functions its own commands use (approve/deny:
  * decideApproval; cancel: commitCancel; reconcile: the `berth reconcile` command itself, run as a
- * child process because it drives the run on to its end under the execution right).
+ * child process because it drives the run on to its end as its owner).
  */
 import { spawn } from 'node:child_process';
 import { dirname, join } from 'node:path';
