@@ -136,3 +136,14 @@ async function finish(d: IdleTransitionDeps, task: Task, label: string, set: Tas
   const done = await transition(d, task, label, { ...set, status: 'terminal' }, { runTransitions, effects });
   if (done?.parentId) d.markDirty(done.parentId);
 }
+
+/**
+ * An operator's delivery to a run another live host owns (`berth reconcile` while a worker holds
+ * the parked run): one compare-and-set commit without a fence, like an approval, which moves the
+ * waiting task on; the owner's scheduler finds it at its next poll and runs the phase. False when
+ * the task is not waiting for that signal.
+ */
+export function deliverAsOperator(d: Pick<IdleTransitionDeps, 'store' | 'logger'>, taskId: string, signal: string, payload: Json, extra: Pick<CommitInput, 'runTransitions' | 'actor' | 'effects'> = {}): Promise<boolean> {
+  const deps = { ...d, commit: (input: CommitInput) => d.store.commit(input), markDirty: () => {} } as unknown as IdleTransitionDeps;
+  return deliverSignal(deps, taskId, signal, payload, extra);
+}

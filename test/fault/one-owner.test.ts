@@ -175,20 +175,23 @@ describe('one owner per run', { timeout: 300_000 }, () => {
     expect(untouched.tasks.every((t) => t.restarts === 0)).toBe(true);
     expect(untouched.owner!.epoch).toBe(owner.epoch);
 
-    // Woken after its lease ran out: its step's result is refused, it stops all work on the run.
-    const seqBefore = await fx.read(async (s) => (await s.listRunTransitions(run.id)).length);
+    // Woken after its lease ran out: the renewal and the step's result (old epoch) are refused and it
+    // stops all work on the run. As any host may, it then claims the run anew (a new epoch), stops
+    // what is left of the old command and parks the uncertain step: the action is never repeated.
     worker.child.kill('SIGCONT');
     await waitFor('the worker to say it lost the run', async () => (/lost session/.test(worker.stderr()) ? true : undefined), 30_000);
-    await sleep(5000);
-    const after = await fx.read(async (s) => ({ transitions: (await s.listRunTransitions(run.id)).length, deploy: (await s.listTasks({ runId: run.id })).find((t) => (t.input as { index?: number }).index === 1)! }));
-    expect(after.transitions).toBe(seqBefore);
-    expect(after.deploy.status).not.toBe('terminal');
+    const parked = await runSettled(fx, run.id, 60_000);
+    expect(parked.state, worker.stderr()).toBe('needs_reconciliation');
+    const after = await fx.read(async (s) => ({ owner: (await s.getSessionOwner(run.sessionId))!, deploy: (await s.listTasks({ runId: run.id })).find((t) => (t.input as { index?: number }).index === 1)!, effects: await s.listEffects({ runId: run.id }) }));
+    expect(after.owner.epoch).toBeGreaterThan(owner.epoch);
+    // The frozen phase never committed its result: the step is interrupted, its effect still uncertain.
+    expect(after.deploy.outcome).toBe('interrupted');
+    expect(after.effects.filter((e) => (e.intent as { step?: string }).step === 'deploy').map((e) => [e.status, e.attempts])).toEqual([['unknown', 1]]);
 
-    // The operator's resume takes the run (the worker's claim expired), parks the uncertain step, and --accept finishes it.
-    const parked = await fx.cli(['resume', run.id, '--json']);
-    expect(parked.code, parked.stderr).toBe(3);
+    // The operator's answer is committed for the live worker, which carries it out.
     const done = await fx.cli(['reconcile', run.id, '--accept', '--json']);
     expect(done.code, done.stderr).toBe(0);
+    expect(lastJson<{ owner: { live: boolean; pid: number } }>(done).owner).toMatchObject({ live: true, pid: worker.pid });
     expect(service.counts()).toEqual({ deploy: 1 });
     expect((await runSettled(fx, run.id)).state).toBe('completed');
   });

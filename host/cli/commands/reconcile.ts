@@ -3,7 +3,7 @@
  * uncertain effects happen, which sandbox state to continue from, or ask the service again).
  */
 import { BerthError } from '../../errors';
-import { operatorReceipt, reconcileEffects, waitAfterReconcile } from '../../kernel';
+import { deliverAsOperator, operatorReceipt, reconcileEffects, waitAfterReconcile } from '../../kernel';
 import type { Effect, Json, Run } from '../../model';
 import { sandboxDocId, type SandboxPointer } from '../../run-sandbox';
 import type { HostRuntime } from '../../runtime/host-runtime';
@@ -12,6 +12,7 @@ import type { EffectWrite } from '../../store';
 import type { CliContext } from '../context';
 import { emit } from '../output';
 import { getRunOrThrow } from './runs';
+import { readHost } from './run-driver';
 import { drive, operator, startHost, takeRun, stepCount } from './plan-run';
 
 /** The operator's answers to `berth reconcile`: whether the uncertain effects happened, and which sandbox state to continue from. */
@@ -83,6 +84,12 @@ export async function reconcileRun(ctx: CliContext, runId: string, choice: Recon
       cancelTasks: run.rootTaskId ? [run.rootTaskId] : [],
     });
     if (!r.ok) throw new BerthError('reconcile_conflict', `run ${runId} changed meanwhile: ${r.conflict.kind}`, { retryable: true, ids: { runId } });
+    // A live owner carries the cancellation of its tasks out; otherwise this host does, as the owner.
+    const owner = await readHost(ctx.store, ctx.clock.now(), ctx.hostId, run.sessionId);
+    if (owner?.live) {
+      emit(ctx.json, { run: await ctx.store.getRun(runId), owner }, () => `run ${runId}: failed by ${actor}; host ${owner.hostId}${owner.pid ? ` (pid ${owner.pid})` : ''} drives it and stops its tasks`);
+      return 0;
+    }
     const rt = await startHost(ctx, () => 0);
     await takeRun(ctx, rt, run);
     await waitTerminal(ctx, run.rootTaskId);
@@ -101,13 +108,23 @@ export async function reconcileRun(ctx: CliContext, runId: string, choice: Recon
       throw new BerthError('snapshot_not_found', `snapshot ${choice.restore} does not belong to run ${runId}'s session (berth show ${runId} lists them)`, { ids: { runId, snapshotId: choice.restore } });
     }
   }
+  const payload = { ...(answer ? { effects: answer } : {}), ...(choice.restore ? { snapshotId: choice.restore } : {}) };
+  const said = answer ? `the uncertain effects ${answer === 'accepted' ? 'happened' : 'did not happen'}` : 'no uncertain effects';
+  const reason = `operator: ${said}; ${choice.restore ? `continue from snapshot ${choice.restore}` : 'continue in the current sandbox'}`;
+  // A live host owns the parked run (a worker keeps it while it waits): the decision is committed
+  // for it, as an approval is, and that host carries it out; a choice it cannot carry out parks
+  // the run again, naming why.
+  const owner = await readHost(ctx.store, ctx.clock.now(), ctx.hostId, run.sessionId);
+  if (owner?.live) {
+    const ok = await deliverAsOperator({ store: ctx.store, logger: ctx.logger }, waiting.id, 'reconcile', payload as Json, { actor, effects, runTransitions: [{ runId, from: 'needs_reconciliation', to: 'reconciling', actor, reason }] });
+    if (!ok) throw new BerthError('reconcile_conflict', `run ${runId} changed meanwhile; look again with berth show ${runId}`, { retryable: true, ids: { runId } });
+    emit(ctx.json, { run: await ctx.store.getRun(runId), owner, reason }, () => `reconciling run ${runId}: ${reason}; host ${owner.hostId}${owner.pid ? ` (pid ${owner.pid})` : ''} drives it and carries this out`);
+    return 0;
+  }
   const total = await stepCount(ctx, run);
   const rt = await startHost(ctx, () => total);
   await takeRun(ctx, rt, run);
   if (!choice.restore && run.kind === 'plan') await requireUsableSandbox(ctx, rt, run);
-  const payload = { ...(answer ? { effects: answer } : {}), ...(choice.restore ? { snapshotId: choice.restore } : {}) };
-  const said = answer ? `the uncertain effects ${answer === 'accepted' ? 'happened' : 'did not happen'}` : 'no uncertain effects';
-  const reason = `operator: ${said}; ${choice.restore ? `continue from snapshot ${choice.restore}` : 'continue in the current sandbox'}`;
   const ok = await rt.kernel.deliver(waiting.id, 'reconcile', payload as Json, { actor, effects, runTransitions: [{ runId, from: 'needs_reconciliation', to: 'reconciling', actor, reason }] });
   if (!ok) {
     await rt.kernel.stop();
