@@ -50,6 +50,7 @@ export class RunSandbox {
   private readonly live = new Map<string, Lease>();
   /** The ownership epoch under which this process holds each run's live lease. */
   private readonly epochs = new Map<string, number>();
+  private readonly sessions = new Map<string, string>();
 
   constructor(private readonly d: RunSandboxDeps) {}
 
@@ -279,6 +280,20 @@ export class RunSandbox {
     return 'no command of it was running in its sandbox when this was decided';
   }
 
+  /**
+   * The kernel lost the session (taken, or its lease ran out): its sandboxes are no longer this
+   * host's to trust. They are left as they are for the session's owner, who may be this host
+   * again under a new epoch; then its first touch adopts them like any new owner's.
+   */
+  forgetSession(sessionId: string): void {
+    for (const [runId, sid] of this.sessions) {
+      if (sid !== sessionId) continue;
+      this.live.delete(runId);
+      this.epochs.delete(runId);
+      this.sessions.delete(runId);
+    }
+  }
+
   /** Stops trusting the held lease of a run; the next `ensure` verifies the sandbox from the records. */
   forget(runId: string): void {
     this.live.delete(runId);
@@ -340,6 +355,7 @@ export class RunSandbox {
 
   private hold(runId: string, lease: Lease, epoch: number | undefined): void {
     this.live.set(runId, lease);
+    this.sessions.set(runId, lease.record.sessionId);
     if (epoch === undefined) this.epochs.delete(runId);
     else this.epochs.set(runId, epoch);
   }

@@ -51,6 +51,8 @@ export function createHostRuntime(d: HostRuntimeDeps) {
   for (const h of planHandlers(planSandbox, (p) => d.onProgress?.(p), d.artifacts)) registry.register(h);
   const agent = registerAgent({ registry, documents, kernel, store: d.store, sandbox: d.sandbox, snapshots, clock: d.clock, logger: d.logger, transport, onLive: (e) => d.onAgentLive?.(e) });
   for (const x of d.extensions ?? []) x.register({ registry, documents });
+  // A session this kernel lost is no longer this host's: its held sandboxes are forgotten (not removed).
+  kernel.onSessionLost((l) => planSandbox.forgetSession(l.sessionId));
   // A run that reaches a final state gives up every sandbox leased for it (see run-end-leases.ts).
   const runEnd = releaseLeasesOnRunEnd(kernel, { store: d.store, sandbox: d.sandbox, logger: d.logger });
   return { kernel, registry, documents, snapshots, planSandbox, agent, store: d.store, leasesReleased: runEnd.settled };

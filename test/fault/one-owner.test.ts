@@ -193,6 +193,8 @@ describe('one owner per run', { timeout: 300_000 }, () => {
     expect(done.code, done.stderr).toBe(0);
     expect(lastJson<{ owner: { live: boolean; pid: number } }>(done).owner).toMatchObject({ live: true, pid: worker.pid });
     expect(service.counts()).toEqual({ deploy: 1 });
-    expect((await runSettled(fx, run.id)).state).toBe('completed');
+    const end = await runSettled(fx, run.id);
+    const story = await fx.read(async (s) => JSON.stringify({ transitions: (await s.listRunTransitions(run.id)).map((t) => `${t.to}: ${t.reason}`), tasks: (await s.listTasks({ runId: run.id })).map((t) => [t.kind, t.status, t.outcome, t.error?.message]) }, null, 1));
+    expect(end.state, `${story}\n${worker.stderr().slice(-3000)}`).toBe('completed');
   });
 });
