@@ -1,5 +1,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { createSandboxHost } from '../../host/sandbox';
+import { systemClock } from '../../host/support';
 import { lastJson, planFixture } from '../support/plan-fixture';
+import { tinySpec } from '../support/sandbox-spec';
+import { quietLogger } from '../support/temp-store';
 
 const STEPS = [
   { name: 'one', run: 'echo one >> steps.log' },
@@ -58,21 +62,32 @@ describe('leases of a run end with the run', { timeout: 300_000 }, () => {
     expect(lastJson<{ removed: unknown[] }>(gc).removed).toEqual([]);
   });
 
-  it('berth gc removes the sandboxes of a finished run at once (no TTL wait) and reports them; the one a killed resume left was already removed by the next owner', async () => {
+  it('removes the sandbox a killed resume left before deciding anything, and berth gc removes a finished run\'s leftover sandbox at once (no TTL wait)', async () => {
     const { fx, runId, leaked } = await leakedByKilledResume();
     // The host dies right after the run's final commit, before it released anything.
     const done = await fx.cli(['resume', runId, '--json'], { BERTH_FAULT: 'after:phase.complete:plan' });
     expect(done.signal, done.stderr.slice(-2000)).toBe('SIGKILL');
-    expect((await fx.read((s) => s.getRun(runId)))!.state).toBe('completed');
-    // The resume, as the run's new owner, removed the sandbox the killed resume had leased before it
-    // decided anything (issue 24); the run's own sandbox is what the killed host left.
-    const left = await containersOf(fx);
-    expect(left).not.toContain(leaked);
-    expect(left).toHaveLength(1);
+    const run = (await fx.read((s) => s.getRun(runId)))!;
+    expect(run.state).toBe('completed');
+    // The resume, as the run's new owner, removed the sandbox the killed resume had leased (an
+    // earlier owner's) before it decided anything (issue 24); the run's own ended with its last step.
+    expect(await containersOf(fx)).toEqual([]);
+    const sweeps = await fx.read((s) => s.listSweeps({}));
+    expect(sweeps.find((w) => w.containerId === leaked)).toMatchObject({ reason: 'stale_epoch' });
+    // A host of the run's last epoch that leased one more sandbox for it and died before recording
+    // it on the run (the lease record exists first, as every lease's does).
+    const stray = await fx.read(async (store) => {
+      const owner = (await store.getSessionOwner(run.sessionId))!;
+      const host = createSandboxHost({ docker: fx.docker, records: store, clock: systemClock, logger: quietLogger(), hostId: fx.hostId });
+      const image = (await store.listLeases({ runId }))[0]!.imageDigest;
+      const lease = await host.lease(tinySpec(image), { sessionId: run.sessionId, runId, epoch: owner.epoch, autoHeartbeat: false });
+      return lease.containerId;
+    });
+    expect(await containersOf(fx)).toEqual([stray]);
     const gc = await fx.cli(['gc', '--json']);
     expect(gc.code, gc.stderr).toBe(0);
     const removed = lastJson<{ removed: Array<{ containerId: string; reason: string }> }>(gc).removed;
-    expect(removed).toEqual([expect.objectContaining({ containerId: left[0], reason: 'run_ended' })]);
+    expect(removed).toEqual([expect.objectContaining({ containerId: stray, reason: 'run_ended' })]);
     expect(await containersOf(fx)).toEqual([]);
     expect((await fx.read((s) => s.listLeases({}))).filter((l) => l.releasedAt === null)).toEqual([]);
   });
