@@ -5,6 +5,11 @@
  * child fails, and two single actions); every leaf performs an external action against the
  * effect service, some `safe`, some `never`. The same request id makes every restart continue
  * the same run. Prints one JSON line with the run state when the run settles.
+ *
+ * Every run of it makes the same commits (their order between concurrent tasks may differ, their
+ * multiset may not): the crash test aims at the k-th commit of a label and must find it in every
+ * run, on a loaded machine too. A task whose path depends on which of two concurrent commits lands
+ * first has no place here, unless something in the job orders them (see `linger`).
  */
 import { z } from 'zod';
 import pino from 'pino';
@@ -66,6 +71,32 @@ const snoozeHandler: TaskHandler = {
   phases: { start: async (ctx) => ({ type: 'sleep', until: ctx.now() + 600_000, phase: 'start' }) },
 };
 
+/**
+ * The failFast group's child that is still running when the group decides its result, in every
+ * run: cancelled with its siblings when `fast-fails` fails, it ends only once its parent has left
+ * `waiting`/`running`. The group therefore always goes through `completing` and settles
+ * (`task.settled:group`). Without it, the group went straight to terminal or through `completing`
+ * depending on whether the sleeping sibling's cancel committed before the group's decision read its
+ * children: a boundary present in some runs only (issue 24). Driven by state, not by a delay.
+ */
+const lingerHandler: TaskHandler = {
+  kind: 'linger',
+  version: 1,
+  initialPhase: 'hold',
+  phases: {
+    hold: async (ctx) => {
+      await new Promise<void>((resolve) => (ctx.signal.aborted ? resolve() : ctx.signal.addEventListener('abort', () => resolve(), { once: true })));
+      // The cancel came: wait for the parent's decision (bounded, so a bug shows as a divergence, not a hang).
+      for (let i = 0; i < 3000; i++) {
+        const parent = await ctx.store.getTask(ctx.task.parentId!);
+        if (!parent || parent.status === 'completing' || parent.status === 'terminal') break;
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      throw ctx.signal.reason;
+    },
+  },
+};
+
 const groupHandler: TaskHandler = {
   kind: 'group',
   version: 1,
@@ -76,7 +107,7 @@ const groupHandler: TaskHandler = {
       const tasks: SpawnSpec[] =
         join === 'allSettled'
           ? [{ kind: 'act', input: { label: 'all-safe', replay: 'safe' } }, { kind: 'act', input: { label: 'all-never', replay: 'never' } }]
-          : [{ kind: 'snooze', input: {} }, { kind: 'act', input: { label: 'fast-fails', replay: 'never', fail: true } }];
+          : [{ kind: 'snooze', input: {} }, { kind: 'linger', input: {} }, { kind: 'act', input: { label: 'fast-fails', replay: 'never', fail: true } }];
       return { type: 'spawn', join, phase: 'end', tasks };
     },
     end: async (ctx) => {
@@ -131,7 +162,7 @@ documents.register({
   initial: { children: {} },
   apply: (s, op) => ({ children: { ...s.children, [op.child]: op.outcome } }),
 });
-for (const h of [actHandler, sleepyHandler, snoozeHandler, groupHandler, rootHandler]) registry.register(h);
+for (const h of [actHandler, sleepyHandler, snoozeHandler, lingerHandler, groupHandler, rootHandler]) registry.register(h);
 // One host id for every restart, as one machine's berth has: a restarted job sees that the killed
 // one's process is gone and takes its session at once, without waiting for the lease to run out.
 const kernel = new Kernel({ store, registry, documents, clock: systemClock, logger: pino({ level: 'silent' }), hostId: 'crash-host', pollMs: 100 });

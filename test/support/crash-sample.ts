@@ -5,23 +5,60 @@
  */
 export function sampleBoundaries<T>(all: T[], fraction: number, suite: string): T[] {
   if (fraction >= 1) return all;
-  const seed = process.env.BERTH_CRASH_SEED ? Number(process.env.BERTH_CRASH_SEED) : Math.floor(Math.random() * 2 ** 31);
-  // mulberry32: small, seedable, good enough to pick a sample.
+  const seed = crashSeed();
+  const rand = mulberry32(seed);
+  const n = Math.max(1, Math.ceil(all.length * fraction));
+  const picked = shuffled(all.map((_, i) => i), rand).slice(0, n).sort((x, y) => x - y).map((i) => all[i]!);
+  console.log(`${suite}: killing at ${n} of ${all.length} boundaries, seed ${seed} (BERTH_CRASH_SEED=${seed} replays it)`);
+  return picked;
+}
+
+/**
+ * Like {@link sampleBoundaries}, but no kind of boundary is left out: every kind (`kindOf`, e.g.
+ * the commit label without its occurrence) is killed at once at least, at a seeded occurrence,
+ * and a seeded `fraction` of the other occurrences is added. Prints the seed and what it picked.
+ */
+export function sampleEveryKind(all: string[], fraction: number, kindOf: (target: string) => string, suite: string): string[] {
+  const kinds = new Map<string, number[]>();
+  all.forEach((t, i) => kinds.set(kindOf(t), [...(kinds.get(kindOf(t)) ?? []), i]));
+  if (fraction >= 1) {
+    console.log(`${suite}: killing at all ${all.length} boundaries (${kinds.size} kinds)`);
+    return all;
+  }
+  const seed = crashSeed();
+  const rand = mulberry32(seed);
+  const chosen = new Set<number>();
+  for (const occurrences of kinds.values()) chosen.add(occurrences[Math.floor(rand() * occurrences.length)]!);
+  const rest = shuffled(all.map((_, i) => i).filter((i) => !chosen.has(i)), rand);
+  for (const i of rest.slice(0, Math.ceil(rest.length * fraction))) chosen.add(i);
+  const picked = [...chosen].sort((x, y) => x - y).map((i) => all[i]!);
+  console.log(
+    `${suite}: killing at ${picked.length} of ${all.length} boundaries (every one of the ${kinds.size} kinds, plus ${Math.round(fraction * 100)}% of the other occurrences), seed ${seed} (BERTH_CRASH_SEED=${seed} replays it)`,
+  );
+  return picked;
+}
+
+function crashSeed(): number {
+  return process.env.BERTH_CRASH_SEED ? Number(process.env.BERTH_CRASH_SEED) : Math.floor(Math.random() * 2 ** 31);
+}
+
+/** mulberry32: small, seedable, good enough to pick a sample. */
+function mulberry32(seed: number): () => number {
   let a = seed >>> 0;
-  const rand = () => {
+  return () => {
     a = (a + 0x6d2b79f5) >>> 0;
     let t = a;
     t = Math.imul(t ^ (t >>> 15), t | 1);
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
-  const n = Math.max(1, Math.ceil(all.length * fraction));
-  const idx = all.map((_, i) => i);
-  for (let i = idx.length - 1; i > 0; i--) {
+}
+
+function shuffled<T>(items: T[], rand: () => number): T[] {
+  const out = [...items];
+  for (let i = out.length - 1; i > 0; i--) {
     const j = Math.floor(rand() * (i + 1));
-    [idx[i], idx[j]] = [idx[j]!, idx[i]!];
+    [out[i], out[j]] = [out[j]!, out[i]!];
   }
-  const picked = idx.slice(0, n).sort((x, y) => x - y).map((i) => all[i]!);
-  console.log(`${suite}: killing at ${n} of ${all.length} boundaries, seed ${seed} (BERTH_CRASH_SEED=${seed} replays it)`);
-  return picked;
+  return out;
 }
