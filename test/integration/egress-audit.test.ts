@@ -3,7 +3,7 @@ import { egressPort } from '../../host/egress';
 import { createSandboxHost, type Lease } from '../../host/sandbox';
 import { systemClock } from '../../host/support/clock';
 import { openModeBlockedRanges, privateRangeOf } from '../../environment';
-import { describe, expect, test } from '../support/sandbox-fixture';
+import { describe, expect, test, type SandboxWorld } from '../support/sandbox-fixture';
 
 const sh = async (lease: Lease, cmd: string) => {
   const r = await lease.exec(['sh', '-c', cmd], { timeoutMs: 60_000 });
@@ -17,20 +17,27 @@ const connect = (address: string, port: number) =>
 const OUTSIDE = '203.0.113.7';
 const OUTSIDE_NAME = 'deb.debian.org';
 
+/**
+ * A neighbour (a plain container serving HTTP on a network this test creates, labelled so only the
+ * test removes it) and a sandbox host with the egress port, both removed when the test ends.
+ */
+async function neighbourAndHost(sandbox: SandboxWorld, onTestFinished: (fn: () => Promise<void> | void) => void) {
+  const label = { 'berth.test': sandbox.hostId };
+  const netName = `berth-test-${sandbox.hostId}`;
+  const net = await sandbox.docker.createNetwork({ Name: netName, Driver: 'bridge', Labels: label });
+  onTestFinished(() => net.remove().catch(() => undefined));
+  const neighbour = await sandbox.docker.createContainer({ Image: sandbox.imageId, Cmd: ['sh', '-c', 'mkdir -p /tmp/w && echo neighbour-page > /tmp/w/index.html && exec busybox httpd -f -p 8080 -h /tmp/w'], Labels: label, HostConfig: { NetworkMode: netName, Init: true } });
+  onTestFinished(() => neighbour.remove({ force: true }).catch(() => undefined));
+  await neighbour.start();
+  const neighbourIp = (await neighbour.inspect()).NetworkSettings.Networks[netName]!.IPAddress;
+  const host = createSandboxHost({ docker: sandbox.docker, records: sandbox.store, clock: systemClock, logger: sandbox.logger, hostId: sandbox.hostId, egress: egressPort(sandbox.store, sandbox.logger) });
+  onTestFinished(() => host.close());
+  return { neighbourIp, host };
+}
+
 describe('every direct attempt out of a sandbox is refused and audited', { timeout: 240_000 }, () => {
   test('from an allowlist sandbox, direct connects to 169.254.169.254:80, an outside address and a neighbour container on another network fail at once and each is in the audit', async ({ sandbox, onTestFinished }) => {
-    // A neighbour: a plain container serving HTTP on a network this test creates (labelled so only it removes it).
-    const label = { 'berth.test': sandbox.hostId };
-    const netName = `berth-test-${sandbox.hostId}`;
-    const net = await sandbox.docker.createNetwork({ Name: netName, Driver: 'bridge', Labels: label });
-    onTestFinished(() => net.remove().catch(() => undefined));
-    const neighbour = await sandbox.docker.createContainer({ Image: sandbox.imageId, Cmd: ['sh', '-c', 'mkdir -p /tmp/w && echo neighbour-page > /tmp/w/index.html && exec busybox httpd -f -p 8080 -h /tmp/w'], Labels: label, HostConfig: { NetworkMode: netName, Init: true } });
-    onTestFinished(() => neighbour.remove({ force: true }).catch(() => undefined));
-    await neighbour.start();
-    const neighbourIp = (await neighbour.inspect()).NetworkSettings.Networks[netName]!.IPAddress;
-
-    const host = createSandboxHost({ docker: sandbox.docker, records: sandbox.store, clock: systemClock, logger: sandbox.logger, hostId: sandbox.hostId, egress: egressPort(sandbox.store, sandbox.logger) });
-    onTestFinished(() => host.close());
+    const { neighbourIp, host } = await neighbourAndHost(sandbox, onTestFinished);
     await using walled = await host.lease({ ...sandbox.spec(), network: { mode: 'allowlist', allow: ['example.invalid:80'], overrides: [] } }, { sessionId: 'sess_walled' });
     const targets: Array<[string, string, number]> = [
       ['the metadata address', '169.254.169.254', 80],
@@ -90,16 +97,7 @@ describe('every direct attempt out of a sandbox is refused and audited', { timeo
   });
 
   test('from an open sandbox, a direct connect to a container on another Docker network is dropped and audited', async ({ sandbox, onTestFinished }) => {
-    const label = { 'berth.test': sandbox.hostId };
-    const netName = `berth-test-${sandbox.hostId}`;
-    const net = await sandbox.docker.createNetwork({ Name: netName, Driver: 'bridge', Labels: label });
-    onTestFinished(() => net.remove().catch(() => undefined));
-    const neighbour = await sandbox.docker.createContainer({ Image: sandbox.imageId, Cmd: ['sh', '-c', 'mkdir -p /tmp/w && echo neighbour-page > /tmp/w/index.html && exec busybox httpd -f -p 8080 -h /tmp/w'], Labels: label, HostConfig: { NetworkMode: netName, Init: true } });
-    onTestFinished(() => neighbour.remove({ force: true }).catch(() => undefined));
-    await neighbour.start();
-    const neighbourIp = (await neighbour.inspect()).NetworkSettings.Networks[netName]!.IPAddress;
-    const host = createSandboxHost({ docker: sandbox.docker, records: sandbox.store, clock: systemClock, logger: sandbox.logger, hostId: sandbox.hostId, egress: egressPort(sandbox.store, sandbox.logger) });
-    onTestFinished(() => host.close());
+    const { neighbourIp, host } = await neighbourAndHost(sandbox, onTestFinished);
     await using open = await host.lease({ ...sandbox.spec(), network: { mode: 'open', hostOpenings: [] } }, { sessionId: 'sess_open' });
     expect((await sh(open, connect(neighbourIp, 8080))).out).toMatch(/^failed/);
     await open.release();
