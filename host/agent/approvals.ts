@@ -12,7 +12,7 @@ import { ApprovalRequestSchema, type ApprovalSignal } from './tool-checkpoint';
 
 /** An approval request of a run, open or decided. */
 export interface ApprovalView extends ApprovalRequestedEntry {
-  state: 'pending' | 'approved' | 'denied' | 'expired';
+  state: 'pending' | 'approved' | 'denied' | 'expired' | 'cancelled';
   by?: string;
 }
 
@@ -60,7 +60,10 @@ export async function decideApproval(store: Store, o: DecideApproval): Promise<A
     const tool = tasks.find((t) => t.kind === TOOL_KIND && storedValue(ToolCallInputSchema, t.input, { what: 'input', kind: TOOL_KIND, taskId: t.id }).toolCallId === toolCallId);
     if (!view || !tool) throw new BerthError('approval_not_found', `run ${o.runId} has no approval request ${o.id}`, { ids: { runId: o.runId } });
     if (!awaitsApproval(tool)) {
-      const state = view.state === 'pending' ? 'not open (the call is no longer waiting)' : `already ${view.state}${view.by ? ` by ${view.by}` : ''}`;
+      const state =
+        view.state === 'pending' ? 'not open (the call is no longer waiting)'
+        : view.state === 'cancelled' ? `closed when the run was cancelled${view.by ? ` (by ${view.by})` : ''}`
+        : `already ${view.state}${view.by ? ` by ${view.by}` : ''}`;
       throw new BerthError('approval_not_pending', `approval ${view.approvalId} (call ${view.toolCallId}) is ${state}; a decision cannot be changed`, { ids: { runId: o.runId, taskId: tool.id } });
     }
     const { request } = storedValue(z.object({ request: ApprovalRequestSchema }), tool.checkpoint, { what: 'checkpoint', kind: TOOL_KIND, taskId: tool.id });

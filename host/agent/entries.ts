@@ -66,7 +66,8 @@ export interface ApprovalRequestedEntry {
 export interface ApprovalDecidedEntry {
   approvalId: string;
   toolCallId: string;
-  decision: 'approved' | 'denied' | 'expired';
+  /** `cancelled`: the run was cancelled while the call waited; `by` is whoever cancelled it. */
+  decision: 'approved' | 'denied' | 'expired' | 'cancelled';
   by: string;
   digest: string;
 }

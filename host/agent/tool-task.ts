@@ -1,14 +1,18 @@
 import { resolveFlag, type AnyTool } from '../../tools';
 import { BerthError, isBerthError } from '../errors';
 import { defineTask, type TaskHandler } from '../kernel';
-import { plainJson, type Json } from '../model';
+import { plainJson, type Json, type Task } from '../model';
+import type { NewEntry, Store } from '../store';
+import { newId } from '../support/ids';
+import { awaitsApproval } from './approval-timer';
 import { runInputOf, toolsOf, type AgentDeps } from './agent-deps';
 import { ToolCallInputSchema, type AgentRunInput, type ToolCallInput } from './agent-input';
 import { TOOL_KIND } from './agent-sandbox';
 import { approvalDigest, approvalId } from './approval-digest';
 import { ENTRY, type ApprovalDecidedEntry, type ApprovalRequestedEntry } from './entries';
 import { checkToolCall } from './tool-call-check';
-import { toolState, ToolCheckpointSchema, type ApprovalRequest, type ExecuteCheckpoint, type ToolContext, type ToolDecision } from './tool-checkpoint';
+import { z } from 'zod';
+import { ApprovalRequestSchema, toolState, ToolCheckpointSchema, type ApprovalRequest, type ExecuteCheckpoint, type ToolContext, type ToolDecision } from './tool-checkpoint';
 import { executePhase } from './tool-execute';
 import { finishWithout, ToolTaskResultSchema } from './tool-result';
 import { useTool } from './tool-use';
@@ -31,6 +35,7 @@ export function toolHandler(deps: AgentDeps): TaskHandler {
     result: ToolTaskResultSchema,
     initialPhase: 'call',
     restartLimit: 10,
+    cancelEntries: closeApprovalOnCancel,
     phases: {
       call: async (ctx) => {
         const call = ctx.value;
@@ -101,4 +106,20 @@ async function intend(deps: AgentDeps, ctx: ToolContext, input: AgentRunInput, c
   const checkpoint: ExecuteCheckpoint = { effectId, replay, args: plainJson(args), plan };
   writes.effects = [{ id: effectId, kind: `tool.${call.name}`, intent: plainJson({ tool: call.name, args, plan }), replay }];
   return { type: 'next', phase: 'execute', checkpoint, writes };
+}
+
+/**
+ * A call cancelled while it waits for its approval closes the request in the same commit:
+ * `cancelled`, by whoever cancelled the run, so the record never shows an open approval on a run
+ * that can no longer take one.
+ */
+async function closeApprovalOnCancel(task: Task, d: { store: Store }): Promise<NewEntry[]> {
+  if (!awaitsApproval(task)) return [];
+  const open = z.object({ request: ApprovalRequestSchema }).safeParse(task.checkpoint);
+  if (!open.success) return [];
+  const { request } = open.data;
+  const call = ToolCallInputSchema.parse(task.input);
+  const last = task.runId ? (await d.store.listRunTransitions(task.runId)).findLast((t) => t.to === 'cancelling') : undefined;
+  const record: ApprovalDecidedEntry = { approvalId: request.id, toolCallId: call.toolCallId, decision: 'cancelled', by: last?.actor ?? 'policy:task-cancelled', digest: request.digest };
+  return [{ id: newId('ent'), conversationId: null, runId: task.runId, taskId: task.id, kind: ENTRY.approvalDecided, body: plainJson(record) }];
 }

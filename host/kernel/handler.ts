@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Effect, Json, JoinPolicy, ReplayPolicy, RunState, Task, TaskError } from '../model';
-import type { NewAcceptance, NewArtifact, NewSnapshot } from '../store';
+import type { NewAcceptance, NewArtifact, NewEntry, NewSnapshot } from '../store';
 import type { Store } from '../store';
 
 /** A subtask to create; the parent owns it (cancellation and `completing` follow ownership). */
@@ -148,4 +148,10 @@ export interface TaskHandler {
    * so nothing is recorded while the work may still go on.
    */
   stopAbandoned?: (task: Task, d: { store: Store; signal: AbortSignal; log: Logger }) => Promise<void>;
+  /**
+   * Entries a cancel of an idle task (pending, waiting, sleeping) commits together with its
+   * terminal state, so whatever the task held open (an approval request) is closed in the record
+   * by the same commit that ended it, never left to be inferred.
+   */
+  cancelEntries?: (task: Task, d: { store: Store }) => Promise<NewEntry[]>;
 }

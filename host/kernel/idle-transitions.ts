@@ -1,5 +1,5 @@
 import type { Json, RunVersions, Task } from '../model';
-import type { CommitInput, EffectWrite } from '../store';
+import type { CommitInput, EffectWrite, NewEntry } from '../store';
 import { cancelRecord } from './cancel-record';
 import { rootRunTransitions, type PhaseRunnerDeps } from './phase-runner';
 
@@ -102,12 +102,13 @@ export async function cancelIdle(d: IdleTransitionDeps, task: Task): Promise<voi
   }
   const live = (await d.store.listTasks({ parentId: task.id })).filter((c) => c.status !== 'terminal');
   const record = await cancelRecord(d.store, task.id, []);
+  const entries = handler?.cancelEntries ? await handler.cancelEntries(task, { store: d.store }) : [];
   const set = { outcome: 'cancelled' as const, result: record.result, wait: null, wakeAt: null };
   if (live.length > 0) {
-    await transition(d, task, 'task.cancel', { ...set, status: 'completing' }, { cancelTasks: live.filter((c) => !c.cancelRequested).map((c) => c.id), effects: record.effects });
+    await transition(d, task, 'task.cancel', { ...set, status: 'completing' }, { cancelTasks: live.filter((c) => !c.cancelRequested).map((c) => c.id), effects: record.effects, entries });
     return;
   }
-  await finish(d, task, 'task.cancelled', set, record.effects);
+  await finish(d, task, 'task.cancelled', set, record.effects, entries);
 }
 
 /**
@@ -129,11 +130,11 @@ export async function countRestart(d: IdleTransitionDeps, task: Task): Promise<b
 }
 
 /** Terminal transition outside a phase (settled completing, idle cancel, restart limit). */
-async function finish(d: IdleTransitionDeps, task: Task, label: string, set: TaskSet, effects: EffectWrite[] = []): Promise<void> {
+async function finish(d: IdleTransitionDeps, task: Task, label: string, set: TaskSet, effects: EffectWrite[] = [], entries: NewEntry[] = []): Promise<void> {
   const outcome = set.outcome ?? task.outcome ?? 'error';
   const detail = set.error ? `${set.error.code}: ${set.error.message}` : '';
   const runTransitions = await rootRunTransitions(d, { ...task, outcome }, outcome, effects, detail);
-  const done = await transition(d, task, label, { ...set, status: 'terminal' }, { runTransitions, effects });
+  const done = await transition(d, task, label, { ...set, status: 'terminal' }, { runTransitions, effects, entries });
   if (done?.parentId) d.markDirty(done.parentId);
 }
 

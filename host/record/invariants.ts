@@ -27,6 +27,7 @@ export const INVARIANTS = {
   monotonic_sequences: 'transition numbers run 1..n without gaps; commit, entry and transition commit numbers never go back',
   never_once: 'an action whose replay is never is confirmed at most once (one confirmed effect per kind and intent)',
   checkpoint_refs_exist: 'every snapshot a checkpoint, result or sandbox pointer names is in the record',
+  approvals_closed: 'a run in a final state has no open approval: each request was decided, expired or closed by the cancel (seed 004 #1)',
 } as const;
 export type InvariantName = keyof typeof INVARIANTS;
 
@@ -44,6 +45,12 @@ export function checkRecord(r: RunRecord): Violation[] {
     const effects = r.effects.filter((e) => isUnresolvedEffect(e.status)).map((e) => ({ id: e.id, status: e.status }));
     const approvals = r.approvals.filter((a) => a.decision === 'pending').map((a) => a.approvalId);
     if (effects.length || approvals.length) v('completed_with_unresolved', `run ${runId} is completed with ${effects.length} unresolved effect(s) and ${approvals.length} open approval(s)`, { effects, approvals });
+  }
+
+  // approvals are closed once the run is final: nobody can decide them any more
+  if (FINAL.has(r.run.state)) {
+    const open = r.approvals.filter((a) => a.decision === 'pending').map((a) => a.approvalId);
+    if (open.length) v('approvals_closed', `run ${runId} is ${r.run.state} but approval(s) ${open.join(', ')} are still pending: no decision can reach them now`, { state: r.run.state, approvals: open });
   }
 
   // 2. retries: same key, and a reason replay was safe

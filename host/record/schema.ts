@@ -141,7 +141,8 @@ export const ApprovalRecordSchema = z.strictObject({
   scopeDigest: z.string(),
   expiresAt: z.number().nullable(),
   requestedAt: z.number(),
-  decision: z.enum(['pending', 'approved', 'denied', 'expired']),
+  /** `cancelled`: closed by a cancel of the run while it waited (`approver` is who cancelled). */
+  decision: z.enum(['pending', 'approved', 'denied', 'expired', 'cancelled']),
   approver: z.string().nullable(),
   decidedAt: z.number().nullable(),
 });

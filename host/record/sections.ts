@@ -139,7 +139,7 @@ function approvalsOf(entries: RunRows['entries']): RunRecord['approvals'] {
     .map((e) => {
       const b = obj(e.body);
       const d = decided.get(String(b.approvalId));
-      const decision = d?.decision === 'approved' || d?.decision === 'denied' || d?.decision === 'expired' ? d.decision : 'pending';
+      const decision = d?.decision === 'approved' || d?.decision === 'denied' || d?.decision === 'expired' || d?.decision === 'cancelled' ? d.decision : 'pending';
       return {
         approvalId: String(b.approvalId), toolCallId: String(b.toolCallId), tool: String(b.tool), scopeDigest: String(b.digest),
         expiresAt: num(b.expiresAt), requestedAt: e.at, decision, approver: d?.by ?? null, decidedAt: d?.at ?? null,
