@@ -1,5 +1,4 @@
 import { isLegalRunTransition, isUnresolvedEffect, type Json } from '../model';
-import { canonicalJson } from './canonical';
 import type { RunRecord } from './schema';
 
 /** One broken rule of one run, with what shows it. */
@@ -137,14 +136,16 @@ export function checkRecord(r: RunRecord): Violation[] {
   if (late.length) v('monotonic_sequences', `transitions ${late.join(', ')} name commits after the last recorded commit ${lastCommit}`, { transitions: late, lastCommit });
 
   // never effects at most once
-  // (one logical action may get a new key only when an operator recorded that it did not happen,
-  // which leaves the older key failed: so two confirmed keys for one intent mean it ran twice)
+  // One logical action gets a new key only when an operator recorded that it did not happen: a
+  // plan step's next generation (`…:g1` after `…:g0`), which leaves the older key failed. So two
+  // confirmed generations of one action mean it ran twice. The intent alone says nothing: an agent
+  // may run the same command in two turns, two actions each done once.
   const confirmed = new Map<string, string>();
   for (const e of r.effects) {
     if (e.replay !== 'never' || e.status !== 'confirmed') continue;
-    const key = `${e.kind} ${canonicalJson(e.intent)}`;
+    const key = `${e.kind} ${logicalAction(e.id)}`;
     const first = confirmed.get(key);
-    if (first) v('never_once', `effects ${first} and ${e.id} (replay never) both confirm the same action`, { effects: [first, e.id], kind: e.kind, intent: e.intent });
+    if (first) v('never_once', `effects ${first} and ${e.id} (replay never) are generations of one action and both confirm it`, { effects: [first, e.id], kind: e.kind, intent: e.intent });
     else confirmed.set(key, e.id);
   }
 
@@ -164,4 +165,9 @@ export function checkRecord(r: RunRecord): Violation[] {
   }
   for (const n of named) if (!snaps.has(n.id)) v('checkpoint_refs_exist', `${n.by} names snapshot ${n.id}, which the record does not hold`, n);
   return out;
+}
+
+/** The action an effect key names, whatever its generation: `run_1:step:2:g1` -> `run_1:step:2`. */
+export function logicalAction(effectId: string): string {
+  return effectId.replace(/:g\d+$/, '');
 }

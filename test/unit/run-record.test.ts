@@ -110,6 +110,14 @@ describe('run invariants (berth check)', () => {
 
 describe('acceptance apart from completion (acceptance_separate)', () => {
   const only = (r: RunRecord) => checkRecord(r).filter((v) => v.invariant === 'acceptance_separate').map((v) => v.message);
+  it('does not call two agent tool calls that ran the same never command in two turns a double execution', () => {
+    // Before: never_once keyed on kind and intent, so the same command in two turns (two effects, each done once) was flagged.
+    const r = validRecord();
+    const call = (turn: number) => ({ ...r.effects[0]!, id: `run_1:task_tool${turn}:call_${turn}_0`, kind: 'tool.exec', intent: { tool: 'exec', args: { command: 'make deploy' } } });
+    r.effects = [call(0), call(1)];
+    expect(checkRecord(r).filter((x) => x.invariant === 'never_once')).toEqual([]);
+  });
+
   it('reports a verdict the decisions do not give: acceptance implied by the run state', () => {
     const r = validRecord();
     r.acceptance.decisions = [];

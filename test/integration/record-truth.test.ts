@@ -33,7 +33,7 @@ interface Exported {
   unresolved: Array<{ kind: string; id: string }>;
 }
 
-describe('the record of approvals', { timeout: 240_000 }, () => {
+describe('the record tells the truth and berth check judges it', { timeout: 240_000 }, () => {
   it('a run cancelled while a call waits for approval records the approval closed by the cancel, lists nothing unresolved, and berth approve says why it is closed', async () => {
     w = await cliWorld([{ toolCalls: [{ name: 'exec', arguments: { command: 'echo never-approved' } }] }, { content: 'not reached' }]);
     const host = await startInBackground(w, w.agentArgs('run it', ['--require-approval', 'exec', '--request-id', 'cancel-approval']));
@@ -64,5 +64,22 @@ describe('the record of approvals', { timeout: 240_000 }, () => {
     const show = await w.cli(['show', runId!, '--json']);
     expect(show.code, show.stderr).toBe(0);
     expect(JSON.stringify(lastJson<unknown>(show))).not.toContain('"pending"');
+  });
+
+  it('an agent that runs the same never command in two turns has two effects, each done once, and berth check passes', async () => {
+    const command = 'echo deployed >> /tmp/deploys.log; wc -l < /tmp/deploys.log';
+    w = await cliWorld([
+      { toolCalls: [{ name: 'exec', arguments: { command } }] },
+      { toolCalls: [{ name: 'exec', arguments: { command } }] },
+      { content: 'Deployed twice, as asked.' },
+    ]);
+    const end = await w.cli([...w.agentArgs('deploy twice', ['--request-id', 'twice']), '--json']);
+    expect(end.code, end.stderr).toBe(0);
+    const runId = lastJson<{ run: { id: string; state: string } }>(end).run.id;
+    const effects = await w.read((s) => s.listEffects({ runId }));
+    expect(effects.map((e) => [e.kind, e.replay, e.status])).toEqual([['tool.exec', 'never', 'confirmed'], ['tool.exec', 'never', 'confirmed']]);
+    // Before: never_once keyed on kind and intent and called these two calls one action done twice.
+    const check = await w.cli(['check', runId, '--json']);
+    expect(check.code, check.stdout + check.stderr).toBe(0);
   });
 });
