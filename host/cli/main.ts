@@ -286,6 +286,14 @@ const lastResort = (err: unknown) => {
   }
   process.exit(EXIT.failed);
 };
+// A reader that stopped reading (`berth show RUN | head`) is not an error of Berth's: the rest of
+// the output goes nowhere, and the command still finishes what it does (a run goes on durably).
+const quietWhenClosed = (stream: NodeJS.WriteStream) =>
+  stream.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') return lastResort(err);
+    stream.write = (() => true) as typeof stream.write;
+  });
+quietWhenClosed(process.stdout);
 process.on('uncaughtException', lastResort);
 process.on('unhandledRejection', lastResort);
 process.exitCode = await main(process.argv.slice(2));
