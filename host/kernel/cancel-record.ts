@@ -1,4 +1,4 @@
-import type { Json } from '../model';
+import type { Effect, Json, Task } from '../model';
 import type { EffectWrite, Store } from '../store';
 
 /** Where a cancelled task's work stopped relative to its effects (seed 004, invariant 5). */
@@ -6,17 +6,19 @@ export type CancelPoint = 'before' | 'after' | 'unknown';
 
 /**
  * What a task stopped by cancel leaves as its result, the same whichever host (or none) was
- * running it: `before` when none of its effects started, `after` when they all happened,
- * `unknown` when one may or may not have. An effect still `executing` (its action was cut off,
- * or the host that ran it died) becomes `unknown` in the same commit.
+ * running it: `before` when none of the effects of its work started, `after` when they all
+ * happened, `unknown` when one may or may not have. Its work is its own effects and those of every
+ * task under it (a root that sent two emails through its children did not stop `before`). An
+ * effect of its own still `executing` (its action was cut off, or the host that ran it died)
+ * becomes `unknown` in the same commit; one of a descendant is left to that task's own cancel.
  */
-export async function cancelRecord(store: Store, taskId: string, pending: readonly EffectWrite[]): Promise<{ result: Json; effects: EffectWrite[] }> {
+export async function cancelRecord(store: Store, task: Pick<Task, 'id' | 'runId'>, pending: readonly EffectWrite[]): Promise<{ result: Json; effects: EffectWrite[] }> {
   const after = new Map(pending.filter((p) => p.set?.status).map((p) => [p.id, p.set!.status!]));
   const effects: EffectWrite[] = [];
   const statuses = new Map<string, string>();
-  for (const e of await store.listEffects({ taskId })) {
+  for (const e of await workEffects(store, task)) {
     let status = after.get(e.id) ?? e.status;
-    if (status === 'executing' && !after.has(e.id)) {
+    if (status === 'executing' && e.taskId === task.id && !after.has(e.id)) {
       effects.push({ id: e.id, expectStatus: 'executing', set: { status: 'unknown', error: { code: 'cancelled_in_flight', message: 'cancelled while the action was in flight' } } });
       status = 'unknown';
     }
@@ -26,4 +28,16 @@ export async function cancelRecord(store: Store, taskId: string, pending: readon
   const touched = [...statuses].filter(([, s]) => s !== 'intended');
   const point: CancelPoint = touched.some(([, s]) => s === 'unknown' || s === 'executing') ? 'unknown' : touched.some(([, s]) => s === 'confirmed') ? 'after' : 'before';
   return { result: { cancelled: { effect: point, effectIds: touched.map(([id]) => id) } }, effects };
+}
+
+/** The effects of a task and of every task under it, in the store's order. */
+async function workEffects(store: Store, task: Pick<Task, 'id' | 'runId'>): Promise<Effect[]> {
+  if (!task.runId) return store.listEffects({ taskId: task.id });
+  const tasks = await store.listTasks({ runId: task.runId });
+  const under = new Set([task.id]);
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const t of tasks) if (t.parentId && under.has(t.parentId) && !under.has(t.id)) grew = !!under.add(t.id);
+  }
+  return (await store.listEffects({ runId: task.runId })).filter((e) => e.taskId !== null && under.has(e.taskId));
 }

@@ -126,7 +126,7 @@ async function decisionCommit(
     ...pending,
   ];
   if (effect.set.outcome === 'cancelled') {
-    const record = await cancelRecord(d.store, task.id, effects);
+    const record = await cancelRecord(d.store, task, effects);
     effect.set.result = record.result;
     effects.push(...record.effects);
   }

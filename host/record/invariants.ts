@@ -26,6 +26,7 @@ export const INVARIANTS = {
   monotonic_sequences: 'transition numbers run 1..n without gaps; commit, entry and transition commit numbers never go back',
   never_once: 'an action whose replay is never is confirmed at most once (one confirmed effect per kind and intent)',
   checkpoint_refs_exist: 'every snapshot a checkpoint, result or sandbox pointer names is in the record',
+  cancel_matches_effects: 'a cancelled task\'s evidence covers the effects of its work (its own and its subtasks\'): every one that started is listed, `before` only when none did, `after` only when all happened (seed 004 #5)',
   approvals_closed: 'a run in a final state has no open approval: each request was decided, expired or closed by the cancel (seed 004 #1)',
 } as const;
 export type InvariantName = keyof typeof INVARIANTS;
@@ -78,6 +79,28 @@ export function checkRecord(r: RunRecord): Violation[] {
     if (t.outcome !== 'cancelled') continue;
     const point = obj(obj(t.result).cancelled).effect;
     if (point !== 'before' && point !== 'after' && point !== 'unknown') v('cancel_records_point', `task ${t.id} (${t.kind}) was cancelled without recording whether its work stopped before, after or unknown`, { task: t.id, result: t.result });
+  }
+
+  // 5b. and what it says matches the effects of its work
+  const children = new Map<string, string[]>();
+  for (const t of r.tasks) if (t.parentId) children.set(t.parentId, [...(children.get(t.parentId) ?? []), t.id]);
+  for (const t of r.tasks) {
+    const c = obj(obj(t.result).cancelled);
+    if (t.outcome !== 'cancelled' || t.status !== 'terminal' || typeof c.effect !== 'string') continue;
+    const listed = new Set(Array.isArray(c.effectIds) ? c.effectIds.map(String) : []);
+    const under = new Set<string>();
+    for (const stack = [t.id]; stack.length; ) {
+      const id = stack.pop()!;
+      if (under.has(id)) continue;
+      under.add(id);
+      stack.push(...(children.get(id) ?? []));
+    }
+    const work = r.effects.filter((e) => e.taskId !== null && under.has(e.taskId) && e.status !== 'intended');
+    const missing = work.filter((e) => !listed.has(e.id)).map((e) => ({ id: e.id, status: e.status }));
+    const unsettled = work.filter((e) => listed.has(e.id) && e.status !== 'confirmed' && e.status !== 'compensated').map((e) => ({ id: e.id, status: e.status }));
+    if (missing.length) v('cancel_matches_effects', `task ${t.id} (${t.kind}) was cancelled saying its work stopped ${c.effect}, but does not list effect(s) ${missing.map((m) => m.id).join(', ')} of its work that started`, { task: t.id, said: c, missing });
+    else if (c.effect === 'before' && work.length) v('cancel_matches_effects', `task ${t.id} (${t.kind}) says its work stopped before its effects, but ${work.length} of them started`, { task: t.id, said: c, started: work.map((e) => e.id) });
+    else if (c.effect === 'after' && unsettled.length) v('cancel_matches_effects', `task ${t.id} (${t.kind}) says its work stopped after its effects happened, but ${unsettled.map((u) => `${u.id} is ${u.status}`).join(', ')}`, { task: t.id, said: c, unsettled });
   }
 
   // 6. compensation only through a declared operation

@@ -336,6 +336,12 @@ describe('five emails against a service that drops, refuses and goes down', () =
       expect(svc.counts().accepted).toEqual(Object.fromEntries(recorded.map((o) => [o, 1])));
       const task = await read(db, async (s) => (await s.listTasks({ runId })).find((t) => t.kind === 'send-notice' && t.outcome === 'cancelled' && (t.result as { cancelled?: { effect: string } } | null)?.cancelled?.effect === 'unknown'));
       expect(task?.result).toEqual({ cancelled: { effect: 'unknown', effectIds: [`email:${OPS[2]}`] } });
+      // The run's root says where the whole notice stood: the emails its children sent and the one in flight.
+      // Before: {"cancelled":{"effect":"before","effectIds":[]}} beside two sent emails.
+      const root = await read(db, async (s) => s.getTask((await s.getRun(runId))!.rootTaskId!));
+      expect(root?.outcome).toBe('cancelled');
+      expect(root?.result).toEqual({ cancelled: { effect: 'unknown', effectIds: expect.arrayContaining(recorded.map((o) => `email:${o}`)) } });
+      expect((root?.result as { cancelled: { effectIds: string[] } }).cancelled.effectIds).toHaveLength(recorded.length);
       const rec = await runNode(script, [db, svc.url, '--reconcile', runId, '--verify']);
       expect(outOf(rec).state, rec.stderr).toBe('cancelled');
       expect((await effectsOf(db))[OPS[2]!]).toMatchObject({ status: 'confirmed', receipt: { messageId: svc.messageId(OPS[2]!) } });

@@ -84,6 +84,8 @@ const CORRUPT: Record<InvariantName, (r: RunRecord) => void> = {
   monotonic_sequences: (r) => (r.transitions[2]!.n = 5),
   never_once: (r) => r.effects.push({ ...r.effects[0]!, id: 'run_1:step:0:g1' }),
   checkpoint_refs_exist: (r) => (r.isolation.snapshots = []),
+  // What a cancelled notify run used to say: its root stopped `before`, while its children had sent emails.
+  cancel_matches_effects: (r) => Object.assign(r.tasks[0]!, { outcome: 'cancelled', result: { cancelled: { effect: 'before', effectIds: [] } } }),
   // What a cancel of an agent run waiting for an approval used to leave: a final run, an open request.
   approvals_closed: (r) =>
     r.approvals.push({ approvalId: 'apr_1', toolCallId: 'call_0_0', tool: 'exec', scopeDigest: `sha256:${'0'.repeat(64)}`, expiresAt: 10, requestedAt: 1, decision: 'pending', approver: null, decidedAt: null }),
