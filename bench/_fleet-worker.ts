@@ -1,18 +1,19 @@
 /**
- * One worker process of the fleet bench: `node _fleet-worker.mjs STORE TTL_MS CONCURRENCY`. The
- * same Worker and per-session Kernel as `berth worker`, with the bench's kernel-only task kinds.
+ * One worker process of the fleet bench: `node _fleet-worker.mjs STORE TTL_MS CONCURRENCY`, STORE a
+ * SQLite path or a PostgreSQL URL. The same Worker and per-session Kernel as `berth worker`, with
+ * the bench's kernel-only task kinds.
  */
 import pino from 'pino';
 import { Worker } from '../host/fleet';
 import { DocumentTypes, HandlerRegistry, Kernel } from '../host/kernel';
-import { openSqliteStore } from '../host/store';
+import { openStore } from '../host/store';
 import { systemClock } from '../host/support';
 import { registerFleetKinds } from './_fleet-kinds';
 
-const [path, ttlArg, concArg] = process.argv.slice(2);
+const [location, ttlArg, concArg] = process.argv.slice(2);
 const ttl = Number(ttlArg);
 const concurrency = Number(concArg);
-const store = openSqliteStore(path!);
+const store = await openStore(location!);
 const registry = new HandlerRegistry();
 registerFleetKinds(registry);
 const logger = pino({ level: 'silent' });

@@ -88,7 +88,7 @@ export function* commitSteps(c: CommitInput, at: number, dbNow: number | null): 
     yield* runTransition(t, c.actor ?? t.actor, seq, at);
   }
   // Last, inside the same transaction: the rows above reference the commit's seq by value only,
-  // and PostgreSQL holds the commit-order counter's lock for the shortest time (see commitLogInsert).
+  // and the commit-order row (numbered later on PostgreSQL: see commitLogInsert) goes in with them.
   yield* exec(S.commitInsert, [sid, seq, at, c.label, actor]);
   yield* exec(S.sessionBump, [seq, entrySeq, sid]);
   yield* exec(S.commitLogInsert, [sid, seq]);
