@@ -84,7 +84,7 @@ describe.each(STORE_KINDS)('the store-wide commit order on %s', (kind) => {
 });
 
 describe('the store-wide commit order on postgres, numbered by its readers', () => {
-  it('a commit still in flight while a reader numbers the log gets a number above every number that reader saw, other sessions' commits do not wait for it', async () => {
+  it('a commit still in flight while a reader numbers the log gets a number above every number that reader saw, commits of other sessions do not wait for it', async () => {
     const t = await tempStoreOf('postgres');
     try {
       const s = t.store;
