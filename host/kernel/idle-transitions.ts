@@ -8,6 +8,10 @@ export interface IdleTransitionDeps extends PhaseRunnerDeps {
   /** Versions recorded on run transitions. */
   versions?: RunVersions;
   markDirty(taskId: string): void;
+  /** The row this kernel's own commits left, while it holds (see SessionRows); undefined: read the store. */
+  knownTask?(taskId: string): Task | undefined;
+  /** A row read from the store, checked against the kept one. */
+  observed?(task: Task): void;
 }
 
 type TaskSet = NonNullable<CommitInput['taskTransitions']>[number]['set'];
@@ -23,7 +27,7 @@ export async function transition(d: IdleTransitionDeps, task: Task, label: strin
     return undefined;
   }
   d.markDirty(task.id);
-  return d.store.getTask(task.id);
+  return r.tasks?.find((t) => t.id === task.id) ?? d.store.getTask(task.id);
 }
 
 /** A pending (or unblocked) task starts running; the root task of an admitted run takes its run to `running` in the same commit. */

@@ -175,15 +175,17 @@ const taskUpdates = new Map<string, Statement>();
 
 /**
  * The compare-and-set update of a task that sets `keys` (sorted, so one statement per set of
- * fields): the values of `keys`, then updated_at, id and the expected version.
+ * fields): the values of `keys`, then updated_at, id and the expected version. It answers the row
+ * as written (no row: the version moved on), in the round trip the compare-and-set costs anyway,
+ * so the committer knows the row without reading it again.
  */
 export function taskUpdate(keys: ReadonlyArray<keyof TaskChanges>): Statement {
   const cacheKey = keys.join(',');
   let s = taskUpdates.get(cacheKey);
   if (!s) {
     const n = keys.length;
-    const sqlite = `UPDATE tasks SET ${[...keys.map((k) => `${TASK_COLUMNS[k].column} = ?`), 'version = version + 1', 'updated_at = ?'].join(', ')} WHERE id = ? AND version = ?`;
-    const postgres = `UPDATE tasks SET ${[...keys.map((k, i) => `${TASK_COLUMNS[k].column} = $${i + 1}`), 'version = version + 1', `updated_at = $${n + 1}`].join(', ')} WHERE id = $${n + 2} AND version = $${n + 3}`;
+    const sqlite = `UPDATE tasks SET ${[...keys.map((k) => `${TASK_COLUMNS[k].column} = ?`), 'version = version + 1', 'updated_at = ?'].join(', ')} WHERE id = ? AND version = ? RETURNING *`;
+    const postgres = `UPDATE tasks SET ${[...keys.map((k, i) => `${TASK_COLUMNS[k].column} = $${i + 1}`), 'version = version + 1', `updated_at = $${n + 1}`].join(', ')} WHERE id = $${n + 2} AND version = $${n + 3} RETURNING *`;
     s = statement(sqlite, postgres);
     taskUpdates.set(cacheKey, s);
   }

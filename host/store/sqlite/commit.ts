@@ -3,6 +3,7 @@ import type { CommitInput, CommitResult } from '../commit-input';
 import { Conflict } from '../commit-columns';
 import { commitSteps } from '../commit/commit-algorithm';
 import type { Statement, Step, Steps } from '../commit/transaction';
+import { toTask } from './rows';
 
 /**
  * Runs the commit algorithm ({@link commitSteps}) on SQLite: synchronously, inside one BEGIN
@@ -21,8 +22,8 @@ export class CommitWriter {
   /** @param at the commit's time on the store's clock, which is also the database clock its fence is judged by. */
   apply(input: CommitInput, at: number): CommitResult {
     try {
-      const seq = this.write.immediate(input, at);
-      return { ok: true, seq, at };
+      const { seq, tasks } = this.write.immediate(input, at);
+      return { ok: true, seq, at, tasks: tasks.map(toTask) };
     } catch (err) {
       if (err instanceof Conflict) return { ok: false, conflict: err.conflict };
       throw err;
