@@ -91,12 +91,14 @@ export class SessionOwners {
    * operator) or the owner is gone ({@link ownerGone}). Claiming bumps the epoch.
    */
   async claim(sessionId: string, opts: { takeOver?: boolean } = {}): Promise<ClaimResult> {
-    let takeOver = opts.takeOver ?? false;
-    if (!takeOver) {
-      const owner = await this.store.getSessionOwner(sessionId);
-      if (owner && ownerGone(owner, await this.store.databaseNow(), this.holder.hostId)) takeOver = true;
+    const takeOver = opts.takeOver ?? false;
+    let claim = await this.store.claimSession(sessionId, this.holder, this.options.leaseTtlMs, { takeOver });
+    // The store itself lets a released or lapsed claim go; what it cannot judge is a dead process
+    // of this machine, whose live-looking claim it refused: taken over then (one more claim only
+    // in that rare case, instead of two reads before every claim).
+    if (!claim.ok && !takeOver && ownerGone(claim.owner, claim.now, this.holder.hostId)) {
+      claim = await this.store.claimSession(sessionId, this.holder, this.options.leaseTtlMs, { takeOver: true });
     }
-    const claim = await this.store.claimSession(sessionId, this.holder, this.options.leaseTtlMs, { takeOver });
     if (claim.ok) this.owned.set(sessionId, claim.epoch);
     return claim;
   }
