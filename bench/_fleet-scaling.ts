@@ -22,8 +22,8 @@ export async function submitRuns(location: string, kind: string, n: number): Pro
   return ids;
 }
 
-export async function startWorker(script: string, location: string, ttl: number, concurrency: number): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [script, location, String(ttl), String(concurrency)], { stdio: ['ignore', 'pipe', 'inherit'] });
+export async function startWorker(script: string, location: string, ttl: number, concurrency: number, hostId = 'bench'): Promise<ChildProcess> {
+  const child = spawn(process.execPath, [script, location, String(ttl), String(concurrency), hostId], { stdio: ['ignore', 'pipe', 'inherit'] });
   await new Promise<void>((resolve) => child.stdout!.once('data', () => resolve()));
   return child;
 }

@@ -22,8 +22,10 @@ export async function takeoverAfterTtl(report: Report, script: string, dir: stri
   const path = join(mkdtempSync(join(dir, 'takeover-')), 'fleet.db');
   const [runId] = await submitRuns(path, 'fleet-stepper', 1);
   const reader = await openStore(path);
-  const a = await startWorker(script, path, ttl, 1);
-  const b = await startWorker(script, path, ttl, 1);
+  // Two host ids, as two machines: the survivor must wait for the lease (on one machine it would
+  // see the owner's process gone and take over at once).
+  const a = await startWorker(script, path, ttl, 1, 'bench-a');
+  const b = await startWorker(script, path, ttl, 1, 'bench-b');
   try {
     const run = (await reader.getRun(runId!))!;
     let owner;
