@@ -1,4 +1,4 @@
-import type { Json, RunVersions, Task } from '../model';
+import type { Json, Run, RunVersions, Task } from '../model';
 import type { CommitInput, EffectWrite } from '../store';
 import { cancelRecord } from './cancel-record';
 import { rootRunTransitions, type PhaseRunnerDeps } from './phase-runner';
@@ -31,10 +31,11 @@ export async function transition(d: IdleTransitionDeps, task: Task, label: strin
 }
 
 /** A pending (or unblocked) task starts running; the root task of an admitted run takes its run to `running` in the same commit. */
-export async function startTask(d: IdleTransitionDeps, task: Task): Promise<Task | undefined> {
+export async function startTask(d: IdleTransitionDeps, task: Task, known?: Run): Promise<Task | undefined> {
   const extra: Partial<CommitInput> = {};
   if (task.status === 'pending' && task.runId) {
-    const run = await d.store.getRun(task.runId);
+    // The run examine read a moment ago, when it did (the commit's compare-and-set on its state guards a stale one).
+    const run = known?.id === task.runId ? known : await d.store.getRun(task.runId);
     if (run?.rootTaskId === task.id && run.state === 'admitted') {
       extra.runTransitions = [{ runId: run.id, from: 'admitted', to: 'running', actor: `host:${d.hostId}`, reason: 'root task started', versions: d.versions }];
     }

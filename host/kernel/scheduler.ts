@@ -1,4 +1,4 @@
-import type { Task } from '../model';
+import type { Run, Task } from '../model';
 import type { Fencing } from './fencing';
 import { cancelIdle, checkCompleting, checkWait, countRestart, startTask, transition, wakeSleeper, type IdleTransitionDeps } from './idle-transitions';
 import { runPhase } from './phase-runner';
@@ -165,11 +165,12 @@ export class Scheduler {
     if (task.cancelRequested && task.status !== 'completing') return cancelIdle(this.d, task);
     // A cancel committed while no host ran is applied first: no phase of a cancelling run starts
     // again (a step left in flight would otherwise run, or be judged, before its cancel).
-    if ((task.status === 'pending' || (task.status === 'running' && task.restarts > 0)) && task.runId && (await this.d.store.getRun(task.runId))?.state === 'cancelling') return cancelIdle(this.d, task);
+    const run = (task.status === 'pending' || (task.status === 'running' && task.restarts > 0)) && task.runId ? await this.d.store.getRun(task.runId) : undefined;
+    if (run?.state === 'cancelling') return cancelIdle(this.d, task);
     switch (task.status) {
       case 'pending':
       case 'running':
-        return this.startOrQueue(task);
+        return this.startOrQueue(task, run);
       case 'sleeping':
         return wakeSleeper(this.d, task);
       case 'waiting':
@@ -179,7 +180,8 @@ export class Scheduler {
     }
   }
 
-  private async startOrQueue(task: Task): Promise<void> {
+  /** @param run the task's run as examine just read it (a pending root task's start moves it). */
+  private async startOrQueue(task: Task, run?: Run): Promise<void> {
     if (this.draining) return;
     const blocked = this.d.registry.blockedReason(task.kind, task.kindVersion, task.phase);
     if (blocked) {
@@ -192,7 +194,7 @@ export class Scheduler {
     }
     let current = task;
     if (task.status === 'pending' || task.blockedReason !== null) {
-      const next = await startTask(this.d, task);
+      const next = await startTask(this.d, task, run);
       if (!next) return;
       current = next;
     }
