@@ -109,10 +109,10 @@ export class SessionOwners {
    */
   async available(limit: number): Promise<string[]> {
     const out = new Set(await this.store.claimableSessions(limit));
-    const now = await this.store.databaseNow();
-    const dead = (await this.store.listSessionOwners()).filter((o) => o.stoppedAt === null && o.leaseUntil >= now && !this.owned.has(o.sessionId) && ownerGone(o, now, this.holder.hostId));
+    // Live claims of this machine's host id only (the store judges live on its clock): those whose process is gone.
+    const dead = (await this.store.listSessionOwners({ liveHeldBy: this.holder.hostId })).filter((o) => !this.owned.has(o.sessionId) && o.pid !== null && o.pid !== process.pid && !processAlive(o.pid));
     if (dead.length > 0) {
-      const open = new Set((await this.store.listTasks({ statuses: ['pending', 'running', 'waiting', 'sleeping', 'completing'] })).map((t) => t.sessionId));
+      const open = new Set((await this.store.listTasks({ sessionIds: dead.map((o) => o.sessionId), statuses: ['pending', 'running', 'waiting', 'sleeping', 'completing'] })).map((t) => t.sessionId));
       for (const o of dead) if (open.has(o.sessionId)) out.add(o.sessionId);
     }
     for (const id of this.owned.keys()) out.delete(id);

@@ -76,7 +76,11 @@ export function postgresOwnership(pool: pg.Pool, dbClock?: DbClock): OwnershipRe
       const [row] = await query<OwnerRow>(pool, `SELECT ${COLS} FROM fencing WHERE scope = $1 AND epoch > 0`, [sessionScope(sessionId)]);
       return row ? toOwner(row) : undefined;
     },
-    async listSessionOwners() {
+    async listSessionOwners(filter = {}) {
+      if (filter.liveHeldBy !== undefined) {
+        const live = `SELECT ${COLS} FROM fencing WHERE scope LIKE 'session:%' AND holder = $1 AND epoch > 0 AND stopped_at IS NULL AND lease_until >= ${serverNowMs('$2')} ORDER BY scope`;
+        return (await query<OwnerRow>(pool, live, [filter.liveHeldBy, clockParam()])).map(toOwner);
+      }
       return (await query<OwnerRow>(pool, `SELECT ${COLS} FROM fencing WHERE scope LIKE 'session:%' AND epoch > 0 ORDER BY scope`)).map(toOwner);
     },
     async claimableSessions(limit) {
