@@ -81,16 +81,21 @@ async function throughput(script: string, location: string, workers: number, pos
  * each worker (cores busy: CPU seconds per wall second) printed beside it.
  */
 export async function workersVsOne(report: Report, script: string, prefix: string, location: () => Promise<string>, postmaster?: number): Promise<void> {
+  // Alternating rounds (1, 2, 3, 1, 2, 3 workers) spread the machine's noise over every count; the
+  // best round of each count is kept, as the other suites do.
   const by = new Map<number, Scaling>();
-  for (const n of [1, 2, 3]) {
-    const s = await throughput(script, await location(), n, postmaster);
-    by.set(n, s);
-    const names = ['one', 'two', 'three'][n - 1]!;
-    report(`${prefix}${names}_worker${n > 1 ? 's' : ''}_runs_per_s`, s.runsPerSecond, 'absolute');
-    s.workerCores.forEach((c, i) => report(`${prefix}${names}_worker${n > 1 ? 's' : ''}_cpu_cores_w${i + 1}`, c, 'absolute'));
-    if (s.serverCores !== null) report(`${prefix}${names}_worker${n > 1 ? 's' : ''}_server_cpu_cores`, s.serverCores, 'absolute');
+  for (let round = 0; round < 2; round++) {
+    for (const n of [1, 2, 3]) {
+      const s = await throughput(script, await location(), n, postmaster);
+      if (!by.has(n) || by.get(n)!.runsPerSecond < s.runsPerSecond) by.set(n, s);
+    }
+  }
+  for (const [n, s] of by) {
+    const name = `${['one', 'two', 'three'][n - 1]!}_worker${n > 1 ? 's' : ''}`;
+    report(`${prefix}${name}_runs_per_s`, s.runsPerSecond, 'absolute');
+    s.workerCores.forEach((c, i) => report(`${prefix}${name}_cpu_cores_w${i + 1}`, c, 'absolute'));
+    if (s.serverCores !== null) report(`${prefix}${name}_server_cpu_cores`, s.serverCores, 'absolute');
   }
   report(`${prefix}two_workers_vs_one`, by.get(2)!.runsPerSecond / by.get(1)!.runsPerSecond, 'ratio');
   report(`${prefix}three_workers_vs_one`, by.get(3)!.runsPerSecond / by.get(1)!.runsPerSecond, 'ratio');
 }
-
