@@ -10,6 +10,8 @@ import { openPostgresStore } from '../host/store';
 import { startPostgres, type TestPostgres } from '../test/support/postgres';
 import type { Report } from './run';
 import { kernelSteps } from './_kernel-steps';
+import { postmasterPid } from './_fleet-cpu';
+import { workersVsOne } from './_fleet-scaling';
 
 const PG_STEPS = 1000;
 
@@ -70,11 +72,11 @@ export async function pgStepsVsRaw(report: Report, newDatabase: () => Promise<st
 }
 
 /** A fresh database per measurement: on `BERTH_BENCH_PG`'s server, or on a throwaway cluster. */
-async function databases(): Promise<{ next(): Promise<string>; close(): Promise<void> }> {
+async function databases(): Promise<{ next(): Promise<string>; close(): Promise<void>; postmaster?: number }> {
   const given = process.env.BERTH_BENCH_PG;
   if (!given) {
     const cluster: TestPostgres = await startPostgres();
-    return { next: () => cluster.createDatabase('bench'), close: () => cluster.stop() };
+    return { next: () => cluster.createDatabase('bench'), close: () => cluster.stop(), postmaster: postmasterPid(cluster.port) };
   }
   const admin = new pg.Client({ connectionString: given });
   await admin.connect();
@@ -91,11 +93,16 @@ async function databases(): Promise<{ next(): Promise<string>; close(): Promise<
   };
 }
 
-/** `fleet.pg_steps_vs_raw` on a database {@link databases} gives (the fleet suite runs it beside the worker figures). */
-export async function pgFigures(report: Report): Promise<void> {
+/**
+ * `fleet.pg_steps_vs_raw`, and `fleet.pg_two_workers_vs_one` / `pg_three_workers_vs_one` (worker
+ * processes bundled at `script`, each worker's and the server's CPU printed beside them), on
+ * databases {@link databases} gives.
+ */
+export async function pgFigures(report: Report, script: string): Promise<void> {
   const dbs = await databases();
   try {
     await pgStepsVsRaw(report, () => dbs.next());
+    await workersVsOne(report, script, 'pg_', () => dbs.next(), dbs.postmaster);
   } finally {
     await dbs.close();
   }

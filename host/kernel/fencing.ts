@@ -23,6 +23,8 @@ export interface Fencing {
    * session lost meanwhile commits nothing).
    */
   stillHeld(sessionId: string): () => boolean;
+  /** The sessions held now, with their epochs (what a poll re-reads). */
+  list(): Array<{ sessionId: string; epoch: number }>;
   /** Which sessions the scheduler drives at this poll; rejects when the store cannot say now. */
   drives(): Promise<(sessionId: string) => boolean>;
   /** Renews the right (and so learns it was lost). A busy store is no loss. */

@@ -1,4 +1,4 @@
-import type { Json, RunVersions, Task } from '../model';
+import type { Json, Run, RunVersions, Task } from '../model';
 import type { CommitInput, EffectWrite, NewEntry } from '../store';
 import { cancelRecord } from './cancel-record';
 import { rootRunTransitions, type PhaseRunnerDeps } from './phase-runner';
@@ -8,6 +8,10 @@ export interface IdleTransitionDeps extends PhaseRunnerDeps {
   /** Versions recorded on run transitions. */
   versions?: RunVersions;
   markDirty(taskId: string): void;
+  /** The row this kernel's own commits left, while it holds (see SessionRows); undefined: read the store. */
+  knownTask?(taskId: string): Task | undefined;
+  /** A row read from the store, checked against the kept one. */
+  observed?(task: Task): void;
 }
 
 type TaskSet = NonNullable<CommitInput['taskTransitions']>[number]['set'];
@@ -23,14 +27,15 @@ export async function transition(d: IdleTransitionDeps, task: Task, label: strin
     return undefined;
   }
   d.markDirty(task.id);
-  return d.store.getTask(task.id);
+  return r.tasks?.find((t) => t.id === task.id) ?? d.store.getTask(task.id);
 }
 
 /** A pending (or unblocked) task starts running; the root task of an admitted run takes its run to `running` in the same commit. */
-export async function startTask(d: IdleTransitionDeps, task: Task): Promise<Task | undefined> {
+export async function startTask(d: IdleTransitionDeps, task: Task, known?: Run): Promise<Task | undefined> {
   const extra: Partial<CommitInput> = {};
   if (task.status === 'pending' && task.runId) {
-    const run = await d.store.getRun(task.runId);
+    // The run examine read a moment ago, when it did (the commit's compare-and-set on its state guards a stale one).
+    const run = known?.id === task.runId ? known : await d.store.getRun(task.runId);
     if (run?.rootTaskId === task.id && run.state === 'admitted') {
       extra.runTransitions = [{ runId: run.id, from: 'admitted', to: 'running', actor: `host:${d.hostId}`, reason: 'root task started', versions: d.versions }];
     }

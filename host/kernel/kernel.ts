@@ -10,6 +10,7 @@ import { SessionFencing } from './session-fencing';
 import { DEFAULT_OWNERSHIP, type SessionLost, type SessionOwnershipOptions } from './session-owners';
 import type { ClaimResult } from '../store';
 import { waitForRun } from './wait-for-run';
+import { SessionRows } from './session-rows';
 
 export interface KernelOptions {
   store: Store;
@@ -67,11 +68,20 @@ export class Kernel {
   private readonly scheduler: Scheduler;
   private readonly mode: 'all' | 'own' | 'none';
   private claiming: Promise<void> | null = null;
+  /** Task rows this kernel's own commits wrote, trusted while nobody else commits to their session. */
+  private readonly rows: SessionRows;
 
   constructor(private readonly o: KernelOptions) {
     this.mode = o.claim ?? 'all';
     this.owner = new SessionFencing(o.store, o.logger, o.ownership ?? DEFAULT_OWNERSHIP, { hostId: o.hostId, pid: process.pid }, (sessionId, why) => this.scheduler.abortSession(sessionId, why));
-    this.deps = { ...o, commit: (input) => this.commit(input), markDirty: (taskId) => this.markDirty(taskId) };
+    this.rows = new SessionRows((sessionId) => this.owner.epochOf(sessionId));
+    this.deps = {
+      ...o,
+      commit: (input) => this.commit(input),
+      markDirty: (taskId) => this.markDirty(taskId),
+      knownTask: (taskId) => this.rows.task(taskId),
+      observed: (task) => this.rows.observed(task),
+    };
     this.scheduler = new Scheduler(this.deps, this.owner, o.concurrency ?? 4);
     // A newly registered handler may unblock saved tasks; only a started kernel (holding its epoch) acts on it.
     o.registry.onRegister(() => void (this.scheduler.started && this.scheduler.poll()));
@@ -145,8 +155,8 @@ export class Kernel {
    */
   async adopt(sessionId: string, epoch: number): Promise<void> {
     this.owner.add(sessionId, epoch);
-    for (const task of await this.o.store.listTasks({ sessionId, statuses: ['running'] })) await this.scheduler.restart(task);
-    await this.scheduler.poll();
+    this.rows.forget(sessionId);
+    await this.scheduler.adopt(sessionId);
   }
 
   /** The sessions this kernel owns now, with their epochs. */
@@ -196,7 +206,16 @@ export class Kernel {
     const fence = this.owner.fence(input);
     // Not owned (lost, released or never claimed): nothing is written for it again.
     if (fence === null) return { ok: false, conflict: { kind: 'fence', scope: `session:${input.sessionId}`, expected: 0, actual: null, reason: 'missing' } };
-    const result = await this.o.store.commit({ ...input, actor: input.actor ?? `host:${this.o.hostId}`, ...(fence ? { fence } : {}) });
+    let result: CommitResult;
+    try {
+      result = await this.o.store.commit({ ...input, actor: input.actor ?? `host:${this.o.hostId}`, ...(fence ? { fence } : {}) });
+    } catch (err) {
+      // The commit may or may not have happened (a lost connection): nothing kept of the session holds.
+      this.rows.forget(input.sessionId);
+      throw err;
+    }
+    this.rows.committed(input, fence?.epoch, result);
+    if (result.ok) this.scheduler.noteTasks(result.tasks ?? []);
     // A submission that was already there (same request id) leaves this host's fresh claim unused.
     if (!result.ok && input.createSession && result.conflict.kind === 'duplicate_request' && fence) await this.owner.releaseSession(input.sessionId);
     if (result.ok) {

@@ -106,8 +106,9 @@ export async function runPhase(
     log.warn({ conflict: result.conflict }, 'decision not committed');
     return { committed: false, reason: result.conflict.kind };
   }
-  const after = await d.store.getTask(task.id);
-  return { committed: true, task: after!, terminal: after!.status === 'terminal' };
+  // The commit answers the row it wrote: exact, with no read.
+  const after = result.tasks?.find((t) => t.id === task.id) ?? (await d.store.getTask(task.id))!;
+  return { committed: true, task: after, terminal: after.status === 'terminal' };
 }
 
 async function decisionCommit(

@@ -1,4 +1,4 @@
-import type { Task } from '../model';
+import type { Run, Task } from '../model';
 import type { Fencing } from './fencing';
 import { cancelIdle, checkCompleting, checkWait, countRestart, startTask, transition, wakeSleeper, type IdleTransitionDeps } from './idle-transitions';
 import { runPhase } from './phase-runner';
@@ -24,6 +24,8 @@ export class Scheduler {
   private readonly ready: string[] = [];
   private pumping: Promise<void> | null = null;
   private timer: NodeJS.Timeout | null = null;
+  /** When each sleeping task of the driven sessions wakes, from every row this scheduler saw (reads and commit answers). */
+  private readonly sleepers = new Map<string, number>();
 
   constructor(
     private readonly d: IdleTransitionDeps,
@@ -82,12 +84,37 @@ export class Scheduler {
     return tasks.filter((t) => !sessions.has(t.sessionId));
   }
 
-  /** Re-reads the store for work other processes made (cancel requests, new submissions, due sleepers). */
+  /**
+   * A claimed session: its tasks a dead owner left `running` count a restart (and re-enter their
+   * phase as recovered), then every active task of it is examined.
+   */
+  async adopt(sessionId: string): Promise<void> {
+    const active = await this.d.store.listTasks({ sessionId, statuses: ACTIVE });
+    for (const task of active) if (task.status === 'running') await this.restart(task);
+    for (const t of active) if (!this.executing.has(t.id)) this.markDirty(t.id);
+  }
+
+  /** Rows a commit of this kernel just wrote: when they sleep, and until when. */
+  noteTasks(tasks: Task[]): void {
+    for (const t of tasks) this.note(t);
+  }
+
+  private note(t: Task): void {
+    if (t.status === 'sleeping' && t.wakeAt !== null) this.sleepers.set(t.id, t.wakeAt);
+    else this.sleepers.delete(t.id);
+  }
+
+  /**
+   * Re-reads the driven sessions' active tasks for work other processes made (cancel requests,
+   * deliveries, due sleepers); a kernel that drives nothing reads nothing.
+   */
   async poll(): Promise<void> {
     if (this.halted) return;
+    const sessions = this.owner.list().map((o) => o.sessionId);
+    if (sessions.length === 0) return;
     let active: Task[];
     try {
-      active = await this.drivable(await this.d.store.listTasks({ statuses: ACTIVE }));
+      active = await this.drivable(await this.d.store.listTasks({ sessionIds: sessions, statuses: ACTIVE }));
     } catch (err) {
       // Polls run from timers: a read refused by a busy store waits for the next poll instead of
       // ending the host as an unhandled rejection (exit 1, mid-run).
@@ -98,6 +125,9 @@ export class Scheduler {
     if (!drives) return;
     for (const t of active) {
       if (!drives(t.sessionId)) continue;
+      // A row that differs from the one this kernel's commits left: someone else wrote (a cancel request, a delivery).
+      this.d.observed?.(t);
+      this.note(t);
       if (!this.executing.has(t.id) || t.cancelRequested) this.markDirty(t.id);
     }
   }
@@ -121,9 +151,12 @@ export class Scheduler {
 
   private async examine(id: string): Promise<void> {
     const running = this.executing.get(id);
-    const task = await this.d.store.getTask(id);
-    if (!task) return;
-    if (!this.owner.holds(task.sessionId)) return;
+    const task = this.d.knownTask?.(id) ?? (await this.d.store.getTask(id));
+    if (!task || !this.owner.holds(task.sessionId)) {
+      this.sleepers.delete(id);
+      return;
+    }
+    this.note(task);
     if (running) {
       if (task.cancelRequested) running.abort(new Error('task cancelled'));
       return;
@@ -132,11 +165,12 @@ export class Scheduler {
     if (task.cancelRequested && task.status !== 'completing') return cancelIdle(this.d, task);
     // A cancel committed while no host ran is applied first: no phase of a cancelling run starts
     // again (a step left in flight would otherwise run, or be judged, before its cancel).
-    if ((task.status === 'pending' || (task.status === 'running' && task.restarts > 0)) && task.runId && (await this.d.store.getRun(task.runId))?.state === 'cancelling') return cancelIdle(this.d, task);
+    const run = (task.status === 'pending' || (task.status === 'running' && task.restarts > 0)) && task.runId ? await this.d.store.getRun(task.runId) : undefined;
+    if (run?.state === 'cancelling') return cancelIdle(this.d, task);
     switch (task.status) {
       case 'pending':
       case 'running':
-        return this.startOrQueue(task);
+        return this.startOrQueue(task, run);
       case 'sleeping':
         return wakeSleeper(this.d, task);
       case 'waiting':
@@ -146,7 +180,8 @@ export class Scheduler {
     }
   }
 
-  private async startOrQueue(task: Task): Promise<void> {
+  /** @param run the task's run as examine just read it (a pending root task's start moves it). */
+  private async startOrQueue(task: Task, run?: Run): Promise<void> {
     if (this.draining) return;
     const blocked = this.d.registry.blockedReason(task.kind, task.kindVersion, task.phase);
     if (blocked) {
@@ -159,7 +194,7 @@ export class Scheduler {
     }
     let current = task;
     if (task.status === 'pending' || task.blockedReason !== null) {
-      const next = await startTask(this.d, task);
+      const next = await startTask(this.d, task, run);
       if (!next) return;
       current = next;
     }
@@ -185,9 +220,14 @@ export class Scheduler {
       });
   }
 
+  /**
+   * Arms the timer for the earliest sleeper of the driven sessions, from the rows this scheduler
+   * saw (no read per step); a sleeper only another process wrote is found by the next poll.
+   */
   private async armTimer(): Promise<void> {
     if (this.halted) return;
-    const next = await this.d.store.nextWakeAt();
+    let next: number | null = null;
+    for (const at of this.sleepers.values()) if (next === null || at < next) next = at;
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     if (next === null) return;

@@ -91,12 +91,14 @@ export class SessionOwners {
    * operator) or the owner is gone ({@link ownerGone}). Claiming bumps the epoch.
    */
   async claim(sessionId: string, opts: { takeOver?: boolean } = {}): Promise<ClaimResult> {
-    let takeOver = opts.takeOver ?? false;
-    if (!takeOver) {
-      const owner = await this.store.getSessionOwner(sessionId);
-      if (owner && ownerGone(owner, await this.store.databaseNow(), this.holder.hostId)) takeOver = true;
+    const takeOver = opts.takeOver ?? false;
+    let claim = await this.store.claimSession(sessionId, this.holder, this.options.leaseTtlMs, { takeOver });
+    // The store itself lets a released or lapsed claim go; what it cannot judge is a dead process
+    // of this machine, whose live-looking claim it refused: taken over then (one more claim only
+    // in that rare case, instead of two reads before every claim).
+    if (!claim.ok && !takeOver && ownerGone(claim.owner, claim.now, this.holder.hostId)) {
+      claim = await this.store.claimSession(sessionId, this.holder, this.options.leaseTtlMs, { takeOver: true });
     }
-    const claim = await this.store.claimSession(sessionId, this.holder, this.options.leaseTtlMs, { takeOver });
     if (claim.ok) this.owned.set(sessionId, claim.epoch);
     return claim;
   }
@@ -107,10 +109,10 @@ export class SessionOwners {
    */
   async available(limit: number): Promise<string[]> {
     const out = new Set(await this.store.claimableSessions(limit));
-    const now = await this.store.databaseNow();
-    const dead = (await this.store.listSessionOwners()).filter((o) => o.stoppedAt === null && o.leaseUntil >= now && !this.owned.has(o.sessionId) && ownerGone(o, now, this.holder.hostId));
+    // Live claims of this machine's host id only (the store judges live on its clock): those whose process is gone.
+    const dead = (await this.store.listSessionOwners({ liveHeldBy: this.holder.hostId })).filter((o) => !this.owned.has(o.sessionId) && o.pid !== null && o.pid !== process.pid && !processAlive(o.pid));
     if (dead.length > 0) {
-      const open = new Set((await this.store.listTasks({ statuses: ['pending', 'running', 'waiting', 'sleeping', 'completing'] })).map((t) => t.sessionId));
+      const open = new Set((await this.store.listTasks({ sessionIds: dead.map((o) => o.sessionId), statuses: ['pending', 'running', 'waiting', 'sleeping', 'completing'] })).map((t) => t.sessionId));
       for (const o of dead) if (open.has(o.sessionId)) out.add(o.sessionId);
     }
     for (const id of this.owned.keys()) out.delete(id);

@@ -7,6 +7,7 @@ import type {
   RunVersions,
   TaskError,
   TaskOutcome,
+  Task,
   TaskStatus,
   WaitSpec,
 } from '../model';
@@ -205,5 +206,9 @@ export type CommitConflict =
   | { kind: 'duplicate_request'; requestId: string; submissionId: string; runId: string }
   | { kind: 'unresolved_effects'; runId: string; effectIds: string[] };
 
-/** A commit either happened (with its per-session sequence number) or wrote nothing and says why. */
-export type CommitResult = { ok: true; seq: number; at: number } | { ok: false; conflict: CommitConflict };
+/**
+ * A commit either happened (with its per-session sequence number) or wrote nothing and says why.
+ * `tasks`: the rows of the tasks its transitions changed, as the commit left them (read inside its
+ * transaction, so exact at `seq` whatever else was committed before it).
+ */
+export type CommitResult = { ok: true; seq: number; at: number; tasks?: Task[] } | { ok: false; conflict: CommitConflict };

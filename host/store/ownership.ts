@@ -45,7 +45,11 @@ export interface OwnershipRecords {
   /** A clean give-up: the next claim needs no wait. False when the epoch had moved on. */
   releaseSession(sessionId: string, epoch: number): Promise<boolean>;
   getSessionOwner(sessionId: string): Promise<SessionOwner | undefined>;
-  listSessionOwners(): Promise<SessionOwner[]>;
+  /**
+   * Every session's owner; `liveHeldBy`: only claims of that host id that are neither released nor
+   * lapsed on the database clock (what a host checks for owners of its own machine that died).
+   */
+  listSessionOwners(filter?: { liveHeldBy?: string }): Promise<SessionOwner[]>;
   /** Sessions with unfinished tasks and no live owner, oldest first. */
   claimableSessions(limit: number): Promise<string[]>;
   /** The database clock's now. */

@@ -35,6 +35,8 @@ export interface TaskFilter {
   runId?: string;
   parentId?: string;
   sessionId?: string;
+  /** Tasks of any of these sessions (none: no task). */
+  sessionIds?: string[];
   statuses?: TaskStatus[];
 }
 

@@ -30,10 +30,10 @@ describe.each(STORE_KINDS)('the store-wide commit order on %s', (kind) => {
     t = await tempStoreOf(kind);
     await t.store.commit({ sessionId: 'a', label: 'a1', createSession: {} });
     await t.store.commit({ sessionId: 'b', label: 'b1', createSession: {} });
-    // The store as an older Berth left it: no commit order, schema version 11.
+    // The store as an older Berth left it: no commit order, schema version 11 (nor 20, which reshapes it).
     await rawSql(t.store, 'DROP TABLE commit_log');
-    if (kind === 'postgres') await rawSql(t.store, 'DROP TABLE commit_log_counter');
-    await rawSql(t.store, 'DELETE FROM schema_migrations WHERE version = 12');
+    if (kind === 'postgres') await rawSql(t.store, 'DROP TABLE IF EXISTS commit_log_counter');
+    await rawSql(t.store, 'DELETE FROM schema_migrations WHERE version IN (12, 20)');
     await t.store.close();
     const again = await t.open();
     expect((await again.listCommitLog()).map((c) => [c.seq, c.label])).toEqual([[1, 'a1'], [2, 'b1']]);
@@ -80,5 +80,37 @@ describe.each(STORE_KINDS)('the store-wide commit order on %s', (kind) => {
     expect(first.map((e) => (e.body as { i: number }).i)).toEqual([4, 3]);
     const next = await t.store.listEntriesNewest('s', { limit: 10, beforeSeq: first[1]!.seq });
     expect(next.map((e) => (e.body as { i: number }).i)).toEqual([2, 1, 0]);
+  });
+});
+
+describe('the store-wide commit order on postgres, numbered by its readers', () => {
+  it('a commit still in flight while a reader numbers the log gets a number above every number that reader saw, commits of other sessions do not wait for it', async () => {
+    const t = await tempStoreOf('postgres');
+    try {
+      const s = t.store;
+      await s.commit({ sessionId: 'a', label: 'a1', createSession: {} });
+      await s.commit({ sessionId: 'b', label: 'b1', createSession: {} });
+      // Session a's next commit, held open by another program between its writes and its COMMIT.
+      const pool = (s as unknown as { pool: import('pg').Pool }).pool;
+      const slow = await pool.connect();
+      try {
+        await slow.query('BEGIN');
+        await slow.query("INSERT INTO commits (session_id, seq, at, label, actor) VALUES ('a', 2, 0, 'a2-slow', 'test')");
+        await slow.query("INSERT INTO commit_log (session_id, session_seq) VALUES ('a', 2)");
+        // Another session commits meanwhile, without waiting for the open one.
+        expect((await s.commit({ sessionId: 'b', label: 'b2' })).ok).toBe(true);
+        const seen = await s.listCommitLog();
+        expect(seen.map((c) => [c.seq, c.label])).toEqual([[1, 'a1'], [2, 'b1'], [3, 'b2']]);
+        await slow.query('COMMIT');
+      } finally {
+        slow.release();
+      }
+      expect((await s.listCommitLog({ afterSeq: 3 })).map((c) => [c.seq, c.label])).toEqual([[4, 'a2-slow']]);
+      expect(await s.lastCommitLogSeq()).toBe(4);
+      // The unnumbered rows are gone and no number repeats.
+      expect(await rawSql(s, 'SELECT COUNT(*)::int AS n FROM commit_log WHERE seq IS NULL')).toEqual([{ n: 0 }]);
+    } finally {
+      await t.cleanup();
+    }
   });
 });

@@ -2,13 +2,19 @@ import { BerthError } from '../../errors';
 import { assertRunTransition, isFinalRunState, type EffectStatus, type RunState } from '../../model';
 import type { CommitInput, DocumentOpInput, EffectWrite, RunTransitionInput, TaskTransitionInput } from '../commit-input';
 import { Conflict, TASK_COLUMNS } from '../commit-columns';
-import { json } from '../sqlite/rows';
+import { json, type Row } from '../sqlite/rows';
 import { decodeShaped, RunVersionsSchema } from '../stored-json';
 import { assertOwnScope, fenceRefusal, type FenceRow } from './fence';
 import { S, taskUpdate } from './statements';
 import { all, exec, get, mid, run, type Steps } from './transaction';
 
 type SessionRow = { last_seq: number; entry_seq: number; imported: string | null };
+
+/** What a commit wrote that its caller may keep: the session's new sequence number and the task rows it changed, as it left them. */
+export interface Committed {
+  seq: number;
+  tasks: Row[];
+}
 
 /**
  * The commit, once for both stores: every statement of one {@link CommitInput}, in order, as
@@ -20,7 +26,7 @@ type SessionRow = { last_seq: number; entry_seq: number; imported: string | null
  * @param dbNow the database clock the fence's lease is judged by; null on PostgreSQL means the
  *   server's own clock, read inside the fence statement.
  */
-export function* commitSteps(c: CommitInput, at: number, dbNow: number | null): Steps<number> {
+export function* commitSteps(c: CommitInput, at: number, dbNow: number | null): Steps<Committed> {
   const sid = c.sessionId;
   const actor = c.actor ?? 'host';
   assertOwnScope(c);
@@ -69,8 +75,14 @@ export function* commitSteps(c: CommitInput, at: number, dbNow: number | null): 
     const row = yield* get<{ version: number }>(S.taskVersion, [t.taskId]);
     if (row?.version !== t.version) throw new Conflict({ kind: 'task_version', taskId: t.taskId, expected: t.version, actual: row?.version ?? null });
   }
-  for (const t of c.taskTransitions ?? []) yield* taskTransition(t, at);
-  for (const id of c.cancelTasks ?? []) yield* exec(S.taskCancel, [at, id]);
+  const written = new Map<string, Row>();
+  for (const t of c.taskTransitions ?? []) written.set(t.taskId, yield* taskTransition(t, at));
+  for (const id of c.cancelTasks ?? []) {
+    yield* exec(S.taskCancel, [at, id]);
+    // The row as this commit leaves it (taskCancel sets exactly these two columns).
+    const row = written.get(id);
+    if (row) written.set(id, { ...row, cancel_requested: 1, updated_at: at });
+  }
   // Effects before run transitions: a commit that confirms the last effect may also complete the run.
   for (const e of c.effects ?? []) yield* effect(sid, e, at);
   for (const n of c.snapshots ?? []) {
@@ -88,11 +100,11 @@ export function* commitSteps(c: CommitInput, at: number, dbNow: number | null): 
     yield* runTransition(t, c.actor ?? t.actor, seq, at);
   }
   // Last, inside the same transaction: the rows above reference the commit's seq by value only,
-  // and PostgreSQL holds the commit-order counter's lock for the shortest time (see commitLogInsert).
+  // and the commit-order row (numbered later on PostgreSQL: see commitLogInsert) goes in with them.
   yield* exec(S.commitInsert, [sid, seq, at, c.label, actor]);
   yield* exec(S.sessionBump, [seq, entrySeq, sid]);
   yield* exec(S.commitLogInsert, [sid, seq]);
-  return seq;
+  return { seq, tasks: [...written.values()] };
 }
 
 function* documentOp(sid: string, d: DocumentOpInput, seq: number, at: number): Steps<void> {
@@ -114,13 +126,15 @@ function* documentOp(sid: string, d: DocumentOpInput, seq: number, at: number): 
   }
 }
 
-function* taskTransition(t: TaskTransitionInput, at: number): Steps<void> {
+function* taskTransition(t: TaskTransitionInput, at: number): Steps<Row> {
   const keys = (Object.keys(t.set) as Array<keyof typeof t.set>).filter((k) => t.set[k] !== undefined).sort();
   const values = keys.map((k) => TASK_COLUMNS[k].encode(t.set[k] as never));
-  if ((yield* run(taskUpdate(keys), [...values, at, t.taskId, t.expectVersion])) !== 1) {
+  const written = yield* get<Row>(taskUpdate(keys), [...values, at, t.taskId, t.expectVersion]);
+  if (!written) {
     const row = yield* get<{ version: number }>(S.taskVersion, [t.taskId]);
     throw new Conflict({ kind: 'task_version', taskId: t.taskId, expected: t.expectVersion, actual: row?.version ?? null });
   }
+  return written;
 }
 
 function* effect(sid: string, e: EffectWrite, at: number): Steps<void> {

@@ -161,15 +161,13 @@ export const S = {
   ),
   sessionBump: statement('UPDATE sessions SET last_seq = ?, entry_seq = ? WHERE id = ?', 'UPDATE sessions SET last_seq = $1, entry_seq = $2 WHERE id = $3'),
   // The store-wide commit order. SQLite: the rowid assigned under the single writer. PostgreSQL:
-  // bumping the one-row counter takes its row lock, held until this transaction's COMMIT (sent
-  // right behind this, the commit's last statement), so a concurrent commit of another session
-  // waits here and takes the next number only once this one is committed: numbers become visible
-  // in commit order with no gaps (a reader that saw N never later finds a new number below N; an
-  // identity column would not give that).
+  // the row goes in unnumbered (`ord` is its insertion order); its readers number committed rows
+  // under one advisory lock (postgres/commit-log.ts, schema 20). Numbering here would need a
+  // store-wide lock held until COMMIT (schema 12's counter row), which queued every commit of every
+  // session behind the one before it, WAL flush included.
   commitLogInsert: statement(
     'INSERT INTO commit_log (session_id, session_seq) VALUES (?, ?)',
-    `WITH n AS (UPDATE commit_log_counter SET seq = seq + 1 RETURNING seq)
-     INSERT INTO commit_log (seq, session_id, session_seq) SELECT n.seq, $1, $2 FROM n`,
+    'INSERT INTO commit_log (session_id, session_seq) VALUES ($1, $2)',
   ),
 } satisfies Record<string, Statement>;
 
@@ -177,15 +175,17 @@ const taskUpdates = new Map<string, Statement>();
 
 /**
  * The compare-and-set update of a task that sets `keys` (sorted, so one statement per set of
- * fields): the values of `keys`, then updated_at, id and the expected version.
+ * fields): the values of `keys`, then updated_at, id and the expected version. It answers the row
+ * as written (no row: the version moved on), in the round trip the compare-and-set costs anyway,
+ * so the committer knows the row without reading it again.
  */
 export function taskUpdate(keys: ReadonlyArray<keyof TaskChanges>): Statement {
   const cacheKey = keys.join(',');
   let s = taskUpdates.get(cacheKey);
   if (!s) {
     const n = keys.length;
-    const sqlite = `UPDATE tasks SET ${[...keys.map((k) => `${TASK_COLUMNS[k].column} = ?`), 'version = version + 1', 'updated_at = ?'].join(', ')} WHERE id = ? AND version = ?`;
-    const postgres = `UPDATE tasks SET ${[...keys.map((k, i) => `${TASK_COLUMNS[k].column} = $${i + 1}`), 'version = version + 1', `updated_at = $${n + 1}`].join(', ')} WHERE id = $${n + 2} AND version = $${n + 3}`;
+    const sqlite = `UPDATE tasks SET ${[...keys.map((k) => `${TASK_COLUMNS[k].column} = ?`), 'version = version + 1', 'updated_at = ?'].join(', ')} WHERE id = ? AND version = ? RETURNING *`;
+    const postgres = `UPDATE tasks SET ${[...keys.map((k, i) => `${TASK_COLUMNS[k].column} = $${i + 1}`), 'version = version + 1', `updated_at = $${n + 1}`].join(', ')} WHERE id = $${n + 2} AND version = $${n + 3} RETURNING *`;
     s = statement(sqlite, postgres);
     taskUpdates.set(cacheKey, s);
   }

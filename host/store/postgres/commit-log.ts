@@ -1,18 +1,44 @@
 import type pg from 'pg';
 import type { CommitLogRecords } from '../commit-log';
 import { toLogged } from '../sqlite/commit-log';
-import { query } from './open';
+import { query, transaction } from './open';
 import { toEntry } from './rows';
 
+/** The advisory lock key under which committed rows of the commit log are numbered (one numberer at a time). */
+const NUMBERING_LOCK = 4_711_020;
+
 /**
- * Reads of the store-wide commit order (see the SQLite twin). The numbers are assigned by each
- * commit's last statement under the `commit_log_counter` row lock (migration 12), so they become
- * visible in order: a reader that saw seq N never later sees a new seq below N.
+ * Numbers every committed, unnumbered row of the commit log (schema 20): after the one advisory
+ * lock, so the previous numberer has committed and this statement's snapshot (READ COMMITTED: taken
+ * after the lock) sees its numbers; MAX + row_number continues them without a gap. A commit still
+ * in flight is invisible here and gets a higher number from a later numberer, so numbers become
+ * visible in increasing order: a reader that saw N never later finds a new number at or below N.
+ * Commits never wait for this (they only insert), so they can share the server's WAL flushes.
+ */
+export async function numberCommitLog(pool: pg.Pool): Promise<void> {
+  const [pending] = await query<{ any: boolean }>(pool, 'SELECT EXISTS (SELECT 1 FROM commit_log WHERE seq IS NULL) AS any');
+  if (!pending?.any) return;
+  await transaction(pool, async (client) => {
+    await query(client, 'SELECT pg_advisory_xact_lock($1)', [NUMBERING_LOCK]);
+    await query(
+      client,
+      `WITH base AS (SELECT COALESCE(MAX(seq), 0) AS top FROM commit_log),
+            todo AS (SELECT ord, row_number() OVER (ORDER BY ord) AS k FROM commit_log WHERE seq IS NULL)
+       UPDATE commit_log l SET seq = base.top + todo.k FROM base, todo WHERE l.ord = todo.ord`,
+    );
+  });
+}
+
+/**
+ * Reads of the store-wide commit order (see the SQLite twin). Commits insert their row unnumbered;
+ * each read numbers what has committed since ({@link numberCommitLog}) before it reads, so the
+ * numbers it returns are final and a reader following `afterSeq` misses nothing.
  */
 export function postgresCommitLog(pool: pg.Pool): CommitLogRecords {
   const base = 'SELECT l.seq, l.session_id, l.session_seq, c.at, c.label, c.actor FROM commit_log l JOIN commits c ON c.session_id = l.session_id AND c.seq = l.session_seq';
   return {
     async listCommitLog(filter = {}) {
+      await numberCommitLog(pool);
       const limit = Math.floor(filter.limit ?? 1_000_000);
       const rows = filter.sessionId
         ? await query(pool, `${base} WHERE l.seq > $1 AND l.session_id = $2 ORDER BY l.seq LIMIT $3`, [filter.afterSeq ?? 0, filter.sessionId, limit])
@@ -20,6 +46,7 @@ export function postgresCommitLog(pool: pg.Pool): CommitLogRecords {
       return rows.map(toLogged);
     },
     async lastCommitLogSeq() {
+      await numberCommitLog(pool);
       const [r] = await query<{ seq: number }>(pool, 'SELECT COALESCE(MAX(seq), 0) AS seq FROM commit_log');
       return r!.seq;
     },

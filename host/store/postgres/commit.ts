@@ -6,6 +6,7 @@ import { commitSteps } from '../commit/commit-algorithm';
 import type { Step, Steps } from '../commit/transaction';
 import type { DbClock } from '../sqlite/ownership';
 import { RETRY_CODES, storeError } from './open';
+import { toTask } from './rows';
 
 const ATTEMPTS = 5;
 
@@ -43,14 +44,14 @@ export class CommitWriter {
       try {
         const tx = new Pipeline(client);
         tx.send('BEGIN');
-        const seq = await this.drive(tx, commitSteps(input, at, this.dbClock ? this.dbClock() : null), input.label);
+        const { seq, tasks } = await this.drive(tx, commitSteps(input, at, this.dbClock ? this.dbClock() : null), input.label);
         // Every write still in flight travels with the COMMIT. COMMIT of a transaction that a
         // write aborted answers ROLLBACK without an error, so each write's own answer is checked.
         const commit = client.query('COMMIT');
         commit.catch(() => {});
         await tx.settled();
         await commit;
-        return { ok: true, seq, at };
+        return { ok: true, seq, at, tasks: tasks.map(toTask) };
       } catch (err) {
         await client.query('ROLLBACK').catch((e: Error) => (broken = e));
         if (err instanceof Conflict) return { ok: false, conflict: err.conflict };

@@ -6,6 +6,7 @@
  * milliseconds do not fit INTEGER; the pool parses int8 back to a JS number); tables whose reads
  * order by SQLite's `rowid` get an identity column `ord` instead; triggers need a function.
  */
+import { COMMIT_LOG_NUMBERED_BY_READERS_PG } from './commit-log-migration';
 import { IMPORTED_KEYS_MIGRATION_PG } from './imported-migration';
 
 export const POSTGRES_SQL: Readonly<Record<number, string>> = {
@@ -354,4 +355,5 @@ export const POSTGRES_SQL: Readonly<Record<number, string>> = {
     ALTER TABLE leases ADD COLUMN epoch BIGINT;
     ALTER TABLE imported_runs ADD COLUMN owner_json TEXT;
   `,
+  20: COMMIT_LOG_NUMBERED_BY_READERS_PG,
 };

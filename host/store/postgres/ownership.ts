@@ -18,18 +18,25 @@ export function postgresOwnership(pool: pg.Pool, dbClock?: DbClock): OwnershipRe
   const clockParam = () => (dbClock ? dbClock() : null);
   const claim = async (db: pg.PoolClient, sessionId: string, holder: { hostId: string; pid: number | null }, ttlMs: number, takeOver: boolean): Promise<ClaimResult> => {
     const scope = sessionScope(sessionId);
+    // The connection pipelines: the placeholder, the lock and the clock travel together (one round
+    // trip) and run in order, so the clock is read after the lock was granted.
+    const sent = <T extends Record<string, unknown>>(p: Promise<T[]>) => (p.catch(() => {}), p);
     // SQLite's BEGIN IMMEDIATE is the whole file; here the row lock is. A first claim has no row
     // to lock, so a stopped placeholder (epoch 0) is inserted first: of two first claimers the
     // second waits on the first's insert, then locks and reads the row the first committed.
-    const placeholderAt = await now(db);
-    await query(
-      db,
-      `INSERT INTO fencing (${COLS}) VALUES ($1, 0, $2, $3, $4, $4, $4, 0) ON CONFLICT (scope) DO NOTHING`,
-      [scope, holder.hostId, holder.pid, placeholderAt],
+    const placeholder = sent(
+      query(
+        db,
+        `INSERT INTO fencing (${COLS}) SELECT $1, 0, $2, $3, c.t, c.t, c.t, 0 FROM (SELECT ${serverNowMs('$4')} AS t) c ON CONFLICT (scope) DO NOTHING`,
+        [scope, holder.hostId, holder.pid, clockParam()],
+      ),
     );
     // FOR UPDATE also waits for commits still holding the old epoch (they read it FOR SHARE).
-    const [row] = await query<OwnerRow>(db, `SELECT ${COLS} FROM fencing WHERE scope = $1 FOR UPDATE`, [scope]);
-    const t = await now(db);
+    const locked = sent(query<OwnerRow>(db, `SELECT ${COLS} FROM fencing WHERE scope = $1 FOR UPDATE`, [scope]));
+    const clock = sent(query<{ t: number }>(db, `SELECT ${serverNowMs('$1')} AS t`, [clockParam()]));
+    await placeholder; // the first failure is the one reported
+    const [row] = await locked;
+    const t = (await clock)[0]!.t;
     const previous = row && row.epoch > 0 ? toOwner(row) : null;
     const live = previous !== null && previous.stoppedAt === null && previous.leaseUntil >= t;
     if (live && !takeOver) return { ok: false, owner: previous, now: t };
@@ -69,7 +76,11 @@ export function postgresOwnership(pool: pg.Pool, dbClock?: DbClock): OwnershipRe
       const [row] = await query<OwnerRow>(pool, `SELECT ${COLS} FROM fencing WHERE scope = $1 AND epoch > 0`, [sessionScope(sessionId)]);
       return row ? toOwner(row) : undefined;
     },
-    async listSessionOwners() {
+    async listSessionOwners(filter = {}) {
+      if (filter.liveHeldBy !== undefined) {
+        const live = `SELECT ${COLS} FROM fencing WHERE scope LIKE 'session:%' AND holder = $1 AND epoch > 0 AND stopped_at IS NULL AND lease_until >= ${serverNowMs('$2')} ORDER BY scope`;
+        return (await query<OwnerRow>(pool, live, [filter.liveHeldBy, clockParam()])).map(toOwner);
+      }
       return (await query<OwnerRow>(pool, `SELECT ${COLS} FROM fencing WHERE scope LIKE 'session:%' AND epoch > 0 ORDER BY scope`)).map(toOwner);
     },
     async claimableSessions(limit) {

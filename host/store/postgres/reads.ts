@@ -74,7 +74,10 @@ export function postgresReads(pool: pg.Pool): Reads {
       return r ? toTask(r) : undefined;
     },
     async listTasks(filter: TaskFilter = {}) {
-      const conds = { run_id: filter.runId, parent_id: filter.parentId, session_id: filter.sessionId, status: filter.statuses };
+      if (filter.sessionIds?.length === 0) return [];
+      const sessions = filter.sessionId !== undefined ? (filter.sessionIds && !filter.sessionIds.includes(filter.sessionId) ? [] : filter.sessionId) : filter.sessionIds;
+      if (Array.isArray(sessions) && sessions.length === 0) return [];
+      const conds = { run_id: filter.runId, parent_id: filter.parentId, session_id: sessions, status: filter.statuses };
       // Insertion order (the identity column; commits of one session are serialised by its row
       // lock), not created_at: the wall clock can step backwards between two spawns.
       return (await selectWhere(pool, 'tasks', conds, 'ord')).map(toTask);

@@ -3,6 +3,8 @@ import type { CommitInput, CommitResult } from '../commit-input';
 import { Conflict } from '../commit-columns';
 import { commitSteps } from '../commit/commit-algorithm';
 import type { Statement, Step, Steps } from '../commit/transaction';
+import { toTask } from './rows';
+import { BUSY_TIMEOUT_MS } from './open';
 
 /**
  * Runs the commit algorithm ({@link commitSteps}) on SQLite: synchronously, inside one BEGIN
@@ -18,11 +20,29 @@ export class CommitWriter {
     this.write = db.transaction((input: CommitInput, at: number) => this.drive(commitSteps(input, at, at)));
   }
 
+  /**
+   * One try that does not wait for another process's write lock: `busy` when it is held. The
+   * caller waits asynchronously and tries again, so this process's other work goes on meanwhile;
+   * SQLite's own busy handler sleeps inside the call (up to 100 ms at a time), which freezes the
+   * whole process, every session it drives included.
+   */
+  tryApply(input: CommitInput, at: number): CommitResult | 'busy' {
+    this.db.pragma('busy_timeout = 0');
+    try {
+      return this.apply(input, at);
+    } catch (err) {
+      if ((err as { code?: string }).code === 'SQLITE_BUSY') return 'busy';
+      throw err;
+    } finally {
+      this.db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+    }
+  }
+
   /** @param at the commit's time on the store's clock, which is also the database clock its fence is judged by. */
   apply(input: CommitInput, at: number): CommitResult {
     try {
-      const seq = this.write.immediate(input, at);
-      return { ok: true, seq, at };
+      const { seq, tasks } = this.write.immediate(input, at);
+      return { ok: true, seq, at, tasks: tasks.map(toTask) };
     } catch (err) {
       if (err instanceof Conflict) return { ok: false, conflict: err.conflict };
       throw err;

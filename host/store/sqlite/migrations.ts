@@ -426,4 +426,11 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       ALTER TABLE imported_runs ADD COLUMN owner_json TEXT;
     `,
   },
+  {
+    version: 20,
+    name: 'commit order numbered by its readers (PostgreSQL)',
+    // PostgreSQL's commits no longer number the store-wide order under one counter row (see
+    // postgres/commit-log.ts); SQLite's single writer still numbers it by rowid, so nothing changes here.
+    sql: 'SELECT 1;',
+  },
 ];

@@ -4,6 +4,9 @@ import { dirname } from 'node:path';
 import { BerthError } from '../../errors';
 import { NEWEST_SCHEMA_VERSION, SCHEMA_VERSIONS, storeTooNew } from '../schema-versions';
 
+/** How long a statement waits for another process's lock before it fails. */
+export const BUSY_TIMEOUT_MS = 5000;
+
 /** How hard each commit is pushed to disk. */
 export type Durability = 'full' | 'normal';
 
@@ -31,7 +34,7 @@ export function openDatabase(path: string, durability: Durability = 'full'): Dat
   }
   // First: another process (a host committing, a CLI reading status) may hold a lock briefly, and
   // even switching to WAL or reading the schema must wait for it rather than fail.
-  db.pragma('busy_timeout = 5000');
+  db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
   db.pragma('journal_mode = WAL');
   db.pragma(`synchronous = ${durability === 'full' ? 'FULL' : 'NORMAL'}`);
   db.pragma('foreign_keys = ON');

@@ -50,6 +50,7 @@ export function sqliteOwnership(db: Database.Database, clock: Clock) {
   const cols = 'scope, epoch, holder, pid, at, heartbeat_at, stopped_at, lease_until';
   const get = db.prepare(`SELECT ${cols} FROM fencing WHERE scope = ?`);
   const all = db.prepare(`SELECT ${cols} FROM fencing WHERE scope LIKE 'session:%' ORDER BY scope`);
+  const liveOf = db.prepare(`SELECT ${cols} FROM fencing WHERE scope LIKE 'session:%' AND holder = ? AND epoch > 0 AND stopped_at IS NULL AND lease_until >= ? ORDER BY scope`);
   const take = db.prepare(
     `INSERT INTO fencing (scope, epoch, holder, pid, at, heartbeat_at, stopped_at, lease_until) VALUES (?, ?, ?, ?, ?, ?, NULL, ?)
      ON CONFLICT (scope) DO UPDATE SET epoch = excluded.epoch, holder = excluded.holder, pid = excluded.pid, at = excluded.at,
@@ -98,8 +99,9 @@ export function sqliteOwnership(db: Database.Database, clock: Clock) {
       const row = get.get(sessionScope(sessionId)) as OwnerRow | undefined;
       return row ? toOwner(row) : undefined;
     },
-    async listSessionOwners(): Promise<SessionOwner[]> {
-      return (all.all() as OwnerRow[]).map(toOwner);
+    async listSessionOwners(filter: { liveHeldBy?: string } = {}): Promise<SessionOwner[]> {
+      const rows = filter.liveHeldBy === undefined ? all.all() : liveOf.all(filter.liveHeldBy, now());
+      return (rows as OwnerRow[]).map(toOwner);
     },
     async claimableSessions(limit: number): Promise<string[]> {
       return (claimable.all(now(), limit) as Array<{ session_id: string }>).map((r) => r.session_id);

@@ -106,7 +106,10 @@ export function sqliteReads(db: Database.Database): Reads {
       return r ? toTask(r) : undefined;
     },
     async listTasks(filter: TaskFilter = {}) {
-      const conds = { run_id: filter.runId, parent_id: filter.parentId, session_id: filter.sessionId, status: filter.statuses };
+      if (filter.sessionIds?.length === 0) return [];
+      const sessions = filter.sessionId !== undefined ? (filter.sessionIds && !filter.sessionIds.includes(filter.sessionId) ? [] : filter.sessionId) : filter.sessionIds;
+      if (Array.isArray(sessions) && sessions.length === 0) return [];
+      const conds = { run_id: filter.runId, parent_id: filter.parentId, session_id: sessions, status: filter.statuses };
       // Insertion order (SQLite's rowid; tasks are never deleted, so it only grows, and commits are
       // serialised), not created_at: the wall clock can step backwards between two spawns.
       return selectWhere(db, 'tasks', conds, 'rowid').map(toTask);

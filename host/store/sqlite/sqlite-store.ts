@@ -9,7 +9,7 @@ import { sqliteCommitLog } from './commit-log';
 import { sqliteEgressAudit } from './egress';
 import { sqliteOwnership } from './ownership';
 import { sqliteLeaseRecords } from './leases';
-import { openDatabase, type Durability } from './open';
+import { BUSY_TIMEOUT_MS, openDatabase, type Durability } from './open';
 import { sqliteReads } from './reads';
 import { sqliteImportedRuns } from './imported';
 import { sqliteSnapshots } from './snapshots';
@@ -51,7 +51,15 @@ export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): St
     ...sqliteOwnership(db, clock),
     async commit(input: CommitInput): Promise<CommitResult> {
       faultPoint(`before:${input.label}`);
-      const result = writer.apply(input, clock.now());
+      // Another process holds the write lock: wait for it here, asynchronously (short jittered
+      // sleeps), not in SQLite's busy handler, which would freeze this process meanwhile; past the
+      // usual budget, the blocking wait (and its `database is locked` error) as before.
+      const giveUpAt = Date.now() + BUSY_TIMEOUT_MS;
+      let result: CommitResult | 'busy';
+      for (let pause = 1; (result = writer.tryApply(input, clock.now())) === 'busy' && Date.now() < giveUpAt; pause = Math.min(pause * 2, 16)) {
+        await new Promise((r) => setTimeout(r, pause * (0.5 + Math.random())));
+      }
+      if (result === 'busy') result = writer.apply(input, clock.now());
       if (result.ok) faultPoint(`after:${input.label}`);
       return result;
     },
