@@ -1,19 +1,16 @@
 import { BerthError } from '../../errors';
 import type { Run } from '../../model';
 import type { HostRuntime } from '../../runtime/host-runtime';
-import { cliRuntime } from '../cli-runtime';
-import { releaseEndedRunLeases } from '../../runtime/run-end-leases';
+import { startHost, whileHoldingRight } from '../../api/drive';
+import { stopRuntime } from '../../api/run-end';
 import type { CliContext } from '../context';
 import { agentPrinter } from './agent-output';
-import { whileHoldingRight } from '../host-right';
 
 /** The host of one `berth agent|chat` invocation with live output wired to its commits. */
 export async function startAgentHost(ctx: CliContext, ttlMs?: number): Promise<{ rt: HostRuntime; printer: ReturnType<typeof agentPrinter> }> {
   const printer = agentPrinter(ctx.json);
-  const rt = cliRuntime(ctx, { claim: 'own', ttlMs, onAgentLive: (e) => printer.live(e) });
-  const swept = [...(await ctx.sandbox.sweep()), ...(await releaseEndedRunLeases(ctx))];
-  if (swept.length && !ctx.json) process.stderr.write(`  swept ${swept.length} leftover container(s)\n`);
-  await rt.kernel.start();
+  const { rt, swept } = await startHost(ctx, { ttlMs, onAgentLive: (e) => printer.live(e) });
+  if (swept && !ctx.json) process.stderr.write(`  swept ${swept} leftover container(s)\n`);
   return { rt, printer };
 }
 
@@ -68,7 +65,7 @@ export async function followRun(ctx: CliContext, host: Awaited<ReturnType<typeof
     clearInterval(poll);
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
-    await rt.kernel.stop();
-    await rt.leasesReleased();
+    // Background snapshot loads finish before the store closes (they write to it).
+    await stopRuntime(ctx, rt);
   }
 }

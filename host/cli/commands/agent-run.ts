@@ -8,8 +8,8 @@ import type { CliContext } from '../context';
 import { emit, runExit } from '../output';
 import { followRun, startAgentHost } from './agent-host';
 import { checkImageOnEngine } from './preflight';
-import { fleetRuntime, leaseTtlMs } from './worker';
-import { takeRun } from './plan-run';
+import { takeRun } from '../../api/drive';
+import { submitAgent } from '../../api/agents';
 
 /** The agent flags of `berth agent` and `berth chat`, as parsed. */
 export interface AgentFlags {
@@ -88,8 +88,7 @@ export async function agentRun(ctx: CliContext, message: string, flags: AgentFla
   readApiKey({ apiKeyEnv: settings.model.apiKeyEnv ?? 'OPENAI_API_KEY' });
   await checkImageOnEngine(ctx.docker, environment, resolve(flags.env));
   if (flags.detach) {
-    const rt = fleetRuntime(ctx, leaseTtlMs(undefined));
-    const { run, created } = await submitAgentRun({ ...rt, toolNames: [...rt.agent.tools.keys()] }, { message, settings, environment, workspaceDir, requestId: flags['request-id'], environmentFile: flags.env });
+    const { run, created } = await submitAgent(ctx, { message, settings, environment, workspaceDir, requestId: flags['request-id'], environmentFile: flags.env });
     emit(ctx.json, { run, created, detached: true }, () => `${created ? 'submitted' : 'already submitted as'} run ${run.id} in session ${run.sessionId}; a berth worker on ${ctx.store.location} drives it`);
     return 0;
   }

@@ -1,18 +1,17 @@
 /**
- * `berth serve [--port 7777] [--host 127.0.0.1]`: the live web view of the store's runs. The CLI
- * wires the page's actions to the very functions its own commands use (approve/deny:
- * decideApproval; cancel: commitCancel; reconcile: the `berth reconcile` command itself, run as a
- * child process because it drives the run on to its end as its owner).
+ * `berth serve [--port 7777] [--host 127.0.0.1]`: the live web view of the store's runs. The
+ * page's actions are the host API's (host/api: approve/deny, cancel, accept/reject); reconcile and
+ * fork run the `berth reconcile` / `berth fork` command (the same API) as a child process, because
+ * they drive the run on to its end as its owner, which outlives a request.
  */
 import { spawn } from 'node:child_process';
 import { dirname, join } from 'node:path';
-import { decideApproval } from '../../agent';
+import { cancel, decideCall, judge } from '../../api/decisions';
+import { operator } from '../../api/runtime';
 import { BerthError } from '../../errors';
 import { isLoopback, loadOrCreateToken, startServe, type ReconcileRequest, type ServeActions } from '../../serve';
 import type { CliContext } from '../context';
-import { judge } from './acceptance';
 import { describeRun, getRunOrThrow } from './runs';
-import { commitCancel, operator } from './plan-run';
 import { driverOf, readHost } from './run-driver';
 
 export interface ServeFlags {
@@ -64,19 +63,15 @@ export async function serveCommand(ctx: CliContext, flags: ServeFlags): Promise<
 function webActions(ctx: CliContext): ServeActions {
   return {
     async approve(runId, id, digest, actor) {
-      await getRunOrThrow(ctx.store, runId);
-      const v = await decideApproval(ctx.store, { runId, id, decision: 'approve', digest, actor, now: ctx.clock.now() });
+      const { approval: v } = await decideCall(ctx, runId, id, 'approve', actor, digest);
       return `${v.state} ${v.tool} call ${v.toolCallId} (digest ${v.digest}) as ${v.by}`;
     },
     async deny(runId, id, actor) {
-      await getRunOrThrow(ctx.store, runId);
-      const v = await decideApproval(ctx.store, { runId, id, decision: 'deny', actor, now: ctx.clock.now() });
+      const { approval: v } = await decideCall(ctx, runId, id, 'deny', actor);
       return `${v.state} ${v.tool} call ${v.toolCallId} as ${v.by}`;
     },
     async cancel(runId, actor) {
-      await commitCancel(ctx.store, runId, actor);
-      const run = await getRunOrThrow(ctx.store, runId);
-      const host = await readHost(ctx.store, ctx.clock.now(), ctx.hostId, run.sessionId);
+      const { owner: host } = await cancel(ctx, runId, actor);
       return host?.live ? `cancel of run ${runId} committed; host ${host.hostId} stops it now` : `cancel of run ${runId} committed; no live host drives it: berth resume ${runId} finishes it`;
     },
     reconcile: (runId, choice, actor) => reconcileChild(ctx, runId, choice, actor),
