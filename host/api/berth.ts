@@ -1,6 +1,10 @@
 import type { Extension } from '../agent/custom-tasks';
 import { BerthError } from '../errors';
-import type { Run } from '../model';
+import type { ContinueSession, StartAgentRun } from '../agent';
+import { submit } from '../kernel';
+import type { Json, Run } from '../model';
+import { newId } from '../support';
+import { submitAgent, submitChat } from './agents';
 import { checkStore, exportRun, importRecord } from '../record';
 import type { HostRuntime } from '../runtime/host-runtime';
 import { assemble, type HostParts, type OpenOptions } from './assemble';
@@ -82,6 +86,28 @@ export class Berth implements HostParts, AsyncDisposable {
   async submitPlan(plan: PlanSource, o: { requestId?: string; tags?: string[] } = {}): Promise<{ run: Run; created: boolean }> {
     const loaded = await preparePlan(this, plan);
     const { run, created } = await submitDetached(this, loaded, o);
+    return { run, created };
+  }
+
+  /**
+   * Submits a run whose root task is an application task kind (registered through `extensions`),
+   * for a worker or a later {@link drive}; the same request id returns the same run.
+   */
+  async submitTask(root: { kind: string; input: Json; requestId?: string; runKind?: string }): Promise<{ run: Run; created: boolean }> {
+    const rt = this.runtime({ claim: 'none' });
+    const { run, created } = await submit({ store: this.store, kernel: rt.kernel, registry: rt.registry }, { requestId: root.requestId ?? newId('req'), runKind: root.runKind ?? root.kind, root: { kind: root.kind, input: root.input } });
+    return { run, created };
+  }
+
+  /** Submits an agent run (a user message in a new session) for a worker or a later {@link drive}. */
+  async submitAgent(s: StartAgentRun): Promise<{ run: Run; created: boolean }> {
+    const { run, created } = await submitAgent(this, s);
+    return { run, created };
+  }
+
+  /** Another message in an agent session, as a new run for a worker or a later {@link drive}. */
+  async chat(c: ContinueSession): Promise<{ run: Run; created: boolean }> {
+    const { run, created } = await submitChat(this, c);
     return { run, created };
   }
 
