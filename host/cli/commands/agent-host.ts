@@ -5,6 +5,7 @@ import { startHost, whileHoldingRight } from '../../api/drive';
 import { stopRuntime } from '../../api/run-end';
 import type { CliContext } from '../context';
 import { agentPrinter } from './agent-output';
+import { emit, runExit } from '../output';
 
 /** The host of one `berth agent|chat` invocation with live output wired to its commits. */
 export async function startAgentHost(ctx: CliContext, ttlMs?: number): Promise<{ rt: HostRuntime; printer: ReturnType<typeof agentPrinter> }> {
@@ -68,4 +69,15 @@ export async function followRun(ctx: CliContext, host: Awaited<ReturnType<typeof
     // Background snapshot loads finish before the store closes (they write to it).
     await stopRuntime(ctx, rt);
   }
+}
+
+/** The agent run's final state and answer, and the exit code that goes with it. */
+export async function finishAgentRun(ctx: CliContext, run: Run): Promise<number> {
+  const root = run.rootTaskId ? await ctx.store.getTask(run.rootTaskId) : undefined;
+  const answer = (root?.result as { answer?: string | null } | null)?.answer ?? null;
+  const reason = (await ctx.store.listRunTransitions(run.id)).at(-1)?.reason ?? '';
+  emit(ctx.json, { run, answer, error: root?.error ?? null }, () =>
+    [`\nrun ${run.id} (session ${run.sessionId}): ${run.state}${run.state === 'completed' ? '' : ` (${reason})`}`, answer ? `\n${answer}` : '', run.state === 'completed' ? `continue with: berth chat ${run.sessionId} "..."` : ''].filter(Boolean).join('\n'),
+  );
+  return runExit(run, reason);
 }

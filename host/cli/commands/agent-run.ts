@@ -3,10 +3,11 @@ import { stat } from 'node:fs/promises';
 import { checkSupported, loadEnvironment, requireLocked } from '../../../environment';
 import { continueSession, readApiKey, submitAgentRun, type AgentSettingsInput } from '../../agent';
 import { BerthError } from '../../errors';
-import type { Run } from '../../model';
 import type { CliContext } from '../context';
-import { emit, runExit } from '../output';
-import { followRun, startAgentHost } from './agent-host';
+import { emit } from '../output';
+import { finishAgentRun, followRun, startAgentHost } from './agent-host';
+
+export { finishAgentRun } from './agent-host';
 import { checkImageOnEngine } from './preflight';
 import { takeRun } from '../../api/drive';
 import { submitAgent } from '../../api/agents';
@@ -62,17 +63,6 @@ async function stopOnError<T>(host: Awaited<ReturnType<typeof startAgentHost>>, 
     await host.rt.kernel.stop().catch(() => {});
     throw err;
   }
-}
-
-/** The agent run's final state and answer, and the exit code that goes with it. */
-export async function finishAgentRun(ctx: CliContext, run: Run): Promise<number> {
-  const root = run.rootTaskId ? await ctx.store.getTask(run.rootTaskId) : undefined;
-  const answer = (root?.result as { answer?: string | null } | null)?.answer ?? null;
-  const reason = (await ctx.store.listRunTransitions(run.id)).at(-1)?.reason ?? '';
-  emit(ctx.json, { run, answer, error: root?.error ?? null }, () =>
-    [`\nrun ${run.id} (session ${run.sessionId}): ${run.state}${run.state === 'completed' ? '' : ` (${reason})`}`, answer ? `\n${answer}` : '', run.state === 'completed' ? `continue with: berth chat ${run.sessionId} "..."` : ''].filter(Boolean).join('\n'),
-  );
-  return runExit(run, reason);
 }
 
 /** `berth agent "TASK" --env FILE [--workspace DIR] [--model M --base-url URL --api-key-env NAME]`. */
