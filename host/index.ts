@@ -27,6 +27,8 @@ export type { GcOptions, GcReport } from './api/gc';
 export type { WorkerOptions, RunningWorker } from './api/worker';
 export type { ForkOptions } from './api/forks';
 export type { HostView } from './api/run-driver';
+/** `Berth.connect({ url, token })`: the client of `berth serve`'s `/api/v1` on another machine. */
+export { RemoteBerth, type ConnectOptions } from './api/remote';
 
 /** Typed errors: a stable `code`, whether the same call may succeed later (`retryable`), and the ids concerned. */
 export { BerthError, isBerthError, type ErrorIds } from './errors';

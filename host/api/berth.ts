@@ -15,6 +15,7 @@ import { fork, type ForkOptions } from './forks';
 import { gc, type GcOptions } from './gc';
 import { preparePlan, startPlan, submitDetached, type PlanSource } from './plans';
 import { reconcile, type ReconcileChoice } from './reconcile';
+import { connect, type ConnectOptions, type RemoteBerth } from './remote';
 import { hostRuntime, operator, type RuntimeOptions } from './runtime';
 import { startWorker, type RunningWorker, type WorkerOptions } from './worker';
 
@@ -70,6 +71,11 @@ export class Berth implements HostParts, AsyncDisposable {
   /** Opens a host over a SQLite path or a PostgreSQL URL; Docker from `DOCKER_HOST`, registry from `BERTH_REGISTRY` by default. */
   static async open(o: BerthOptions): Promise<Berth> {
     return Berth.from(assemble(o), o);
+  }
+
+  /** A client of `berth serve`'s versioned API on another machine, with this interface for what makes sense remotely. */
+  static connect(o: ConnectOptions): RemoteBerth {
+    return connect(o);
   }
 
   /** A host over parts built elsewhere (the CLI builds its context with {@link assemble}). */

@@ -7,6 +7,7 @@
 import { dirname, join } from 'node:path';
 import { BackgroundDrives } from '../../api/background';
 import { fork } from '../../api/forks';
+import { preparePlan, submitDetached } from '../../api/plans';
 import { reconcile } from '../../api/reconcile';
 import { cancel, decideCall, judge } from '../../api/decisions';
 import { operator } from '../../api/runtime';
@@ -39,6 +40,10 @@ export async function serveCommand(ctx: CliContext, flags: ServeFlags): Promise<
       describe: (runId) => describeRun(ctx.store, runId),
       ownerLine: async (run) => driverOf(run, await readHost(ctx.store, ctx.clock.now(), ctx.hostId, run.sessionId), ctx.clock.now()).line,
       actions: webActions(ctx, drives),
+      submitPlan: async (plan, o) => {
+        const { run, created } = await submitDetached(ctx, await preparePlan(ctx, plan), o);
+        return { run, created };
+      },
       artifacts: ctx.artifacts,
       operator: actor,
       token: access?.token ?? null,
