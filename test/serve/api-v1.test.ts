@@ -3,6 +3,8 @@ import { existsSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Berth, BerthError, type RunEvent } from '../../host/index';
 import { ROUTES } from '../../host/serve/api-v1-schema';
+import { ENTRY, type ApprovalRequestedEntry, type ToolResultEntry } from '../../host/agent';
+import { agentWorld, type AgentWorld } from '../support/agent-fixture';
 import { startWorker, stepRunning, stopWorker, waitFor, type WorkerProcess } from '../support/fleet';
 import { planFixture } from '../support/plan-fixture';
 import { startServeChild } from '../support/serve-browser';
@@ -64,6 +66,34 @@ describe('the versioned HTTP API and its remote client', { timeout: 300_000 }, (
     expect(unknown).toMatchObject({ code: 'run_not_found' });
     expect(await errorOf(remote.cancel(run.id))).toMatchObject({ code: 'run_not_cancellable' });
     expect((await remote.list({ states: ['completed'] })).map((r) => r.id)).toEqual([run.id]);
+  });
+
+  it('a remote client approves one tool call waiting for approval and denies another: the approved one runs once, the denied one never, both with the server\'s operator as actor', async () => {
+    const w: AgentWorld = await agentWorld([
+      { toolCalls: [{ name: 'exec', arguments: { command: 'echo approved-ran >> /tmp/a.log; cat /tmp/a.log' } }, { name: 'exec', arguments: { command: 'echo denied-ran >> /tmp/b.log; cat /tmp/b.log' } }] },
+      { content: 'finished' },
+    ]);
+    cleanups.push(() => w.cleanup());
+    const { run } = await w.start('two calls, decided remotely', { settings: { requireApproval: ['exec'] } });
+    await w.rt.kernel.waitForRun(run.id, { states: ['awaiting_approval'] });
+    const server = await startServeChild(w.storePath, w.hostId);
+    cleanups.push(() => server.stop());
+    const remote = Berth.connect({ url: server.url, token: tokenOf(server.login!) });
+    const asked = await waitFor('both approvals to be asked', async () => {
+      const e = (await w.rt.store.listEntries(run.sessionId)).filter((x) => x.kind === ENTRY.approvalRequested).map((x) => x.body as unknown as ApprovalRequestedEntry);
+      return e.length === 2 ? e : undefined;
+    });
+    expect((await remote.approve(run.id, asked[0]!.toolCallId, { digest: asked[0]!.digest })).said).toContain('approved');
+    expect((await remote.deny(run.id, asked[1]!.approvalId)).said).toContain('denied');
+    // Deciding again is refused with the server's typed error.
+    expect(await errorOf(remote.deny(run.id, asked[0]!.approvalId))).toBeInstanceOf(BerthError);
+    expect((await w.rt.kernel.waitForRun(run.id)).state).toBe('completed');
+    const results = (await w.rt.store.listEntries(run.sessionId)).filter((e) => e.kind === ENTRY.toolResult).map((e) => e.body as unknown as ToolResultEntry);
+    expect(results.map((r) => r.status).sort()).toEqual(['denied', 'ok']);
+    expect(results.find((r) => r.status === 'ok')!.content.match(/^approved-ran$/gm)).toHaveLength(1);
+    expect(results.map((r) => r.content).join('\n')).not.toContain('denied-ran');
+    const decided = (await w.rt.store.listEntries(run.sessionId)).filter((x) => x.kind === ENTRY.approvalDecided).map((x) => x.body as { by?: string });
+    expect(decided.map((d) => d.by)).toEqual(['user:web-tester', 'user:web-tester']);
   });
 
   it('serves an OpenAPI 3.1 document that validates and lists exactly the routes the server answers', async () => {
