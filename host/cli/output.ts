@@ -23,12 +23,7 @@ export function reportError(json: boolean, err: unknown, debug = false): void {
 }
 
 /** `12.3s`, `4m05s`, `1h02m`. */
-export function duration(ms: number): string {
-  if (ms < 60_000) return `${(ms / 1000).toFixed(1)}s`;
-  const s = Math.round(ms / 1000);
-  if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
-  return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
-}
+export { duration } from '../api/duration';
 
 /** Left-aligned columns. */
 export function table(rows: string[][]): string {

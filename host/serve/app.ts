@@ -12,6 +12,7 @@ import { readRunView } from './run-view';
 import { readRuns, runsFragment } from './runs-page';
 import { downloadArtifact } from './artifact-download';
 import { requireHost } from './host-check';
+import { mountApiV1 } from './api-v1';
 
 const isRunState = (s: string): s is RunState => (RUN_STATES as readonly string[]).includes(s);
 const positive = (v: string | undefined) => (v && /^\d+$/.test(v) ? Number(v) : undefined);
@@ -36,6 +37,8 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed, hosts: { allowed: ()
   app.use('*', requireHost(hosts.allowed, hosts.url));
   app.use('*', requireToken(deps.token));
   app.use('*', requireCsrf(secret));
+  // The versioned API for programs (Berth.connect): JSON in and out, typed errors.
+  mountApiV1(app, deps, feed);
 
   app.get('/assets/live.js', (c) => c.body(LIVE_JS, 200, { 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'no-cache' }));
   app.get('/assets/style.css', (c) => c.body(STYLE_CSS, 200, { 'content-type': 'text/css; charset=utf-8', 'cache-control': 'no-cache' }));

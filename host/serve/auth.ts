@@ -54,6 +54,7 @@ export function requireToken(token: string | null): MiddlewareHandler {
     }
     const bearer = /^Bearer (.+)$/.exec(c.req.header('authorization') ?? '')?.[1];
     const given = bearer ?? getCookie(c, SESSION_COOKIE) ?? '';
+    if (!same(given, token) && url.pathname.startsWith('/api/v1/')) return c.json({ error: { code: 'unauthorized', message: 'wrong or missing bearer token (the token is in the file berth serve names)', retryable: false } }, 401);
     if (!same(given, token)) return c.text('401: sign in with the login link berth serve printed at its first start (the token is in its token file)', 401);
     return next();
   };
@@ -70,6 +71,11 @@ export function requireCsrf(secret: string): MiddlewareHandler {
     if (c.req.method !== 'POST') return c.text('405: changes are POST requests', 405);
     const origin = c.req.header('origin');
     if (origin && origin !== 'null' && new URL(origin).host !== c.req.header('host')) return c.text('403: cross-site request refused', 403);
+    // The versioned API takes JSON only: a cross-site form cannot send it (a script would need CORS, never granted).
+    if (new URL(c.req.url).pathname.startsWith('/api/v1/')) {
+      if (!c.req.header('content-type')?.startsWith('application/json')) return c.json({ error: { code: 'invalid_request', message: 'API requests send application/json', retryable: false } }, 415);
+      return next();
+    }
     let given = c.req.header('x-csrf-token');
     if (!given) {
       const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);

@@ -58,6 +58,8 @@ export interface ServeDeps {
   /** Who drives the run, in one line (the CLI's status line). */
   ownerLine(run: Run): Promise<string>;
   actions: ServeActions;
+  /** `POST /api/v1/runs`: a plan file on this host submitted for a worker (`berth run PLAN --detach`). */
+  submitPlan?(plan: string, o: { requestId?: string; tags: string[] }): Promise<{ run: Run; created: boolean }>;
   /** Where artifact blobs are read from for download (each streamed with its digest checked). */
   artifacts: ArtifactStore;
   /** The signed-in operator recorded as the actor of every action. */

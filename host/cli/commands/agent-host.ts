@@ -1,19 +1,17 @@
 import { BerthError } from '../../errors';
 import type { Run } from '../../model';
 import type { HostRuntime } from '../../runtime/host-runtime';
-import { cliRuntime } from '../cli-runtime';
-import { releaseEndedRunLeases } from '../../runtime/run-end-leases';
+import { startHost, whileHoldingRight } from '../../api/drive';
+import { stopRuntime } from '../../api/run-end';
 import type { CliContext } from '../context';
 import { agentPrinter } from './agent-output';
-import { whileHoldingRight } from '../host-right';
+import { emit, runExit } from '../output';
 
 /** The host of one `berth agent|chat` invocation with live output wired to its commits. */
 export async function startAgentHost(ctx: CliContext, ttlMs?: number): Promise<{ rt: HostRuntime; printer: ReturnType<typeof agentPrinter> }> {
   const printer = agentPrinter(ctx.json);
-  const rt = cliRuntime(ctx, { claim: 'own', ttlMs, onAgentLive: (e) => printer.live(e) });
-  const swept = [...(await ctx.sandbox.sweep()), ...(await releaseEndedRunLeases(ctx))];
-  if (swept.length && !ctx.json) process.stderr.write(`  swept ${swept.length} leftover container(s)\n`);
-  await rt.kernel.start();
+  const { rt, swept } = await startHost(ctx, { ttlMs, onAgentLive: (e) => printer.live(e) });
+  if (swept && !ctx.json) process.stderr.write(`  swept ${swept} leftover container(s)\n`);
   return { rt, printer };
 }
 
@@ -68,7 +66,18 @@ export async function followRun(ctx: CliContext, host: Awaited<ReturnType<typeof
     clearInterval(poll);
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
-    await rt.kernel.stop();
-    await rt.leasesReleased();
+    // Background snapshot loads finish before the store closes (they write to it).
+    await stopRuntime(ctx, rt);
   }
+}
+
+/** The agent run's final state and answer, and the exit code that goes with it. */
+export async function finishAgentRun(ctx: CliContext, run: Run): Promise<number> {
+  const root = run.rootTaskId ? await ctx.store.getTask(run.rootTaskId) : undefined;
+  const answer = (root?.result as { answer?: string | null } | null)?.answer ?? null;
+  const reason = (await ctx.store.listRunTransitions(run.id)).at(-1)?.reason ?? '';
+  emit(ctx.json, { run, answer, error: root?.error ?? null }, () =>
+    [`\nrun ${run.id} (session ${run.sessionId}): ${run.state}${run.state === 'completed' ? '' : ` (${reason})`}`, answer ? `\n${answer}` : '', run.state === 'completed' ? `continue with: berth chat ${run.sessionId} "..."` : ''].filter(Boolean).join('\n'),
+  );
+  return runExit(run, reason);
 }

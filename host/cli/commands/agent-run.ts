@@ -3,13 +3,14 @@ import { stat } from 'node:fs/promises';
 import { checkSupported, loadEnvironment, requireLocked } from '../../../environment';
 import { continueSession, readApiKey, submitAgentRun, type AgentSettingsInput } from '../../agent';
 import { BerthError } from '../../errors';
-import type { Run } from '../../model';
 import type { CliContext } from '../context';
-import { emit, runExit } from '../output';
-import { followRun, startAgentHost } from './agent-host';
+import { emit } from '../output';
+import { finishAgentRun, followRun, startAgentHost } from './agent-host';
+
+export { finishAgentRun } from './agent-host';
 import { checkImageOnEngine } from './preflight';
-import { fleetRuntime, leaseTtlMs } from './worker';
-import { takeRun } from './plan-run';
+import { takeRun } from '../../api/drive';
+import { submitAgent } from '../../api/agents';
 
 /** The agent flags of `berth agent` and `berth chat`, as parsed. */
 export interface AgentFlags {
@@ -64,17 +65,6 @@ async function stopOnError<T>(host: Awaited<ReturnType<typeof startAgentHost>>, 
   }
 }
 
-/** The agent run's final state and answer, and the exit code that goes with it. */
-export async function finishAgentRun(ctx: CliContext, run: Run): Promise<number> {
-  const root = run.rootTaskId ? await ctx.store.getTask(run.rootTaskId) : undefined;
-  const answer = (root?.result as { answer?: string | null } | null)?.answer ?? null;
-  const reason = (await ctx.store.listRunTransitions(run.id)).at(-1)?.reason ?? '';
-  emit(ctx.json, { run, answer, error: root?.error ?? null }, () =>
-    [`\nrun ${run.id} (session ${run.sessionId}): ${run.state}${run.state === 'completed' ? '' : ` (${reason})`}`, answer ? `\n${answer}` : '', run.state === 'completed' ? `continue with: berth chat ${run.sessionId} "..."` : ''].filter(Boolean).join('\n'),
-  );
-  return runExit(run, reason);
-}
-
 /** `berth agent "TASK" --env FILE [--workspace DIR] [--model M --base-url URL --api-key-env NAME]`. */
 export async function agentRun(ctx: CliContext, message: string, flags: AgentFlags): Promise<number> {
   if (!flags.env) throw new BerthError('usage', 'berth agent needs --env FILE (the environment manifest of the sandbox)');
@@ -88,8 +78,7 @@ export async function agentRun(ctx: CliContext, message: string, flags: AgentFla
   readApiKey({ apiKeyEnv: settings.model.apiKeyEnv ?? 'OPENAI_API_KEY' });
   await checkImageOnEngine(ctx.docker, environment, resolve(flags.env));
   if (flags.detach) {
-    const rt = fleetRuntime(ctx, leaseTtlMs(undefined));
-    const { run, created } = await submitAgentRun({ ...rt, toolNames: [...rt.agent.tools.keys()] }, { message, settings, environment, workspaceDir, requestId: flags['request-id'], environmentFile: flags.env });
+    const { run, created } = await submitAgent(ctx, { message, settings, environment, workspaceDir, requestId: flags['request-id'], environmentFile: flags.env });
     emit(ctx.json, { run, created, detached: true }, () => `${created ? 'submitted' : 'already submitted as'} run ${run.id} in session ${run.sessionId}; a berth worker on ${ctx.store.location} drives it`);
     return 0;
   }

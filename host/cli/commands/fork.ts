@@ -1,14 +1,12 @@
 import { BerthError } from '../../errors';
-import { forkSession, lineageOf, planFork, submitFork, type LineageNode } from '../../fork';
-import { loadPlan } from '../../plan';
-import { snapshotEngine } from '../../sandbox';
-import { DeltaImages } from '../../snapshot';
+import { fork, forkAgentSession } from '../../api/forks';
+import { operator } from '../../api/runtime';
+import { lineageOf, type LineageNode } from '../../fork';
 import type { CliContext } from '../context';
 import { duration, emit } from '../output';
-import { drive, operator, startHost } from './plan-run';
-import { checkPlanSecrets } from './preflight';
+import { progressPrinter } from './progress';
+import { finishDriven } from './run-summary';
 import { getRunOrThrow } from './runs';
-import { cliRuntime } from '../cli-runtime';
 
 export interface ForkFlags {
   at?: string;
@@ -24,43 +22,21 @@ export interface ForkFlags {
  */
 export async function forkRun(ctx: CliContext, runId: string, flags: ForkFlags): Promise<number> {
   if (!flags.at) throw new BerthError('usage', 'berth fork RUN needs --at STEP|SNAPSHOT (a step name or number to fork after, `upload` for before the first step, or a snapshot id from berth show RUN)');
-  if (runId.startsWith('ses_')) return forkAgentSession(ctx, runId, flags.at);
-  const run = await getRunOrThrow(ctx.store, runId);
-  if (run.kind !== 'plan') throw new BerthError('fork_invalid', `run ${runId} is an ${run.kind} run: fork its session with berth fork ${run.sessionId} --at TURN`, { ids: { runId } });
-  const plan = flags.plan ? await loadPlan(flags.plan) : undefined;
-  if (plan) await checkPlanSecrets(plan);
-  const images = new DeltaImages({ engine: snapshotEngine(ctx.docker), store: ctx.store, logger: ctx.logger });
-  // Every refusal (fork point, plan, uncertain history) before a host starts or anything is written.
-  const planned = await planFork({ store: ctx.store, imageExists: images.exists }, run, { at: flags.at, plan });
-  const by = { requestId: flags['request-id'], actor: operator() };
-  if (flags.detach) {
-    const { run: fork, point, created } = await submitFork(submitOnly(ctx), planned, by);
-    emit(ctx.json, { runId: fork.id, forkedFrom: planned.input.fork, created }, () => `${created ? 'forked' : 'already forked as'} run ${fork.id} from ${runId} at ${point.snapshot.checkpoint} (snapshot ${point.snapshot.id}); drive it with: berth resume ${fork.id}`);
+  if (runId.startsWith('ses_')) {
+    const f = await forkAgentSession(ctx, runId, flags.at, operator());
+    emit(ctx.json, f, () => `forked session ${f.sessionId} from ${runId} at turn ${f.forkedFrom.index} (run ${f.forkedFrom.runId}, ${f.entries} entries, workspace of snapshot ${f.forkedFrom.snapshotId}); continue it with: berth chat ${f.sessionId} "MESSAGE"`);
     return 0;
   }
-  const total = planned.input.plan.steps.length;
-  const rt = await startHost(ctx, () => total);
-  const { run: fork, point, created } = await submitFork(rt, planned, by);
-  if (!ctx.json) process.stderr.write(`${created ? 'forked' : 'already forked as'} run ${fork.id} from ${runId} at ${point.snapshot.checkpoint} (snapshot ${point.snapshot.id}); steps ${point.index + 1}-${total} run here\n`);
-  return drive(ctx, rt, fork.id);
-}
-
-/** `berth fork SESSION --at TURN`: a new agent session as the original was after that turn; `berth chat NEW` continues it. */
-async function forkAgentSession(ctx: CliContext, sessionId: string, at: string): Promise<number> {
-  // A snapshot image still kept in the store as a delta layer counts, and is loaded to be tagged.
-  const images = new DeltaImages({ engine: snapshotEngine(ctx.docker), store: ctx.store, logger: ctx.logger });
-  const f = await forkSession({ store: ctx.store, kernel: { commit: ctx.store.commit.bind(ctx.store) }, imageExists: images.exists, tag: images.tag }, sessionId, at, operator());
-  emit(ctx.json, f, () => `forked session ${f.sessionId} from ${sessionId} at turn ${f.forkedFrom.index} (run ${f.forkedFrom.runId}, ${f.entries} entries, workspace of snapshot ${f.forkedFrom.snapshotId}); continue it with: berth chat ${f.sessionId} "MESSAGE"`);
-  return 0;
-}
-
-/**
- * What a detached submit needs: the handlers (to name the root kind's version) and a commit that
- * claims nothing: the fork is left for a worker or a later `berth resume`.
- */
-function submitOnly(ctx: CliContext) {
-  const rt = cliRuntime(ctx, { claim: 'none' });
-  return { store: ctx.store, registry: rt.registry, kernel: rt.kernel };
+  let total = 0;
+  const f = await fork(ctx, runId, { at: flags.at, plan: flags.plan, requestId: flags['request-id'], actor: operator(), detach: flags.detach }, { onProgress: progressPrinter(ctx.json, () => total) });
+  total = f.planned.input.plan.steps.length;
+  const { run: forked, point, created } = f;
+  if (!f.rt) {
+    emit(ctx.json, { runId: forked.id, forkedFrom: f.planned.input.fork, created }, () => `${created ? 'forked' : 'already forked as'} run ${forked.id} from ${runId} at ${point.snapshot.checkpoint} (snapshot ${point.snapshot.id}); drive it with: berth resume ${forked.id}`);
+    return 0;
+  }
+  if (!ctx.json) process.stderr.write(`${created ? 'forked' : 'already forked as'} run ${forked.id} from ${runId} at ${point.snapshot.checkpoint} (snapshot ${point.snapshot.id}); steps ${point.index + 1}-${total} run here\n`);
+  return finishDriven(ctx, f.rt, forked.id);
 }
 
 /** `berth tree RUN`: the lineage RUN belongs to, from its oldest ancestor, with each run's state. */

@@ -27,11 +27,8 @@ export async function status(ctx: CliContext): Promise<number> {
   return 0;
 }
 
-export async function getRunOrThrow(store: Store, runId: string): Promise<Run> {
-  const run = await store.getRun(runId);
-  if (!run) throw new BerthError('run_not_found', `no run ${runId} in ${store.location} (see berth status)`, { ids: { runId } });
-  return run;
-}
+import { getRunOrThrow } from '../../api/decisions';
+export { getRunOrThrow };
 
 /** Everything the store knows about one run: the record an operator reads to answer "what happened?". */
 export async function describeRun(store: Store, runId: string) {

@@ -1,18 +1,20 @@
 /**
- * `berth serve [--port 7777] [--host 127.0.0.1]`: the live web view of the store's runs. The CLI
- * wires the page's actions to the very functions its own commands use (approve/deny:
- * decideApproval; cancel: commitCancel; reconcile: the `berth reconcile` command itself, run as a
- * child process because it drives the run on to its end as its owner).
+ * `berth serve [--port 7777] [--host 127.0.0.1]`: the live web view of the store's runs. The
+ * page's actions are the host API's, as the commands' are (approve/deny, cancel, accept/reject,
+ * reconcile, fork); a reconcile or fork this host must carry out is driven here, in the
+ * background, to the run's end (a stop of the server leaves it for `berth resume`).
  */
-import { spawn } from 'node:child_process';
 import { dirname, join } from 'node:path';
-import { decideApproval } from '../../agent';
+import { BackgroundDrives } from '../../api/background';
+import { fork } from '../../api/forks';
+import { preparePlan, submitDetached } from '../../api/plans';
+import { reconcile } from '../../api/reconcile';
+import { cancel, decideCall, judge } from '../../api/decisions';
+import { operator } from '../../api/runtime';
 import { BerthError } from '../../errors';
-import { isLoopback, loadOrCreateToken, startServe, type ReconcileRequest, type ServeActions } from '../../serve';
+import { isLoopback, loadOrCreateToken, startServe, type ServeActions } from '../../serve';
 import type { CliContext } from '../context';
-import { judge } from './acceptance';
-import { describeRun, getRunOrThrow } from './runs';
-import { commitCancel, operator } from './plan-run';
+import { describeRun } from './runs';
 import { driverOf, readHost } from './run-driver';
 
 export interface ServeFlags {
@@ -21,9 +23,6 @@ export interface ServeFlags {
   'token-file'?: string;
   'no-token'?: boolean;
 }
-
-/** How long a reconcile click waits for the run to leave needs_reconciliation before answering. */
-const RECONCILE_ANSWER_MS = 15_000;
 
 export async function serveCommand(ctx: CliContext, flags: ServeFlags): Promise<number> {
   const host = flags.host ?? '127.0.0.1';
@@ -34,12 +33,17 @@ export async function serveCommand(ctx: CliContext, flags: ServeFlags): Promise<
   const access = flags['no-token'] ? null : loadOrCreateToken(tokenFile);
   const actor = operator();
   const stop = new AbortController();
+  const drives = new BackgroundDrives(ctx);
   const server = await startServe(
     {
       store: ctx.store,
       describe: (runId) => describeRun(ctx.store, runId),
       ownerLine: async (run) => driverOf(run, await readHost(ctx.store, ctx.clock.now(), ctx.hostId, run.sessionId), ctx.clock.now()).line,
-      actions: webActions(ctx),
+      actions: webActions(ctx, drives),
+      submitPlan: async (plan, o) => {
+        const { run, created } = await submitDetached(ctx, await preparePlan(ctx, plan), o);
+        return { run, created };
+      },
       artifacts: ctx.artifacts,
       operator: actor,
       token: access?.token ?? null,
@@ -58,93 +62,39 @@ export async function serveCommand(ctx: CliContext, flags: ServeFlags): Promise<
   });
   stop.abort();
   await server.close();
+  await drives.close();
   return 0;
 }
 
-function webActions(ctx: CliContext): ServeActions {
+function webActions(ctx: CliContext, drives: BackgroundDrives): ServeActions {
   return {
     async approve(runId, id, digest, actor) {
-      await getRunOrThrow(ctx.store, runId);
-      const v = await decideApproval(ctx.store, { runId, id, decision: 'approve', digest, actor, now: ctx.clock.now() });
+      const { approval: v } = await decideCall(ctx, runId, id, 'approve', actor, digest);
       return `${v.state} ${v.tool} call ${v.toolCallId} (digest ${v.digest}) as ${v.by}`;
     },
     async deny(runId, id, actor) {
-      await getRunOrThrow(ctx.store, runId);
-      const v = await decideApproval(ctx.store, { runId, id, decision: 'deny', actor, now: ctx.clock.now() });
+      const { approval: v } = await decideCall(ctx, runId, id, 'deny', actor);
       return `${v.state} ${v.tool} call ${v.toolCallId} as ${v.by}`;
     },
     async cancel(runId, actor) {
-      await commitCancel(ctx.store, runId, actor);
-      const run = await getRunOrThrow(ctx.store, runId);
-      const host = await readHost(ctx.store, ctx.clock.now(), ctx.hostId, run.sessionId);
+      const { owner: host } = await cancel(ctx, runId, actor);
       return host?.live ? `cancel of run ${runId} committed; host ${host.hostId} stops it now` : `cancel of run ${runId} committed; no live host drives it: berth resume ${runId} finishes it`;
     },
-    reconcile: (runId, choice, actor) => reconcileChild(ctx, runId, choice, actor),
+    async reconcile(runId, choice, actor) {
+      const r = await reconcile(ctx, runId, choice, actor);
+      // This host took the run: it carries the decision on to the run's end after answering.
+      if (r.kind === 'drive') drives.start(r.rt, runId);
+      const now = (await ctx.store.getRun(runId))?.state;
+      const how = choice.restore ? `from snapshot ${choice.restore}` : choice.fail ? 'fail' : 'current sandbox';
+      return r.kind === 'delivered' ? `reconciling run ${runId} as ${actor} (${how}): ${r.reason}; host ${r.owner.hostId} carries it out` : `reconciling run ${runId} as ${actor} (${how}): now ${now}`;
+    },
     judge: async (runId, decision, reason, actor) => (await judge(ctx.store, runId, decision, actor, { reason })).line,
-    fork: (runId, snapshotId, actor) => forkChild(ctx, runId, snapshotId, actor),
+    async fork(runId, snapshotId, actor) {
+      if (!/^[A-Za-z0-9_:.-]+$/.test(snapshotId)) throw new BerthError('usage', `fork from here needs a snapshot id, found "${snapshotId}"`);
+      const f = await fork(ctx, runId, { at: snapshotId, actor });
+      if (f.rt) drives.start(f.rt, f.run.id);
+      return { said: `${f.created ? 'forked' : 'already forked as'} run ${f.run.id} from ${runId} at ${f.point.snapshot.checkpoint} (snapshot ${f.point.snapshot.id}) as ${actor}`, forkRunId: f.run.id };
+    },
   };
 }
 
-/**
- * Runs `berth reconcile RUN …` (the CLI's own command, same checks and same code path) as a child
- * of this server with the operator as its actor, and answers once the run has left
- * needs_reconciliation or the command has ended, saying which.
- */
-async function reconcileChild(ctx: CliContext, runId: string, choice: ReconcileRequest, actor: string): Promise<string> {
-  const run = await getRunOrThrow(ctx.store, runId);
-  if (run.state !== 'needs_reconciliation') throw new BerthError('run_not_reconcilable', `run ${runId} is ${run.state}, not needs_reconciliation`, { ids: { runId } });
-  const args = ['reconcile', runId, '--store', ctx.store.location];
-  if (choice.accept) args.push('--accept');
-  if (choice.rejectEffect) args.push('--reject-effect');
-  if (choice.restore) args.push('--restore', choice.restore);
-  if (choice.fail) args.push('--fail');
-  const env = { ...process.env, BERTH_OPERATOR: actor.replace(/^user:/, ''), BERTH_HOST_ID: ctx.hostId };
-  const child = spawn(process.execPath, [...process.execArgv, process.argv[1]!, ...args], { env, stdio: ['ignore', 'ignore', 'pipe'] });
-  let stderr = '';
-  child.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
-  let exit: number | null | undefined;
-  child.on('exit', (code) => (exit = code));
-  const started = Date.now();
-  while (Date.now() - started < RECONCILE_ANSWER_MS) {
-    await new Promise((r) => setTimeout(r, 100));
-    const now = await ctx.store.getRun(runId);
-    if (exit !== undefined) {
-      const last = stderr.trim().split('\n').filter(Boolean).pop() ?? '';
-      if (exit === 0) return `berth reconcile ${args.slice(1).filter((a) => a !== ctx.store.location && a !== '--store').join(' ')}: run ${runId} is ${now?.state}`;
-      throw new BerthError('reconcile_refused', `berth reconcile exited ${exit}: ${last.replace(/^berth: /, '')}; run ${runId} is ${now?.state}`, { ids: { runId } });
-    }
-    if (now && now.state !== 'needs_reconciliation') return `reconciling run ${runId} as ${actor} (${choice.restore ? `from snapshot ${choice.restore}` : choice.fail ? 'fail' : 'current sandbox'}): now ${now.state}`;
-  }
-  return `berth reconcile is still deciding run ${runId}; this page updates as it moves`;
-}
-
-/** How long a fork click waits for `berth fork` to say which run it made. */
-const FORK_ANSWER_MS = 60_000;
-
-/**
- * Runs `berth fork RUN --at SNAPSHOT` (the CLI's own command: its checks, its submit, and it drives
- * the fork to its end) as a child of this server with the operator as actor. Answers with the new
- * run's id as soon as the command has said it forked, or with the command's refusal.
- */
-async function forkChild(ctx: CliContext, runId: string, snapshotId: string, actor: string): Promise<{ said: string; forkRunId: string | null }> {
-  await getRunOrThrow(ctx.store, runId);
-  if (!/^[A-Za-z0-9_:.-]+$/.test(snapshotId)) throw new BerthError('usage', `fork from here needs a snapshot id, found "${snapshotId}"`);
-  const args = ['fork', runId, '--at', snapshotId, '--store', ctx.store.location];
-  const env = { ...process.env, BERTH_OPERATOR: actor.replace(/^user:/, ''), BERTH_HOST_ID: ctx.hostId };
-  const child = spawn(process.execPath, [...process.execArgv, process.argv[1]!, ...args], { env, stdio: ['ignore', 'ignore', 'pipe'] });
-  let stderr = '';
-  let exit: number | null | undefined;
-  child.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-8000)));
-  child.on('exit', (code) => (exit = code));
-  const started = Date.now();
-  while (Date.now() - started < FORK_ANSWER_MS) {
-    await new Promise((r) => setTimeout(r, 100));
-    const said = /^(?:forked|already forked as) run (\S+) from .*$/m.exec(stderr);
-    if (said) return { said: `${said[0]} (berth fork as ${actor})`, forkRunId: said[1]! };
-    if (exit !== undefined) {
-      const last = stderr.trim().split('\n').filter(Boolean).pop() ?? '';
-      throw new BerthError('fork_refused', `berth fork exited ${exit}: ${last.replace(/^berth: /, '')}`, { ids: { runId } });
-    }
-  }
-  return { said: `berth fork ${runId} --at ${snapshotId} is still starting; its run appears under Lineage`, forkRunId: null };
-}

@@ -1,0 +1,17 @@
+import { continueSession, submitAgentRun, type ContinueSession, type StartAgentRun } from '../agent';
+import { hostRuntime, leaseTtlMs, type RuntimeParts } from './runtime';
+
+/**
+ * Submits an agent run (admitted, claimed by nobody) for a worker or a later drive; the same
+ * request id returns the same run. The tools, secrets and model key are checked first.
+ */
+export function submitAgent(p: RuntimeParts, s: StartAgentRun) {
+  const rt = hostRuntime(p, { claim: 'none', ttlMs: leaseTtlMs(undefined) });
+  return submitAgentRun({ ...rt, toolNames: [...rt.agent.tools.keys()] }, s);
+}
+
+/** Another run in an agent session (its next user message), submitted for a worker or a later drive. */
+export function submitChat(p: RuntimeParts, c: ContinueSession) {
+  const rt = hostRuntime(p, { claim: 'none', ttlMs: leaseTtlMs(undefined) });
+  return continueSession({ ...rt, toolNames: [...rt.agent.tools.keys()] }, c);
+}

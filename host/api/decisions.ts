@@ -1,0 +1,78 @@
+import { acceptanceOf, decideAcceptance, type AcceptanceView } from '../acceptance';
+import { decideApproval } from '../agent';
+import { BerthError } from '../errors';
+import { isFinalRunState, type Run } from '../model';
+import { releaseEndedRunLeases } from '../runtime/run-end-leases';
+import type { RunTransitionInput, Store } from '../store';
+import { newId } from '../support';
+import type { HostParts } from './assemble';
+import { readHost, type HostView } from './run-driver';
+
+/** The run, or `run_not_found` naming the store. */
+export async function getRunOrThrow(store: Store, runId: string): Promise<Run> {
+  const run = await store.getRun(runId);
+  if (!run) throw new BerthError('run_not_found', `no run ${runId} in ${store.location} (see berth status)`, { ids: { runId } });
+  return run;
+}
+
+/** Who drives the run's session now (null when no host ever claimed it). */
+export async function ownerOf(p: HostParts, run: Run): Promise<HostView | null> {
+  return readHost(p.store, p.clock.now(), p.hostId, run.sessionId);
+}
+
+/**
+ * The cancel commit: the run goes to `cancelling` with `actor` and its root task is cancelled
+ * durably; the host driving it (or the next resume) carries it out.
+ */
+export async function commitCancel(store: Store, runId: string, actor: string): Promise<RunTransitionInput[]> {
+  const run = await getRunOrThrow(store, runId);
+  const from = run.state;
+  const transitions =
+    from === 'running' ? [{ runId, from, to: 'cancelling' as const, actor, reason: 'cancelled by operator' }]
+    // Through cancelling: a sibling task may be mid-effect; the run ends once its root task settles.
+    : from === 'waiting_for_input' || from === 'awaiting_approval' ? [{ runId, from, to: 'cancelling' as const, actor, reason: 'cancelled by operator' }]
+    : from === 'admitted' ? [{ runId, from, to: 'running' as const, actor, reason: 'cancel requested before start' }, { runId, from: 'running' as const, to: 'cancelling' as const, actor, reason: 'cancelled by operator' }]
+    : from === 'retry_wait' ? [{ runId, from, to: 'running' as const, actor, reason: 'cancel requested during a retry wait' }, { runId, from: 'running' as const, to: 'cancelling' as const, actor, reason: 'cancelled by operator' }]
+    : null;
+  if (!transitions) throw new BerthError('run_not_cancellable', `run ${runId} is ${from}; only admitted, running, retrying or waiting runs can be cancelled`, { ids: { runId } });
+  const r = await store.commit({ sessionId: run.sessionId, label: 'run.cancel', actor, runTransitions: transitions, cancelTasks: run.rootTaskId ? [run.rootTaskId] : [] });
+  if (!r.ok) throw new BerthError('cancel_conflict', `run ${runId} changed meanwhile: ${r.conflict.kind}`, { retryable: true, ids: { runId } });
+  return transitions;
+}
+
+/** Cancels a run durably; one cancelled at once (nothing of it was running) gives up its sandboxes now. */
+export async function cancel(p: HostParts, runId: string, actor: string): Promise<{ run: Run; owner: HostView | null }> {
+  const transitions = await commitCancel(p.store, runId, actor);
+  if (transitions.some((t) => isFinalRunState(t.to))) await releaseEndedRunLeases(p, [runId]);
+  const run = await getRunOrThrow(p.store, runId);
+  return { run, owner: await ownerOf(p, run) };
+}
+
+/** Approves or denies a tool call waiting for approval (by call id or approval id); the run's owner continues it. */
+export async function decideCall(p: HostParts, runId: string, id: string, decision: 'approve' | 'deny', actor: string, digest?: string) {
+  const run = await getRunOrThrow(p.store, runId);
+  const approval = await decideApproval(p.store, { runId, id, decision, digest, actor, now: p.clock.now() });
+  return { approval, owner: await ownerOf(p, run) };
+}
+
+/** `accepted by user:ann at … (reason)`, `pending (berth accept RUN / berth reject RUN --reason …)`. */
+export function acceptanceLine(a: AcceptanceView, runId?: string): string {
+  if (a.state === 'none') return 'none (the run is not completed)';
+  if (a.state === 'pending') return `pending${runId ? ` (berth accept ${runId} / berth reject ${runId} --reason …)` : ''}`;
+  const ev = a.evidence as { exitCode?: number; outputDigest?: string } | null;
+  const evidence = ev && typeof ev.exitCode === 'number' ? `; command exit ${ev.exitCode}, output ${ev.outputDigest ?? '?'}` : '';
+  return `${a.state} by ${a.actor} at ${new Date(a.at!).toISOString()}${a.reason ? ` (${a.reason})` : ''}${evidence}`;
+}
+
+/**
+ * The judgement of a completed run (acceptance is apart from the run state): checks the reason,
+ * commits the decision as `actor` (a repeated request id is the same decision), reads the acceptance it leaves.
+ */
+export async function judge(store: Store, runId: string, decision: 'accepted' | 'rejected', actor: string, o: { reason?: string; requestId?: string } = {}) {
+  if (decision === 'rejected' && !o.reason?.trim()) throw new BerthError('usage', 'berth reject RUN needs --reason "why the outcome is not acceptable"');
+  await getRunOrThrow(store, runId);
+  const { decision: d, repeated } = await decideAcceptance(store, { runId, decision, actor, reason: o.reason?.trim() || null, requestId: o.requestId ?? newId('req') });
+  const acceptance: AcceptanceView = await acceptanceOf(store, await getRunOrThrow(store, runId));
+  const line = `${repeated ? 'already recorded: ' : ''}${d.decision} run ${runId} as ${d.actor}${d.reason ? ` (${d.reason})` : ''}; acceptance is now ${acceptanceLine(acceptance)}`;
+  return { decision: d, repeated, acceptance, line };
+}

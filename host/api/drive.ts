@@ -1,0 +1,108 @@
+import { BerthError } from '../errors';
+import { isFinalRunState, type Run, type RunState } from '../model';
+import type { HostRuntime } from '../runtime/host-runtime';
+import { releaseEndedRunLeases } from '../runtime/run-end-leases';
+import type { Kernel } from '../kernel';
+import { duration } from './duration';
+import { endRun, stopRuntime } from './run-end';
+import { hostRuntime, operator, type RuntimeOptions, type RuntimeParts } from './runtime';
+
+/** The states a driven run settles in: the host stops driving it there. */
+export const SETTLED: readonly RunState[] = ['completed', 'failed', 'cancelled', 'compensated', 'needs_reconciliation'];
+
+/**
+ * A host that owns the sessions it creates or is given with {@link takeRun}; it drives nothing
+ * else of the store. Sweeps leftovers first; `swept` counts what it removed.
+ */
+export async function startHost(p: RuntimeParts, o: Omit<RuntimeOptions, 'claim'> = {}): Promise<{ rt: HostRuntime; swept: number }> {
+  const rt = hostRuntime(p, { ...o, claim: 'own' });
+  const swept = [...(await p.sandbox.sweep()), ...(await releaseEndedRunLeases(p))];
+  await rt.kernel.start();
+  return { rt, swept: swept.length };
+}
+
+/**
+ * Makes this host the run's owner (DESIGN.md "More than one host"): a claim on its session,
+ * refused while a live host owns it unless `takeOver`, which is recorded on the run's transition
+ * log with the operator as actor. A dead process of this machine, a released claim or one whose
+ * lease ran out is taken at once. On refusal the kernel is stopped and `run_owned` names the owner.
+ */
+export async function takeRun(p: RuntimeParts, rt: HostRuntime, run: Run, opts: { takeOver?: boolean; actor?: string } = {}): Promise<number> {
+  const claim = await rt.kernel.claim(run.sessionId, { takeOver: opts.takeOver });
+  if (!claim.ok) {
+    await rt.kernel.stop();
+    const o = claim.owner;
+    throw new BerthError(
+      'run_owned',
+      `run ${run.id} is owned by host ${o.holder}${o.pid ? ` (pid ${o.pid})` : ''}, epoch ${o.epoch}, heartbeat ${duration(claim.now - o.heartbeatAt)} ago, lease valid for ${duration(o.leaseUntil - claim.now)} more; ` +
+        `it is alive, so nothing was changed. Let it finish, or take the run over: berth resume ${run.id} --take-over`,
+      { ids: { runId: run.id, sessionId: run.sessionId }, details: { owner: o } },
+    );
+  }
+  const previous = claim.previous;
+  if (opts.takeOver && previous && previous.stoppedAt === null && previous.leaseUntil >= claim.now && !isFinalRunState(run.state)) {
+    const actor = opts.actor ?? operator();
+    const reason = `taken over by ${actor} from host ${previous.holder}${previous.pid ? ` pid ${previous.pid}` : ''} (epoch ${previous.epoch} -> ${claim.epoch})`;
+    const current = (await p.store.getRun(run.id)) ?? run;
+    const r = await rt.kernel.commit({ sessionId: run.sessionId, label: 'run.take-over', actor, runTransitions: [{ runId: run.id, from: current.state, to: current.state, actor, reason, ownerChange: true }] });
+    if (!r.ok) p.logger.warn({ conflict: r.conflict }, 'take-over transition not recorded');
+  }
+  return claim.epoch;
+}
+
+/**
+ * Resolves with `work`, or rejects with `execution_right_lost` as soon as the kernel loses the
+ * run's session (another host claimed it, or this host's lease ran out before a renewal reached
+ * the store). Without this race a host that lost the run would wait forever for it.
+ */
+export async function whileHoldingRight<T>(kernel: Kernel, runId: string, work: Promise<T>, sessionId?: string): Promise<T> {
+  let off = () => {};
+  const lost = new Promise<never>((_, reject) => {
+    off = kernel.onSessionLost((l) => {
+      if (l.sessionId !== sessionId) return;
+      const by = `host ${l.holder ?? '?'}${l.pid ? `, pid ${l.pid}` : ''}`;
+      const what =
+        l.why === 'expired'
+          ? `this host's lease on run ${runId} ran out before a renewal reached the store (the process was paused or the store did not answer); it stopped all work on it and commits nothing more for it. Continue with: berth resume ${runId}`
+          : `another berth process (${by}) took run ${runId} over (epoch ${l.epoch} is no longer current); this one stopped all work on it and commits nothing more for it. If that host is gone, continue with: berth resume ${runId}`;
+      reject(new BerthError('execution_right_lost', what, { ids: { runId, sessionId }, details: { ...l } }));
+    });
+  });
+  try {
+    return await Promise.race([work, lost]);
+  } finally {
+    off();
+  }
+}
+
+/** What {@link drive} ends with: the run as it settled, or `interrupted` when the signal stopped the host first. */
+export type Driven = { settled: true; run: Run } | { settled: false; run: Run; reason: unknown };
+
+/**
+ * Drives the run until it settles, then applies run-end policy ({@link endRun}); or, when
+ * `signal` aborts first, stops without deciding anything (the run keeps its sandbox; a resume
+ * continues). The runtime is stopped either way and its background work awaited. A lost right
+ * rejects with `execution_right_lost`.
+ */
+export async function drive(p: RuntimeParts, rt: HostRuntime, runId: string, signal?: AbortSignal): Promise<Driven> {
+  const stop = new AbortController();
+  const onAbort = () => stop.abort(signal?.reason ?? new BerthError('interrupted', 'stopped by signal'));
+  if (signal?.aborted) onAbort();
+  signal?.addEventListener('abort', onAbort, { once: true });
+  let run: Run;
+  try {
+    const sessionId = (await p.store.getRun(runId))?.sessionId;
+    run = await whileHoldingRight(rt.kernel, runId, rt.kernel.waitForRun(runId, { signal: stop.signal, states: [...SETTLED] }), sessionId);
+  } catch (err) {
+    const bySignal = signal?.aborted === true;
+    stop.abort(); // also ends waitForRun's polling when the right was lost
+    await stopRuntime(p, rt);
+    if (bySignal) return { settled: false, run: (await p.store.getRun(runId))!, reason: err };
+    throw err;
+  } finally {
+    signal?.removeEventListener('abort', onAbort);
+  }
+  await stopRuntime(p, rt);
+  await endRun(p, run);
+  return { settled: true, run };
+}

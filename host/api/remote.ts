@@ -1,0 +1,151 @@
+import { BerthError } from '../errors';
+import type { Run } from '../model';
+import type { FollowOptions, RunEvent } from './events';
+import type { ReconcileChoice } from './reconcile';
+
+/** What {@link connect} takes: the `berth serve` address and its token (null for a loopback server started with `--no-token`). */
+export interface ConnectOptions {
+  url: string;
+  token: string | null;
+  /** How long to wait before reconnecting a dropped event stream (default 500 ms). */
+  reconnectMs?: number;
+}
+
+type Said = { said: string; forkRunId?: string | null };
+const SETTLED: readonly Run['state'][] = ['completed', 'failed', 'cancelled', 'compensated', 'needs_reconciliation'];
+const pause = (ms: number, signal?: AbortSignal) => new Promise<void>((r) => {
+  const t = setTimeout(r, ms);
+  signal?.addEventListener('abort', () => (clearTimeout(t), r()), { once: true });
+});
+
+/**
+ * A client of `berth serve`'s `/api/v1` with the host's interface for what makes sense remotely:
+ * submit, follow (server-sent events resumed with `Last-Event-ID` across dropped connections and
+ * server restarts), wait, cancel, approve/deny, reconcile, accept/reject, fork. Refusals arrive as
+ * the server's `BerthError`s (code, retryable, ids); a wrong token is `unauthorized`.
+ */
+export class RemoteBerth {
+  constructor(private readonly o: ConnectOptions) {}
+
+  private headers(extra: Record<string, string> = {}): Record<string, string> {
+    return { ...(this.o.token ? { authorization: `Bearer ${this.o.token}` } : {}), ...extra };
+  }
+
+  private async call<T>(method: 'GET' | 'POST', path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
+    let res: Response;
+    try {
+      res = await fetch(new URL(path, this.o.url), { method, headers: this.headers(method === 'POST' ? { 'content-type': 'application/json' } : {}), body: method === 'POST' ? JSON.stringify(body ?? {}) : undefined, signal });
+    } catch (err) {
+      if (signal?.aborted) throw err;
+      throw new BerthError('server_unreachable', `berth serve at ${this.o.url} did not answer: ${(err as Error).message}`, { retryable: true, cause: err });
+    }
+    const text = await res.text();
+    const json = (() => { try { return JSON.parse(text) as unknown; } catch { return undefined; } })();
+    if (!res.ok) {
+      const e = (json as { error?: { code?: string; message?: string; retryable?: boolean; ids?: Record<string, string> } } | undefined)?.error;
+      throw new BerthError(e?.code ?? `http_${res.status}`, e?.message ?? `${res.status}: ${text.slice(0, 200)}`, { retryable: e?.retryable ?? res.status >= 500, ids: e?.ids, details: { status: res.status } });
+    }
+    return json as T;
+  }
+
+  /** Submits a plan file that is on the server's machine, for its workers. */
+  submitPlan(plan: string, o: { requestId?: string; tags?: string[] } = {}): Promise<{ run: Run; created: boolean }> {
+    return this.call('POST', '/api/v1/runs', { plan, ...o });
+  }
+
+  async get(runId: string): Promise<Run> {
+    return (await this.call<{ run: Run }>('GET', `/api/v1/runs/${encodeURIComponent(runId)}`)).run;
+  }
+
+  async list(o: { states?: Run['state'][] } = {}): Promise<Run[]> {
+    const q = (o.states ?? []).map((s) => `state=${s}`).join('&');
+    return (await this.call<{ runs: Run[] }>('GET', `/api/v1/runs${q ? `?${q}` : ''}`)).runs;
+  }
+
+  /**
+   * The run's commits, each once, until it settles: a dropped stream (or a restarted server) is
+   * reconnected with `Last-Event-ID`, so nothing is missed or repeated.
+   */
+  async *events(runId: string, o: FollowOptions = {}): AsyncGenerator<RunEvent> {
+    let after = o.afterSeq ?? 0;
+    for (;;) {
+      if (o.signal?.aborted) return;
+      let res: Response | undefined;
+      try {
+        res = await fetch(new URL(`/api/v1/runs/${encodeURIComponent(runId)}/events`, this.o.url), { headers: this.headers({ 'last-event-id': String(after), accept: 'text/event-stream' }), signal: o.signal });
+      } catch {
+        // The server is restarting, or the network dropped: try again after a pause.
+      }
+      if (res && !res.ok) {
+        await this.call('GET', `/api/v1/runs/${encodeURIComponent(runId)}`); // throws the typed error
+        throw new BerthError(`http_${res.status}`, `event stream of ${runId}: ${res.status}`);
+      }
+      if (res?.body) {
+        let buf = '';
+        const decoder = new TextDecoder();
+        try {
+          for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+            buf += decoder.decode(chunk, { stream: true });
+            let cut: number;
+            while ((cut = buf.indexOf('\n\n')) >= 0) {
+              const block = buf.slice(0, cut);
+              buf = buf.slice(cut + 2);
+              const field = (name: string) => block.split('\n').filter((l) => l.startsWith(`${name}:`)).map((l) => l.slice(name.length + 1).replace(/^ /, '')).join('\n');
+              const event = field('event');
+              if (event === 'end') return;
+              if (event !== 'commit') continue;
+              const e = JSON.parse(field('data')) as RunEvent;
+              if (e.seq <= after) continue;
+              after = e.seq;
+              yield e;
+            }
+          }
+        } catch {
+          // Dropped mid-stream: reconnect after the last id seen.
+        }
+      }
+      if (o.signal?.aborted) return;
+      await pause(this.o.reconnectMs ?? 500, o.signal);
+    }
+  }
+
+  /** Resolves once the run settles (polling the run). */
+  async wait(runId: string, o: { signal?: AbortSignal; pollMs?: number } = {}): Promise<Run> {
+    for (;;) {
+      o.signal?.throwIfAborted();
+      const run = await this.get(runId).catch((err: unknown) => {
+        if (err instanceof BerthError && err.retryable) return undefined;
+        throw err;
+      });
+      if (run && SETTLED.includes(run.state)) return run;
+      await pause(o.pollMs ?? 500, o.signal);
+    }
+  }
+
+  cancel(runId: string): Promise<Said> {
+    return this.call('POST', `/api/v1/runs/${encodeURIComponent(runId)}/cancel`, {});
+  }
+  approve(runId: string, callOrApprovalId: string, o: { digest?: string } = {}): Promise<Said> {
+    return this.call('POST', `/api/v1/runs/${encodeURIComponent(runId)}/approve`, { id: callOrApprovalId, ...o });
+  }
+  deny(runId: string, callOrApprovalId: string): Promise<Said> {
+    return this.call('POST', `/api/v1/runs/${encodeURIComponent(runId)}/deny`, { id: callOrApprovalId });
+  }
+  reconcile(runId: string, choice: Omit<ReconcileChoice, 'verify'>): Promise<Said> {
+    return this.call('POST', `/api/v1/runs/${encodeURIComponent(runId)}/reconcile`, choice);
+  }
+  accept(runId: string): Promise<Said> {
+    return this.call('POST', `/api/v1/runs/${encodeURIComponent(runId)}/accept`, {});
+  }
+  reject(runId: string, reason: string): Promise<Said> {
+    return this.call('POST', `/api/v1/runs/${encodeURIComponent(runId)}/reject`, { reason });
+  }
+  fork(runId: string, at: string): Promise<Said> {
+    return this.call('POST', `/api/v1/runs/${encodeURIComponent(runId)}/fork`, { at });
+  }
+}
+
+/** A client of a `berth serve` elsewhere (see {@link RemoteBerth}). */
+export function connect(o: ConnectOptions): RemoteBerth {
+  return new RemoteBerth(o);
+}

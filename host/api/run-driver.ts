@@ -1,0 +1,40 @@
+import type { Run, RunState } from '../model';
+import { ownerGone, processAlive } from '../kernel';
+import type { SessionOwner, Store } from '../store';
+import { duration } from './duration';
+
+/** States in which a run moves only while a host drives it (the waits need one to carry out the decision). */
+const DRIVEN: readonly RunState[] = ['admitted', 'running', 'retry_wait', 'cancelling', 'compensating', 'reconciling', 'waiting_for_input', 'awaiting_approval'];
+
+/** Who drives the store's runs, as `status --json` and `show --json` report it. */
+export interface HostView {
+  hostId: string;
+  pid: number | null;
+  lastHeartbeatAt: number;
+  stoppedAt: number | null;
+  live: boolean;
+}
+
+/**
+ * Whether the owner of a run's session is alive (DESIGN.md "More than one host"): it has not
+ * released the session, its lease holds on the database clock, and, when it is a process of this
+ * machine's host id, that process still exists (a SIGKILL shows at once rather than after the TTL).
+ */
+export function hostView(owner: SessionOwner | undefined, dbNow: number, localHostId: string, pidAlive: (pid: number) => boolean = processAlive): HostView | null {
+  if (!owner) return null;
+  return { hostId: owner.holder, pid: owner.pid, lastHeartbeatAt: owner.heartbeatAt, stoppedAt: owner.stoppedAt, live: !ownerGone(owner, dbNow, localHostId, pidAlive) };
+}
+
+/** The run's host (null when its state needs none), and one line saying it for people. */
+export function driverOf(run: Run, host: HostView | null, now: number): { owner: HostView | null; line: string } {
+  if (!DRIVEN.includes(run.state)) return { owner: null, line: run.state };
+  if (host?.live) return { owner: host, line: `${run.state} on host ${host.hostId}${host.pid ? ` (pid ${host.pid})` : ''} (heartbeat ${duration(now - host.lastHeartbeatAt)} ago)` };
+  const last = host ? (host.stoppedAt ?? host.lastHeartbeatAt) : run.updatedAt;
+  return { owner: host, line: `${run.state}, no live host (stopped ${duration(now - last)} ago): berth resume ${run.id}` };
+}
+
+/** The host driving a run: the owner of its session, read once per call. */
+export async function readHost(store: Store, _now: number, localHostId: string, sessionId: string): Promise<HostView | null> {
+  const owner = await store.getSessionOwner(sessionId);
+  return hostView(owner, await store.databaseNow(), localHostId);
+}

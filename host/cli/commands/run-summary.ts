@@ -1,0 +1,67 @@
+import { acceptanceOf } from '../../acceptance';
+import { acceptanceLine } from '../../api/decisions';
+import { drive } from '../../api/drive';
+import { BerthError } from '../../errors';
+import type { Run } from '../../model';
+import { runSteps, type PlanRunInput, type StepResult } from '../../plan';
+import type { HostRuntime } from '../../runtime/host-runtime';
+import type { CliContext } from '../context';
+import { EXIT } from '../host-right';
+import { duration, emit, runExit, table } from '../output';
+
+/**
+ * Drives the run through the API until it settles (run-end policy included there) and prints its
+ * summary; Ctrl-C or SIGTERM stops the host without deciding anything (`berth resume` continues).
+ */
+export async function finishDriven(ctx: CliContext, rt: HostRuntime, runId: string): Promise<number> {
+  const stop = new AbortController();
+  const onSignal = () => stop.abort(new BerthError('interrupted', 'stopped by signal'));
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  try {
+    const d = await drive(ctx, rt, runId, stop.signal);
+    if (!d.settled) {
+      process.stderr.write(`\nstopped; the run keeps its sandbox. Continue with: berth resume ${runId}\n`);
+      return EXIT.signal;
+    }
+    return runExit(d.run, await summary(ctx, d.run));
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+}
+
+async function summary(ctx: CliContext, run: Run): Promise<string> {
+  const tasks = await ctx.store.listTasks({ runId: run.id });
+  // A step caught in flight stays `interrupted` in its task; when the operator vouched for its
+  // effect (--accept), the table says so rather than leaving it looking unresolved.
+  const acceptedBy = new Map<string, string>();
+  for (const e of await ctx.store.listEffects({ runId: run.id })) {
+    const receipt = e.receipt as { decision?: string; by?: string } | null;
+    const step = (e.intent as { step?: string } | null)?.step;
+    if (e.status === 'confirmed' && receipt?.decision === 'accept' && step) acceptedBy.set(step, receipt.by ?? 'operator');
+  }
+  const root = tasks.find((t) => t.id === run.rootTaskId);
+  const plan = (root?.input as unknown as PlanRunInput | undefined)?.plan;
+  const names = (plan?.steps ? runSteps(plan) : []).map((s) => s.name);
+  // A step stopped by cancel has no command result; its name comes from the plan, its outcome says cancelled.
+  const steps = tasks.filter((t) => t.kind === 'plan-step').map((t) => {
+    const r = (t.result ?? t.error?.details ?? {}) as Partial<StepResult>;
+    const by = t.outcome === 'interrupted' && r.step ? acceptedBy.get(r.step) : undefined;
+    return { step: names[(t.input as { index?: number }).index ?? -1], outcome: t.outcome, status: t.status, code: t.error?.code, ...r, ...(by ? { acceptedBy: by } : {}) };
+  });
+  const transitions = await ctx.store.listRunTransitions(run.id);
+  const reason = transitions.at(-1)?.reason ?? '';
+  const acceptance = await acceptanceOf(ctx.store, run);
+  emit(ctx.json, { run, reason, steps, acceptance }, () =>
+    [
+      '',
+      table([['STEP', 'RESULT', 'EXIT', 'TIME', 'SNAPSHOT'], ...steps.map((s) => [s.step ?? '?', s.acceptedBy ? `accepted by ${s.acceptedBy}` : s.rewind !== undefined ? `rewound to step ${s.rewind + 1}` : s.alreadyDone ? 'ran before' : s.code && s.code !== 'step_failed' ? s.code : (s.outcome ?? s.status), String(s.exitCode ?? '-'), s.durationMs === undefined ? '-' : duration(s.durationMs), s.snapshotId ?? '-'])]),
+      '',
+      `run ${run.id}: ${run.state}${reason ? ` (${reason})` : ''}`,
+      ...(acceptance.state === 'none' ? [] : [`acceptance: ${acceptanceLine(acceptance, run.id)}`]),
+      run.state === 'needs_reconciliation' ? `decide with: berth reconcile ${run.id} [--accept | --reject-effect] [--restore SNAPSHOT] | --fail   (berth show ${run.id} lists snapshots)` : '',
+    ].filter((l, i, a) => l !== '' || i !== a.length - 1).join('\n'),
+  );
+  return reason;
+}

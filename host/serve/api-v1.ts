@@ -1,0 +1,105 @@
+import type { Context, Hono } from 'hono';
+import { streamSSE } from 'hono/streaming';
+import type { z } from 'zod';
+import { BerthError, isBerthError } from '../errors';
+import { RUN_STATES, type RunState } from '../model';
+import type { CommitFeed } from './commit-feed';
+import type { ServeDeps } from './deps';
+import { DecideBody, ForkBody, openApiDocument, ReconcileBody, RejectBody, ROUTES, SubmitPlanBody, type Route } from './api-v1-schema';
+
+const SETTLED: readonly RunState[] = ['completed', 'failed', 'cancelled', 'compensated', 'needs_reconciliation'];
+const KEEPALIVE_MS = 15_000;
+
+/** A BerthError as the API answers it: status by kind, body `{ error: { code, message, retryable, ids } }`. */
+export function apiError(c: Context, err: BerthError) {
+  const status = err.code.endsWith('not_found') ? 404 : err.code === 'usage' || err.code === 'invalid_request' ? 400 : 409;
+  return c.json({ error: { code: err.code, message: err.message, retryable: err.retryable, ids: err.ids } }, status);
+}
+
+async function body<T>(c: Context, schema: z.ZodType<T>): Promise<T> {
+  const raw = await c.req.json().catch(() => undefined);
+  const parsed = schema.safeParse(raw ?? {});
+  if (!parsed.success) throw new BerthError('invalid_request', `request body: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`).join('; ')}`);
+  return parsed.data;
+}
+
+/**
+ * `/api/v1`: the same operations as the commands, for programs on other machines
+ * (`Berth.connect`). Bearer token as the pages; POSTs are JSON, which a cross-site form cannot
+ * send, so they need no CSRF token. Routes come from {@link ROUTES}, as the OpenAPI document does.
+ */
+export function mountApiV1(app: Hono, deps: ServeDeps, feed: CommitFeed): void {
+  const handlers: Record<string, (c: Context) => Promise<Response>> = {
+    'get /api/v1/runs': async (c) => {
+      const states = (c.req.queries('state') ?? []).filter((s): s is RunState => (RUN_STATES as readonly string[]).includes(s));
+      const runs = await deps.store.listRuns(states.length ? { states } : undefined);
+      return c.json({ runs });
+    },
+    'post /api/v1/runs': async (c) => {
+      if (!deps.submitPlan) throw new BerthError('not_supported', 'this server does not take submissions');
+      const b = await body(c, SubmitPlanBody);
+      const r = await deps.submitPlan(b.plan, { requestId: b.requestId, tags: b.tags ?? [] });
+      return c.json(r, r.created ? 201 : 200);
+    },
+    'get /api/v1/runs/:id': async (c) => c.json({ run: await runOf(c) }),
+    'get /api/v1/runs/:id/events': async (c) => runEvents(c, deps, feed, await runOf(c)),
+    'post /api/v1/runs/:id/cancel': async (c) => c.json({ said: await deps.actions.cancel(id(c), deps.operator) }),
+    'post /api/v1/runs/:id/approve': async (c) => {
+      const b = await body(c, DecideBody);
+      return c.json({ said: await deps.actions.approve(id(c), b.id, b.digest, deps.operator) });
+    },
+    'post /api/v1/runs/:id/deny': async (c) => c.json({ said: await deps.actions.deny(id(c), (await body(c, DecideBody)).id, deps.operator) }),
+    'post /api/v1/runs/:id/reconcile': async (c) => c.json({ said: await deps.actions.reconcile(id(c), await body(c, ReconcileBody), deps.operator) }),
+    'post /api/v1/runs/:id/accept': async (c) => c.json({ said: await deps.actions.judge(id(c), 'accepted', undefined, deps.operator) }),
+    'post /api/v1/runs/:id/reject': async (c) => c.json({ said: await deps.actions.judge(id(c), 'rejected', (await body(c, RejectBody)).reason, deps.operator) }),
+    'post /api/v1/runs/:id/fork': async (c) => c.json(await deps.actions.fork(id(c), (await body(c, ForkBody)).at, deps.operator)),
+  };
+  const id = (c: Context) => c.req.param('id')!;
+  const runOf = async (c: Context) => {
+    const run = await deps.store.getRun(id(c));
+    if (!run) throw new BerthError('run_not_found', `no run ${id(c)} in ${deps.store.location}`, { ids: { runId: id(c) } });
+    return run;
+  };
+  app.get('/api/v1/openapi.json', (c) => c.json(openApiDocument()));
+  for (const r of ROUTES as Route[]) {
+    const h = handlers[`${r.method} ${r.path}`];
+    if (!h) throw new Error(`no handler for ${r.method} ${r.path}`);
+    app[r.method](r.path, async (c) => {
+      try {
+        return await h(c);
+      } catch (err) {
+        if (isBerthError(err)) return apiError(c, err);
+        throw err;
+      }
+    });
+  }
+}
+
+/**
+ * The run's commits after `Last-Event-ID` (or `?after=`), each once, with the run's state; an
+ * `end` event once the run has settled and every commit up to then was sent.
+ */
+function runEvents(c: Context, deps: ServeDeps, feed: CommitFeed, run: { id: string; sessionId: string }) {
+  const header = c.req.header('last-event-id') ?? c.req.query('after') ?? '0';
+  let after = /^\d+$/.test(header) ? Number(header) : 0;
+  return streamSSE(c, async (stream) => {
+    const ctl = new AbortController();
+    stream.onAbort(() => ctl.abort());
+    await stream.write('retry: 500\n\n');
+    while (!ctl.signal.aborted) {
+      // The state first: a commit that settles the run is then in the log read after it.
+      const state = (await deps.store.getRun(run.id))!.state;
+      const commits = await deps.store.listCommitLog({ afterSeq: after, sessionId: run.sessionId, limit: 500 });
+      for (const x of commits) {
+        await stream.writeSSE({ id: String(x.seq), event: 'commit', data: JSON.stringify({ ...x, state }) });
+        after = x.seq;
+      }
+      if (commits.length === 500) continue;
+      if (SETTLED.includes(state)) {
+        await stream.writeSSE({ event: 'end', data: JSON.stringify({ state, lastSeq: after }) });
+        return;
+      }
+      if (!(await feed.waitBeyond(after, ctl.signal, KEEPALIVE_MS)) && !ctl.signal.aborted) await stream.write(': keep-alive\n\n');
+    }
+  });
+}

@@ -1,0 +1,83 @@
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+
+// The package's public face, as a consumer sees it: the `npm pack` tarball installed under
+// node_modules/berth (its dependencies are the ones this checkout installed), a project that
+// imports only the package name, compiled by tsc with library checks on, then run with node.
+
+const repo = process.cwd();
+const dir = mkdtempSync(join(tmpdir(), 'berth-consumer-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const CONSUMER = `
+import { Berth, BerthError, defineTask, extension, isBerthError, type Run, type RunEvent, type Driven, type BerthOptions } from 'berth';
+import { z } from 'zod';
+
+const hello = defineTask({
+  kind: 'hello',
+  input: z.object({ name: z.string() }),
+  result: z.object({ greeting: z.string() }),
+  initialPhase: 'greet',
+  phases: { greet: async (ctx) => ({ type: 'complete', result: { greeting: 'hello ' + ctx.value.name } }) },
+});
+const options: BerthOptions = { store: process.argv[2]!, extensions: [extension('hello', { tasks: [hello] })] };
+{
+  await using berth = await Berth.open(options);
+  const { run } = await berth.submitTask({ kind: 'hello', input: { name: 'consumer' }, requestId: 'hello-1' });
+  const driving: Promise<Driven> = berth.drive(run.id, { signal: AbortSignal.timeout(120_000) });
+  const labels: string[] = [];
+  for await (const e of berth.events(run.id)) {
+    const ev: RunEvent = e;
+    labels.push(ev.label);
+  }
+  const end = await driving;
+  const done: Run = await berth.get(run.id);
+  try {
+    await berth.get('run_missing');
+  } catch (err) {
+    if (!(err instanceof BerthError) || !isBerthError(err, 'run_not_found')) throw err;
+    console.log(JSON.stringify({ state: done.state, settled: end.settled, commits: labels.length, missing: err.code }));
+  }
+}
+`;
+
+const DEEP = `
+// @ts-expect-error only the package name is exported; its folders are not
+import { Kernel } from 'berth/host/kernel';
+export const k = Kernel;
+`;
+
+describe('the package face', { timeout: 600_000 }, () => {
+  it('an npm pack tarball installs as berth, its types compile in a consumer that imports only the package name, and the program runs', () => {
+    const packed = join(dir, 'pack');
+    mkdirSync(packed);
+    // `npm pack` runs `prepare`: the ESM bundle and the declarations are built from these sources.
+    execFileSync('npm', ['pack', '--pack-destination', packed], { cwd: repo, stdio: ['ignore', 'ignore', 'pipe'] });
+    const tarball = readdirSync(packed).find((f) => f.endsWith('.tgz'))!;
+    const consumer = join(dir, 'consumer');
+    const installed = join(consumer, 'node_modules', 'berth');
+    mkdirSync(installed, { recursive: true });
+    execFileSync('tar', ['xzf', join(packed, tarball), '-C', installed, '--strip-components=1']);
+    // What `npm install` would bring: the package's dependencies (and the consumer's zod and node types).
+    symlinkSync(join(repo, 'node_modules'), join(installed, 'node_modules'));
+    symlinkSync(join(repo, 'node_modules', 'zod'), join(consumer, 'node_modules', 'zod'));
+    symlinkSync(join(repo, 'node_modules', '@types'), join(consumer, 'node_modules', '@types'));
+    writeFileSync(join(consumer, 'package.json'), JSON.stringify({ name: 'consumer', type: 'module', private: true }));
+    writeFileSync(
+      join(consumer, 'tsconfig.json'),
+      JSON.stringify({ compilerOptions: { target: 'ES2023', lib: ['ES2023', 'ESNext.Disposable'], module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, skipLibCheck: false, types: ['node'], outDir: 'out' }, include: ['index.ts', 'deep.ts'] }),
+    );
+    writeFileSync(join(consumer, 'index.ts'), CONSUMER);
+    writeFileSync(join(consumer, 'deep.ts'), DEEP);
+    // Compiles: an error in the public types, or a deep import that resolves, fails here with tsc's output.
+    const tsc = spawnSync(process.execPath, [join(repo, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', consumer], { cwd: consumer, encoding: 'utf8' });
+    expect(tsc.status, tsc.stdout + tsc.stderr).toBe(0);
+    const out = execFileSync(process.execPath, [join(consumer, 'out', 'index.js'), join(dir, 'store.db')], { cwd: consumer, env: { ...process.env, BERTH_HOST_ID: `consumer-${process.pid}` } }).toString();
+    const said = JSON.parse(out.trim().split('\n').at(-1)!) as { state: string; settled: boolean; commits: number; missing: string };
+    expect(said).toEqual({ state: 'completed', settled: true, commits: expect.any(Number), missing: 'run_not_found' });
+    expect(said.commits).toBeGreaterThan(0);
+  });
+});
