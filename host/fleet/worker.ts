@@ -1,6 +1,8 @@
 import type { Logger } from 'pino';
 import type { Kernel } from '../kernel';
+import type { SandboxHost } from '../sandbox';
 import type { Store } from '../store';
+import { releaseDrainedSandboxes } from './drain-sandboxes';
 
 export interface WorkerOptions {
   store: Store;
@@ -15,6 +17,8 @@ export interface WorkerOptions {
   leaseTtlMs: number;
   /** How often the worker looks for runs to claim. */
   claimEveryMs: number;
+  /** This engine's sandboxes: a drain removes those of the sessions it gives up (drain-sandboxes.ts). */
+  sandbox?: SandboxHost;
   /** Called after each claim round (the CLI sweeps ended runs' sandboxes there). */
   onTick?: () => Promise<void>;
   /** A session's work ended and it was released (the CLI removes the run's sandboxes and sweeps). */
@@ -53,7 +57,15 @@ export class Worker {
     this.draining = true;
     if (this.timer) clearInterval(this.timer);
     await this.ticking;
+    const held = this.o.kernel.ownedSessions();
     await this.o.kernel.drain(graceMs);
+    if (this.o.sandbox) {
+      const removed = await releaseDrainedSandboxes({ store: this.o.store, sandbox: this.o.sandbox, logger: this.o.logger }, held).catch((err: unknown) => {
+        this.o.logger.warn({ err }, 'could not remove the sandboxes of drained runs; their watchdogs stop them and a sweep removes them');
+        return [];
+      });
+      if (removed.length) this.o.logger.info({ containers: removed.map((r) => r.containerId) }, 'removed the sandboxes of drained runs');
+    }
     await this.o.store.stopHost(this.id).catch(() => {});
   }
 

@@ -46,6 +46,7 @@ export async function workerCommand(ctx: CliContext, flags: { concurrency?: stri
   const worker = new Worker({
     store: ctx.store,
     kernel: rt.kernel,
+    sandbox: ctx.sandbox,
     logger: ctx.logger,
     hostId: ctx.hostId,
     pid: process.pid,
