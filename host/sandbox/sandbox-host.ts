@@ -251,6 +251,20 @@ export class SandboxHost {
   }
 
   /** Whether the sandbox named by a lease record can be resumed as is. */
+  /**
+   * What this engine holds of a lease's container now (`berth show` tells a released lease whose
+   * container still runs from one that is gone): `absent` also for a container on another engine.
+   */
+  async containerState(record: LeaseRecord): Promise<'running' | 'stopped' | 'absent' | 'unknown'> {
+    if (!record.containerId) return 'absent';
+    try {
+      const info = await this.opts.docker.getContainer(record.containerId).inspect();
+      return info.State.Running ? 'running' : 'stopped';
+    } catch (err) {
+      return isNotFound(err) ? 'absent' : 'unknown';
+    }
+  }
+
   verify(record: LeaseRecord, opts: { minEpoch?: number } = {}): Promise<VerifyResult> {
     return verifyLease(this.opts.docker, record, opts);
   }

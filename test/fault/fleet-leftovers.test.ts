@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { planFixture } from '../support/plan-fixture';
+import { lastJson, planFixture } from '../support/plan-fixture';
 import { runSettled, startCli, stepRunning, stopWorker, submitDetached, waitFor, type WorkerProcess } from '../support/fleet';
 import { startRegistry, type TestRegistry } from '../support/registry';
 import { startSecondEngine, type SecondEngine } from '../support/second-engine';
@@ -83,6 +83,10 @@ describe('no sandbox outlives its lease', { timeout: 400_000 }, () => {
     expect(end.state, b.stderr()).toBe('completed');
     expect((await fx.read((s) => s.getLease(lease!.id)))!.releasedAt).not.toBeNull();
     expect((await leftoversOf(fx, lease!.id)).containers).toBe(1);
+    // berth show on engine A tells the released lease whose container still runs from one that is gone.
+    const shown = async () => lastJson<{ leases: Array<{ id: string; releasedAt: number | null; container: string }> }>(await fx!.cli(['show', run.id, '--json'])).leases.find((l) => l.id === lease!.id)!;
+    expect(await shown()).toMatchObject({ container: 'running' });
+    expect((await shown()).releasedAt).not.toBeNull();
 
     // Any host on engine A, whatever its id, removes a container whose lease is released.
     const c = await startCli(fx, ['worker', '--grace', '5'], { ...ttl, BERTH_HOST_ID: `${fx.hostId}-c` });
@@ -90,5 +94,6 @@ describe('no sandbox outlives its lease', { timeout: 400_000 }, () => {
     await waitFor('the released sandbox to be swept', async () => ((await leftoversOf(fx!, lease!.id)).containers === 0 ? true : undefined), 60_000, 500);
     const sweeps = await fx.read((s) => s.listSweeps({}));
     expect(sweeps.some((w) => w.leaseId === lease!.id && w.reason === 'released')).toBe(true);
+    expect(await shown()).toMatchObject({ container: 'absent' });
   });
 });
