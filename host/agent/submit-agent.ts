@@ -89,6 +89,12 @@ export async function continueSession(deps: Deps, c: ContinueSession): Promise<S
   if (!last) throw new BerthError('session_not_found', `no agent session ${c.sessionId} (see berth status)`, { ids: { sessionId: c.sessionId } });
   const busy = runs.find((r) => !isFinalRunState(r.state));
   if (busy) {
+    // A run nobody drives any more (its host died or stopped) will never finish by waiting: say how to continue it.
+    const owner = busy.state === 'needs_reconciliation' ? 'n/a' : ((await deps.store.getSessionOwner(c.sessionId)) ?? null);
+    if (owner !== 'n/a' && (owner === null || owner.stoppedAt !== null || owner.leaseUntil < (await deps.store.databaseNow()))) {
+      const by = owner ? `its host ${owner.holder}${owner.pid ? ` (pid ${owner.pid})` : ''} ${owner.stoppedAt !== null ? 'stopped' : 'stopped renewing its lease'}` : 'no host drives it';
+      throw new BerthError('session_needs_resume', `run ${busy.id} of session ${c.sessionId} is ${busy.state} and ${by}: continue it with berth resume ${busy.id}, then send your message`, { ids: { sessionId: c.sessionId, runId: busy.id } });
+    }
     const what = busy.state === 'needs_reconciliation' ? `decide it first (berth show ${busy.id}; berth reconcile ${busy.id} --fail)` : 'let it finish, approve or deny its calls, or cancel it';
     throw new BerthError('session_busy', `run ${busy.id} of session ${c.sessionId} is ${busy.state}; ${what}`, { ids: { sessionId: c.sessionId, runId: busy.id } });
   }

@@ -1,5 +1,5 @@
 import { BerthError } from '../../errors';
-import { Worker } from '../../fleet';
+import { PlacementCheck, Worker } from '../../fleet';
 import { releaseEndedRunLeases } from '../../runtime/run-end-leases';
 import type { CliContext } from '../context';
 import { duration, emit, table } from '../output';
@@ -43,10 +43,13 @@ export async function workerCommand(ctx: CliContext, flags: { concurrency?: stri
   // Phases at once: a plan run holds its waiting root task and one step.
   const rt = fleetRuntime(ctx, ttl, Math.max(4, concurrency * 2));
   let rounds = 0;
+  let drainAsked = () => {};
   const worker = new Worker({
     store: ctx.store,
     kernel: rt.kernel,
     sandbox: ctx.sandbox,
+    placement: new PlacementCheck({ store: ctx.store, sandbox: ctx.sandbox, hostRegistry: process.env.BERTH_REGISTRY }),
+    onDrainRequested: () => drainAsked(),
     logger: ctx.logger,
     hostId: ctx.hostId,
     pid: process.pid,
@@ -73,6 +76,7 @@ export async function workerCommand(ctx: CliContext, flags: { concurrency?: stri
   const stop = new Promise<void>((resolve) => {
     process.once('SIGTERM', () => resolve());
     process.once('SIGINT', () => resolve());
+    drainAsked = resolve;
   });
   await ctx.sandbox.sweep().catch((err: unknown) => ctx.logger.warn({ err }, 'start-up sweep failed'));
   await worker.start();

@@ -354,4 +354,9 @@ export const POSTGRES_SQL: Readonly<Record<number, string>> = {
     ALTER TABLE leases ADD COLUMN epoch BIGINT;
     ALTER TABLE imported_runs ADD COLUMN owner_json TEXT;
   `,
+  // A worker's report and an operator's drain request (see the SQLite text).
+  20: `
+    ALTER TABLE hosts ADD COLUMN report_json TEXT;
+    ALTER TABLE hosts ADD COLUMN drain_requested_at BIGINT;
+  `,
 };

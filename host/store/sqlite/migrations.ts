@@ -426,4 +426,14 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       ALTER TABLE imported_runs ADD COLUMN owner_json TEXT;
     `,
   },
+  {
+    version: 20,
+    name: 'worker report, drain request',
+    // What a worker says of itself at each heartbeat (slots in use, runs it leaves and why), and an
+    // operator's request that it drain (berth drain), which the worker reads at its next round.
+    sql: `
+      ALTER TABLE hosts ADD COLUMN report_json TEXT;
+      ALTER TABLE hosts ADD COLUMN drain_requested_at INTEGER;
+    `,
+  },
 ];
