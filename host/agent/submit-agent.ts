@@ -1,7 +1,7 @@
 import { checkEgressPolicy, checkSupported, fingerprint, networkRunRecords, type Environment } from '../../environment';
 import { scanHostDir } from '../sandbox';
 import { BerthError } from '../errors';
-import { storedValue, submit, type HandlerRegistry, type Kernel, type Submitted } from '../kernel';
+import { ownerGone, storedValue, submit, type HandlerRegistry, type Kernel, type Submitted } from '../kernel';
 import { isFinalRunState, plainJson } from '../model';
 import type { Store } from '../store';
 import { newId } from '../support';
@@ -11,7 +11,8 @@ import { ENTRY, type UserEntry } from './entries';
 import { AGENT_KIND } from './root-task';
 import { checkAgentSecrets } from './run-secrets';
 
-type Deps = { store: Store; kernel: Kernel; registry: HandlerRegistry; toolNames: readonly string[] };
+/** `hostId`: this machine's host id, so that an owner process of this machine that is gone counts as gone at once. */
+type Deps = { store: Store; kernel: Kernel; registry: HandlerRegistry; toolNames: readonly string[]; hostId?: string };
 
 export interface StartAgentRun {
   message: string;
@@ -89,6 +90,12 @@ export async function continueSession(deps: Deps, c: ContinueSession): Promise<S
   if (!last) throw new BerthError('session_not_found', `no agent session ${c.sessionId} (see berth status)`, { ids: { sessionId: c.sessionId } });
   const busy = runs.find((r) => !isFinalRunState(r.state));
   if (busy) {
+    // A run nobody drives any more (its host died or stopped) will never finish by waiting: say how to continue it.
+    const owner = busy.state === 'needs_reconciliation' ? 'n/a' : ((await deps.store.getSessionOwner(c.sessionId)) ?? null);
+    if (owner !== 'n/a' && (owner === null || ownerGone(owner, await deps.store.databaseNow(), deps.hostId ?? ''))) {
+      const by = owner ? `its host ${owner.holder}${owner.pid ? ` (pid ${owner.pid})` : ''} ${owner.stoppedAt !== null ? 'stopped' : 'is gone'}` : 'no host drives it';
+      throw new BerthError('session_needs_resume', `run ${busy.id} of session ${c.sessionId} is ${busy.state} and ${by}: continue it with berth resume ${busy.id}, then send your message`, { ids: { sessionId: c.sessionId, runId: busy.id } });
+    }
     const what = busy.state === 'needs_reconciliation' ? `decide it first (berth show ${busy.id}; berth reconcile ${busy.id} --fail)` : 'let it finish, approve or deny its calls, or cancel it';
     throw new BerthError('session_busy', `run ${busy.id} of session ${c.sessionId} is ${busy.state}; ${what}`, { ids: { sessionId: c.sessionId, runId: busy.id } });
   }

@@ -1,4 +1,4 @@
-import { Worker } from '../fleet';
+import { PlacementCheck, Worker } from '../fleet';
 import { releaseEndedRunLeases } from '../runtime/run-end-leases';
 import { endRun, stopRuntime } from './run-end';
 import { heartbeatEvery, hostRuntime, leaseTtlMs, type RuntimeParts } from './runtime';
@@ -14,6 +14,8 @@ export interface WorkerOptions {
   onClaim?: (sessionId: string, epoch: number, from: { holder: string; why: string } | null) => void;
   /** This worker lost a session to another host and stopped all work on it. */
   onLost?: (l: { sessionId: string; epoch: number; holder: string | null; pid: number | null }) => void;
+  /** An operator asked this worker to drain (`berth drain HOST`); the caller drains it. */
+  onDrainRequested?: () => void;
 }
 
 /** A started worker: {@link RunningWorker.drain} stops claiming, lets phases finish within a grace, releases its leases. */
@@ -40,6 +42,10 @@ export async function startWorker(p: RuntimeParts, o: WorkerOptions = {}): Promi
   const worker = new Worker({
     store: p.store,
     kernel: rt.kernel,
+    sandbox: p.sandbox,
+    // A worker claims only runs whose base image its engine has or can pull from the registry.
+    placement: new PlacementCheck({ store: p.store, sandbox: p.sandbox, hostRegistry: p.registry }),
+    ...(o.onDrainRequested ? { onDrainRequested: o.onDrainRequested } : {}),
     logger: p.logger,
     hostId: p.hostId,
     pid: process.pid,

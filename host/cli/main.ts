@@ -17,7 +17,9 @@ import { agentChat, agentRun, type AgentFlags } from './commands/agent-run';
 import { decide } from './commands/agent-approve';
 import { forkRun, tree, type ForkFlags } from './commands/fork';
 import { serveCommand, type ServeFlags } from './commands/serve';
-import { workerCommand, workersList } from './commands/worker';
+import { workerCommand } from './commands/worker';
+import { workersList } from './commands/workers';
+import { drainCommand } from './commands/drain';
 import { reportError } from './output';
 import { judgeRun } from './commands/acceptance';
 import { cost } from './commands/cost';
@@ -35,7 +37,9 @@ const USAGE = `usage: berth <command> [options]
   worker [--concurrency N] [--tags a,b] [--lease-ttl S] [--grace S]
                            claim and drive submitted runs and runs whose owner's lease ran out;
                            SIGTERM drains (no new claims, running steps get S seconds, leases released)
-  workers                  worker processes of this store, last heartbeat, the runs each owns
+  workers                  worker processes of this store: live, stale, dead or stopped (by heartbeat),
+                           slots in use, the runs each owns and those it leaves (and why)
+  drain WORKER|HOST        ask a worker (host:pid) or every worker of a host id to drain, from anywhere
   status                   list runs
   show RUN                 state, transitions, tasks, effects, snapshots and leases of a run
   logs RUN                 the output each step of a run produced
@@ -156,6 +160,7 @@ const commands: Record<string, Handler> = {
   resume: (ctx, args, flags) => resumeRun(ctx(), need(args, 1, 'RUN')[0]!, { takeOver: flags['take-over'], leaseTtl: flags['lease-ttl'] }),
   worker: (ctx, _args, flags) => workerCommand(ctx(), flags),
   workers: (ctx) => workersList(ctx()),
+  drain: (ctx, args) => drainCommand(ctx(), need(args, 1, 'WORKER or HOST')[0]!),
   reconcile: (ctx, args, flags) => reconcileRun(ctx(), need(args, 1, 'RUN')[0]!, flags),
   cancel: (ctx, args) => cancelRun(ctx(), need(args, 1, 'RUN')[0]!),
   fork: (ctx, args, flags) => forkRun(ctx(), need(args, 1, 'RUN')[0]!, flags),

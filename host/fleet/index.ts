@@ -1,1 +1,3 @@
 export { Worker, type WorkerOptions } from './worker';
+export { PlacementCheck, type Placement } from './placement';
+export { releaseDrainedSandboxes, type DrainedSession } from './drain-sandboxes';

@@ -1,6 +1,9 @@
 import type { Logger } from 'pino';
 import type { Kernel } from '../kernel';
+import type { SandboxHost } from '../sandbox';
 import type { Store } from '../store';
+import { releaseDrainedSandboxes } from './drain-sandboxes';
+import type { PlacementCheck } from './placement';
 
 export interface WorkerOptions {
   store: Store;
@@ -15,6 +18,12 @@ export interface WorkerOptions {
   leaseTtlMs: number;
   /** How often the worker looks for runs to claim. */
   claimEveryMs: number;
+  /** This engine's sandboxes: a drain removes those of the sessions it gives up (drain-sandboxes.ts). */
+  sandbox?: SandboxHost;
+  /** Which runs this worker can start on its engine (placement.ts); without one it claims every run its tags allow. */
+  placement?: PlacementCheck;
+  /** An operator asked this worker to drain (`berth drain`): the caller drains it as on SIGTERM. */
+  onDrainRequested?: () => void;
   /** Called after each claim round (the CLI sweeps ended runs' sandboxes there). */
   onTick?: () => Promise<void>;
   /** A session's work ended and it was released (the CLI removes the run's sandboxes and sweeps). */
@@ -33,6 +42,8 @@ export class Worker {
   private timer: NodeJS.Timeout | null = null;
   private ticking: Promise<void> | null = null;
   private draining = false;
+  /** Runs the last round left to other workers, and why (reported with the heartbeat). */
+  private left: Array<{ sessionId: string; runId: string | null; why: string }> = [];
   readonly id: string;
 
   constructor(private readonly o: WorkerOptions) {
@@ -53,7 +64,15 @@ export class Worker {
     this.draining = true;
     if (this.timer) clearInterval(this.timer);
     await this.ticking;
+    const held = this.o.kernel.ownedSessions();
     await this.o.kernel.drain(graceMs);
+    if (this.o.sandbox) {
+      const removed = await releaseDrainedSandboxes({ store: this.o.store, sandbox: this.o.sandbox, logger: this.o.logger }, held).catch((err: unknown) => {
+        this.o.logger.warn({ err }, 'could not remove the sandboxes of drained runs; their watchdogs stop them and a sweep removes them');
+        return [];
+      });
+      if (removed.length) this.o.logger.info({ containers: removed.map((r) => r.containerId) }, 'removed the sandboxes of drained runs');
+    }
     await this.o.store.stopHost(this.id).catch(() => {});
   }
 
@@ -65,30 +84,60 @@ export class Worker {
   }
 
   private beat(): Promise<void> {
-    return this.o.store.heartbeatHost({ id: this.id, hostId: this.o.hostId, pid: this.o.pid, tags: this.o.tags, concurrency: this.o.concurrency });
+    const report = { slotsInUse: this.o.kernel.ownedSessions().length, left: this.left };
+    return this.o.store.heartbeatHost({ id: this.id, hostId: this.o.hostId, pid: this.o.pid, tags: this.o.tags, concurrency: this.o.concurrency, report });
+  }
+
+  /** Whether an operator asked this worker to drain (`berth drain`, recorded on its hosts row). */
+  private async drainRequested(): Promise<boolean> {
+    const me = (await this.o.store.listHosts()).find((h) => h.id === this.id);
+    return me?.drainRequestedAt != null;
   }
 
   private async round(): Promise<void> {
     if (this.draining) return;
     await this.beat();
-    await this.releaseFinished();
-    const free = this.o.concurrency - this.o.kernel.ownedSessions().length;
-    if (free > 0) {
-      let room = free;
-      // More candidates than room: some may need tags this worker lacks.
-      for (const sessionId of await this.o.kernel.available(free * 4 + 8)) {
-        if (this.draining || room <= 0) break;
-        if (!(await this.tagsMatch(sessionId))) continue;
-        const claim = await this.o.kernel.claim(sessionId);
-        // Another host was faster (or the owner renewed): the compare-and-set said no.
-        if (!claim.ok) continue;
-        this.o.logger.info({ sessionId, epoch: claim.epoch, from: claim.previous?.holder ?? null }, 'claimed session');
-        const p = claim.previous;
-        this.o.onClaim?.(sessionId, claim.epoch, p && p.stoppedAt === null ? { holder: `${p.holder}:${p.pid}`, why: p.leaseUntil < claim.now ? 'lease ran out' : 'process is gone' } : null);
-        room--;
-      }
+    if (await this.drainRequested()) {
+      this.o.logger.info('drain requested by an operator');
+      this.o.onDrainRequested?.();
+      return;
     }
+    await this.releaseFinished();
+    const owned = this.o.kernel.ownedSessions().length;
+    let room = this.o.concurrency - owned;
+    // A run whose owner died may take one slot beyond --concurrency: its recovery should not wait
+    // until one of this worker's runs ends (a busy worker took 32.8 s after a 10 s lease ran out).
+    let spare = owned < this.o.concurrency + 1 ? 1 : 0;
+    if (room + spare <= 0) return void (await this.o.onTick?.());
+    const left: typeof this.left = [];
+    // More candidates than room: some may need tags this worker lacks, or an image it cannot get.
+    for (const sessionId of await this.o.kernel.available(Math.max(1, room) * 4 + 8)) {
+      if (this.draining || room + spare <= 0) break;
+      if (!(await this.tagsMatch(sessionId))) continue;
+      const recovery = room <= 0 && (await this.orphaned(sessionId));
+      if (room <= 0 && !recovery) continue;
+      const place = (await this.o.placement?.check(sessionId).catch(() => ({ ok: true as const }))) ?? { ok: true as const };
+      if (!place.ok) {
+        left.push({ sessionId, runId: place.runId, why: place.why });
+        continue;
+      }
+      const claim = await this.o.kernel.claim(sessionId);
+      // Another host was faster (or the owner renewed): the compare-and-set said no.
+      if (!claim.ok) continue;
+      this.o.logger.info({ sessionId, epoch: claim.epoch, from: claim.previous?.holder ?? null, overSlots: room <= 0 }, 'claimed session');
+      const p = claim.previous;
+      this.o.onClaim?.(sessionId, claim.epoch, p && p.stoppedAt === null ? { holder: `${p.holder}:${p.pid}`, why: p.leaseUntil < claim.now ? 'lease ran out' : 'process is gone' } : null);
+      if (room > 0) room--;
+      else spare--;
+    }
+    this.left = left;
     await this.o.onTick?.();
+  }
+
+  /** A session whose owner neither released it nor renews it: a take-over, not a new run. */
+  private async orphaned(sessionId: string): Promise<boolean> {
+    const owner = await this.o.store.getSessionOwner(sessionId);
+    return owner !== undefined && owner.stoppedAt === null;
   }
 
   /** A run submitted with tags is claimed only by a worker that has every one of them. */

@@ -1,7 +1,7 @@
 import { defineTask, storedValue, type TaskHandler, type TypedDecision } from '../kernel';
 import { plainJson, type CommandEvidence, type Task } from '../model';
 import { newId } from '../support';
-import { BerthError } from '../errors';
+import { BerthError, isBerthError } from '../errors';
 import { sandboxDocId, SANDBOX_DOC, type RunSandbox } from '../run-sandbox';
 import {
   PlanResultSchema,
@@ -24,8 +24,11 @@ import { ACCEPTANCE_STEP, runSteps } from './plan-schema';
 import { stepEffectId } from './checkpoints';
 import { checkArtifacts } from './artifact-phase';
 import type { ArtifactStore } from '../artifacts';
+import { pushWaitMs } from '../snapshot';
 
 export const PLAN_KIND = 'plan';
+/** How long a step whose push waited in vain sleeps before it pushes again: a third of the push wait, 5 to 30 s. */
+const registryRetryMs = () => Math.min(30_000, Math.max(5_000, Math.round(pushWaitMs() / 3)));
 
 /** A step task's input and result, parsed: a stored shape that drifted is named, not read as `undefined`. */
 const stepInputOf = (child: Task): StepInput => storedValue(StepInputSchema, child.input, { what: 'input', kind: STEP_KIND, taskId: child.id });
@@ -149,7 +152,15 @@ export function planHandlers(sb: RunSandbox, progress: (p: PlanProgress) => void
     restartLimit: 10,
     // An engine restart can take a while; these retries back off to about 25 s in all.
     maxRetries: 8,
-    phases: { run: async (ctx) => runStep(ctx, sb, progress, artifacts) },
+    phases: {
+      // A registry that stayed down past the push wait never fails the step: it waits, visibly.
+      run: async (ctx) =>
+        runStep(ctx, sb, progress, artifacts).catch((err: unknown) => {
+          if (!isBerthError(err, 'registry_push_waiting')) throw err;
+          const until = ctx.now() + registryRetryMs();
+          return { type: 'sleep' as const, until, phase: 'run', run: { to: 'retry_wait' as const, reason: `${err.message}; nothing is lost (a finished command is not run again), the push is tried again at ${new Date(until).toISOString()}` } };
+        }),
+    },
     // A cancel that finds the step left running by a dead host stops its command first.
     stopAbandoned: (task, d) => stopAbandonedStep(sb, task, d),
   });

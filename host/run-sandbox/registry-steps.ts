@@ -37,13 +37,16 @@ export async function leaseFromBase(d: Deps, spec: SandboxSpec, env: Environment
 
 /**
  * The registry step after a snapshot (its own step: the snapshotter never pushes). `sync`: pushed
- * now, and the record commits with the manifest reference (a failed push fails the snapshot, so
- * no checkpoint commits that is not restorable elsewhere). `async`: queued behind the commit.
+ * now, and the record commits with the manifest reference; a registry that does not answer is
+ * waited for (with backoff, up to the push wait), and then the snapshot is given up and the step
+ * waits in `retry_wait` (`registry_push_waiting`): no checkpoint commits that is not restorable
+ * elsewhere, and the run never fails for an outage. `async`: queued behind the commit, retried with
+ * backoff there.
  * A snapshot that may hold secret material (labelled by the secret check) is never pushed.
  */
 export async function pushAfterSnapshot(
   d: Deps,
-  o: { runId: string; env: Environment; snapshotId: string; imageId: string; held: Record<string, string>; signal: AbortSignal },
+  o: { runId: string; env: Environment; snapshotId: string; imageId: string; containerId: string; held: Record<string, string>; signal: AbortSignal },
 ): Promise<Pick<NewSnapshot, 'registryRef' | 'pushedAt'>> {
   const target = d.transport?.target(o.env.snapshot);
   if (!target || !d.transport) return {};
@@ -60,7 +63,10 @@ export async function pushAfterSnapshot(
   try {
     return await d.transport.push(target, o.snapshotId, o.imageId, o.signal);
   } catch (err) {
-    // The record of this snapshot will never commit (the phase retries with a new id).
+    // The record of this snapshot will never commit (the phase retries with a new id). What the
+    // snapshotter knew of the container names this image: forgotten with it, or the retry would
+    // reuse an image that is gone.
+    d.snapshots.forget(o.containerId);
     await d.snapshots.discard(o.snapshotId);
     if (isBerthError(err)) throw new BerthError(err.code, `snapshot of run ${o.runId}: ${err.message}`, { retryable: err.retryable, ids: { runId: o.runId, snapshotId: o.snapshotId }, details: err.details, cause: err });
     throw err;

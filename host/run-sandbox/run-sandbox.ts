@@ -223,7 +223,7 @@ export class RunSandbox {
       signal,
     }), { checkpoint });
     faultPoint('after:snapshot.take');
-    const record: NewSnapshotRecord = { id, leaseId: lease.id, imageId: taken.imageId, workspaceDigest: taken.workspaceDigest, sizeBytes: taken.layerBytes, checkpoint, parentId, ...(await pushAfterSnapshot(this.d, { runId, env, snapshotId: id, imageId: taken.imageId, held, signal })) };
+    const record: NewSnapshotRecord = { id, leaseId: lease.id, imageId: taken.imageId, workspaceDigest: taken.workspaceDigest, sizeBytes: taken.layerBytes, checkpoint, parentId, ...(await pushAfterSnapshot(this.d, { runId, env, snapshotId: id, imageId: taken.imageId, containerId: lease.containerId, held, signal })) };
     let current = lease;
     if (!taken.reused && (taken.flattened || taken.layerBytes >= (this.d.rebaseBytes ?? 8 << 20))) {
       current = await timed(this.d.logger, 'snapshot.rebase', async () => {

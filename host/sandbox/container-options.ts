@@ -1,5 +1,6 @@
 import type Dockerode from 'dockerode';
 import { parseOwner, type SandboxSpec } from './sandbox-spec';
+import { watchdogCommand } from './lease-watchdog';
 
 /**
  * A tmpfs of its own, root-owned, mode 0711: commands can open a file there whose name they know
@@ -27,8 +28,9 @@ export const CONTROL_MOUNTS: Record<string, string> = {
 };
 
 /**
- * PID 1 is docker-init (reaps orphans); its child idles forever. The loop keeps the container up
- * if something kills the `sleep`.
+ * An idle command that never stops (raw containers of the benches). A sandbox idles in its
+ * lease watchdog instead (lease-watchdog.ts): PID 1 is docker-init (reaps orphans), its child
+ * idles until the lease goes unrenewed for its TTL.
  */
 export const IDLE_COMMAND = ['/bin/sh', '-c', 'while :; do sleep 2147483647; done'];
 
@@ -47,7 +49,7 @@ export function containerCreateOptions(spec: SandboxSpec, labels: Record<string,
     ...(name === undefined ? {} : { name }),
     Image: spec.imageDigest,
     Entrypoint: [],
-    Cmd: IDLE_COMMAND,
+    Cmd: watchdogCommand(spec.lease.ttlS),
     WorkingDir: spec.workspace.path,
     Labels: labels,
     Tty: false,

@@ -17,6 +17,8 @@ import * as artifactFiles from './artifact-files';
 import { changesOf, type Change } from './snapshot-image';
 import type { LeaseRecord, LeaseRecords } from './lease-records';
 import { parseOwner, type SandboxSpec } from './sandbox-spec';
+import { RENEW_SCRIPT } from './lease-watchdog';
+import { runScript } from './sandbox-control';
 
 /** Everything a lease needs from the host that created it. */
 export interface LeaseDeps {
@@ -222,8 +224,10 @@ export class Lease implements AsyncDisposable {
     this.assertLive();
     const expiresAt = this.deps.clock.now() + this.deps.spec.lease.ttlS * 1000;
     const ok = await this.deps.records.heartbeatLease(this.id, expiresAt);
-    if (ok) this.current = { ...this.current, expiresAt };
-    else {
+    if (ok) {
+      this.current = { ...this.current, expiresAt };
+      this.renewWatchdog();
+    } else {
       this.lostFlag = true;
       this.stopTimers();
       this.logger.warn('lease heartbeat refused: the lease is released or unknown');
@@ -277,7 +281,17 @@ export class Lease implements AsyncDisposable {
     if (this.released) throw new BerthError('lease_released', `lease ${this.id} is released`, { ids: { leaseId: this.id, containerId: this.containerId } });
   }
 
+  /**
+   * Moves the sandbox's own deadline (lease-watchdog.ts) along with the record's. Not awaited: a
+   * renewal that fails (an engine under load) is made good by the next heartbeat, well within the TTL.
+   */
+  private renewWatchdog(): void {
+    runScript(this.deps.container, RENEW_SCRIPT, ['berth-renew', String(this.deps.spec.lease.ttlS)], '0').catch((err: unknown) => this.logger.debug({ err }, 'sandbox watchdog renewal failed; the next heartbeat renews it'));
+  }
+
   private scheduleHeartbeat(): void {
+    // An adopted sandbox may be close to its deadline (its earlier holder stopped renewing it).
+    this.renewWatchdog();
     const every = this.deps.spec.lease.heartbeatS * 1000;
     this.heartbeatTimer = setInterval(() => {
       this.heartbeat().catch((err: unknown) => this.logger.warn({ err }, 'automatic heartbeat failed'));

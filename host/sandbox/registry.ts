@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type Dockerode from 'dockerode';
 import { BerthError } from '../errors';
 import { isNotFound } from './engine-errors';
+import { sharedPush } from './push-lock';
 
 /** An image pushed to a registry: its manifest reference, `host[:port]/repo@sha256:…`. */
 export interface PushedImage {
@@ -75,25 +76,47 @@ function follow(docker: Dockerode, stream: NodeJS.ReadableStream, signal?: Abort
 
 const messageOf = (err: unknown) => (err instanceof Error ? err.message : String(err)) + ((err as { json?: { message?: string } })?.json?.message ? ` ${(err as { json: { message: string } }).json.message}` : '');
 
+/** Which engine a client talks to (its socket or address): pushes through one engine share a lock. */
+function engineKey(docker: Dockerode): string {
+  const m = docker.modem as unknown as { socketPath?: string; host?: string; port?: number | string };
+  return m.socketPath ?? `${m.host ?? 'localhost'}:${m.port ?? ''}`;
+}
+
 /**
  * Pushes a local image as `repo:tag` (repo includes the registry host) and returns its manifest
  * reference. The engine sends only the layers the registry lacks (it checks each blob first), so
  * a snapshot that adds 1 MB on top of pushed history costs about 1 MB. The registry-qualified tag
  * is removed afterwards: locally the image keeps its own names, and the record names it by digest.
+ * Pushes of one `repo:tag` through one engine run one at a time on this machine (callers in one
+ * process share the push in flight), since the tag is the engine's and one push's clean-up would
+ * pull it from under another. Every failure of a push is retryable: a push cut off half way (the
+ * registry went down, a blob upload the restarted registry no longer knows) is sent again, and the
+ * engine then sends only what the registry still lacks.
  */
 export async function pushImage(docker: Dockerode, imageId: string, repo: string, tag: string, signal?: AbortSignal): Promise<PushedImage> {
   signal?.throwIfAborted();
   const registry = registryHost(repo);
   try {
-    await docker.getImage(imageId).tag({ repo, tag });
-    const stream = (await docker.getImage(`${repo}:${tag}`).push({ tag, authconfig: registryAuth(registry), abortSignal: signal } as object)) as NodeJS.ReadableStream;
+    return await sharedPush(engineKey(docker), `${repo}:${tag}`, () => pushOnce(docker, imageId, repo, tag, signal), signal);
+  } catch (err) {
+    if (signal?.aborted) throw err;
+    const e = err instanceof BerthError ? err : registryError(`push image ${imageId.slice(7, 19)} to ${repo}`, registry, messageOf(err), { imageId });
+    return Promise.reject(e.retryable ? e : new BerthError(e.code === 'registry_missing' ? 'registry_push_incomplete' : e.code, e.message, { retryable: true, ids: e.ids, details: e.details, cause: e }));
+  }
+}
+
+async function pushOnce(docker: Dockerode, imageId: string, repo: string, tag: string, signal?: AbortSignal): Promise<PushedImage> {
+  try {
+    await docker.getImage(imageId).tag({ repo, tag }).catch((err: unknown) => {
+      // Nothing to send: pushing again cannot help.
+      if (isNotFound(err)) throw new BerthError('image_missing', `push image ${imageId.slice(7, 19)}: it is not on this engine`, { details: { imageId } });
+      throw err;
+    });
+    const stream = (await docker.getImage(`${repo}:${tag}`).push({ tag, authconfig: registryAuth(registryHost(repo)), abortSignal: signal } as object)) as NodeJS.ReadableStream;
     const events = await follow(docker, stream, signal);
     const digest = events.map((e) => e.aux?.Digest).find(Boolean);
     if (!digest) throw new Error('the registry acknowledged no manifest digest');
     return { ref: `${repo}@${digest}`, digest };
-  } catch (err) {
-    if (err instanceof BerthError || signal?.aborted) throw err;
-    throw registryError(`push image ${imageId.slice(7, 19)} to ${repo}`, registry, messageOf(err), { imageId });
   } finally {
     await docker.getImage(`${repo}:${tag}`).remove({ noprune: true }).catch(() => {});
   }

@@ -251,6 +251,31 @@ export class SandboxHost {
   }
 
   /** Whether the sandbox named by a lease record can be resumed as is. */
+  /** Whether this engine holds the image (by id): a worker claims only runs it can start. */
+  async hasImage(imageId: string): Promise<boolean> {
+    try {
+      await this.opts.docker.getImage(imageId).inspect();
+      return true;
+    } catch (err) {
+      if (isNotFound(err)) return false;
+      throw engineError(`inspect image ${imageId}`, err);
+    }
+  }
+
+  /**
+   * What this engine holds of a lease's container now (`berth show` tells a released lease whose
+   * container still runs from one that is gone): `absent` also for a container on another engine.
+   */
+  async containerState(record: LeaseRecord): Promise<'running' | 'stopped' | 'absent' | 'unknown'> {
+    if (!record.containerId) return 'absent';
+    try {
+      const info = await this.opts.docker.getContainer(record.containerId).inspect();
+      return info.State.Running ? 'running' : 'stopped';
+    } catch (err) {
+      return isNotFound(err) ? 'absent' : 'unknown';
+    }
+  }
+
   verify(record: LeaseRecord, opts: { minEpoch?: number } = {}): Promise<VerifyResult> {
     return verifyLease(this.opts.docker, record, opts);
   }

@@ -73,6 +73,45 @@ export async function sweep(ctx: SweepContext, signal?: AbortSignal): Promise<Sw
     ctx.logger.info({ containerId: c.Id, leaseId: entry.leaseId, reason }, 'swept container');
     removed.push(entry);
   }
+  return [...removed, ...(await sweepOthers(ctx, signal))];
+}
+
+/**
+ * Containers of this store that another host id leased on this engine (another worker beside this
+ * one, a host that died, a host on another machine that drove this engine): removed when their
+ * lease is released (a new owner took the run over, or a drain gave it up, from an engine that
+ * could not reach this one) or expired (its holder stopped renewing it; its watchdog has stopped
+ * it already). Only their record decides: a container whose record is live, or that this store
+ * does not record, is that host's to keep.
+ */
+async function sweepOthers(ctx: SweepContext, signal?: AbortSignal): Promise<SweepRecord[]> {
+  let containers: Dockerode.ContainerInfo[];
+  try {
+    containers = await ctx.docker.listContainers({ all: true, filters: { label: [`${LABEL.managed}=1`, `${LABEL.store}=${ctx.storeId}`] } });
+  } catch (err) {
+    throw engineError('list containers for sweep', err);
+  }
+  const removed: SweepRecord[] = [];
+  for (const c of containers) {
+    signal?.throwIfAborted();
+    if (c.Labels[LABEL.host] === ctx.hostId) continue;
+    const leaseId = c.Labels[LABEL.lease];
+    const record = leaseId ? await ctx.records.getLease(leaseId) : undefined;
+    if (!record) continue;
+    const now = ctx.clock.now();
+    const reason: SweepRecord['reason'] | undefined = record.releasedAt !== null ? 'released' : record.expiresAt < now ? 'expired' : undefined;
+    if (reason === undefined) continue;
+    try {
+      await ctx.docker.getContainer(c.Id).remove({ force: true, v: true });
+    } catch (err) {
+      if (!isNotFound(err)) ctx.logger.warn({ err, containerId: c.Id }, 'sweeper could not remove container');
+      continue;
+    }
+    const entry: SweepRecord = { containerId: c.Id, leaseId: record.id, hostId: record.hostId, reason, at: now };
+    await ctx.records.recordSweep(entry);
+    ctx.logger.info({ containerId: c.Id, leaseId: record.id, owner: record.hostId, reason }, 'swept another host\'s container');
+    removed.push(entry);
+  }
   return removed;
 }
 
@@ -84,12 +123,16 @@ export async function sweep(ctx: SweepContext, signal?: AbortSignal): Promise<Sw
  */
 export async function sweepStore(ctx: SweepContext, options: { signal?: AbortSignal; egressMinAgeMs?: number } = {}): Promise<SweepRecord[]> {
   const removed = await sweep(ctx, options.signal);
-  const leases = await ctx.records.listLeases({ hostId: ctx.hostId });
-  const now = ctx.clock.now();
-  const active = new Set(leases.filter((l) => l.releasedAt === null && l.expiresAt > now).map((l) => l.id));
-  const known = new Set(leases.map((l) => l.id));
-  await sweepEgress(ctx.docker, ctx.hostId, (id) => active.has(id), options.egressMinAgeMs, { storeId: ctx.storeId, isKnown: (id) => known.has(id) }).catch((err: unknown) =>
-    ctx.logger.warn({ err }, 'egress sweep failed'),
-  );
+  // This host's egress leftovers, and those of every other host whose container went just now.
+  const hosts = new Set([ctx.hostId, ...removed.map((r) => r.hostId)]);
+  for (const hostId of hosts) {
+    const leases = await ctx.records.listLeases({ hostId });
+    const now = ctx.clock.now();
+    const active = new Set(leases.filter((l) => l.releasedAt === null && l.expiresAt > now).map((l) => l.id));
+    const known = new Set(leases.map((l) => l.id));
+    await sweepEgress(ctx.docker, hostId, (id) => active.has(id), options.egressMinAgeMs, { storeId: ctx.storeId, isKnown: (id) => known.has(id) }).catch((err: unknown) =>
+      ctx.logger.warn({ err, hostId }, 'egress sweep failed'),
+    );
+  }
   return removed;
 }

@@ -31,6 +31,17 @@ export interface WorkerHost {
   startedAt: number;
   heartbeatAt: number;
   stoppedAt: number | null;
+  /** What the worker said of itself at its last heartbeat (slots in use, runs it left and why); null before. */
+  report: WorkerReport | null;
+  /** When an operator asked it to drain (`berth drain`); null if nobody did. */
+  drainRequestedAt: number | null;
+}
+
+/** A worker's account of itself, written with its heartbeat. */
+export interface WorkerReport {
+  slotsInUse: number;
+  /** Runs it could claim but leaves to other workers, and why (e.g. it cannot start their image). */
+  left: Array<{ sessionId: string; runId: string | null; why: string }>;
 }
 
 /**
@@ -54,7 +65,9 @@ export interface OwnershipRecords {
   claimableSessions(limit: number): Promise<string[]>;
   /** The database clock's now. */
   databaseNow(): Promise<number>;
-  heartbeatHost(h: { id: string; hostId: string; pid: number | null; tags: string[]; concurrency: number }): Promise<void>;
+  heartbeatHost(h: { id: string; hostId: string; pid: number | null; tags: string[]; concurrency: number; report?: WorkerReport }): Promise<void>;
   stopHost(id: string): Promise<void>;
+  /** Asks the live workers named by `id` (a worker id `host:pid`, or a host id: all its workers) to drain; the ids asked. */
+  requestDrain(id: string): Promise<string[]>;
   listHosts(): Promise<WorkerHost[]>;
 }

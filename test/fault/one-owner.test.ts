@@ -165,6 +165,9 @@ describe('one owner per run', { timeout: 300_000 }, () => {
     const worker = await startWorker(fx, 2000);
     children.push(worker);
     await waitFor('the deploy to happen', async () => (service.counts().deploy === 1 ? true : undefined));
+    // Frozen for seconds, far less than the sandbox lease's TTL (600 s in the fixture): the
+    // sandbox's watchdog (host/sandbox/lease-watchdog.ts) leaves it running, so what is tested here
+    // is the ownership fence alone (the watchdog's own stop has its test in sandbox-watchdog.test.ts).
     worker.child.kill('SIGSTOP');
     const owner = (await fx.read((s) => s.getSessionOwner(run.sessionId)))!;
     expect(owner.pid).toBe(worker.pid);

@@ -100,7 +100,7 @@ export async function agentChat(ctx: CliContext, sessionId: string, message: str
   if (previous) readApiKey({ apiKeyEnv: overrides.model?.apiKeyEnv ?? previous.settings.model.apiKeyEnv });
   const host = await startAgentHost(ctx);
   const { run, created } = await stopOnError(host, () =>
-    continueSession({ ...host.rt, toolNames: [...host.rt.agent.tools.keys()] }, { sessionId, message, requestId: flags['request-id'], settings: overrides }),
+    continueSession({ ...host.rt, toolNames: [...host.rt.agent.tools.keys()], hostId: ctx.hostId }, { sessionId, message, requestId: flags['request-id'], settings: overrides }),
   );
   if (!created) await takeRun(ctx, host.rt, run);
   if (!ctx.json) process.stderr.write(`${created ? 'started' : 'already submitted as'} run ${run.id} in session ${sessionId}\n`);

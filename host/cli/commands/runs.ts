@@ -55,7 +55,10 @@ export async function describeRun(store: Store, runId: string) {
 
 /** `berth show RUN`. */
 export async function show(ctx: CliContext, runId: string): Promise<number> {
-  const d = await describeRun(ctx.store, runId);
+  const described = await describeRun(ctx.store, runId);
+  // A released lease is not a stopped sandbox: what this engine still runs of each lease is shown beside it.
+  const states = await Promise.all(described.leases.map((l) => ctx.sandbox.containerState(l).catch(() => 'unknown' as const)));
+  const d = { ...described, leases: described.leases.map((l, i) => ({ ...l, container: states[i]! })) };
   const now = ctx.clock.now();
   const driver = driverOf(d.run, await readHost(ctx.store, now, ctx.hostId, d.run.sessionId), now);
   // An imported run is a record: no host drives it, and nothing may (berth resume would be refused).
@@ -90,7 +93,12 @@ export async function show(ctx: CliContext, runId: string): Promise<number> {
     if (d.leases.length) {
       const role = (l: (typeof d.leases)[number]) =>
         [l.current ? 'current sandbox' : '', l.keptBySession ? 'kept by the agent session' : '', !l.current && !l.keptBySession && l.releasedAt === null ? 'not the run\'s sandbox (released when the run ends; berth gc)' : ''].filter(Boolean).join(', ');
-      out.push('', 'leases:', table(d.leases.map((l) => [l.id, l.containerId.slice(0, 12) || '(none yet)', l.releasedAt ? 'released' : `expires ${new Date(l.expiresAt).toISOString()}`, role(l)])));
+      const sandbox = (l: (typeof d.leases)[number]) =>
+        l.container === 'running' ? (l.releasedAt ? 'container still running here (the next sweep removes it)' : 'container running')
+        : l.container === 'stopped' ? 'container stopped'
+        : l.container === 'absent' ? (l.hostId === ctx.hostId ? 'container gone' : `no container on this engine (host ${l.hostId})`)
+        : 'container state unknown';
+      out.push('', 'leases:', table(d.leases.map((l) => [l.id, l.containerId.slice(0, 12) || '(none yet)', l.releasedAt ? 'released' : `expires ${new Date(l.expiresAt).toISOString()}`, sandbox(l), role(l)])));
     }
     return out.join('\n');
   });

@@ -15,9 +15,11 @@ export async function workerCommand(ctx: CliContext, flags: { concurrency?: stri
   if (!Number.isFinite(graceMs) || graceMs < 0) throw new BerthError('usage', `--grace expects seconds, found "${flags.grace}"`);
   const tags = (flags.tags ?? '').split(',').map((t) => t.trim()).filter(Boolean);
   const ttl = leaseTtlMs(flags['lease-ttl']);
+  let drainAsked = () => {};
   const stop = new Promise<void>((resolve) => {
     process.once('SIGTERM', () => resolve());
     process.once('SIGINT', () => resolve());
+    drainAsked = resolve;
   });
   const worker = await startWorker(ctx, {
     concurrency,
@@ -25,6 +27,7 @@ export async function workerCommand(ctx: CliContext, flags: { concurrency?: stri
     leaseTtlMs: ttl,
     onClaim: (sessionId, epoch, from) => process.stderr.write(`claimed session ${sessionId} (epoch ${epoch}${from ? `, taken from ${from.holder} whose ${from.why}` : ''})\n`),
     onLost: (l) => process.stderr.write(`lost session ${l.sessionId} (epoch ${l.epoch}) to host ${l.holder ?? '?'}${l.pid ? ` pid ${l.pid}` : ''}; stopped all work on it\n`),
+    onDrainRequested: () => drainAsked(),
   });
   process.stderr.write(`worker ${worker.id} on ${ctx.store.location}: up to ${concurrency} run(s), lease ${ttl / 1000}s${tags.length ? `, tags ${tags.join(',')}` : ''}\n`);
   await stop;

@@ -22,7 +22,7 @@ export function parseManifestRef(ref: string): { registry: string; repo: string;
 }
 
 /** Loopback registries speak plain HTTP (as the engine allows for 127.0.0.0/8); others HTTPS first. */
-function schemes(registry: string): string[] {
+export function schemes(registry: string): string[] {
   const host = registry.replace(/:\d+$/, '').replace(/^\[|\]$/g, '');
   return /^(127\.\d+\.\d+\.\d+|localhost|::1)$/.test(host) ? ['http'] : ['https', 'http'];
 }
@@ -76,7 +76,7 @@ export async function deleteManifest(ref: string, opts: { auth?: RegistryAuth; s
 }
 
 /** A bearer token for a `WWW-Authenticate: Bearer realm=…,service=…,scope=…` challenge, fetched with the basic credentials. */
-async function tokenFor(challenge: string | null, basic: string | undefined, signal: AbortSignal): Promise<string | undefined> {
+export async function tokenFor(challenge: string | null, basic: string | undefined, signal: AbortSignal): Promise<string | undefined> {
   if (!challenge || !/^bearer\s/i.test(challenge)) return undefined;
   const params = Object.fromEntries([...challenge.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1]!.toLowerCase(), m[2]!]));
   if (!params.realm) return undefined;

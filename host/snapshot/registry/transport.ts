@@ -4,6 +4,7 @@ import type { Snapshot } from '../../model';
 import type { Store } from '../../store';
 import { faultPoint } from '../../support';
 import { timed } from '../timing';
+import { pushWaitMs, pushWithRetry } from './push-retry';
 
 /** The registry calls the sandbox adapter provides (`registryEngine(docker)` in host/sandbox). */
 export interface RegistryCalls {
@@ -37,10 +38,14 @@ const ASYNC_RECORD_WAIT_MS = 60_000;
 export class SnapshotTransport {
   /** Async pushes in order, one at a time: when a push starts, every earlier one has landed or failed. */
   private queue: Promise<void> = Promise.resolve();
-  /** Base images this process pushed already, per registry. */
-  private readonly basePushed = new Set<string>();
+  /** Base image pushes of this process, per registry: landed, or in flight (callers share it). */
+  private readonly basePushed = new Map<string, Promise<void>>();
 
-  constructor(private readonly d: { registry: RegistryCalls; store: Store; logger: Logger; hostRegistry?: string; pollMs?: number }) {}
+  constructor(private readonly d: { registry: RegistryCalls; store: Store; logger: Logger; hostRegistry?: string; pollMs?: number; pushWaitMs?: number }) {}
+
+  private waitMs(): number {
+    return this.d.pushWaitMs ?? pushWaitMs();
+  }
 
   /** The run's push target, or undefined when no registry is configured (manifest first, then the host's `BERTH_REGISTRY`). */
   target(snapshot: { registry?: string; push?: 'sync' | 'async' }): PushTarget | undefined {
@@ -52,9 +57,17 @@ export class SnapshotTransport {
     return `${t.registry}/${SNAPSHOT_REPOSITORY}`;
   }
 
-  /** Pushes now (the `sync` policy); the caller commits the returned reference with the record. */
+  /**
+   * Pushes now (the `sync` policy); the caller commits the returned reference with the record. A
+   * registry that does not answer is waited for with backoff, for at most the push wait
+   * (`BERTH_PUSH_WAIT_MS`), then `registry_push_waiting` (retryable): the image is still here.
+   */
   async push(t: PushTarget, snapshotId: string, imageId: string, signal?: AbortSignal): Promise<{ registryRef: string; pushedAt: number }> {
-    const { ref } = await timed(this.d.logger, 'snapshot.push', () => this.d.registry.push(imageId, this.repo(t), snapshotId, signal));
+    const { ref } = await pushWithRetry(
+      `push of snapshot ${snapshotId} to ${t.registry}`,
+      () => timed(this.d.logger, 'snapshot.push', () => this.d.registry.push(imageId, this.repo(t), snapshotId, signal)),
+      { logger: this.d.logger, waitMs: this.waitMs(), signal, ids: { snapshotId } },
+    );
     return { registryRef: ref, pushedAt: Date.now() };
   }
 
@@ -96,9 +109,18 @@ export class SnapshotTransport {
    */
   async pushBase(t: PushTarget, imageId: string, signal?: AbortSignal): Promise<void> {
     const key = `${t.registry} ${imageId}`;
-    if (this.basePushed.has(key)) return;
-    await timed(this.d.logger, 'snapshot.push_base', () => this.d.registry.push(imageId, `${t.registry}/${BASE_REPOSITORY}`, imageId.replace(/^sha256:/, ''), signal));
-    this.basePushed.add(key);
+    let p = this.basePushed.get(key);
+    if (!p) {
+      p = pushWithRetry(
+        `push of base image ${imageId.slice(7, 19)} to ${t.registry}`,
+        () => timed(this.d.logger, 'snapshot.push_base', () => this.d.registry.push(imageId, `${t.registry}/${BASE_REPOSITORY}`, imageId.replace(/^sha256:/, ''), signal)),
+        { logger: this.d.logger, waitMs: this.waitMs(), signal, ids: { imageId } },
+      ).then(() => undefined);
+      this.basePushed.set(key, p);
+      // A failed push is forgotten: the next run that leases the image pushes it again.
+      p.catch(() => this.basePushed.delete(key));
+    }
+    await p;
   }
 
   /**

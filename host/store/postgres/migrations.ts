@@ -356,4 +356,9 @@ export const POSTGRES_SQL: Readonly<Record<number, string>> = {
     ALTER TABLE imported_runs ADD COLUMN owner_json TEXT;
   `,
   20: COMMIT_LOG_NUMBERED_BY_READERS_PG,
+  // A worker's report and an operator's drain request (see the SQLite text).
+  21: `
+    ALTER TABLE hosts ADD COLUMN report_json TEXT;
+    ALTER TABLE hosts ADD COLUMN drain_requested_at BIGINT;
+  `,
 };

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { ClaimResult, OwnershipRecords, SessionOwner, WorkerHost } from '../ownership';
-import { sessionScope, toHost, toOwner, type DbClock, type HostRow, type OwnerRow } from '../sqlite/ownership';
+import { HOST_COLUMNS, sessionScope, toHost, toOwner, type DbClock, type HostRow, type OwnerRow } from '../sqlite/ownership';
 import { query, transaction, type Queryable } from './open';
 import { serverNowMs } from './server-clock';
 
@@ -103,17 +103,25 @@ export function postgresOwnership(pool: pg.Pool, dbClock?: DbClock): OwnershipRe
     async heartbeatHost(h) {
       await query(
         pool,
-        `INSERT INTO hosts (id, host_id, pid, tags, concurrency, started_at, heartbeat_at, stopped_at)
-         SELECT $1::text, $2::text, $3::bigint, $4::text, $5::bigint, c.t, c.t, NULL::bigint FROM (SELECT ${serverNowMs('$6')} AS t) c
-         ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, tags = excluded.tags, concurrency = excluded.concurrency, stopped_at = NULL`,
-        [h.id, h.hostId, h.pid, JSON.stringify(h.tags), h.concurrency, clockParam()],
+        `INSERT INTO hosts (id, host_id, pid, tags, concurrency, started_at, heartbeat_at, stopped_at, report_json)
+         SELECT $1::text, $2::text, $3::bigint, $4::text, $5::bigint, c.t, c.t, NULL::bigint, $7::text FROM (SELECT ${serverNowMs('$6')} AS t) c
+         ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, tags = excluded.tags, concurrency = excluded.concurrency, stopped_at = NULL, report_json = COALESCE(excluded.report_json, hosts.report_json)`,
+        [h.id, h.hostId, h.pid, JSON.stringify(h.tags), h.concurrency, clockParam(), h.report ? JSON.stringify(h.report) : null],
       );
     },
     async stopHost(id) {
       await query(pool, `WITH c AS (SELECT ${serverNowMs('$2')} AS t) UPDATE hosts SET stopped_at = c.t, heartbeat_at = c.t FROM c WHERE id = $1`, [id, clockParam()]);
     },
     async listHosts(): Promise<WorkerHost[]> {
-      return (await query<HostRow>(pool, 'SELECT id, host_id, pid, tags, concurrency, started_at, heartbeat_at, stopped_at FROM hosts ORDER BY started_at')).map(toHost);
+      return (await query<HostRow>(pool, `SELECT ${HOST_COLUMNS} FROM hosts ORDER BY started_at`)).map(toHost);
+    },
+    async requestDrain(id) {
+      const rows = await query<{ id: string }>(
+        pool,
+        `WITH c AS (SELECT ${serverNowMs('$2')} AS t) UPDATE hosts SET drain_requested_at = c.t FROM c WHERE (hosts.id = $1 OR hosts.host_id = $1) AND hosts.stopped_at IS NULL AND hosts.drain_requested_at IS NULL RETURNING hosts.id`,
+        [id, clockParam()],
+      );
+      return rows.map((r) => r.id);
     },
   };
 }

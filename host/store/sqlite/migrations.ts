@@ -433,4 +433,14 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
     // postgres/commit-log.ts); SQLite's single writer still numbers it by rowid, so nothing changes here.
     sql: 'SELECT 1;',
   },
+  {
+    version: 21,
+    name: 'worker report, drain request',
+    // What a worker says of itself at each heartbeat (slots in use, runs it leaves and why), and an
+    // operator's request that it drain (berth drain), which the worker reads at its next round.
+    sql: `
+      ALTER TABLE hosts ADD COLUMN report_json TEXT;
+      ALTER TABLE hosts ADD COLUMN drain_requested_at INTEGER;
+    `,
+  },
 ];

@@ -2,7 +2,7 @@ import type Database from 'better-sqlite3';
 import { z } from 'zod';
 import { decodeShaped } from '../stored-json';
 import type { Clock } from '../../support/clock';
-import { sessionScope, type ClaimResult, type SessionOwner, type WorkerHost } from '../ownership';
+import { sessionScope, type ClaimResult, type SessionOwner, type WorkerHost, type WorkerReport } from '../ownership';
 
 export { sessionScope } from '../ownership';
 
@@ -14,7 +14,7 @@ export { sessionScope } from '../ownership';
 export type DbClock = () => number;
 
 export type OwnerRow = { scope: string; epoch: number; holder: string; pid: number | null; at: number; heartbeat_at: number | null; stopped_at: number | null; lease_until: number | null };
-export type HostRow = { id: string; host_id: string; pid: number | null; tags: string; concurrency: number; started_at: number; heartbeat_at: number; stopped_at: number | null };
+export type HostRow = { id: string; host_id: string; pid: number | null; tags: string; concurrency: number; started_at: number; heartbeat_at: number; stopped_at: number | null; report_json: string | null; drain_requested_at: number | null };
 
 export const toOwner = (r: OwnerRow): SessionOwner => ({
   sessionId: r.scope.slice('session:'.length),
@@ -28,6 +28,8 @@ export const toOwner = (r: OwnerRow): SessionOwner => ({
 });
 
 const Tags = z.array(z.string());
+const Report = z.object({ slotsInUse: z.number(), left: z.array(z.object({ sessionId: z.string(), runId: z.string().nullable(), why: z.string() })) });
+export const HOST_COLUMNS = 'id, host_id, pid, tags, concurrency, started_at, heartbeat_at, stopped_at, report_json, drain_requested_at';
 
 export const toHost = (r: HostRow): WorkerHost => ({
   id: r.id,
@@ -38,6 +40,8 @@ export const toHost = (r: HostRow): WorkerHost => ({
   startedAt: r.started_at,
   heartbeatAt: r.heartbeat_at,
   stoppedAt: r.stopped_at,
+  report: r.report_json === null ? null : decodeShaped(r.report_json, Report, { table: 'hosts', rowId: r.id, field: 'report_json' }),
+  drainRequestedAt: r.drain_requested_at,
 });
 
 /**
@@ -67,11 +71,12 @@ export function sqliteOwnership(db: Database.Database, clock: Clock) {
       GROUP BY t.session_id ORDER BY first LIMIT ?`,
   );
   const hostUpsert = db.prepare(
-    `INSERT INTO hosts (id, host_id, pid, tags, concurrency, started_at, heartbeat_at, stopped_at) VALUES (?, ?, ?, ?, ?, ?, ?, NULL)
-     ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, tags = excluded.tags, concurrency = excluded.concurrency, stopped_at = NULL`,
+    `INSERT INTO hosts (id, host_id, pid, tags, concurrency, started_at, heartbeat_at, stopped_at, report_json) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?)
+     ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, tags = excluded.tags, concurrency = excluded.concurrency, stopped_at = NULL, report_json = COALESCE(excluded.report_json, hosts.report_json)`,
   );
   const hostStop = db.prepare('UPDATE hosts SET stopped_at = ?, heartbeat_at = ? WHERE id = ?');
-  const hostsAll = db.prepare('SELECT id, host_id, pid, tags, concurrency, started_at, heartbeat_at, stopped_at FROM hosts ORDER BY started_at');
+  const hostsAll = db.prepare(`SELECT ${HOST_COLUMNS} FROM hosts ORDER BY started_at`);
+  const drainAsk = db.prepare('UPDATE hosts SET drain_requested_at = ? WHERE (id = ? OR host_id = ?) AND stopped_at IS NULL AND drain_requested_at IS NULL RETURNING id');
   return {
     async claimSession(sessionId: string, holder: { hostId: string; pid: number | null }, ttlMs: number, opts: { takeOver?: boolean } = {}): Promise<ClaimResult> {
       return db
@@ -109,9 +114,9 @@ export function sqliteOwnership(db: Database.Database, clock: Clock) {
     async databaseNow(): Promise<number> {
       return now();
     },
-    async heartbeatHost(h: { id: string; hostId: string; pid: number | null; tags: string[]; concurrency: number }): Promise<void> {
+    async heartbeatHost(h: { id: string; hostId: string; pid: number | null; tags: string[]; concurrency: number; report?: WorkerReport }): Promise<void> {
       const t = now();
-      hostUpsert.run(h.id, h.hostId, h.pid, JSON.stringify(h.tags), h.concurrency, t, t);
+      hostUpsert.run(h.id, h.hostId, h.pid, JSON.stringify(h.tags), h.concurrency, t, t, h.report ? JSON.stringify(h.report) : null);
     },
     async stopHost(id: string): Promise<void> {
       const t = now();
@@ -119,6 +124,9 @@ export function sqliteOwnership(db: Database.Database, clock: Clock) {
     },
     async listHosts(): Promise<WorkerHost[]> {
       return (hostsAll.all() as HostRow[]).map(toHost);
+    },
+    async requestDrain(id: string): Promise<string[]> {
+      return (drainAsk.all(now(), id, id) as Array<{ id: string }>).map((r) => r.id);
     },
   };
 }
