@@ -113,6 +113,7 @@ export async function changedInUpper(dirs: LayerDirs, ws: string, since: number,
 export async function scanLayer(dirs: LayerDirs, ws: string, prev: { manifest: WorkspaceManifest; since: number } | null, budget: ReadBudget = new ReadBudget()): Promise<LayerListing> {
   const startedAt = Date.now();
   const changed = prev ? await changedInUpper(dirs, ws, prev.since - LAYER_CLOCK_MARGIN_MS, budget) : null;
+  const wsPath = ws.replace(/\/+$/, '');
   return withTree(dirs.merged, ws, async (tree) => {
     const manifest: WorkspaceManifest = prev ? { ...prev.manifest } : {};
     const keys = new Map<string, string>();
@@ -165,6 +166,7 @@ export async function scanLayer(dirs: LayerDirs, ws: string, prev: { manifest: W
         return;
       }
       keys.set(p, keyOf(st));
+      budget.pathLength(wsPath + p.slice(1), p);
       if (st.isDirectory()) {
         budget.depth(p.split('/').length, p);
         const wasDir = p === '.' || manifest[p]?.startsWith('d:');

@@ -295,7 +295,15 @@ export class Snapshotter {
       // No previous image to stand for this state, or the layer shows a change: the reading and the
       // commit run side by side (the check after the commit catches any write in between).
       commitAt = markAt;
-      [first, image] = await Promise.all([read(), commit(false)]);
+      // Both settle before either failure is thrown: a reading refused mid-commit must not leave the
+      // commit to tag an image after the failed attempt removed its tag.
+      const [r, c] = await Promise.allSettled([read(), commit(false)]);
+      if (r.status === 'rejected') {
+        if (c.status === 'fulfilled') await this.d.engine.discardImage(c.value.imageId).catch(() => {});
+        throw r.reason;
+      }
+      if (c.status === 'rejected') throw c.reason;
+      [first, image] = [r.value, c.value];
     }
     let manifest = first.manifest;
     // Still what the first reading found: a second walk of the layer (same stat fields, same hashes

@@ -21,7 +21,7 @@ export interface ReadBounds {
 export const DEFAULT_READ_BOUNDS: ReadBounds = { maxEntries: 1_000_000, maxBytes: 64 * 2 ** 30, maxMs: 30 * 60_000, maxDepth: 8_192 };
 
 /** Which bound a reading went past. */
-export type BoundName = 'entries' | 'bytes' | 'time' | 'depth' | 'disk';
+export type BoundName = 'entries' | 'bytes' | 'time' | 'depth' | 'disk' | 'path length';
 
 /**
  * The typed error of a reading past a bound. It names the bound and, at most, a workspace path
@@ -30,6 +30,8 @@ export type BoundName = 'entries' | 'bytes' | 'time' | 'depth' | 'disk';
 export function boundError(bound: BoundName, limit: number, what: string): BerthError {
   return new BerthError('snapshot_bound_exceeded', `reading the sandbox's files went past the ${bound} bound (${limit}): ${what}`, { details: { bound, limit } });
 }
+
+const PATH_MAX = 4096;
 
 /** Counts one reading's cost against its bounds, and stops it when the run is cancelled. */
 export class ReadBudget {
@@ -60,6 +62,16 @@ export class ReadBudget {
 
   depth(d: number, path: string): void {
     if (d > this.bounds.maxDepth) throw boundError('depth', this.bounds.maxDepth, `${path.slice(0, 200)}... is nested more than ${this.bounds.maxDepth} directories deep`);
+  }
+
+  /**
+   * A container path longer than PATH_MAX: the engine's commit walks the layer by paths and drops
+   * what lies deeper (measured: a 5,000-deep tree came back 1,996 deep), so such a workspace can
+   * be kept by no snapshot. Refused by name rather than recorded as something a restore cannot give.
+   */
+  pathLength(containerPath: string, p: string): void {
+    if (containerPath.length * 3 < PATH_MAX) return;
+    if (Buffer.byteLength(containerPath) >= PATH_MAX) throw boundError('path length', PATH_MAX - 1, `${p.slice(0, 120)}... is a path longer than an image layer can keep (${Buffer.byteLength(containerPath)} bytes)`);
   }
 
   /** Throws when the run was cancelled or the time bound passed. */
