@@ -381,6 +381,7 @@ export class RunSandbox {
       containerId: lease.containerId,
       imageId: lease.record.imageDigest,
       workspacePath: env.workspace.path,
+      ...(env.resources.diskMb !== undefined ? { diskLimitBytes: env.resources.diskMb * 1024 * 1024 } : {}),
       exec: (cmd: string[], opts: { stdin?: string; signal?: AbortSignal; user?: string }) => lease.exec(cmd, { ...opts, timeoutMs: 0, outputCapBytes: 64 << 20 }),
     };
   }

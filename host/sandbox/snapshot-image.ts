@@ -1,4 +1,5 @@
 import { lstat, readdir } from 'node:fs/promises';
+import { ConfinedTree, nameString } from '../snapshot/confined';
 import type Dockerode from 'dockerode';
 import { BerthError } from '../errors';
 import { engineError, isConflict, isNotFound } from './engine-errors';
@@ -234,25 +235,35 @@ export async function layerDirs(docker: Dockerode, containerId: string): Promise
 export async function changedOutsideSince(docker: Dockerode, containerId: string, sinceMs: number, skip: string[]): Promise<boolean | undefined> {
   const upper = (await layerDirs(docker, containerId))?.upper;
   if (!upper) return undefined;
-  const skipped = new Set(skip.map((p) => p.replace(/\/+$/, '')));
+  const skipped = new Set(skip.map((p) => `.${p.replace(/\/+$/, '')}`));
   // File times come from the kernel's coarse clock (one tick, up to 10 ms, behind the host's own
   // reading): a margin makes a write just after `sinceMs` count, at the price of counting one just before.
   const since = Math.floor(sinceMs) - 25;
+  // The container writes this directory: it is walked by descriptors, never by host paths (a
+  // directory swapped for a symlink to the host's root is a symlink here, not followed).
+  const tree = ConfinedTree.at(upper, '');
+  if (!tree) return undefined;
   try {
-    const stack = [''];
+    const stack = ['.'];
+    let calls = 0;
     while (stack.length) {
       const dir = stack.pop()!;
-      for (const entry of await readdir(upper + (dir || '/'), { withFileTypes: true })) {
-        const path = `${dir}/${entry.name}`;
+      const names = tree.children(dir);
+      if (!names) return true;
+      for (const n of names) {
+        const path = `${dir}/${nameString(n)}`;
         if (skipped.has(path)) continue;
-        const st = await lstat(upper + path);
-        if (st.ctimeMs >= since || st.mtimeMs >= since) return true;
-        if (entry.isDirectory()) stack.push(path);
+        const st = tree.lstat(path);
+        if (!st || Number(st.ctimeMs) >= since || Number(st.mtimeMs) >= since) return true;
+        if (st.isDirectory()) stack.push(path);
+        if (++calls % 500 === 0) await new Promise<void>((r) => setImmediate(r));
       }
     }
     return false;
   } catch {
     return undefined;
+  } finally {
+    tree.close();
   }
 }
 

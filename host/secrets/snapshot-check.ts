@@ -9,10 +9,14 @@ export interface SnapshotCheckLease {
   exec(cmd: string[], opts?: ExecOptions): Promise<ExecResult>;
 }
 
-/** One changed file that holds a secret (`secret` names it) or could not be read (`secret: null`). */
+/** Where a secret was found: a file's bytes, the name of a file or directory, or a symlink's target. */
+export type SecretPlace = 'content' | 'file name' | 'directory name' | 'symlink target';
+
+/** One changed path that holds a secret (`secret` names it, `in` says where) or could not be read (`secret: null`). */
 export interface SecretHit {
   path: string;
   secret: string | null;
+  in?: SecretPlace;
 }
 
 /** Image label a snapshot gets when it holds secret material it was allowed to keep: never push such an image. */
@@ -38,7 +42,9 @@ export function fileForms(value: string): string[] {
 // stdin: the number of secrets, then per secret its number of patterns and the patterns, one a
 // line; the rest is the NUL-separated list of changed paths. Pattern files live on /dev/shm (the
 // tmpfs, never in a layer), mode 0600. Only regular files are read (a FIFO would block grep);
-// a path that exists per `docker diff` but cannot be seen or read is reported as `U|path`.
+// a path that exists per `docker diff` but cannot be seen or read is reported as `U|path`. Each
+// path's type (one letter, in order) is printed first as `Y|...`, for the host to match names;
+// every symlink's target is matched here (`N|T|path`).
 const SCRIPT = `
 umask 077
 d=$(mktemp -d /dev/shm/berth-scan.XXXXXX) || exit 3
@@ -50,23 +56,29 @@ while [ "$i" -lt "$k" ]; do
   while [ "$j" -lt "$n" ]; do IFS= read -r l; printf '%s\\n' "$l" >> "$d/p$i"; j=$((j+1)); done
   i=$((i+1))
 done
-: > "$d/unread"
+: > "$d/unread"; : > "$d/types"; : > "$d/links"
 cat | xargs -0 -r sh -c '
-u=$1; shift
+d=$1; shift
 for p; do
-  if [ -L "$p" ] || [ -d "$p" ]; then :
-  elif [ -f "$p" ]; then if [ -r "$p" ]; then printf "%s\\0" "$p"; else printf "U|%s\\n" "$p" >> "$u"; fi
-  elif [ ! -e "$p" ]; then printf "U|%s\\n" "$p" >> "$u"
+  if [ -L "$p" ]; then printf l >> "$d/types"; printf "%s\\0" "$p" >> "$d/links"
+  elif [ -d "$p" ]; then printf d >> "$d/types"
+  elif [ -f "$p" ]; then printf f >> "$d/types"; if [ -r "$p" ]; then printf "%s\\0" "$p"; else printf "U|%s\\n" "$p" >> "$d/unread"; fi
+  elif [ ! -e "$p" ]; then printf u >> "$d/types"; printf "U|%s\\n" "$p" >> "$d/unread"
+  else printf o >> "$d/types"
   fi
-done; exit 0' sh "$d/unread" > "$d/files"
+done; exit 0' sh "$d" > "$d/files"
+printf 'Y|'; cat "$d/types"; printf '\\n'
 cat "$d/unread"
 i=0
 while [ "$i" -lt "$k" ]; do
   xargs -0 -r grep -l -F -f "$d/p$i" -- < "$d/files" 2>/dev/null | sed "s/^/$i|/"
+  xargs -0 -r sh -c 'f=$1; i=$2; shift 2; for p; do t=$(readlink "$p") || continue; if printf "%s\\n" "$t" | grep -q -F -f "$f"; then printf "%s|T|%s\\n" "$i" "$p"; fi; done; exit 0' sh "$d/p$i" "$i" < "$d/links"
   i=$((i+1))
 done
 exit 0
 `;
+
+const NAME_PLACE: Record<string, SecretPlace> = { d: 'directory name', f: 'file name', l: 'file name', o: 'file name', u: 'file name' };
 
 /**
  * Every changed file of the container (all `docker diff` paths, not only the workspace) that
@@ -89,9 +101,20 @@ export async function findSecretsInChanges(lease: SnapshotCheckLease, secrets: r
   }
   const hits: SecretHit[] = [];
   for (const line of r.stdout.split('\n')) {
-    const m = /^(\d+|U)\|(.*)$/.exec(line);
-    if (m?.[1] === 'U') hits.push({ secret: null, path: scrub(m[2]!, secrets) });
-    else if (m && secrets[Number(m[1])]) hits.push({ secret: secrets[Number(m[1])]!.name, path: scrub(m[2]!, secrets) });
+    if (line.startsWith('Y|')) {
+      // A secret in a name is in every listing, tar header and manifest that names the path: matched here on the host.
+      const types = line.slice(2);
+      paths.forEach((p, i) => {
+        const name = p.slice(p.lastIndexOf('/') + 1);
+        patterns.forEach((forms, k) => {
+          if (forms.some((f) => name.includes(f))) hits.push({ secret: secrets[k]!.name, path: scrub(p, secrets), in: NAME_PLACE[types[i] ?? 'f'] ?? 'file name' });
+        });
+      });
+      continue;
+    }
+    const m = /^(\d+|U)\|(T\|)?(.*)$/.exec(line);
+    if (m?.[1] === 'U') hits.push({ secret: null, path: scrub(m[2] ? m[2] + m[3]! : m[3]!, secrets) });
+    else if (m && secrets[Number(m[1])]) hits.push({ secret: secrets[Number(m[1])]!.name, path: scrub(m[3]!, secrets), in: m[2] ? 'symlink target' : 'content' });
   }
   return hits;
 }
@@ -125,12 +148,13 @@ export async function checkSnapshotSecrets(
   const ids = o.ids ?? {};
   const hits = await findSecretsInChanges(lease, await declaredValues(decls, ids, o.source ?? hostSecretSource), o.signal);
   if (hits.length === 0) return {};
-  const refused = hits.filter((h) => h.secret === null || !decls.find((d) => d.name === h.secret)?.allowInWorkspace);
+  // A name or link target goes into the manifest the store keeps: allowInWorkspace covers file bytes only.
+  const refused = hits.filter((h) => h.secret === null || (h.in !== undefined && h.in !== 'content') || !decls.find((d) => d.name === h.secret)?.allowInWorkspace);
   if (refused.length > 0) {
-    const list = refused.map((h) => `${h.path} (${h.secret ?? 'unreadable, so not checked'})`).join(', ');
+    const list = refused.map((h) => `${h.path} (${h.secret ? `${h.secret}, in its ${h.in ?? 'content'}` : 'unreadable, so not checked'})`).join(', ');
     throw new BerthError('snapshot_holds_secret', `snapshot refused: changed file${refused.length === 1 ? '' : 's'} ${list} hold${refused.length === 1 ? 's' : ''} a secret value; remove it, keep it under /dev/shm, or set allowInWorkspace on the secret`, {
       ids,
-      details: { files: refused.map((h) => h.path), secrets: [...new Set(refused.flatMap((h) => (h.secret ? [h.secret] : [])))] },
+      details: { files: refused.map((h) => h.path), places: refused.map((h) => h.in ?? null), secrets: [...new Set(refused.flatMap((h) => (h.secret ? [h.secret] : [])))] },
     });
   }
   return { [SECRET_MATERIAL_LABEL]: [...new Set(hits.map((h) => h.secret))].sort().join(',') };

@@ -44,6 +44,8 @@ export interface SnapshotTarget {
   imageId: string;
   workspacePath: string;
   exec: ScanExec;
+  /** The sandbox's disk limit: a reading refuses a file bigger than it (a sparse file's holes would be written out whole by a commit). */
+  diskLimitBytes?: number;
 }
 
 export interface WorkspaceState {

@@ -8,6 +8,7 @@ import { manifestFromTar } from './tar-manifest';
 import { changedPaths, sameListing } from './listing-compare';
 import { layerChangedPath, layerWorkspace, scanLayer, type LayerDirs, type LayerListing } from './layer-scan';
 import { timed } from './timing';
+import { DEFAULT_READ_BOUNDS, ReadBudget, type ReadBounds } from './confined';
 import { DeltaImages } from './delta/delta-images';
 import { takeDelta, DELTA_MAX_BYTES, type Base } from './delta/take-delta';
 import { FLATTEN_DEPTH, type EngineImage, type SnapshotEngine, type SnapshotTarget, type TakenSnapshot, type WorkspaceState } from './snapshot-types';
@@ -70,8 +71,16 @@ export class Snapshotter {
    * `deltaMaxBytes`: a change of at most this much file content is snapshotted as a delta layer
    * (default {@link DELTA_MAX_BYTES}; 0 turns deltas off); a bigger one is committed by the engine.
    */
-  constructor(private readonly d: { engine: SnapshotEngine; store: Store; logger: Logger; flattenDepth?: number; deltaMaxBytes?: number }) {
+  constructor(private readonly d: { engine: SnapshotEngine; store: Store; logger: Logger; flattenDepth?: number; deltaMaxBytes?: number; readBounds?: Partial<ReadBounds> }) {
     this.images = new DeltaImages({ engine: d.engine, store: d.store, logger: d.logger });
+  }
+
+  /**
+   * The cost bounds of one reading of `t`'s files on this host (the host's budget, and the
+   * sandbox's disk limit), stopped by `signal`.
+   */
+  private budget(t: SnapshotTarget, signal?: AbortSignal): ReadBudget {
+    return new ReadBudget({ ...DEFAULT_READ_BOUNDS, ...(t.diskLimitBytes !== undefined ? { diskLimitBytes: t.diskLimitBytes } : {}), ...this.d.readBounds }, signal);
   }
 
   private list(t: SnapshotTarget, prev: Pick<Known, 'stats' | 'manifest' | 'now'> | undefined, mode: 'hash' | 'mark' | 'promote' | 'nohash', signal?: AbortSignal): Promise<Listing> {
@@ -90,7 +99,7 @@ export class Snapshotter {
     // Untrusted, the layer scan starts from nothing and hashes every file, on the host, with no exec.
     const layer = await this.layer(t);
     if (layer) {
-      const l = await this.scanLayer(t, layer, prev);
+      const l = await this.scanLayer(t, layer, prev, signal);
       if (l.complete) {
         const same = prev !== undefined && manifestDigest(l.manifest) === manifestDigest(prev.manifest);
         const fresh = !same && o.imageId && o.createdAt !== undefined ? { imageId: o.imageId, manifest: l.manifest, markAt: o.createdAt } : undefined;
@@ -157,9 +166,9 @@ export class Snapshotter {
   }
 
   /** A layer scan from what this process last knew of the container (every file hashed without it). */
-  private scanLayer(t: SnapshotTarget, dirs: LayerDirs, prev: Known | undefined): Promise<LayerListing> {
+  private scanLayer(t: SnapshotTarget, dirs: LayerDirs, prev: Known | undefined, signal?: AbortSignal): Promise<LayerListing> {
     const from = prev && prev.listedAt !== undefined ? { manifest: prev.manifest, since: prev.listedAt } : null;
-    return timed(this.d.logger, 'snapshot.layer_scan', () => scanLayer(dirs, t.workspacePath, from), { cached: from !== null });
+    return timed(this.d.logger, 'snapshot.layer_scan', () => scanLayer(dirs, t.workspacePath, from, this.budget(t, signal)), { cached: from !== null });
   }
 
   /** `root`: the workspace with symlinks resolved, as a listing found it (the engine would archive a symlink itself). */
@@ -253,7 +262,7 @@ export class Snapshotter {
     // The workspace read once: from the overlay layer on this machine when it can be read there
     // (no exec; only what changed since the previous reading is looked at), else by a listing exec.
     const read = async (): Promise<Reading> => {
-      const r: Reading = dirs ? await this.scanLayer(t, dirs, prev).then((l) => ({ ...l, root: ws, stats: new Map(), layer: l })) : { ...(await this.list(t, prev, 'mark', opts.signal)), startedAt: markAt };
+      const r: Reading = dirs ? await this.scanLayer(t, dirs, prev, opts.signal).then((l) => ({ ...l, root: ws, stats: new Map(), layer: l })) : { ...(await this.list(t, prev, 'mark', opts.signal)), startedAt: markAt };
       assertLayerSafe(r.manifest, opts.snapshotId);
       return r;
     };
@@ -268,7 +277,7 @@ export class Snapshotter {
     if (dirs && prev?.base && maxBytes > 0 && this.images.supported) {
       // A small change: a layer built here from what the scan found, with no engine commit.
       first ??= await read();
-      const taken = first.complete && first.layer ? await takeDelta({ engine: this.d.engine, store: this.d.store, logger: this.d.logger, images: this.images }, { containerId: t.containerId, dirs, ws, base: prev.base, first: first.layer, maxBytes, maxLayers: this.d.flattenDepth ?? FLATTEN_DEPTH, ...opts }) : undefined;
+      const taken = first.complete && first.layer ? await takeDelta({ engine: this.d.engine, store: this.d.store, logger: this.d.logger, images: this.images }, { containerId: t.containerId, dirs, ws, base: prev.base, first: first.layer, maxBytes, budget: this.budget(t, opts.signal), maxLayers: this.d.flattenDepth ?? FLATTEN_DEPTH, ...opts }) : undefined;
       if (taken) {
         this.known.set(t.containerId, { stats: new Map(), manifest: taken.manifest, imageId: taken.imageId, markAt: first.startedAt, listedAt: first.startedAt, base: { imageId: taken.imageId, manifest: taken.manifest, markAt: first.startedAt } });
         return taken;
@@ -286,12 +295,20 @@ export class Snapshotter {
       // No previous image to stand for this state, or the layer shows a change: the reading and the
       // commit run side by side (the check after the commit catches any write in between).
       commitAt = markAt;
-      [first, image] = await Promise.all([read(), commit(false)]);
+      // Both settle before either failure is thrown: a reading refused mid-commit must not leave the
+      // commit to tag an image after the failed attempt removed its tag.
+      const [r, c] = await Promise.allSettled([read(), commit(false)]);
+      if (r.status === 'rejected') {
+        if (c.status === 'fulfilled') await this.d.engine.discardImage(c.value.imageId).catch(() => {});
+        throw r.reason;
+      }
+      if (c.status === 'rejected') throw c.reason;
+      [first, image] = [r.value, c.value];
     }
     let manifest = first.manifest;
     // Still what the first reading found: a second walk of the layer (same stat fields, same hashes
     // of recently changed files), or a second listing compared field by field.
-    const moved = first.layer && first.complete ? await timed(this.d.logger, 'snapshot.layer_verify', () => layerChangedPath(dirs!, ws, first.layer!)) : null;
+    const moved = first.layer && first.complete ? await timed(this.d.logger, 'snapshot.layer_verify', () => layerChangedPath(dirs!, ws, first.layer!, this.budget(t, opts.signal))) : null;
     const unchanged = first.layer
       ? first.complete && moved === null
       : sameListing(first as Listing, await this.list(t, { stats: first.stats, manifest: first.manifest, now: first.now }, 'promote', opts.signal)) && first.complete;

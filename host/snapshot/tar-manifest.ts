@@ -1,6 +1,19 @@
 import { createHash } from 'node:crypto';
 import { extract } from 'tar-stream';
+import { BerthError } from '../errors';
+import { nameString } from './confined/names';
 import type { WorkspaceManifest } from './manifest';
+
+/**
+ * A name as bytes, kept as the scan keeps it (`confined/names.ts`): a plain header's bytes come
+ * through as latin1 (one char per byte); a pax record is text, which tar-stream decodes as UTF-8,
+ * so a name that is not UTF-8 there cannot be told apart and is refused by name, never changed.
+ */
+function kept(text: string, fromPax: boolean): string {
+  if (!fromPax) return nameString(Buffer.from(text, 'latin1'));
+  if (text.includes('\uFFFD')) throw new BerthError('snapshot_unrepresentable', `workspace path ${text}: a name that is not UTF-8 cannot be read back through the engine's archive; rename it`);
+  return text;
+}
 
 /**
  * The manifest of a workspace read from a tar stream of it (the engine's archive of the
@@ -9,14 +22,16 @@ import type { WorkspaceManifest } from './manifest';
  * filesystem, as real root, so nothing is unreadable.
  */
 export async function manifestFromTar(stream: NodeJS.ReadableStream, signal?: AbortSignal): Promise<WorkspaceManifest> {
-  const ex = extract();
+  // tar-stream takes the option, its types do not say so.
+  const ex = extract({ filenameEncoding: 'latin1' } as Parameters<typeof extract>[0]);
   stream.pipe(ex as unknown as NodeJS.WritableStream);
   const manifest: WorkspaceManifest = {};
   let root: string | undefined;
   for await (const entry of ex) {
     signal?.throwIfAborted();
     const h = entry.header;
-    const name = h.name.replace(/\/+$/, '');
+    const pax = (h.pax ?? {}) as { path?: string; linkpath?: string };
+    const name = kept(h.name, pax.path !== undefined).replace(/\/+$/, '');
     root ??= name.split('/')[0]!;
     const rel = name === root ? '' : `.${name.slice(root.length)}`;
     const mode = ((h.mode ?? 0) & 0o7777).toString(8);
@@ -29,10 +44,10 @@ export async function manifestFromTar(stream: NodeJS.ReadableStream, signal?: Ab
     entry.resume();
     if (!rel) continue;
     if (h.type === 'directory') manifest[rel] = `d:${mode}`;
-    else if (h.type === 'symlink') manifest[rel] = `l:${h.linkname ?? ''}`;
+    else if (h.type === 'symlink') manifest[rel] = `l:${kept(h.linkname ?? '', pax.linkpath !== undefined)}`;
     else if (h.type === 'link') {
       // A hard link to a file archived earlier: same bytes, its own mode bits.
-      const target = `.${(h.linkname ?? '').replace(/\/+$/, '').slice(root.length)}`;
+      const target = `.${kept(h.linkname ?? '', pax.linkpath !== undefined).replace(/\/+$/, '').slice(root.length)}`;
       manifest[rel] = `f:${mode}:${manifest[target]?.split(':')[2] ?? 'unreadable'}`;
     } else manifest[rel] = `o:${mode}`;
   }

@@ -7,6 +7,7 @@ import type { SnapshotEngine, TakenSnapshot } from '../snapshot-types';
 import { timed } from '../timing';
 import type { DeltaImages } from './delta-images';
 import { buildDeltaLayer } from './delta-layer';
+import type { ReadBudget } from '../confined';
 
 /**
  * Changes of at most this much file content become a delta layer; bigger ones are committed by
@@ -32,19 +33,23 @@ export interface Base {
  */
 export async function takeDelta(
   d: { engine: SnapshotEngine; store: Store; logger: Logger; images: DeltaImages },
-  o: { containerId: string; dirs: LayerDirs; ws: string; base: Base; first: LayerListing; maxBytes: number; maxLayers: number; snapshotId: string; labels: Record<string, string>; signal?: AbortSignal },
+  o: { containerId: string; dirs: LayerDirs; ws: string; base: Base; first: LayerListing; maxBytes: number; budget?: ReadBudget; maxLayers: number; snapshotId: string; labels: Record<string, string>; signal?: AbortSignal },
 ): Promise<TakenSnapshot | undefined> {
   o.signal?.throwIfAborted();
   // A layer this code cannot write (a time or owner a tar header cannot hold, a file gone at the
   // wrong moment) is the engine's to commit, never a failed snapshot.
-  const layer = await timed(d.logger, 'snapshot.delta_build', () => buildDeltaLayer({ dirs: o.dirs, ws: o.ws, base: o.base.manifest, now: o.first.manifest, since: o.base.markAt, maxBytes: o.maxBytes })).catch((err: unknown) => ({ refused: `the layer could not be written: ${err instanceof Error ? err.message : String(err)}` }));
+  const layer = await timed(d.logger, 'snapshot.delta_build', () => buildDeltaLayer({ dirs: o.dirs, ws: o.ws, base: o.base.manifest, now: o.first.manifest, since: o.base.markAt, maxBytes: o.maxBytes, ...(o.budget ? { budget: o.budget } : {}) })).catch((err: unknown) => {
+    // A cancel stops the snapshot; anything else (a bound, a file the writer cannot hold) leaves it to the engine's commit.
+    if (o.signal?.aborted) throw err;
+    return { refused: `the layer could not be written: ${err instanceof Error ? err.message : String(err)}` };
+  });
   if ('refused' in layer) {
     d.logger.debug({ snapshotId: o.snapshotId, reason: layer.refused }, 'snapshot committed by the engine, not as a delta layer');
     return undefined;
   }
   // The layer holds what the reading found only if nothing moved since (the commit path's own
   // check then finds the writer and takes the snapshot paused).
-  if ((await timed(d.logger, 'snapshot.layer_verify', () => layerChangedPath(o.dirs, o.ws, o.first))) !== null) return undefined;
+  if ((await timed(d.logger, 'snapshot.layer_verify', () => layerChangedPath(o.dirs, o.ws, o.first, o.budget))) !== null) return undefined;
   // Checked after the layer was built, so a write outside during it is seen here.
   if ((await d.engine.changedOutsideSince?.(o.containerId, o.base.markAt, [o.ws])) !== false) {
     d.logger.debug({ snapshotId: o.snapshotId }, 'snapshot committed by the engine: the container changed outside the workspace');
