@@ -1,3 +1,4 @@
+import { writeSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import Dockerode from 'dockerode';
@@ -82,6 +83,8 @@ export function defaultLogger(opts: { debug?: boolean } = {}): Logger {
     const { stack: _stack, ...rest } = o;
     return rest;
   };
+  // Without --debug or a chosen level or format, people read these lines: plain text, not JSON.
+  const human = !opts.debug && process.env.BERTH_LOG_LEVEL === undefined && process.env.BERTH_LOG_FORMAT !== 'json';
   return pino(
     {
       level: process.env.BERTH_LOG_LEVEL ?? (opts.debug ? 'debug' : 'warn'),
@@ -89,8 +92,41 @@ export function defaultLogger(opts: { debug?: boolean } = {}): Logger {
       // Without --debug no stack reaches the operator: errors are brief and `stack` fields dropped.
       ...(opts.debug ? {} : { serializers: { err: briefError }, formatters: { log: withoutStack } }),
     },
-    pino.destination({ dest: 2, sync: true }),
+    human ? { write: (line: string) => writeFully(2, humanLogLine(line)) } : pino.destination({ dest: 2, sync: true }),
   );
+}
+
+const LEVEL_WORD: Record<number, string> = { 10: 'trace', 20: 'debug', 30: 'info', 40: 'warning', 50: 'error', 60: 'fatal' };
+
+/**
+ * One pino line as an operator reads it: `berth: warning: <message> (key value, ...)`, without
+ * the time, pid and host fields. Machine-readable lines stay a flag away (--debug, BERTH_LOG_LEVEL,
+ * BERTH_LOG_FORMAT=json).
+ */
+export function humanLogLine(line: string): string {
+  let o: Record<string, unknown>;
+  try {
+    o = JSON.parse(line) as Record<string, unknown>;
+  } catch {
+    return line;
+  }
+  const { level, time: _t, pid: _p, hostname: _h, msg, err, ...fields } = o;
+  const e = err && typeof err === 'object' ? (err as { message?: unknown; code?: unknown }) : undefined;
+  const parts = Object.entries(fields).map(([k, v]) => `${k} ${typeof v === 'string' ? v : JSON.stringify(v)}`);
+  if (e?.message) parts.unshift(`${e.code ? `${String(e.code)}: ` : ''}${String(e.message)}`);
+  return `berth: ${LEVEL_WORD[level as number] ?? 'log'}: ${String(msg ?? '')}${parts.length ? ` (${parts.join(', ')})` : ''}\n`;
+}
+
+/** Writes all of `text` to `fd` synchronously (no line lost at exit). */
+function writeFully(fd: number, text: string): void {
+  const buf = Buffer.from(text);
+  for (let off = 0; off < buf.length; ) {
+    try {
+      off += writeSync(fd, buf, off);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') return;
+    }
+  }
 }
 
 /** Builds the {@link HostParts} once (synchronously: a PostgreSQL store connects at its first use). */

@@ -154,4 +154,11 @@ export interface TaskHandler {
    * by the same commit that ended it, never left to be inferred.
    */
   cancelEntries?: (task: Task, d: { store: Store }) => Promise<NewEntry[]>;
+  /**
+   * How a cancel settles an effect of this task that was in flight. By default it becomes
+   * `unknown` and the run waits for an operator; a kind that can prove the action changed nothing
+   * outside the run (a safe plan step in a sandbox with no network) answers `not_applied` instead,
+   * so the cancel does not park on a question whose answer cannot matter.
+   */
+  settleOnCancel?: (task: Task, effect: Effect, d: { store: Store }) => Promise<{ status: 'not_applied'; reason: string } | null>;
 }

@@ -89,7 +89,7 @@ export async function checkCompleting(d: IdleTransitionDeps, task: Task): Promis
   }
   if (task.outcome !== 'cancelled') return finish(d, task, 'task.settled', {});
   // Its children have settled since the cancel was recorded: what they did is part of where its work stopped.
-  const record = await cancelRecord(d.store, task, []);
+  const record = await cancelRecord(d.store, task, [], d.registry.find(task.kind, task.kindVersion));
   await finish(d, task, 'task.settled', { result: record.result }, record.effects);
 }
 
@@ -109,7 +109,7 @@ export async function cancelIdle(d: IdleTransitionDeps, task: Task): Promise<voi
     }
   }
   const live = (await d.store.listTasks({ parentId: task.id })).filter((c) => c.status !== 'terminal');
-  const record = await cancelRecord(d.store, task, []);
+  const record = await cancelRecord(d.store, task, [], handler);
   const entries = handler?.cancelEntries ? await handler.cancelEntries(task, { store: d.store }) : [];
   const set = { outcome: 'cancelled' as const, result: record.result, wait: null, wakeAt: null };
   if (live.length > 0) {

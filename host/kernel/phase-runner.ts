@@ -127,9 +127,13 @@ async function decisionCommit(
     ...pending,
   ];
   if (effect.set.outcome === 'cancelled') {
-    const record = await cancelRecord(d.store, task, effects);
+    const record = await cancelRecord(d.store, task, effects, d.registry.find(task.kind, task.kindVersion));
     effect.set.result = record.result;
-    effects.push(...record.effects);
+    for (const w of record.effects) {
+      const i = effects.findIndex((e) => e.id === w.id && !e.create);
+      if (i >= 0) effects[i] = w;
+      else effects.push(w);
+    }
   }
   return {
     sessionId: task.sessionId,

@@ -18,7 +18,7 @@ import {
 } from './plan-input';
 import { parkRun, reconciled, sandboxAdvice } from './reconcile-phase';
 import { runStep } from './step-task';
-import { stopAbandonedStep } from './step-cancel';
+import { settleCancelledStep, stopAbandonedStep } from './step-cancel';
 import { prepareFork } from './fork-prepare';
 import { ACCEPTANCE_STEP, runSteps } from './plan-schema';
 import { stepEffectId } from './checkpoints';
@@ -163,6 +163,7 @@ export function planHandlers(sb: RunSandbox, progress: (p: PlanProgress) => void
     },
     // A cancel that finds the step left running by a dead host stops its command first.
     stopAbandoned: (task, d) => stopAbandonedStep(sb, task, d),
+    settleOnCancel: settleCancelledStep,
   });
   return [root, step];
 }

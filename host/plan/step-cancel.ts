@@ -1,5 +1,5 @@
 import { BerthError } from '../errors';
-import type { Task } from '../model';
+import type { Effect, Task } from '../model';
 import type { Store } from '../store';
 import type { RunSandbox } from '../run-sandbox';
 import type { PlanRunInput, StepInput } from './plan-input';
@@ -30,4 +30,18 @@ export async function stopAbandonedStep(sb: RunSandbox, task: Task, d: { store: 
     // kill(-1) signals every process the user may signal except the caller and the container's init.
     await lease.exec(['sh', '-c', 'kill -KILL -1 2>/dev/null; exit 0'], { signal: d.signal, timeoutMs: 30_000 });
   }
+}
+
+/**
+ * A cancelled step's action that was in flight changed nothing outside the run when it may be
+ * repeated (`safe`) and ran in a sandbox with no network: what it did is only in the sandbox of a
+ * run that is ending. It is settled as not applied, so the cancel ends the run `cancelled` instead
+ * of asking an operator a question whose answer cannot matter. Anything else stays `unknown`.
+ */
+export async function settleCancelledStep(task: Task, effect: Effect, d: { store: Store }): Promise<{ status: 'not_applied'; reason: string } | null> {
+  if (effect.replay !== 'safe' || effect.kind !== 'plan.step') return null;
+  const root = task.parentId ? await d.store.getTask(task.parentId) : undefined;
+  const env = (root?.input as unknown as PlanRunInput | undefined)?.environment;
+  if (env?.network.mode !== 'none') return null;
+  return { status: 'not_applied', reason: 'cancelled in flight; a safe step in a sandbox with no network changed nothing outside the cancelled run' };
 }

@@ -97,9 +97,11 @@ export function checkRecord(r: RunRecord): Violation[] {
     }
     const work = r.effects.filter((e) => e.taskId !== null && under.has(e.taskId) && e.status !== 'intended');
     const missing = work.filter((e) => !listed.has(e.id)).map((e) => ({ id: e.id, status: e.status }));
-    const unsettled = work.filter((e) => listed.has(e.id) && e.status !== 'confirmed' && e.status !== 'compensated').map((e) => ({ id: e.id, status: e.status }));
+    const unsettled = work.filter((e) => listed.has(e.id) && (e.status === 'unknown' || e.status === 'executing')).map((e) => ({ id: e.id, status: e.status }));
+    // A failed effect did not happen (a refused action, or one settled as not applied): stopping before it is the truth.
+    const happened = work.filter((e) => e.status !== 'failed');
     if (missing.length) v('cancel_matches_effects', `task ${t.id} (${t.kind}) was cancelled saying its work stopped ${c.effect}, but does not list effect(s) ${missing.map((m) => m.id).join(', ')} of its work that started`, { task: t.id, said: c, missing });
-    else if (c.effect === 'before' && work.length) v('cancel_matches_effects', `task ${t.id} (${t.kind}) says its work stopped before its effects, but ${work.length} of them started`, { task: t.id, said: c, started: work.map((e) => e.id) });
+    else if (c.effect === 'before' && happened.length) v('cancel_matches_effects', `task ${t.id} (${t.kind}) says its work stopped before its effects, but ${happened.length} of them may have happened`, { task: t.id, said: c, started: happened.map((e) => e.id) });
     else if (c.effect === 'after' && unsettled.length) v('cancel_matches_effects', `task ${t.id} (${t.kind}) says its work stopped after its effects happened, but ${unsettled.map((u) => `${u.id} is ${u.status}`).join(', ')}`, { task: t.id, said: c, unsettled });
   }
 

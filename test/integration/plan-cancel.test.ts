@@ -76,16 +76,52 @@ describe('cancel tells one story, with or without a live host', { timeout: 240_0
     await expectCancelledMidStep(fx, runId, containerId);
   });
 
-  it('a cancel while no host runs is applied first thing on resume: the old step process is killed before anything is recorded, and the records tell the same story', async () => {
+  it('a cancel while no host runs is carried out by berth cancel itself: the old step process is killed before anything is recorded, and the records tell the same story', async () => {
     fx = await planFixture(STEPS);
     const { child, ended } = await startRun(fx);
     const { runId, containerId } = await stepRunning(fx);
     child.kill('SIGKILL');
     expect((await ended).signal).toBe('SIGKILL');
-    const cancel = await fx.cli(['cancel', runId, '--json']);
-    expect(cancel.code, cancel.stderr).toBe(0);
-    const resumed = await fx.cli(['resume', runId, '--json']);
-    expect(resumed.code, resumed.stderr).toBe(3);
+    // Before: exit 0 with the run left `cancelling` and the step's command running in the sandbox until a resume.
+    const cancel = await fx.cli(['cancel', runId]);
+    expect(cancel.code, cancel.stderr).toBe(3);
+    expect(cancel.stderr).toContain('no live host drives it, so this one carries it out');
+    // What it found is said in words, not as a raw log line (before: {"level":40,...,"msg":"stopped what ..."}).
+    expect(cancel.stderr).toContain('berth: warning: stopped what an earlier host left running in the sandbox');
+    expect(cancel.stderr).not.toContain('"level":');
     await expectCancelledMidStep(fx, runId, containerId);
+  });
+
+  it('a cancelled safe step in a sandbox with no network changed nothing outside the run: the run ends cancelled without asking anybody, with or without a live host', async () => {
+    const safe = [STEPS[0]!, { name: 'build', run: 'touch began && sleep 20 && touch late', replay: 'safe' as const }, STEPS[2]!];
+    for (const live of [true, false]) {
+      fx = await planFixture(safe);
+      const { child, ended } = await startRun(fx);
+      const { runId, containerId } = await stepRunning(fx);
+      if (!live) {
+        child.kill('SIGKILL');
+        await ended;
+      }
+      const cancel = await fx.cli(['cancel', runId, '--json']);
+      expect(cancel.code, cancel.stderr).toBe(0);
+      if (live) await ended;
+      // Before: needs_reconciliation, on the question whether a step that could reach nothing outside its sandbox happened.
+      const run = await fx.read((s) => s.getRun(runId));
+      expect(run!.state, `live host: ${live}`).toBe('cancelled');
+      const effect = await fx.read((s) => s.getEffect(`${runId}:step:1:g0`));
+      expect(effect).toMatchObject({ status: 'failed', error: { code: 'cancelled_not_applied' } });
+      const build = (await fx.read((s) => s.listTasks({ runId }))).find((t) => t.kind === 'plan-step' && (t.input as { index?: number }).index === 1)!;
+      expect(build.result).toEqual({ cancelled: { effect: 'before', effectIds: [effect!.id] } });
+      const check = await fx.cli(['check', runId, '--json']);
+      expect(check.code, check.stdout + check.stderr).toBe(0);
+      if (!live) {
+        // No container of the run is left running the step's command.
+        const containers = await fx.docker.listContainers({ all: true, filters: { label: [`berth.run=${runId}`] } });
+        for (const c of containers.filter((c) => c.State === 'running')) expect(await exists(fx, c.Id, 'late')).toBe(false);
+      }
+      void containerId;
+      await fx.cleanup();
+      fx = undefined;
+    }
   });
 });

@@ -2,6 +2,7 @@ import { drive, startHost, takeRun } from '../../api/drive';
 import { cancel } from '../../api/decisions';
 import { preparePlan, startPlan, stepCount, submitDetached } from '../../api/plans';
 import { leaseTtlMs, operator } from '../../api/runtime';
+import { isFinalRunState } from '../../model';
 import { loadPlan, runSteps } from '../../plan';
 import type { CliContext } from '../context';
 import { emit } from '../output';
@@ -55,15 +56,27 @@ export async function resumeRun(ctx: CliContext, runId: string, opts: { takeOver
   return finishDriven(ctx, rt, runId);
 }
 
-/** `berth cancel RUN`: commits the intent; the host driving the run (or the next `berth resume`) carries it out. */
+/**
+ * `berth cancel RUN`: commits the intent. The host driving the run carries it out; with no live
+ * host, this command does (as `berth resume` would): it stops what the run left running in its
+ * sandboxes, records where each task stopped and ends the run, so nothing of a cancelled run goes
+ * on waiting for somebody to resume it.
+ */
 export async function cancelRun(ctx: CliContext, runId: string): Promise<number> {
-  const { owner: host } = await cancel(ctx, runId, operator());
-  emit(ctx.json, { runId, requested: true, owner: host }, () =>
-    host?.live
-      ? `cancel of run ${runId} committed; host ${host.hostId}${host.pid ? ` (pid ${host.pid})` : ''} drives it and stops it now`
-      : `cancel of run ${runId} committed; no live host drives it: berth resume ${runId} finishes the cancellation`,
-  );
-  return 0;
+  const { run, owner: host } = await cancel(ctx, runId, operator());
+  const here = !host?.live && !isFinalRunState(run.state) && (run.kind === 'plan' || run.kind === 'agent');
+  if (!here) {
+    emit(ctx.json, { runId, requested: true, owner: host }, () =>
+      host?.live
+        ? `cancel of run ${runId} committed; host ${host.hostId}${host.pid ? ` (pid ${host.pid})` : ''} drives it and stops it now`
+        : isFinalRunState(run.state) ? `run ${runId} is ${run.state}` : `cancel of run ${runId} committed; no live host drives it: berth resume ${runId} finishes the cancellation`,
+    );
+    return EXIT.ok;
+  }
+  if (!ctx.json) process.stderr.write(`cancel of run ${runId} committed; no live host drives it, so this one carries it out\n`);
+  const code = await resumeRun(ctx, runId);
+  // The cancel did what it was asked: a run that ended cancelled is this command's success.
+  return (await ctx.store.getRun(runId))?.state === 'cancelled' ? EXIT.ok : code;
 }
 
 export { drive };
