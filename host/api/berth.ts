@@ -25,6 +25,8 @@ export interface BerthOptions extends OpenOptions {
   extensions?: Extension[];
   /** The actor recorded for decisions made through this host (default `user:$BERTH_OPERATOR` or the login name). */
   actor?: string;
+  /** Stops every long call of this host (drives, follows, waits) that was not given a signal of its own, and any it was given too. */
+  signal?: AbortSignal;
 }
 
 /** Options of every call that drives a run: stop it with `signal` (the run stays as it is; a resume continues). */
@@ -60,12 +62,20 @@ export class Berth implements HostParts, AsyncDisposable {
   readonly registry;
   readonly extensions: Extension[];
   readonly actor: string;
+  private readonly signal: AbortSignal | undefined;
   private closed = false;
 
-  private constructor(parts: HostParts, o: { extensions?: Extension[]; actor?: string }) {
+  private constructor(parts: HostParts, o: { extensions?: Extension[]; actor?: string; signal?: AbortSignal }) {
     ({ store: this.store, docker: this.docker, sandbox: this.sandbox, artifacts: this.artifacts, logger: this.logger, clock: this.clock, hostId: this.hostId, registry: this.registry } = parts);
     this.extensions = o.extensions ?? [];
     this.actor = o.actor ?? operator();
+    this.signal = o.signal;
+  }
+
+  /** The caller's signal and the host's, whichever aborts first. */
+  private either(signal?: AbortSignal): AbortSignal | undefined {
+    const all = [signal, this.signal].filter((s): s is AbortSignal => s !== undefined);
+    return all.length > 1 ? AbortSignal.any(all) : all[0];
   }
 
   /** Opens a host over a SQLite path or a PostgreSQL URL; Docker from `DOCKER_HOST`, registry from `BERTH_REGISTRY` by default. */
@@ -79,7 +89,7 @@ export class Berth implements HostParts, AsyncDisposable {
   }
 
   /** A host over parts built elsewhere (the CLI builds its context with {@link assemble}). */
-  static from(parts: HostParts, o: { extensions?: Extension[]; actor?: string } = {}): Berth {
+  static from(parts: HostParts, o: { extensions?: Extension[]; actor?: string; signal?: AbortSignal } = {}): Berth {
     return new Berth(parts, o);
   }
 
@@ -121,7 +131,7 @@ export class Berth implements HostParts, AsyncDisposable {
   async runPlan(plan: PlanSource, o: DriveOptions & { requestId?: string } = {}): Promise<Driven & { created: boolean }> {
     const loaded = await preparePlan(this, plan);
     const { rt, run, created } = await startPlan(this, loaded, o);
-    return { ...(await drive(this, rt, run.id, o.signal)), created };
+    return { ...(await drive(this, rt, run.id, this.either(o.signal))), created };
   }
 
   /** Claims the run (a live owner only with `takeOver`) and drives it here until it settles; works for plan and agent runs. */
@@ -129,7 +139,7 @@ export class Berth implements HostParts, AsyncDisposable {
     const run = await getRunOrThrow(this.store, runId);
     const { rt } = await startHost(this, { ttlMs: o.leaseTtlMs, onProgress: o.onProgress });
     await takeRun(this, rt, run, { takeOver: o.takeOver, actor: this.actor });
-    return drive(this, rt, runId, o.signal);
+    return drive(this, rt, runId, this.either(o.signal));
   }
 
   /** {@link drive} after a crash, a stop or a reconcile. */
@@ -148,12 +158,12 @@ export class Berth implements HostParts, AsyncDisposable {
 
   /** The run's committed changes in commit order, from after `afterSeq`, until it settles (see {@link FollowOptions}). */
   events(runId: string, o: FollowOptions = {}): AsyncIterable<RunEvent> {
-    return followRun(this.store, runId, o);
+    return followRun(this.store, runId, { ...o, signal: this.either(o.signal) });
   }
 
   /** Resolves once the run settles (whoever drives it). */
   wait(runId: string, o: { signal?: AbortSignal } = {}): Promise<Run> {
-    return waitForRun(this.store, runId, o);
+    return waitForRun(this.store, runId, { ...o, signal: this.either(o.signal) });
   }
 
   cancel(runId: string) {
@@ -180,14 +190,14 @@ export class Berth implements HostParts, AsyncDisposable {
   async reconcile(runId: string, choice: ReconcileChoice, o: DriveOptions = {}) {
     const r = await reconcile(this, runId, choice, this.actor, { onProgress: o.onProgress });
     if (r.kind !== 'drive') return r;
-    return { kind: 'driven' as const, reason: r.reason, verified: r.verified, ...(await drive(this, r.rt, runId, o.signal)) };
+    return { kind: 'driven' as const, reason: r.reason, verified: r.verified, ...(await drive(this, r.rt, runId, this.either(o.signal))) };
   }
 
   /** A new run from a checkpoint of `runId` (see {@link ForkOptions}); driven here unless `detach`. */
   async fork(runId: string, o: Omit<ForkOptions, 'actor'>, d: DriveOptions = {}) {
     const f = await fork(this, runId, { ...o, actor: this.actor });
     if (!f.rt) return { run: f.run, created: f.created, point: f.point, driven: null };
-    return { run: f.run, created: f.created, point: f.point, driven: await drive(this, f.rt, f.run.id, d.signal) };
+    return { run: f.run, created: f.created, point: f.point, driven: await drive(this, f.rt, f.run.id, this.either(d.signal)) };
   }
 
   /** The run's record: one versioned document with the digest of its canonical form. */

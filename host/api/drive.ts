@@ -97,6 +97,9 @@ export async function drive(p: RuntimeParts, rt: HostRuntime, runId: string, sig
     const bySignal = signal?.aborted === true;
     stop.abort(); // also ends waitForRun's polling when the right was lost
     await stopRuntime(p, rt);
+    // The run keeps its sandbox for the next drive; this host only drops its handle (and its heartbeat).
+    rt.planSandbox.held(runId)?.abandon();
+    rt.planSandbox.forget(runId);
     if (bySignal) return { settled: false, run: (await p.store.getRun(runId))!, reason: err };
     throw err;
   } finally {

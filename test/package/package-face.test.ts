@@ -13,7 +13,7 @@ const dir = mkdtempSync(join(tmpdir(), 'berth-consumer-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const CONSUMER = `
-import { Berth, BerthError, defineTask, extension, isBerthError, type Run, type RunEvent, type Driven, type BerthOptions } from 'berth';
+import { Berth, BerthError, defineTask, extension, isBerthError, type Run, type RunEvent, type Driven, type BerthOptions, type RemoteBerth } from 'berth';
 import { z } from 'zod';
 
 const hello = defineTask({
@@ -23,7 +23,9 @@ const hello = defineTask({
   initialPhase: 'greet',
   phases: { greet: async (ctx) => ({ type: 'complete', result: { greeting: 'hello ' + ctx.value.name } }) },
 });
-const options: BerthOptions = { store: process.argv[2]!, extensions: [extension('hello', { tasks: [hello] })] };
+const options: BerthOptions = { store: process.argv[2]!, extensions: [extension('hello', { tasks: [hello] })], signal: AbortSignal.timeout(300_000) };
+const remote: RemoteBerth = Berth.connect({ url: 'http://127.0.0.1:7777', token: null });
+void remote;
 {
   await using berth = await Berth.open(options);
   const { run } = await berth.submitTask({ kind: 'hello', input: { name: 'consumer' }, requestId: 'hello-1' });
