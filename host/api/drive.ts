@@ -28,6 +28,10 @@ export async function startHost(p: RuntimeParts, o: Omit<RuntimeOptions, 'claim'
  * lease ran out is taken at once. On refusal the kernel is stopped and `run_owned` names the owner.
  */
 export async function takeRun(p: RuntimeParts, rt: HostRuntime, run: Run, opts: { takeOver?: boolean; actor?: string } = {}): Promise<number> {
+  await assertKindsKnown(p, rt, run).catch(async (err: unknown) => {
+    await rt.kernel.stop();
+    throw err;
+  });
   const claim = await rt.kernel.claim(run.sessionId, { takeOver: opts.takeOver });
   if (!claim.ok) {
     await rt.kernel.stop();
@@ -108,4 +112,22 @@ export async function drive(p: RuntimeParts, rt: HostRuntime, runId: string, sig
   await stopRuntime(p, rt);
   await endRun(p, run);
   return { settled: true, run };
+}
+
+/**
+ * Refuses, before anything is claimed or committed, a run with an unfinished task of a kind this
+ * host has no handler for (an application kind registered by a program, such as examples/notify):
+ * driving it here would wait forever on a task nobody can run. The error names the kind and says
+ * who can settle the run.
+ */
+export async function assertKindsKnown(p: RuntimeParts, rt: HostRuntime, run: Run): Promise<void> {
+  const tasks = await p.store.listTasks({ runId: run.id });
+  const unknown = [...new Set(tasks.filter((t) => t.status !== 'terminal' && !rt.registry.find(t.kind, t.kindVersion)).map((t) => `${t.kind}@${t.kindVersion}`))];
+  if (!unknown.length) return;
+  throw new BerthError(
+    'task_kind_unknown',
+    `run ${run.id} has unfinished tasks of kind ${unknown.join(', ')}, which this host cannot run: nothing was changed. ` +
+      'The program that registers that kind (its extension, through the library API) must resume or reconcile it; berth cancel RUN records the intent for it',
+    { ids: { runId: run.id, sessionId: run.sessionId }, details: { kinds: unknown } },
+  );
 }

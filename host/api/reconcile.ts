@@ -6,9 +6,9 @@ import type { HostRuntime } from '../runtime/host-runtime';
 import { releaseEndedRunLeases } from '../runtime/run-end-leases';
 import type { EffectWrite } from '../store';
 import { getRunOrThrow, ownerOf } from './decisions';
-import { startHost, takeRun } from './drive';
+import { assertKindsKnown, startHost, takeRun } from './drive';
 import type { HostView } from './run-driver';
-import type { RuntimeOptions, RuntimeParts } from './runtime';
+import { hostRuntime, type RuntimeOptions, type RuntimeParts } from './runtime';
 
 /** The operator's answers: whether the uncertain effects happened, and which sandbox state to continue from. */
 export interface ReconcileChoice {
@@ -69,6 +69,9 @@ export async function reconcile(p: RuntimeParts, runId: string, choice: Reconcil
   checkChoice(choice);
   const run = await getRunOrThrow(p.store, runId);
   if (run.state !== 'needs_reconciliation') throw new BerthError('run_not_reconcilable', `run ${runId} is ${run.state}, not needs_reconciliation`, { ids: { runId } });
+  // Every decision below that no live owner carries out is carried out here: said now, before
+  // anything is committed, when this host cannot run the run's unfinished tasks.
+  if (!(await ownerOf(p, run))?.live) await assertKindsKnown(p, hostRuntime(p, { claim: 'none' }), run);
   if (choice.verify) return verify(p, run, actor, host);
   const reject = choice.rejectEffect === true;
   const uncertain = (await p.store.listEffects({ runId })).filter((e) => e.status === 'unknown' || e.status === 'executing');

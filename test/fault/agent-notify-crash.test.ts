@@ -288,6 +288,28 @@ describe('five emails against a service that drops, refuses and goes down', () =
     }
   }, 120_000);
 
+  it('berth resume of a run of an application task kind this CLI cannot run is refused at once, naming the kind and who can settle it, and changes nothing', async () => {
+    const svc = await startEmailService();
+    try {
+      const { db } = newDb();
+      await killedMidSend(db, svc.url, 3);
+      const runId = await read(db, async (s) => (await s.listRuns())[0]!.id);
+      const before = await movesOf(db, runId);
+      // Before: the CLI claimed the run and waited forever on tasks it has no handler for.
+      const resumed = await cli(db, ['resume', runId]);
+      expect(resumed.code, resumed.stderr).toBe(1);
+      expect(resumed.stderr).toContain('task_kind_unknown');
+      expect(resumed.stderr).toMatch(/send-notice(s)?@1/);
+      expect(await movesOf(db, runId)).toEqual(before);
+      expect(await read(db, async (s) => (await s.getSessionOwner((await s.getRun(runId))!.sessionId))?.holder)).toMatch(/^notify-/);
+      // The program that registers the kind still carries it on.
+      const out = outOf(await runNode(script, [db, svc.url, '--concurrency', '1']));
+      expect(out.state).toBe('completed');
+    } finally {
+      await svc.close();
+    }
+  }, 120_000);
+
   it('a cancel committed while no host runs, with an accepted email in flight, tells the same story on resume: the email unknown, its task cancelled with its effect unknown, nothing sent after it; verified, the run ends cancelled', async () => {
     const svc = await startEmailService();
     try {
