@@ -17,6 +17,9 @@ const alive = (pid: number) => {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** A holder alive but stuck this long (frozen, SIGSTOPped) no longer holds the others up: they push without the lock. */
+const LOCK_WAIT_MAX_MS = 10 * 60_000;
+
 /**
  * Holds the machine-wide lock of `key` (a file created exclusively, naming the holder's pid) while
  * `fn` runs. A lock whose holder died is taken over. Two processes pushing the same `repo:tag`
@@ -27,8 +30,10 @@ async function withFileLock<T>(key: string, fn: () => Promise<T>, signal?: Abort
   const dir = join(tmpdir(), 'berth-push-locks');
   mkdirSync(dir, { recursive: true });
   const file = join(dir, createHash('sha256').update(key).digest('hex').slice(0, 32));
+  const since = Date.now();
   for (;;) {
     signal?.throwIfAborted();
+    if (Date.now() - since > LOCK_WAIT_MAX_MS) return fn();
     try {
       const fd = openSync(file, 'wx');
       writeSync(fd, String(process.pid));

@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import { Hono, type Context } from 'hono';
 import { isBerthError } from '../errors';
 import { RUN_STATES, type RunState } from '../model';
@@ -13,6 +14,7 @@ import { readRuns, runsFragment } from './runs-page';
 import { downloadArtifact } from './artifact-download';
 import { requireHost } from './host-check';
 import { mountApiV1 } from './api-v1';
+import { metricsText } from './metrics';
 
 const isRunState = (s: string): s is RunState => (RUN_STATES as readonly string[]).includes(s);
 const positive = (v: string | undefined) => (v && /^\d+$/.test(v) ? Number(v) : undefined);
@@ -66,6 +68,8 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed, hosts: { allowed: ()
     return c.html(layout(`run ${id}`, body, live, c.req.query('said'), link).value);
   });
 
+  // Prometheus text format; behind the same token as the rest (a scraper sends Authorization: Bearer).
+  app.get('/metrics', async (c) => c.body(await metricsText(deps.store, process.env.BERTH_HOST_ID ?? hostname()), 200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' }));
   app.get('/api/runs', async (c) => c.json({ runs: await readRuns(deps, states(c)) }));
   app.get('/api/runs/:id', async (c) => c.json(await readRunView(deps, c.req.param('id'), positive(c.req.query('before')))));
   app.get('/api/runs/:id/events', async (c) => {

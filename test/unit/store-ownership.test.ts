@@ -72,6 +72,26 @@ describe.each(STORE_KINDS)('run ownership in the store on %s', (kind) => {
     await close();
   });
 
+  it('a worker\'s heartbeat report reads back as written and survives a heartbeat without one; a drain request is recorded once, by worker id or host id, and never for a stopped worker', async () => {
+    const { a, b, close } = await twoHosts(kind);
+    const report = { slotsInUse: 1, left: [{ sessionId: 'ses_9', runId: 'run_9', why: 'base image x is not on this engine' }] };
+    await a.heartbeatHost({ id: 'h:1', hostId: 'h', pid: 1, tags: [], concurrency: 2, report });
+    await a.heartbeatHost({ id: 'h:1', hostId: 'h', pid: 1, tags: [], concurrency: 2 });
+    await a.heartbeatHost({ id: 'h:2', hostId: 'h', pid: 2, tags: [], concurrency: 1 });
+    await a.heartbeatHost({ id: 'g:3', hostId: 'g', pid: 3, tags: [], concurrency: 1 });
+    expect((await b.listHosts()).find((h) => h.id === 'h:1')).toMatchObject({ report, drainRequestedAt: null });
+    expect(await b.requestDrain('h:1')).toEqual(['h:1']);
+    // Asked already: not again; the host id asks its other live worker.
+    expect(await b.requestDrain('h:1')).toEqual([]);
+    expect(await b.requestDrain('h')).toEqual(['h:2']);
+    await a.stopHost('g:3');
+    expect(await b.requestDrain('g')).toEqual([]);
+    const hosts = await a.listHosts();
+    expect(hosts.find((h) => h.id === 'h:1')!.drainRequestedAt).not.toBeNull();
+    expect(hosts.find((h) => h.id === 'g:3')!.drainRequestedAt).toBeNull();
+    await close();
+  });
+
   it('of two hosts claiming an unowned session at once, exactly one gets it (epoch 1) and the other is told who holds it', async () => {
     const { a, b, close } = await twoHosts(kind);
     await a.commit({ sessionId: 'ses_1', label: 'submit', createSession: {} });

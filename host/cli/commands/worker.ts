@@ -2,7 +2,6 @@ import { startWorker } from '../../api/worker';
 import { leaseTtlMs } from '../../api/runtime';
 import { BerthError } from '../../errors';
 import type { CliContext } from '../context';
-import { duration, emit, table } from '../output';
 import { EXIT } from '../host-right';
 
 export { DEFAULT_LEASE_TTL_MS, leaseTtlMs, heartbeatEvery } from '../../api/runtime';
@@ -34,32 +33,5 @@ export async function workerCommand(ctx: CliContext, flags: { concurrency?: stri
   process.stderr.write('draining: no new claims; running steps finish or stay durably in flight\n');
   await worker.drain(graceMs);
   process.stderr.write('drained; leases released\n');
-  return EXIT.ok;
-}
-/** `berth workers`: worker processes, their last heartbeat and the runs they own. */
-export async function workersList(ctx: CliContext): Promise<number> {
-  const now = await ctx.store.databaseNow();
-  const owners = (await ctx.store.listSessionOwners()).filter((o) => o.stoppedAt === null);
-  const runs = await ctx.store.listRuns();
-  const hosts = (await ctx.store.listHosts()).map((h) => {
-    const owns = owners
-      .filter((o) => o.holder === h.hostId && o.pid === h.pid)
-      .flatMap((o) => runs.filter((r) => r.sessionId === o.sessionId).map((r) => ({ runId: r.id, sessionId: o.sessionId, state: r.state, epoch: o.epoch, leaseUntil: o.leaseUntil, expired: o.leaseUntil < now })));
-    return { ...h, lastHeartbeatAgoMs: now - h.heartbeatAt, owns };
-  });
-  emit(ctx.json, { now, hosts }, () =>
-    hosts.length === 0
-      ? 'no workers have run on this store'
-      : table([
-          ['WORKER', 'STATE', 'HEARTBEAT', 'TAGS', 'OWNS'],
-          ...hosts.map((h) => [
-            h.id,
-            h.stoppedAt !== null ? 'stopped' : 'running',
-            `${duration(h.lastHeartbeatAgoMs)} ago`,
-            h.tags.join(',') || '-',
-            h.owns.map((o) => `${o.runId} (${o.state}, epoch ${o.epoch}${o.expired ? ', lease expired' : ''})`).join(' ') || '-',
-          ]),
-        ]),
-  );
   return EXIT.ok;
 }

@@ -1,37 +1,7 @@
-import type { WorkerHost } from '../../store';
+import { livenessOf } from '../../fleet';
 import type { CliContext } from '../context';
 import { EXIT } from '../host-right';
 import { duration, emit, table } from '../output';
-
-/** A worker whose heartbeat (about once a second) is older than this is stale; older than DEAD_MS, dead. */
-const STALE_MS = 5_000;
-const DEAD_MS = 30_000;
-
-export type WorkerLiveness = 'live' | 'stale' | 'dead' | 'stopped' | 'draining';
-
-const processAlive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-};
-
-/**
- * What a worker is now, from its record: `stopped` (it drained and said so), `dead` (a process of
- * this machine that is gone, or a heartbeat older than 30 s), `stale` (a heartbeat older than 5 s:
- * frozen, partitioned or overloaded), `draining` (an operator asked it to drain and it still
- * beats), else `live`. A SIGKILLed worker never reads as running.
- */
-export function livenessOf(h: WorkerHost, now: number, thisHostId: string): WorkerLiveness {
-  if (h.stoppedAt !== null) return 'stopped';
-  const age = now - h.heartbeatAt;
-  if (h.hostId === thisHostId && h.pid !== null && !processAlive(h.pid)) return 'dead';
-  if (age > DEAD_MS) return 'dead';
-  if (age > STALE_MS) return 'stale';
-  return h.drainRequestedAt !== null ? 'draining' : 'live';
-}
 
 /** `berth workers`: each worker process, whether it lives (by heartbeat), its slots, the runs it owns and those it leaves, and why. */
 export async function workersList(ctx: CliContext): Promise<number> {
