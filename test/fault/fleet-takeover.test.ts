@@ -3,7 +3,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { startCountingService } from '../support/counting-service';
 import { sharedPostgres, stopSharedPostgres } from '../support/store-kinds';
 import { lastJson, planFixture, type PlanStepDef } from '../support/plan-fixture';
-import { finishedStepCounts, runDigest, runSettled, sleep, startWorker, stepRunning, stopWorker, submitDetached, waitFor, type WorkerProcess } from '../support/fleet';
+import { finishedStepCounts, keepReleasing, runDigest, runSettled, sleep, startWorker, stepRunning, stopWorker, submitDetached, waitFor, type WorkerProcess } from '../support/fleet';
 
 /** Short enough that a takeover happens within seconds here; long against the renewals (every TTL/3). */
 const TTL_MS = 3000;
@@ -91,7 +91,9 @@ describe('two workers on one store', { timeout: 600_000 }, () => {
   it('resume of a run a live worker owns, without --take-over, is refused naming the owner and writes nothing; --take-over records the operator and the worker stops all work on the run', async () => {
     fx = await planFixture([
       { name: 'one', run: 'echo one >> steps.log' },
-      { name: 'long', run: 'sleep 15 && echo long >> steps.log' },
+      // Waits for a file the test writes once the take-over is recorded: however slow the machine,
+      // the worker cannot finish the run before the operator takes it (it could, with a fixed sleep).
+      { name: 'long', run: 'while [ ! -e release ]; do sleep 0.2; done; echo long >> steps.log' },
       { name: 'three', run: 'echo three >> steps.log' },
     ]);
     const run = await submitDetached(fx);
@@ -119,7 +121,10 @@ describe('two workers on one store', { timeout: 600_000 }, () => {
     const transitions = await fx.read((s) => s.listRunTransitions(run.id));
     expect(transitions.some((t) => t.actor.startsWith('user:'))).toBe(false);
 
-    const taken = await fx.cli(['resume', run.id, '--take-over', '--json']);
+    const taking = fx.cli(['resume', run.id, '--take-over', '--json']);
+    await waitFor('the take-over to be recorded', () => fx!.read(async (s) => ((await s.listRunTransitions(run.id)).some((t) => t.reason.startsWith('taken over')) ? true : undefined)));
+    await keepReleasing(fx, run.sessionId, taking);
+    const taken = await taking;
     expect(taken.code, taken.stderr).toBe(0);
     const end = (await fx.read((s) => s.getRun(run.id)))!;
     expect(end.state).toBe('completed');

@@ -5,7 +5,7 @@ import type { Run } from '../../host/model';
 import { startCountingService } from '../support/counting-service';
 import { sharedPostgres, stopSharedPostgres } from '../support/store-kinds';
 import { lastJson, planFixture, type PlanStepDef } from '../support/plan-fixture';
-import { runSettled, sleep, startCli, startWorker, stepRunning, stopWorker, waitFor, type WorkerProcess } from '../support/fleet';
+import { keepReleasing, runSettled, sleep, startCli, startWorker, stepRunning, stopWorker, waitFor, type WorkerProcess } from '../support/fleet';
 
 /**
  * Issue 24: one owner per run, for every host (`berth run`, `resume`, `reconcile`, `worker`), and
@@ -126,9 +126,11 @@ describe('one owner per run', { timeout: 300_000 }, () => {
   });
 
   it('resume --take-over of a run that berth run drives is recorded as a take-over, and the old host stops within one renewal', async () => {
+    // The step waits for a file the test writes only once the old host has stopped: however slow
+    // the machine, the run cannot finish before the take-over (it used to, under load, with a sleep).
     fx = await planFixture([
       { name: 'one', run: 'echo one >> steps.log' },
-      { name: 'wait', run: 'sleep 6 && echo waited >> steps.log' },
+      { name: 'wait', run: 'while [ ! -e release ]; do sleep 0.2; done; echo waited >> steps.log' },
     ]);
     const ttl = { BERTH_LEASE_TTL_MS: '3000' };
     const first = await startCli(fx, ['run', fx.plan], ttl);
@@ -145,6 +147,7 @@ describe('one owner per run', { timeout: 300_000 }, () => {
     const firstEnd = await Promise.race([first.exited, sleep(120_000).then(() => 'still running' as const)]);
     expect(firstEnd, first.stderr()).toBe(4);
     expect(first.stderr()).toContain('execution_right_lost');
+    await keepReleasing(fx, run.sessionId, taking.exited);
     expect(await taking.exited, taking.stderr()).toBe(0);
     const transitions = await fx.read((s) => s.listRunTransitions(run.id));
     expect(transitions.some((t) => t.actor === 'user:tester' && /taken over by user:tester from host/.test(t.reason))).toBe(true);

@@ -98,3 +98,30 @@ export function finishedStepCounts(fx: Fixture, runId: string): Promise<Record<s
 export function runDigest(fx: Fixture, runId: string): Promise<string | undefined> {
   return fx.read(async (s) => (await s.listSnapshots({ runId })).at(-1)?.workspaceDigest);
 }
+
+/**
+ * Lets a step waiting for `release` in its workspace (`while [ ! -e release ]; do sleep 0.2; done`)
+ * go on, in every running container of the session: tests hold a step open this way until what
+ * they race against has happened, instead of hoping a sleep is long enough on a loaded machine.
+ */
+export async function releaseStep(fx: Fixture, sessionId: string): Promise<void> {
+  for (const c of await fx.docker.listContainers({ filters: { label: [`berth.session=${sessionId}`] } })) {
+    // As the command user: root holds no capabilities in a sandbox, so it cannot write the user's workspace.
+    const exec = await fx.docker.getContainer(c.Id).exec({ Cmd: ['sh', '-c', 'touch release'], User: 'berth', AttachStdout: true, AttachStderr: true });
+    const stream = await exec.start({});
+    await new Promise<void>((resolve, reject) => stream.on('data', () => {}).on('end', resolve).on('error', reject));
+  }
+}
+
+/**
+ * {@link releaseStep} again and again until `until` settles: a step that is re-run on a restored
+ * sandbox (a safe step caught in flight by a take-over goes back to its snapshot) waits anew.
+ */
+export async function keepReleasing(fx: Fixture, sessionId: string, until: Promise<unknown>): Promise<void> {
+  let done = false;
+  void until.finally(() => (done = true));
+  while (!done) {
+    await releaseStep(fx, sessionId).catch(() => {});
+    await Promise.race([until.catch(() => {}), sleep(500)]);
+  }
+}
