@@ -5,7 +5,7 @@ import type { Run } from '../../host/model';
 import { startCountingService } from '../support/counting-service';
 import { sharedPostgres, stopSharedPostgres } from '../support/store-kinds';
 import { lastJson, planFixture, type PlanStepDef } from '../support/plan-fixture';
-import { keepReleasing, runSettled, sleep, startCli, startWorker, stepRunning, stopWorker, waitFor, type WorkerProcess } from '../support/fleet';
+import { keepReleasing, releaseStep, runSettled, sleep, startCli, startWorker, stepRunning, stopWorker, waitFor, type WorkerProcess } from '../support/fleet';
 
 /**
  * Issue 24: one owner per run, for every host (`berth run`, `resume`, `reconcile`, `worker`), and
@@ -60,28 +60,32 @@ describe('one owner per run', { timeout: 300_000 }, () => {
   it('stops the command a SIGKILLed host left running before parking its never step, so --reject-effect runs it exactly once', async () => {
     const { fx, service } = await withService((port) => [
       { name: 'one', run: 'echo one >> steps.log' },
-      { name: 'deploy', run: `sleep 8 && ${post(port)} && echo deployed >> steps.log`, replay: 'never' },
+      // Posts only once the test releases it: the old command is alive at the resume however slow the machine.
+      { name: 'deploy', run: `while [ ! -e release ]; do sleep 0.2; done; ${post(port)} && echo deployed >> steps.log`, replay: 'never' },
       { name: 'three', run: 'echo three >> steps.log' },
     ]);
     const host = await startCli(fx, ['run', fx.plan]);
     children.push(host);
     const run = await theRun(fx);
     await waitFor('the deploy step to run', () => stepRunning(fx, run.id, 1));
-    await waitFor('its command to start', async () => ((await processesOf(fx, run.sessionId, 'sleep 8')) > 0 ? true : undefined));
+    await waitFor('its command to start', async () => ((await processesOf(fx, run.sessionId, 'release')) > 0 ? true : undefined));
     host.child.kill('SIGKILL');
     await host.exited;
 
     const parked = await fx.cli(['resume', run.id, '--json']);
     expect(parked.code, parked.stderr).toBe(3);
     // The old command is gone before anything was decided, and said so in the reason.
-    expect(await processesOf(fx, run.sessionId, 'sleep 8')).toBe(0);
+    expect(await processesOf(fx, run.sessionId, 'release')).toBe(0);
     const reason = (await fx.read((s) => s.listRunTransitions(run.id))).at(-1)!.reason;
     expect(reason).toMatch(/its command was still running and was stopped before this was decided/);
-    // Past the moment the old command would have posted: it never did.
-    await sleep(9000);
+    // Released now: an old command still alive would post at once. It never does.
+    await releaseStep(fx, run.sessionId);
+    await sleep(3000);
     expect(service.counts().deploy).toBeUndefined();
 
-    const done = await fx.cli(['reconcile', run.id, '--reject-effect', '--json']);
+    const reconciling = fx.cli(['reconcile', run.id, '--reject-effect', '--json']);
+    await keepReleasing(fx, run.sessionId, reconciling);
+    const done = await reconciling;
     expect(done.code, done.stderr).toBe(0);
     expect(lastJson<{ run: Run }>(done).run.state).toBe('completed');
     expect(service.counts()).toEqual({ deploy: 1 });
