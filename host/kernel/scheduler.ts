@@ -25,7 +25,7 @@ export class Scheduler {
   private pumping: Promise<void> | null = null;
   private timer: NodeJS.Timeout | null = null;
   /** When each sleeping task of the driven sessions wakes, from every row this scheduler saw (reads and commit answers). */
-  private readonly sleepers = new Map<string, number>();
+  private readonly sleepers = new Map<string, { wakeAt: number; sessionId: string }>();
 
   constructor(
     private readonly d: IdleTransitionDeps,
@@ -69,6 +69,8 @@ export class Scheduler {
 
   /** Stops every phase of the session at once (their signals abort their execs and kill what they started). */
   async abortSession(sessionId: string, why: string): Promise<void> {
+    // Its sleepers are no longer this scheduler's to wake (a past wake time would re-arm the timer at once, for ever).
+    for (const [id, sl] of this.sleepers) if (sl.sessionId === sessionId) this.sleepers.delete(id);
     for (const [taskId, sid] of this.executingSession) if (sid === sessionId) this.executing.get(taskId)?.abort(new Error(why));
     for (const id of [...this.ready]) if (this.executingSession.get(id) === sessionId) this.ready.splice(this.ready.indexOf(id), 1);
   }
@@ -100,7 +102,7 @@ export class Scheduler {
   }
 
   private note(t: Task): void {
-    if (t.status === 'sleeping' && t.wakeAt !== null) this.sleepers.set(t.id, t.wakeAt);
+    if (t.status === 'sleeping' && t.wakeAt !== null) this.sleepers.set(t.id, { wakeAt: t.wakeAt, sessionId: t.sessionId });
     else this.sleepers.delete(t.id);
   }
 
@@ -111,7 +113,10 @@ export class Scheduler {
   async poll(): Promise<void> {
     if (this.halted) return;
     const sessions = this.owner.list().map((o) => o.sessionId);
-    if (sessions.length === 0) return;
+    if (sessions.length === 0) {
+      this.sleepers.clear();
+      return;
+    }
     let active: Task[];
     try {
       active = await this.drivable(await this.d.store.listTasks({ sessionIds: sessions, statuses: ACTIVE }));
@@ -123,6 +128,8 @@ export class Scheduler {
     }
     const drives = await this.owner.drives().catch(() => null);
     if (!drives) return;
+    // Sleepers of sessions no longer driven are not this scheduler's to wake.
+    for (const [id, sl] of this.sleepers) if (!drives(sl.sessionId)) this.sleepers.delete(id);
     for (const t of active) {
       if (!drives(t.sessionId)) continue;
       // A row that differs from the one this kernel's commits left: someone else wrote (a cancel request, a delivery).
@@ -227,7 +234,7 @@ export class Scheduler {
   private async armTimer(): Promise<void> {
     if (this.halted) return;
     let next: number | null = null;
-    for (const at of this.sleepers.values()) if (next === null || at < next) next = at;
+    for (const { wakeAt } of this.sleepers.values()) if (next === null || wakeAt < next) next = wakeAt;
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     if (next === null) return;

@@ -129,4 +129,51 @@ describe.each(STORE_KINDS)('a kernel keeps the rows its own commits wrote, on %s
     expect((await t.store.getTask(parentId))!.result).toEqual({ by: 'second host' });
     expect(first.refused).toEqual([]);
   });
+
+  it('a kernel that lost a session whose task sleeps past its wake time forgets that sleeper: it reads the store at its poll, not in a loop', async () => {
+    t = await tempStoreOf(kind);
+    const reg = new HandlerRegistry();
+    reg.register({ kind: 'waits', version: 1, initialPhase: 'a', phases: { a: async () => ({ type: 'await', signal: 'never', phase: 'a' }) } });
+    reg.register({
+      kind: 'naps',
+      version: 1,
+      initialPhase: 'a',
+      phases: { a: async (ctx) => ({ type: 'sleep', until: ctx.now() + 60_000, phase: 'b' }), b: async () => ({ type: 'complete' }) },
+    });
+    let reads = 0;
+    const counted = new Proxy(t.store, {
+      get(target, prop) {
+        const v = (target as unknown as Record<string | symbol, unknown>)[prop];
+        if (typeof v !== 'function') return v;
+        return (...args: unknown[]) => {
+          if (prop !== 'commit' && prop !== 'renewSession') reads++;
+          return (v as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    }) as Store;
+    // The first kernel's clock is the test's: it jumps past the nap's wake time once the session is lost.
+    let skew = 0;
+    const clock = { now: () => Date.now() + skew };
+    const k1 = new Kernel({ store: counted, registry: reg, documents: new DocumentTypes(), clock, logger: silent, hostId: 'h1', pollMs: 250, heartbeatMs: 50 });
+    kernels.push(k1);
+    await k1.start();
+    // One session it keeps (a task waiting for a signal that never comes), one it will lose while its task sleeps.
+    await submit({ store: counted, kernel: k1, registry: reg }, { requestId: 'keep', runKind: 'test', root: { kind: 'waits', input: {} } });
+    const { run } = await submit({ store: counted, kernel: k1, registry: reg }, { requestId: 'lose', runKind: 'test', root: { kind: 'naps', input: {} } });
+    await waitFor('the nap', async () => (await t!.store.getTask(run.rootTaskId!))?.status === 'sleeping');
+    const lost = new Promise<void>((r) => k1.onSessionLost(() => r()));
+    const other = await t.open();
+    const k2 = new Kernel({ store: other, registry: new HandlerRegistry(), documents: new DocumentTypes(), clock: systemClock, logger: silent, hostId: 'h2', claim: 'none', pollMs: 600_000 });
+    kernels.push(k2);
+    expect((await k2.claim(run.sessionId, { takeOver: true })).ok).toBe(true);
+    await lost;
+    // Past the lost task's wake time: the first kernel has nothing of that session to wake.
+    skew = 120_000;
+    await new Promise((r) => setTimeout(r, 500));
+    const before = reads;
+    await new Promise((r) => setTimeout(r, 1000));
+    // A poll every 250 ms costs a few reads; a timer re-armed at once for a past wake time costs hundreds.
+    expect(reads - before).toBeLessThan(60);
+    expect((await t.store.getTask(run.rootTaskId!))!.status).toBe('sleeping');
+  });
 });
