@@ -187,16 +187,16 @@ export default async function snapshotBench(report: Report): Promise<void> {
     await snap(plan.held('swap') ?? swap, 'swap');
     const hostile: number[] = [];
     const plain: number[] = [];
-    const step = (i: number) => sh(`[ -L x ] && mv x t && mv xl x && mv t xl; for f in $(seq 1 100); do echo ${i} > x/bin/f$f; done`);
+    const step = (i: number) => sh(`rm -f /tmp/racing; [ -L x ] && mv x t && mv xl x && mv t xl; for f in $(seq 1 100); do echo ${i} > x/bin/f$f; done`);
     for (let i = 0; i < ROUNDS; i++) {
       await step(2 * i);
       plain.push((await snap(plan.held('swap') ?? swap, 'swap')).ms);
       await step(2 * i + 1);
       const stop = new AbortController();
-      const racing = (plan.held('swap') ?? swap).exec(['sh', '-c', 'cd /workspace && exec /tmp/racer x xl'], { signal: stop.signal, timeoutMs: 120_000 }).catch(() => undefined);
+      const racing = (plan.held('swap') ?? swap).exec(['sh', '-c', 'cd /workspace && exec /tmp/racer x xl /tmp/racing'], { signal: stop.signal, timeoutMs: 120_000 }).catch(() => undefined);
       try {
-        // Let the racer run before the reading starts.
-        await new Promise((r) => setTimeout(r, 50));
+        // The racer is swapping before the reading starts.
+        for (let k = 0; k < 300 && (await (plan.held('swap') ?? swap).exec(['test', '-e', '/tmp/racing'])).exitCode !== 0; k++) await new Promise((r) => setTimeout(r, 100));
         hostile.push((await snap(plan.held('swap') ?? swap, 'swap')).ms);
       } finally {
         stop.abort();
