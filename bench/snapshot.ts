@@ -187,7 +187,7 @@ export default async function snapshotBench(report: Report): Promise<void> {
     await snap(plan.held('swap') ?? swap, 'swap');
     const hostile: number[] = [];
     const plain: number[] = [];
-    const step = (i: number) => sh(`rm -f /tmp/racing; [ -L x ] && mv x t && mv xl x && mv t xl; for f in $(seq 1 100); do echo ${i} > x/bin/f$f; done`);
+    const step = (i: number) => sh(`i=0; while ps | grep -q "[/]tmp/racer" && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; rm -f /tmp/racing; [ -L x ] && mv x t && mv xl x && mv t xl; for f in $(seq 1 100); do echo ${i} > x/bin/f$f; done`);
     for (let i = 0; i < ROUNDS; i++) {
       await step(2 * i);
       plain.push((await snap(plan.held('swap') ?? swap, 'swap')).ms);

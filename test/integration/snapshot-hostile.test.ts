@@ -80,7 +80,8 @@ describe('host-side reading of a hostile sandbox', { timeout: 300_000 }, () => {
     const watch = await watchOpens([join(host, 'marker'), join(host, 'fifo')]);
     for (let i = 0; i < 6; i++) {
       // Rewritten each time, so that every snapshot hashes them again.
-      await w.run(lease, `[ -L x ] && mv x t && mv xl x && mv t xl; echo ${i} > ${mirror}/marker && echo ${i} > ${mirror}/fifo && for f in $(seq 1 200); do echo ${i} > ${mirror}/pad/$f; done`);
+      // The stopped racer may still be exiting under load: its last swap must be over before the fix-up.
+      await w.run(lease, `i=0; while ps | grep -q "[/]tmp/racer" && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; [ -L x ] && mv x t && mv xl x && mv t xl; echo ${i} > ${mirror}/marker && echo ${i} > ${mirror}/fifo && for f in $(seq 1 200); do echo ${i} > ${mirror}/pad/$f; done`);
       const stop = new AbortController();
       const racing = lease.exec(['sh', '-c', 'rm -f /tmp/racing && cd /workspace && exec /tmp/racer x xl /tmp/racing'], { signal: stop.signal }).catch(() => undefined);
       try {
