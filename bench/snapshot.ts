@@ -8,7 +8,10 @@
  * - resume_10k_vs_1k: opening the store and starting the kernel until the first phase runs
  *   (sandbox alive, verified, digest checked) with 10,000 entries vs 1,000;
  * - restore_vs_raw: restoring a sandbox from a snapshot (lease from its image, digest verified)
- *   vs raw create + start from that image with the same options.
+ *   vs raw create + start from that image with the same options;
+ * - hostile_swap_vs_plain: the snapshot of a step whose workspace directory is swapped for a
+ *   symlink to /usr in a loop (renameat2 RENAME_EXCHANGE) while the host reads it, vs the same
+ *   step's snapshot with no racer (confined reading never walks the host's /usr).
  */
 import Dockerode from 'dockerode';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -24,6 +27,7 @@ import { openSqliteStore, type Store } from '../host/store';
 import { newId, systemClock } from '../host/support';
 import type { Report } from './run';
 import { median, timed as time } from './_stats';
+import { exchangeRacer } from '../test/support/exchange-racer';
 
 const ROUNDS = 5;
 const logger = pino({ level: 'silent' });
@@ -171,6 +175,36 @@ export default async function snapshotBench(report: Report): Promise<void> {
       await c.remove({ force: true });
     }
     report('restore_vs_raw', median(restore) / median(rawStart), 'ratio');
+
+    // 4. a step that swaps its workspace directory for a symlink to /usr while the host reads it.
+    const swap = await plan.leaseFresh('swap', session, env, AbortSignal.timeout(60_000));
+    const sh = async (script: string, o: { stdin?: Buffer } = {}) => {
+      const r = await swap.exec(['sh', '-c', `cd /workspace && ${script}`], { timeoutMs: 120_000, ...o });
+      if (r.exitCode !== 0) throw new Error(`swap step failed: ${r.stderr}`);
+    };
+    await sh('cat > /tmp/racer && chmod 755 /tmp/racer', { stdin: exchangeRacer() });
+    await sh('mkdir -p x/bin x/lib && for i in $(seq 1 100); do echo $i > x/bin/f$i; echo $i > x/lib/g$i; done && ln -s /usr xl');
+    await snap(plan.held('swap') ?? swap, 'swap');
+    const hostile: number[] = [];
+    const plain: number[] = [];
+    const step = (i: number) => sh(`i=0; while ps | grep -q "[/]tmp/racer" && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; rm -f /tmp/racing; [ -L x ] && mv x t && mv xl x && mv t xl; for f in $(seq 1 100); do echo ${i} > x/bin/f$f; done`);
+    for (let i = 0; i < ROUNDS; i++) {
+      await step(2 * i);
+      plain.push((await snap(plan.held('swap') ?? swap, 'swap')).ms);
+      await step(2 * i + 1);
+      const stop = new AbortController();
+      const racing = (plan.held('swap') ?? swap).exec(['sh', '-c', 'cd /workspace && exec /tmp/racer x xl /tmp/racing'], { signal: stop.signal, timeoutMs: 120_000 }).catch(() => undefined);
+      try {
+        // The racer is swapping before the reading starts.
+        for (let k = 0; k < 300 && (await (plan.held('swap') ?? swap).exec(['test', '-e', '/tmp/racing'])).exitCode !== 0; k++) await new Promise((r) => setTimeout(r, 100));
+        hostile.push((await snap(plan.held('swap') ?? swap, 'swap')).ms);
+      } finally {
+        stop.abort();
+        await racing;
+      }
+    }
+    await plan.finish('swap');
+    report('hostile_swap_vs_plain', median(hostile) / median(plain), 'ratio');
   } finally {
     for (const t of tags.reverse()) await engine.removeSnapshot(t).catch(() => {});
     for (const c of await docker.listContainers({ all: true, filters: { label: [`berth.host=${hostId}`] } })) await docker.getContainer(c.Id).remove({ force: true }).catch(() => {});

@@ -33,9 +33,17 @@ export async function commitContainer(
 ): Promise<CommittedImage> {
   opts.signal?.throwIfAborted();
   let id: string;
+  const once = async (pause: boolean) => ((await docker.getContainer(containerId).commit({ repo: SNAPSHOT_REPO, tag: opts.tag, pause, Labels: opts.labels })) as { Id: string }).Id;
   try {
-    const res = (await docker.getContainer(containerId).commit({ repo: SNAPSHOT_REPO, tag: opts.tag, pause: opts.pause ?? true, Labels: opts.labels })) as { Id: string };
-    id = res.Id;
+    try {
+      id = await once(opts.pause ?? true);
+    } catch (err) {
+      // A writer that swaps directories while the engine copies the layer unpaused makes a tar the
+      // engine itself cannot apply (seen: a RENAME_EXCHANGE racer). The engine's own paused commit
+      // copies a still layer, and the engine unpauses the container when it ends, on every path.
+      if (opts.pause === false && /Error processing tar file/.test((err as Error).message ?? '')) id = await once(true);
+      else throw err;
+    }
   } catch (err) {
     if (isNotFound(err)) throw new BerthError('container_missing', `cannot snapshot: container ${containerId.slice(0, 12)} is gone`, { ids: { containerId } });
     throw engineError(`commit container ${containerId.slice(0, 12)}`, err, { containerId });

@@ -80,10 +80,13 @@ describe('host-side reading of a hostile sandbox', { timeout: 300_000 }, () => {
     const watch = await watchOpens([join(host, 'marker'), join(host, 'fifo')]);
     for (let i = 0; i < 6; i++) {
       // Rewritten each time, so that every snapshot hashes them again.
-      await w.run(lease, `[ -L x ] && mv x t && mv xl x && mv t xl; echo ${i} > ${mirror}/marker && echo ${i} > ${mirror}/fifo && for f in $(seq 1 200); do echo ${i} > ${mirror}/pad/$f; done`);
+      // The stopped racer may still be exiting under load: its last swap must be over before the fix-up.
+      await w.run(lease, `i=0; while ps | grep -q "[/]tmp/racer" && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; [ -L x ] && mv x t && mv xl x && mv t xl; echo ${i} > ${mirror}/marker && echo ${i} > ${mirror}/fifo && for f in $(seq 1 200); do echo ${i} > ${mirror}/pad/$f; done`);
       const stop = new AbortController();
-      const racing = lease.exec(['sh', '-c', 'cd /workspace && exec /tmp/racer x xl'], { signal: stop.signal }).catch(() => undefined);
+      const racing = lease.exec(['sh', '-c', 'rm -f /tmp/racing && cd /workspace && exec /tmp/racer x xl /tmp/racing'], { signal: stop.signal }).catch(() => undefined);
       try {
+        // The racer is swapping before the snapshot starts reading.
+        for (let k = 0; k < 300 && (await lease.exec(['test', '-e', '/tmp/racing'])).exitCode !== 0; k++) await new Promise((r) => setTimeout(r, 100));
         await w.snap(lease, `step:${i}`).catch((err: unknown) => {
           // A snapshot may be refused while a writer never stops; it may never read the host.
           if (!isBerthError(err)) throw err;

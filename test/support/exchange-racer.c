@@ -9,7 +9,10 @@
 #define RENAME_EXCHANGE (1 << 1)
 #endif
 int main(int argc, char **argv) {
-  if (argc != 3) return 2;
+  if (argc != 3 && argc != 4) return 2;
+  /* argv[3]: a file made once the first exchange is done, for the test to wait on. */
+  if (syscall(SYS_renameat2, AT_FDCWD, argv[1], AT_FDCWD, argv[2], RENAME_EXCHANGE) != 0) { perror("renameat2"); return 1; }
+  if (argc == 4) close(open(argv[3], O_CREAT | O_WRONLY, 0644));
   for (unsigned long i = 0;; i++)
     if (syscall(SYS_renameat2, AT_FDCWD, argv[1], AT_FDCWD, argv[2], RENAME_EXCHANGE) != 0) { perror("renameat2"); return 1; }
 }

@@ -79,18 +79,24 @@ describe('confined reading of a sandbox directory', () => {
     }
   });
 
-  it('walks a tree 5,000 directories deep with no path too long, and refuses one deeper than its bound by name, with no host path', async () => {
+  it('walks a tree 1,900 directories deep, refuses a 5,000-deep one by the path length an image layer keeps and a deep one past the depth bound, by name, with no path too long and no host path', async () => {
     const root = temp();
-    // Five chains of 1,000 moved into each other: no path the shell uses is longer than PATH_MAX.
-    execFileSync('sh', ['-c', 'cd "$1" && p=$(printf "/a%.0s" $(seq 999)) && mkdir -p "a$p" && echo deep > "a$p/f" && for i in 1 2 3 4; do mkdir -p "t$p" && mv a "t$p/a" && mv t a || exit 1; done', 'sh', join(root, 'w')]);
+    // Chains moved into each other: no path the shell uses is longer than PATH_MAX.
+    const chains = (top: string, n: number) => `p=$(printf "/a%.0s" $(seq 949)) && mkdir -p "${top}$p" && echo deep > "${top}$p/f" && i=1; while [ $i -lt ${n} ]; do mkdir -p "t$p" && mv ${top} "t$p/a" && mv t ${top} || exit 1; i=$((i+1)); done`;
+    execFileSync('sh', ['-c', `cd "$1" && ${chains('b', 2)}`, 'sh', join(root, 'w')]);
     const l = await scanLayer({ upper: root, merged: root }, '/w', null);
     expect(l.complete).toBe(true);
-    expect(Object.keys(l.manifest)).toHaveLength(5001);
-    expect(l.manifest[`.${'/a'.repeat(5000)}/f`]).toMatch(/^f:644:/);
-    const err = await scanLayer({ upper: root, merged: root }, '/w', null, budget({ maxDepth: 1000 })).catch((e: unknown) => e);
-    expect(isBerthError(err, 'snapshot_bound_exceeded')).toBe(true);
-    expect((err as Error).message).toContain('depth bound');
-    expect((err as Error).message).not.toContain(root);
+    expect(Object.keys(l.manifest)).toHaveLength(1901);
+    expect(l.manifest[`./b${'/a'.repeat(1899)}/f`]).toMatch(/^f:644:/);
+    const deep = await scanLayer({ upper: root, merged: root }, '/w', null, budget({ maxDepth: 1000 })).catch((e: unknown) => e);
+    expect(isBerthError(deep, 'snapshot_bound_exceeded')).toBe(true);
+    expect((deep as Error).message).toContain('depth bound');
+    expect((deep as Error).message).not.toContain(root);
+    execFileSync('sh', ['-c', `cd "$1" && ${chains('a', 6)}`, 'sh', join(root, 'w')]);
+    const long = await scanLayer({ upper: root, merged: root }, '/w', null).catch((e: unknown) => e);
+    expect(isBerthError(long, 'snapshot_bound_exceeded'), String(long)).toBe(true);
+    expect((long as Error).message).toContain('path length bound');
+    expect((long as Error).message).not.toContain(root);
   });
 
   it('refuses a 1 TB sparse file past the disk limit or the byte bound before reading a byte, and hashes a hole without reading it', async () => {
