@@ -6,8 +6,11 @@ import { runInputOf, toolsOf, type AgentDeps } from './agent-deps';
 import { GenerationInputSchema, type AgentRunInput, type ApprovalTimerInput, type GenerationInput, type ToolCallInput } from './agent-input';
 import { TIMER_KIND } from './approval-timer';
 import { TOOL_KIND } from './agent-sandbox';
-import { buildContext } from './context';
+import { buildContext, type Cut } from './context';
+import { planContext } from './context-budget';
 import { ENTRY, type InterruptionEntry, type ModelEntry } from './entries';
+import type { Entry } from '../model';
+import { faultPoint } from '../support/faults';
 import { backoffMs, ModelCallError, type ChatRequest, type ModelReply } from './model';
 import { checkToolCall } from './tool-call-check';
 import { networkHint } from './network-hint';
@@ -62,17 +65,7 @@ export function generationHandler(deps: AgentDeps): TaskHandler {
     initialPhase: 'prepare',
     restartLimit: 10,
     phases: {
-      prepare: async (ctx) => {
-        const input = await runInputOf(deps.store, ctx.task);
-        const entries = await ctx.store.listEntries(ctx.task.sessionId);
-        const m = input.settings.model;
-        const cp: GenerationCheckpoint = {
-          contextSeq: entries.at(-1)?.seq ?? 0,
-          options: { model: m.model, stream: m.stream, temperature: m.temperature, maxTokens: m.maxTokens, tools: [...toolsOf(deps, input).keys()] },
-          attempt: 1,
-        };
-        return { type: 'next', phase: 'request', checkpoint: cp };
-      },
+      prepare: (ctx) => prepare(deps, ctx),
       request: (ctx) => request(deps, ctx),
       retry: async (ctx) => {
         const input = await runInputOf(deps.store, ctx.task);
@@ -103,6 +96,64 @@ function interruption(turn: number, attempt: number, code: string, message: stri
   return { kind: ENTRY.interruption, body: plainJson(body) };
 }
 
+/** The request for these entries: the same function builds what is estimated and what is sent. */
+function requestOf(deps: AgentDeps, input: AgentRunInput, options: GenerationCheckpoint['options'], entries: Entry[], cut?: Cut): ChatRequest {
+  const tools = toolsOf(deps, input);
+  return {
+    model: options.model,
+    messages: buildContext(entries, { systemPrompt: input.settings.systemPrompt, tools, compaction: input.settings.compaction, cut }),
+    tools: options.tools.flatMap((n) => (tools.has(n) ? [withHints(toolSchema(tools.get(n)!), input)] : [])),
+    stream: options.stream,
+    temperature: options.temperature,
+    maxTokens: options.maxTokens,
+  };
+}
+
+/**
+ * Fixes the context position and the request options. With a known window (`model.contextTokens`)
+ * the request must fit it: when it does not, the compaction that makes it fit is committed as an
+ * entry and `prepare` runs again over the entries that now include it, so the request is always
+ * built from committed entries alone. A context the rule cannot make fit fails the turn
+ * (`context_too_large`, naming the sizes); the session stays usable: `berth chat` with a larger
+ * window, or after a fork, continues it.
+ */
+async function prepare(deps: AgentDeps, ctx: GenerationContext): Promise<GenerationDecision> {
+  const input = await runInputOf(deps.store, ctx.task);
+  const entries = await ctx.store.listEntries(ctx.task.sessionId);
+  const m = input.settings.model;
+  const cp: GenerationCheckpoint = {
+    contextSeq: entries.at(-1)?.seq ?? 0,
+    options: { model: m.model, stream: m.stream, temperature: m.temperature, maxTokens: m.maxTokens, tools: [...toolsOf(deps, input).keys()] },
+    attempt: 1,
+  };
+  if (m.contextTokens === undefined) return { type: 'next', phase: 'request', checkpoint: cp };
+  const justCompacted = entries.at(-1)?.kind === ENTRY.compaction;
+  // A process killed here has committed the cut and sent nothing: the next one sends the same request.
+  if (justCompacted) faultPoint('agent.compaction.committed');
+  const c = input.settings.compaction;
+  const plan = planContext(entries, {
+    contextTokens: m.contextTokens,
+    replyTokens: m.maxTokens ?? c.replyTokens,
+    bytesPerToken: c.bytesPerToken,
+    targetShare: c.targetShare,
+    turn: ctx.value.turn,
+    request: (cut) => requestOf(deps, input, cp.options, entries, cut),
+  });
+  if (plan.kind === 'fits') return { type: 'next', phase: 'request', checkpoint: cp };
+  if (plan.kind === 'too_large' || justCompacted) {
+    if (plan.kind === 'compact') throw new Error(`compaction of turn ${ctx.value.turn} did not make the context fit (a bug: the cut is applied as planned)`);
+    const message =
+      `the request needs about ${plan.estimated} tokens even with every older turn left out, over the budget of ${plan.budget} ` +
+      `(a window of ${plan.contextTokens} tokens less ${plan.contextTokens - plan.budget} for the answer); ` +
+      'continue the session with a larger model.contextTokens (berth chat SESSION MESSAGE --context-tokens N) or fork it at an earlier turn';
+    return { type: 'fail', error: { code: 'context_too_large', message } };
+  }
+  // A process killed here has decided the cut and committed nothing: the next one decides it again, alike.
+  faultPoint('agent.compaction');
+  ctx.log.info({ ...plan.entry }, 'compacting the model context');
+  return { type: 'next', phase: 'prepare', checkpoint: cp, writes: { entries: [{ kind: ENTRY.compaction, body: plainJson(plan.entry) }] } };
+}
+
 async function request(deps: AgentDeps, ctx: GenerationContext): Promise<GenerationDecision> {
   const { turn } = ctx.value;
   const cp = ctx.state;
@@ -115,16 +166,8 @@ async function request(deps: AgentDeps, ctx: GenerationContext): Promise<Generat
     const entry = interruption(turn, cp.attempt, 'host_stopped', 'the host stopped before this request was answered', '');
     return { type: 'sleep', until: retryAt(0), phase: 'retry', writes: { entries: [entry] } };
   }
-  const tools = toolsOf(deps, input);
   const entries = (await ctx.store.listEntries(ctx.task.sessionId)).filter((e) => e.seq <= cp.contextSeq);
-  const req: ChatRequest = {
-    model: cp.options.model,
-    messages: buildContext(entries, { systemPrompt: input.settings.systemPrompt, tools, compaction: input.settings.compaction }),
-    tools: cp.options.tools.flatMap((n) => (tools.has(n) ? [withHints(toolSchema(tools.get(n)!), input)] : [])),
-    stream: cp.options.stream,
-    temperature: cp.options.temperature,
-    maxTokens: cp.options.maxTokens,
-  };
+  const req = requestOf(deps, input, cp.options, entries);
   const runId = ctx.task.runId!;
   try {
     const reply = await deps.chatClient(m).complete(req, {

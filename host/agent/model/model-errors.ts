@@ -9,6 +9,8 @@ export type ModelFailure =
   | 'model_connection'
   | 'model_stream_incomplete'
   | 'model_rejected'
+  /** The endpoint refused the prompt as longer than its window (llama.cpp `exceed_context_size_error`, OpenAI `context_length_exceeded`). */
+  | 'model_context_overflow'
   | 'model_aborted';
 
 /**
@@ -59,6 +61,11 @@ export function classifyModelError(err: unknown, partialText: string, signal?: A
     if (status === 429) return new ModelCallError('model_rate_limited', `rate limited (429): ${msg}`, { retryable: true, partialText, status, retryAfterMs: retryAfter(headers), cause: err });
     if (status >= 500) return new ModelCallError('model_server_error', `model endpoint error (${status}): ${msg}`, { retryable: true, partialText, status, retryAfterMs: retryAfter(headers), cause: err });
     if (status === 408 || status === 409) return new ModelCallError('model_server_error', `model endpoint asked to retry (${status}): ${msg}`, { retryable: true, partialText, status, cause: err });
+    const body = (err as APIError & { error?: { type?: string; code?: string; n_prompt_tokens?: number; n_ctx?: number } }).error;
+    if (status === 400 && (body?.type === 'exceed_context_size_error' || body?.code === 'context_length_exceeded' || err.code === 'context_length_exceeded')) {
+      const sizes = typeof body?.n_prompt_tokens === 'number' && typeof body?.n_ctx === 'number' ? ` (${body.n_prompt_tokens} prompt tokens, window ${body.n_ctx})` : '';
+      return new ModelCallError('model_context_overflow', `the request is longer than the model's context window${sizes}: ${msg}; set model.contextTokens (berth chat --context-tokens N) so the context is compacted to fit`, { retryable: false, partialText, status, cause: err });
+    }
     return new ModelCallError('model_rejected', `model endpoint refused the request (${status}): ${msg}`, { retryable: false, partialText, status, cause: err });
   }
   // Anything else came out of a response body that broke off (socket closed, bad chunk).
