@@ -1,0 +1,72 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { continueSession, ENTRY, type CompactionEntry, type ToolResultEntry } from '../../host/agent';
+import { agentWorld, type AgentWorld } from '../support/agent-fixture';
+import { turnFromCallIds, type RecordedRequest, type ScriptedTurn } from '../support/model-server';
+
+let w: AgentWorld | undefined;
+afterEach(async () => {
+  await w?.cleanup();
+  w = undefined;
+});
+
+const WINDOW = 4_096;
+const TURNS = 120;
+/** About 1.5 KB of output per read: twelve turns of it fill the window. */
+const BIG = Array.from({ length: 60 }, (_, i) => `line ${String(i).padStart(3, '0')}: the quick brown fox jumps`).join('\n');
+
+/** Turn 0 writes big.txt, turns 1..TURNS read it back, then the answer; after a new user message, one read and an answer. */
+function longScript(_turn: number, body: RecordedRequest['body']): ScriptedTurn {
+  const last = body.messages.at(-1)!;
+  const turn = turnFromCallIds(body);
+  if (last.role === 'user' && body.messages.filter((m) => m.role === 'user').length > 1) return { toolCalls: [{ name: 'read_file', arguments: { path: 'big.txt' }, id: `call_${turn}_0` }] };
+  if (turn === 0) return { toolCalls: [{ name: 'write_file', arguments: { path: 'big.txt', content: BIG } }] };
+  if (last.role === 'tool' && body.messages.filter((m) => m.role === 'user').length > 1) return { content: `read it again at turn ${turn}` };
+  if (turn <= TURNS) return { toolCalls: [{ name: 'read_file', arguments: { path: 'big.txt' }, id: `call_${turn}_0` }] };
+  return { content: `read big.txt ${TURNS} times` };
+}
+
+const tools = ['write_file', 'read_file'];
+
+describe('an agent session longer than the model window', { timeout: 600_000 }, () => {
+  it('completes 120 turns of 1.5 KB tool results against a 4,096-token server: every request fits, compactions are entries, the store keeps every result whole', async () => {
+    w = await agentWorld(longScript, { server: { contextTokens: WINDOW, turnOf: turnFromCallIds } });
+    const { run } = await w.start('Read big.txt many times.', { settings: { tools, maxTurns: TURNS + 5, model: { ...w.settings().model, contextTokens: WINDOW } } });
+    const done = await w.rt.kernel.waitForRun(run.id);
+    expect(done.state, JSON.stringify(done)).toBe('completed');
+    const served = w.model.requests;
+    expect(served.filter((r) => r.overflow)).toEqual([]);
+    expect(Math.max(...served.map((r) => r.promptTokens))).toBeLessThanOrEqual(WINDOW);
+    expect(served.length).toBe(TURNS + 2);
+    const entries = await w.rt.store.listEntries(run.sessionId);
+    const compactions = entries.filter((e) => e.kind === ENTRY.compaction).map((e) => e.body as unknown as CompactionEntry);
+    expect(compactions.length).toBeGreaterThan(5);
+    for (const c of compactions) expect(c.estimatedAfter).toBeLessThanOrEqual(c.budgetTokens);
+    // Cuts only grow: the prompt's prefix changes at a compaction and nowhere else.
+    for (let i = 1; i < compactions.length; i++) expect(compactions[i]!.droppedTurns).toBeGreaterThanOrEqual(compactions[i - 1]!.droppedTurns);
+    const results = entries.filter((e) => e.kind === ENTRY.toolResult).map((e) => e.body as unknown as ToolResultEntry);
+    expect(results).toHaveLength(TURNS + 1);
+    for (const r of results.slice(1)) expect(r.content).toContain('line 059: the quick brown fox jumps');
+    // The newest turn's result is always shown whole: the model reads what it just asked for.
+    for (const r of served.slice(2)) expect(r.body.messages.at(-1)!.content).toContain('line 059');
+    // The task and the note saying what is left out are always there.
+    const lastReq = served.at(-1)!.body.messages;
+    expect(lastReq.find((m) => m.role === 'user')!.content).toBe('Read big.txt many times.');
+    expect(lastReq[0]!.content).toContain('[Context note: to fit the model\'s context window');
+  });
+
+  it('fails a turn that cannot fit even after compaction with context_too_large naming the sizes, and a berth chat with a larger window continues the session', async () => {
+    w = await agentWorld(longScript, { server: { contextTokens: WINDOW, turnOf: turnFromCallIds } });
+    const { run } = await w.start('Read big.txt many times.', { settings: { tools, maxTurns: 4, model: { ...w.settings().model, contextTokens: 700 } } });
+    const failed = await w.rt.kernel.waitForRun(run.id);
+    expect(failed.state).toBe('failed');
+    const root = await w.rt.store.getTask(failed.rootTaskId!);
+    expect(root?.error?.code).toBe('context_too_large');
+    expect(root?.error?.message).toMatch(/about \d+ tokens even with every older turn left out, over the budget of 188 \(a window of 700 tokens less 512 for the answer\)/);
+    expect(w.model.requests.filter((r) => r.overflow)).toEqual([]);
+    const deps = { ...w.rt, toolNames: [...w.rt.agent.tools.keys()] };
+    const next = await continueSession(deps, { sessionId: run.sessionId, message: 'Read it once more.', settings: { model: { contextTokens: WINDOW } as never } });
+    const done = await w.rt.kernel.waitForRun(next.run.id);
+    expect(done.state).toBe('completed');
+    expect(w.model.requests.filter((r) => r.overflow)).toEqual([]);
+  });
+});
