@@ -1,29 +1,14 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { continueSession, ENTRY, type CompactionEntry, type ToolResultEntry } from '../../host/agent';
 import { agentWorld, type AgentWorld } from '../support/agent-fixture';
-import { turnFromCallIds, type RecordedRequest, type ScriptedTurn } from '../support/model-server';
+import { turnFromCallIds } from '../support/model-server';
+import { longScript, TURNS, WINDOW } from '../support/agent-long-script';
 
 let w: AgentWorld | undefined;
 afterEach(async () => {
   await w?.cleanup();
   w = undefined;
 });
-
-const WINDOW = 4_096;
-const TURNS = 120;
-/** About 1.5 KB of output per read: twelve turns of it fill the window. */
-const BIG = Array.from({ length: 60 }, (_, i) => `line ${String(i).padStart(3, '0')}: the quick brown fox jumps`).join('\n');
-
-/** Turn 0 writes big.txt, turns 1..TURNS read it back, then the answer; after a new user message, one read and an answer. */
-function longScript(_turn: number, body: RecordedRequest['body']): ScriptedTurn {
-  const last = body.messages.at(-1)!;
-  const turn = turnFromCallIds(body);
-  if (last.role === 'user' && body.messages.filter((m) => m.role === 'user').length > 1) return { toolCalls: [{ name: 'read_file', arguments: { path: 'big.txt' }, id: `call_${turn}_0` }] };
-  if (turn === 0) return { toolCalls: [{ name: 'write_file', arguments: { path: 'big.txt', content: BIG } }] };
-  if (last.role === 'tool' && body.messages.filter((m) => m.role === 'user').length > 1) return { content: `read it again at turn ${turn}` };
-  if (turn <= TURNS) return { toolCalls: [{ name: 'read_file', arguments: { path: 'big.txt' }, id: `call_${turn}_0` }] };
-  return { content: `read big.txt ${TURNS} times` };
-}
 
 const tools = ['write_file', 'read_file'];
 
