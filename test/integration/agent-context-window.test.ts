@@ -1,6 +1,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { continueSession, ENTRY, type CompactionEntry, type ToolResultEntry } from '../../host/agent';
 import { agentWorld, type AgentWorld } from '../support/agent-fixture';
+import { cliWorld, type CliWorld } from '../support/agent-cli-world';
+import { lastJson } from '../support/plan-fixture';
+import { invariantGuard } from '../support/invariant-check';
 import { turnFromCallIds } from '../support/model-server';
 import { longScript, TURNS, WINDOW } from '../support/agent-long-script';
 
@@ -53,5 +56,42 @@ describe('an agent session longer than the model window', { timeout: 600_000 }, 
     const done = await w.rt.kernel.waitForRun(next.run.id);
     expect(done.state).toBe('completed');
     expect(w.model.requests.filter((r) => r.overflow)).toEqual([]);
+  });
+});
+
+describe('a compacted session forked and continued with berth chat', { timeout: 600_000 }, () => {
+  let c: CliWorld | undefined;
+  afterEach(async () => {
+    await c?.cleanup();
+    c = undefined;
+  });
+
+  it('sends from the fork the very requests the original session sent for the same message, compaction included', async () => {
+    const reads = 30;
+    const window = 6_000;
+    c = await cliWorld((turn, body) => longScript(turn, body, reads), { snapshotPolicy: 'after-each-step', server: { contextTokens: window, turnOf: turnFromCallIds } });
+    const first = await c.cli([...c.agentArgs('Read big.txt many times.', ['--context-tokens', String(window), '--max-turns', String(reads + 5)]), '--json']);
+    expect(first.code, first.stderr).toBe(0);
+    const session = lastJson<{ run: { sessionId: string; state: string } }>(first).run.sessionId;
+    const compactions = await c.read(async (s) => (await s.listEntries(session)).filter((e) => e.kind === ENTRY.compaction).length);
+    expect(compactions).toBeGreaterThan(2);
+
+    const before = c.model.requests.length;
+    const again = await c.cli(['chat', session, 'Read it once more.', '--json']);
+    expect(again.code, again.stderr).toBe(0);
+    const original = c.model.requests.slice(before).map((r) => r.body);
+    expect(original).toHaveLength(2);
+
+    const forked = await c.cli(['fork', session, '--at', '1', '--json']);
+    expect(forked.code, forked.stderr).toBe(0);
+    const fork = lastJson<{ sessionId: string }>(forked).sessionId;
+    const mark = c.model.requests.length;
+    const chat = await c.cli(['chat', fork, 'Read it once more.', '--json']);
+    expect(chat.code, chat.stderr).toBe(0);
+    expect(c.model.requests.slice(mark).map((r) => r.body)).toEqual(original);
+    expect(c.model.requests.filter((r) => r.overflow)).toEqual([]);
+    expect(Math.max(...c.model.requests.map((r) => r.promptTokens))).toBeLessThanOrEqual(window);
+    // Both sessions keep the run invariants (berth check).
+    expect((await invariantGuard().check(c.store))?.message).toBeUndefined();
   });
 });
