@@ -54,6 +54,12 @@ export interface InterruptionEntry {
   message: string;
   /** Text that streamed before the request broke off; never used to drive tools. */
   partialText: string;
+  /**
+   * A refusal for length (`model_context_overflow`) that stated the window: the window, the
+   * prompt's tokens as the endpoint counted them, and the request's size in bytes. The next
+   * `prepare` compacts to that window, with the estimate corrected by the endpoint's own count.
+   */
+  overflow?: { contextTokens: number; promptTokens: number | null; requestBytes: number };
 }
 
 export interface ApprovalRequestedEntry {

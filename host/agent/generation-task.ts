@@ -91,9 +91,28 @@ function withHints(t: ChatTool, input: AgentRunInput): ChatTool {
   return hint ? { ...t, function: { ...t.function, description: t.function.description + hint } } : t;
 }
 
-function interruption(turn: number, attempt: number, code: string, message: string, partialText: string) {
-  const body: InterruptionEntry = { turn, attempt, code, message, partialText };
+function interruption(turn: number, attempt: number, code: string, message: string, partialText: string, overflow?: InterruptionEntry['overflow']) {
+  const body: InterruptionEntry = { turn, attempt, code, message, partialText, ...(overflow ? { overflow } : {}) };
   return { kind: ENTRY.interruption, body: plainJson(body) };
+}
+
+const requestBytes = (req: Pick<ChatRequest, 'messages' | 'tools'>) => Buffer.byteLength(JSON.stringify({ messages: req.messages, tools: req.tools }));
+
+/**
+ * What refusals for length in the session's record say: the newest stated window, and the fewest
+ * bytes per token the endpoint counted (with a tenth to spare), which the estimate must not exceed.
+ */
+function statedWindow(entries: Entry[]): { contextTokens?: number; bytesPerToken?: number } {
+  let contextTokens: number | undefined;
+  let bytesPerToken: number | undefined;
+  for (const e of entries) {
+    if (e.kind !== ENTRY.interruption) continue;
+    const o = (e.body as unknown as InterruptionEntry).overflow;
+    if (!o) continue;
+    contextTokens = o.contextTokens;
+    if (o.promptTokens) bytesPerToken = Math.min(bytesPerToken ?? Infinity, (0.9 * o.requestBytes) / o.promptTokens);
+  }
+  return { contextTokens, bytesPerToken };
 }
 
 /** The request for these entries: the same function builds what is estimated and what is sent. */
@@ -126,15 +145,17 @@ async function prepare(deps: AgentDeps, ctx: GenerationContext): Promise<Generat
     options: { model: m.model, stream: m.stream, temperature: m.temperature, maxTokens: m.maxTokens, tools: [...toolsOf(deps, input).keys()] },
     attempt: 1,
   };
-  if (m.contextTokens === undefined) return { type: 'next', phase: 'request', checkpoint: cp };
+  const stated = statedWindow(entries);
+  const contextTokens = m.contextTokens ?? stated.contextTokens;
+  if (contextTokens === undefined) return { type: 'next', phase: 'request', checkpoint: cp };
   const justCompacted = entries.at(-1)?.kind === ENTRY.compaction;
   // A process killed here has committed the cut and sent nothing: the next one sends the same request.
   if (justCompacted) faultPoint('agent.compaction.committed');
   const c = input.settings.compaction;
   const plan = planContext(entries, {
-    contextTokens: m.contextTokens,
+    contextTokens,
     replyTokens: m.maxTokens ?? c.replyTokens,
-    bytesPerToken: c.bytesPerToken,
+    bytesPerToken: Math.min(c.bytesPerToken, stated.bytesPerToken ?? Infinity),
     targetShare: c.targetShare,
     turn: ctx.value.turn,
     request: (cut) => requestOf(deps, input, cp.options, entries, cut),
@@ -183,6 +204,17 @@ async function request(deps: AgentDeps, ctx: GenerationContext): Promise<Generat
     return { type: 'next', phase: 'tools', checkpoint: { ...cp, reply } };
   } catch (err) {
     if (!(err instanceof ModelCallError) || err.failure === 'model_aborted') throw err;
+    if (err.failure === 'model_context_overflow' && err.window) {
+      // The endpoint said how large its window is: recorded, the next `prepare` compacts to it.
+      const overflow = { ...err.window, requestBytes: requestBytes(req) };
+      const entry = interruption(turn, cp.attempt, err.code, err.message, err.partialText, overflow);
+      const earlier = (await ctx.store.listEntries(ctx.task.sessionId)).filter((e) => e.taskId === ctx.task.id && e.kind === ENTRY.interruption && (e.body as unknown as InterruptionEntry).overflow).length;
+      if (earlier + 1 >= m.maxAttempts) {
+        const message = `the endpoint refused the request as longer than its window ${earlier + 1} times (window ${err.window.contextTokens} tokens, prompt ${err.window.promptTokens ?? '?'}); continue the session with a smaller model.contextTokens or fork it at an earlier turn`;
+        return { type: 'fail', error: { code: 'context_too_large', message }, writes: { entries: [entry] } };
+      }
+      return { type: 'next', phase: 'prepare', checkpoint: cp, writes: { entries: [entry] } };
+    }
     const entry = interruption(turn, cp.attempt, err.code, err.message, err.partialText);
     if (!err.retryable) return { type: 'fail', error: { code: err.code, message: err.message }, writes: { entries: [entry] } };
     if (cp.attempt >= m.maxAttempts) {

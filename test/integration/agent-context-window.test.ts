@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { continueSession, ENTRY, type CompactionEntry, type ToolResultEntry } from '../../host/agent';
+import { continueSession, ENTRY, type CompactionEntry, type InterruptionEntry, type ToolResultEntry } from '../../host/agent';
 import { agentWorld, type AgentWorld } from '../support/agent-fixture';
 import { cliWorld, type CliWorld } from '../support/agent-cli-world';
 import { lastJson } from '../support/plan-fixture';
@@ -40,6 +40,24 @@ describe('an agent session longer than the model window', { timeout: 600_000 }, 
     const lastReq = served.at(-1)!.body.messages;
     expect(lastReq.find((m) => m.role === 'user')!.content).toBe('Read big.txt many times.');
     expect(lastReq[0]!.content).toContain('[Context note: to fit the model\'s context window');
+  });
+
+  it('with no window set, learns it from the server\'s 400 context-size refusal, compacts to it and completes; the refusal is an interruption entry naming the sizes', async () => {
+    const reads = 40;
+    w = await agentWorld((turn, body) => longScript(turn, body, reads), { server: { contextTokens: WINDOW, turnOf: turnFromCallIds } });
+    const { run } = await w.start('Read big.txt many times.', { settings: { tools, maxTurns: reads + 5 } });
+    const done = await w.rt.kernel.waitForRun(run.id);
+    expect(done.state).toBe('completed');
+    const refused = w.model.requests.filter((r) => r.overflow);
+    // Once told, never again: the estimate is corrected by the server's own count.
+    expect(refused).toHaveLength(1);
+    const entries = await w.rt.store.listEntries(run.sessionId);
+    const overflow = entries.filter((e) => e.kind === ENTRY.interruption).map((e) => e.body as unknown as InterruptionEntry);
+    expect(overflow).toHaveLength(1);
+    expect(overflow[0]).toMatchObject({ code: 'model_context_overflow', overflow: { contextTokens: WINDOW, promptTokens: refused[0]!.promptTokens } });
+    expect(overflow[0]!.message).toContain(`(${refused[0]!.promptTokens} prompt tokens, window ${WINDOW})`);
+    expect(entries.filter((e) => e.kind === ENTRY.compaction).length).toBeGreaterThan(2);
+    expect(w.model.requests.filter((r) => !r.overflow)).toHaveLength(reads + 2);
   });
 
   it('fails a turn that cannot fit even after compaction with context_too_large naming the sizes, and a berth chat with a larger window continues the session', async () => {
