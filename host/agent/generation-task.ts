@@ -131,8 +131,7 @@ function requestOf(deps: AgentDeps, input: AgentRunInput, options: GenerationChe
 /**
  * Fixes the context position and the request options. With a known window (`model.contextTokens`)
  * the request must fit it: when it does not, the compaction that makes it fit is committed as an
- * entry and `prepare` runs again over the entries that now include it, so the request is always
- * built from committed entries alone. A context the rule cannot make fit fails the turn
+ * entry with the checkpoint, and `request` builds the context from the committed entries alone. A context the rule cannot make fit fails the turn
  * (`context_too_large`, naming the sizes); the session stays usable: `berth chat` with a larger
  * window, or after a fork, continues it.
  */
@@ -148,9 +147,6 @@ async function prepare(deps: AgentDeps, ctx: GenerationContext): Promise<Generat
   const stated = statedWindow(entries);
   const contextTokens = m.contextTokens ?? stated.contextTokens;
   if (contextTokens === undefined) return { type: 'next', phase: 'request', checkpoint: cp };
-  const justCompacted = entries.at(-1)?.kind === ENTRY.compaction;
-  // A process killed here has committed the cut and sent nothing: the next one sends the same request.
-  if (justCompacted) faultPoint('agent.compaction.committed');
   const c = input.settings.compaction;
   const plan = planContext(entries, {
     contextTokens,
@@ -161,8 +157,7 @@ async function prepare(deps: AgentDeps, ctx: GenerationContext): Promise<Generat
     request: (cut) => requestOf(deps, input, cp.options, entries, cut),
   });
   if (plan.kind === 'fits') return { type: 'next', phase: 'request', checkpoint: cp };
-  if (plan.kind === 'too_large' || justCompacted) {
-    if (plan.kind === 'compact') throw new Error(`compaction of turn ${ctx.value.turn} did not make the context fit (a bug: the cut is applied as planned)`);
+  if (plan.kind === 'too_large') {
     const message =
       `the request needs about ${plan.estimated} tokens even with every older turn left out, over the budget of ${plan.budget} ` +
       `(a window of ${plan.contextTokens} tokens less ${plan.contextTokens - plan.budget} for the answer); ` +
@@ -172,7 +167,9 @@ async function prepare(deps: AgentDeps, ctx: GenerationContext): Promise<Generat
   // A process killed here has decided the cut and committed nothing: the next one decides it again, alike.
   faultPoint('agent.compaction');
   ctx.log.info({ ...plan.entry }, 'compacting the model context');
-  return { type: 'next', phase: 'prepare', checkpoint: cp, writes: { entries: [{ kind: ENTRY.compaction, body: plainJson(plan.entry) }] } };
+  // `request` reads the entries up to `contextSeq` and this task's own compaction entries, which
+  // commit with this checkpoint: the cut applies from this very request on.
+  return { type: 'next', phase: 'request', checkpoint: cp, writes: { entries: [{ kind: ENTRY.compaction, body: plainJson(plan.entry) }] } };
 }
 
 async function request(deps: AgentDeps, ctx: GenerationContext): Promise<GenerationDecision> {
@@ -187,7 +184,9 @@ async function request(deps: AgentDeps, ctx: GenerationContext): Promise<Generat
     const entry = interruption(turn, cp.attempt, 'host_stopped', 'the host stopped before this request was answered', '');
     return { type: 'sleep', until: retryAt(0), phase: 'retry', writes: { entries: [entry] } };
   }
-  const entries = (await ctx.store.listEntries(ctx.task.sessionId)).filter((e) => e.seq <= cp.contextSeq);
+  const entries = (await ctx.store.listEntries(ctx.task.sessionId)).filter((e) => e.seq <= cp.contextSeq || (e.kind === ENTRY.compaction && e.taskId === ctx.task.id));
+  // A process killed here has committed its cut and sent nothing: the next one sends the same request.
+  if (entries.at(-1)?.kind === ENTRY.compaction && entries.at(-1)!.taskId === ctx.task.id) faultPoint('agent.compaction.committed');
   const req = requestOf(deps, input, cp.options, entries);
   const runId = ctx.task.runId!;
   try {
