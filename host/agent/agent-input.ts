@@ -12,6 +12,18 @@ export const CompactionSchema = z.strictObject({
   keepRecentTurns: z.number().int().min(0).default(3),
   /** Older tool results keep this many characters (head and tail) and a note where the rest is. */
   oldOutputChars: z.number().int().min(0).default(600),
+  /**
+   * The token estimate is the UTF-8 size of the request's messages and tools (as JSON) divided by
+   * this: 3 is conservative for English, code and JSON (real tokenizers average 3.5-4.5 bytes).
+   */
+  bytesPerToken: z.number().positive().default(3),
+  /** Tokens of the window kept free for the answer when `model.maxTokens` is not set. */
+  replyTokens: z.number().int().min(0).default(512),
+  /**
+   * A compaction shortens the context to at most this share of the budget, so the turns after it
+   * are sent unchanged (and an endpoint's prompt cache keeps working) until the next one.
+   */
+  targetShare: z.number().gt(0).max(1).default(0.6),
 });
 
 /** Everything about an agent run except the environment and the message: fixed at submission. */

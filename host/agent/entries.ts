@@ -13,6 +13,8 @@ export const ENTRY = {
   interruption: 'agent.interruption',
   approvalRequested: 'agent.approval.requested',
   approvalDecided: 'agent.approval.decided',
+  /** How the context is shortened from here on (host/agent/context-budget.ts); the store keeps everything. */
+  compaction: 'agent.compaction',
 } as const;
 
 export interface UserEntry {
@@ -52,6 +54,12 @@ export interface InterruptionEntry {
   message: string;
   /** Text that streamed before the request broke off; never used to drive tools. */
   partialText: string;
+  /**
+   * A refusal for length (`model_context_overflow`) that stated the window: the window, the
+   * prompt's tokens as the endpoint counted them, and the request's size in bytes. The next
+   * `prepare` compacts to that window, with the estimate corrected by the endpoint's own count.
+   */
+  overflow?: { contextTokens: number; promptTokens: number | null; requestBytes: number };
 }
 
 export interface ApprovalRequestedEntry {
@@ -70,4 +78,23 @@ export interface ApprovalDecidedEntry {
   decision: 'approved' | 'denied' | 'expired' | 'cancelled';
   by: string;
   digest: string;
+}
+
+/**
+ * A durable compaction: from this entry on, the context leaves out the oldest `droppedTurns` model
+ * turns (with their tool results, and the user messages among them except the session's first and
+ * newest) and shows the tool results of the oldest `stubbedTurns` (dropped ones included) as stubs.
+ * Turns are counted by position among the session's model entries, so a fork (which copies the
+ * entries in order) sees the same cut. Sizes are the estimate's, in tokens.
+ */
+export interface CompactionEntry {
+  rule: 'stub-then-drop/1';
+  turn: number;
+  stubbedTurns: number;
+  droppedTurns: number;
+  contextTokens: number;
+  budgetTokens: number;
+  estimatedBefore: number;
+  estimatedAfter: number;
+  bytesPerToken: number;
 }

@@ -6,8 +6,11 @@ import { runInputOf, toolsOf, type AgentDeps } from './agent-deps';
 import { GenerationInputSchema, type AgentRunInput, type ApprovalTimerInput, type GenerationInput, type ToolCallInput } from './agent-input';
 import { TIMER_KIND } from './approval-timer';
 import { TOOL_KIND } from './agent-sandbox';
-import { buildContext } from './context';
+import { buildContext, type Cut } from './context';
+import { planContext } from './context-budget';
 import { ENTRY, type InterruptionEntry, type ModelEntry } from './entries';
+import type { Entry } from '../model';
+import { faultPoint } from '../support/faults';
 import { backoffMs, ModelCallError, type ChatRequest, type ModelReply } from './model';
 import { checkToolCall } from './tool-call-check';
 import { networkHint } from './network-hint';
@@ -62,17 +65,7 @@ export function generationHandler(deps: AgentDeps): TaskHandler {
     initialPhase: 'prepare',
     restartLimit: 10,
     phases: {
-      prepare: async (ctx) => {
-        const input = await runInputOf(deps.store, ctx.task);
-        const entries = await ctx.store.listEntries(ctx.task.sessionId);
-        const m = input.settings.model;
-        const cp: GenerationCheckpoint = {
-          contextSeq: entries.at(-1)?.seq ?? 0,
-          options: { model: m.model, stream: m.stream, temperature: m.temperature, maxTokens: m.maxTokens, tools: [...toolsOf(deps, input).keys()] },
-          attempt: 1,
-        };
-        return { type: 'next', phase: 'request', checkpoint: cp };
-      },
+      prepare: (ctx) => prepare(deps, ctx),
       request: (ctx) => request(deps, ctx),
       retry: async (ctx) => {
         const input = await runInputOf(deps.store, ctx.task);
@@ -98,9 +91,85 @@ function withHints(t: ChatTool, input: AgentRunInput): ChatTool {
   return hint ? { ...t, function: { ...t.function, description: t.function.description + hint } } : t;
 }
 
-function interruption(turn: number, attempt: number, code: string, message: string, partialText: string) {
-  const body: InterruptionEntry = { turn, attempt, code, message, partialText };
+function interruption(turn: number, attempt: number, code: string, message: string, partialText: string, overflow?: InterruptionEntry['overflow']) {
+  const body: InterruptionEntry = { turn, attempt, code, message, partialText, ...(overflow ? { overflow } : {}) };
   return { kind: ENTRY.interruption, body: plainJson(body) };
+}
+
+const requestBytes = (req: Pick<ChatRequest, 'messages' | 'tools'>) => Buffer.byteLength(JSON.stringify({ messages: req.messages, tools: req.tools }));
+
+/**
+ * What refusals for length in the session's record say: the newest stated window, and the fewest
+ * bytes per token the endpoint counted (with a tenth to spare), which the estimate must not exceed.
+ */
+function statedWindow(entries: Entry[]): { contextTokens?: number; bytesPerToken?: number } {
+  let contextTokens: number | undefined;
+  let bytesPerToken: number | undefined;
+  for (const e of entries) {
+    if (e.kind !== ENTRY.interruption) continue;
+    const o = (e.body as unknown as InterruptionEntry).overflow;
+    if (!o) continue;
+    contextTokens = o.contextTokens;
+    if (o.promptTokens) bytesPerToken = Math.min(bytesPerToken ?? Infinity, (0.9 * o.requestBytes) / o.promptTokens);
+  }
+  return { contextTokens, bytesPerToken };
+}
+
+/** The request for these entries: the same function builds what is estimated and what is sent. */
+function requestOf(deps: AgentDeps, input: AgentRunInput, options: GenerationCheckpoint['options'], entries: Entry[], cut?: Cut): ChatRequest {
+  const tools = toolsOf(deps, input);
+  return {
+    model: options.model,
+    messages: buildContext(entries, { systemPrompt: input.settings.systemPrompt, tools, compaction: input.settings.compaction, cut }),
+    tools: options.tools.flatMap((n) => (tools.has(n) ? [withHints(toolSchema(tools.get(n)!), input)] : [])),
+    stream: options.stream,
+    temperature: options.temperature,
+    maxTokens: options.maxTokens,
+  };
+}
+
+/**
+ * Fixes the context position and the request options. With a known window (`model.contextTokens`)
+ * the request must fit it: when it does not, the compaction that makes it fit is committed as an
+ * entry with the checkpoint, and `request` builds the context from the committed entries alone. A context the rule cannot make fit fails the turn
+ * (`context_too_large`, naming the sizes); the session stays usable: `berth chat` with a larger
+ * window, or after a fork, continues it.
+ */
+async function prepare(deps: AgentDeps, ctx: GenerationContext): Promise<GenerationDecision> {
+  const input = await runInputOf(deps.store, ctx.task);
+  const entries = await ctx.store.listEntries(ctx.task.sessionId);
+  const m = input.settings.model;
+  const cp: GenerationCheckpoint = {
+    contextSeq: entries.at(-1)?.seq ?? 0,
+    options: { model: m.model, stream: m.stream, temperature: m.temperature, maxTokens: m.maxTokens, tools: [...toolsOf(deps, input).keys()] },
+    attempt: 1,
+  };
+  const stated = statedWindow(entries);
+  const contextTokens = m.contextTokens ?? stated.contextTokens;
+  if (contextTokens === undefined) return { type: 'next', phase: 'request', checkpoint: cp };
+  const c = input.settings.compaction;
+  const plan = planContext(entries, {
+    contextTokens,
+    replyTokens: m.maxTokens ?? c.replyTokens,
+    bytesPerToken: Math.min(c.bytesPerToken, stated.bytesPerToken ?? Infinity),
+    targetShare: c.targetShare,
+    turn: ctx.value.turn,
+    request: (cut) => requestOf(deps, input, cp.options, entries, cut),
+  });
+  if (plan.kind === 'fits') return { type: 'next', phase: 'request', checkpoint: cp };
+  if (plan.kind === 'too_large') {
+    const message =
+      `the request needs about ${plan.estimated} tokens even with every older turn left out, over the budget of ${plan.budget} ` +
+      `(a window of ${plan.contextTokens} tokens less ${plan.contextTokens - plan.budget} for the answer); ` +
+      'continue the session with a larger model.contextTokens (berth chat SESSION MESSAGE --context-tokens N) or fork it at an earlier turn';
+    return { type: 'fail', error: { code: 'context_too_large', message } };
+  }
+  // A process killed here has decided the cut and committed nothing: the next one decides it again, alike.
+  faultPoint('agent.compaction');
+  ctx.log.info({ ...plan.entry }, 'compacting the model context');
+  // `request` reads the entries up to `contextSeq` and this task's own compaction entries, which
+  // commit with this checkpoint: the cut applies from this very request on.
+  return { type: 'next', phase: 'request', checkpoint: cp, writes: { entries: [{ kind: ENTRY.compaction, body: plainJson(plan.entry) }] } };
 }
 
 async function request(deps: AgentDeps, ctx: GenerationContext): Promise<GenerationDecision> {
@@ -115,16 +184,10 @@ async function request(deps: AgentDeps, ctx: GenerationContext): Promise<Generat
     const entry = interruption(turn, cp.attempt, 'host_stopped', 'the host stopped before this request was answered', '');
     return { type: 'sleep', until: retryAt(0), phase: 'retry', writes: { entries: [entry] } };
   }
-  const tools = toolsOf(deps, input);
-  const entries = (await ctx.store.listEntries(ctx.task.sessionId)).filter((e) => e.seq <= cp.contextSeq);
-  const req: ChatRequest = {
-    model: cp.options.model,
-    messages: buildContext(entries, { systemPrompt: input.settings.systemPrompt, tools, compaction: input.settings.compaction }),
-    tools: cp.options.tools.flatMap((n) => (tools.has(n) ? [withHints(toolSchema(tools.get(n)!), input)] : [])),
-    stream: cp.options.stream,
-    temperature: cp.options.temperature,
-    maxTokens: cp.options.maxTokens,
-  };
+  const entries = (await ctx.store.listEntries(ctx.task.sessionId)).filter((e) => e.seq <= cp.contextSeq || (e.kind === ENTRY.compaction && e.taskId === ctx.task.id));
+  // A process killed here has committed its cut and sent nothing: the next one sends the same request.
+  if (entries.at(-1)?.kind === ENTRY.compaction && entries.at(-1)!.taskId === ctx.task.id) faultPoint('agent.compaction.committed');
+  const req = requestOf(deps, input, cp.options, entries);
   const runId = ctx.task.runId!;
   try {
     const reply = await deps.chatClient(m).complete(req, {
@@ -140,6 +203,17 @@ async function request(deps: AgentDeps, ctx: GenerationContext): Promise<Generat
     return { type: 'next', phase: 'tools', checkpoint: { ...cp, reply } };
   } catch (err) {
     if (!(err instanceof ModelCallError) || err.failure === 'model_aborted') throw err;
+    if (err.failure === 'model_context_overflow' && err.window) {
+      // The endpoint said how large its window is: recorded, the next `prepare` compacts to it.
+      const overflow = { ...err.window, requestBytes: requestBytes(req) };
+      const entry = interruption(turn, cp.attempt, err.code, err.message, err.partialText, overflow);
+      const earlier = (await ctx.store.listEntries(ctx.task.sessionId)).filter((e) => e.taskId === ctx.task.id && e.kind === ENTRY.interruption && (e.body as unknown as InterruptionEntry).overflow).length;
+      if (earlier + 1 >= m.maxAttempts) {
+        const message = `the endpoint refused the request as longer than its window ${earlier + 1} times (window ${err.window.contextTokens} tokens, prompt ${err.window.promptTokens ?? '?'}); continue the session with a smaller model.contextTokens or fork it at an earlier turn`;
+        return { type: 'fail', error: { code: 'context_too_large', message }, writes: { entries: [entry] } };
+      }
+      return { type: 'next', phase: 'prepare', checkpoint: cp, writes: { entries: [entry] } };
+    }
     const entry = interruption(turn, cp.attempt, err.code, err.message, err.partialText);
     if (!err.retryable) return { type: 'fail', error: { code: err.code, message: err.message }, writes: { entries: [entry] } };
     if (cp.attempt >= m.maxAttempts) {

@@ -66,9 +66,10 @@ const USAGE = `usage: berth <command> [options]
                            check an environment manifest (--engine: and that its pinned image is on this engine)
   env lock FILE            pin the manifest's image to the local image id
   agent "TASK" --env FILE [--workspace DIR] [--model M --base-url URL --api-key-env NAME]
-        [--require-approval TOOLS --approval-ttl S --max-turns N] [--detach]
+        [--require-approval TOOLS --approval-ttl S --max-turns N --context-tokens N] [--detach]
                            start a coding-agent run in a sandbox (live output)
-  chat SESSION "MESSAGE"   continue an agent session with another message
+  chat SESSION "MESSAGE" [--context-tokens N]
+                           continue an agent session with another message (N: the model's window)
   accept RUN [--request-id ID]
   reject RUN --reason TEXT [--request-id ID]
                            judge a completed run's outcome (acceptance is apart from the run state)
@@ -235,6 +236,7 @@ export async function main(argv: string[]): Promise<number> {
         'require-approval': { type: 'string' },
         'approval-ttl': { type: 'string' },
         'max-turns': { type: 'string' },
+        'context-tokens': { type: 'string' },
         digest: { type: 'string' },
         port: { type: 'string' },
         host: { type: 'string' },

@@ -5,7 +5,7 @@ import type { Store } from '../../host/store';
 import { runNode, type ChildEnd } from './child';
 import { readStore } from './temp-store';
 import { requireEngine, requireTinyImage } from './docker-engine';
-import { startModelServer, type ModelServer } from './model-server';
+import { startModelServer, type ModelServer, type ModelServerOptions } from './model-server';
 import { bundledCli, removeHostArtifacts } from './plan-fixture';
 
 /** The model API key the CLI worlds pass (by variable name) to `berth agent`. */
@@ -26,14 +26,14 @@ export interface CliWorld {
  * `berth agent` and `berth chat` through the bundled CLI against a scripted model server, on
  * berth/tiny with its own store and host id. `snapshotPolicy` defaults to `never`.
  */
-export async function cliWorld(script: Parameters<typeof startModelServer>[0], o: { snapshotPolicy?: 'never' | 'after-each-step' } = {}): Promise<CliWorld> {
+export async function cliWorld(script: Parameters<typeof startModelServer>[0], o: { snapshotPolicy?: 'never' | 'after-each-step'; server?: ModelServerOptions } = {}): Promise<CliWorld> {
   const docker = await requireEngine();
   const image = await requireTinyImage(docker);
   const dir = mkdtempSync(join(tmpdir(), 'berth-agent-cli-'));
   mkdirSync(join(dir, 'ws'));
   writeFileSync(join(dir, 'ws', 'hello.txt'), 'hello from the host\n');
   writeFileSync(join(dir, 'env.yaml'), `kernel: { name: berth, version: 0.1.0, compatible: ">=0.1.0 <0.2.0" }\nimage: { ref: "berth/tiny:latest", digest: "${image}" }\nresources: { memoryMb: 256, commandTimeoutS: 60 }\nlease: { ttlS: 600, heartbeatS: 10 }\nsnapshot: { policy: ${o.snapshotPolicy ?? 'never'} }\n`);
-  const model = await startModelServer(script);
+  const model = await startModelServer(script, o.server);
   const hostId = `clitest-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
   const store = join(dir, 'berth.db');
   const bin = await bundledCli();

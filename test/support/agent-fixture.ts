@@ -11,7 +11,7 @@ import { systemClock } from '../../host/support';
 import { newId } from '../../host/support/ids';
 import { tinyEnvironment } from './agent-environment';
 import { requireEngine, requireTinyImage } from './docker-engine';
-import { startModelServer, type ModelServer, type ScriptedTurn } from './model-server';
+import { startModelServer, type ModelServer, type ModelServerOptions, type ScriptedTurn } from './model-server';
 import { removeHostArtifacts } from './plan-fixture';
 import { leakGuard, type Leftover } from './leak-check';
 import { invariantGuard } from './invariant-check';
@@ -46,13 +46,13 @@ export interface AgentWorld {
  * the tiny image. `cleanup` stops everything and removes the containers and snapshot images of
  * the host id, pass or fail.
  */
-export async function agentWorld(script: ScriptedTurn[] | Parameters<typeof startModelServer>[0], o: { apiKeyEnv?: string } = {}): Promise<AgentWorld> {
+export async function agentWorld(script: ScriptedTurn[] | Parameters<typeof startModelServer>[0], o: { apiKeyEnv?: string; server?: ModelServerOptions } = {}): Promise<AgentWorld> {
   const docker = await requireEngine();
   const imageId = await requireTinyImage(docker);
   const dir = mkdtempSync(join(tmpdir(), 'berth-agent-'));
   const storePath = join(dir, 'berth.db');
   const hostId = newId('agenttest');
-  const model = await startModelServer(script);
+  const model = await startModelServer(script, o.server);
   const apiKeyEnv = o.apiKeyEnv ?? 'BERTH_TEST_MODEL_KEY';
   process.env[apiKeyEnv] ??= 'sk-agent-test-key';
   const live: AgentLiveEvent[] = [];

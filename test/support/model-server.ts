@@ -6,6 +6,12 @@
  * `429` (with retry-after-ms), `500`, `drop` (some streamed text, then the socket is destroyed),
  * `hang` (no answer until the server closes). Both streaming (SSE, `data: ...`, `[DONE]`) and
  * plain JSON answers follow the request's `stream` flag.
+ *
+ * With `contextTokens` the server has a window, as llama.cpp's `llama-server -c N` does: a request
+ * whose prompt counts more tokens is refused with llama.cpp's 400 (`exceed_context_size_error`,
+ * with `n_prompt_tokens` and `n_ctx`), and answers report the counted prompt tokens. The count
+ * ({@link countPromptTokens}) renders the messages and tools like a chat template and takes 4
+ * bytes a token, plus 4 per message; an agent's estimate must not be below it.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -30,6 +36,10 @@ export interface RecordedRequest {
   body: { model: string; stream?: boolean; messages: Array<{ role: string; content?: string | null; tool_call_id?: string; tool_calls?: unknown[] }>; tools?: unknown[] };
   authorization: string | undefined;
   servedFault: ScriptedFault | null;
+  /** The prompt's tokens as the server counted them (see {@link countPromptTokens}). */
+  promptTokens: number;
+  /** Refused as longer than the window (`contextTokens`). */
+  overflow: boolean;
 }
 
 /** Token counts as the server reported them in an answer. */
@@ -51,7 +61,32 @@ export interface ModelServer {
 
 type Script = ScriptedTurn[] | ((turn: number, body: RecordedRequest['body']) => ScriptedTurn);
 
-export async function startModelServer(script: Script, o: { faultKey?: (body: RecordedRequest['body']) => string } = {}): Promise<ModelServer> {
+export interface ModelServerOptions {
+  faultKey?: (body: RecordedRequest['body']) => string;
+  /** The window: a prompt counting more tokens is refused with llama.cpp's context-size error. */
+  contextTokens?: number;
+  /** Which turn a request is (default: its number of assistant messages, which a compacted context no longer shows). */
+  turnOf?: (body: RecordedRequest['body']) => number;
+}
+
+/** A chat template's rendering, roughly: role markers, contents, calls and the tool schemas; 4 bytes a token plus 4 per message. */
+export function countPromptTokens(body: RecordedRequest['body']): number {
+  let bytes = Buffer.byteLength(JSON.stringify(body.tools ?? []));
+  for (const m of body.messages) bytes += Buffer.byteLength(`<|${m.role}|>${m.content ?? ''}${m.tool_call_id ?? ''}${m.tool_calls ? JSON.stringify(m.tool_calls) : ''}`);
+  return Math.ceil(bytes / 4) + 4 * body.messages.length;
+}
+
+/** Turn of a request whose older turns may be left out: one past the turn named by its newest call id (`call_TURN_I`, as this server makes them). */
+export function turnFromCallIds(body: RecordedRequest['body']): number {
+  for (let i = body.messages.length - 1; i >= 0; i--) {
+    const calls = body.messages[i]!.tool_calls as Array<{ id: string }> | undefined;
+    const m = calls?.length ? /^call_(\d+)_/.exec(calls[0]!.id) : null;
+    if (m) return Number(m[1]) + 1;
+  }
+  return body.messages.filter((m) => m.role === 'assistant').length;
+}
+
+export async function startModelServer(script: Script, o: ModelServerOptions = {}): Promise<ModelServer> {
   const requests: RecordedRequest[] = [];
   const reported: ReportedUsage[] = [];
   const faultsServed = new Map<string, number>();
@@ -65,13 +100,20 @@ export async function startModelServer(script: Script, o: { faultKey?: (body: Re
         return;
       }
       const body = JSON.parse(raw) as RecordedRequest['body'];
-      const turn = body.messages.filter((m) => m.role === 'assistant').length;
+      const turn = o.turnOf ? o.turnOf(body) : body.messages.filter((m) => m.role === 'assistant').length;
+      const promptTokens = countPromptTokens(body);
+      if (o.contextTokens !== undefined && promptTokens > o.contextTokens) {
+        requests.push({ turn, body, authorization: req.headers.authorization, servedFault: null, promptTokens, overflow: true });
+        res.writeHead(400, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: { code: 400, message: 'the request exceeds the available context size, try increasing it', type: 'exceed_context_size_error', n_prompt_tokens: promptTokens, n_ctx: o.contextTokens } }));
+        return;
+      }
       const scripted = typeof script === 'function' ? script(turn, body) : script[turn];
       const key = `${o.faultKey?.(body) ?? ''}#${turn}`;
       const served = faultsServed.get(key) ?? 0;
       const fault = scripted?.faults?.[served] ?? null;
       if (fault) faultsServed.set(key, served + 1);
-      requests.push({ turn, body, authorization: req.headers.authorization, servedFault: fault });
+      requests.push({ turn, body, authorization: req.headers.authorization, servedFault: fault, promptTokens, overflow: false });
       if (!scripted) return error(res, 400, `the script has no answer for turn ${turn}`);
       if (fault === '429') return error(res, 429, 'rate limited (scripted)', { 'retry-after-ms': '50' });
       if (fault === '500') return error(res, 500, 'server error (scripted)');
@@ -79,7 +121,7 @@ export async function startModelServer(script: Script, o: { faultKey?: (body: Re
         hanging.add(res);
         return;
       }
-      const usage = answer(req, res, body, turn, scripted, fault === 'drop');
+      const usage = answer(req, res, body, turn, scripted, fault === 'drop', o.contextTokens !== undefined ? promptTokens : undefined);
       if (usage) reported.push(usage);
     });
   });
@@ -106,11 +148,11 @@ function error(res: ServerResponse, status: number, message: string, headers: Re
 const argsText = (a: ScriptedCall['arguments']) => (typeof a === 'string' ? a : JSON.stringify(a));
 
 /** Sends the answer; returns the usage it reported (none for a dropped stream). */
-function answer(_req: IncomingMessage, res: ServerResponse, body: RecordedRequest['body'], turn: number, t: ScriptedTurn, drop: boolean): ReportedUsage | null {
+function answer(_req: IncomingMessage, res: ServerResponse, body: RecordedRequest['body'], turn: number, t: ScriptedTurn, drop: boolean, counted?: number): ReportedUsage | null {
   const calls = (t.toolCalls ?? []).map((c, i) => ({ id: c.id ?? `call_${turn}_${i}`, type: 'function' as const, function: { name: c.name, arguments: argsText(c.arguments) } }));
   const content = t.content ?? (calls.length ? null : '');
   const finish = calls.length ? 'tool_calls' : 'stop';
-  const promptTokens = 10 + body.messages.length * 5;
+  const promptTokens = counted ?? 10 + body.messages.length * 5;
   const completionTokens = 3 + (content?.length ?? 0) + calls.length * 7;
   // From the second turn on, the earlier turns' prompt is what a caching endpoint would have cached.
   const cached = turn > 0 ? 10 + (body.messages.length - 1) * 2 : 0;

@@ -19,6 +19,12 @@ export const ModelConfigSchema = z.strictObject({
   maxBackoffMs: z.number().int().min(0).default(30_000),
   temperature: z.number().min(0).max(2).optional(),
   maxTokens: z.number().int().positive().optional(),
+  /**
+   * The model's context window in tokens (prompt and answer together). Set, every request is kept
+   * within it by durable compaction (host/agent/context-budget.ts); unset, only a window the
+   * server states in a context-overflow refusal is known.
+   */
+  contextTokens: z.number().int().positive().optional(),
 });
 export type ModelConfig = z.infer<typeof ModelConfigSchema>;
 export type ModelConfigInput = z.input<typeof ModelConfigSchema>;

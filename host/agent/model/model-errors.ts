@@ -9,6 +9,8 @@ export type ModelFailure =
   | 'model_connection'
   | 'model_stream_incomplete'
   | 'model_rejected'
+  /** The endpoint refused the prompt as longer than its window (llama.cpp `exceed_context_size_error`, OpenAI `context_length_exceeded`). */
+  | 'model_context_overflow'
   | 'model_aborted';
 
 /**
@@ -20,13 +22,16 @@ export class ModelCallError extends BerthError {
   readonly partialText: string;
   readonly status: number | null;
   readonly retryAfterMs: number | null;
+  /** For `model_context_overflow`: the sizes the endpoint stated, when it did. */
+  readonly window: { contextTokens: number; promptTokens: number | null } | null;
 
-  constructor(failure: ModelFailure, message: string, o: { retryable: boolean; partialText?: string; status?: number | null; retryAfterMs?: number | null; cause?: unknown }) {
+  constructor(failure: ModelFailure, message: string, o: { retryable: boolean; partialText?: string; status?: number | null; retryAfterMs?: number | null; cause?: unknown; window?: { contextTokens: number; promptTokens: number | null } }) {
     super(failure, message, { retryable: o.retryable, cause: o.cause, details: { status: o.status ?? null } });
     this.failure = failure;
     this.partialText = o.partialText ?? '';
     this.status = o.status ?? null;
     this.retryAfterMs = o.retryAfterMs ?? null;
+    this.window = o.window ?? null;
   }
 }
 
@@ -59,8 +64,23 @@ export function classifyModelError(err: unknown, partialText: string, signal?: A
     if (status === 429) return new ModelCallError('model_rate_limited', `rate limited (429): ${msg}`, { retryable: true, partialText, status, retryAfterMs: retryAfter(headers), cause: err });
     if (status >= 500) return new ModelCallError('model_server_error', `model endpoint error (${status}): ${msg}`, { retryable: true, partialText, status, retryAfterMs: retryAfter(headers), cause: err });
     if (status === 408 || status === 409) return new ModelCallError('model_server_error', `model endpoint asked to retry (${status}): ${msg}`, { retryable: true, partialText, status, cause: err });
+    const body = (err as APIError & { error?: { type?: string; code?: string; n_prompt_tokens?: number; n_ctx?: number } }).error;
+    if (status === 400 && (body?.type === 'exceed_context_size_error' || body?.code === 'context_length_exceeded' || err.code === 'context_length_exceeded')) {
+      const window = statedWindow(body, msg);
+      const sizes = window ? ` (${window.promptTokens ?? '?'} prompt tokens, window ${window.contextTokens})` : '';
+      return new ModelCallError('model_context_overflow', `the request is longer than the model's context window${sizes}: ${msg}`, { retryable: false, partialText, status, cause: err, ...(window ? { window } : {}) });
+    }
     return new ModelCallError('model_rejected', `model endpoint refused the request (${status}): ${msg}`, { retryable: false, partialText, status, cause: err });
   }
   // Anything else came out of a response body that broke off (socket closed, bad chunk).
   return new ModelCallError('model_connection', `model response broke off: ${msg}`, { retryable: true, partialText, cause: err });
+}
+
+/** The window an overflow refusal states: llama.cpp's `n_ctx`/`n_prompt_tokens`, or OpenAI's "maximum context length is N tokens ... resulted in M tokens". */
+function statedWindow(body: { n_prompt_tokens?: number; n_ctx?: number } | undefined, msg: string): { contextTokens: number; promptTokens: number | null } | null {
+  if (typeof body?.n_ctx === 'number' && body.n_ctx > 0) return { contextTokens: body.n_ctx, promptTokens: typeof body.n_prompt_tokens === 'number' ? body.n_prompt_tokens : null };
+  const max = /maximum context length is (\d+) tokens/.exec(msg);
+  if (!max) return null;
+  const used = /resulted in (\d+) tokens/.exec(msg);
+  return { contextTokens: Number(max[1]), promptTokens: used ? Number(used[1]) : null };
 }

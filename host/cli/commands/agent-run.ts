@@ -22,6 +22,8 @@ export interface AgentFlags {
   'require-approval'?: string;
   'approval-ttl'?: string;
   'max-turns'?: string;
+  /** The model's context window in tokens: requests are compacted to fit it. */
+  'context-tokens'?: string;
   'request-id'?: string;
   /** Submit for a `berth worker` and return at once. */
   detach?: boolean;
@@ -42,6 +44,8 @@ function settingsFrom(flags: AgentFlags, defaults: boolean): Partial<AgentSettin
   if (name) model.model = name;
   if (baseUrl) model.baseUrl = baseUrl;
   if (flags['api-key-env']) model.apiKeyEnv = flags['api-key-env'];
+  const window = positiveInt(flags['context-tokens'], 'context-tokens');
+  if (window) model.contextTokens = window;
   const ttl = positiveInt(flags['approval-ttl'], 'approval-ttl');
   const turns = positiveInt(flags['max-turns'], 'max-turns');
   return {
