@@ -1,6 +1,9 @@
 import type { Environment } from '../../environment';
-import { CALLER_DRIVEN_URL, dictatedMessage, ENTRY, type ToolResultEntry, type ToolResultStatus } from '../agent';
-import { Berth } from '../api/berth';
+import { CALLER_DRIVEN_URL, continueSession, dictatedMessage, ENTRY, submitAgentRun, type ToolResultEntry, type ToolResultStatus } from '../agent';
+import type { Berth } from '../api/berth';
+import { drive, startHost, takeRun } from '../api/drive';
+import type { Submitted } from '../kernel';
+import type { HostRuntime } from '../runtime/host-runtime';
 import { BerthError } from '../errors';
 import { isFinalRunState, type Run } from '../model';
 import { newId } from '../support';
@@ -64,7 +67,7 @@ export class McpSessions {
     return this.lock.run(sessionId, async () => {
       await this.settleOpenRuns(sessionId, o.signal);
       const message = dictatedMessage({ id: callId, tool, arguments: args });
-      const { run } = await this.o.berth.chat({ sessionId, message, requestId });
+      const run = await this.submitAndDrive((rt) => continueSession({ ...rt, toolNames: [...rt.agent.tools.keys()], hostId: this.o.berth.hostId }, { sessionId, message, requestId }), o.signal);
       return this.settle(run, callId, tool, o.signal);
     });
   }
@@ -85,14 +88,39 @@ export class McpSessions {
     if (this.current) return this.call(tool, args, { sessionId: this.current, callId, signal });
     if (!this.o.environment) throw new BerthError('session_required', 'this server has no environment to create a session from (berth mcp --env FILE): pass the id of an existing session as `session`');
     const message = dictatedMessage({ id: callId, tool, arguments: args });
-    const { run } = await this.o.berth.submitAgent({ message, settings: SETTINGS, environment: this.o.environment, workspaceDir: this.o.workspaceDir ?? null, requestId });
-    this.current = run.sessionId;
+    const environment = this.o.environment;
+    const run = await this.submitAndDrive(
+      (rt) => submitAgentRun({ ...rt, toolNames: [...rt.agent.tools.keys()] }, { message, settings: SETTINGS, environment, workspaceDir: this.o.workspaceDir ?? null, requestId }),
+      signal,
+      (r) => (this.current = r.sessionId),
+    );
     return this.settle(run, callId, tool, signal);
   }
 
   async requireSession(sessionId: string): Promise<void> {
     const s = await this.o.berth.store.getSession(sessionId);
     if (!s) throw new BerthError('session_not_found', `no session ${sessionId} in this store`, { ids: { sessionId } });
+  }
+
+  /**
+   * Submits with a host that owns the session from that commit on (as `berth agent|chat` do) and
+   * drives the run to its end; a repeated request id finds the run and takes it over from a dead owner.
+   */
+  private async submitAndDrive(submit: (rt: HostRuntime) => Promise<Submitted>, signal?: AbortSignal, onRun?: (run: Run) => void): Promise<Run> {
+    const { rt } = await startHost(this.o.berth);
+    let run: Run;
+    try {
+      const s = await submit(rt);
+      run = s.run;
+      onRun?.(run);
+      if (!s.created) await takeRun(this.o.berth, rt, run);
+    } catch (err) {
+      await rt.kernel.stop().catch(() => {});
+      throw err;
+    }
+    const d = await drive(this.o.berth, rt, run.id, signal);
+    if (!d.settled) throw new BerthError('interrupted', `the server stopped before call run ${run.id} settled; the next call with the same call_id continues it`, { ids: { runId: run.id } });
+    return d.run;
   }
 
   private async drive(run: Run, signal?: AbortSignal): Promise<Run> {
