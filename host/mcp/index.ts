@@ -2,3 +2,4 @@
 export { createMcpServer, toMcpError } from './mcp-server';
 export { McpSessions, type CallOutcome, type McpSessionOptions } from './mcp-session';
 export { sandboxTools, SESSION_TOOLS } from './mcp-tools';
+export { startMcpHttp, type McpHttpOptions } from './mcp-http';

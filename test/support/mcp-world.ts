@@ -1,8 +1,10 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { startCountingService } from './counting-service';
 import { requireEngine, requireTinyImage } from './docker-engine';
 import { bundledCli, removeHostArtifacts } from './plan-fixture';
@@ -37,6 +39,9 @@ export async function mcpWorld() {
   const store = join(dir, 'berth.db');
   const bin = await bundledCli();
   const open: McpConnection[] = [];
+  const children: ChildProcess[] = [];
+  const tokenFile = join(dir, 'serve-token');
+  const childEnv = { ...(process.env as Record<string, string>), BERTH_HOST_ID: hostId, BERTH_OPERATOR: 'tester' };
   return {
     dir,
     store,
@@ -47,7 +52,7 @@ export async function mcpWorld() {
       const transport = new StdioClientTransport({
         command: process.execPath,
         args: [bin, 'mcp', ...args, '--store', store],
-        env: { ...(process.env as Record<string, string>), BERTH_HOST_ID: hostId, BERTH_OPERATOR: 'tester' },
+        env: childEnv,
         stderr: 'pipe',
       });
       let err = '';
@@ -58,9 +63,34 @@ export async function mcpWorld() {
       open.push(c);
       return c;
     },
+    /** Starts `berth mcp --http` on a free loopback port; resolves with its URL once it listens. */
+    async startHttp(args: string[]): Promise<{ url: string; child: ChildProcess; token: () => string }> {
+      const child = spawn(process.execPath, [bin, 'mcp', '--http', '--port', '0', '--token-file', tokenFile, ...args, '--store', store], { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+      children.push(child);
+      let out = '';
+      let err = '';
+      child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+      const url = await new Promise<string>((resolve, reject) => {
+        child.stdout!.on('data', (d: Buffer) => {
+          out += d.toString();
+          const m = /(http:\/\/\S+\/mcp)/.exec(out);
+          if (m) resolve(m[1]!);
+        });
+        child.once('exit', (code) => reject(new Error(`berth mcp --http exited (${code}) before listening: ${err}`)));
+      });
+      return { url, child, token: () => readFileSync(tokenFile, 'utf8').trim() };
+    },
+    /** A client of a `berth mcp --http` server with this bearer token. */
+    async connectHttp(url: string, token: string): Promise<Client> {
+      const client = new Client({ name: 'berth-test', version: '1.0.0' });
+      await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+      open.push({ client, pid: 0, stderr: () => '', close: () => client.close() });
+      return client;
+    },
     envArgs: () => ['--env', env, '--workspace', join(dir, 'ws')],
     async cleanup() {
       for (const c of open) await c.close().catch(() => {});
+      for (const ch of children) if (ch.exitCode === null && ch.signalCode === null) ch.kill('SIGKILL');
       await service.close();
       await removeHostArtifacts(docker, hostId);
       rmSync(dir, { recursive: true, force: true });
