@@ -30,6 +30,9 @@ export type { HostView } from './api/run-driver';
 /** `Berth.connect({ url, token })`: the client of `berth serve`'s `/api/v1` on another machine. */
 export { RemoteBerth, type ConnectOptions } from './api/remote';
 
+/** `berth mcp` as a library: a Berth session behind an MCP server (stdio via the SDK's transports, or Streamable HTTP). */
+export { createMcpServer, McpSessions, startMcpHttp, type CallOutcome, type McpSessionOptions, type McpHttpOptions } from './mcp';
+
 /** Typed errors: a stable `code`, whether the same call may succeed later (`retryable`), and the ids concerned. */
 export { BerthError, isBerthError, type ErrorIds } from './errors';
 
