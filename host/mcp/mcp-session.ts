@@ -19,6 +19,8 @@ export interface CallOutcome {
   status: ToolResultStatus | 'uncertain';
   isError: boolean;
   content: string;
+  /** The tool's structured detail (e.g. `exec`: exitCode, timedOut), when it gave one. */
+  detail?: unknown;
 }
 
 export interface McpSessionOptions {
@@ -140,6 +142,6 @@ export class McpSessions {
       throw new BerthError('call_failed', `call ${callId} ended without a result (run ${settled.id} ${why})`, { ids: { sessionId: settled.sessionId, runId: settled.id } });
     }
     const body = result.body as unknown as ToolResultEntry;
-    return { ...base, status: body.status === 'interrupted' ? 'uncertain' : body.status, isError: body.isError, content: body.content };
+    return { ...base, status: body.status === 'interrupted' ? 'uncertain' : body.status, isError: body.isError, content: body.content, ...(body.detail === undefined ? {} : { detail: body.detail }) };
   }
 }
