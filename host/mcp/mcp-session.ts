@@ -1,10 +1,11 @@
 import type { Environment } from '../../environment';
 import { CALLER_DRIVEN_URL, continueSession, dictatedMessage, ENTRY, submitAgentRun, type ToolResultEntry, type ToolResultStatus } from '../agent';
 import type { Berth } from '../api/berth';
-import { drive, startHost, takeRun } from '../api/drive';
+import { SETTLED, startHost, takeRun, whileHoldingRight } from '../api/drive';
+import { stopRuntime } from '../api/run-end';
 import type { Submitted } from '../kernel';
 import type { HostRuntime } from '../runtime/host-runtime';
-import { BerthError } from '../errors';
+import { BerthError, isBerthError } from '../errors';
 import { isFinalRunState, type Run } from '../model';
 import { newId } from '../support';
 import { KeyedLock } from '../agent/session-lock';
@@ -45,6 +46,7 @@ const SETTINGS = { model: { baseUrl: CALLER_DRIVEN_URL, model: 'caller', apiKeyE
 export class McpSessions {
   private readonly lock = new KeyedLock();
   private current: string | undefined;
+  private rt: Promise<HostRuntime> | undefined;
 
   constructor(private readonly o: McpSessionOptions) {
     this.current = o.sessionId;
@@ -105,30 +107,55 @@ export class McpSessions {
   }
 
   /**
-   * Submits with a host that owns the session from that commit on (as `berth agent|chat` do) and
-   * drives the run to its end; a repeated request id finds the run and takes it over from a dead owner.
+   * One host runtime for the server's life: it owns the sessions it submits to (from the submit
+   * commit on, as `berth agent|chat` do), so the session's sandbox stays held between calls and is
+   * not verified again for each. A refused claim stops a runtime: the next call starts another.
    */
-  private async submitAndDrive(submit: (rt: HostRuntime) => Promise<Submitted>, signal?: AbortSignal, onRun?: (run: Run) => void): Promise<Run> {
-    const { rt } = await startHost(this.o.berth);
-    let run: Run;
-    try {
-      const s = await submit(rt);
-      run = s.run;
-      onRun?.(run);
-      if (!s.created) await takeRun(this.o.berth, rt, run);
-    } catch (err) {
-      await rt.kernel.stop().catch(() => {});
-      throw err;
-    }
-    const d = await drive(this.o.berth, rt, run.id, signal);
-    if (!d.settled) throw new BerthError('interrupted', `the server stopped before call run ${run.id} settled; the next call with the same call_id continues it`, { ids: { runId: run.id } });
-    return d.run;
+  private runtime(): Promise<HostRuntime> {
+    this.rt ??= startHost(this.o.berth).then((h) => h.rt);
+    return this.rt;
   }
 
-  private async drive(run: Run, signal?: AbortSignal): Promise<Run> {
-    const d = await this.o.berth.drive(run.id, { signal });
-    if (!d.settled) throw new BerthError('interrupted', `the server stopped before call run ${run.id} settled; the next call with the same call_id continues it`, { ids: { runId: run.id } });
-    return d.run;
+  private async owning<T>(f: (rt: HostRuntime) => Promise<T>): Promise<T> {
+    const rt = await this.runtime();
+    try {
+      return await f(rt);
+    } catch (err) {
+      if (isBerthError(err, 'run_owned') || isBerthError(err, 'execution_right_lost')) {
+        this.rt = undefined;
+        await stopRuntime(this.o.berth, rt).catch(() => {});
+      }
+      throw err;
+    }
+  }
+
+  /** Submits with the server's runtime and waits for the run to settle; a repeated request id takes the run over from a dead owner. */
+  private submitAndDrive(submit: (rt: HostRuntime) => Promise<Submitted>, signal?: AbortSignal, onRun?: (run: Run) => void): Promise<Run> {
+    return this.owning(async (rt) => {
+      const s = await submit(rt);
+      onRun?.(s.run);
+      if (!s.created) await takeRun(this.o.berth, rt, s.run);
+      return this.settled(rt, s.run, signal);
+    });
+  }
+
+  private drive(run: Run, signal?: AbortSignal): Promise<Run> {
+    return this.owning(async (rt) => {
+      await takeRun(this.o.berth, rt, run);
+      return this.settled(rt, run, signal);
+    });
+  }
+
+  private async settled(rt: HostRuntime, run: Run, signal?: AbortSignal): Promise<Run> {
+    const waiting = rt.kernel.waitForRun(run.id, { signal, states: [...SETTLED] });
+    return whileHoldingRight(rt.kernel, run.id, waiting, run.sessionId);
+  }
+
+  /** Stops the server's runtime (the sessions' sandboxes stay leased for the next server). */
+  async close(): Promise<void> {
+    const rt = this.rt;
+    this.rt = undefined;
+    if (rt) await stopRuntime(this.o.berth, await rt);
   }
 
   /** Drives the call's run to its end (here or, after a crash, from where the dead host left it) and reads the result it committed. */

@@ -26,12 +26,14 @@ async function world() {
   writeFileSync(join(dir, 'env.yaml'), `kernel: { name: berth, version: 0.1.0, compatible: ">=0.1.0 <0.2.0" }\nimage: { ref: "berth/tiny:latest", digest: "${image}" }\nresources: { memoryMb: 256, commandTimeoutS: 60 }\nlease: { ttlS: 600, heartbeatS: 10 }\nsnapshot: { policy: never }\n`);
   const environment = (await loadEnvironment(join(dir, 'env.yaml'))) as Awaited<ReturnType<typeof loadEnvironment>> & { image: { digest: string } };
   const berth = await Berth.open({ store: join(dir, 'berth.db'), hostId });
+  const sessions = new McpSessions({ berth, environment });
   cleanup.push(async () => {
+    await sessions.close();
     await berth.close();
     await removeHostArtifacts(docker, hostId);
     rmSync(dir, { recursive: true, force: true });
   });
-  return { berth, sessions: new McpSessions({ berth, environment }) };
+  return { berth, sessions };
 }
 
 describe('the @openai/agents adapters over a Berth session', { timeout: 600_000 }, () => {

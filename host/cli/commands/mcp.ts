@@ -49,6 +49,7 @@ export async function mcpCommand(ctx: CliContext, flags: McpFlags): Promise<numb
   await server.connect(transport);
   await closed;
   await server.close().catch(() => {});
+  await sessions.close();
   return 0;
 }
 
@@ -65,5 +66,6 @@ async function serveHttp(ctx: CliContext, berth: Berth, sessions: McpSessions, f
     process.once('SIGTERM', done);
   });
   await server.close();
+  await sessions.close();
   return 0;
 }
