@@ -80,7 +80,7 @@ const USAGE = `usage: berth <command> [options]
   approve RUN ID [--digest D]
                            approve a tool call (ID: call id or approval id) waiting for approval
   deny RUN ID              deny a tool call waiting for approval
-  mcp [--env FILE [--workspace DIR]] [--session ID] [--http [--port 7778] [--host H] [--token-file F] [--no-token]]
+  mcp [--env FILE [--workspace DIR] [--require-approval T,..]] [--session ID] [--http [--port 7778] [--host H] [--token-file F] [--no-token]]
                            an MCP server on stdio: a durable Berth session as another agent's sandbox
                            (tools exec, read_file, write_file, edit, list_files, search, status, reconcile)
   serve [--port 7777] [--host 127.0.0.1] [--token-file F] [--no-token]

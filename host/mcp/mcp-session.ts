@@ -31,6 +31,8 @@ export interface McpSessionOptions {
   workspaceDir?: string | null;
   /** The session calls without a `session` argument go to (created on the first such call when absent). */
   sessionId?: string;
+  /** Tools whose every call in a session this server creates waits for an operator (`berth approve RUN CALL_ID`). */
+  requireApproval?: string[];
 }
 
 /** Every turn a caller-driven run takes is at most one dictated call and its result. */
@@ -94,7 +96,7 @@ export class McpSessions {
     const message = dictatedMessage({ id: callId, tool, arguments: args });
     const environment = this.o.environment;
     const run = await this.submitAndDrive(
-      (rt) => submitAgentRun({ ...rt, toolNames: [...rt.agent.tools.keys()] }, { message, settings: SETTINGS, environment, workspaceDir: this.o.workspaceDir ?? null, requestId }),
+      (rt) => submitAgentRun({ ...rt, toolNames: [...rt.agent.tools.keys()] }, { message, settings: { ...SETTINGS, requireApproval: this.o.requireApproval ?? [] }, environment, workspaceDir: this.o.workspaceDir ?? null, requestId }),
       signal,
       (r) => (this.current = r.sessionId),
     );

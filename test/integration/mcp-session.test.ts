@@ -1,6 +1,9 @@
 import { McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, describe, expect, it } from 'vitest';
+import { execFileSync } from 'node:child_process';
 import { mcpWorld, type McpConnection } from '../support/mcp-world';
+import { bundledCli } from '../support/plan-fixture';
+import { readStore } from '../support/temp-store';
 
 type World = Awaited<ReturnType<typeof mcpWorld>>;
 let world: World | undefined;
@@ -84,6 +87,26 @@ describe('berth mcp: a Berth session as the sandbox of an MCP client', { timeout
     const read = await call(third, 'read_file', { path: 'notes.txt' });
     expect(read.text).toContain('kept across restarts');
     expect(w.service.counts()).toEqual({ safe: 2, never: 1 });
+  });
+
+  it('holds a call of a tool that needs approval until an operator approves it, then runs it once', async () => {
+    const w = (world = await mcpWorld());
+    const c = await w.connect([...w.envArgs(), '--require-approval', 'exec']);
+    const wrote = await call(c, 'write_file', { path: 'a.txt', content: 'approved later\n' });
+    expect(wrote.s.status).toBe('ok');
+    const pending = call(c, 'exec', { command: `timeout 20 busybox wget -q -O - http://localhost:${w.port}/approved && cat a.txt`, call_id: 'ap-1' });
+    let runId: string | undefined;
+    for (let i = 0; i < 600 && !runId; i++) {
+      runId = await readStore(w.store, async (s) => (await s.listRuns()).find((r) => r.state === 'awaiting_approval')?.id);
+      if (!runId) await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(runId).toBeDefined();
+    expect(w.service.counts().approved).toBeUndefined();
+    execFileSync(process.execPath, [await bundledCli(), 'approve', runId!, 'ap-1', '--store', w.store], { env: { ...process.env, BERTH_OPERATOR: 'tester' } });
+    const done = await pending;
+    expect(done.s).toMatchObject({ call_id: 'ap-1', status: 'ok' });
+    expect(done.text).toContain('approved later');
+    expect(w.service.counts().approved).toBe(1);
   });
 
   it('answers a call naming an unknown session with a typed error', async () => {

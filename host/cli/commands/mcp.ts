@@ -13,6 +13,7 @@ export interface McpFlags {
   env?: string;
   workspace?: string;
   session?: string;
+  'require-approval'?: string;
   http?: boolean;
   port?: string;
   host?: string;
@@ -21,7 +22,7 @@ export interface McpFlags {
 }
 
 /**
- * `berth mcp [--env FILE [--workspace DIR]] [--session ID] [--http [--port P] [--host H] [--token-file F | --no-token]]`:
+ * `berth mcp [--env FILE [--workspace DIR] [--require-approval exec,...]] [--session ID] [--http [--port P] [--host H] [--token-file F | --no-token]]`:
  * an MCP server on stdio, or on Streamable HTTP with `berth serve`'s token (and token file). Stdout is the
  * protocol's; logs go to stderr. It ends when the client closes stdin; the session and its
  * sandbox stay, so a server started again (here or on another host of a shared store) continues it.
@@ -37,7 +38,8 @@ export async function mcpCommand(ctx: CliContext, flags: McpFlags): Promise<numb
   const workspaceDir = flags.workspace ? resolve(flags.workspace) : null;
   if (workspaceDir && !(await stat(workspaceDir).catch(() => null))?.isDirectory()) throw new BerthError('usage', `--workspace ${flags.workspace} is not a directory`);
   const berth = Berth.from(ctx);
-  const sessions = new McpSessions({ berth, environment, workspaceDir, sessionId: flags.session });
+  const requireApproval = (flags['require-approval'] ?? '').split(',').map((t) => t.trim()).filter(Boolean);
+  const sessions = new McpSessions({ berth, environment, workspaceDir, sessionId: flags.session, requireApproval });
   if (flags.session) await sessions.requireSession(flags.session);
   if (flags.http) return serveHttp(ctx, berth, sessions, flags);
   const server = createMcpServer(berth, sessions);
