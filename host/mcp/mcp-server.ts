@@ -2,13 +2,14 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { ENTRY, type ToolResultEntry } from '../agent';
 import type { Berth } from '../api/berth';
+import { forkAgentSession } from '../api/forks';
 import { BerthError, isBerthError } from '../errors';
 import { KERNEL } from '../version';
 import { McpSessions, type CallOutcome } from './mcp-session';
 import { SANDBOX_TOOL_NAMES, SESSION_TOOLS, sandboxTools } from './mcp-tools';
 
 /** Codes that say the request itself was wrong (the client can fix it), as opposed to a host failure. */
-const CLIENT_ERRORS = new Set(['session_not_found', 'session_required', 'session_needs_reconciliation', 'session_busy', 'usage', 'run_not_reconcilable']);
+const CLIENT_ERRORS = new Set(['fork_invalid', 'snapshot_pruned', 'session_not_found', 'session_required', 'session_needs_reconciliation', 'session_busy', 'usage', 'run_not_reconcilable']);
 
 /** A Berth error as a JSON-RPC error: the stable code, retryable and ids in `data`. */
 export function toMcpError(err: unknown): McpError {
@@ -45,6 +46,7 @@ export function createMcpServer(berth: Berth, sessions: McpSessions): Server {
       if (SANDBOX_TOOL_NAMES.has(name)) return callResult(await sessions.call(name, args, { sessionId, callId: str(call_id, 'call_id'), signal: extra.signal }));
       if (name === 'status') return await status(berth, sessions, sessionId);
       if (name === 'reconcile') return await reconcile(berth, sessions, sessionId, args.decision);
+      if (name === 'fork') return await fork(berth, sessions, sessionId, args.after_call);
       throw new McpError(ErrorCode.MethodNotFound, `no tool named ${name}`, { code: 'tool_unknown' });
     } catch (err) {
       throw toMcpError(err);
@@ -81,5 +83,13 @@ async function reconcile(berth: Berth, sessions: McpSessions, given: string | un
   const r = await berth.reconcile(run.id, decision === 'accept' ? { accept: true } : { fail: true });
   const after = await berth.get(run.id);
   const out = { session: sessionId, run: run.id, decision, run_state: after.state, outcome: r.kind };
+  return { content: [{ type: 'text', text: JSON.stringify(out) }], structuredContent: out };
+}
+
+async function fork(berth: Berth, sessions: McpSessions, given: string | undefined, afterCall: unknown): Promise<CallToolResult> {
+  if (typeof afterCall !== 'number' || !Number.isInteger(afterCall) || afterCall < 1) throw new McpError(ErrorCode.InvalidParams, 'after_call must be a whole number >= 1', { code: 'usage' });
+  const sessionId = await which(sessions, given);
+  const f = await forkAgentSession(berth, sessionId, String(afterCall), berth.actor);
+  const out = { session: f.sessionId, forked_from: sessionId, after_call: afterCall, run: f.forkedFrom.runId, snapshot: f.forkedFrom.snapshotId };
   return { content: [{ type: 'text', text: JSON.stringify(out) }], structuredContent: out };
 }

@@ -38,4 +38,15 @@ export const SESSION_TOOLS: McpToolListing[] = [
       'Decide a call whose effect is uncertain (the server stopped while it ran and it may not be repeated): accept = it took effect (or its state is fine as it is), fail = end that call as failed. The session then takes calls again',
     inputSchema: { type: 'object', properties: { session: SESSION_PROPS.session, decision: { type: 'string', enum: ['accept', 'fail'] } }, required: ['decision'], additionalProperties: false },
   },
+  {
+    name: 'fork',
+    description:
+      'A new session as this one was after its N-th call (conversation and workspace, from the snapshot of that call; needs snapshot policy after-each-step). Returns the new session id: pass it as `session` to work in the fork',
+    inputSchema: {
+      type: 'object',
+      properties: { session: SESSION_PROPS.session, after_call: { type: 'integer', minimum: 1, description: "How many of the session's calls the fork keeps (1 = after the first call)" } },
+      required: ['after_call'],
+      additionalProperties: false,
+    },
+  },
 ];

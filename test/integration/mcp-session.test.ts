@@ -109,6 +109,21 @@ describe('berth mcp: a Berth session as the sandbox of an MCP client', { timeout
     expect(w.service.counts().approved).toBe(1);
   });
 
+  it('forks a session after one of its calls: the fork has that workspace, the original keeps its own', async () => {
+    const w = (world = await mcpWorld({ snapshotPolicy: 'after-each-step' }));
+    const c = await w.connect(w.envArgs());
+    const one = await call(c, 'write_file', { path: 'v.txt', content: 'one\n' });
+    const session = one.s.session;
+    await call(c, 'write_file', { path: 'v.txt', content: 'two\n' });
+    const forked = await call(c, 'fork', { after_call: 1 });
+    const fork = (forked.structuredContent as { session: string }).session;
+    expect(fork).not.toBe(session);
+    expect((await call(c, 'read_file', { path: 'v.txt', session: fork })).text).toBe('one\n');
+    expect((await call(c, 'read_file', { path: 'v.txt', session })).text).toBe('two\n');
+    const bad = await c.client.callTool({ name: 'fork', arguments: { after_call: 9 } }).catch((e: unknown) => e);
+    expect((bad as McpError).data).toMatchObject({ code: 'fork_invalid' });
+  });
+
   it('answers a call naming an unknown session with a typed error', async () => {
     const w = (world = await mcpWorld());
     const c = await w.connect(w.envArgs());
