@@ -82,7 +82,7 @@ const USAGE = `usage: berth <command> [options]
   deny RUN ID              deny a tool call waiting for approval
   mcp [--env FILE [--workspace DIR] [--require-approval T,..]] [--session ID] [--http [--port 7778] [--host H] [--token-file F] [--no-token]]
                            an MCP server on stdio: a durable Berth session as another agent's sandbox
-                           (tools exec, read_file, write_file, edit, list_files, search, status, reconcile)
+                           (tools exec, read_file, write_file, edit, list_files, search, status, reconcile, fork)
   serve [--port 7777] [--host 127.0.0.1] [--token-file F] [--no-token]
                            live web view of the runs (token login link printed on first start)
   export RUN [--out FILE]  the run's record: one versioned JSON document with the digest of its canonical form
