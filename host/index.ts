@@ -30,6 +30,11 @@ export type { HostView } from './api/run-driver';
 /** `Berth.connect({ url, token })`: the client of `berth serve`'s `/api/v1` on another machine. */
 export { RemoteBerth, type ConnectOptions } from './api/remote';
 
+/** `berth mcp` as a library: a Berth session behind an MCP server (`startMcpHttp`: Streamable HTTP; `berth mcp` for stdio). */
+// From the files, not the folder's index: the face's declarations stay free of the MCP SDK's (DOM-typed) ones.
+export { McpSessions, type CallOutcome, type McpSessionOptions } from './mcp/mcp-session';
+export { startMcpHttp, type McpHttpOptions } from './mcp/mcp-http';
+
 /** Typed errors: a stable `code`, whether the same call may succeed later (`retryable`), and the ids concerned. */
 export { BerthError, isBerthError, type ErrorIds } from './errors';
 

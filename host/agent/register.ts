@@ -11,6 +11,7 @@ import { AgentSandbox } from './agent-sandbox';
 import { approvalTimerHandler } from './approval-timer';
 import { generationHandler } from './generation-task';
 import { openAiChatClient, readApiKey, type ChatClient, type ModelConfig } from './model';
+import { callerDrivenChatClient, isCallerDriven } from './model/caller-driven';
 import { agentRootHandler } from './root-task';
 import { toolHandler } from './tool-task';
 
@@ -48,7 +49,7 @@ export function registerAgent(o: RegisterAgentOptions) {
     clock: o.clock,
     logger: o.logger,
     tools,
-    chatClient: o.chatClient ?? ((cfg) => openAiChatClient({ baseUrl: cfg.baseUrl, apiKey: () => readApiKey(cfg) })),
+    chatClient: o.chatClient ?? ((cfg) => (isCallerDriven(cfg) ? callerDrivenChatClient() : openAiChatClient({ baseUrl: cfg.baseUrl, apiKey: () => readApiKey(cfg) }))),
     kernel: () => o.kernel,
     onLive: o.onLive,
   };

@@ -28,5 +28,6 @@ async function bundle(entry, name) {
 }
 
 await bundle('host/index.ts', 'index');
+await bundle('host/integrations/openai-agents.ts', 'openai-agents');
 // Last: bin.mjs takes dist/berth.mjs as fresh once it is newer than every source.
 await bundle('host/cli/main.ts', 'berth');

@@ -17,6 +17,7 @@ import { agentChat, agentRun, type AgentFlags } from './commands/agent-run';
 import { decide } from './commands/agent-approve';
 import { forkRun, tree, type ForkFlags } from './commands/fork';
 import { serveCommand, type ServeFlags } from './commands/serve';
+import { mcpCommand, type McpFlags } from './commands/mcp';
 import { workerCommand } from './commands/worker';
 import { workersList } from './commands/workers';
 import { drainCommand } from './commands/drain';
@@ -80,6 +81,9 @@ const USAGE = `usage: berth <command> [options]
   approve RUN ID [--digest D]
                            approve a tool call (ID: call id or approval id) waiting for approval
   deny RUN ID              deny a tool call waiting for approval
+  mcp [--env FILE [--workspace DIR] [--require-approval T,..]] [--session ID] [--http [--port 7778] [--host H] [--token-file F] [--no-token]]
+                           an MCP server on stdio: a durable Berth session as another agent's sandbox
+                           (tools exec, read_file, write_file, edit, list_files, search, status, reconcile, fork)
   serve [--port 7777] [--host 127.0.0.1] [--token-file F] [--no-token]
                            live web view of the runs (token login link printed on first start)
   export RUN [--out FILE]  the run's record: one versioned JSON document with the digest of its canonical form
@@ -101,10 +105,10 @@ exit codes:
 type Handler = (ctx: () => CliContext, args: string[], flags: Flags) => Promise<number>;
 
 /** Commands that start work, and so may create the store; every other one needs it to exist. */
-const CREATES_STORE = new Set(['run', 'agent', 'import', 'worker']);
+const CREATES_STORE = new Set(['run', 'agent', 'import', 'worker', 'mcp']);
 /** Commands that drive or decide a run: refused for an imported run, which is a record only. */
 const DRIVES_RUN = new Set(['resume', 'reconcile', 'cancel', 'approve', 'deny']);
-interface Flags extends AgentFlags, ForkFlags, ServeFlags {
+interface Flags extends AgentFlags, ForkFlags, ServeFlags, McpFlags {
   json: boolean;
   debug: boolean;
   digest?: string;
@@ -185,6 +189,7 @@ const commands: Record<string, Handler> = {
     return decide(ctx(), run!, id!, 'deny');
   },
   serve: (ctx, _args, flags) => serveCommand(ctx(), flags),
+  mcp: (ctx, _args, flags) => mcpCommand(ctx(), flags),
   export: (ctx, args, flags) => exportCommand(ctx(), need(args, 1, 'RUN')[0]!, flags.out),
   import: (ctx, args) => importCommand(ctx(), need(args, 1, 'FILE')[0]!),
   check: (ctx, args, flags) => checkCommand(ctx(), args[0], flags.all),
@@ -212,6 +217,8 @@ export async function main(argv: string[]): Promise<number> {
         verify: { type: 'boolean', default: false },
         fail: { type: 'boolean', default: false },
         'request-id': { type: 'string' },
+        session: { type: 'string' },
+        http: { type: 'boolean', default: false },
         keep: { type: 'string' },
         engine: { type: 'boolean', default: false },
         grace: { type: 'string' },

@@ -14,8 +14,10 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const CONSUMER = `
 import { Berth, BerthError, defineTask, extension, isBerthError, type Run, type RunEvent, type Driven, type BerthOptions, type RemoteBerth } from 'berth';
+import { McpSessions, startMcpHttp } from 'berth';
 import { z } from 'zod';
 
+void [McpSessions, startMcpHttp];
 const hello = defineTask({
   kind: 'hello',
   input: z.object({ name: z.string() }),
@@ -44,6 +46,16 @@ void remote;
     console.log(JSON.stringify({ state: done.state, settled: end.settled, commits: labels.length, missing: err.code }));
   }
 }
+`;
+
+// The Agents SDK face: its own declarations (@openai/agents-core's) need DOM types, so a consumer
+// of it compiles with skipLibCheck, as that SDK's own users do; the adapters' types are checked.
+const AGENTS = `
+import { BerthEditor, BerthShell, berthFunctionTools, type BerthAgentsSession } from 'berth/openai-agents';
+const session: BerthAgentsSession = { call: async () => ({ sessionId: 's', runId: 'r', callId: 'c', tool: 'exec', status: 'ok', isError: false, content: 'exit code 0' }) };
+const shell = new BerthShell(session);
+const out = await shell.run({ commands: ['true'] });
+console.log(JSON.stringify({ exit: out.output[0]!.outcome, tools: berthFunctionTools(session).map((t) => t.name), editor: typeof new BerthEditor(session).createFile }));
 `;
 
 const DEEP = `
@@ -81,5 +93,17 @@ describe('the package face', { timeout: 600_000 }, () => {
     const said = JSON.parse(out.trim().split('\n').at(-1)!) as { state: string; settled: boolean; commits: number; missing: string };
     expect(said).toEqual({ state: 'completed', settled: true, commits: expect.any(Number), missing: 'run_not_found' });
     expect(said.commits).toBeGreaterThan(0);
+
+    const agents = join(dir, 'agents');
+    mkdirSync(join(agents, 'node_modules'), { recursive: true });
+    symlinkSync(installed, join(agents, 'node_modules', 'berth'));
+    symlinkSync(join(repo, 'node_modules', '@types'), join(agents, 'node_modules', '@types'));
+    writeFileSync(join(agents, 'package.json'), JSON.stringify({ name: 'agents-consumer', type: 'module', private: true }));
+    writeFileSync(join(agents, 'tsconfig.json'), JSON.stringify({ compilerOptions: { target: 'ES2023', lib: ['ES2023'], module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, skipLibCheck: true, types: ['node'], outDir: 'out' }, include: ['index.ts'] }));
+    writeFileSync(join(agents, 'index.ts'), AGENTS);
+    const tscAgents = spawnSync(process.execPath, [join(repo, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', agents], { cwd: agents, encoding: 'utf8' });
+    expect(tscAgents.status, tscAgents.stdout + tscAgents.stderr).toBe(0);
+    const ran = JSON.parse(execFileSync(process.execPath, [join(agents, 'out', 'index.js')], { cwd: agents }).toString().trim());
+    expect(ran).toEqual({ exit: { type: 'exit', exitCode: 0 }, tools: ['exec', 'read_file', 'list_files', 'search', 'write_file', 'edit'], editor: 'function' });
   });
 });

@@ -1,0 +1,73 @@
+import { dirname, join, resolve } from 'node:path';
+import { stat } from 'node:fs/promises';
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { checkSupported, loadEnvironment, requireLocked } from '../../../environment';
+import { Berth } from '../../api/berth';
+import { BerthError } from '../../errors';
+import { createMcpServer, McpSessions, startMcpHttp } from '../../mcp';
+import { isLoopback, loadOrCreateToken } from '../../serve';
+import type { CliContext } from '../context';
+import { checkImageOnEngine } from './preflight';
+
+export interface McpFlags {
+  env?: string;
+  workspace?: string;
+  session?: string;
+  'require-approval'?: string;
+  http?: boolean;
+  port?: string;
+  host?: string;
+  'token-file'?: string;
+  'no-token'?: boolean;
+}
+
+/**
+ * `berth mcp [--env FILE [--workspace DIR] [--require-approval exec,...]] [--session ID] [--http [--port P] [--host H] [--token-file F | --no-token]]`:
+ * an MCP server on stdio, or on Streamable HTTP with `berth serve`'s token (and token file). Stdout is the
+ * protocol's; logs go to stderr. It ends when the client closes stdin; the session and its
+ * sandbox stay, so a server started again (here or on another host of a shared store) continues it.
+ */
+export async function mcpCommand(ctx: CliContext, flags: McpFlags): Promise<number> {
+  let environment;
+  if (flags.env) {
+    environment = await loadEnvironment(resolve(flags.env));
+    checkSupported(environment);
+    requireLocked(environment);
+    await checkImageOnEngine(ctx.docker, environment, resolve(flags.env));
+  }
+  const workspaceDir = flags.workspace ? resolve(flags.workspace) : null;
+  if (workspaceDir && !(await stat(workspaceDir).catch(() => null))?.isDirectory()) throw new BerthError('usage', `--workspace ${flags.workspace} is not a directory`);
+  const berth = Berth.from(ctx);
+  const requireApproval = (flags['require-approval'] ?? '').split(',').map((t) => t.trim()).filter(Boolean);
+  const sessions = new McpSessions({ berth, environment, workspaceDir, sessionId: flags.session, requireApproval });
+  if (flags.session) await sessions.requireSession(flags.session);
+  if (flags.http) return serveHttp(ctx, berth, sessions, flags);
+  const server = createMcpServer(berth, sessions);
+  const transport = new StdioServerTransport();
+  const closed = new Promise<void>((done) => {
+    transport.onclose = () => done();
+    process.stdin.once('end', () => done());
+  });
+  await server.connect(transport);
+  await closed;
+  await server.close().catch(() => {});
+  await sessions.close();
+  return 0;
+}
+
+async function serveHttp(ctx: CliContext, berth: Berth, sessions: McpSessions, flags: McpFlags): Promise<number> {
+  const host = flags.host ?? '127.0.0.1';
+  if (flags.port !== undefined && !/^\d+$/.test(flags.port)) throw new BerthError('usage', `--port expects a port number, found "${flags.port}"`);
+  if (flags['no-token'] && !isLoopback(host)) throw new BerthError('serve_needs_token', `refusing to serve ${host} without a token: only loopback addresses may go without one (drop --no-token)`);
+  const tokenFile = flags['token-file'] ?? join(dirname(ctx.store.location), 'serve-token');
+  const access = flags['no-token'] ? null : loadOrCreateToken(tokenFile);
+  const server = await startMcpHttp(berth, sessions, { host, port: flags.port === undefined ? 7778 : Number(flags.port), token: access?.token ?? null });
+  process.stdout.write(`berth mcp: ${server.url} (store ${ctx.store.location}${access ? `; bearer token in ${tokenFile}` : '; no token'})\n`);
+  await new Promise<void>((done) => {
+    process.once('SIGINT', done);
+    process.once('SIGTERM', done);
+  });
+  await server.close();
+  await sessions.close();
+  return 0;
+}

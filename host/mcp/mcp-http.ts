@@ -1,0 +1,73 @@
+import { timingSafeEqual } from 'node:crypto';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import type { Berth } from '../api/berth';
+import { BerthError } from '../errors';
+import { createMcpServer } from './mcp-server';
+import type { McpSessions } from './mcp-session';
+
+export interface McpHttpOptions {
+  host: string;
+  port: number;
+  /** The bearer token every request must carry; null only on loopback (the caller checks). */
+  token: string | null;
+}
+
+const same = (a: string, b: string) => {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+};
+
+function refuse(res: ServerResponse, status: number, code: string, message: string): void {
+  res.writeHead(status, { 'content-type': 'application/json' });
+  res.end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32001, message: `${code}: ${message}`, data: { code } } }));
+}
+
+/**
+ * `berth mcp --http`: the same server over Streamable HTTP at `/mcp`, stateless (a server per
+ * request): the Berth session, not the HTTP connection, is what a client continues. Every request
+ * needs `Authorization: Bearer <token>` (the token of `berth serve`), and a Host header naming
+ * the address it listens on, so a page on another origin (DNS rebinding) reaches nothing.
+ */
+export async function startMcpHttp(berth: Berth, sessions: McpSessions, o: McpHttpOptions): Promise<{ url: string; close(): Promise<void> }> {
+  let allowedHosts: string[] = [];
+  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    if (new URL(req.url ?? '/', 'http://x').pathname !== '/mcp') return refuse(res, 404, 'not_found', 'the MCP endpoint is /mcp');
+    if (!allowedHosts.includes(req.headers.host ?? '')) return refuse(res, 403, 'host_refused', `Host ${req.headers.host ?? '(none)'} is not this server's address`);
+    if (o.token !== null) {
+      const given = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1] ?? '';
+      if (!same(given, o.token)) return refuse(res, 401, 'unauthorized', 'wrong or missing bearer token (the token is in the file berth mcp names)');
+    }
+    const server = createMcpServer(berth, sessions);
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    res.on('close', () => {
+      void transport.close();
+      void server.close();
+    });
+    await server.connect(transport);
+    await transport.handleRequest(req, res);
+  };
+  const http = createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      berth.logger.error({ err }, 'berth mcp: request failed');
+      if (!res.headersSent) refuse(res, 500, 'internal', err instanceof Error ? err.message : String(err));
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    http.once('error', (err) => reject(new BerthError('mcp_listen_failed', `cannot listen on ${o.host}:${o.port}: ${err.message}`)));
+    http.listen(o.port, o.host, resolve);
+  });
+  const { port } = http.address() as AddressInfo;
+  const name = o.host.includes(':') ? `[${o.host}]` : o.host;
+  allowedHosts = [`${name}:${port}`, ...(name.startsWith('127.') || name === '[::1]' ? [`localhost:${port}`] : [])];
+  return {
+    url: `http://${name}:${port}/mcp`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        http.closeAllConnections();
+        http.close(() => resolve());
+      }),
+  };
+}

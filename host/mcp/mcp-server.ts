@@ -1,0 +1,95 @@
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { ENTRY, type ToolResultEntry } from '../agent';
+import type { Berth } from '../api/berth';
+import { forkAgentSession } from '../api/forks';
+import { BerthError, isBerthError } from '../errors';
+import { KERNEL } from '../version';
+import { McpSessions, type CallOutcome } from './mcp-session';
+import { SANDBOX_TOOL_NAMES, SESSION_TOOLS, sandboxTools } from './mcp-tools';
+
+/** Codes that say the request itself was wrong (the client can fix it), as opposed to a host failure. */
+const CLIENT_ERRORS = new Set(['fork_invalid', 'snapshot_pruned', 'session_not_found', 'session_required', 'session_needs_reconciliation', 'session_busy', 'usage', 'run_not_reconcilable']);
+
+/** A Berth error as a JSON-RPC error: the stable code, retryable and ids in `data`. */
+export function toMcpError(err: unknown): McpError {
+  if (err instanceof McpError) return err;
+  if (isBerthError(err)) {
+    return new McpError(CLIENT_ERRORS.has(err.code) ? ErrorCode.InvalidParams : ErrorCode.InternalError, `${err.code}: ${err.message}`, { code: err.code, retryable: err.retryable, ids: err.ids ?? {} });
+  }
+  return new McpError(ErrorCode.InternalError, err instanceof Error ? err.message : String(err), { code: 'internal' });
+}
+
+function callResult(o: CallOutcome): CallToolResult {
+  return {
+    content: [{ type: 'text', text: o.content }],
+    isError: o.isError,
+    structuredContent: { session: o.sessionId, run: o.runId, call_id: o.callId, tool: o.tool, status: o.status },
+  };
+}
+
+const str = (v: unknown, name: string): string | undefined => {
+  if (v === undefined) return undefined;
+  if (typeof v !== 'string' || !v) throw new McpError(ErrorCode.InvalidParams, `${name} must be a non-empty string`, { code: 'usage' });
+  return v;
+};
+
+/** An MCP server over one Berth host: the sandbox tools, `status` and `reconcile`, for any transport. */
+export function createMcpServer(berth: Berth, sessions: McpSessions): Server {
+  const server = new Server({ name: 'berth', version: KERNEL.version }, { capabilities: { tools: {} } });
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [...sandboxTools(), ...SESSION_TOOLS] }));
+  server.setRequestHandler(CallToolRequestSchema, async (req, extra) => {
+    const { name } = req.params;
+    const { session, call_id, ...args } = (req.params.arguments ?? {}) as Record<string, unknown>;
+    try {
+      const sessionId = str(session, 'session');
+      if (SANDBOX_TOOL_NAMES.has(name)) return callResult(await sessions.call(name, args, { sessionId, callId: str(call_id, 'call_id'), signal: extra.signal }));
+      if (name === 'status') return await status(berth, sessions, sessionId);
+      if (name === 'reconcile') return await reconcile(berth, sessions, sessionId, args.decision);
+      if (name === 'fork') return await fork(berth, sessions, sessionId, args.after_call);
+      throw new McpError(ErrorCode.MethodNotFound, `no tool named ${name}`, { code: 'tool_unknown' });
+    } catch (err) {
+      throw toMcpError(err);
+    }
+  });
+  return server;
+}
+
+async function which(sessions: McpSessions, given: string | undefined): Promise<string> {
+  const id = given ?? sessions.sessionId;
+  if (!id) throw new BerthError('session_required', 'no session yet: make a call first, or pass `session`');
+  await sessions.requireSession(id);
+  return id;
+}
+
+async function status(berth: Berth, sessions: McpSessions, given: string | undefined): Promise<CallToolResult> {
+  const sessionId = await which(sessions, given);
+  const runs = await berth.list({ sessionId });
+  const results = new Map((await berth.store.listEntries(sessionId)).filter((e) => e.kind === ENTRY.toolResult).map((e) => [e.runId, e.body as unknown as ToolResultEntry]));
+  const calls = runs.map((r) => {
+    const res = results.get(r.id);
+    return { run: r.id, run_state: r.state, call_id: res?.toolCallId ?? null, tool: res?.name ?? null, status: res ? (res.status === 'interrupted' ? 'uncertain' : res.status) : 'pending' };
+  });
+  const awaiting = runs.find((r) => r.state === 'needs_reconciliation');
+  const summary = { session: sessionId, calls, awaiting_reconcile: awaiting?.id ?? null };
+  return { content: [{ type: 'text', text: JSON.stringify(summary, null, 2) }], structuredContent: summary };
+}
+
+async function reconcile(berth: Berth, sessions: McpSessions, given: string | undefined, decision: unknown): Promise<CallToolResult> {
+  if (decision !== 'accept' && decision !== 'fail') throw new McpError(ErrorCode.InvalidParams, 'decision must be accept or fail', { code: 'usage' });
+  const sessionId = await which(sessions, given);
+  const run = (await berth.list({ sessionId })).find((r) => r.state === 'needs_reconciliation');
+  if (!run) throw new BerthError('run_not_reconcilable', `session ${sessionId} has no call awaiting a decision`, { ids: { sessionId } });
+  const r = await berth.reconcile(run.id, decision === 'accept' ? { accept: true } : { fail: true });
+  const after = await berth.get(run.id);
+  const out = { session: sessionId, run: run.id, decision, run_state: after.state, outcome: r.kind };
+  return { content: [{ type: 'text', text: JSON.stringify(out) }], structuredContent: out };
+}
+
+async function fork(berth: Berth, sessions: McpSessions, given: string | undefined, afterCall: unknown): Promise<CallToolResult> {
+  if (typeof afterCall !== 'number' || !Number.isInteger(afterCall) || afterCall < 1) throw new McpError(ErrorCode.InvalidParams, 'after_call must be a whole number >= 1', { code: 'usage' });
+  const sessionId = await which(sessions, given);
+  const f = await forkAgentSession(berth, sessionId, String(afterCall), berth.actor);
+  const out = { session: f.sessionId, forked_from: sessionId, after_call: afterCall, run: f.forkedFrom.runId, snapshot: f.forkedFrom.snapshotId };
+  return { content: [{ type: 'text', text: JSON.stringify(out) }], structuredContent: out };
+}

@@ -1,0 +1,176 @@
+import type { Environment } from '../../environment';
+import { CALLER_DRIVEN_URL, continueSession, dictatedMessage, ENTRY, submitAgentRun, type ToolResultEntry, type ToolResultStatus } from '../agent';
+import type { Berth } from '../api/berth';
+import { SETTLED, startHost, takeRun, whileHoldingRight } from '../api/drive';
+import { stopRuntime } from '../api/run-end';
+import type { Submitted } from '../kernel';
+import type { HostRuntime } from '../runtime/host-runtime';
+import { BerthError, isBerthError } from '../errors';
+import { isFinalRunState, type Run } from '../model';
+import { newId } from '../support';
+import { KeyedLock } from '../agent/session-lock';
+
+/** How an MCP client's call ended, from the committed tool result (never from memory). */
+export interface CallOutcome {
+  sessionId: string;
+  runId: string;
+  callId: string;
+  tool: string;
+  /** `uncertain`: the host stopped while a call that may not be repeated was running; it was not run again. */
+  status: ToolResultStatus | 'uncertain';
+  isError: boolean;
+  content: string;
+  /** The tool's structured detail (e.g. `exec`: exitCode, timedOut), when it gave one. */
+  detail?: unknown;
+}
+
+export interface McpSessionOptions {
+  berth: Berth;
+  /** The sandbox of a session this server creates; without it, every call must name an existing session. */
+  environment?: Environment & { image: { digest: string } };
+  workspaceDir?: string | null;
+  /** The session calls without a `session` argument go to (created on the first such call when absent). */
+  sessionId?: string;
+  /** Tools whose every call in a session this server creates waits for an operator (`berth approve RUN CALL_ID`). */
+  requireApproval?: string[];
+}
+
+/** Every turn a caller-driven run takes is at most one dictated call and its result. */
+const SETTINGS = { model: { baseUrl: CALLER_DRIVEN_URL, model: 'caller', apiKeyEnv: 'BERTH_CALLER_NO_KEY', stream: false, maxAttempts: 1_000 }, maxTurns: 3 };
+
+/**
+ * Berth sessions driven by an MCP client. Each call is one run of the session (its request id is
+ * `mcp:<call id>`), whose "model" dictates exactly that call: so it is a tool task of the built-in
+ * agent, with its replay policy, approvals, egress, secret scrubbing and snapshots, and it is
+ * settled from the store after a crash. A call repeated with the same `call_id` returns the
+ * committed outcome of the first, never a second execution.
+ */
+export class McpSessions {
+  private readonly lock = new KeyedLock();
+  private current: string | undefined;
+  private rt: Promise<HostRuntime> | undefined;
+
+  constructor(private readonly o: McpSessionOptions) {
+    this.current = o.sessionId;
+  }
+
+  get sessionId(): string | undefined {
+    return this.current;
+  }
+
+  async call(tool: string, args: Record<string, unknown>, o: { sessionId?: string; callId?: string; signal?: AbortSignal } = {}): Promise<CallOutcome> {
+    const callId = o.callId ?? newId('call');
+    const requestId = `mcp:${callId}`;
+    const store = this.o.berth.store;
+    const existing = await store.findSubmission(requestId);
+    if (existing) {
+      const run = (await store.getRun(existing.runId))!;
+      return this.lock.run(run.sessionId, () => this.settle(run, callId, tool, o.signal));
+    }
+    const sessionId = o.sessionId ?? this.current;
+    if (!sessionId) return this.lock.run('new', () => this.start(tool, args, callId, requestId, o.signal));
+    await this.requireSession(sessionId);
+    return this.lock.run(sessionId, async () => {
+      await this.settleOpenRuns(sessionId, o.signal);
+      const message = dictatedMessage({ id: callId, tool, arguments: args });
+      const run = await this.submitAndDrive((rt) => continueSession({ ...rt, toolNames: [...rt.agent.tools.keys()], hostId: this.o.berth.hostId }, { sessionId, message, requestId }), o.signal);
+      return this.settle(run, callId, tool, o.signal);
+    });
+  }
+
+  /** The session's runs that a dead host left unfinished are driven to their end first; one parked for a decision stops the call. */
+  private async settleOpenRuns(sessionId: string, signal?: AbortSignal): Promise<void> {
+    for (const run of await this.o.berth.list({ sessionId })) {
+      if (run.state === 'needs_reconciliation') {
+        throw new BerthError('session_needs_reconciliation', `session ${sessionId}: run ${run.id} has a call whose effect is uncertain; decide it with the reconcile tool (accept: it took effect, or fail) before the next call`, {
+          ids: { sessionId, runId: run.id },
+        });
+      }
+      if (!isFinalRunState(run.state)) await this.drive(run, signal);
+    }
+  }
+
+  private async start(tool: string, args: Record<string, unknown>, callId: string, requestId: string, signal?: AbortSignal): Promise<CallOutcome> {
+    if (this.current) return this.call(tool, args, { sessionId: this.current, callId, signal });
+    if (!this.o.environment) throw new BerthError('session_required', 'this server has no environment to create a session from (berth mcp --env FILE): pass the id of an existing session as `session`');
+    const message = dictatedMessage({ id: callId, tool, arguments: args });
+    const environment = this.o.environment;
+    const run = await this.submitAndDrive(
+      (rt) => submitAgentRun({ ...rt, toolNames: [...rt.agent.tools.keys()] }, { message, settings: { ...SETTINGS, requireApproval: this.o.requireApproval ?? [] }, environment, workspaceDir: this.o.workspaceDir ?? null, requestId }),
+      signal,
+      (r) => (this.current = r.sessionId),
+    );
+    return this.settle(run, callId, tool, signal);
+  }
+
+  async requireSession(sessionId: string): Promise<void> {
+    const s = await this.o.berth.store.getSession(sessionId);
+    if (!s) throw new BerthError('session_not_found', `no session ${sessionId} in this store`, { ids: { sessionId } });
+  }
+
+  /**
+   * One host runtime for the server's life: it owns the sessions it submits to (from the submit
+   * commit on, as `berth agent|chat` do), so the session's sandbox stays held between calls and is
+   * not verified again for each. A refused claim stops a runtime: the next call starts another.
+   */
+  private runtime(): Promise<HostRuntime> {
+    this.rt ??= startHost(this.o.berth).then((h) => h.rt);
+    return this.rt;
+  }
+
+  private async owning<T>(f: (rt: HostRuntime) => Promise<T>): Promise<T> {
+    const rt = await this.runtime();
+    try {
+      return await f(rt);
+    } catch (err) {
+      if (isBerthError(err, 'run_owned') || isBerthError(err, 'execution_right_lost')) {
+        this.rt = undefined;
+        await stopRuntime(this.o.berth, rt).catch(() => {});
+      }
+      throw err;
+    }
+  }
+
+  /** Submits with the server's runtime and waits for the run to settle; a repeated request id takes the run over from a dead owner. */
+  private submitAndDrive(submit: (rt: HostRuntime) => Promise<Submitted>, signal?: AbortSignal, onRun?: (run: Run) => void): Promise<Run> {
+    return this.owning(async (rt) => {
+      const s = await submit(rt);
+      onRun?.(s.run);
+      if (!s.created) await takeRun(this.o.berth, rt, s.run);
+      return this.settled(rt, s.run, signal);
+    });
+  }
+
+  private drive(run: Run, signal?: AbortSignal): Promise<Run> {
+    return this.owning(async (rt) => {
+      await takeRun(this.o.berth, rt, run);
+      return this.settled(rt, run, signal);
+    });
+  }
+
+  private async settled(rt: HostRuntime, run: Run, signal?: AbortSignal): Promise<Run> {
+    const waiting = rt.kernel.waitForRun(run.id, { signal, states: [...SETTLED] });
+    return whileHoldingRight(rt.kernel, run.id, waiting, run.sessionId);
+  }
+
+  /** Stops the server's runtime (the sessions' sandboxes stay leased for the next server). */
+  async close(): Promise<void> {
+    const rt = this.rt;
+    this.rt = undefined;
+    if (rt) await stopRuntime(this.o.berth, await rt);
+  }
+
+  /** Drives the call's run to its end (here or, after a crash, from where the dead host left it) and reads the result it committed. */
+  private async settle(run: Run, callId: string, tool: string, signal?: AbortSignal): Promise<CallOutcome> {
+    const settled = isFinalRunState(run.state) || run.state === 'needs_reconciliation' ? run : await this.drive(run, signal);
+    const entries = await this.o.berth.store.listEntries(settled.sessionId);
+    const result = entries.find((e) => e.runId === settled.id && e.kind === ENTRY.toolResult && (e.body as unknown as ToolResultEntry).toolCallId === callId);
+    const base = { sessionId: settled.sessionId, runId: settled.id, callId, tool };
+    if (!result) {
+      const why = `${settled.state}: ${(await this.o.berth.store.listRunTransitions(settled.id)).at(-1)?.reason ?? ''}`;
+      throw new BerthError('call_failed', `call ${callId} ended without a result (run ${settled.id} ${why})`, { ids: { sessionId: settled.sessionId, runId: settled.id } });
+    }
+    const body = result.body as unknown as ToolResultEntry;
+    return { ...base, status: body.status === 'interrupted' ? 'uncertain' : body.status, isError: body.isError, content: body.content, ...(body.detail === undefined ? {} : { detail: body.detail }) };
+  }
+}

@@ -1,0 +1,45 @@
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { mcpWorld } from '../support/mcp-world';
+import { readStore } from '../support/temp-store';
+
+let world: Awaited<ReturnType<typeof mcpWorld>> | undefined;
+afterEach(async () => {
+  await world?.cleanup();
+  world = undefined;
+});
+
+const text = (r: CallToolResult) => r.content.map((c) => (c.type === 'text' ? c.text : '')).join('\n');
+
+describe('berth mcp --http: Streamable HTTP on loopback with the serve token', { timeout: 600_000 }, () => {
+  it('drives a session over HTTP and continues it after the server is killed and started again', async () => {
+    const w = (world = await mcpWorld());
+    const first = await w.startHttp(w.envArgs());
+    const client = await w.connectHttp(first.url, first.token());
+    const wrote = (await client.callTool({ name: 'write_file', arguments: { path: 'http.txt', content: 'over http\n' } })) as CallToolResult;
+    expect(wrote.isError, text(wrote)).toBe(false);
+    const session = (wrote.structuredContent as { session: string }).session;
+    first.child.kill('SIGKILL');
+
+    const second = await w.startHttp(['--session', session]);
+    const again = await w.connectHttp(second.url, second.token());
+    const ran = (await again.callTool({ name: 'exec', arguments: { command: 'cat http.txt hello.txt' } })) as CallToolResult;
+    expect(text(ran)).toContain('over http');
+    expect(text(ran)).toContain('hello from the host');
+    expect(ran.structuredContent).toMatchObject({ session, status: 'ok' });
+  });
+
+  it('refuses a request with a wrong token with 401 and a typed error, running nothing', async () => {
+    const w = (world = await mcpWorld());
+    const server = await w.startHttp(w.envArgs());
+    const res = await fetch(server.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: 'Bearer not-the-token' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'exec', arguments: { command: 'true' } } }),
+    });
+    expect(res.status).toBe(401);
+    expect(await res.json()).toMatchObject({ error: { data: { code: 'unauthorized' } } });
+    await expect(w.connectHttp(server.url, 'not-the-token')).rejects.toThrow(/401|unauthorized/);
+    expect(await readStore(w.store, (s) => s.listRuns())).toEqual([]);
+  });
+});

@@ -1,0 +1,135 @@
+import { McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { execFileSync } from 'node:child_process';
+import { mcpWorld, type McpConnection } from '../support/mcp-world';
+import { bundledCli } from '../support/plan-fixture';
+import { readStore } from '../support/temp-store';
+
+type World = Awaited<ReturnType<typeof mcpWorld>>;
+let world: World | undefined;
+afterEach(async () => {
+  await world?.cleanup();
+  world = undefined;
+});
+
+type Structured = { session: string; run: string; call_id: string; status: string };
+const text = (r: CallToolResult) => r.content.map((c) => (c.type === 'text' ? c.text : '')).join('\n');
+
+async function call(c: McpConnection, name: string, args: Record<string, unknown>) {
+  const r = (await c.client.callTool({ name, arguments: args }, undefined, { timeout: 240_000 })) as CallToolResult;
+  return { ...r, text: text(r), s: r.structuredContent as Structured };
+}
+
+async function until(what: string, ok: () => boolean, ms = 120_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!ok()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Starts a call, waits until its command reached the counting service, and SIGKILLs the server under it. */
+async function killDuring(c: McpConnection, w: World, counter: string, args: Record<string, unknown>): Promise<void> {
+  const before = w.service.counts()[counter] ?? 0;
+  const pending = c.client.callTool({ name: 'exec', arguments: args }, undefined, { timeout: 240_000 }).then(
+    () => 'answered',
+    () => 'lost',
+  );
+  await until(`${counter} to be reached`, () => (w.service.counts()[counter] ?? 0) > before);
+  process.kill(c.pid, 'SIGKILL');
+  expect(await pending).toBe('lost');
+}
+
+describe('berth mcp: a Berth session as the sandbox of an MCP client', { timeout: 600_000 }, () => {
+  it('keeps the workspace across server kills, re-runs a safe call once and reports a never call as uncertain without running it again', async () => {
+    const w = (world = await mcpWorld());
+    const wget = (name: string) => `timeout 20 busybox wget -q -O - http://localhost:${w.port}/${name}`;
+    const first = await w.connect(w.envArgs());
+    const tools = (await first.client.listTools()).tools.map((t) => t.name);
+    expect(tools).toEqual(expect.arrayContaining(['exec', 'read_file', 'write_file', 'edit', 'list_files', 'search', 'status', 'reconcile']));
+
+    const wrote = await call(first, 'write_file', { path: 'notes.txt', content: 'kept across restarts\n' });
+    expect(wrote.isError, wrote.text).toBe(false);
+    const session = wrote.s.session;
+    const ran = await call(first, 'exec', { command: 'cat notes.txt hello.txt' });
+    expect(ran.text).toContain('kept across restarts');
+    expect(ran.text).toContain('hello from the host');
+
+    // A safe call in flight: the marker outside the workspace makes only its first run block.
+    const safeArgs = { command: `${wget('safe')}; if [ ! -f /tmp/safe-once ]; then touch /tmp/safe-once; sleep 300; fi; echo safe-done`, safe: true, call_id: 'safe-1' };
+    await killDuring(first, w, 'safe', safeArgs);
+    const second = await w.connect(['--session', session]);
+    const safe = await call(second, 'exec', safeArgs);
+    expect(safe.text).toContain('safe-done');
+    expect(safe.s).toMatchObject({ session, call_id: 'safe-1', status: 'ok' });
+    expect(w.service.counts().safe).toBe(2);
+
+    // A never call in flight: settled as uncertain, never run again, however often it is asked for.
+    const neverArgs = { command: `${wget('never')} && sleep 300`, call_id: 'never-1' };
+    await killDuring(second, w, 'never', neverArgs);
+    const third = await w.connect(['--session', session]);
+    const never = await call(third, 'exec', neverArgs);
+    expect(never.isError).toBe(true);
+    expect(never.s).toMatchObject({ session, call_id: 'never-1', status: 'uncertain' });
+    expect(never.text).toContain('may or may not have taken effect');
+    const again = await call(third, 'exec', neverArgs);
+    expect(again.s.status).toBe('uncertain');
+    expect(w.service.counts().never).toBe(1);
+
+    // The session waits for a decision on the uncertain call, then continues in the same workspace.
+    const refused = await third.client.callTool({ name: 'exec', arguments: { command: 'true' } }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(McpError);
+    expect((refused as McpError).data).toMatchObject({ code: 'session_needs_reconciliation' });
+    const status = await call(third, 'status', {});
+    expect(status.structuredContent).toMatchObject({ session, awaiting_reconcile: never.s.run });
+    const decided = await call(third, 'reconcile', { decision: 'accept' });
+    expect(decided.structuredContent).toMatchObject({ run_state: 'completed' });
+    const read = await call(third, 'read_file', { path: 'notes.txt' });
+    expect(read.text).toContain('kept across restarts');
+    expect(w.service.counts()).toEqual({ safe: 2, never: 1 });
+  });
+
+  it('holds a call of a tool that needs approval until an operator approves it, then runs it once', async () => {
+    const w = (world = await mcpWorld());
+    const c = await w.connect([...w.envArgs(), '--require-approval', 'exec']);
+    const wrote = await call(c, 'write_file', { path: 'a.txt', content: 'approved later\n' });
+    expect(wrote.s.status).toBe('ok');
+    const pending = call(c, 'exec', { command: `timeout 20 busybox wget -q -O - http://localhost:${w.port}/approved && cat a.txt`, call_id: 'ap-1' });
+    let runId: string | undefined;
+    for (let i = 0; i < 600 && !runId; i++) {
+      runId = await readStore(w.store, async (s) => (await s.listRuns()).find((r) => r.state === 'awaiting_approval')?.id);
+      if (!runId) await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(runId).toBeDefined();
+    expect(w.service.counts().approved).toBeUndefined();
+    execFileSync(process.execPath, [await bundledCli(), 'approve', runId!, 'ap-1', '--store', w.store], { env: { ...process.env, BERTH_OPERATOR: 'tester' } });
+    const done = await pending;
+    expect(done.s).toMatchObject({ call_id: 'ap-1', status: 'ok' });
+    expect(done.text).toContain('approved later');
+    expect(w.service.counts().approved).toBe(1);
+  });
+
+  it('forks a session after one of its calls: the fork has that workspace, the original keeps its own', async () => {
+    const w = (world = await mcpWorld({ snapshotPolicy: 'after-each-step' }));
+    const c = await w.connect(w.envArgs());
+    const one = await call(c, 'write_file', { path: 'v.txt', content: 'one\n' });
+    const session = one.s.session;
+    await call(c, 'write_file', { path: 'v.txt', content: 'two\n' });
+    const forked = await call(c, 'fork', { after_call: 1 });
+    const fork = (forked.structuredContent as { session: string }).session;
+    expect(fork).not.toBe(session);
+    expect((await call(c, 'read_file', { path: 'v.txt', session: fork })).text).toBe('one\n');
+    expect((await call(c, 'read_file', { path: 'v.txt', session })).text).toBe('two\n');
+    const bad = await c.client.callTool({ name: 'fork', arguments: { after_call: 9 } }).catch((e: unknown) => e);
+    expect((bad as McpError).data).toMatchObject({ code: 'fork_invalid' });
+  });
+
+  it('answers a call naming an unknown session with a typed error', async () => {
+    const w = (world = await mcpWorld());
+    const c = await w.connect(w.envArgs());
+    const err = await c.client.callTool({ name: 'exec', arguments: { command: 'true', session: 'ses_nope' } }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(McpError);
+    expect((err as McpError).data).toMatchObject({ code: 'session_not_found', ids: { sessionId: 'ses_nope' } });
+    expect((err as McpError).message).toContain('no session ses_nope');
+  });
+});

@@ -1,0 +1,99 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { startCountingService } from './counting-service';
+import { requireEngine, requireTinyImage } from './docker-engine';
+import { bundledCli, removeHostArtifacts } from './plan-fixture';
+
+export interface McpConnection {
+  client: Client;
+  pid: number;
+  stderr: () => string;
+  close(): Promise<void>;
+}
+
+/**
+ * `berth mcp` spawned by the MCP SDK's own stdio client, over berth/tiny with its own store and
+ * host id; the sandbox may reach a loopback counting service (through the egress proxy).
+ */
+export async function mcpWorld(o: { snapshotPolicy?: 'never' | 'after-each-step' } = {}) {
+  const docker = await requireEngine();
+  const image = await requireTinyImage(docker);
+  const service = await startCountingService();
+  const port = new URL(service.url).port;
+  const dir = mkdtempSync(join(tmpdir(), 'berth-mcp-'));
+  mkdirSync(join(dir, 'ws'));
+  writeFileSync(join(dir, 'ws', 'hello.txt'), 'hello from the host\n');
+  const env = join(dir, 'env.yaml');
+  writeFileSync(
+    env,
+    `kernel: { name: berth, version: 0.1.0, compatible: ">=0.1.0 <0.2.0" }\nimage: { ref: "berth/tiny:latest", digest: "${image}" }\n` +
+      `resources: { memoryMb: 256, commandTimeoutS: 600 }\nlease: { ttlS: 600, heartbeatS: 10 }\nsnapshot: { policy: ${o.snapshotPolicy ?? 'never'} }\n` +
+      `network: { mode: allowlist, allow: ["localhost:${port}"], allowOverride: ["localhost:${port}"] }\n`,
+  );
+  const hostId = `mcptest-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
+  const store = join(dir, 'berth.db');
+  const bin = await bundledCli();
+  const open: McpConnection[] = [];
+  const children: ChildProcess[] = [];
+  const tokenFile = join(dir, 'serve-token');
+  const childEnv = { ...(process.env as Record<string, string>), BERTH_HOST_ID: hostId, BERTH_OPERATOR: 'tester' };
+  return {
+    dir,
+    store,
+    service,
+    port,
+    /** Starts a server (`--env` for a new session, or `--session ID`) and connects a client to it. */
+    async connect(args: string[]): Promise<McpConnection> {
+      const transport = new StdioClientTransport({
+        command: process.execPath,
+        args: [bin, 'mcp', ...args, '--store', store],
+        env: childEnv,
+        stderr: 'pipe',
+      });
+      let err = '';
+      transport.stderr?.on('data', (d: Buffer) => (err += d.toString()));
+      const client = new Client({ name: 'berth-test', version: '1.0.0' });
+      await client.connect(transport);
+      const c: McpConnection = { client, pid: transport.pid!, stderr: () => err, close: () => client.close() };
+      open.push(c);
+      return c;
+    },
+    /** Starts `berth mcp --http` on a free loopback port; resolves with its URL once it listens. */
+    async startHttp(args: string[]): Promise<{ url: string; child: ChildProcess; token: () => string }> {
+      const child = spawn(process.execPath, [bin, 'mcp', '--http', '--port', '0', '--token-file', tokenFile, ...args, '--store', store], { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+      children.push(child);
+      let out = '';
+      let err = '';
+      child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+      const url = await new Promise<string>((resolve, reject) => {
+        child.stdout!.on('data', (d: Buffer) => {
+          out += d.toString();
+          const m = /(http:\/\/\S+\/mcp)/.exec(out);
+          if (m) resolve(m[1]!);
+        });
+        child.once('exit', (code) => reject(new Error(`berth mcp --http exited (${code}) before listening: ${err}`)));
+      });
+      return { url, child, token: () => readFileSync(tokenFile, 'utf8').trim() };
+    },
+    /** A client of a `berth mcp --http` server with this bearer token. */
+    async connectHttp(url: string, token: string): Promise<Client> {
+      const client = new Client({ name: 'berth-test', version: '1.0.0' });
+      await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+      open.push({ client, pid: 0, stderr: () => '', close: () => client.close() });
+      return client;
+    },
+    envArgs: () => ['--env', env, '--workspace', join(dir, 'ws')],
+    async cleanup() {
+      for (const c of open) await c.close().catch(() => {});
+      for (const ch of children) if (ch.exitCode === null && ch.signalCode === null) ch.kill('SIGKILL');
+      await service.close();
+      await removeHostArtifacts(docker, hostId);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
