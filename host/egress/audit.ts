@@ -1,30 +1,6 @@
-/** One egress attempt as the proxy saw it; stored and reported on the run. */
-export interface EgressAttempt {
-  at: number;
-  runId: string | null;
-  leaseId: string | null;
-  /** `CONNECT` for tunnels, the HTTP method for forwarded requests. */
-  method: string;
-  /** `host:port` as the sandbox asked for it. */
-  target: string;
-  decision: 'allow' | 'deny';
-  /** Why a request was denied, or the rule that allowed it. */
-  reason: string;
-  bytesOut: number;
-  bytesIn: number;
-  /**
-   * How many attempts the row stands for: 1 for what the proxy saw; for packets the sandbox's
-   * network rules refused (`method` is then the protocol, `TCP`, `UDP`, ...), the distinct
-   * connection attempts to that target in one recording window.
-   */
-  count: number;
-}
+import type { EgressAttempt } from '../model/egress';
 
-/** Where egress attempts are recorded; the store implements it. */
-export interface EgressAuditRecords {
-  recordEgress(attempt: EgressAttempt): Promise<void>;
-  listEgress(filter?: { runId?: string; leaseId?: string }): Promise<EgressAttempt[]>;
-}
+export type { EgressAttempt, EgressAuditRecords } from '../model/egress';
 
 /** True for a row of packets the network rules refused (its method is a protocol, not an HTTP method). */
 export function isNetworkAttempt(a: Pick<EgressAttempt, 'method'>): boolean {

@@ -35,3 +35,5 @@ export type {
   CommitRecord,
 } from './records';
 export { CommandEvidenceSchema, COST_METERS, type AcceptanceDecision, type CommandEvidence, type CostSample, type CostMeter, type CostTotal } from './acceptance';
+export type { LeaseRecord, LeaseRecords, SweepRecord } from './lease';
+export type { EgressAttempt, EgressAuditRecords } from './egress';

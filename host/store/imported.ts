@@ -1,7 +1,7 @@
 import type { SessionOwner } from './ownership';
 import type { AcceptanceDecision, CostSample, Effect, Entry, Run, RunTransition, Session, Snapshot, StoredDocument, Submission, Task } from '../model';
-import type { LeaseRecord } from '../sandbox/lease-records';
-import type { EgressAttempt } from '../egress/audit';
+import type { LeaseRecord } from '../model';
+import type { EgressAttempt } from '../model';
 import type { StoredArtifact } from './store';
 
 /** A run loaded from an exported record: shown and checked, never driven. */

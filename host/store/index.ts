@@ -19,9 +19,9 @@ export type {
   NewAcceptance,
   NewArtifact,
 } from './commit-input';
-export type { AcceptanceReads } from './sqlite/acceptance';
-export type { CostRecords } from './sqlite/cost';
-export type { ForkReads } from './sqlite/forks';
+export type { AcceptanceReads } from './read-ports';
+export type { CostRecords } from './read-ports';
+export type { ForkReads } from './read-ports';
 export type { RegistryDelete, RegistryDeleteRecords } from './registry-deletes';
 export type { ImportedRun, ImportRows, ImportedRunRecords } from './imported';
 export { openSqliteStore, type SqliteStoreOptions } from './sqlite/sqlite-store';

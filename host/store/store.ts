@@ -13,12 +13,12 @@ import type {
   Task,
   TaskStatus,
 } from '../model';
-import type { LeaseRecords } from '../sandbox/lease-records';
-import type { EgressAuditRecords } from '../egress/audit';
+import type { LeaseRecords } from '../model';
+import type { EgressAuditRecords } from '../model';
 import type { CommitInput, CommitResult, NewArtifact } from './commit-input';
-import type { AcceptanceReads } from './sqlite/acceptance';
-import type { CostRecords } from './sqlite/cost';
-import type { ForkReads } from './sqlite/forks';
+import type { AcceptanceReads } from './read-ports';
+import type { CostRecords } from './read-ports';
+import type { ForkReads } from './read-ports';
 
 /** An artifact record as committed (see {@link NewArtifact}). */
 export interface StoredArtifact extends NewArtifact {

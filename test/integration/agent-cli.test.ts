@@ -1,30 +1,15 @@
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ENTRY, type ToolResultEntry } from '../../host/agent';
 import { runNode } from '../support/child';
 import { bundledCli, lastJson } from '../support/plan-fixture';
-import { cliWorld, SECRET, type CliWorld } from '../support/agent-cli-world';
+import { cliWorld, SECRET, startInBackground, type CliWorld } from '../support/agent-cli-world';
 
 let w: CliWorld | undefined;
 afterEach(async () => {
   await w?.cleanup();
   w = undefined;
 });
-
-/**
- * `berth agent` in the background, to be killed like a host that dies. Its end is awaited from the
- * start (an `exit` listener added after the fact would wait forever for a child already gone), and
- * its stderr is kept for the failure message.
- */
-async function startInBackground(w: CliWorld, args: string[]) {
-  const bin = await bundledCli();
-  const child = spawn(process.execPath, [bin, ...args, '--store', w.store], { env: { ...process.env, BERTH_HOST_ID: w.hostId, BERTH_OPERATOR: 'tester', TEST_MODEL_KEY: SECRET }, stdio: ['ignore', 'ignore', 'pipe'] });
-  let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-  return { child, exited, stderr: () => stderr };
-}
 
 describe('berth agent, chat, approve and deny', { timeout: 180_000 }, () => {
   it('runs an agent task with live output, never storing or printing the API key', async () => {

@@ -116,7 +116,7 @@ describe('secrets given to agent tools', { timeout: 180_000 }, () => {
     const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
     const { tasks, snapshots } = await fx.read(async (s) => ({ tasks: await s.listTasks({ runId }), snapshots: await s.listSnapshots({ runId }) }));
     const refused = tasks.find((t) => t.error?.code === 'snapshot_holds_secret');
-    expect(refused?.error?.message).toContain('/tmp/t.hex (TOKEN)');
+    expect(refused?.error?.message).toContain('/tmp/t.hex (TOKEN, in its content)');
     expect(snapshots.map((s) => s.checkpoint)).toEqual(['agent:start']);
     const scanned: Scanned = [['output', Buffer.from(end.stdout + end.stderr)], ...storeFiles(fx.store)];
     for (const img of await fx.docker.listImages({ filters: { label: [`berth.host=${fx.hostId}`] } })) scanned.push([`image ${img.Id}`, await saveImage(fx.docker, img.Id)]);

@@ -1,22 +1,12 @@
-import { spawn } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
-import { bundledCli, lastJson } from '../support/plan-fixture';
-import { cliWorld, SECRET, type CliWorld } from '../support/agent-cli-world';
+import { lastJson } from '../support/plan-fixture';
+import { cliWorld, startInBackground, type CliWorld } from '../support/agent-cli-world';
 
 let w: CliWorld | undefined;
 afterEach(async () => {
   await w?.cleanup();
   w = undefined;
 });
-
-async function startInBackground(w: CliWorld, args: string[]) {
-  const bin = await bundledCli();
-  const child = spawn(process.execPath, [bin, ...args, '--store', w.store], { env: { ...process.env, BERTH_HOST_ID: w.hostId, BERTH_OPERATOR: 'tester', TEST_MODEL_KEY: SECRET }, stdio: ['ignore', 'ignore', 'pipe'] });
-  let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-  return { child, exited, stderr: () => stderr };
-}
 
 async function waitForState(w: CliWorld, states: string[]): Promise<string | undefined> {
   for (let i = 0; i < 600; i++) {

@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -54,3 +55,17 @@ export async function cliWorld(script: Parameters<typeof startModelServer>[0], o
   };
 }
 
+
+/**
+ * `berth ARGS` in the background, to be killed like a host that dies. Its end is awaited from the
+ * start (an `exit` listener added after the fact would wait forever for a child already gone), and
+ * its stderr is kept for the failure message.
+ */
+export async function startInBackground(w: CliWorld, args: string[]) {
+  const bin = await bundledCli();
+  const child = spawn(process.execPath, [bin, ...args, '--store', w.store], { env: { ...process.env, BERTH_HOST_ID: w.hostId, BERTH_OPERATOR: 'tester', TEST_MODEL_KEY: SECRET }, stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  return { child, exited, stderr: () => stderr };
+}

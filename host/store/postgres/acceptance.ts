@@ -1,5 +1,6 @@
 import type pg from 'pg';
-import { byDecisionOrder, toDecision, type AcceptanceReads } from '../sqlite/acceptance';
+import { byDecisionOrder, toDecision } from '../sqlite/acceptance';
+import type { AcceptanceReads } from '../read-ports';
 import { postgresImportedReads } from './imported';
 import { query } from './open';
 

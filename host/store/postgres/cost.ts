@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { CostMeter, CostTotal } from '../../model';
-import type { CostRecords } from '../sqlite/cost';
+import type { CostRecords } from '../read-ports';
 import { query, type Row } from './open';
 
 const toTotal = (r: Row): CostTotal => ({ runId: r.run_id as string, meter: r.meter as CostMeter, key: r.meter_key as string, amount: Number(r.amount) });

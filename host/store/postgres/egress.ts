@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { EgressAttempt, EgressAuditRecords } from '../../egress/audit';
+import type { EgressAuditRecords } from '../../model';
 import { query } from './open';
 import { toAttempt } from '../sqlite/egress';
 

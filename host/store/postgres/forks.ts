@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { ForkReads } from '../sqlite/forks';
+import type { ForkReads } from '../read-ports';
 import { query } from './open';
 import { toRun } from './rows';
 

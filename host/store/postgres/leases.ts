@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { LeaseRecord, LeaseRecords, SweepRecord } from '../../sandbox/lease-records';
+import type { LeaseRecords, SweepRecord } from '../../model';
 import { query } from './open';
 import { toLease } from '../sqlite/leases';
 

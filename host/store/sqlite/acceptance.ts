@@ -1,4 +1,5 @@
 import type Database from 'better-sqlite3';
+import type { AcceptanceReads } from '../read-ports';
 import type { AcceptanceDecision } from '../../model';
 import { sqliteImportedReads } from './imported';
 import { storedRow } from '../stored-json';
@@ -28,11 +29,6 @@ export const toDecision = (r: Row): AcceptanceDecision => {
   };
 };
 
-/** Reads of acceptance decisions, oldest first (the newest is the run's current acceptance). */
-export interface AcceptanceReads {
-  listAcceptance(filter: { runId?: string }): Promise<AcceptanceDecision[]>;
-  findAcceptance(requestId: string): Promise<AcceptanceDecision | undefined>;
-}
 
 /** Decisions by run include an imported run's (kept apart); by request id only live ones, as a request id is a live key. */
 export function sqliteAcceptanceReads(db: Database.Database): AcceptanceReads {

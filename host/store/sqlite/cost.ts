@@ -1,15 +1,8 @@
 import type Database from 'better-sqlite3';
+import type { CostRecords } from '../read-ports';
 import type { CostMeter, CostSample, CostTotal } from '../../model';
 import type { Row } from './rows';
 
-/** Cost samples: measured resource use, recorded as it happens (not session state, so not a commit). */
-export interface CostRecords {
-  recordCost(sample: CostSample): Promise<void>;
-  /** Every meter summed per run and key (model or lease); `runIds` limits it to those runs. */
-  sumCost(filter?: { runIds?: string[] }): Promise<CostTotal[]>;
-  /** One run's samples as recorded, one row per meter, oldest first (for an export of the run's record). */
-  listCost(filter: { runId: string }): Promise<Array<CostTotal & { at: number }>>;
-}
 
 export function sqliteCostRecords(db: Database.Database): CostRecords {
   const insert = db.prepare('INSERT INTO cost_samples (run_id, at, meter, meter_key, amount) VALUES (?, ?, ?, ?, ?)');

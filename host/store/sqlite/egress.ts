@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import type { EgressAttempt, EgressAuditRecords } from '../../egress/audit';
+import type { EgressAttempt, EgressAuditRecords } from '../../model';
 import type { Row } from './rows';
 
 /** An egress attempt row as both stores hold it. */

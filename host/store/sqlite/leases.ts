@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import type { LeaseRecord, LeaseRecords, SweepRecord } from '../../sandbox/lease-records';
+import type { LeaseRecord, LeaseRecords, SweepRecord } from '../../model';
 import type { Row } from './rows';
 
 /** A lease row as both stores hold it. */

@@ -1,0 +1,27 @@
+import type { AcceptanceDecision, CostSample, CostTotal, Run } from '../model';
+
+// Reads every store implements; declared with the port (store.ts), not with one implementation.
+
+/** Reads of acceptance decisions, oldest first (the newest is the run's current acceptance). */
+export interface AcceptanceReads {
+  listAcceptance(filter: { runId?: string }): Promise<AcceptanceDecision[]>;
+  findAcceptance(requestId: string): Promise<AcceptanceDecision | undefined>;
+}
+
+/** Cost samples: measured resource use, recorded as it happens (not session state, so not a commit). */
+export interface CostRecords {
+  recordCost(sample: CostSample): Promise<void>;
+  /** Every meter summed per run and key (model or lease); `runIds` limits it to those runs. */
+  sumCost(filter?: { runIds?: string[] }): Promise<CostTotal[]>;
+  /** One run's samples as recorded, one row per meter, oldest first (for an export of the run's record). */
+  listCost(filter: { runId: string }): Promise<Array<CostTotal & { at: number }>>;
+}
+
+/** The runs forked from a run, found by the parent the submit recorded (`runs.forked_from_run_id`, indexed). */
+export interface ForkReads {
+  /**
+   * The runs forked directly from `runId` (plan forks, and the first run of each session forked
+   * from it), in creation order as `listRuns` orders them; imported forks included.
+   */
+  listForks(runId: string): Promise<Run[]>;
+}
