@@ -10,8 +10,16 @@ export function submitAgent(p: RuntimeParts, s: StartAgentRun) {
   return submitAgentRun({ ...rt, toolNames: [...rt.agent.tools.keys()] }, s);
 }
 
-/** Another run in an agent session (its next user message), submitted for a worker or a later drive. */
-export function submitChat(p: RuntimeParts, c: ContinueSession) {
-  const rt = hostRuntime(p, { claim: 'none', ttlMs: leaseTtlMs(undefined) });
-  return continueSession({ ...rt, toolNames: [...rt.agent.tools.keys()] }, c);
+/**
+ * Another run in an agent session (its next user message), submitted for a worker or a later
+ * drive. The session exists and has had an owner, so the submission is a fenced write: this host
+ * claims the session for it (refused while a live host drives it) and releases it at once.
+ */
+export async function submitChat(p: RuntimeParts, c: ContinueSession) {
+  const rt = hostRuntime(p, { claim: 'own', ttlMs: leaseTtlMs(undefined) });
+  try {
+    return await continueSession({ ...rt, toolNames: [...rt.agent.tools.keys()] }, c);
+  } finally {
+    await rt.kernel.stop();
+  }
 }
