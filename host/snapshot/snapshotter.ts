@@ -256,8 +256,14 @@ export class Snapshotter {
       // Nothing in the container's layer changed since the previous image's state was listed.
       return this.reuse(t.containerId, prev, prev.stats, opts.snapshotId);
     }
-    const commit = (pause: boolean) => timed(this.d.logger, 'snapshot.commit', () => this.d.engine.commit(t.containerId, { tag: opts.snapshotId, labels: opts.labels, signal: opts.signal, pause }));
     const dirs = await this.layer(t);
+    // The engine's own paused commit whenever nothing of ours needs the container meanwhile (the
+    // workspace is read on the host): the engine copies the layer by path as root, so a command still
+    // swapping a directory for a link to / while it copies makes the engine open host files (seen:
+    // the exchange racer test's root-only marker opened once in a full suite run). A frozen container
+    // cannot swap, and the engine unpauses it itself when the commit ends, on every path. A reading
+    // by exec cannot run in a paused container, so that path keeps the unpaused commit.
+    const commit = (pause: boolean) => timed(this.d.logger, 'snapshot.commit', () => this.d.engine.commit(t.containerId, { tag: opts.snapshotId, labels: opts.labels, signal: opts.signal, pause: pause || dirs !== undefined }));
     const markAt = Date.now();
     // The workspace read once: from the overlay layer on this machine when it can be read there
     // (no exec; only what changed since the previous reading is looked at), else by a listing exec.
