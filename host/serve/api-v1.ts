@@ -5,6 +5,7 @@ import { BerthError, isBerthError } from '../errors';
 import { RUN_STATES, type RunState } from '../model';
 import type { CommitFeed } from './commit-feed';
 import type { ServeDeps } from './deps';
+import { resumePoint } from './events';
 import { DecideBody, ForkBody, openApiDocument, ReconcileBody, RejectBody, ROUTES, SubmitPlanBody, type Route } from './api-v1-schema';
 
 const SETTLED: readonly RunState[] = ['completed', 'failed', 'cancelled', 'compensated', 'needs_reconciliation'];
@@ -80,8 +81,7 @@ export function mountApiV1(app: Hono, deps: ServeDeps, feed: CommitFeed): void {
  * `end` event once the run has settled and every commit up to then was sent.
  */
 function runEvents(c: Context, deps: ServeDeps, feed: CommitFeed, run: { id: string; sessionId: string }) {
-  const header = c.req.header('last-event-id') ?? c.req.query('after') ?? '0';
-  let after = /^\d+$/.test(header) ? Number(header) : 0;
+  let after = resumePoint(c);
   return streamSSE(c, async (stream) => {
     const ctl = new AbortController();
     stream.onAbort(() => ctl.abort());

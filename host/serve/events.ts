@@ -14,8 +14,7 @@ const PAGE = 500;
  * the stream reads the commit log after the last id it sent, never a window of time.
  */
 export function commitEvents(c: Context, store: Store, feed: CommitFeed, sessionId: string | undefined) {
-  const header = c.req.header('last-event-id') ?? c.req.query('after') ?? '0';
-  let after = /^\d+$/.test(header) ? Number(header) : 0;
+  let after = resumePoint(c);
   return streamSSE(c, async (stream) => {
     const ctl = new AbortController();
     stream.onAbort(() => ctl.abort());
@@ -40,4 +39,10 @@ export function commitEvents(c: Context, store: Store, feed: CommitFeed, session
       if (!(await feed.waitBeyond(covered, ctl.signal, KEEPALIVE_MS)) && !ctl.signal.aborted) await stream.write(': keep-alive\n\n');
     }
   });
+}
+
+/** Where a (re)connecting event stream resumes: after `Last-Event-ID`, else `?after=N`, else from the start. */
+export function resumePoint(c: Context): number {
+  const header = c.req.header('last-event-id') ?? c.req.query('after') ?? '0';
+  return /^\d+$/.test(header) ? Number(header) : 0;
 }
