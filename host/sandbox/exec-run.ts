@@ -11,6 +11,7 @@ import type { ExecActivity } from './exec-activity';
 import { WRAPPER_NAME, WRAPPER_SCRIPT, type ControlReport } from './exec-scripts';
 import type { ExecOptions, ExecResult } from './exec-types';
 import { settleOutcome, waitForExit } from './exec-outcome';
+import { unlessPaused } from './paused-wait';
 import { killTree } from './process-tree-kill';
 import { runControl, runScript } from './sandbox-control';
 import { ADOPT_SCRIPT } from './exec-scripts';
@@ -105,30 +106,36 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
     const oomBefore = host.events.oomCount(host.containerId);
     meter = opts.measure ? await startUsageMeter(host.container, host.logger) : undefined;
     const hasStdin = opts.stdin !== undefined;
-    let exec: Dockerode.Exec;
-    try {
-      exec = await host.container.exec({
-        Cmd: ['/bin/sh', '-c', WRAPPER_SCRIPT, WRAPPER_NAME, opts.keepProcesses ? '1' : '0', opts.tag ?? '', ...argv],
-        User: user,
-        WorkingDir: opts.cwd === undefined ? host.workspace : posix.resolve(host.workspace, opts.cwd),
-        Env: envList(opts.env),
-        // Always: the wrapper's first stdin line is the host's (see exec-scripts.ts).
-        AttachStdin: true,
-        AttachStdout: true,
-        AttachStderr: true,
-        Tty: false,
-      });
-    } catch (err) {
-      throw unavailable(err, host.ids);
-    }
-    const exitWait = host.events.expectExecDie(exec.id);
-    let stream: NodeJS.ReadWriteStream & { destroy?: () => void };
-    try {
-      stream = (await exec.start({ hijack: true, stdin: true })) as typeof stream;
-    } catch (err) {
-      exitWait.cancel();
-      throw unavailable(err, host.ids);
-    }
+    // A paused sandbox (another process's snapshot commit) is waited for, not taken for a dead one.
+    const { exec, exitWait, stream } = await unlessPaused(
+      host.container,
+      async () => {
+        let exec: Dockerode.Exec;
+        try {
+          exec = await host.container.exec({
+            Cmd: ['/bin/sh', '-c', WRAPPER_SCRIPT, WRAPPER_NAME, opts.keepProcesses ? '1' : '0', opts.tag ?? '', ...argv],
+            User: user,
+            WorkingDir: opts.cwd === undefined ? host.workspace : posix.resolve(host.workspace, opts.cwd),
+            Env: envList(opts.env),
+            // Always: the wrapper's first stdin line is the host's (see exec-scripts.ts).
+            AttachStdin: true,
+            AttachStdout: true,
+            AttachStderr: true,
+            Tty: false,
+          });
+        } catch (err) {
+          throw unavailable(err, host.ids);
+        }
+        const exitWait = host.events.expectExecDie(exec.id);
+        try {
+          return { exec, exitWait, stream: (await exec.start({ hijack: true, stdin: true })) as NodeJS.ReadWriteStream & { destroy?: () => void } };
+        } catch (err) {
+          exitWait.cancel();
+          throw unavailable(err, host.ids);
+        }
+      },
+      { signal: opts.signal },
+    );
     startedExec = true;
     host.activity.started.add(exec.id);
 

@@ -2,6 +2,7 @@ import type Dockerode from 'dockerode';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { FrameDemuxer } from './docker-frames';
 import { CONTROL_SCRIPT, parseControlReport, type ControlReport } from './exec-scripts';
+import { unlessPaused } from './paused-wait';
 
 const ATTEMPTS = 25;
 
@@ -34,7 +35,8 @@ export async function runControl(
     } catch (err) {
       lastErr = err;
       const status = (err as { statusCode?: number }).statusCode;
-      // 404/409: the container is gone or stopped; there is nothing left to kill.
+      // 404/409: the container is gone or stopped; there is nothing left to kill (a paused one was
+      // waited for in runScript: a commit's pause must not pass for a stopped sandbox).
       if (status === 404 || status === 409) return { killed: undefined, found: false, pidsMax: undefined, oomKill: undefined, complete: true };
       await sleep(20 + attempt * 20);
     }
@@ -44,8 +46,10 @@ export async function runControl(
 
 /** Runs a shell script (`$0` = first arg) as `user` and returns its stdout; for one-off control work. */
 export async function runScript(container: Dockerode.Container, script: string, args: string[], user: string): Promise<string> {
-  const exec = await container.exec({ Cmd: ['/bin/sh', '-c', script, ...args], User: user, AttachStdout: true, AttachStderr: true, Tty: false });
-  const stream = (await exec.start({ hijack: true, stdin: false })) as NodeJS.ReadWriteStream;
+  const stream = await unlessPaused(container, async () => {
+    const exec = await container.exec({ Cmd: ['/bin/sh', '-c', script, ...args], User: user, AttachStdout: true, AttachStderr: true, Tty: false });
+    return (await exec.start({ hijack: true, stdin: false })) as NodeJS.ReadWriteStream;
+  });
   const out: Buffer[] = [];
   const demux = new FrameDemuxer((s, chunk) => {
     if (s === 'stdout') out.push(Buffer.from(chunk));

@@ -2,6 +2,7 @@ import type Dockerode from 'dockerode';
 import { buildContext, ENTRY, sessionSandboxDocId, type ModelEntry, type SandboxState, type ToolResultEntry, type ToolTaskResult } from '../../host/agent';
 import { builtinTools } from '../../tools';
 import { openStore } from '../../host/store';
+import { unlessPaused } from '../../host/sandbox/paused-wait';
 import type { Task } from '../../host/model';
 
 /** An agent run as crash tests compare it: what must not depend on where (or whether) the host died. */
@@ -69,8 +70,9 @@ export function readContainerFile(docker: Dockerode, containerId: string, path: 
 
 /** The stdout of a plain exec in a container (as its default user), bypassing Berth. */
 export async function containerStdout(docker: Dockerode, containerId: string, cmd: string[]): Promise<string> {
-  const exec = await docker.getContainer(containerId).exec({ Cmd: cmd, AttachStdout: true, AttachStderr: true });
-  const stream = await exec.start({});
+  // A snapshot commit pauses the container for a moment; the probe waits for it like the host does.
+  const container = docker.getContainer(containerId);
+  const stream = await unlessPaused(container, async () => (await container.exec({ Cmd: cmd, AttachStdout: true, AttachStderr: true })).start({}));
   const chunks: Buffer[] = [];
   await new Promise<void>((resolve, reject) => {
     stream.on('data', (c: Buffer) => chunks.push(c));

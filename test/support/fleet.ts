@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Run } from '../../host/model';
+import { unlessPaused } from '../../host/sandbox/paused-wait';
 import { bundledCli, lastJson, type planFixture } from './plan-fixture';
 
 type Fixture = Awaited<ReturnType<typeof planFixture>>;
@@ -107,8 +108,8 @@ export function runDigest(fx: Fixture, runId: string): Promise<string | undefine
 export async function releaseStep(fx: Fixture, sessionId: string): Promise<void> {
   for (const c of await fx.docker.listContainers({ filters: { label: [`berth.session=${sessionId}`] } })) {
     // As the command user: root holds no capabilities in a sandbox, so it cannot write the user's workspace.
-    const exec = await fx.docker.getContainer(c.Id).exec({ Cmd: ['sh', '-c', 'touch release'], User: 'berth', AttachStdout: true, AttachStderr: true });
-    const stream = await exec.start({});
+    const container = fx.docker.getContainer(c.Id);
+    const stream = await unlessPaused(container, async () => (await container.exec({ Cmd: ['sh', '-c', 'touch release'], User: 'berth', AttachStdout: true, AttachStderr: true })).start({}));
     await new Promise<void>((resolve, reject) => stream.on('data', () => {}).on('end', resolve).on('error', reject));
   }
 }

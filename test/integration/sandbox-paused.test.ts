@@ -1,0 +1,36 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { runControl } from '../../host/sandbox/sandbox-control';
+import { containerStdout } from '../support/agent-observe';
+import { describe, expect, test } from '../support/sandbox-fixture';
+
+// The engine pauses a sandbox for the length of a paused `docker commit` (a snapshot) and unpauses
+// it when the commit ends. Another process (a `berth cancel` with no live host, a new owner
+// stopping an old host's commands, an operator's probe) can reach the sandbox in that moment.
+describe('a sandbox paused by a snapshot commit', { timeout: 120_000 }, () => {
+  test('a command started while the sandbox is paused waits for the pause to end and runs', async ({ sandbox }) => {
+    await using lease = await sandbox.host.lease(sandbox.spec(), { sessionId: 's' });
+    const container = sandbox.docker.getContainer(lease.containerId);
+    await container.pause();
+    const unpaused = sleep(1_000).then(() => container.unpause());
+    const r = await lease.exec('echo ran');
+    await unpaused;
+    expect(r).toMatchObject({ exitCode: 0, stdout: 'ran\n' });
+  });
+
+  test("an earlier host's commands, stopped while the sandbox is paused, are killed once it resumes, not skipped as if it had stopped", async ({ sandbox }) => {
+    await using lease = await sandbox.host.lease(sandbox.spec(), { sessionId: 's' });
+    const container = sandbox.docker.getContainer(lease.containerId);
+    // A leftover of the command user, started outside any wrapper: what an earlier host's step left.
+    const exec = await container.exec({ Cmd: ['sleep', '600'], User: '1000:1000' });
+    await exec.start({ Detach: true });
+    const running = async () => (await containerStdout(sandbox.docker, lease.containerId, ['ps'])).includes('sleep 600');
+    while (!(await running())) await sleep(50);
+    await container.pause();
+    const unpaused = sleep(1_000).then(() => container.unpause());
+    const report = await runControl(container, { user: '1000:1000', action: { mode: 'earlier', spare: [] } });
+    await unpaused;
+    expect(report).toMatchObject({ found: true, complete: true });
+    expect(report.killed).toBeGreaterThanOrEqual(1);
+    expect(await running()).toBe(false);
+  });
+});
