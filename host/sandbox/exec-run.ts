@@ -12,6 +12,7 @@ import { WRAPPER_NAME, WRAPPER_SCRIPT, type ControlReport } from './exec-scripts
 import type { ExecOptions, ExecResult } from './exec-types';
 import { settleOutcome, waitForExit } from './exec-outcome';
 import { unlessPaused } from './paused-wait';
+import { enterExecSetup } from './exec-gate';
 import { killTree } from './process-tree-kill';
 import { runControl, runScript } from './sandbox-control';
 import { ADOPT_SCRIPT } from './exec-scripts';
@@ -100,12 +101,16 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
   const token = host.activity.start();
   const forget = host.activity.takeAcknowledged();
   let startedExec = false;
+  let leaveSetup: () => void = () => undefined;
   let meter: Awaited<ReturnType<typeof startUsageMeter>> | undefined;
   try {
     await host.events.ensureConnected();
     const oomBefore = host.events.oomCount(host.containerId);
     meter = opts.measure ? await startUsageMeter(host.container, host.logger) : undefined;
     const hasStdin = opts.stdin !== undefined;
+    // No pause of this process may freeze the container while the exec's process is set up (see
+    // exec-gate.ts); the setup ends when the wrapper speaks or the exec ends.
+    leaveSetup = await enterExecSetup(host.containerId);
     // A paused sandbox (another process's snapshot commit) is waited for, not taken for a dead one.
     const { exec, exitWait, stream } = await unlessPaused(
       host.container,
@@ -135,7 +140,10 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
         }
       },
       { signal: opts.signal },
-    );
+    ).catch((err: unknown) => {
+      leaveSetup();
+      throw err;
+    });
     startedExec = true;
     host.activity.started.add(exec.id);
 
@@ -151,6 +159,12 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
     };
     const wrapper = new WrapperLine(WRAPPER_NAME, (chunk) => emit('stdout', chunk));
     void wrapper.root.then((root) => (token.root = root));
+    // Bounded: a wrapper that never speaks must not hold pauses off for ever.
+    const setupBound = setTimeout(leaveSetup, SETUP_BOUND_MS);
+    void Promise.race([wrapper.root, streamEndedSoon(stream)]).finally(() => {
+      clearTimeout(setupBound);
+      leaveSetup();
+    });
     const demux = new FrameDemuxer((s, chunk) => (s === 'stdout' ? wrapper.push(chunk) : emit(s, chunk)));
     const streamEnded = new Promise<void>((resolve) => {
       stream.on('end', () => resolve());
@@ -220,6 +234,7 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
   } finally {
     // Ended above on every path that got a result; here only when the exec threw.
     host.activity.end(token, false);
+    leaveSetup();
     if (!startedExec) host.activity.returnAcknowledged(forget);
     // An exec that threw never reached its reading: the sampling timer must not outlive it.
     meter?.cancel();
@@ -249,6 +264,18 @@ async function afterCommand(
   return runControl(host.container, { user: c.user, action: sweep ? { mode: 'sweep' } : { mode: 'counters' } }).catch((err: unknown) => {
     host.logger.warn({ err }, 'could not sweep the processes the command left');
     return undefined;
+  });
+}
+
+/** How long an exec counts as in setup at most when its wrapper never says where it runs. */
+const SETUP_BOUND_MS = 30_000;
+
+/** Settles when the exec's stream ends or fails: its process is past setup either way. */
+function streamEndedSoon(stream: NodeJS.ReadableStream): Promise<void> {
+  return new Promise<void>((resolve) => {
+    stream.once('end', resolve);
+    stream.once('close', resolve);
+    stream.once('error', () => resolve());
   });
 }
 

@@ -2,6 +2,7 @@ import type Dockerode from 'dockerode';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { FrameDemuxer } from './docker-frames';
 import { CONTROL_SCRIPT, parseControlReport, type ControlReport } from './exec-scripts';
+import { enterExecSetup } from './exec-gate';
 import { unlessPaused } from './paused-wait';
 
 const ATTEMPTS = 25;
@@ -46,6 +47,16 @@ export async function runControl(
 
 /** Runs a shell script (`$0` = first arg) as `user` and returns its stdout; for one-off control work. */
 export async function runScript(container: Dockerode.Container, script: string, args: string[], user: string): Promise<string> {
+  // The whole exec is its setup here (a short script): no pause of this process meets it (see exec-gate.ts).
+  const leave = await enterExecSetup(container.id);
+  try {
+    return await runScriptStream(container, script, args, user);
+  } finally {
+    leave();
+  }
+}
+
+async function runScriptStream(container: Dockerode.Container, script: string, args: string[], user: string): Promise<string> {
   const stream = await unlessPaused(container, async () => {
     const exec = await container.exec({ Cmd: ['/bin/sh', '-c', script, ...args], User: user, AttachStdout: true, AttachStderr: true, Tty: false });
     return (await exec.start({ hijack: true, stdin: false })) as NodeJS.ReadWriteStream;

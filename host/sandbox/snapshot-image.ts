@@ -3,6 +3,7 @@ import { ConfinedTree, nameString } from '../snapshot/confined';
 import type Dockerode from 'dockerode';
 import { BerthError } from '../errors';
 import { engineError, isConflict, isNotFound } from './engine-errors';
+import { releaseHeld, takeHeld, underPause } from './exec-gate';
 import { LABEL } from './labels';
 import { loadLayerImage, rawImageConfig } from './image-load';
 
@@ -33,7 +34,9 @@ export async function commitContainer(
 ): Promise<CommittedImage> {
   opts.signal?.throwIfAborted();
   let id: string;
-  const once = async (pause: boolean) => ((await docker.getContainer(containerId).commit({ repo: SNAPSHOT_REPO, tag: opts.tag, pause, Labels: opts.labels })) as { Id: string }).Id;
+  const commit = async (pause: boolean) => ((await docker.getContainer(containerId).commit({ repo: SNAPSHOT_REPO, tag: opts.tag, pause, Labels: opts.labels })) as { Id: string }).Id;
+  // The engine's paused commit freezes the container: no exec of this process may be in setup then (see exec-gate.ts).
+  const once = (pause: boolean) => (pause ? underPause(containerId, () => commit(true)) : commit(false));
   try {
     try {
       id = await once(opts.pause ?? true);
@@ -164,6 +167,18 @@ export async function discardImage(docker: Dockerode, imageId: string): Promise<
 
 /** Pauses (`true`) or unpauses a container; the engine freezes every process in it. */
 export async function setPaused(docker: Dockerode, containerId: string, paused: boolean): Promise<void> {
+  // No exec of this process may be in setup while the container freezes (see exec-gate.ts).
+  if (paused) await takeHeld(containerId);
+  try {
+    await pauseOrUnpause(docker, containerId, paused);
+  } catch (err) {
+    if (paused) releaseHeld(containerId);
+    throw err;
+  }
+  if (!paused) releaseHeld(containerId);
+}
+
+async function pauseOrUnpause(docker: Dockerode, containerId: string, paused: boolean): Promise<void> {
   const c = docker.getContainer(containerId);
   try {
     await (paused ? c.pause() : c.unpause());

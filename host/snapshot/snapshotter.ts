@@ -282,12 +282,28 @@ export class Snapshotter {
     const maxBytes = this.d.deltaMaxBytes ?? DELTA_MAX_BYTES;
     if (dirs && prev?.base && maxBytes > 0 && this.images.supported) {
       // A small change: a layer built here from what the scan found, with no engine commit.
-      first ??= await read();
-      const taken = first.complete && first.layer ? await takeDelta({ engine: this.d.engine, store: this.d.store, logger: this.d.logger, images: this.images }, { containerId: t.containerId, dirs, ws, base: prev.base, first: first.layer, maxBytes, budget: this.budget(t, opts.signal), maxLayers: this.d.flattenDepth ?? FLATTEN_DEPTH, ...opts }) : undefined;
-      if (taken) {
-        this.known.set(t.containerId, { stats: new Map(), manifest: taken.manifest, imageId: taken.imageId, markAt: first.startedAt, listedAt: first.startedAt, base: { imageId: taken.imageId, manifest: taken.manifest, markAt: first.startedAt } });
+      const base = prev.base;
+      const delta = async (reading: Reading) => {
+        const taken = reading.complete && reading.layer ? await takeDelta({ engine: this.d.engine, store: this.d.store, logger: this.d.logger, images: this.images }, { containerId: t.containerId, dirs, ws, base, first: reading.layer, maxBytes, budget: this.budget(t, opts.signal), maxLayers: this.d.flattenDepth ?? FLATTEN_DEPTH, ...opts }) : undefined;
+        if (taken && !('writer' in taken)) this.known.set(t.containerId, { stats: new Map(), manifest: taken.manifest, imageId: taken.imageId, markAt: reading.startedAt, listedAt: reading.startedAt, base: { imageId: taken.imageId, manifest: taken.manifest, markAt: reading.startedAt } });
         return taken;
+      };
+      first ??= await read();
+      let taken = await delta(first);
+      if (taken && 'writer' in taken) {
+        // A command is still writing: the container frozen, where nothing can move under the
+        // host's reading, the workspace is read once more and taken as a delta, or committed while
+        // still frozen (one engine commit instead of two and a retake read through the engine).
+        this.d.logger.info({ snapshotId: opts.snapshotId }, 'workspace changed while the snapshot was read; reading it again with the container paused');
+        const frozen = await this.frozen(t, async () => {
+          const again = await read();
+          const d = await delta(again);
+          return d && !('writer' in d) ? d : { again, image: await commit(true), manifest: await this.frozenManifest(t, again, opts.signal) };
+        });
+        if ('again' in frozen) return this.settle(t, opts, frozen.image, frozen.manifest, this.frozenKnown(frozen.again), frozen.again.hashed);
+        return frozen;
       }
+      if (taken) return taken;
     }
     let image: EngineImage;
     // The image holds at least the container's state at `commitAt`; what changes in the layer after
@@ -322,10 +338,26 @@ export class Snapshotter {
       if (first.complete) this.d.logger.warn({ snapshotId: opts.snapshotId, ...(moved ? { path: moved } : {}) }, 'workspace changed during the snapshot; taking it again with the container paused');
       else this.d.logger.info({ snapshotId: opts.snapshotId }, 'the workspace owner cannot read all of the workspace; taking the snapshot paused, read through the engine');
       const superseded = image;
+      if (dirs) {
+        // Read on the host with the container frozen: exact, and the next snapshot can build on it.
+        const frozen = await this.frozen(t, async () => {
+          const again = await read();
+          return { again, image: await commit(true), manifest: await this.frozenManifest(t, again, opts.signal) };
+        });
+        await this.d.engine.discardImage(superseded.imageId).catch((err: unknown) => this.d.logger.warn({ err, imageId: superseded.imageId }, 'could not remove a superseded snapshot image'));
+        return this.settle(t, opts, frozen.image, frozen.manifest, this.frozenKnown(frozen.again), frozen.again.hashed);
+      }
       ({ image, manifest } = await this.takePaused(t, first.root, opts, commit));
       // The second commit took the tag; the first would linger as an unnamed image.
       await this.d.engine.discardImage(superseded.imageId).catch((err: unknown) => this.d.logger.warn({ err, imageId: superseded.imageId }, 'could not remove a superseded snapshot image'));
     }
+    // A paused retake read the workspace through the engine and has no stat fields: the next snapshot hashes everything again.
+    const known = unchanged ? { stats: first.stats, now: first.now, markAt: commitAt, listedAt: first.layer ? first.startedAt : commitAt } : undefined;
+    return this.settle(t, opts, image, manifest, known, first.hashed, dirs ? 'layer' : 'exec');
+  }
+
+  /** Flattens a deep image, writes its manifest and remembers (or forgets) what this process knows of the container. */
+  private async settle(t: SnapshotTarget, opts: { snapshotId: string; labels: Record<string, string>; signal?: AbortSignal }, image: EngineImage, manifest: WorkspaceManifest, known: (Pick<Known, 'stats' | 'now' | 'listedAt'> & { markAt: number }) | undefined, hashed: number, scan: 'layer' | 'exec' = 'layer'): Promise<TakenSnapshot> {
     const flattened = image.depth >= (this.d.flattenDepth ?? FLATTEN_DEPTH);
     if (flattened) {
       const deep = image;
@@ -333,11 +365,30 @@ export class Snapshotter {
       this.d.logger.info({ snapshotId: opts.snapshotId, deepImageId: deep.imageId, depth: deep.depth, imageId: image.imageId }, 'snapshot image flattened to one layer');
     }
     await timed(this.d.logger, 'snapshot.manifest_write', () => this.d.store.putWorkspaceManifest(image.imageId, manifest as Json));
-    // A paused retake read the workspace through the engine and has no stat fields: the next snapshot hashes everything again.
-    if (unchanged) this.known.set(t.containerId, { stats: first.stats, now: first.now, manifest, imageId: image.imageId, markAt: commitAt, listedAt: first.layer ? first.startedAt : commitAt, base: { imageId: image.imageId, manifest, markAt: commitAt } });
+    if (known) this.known.set(t.containerId, { ...known, manifest, imageId: image.imageId, base: { imageId: image.imageId, manifest, markAt: known.markAt } });
     else this.known.delete(t.containerId);
-    this.d.logger.debug({ snapshotId: opts.snapshotId, imageId: image.imageId, hashed: first.hashed, layerBytes: image.layerBytes, scan: dirs ? 'layer' : 'exec' }, 'snapshot taken');
-    return { imageId: image.imageId, workspaceDigest: manifestDigest(manifest), layerBytes: image.layerBytes, layers: image.layers, flattened, reused: false, manifest, scan: dirs ? 'layer' : 'exec', hashed: first.hashed };
+    this.d.logger.debug({ snapshotId: opts.snapshotId, imageId: image.imageId, hashed, layerBytes: image.layerBytes, scan }, 'snapshot taken');
+    return { imageId: image.imageId, workspaceDigest: manifestDigest(manifest), layerBytes: image.layerBytes, layers: image.layers, flattened, reused: false, manifest, scan, hashed };
+  }
+
+  /** What a reading of a frozen container tells the next snapshot: exact as of before it started. */
+  private frozenKnown(r: Reading): (Pick<Known, 'stats' | 'now' | 'listedAt'> & { markAt: number }) | undefined {
+    return r.complete ? { stats: r.stats, now: r.now, markAt: r.startedAt, listedAt: r.startedAt } : undefined;
+  }
+
+  /** The manifest of a frozen container: the host's reading when it saw everything, else read through the engine. */
+  private async frozenManifest(t: SnapshotTarget, r: Reading, signal?: AbortSignal): Promise<WorkspaceManifest> {
+    return r.complete ? r.manifest : this.readThroughEngine(t, r.root, signal);
+  }
+
+  /** Runs `fn` with the container paused by this process; unpaused on every path. */
+  private async frozen<T>(t: SnapshotTarget, fn: () => Promise<T>): Promise<T> {
+    await this.d.engine.setPaused(t.containerId, true);
+    try {
+      return await fn();
+    } finally {
+      await this.d.engine.setPaused(t.containerId, false);
+    }
   }
 
   /** Pause, commit, read the workspace through the engine, unpause: the manifest is exactly the image's. */

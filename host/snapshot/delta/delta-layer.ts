@@ -20,6 +20,8 @@ export interface DeltaLayer {
 /** Why a delta cannot stand for the change: the caller commits the container instead. */
 export interface DeltaRefusal {
   refused: string;
+  /** The workspace moved while the layer was built: a writer is running, so a frozen take is the way. */
+  writer?: true;
 }
 
 const parentOf = (p: string) => (p === '.' ? '' : p.slice(0, p.lastIndexOf('/')));
@@ -103,7 +105,7 @@ export async function buildDeltaLayer(o: { dirs: LayerDirs; ws: string; base: Wo
   for (const p of whiteouts) bytes += headerBytes(name(p)) + 4;
   if (bytes > o.maxBytes) return { refused: `more than ${o.maxBytes} bytes changed (${written.length + whiteouts.length} entries)` };
   for (const p of [...written, ...whiteouts]) if (hasEscapedBytes(p) || hasEscapedBytes(o.now[p] ?? '')) return { refused: `${p} has a name or link target that is not UTF-8 (the engine's commit keeps its bytes)` };
-  return withTree(o.dirs.merged, ws, async (tree) => (tree ? build(tree) : { refused: 'the workspace is no longer a directory' }));
+  return withTree(o.dirs.merged, ws, async (tree) => (tree ? build(tree) : { refused: 'the workspace is no longer a directory', writer: true }));
 
   async function build(tree: ConfinedTree): Promise<DeltaLayer | DeltaRefusal> {
     const entries: TarEntry[] = [];
@@ -121,7 +123,7 @@ export async function buildDeltaLayer(o: { dirs: LayerDirs; ws: string; base: Wo
     if (rootTree) return { refused: rootTree };
     for (const d of dirs) {
       const st = tree.lstat(d);
-      if (!st?.isDirectory()) return { refused: `${d} is no longer a directory` };
+      if (!st?.isDirectory()) return { refused: `${d} is no longer a directory`, writer: true };
       const bad = unwritable(d, st);
       if (bad) return { refused: bad };
       const n = d === '.' ? ws.replace(/^\/+/, '') : name(d);
@@ -135,24 +137,24 @@ export async function buildDeltaLayer(o: { dirs: LayerDirs; ws: string; base: Wo
       // In a layer, a file named .wh.X is the removal of X: a workspace file so named is the engine's to commit.
       if (p.slice(p.lastIndexOf('/') + 1).startsWith('.wh.')) return { refused: `${p} has a name a layer reads as a removal` };
       const st = tree.lstat(p);
-      if (!st) return { refused: `${p} vanished while the layer was built` };
+      if (!st) return { refused: `${p} vanished while the layer was built`, writer: true };
       const bad = unwritable(p, st);
       if (bad) return { refused: bad };
       if (value.startsWith('d:')) {
-        if (!st.isDirectory()) return { refused: `${p} changed type while the layer was built` };
+        if (!st.isDirectory()) return { refused: `${p} changed type while the layer was built`, writer: true };
         if (!dirs.has(p)) entries.push({ name: name(p), header: { ...header(name(p), st), type: 'directory' } });
       } else if (value.startsWith('l:')) {
-        if (!st.isSymbolicLink()) return { refused: `${p} changed type while the layer was built` };
+        if (!st.isSymbolicLink()) return { refused: `${p} changed type while the layer was built`, writer: true };
         entries.push({ name: name(p), header: { ...header(name(p), st), type: 'symlink', linkname: value.slice(2) } });
       } else {
         // Counted as the tar holds it (whole blocks), with every header counted above.
         if ((bytes += Math.ceil(Number(st.size) / 512) * 512) > o.maxBytes) return { refused: `more than ${o.maxBytes} bytes changed` };
         const f = readConfined(tree, p, budget);
-        if (!f) return { refused: `${p} is no longer a regular file` };
+        if (!f) return { refused: `${p} is no longer a regular file`, writer: true };
         // A hard link would become two files in a layer written path by path: the engine's commit keeps it.
         if (f.st.nlink > 1n) return { refused: 'a changed file has hard links' };
         // The scan hashed these bytes; other bytes now mean a writer is still running.
-        if (value !== `f:${(Number(f.st.mode) & 0o7777).toString(8)}:${f.hash}`) return { refused: `${p} changed while the layer was built` };
+        if (value !== `f:${(Number(f.st.mode) & 0o7777).toString(8)}:${f.hash}`) return { refused: `${p} changed while the layer was built`, writer: true };
         entries.push({ name: name(p), header: { ...header(name(p), f.st), type: 'file', size: f.data.length }, data: f.data });
       }
     }

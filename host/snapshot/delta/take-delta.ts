@@ -24,7 +24,9 @@ export interface Base {
 }
 
 /**
- * A snapshot as a delta layer over `base`, or `undefined` for the caller to commit the container:
+ * A snapshot as a delta layer over `base`; `{ writer: true }` when the workspace moved while it
+ * was read or built (a writer is running: the caller takes it frozen); or `undefined` for the
+ * caller to commit the container:
  * the layer was refused (too big, a special file or hard link, a writer changed a file as it was
  * read), the workspace moved since the reading `first`, something outside the workspace changed
  * since the base image's state (a delta holds only the workspace), or the parent's config cannot
@@ -34,7 +36,7 @@ export interface Base {
 export async function takeDelta(
   d: { engine: SnapshotEngine; store: Store; logger: Logger; images: DeltaImages },
   o: { containerId: string; dirs: LayerDirs; ws: string; base: Base; first: LayerListing; maxBytes: number; budget?: ReadBudget; maxLayers: number; snapshotId: string; labels: Record<string, string>; signal?: AbortSignal },
-): Promise<TakenSnapshot | undefined> {
+): Promise<TakenSnapshot | { writer: true } | undefined> {
   o.signal?.throwIfAborted();
   // A layer this code cannot write (a time or owner a tar header cannot hold, a file gone at the
   // wrong moment) is the engine's to commit, never a failed snapshot.
@@ -45,11 +47,11 @@ export async function takeDelta(
   });
   if ('refused' in layer) {
     d.logger.debug({ snapshotId: o.snapshotId, reason: layer.refused }, 'snapshot committed by the engine, not as a delta layer');
-    return undefined;
+    return 'writer' in layer && layer.writer ? { writer: true } : undefined;
   }
   // The layer holds what the reading found only if nothing moved since (the commit path's own
   // check then finds the writer and takes the snapshot paused).
-  if ((await timed(d.logger, 'snapshot.layer_verify', () => layerChangedPath(o.dirs, o.ws, o.first, o.budget))) !== null) return undefined;
+  if ((await timed(d.logger, 'snapshot.layer_verify', () => layerChangedPath(o.dirs, o.ws, o.first, o.budget))) !== null) return { writer: true };
   // Checked after the layer was built, so a write outside during it is seen here.
   if ((await d.engine.changedOutsideSince?.(o.containerId, o.base.markAt, [o.ws])) !== false) {
     d.logger.debug({ snapshotId: o.snapshotId }, 'snapshot committed by the engine: the container changed outside the workspace');
