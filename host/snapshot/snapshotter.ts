@@ -383,7 +383,17 @@ export class Snapshotter {
 
   /** Runs `fn` with the container paused by this process; unpaused on every path. */
   private async frozen<T>(t: SnapshotTarget, fn: () => Promise<T>): Promise<T> {
-    await this.d.engine.setPaused(t.containerId, true);
+    // The freezer can fail to freeze a busy container in its time ("unable to freeze"): tried again.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.d.engine.setPaused(t.containerId, true);
+        break;
+      } catch (err) {
+        if (!(err instanceof BerthError) || !err.retryable || attempt >= ATTEMPTS) throw err;
+        this.d.logger.info({ err, containerId: t.containerId, attempt }, 'the container could not be paused; trying again');
+        await new Promise((r) => setTimeout(r, 100 * attempt));
+      }
+    }
     try {
       return await fn();
     } finally {
