@@ -15,8 +15,11 @@ export type GatewayRunOf = () => Promise<{ id: string; sessionId: string } | und
 export interface GatewayLedger {
   /** The run a request counts against now, and the tokens it has spent through the gateway so far. */
   account(): Promise<{ runId: string | null; spentTokens: number }>;
-  /** Commits an entry on the run in the background (an observation, like an egress attempt); `settle` waits for it. */
-  entry(runId: string | null, kind: GatewayEntryKind, body: object): void;
+  /**
+   * Commits an entry on the run in the background (an observation, like an egress attempt); `settle`
+   * waits for it. A function body is built only when written, off the request's path.
+   */
+  entry(runId: string | null, kind: GatewayEntryKind, body: object | (() => object)): void;
   /** Counts an answer's tokens against its run's budget at once, and records them as the run's cost. */
   spend(runId: string | null, model: string, usage: GatewayUsage | undefined): void;
   settle(): Promise<void>;
@@ -38,7 +41,7 @@ const FLUSH_MS = 250;
 export function storeLedger(store: GatewayStore, runOf: GatewayRunOf, log: Logger, now: () => number = Date.now): GatewayLedger {
   const spent = new Map<string, Promise<number>>();
   const sessions = new Map<string, string>();
-  let entries: Array<{ sessionId: string; runId: string; kind: GatewayEntryKind; body: object }> = [];
+  let entries: Array<{ sessionId: string; runId: string; kind: GatewayEntryKind; body: object | (() => object) }> = [];
   let costs = new Map<string, { runId: string; model: string; requests: number; prompt: number; completion: number; cached: number; reported: boolean }>();
   let timer: NodeJS.Timeout | undefined;
   let flushing: Promise<void> = Promise.resolve();
@@ -57,7 +60,7 @@ export function storeLedger(store: GatewayStore, runOf: GatewayRunOf, log: Logge
     for (const e of batch) bySession.set(e.sessionId, [...(bySession.get(e.sessionId) ?? []), e]);
     for (const [sessionId, list] of bySession) {
       const r = await store
-        .commit({ sessionId, label: 'gateway', actor: 'model-gateway', entries: list.map((e) => ({ id: newId('ent'), runId: e.runId, kind: e.kind, body: plainJson(e.body) as Json })) })
+        .commit({ sessionId, label: 'gateway', actor: 'model-gateway', entries: list.map((e) => ({ id: newId('ent'), runId: e.runId, kind: e.kind, body: plainJson(typeof e.body === 'function' ? e.body() : e.body) as Json })) })
         .catch((err: unknown) => void log.error({ err }, 'could not commit model gateway entries'));
       if (r && !r.ok) log.error({ conflict: r.conflict }, 'model gateway entries not committed to the run');
     }

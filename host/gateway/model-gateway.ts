@@ -36,8 +36,8 @@ const STATUS: Record<GatewayRefusal, number> = {
 
 /** Request headers passed on to the provider; everything else (the sandbox's key above all) stays behind. */
 const PASSED = ['content-type', 'accept', 'user-agent', 'openai-beta'];
-/** Answer headers not passed back: hop-by-hop, and the provider's cookies. */
-const DROPPED = new Set(['connection', 'keep-alive', 'transfer-encoding', 'set-cookie', 'content-length']);
+/** Answer headers not passed back: hop-by-hop, and the provider's cookies (the length stays: the bytes pass unchanged). */
+const DROPPED = new Set(['connection', 'keep-alive', 'transfer-encoding', 'set-cookie']);
 
 export interface ModelGatewayOptions {
   spec: SandboxGatewaySpec;
@@ -123,7 +123,7 @@ export class ModelGateway {
       sent = Buffer.from(JSON.stringify({ ...body, stream_options: { ...(body.stream_options as object | undefined), include_usage: true } }));
     }
     const exchange = newId('gwx');
-    this.o.ledger.entry(account.runId, GATEWAY_ENTRY.request, { at, exchange, path: pathname, model, stream, bytes: raw.length, ...recorded(raw.toString('utf8'), secrets) });
+    this.o.ledger.entry(account.runId, GATEWAY_ENTRY.request, () => ({ at, exchange, path: pathname, model, stream, bytes: raw.length, ...recorded(raw.toString('utf8'), secrets) }));
     this.forward(req, res, { path, sent, key, secrets, exchange, model, runId: account.runId, at, pathname });
   }
 
@@ -146,10 +146,11 @@ export class ModelGateway {
       const text = Buffer.concat(chunks).toString('utf8');
       const { usage, model: reported } = usageOf(text, contentType);
       const model = reported ?? x.model;
-      const durationMs = this.now() - x.at;
+      const end = this.now();
+      const durationMs = end - x.at;
       this.o.ledger.spend(x.runId, model, status < 400 ? usage : undefined);
-      this.o.ledger.entry(x.runId, GATEWAY_ENTRY.response, {
-        at: this.now(),
+      this.o.ledger.entry(x.runId, GATEWAY_ENTRY.response, () => ({
+        at: end,
         exchange: x.exchange,
         path: x.pathname,
         model,
@@ -159,7 +160,7 @@ export class ModelGateway {
         bytes: total,
         ...(error ? { error: scrub(error, x.secrets) } : {}),
         ...recorded(text, x.secrets),
-      });
+      }));
       this.o.log.info({ event: 'gateway', path: x.pathname, model, status, durationMs, promptTokens: usage?.prompt, completionTokens: usage?.completion }, 'model gateway answer');
     };
     const up = send({ host: this.base.hostname, port: this.base.port || (this.base.protocol === 'https:' ? 443 : 80), method: 'POST', path: url, headers, agent: this.agent }, (ur) => {
@@ -215,12 +216,15 @@ function sendError(res: ServerResponse, code: GatewayRefusal, message: string): 
 }
 
 /** The body, or undefined when it is longer than `limit` (the rest is drained, not kept). */
-async function readBody(req: IncomingMessage, limit: number): Promise<Buffer | undefined> {
-  const chunks: Buffer[] = [];
-  let n = 0;
-  for await (const c of req as AsyncIterable<Buffer>) {
-    n += c.length;
-    if (n <= limit) chunks.push(c);
-  }
-  return n <= limit ? Buffer.concat(chunks) : undefined;
+function readBody(req: IncomingMessage, limit: number): Promise<Buffer | undefined> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let n = 0;
+    req.on('data', (c: Buffer) => {
+      n += c.length;
+      if (n <= limit) chunks.push(c);
+    });
+    req.on('end', () => resolve(n <= limit ? Buffer.concat(chunks) : undefined));
+    req.on('error', reject);
+  });
 }

@@ -65,7 +65,7 @@ function memoryLedger(spent = 0) {
   let tokens = spent;
   const ledger: GatewayLedger = {
     account: async () => ({ runId: 'run_1', spentTokens: tokens }),
-    entry: (_r, kind, body) => void entries.push({ kind, body: body as Record<string, unknown> }),
+    entry: (_r, kind, body) => void entries.push({ kind, body: (typeof body === 'function' ? body() : body) as Record<string, unknown> }),
     spend: (_r, model, usage) => {
       spends.push({ model, usage });
       tokens += usage ? usage.prompt + usage.completion : 0;
