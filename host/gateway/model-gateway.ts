@@ -9,6 +9,8 @@ import { GATEWAY_ENTRY, type GatewayLedger } from './ledger';
 import { providerKey } from './provider-key';
 import { usageOf } from './usage';
 
+const API_PATH = /^\/v1(\/[A-Za-z0-9_.-]+)+$/;
+
 /** Largest request body the gateway takes; a model request past it is a bug or an attack. */
 const MAX_REQUEST_BYTES = 8 * 1024 * 1024;
 /** What the record keeps of a request or answer body; the rest is counted, not kept. */
@@ -92,7 +94,8 @@ export class ModelGateway {
       this.o.log.warn({ event: 'gateway', path: pathname, model, code }, message);
       sendError(res, code, message);
     };
-    if (req.method !== 'POST' || !pathname.startsWith('/v1/')) return refuse('gateway_unsupported', `the model gateway serves POST /v1/... and GET /v1/models, not ${req.method} ${pathname}`, null);
+    // Only plain API paths: no dot segments or encodings that could reach another part of the provider with its key.
+    if (req.method !== 'POST' || !API_PATH.test(pathname) || pathname.split('/').includes('..')) return refuse('gateway_unsupported', `the model gateway serves POST /v1/... and GET /v1/models, not ${req.method} ${pathname}`, null);
     if (raw === undefined) return refuse('gateway_bad_request', `request body larger than ${MAX_REQUEST_BYTES} bytes`, null);
     let body: Record<string, unknown>;
     try {

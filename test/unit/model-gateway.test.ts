@@ -175,6 +175,15 @@ describe('the model gateway on the egress proxy', () => {
     expect(g.entries.map((e) => e.kind)).toEqual(['gateway.refused']);
   });
 
+  it('refuses paths that could reach another part of the provider with its key', async () => {
+    const g = await serve({});
+    for (const path of ['/v1/../admin', '/v1/%2e%2e/admin', '/admin', '/v1//chat']) {
+      const r = await post(g.port, path, ask);
+      expect([path, r.status, JSON.parse(r.text).error.code]).toEqual([path, 404, 'gateway_unsupported']);
+    }
+    expect(server!.requests).toEqual([]);
+  });
+
   it('lists only the allowed models', async () => {
     const g = await serve({ models: ['small', 'tiny'] });
     const text = await new Promise<string>((resolve) => request({ host: '127.0.0.1', port: g.port, path: '/v1/models' }, (res) => { let t = ''; res.on('data', (d) => (t += d)); res.on('end', () => resolve(t)); }).end());
