@@ -149,4 +149,40 @@ describe('the model gateway', { timeout: 300_000 }, () => {
     ]);
     expectNoLeaks([['run output', Buffer.from(end.stdout + end.stderr)], ...filesUnder(fx.dir)], [KEY]);
   });
+
+  it("serves an agent session's sandbox too: the agent's command reaches the provider through the gateway, recorded on the agent's run", async () => {
+    server = await startModelServer(() => ({ content: 'hello from the provider' }));
+    fx = await planFixture([]);
+    const ask = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] });
+    const command = `http_proxy= busybox wget -q -O - --header 'Content-Type: application/json' --post-data '${ask}' "$OPENAI_BASE_URL/chat/completions"`;
+    const agentModel = await startModelServer([{ toolCalls: [{ name: 'exec', arguments: { command, safe: true } }] }, { content: 'Asked.' }]);
+    try {
+      const tiny = (await fx.docker.getImage('berth/tiny:latest').inspect()).Id;
+      const envFile = join(fx.dir, 'env.yaml');
+      writeFileSync(envFile, gatewayEnv({ ref: 'berth/tiny:latest', id: tiny }, server.url));
+      const end = await fx.cli(['agent', 'ask the model', '--env', envFile, '--workspace', join(fx.dir, 'ws'), '--model', 'scripted-1', '--base-url', agentModel.url, '--api-key-env', 'TEST_MODEL_KEY', '--json'], {
+        TEST_MODEL_KEY: 'sk-agent-model',
+        BERTH_TEST_GATEWAY_KEY: KEY,
+      });
+      expect(end.code, end.stderr).toBe(0);
+      expect(server.requests.map((r) => r.authorization)).toEqual([`Bearer ${KEY}`]);
+      const { results, responses } = await fx.read(async (s) => {
+        const run = (await s.listRuns())[0]!;
+        const entries = await s.listEntries(run.sessionId, { runId: run.id });
+        return {
+          results: entries.filter((e) => e.kind === 'agent.tool_result').map((e) => (e.body as { content: string }).content),
+          responses: entries.filter((e) => e.kind === 'gateway.response').map((e) => (e.body as { status: number; model: string }).status),
+        };
+      });
+      expect(results[0]).toContain('hello from the provider');
+      expect(responses).toEqual([200]);
+      const cost = lastJson<{ total: { tokens: Record<string, { requests: number }> } }>(await fx.cli(['cost', '--json']));
+      // The agent's own model and the model its command asked through the gateway, side by side.
+      expect(cost.total.tokens[MODEL]?.requests).toBe(1);
+      expect(cost.total.tokens['scripted-1']?.requests).toBe(2);
+      expectNoLeaks([['agent output', Buffer.from(end.stdout + end.stderr)], ...filesUnder(fx.dir)], [KEY]);
+    } finally {
+      await agentModel.close();
+    }
+  });
 });
