@@ -143,9 +143,32 @@ const snapshot = z
   })
   .prefault({});
 
+const gateway = z
+  .strictObject({
+    provider: z.strictObject({
+      baseUrl: z
+        .string()
+        .regex(/^https?:\/\/[^\s/@]+(\/[^\s]*)?$/, 'an http(s) URL of an OpenAI-compatible API such as https://api.example.com/v1 (no credentials in it)')
+        .describe('The OpenAI-compatible API the host forwards to; requests go from the host, not the sandbox'),
+      key: secretSource.describe('Where the host reads the provider key at each request; the key never enters the sandbox, the record or the logs'),
+    }),
+    models: z.array(z.string().min(1)).min(1, 'at least one model name the sandbox may ask for').describe('The models the sandbox may ask for; any other is refused'),
+    budget: z
+      .strictObject({ tokens: positiveInt.describe('Prompt plus completion tokens one run may spend through the gateway') })
+      .optional(),
+  })
+  .optional()
+  .describe('An OpenAI-compatible endpoint on the sandbox\'s egress gateway, forwarded by the host to a provider with the real key (needs network.mode allowlist)');
+
 /** The Environment manifest: the one definition of what a sandbox must be. */
 export const EnvironmentSchema = z
-  .strictObject({ kernel, image, workspace, network, secrets, resources, lease, snapshot })
+  .strictObject({ kernel, image, workspace, network, secrets, resources, lease, snapshot, gateway })
+  .superRefine((e, ctx) => {
+    // The gateway listens where the egress proxy does: only an allowlist sandbox has one.
+    if (e.gateway && e.network.mode !== 'allowlist') {
+      ctx.addIssue({ code: 'custom', path: ['gateway'], message: `network.mode allowlist (the model gateway is served by the sandbox's egress proxy; network.mode is ${e.network.mode})` });
+    }
+  })
   .describe('Berth Environment manifest');
 
 /** A parsed manifest with every default applied. */

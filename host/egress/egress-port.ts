@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { ModelGateway, storeLedger } from '../gateway';
 import { isFinalRunState, plainJson } from '../model';
 import type { EgressPort } from '../sandbox/sandbox-egress';
 import type { Store } from '../store';
@@ -10,7 +11,7 @@ import { EgressProxy } from './egress-proxy';
 export const EGRESS_ENTRY = 'egress.attempt';
 
 /** The store calls the proxy's records need: the audit row, and the run's entry. */
-export type EgressStore = Pick<Store, 'recordEgress' | 'getRun' | 'listRuns' | 'commit'>;
+export type EgressStore = Pick<Store, 'recordEgress' | 'getRun' | 'listRuns' | 'commit' | 'recordCost' | 'listEntries'>;
 
 /**
  * The egress proxy as the sandbox host starts it. Every attempt is written three ways: a row in the
@@ -54,7 +55,10 @@ export function egressPort(store: EgressStore, logger: Logger): EgressPort {
   return {
     async start(p) {
       const log = logger.child({ runId: p.runId, sessionId: p.sessionId, leaseId: p.leaseId });
+      const gatewayLedger = p.gateway && storeLedger(store, () => runOf(p.runId, p.sessionId), log);
+      const gateway = p.gateway && gatewayLedger && new ModelGateway({ spec: p.gateway, ledger: gatewayLedger, log });
       const proxy = new EgressProxy({
+        ...(gateway ? { gateway: (req, res, path) => gateway.handle(req, res, path) } : {}),
         allow: p.allow,
         overrides: p.overrides,
         peer: p.peer,
@@ -72,6 +76,8 @@ export function egressPort(store: EgressStore, logger: Logger): EgressPort {
         // Attempts end as connections close; their writes must land before the store may be closed.
         async close() {
           await proxy.close();
+          gateway?.close();
+          await gatewayLedger?.settle();
           // Destroyed tunnels report their attempt from their 'close' event, a tick later.
           await new Promise((r) => setImmediate(r));
           await Promise.all(pending);

@@ -29,6 +29,12 @@ export interface EgressProxyOptions {
   /** Name resolution; the proxy resolves names itself so the sandbox never needs DNS. */
   resolve?: (host: string) => Promise<string>;
   now?: () => number;
+  /**
+   * The model gateway, when the manifest has one: requests addressed to the proxy itself (origin
+   * form `POST /v1/...`, or an absolute URL naming the proxy's own address) are its, with `path`
+   * the request's path and query. Other requests are proxied as ever.
+   */
+  gateway?: (req: IncomingMessage, res: ServerResponse, path: string) => void;
 }
 
 type Verdict = { ok: true; address: string; rule: AllowRule } | { ok: false; status: number; reason: string };
@@ -48,6 +54,7 @@ export class EgressProxy {
   private readonly sockets = new Set<Socket | Duplex>();
   private readonly overrides: Set<string>;
   private readonly host: Set<string>;
+  private self: string | undefined;
 
   constructor(private readonly o: EgressProxyOptions) {
     this.rules = compileAllow(o.allow);
@@ -77,7 +84,9 @@ export class EgressProxy {
       this.server.once('error', reject);
       this.server.listen(port, host, () => resolve());
     });
-    return this.server.address() as AddressInfo;
+    const a = this.server.address() as AddressInfo;
+    this.self = `${normaliseHost(a.address)}:${a.port}`;
+    return a;
   }
 
   async close(): Promise<void> {
@@ -171,6 +180,7 @@ export class EgressProxy {
 
   private async forward(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const method = req.method ?? 'GET';
+    if (this.o.gateway && req.url?.startsWith('/')) return this.o.gateway(req, res, req.url);
     let url: URL;
     try {
       url = new URL(req.url ?? '');
@@ -182,6 +192,8 @@ export class EgressProxy {
     }
     const port = Number(url.port || 80);
     const target = `${url.hostname}:${port}`;
+    // A client that honours http_proxy without no_proxy asks the proxy for the gateway's own URL.
+    if (this.o.gateway && `${normaliseHost(url.hostname)}:${port}` === this.self) return this.o.gateway(req, res, `${url.pathname}${url.search}`);
     const v = await this.decide(url.hostname, port, req.headers.host, 80);
     if (!v.ok) {
       this.attempt(method, target, 'deny', v.reason);

@@ -5,6 +5,7 @@ import type { Berth } from '../api/berth';
 import { forkAgentSession } from '../api/forks';
 import { BerthError, isBerthError } from '../errors';
 import { KERNEL } from '../version';
+import { addRecordResources } from './mcp-resources';
 import { McpSessions, type CallOutcome } from './mcp-session';
 import { SANDBOX_TOOL_NAMES, SESSION_TOOLS, sandboxTools } from './mcp-tools';
 
@@ -36,7 +37,7 @@ const str = (v: unknown, name: string): string | undefined => {
 
 /** An MCP server over one Berth host: the sandbox tools, `status` and `reconcile`, for any transport. */
 export function createMcpServer(berth: Berth, sessions: McpSessions): Server {
-  const server = new Server({ name: 'berth', version: KERNEL.version }, { capabilities: { tools: {} } });
+  const server = new Server({ name: 'berth', version: KERNEL.version }, { capabilities: { tools: {}, resources: {} } });
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [...sandboxTools(), ...SESSION_TOOLS] }));
   server.setRequestHandler(CallToolRequestSchema, async (req, extra) => {
     const { name } = req.params;
@@ -52,6 +53,7 @@ export function createMcpServer(berth: Berth, sessions: McpSessions): Server {
       throw toMcpError(err);
     }
   });
+  addRecordResources(server, berth, sessions, toMcpError);
   return server;
 }
 

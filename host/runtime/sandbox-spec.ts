@@ -17,12 +17,15 @@ export function sandboxSpecOf(env: Environment): SandboxSpec {
       commandTimeoutS: env.resources.commandTimeoutS,
     },
     lease: { ttlS: env.lease.ttlS, heartbeatS: env.lease.heartbeatS },
-    network: networkSpecOf(env.network),
+    network: networkSpecOf(env.network, env.gateway),
   };
 }
 
-function networkSpecOf(n: Environment['network']): SandboxNetworkSpec {
-  if (n.mode === 'allowlist') return { mode: 'allowlist', allow: [...n.allow], overrides: [...(n.allowOverride ?? [])] };
+function networkSpecOf(n: Environment['network'], g: Environment['gateway']): SandboxNetworkSpec {
+  if (n.mode === 'allowlist') {
+    const gateway = g && { providerBaseUrl: g.provider.baseUrl, key: g.provider.key, models: [...g.models], budgetTokens: g.budget?.tokens ?? null };
+    return { mode: 'allowlist', allow: [...n.allow], overrides: [...(n.allowOverride ?? [])], ...(gateway ? { gateway } : {}) };
+  }
   if (n.mode === 'open') {
     // checkSupported let only IPv4:port entries through in open mode.
     return { mode: 'open', hostOpenings: n.allow.map((p) => ({ address: p.slice(0, p.lastIndexOf(':')), port: Number(p.slice(p.lastIndexOf(':') + 1)) })) };

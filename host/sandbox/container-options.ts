@@ -37,10 +37,25 @@ export const IDLE_COMMAND = ['/bin/sh', '-c', 'while :; do sleep 2147483647; don
 const MIB = 1024 * 1024;
 
 /**
+ * The proxy address, and the model gateway's base URL for OpenAI-compatible clients, are no
+ * secrets. The key variable holds a placeholder: clients refuse to start without one, and the host
+ * puts the real key on the forwarded request. The gateway's own address bypasses the proxy.
+ */
+function egressEnv(proxyUrl: string, gatewayUrl: string | undefined): string[] {
+  const env = ['http_proxy', 'HTTP_PROXY', 'https_proxy', 'HTTPS_PROXY'].map((k) => `${k}=${proxyUrl}`);
+  if (!gatewayUrl) return env;
+  const host = new URL(gatewayUrl).hostname;
+  return [...env, `OPENAI_BASE_URL=${gatewayUrl}`, `OPENAI_API_KEY=${GATEWAY_KEY_PLACEHOLDER}`, `BERTH_MODEL_GATEWAY=${gatewayUrl}`, `no_proxy=${host}`, `NO_PROXY=${host}`];
+}
+
+/** What the sandbox's clients send as their key; the gateway replaces it with the provider's. */
+export const GATEWAY_KEY_PLACEHOLDER = 'berth-gateway';
+
+/**
  * The create options for a sandbox container: limits, hardening and labels. Exported so the bench
  * can create a raw container with exactly the same options.
  */
-export function containerCreateOptions(spec: SandboxSpec, labels: Record<string, string>, name?: string, egress?: { networkName: string; proxyUrl?: string }): Dockerode.ContainerCreateOptions {
+export function containerCreateOptions(spec: SandboxSpec, labels: Record<string, string>, name?: string, egress?: { networkName: string; proxyUrl?: string; gatewayUrl?: string }): Dockerode.ContainerCreateOptions {
   const r = spec.resources;
   const memory = Math.round(r.memoryMb * MIB);
   const diskBytes = Math.round(r.diskMb * MIB);
@@ -58,7 +73,7 @@ export function containerCreateOptions(spec: SandboxSpec, labels: Record<string,
     AttachStdout: false,
     AttachStderr: false,
     // The proxy address is no secret; both spellings, since tools disagree on which they read.
-    ...(egress?.proxyUrl ? { Env: ['http_proxy', 'HTTP_PROXY', 'https_proxy', 'HTTPS_PROXY'].map((k) => `${k}=${egress.proxyUrl}`) } : {}),
+    ...(egress?.proxyUrl ? { Env: egressEnv(egress.proxyUrl, egress.gatewayUrl) } : {}),
     NetworkDisabled: egress === undefined,
     HostConfig: {
       NanoCpus: Math.round(r.cpus * 1e9),

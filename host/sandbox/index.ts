@@ -5,9 +5,9 @@
 export { createSandboxHost, SandboxHost, type SandboxHostOptions, type LeaseOptions, type ProvisionedContainer } from './sandbox-host';
 export { Lease } from './lease';
 export type { EarlierCommand, EarlierCommands } from './earlier-commands';
-export { CONTROL_DIR } from './container-options';
+export { CONTROL_DIR, GATEWAY_KEY_PLACEHOLDER } from './container-options';
 export { createWarmPool, WarmPool, type WarmPoolOptions } from './warm-pool';
-export { checkSpec, isPinnedDigest, type SandboxSpec, type SandboxNetworkSpec } from './sandbox-spec';
+export { checkSpec, isPinnedDigest, type SandboxSpec, type SandboxNetworkSpec, type SandboxGatewaySpec } from './sandbox-spec';
 export type { ExecOptions, ExecResult, OutputStream } from './exec-types';
 export type { ExecUsage } from './exec-usage';
 export type { DirEntry } from './file-ops';

@@ -6,7 +6,7 @@ import { DropAudit, type DroppedAttempt } from './drop-audit';
 import { followDropLog, type DropLine } from './drop-log';
 import { hostResolvers } from './forward-rules';
 import { LABEL } from './labels';
-import type { SandboxNetworkSpec } from './sandbox-spec';
+import type { SandboxGatewaySpec, SandboxNetworkSpec } from './sandbox-spec';
 import {
   createSandboxNetwork,
   EGRESS_LABEL,
@@ -28,7 +28,18 @@ export interface EgressPort {
    * `runId` is the run the lease was made for, when one was; a session's sandbox (agent runs) serves
    * one run after another, so attempts are attributed to the session's run at the time.
    */
-  start(p: { listenHost: string; port: number; allow: readonly string[]; overrides: readonly string[]; peer: string; leaseId: string; runId: string | null; sessionId: string | null }): Promise<{ close(): Promise<void> }>;
+  start(p: {
+    listenHost: string;
+    port: number;
+    allow: readonly string[];
+    overrides: readonly string[];
+    peer: string;
+    leaseId: string;
+    runId: string | null;
+    sessionId: string | null;
+    /** The manifest's model gateway, served on the same address and port. */
+    gateway?: SandboxGatewaySpec;
+  }): Promise<{ close(): Promise<void> }>;
   /** Records packets the sandbox's rules refused (see drop-audit.ts); resolves once they are stored. */
   dropped(p: { leaseId: string; runId: string | null; sessionId: string | null; attempts: DroppedAttempt[] }): Promise<void>;
 }
@@ -37,6 +48,8 @@ export interface EgressPort {
 export interface EgressAttachment {
   networkName: string;
   proxyUrl?: string;
+  /** The model gateway's OpenAI-compatible base URL (ending in `/v1`), when the manifest has one. */
+  gatewayUrl?: string;
 }
 
 /** A network mode that gets a network of its own. */
@@ -87,7 +100,9 @@ export class SandboxEgress {
       await this.close(leaseId);
       throw err;
     }
-    return { networkName: net.name, ...(spec.mode === 'allowlist' ? { proxyUrl: `http://${net.gateway}:${EGRESS_PROXY_PORT}` } : {}) };
+    if (spec.mode !== 'allowlist') return { networkName: net.name };
+    const proxyUrl = `http://${net.gateway}:${EGRESS_PROXY_PORT}`;
+    return { networkName: net.name, proxyUrl, ...(spec.gateway ? { gatewayUrl: `${proxyUrl}/v1` } : {}) };
   }
 
   /**
@@ -103,7 +118,7 @@ export class SandboxEgress {
     entry.address = address;
     if (spec.mode !== 'allowlist') return;
     const proxy = { gateway: entry.net.gateway, port: EGRESS_PROXY_PORT };
-    entry.proxy = await this.proxyPort(spec, leaseId)!.start({ listenHost: proxy.gateway, port: proxy.port, allow: spec.allow, overrides: spec.overrides, peer: address, leaseId, ...entry.who });
+    entry.proxy = await this.proxyPort(spec, leaseId)!.start({ listenHost: proxy.gateway, port: proxy.port, allow: spec.allow, overrides: spec.overrides, peer: address, leaseId, ...entry.who, ...(spec.gateway ? { gateway: spec.gateway } : {}) });
     await openProxyTo(entry.net.bridge, proxy, address, entry.tag);
   }
 

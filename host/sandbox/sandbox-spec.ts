@@ -39,8 +39,20 @@ export interface SandboxSpec {
 /** The network side of a {@link SandboxSpec}. */
 export type SandboxNetworkSpec =
   | { mode: 'none' }
-  | { mode: 'allowlist'; allow: string[]; overrides: string[] }
+  | { mode: 'allowlist'; allow: string[]; overrides: string[]; gateway?: SandboxGatewaySpec }
   | { mode: 'open'; hostOpenings: Array<{ address: string; port: number }> };
+
+/**
+ * The model gateway of an allowlist sandbox (manifest `gateway`): served on the egress proxy's
+ * address, forwarded by the host. `key` says where the host reads the provider key; the value is
+ * never part of a spec.
+ */
+export interface SandboxGatewaySpec {
+  providerBaseUrl: string;
+  key: { env: string } | { file: string };
+  models: string[];
+  budgetTokens: number | null;
+}
 
 const PINNED_DIGEST = /^sha256:[0-9a-f]{64}$/;
 const OWNER = /^(\d+):(\d+)$/;

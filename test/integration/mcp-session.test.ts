@@ -124,6 +124,27 @@ describe('berth mcp: a Berth session as the sandbox of an MCP client', { timeout
     expect((bad as McpError).data).toMatchObject({ code: 'fork_invalid' });
   });
 
+  it("exposes the session's run record as a resource: every call's exported run, readable from the store alone", async () => {
+    const w = (world = await mcpWorld());
+    const c = await w.connect(w.envArgs());
+    const wrote = await call(c, 'write_file', { path: 'r.txt', content: 'kept in the record\n' });
+    const ran = await call(c, 'exec', { command: 'cat r.txt' });
+    const uri = `berth://session/${wrote.s.session}/record`;
+    expect((await c.client.listResources()).resources.map((r) => r.uri)).toEqual([uri]);
+    const read = await c.client.readResource({ uri });
+    const doc = JSON.parse((read.contents[0] as { text: string }).text) as { session: string; runs: Array<{ run: { id: string; state: string } }> };
+    expect(doc.session).toBe(wrote.s.session);
+    expect(doc.runs.map((r) => [r.run.id, r.run.state])).toEqual([
+      [wrote.s.run, 'completed'],
+      [ran.s.run, 'completed'],
+    ]);
+    // The calls' arguments and what the command printed are in the record.
+    expect(JSON.stringify(doc.runs[0])).toContain('kept in the record');
+    expect(JSON.stringify(doc.runs[1])).toContain('cat r.txt');
+    const bad = await c.client.readResource({ uri: 'berth://session/ses_nope/record' }).catch((e: unknown) => e);
+    expect((bad as McpError).data).toMatchObject({ code: 'session_not_found' });
+  });
+
   it('answers a call naming an unknown session with a typed error', async () => {
     const w = (world = await mcpWorld());
     const c = await w.connect(w.envArgs());

@@ -1,0 +1,4 @@
+export { ModelGateway, type ModelGatewayOptions, type GatewayRefusal } from './model-gateway';
+export { storeLedger, GATEWAY_ENTRY, type GatewayLedger, type GatewayEntryKind, type GatewayRunOf, type GatewayStore } from './ledger';
+export { usageOf, type GatewayUsage } from './usage';
+export { providerKey } from './provider-key';

@@ -1,0 +1,203 @@
+import { request } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import pino from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import { parseEnvironment } from '../../environment';
+import { BerthError } from '../../host/errors';
+import { EgressProxy } from '../../host/egress';
+import { ModelGateway, usageOf, type GatewayLedger, type GatewayUsage } from '../../host/gateway';
+import type { SandboxGatewaySpec } from '../../host/sandbox';
+import { startModelServer, type ModelServer } from '../support/model-server';
+
+const KEY = 'sk-unit-0123456789abcdef';
+const HEAD = 'kernel: { name: berth, version: 0.1.0, compatible: "^0.1.0" }\nimage: { ref: "berth/tiny:latest" }\n';
+
+function manifestError(text: string): { message: string; paths: string[] } {
+  try {
+    parseEnvironment(HEAD + text, 'env.yaml');
+  } catch (err) {
+    expect(err).toBeInstanceOf(BerthError);
+    return { message: (err as BerthError).message, paths: ((err as BerthError).details?.issues as Array<{ path: string }>).map((i) => i.path) };
+  }
+  throw new Error('expected the manifest to be refused');
+}
+
+describe('the manifest gateway section', () => {
+  const ok = 'network: { mode: allowlist }\ngateway: { provider: { baseUrl: "http://127.0.0.1:9/v1", key: { env: K } }, models: [m] }\n';
+
+  it('parses a gateway on an allowlist network, budget optional', () => {
+    const env = parseEnvironment(HEAD + ok, 'env.yaml');
+    expect(env.gateway).toEqual({ provider: { baseUrl: 'http://127.0.0.1:9/v1', key: { env: 'K' } }, models: ['m'] });
+  });
+
+  it('refuses a gateway without an allowlist network, naming the gateway field', () => {
+    const e = manifestError('gateway: { provider: { baseUrl: "http://127.0.0.1:9/v1", key: { env: K } }, models: [m] }\n');
+    expect(e.paths).toEqual(['gateway']);
+    expect(e.message).toContain('network.mode allowlist');
+  });
+
+  it('names each bad gateway field: a URL with credentials, no models, a key source of neither kind, a misspelt budget field (and so its missing one)', () => {
+    const e = manifestError('network: { mode: allowlist }\ngateway: { provider: { baseUrl: "http://user:pw@x/v1", key: { vault: K } }, models: [], budget: { token: 5 } }\n');
+    expect(e.paths.sort()).toEqual(['gateway.budget.token', 'gateway.budget.tokens', 'gateway.models', 'gateway.provider.baseUrl', 'gateway.provider.key'].sort());
+  });
+});
+
+describe('usage of an answer', () => {
+  it('reads Chat Completions and Responses usage, from JSON and from a stream', () => {
+    expect(usageOf(JSON.stringify({ model: 'a', usage: { prompt_tokens: 5, completion_tokens: 2, prompt_tokens_details: { cached_tokens: 1 } } }), 'application/json')).toEqual({ usage: { prompt: 5, completion: 2, cached: 1 }, model: 'a' });
+    expect(usageOf(JSON.stringify({ model: 'b', usage: { input_tokens: 7, output_tokens: 3 } }), 'application/json')).toEqual({ usage: { prompt: 7, completion: 3, cached: 0 }, model: 'b' });
+    const chat = ['data: {"model":"c","choices":[{"delta":{"content":"x"}}]}', 'data: {"model":"c","choices":[],"usage":{"prompt_tokens":4,"completion_tokens":1}}', 'data: [DONE]'].join('\n\n');
+    expect(usageOf(chat, 'text/event-stream')).toEqual({ usage: { prompt: 4, completion: 1, cached: 0 }, model: 'c' });
+    const responses = ['event: response.created', 'data: {"type":"response.created","response":{"model":"d"}}', 'event: response.completed', 'data: {"type":"response.completed","response":{"model":"d","usage":{"input_tokens":9,"output_tokens":2,"input_tokens_details":{"cached_tokens":4}}}}'].join('\n');
+    expect(usageOf(responses, 'text/event-stream; charset=utf-8')).toEqual({ usage: { prompt: 9, completion: 2, cached: 4 }, model: 'd' });
+  });
+
+  it('reports none for a dropped stream or a body that is not JSON', () => {
+    expect(usageOf('data: {"choices":[{"delta":{"content":"x"}}]}\n\n', 'text/event-stream').usage).toBeUndefined();
+    expect(usageOf('<html>', 'text/html').usage).toBeUndefined();
+  });
+});
+
+/** The ledger in memory: what the store-backed one records, for pure assertions. */
+function memoryLedger(spent = 0) {
+  const entries: Array<{ kind: string; body: Record<string, unknown> }> = [];
+  const spends: Array<{ model: string; usage: GatewayUsage | undefined }> = [];
+  let tokens = spent;
+  const ledger: GatewayLedger = {
+    account: async () => ({ runId: 'run_1', spentTokens: tokens }),
+    entry: (_r, kind, body) => void entries.push({ kind, body: (typeof body === 'function' ? body() : body) as Record<string, unknown> }),
+    spend: (_r, model, usage) => {
+      spends.push({ model, usage });
+      tokens += usage ? usage.prompt + usage.completion : 0;
+    },
+    settle: async () => {},
+  };
+  return { ledger, entries, spends };
+}
+
+let server: ModelServer | undefined;
+let proxy: EgressProxy | undefined;
+let gateway: ModelGateway | undefined;
+afterEach(async () => {
+  await proxy?.close();
+  gateway?.close();
+  await server?.close();
+  proxy = gateway = server = undefined;
+});
+
+/** The gateway served by a real egress proxy on loopback, as a sandbox reaches it. */
+async function serve(spec: Partial<SandboxGatewaySpec>, spent = 0, env: Record<string, string> = { GW_KEY: KEY }) {
+  server = await startModelServer(() => ({ content: 'hi there' }));
+  const mem = memoryLedger(spent);
+  const g = new ModelGateway({
+    spec: { providerBaseUrl: server.url, key: { env: 'GW_KEY' }, models: ['small'], budgetTokens: null, ...spec },
+    ledger: mem.ledger,
+    log: pino({ level: 'silent' }),
+    keySource: { env: (n) => env[n], file: async () => '' },
+  });
+  gateway = g;
+  const attempts: unknown[] = [];
+  proxy = new EgressProxy({ allow: [], overrides: [], runId: 'run_1', leaseId: 'lease_1', record: (a) => attempts.push(a), gateway: (req, res, path) => g.handle(req, res, path) });
+  const { port } = await proxy.listen('127.0.0.1');
+  return { port, ...mem, attempts };
+}
+
+function post(port: number, path: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const data = JSON.stringify(body);
+    const req = request({ host: '127.0.0.1', port, method: 'POST', path, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data), authorization: 'Bearer berth-gateway', ...headers } }, (res) => {
+      let text = '';
+      res.on('data', (d) => (text += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+    });
+    req.on('error', reject);
+    req.end(data);
+  });
+}
+
+const ask = { model: 'small', messages: [{ role: 'user', content: 'hello' }] };
+
+describe('the model gateway on the egress proxy', () => {
+  it('forwards a completion with the provider key in place of the sandbox placeholder and records request, answer and usage', async () => {
+    const g = await serve({});
+    const r = await post(g.port, '/v1/chat/completions', ask);
+    expect(r.status).toBe(200);
+    expect(JSON.parse(r.text).choices[0].message.content).toBe('hi there');
+    expect(server!.requests.map((q) => q.authorization)).toEqual([`Bearer ${KEY}`]);
+    const u = server!.reported[0]!;
+    expect(g.spends).toEqual([{ model: 'small', usage: { prompt: u.prompt_tokens, completion: u.completion_tokens, cached: 0 } }]);
+    expect(g.entries.map((e) => e.kind)).toEqual(['gateway.request', 'gateway.response']);
+    expect(g.entries[1]!.body).toMatchObject({ model: 'small', status: 200, usage: { prompt: u.prompt_tokens, completion: u.completion_tokens } });
+    expect(JSON.stringify(g.entries)).not.toContain(KEY);
+    // Gateway requests are not egress: nothing is proxied to the outside.
+    expect(g.attempts).toEqual([]);
+  });
+
+  it('serves a client that sends the absolute URL of the proxy itself (http_proxy without no_proxy) the same way', async () => {
+    const g = await serve({});
+    const r = await post(g.port, `http://127.0.0.1:${g.port}/v1/chat/completions`, ask);
+    expect(r.status).toBe(200);
+    expect(server!.requests).toHaveLength(1);
+  });
+
+  it('asks a stream for its usage and counts it', async () => {
+    const g = await serve({});
+    const r = await post(g.port, '/v1/chat/completions', { ...ask, stream: true });
+    expect(r.status).toBe(200);
+    expect(r.text).toContain('data: [DONE]');
+    expect(server!.requests[0]!.body).toMatchObject({ stream: true, stream_options: { include_usage: true } });
+    expect(g.spends[0]!.usage).toMatchObject({ prompt: server!.reported[0]!.prompt_tokens });
+  });
+
+  it('refuses a model not in the list and a spent budget with OpenAI-shaped typed errors, never reaching the provider', async () => {
+    const g = await serve({ budgetTokens: 50 }, 50);
+    const other = await post(g.port, '/v1/chat/completions', { ...ask, model: 'large' });
+    expect(other.status).toBe(403);
+    expect(JSON.parse(other.text).error).toMatchObject({ code: 'gateway_model_not_allowed', type: 'berth_gateway' });
+    const spent = await post(g.port, '/v1/chat/completions', ask);
+    expect(spent.status).toBe(429);
+    expect(JSON.parse(spent.text).error.code).toBe('gateway_budget_exhausted');
+    expect(JSON.parse(spent.text).error.message).toContain('50 of gateway.budget.tokens 50');
+    expect(server!.requests).toEqual([]);
+    expect(g.entries.map((e) => [e.kind, e.body.code])).toEqual([
+      ['gateway.refused', 'gateway_model_not_allowed'],
+      ['gateway.refused', 'gateway_budget_exhausted'],
+    ]);
+  });
+
+  it('answers 502 naming the variable, not a value, when the host has no key', async () => {
+    const g = await serve({}, 0, {});
+    const r = await post(g.port, '/v1/chat/completions', ask);
+    expect(r.status).toBe(502);
+    expect(JSON.parse(r.text).error).toMatchObject({ code: 'gateway_key_unavailable' });
+    expect(JSON.parse(r.text).error.message).toContain('GW_KEY');
+    expect(server!.requests).toEqual([]);
+    expect(g.entries.map((e) => e.kind)).toEqual(['gateway.refused']);
+  });
+
+  it('refuses paths that could reach another part of the provider with its key', async () => {
+    const g = await serve({});
+    for (const path of ['/v1/../admin', '/v1/%2e%2e/admin', '/admin', '/v1//chat']) {
+      const r = await post(g.port, path, ask);
+      expect([path, r.status, JSON.parse(r.text).error.code]).toEqual([path, 404, 'gateway_unsupported']);
+    }
+    expect(server!.requests).toEqual([]);
+  });
+
+  it('lists only the allowed models', async () => {
+    const g = await serve({ models: ['small', 'tiny'] });
+    const text = await new Promise<string>((resolve) => request({ host: '127.0.0.1', port: g.port, path: '/v1/models' }, (res) => { let t = ''; res.on('data', (d) => (t += d)); res.on('end', () => resolve(t)); }).end());
+    expect(JSON.parse(text).data.map((m: { id: string }) => m.id)).toEqual(['small', 'tiny']);
+  });
+});
+
+describe('an egress proxy without a gateway', () => {
+  it('still refuses origin-form requests', async () => {
+    const attempts: unknown[] = [];
+    proxy = new EgressProxy({ allow: [], overrides: [], runId: null, leaseId: null, record: (a) => attempts.push(a) });
+    const { port } = (await proxy.listen('127.0.0.1')) as AddressInfo;
+    const r = await post(port, '/v1/chat/completions', ask);
+    expect(r.status).toBe(400);
+    expect(attempts).toHaveLength(1);
+  });
+});
