@@ -81,7 +81,12 @@ export function notifyExtension(email: EmailClient): Extension {
         }
         if (uncertain.length) {
           // The run cannot end while an email may or may not have been sent: it waits for reconciliation.
-          const reason = `email(s) ${uncertain.join(', ')} may or may not have been sent; verify (berth reconcile RUN --verify) or decide`;
+          // Only ways out that work for this run: each needs a host that runs these task kinds
+          // (this program, or a berth that loads examples/notify/extension.ts).
+          const reason =
+            `email(s) ${uncertain.join(', ')} may or may not have been sent. Settle it with a host that loads this extension ` +
+            '(NOTIFY_SERVICE_URL=… berth --extension examples/notify/extension.ts reconcile RUN): --verify asks the service, ' +
+            '--accept or --reject-effect says whether it was sent, --fail ends the run (run-notify --reconcile RUN takes --verify or --accept)';
           return { type: 'await', signal: 'reconcile', phase: 'summarize', run: { to: 'needs_reconciliation', reason } };
         }
         if (failed.length) return { type: 'fail', error: { code: 'notice_incomplete', message: `${failed.length} of ${children.length} emails not sent: ${failed.join(', ')}` }, writes: { documents } };

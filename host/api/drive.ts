@@ -127,7 +127,8 @@ export async function assertKindsKnown(p: RuntimeParts, rt: HostRuntime, run: Ru
   throw new BerthError(
     'task_kind_unknown',
     `run ${run.id} has unfinished tasks of kind ${unknown.join(', ')}, which this host cannot run: nothing was changed. ` +
-      'The program that registers that kind (its extension, through the library API) must resume or reconcile it; berth cancel RUN records the intent for it',
+      'The program that registers that kind (its extension, through the library API) must resume or reconcile it, or a berth that loads its extension module ' +
+      '(berth --extension MODULE ..., or BERTH_EXTENSIONS); berth cancel RUN records the intent for it',
     { ids: { runId: run.id, sessionId: run.sessionId }, details: { kinds: unknown } },
   );
 }

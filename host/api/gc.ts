@@ -1,7 +1,7 @@
 import { forkPointsInUse, removeFinishedForks } from '../fork';
 import { releaseEndedRunLeases } from '../runtime/run-end-leases';
-import { snapshotEngine } from '../sandbox';
-import { assertKeepAllowed, DeltaImages, deletePrunedManifests, pruneSnapshots, removeOrphanSnapshots, settleSnapshotDeltas } from '../snapshot';
+import { snapshotEngine, type EgressSweep } from '../sandbox';
+import { assertKeepAllowed, DeltaImages, type KeptOrphan, deletePrunedManifests, pruneSnapshots, removeOrphanSnapshots, settleSnapshotDeltas } from '../snapshot';
 import type { HostParts } from './assemble';
 import { manifestGcDeps } from './run-end';
 
@@ -32,11 +32,18 @@ export async function gc(p: HostParts, o: GcOptions = {}) {
   const graceMs = (o.graceS ?? DEFAULT_GC_GRACE_S) * 1000;
   await assertKeepAllowed(p.store, keep);
   const ended = await releaseEndedRunLeases(p);
-  const removed = [...ended, ...(await p.sandbox.sweep())];
+  const sweeps: EgressSweep[] = [];
+  const removed = [...ended, ...(await p.sandbox.sweep({ egress: sweeps }))];
+  const egress = {
+    networks: sweeps.flatMap((x) => x.removedNetworks),
+    rules: sweeps.flatMap((x) => x.removedRules),
+    keptNetworks: sweeps.flatMap((x) => x.keptNetworks),
+  };
   const engine = snapshotEngine(p.docker);
+  const keptImages: KeptOrphan[] = [];
   const orphans = await removeOrphanSnapshots(
     { store: p.store, storeId: await p.sandbox.storeId(), clock: p.clock, logger: p.logger, listSnapshotImages: engine.listSnapshotImages, removeSnapshot: engine.removeSnapshot, imageLayerBytes: engine.imageLayerBytes },
-    { graceMs },
+    { graceMs, kept: keptImages },
   );
   const reclaimedBytes = orphans.reduce((n, x) => n + x.bytes, 0);
   const images = new DeltaImages({ engine, store: p.store, logger: p.logger });
@@ -46,7 +53,7 @@ export async function gc(p: HostParts, o: GcOptions = {}) {
   const forks = o.forksOlderThanMs === undefined ? null : await removeFinishedForks(prune, o.forksOlderThanMs);
   const pruned = await pruneSnapshots(prune, { keepLast: keep });
   const registryManifests = await deletePrunedManifests(manifestGcDeps(p));
-  return { hostId: p.hostId, removed, unrecordedImages: orphans, reclaimedBytes, pruned, snapshotDeltas: deltas, registryManifests, forks };
+  return { hostId: p.hostId, graceS: graceMs / 1000, removed, egress, unrecordedImages: orphans, keptImages, reclaimedBytes, pruned, snapshotDeltas: deltas, registryManifests, forks };
 }
 
 export type GcReport = Awaited<ReturnType<typeof gc>>;

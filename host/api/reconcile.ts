@@ -71,19 +71,24 @@ export async function reconcile(p: RuntimeParts, runId: string, choice: Reconcil
   if (run.state !== 'needs_reconciliation') throw new BerthError('run_not_reconcilable', `run ${runId} is ${run.state}, not needs_reconciliation`, { ids: { runId } });
   // Every decision below that no live owner carries out is carried out here: said now, before
   // anything is committed, when this host cannot run the run's unfinished tasks.
-  if (!(await ownerOf(p, run))?.live) await assertKindsKnown(p, hostRuntime(p, { claim: 'none' }), run);
-  if (choice.verify) return verify(p, run, actor, host);
-  const reject = choice.rejectEffect === true;
+  const local = hostRuntime(p, { claim: 'none' });
+  if (!(await ownerOf(p, run))?.live) await assertKindsKnown(p, local, run);
   const uncertain = (await p.store.listEffects({ runId })).filter((e) => e.status === 'unknown' || e.status === 'executing');
+  if (choice.verify) {
+    assertVerifiable(run, uncertain, (kind) => local.registry.verifier(kind) !== undefined);
+    return verify(p, run, actor, host);
+  }
+  const reject = choice.rejectEffect === true;
   const answer = choice.accept ? 'accepted' : reject ? 'rejected' : undefined;
   if (uncertain.length && !answer) {
-    throw new BerthError('effect_answer_needed', `run ${runId} has ${uncertain.length} effect(s) that may or may not have happened (${uncertain.map((e) => e.id).join(', ')}): add --accept if they did, --reject-effect if they did not`, { ids: { runId } });
+    const effectIds = uncertain.map((e) => e.id);
+    throw new BerthError('effect_answer_needed', `run ${runId} has ${uncertain.length} effect(s) that may or may not have happened (${effectIds.join(', ')}): add --accept if they did, --reject-effect if they did not`, { ids: { runId }, details: { effectIds, fail: choice.fail === true } });
   }
   const effects = answer ? settle(actor, p.clock.now(), uncertain, answer) : [];
   const waiting = (await p.store.listTasks({ runId, statuses: ['waiting'] })).find((t) => t.wait?.signal === 'reconcile');
   if (!waiting && !choice.fail && choice.restore === undefined && answer) return settleEndedRun(p, run, actor, effects, answer);
   if (choice.fail || !waiting) {
-    if (!choice.fail) throw new BerthError('run_not_reconcilable', `run ${runId} has no task waiting for an operator; --accept, --reject-effect or --fail apply`, { ids: { runId } });
+    if (!choice.fail) throw new BerthError('run_not_reconcilable', `run ${runId} has no task waiting for an operator; --accept, --reject-effect or --fail apply`, { ids: { runId }, details: { noWaiting: true } });
     return failRun(p, run, actor, effects);
   }
   if (choice.restore) {
@@ -111,6 +116,23 @@ export async function reconcile(p: RuntimeParts, runId: string, choice: Reconcil
     throw new BerthError('reconcile_conflict', `run ${runId} changed meanwhile; look again with berth show ${runId}`, { retryable: true, ids: { runId } });
   }
   return { kind: 'drive', rt, reason };
+}
+
+/**
+ * `--verify` asks through the verifier of each uncertain effect's kind: with nothing uncertain, or
+ * no verifier in this host for any of them, it could only come back with nothing done, so it is
+ * refused before the run is taken, naming what would work instead.
+ */
+function assertVerifiable(run: Run, uncertain: Effect[], known: (kind: string) => boolean): void {
+  if (!uncertain.length) throw new BerthError('nothing_to_verify', `run ${run.id} has no uncertain effect to ask about; --accept continues it, --fail ends it`, { ids: { runId: run.id } });
+  if (uncertain.some((e) => known(e.kind))) return;
+  const kinds = [...new Set(uncertain.map((e) => e.kind))];
+  throw new BerthError(
+    'no_verifier',
+    `run ${run.id}: this host has no verifier for effect kind ${kinds.join(', ')} (${uncertain.map((e) => e.id).join(', ')}); nothing was changed. ` +
+      'Load the extension that registers it (berth --extension MODULE reconcile RUN --verify), or say whether it happened with --accept or --reject-effect',
+    { ids: { runId: run.id }, details: { kinds, effectIds: uncertain.map((e) => e.id) } },
+  );
 }
 
 /** `fail`: the run ends failed; a live owner stops its tasks, otherwise this host does as the owner. */
@@ -151,7 +173,7 @@ async function requireUsableSandbox(p: RuntimeParts, rt: HostRuntime, run: Run):
   await rt.kernel.stop();
   const snaps = await rt.planSandbox.restorable(run.id);
   const list = snaps.length ? snaps.map((s) => `${s.id} (${s.checkpoint})`).join(', ') : 'none';
-  throw new BerthError('sandbox_unusable', `run ${run.id} cannot continue in its current sandbox: ${usable.reason}. Add --restore SNAPSHOT (restorable: ${list}); nothing was changed`, { ids: { runId: run.id } });
+  throw new BerthError('sandbox_unusable', `run ${run.id} cannot continue in its current sandbox: ${usable.reason}. Add --restore SNAPSHOT (restorable: ${list}); nothing was changed`, { ids: { runId: run.id }, details: { reason: usable.reason, restorable: snaps.map((s) => s.id) } });
 }
 
 /**
@@ -182,7 +204,7 @@ async function verify(p: RuntimeParts, run: Run, actor: string, host: Omit<Runti
  */
 async function settleEndedRun(p: RuntimeParts, run: Run, actor: string, effects: EffectWrite[], answer: 'accepted' | 'rejected'): Promise<Reconciled> {
   const root = run.rootTaskId ? await p.store.getTask(run.rootTaskId) : undefined;
-  if (!root || root.status !== 'terminal') throw new BerthError('run_not_reconcilable', `run ${run.id} has no task waiting for an operator and its root task has not ended; only --fail applies`, { ids: { runId: run.id } });
+  if (!root || root.status !== 'terminal') throw new BerthError('run_not_reconcilable', `run ${run.id} has no task waiting for an operator and its root task has not ended; only --fail applies`, { ids: { runId: run.id }, details: { onlyFail: true } });
   const to = root.outcome === 'ok' ? 'completed' : root.outcome === 'cancelled' ? 'cancelled' : 'failed';
   const r = await p.store.commit({
     sessionId: run.sessionId,

@@ -17,6 +17,8 @@ export interface CollectedArtifact {
   path: string;
   sizeBytes: number;
   sha256: string;
+  /** Permission bits in the sandbox (`0o755` for an executable). */
+  mode: number;
 }
 
 /** A matched path that is not a file to copy (a socket, a symlink to a directory or to nothing), and why. */
@@ -121,10 +123,10 @@ export async function collectArtifacts(lease: Lease, o: CollectOptions): Promise
       const i = next++;
       const f = files[i]!;
       o.signal?.throwIfAborted();
-      const put = await lease.copyFileOut(f.real, left, (data) => o.store.put(data, { signal: o.signal }), o.signal);
+      const put = await lease.copyFileOut(f.real, left, async (data, _size, mode) => ({ ...(await o.store.put(data, { signal: o.signal })), mode }), o.signal);
       left -= put.size;
       if (left < 0) throw refused('artifact_limit', `${f.path} grew to ${put.size} bytes while being copied and took the artifacts over ${o.limits.mb} MB`, o, { path: f.path, limitMb: o.limits.mb });
-      out[i] = { path: f.path, sizeBytes: put.size, sha256: put.sha256 };
+      out[i] = { path: f.path, sizeBytes: put.size, sha256: put.sha256, mode: put.mode };
     }
   };
   await Promise.all(Array.from({ length: Math.min(2, files.length) }, worker));

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { mkdir, rename, unlink } from 'node:fs/promises';
+import { chmod, mkdir, rename, unlink } from 'node:fs/promises';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { BerthError } from '../errors';
@@ -52,6 +52,8 @@ export async function fetchArtifacts(store: ArtifactStore, records: readonly Sto
         out.push({ path: a.path, sha256: a.sha256, status: 'altered' });
         continue;
       }
+      // The mode it had in the sandbox (a test binary stays executable); 0644 when not recorded.
+      await chmod(tmp, a.mode ?? 0o644);
       await rename(tmp, dest);
       out.push({ path: a.path, sha256: a.sha256, status: 'fetched' });
     } catch (err) {

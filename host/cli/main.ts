@@ -7,6 +7,8 @@ import { parseArgs } from 'node:util';
 import { BerthError, isBerthError } from '../errors';
 import { EXIT } from './host-right';
 import { buildContext, dockerClient, type CliContext } from './context';
+import { loadExtensions } from './extensions';
+import type { Extension } from '../agent/custom-tasks';
 import { envLock, envValidate } from './commands/env';
 import { gc } from './commands/gc';
 import { show, status } from './commands/runs';
@@ -93,6 +95,9 @@ const USAGE = `usage: berth <command> [options]
 options:
   --store PATH|URL         the store: a SQLite file, or postgres://… shared by a fleet
                            (default: $BERTH_STORE or .berth/berth.db)
+  --extension MODULE       load an application's task kinds and effect verifiers (repeatable; also
+                           BERTH_EXTENSIONS=a.ts,b.mjs): its default export is extension(...) or a
+                           function returning one, so resume/reconcile (--verify)/serve can carry its runs
   --json                   machine-readable output on stdout
   --debug                  show stack traces of internal errors
 
@@ -113,6 +118,7 @@ interface Flags extends AgentFlags, ForkFlags, ServeFlags, McpFlags {
   debug: boolean;
   digest?: string;
   store?: string;
+  extension?: string[];
   restore?: string;
   accept: boolean;
   'reject-effect': boolean;
@@ -211,6 +217,7 @@ export async function main(argv: string[]): Promise<number> {
         json: { type: 'boolean', default: false },
         debug: { type: 'boolean', default: false },
         store: { type: 'string' },
+        extension: { type: 'string', multiple: true },
         restore: { type: 'string' },
         accept: { type: 'boolean', default: false },
         'reject-effect': { type: 'boolean', default: false },
@@ -268,8 +275,10 @@ export async function main(argv: string[]): Promise<number> {
     return 2;
   }
   let ctx: CliContext | undefined;
-  const lazy = () => (ctx ??= buildContext({ store: flags.store, json: flags.json, debug: flags.debug, create: CREATES_STORE.has(name) }));
+  let extensions: Extension[] = [];
+  const lazy = () => (ctx ??= buildContext({ store: flags.store, json: flags.json, debug: flags.debug, create: CREATES_STORE.has(name), extensions }));
   try {
+    extensions = await loadExtensions(flags.extension ?? []);
     if (DRIVES_RUN.has(name) && args[0]) await assertDrivable(lazy().store, args[0]);
     if (name === 'chat' && args[0] && (await lazy().store.isImportedSession(args[0]))) {
       throw new BerthError('run_imported', `session ${args[0]} was imported from an exported record: it can be shown and checked, never driven`);

@@ -196,7 +196,7 @@ export async function runStep(ctx: TypedPhaseContext<StepInput>, sb: RunSandbox,
   if (kept?.kind === 'refused') return { type: 'fail', error: { code: kept.error.code, message: kept.error.message, details: plainJson(result) }, writes };
   if (kept?.kind === 'ok') {
     result.artifacts = kept.files.length;
-    writes.artifacts = kept.files.map((f) => ({ id: `${ctx.task.id}:${f.path}`, stepIndex: index, generation, step: step.name, path: f.path, sizeBytes: f.sizeBytes, sha256: f.sha256, snapshotId }));
+    writes.artifacts = kept.files.map((f) => ({ id: `${ctx.task.id}:${f.path}`, stepIndex: index, generation, step: step.name, path: f.path, sizeBytes: f.sizeBytes, sha256: f.sha256, snapshotId, mode: f.mode }));
     if (kept.skipped.length) writes.entries.push({ kind: 'plan.artifacts.skipped', body: plainJson({ step: step.name, skipped: kept.skipped }) });
     progress({ type: 'sandbox', runId, message: `kept ${kept.files.length} artifact(s) of ${step.name} (${kept.files.reduce((n, f) => n + f.sizeBytes, 0)} bytes)${kept.skipped.length ? `; skipped ${kept.skipped.map((s) => `${s.path}: ${s.why}`).join(', ')}` : ''}` });
   }

@@ -209,6 +209,7 @@ export const ArtifactRecordSchema = z.strictObject({
   snapshotId: z.string().nullable(),
   commitSeq: z.number().int(),
   createdAt: z.number(),
+  mode: z.number().int().min(0).max(0o7777).optional().describe('permission bits in the sandbox; absent when not recorded'),
 });
 
 /** Who drove the run's session: its owner row at export time and the take-overs its transitions log. */

@@ -83,7 +83,7 @@ export async function realFile(ctx: FileContext, rel: string): Promise<RealFile>
  * with `..` or is larger than `maxBytes` is refused (`path_escape` / `artifact_too_large`), so a
  * path swapped after it was resolved never yields anything but the file that was checked.
  */
-export async function copyFileOut<T>(ctx: FileContext, real: string, maxBytes: number, sink: (data: Readable, size: number) => Promise<T>, signal?: AbortSignal): Promise<T> {
+export async function copyFileOut<T>(ctx: FileContext, real: string, maxBytes: number, sink: (data: Readable, size: number, mode: number) => Promise<T>, signal?: AbortSignal): Promise<T> {
   let archive: Readable;
   try {
     archive = (await ctx.container.getArchive({ path: real, abortSignal: signal } as { path: string })) as unknown as Readable;
@@ -106,7 +106,8 @@ export async function copyFileOut<T>(ctx: FileContext, real: string, maxBytes: n
         entry.resume();
         throw new BerthError('artifact_too_large', `${real} is ${size} bytes now, more than the ${maxBytes} left for artifacts`, { ids: ctx.ids, details: { path: real, size, maxBytes } });
       }
-      result = { value: await sink(entry as unknown as Readable, size) };
+      // The permission bits only (no setuid/setgid/sticky): what a fetched copy may be given back.
+      result = { value: await sink(entry as unknown as Readable, size, (h.mode ?? 0o644) & 0o777) };
     }
   })();
   // A refused entry ends the transfer at once: the rest of the archive is not read.

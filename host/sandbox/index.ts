@@ -14,6 +14,7 @@ export type { DirEntry } from './file-ops';
 export type { VerifyResult, VerifyFailure } from './verify';
 export type { DiskGuardOptions } from './disk-guard';
 export type { LeaseRecord, LeaseRecords, SweepRecord } from './lease-records';
+export type { EgressSweep } from './sandbox-network';
 export { assertImagePresent, resolveImageDigest } from './image';
 export { containerCreateOptions } from './container-options';
 export { LABEL, containerLabels } from './labels';

@@ -205,7 +205,7 @@ export class Lease implements AsyncDisposable {
   }
 
   /** Streams one regular file (an absolute, resolved path) out of the sandbox to `sink`. */
-  copyFileOut<T>(real: string, maxBytes: number, sink: (data: Readable, size: number) => Promise<T>, signal?: AbortSignal): Promise<T> {
+  copyFileOut<T>(real: string, maxBytes: number, sink: (data: Readable, size: number, mode: number) => Promise<T>, signal?: AbortSignal): Promise<T> {
     this.assertLive();
     return artifactFiles.copyFileOut(this.fileCtx, real, maxBytes, sink, signal);
   }

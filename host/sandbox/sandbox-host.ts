@@ -16,6 +16,7 @@ import type { LeaseRecord, LeaseRecords, SweepRecord } from './lease-records';
 import { SandboxEgress, type EgressAttachment, type EgressPort } from './sandbox-egress';
 import { checkSpec, type SandboxSpec } from './sandbox-spec';
 import { sweepStore } from './sweeper';
+import type { EgressSweep } from './sandbox-network';
 import { verifyLease, type VerifyResult } from './verify';
 
 /** What a {@link SandboxHost} is built from; the CLI wires the real ones. */
@@ -284,7 +285,8 @@ export class SandboxHost {
    * Removes this store's released, expired and unknown containers; see sweeper.ts for the rules.
    * `egressMinAgeMs` (default two minutes) keeps younger networks, whose lease may be being written.
    */
-  async sweep(options: { signal?: AbortSignal; egressMinAgeMs?: number } = {}): Promise<SweepRecord[]> {
+  /** `egress`, when given, receives what each egress sweep removed and kept (`berth gc` reports it). */
+  async sweep(options: { signal?: AbortSignal; egressMinAgeMs?: number; egress?: EgressSweep[] } = {}): Promise<SweepRecord[]> {
     return sweepStore({ ...this.base(), storeId: await this.storeId(), instanceId: this.instanceId, isAbandoned: (id) => this.abandoned.has(id)}, options);
   }
 

@@ -168,7 +168,7 @@ export async function listRuleTags(): Promise<string[]> {
 }
 
 /** Deletes every Berth rule (IPv4 and IPv6, every chain) whose tag `which` selects; returns how many it deleted. */
-export async function removeBridgeRules(which: (tag: string) => boolean): Promise<number> {
+export async function removeBridgeRules(which: (tag: string) => boolean, onRemoved?: (rule: string) => void): Promise<number> {
   let n = 0;
   for (const tool of TOOLS) {
     for (const line of await listRules(tool)) {
@@ -178,6 +178,7 @@ export async function removeBridgeRules(which: (tag: string) => boolean): Promis
       const [, chain, rest] = /^-A (\S+) (.*)$/.exec(line)!;
       const args = rest!.match(/"[^"]*"|\S+/g)!.map((a) => a.replace(/^"|"$/g, ''));
       await run(tool, ['-w', '-D', chain!, ...args]);
+      onRemoved?.(`${tool} ${chain} ${m[1]}`);
       n += 1;
     }
   }
@@ -198,9 +199,10 @@ export async function sweepEgress(
   isActive: (leaseId: string) => boolean,
   minAgeMs = 120_000,
   scope?: { storeId: string; isKnown: (leaseId: string) => boolean },
-): Promise<{ networks: number; rules: number }> {
+): Promise<EgressSweep> {
   const nets = await docker.listNetworks({ filters: { label: [`${EGRESS_LABEL}=1`, `${LABEL.host}=${hostId}`] } });
   let networks = 0;
+  const report: EgressSweep = { networks: 0, rules: 0, removedNetworks: [], removedRules: [], keptNetworks: [] };
   const kept = new Set<string>();
   const ours = new Set<string>();
   for (const n of nets) {
@@ -210,17 +212,29 @@ export async function sweepEgress(
       if (store ? store !== scope.storeId : !scope.isKnown(leaseId)) continue;
       ours.add(leaseId);
     }
-    // A young network may belong to a lease being created, whose record is not written yet.
-    const young = Date.now() - Date.parse(n.Created) < minAgeMs;
+    // A young network may belong to a lease being created, whose record is not written yet; one
+    // whose lease the store records (and is not active) was released or expired, young or not.
+    const ageMs = Date.now() - Date.parse(n.Created);
+    const young = ageMs < minAgeMs && !(scope?.isKnown(leaseId) ?? false);
     if (isActive(leaseId) || young) {
       kept.add(leaseId);
+      report.keptNetworks.push({ id: n.Id, name: n.Name, leaseId, why: isActive(leaseId) ? 'its lease is active' : `younger than ${Math.round(minAgeMs / 1000)} s and no lease record names it yet` });
       continue;
     }
-    await removeSandboxNetwork(docker, n.Id).then(() => (networks += 1)).catch(() => {});
+    await removeSandboxNetwork(docker, n.Id).then(() => (networks += 1, report.removedNetworks.push({ id: n.Id, name: n.Name, leaseId })), () => {});
   }
   const prefix = `berth:${hostId}:`;
   const leaseOf = (t: string) => t.slice(prefix.length).replace(/:hold$/, '');
   const mine = (lease: string) => !scope || scope.isKnown(lease) || ours.has(lease);
-  const rules = await removeBridgeRules((t) => t.startsWith(prefix) && mine(leaseOf(t)) && !isActive(leaseOf(t)) && !kept.has(leaseOf(t)));
-  return { networks, rules };
+  const rules = await removeBridgeRules((t) => t.startsWith(prefix) && mine(leaseOf(t)) && !isActive(leaseOf(t)) && !kept.has(leaseOf(t)), (r) => report.removedRules.push(r));
+  return { ...report, networks, rules };
+}
+
+/** What one egress sweep removed (networks, firewall rules as `tool CHAIN tag`) and which networks it kept, with why. */
+export interface EgressSweep {
+  networks: number;
+  rules: number;
+  removedNetworks: Array<{ id: string; name: string; leaseId: string }>;
+  removedRules: string[];
+  keptNetworks: Array<{ id: string; name: string; leaseId: string; why: string }>;
 }

@@ -4,7 +4,7 @@ import type { Clock } from '../support/clock';
 import { engineError, isNotFound } from './engine-errors';
 import { LABEL } from './labels';
 import type { LeaseRecords, SweepRecord } from './lease-records';
-import { sweepEgress } from './sandbox-network';
+import { sweepEgress, type EgressSweep } from './sandbox-network';
 
 export interface SweepContext {
   docker: Dockerode;
@@ -121,7 +121,7 @@ async function sweepOthers(ctx: SweepContext, signal?: AbortSignal): Promise<Swe
  * active, none of another store's. `egressMinAgeMs` (default two minutes) keeps younger networks,
  * whose lease may be being written.
  */
-export async function sweepStore(ctx: SweepContext, options: { signal?: AbortSignal; egressMinAgeMs?: number } = {}): Promise<SweepRecord[]> {
+export async function sweepStore(ctx: SweepContext, options: { signal?: AbortSignal; egressMinAgeMs?: number; egress?: EgressSweep[] } = {}): Promise<SweepRecord[]> {
   const removed = await sweep(ctx, options.signal);
   // This host's egress leftovers, and those of every other host whose container went just now.
   const hosts = new Set([ctx.hostId, ...removed.map((r) => r.hostId)]);
@@ -130,8 +130,9 @@ export async function sweepStore(ctx: SweepContext, options: { signal?: AbortSig
     const now = ctx.clock.now();
     const active = new Set(leases.filter((l) => l.releasedAt === null && l.expiresAt > now).map((l) => l.id));
     const known = new Set(leases.map((l) => l.id));
-    await sweepEgress(ctx.docker, hostId, (id) => active.has(id), options.egressMinAgeMs, { storeId: ctx.storeId, isKnown: (id) => known.has(id) }).catch((err: unknown) =>
-      ctx.logger.warn({ err, hostId }, 'egress sweep failed'),
+    await sweepEgress(ctx.docker, hostId, (id) => active.has(id), options.egressMinAgeMs, { storeId: ctx.storeId, isKnown: (id) => known.has(id) }).then(
+      (r) => options.egress?.push(r),
+      (err: unknown) => ctx.logger.warn({ err, hostId }, 'egress sweep failed'),
     );
   }
   return removed;

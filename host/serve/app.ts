@@ -15,6 +15,7 @@ import { downloadArtifact } from './artifact-download';
 import { requireHost } from './host-check';
 import { mountApiV1 } from './api-v1';
 import { metricsText } from './metrics';
+import { pageRefusal } from './reconcile-refusals';
 
 const isRunState = (s: string): s is RunState => (RUN_STATES as readonly string[]).includes(s);
 const positive = (v: string | undefined) => (v && /^\d+$/.test(v) ? Number(v) : undefined);
@@ -102,8 +103,10 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed, hosts: { allowed: ()
   act('deny', (c, f) => deps.actions.deny(c.req.param('id')!, f.id ?? '', deps.operator));
   act('cancel', (c) => deps.actions.cancel(c.req.param('id')!, deps.operator));
   act('reconcile', (c, f) => {
-    const choice: ReconcileRequest = { accept: f.answer === 'accept', rejectEffect: f.answer === 'reject-effect', restore: f.restore || undefined, fail: f.fail === '1' };
-    return deps.actions.reconcile(c.req.param('id')!, choice, deps.operator);
+    const choice: ReconcileRequest = { accept: f.answer === 'accept', rejectEffect: f.answer === 'reject-effect', restore: f.restore || undefined, fail: f.fail === '1', verify: f.verify === '1' };
+    return deps.actions.reconcile(c.req.param('id')!, choice, deps.operator).catch((err: unknown) => {
+      throw pageRefusal(err);
+    });
   });
 
   act('accept', (c) => deps.actions.judge(c.req.param('id')!, 'accepted', undefined, deps.operator));

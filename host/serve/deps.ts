@@ -32,6 +32,7 @@ export interface ReconcileRequest {
   rejectEffect?: boolean;
   restore?: string;
   fail?: boolean;
+  verify?: boolean;
 }
 
 /**

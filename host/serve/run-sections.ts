@@ -72,12 +72,27 @@ export function actionsSection(v: RunView, csrf: string): SafeHtml {
     parts.push(postForm(`/runs/${id}/accept`, csrf, 'Accept'));
     parts.push(postForm(`/runs/${id}/reject`, csrf, 'Reject', {}, html`<input name="reason" required placeholder="why the outcome is not acceptable"> `));
   }
-  if (v.run.state === 'needs_reconciliation') {
-    parts.push(postForm(`/runs/${id}/reconcile`, csrf, 'accept: the uncertain effects happened, continue here', { answer: 'accept' }));
-    parts.push(postForm(`/runs/${id}/reconcile`, csrf, 'fail the run', { fail: '1' }));
-    parts.push(html`<span class="muted">or restore a snapshot below</span>`);
-  }
+  if (v.run.state === 'needs_reconciliation') parts.push(...reconcileChoices(v, csrf));
   return section('actions', 'Actions', parts.length ? html`${parts.map((p) => html`${p} `)}` : none(`nothing to decide while ${v.run.state}`));
+}
+
+/**
+ * The choices of `berth reconcile` (accept, reject, verify, restore, fail), each one form. Failing a
+ * run with uncertain effects also settles them, so that form asks whether they happened.
+ */
+function reconcileChoices(v: RunView, csrf: string): SafeHtml[] {
+  const id = v.run.id;
+  const open = v.effects.filter(uncertain).length;
+  const restore = v.snapshots.some((s) => !s.prunedAt) ? html`<span class="muted">or restore a snapshot below</span>` : html``;
+  if (!open) return [postForm(`/runs/${id}/reconcile`, csrf, 'accept: continue in the current sandbox', { answer: 'accept' }), postForm(`/runs/${id}/reconcile`, csrf, 'fail the run', { fail: '1' }), restore];
+  const answer = html`<select name="answer" required><option value="" selected disabled>did the uncertain effects happen?</option><option value="accept">they happened</option><option value="reject-effect">they did not happen</option></select> `;
+  return [
+    postForm(`/runs/${id}/reconcile`, csrf, 'accept: the uncertain effects happened, continue here', { answer: 'accept' }),
+    postForm(`/runs/${id}/reconcile`, csrf, 'reject: they did not happen, continue', { answer: 'reject-effect' }),
+    postForm(`/runs/${id}/reconcile`, csrf, 'verify: ask the service again', { verify: '1' }),
+    postForm(`/runs/${id}/reconcile`, csrf, 'fail the run', { fail: '1' }, answer),
+    restore,
+  ];
 }
 
 export function leasesSection(v: RunView): SafeHtml {

@@ -46,7 +46,16 @@ export interface RemovedOrphan {
  * a pending delta layer is built on is kept (the layer's record may be about to commit, and gc
  * loads it or drops it after the grace).
  */
-export async function removeOrphanSnapshots(d: OrphanDeps, o: { graceMs: number }): Promise<RemovedOrphan[]> {
+/** An unrecorded snapshot tag gc left in place, and why (inside the grace, or its run is not final). */
+export interface KeptOrphan {
+  snapshotId: string;
+  imageId: string;
+  why: 'grace' | 'run_unfinished';
+  ageMs: number;
+  runId: string | null;
+}
+
+export async function removeOrphanSnapshots(d: OrphanDeps, o: { graceMs: number; kept?: KeptOrphan[] }): Promise<RemovedOrphan[]> {
   const out: RemovedOrphan[] = [];
   const now = d.clock.now();
   const imported = await importedSessions(d.store);
@@ -56,12 +65,25 @@ export async function removeOrphanSnapshots(d: OrphanDeps, o: { graceMs: number 
     const storeId = img.labels['berth.store'];
     if (storeId && storeId !== d.storeId) continue;
     if (!sessionId || imported.has(sessionId) || !(await d.store.getSession(sessionId))) continue;
-    if (now - img.createdAt < o.graceMs) continue;
     const runId = img.labels['berth.run'];
+    const unrecorded = async () => {
+      const tags: string[] = [];
+      for (const tag of img.tags) if (!(await d.store.getSnapshot(tag))) tags.push(tag);
+      return tags;
+    };
+    const keep = async (why: KeptOrphan['why']) => {
+      for (const tag of o.kept ? await unrecorded() : []) o.kept!.push({ snapshotId: tag, imageId: img.imageId, why, ageMs: now - img.createdAt, runId: runId ?? null });
+    };
+    if (now - img.createdAt < o.graceMs) {
+      await keep('grace');
+      continue;
+    }
     const run = runId ? await d.store.getRun(runId) : undefined;
-    if (run && !isFinalRunState(run.state)) continue;
-    const orphans: string[] = [];
-    for (const tag of img.tags) if (!(await d.store.getSnapshot(tag))) orphans.push(tag);
+    if (run && !isFinalRunState(run.state)) {
+      await keep('run_unfinished');
+      continue;
+    }
+    const orphans = await unrecorded();
     if (orphans.length === 0) continue;
     if (orphans.length === img.tags.length && !(await deltas.release(img.imageId, { sessionId }))) continue;
     // Bytes are freed only when the last tag goes (and nothing builds on the image).

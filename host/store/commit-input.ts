@@ -144,6 +144,8 @@ export interface NewArtifact {
   sha256: string;
   /** The snapshot committed with the same step (null when the step took none). */
   snapshotId: string | null;
+  /** Permission bits of the file in the sandbox (`0o755` for a test binary); absent when not recorded (before schema 24). */
+  mode?: number;
 }
 
 export interface NewSubmission {

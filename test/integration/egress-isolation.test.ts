@@ -121,10 +121,16 @@ describe('egress from an internal sandbox network', { timeout: 120_000 }, () => 
     cleanups.push(() => removeBridgeRules((t) => t === tag));
     await isolateBridge(net.bridge, [{ address: net.gateway, port: EGRESS_PROXY_PORT }], tag);
 
-    expect(await sweepEgress(docker, hostId, (id) => id === leaseId, 0)).toEqual({ networks: 0, rules: 0 });
-    // A network this young may belong to a lease whose record is not written yet: kept by default.
-    expect(await sweepEgress(docker, hostId, () => false)).toEqual({ networks: 0, rules: 0 });
-    expect(await sweepEgress(docker, hostId, () => false, 0)).toEqual({ networks: 1, rules: 5 });
+    const active = await sweepEgress(docker, hostId, (id) => id === leaseId, 0);
+    expect(active).toMatchObject({ networks: 0, rules: 0, keptNetworks: [{ leaseId, why: 'its lease is active' }] });
+    // A network this young may belong to a lease whose record is not written yet: kept by default, and said so.
+    const young = await sweepEgress(docker, hostId, () => false);
+    expect(young).toMatchObject({ networks: 0, rules: 0, removedNetworks: [], removedRules: [] });
+    expect(young.keptNetworks.map((n) => n.why)).toEqual([expect.stringContaining('no lease record names it yet')]);
+    const swept = await sweepEgress(docker, hostId, () => false, 0);
+    expect(swept).toMatchObject({ networks: 1, rules: 5, removedNetworks: [{ id: net.id, leaseId }], keptNetworks: [] });
+    expect(swept.removedRules).toHaveLength(5);
+    expect(swept.removedRules.every((r) => r.endsWith(tag))).toBe(true);
     expect(await listRuleTags()).not.toContain(tag);
     expect(await docker.listNetworks({ filters: { label: [`berth.host=${hostId}`] } })).toEqual([]);
   });

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import { appendFileSync, chmodSync, readdirSync, readFileSync, writeFileSync, rmSync, existsSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { appendFileSync, chmodSync, readdirSync, readFileSync, statSync, writeFileSync, rmSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Run } from '../../host/model';
@@ -59,6 +60,30 @@ describe('step artifacts are copied out, committed with their digests and fetche
       expect(bytes.length).toBe(a.size);
     }
     expect(existsSync(join(out, 'other.txt'))).toBe(false);
+  });
+
+  it('berth artifacts --out gives each fetched file the mode it had in the sandbox, so a fetched test binary runs', async () => {
+    fx = await planFixture([
+      {
+        name: 'build',
+        run: "mkdir -p out && printf '#!/bin/sh\\necho tests passed\\n' > out/run-tests && chmod 755 out/run-tests && echo data > out/data.txt && chmod 640 out/data.txt",
+        artifacts: ['out/*'],
+      },
+    ]);
+    // No snapshot is needed here; the run is about the artifact records alone.
+    appendFileSync(join(fx.dir, 'env.yaml'), 'snapshot: { policy: never }\n');
+    const end = await fx.cli(['run', fx.plan, '--json']);
+    expect(end.code, end.stderr).toBe(0);
+    const runId = lastJson<Summary>(end).run.id;
+    const out = join(fx.dir, 'fetched');
+    const fetched = await fx.cli(['artifacts', runId, '--out', out, '--json']);
+    expect(fetched.code, fetched.stderr).toBe(0);
+    expect(statSync(join(out, 'out/run-tests')).mode & 0o777).toBe(0o755);
+    expect(statSync(join(out, 'out/data.txt')).mode & 0o777).toBe(0o640);
+    expect(execFileSync(join(out, 'out/run-tests'), { encoding: 'utf8' })).toBe('tests passed\n');
+    // The mode is part of the record: listed, and exported with the artifact.
+    const modes = Object.fromEntries((await fx.read((s) => s.listArtifacts(runId))).map((a) => [a.path, a.mode]));
+    expect(modes).toEqual({ 'out/data.txt': 0o640, 'out/run-tests': 0o755 });
   });
 
   it('an artifact deleted from the store while the host is down re-runs its safe producing step on resume', async () => {

@@ -8,16 +8,26 @@ export { manifestGcDeps } from '../../api/run-end';
 /** `berth gc [--keep N] [--grace S] [--forks-older-than D]`: see the API's `gc` for what goes; this prints it. */
 export async function gc(ctx: CliContext, keep?: number, graceS?: number, forksOlderThanMs?: number): Promise<number> {
   const r = await collect(ctx, { keep, graceS, forksOlderThanMs });
-  const { removed, unrecordedImages: orphans, reclaimedBytes, pruned, snapshotDeltas: deltas, registryManifests, forks } = r;
-  emit(ctx.json, { hostId: ctx.hostId, removed, unrecordedImages: orphans, reclaimedBytes, pruned: pruned.map((s) => s.id), snapshotDeltas: deltas, registryManifests, ...(forks ? { forks } : {}) }, () =>
+  const { removed, egress, unrecordedImages: orphans, keptImages: kept, reclaimedBytes, pruned, snapshotDeltas: deltas, registryManifests, forks } = r;
+  const inGrace = kept.filter((k) => k.why === 'grace');
+  const unfinished = kept.filter((k) => k.why === 'run_unfinished');
+  emit(ctx.json, { hostId: ctx.hostId, graceS: r.graceS, removed, egress, unrecordedImages: orphans, keptImages: kept, reclaimedBytes, pruned: pruned.map((s) => s.id), snapshotDeltas: deltas, registryManifests, ...(forks ? { forks } : {}) }, () =>
     [
       ...(forks ? [forks.length === 0 ? 'no finished forks that old' : `finished forks: ${forks.length}, their ${forks.reduce((n, f) => n + f.snapshots.length, 0)} snapshot(s) removed (${forks.map((f) => f.runId).join(' ')})`] : []),
       removed.length === 0
         ? `no leftover containers in this store (host ${ctx.hostId})`
         : `removed ${removed.length} container(s):\n${table([['CONTAINER', 'LEASE', 'REASON'], ...removed.map((x) => [x.containerId.slice(0, 12), x.leaseId ?? '-', x.reason])])}`,
-      orphans.length === 0
-        ? 'no unrecorded snapshot images'
-        : `removed ${orphans.length} unrecorded snapshot image tag(s), ${(reclaimedBytes / 1e6).toFixed(1)} MB reclaimed: ${orphans.map((o) => o.snapshotId).join(' ')}`,
+      ...(egress.networks.length ? [`removed ${egress.networks.length} sandbox network(s): ${egress.networks.map((n) => `${n.name} (lease ${n.leaseId || '-'})`).join(' ')}`] : []),
+      ...(egress.rules.length ? [`removed ${egress.rules.length} firewall rule(s):\n${egress.rules.map((x) => `  ${x}`).join('\n')}`] : []),
+      ...(egress.keptNetworks.length ? [`kept ${egress.keptNetworks.length} sandbox network(s): ${egress.keptNetworks.map((n) => `${n.name} (${n.why})`).join('; ')}`] : []),
+      // Said only when true: an unrecorded image kept inside the grace is named below instead.
+      ...(orphans.length === 0
+        ? kept.length ? [] : ['no unrecorded snapshot images']
+        : [`removed ${orphans.length} unrecorded snapshot image tag(s), ${(reclaimedBytes / 1e6).toFixed(1)} MB reclaimed: ${orphans.map((o) => o.snapshotId).join(' ')}`]),
+      ...(inGrace.length
+        ? [`kept ${inGrace.length} unrecorded snapshot image tag(s) inside the ${r.graceS} s grace (their record may be about to commit; --grace 0 takes them once their run is final): ${inGrace.map((k) => `${k.snapshotId} (${Math.round(k.ageMs / 1000)} s old)`).join(' ')}`]
+        : []),
+      ...(unfinished.length ? [`kept ${unfinished.length} unrecorded snapshot image tag(s) of unfinished runs: ${unfinished.map((k) => `${k.snapshotId} (run ${k.runId})`).join(' ')}`] : []),
       ...(deltas.loaded.length + deltas.dropped.length === 0 ? [] : [`snapshot layers kept in the store: ${deltas.loaded.length} loaded into the engine, ${deltas.dropped.length} no record needs removed`]),
       pruned.length === 0 ? 'no snapshots to prune' : `pruned ${pruned.length} snapshot(s): ${pruned.map((s) => s.id).join(' ')}`,
       ...(registryManifests.deleted.length ? [`deleted ${registryManifests.deleted.length} pruned snapshot manifest(s) from the registry`] : []),

@@ -1,3 +1,4 @@
+import { didLine, foundLine, sandboxDid, sandboxFound } from '../../api/resume-report';
 import { drive, startHost, takeRun } from '../../api/drive';
 import { cancel } from '../../api/decisions';
 import { preparePlan, startPlan, stepCount, submitDetached } from '../../api/plans';
@@ -52,8 +53,13 @@ export async function resumeRun(ctx: CliContext, runId: string, opts: { takeOver
   const { rt, swept } = await startHost(ctx, { ttlMs, onProgress: progressPrinter(ctx.json, () => total) });
   sayswept(ctx, swept);
   const epoch = await takeRun(ctx, rt, run, { takeOver: opts.takeOver, actor: operator() });
-  if (!ctx.json) process.stderr.write(`resuming run ${runId} (${run.state}) as its owner (epoch ${epoch}${total ? `, ${total} steps` : ''})\n`);
-  return finishDriven(ctx, rt, runId);
+  // What the resume finds of the sandbox (the driven run verifies it again, and restores it when gone).
+  const found = await sandboxFound(ctx, rt, run);
+  if (!ctx.json) process.stderr.write(`resuming run ${runId} (${run.state}) as its owner (epoch ${epoch}${total ? `, ${total} steps` : ''}); ${foundLine(found)}\n`);
+  return finishDriven(ctx, rt, runId, async () => {
+    const did = await sandboxDid(ctx, rt, run, found);
+    return { json: { resume: { epoch, sandbox: { found, did } } }, line: didLine(did) };
+  });
 }
 
 /**

@@ -13,7 +13,8 @@ import { duration, emit, runExit, table } from '../output';
  * Drives the run through the API until it settles (run-end policy included there) and prints its
  * summary; Ctrl-C or SIGTERM stops the host without deciding anything (`berth resume` continues).
  */
-export async function finishDriven(ctx: CliContext, rt: HostRuntime, runId: string): Promise<number> {
+/** `after`, when given, adds what the caller has to say once the run settled (a resume: what it did with the sandbox). */
+export async function finishDriven(ctx: CliContext, rt: HostRuntime, runId: string, after?: () => Promise<{ json: Record<string, unknown>; line: string }>): Promise<number> {
   const stop = new AbortController();
   const onSignal = () => stop.abort(new BerthError('interrupted', 'stopped by signal'));
   process.once('SIGINT', onSignal);
@@ -24,14 +25,14 @@ export async function finishDriven(ctx: CliContext, rt: HostRuntime, runId: stri
       process.stderr.write(`\nstopped; the run keeps its sandbox. Continue with: berth resume ${runId}\n`);
       return EXIT.signal;
     }
-    return runExit(d.run, await summary(ctx, d.run));
+    return runExit(d.run, await summary(ctx, d.run, await after?.()));
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
   }
 }
 
-async function summary(ctx: CliContext, run: Run): Promise<string> {
+async function summary(ctx: CliContext, run: Run, extra?: { json: Record<string, unknown>; line: string }): Promise<string> {
   const tasks = await ctx.store.listTasks({ runId: run.id });
   // A step caught in flight stays `interrupted` in its task; when the operator vouched for its
   // effect (--accept), the table says so rather than leaving it looking unresolved.
@@ -53,12 +54,13 @@ async function summary(ctx: CliContext, run: Run): Promise<string> {
   const transitions = await ctx.store.listRunTransitions(run.id);
   const reason = transitions.at(-1)?.reason ?? '';
   const acceptance = await acceptanceOf(ctx.store, run);
-  emit(ctx.json, { run, reason, steps, acceptance }, () =>
+  emit(ctx.json, { run, reason, steps, acceptance, ...extra?.json }, () =>
     [
       '',
       table([['STEP', 'RESULT', 'EXIT', 'TIME', 'SNAPSHOT'], ...steps.map((s) => [s.step ?? '?', s.acceptedBy ? `accepted by ${s.acceptedBy}` : s.rewind !== undefined ? `rewound to step ${s.rewind + 1}` : s.alreadyDone ? 'ran before' : s.code && s.code !== 'step_failed' ? s.code : (s.outcome ?? s.status), String(s.exitCode ?? '-'), s.durationMs === undefined ? '-' : duration(s.durationMs), s.snapshotId ?? '-'])]),
       '',
       `run ${run.id}: ${run.state}${reason ? ` (${reason})` : ''}`,
+      ...(extra?.line ? [extra.line] : []),
       ...(acceptance.state === 'none' ? [] : [`acceptance: ${acceptanceLine(acceptance, run.id)}`]),
       run.state === 'needs_reconciliation' ? `decide with: berth reconcile ${run.id} [--accept | --reject-effect] [--restore SNAPSHOT] | --fail   (berth show ${run.id} lists snapshots)` : '',
     ].filter((l, i, a) => l !== '' || i !== a.length - 1).join('\n'),

@@ -85,7 +85,12 @@ function webActions(ctx: CliContext, drives: BackgroundDrives): ServeActions {
       // This host took the run: it carries the decision on to the run's end after answering.
       if (r.kind === 'drive') drives.start(r.rt, runId);
       const now = (await ctx.store.getRun(runId))?.state;
-      const how = choice.restore ? `from snapshot ${choice.restore}` : choice.fail ? 'fail' : 'current sandbox';
+      const how = choice.verify ? 'asked the service again' : choice.restore ? `from snapshot ${choice.restore}` : choice.fail ? 'fail' : 'current sandbox';
+      const verified = r.kind === 'verified' || (r.kind === 'drive' && r.verified) ? r.verified : undefined;
+      if (verified) {
+        const open = verified.open.map((o) => `${o.effectId} still uncertain (${o.reason})`);
+        return `reconciling run ${runId} as ${actor} (${how}): ${[...verified.settled.map((x) => `${x.effectId} ${x.status}`), ...open].join('; ') || 'nothing settled'}; now ${now}`;
+      }
       return r.kind === 'delivered' ? `reconciling run ${runId} as ${actor} (${how}): ${r.reason}; host ${r.owner.hostId} carries it out` : `reconciling run ${runId} as ${actor} (${how}): now ${now}`;
     },
     judge: async (runId, decision, reason, actor) => (await judge(ctx.store, runId, decision, actor, { reason })).line,

@@ -90,7 +90,7 @@ export function* commitSteps(c: CommitInput, at: number, dbNow: number | null): 
   }
   for (const a of c.acceptance ?? []) yield* exec(S.acceptanceInsert, [a.id, a.runId, a.requestId, a.decision, a.actor, a.reason, json(a.evidence), at, seq]);
   for (const a of c.artifacts ?? []) {
-    yield* exec(S.artifactInsert, [a.id, sid, a.runId, a.taskId, a.stepIndex, a.generation, a.step, a.path, a.sizeBytes, a.sha256, a.snapshotId, seq, at]);
+    yield* exec(S.artifactInsert, [a.id, sid, a.runId, a.taskId, a.stepIndex, a.generation, a.step, a.path, a.sizeBytes, a.sha256, a.snapshotId, seq, at, a.mode ?? null]);
   }
   for (const t of c.runTransitions ?? []) {
     // A conditional move (the last open approval of a run decided): evaluated after this

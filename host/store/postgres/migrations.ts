@@ -361,4 +361,6 @@ export const POSTGRES_SQL: Readonly<Record<number, string>> = {
     ALTER TABLE hosts ADD COLUMN report_json TEXT;
     ALTER TABLE hosts ADD COLUMN drain_requested_at BIGINT;
   `,
+  // An artifact's permission bits in the sandbox (see the SQLite text).
+  24: 'ALTER TABLE artifacts ADD COLUMN mode INTEGER;',
 };

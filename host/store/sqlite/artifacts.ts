@@ -16,6 +16,7 @@ export const toArtifact = (r: Row): StoredArtifact => ({
   snapshotId: (r.snapshot_id as string | null) ?? null,
   commitSeq: r.commit_seq as number,
   createdAt: r.created_at as number,
+  ...(r.mode === null || r.mode === undefined ? {} : { mode: Number(r.mode) }),
 });
 
 /** Artifact records are written by commits; this is their read. */

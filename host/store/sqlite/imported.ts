@@ -77,8 +77,8 @@ export function sqliteImportedRuns(db: Database.Database): ImportedRunRecords {
     acceptance: p(`INSERT INTO imported_acceptance (id, run_id, request_id, decision, actor, reason, evidence_json, at, commit_seq)
                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     cost: p('INSERT INTO cost_samples (run_id, at, meter, meter_key, amount) VALUES (?, ?, ?, ?, ?)'),
-    artifact: p(`INSERT INTO artifacts (id, session_id, run_id, task_id, step_index, generation, step, path, size_bytes, sha256, snapshot_id, commit_seq, created_at)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    artifact: p(`INSERT INTO artifacts (id, session_id, run_id, task_id, step_index, generation, step, path, size_bytes, sha256, snapshot_id, commit_seq, created_at, mode)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
   };
   const held = (tables: string[], ids: string[]) => {
     const inUse = new Set<string>();
@@ -116,7 +116,7 @@ export function sqliteImportedRuns(db: Database.Database): ImportedRunRecords {
     for (const a of r.egress) s.egress.run(a.at, run.id, a.leaseId, a.method, a.target, a.decision, a.reason, a.bytesOut, a.bytesIn, a.count);
     for (const a of r.acceptance) s.acceptance.run(a.id, run.id, a.requestId, a.decision, a.actor, a.reason, json(a.evidence), a.at, a.commitSeq);
     for (const c of r.costSamples) s.cost.run(run.id, c.at, c.meter, c.key, c.amount);
-    for (const a of r.artifacts) s.artifact.run(a.id, sid, run.id, a.taskId, a.stepIndex, a.generation, a.step, a.path, a.sizeBytes, a.sha256, a.snapshotId, a.commitSeq, a.createdAt);
+    for (const a of r.artifacts) s.artifact.run(a.id, sid, run.id, a.taskId, a.stepIndex, a.generation, a.step, a.path, a.sizeBytes, a.sha256, a.snapshotId, a.commitSeq, a.createdAt, a.mode ?? null);
     s.mark.run(run.id, sid, r.digest, r.source, at, r.owner ? JSON.stringify(r.owner) : null);
   });
   return {

@@ -443,4 +443,11 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       ALTER TABLE hosts ADD COLUMN drain_requested_at INTEGER;
     `,
   },
+  {
+    version: 24,
+    name: 'artifact file mode',
+    // The permission bits a step's artifact had in the sandbox, so `berth artifacts --out` writes a
+    // fetched test binary executable again. Null for artifacts committed before this version.
+    sql: 'ALTER TABLE artifacts ADD COLUMN mode INTEGER;',
+  },
 ];

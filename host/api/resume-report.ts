@@ -1,0 +1,59 @@
+import type { Run } from '../model';
+import { sandboxDocId, type SandboxPointer } from '../run-sandbox';
+import type { HostRuntime } from '../runtime/host-runtime';
+import type { HostParts } from './assemble';
+
+/** What a resume found of the run's sandbox before it continued. */
+export interface SandboxFound {
+  state: 'alive' | 'gone' | 'none';
+  leaseId: string | null;
+  containerId: string | null;
+  /** Why it cannot be used (gone), in the verifier's words. */
+  reason?: string;
+  /** The snapshot the pointer names: what a gone sandbox is restored from. */
+  snapshotId: string | null;
+}
+
+/** What the resume did with it: continued in it, restored one from a snapshot, or leased a new one. */
+export interface SandboxDid {
+  action: 'continued' | 'restored' | 'new' | 'none';
+  leaseId: string | null;
+  snapshotId?: string;
+}
+
+async function pointerOf(p: HostParts, rt: HostRuntime, runId: string): Promise<SandboxPointer | null> {
+  const doc = await p.store.getDocument(sandboxDocId(runId));
+  return doc ? (rt.documents.rebuild(doc) as unknown as SandboxPointer) : null;
+}
+
+/** The run's sandbox as this host finds it before taking the run (plan runs; others have none to report). */
+export async function sandboxFound(p: HostParts, rt: HostRuntime, run: Run): Promise<SandboxFound> {
+  const ptr = run.kind === 'plan' ? await pointerOf(p, rt, run.id) : null;
+  if (!ptr?.leaseId) return { state: 'none', leaseId: null, containerId: null, snapshotId: ptr?.snapshotId ?? null };
+  const record = await p.store.getLease(ptr.leaseId);
+  const containerId = record?.containerId || null;
+  const usable = await rt.planSandbox.usable(ptr).catch((err: unknown) => ({ ok: false as const, reason: `it could not be checked: ${err instanceof Error ? err.message : String(err)}` }));
+  return usable.ok
+    ? { state: 'alive', leaseId: ptr.leaseId, containerId, snapshotId: ptr.snapshotId }
+    : { state: 'gone', leaseId: ptr.leaseId, containerId, reason: usable.reason, snapshotId: ptr.snapshotId };
+}
+
+/** What became of the sandbox: the pointer's lease after the drive, and the snapshot its image is (when it was restored). */
+export async function sandboxDid(p: HostParts, rt: HostRuntime, run: Run, found: SandboxFound): Promise<SandboxDid> {
+  const ptr = run.kind === 'plan' ? await pointerOf(p, rt, run.id) : null;
+  if (!ptr?.leaseId) return { action: 'none', leaseId: null };
+  if (ptr.leaseId === found.leaseId) return { action: found.state === 'alive' ? 'continued' : 'none', leaseId: ptr.leaseId };
+  const lease = await p.store.getLease(ptr.leaseId);
+  const snap = lease ? (await p.store.listSnapshots({ sessionId: run.sessionId })).find((s) => s.imageId === lease.imageDigest) : undefined;
+  return snap ? { action: 'restored', leaseId: ptr.leaseId, snapshotId: snap.id } : { action: 'new', leaseId: ptr.leaseId };
+}
+
+/** One line each for the operator. */
+export const foundLine = (f: SandboxFound) =>
+  f.state === 'alive'
+    ? `found the sandbox alive (lease ${f.leaseId}, container ${f.containerId?.slice(0, 12) ?? '-'}): continuing in it`
+    : f.state === 'gone'
+      ? `found the sandbox gone (${f.reason}): ${f.snapshotId ? `restoring it from snapshot ${f.snapshotId}, or asking when that cannot be done` : 'no snapshot to restore it from'}`
+      : 'no sandbox yet';
+export const didLine = (d: SandboxDid) =>
+  d.action === 'restored' ? `sandbox restored from snapshot ${d.snapshotId} (lease ${d.leaseId})` : d.action === 'continued' ? `continued in the same sandbox (lease ${d.leaseId})` : d.action === 'new' ? `sandbox leased anew (lease ${d.leaseId})` : '';

@@ -1,0 +1,52 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { lastJson, planFixture } from '../support/plan-fixture';
+
+let fx: Awaited<ReturnType<typeof planFixture>> | undefined;
+afterEach(async () => {
+  await fx?.cleanup();
+  fx = undefined;
+});
+
+type Resumed = { run: { state: string }; resume: { sandbox: { found: { state: string; leaseId: string | null; reason?: string }; did: { action: string; snapshotId?: string; leaseId: string | null } } } };
+
+describe('berth resume says what it found of the sandbox and what it did', { timeout: 300_000 }, () => {
+  it('a sandbox removed while the host was down: resume says it found it gone and restored it from the newest snapshot, in its human output and --json', async () => {
+    fx = await planFixture([
+      { name: 'one', run: 'echo one > one.txt' },
+      { name: 'two', run: 'cat one.txt' },
+    ]);
+    const killed = await fx.cli(['run', fx.plan, '--json'], { BERTH_FAULT: 'after:phase.complete:plan-step#1' });
+    expect(killed.signal, killed.stderr.slice(-500)).toBe('SIGKILL');
+    const runId = (await fx.read((s) => s.listRuns()))[0]!.id;
+    const lease = (await fx.read((s) => s.listLeases({ unreleased: true })))[0]!;
+    await fx.docker.getContainer(lease.containerId).remove({ force: true });
+    const snapshot = (await fx.read((s) => s.listSnapshots({ runId }))).find((s) => s.checkpoint.includes('one'))!;
+
+    const resumed = await fx.cli(['resume', runId, '--json']);
+    expect(resumed.code, resumed.stderr.slice(-800)).toBe(0);
+    const out = lastJson<Resumed>(resumed);
+    expect(out.run.state).toBe('completed');
+    expect(out.resume.sandbox.found).toMatchObject({ state: 'gone', leaseId: lease.id });
+    expect(out.resume.sandbox.did).toMatchObject({ action: 'restored', snapshotId: snapshot.id });
+    expect(out.resume.sandbox.did.leaseId).not.toBe(lease.id);
+    // Nothing but JSON on stdout; the human lines are for a person.
+    expect(resumed.stdout.trim().split('\n').every((l) => l.startsWith('{') || l.startsWith(' ') || l.startsWith('}') || l === '')).toBe(true);
+  });
+
+  it('a sandbox still alive: resume says it found it alive and continued in it', async () => {
+    fx = await planFixture([
+      { name: 'one', run: 'echo one > one.txt' },
+      { name: 'two', run: 'cat one.txt' },
+    ]);
+    const killed = await fx.cli(['run', fx.plan], { BERTH_FAULT: 'after:phase.complete:plan-step#1' });
+    expect(killed.signal, killed.stderr.slice(-500)).toBe('SIGKILL');
+    const runId = (await fx.read((s) => s.listRuns()))[0]!.id;
+    const lease = (await fx.read((s) => s.listLeases({ unreleased: true })))[0]!;
+    const resumed = await fx.cli(['resume', runId]);
+    expect(resumed.code, resumed.stderr.slice(-800)).toBe(0);
+    expect(resumed.stderr).toContain(`found the sandbox alive (lease ${lease.id}`);
+    expect(resumed.stdout).toContain(`continued in the same sandbox (lease ${lease.id})`);
+    // No raw JSON log line on the console without --debug.
+    expect(resumed.stderr).not.toMatch(/^\{"level"/m);
+  });
+});
