@@ -20,7 +20,20 @@ export {
   type TaskError,
   type Task,
 } from './task';
-export { EFFECT_STATUSES, REPLAY_POLICIES, type EffectStatus, type ReplayPolicy, isUnresolvedEffect } from './effect';
+export {
+  EFFECT_STATUSES,
+  REPLAY_POLICIES,
+  SETTLED_BY,
+  ATTEMPT_OUTCOMES,
+  EffectAttemptSchema,
+  EffectAttemptLogSchema,
+  type EffectStatus,
+  type ReplayPolicy,
+  type SettledBy,
+  type AttemptOutcome,
+  type EffectAttempt,
+  isUnresolvedEffect,
+} from './effect';
 export type {
   Session,
   Conversation,

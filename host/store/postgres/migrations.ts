@@ -361,4 +361,15 @@ export const POSTGRES_SQL: Readonly<Record<number, string>> = {
     ALTER TABLE hosts ADD COLUMN report_json TEXT;
     ALTER TABLE hosts ADD COLUMN drain_requested_at BIGINT;
   `,
+  // Effect attempts and the earlier runs of a moved effect (see the SQLite text).
+  22: `
+    ALTER TABLE effects ADD COLUMN attempts_json TEXT;
+    ALTER TABLE imported_effects ADD COLUMN attempts_json TEXT;
+    CREATE TABLE effect_runs (
+      effect_id TEXT NOT NULL,
+      run_id TEXT NOT NULL,
+      PRIMARY KEY (effect_id, run_id)
+    );
+    CREATE INDEX effect_runs_by_run ON effect_runs(run_id);
+  `,
 };

@@ -61,8 +61,8 @@ export function sqliteImportedRuns(db: Database.Database): ImportedRunRecords {
     task: p(`INSERT INTO tasks (id, session_id, run_id, parent_id, kind, kind_version, status, phase, checkpoint_json, input_json, attempts, restarts,
                wait_json, wake_at, outcome, result_json, error_json, cancel_requested, blocked_reason, version, created_at, updated_at)
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-    effect: p(`INSERT INTO imported_effects (id, session_id, run_id, task_id, kind, intent_json, replay, status, attempts, receipt_json, error_json, created_at, updated_at)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    effect: p(`INSERT INTO imported_effects (id, session_id, run_id, task_id, kind, intent_json, replay, status, attempts, receipt_json, error_json, created_at, updated_at, attempts_json)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     entry: p(`INSERT INTO entries (session_id, seq, id, conversation_id, run_id, task_id, kind, body_json, commit_seq, at)
               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     document: p(`INSERT INTO documents (id, session_id, run_id, type, version, baseline_version, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
@@ -104,7 +104,7 @@ export function sqliteImportedRuns(db: Database.Database): ImportedRunRecords {
       s.task.run(t.id, sid, run.id, t.parentId, t.kind, t.kindVersion, t.status, t.phase, json(t.checkpoint), json(t.input), t.attempts, t.restarts,
         t.wait === null ? null : json(t.wait), t.wakeAt, t.outcome, json(t.result), t.error === null ? null : json(t.error), t.cancelRequested ? 1 : 0, t.blockedReason, t.version, t.createdAt, t.updatedAt);
     }
-    for (const e of r.effects) s.effect.run(e.id, sid, run.id, e.taskId, e.kind, json(e.intent), e.replay, e.status, e.attempts, json(e.receipt), json(e.error), e.createdAt, e.updatedAt);
+    for (const e of r.effects) s.effect.run(e.id, sid, run.id, e.taskId, e.kind, json(e.intent), e.replay, e.status, e.attempts, json(e.receipt), json(e.error), e.createdAt, e.updatedAt, json(e.attemptLog));
     for (const e of r.entries) s.entry.run(sid, e.seq, e.id, e.conversationId, run.id, e.taskId, e.kind, json(e.body), e.commitSeq, e.at);
     for (const d of r.documents) {
       s.document.run(d.id, sid, d.runId, d.type, d.version, d.baselineVersion, run.createdAt, run.updatedAt);

@@ -443,4 +443,22 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       ALTER TABLE hosts ADD COLUMN drain_requested_at INTEGER;
     `,
   },
+  {
+    version: 22,
+    name: 'effect attempts',
+    // Each effect keeps its attempts (run, task, owner epoch, start, end, outcome, how it was
+    // settled) as JSON the commit rewrites under the effect's row lock. A logical effect attempted
+    // afresh by a later run moves to it (its uncertainty is that run's), and the runs that attempted
+    // it before are kept in effect_runs, so their records still hold the effect their failure came from.
+    sql: `
+      ALTER TABLE effects ADD COLUMN attempts_json TEXT;
+      ALTER TABLE imported_effects ADD COLUMN attempts_json TEXT;
+      CREATE TABLE effect_runs (
+        effect_id TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        PRIMARY KEY (effect_id, run_id)
+      ) STRICT;
+      CREATE INDEX effect_runs_by_run ON effect_runs(run_id);
+    `,
+  },
 ];
