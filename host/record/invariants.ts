@@ -1,4 +1,4 @@
-import { isLegalRunTransition, isUnresolvedEffect, type Json } from '../model';
+import { isLegalRunTransition, isUnresolvedEffect, SANDBOX_VERIFIED, TASK_RESTARTED, type Json } from '../model';
 import type { RunRecord } from './schema';
 
 /** One broken rule of one run, with what shows it. */
@@ -17,7 +17,7 @@ export const INVARIANTS = {
   completed_with_unresolved: 'a run is not completed while an approval or an effect is unresolved (seed 004 #1)',
   retry_same_effect: 'a retried effect keeps one logical key and records why replay was safe: safe/verify replay, or every earlier attempt proven not applied (seed 004 #2)',
   in_flight_owner: 'an effect in flight or uncertain names the task that owns it, and the run keeps a durable last transition (seed 004 #3)',
-  resume_verified: 'a resumed run records the versions it verified (kernel, environment fingerprint) on every transition after admission (seed 004 #4)',
+  resume_verified: 'a resumed run records the versions it verified (kernel, environment fingerprint): on every transition after admission, and per restart, before a restarted step\'s output, what its process verified of the sandbox (seed 004 #4)',
   cancel_records_point: 'a cancelled task records whether its work stopped before, after or unknown relative to its effects (seed 004 #5)',
   compensation_declared: 'compensation happens only through a declared operation: a compensated effect or run names it (seed 004 #6)',
   sandbox_cleanup_visible: 'an ended run releases its own sandbox leases, or the unreleased lease is visible as a violation (seed 004 #7)',
@@ -84,6 +84,25 @@ export function checkRecord(r: RunRecord): Violation[] {
   if (resumed && (r.run.kind === 'plan' || r.run.kind === 'agent')) {
     const bare = r.transitions.filter((t) => t.n > 1 && (!t.versions.kernel || !t.versions.envFingerprint)).map((t) => t.n);
     if (bare.length) v('resume_verified', `run ${runId} was resumed but transitions ${bare.join(', ')} record no kernel version or environment fingerprint`, { transitions: bare });
+  }
+  // ... and what each restart really verified: a step restarted after a kill commits what its
+  // process checked of the sandbox (kernel, environment fingerprint, image, workspace or the
+  // snapshot it restored) before any output it produced there; the transitions' versions are the
+  // admission's, carried over, and prove nothing about a restart.
+  const restartedAt = new Map<string, number>();
+  for (const e of r.entries) {
+    if (!e.taskId) continue;
+    if (e.kind === TASK_RESTARTED) restartedAt.set(e.taskId, e.seq);
+    else if (e.kind === SANDBOX_VERIFIED) {
+      const b = obj(e.body);
+      const admitted = r.run.versions.envFingerprint;
+      if (typeof b.kernel !== 'string' || typeof b.envFingerprint !== 'string') v('resume_verified', `entry ${e.id} says task ${e.taskId} verified its sandbox but names no kernel version or environment fingerprint`, { entry: e.id, body: e.body });
+      else if (admitted && b.envFingerprint !== admitted) v('resume_verified', `task ${e.taskId} verified a sandbox of environment ${b.envFingerprint}, not the run's ${admitted}`, { entry: e.id, verified: b.envFingerprint, admitted });
+      restartedAt.delete(e.taskId);
+    } else if (e.kind === 'plan.step.output' && restartedAt.has(e.taskId)) {
+      v('resume_verified', `task ${e.taskId} was restarted (entry #${restartedAt.get(e.taskId)}) and produced step output (entry #${e.seq}) with no record of verifying its sandbox first`, { task: e.taskId, restartEntry: restartedAt.get(e.taskId)!, outputEntry: e.seq });
+      restartedAt.delete(e.taskId);
+    }
   }
 
   // 5. cancellation says where work stopped

@@ -92,7 +92,7 @@ export function postgresImportedRuns(pool: pg.Pool, location: string): ImportedR
       await q(S.task, [t.id, sid, run.id, t.parentId, t.kind, t.kindVersion, t.status, t.phase, json(t.checkpoint), json(t.input), t.attempts, t.restarts,
         t.wait === null ? null : json(t.wait), t.wakeAt, t.outcome, json(t.result), t.error === null ? null : json(t.error), t.cancelRequested ? 1 : 0, t.blockedReason, t.version, t.createdAt, t.updatedAt]);
     }
-    for (const e of r.effects) await q(S.effect, [e.id, sid, run.id, e.taskId, e.kind, json(e.intent), e.replay, e.status, e.attempts, json(e.receipt), json(e.error), e.createdAt, e.updatedAt]);
+    for (const e of r.effects) await q(S.effect, [e.id, sid, run.id, e.taskId, e.kind, json(e.intent), e.replay, e.status, e.attempts, json(e.receipt), json(e.error), e.createdAt, e.updatedAt, json(e.attemptLog)]);
     for (const e of r.entries) await q(S.entry, [sid, e.seq, e.id, e.conversationId, run.id, e.taskId, e.kind, json(e.body), e.commitSeq, e.at]);
     for (const d of r.documents) {
       await q(S.document, [d.id, sid, d.runId, d.type, d.version, d.baselineVersion, run.createdAt, run.updatedAt]);
