@@ -136,6 +136,9 @@ export const EgressRecordSchema = z.strictObject({
   bytesOut: z.number(),
   bytesIn: z.number(),
   count: z.number().int(),
+  /** An allowed request's id: recorded at its start, completed at its end; `endedAt` null: it was in flight when last recorded (its host died). */
+  id: z.string().nullable().optional(),
+  endedAt: z.number().nullable().optional(),
 });
 
 export const ApprovalRecordSchema = z.strictObject({

@@ -7,7 +7,7 @@ let fx: Awaited<ReturnType<typeof planFixture>> | undefined;
 afterEach(async () => {
   await fx?.cleanup();
   fx = undefined;
-}, 120_000);
+}, 400_000);
 afterAll(stopSharedPostgres);
 
 const STEPS = [

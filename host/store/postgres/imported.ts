@@ -63,8 +63,8 @@ const S = {
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
   lease: `INSERT INTO leases (id, session_id, host_id, container_id, image_digest, env_fingerprint, created_at, expires_at, released_at, run_id, epoch)
           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-  egress: `INSERT INTO egress_attempts (at, run_id, lease_id, method, target, decision, reason, bytes_out, bytes_in, count)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+  egress: `INSERT INTO egress_attempts (at, run_id, lease_id, method, target, decision, reason, bytes_out, bytes_in, count, attempt_id, ended_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
   acceptance: `INSERT INTO imported_acceptance (id, run_id, request_id, decision, actor, reason, evidence_json, at, commit_seq)
                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
   cost: 'INSERT INTO cost_samples (run_id, at, meter, meter_key, amount) VALUES ($1, $2, $3, $4, $5)',
@@ -101,7 +101,7 @@ export function postgresImportedRuns(pool: pg.Pool, location: string): ImportedR
     }
     for (const x of r.snapshots.filter((x) => !shared.has(x.id))) await q(S.snapshot, [x.id, sid, x.runId, x.taskId, x.leaseId, x.imageId, x.workspaceDigest, x.sizeBytes, x.checkpoint, x.parentId, x.commitSeq, x.createdAt, x.prunedAt, x.registryRef ?? null, x.pushedAt ?? null]);
     for (const l of r.leases) await q(S.lease, [l.id, sid, l.hostId, l.containerId, l.imageDigest, l.envFingerprint, l.createdAt, l.expiresAt, l.releasedAt, l.runId, l.epoch ?? null]);
-    for (const a of r.egress) await q(S.egress, [a.at, run.id, a.leaseId, a.method, a.target, a.decision, a.reason, a.bytesOut, a.bytesIn, a.count]);
+    for (const a of r.egress) await q(S.egress, [a.at, run.id, a.leaseId, a.method, a.target, a.decision, a.reason, a.bytesOut, a.bytesIn, a.count, a.id ?? null, a.endedAt ?? null]);
     for (const a of r.acceptance) await q(S.acceptance, [a.id, run.id, a.requestId, a.decision, a.actor, a.reason, json(a.evidence), a.at, a.commitSeq]);
     for (const c of r.costSamples) await q(S.cost, [run.id, c.at, c.meter, c.key, c.amount]);
     for (const a of r.artifacts) await q(S.artifact, [a.id, sid, run.id, a.taskId, a.stepIndex, a.generation, a.step, a.path, a.sizeBytes, a.sha256, a.snapshotId, a.commitSeq, a.createdAt]);

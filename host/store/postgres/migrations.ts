@@ -361,7 +361,7 @@ export const POSTGRES_SQL: Readonly<Record<number, string>> = {
     ALTER TABLE hosts ADD COLUMN report_json TEXT;
     ALTER TABLE hosts ADD COLUMN drain_requested_at BIGINT;
   `,
-  // Effect attempts and the earlier runs of a moved effect (see the SQLite text).
+  // Effect attempts and the earlier runs of a moved effect; egress rows from a request's start (see the SQLite text).
   22: `
     ALTER TABLE effects ADD COLUMN attempts_json TEXT;
     ALTER TABLE imported_effects ADD COLUMN attempts_json TEXT;
@@ -371,5 +371,8 @@ export const POSTGRES_SQL: Readonly<Record<number, string>> = {
       PRIMARY KEY (effect_id, run_id)
     );
     CREATE INDEX effect_runs_by_run ON effect_runs(run_id);
+    ALTER TABLE egress_attempts ADD COLUMN attempt_id TEXT;
+    ALTER TABLE egress_attempts ADD COLUMN ended_at BIGINT;
+    CREATE UNIQUE INDEX egress_by_attempt ON egress_attempts(attempt_id);
   `,
 };

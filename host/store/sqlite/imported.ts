@@ -72,8 +72,8 @@ export function sqliteImportedRuns(db: Database.Database): ImportedRunRecords {
                  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     lease: p(`INSERT INTO leases (id, session_id, host_id, container_id, image_digest, env_fingerprint, created_at, expires_at, released_at, run_id, epoch)
               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-    egress: p(`INSERT INTO egress_attempts (at, run_id, lease_id, method, target, decision, reason, bytes_out, bytes_in, count)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    egress: p(`INSERT INTO egress_attempts (at, run_id, lease_id, method, target, decision, reason, bytes_out, bytes_in, count, attempt_id, ended_at)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     acceptance: p(`INSERT INTO imported_acceptance (id, run_id, request_id, decision, actor, reason, evidence_json, at, commit_seq)
                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     cost: p('INSERT INTO cost_samples (run_id, at, meter, meter_key, amount) VALUES (?, ?, ?, ?, ?)'),
@@ -113,7 +113,7 @@ export function sqliteImportedRuns(db: Database.Database): ImportedRunRecords {
     }
     for (const x of r.snapshots.filter((x) => !shared.has(x.id))) s.snapshot.run(x.id, sid, x.runId, x.taskId, x.leaseId, x.imageId, x.workspaceDigest, x.sizeBytes, x.checkpoint, x.parentId, x.commitSeq, x.createdAt, x.prunedAt, x.registryRef ?? null, x.pushedAt ?? null);
     for (const l of r.leases) s.lease.run(l.id, sid, l.hostId, l.containerId, l.imageDigest, l.envFingerprint, l.createdAt, l.expiresAt, l.releasedAt, l.runId, l.epoch ?? null);
-    for (const a of r.egress) s.egress.run(a.at, run.id, a.leaseId, a.method, a.target, a.decision, a.reason, a.bytesOut, a.bytesIn, a.count);
+    for (const a of r.egress) s.egress.run(a.at, run.id, a.leaseId, a.method, a.target, a.decision, a.reason, a.bytesOut, a.bytesIn, a.count, a.id ?? null, a.endedAt ?? null);
     for (const a of r.acceptance) s.acceptance.run(a.id, run.id, a.requestId, a.decision, a.actor, a.reason, json(a.evidence), a.at, a.commitSeq);
     for (const c of r.costSamples) s.cost.run(run.id, c.at, c.meter, c.key, c.amount);
     for (const a of r.artifacts) s.artifact.run(a.id, sid, run.id, a.taskId, a.stepIndex, a.generation, a.step, a.path, a.sizeBytes, a.sha256, a.snapshotId, a.commitSeq, a.createdAt);
