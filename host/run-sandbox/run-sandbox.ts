@@ -47,6 +47,8 @@ export interface SandboxVerification {
   /** The workspace digest the sandbox was found (or restored) to hold; null when a step was in flight (nothing to compare). */
   workspaceDigest: string | null;
   snapshotId: string | null;
+  /** A restore's reason: the sandbox the run had and what verification found of it (removed from the engine, expired, released). */
+  replaced?: { leaseId: string | null; reason: string };
 }
 
 /** The sandbox is gone and the newest snapshot is older than the newest committed workspace. */
@@ -68,6 +70,8 @@ export class RunSandbox {
   private readonly epochs = new Map<string, number>();
   private readonly sessions = new Map<string, string>();
   private readonly verified = new Map<string, SandboxVerification>();
+  /** Why the sandbox the run's pointer named could not be used (gone, removed, expired), until a restore records it. */
+  private readonly replaced = new Map<string, NonNullable<SandboxVerification['replaced']>>();
 
   constructor(private readonly d: RunSandboxDeps) {}
 
@@ -80,7 +84,9 @@ export class RunSandbox {
 
   private noteVerified(runId: string, env: Environment, lease: Lease, how: SandboxVerification['how'], workspaceDigest: string | null, snapshotId: string | null): void {
     const spec = this.spec(env);
-    this.verified.set(runId, { how, kernel: KERNEL.version, kernelRange: env.kernel.compatible, envFingerprint: spec.envFingerprint, imageDigest: spec.imageDigest, leaseId: lease.id, workspaceDigest, snapshotId });
+    const replaced = how === 'restored' ? this.replaced.get(runId) : undefined;
+    this.replaced.delete(runId);
+    this.verified.set(runId, { how, kernel: KERNEL.version, kernelRange: env.kernel.compatible, envFingerprint: spec.envFingerprint, imageDigest: spec.imageDigest, leaseId: lease.id, workspaceDigest, snapshotId, ...(replaced ? { replaced } : {}) });
   }
 
   spec(env: Environment) {
@@ -139,6 +145,10 @@ export class RunSandbox {
       return { kind: 'ok', lease, pointer: {} };
     }
     // Gone, stopped, expired, or a safe step was caught mid-run (its partial changes are discarded).
+    this.replaced.set(runId, {
+      leaseId: record?.id ?? null,
+      reason: !record ? 'the run had no sandbox lease' : record.releasedAt !== null ? `lease ${record.id} was released` : expired ? `lease ${record.id} expired` : v && !v.ok ? v.reason : 'a safe step was caught mid-run: its partial changes are discarded',
+    });
     if (record && record.releasedAt === null) await this.releaseRecord(record.id, env);
     if (!ptr.snapshotId) return { kind: 'reconcile', reason: `sandbox ${record ? `of lease ${record.id} ` : ''}is gone and no snapshot covers the newest committed sandbox change` };
     // Restoring is only a resume when the snapshot holds the newest committed workspace (under

@@ -59,4 +59,24 @@ describe.each(STORE_KINDS)('what a restart verified is part of the record (%s st
     expect(caught.stdout).toContain('resume_verified');
     expect(caught.stdout).toContain('no record of verifying its sandbox');
   });
+
+  it('a sandbox removed behind the host\'s back (docker rm -f) is found by the resume\'s verification and recorded on the run with the snapshot that replaced it', async () => {
+    fx = await planFixture(STEPS, undefined, await storeFor(kind));
+    const first = await fx.cli(['run', fx.plan, '--json'], { BERTH_FAULT: 'after:phase.complete:plan-step#1' });
+    expect(first.signal, first.stderr).toBe('SIGKILL');
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    const lease = await fx.read(async (s) => (await s.listLeases({})).find((l) => l.runId === runId && l.releasedAt === null)!);
+    await fx.docker.getContainer(lease.containerId).remove({ force: true });
+    const resumed = await fx.cli(['resume', runId, '--json']);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    const exported = await fx.cli(['export', runId]);
+    expect(exported.code, exported.stderr).toBe(0);
+    const record = JSON.parse(exported.stdout) as Exported;
+    // Before: the loss was a log line of the resuming process; the record said nothing of it.
+    const verified = record.entries.filter((e) => e.kind === 'sandbox.verified');
+    expect(verified).toHaveLength(1);
+    expect(verified[0]!.body).toMatchObject({ how: 'restored', snapshotId: expect.any(String), replaced: { leaseId: lease.id, reason: `container ${lease.containerId} does not exist` } });
+    const check = await fx.cli(['check', runId, '--json']);
+    expect(check.code, check.stdout + check.stderr).toBe(0);
+  });
 });
