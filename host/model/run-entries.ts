@@ -7,3 +7,5 @@
 export const TASK_RESTARTED = 'task.restarted';
 /** What a process verified of the run's sandbox before its first use after a restart (kernel, fingerprint, image, workspace, or the snapshot it restored). */
 export const SANDBOX_VERIFIED = 'sandbox.verified';
+/** A new owner claimed the run's session from one that never released it (killed, or lease ran out), naming it and its epoch. */
+export const OWNER_LOST = 'owner.lost';

@@ -64,9 +64,17 @@ describe.each(STORE_KINDS)('an egress request in flight when its host is killed 
     expect(record.egress.filter((a) => a.id === inFlight[0]!.id)).toEqual([expect.objectContaining({ decision: 'allow', endedAt: null })]);
     expect(record.entries.filter((e) => e.kind === 'egress.started').map((e) => e.body.id)).toEqual([inFlight[0]!.id]);
 
-    // The run is ended by a cancel with no live host (which stops its sandbox), so nothing is left.
+    // Ended by the operator (a cancel with no live host stops the sandbox; the fetch may have reached
+    // the target, so the run asks whether it happened), so nothing is left running.
     const cancel = await fx.cli(['cancel', runId]);
     expect(cancel.code, cancel.stderr).toBe(0);
-    await poll('the run to end', () => fx!.read(async (s) => ((await s.getRun(runId))?.state === 'cancelled' ? true : undefined)));
+    const parked = await poll('the cancel to settle', () => fx!.read(async (s) => {
+      const state = (await s.getRun(runId))?.state;
+      return state === 'cancelled' || state === 'needs_reconciliation' ? state : undefined;
+    }));
+    if (parked === 'needs_reconciliation') {
+      const failed = await fx.cli(['reconcile', runId, '--accept', '--fail']);
+      expect(failed.code, failed.stderr).toBe(0);
+    }
   });
 });

@@ -79,4 +79,26 @@ describe.each(STORE_KINDS)('what a restart verified is part of the record (%s st
     const check = await fx.cli(['check', runId, '--json']);
     expect(check.code, check.stdout + check.stderr).toBe(0);
   });
+
+  it('a resume killed before its first commit is accounted for: the next owner records it (epoch, holder, process) on the run', async () => {
+    fx = await planFixture(STEPS, undefined, await storeFor(kind));
+    const first = await fx.cli(['run', fx.plan, '--json'], { BERTH_FAULT: 'after:phase.complete:plan-step#1' });
+    expect(first.signal, first.stderr).toBe('SIGKILL');
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    const sessionId = await fx.read(async (s) => (await s.getRun(runId))!.sessionId);
+    // The first commit a resume makes is the record of the owner it replaced: killed right before it.
+    const dies = await fx.cli(['resume', runId, '--json'], { BERTH_FAULT: 'before:session.owner-lost#1' });
+    expect(dies.signal, dies.stderr).toBe('SIGKILL');
+    const claimOfTheDead = (await fx.read((s) => s.getSessionOwner(sessionId)))!;
+    const resumed = await fx.cli(['resume', runId, '--json']);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    const exported = await fx.cli(['export', runId]);
+    expect(exported.code, exported.stderr).toBe(0);
+    const record = JSON.parse(exported.stdout) as Exported;
+    // Before: a process killed before its first commit left nothing in the record.
+    const lost = record.entries.filter((e) => e.kind === 'owner.lost').map((e) => e.body);
+    expect(lost).toEqual([expect.objectContaining({ epoch: claimOfTheDead.epoch, holder: claimOfTheDead.holder, pid: claimOfTheDead.pid, newEpoch: claimOfTheDead.epoch + 1 })]);
+    const check = await fx.cli(['check', runId, '--json']);
+    expect(check.code, check.stdout + check.stderr).toBe(0);
+  });
 });
