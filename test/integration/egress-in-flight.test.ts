@@ -67,7 +67,8 @@ describe.each(STORE_KINDS)('an egress request in flight when its host is killed 
     // Ended by the operator (a cancel with no live host stops the sandbox; the fetch may have reached
     // the target, so the run asks whether it happened), so nothing is left running.
     const cancel = await fx.cli(['cancel', runId]);
-    expect(cancel.code, cancel.stderr).toBe(0);
+    // 3: the cancel carried out here left the run needing a decision (the fetch may have reached the target).
+    expect([0, 3], cancel.stderr).toContain(cancel.code);
     const parked = await poll('the cancel to settle', () => fx!.read(async (s) => {
       const state = (await s.getRun(runId))?.state;
       return state === 'cancelled' || state === 'needs_reconciliation' ? state : undefined;
