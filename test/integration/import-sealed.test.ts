@@ -156,6 +156,9 @@ describe.each(STORE_KINDS)('an imported run is sealed off from live runs on %s',
         // Schema 22 (effect attempts) came after, and changes imported_effects too: rolled back with it.
         'ALTER TABLE effects DROP COLUMN attempts_json',
         'DROP TABLE effect_runs',
+        'DROP INDEX egress_by_attempt',
+        'ALTER TABLE egress_attempts DROP COLUMN attempt_id',
+        'ALTER TABLE egress_attempts DROP COLUMN ended_at',
         'DELETE FROM schema_migrations WHERE version = 22',
       ]) await rawSql(t.store, sql);
       expect(await t.store.getEffect('deploy:r11'), 'the old layout: found by key').toBeDefined();
