@@ -23,6 +23,12 @@ async function seedRun(store: ReturnType<typeof openSqliteStore>, i: number, ent
   const versions = { kernel: 'berth@0.1.0', envFingerprint: 'sha256:env', imageDigest: 'sha256:img' };
   await store.commit({ sessionId, label: 'submit', createSession: { meta: { name: 'bench' } }, runs: [{ id: runId, kind: 'bench', submissionId: null, rootTaskId: `task_${i}`, versions }], tasks: [{ id: `task_${i}`, runId, parentId: null, kind: 'k', kindVersion: 1, phase: 'start', input: { i } }] });
   await store.commit({ sessionId, label: 'start', runTransitions: [{ runId, from: 'admitted', to: 'running', actor: 'host:b', reason: 'go' }] });
+  // One never effect with two attempts (the first refused unsent), so check reads attempt logs.
+  const effect = { id: `eff_${i}`, create: { runId, taskId: `task_${i}`, kind: 'bench.send', intent: { i }, replay: 'never' as const } };
+  await store.commit({ sessionId, label: 'effect.begin', effects: [{ ...effect, set: { status: 'executing', attempts: 1 } }] });
+  await store.commit({ sessionId, label: 'effect.fail', effects: [{ id: effect.id, expectStatus: 'executing', set: { status: 'intended', error: { code: 'refused', delivery: 'not_sent' } } }] });
+  await store.commit({ sessionId, label: 'effect.begin', effects: [{ id: effect.id, expectStatus: 'intended', set: { status: 'executing', attempts: 2 } }] });
+  await store.commit({ sessionId, label: 'effect.done', effects: [{ id: effect.id, expectStatus: 'executing', set: { status: 'confirmed', receipt: { id: i } } }] });
   for (let done = 0; done < entries; done += 500) {
     const batch = Array.from({ length: Math.min(500, entries - done) }, (_, k) => ({ id: `ent_${i}_${done + k}`, kind: 'plan.step.output', runId, body: { line: done + k, text: `output line ${done + k} of a step that prints a fair amount` } }));
     await store.commit({ sessionId, label: 'out', entries: batch });

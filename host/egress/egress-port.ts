@@ -7,8 +7,10 @@ import { newId } from '../support';
 import type { EgressAttempt } from './audit';
 import { EgressProxy } from './egress-proxy';
 
-/** Entry kind of one egress attempt in the run's record. */
+/** Entry kind of one egress attempt in the run's record (a denial, or an allowed exchange that ended). */
 export const EGRESS_ENTRY = 'egress.attempt';
+/** Entry kind of an allowed request at its start: with no `egress.attempt` of the same id after it, it was in flight when its host died. */
+export const EGRESS_STARTED = 'egress.started';
 
 /** The store calls the proxy's records need: the audit row, and the run's entry. */
 export type EgressStore = Pick<Store, 'recordEgress' | 'getRun' | 'listRuns' | 'commit' | 'recordCost' | 'listEntries'>;
@@ -44,7 +46,8 @@ export function egressPort(store: EgressStore, logger: Logger): EgressPort {
     await store.recordEgress(attempt).catch((err: unknown) => log.error({ err }, 'could not record egress attempt'));
     if (!run) return;
     const { runId, ...body } = attempt;
-    const r = await store.commit({ sessionId: run.sessionId, label: 'egress.attempt', actor: 'egress-proxy', entries: [{ id: newId('ent'), runId, kind: EGRESS_ENTRY, body: plainJson(body) }] });
+    const kind = attempt.id && attempt.endedAt === null ? EGRESS_STARTED : EGRESS_ENTRY;
+    const r = await store.commit({ sessionId: run.sessionId, label: kind, actor: 'egress-proxy', entries: [{ id: newId('ent'), runId, kind, body: plainJson(body) }] });
     if (!r.ok) log.error({ conflict: r.conflict }, 'egress attempt not committed to the run');
   };
   const pending = new Set<Promise<void>>();
@@ -65,10 +68,14 @@ export function egressPort(store: EgressStore, logger: Logger): EgressPort {
         runId: p.runId,
         leaseId: p.leaseId,
         record: (a) => {
-          track(persist(a, p.sessionId, log).catch((err: unknown) => log.error({ err }, 'could not commit egress attempt to the run')));
+          const written = persist(a, p.sessionId, log).catch((err: unknown) => log.error({ err }, 'could not commit egress attempt to the run'));
+          track(written);
           const event = { event: 'egress', method: a.method, target: a.target, decision: a.decision, reason: a.reason, bytesOut: a.bytesOut, bytesIn: a.bytesIn };
           if (a.decision === 'deny') log.warn(event, 'egress denied');
+          else if (a.endedAt === null) log.debug({ ...event, id: a.id }, 'egress started');
           else log.info(event, 'egress allowed');
+          // The proxy dials an allowed request once its start is written.
+          return written;
         },
       });
       await proxy.listen(p.listenHost, p.port);
@@ -91,7 +98,7 @@ export function egressPort(store: EgressStore, logger: Logger): EgressPort {
       }
       await Promise.all(
         p.attempts.map((d) =>
-          persist({ at: d.firstAt, runId: p.runId, leaseId: p.leaseId, method: d.proto, target: d.target, decision: 'deny', reason: d.reason, bytesOut: 0, bytesIn: 0, count: d.count }, p.sessionId, log),
+          persist({ at: d.firstAt, runId: p.runId, leaseId: p.leaseId, method: d.proto, target: d.target, decision: 'deny', reason: d.reason, bytesOut: 0, bytesIn: 0, count: d.count, id: null, endedAt: null }, p.sessionId, log),
         ),
       );
     },

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { lookup } from 'node:dns/promises';
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect, isIP, type AddressInfo, type Socket } from 'node:net';
@@ -24,8 +25,12 @@ export interface EgressProxyOptions {
   hostAddresses?: readonly string[];
   runId: string | null;
   leaseId: string | null;
-  /** Called once per attempt: at refusal, or when an allowed exchange ends (with its byte counts). */
-  record(attempt: EgressAttempt): void;
+  /**
+   * Called at a refusal; for an allowed exchange twice under one `id`: when it starts (`endedAt`
+   * null; the proxy dials only once that record is written, so a host killed mid-request leaves it)
+   * and when it ends (with its byte counts).
+   */
+  record(attempt: EgressAttempt): unknown;
   /** Name resolution; the proxy resolves names itself so the sandbox never needs DNS. */
   resolve?: (host: string) => Promise<string>;
   now?: () => number;
@@ -107,7 +112,16 @@ export class EgressProxy {
 
   private attempt(method: string, target: string, decision: 'allow' | 'deny', reason: string, bytesOut = 0, bytesIn = 0): void {
     const at = (this.o.now ?? Date.now)();
-    this.o.record({ at, runId: this.o.runId, leaseId: this.o.leaseId, method, target, decision, reason, bytesOut, bytesIn, count: 1 });
+    void this.o.record({ at, runId: this.o.runId, leaseId: this.o.leaseId, method, target, decision, reason, bytesOut, bytesIn, count: 1, id: null, endedAt: at });
+  }
+
+  /** An allowed exchange: recorded (and written) before it is dialled; `end` completes the same record. */
+  private async started(method: string, target: string, reason: string): Promise<{ end(reason: string, bytesOut: number, bytesIn: number): void }> {
+    const now = this.o.now ?? Date.now;
+    const at = now();
+    const base = { at, runId: this.o.runId, leaseId: this.o.leaseId, method, target, decision: 'allow' as const, count: 1, id: `egr_${randomUUID()}` };
+    await Promise.resolve(this.o.record({ ...base, reason, bytesOut: 0, bytesIn: 0, endedAt: null })).catch(() => {});
+    return { end: (why, bytesOut, bytesIn) => void this.o.record({ ...base, reason: why, bytesOut, bytesIn, endedAt: now() }) };
   }
 
   /** Decides one target; `hostHeader` must name the same authority when present. */
@@ -154,6 +168,7 @@ export class EgressProxy {
     const port = Number(m[2]);
     const v = await this.decide(m[1]!, port, req.headers.host, port);
     if (!v.ok) return refuse(v.status, v.reason);
+    const rec = await this.started('CONNECT', target, v.rule.pattern);
     const upstream = connect(port, v.address);
     let out = head.length;
     let inb = 0;
@@ -169,7 +184,7 @@ export class EgressProxy {
     const finish = (reason: string) => {
       if (done) return;
       done = true;
-      this.attempt('CONNECT', target, 'allow', reason, out, inb);
+      rec.end(reason, out, inb);
       upstream.destroy();
       client.destroy();
     };
@@ -200,6 +215,8 @@ export class EgressProxy {
       res.writeHead(v.status, { connection: 'close' }).end(`berth egress proxy: ${target} denied: ${v.reason}\n`);
       return;
     }
+    // The body waits in the paused request while the start is written.
+    const rec = await this.started(method, target, v.rule.pattern);
     let out = 0;
     let inb = 0;
     const headers = { ...req.headers };
@@ -209,10 +226,10 @@ export class EgressProxy {
       res.writeHead(ur.statusCode ?? 502, ur.headers);
       ur.on('data', (d: Buffer) => (inb += d.length));
       ur.pipe(res);
-      ur.on('end', () => this.attempt(method, target, 'allow', v.rule.pattern, out, inb));
+      ur.on('end', () => rec.end(v.rule.pattern, out, inb));
     });
     up.on('error', (err) => {
-      this.attempt(method, target, 'allow', `${v.rule.pattern} (upstream error: ${err.message})`, out, inb);
+      rec.end(`${v.rule.pattern} (upstream error: ${err.message})`, out, inb);
       if (!res.headersSent) res.writeHead(502, { connection: 'close' });
       res.end();
     });

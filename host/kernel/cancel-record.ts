@@ -27,7 +27,7 @@ export async function cancelRecord(store: Store, task: Task, pending: readonly E
     if (cutOff) {
       const settled = handler?.settleOnCancel ? await handler.settleOnCancel(task, e, { store }) : null;
       if (settled) {
-        effects.push({ id: e.id, expectStatus: 'executing', set: { status: 'failed', error: { code: 'cancelled_not_applied', message: settled.reason } } });
+        effects.push({ id: e.id, expectStatus: 'executing', set: { status: 'failed', error: { code: 'cancelled_not_applied', message: settled.reason } }, settle: { by: 'cancel' } });
         status = 'failed';
       } else if (status === 'executing') {
         effects.push({ id: e.id, expectStatus: 'executing', set: { status: 'unknown', error: { code: 'cancelled_in_flight', message: 'cancelled while the action was in flight' } } });

@@ -41,9 +41,14 @@ export async function performEffect<R extends Json>(
   const ids = { effectId: spec.id, taskId: d.taskId, runId: d.runId ?? undefined };
   const effect = await d.store.getEffect(spec.id);
   if (effect?.status === 'confirmed') return { status: 'done', receipt: effect.receipt as R, reused: true };
+  // What a status query proved of the attempt a dead host left in flight, committed with the new one's start.
+  let absent: EffectWrite | undefined;
   if (effect && (effect.status === 'executing' || effect.status === 'unknown')) {
     const uncertain = await whenInFlight(d, spec, effect);
-    if (uncertain) return uncertain;
+    if (uncertain && uncertain !== 'absent') return uncertain;
+    if (uncertain === 'absent') {
+      absent = { id: spec.id, expectStatus: effect.status, set: { status: 'intended', error: { code: 'not_found', message: `${spec.kind} ${spec.id}: the service has no record of the earlier attempt`, delivery: 'not_sent' } }, settle: { by: 'status_query' } };
+    }
   }
   // Cancelled (or stopping) before the action began: nothing was sent, nothing is marked.
   if (d.signal.aborted) throw new BerthError('action_not_started', `effect ${spec.id} not started: ${String((d.signal.reason as Error)?.message ?? d.signal.reason)}`, { ids });
@@ -51,16 +56,17 @@ export async function performEffect<R extends Json>(
   // An attempt of a logical effect another run left (not applied, or found not applied by its
   // lookup) becomes this run's and task's: its uncertainty, if any, is now theirs to reconcile.
   const adopt = effect !== undefined && (effect.runId !== d.runId || (fresh && effect.taskId !== d.taskId));
+  // A failed attempt's error stays (the effect's and its attempt's): it is why this attempt may run.
   const begin: EffectWrite = {
     id: spec.id,
-    ...(effect ? { expectStatus: effect.status } : { create: { runId: d.runId, taskId: d.taskId, kind: spec.kind, intent: spec.intent, replay: spec.replay } }),
-    set: { status: 'executing', attempts: (effect?.attempts ?? 0) + 1, ...(adopt ? { owner: { runId: d.runId, taskId: d.taskId } } : {}), ...(fresh ? { error: null } : {}) },
+    ...(effect ? { expectStatus: absent ? 'intended' : effect.status } : { create: { runId: d.runId, taskId: d.taskId, kind: spec.kind, intent: spec.intent, replay: spec.replay } }),
+    set: { status: 'executing', attempts: (effect?.attempts ?? 0) + 1, ...(adopt ? { owner: { runId: d.runId, taskId: d.taskId } } : {}) },
   };
   const began = await d.commit({
     sessionId: d.sessionId,
     label: `effect.begin:${d.taskKind}`,
     expectTasks: [{ taskId: d.taskId, version: d.taskVersion }],
-    effects: [begin],
+    effects: absent ? [absent, begin] : [begin],
   });
   if (!began.ok) {
     throw new BerthError('ownership_lost', `effect ${spec.id} not started: ${began.conflict.kind}`, { ids, retryable: false, details: began.conflict });
@@ -110,8 +116,11 @@ function retryWait(cause: unknown, message: string): BerthError {
   return new BerthError('action_retry', message, { retryable: true, details: { retryWait: true }, cause });
 }
 
-/** Decides what to do with an effect a dead host left in flight; returns an outcome, or null to run it again. */
-async function whenInFlight<R extends Json>(d: PerformDeps, spec: PerformSpec<R>, effect: Effect): Promise<PerformOutcome<R> | null> {
+/**
+ * Decides what to do with an effect a dead host left in flight; returns an outcome, or null to run
+ * it again (a safe one), or `absent` to run it again because its status query found no trace of it.
+ */
+async function whenInFlight<R extends Json>(d: PerformDeps, spec: PerformSpec<R>, effect: Effect): Promise<PerformOutcome<R> | null | 'absent'> {
   // The policy recorded at intent time binds: a tool made "safer" since then does not license a replay.
   const policy = effect.replay === 'safe' && spec.replay === 'safe' ? 'safe' : effect.replay === 'never' || spec.replay === 'never' ? 'never' : 'verify';
   if (policy === 'safe') return null;
@@ -127,8 +136,8 @@ async function whenInFlight<R extends Json>(d: PerformDeps, spec: PerformSpec<R>
       d.pending.push({ id: spec.id, expectStatus: effect.status, set: { status: 'unknown', error: { code: 'verification_unavailable', message }, ...adoptedBy(d, effect) } });
       return { status: 'uncertain', effect, reason: `effect ${spec.id} (${spec.kind}) may have happened and its verification failed: ${message}` };
     }
-    if (!v.done) return null;
-    d.pending.push({ id: spec.id, set: { status: 'confirmed', receipt: v.receipt } });
+    if (!v.done) return 'absent';
+    d.pending.push({ id: spec.id, set: { status: 'confirmed', receipt: v.receipt }, settle: { by: 'status_query' } });
     d.log.info({ effectId: spec.id }, 'effect confirmed by verification');
     return { status: 'done', receipt: v.receipt, reused: true };
   }

@@ -1,4 +1,5 @@
-import type { Json, Run, RunVersions, Task } from '../model';
+import { TASK_RESTARTED, type Json, type Run, type RunVersions, type Task } from '../model';
+import { newId } from '../support';
 import type { CommitInput, EffectWrite, NewEntry } from '../store';
 import { cancelRecord } from './cancel-record';
 import { rootRunTransitions, type PhaseRunnerDeps } from './phase-runner';
@@ -134,7 +135,9 @@ export async function countRestart(d: IdleTransitionDeps, task: Task): Promise<b
     else await finish(d, task, 'task.restart-limit', { restarts, outcome: 'error', error, result: null });
     return false;
   }
-  return (await transition(d, task, 'task.restart', { restarts })) !== undefined;
+  // An entry of the run, so its record accounts for the kill: which task was taken up again, where, how many times.
+  const entry: NewEntry = { id: newId('ent'), runId: task.runId, taskId: task.id, kind: TASK_RESTARTED, body: { taskId: task.id, kind: task.kind, phase: task.phase, restarts } };
+  return (await transition(d, task, 'task.restart', { restarts }, { entries: [entry] })) !== undefined;
 }
 
 /** Terminal transition outside a phase (settled completing, idle cancel, restart limit). */

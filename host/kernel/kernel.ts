@@ -8,7 +8,8 @@ import { deliverSignal, type IdleTransitionDeps } from './idle-transitions';
 import { Scheduler } from './scheduler';
 import { SessionFencing } from './session-fencing';
 import { DEFAULT_OWNERSHIP, type SessionLost, type SessionOwnershipOptions } from './session-owners';
-import type { ClaimResult } from '../store';
+import type { ClaimResult, SessionOwner } from '../store';
+import { ownerLostEntries } from './owner-lost';
 import { waitForRun } from './wait-for-run';
 import { SessionRows } from './session-rows';
 
@@ -125,7 +126,7 @@ export class Kernel {
    */
   async claim(sessionId: string, opts: { takeOver?: boolean } = {}): Promise<ClaimResult> {
     const claim = await this.owner.claim(sessionId, opts);
-    if (claim.ok) await this.adopt(sessionId, claim.epoch);
+    if (claim.ok) await this.adopt(sessionId, claim.epoch, claim.previous, claim.now);
     return claim;
   }
 
@@ -153,9 +154,15 @@ export class Kernel {
    * Drives the session from now on under `epoch` (a claim the caller took): its tasks a dead
    * owner left `running` count a restart and re-enter their saved phase, as on a host start.
    */
-  async adopt(sessionId: string, epoch: number): Promise<void> {
+  async adopt(sessionId: string, epoch: number, previous: SessionOwner | null = null, at = this.o.clock.now()): Promise<void> {
     this.owner.add(sessionId, epoch);
     this.rows.forget(sessionId);
+    // Before any restart: the record says which owner ended without releasing the session.
+    const lost = await ownerLostEntries(this.o.store, sessionId, previous, { epoch, hostId: this.o.hostId, at });
+    if (lost.length) {
+      const r = await this.commit({ sessionId, label: 'session.owner-lost', entries: lost });
+      if (!r.ok) this.o.logger.warn({ sessionId, conflict: r.conflict }, 'could not record the previous owner of a claimed session');
+    }
     await this.scheduler.adopt(sessionId);
   }
 
@@ -201,7 +208,7 @@ export class Kernel {
     if (this.mode !== 'none' && !this.owner.holds(input.sessionId) && !this.scheduler.stopping) {
       const claim = await this.owner.claim(input.sessionId);
       if (!claim.ok) return { ok: false, conflict: { kind: 'fence', scope: `session:${input.sessionId}`, expected: 0, actual: claim.owner.epoch, reason: 'taken' } };
-      if (!input.createSession) await this.adopt(input.sessionId, claim.epoch);
+      if (!input.createSession) await this.adopt(input.sessionId, claim.epoch, claim.previous, claim.now);
     }
     const fence = this.owner.fence(input);
     // Not owned (lost, released or never claimed): nothing is written for it again.

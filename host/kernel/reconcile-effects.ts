@@ -48,7 +48,12 @@ export async function reconcileEffects(d: ReconcileDeps, runId: string, o: { act
     const r = await verifyOne(d, e, o.signal ?? new AbortController().signal);
     if (r.kind === 'open') out.open.push({ effectId: e.id, reason: r.reason });
     else {
-      writes.push({ id: e.id, expectStatus: e.status, set: r.kind === 'found' ? { status: 'confirmed', receipt: r.receipt, error: null } : { status: 'failed', error: { code: 'not_found', message: `verification by ${o.actor}: the service has no record of it`, delivery: 'not_sent' } } });
+      writes.push({
+        id: e.id,
+        expectStatus: e.status,
+        set: r.kind === 'found' ? { status: 'confirmed', receipt: r.receipt } : { status: 'failed', error: { code: 'not_found', message: `verification by ${o.actor}: the service has no record of it`, delivery: 'not_sent' } },
+        settle: { by: 'status_query', actor: o.actor },
+      });
       out.settled.push({ effectId: e.id, status: r.kind === 'found' ? 'confirmed' : 'failed', how: r.kind === 'found' ? 'verified' : 'not-found' });
     }
   }

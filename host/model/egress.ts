@@ -18,6 +18,14 @@ export interface EgressAttempt {
    * connection attempts to that target in one recording window.
    */
   count: number;
+  /**
+   * An allowed request's id: it is recorded when it starts (no `endedAt`) and the same row is
+   * completed when its response ends, so a request in flight when its host died stays visible.
+   * Absent on denials (recorded once, when refused) and on rows written before starts were kept.
+   */
+  id?: string | null;
+  /** When the allowed exchange ended; null while in flight (or never seen to end: its host died). */
+  endedAt?: number | null;
 }
 
 /** Where egress attempts are recorded; the store implements it. */

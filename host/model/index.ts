@@ -20,7 +20,20 @@ export {
   type TaskError,
   type Task,
 } from './task';
-export { EFFECT_STATUSES, REPLAY_POLICIES, type EffectStatus, type ReplayPolicy, isUnresolvedEffect } from './effect';
+export {
+  EFFECT_STATUSES,
+  REPLAY_POLICIES,
+  SETTLED_BY,
+  ATTEMPT_OUTCOMES,
+  EffectAttemptSchema,
+  EffectAttemptLogSchema,
+  type EffectStatus,
+  type ReplayPolicy,
+  type SettledBy,
+  type AttemptOutcome,
+  type EffectAttempt,
+  isUnresolvedEffect,
+} from './effect';
 export type {
   Session,
   Conversation,
@@ -37,3 +50,4 @@ export type {
 export { CommandEvidenceSchema, COST_METERS, type AcceptanceDecision, type CommandEvidence, type CostSample, type CostMeter, type CostTotal } from './acceptance';
 export type { LeaseRecord, LeaseRecords, SweepRecord } from './lease';
 export type { EgressAttempt, EgressAuditRecords } from './egress';
+export { TASK_RESTARTED, SANDBOX_VERIFIED, OWNER_LOST } from './run-entries';

@@ -1,6 +1,6 @@
 import type { Json } from './json';
 import type { RunState } from './run-states';
-import type { EffectStatus, ReplayPolicy } from './effect';
+import type { EffectAttempt, EffectStatus, ReplayPolicy } from './effect';
 
 /** The durable scope of one piece of work; `lastSeq` is its newest commit number. */
 export interface Session {
@@ -82,6 +82,8 @@ export interface Effect {
   replay: ReplayPolicy;
   status: EffectStatus;
   attempts: number;
+  /** Every attempt, oldest first (empty for an effect written before attempts were kept). */
+  attemptLog: EffectAttempt[];
   receipt: Json;
   error: Json;
   createdAt: number;

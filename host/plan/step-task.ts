@@ -1,5 +1,5 @@
 import { rejected, storedValue, type PhaseContext, type TypedDecision, type TypedPhaseContext } from '../kernel';
-import { plainJson, type Effect, type Json, type Task } from '../model';
+import { plainJson, SANDBOX_VERIFIED, type Effect, type Json, type Task } from '../model';
 import { BerthError, isBerthError } from '../errors';
 import type { Lease } from '../sandbox';
 import { resolveSecrets, type ResolvedSecret } from '../secrets';
@@ -134,6 +134,9 @@ export async function runStep(ctx: TypedPhaseContext<StepInput>, sb: RunSandbox,
     if (prior?.status === 'confirmed' && ensured.pointer.leaseId) actionId = `${effectId}:after-restore:${ensured.pointer.leaseId}`;
   }
   const held = lease;
+  // What this process verified of the sandbox before the step used it (after a restart): committed with the step, the run's evidence that it checked.
+  const verified = sb.takeVerification(runId);
+  const verifiedEntry = verified ? [{ kind: SANDBOX_VERIFIED, body: plainJson(verified) }] : [];
   if (!receipt) {
     progress({ type: 'step-start', runId, index, step: step.name, command: step.run });
     let secrets: ResolvedSecret[];
@@ -171,7 +174,7 @@ export async function runStep(ctx: TypedPhaseContext<StepInput>, sb: RunSandbox,
     const result: StepResult = { step: step.name, exitCode: r.exitCode, timedOut: r.timedOut, oomKilled: r.oomKilled, diskExceeded: true, pidsLimited: r.pidsLimited ?? false, durationMs: r.durationMs, snapshotId: null, stdoutTail: r.stdoutTail, stderrTail: r.stderrTail };
     progress({ type: 'step-end', runId, index, step: step.name, exitCode: r.exitCode, durationMs: r.durationMs, snapshotId: null });
     const message = `${step.name} wrote more than the sandbox's disk limit of ${env.resources.diskMb} MB (all files together); its state was not snapshotted`;
-    return { type: 'fail', error: { code: 'disk_exceeded', message, details: plainJson(result) }, writes: { entries: [{ kind: 'plan.step.output', body: plainJson(result) }] } };
+    return { type: 'fail', error: { code: 'disk_exceeded', message, details: plainJson(result) }, writes: { entries: [...verifiedEntry, { kind: 'plan.step.output', body: plainJson(result) }] } };
   }
   // Copied out before the snapshot, from the sandbox the step ran in; a refusal fails the step below.
   const kept = r.exitCode === 0 && !r.timedOut && step.artifacts.length > 0
@@ -191,7 +194,7 @@ export async function runStep(ctx: TypedPhaseContext<StepInput>, sb: RunSandbox,
   }
   writes.documents = docOps.map((op) => ({ documentId: sandboxDocId(runId), op }));
   const result: StepResult = { step: step.name, exitCode: r.exitCode, timedOut: r.timedOut, oomKilled: r.oomKilled, diskExceeded: false, pidsLimited: r.pidsLimited ?? false, durationMs: r.durationMs, snapshotId, stdoutTail: r.stdoutTail, stderrTail: r.stderrTail, ...(r.outputDigest ? { outputDigest: r.outputDigest } : {}) };
-  writes.entries = [{ kind: 'plan.step.output', body: plainJson(result) }];
+  writes.entries = [...verifiedEntry, { kind: 'plan.step.output', body: plainJson(result) }];
   progress({ type: 'step-end', runId, index, step: step.name, exitCode: r.exitCode, durationMs: r.durationMs, snapshotId });
   if (kept?.kind === 'refused') return { type: 'fail', error: { code: kept.error.code, message: kept.error.message, details: plainJson(result) }, writes };
   if (kept?.kind === 'ok') {

@@ -29,15 +29,19 @@ const task = (t: Task): RunRecord['tasks'][number] => ({
   version: t.version, createdAt: t.createdAt, updatedAt: t.updatedAt,
 });
 
-/** How the outside world's answer to an effect is known, or can be learnt. */
+/** How the outside world's answer to an effect is known, or can be learnt: from how its newest attempt was settled. */
 function reconciliationOf(e: Effect): RunRecord['effects'][number]['reconciliation'] {
-  if (e.status === 'confirmed' || e.status === 'compensated') return isOperatorReceipt(e.receipt) ? 'operator_decision' : 'receipt';
-  if (e.status === 'failed') return 'none';
+  const how = e.attemptLog.at(-1)?.settledBy;
+  if (e.status === 'confirmed' || e.status === 'compensated' || e.status === 'failed') {
+    if (how === 'status_query') return 'verify_query';
+    if (how === 'operator' || how === 'restore' || isOperatorReceipt(e.receipt)) return 'operator_decision';
+    return e.status === 'failed' ? 'none' : 'receipt';
+  }
   return e.replay === 'verify' ? 'verify_query' : 'pending';
 }
 
 const effect = (e: Effect): RunRecord['effects'][number] => ({
-  id: e.id, taskId: e.taskId, kind: e.kind, intent: e.intent, replay: e.replay, status: e.status, attempts: e.attempts,
+  id: e.id, taskId: e.taskId, kind: e.kind, intent: e.intent, replay: e.replay, status: e.status, attempts: e.attempts, attemptLog: e.attemptLog, runId: e.runId,
   receipt: e.receipt, error: e.error, createdAt: e.createdAt, updatedAt: e.updatedAt, reconciliation: reconciliationOf(e),
 });
 
@@ -67,7 +71,7 @@ export async function readRunRows(store: Store, runId: string, now = Date.now())
     run.submissionId ? store.getSubmission(run.submissionId) : Promise.resolve(undefined),
     store.listRunTransitions(runId),
     store.listTasks({ runId }),
-    store.listEffects({ runId }),
+    store.listEffects({ runId, earlier: true }),
     runSnapshots(store, run),
     // The leases `berth show` lists: the run's, its agent session's, and pool leases of the session.
     store.listLeases({ sessionId: run.sessionId }).then((ls) => ls.filter((l) => l.runId === null || l.runId === runId || l.runId === run.sessionId)),

@@ -54,7 +54,7 @@ export function recordRows(r: RunRecord, source: string): ImportRows {
     },
     transitions: r.transitions,
     tasks: r.tasks,
-    effects: r.effects.map(({ reconciliation: _r, ...e }) => e),
+    effects: r.effects.map(({ reconciliation: _r, runId: _o, ...e }) => e),
     entries: r.entries,
     documents: r.documents,
     snapshots: r.isolation.snapshots,

@@ -1,4 +1,4 @@
-import { isLegalRunTransition, isUnresolvedEffect, type Json } from '../model';
+import { isLegalRunTransition, isUnresolvedEffect, SANDBOX_VERIFIED, TASK_RESTARTED, type Json } from '../model';
 import type { RunRecord } from './schema';
 
 /** One broken rule of one run, with what shows it. */
@@ -15,9 +15,9 @@ export interface Violation {
  */
 export const INVARIANTS = {
   completed_with_unresolved: 'a run is not completed while an approval or an effect is unresolved (seed 004 #1)',
-  retry_same_effect: 'a retried effect keeps one logical key and records why replay was safe: safe/verify replay, or an earlier attempt recorded as failed (seed 004 #2)',
+  retry_same_effect: 'a retried effect keeps one logical key and records why replay was safe: safe/verify replay, or every earlier attempt proven not applied (seed 004 #2)',
   in_flight_owner: 'an effect in flight or uncertain names the task that owns it, and the run keeps a durable last transition (seed 004 #3)',
-  resume_verified: 'a resumed run records the versions it verified (kernel, environment fingerprint) on every transition after admission (seed 004 #4)',
+  resume_verified: 'a resumed run records the versions it verified (kernel, environment fingerprint): on every transition after admission, and per restart, before a restarted step\'s output, what its process verified of the sandbox (seed 004 #4)',
   cancel_records_point: 'a cancelled task records whether its work stopped before, after or unknown relative to its effects (seed 004 #5)',
   compensation_declared: 'compensation happens only through a declared operation: a compensated effect or run names it (seed 004 #6)',
   sandbox_cleanup_visible: 'an ended run releases its own sandbox leases, or the unreleased lease is visible as a violation (seed 004 #7)',
@@ -40,9 +40,13 @@ export function checkRecord(r: RunRecord): Violation[] {
   const runId = r.run.id;
   const v = (invariant: InvariantName, message: string, evidence: Json) => out.push({ invariant, runId, message, evidence });
 
+  // Effects a later run attempted afresh stay in this run's record (its attempts are history) but
+  // are that run's to settle: only the run's own are judged by their status.
+  const own = r.effects.filter((e) => e.runId === undefined || e.runId === null || e.runId === runId);
+
   // 1. completed with something unresolved
   if (r.run.state === 'completed') {
-    const effects = r.effects.filter((e) => isUnresolvedEffect(e.status)).map((e) => ({ id: e.id, status: e.status }));
+    const effects = own.filter((e) => isUnresolvedEffect(e.status)).map((e) => ({ id: e.id, status: e.status }));
     const approvals = r.approvals.filter((a) => a.decision === 'pending').map((a) => a.approvalId);
     if (effects.length || approvals.length) v('completed_with_unresolved', `run ${runId} is completed with ${effects.length} unresolved effect(s) and ${approvals.length} open approval(s)`, { effects, approvals });
   }
@@ -54,14 +58,22 @@ export function checkRecord(r: RunRecord): Violation[] {
   }
 
   // 2. retries: same key, and a reason replay was safe
+  // Each attempt before the newest must be proven not applied (by its reply, a status query, an
+  // operator or a cancel); a record made before attempts were kept has only the count and the error.
   for (const e of r.effects) {
     if (e.attempts <= 1 || e.replay !== 'never') continue;
-    if (e.error === null) v('retry_same_effect', `effect ${e.id} (replay never) has ${e.attempts} attempts and no recorded failure of an earlier one`, { effect: e.id, attempts: e.attempts, status: e.status });
+    const log = e.attemptLog ?? [];
+    if (log.length === 0) {
+      if (e.error === null) v('retry_same_effect', `effect ${e.id} (replay never) has ${e.attempts} attempts and no recorded failure of an earlier one`, { effect: e.id, attempts: e.attempts, status: e.status });
+      continue;
+    }
+    const unproven = log.slice(0, -1).filter((a) => a.outcome !== 'not_applied').map((a) => ({ attempt: a.id, outcome: a.outcome, settledBy: a.settledBy }));
+    if (unproven.length) v('retry_same_effect', `effect ${e.id} (replay never) was attempted again after attempt(s) ${unproven.map((u) => `${u.attempt} (${u.outcome})`).join(', ')} that nothing proved not applied`, { effect: e.id, attempts: e.attempts, unproven });
   }
 
   // 3. in-flight effects have an owner and the run a last transition
   const taskIds = new Set(r.tasks.map((t) => t.id));
-  for (const e of r.effects) {
+  for (const e of own) {
     if (e.status !== 'executing' && e.status !== 'unknown') continue;
     if (!e.taskId || !taskIds.has(e.taskId)) v('in_flight_owner', `effect ${e.id} is ${e.status} but names no task of the run that owns it`, { effect: e.id, taskId: e.taskId });
   }
@@ -72,6 +84,25 @@ export function checkRecord(r: RunRecord): Violation[] {
   if (resumed && (r.run.kind === 'plan' || r.run.kind === 'agent')) {
     const bare = r.transitions.filter((t) => t.n > 1 && (!t.versions.kernel || !t.versions.envFingerprint)).map((t) => t.n);
     if (bare.length) v('resume_verified', `run ${runId} was resumed but transitions ${bare.join(', ')} record no kernel version or environment fingerprint`, { transitions: bare });
+  }
+  // ... and what each restart really verified: a step restarted after a kill commits what its
+  // process checked of the sandbox (kernel, environment fingerprint, image, workspace or the
+  // snapshot it restored) before any output it produced there; the transitions' versions are the
+  // admission's, carried over, and prove nothing about a restart.
+  const restartedAt = new Map<string, number>();
+  for (const e of r.entries) {
+    if (!e.taskId) continue;
+    if (e.kind === TASK_RESTARTED) restartedAt.set(e.taskId, e.seq);
+    else if (e.kind === SANDBOX_VERIFIED) {
+      const b = obj(e.body);
+      const admitted = r.run.versions.envFingerprint;
+      if (typeof b.kernel !== 'string' || typeof b.envFingerprint !== 'string') v('resume_verified', `entry ${e.id} says task ${e.taskId} verified its sandbox but names no kernel version or environment fingerprint`, { entry: e.id, body: e.body });
+      else if (admitted && b.envFingerprint !== admitted) v('resume_verified', `task ${e.taskId} verified a sandbox of environment ${b.envFingerprint}, not the run's ${admitted}`, { entry: e.id, verified: b.envFingerprint, admitted });
+      restartedAt.delete(e.taskId);
+    } else if (e.kind === 'plan.step.output' && restartedAt.has(e.taskId)) {
+      v('resume_verified', `task ${e.taskId} was restarted (entry #${restartedAt.get(e.taskId)}) and produced step output (entry #${e.seq}) with no record of verifying its sandbox first`, { task: e.taskId, restartEntry: restartedAt.get(e.taskId)!, outputEntry: e.seq });
+      restartedAt.delete(e.taskId);
+    }
   }
 
   // 5. cancellation says where work stopped
@@ -106,10 +137,10 @@ export function checkRecord(r: RunRecord): Violation[] {
   }
 
   // 6. compensation only through a declared operation
-  for (const e of r.effects) {
+  for (const e of own) {
     if (e.status === 'compensated' && typeof obj(e.receipt).compensation !== 'string') v('compensation_declared', `effect ${e.id} is compensated without naming the operation that undid it`, { effect: e.id, receipt: e.receipt });
   }
-  if (r.run.state === 'compensated' && !r.effects.some((e) => e.status === 'compensated')) v('compensation_declared', `run ${runId} is compensated but no effect records a compensation`, { state: r.run.state });
+  if (r.run.state === 'compensated' && !own.some((e) => e.status === 'compensated')) v('compensation_declared', `run ${runId} is compensated but no effect records a compensation`, { state: r.run.state });
 
   // 7. an ended run's own sandboxes are released
   if (FINAL.has(r.run.state)) {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { COST_METERS, EFFECT_STATUSES, JsonSchema, REPLAY_POLICIES, RUN_STATES, TASK_OUTCOMES, TASK_STATUSES, TaskErrorSchema, WaitSpecSchema } from '../model';
+import { COST_METERS, EFFECT_STATUSES, EffectAttemptSchema, JsonSchema, REPLAY_POLICIES, RUN_STATES, TASK_OUTCOMES, TASK_STATUSES, TaskErrorSchema, WaitSpecSchema } from '../model';
 
 /** The `format` of every run record; with `schemaVersion` it says how to read the rest. */
 export const RECORD_FORMAT = 'berth.run-record';
@@ -60,11 +60,15 @@ export const EffectRecordSchema = z.strictObject({
   replay: z.enum(REPLAY_POLICIES),
   status: z.enum(EFFECT_STATUSES),
   attempts: z.number().int(),
+  /** Every attempt (id, run, task, owner epoch, start, end, outcome, how it was settled and by whom); absent in records made before attempts were kept. */
+  attemptLog: z.array(EffectAttemptSchema).default([]),
+  /** The run that owns it now; another run's when a later run attempted it afresh (this run's attempts stay in `attemptLog`). */
+  runId: z.string().nullable().optional(),
   receipt: JsonSchema,
   error: JsonSchema,
   createdAt: z.number(),
   updatedAt: z.number(),
-  /** How the outside world's answer is or can be learnt: a receipt, a status query (`verify`), or none. */
+  /** How the outside world's answer is or can be learnt: the action's reply, a status query (`verify`), an operator's word, or none. */
   reconciliation: z.enum(['receipt', 'verify_query', 'operator_decision', 'pending', 'none']),
 });
 
@@ -132,6 +136,9 @@ export const EgressRecordSchema = z.strictObject({
   bytesOut: z.number(),
   bytesIn: z.number(),
   count: z.number().int(),
+  /** An allowed request's id: recorded at its start, completed at its end; `endedAt` null: it was in flight when last recorded (its host died). */
+  id: z.string().nullable().optional(),
+  endedAt: z.number().nullable().optional(),
 });
 
 export const ApprovalRecordSchema = z.strictObject({

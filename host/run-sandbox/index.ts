@@ -3,5 +3,5 @@
  * on resume, restoring from snapshots and snapshotting at checkpoints, and the run's sandbox
  * pointer document that records which lease and snapshot are current.
  */
-export { RunSandbox, type RunSandboxDeps, type Ensured, type Behind, type NewSnapshotRecord } from './run-sandbox';
+export { RunSandbox, type RunSandboxDeps, type Ensured, type Behind, type NewSnapshotRecord, type SandboxVerification } from './run-sandbox';
 export { sandboxDocType, sandboxDocId, SANDBOX_DOC, SandboxPointer } from './sandbox-doc';

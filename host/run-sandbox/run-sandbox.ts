@@ -33,6 +33,24 @@ export interface RunSandboxDeps {
 /** A sandbox ready for the next step, and the pointer change that must commit with the step. */
 export type Ensured = { kind: 'ok'; lease: Lease; pointer: Partial<SandboxPointer> } | { kind: 'reconcile'; reason: string };
 
+/**
+ * What this process verified of a run's sandbox before using it, kept until the step that used it
+ * commits it as a `sandbox.verified` entry (a resumed run's evidence that it checked before continuing).
+ */
+export interface SandboxVerification {
+  how: 'attached' | 'restored';
+  kernel: string;
+  kernelRange: string;
+  envFingerprint: string;
+  imageDigest: string;
+  leaseId: string;
+  /** The workspace digest the sandbox was found (or restored) to hold; null when a step was in flight (nothing to compare). */
+  workspaceDigest: string | null;
+  snapshotId: string | null;
+  /** A restore's reason: the sandbox the run had and what verification found of it (removed from the engine, expired, released). */
+  replaced?: { leaseId: string | null; reason: string };
+}
+
 /** The sandbox is gone and the newest snapshot is older than the newest committed workspace. */
 export type Behind = { kind: 'behind'; snapshotId: string; checkpoint: string };
 
@@ -51,8 +69,25 @@ export class RunSandbox {
   /** The ownership epoch under which this process holds each run's live lease. */
   private readonly epochs = new Map<string, number>();
   private readonly sessions = new Map<string, string>();
+  private readonly verified = new Map<string, SandboxVerification>();
+  /** Why the sandbox the run's pointer named could not be used (gone, removed, expired), until a restore records it. */
+  private readonly replaced = new Map<string, NonNullable<SandboxVerification['replaced']>>();
 
   constructor(private readonly d: RunSandboxDeps) {}
+
+  /** What was verified of the run's sandbox since the last call (once: the step that used it records it). */
+  takeVerification(runId: string): SandboxVerification | undefined {
+    const v = this.verified.get(runId);
+    this.verified.delete(runId);
+    return v;
+  }
+
+  private noteVerified(runId: string, env: Environment, lease: Lease, how: SandboxVerification['how'], workspaceDigest: string | null, snapshotId: string | null): void {
+    const spec = this.spec(env);
+    const replaced = how === 'restored' ? this.replaced.get(runId) : undefined;
+    this.replaced.delete(runId);
+    this.verified.set(runId, { how, kernel: KERNEL.version, kernelRange: env.kernel.compatible, envFingerprint: spec.envFingerprint, imageDigest: spec.imageDigest, leaseId: lease.id, workspaceDigest, snapshotId, ...(replaced ? { replaced } : {}) });
+  }
 
   spec(env: Environment) {
     return sandboxSpecOf(env);
@@ -97,15 +132,23 @@ export class RunSandbox {
     if (v && !v.ok && (v.code === 'image_mismatch' || v.code === 'fingerprint_mismatch')) return { kind: 'reconcile', reason: v.reason };
     if (record && v?.ok && !(o.inFlight && o.replay === 'safe')) {
       const lease = await this.adoptAttached(runId, sessionId, await this.d.sandbox.attach(this.spec(env), record));
-      if (o.inFlight) return { kind: 'ok', lease, pointer: {} };
+      if (o.inFlight) {
+        this.noteVerified(runId, env, lease, 'attached', null, ptr.snapshotId ?? null);
+        return { kind: 'ok', lease, pointer: {} };
+      }
       const state = await this.d.snapshots.workspaceState(this.target(lease, env), o.signal, { trust: false });
       if (ptr.workspaceDigest && state.digest !== ptr.workspaceDigest) {
         const paths = state.changed.slice(0, 5).join(', ');
         return { kind: 'reconcile', reason: `workspace digest mismatch: newest snapshot ${ptr.snapshotId} has ${ptr.workspaceDigest}, sandbox has ${state.digest} (changed: ${paths || 'unknown'})` };
       }
+      this.noteVerified(runId, env, lease, 'attached', state.digest, ptr.snapshotId ?? null);
       return { kind: 'ok', lease, pointer: {} };
     }
     // Gone, stopped, expired, or a safe step was caught mid-run (its partial changes are discarded).
+    this.replaced.set(runId, {
+      leaseId: record?.id ?? null,
+      reason: !record ? 'the run had no sandbox lease' : record.releasedAt !== null ? `lease ${record.id} was released` : expired ? `lease ${record.id} expired` : v && !v.ok ? v.reason : 'a safe step was caught mid-run: its partial changes are discarded',
+    });
     if (record && record.releasedAt === null) await this.releaseRecord(record.id, env);
     if (!ptr.snapshotId) return { kind: 'reconcile', reason: `sandbox ${record ? `of lease ${record.id} ` : ''}is gone and no snapshot covers the newest committed sandbox change` };
     // Restoring is only a resume when the snapshot holds the newest committed workspace (under
@@ -137,6 +180,7 @@ export class RunSandbox {
     if (!usable.ok) return { kind: 'lost', reason: usable.reason };
     await this.supersede(runId, usable.record.sessionId, usable.record.id);
     const lease = await this.adoptAttached(runId, usable.record.sessionId, await this.d.sandbox.attach(this.spec(env), usable.record));
+    this.noteVerified(runId, env, lease, 'attached', null, ptr.snapshotId ?? null);
     return { kind: 'ok', lease };
   }
 
@@ -195,6 +239,7 @@ export class RunSandbox {
     const old = this.live.get(runId);
     if (old && old.id !== lease.id && !old.isReleased) await old.release().catch(() => {});
     this.hold(runId, lease, epoch);
+    this.noteVerified(runId, env, lease, 'restored', state.digest, snap.id);
     this.d.logger.info({ runId, snapshotId, leaseId: lease.id }, 'sandbox restored from snapshot');
     // Recovery work in the run's cost (an observation, like the other cost samples).
     await this.d.store.recordCost({ runId, at: Date.now(), key: lease.id, meters: { 'sandbox.restores': 1 } });

@@ -4,6 +4,7 @@ import type {
   Json,
   ReplayPolicy,
   RunState,
+  SettledBy,
   RunVersions,
   TaskError,
   TaskOutcome,
@@ -104,6 +105,11 @@ export interface EffectWrite {
    * effect that did not happen, attempted afresh by a later submission, belongs to that attempt.
    */
   set?: { status?: EffectStatus; attempts?: number; receipt?: Json; error?: Json; owner?: { runId: string | null; taskId: string | null } };
+  /**
+   * How the outcome this write records was learnt, kept on the attempt it settles. Absent: an
+   * operator's typed receipt says `operator` (or `restore`) and who, anything else is the action's `reply`.
+   */
+  settle?: { by: SettledBy; actor?: string };
 }
 
 /** A sandbox snapshot tied to the checkpoint committed with it. */

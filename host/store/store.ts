@@ -72,7 +72,11 @@ export interface Store extends LeaseRecords, EgressAuditRecords, AcceptanceReads
   getDocument(id: string): Promise<StoredDocument | undefined>;
   listDocuments(filter: { runId?: string; sessionId?: string }): Promise<StoredDocument[]>;
   getEffect(id: string): Promise<Effect | undefined>;
-  listEffects(filter: { runId?: string; taskId?: string }): Promise<Effect[]>;
+  /**
+   * `earlier` (with `runId`): also the effects the run attempted before a later run took them over
+   * (a logical effect attempted afresh moves to the new run; the run it failed in still lists it).
+   */
+  listEffects(filter: { runId?: string; taskId?: string; earlier?: boolean }): Promise<Effect[]>;
   getSnapshot(id: string): Promise<Snapshot | undefined>;
   /** Oldest first. Pruned snapshots are included (their records stay; only the image is gone). */
   listSnapshots(filter: { runId?: string; sessionId?: string }): Promise<Snapshot[]>;

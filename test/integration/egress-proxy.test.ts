@@ -9,6 +9,13 @@ let proxy: EgressProxy;
 let proxyPort: number;
 let audit: EgressAttempt[];
 
+/** What the store keeps: an allowed exchange's start is completed in place by its end (one row per id). */
+const keep = (a: EgressAttempt) => {
+  const i = a.id ? audit.findIndex((x) => x.id === a.id) : -1;
+  if (i >= 0) audit[i] = a;
+  else audit.push(a);
+};
+
 /** `overrides: true` names every pattern in `network.allowOverride`. */
 async function startProxy(allow: string[], overrides: boolean | string[] = false) {
   proxy = new EgressProxy({
@@ -16,7 +23,7 @@ async function startProxy(allow: string[], overrides: boolean | string[] = false
     overrides: overrides === true ? allow : overrides === false ? [] : overrides,
     runId: 'run_t',
     leaseId: 'lease_t',
-    record: (a) => audit.push(a),
+    record: keep,
     // Names resolve without real DNS: "allowed.test" is the loopback target, "rebind.test" too.
     resolve: async (h) => (h === 'allowed.test' || h === 'rebind.test' ? '127.0.0.1' : Promise.reject(new Error('nxdomain'))),
   });
@@ -142,7 +149,7 @@ describe('egress proxy', () => {
       hostAddresses: ['127.0.0.1', '203.0.113.9'],
       runId: null,
       leaseId: null,
-      record: (a) => audit.push(a),
+      record: keep,
       resolve: async () => '203.0.113.9',
     });
     proxyPort = (await proxy.listen('127.0.0.1')).port;
@@ -155,7 +162,7 @@ describe('egress proxy', () => {
   });
 
   it('serves only its peer: a connection from any other address is closed and recorded', async () => {
-    proxy = new EgressProxy({ allow: [`allowed.test:${targetPort}`], overrides: [], peer: '10.99.0.2', runId: 'run_t', leaseId: 'lease_t', record: (a) => audit.push(a), resolve: async () => '93.184.216.34' });
+    proxy = new EgressProxy({ allow: [`allowed.test:${targetPort}`], overrides: [], peer: '10.99.0.2', runId: 'run_t', leaseId: 'lease_t', record: keep, resolve: async () => '93.184.216.34' });
     proxyPort = (await proxy.listen('127.0.0.1')).port;
     expect(await raw(`GET http://allowed.test:${targetPort}/ HTTP/1.1\r\nHost: allowed.test:${targetPort}\r\n\r\n`)).toBe('');
     expect(audit).toEqual([expect.objectContaining({ method: 'TCP', target: `127.0.0.1:${proxyPort}`, decision: 'deny', reason: "connection to the egress proxy from 127.0.0.1 refused: only this sandbox's container (10.99.0.2) may use it", count: 1 })]);

@@ -141,7 +141,9 @@ describe.each(STORE_KINDS)('an imported run is sealed off from live runs on %s',
       const t = await tempStoreOf(kind);
       open.push(t);
       await importRecord(t.store, text, 'r11.json', 2_000);
-      const before = (await exportRun(t.store, first.id, 3_000)).record.digest;
+      // Attempts (schema 22) did not exist in the layout of schema 17: the record is the same but for them.
+      const withoutAttempts = (r: Awaited<ReturnType<typeof exportRun>>['record']) => ({ ...r, digest: '', effects: r.effects.map((e) => ({ ...e, attemptLog: [] })) });
+      const before = withoutAttempts((await exportRun(t.store, first.id, 3_000)).record);
       // The layout of schema 17: the imported rows in the live tables, under their keys.
       for (const sql of [
         `INSERT INTO effects (id, session_id, run_id, task_id, kind, intent_json, replay, status, attempts, receipt_json, error_json, created_at, updated_at)
@@ -151,12 +153,19 @@ describe.each(STORE_KINDS)('an imported run is sealed off from live runs on %s',
         'DROP TABLE imported_submissions',
         'DROP TABLE imported_acceptance',
         'DELETE FROM schema_migrations WHERE version = 18',
+        // Schema 22 (effect attempts) came after, and changes imported_effects too: rolled back with it.
+        'ALTER TABLE effects DROP COLUMN attempts_json',
+        'DROP TABLE effect_runs',
+        'DROP INDEX egress_by_attempt',
+        'ALTER TABLE egress_attempts DROP COLUMN attempt_id',
+        'ALTER TABLE egress_attempts DROP COLUMN ended_at',
+        'DELETE FROM schema_migrations WHERE version = 22',
       ]) await rawSql(t.store, sql);
       expect(await t.store.getEffect('deploy:r11'), 'the old layout: found by key').toBeDefined();
       const reopened = await t.open();
       expect(await reopened.getEffect('deploy:r11')).toBeUndefined();
       expect(await reopened.findSubmission('req-old')).toBeUndefined();
-      expect((await exportRun(reopened, first.id, 3_000)).record.digest).toBe(before);
+      expect(withoutAttempts((await exportRun(reopened, first.id, 3_000)).record)).toEqual(before);
     } finally {
       await svc.close();
     }

@@ -108,5 +108,14 @@ describe('reconciliation has no dead end', { timeout: 300_000 }, () => {
     expect(service.counts()).toEqual({ deploy: 2 });
     const deploys = await fx.read(async (s) => (await s.listEffects({ runId })).filter((e) => (e.intent as { step: string }).step === 'deploy'));
     expect(deploys.map((e) => e.status)).toEqual(['failed', 'confirmed']);
+    // The first deploy's outcome is the operator's word, with who said it (before: `reconciliation: none`, no attempts).
+    const exported = await fx.cli(['export', runId]);
+    expect(exported.code, exported.stderr).toBe(0);
+    const record = JSON.parse(exported.stdout) as { effects: Array<{ id: string; reconciliation: string; attemptLog: Array<{ outcome: string; settledBy: string | null; actor: string | null }> }> };
+    const rejected = record.effects.find((e) => e.id === deploys[0]!.id)!;
+    expect(rejected.reconciliation).toBe('operator_decision');
+    expect(rejected.attemptLog.map((a) => [a.outcome, a.settledBy])).toEqual([['not_applied', 'operator']]);
+    expect(rejected.attemptLog[0]!.actor).toMatch(/^user:/);
+    expect(record.effects.find((e) => e.id === deploys[1]!.id)!.attemptLog.map((a) => [a.outcome, a.settledBy])).toEqual([['applied', 'reply']]);
   });
 });

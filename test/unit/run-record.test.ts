@@ -241,3 +241,31 @@ describe('an imported run', () => {
     }
   });
 });
+
+describe('what a restart and an attempt must show (berth check)', () => {
+  const restartEntry = { id: 'e0', seq: 1, conversationId: null, taskId: 'task_step', kind: 'task.restarted', body: { taskId: 'task_step', phase: 'run', restarts: 1 }, commitSeq: 3, at: 3 };
+  const verified = (envFingerprint: string) => ({ id: 'ev', seq: 2, conversationId: null, taskId: 'task_step', kind: 'sandbox.verified', body: { how: 'attached', kernel: '0.1.0', envFingerprint }, commitSeq: 3, at: 3 });
+  const withEntries = (entries: RunRecord['entries']) => {
+    const r = validRecord();
+    r.tasks[1]!.restarts = 1;
+    r.entries = [...entries, { ...r.entries[0]!, seq: 3 }];
+    return checkRecord(r).filter((v) => v.invariant === 'resume_verified').map((v) => v.message);
+  };
+
+  it('a restarted step whose output follows no verification of its sandbox is resume_verified; one that verified the run\'s environment is not', () => {
+    expect(withEntries([restartEntry])).toEqual([expect.stringContaining('no record of verifying its sandbox')]);
+    expect(withEntries([restartEntry, verified('sha256:env')])).toEqual([]);
+    expect(withEntries([restartEntry, verified('sha256:other')])).toEqual([expect.stringContaining('not the run\'s sha256:env')]);
+  });
+
+  it('a never effect attempted again is a blind repeat unless every earlier attempt was proven not applied', () => {
+    const attempt = (n: number, outcome: 'not_applied' | 'unknown' | 'applied') => ({ id: `x#${n}`, n, runId: 'run_1', taskId: 'task_step', epoch: 1, startedAt: n, endedAt: n, outcome, settledBy: outcome === 'unknown' ? null : ('reply' as const), settledAt: n, actor: null, error: outcome === 'not_applied' ? { code: 'refused' } : null });
+    const judge = (log: ReturnType<typeof attempt>[]) => {
+      const r = validRecord();
+      Object.assign(r.effects[0]!, { attempts: log.length, attemptLog: log, error: null });
+      return checkRecord(r).filter((v) => v.invariant === 'retry_same_effect').length;
+    };
+    expect(judge([attempt(1, 'not_applied'), attempt(2, 'applied')])).toBe(0);
+    expect(judge([attempt(1, 'unknown'), attempt(2, 'applied')])).toBe(1);
+  });
+});

@@ -36,7 +36,8 @@ export async function describeRun(store: Store, runId: string) {
   const [transitions, tasks, effects, snapshots, sessionLeases, documents, attempts] = await Promise.all([
     store.listRunTransitions(runId),
     store.listTasks({ runId }),
-    store.listEffects({ runId }),
+    // With those a later run attempted afresh: this run's attempts of them are part of what it did.
+    store.listEffects({ runId, earlier: true }),
     store.listSnapshots({ runId }),
     store.listLeases({ sessionId: run.sessionId }).then((ls) => ls.filter((l) => l.runId === null || l.runId === runId || l.runId === run.sessionId)),
     store.listDocuments({ runId }),

@@ -1,9 +1,10 @@
 import { BerthError } from '../../errors';
-import { assertRunTransition, isFinalRunState, type EffectStatus, type RunState } from '../../model';
+import { assertRunTransition, EffectAttemptLogSchema, isFinalRunState, type EffectStatus, type RunState } from '../../model';
 import type { CommitInput, DocumentOpInput, EffectWrite, RunTransitionInput, TaskTransitionInput } from '../commit-input';
 import { Conflict, TASK_COLUMNS } from '../commit-columns';
 import { json, type Row } from '../sqlite/rows';
 import { decodeShaped, RunVersionsSchema } from '../stored-json';
+import { nextAttemptLog } from './effect-attempts';
 import { assertOwnScope, fenceRefusal, type FenceRow } from './fence';
 import { S, taskUpdate } from './statements';
 import { all, exec, get, mid, run, type Steps } from './transaction';
@@ -84,7 +85,7 @@ export function* commitSteps(c: CommitInput, at: number, dbNow: number | null): 
     if (row) written.set(id, { ...row, cancel_requested: 1, updated_at: at });
   }
   // Effects before run transitions: a commit that confirms the last effect may also complete the run.
-  for (const e of c.effects ?? []) yield* effect(sid, e, at);
+  for (const e of c.effects ?? []) yield* effect(sid, e, at, c.fence?.epoch ?? null, actor);
   for (const n of c.snapshots ?? []) {
     yield* exec(S.snapshotInsert, [n.id, sid, n.runId, n.taskId, n.leaseId, n.imageId, n.workspaceDigest, n.sizeBytes, n.checkpoint, n.parentId, seq, at, n.registryRef ?? null, n.pushedAt ?? null]);
   }
@@ -137,14 +138,14 @@ function* taskTransition(t: TaskTransitionInput, at: number): Steps<Row> {
   return written;
 }
 
-function* effect(sid: string, e: EffectWrite, at: number): Steps<void> {
-  let row = yield* get<{ status: EffectStatus; intent_json: string }>(S.effectGet, [e.id]);
+function* effect(sid: string, e: EffectWrite, at: number, epoch: number | null, actor: string): Steps<void> {
+  let row = yield* get<EffectRow>(S.effectGet, [e.id]);
   if (e.create) {
     const intent = json(e.create.intent);
     if (row && row.intent_json !== intent) throw new Conflict({ kind: 'effect_intent', effectId: e.id });
     if (!row) {
       yield* exec(S.effectInsert, [e.id, sid, e.create.runId, e.create.taskId, e.create.kind, intent, e.create.replay, at, at]);
-      row = { status: 'intended', intent_json: intent };
+      row = { status: 'intended', intent_json: intent, attempts: 0, run_id: e.create.runId, task_id: e.create.taskId, attempts_json: null };
     }
   }
   if (!row) throw new BerthError('effect_not_found', `effect ${e.id} does not exist`, { ids: { effectId: e.id } });
@@ -153,9 +154,17 @@ function* effect(sid: string, e: EffectWrite, at: number): Steps<void> {
   }
   if (!e.set) return;
   const { status, attempts, receipt, error, owner } = e.set;
-  if (owner) yield* exec(S.effectOwner, [sid, owner.runId, owner.taskId, e.id]);
-  yield* exec(S.effectUpdate, [status ?? null, attempts ?? null, receipt === undefined ? null : json(receipt), error === undefined ? null : json(error), at, e.id]);
+  if (owner) {
+    // The run that attempted it before keeps it in its record (its failure came from this effect).
+    if (row.run_id !== null && row.run_id !== owner.runId) yield* exec(S.effectFormerRun, [e.id, row.run_id]);
+    yield* exec(S.effectOwner, [sid, owner.runId, owner.taskId, e.id]);
+  }
+  const before = { status: row.status, attempts: Number(row.attempts), runId: row.run_id, taskId: row.task_id, log: decodeShaped(row.attempts_json ?? '[]', EffectAttemptLogSchema, { table: 'effects', rowId: e.id, field: 'attempts_json' }) };
+  const log = nextAttemptLog(before, e, at, epoch, actor);
+  yield* exec(S.effectUpdate, [status ?? null, attempts ?? null, receipt === undefined ? null : json(receipt), error === undefined ? null : json(error), log ? json(log) : null, at, e.id]);
 }
+
+type EffectRow = { status: EffectStatus; intent_json: string; attempts: number; run_id: string | null; task_id: string | null; attempts_json: string | null };
 
 function* runTransition(t: RunTransitionInput, actor: string, seq: number, at: number): Steps<void> {
   const row = yield* get<{ state: RunState; transition_count: number; versions_json: string }>(S.runGet, [t.runId]);

@@ -119,7 +119,10 @@ export const S = {
   ),
   taskVersion: statement('SELECT version FROM tasks WHERE id = ?', 'SELECT version FROM tasks WHERE id = $1'),
   taskCancel: statement('UPDATE tasks SET cancel_requested = 1, updated_at = ? WHERE id = ?', 'UPDATE tasks SET cancel_requested = 1, updated_at = $1 WHERE id = $2'),
-  effectGet: statement('SELECT status, intent_json FROM effects WHERE id = ?', 'SELECT status, intent_json FROM effects WHERE id = $1 FOR UPDATE'),
+  effectGet: statement(
+    'SELECT status, intent_json, attempts, run_id, task_id, attempts_json FROM effects WHERE id = ?',
+    'SELECT status, intent_json, attempts, run_id, task_id, attempts_json FROM effects WHERE id = $1 FOR UPDATE',
+  ),
   effectInsert: statement(
     `INSERT INTO effects (id, session_id, run_id, task_id, kind, intent_json, replay, status, created_at, updated_at)
      VALUES (?, ?, ?, ?, ?, ?, ?, 'intended', ?, ?)`,
@@ -128,9 +131,13 @@ export const S = {
   ),
   effectUpdate: statement(
     `UPDATE effects SET status = COALESCE(?, status), attempts = COALESCE(?, attempts),
-       receipt_json = COALESCE(?, receipt_json), error_json = COALESCE(?, error_json), updated_at = ? WHERE id = ?`,
+       receipt_json = COALESCE(?, receipt_json), error_json = COALESCE(?, error_json), attempts_json = COALESCE(?, attempts_json), updated_at = ? WHERE id = ?`,
     `UPDATE effects SET status = COALESCE($1, status), attempts = COALESCE($2, attempts),
-       receipt_json = COALESCE($3, receipt_json), error_json = COALESCE($4, error_json), updated_at = $5 WHERE id = $6`,
+       receipt_json = COALESCE($3, receipt_json), error_json = COALESCE($4, error_json), attempts_json = COALESCE($5, attempts_json), updated_at = $6 WHERE id = $7`,
+  ),
+  effectFormerRun: statement(
+    'INSERT INTO effect_runs (effect_id, run_id) VALUES (?, ?) ON CONFLICT DO NOTHING',
+    'INSERT INTO effect_runs (effect_id, run_id) VALUES ($1, $2) ON CONFLICT DO NOTHING',
   ),
   effectOwner: statement(
     'UPDATE effects SET session_id = ?, run_id = ?, task_id = ? WHERE id = ?',

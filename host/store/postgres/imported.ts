@@ -52,8 +52,8 @@ const S = {
   task: `INSERT INTO tasks (id, session_id, run_id, parent_id, kind, kind_version, status, phase, checkpoint_json, input_json, attempts, restarts,
            wait_json, wake_at, outcome, result_json, error_json, cancel_requested, blocked_reason, version, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)`,
-  effect: `INSERT INTO imported_effects (id, session_id, run_id, task_id, kind, intent_json, replay, status, attempts, receipt_json, error_json, created_at, updated_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+  effect: `INSERT INTO imported_effects (id, session_id, run_id, task_id, kind, intent_json, replay, status, attempts, receipt_json, error_json, created_at, updated_at, attempts_json)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
   entry: `INSERT INTO entries (session_id, seq, id, conversation_id, run_id, task_id, kind, body_json, commit_seq, at)
           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
   document: 'INSERT INTO documents (id, session_id, run_id, type, version, baseline_version, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)',
@@ -63,8 +63,8 @@ const S = {
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
   lease: `INSERT INTO leases (id, session_id, host_id, container_id, image_digest, env_fingerprint, created_at, expires_at, released_at, run_id, epoch)
           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-  egress: `INSERT INTO egress_attempts (at, run_id, lease_id, method, target, decision, reason, bytes_out, bytes_in, count)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+  egress: `INSERT INTO egress_attempts (at, run_id, lease_id, method, target, decision, reason, bytes_out, bytes_in, count, attempt_id, ended_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
   acceptance: `INSERT INTO imported_acceptance (id, run_id, request_id, decision, actor, reason, evidence_json, at, commit_seq)
                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
   cost: 'INSERT INTO cost_samples (run_id, at, meter, meter_key, amount) VALUES ($1, $2, $3, $4, $5)',
@@ -92,7 +92,7 @@ export function postgresImportedRuns(pool: pg.Pool, location: string): ImportedR
       await q(S.task, [t.id, sid, run.id, t.parentId, t.kind, t.kindVersion, t.status, t.phase, json(t.checkpoint), json(t.input), t.attempts, t.restarts,
         t.wait === null ? null : json(t.wait), t.wakeAt, t.outcome, json(t.result), t.error === null ? null : json(t.error), t.cancelRequested ? 1 : 0, t.blockedReason, t.version, t.createdAt, t.updatedAt]);
     }
-    for (const e of r.effects) await q(S.effect, [e.id, sid, run.id, e.taskId, e.kind, json(e.intent), e.replay, e.status, e.attempts, json(e.receipt), json(e.error), e.createdAt, e.updatedAt]);
+    for (const e of r.effects) await q(S.effect, [e.id, sid, run.id, e.taskId, e.kind, json(e.intent), e.replay, e.status, e.attempts, json(e.receipt), json(e.error), e.createdAt, e.updatedAt, json(e.attemptLog)]);
     for (const e of r.entries) await q(S.entry, [sid, e.seq, e.id, e.conversationId, run.id, e.taskId, e.kind, json(e.body), e.commitSeq, e.at]);
     for (const d of r.documents) {
       await q(S.document, [d.id, sid, d.runId, d.type, d.version, d.baselineVersion, run.createdAt, run.updatedAt]);
@@ -101,7 +101,7 @@ export function postgresImportedRuns(pool: pg.Pool, location: string): ImportedR
     }
     for (const x of r.snapshots.filter((x) => !shared.has(x.id))) await q(S.snapshot, [x.id, sid, x.runId, x.taskId, x.leaseId, x.imageId, x.workspaceDigest, x.sizeBytes, x.checkpoint, x.parentId, x.commitSeq, x.createdAt, x.prunedAt, x.registryRef ?? null, x.pushedAt ?? null]);
     for (const l of r.leases) await q(S.lease, [l.id, sid, l.hostId, l.containerId, l.imageDigest, l.envFingerprint, l.createdAt, l.expiresAt, l.releasedAt, l.runId, l.epoch ?? null]);
-    for (const a of r.egress) await q(S.egress, [a.at, run.id, a.leaseId, a.method, a.target, a.decision, a.reason, a.bytesOut, a.bytesIn, a.count]);
+    for (const a of r.egress) await q(S.egress, [a.at, run.id, a.leaseId, a.method, a.target, a.decision, a.reason, a.bytesOut, a.bytesIn, a.count, a.id ?? null, a.endedAt ?? null]);
     for (const a of r.acceptance) await q(S.acceptance, [a.id, run.id, a.requestId, a.decision, a.actor, a.reason, json(a.evidence), a.at, a.commitSeq]);
     for (const c of r.costSamples) await q(S.cost, [run.id, c.at, c.meter, c.key, c.amount]);
     for (const a of r.artifacts) await q(S.artifact, [a.id, sid, run.id, a.taskId, a.stepIndex, a.generation, a.step, a.path, a.sizeBytes, a.sha256, a.snapshotId, a.commitSeq, a.createdAt, a.mode ?? null]);

@@ -361,6 +361,20 @@ export const POSTGRES_SQL: Readonly<Record<number, string>> = {
     ALTER TABLE hosts ADD COLUMN report_json TEXT;
     ALTER TABLE hosts ADD COLUMN drain_requested_at BIGINT;
   `,
+  // Effect attempts and the earlier runs of a moved effect; egress rows from a request's start (see the SQLite text).
+  22: `
+    ALTER TABLE effects ADD COLUMN attempts_json TEXT;
+    ALTER TABLE imported_effects ADD COLUMN attempts_json TEXT;
+    CREATE TABLE effect_runs (
+      effect_id TEXT NOT NULL,
+      run_id TEXT NOT NULL,
+      PRIMARY KEY (effect_id, run_id)
+    );
+    CREATE INDEX effect_runs_by_run ON effect_runs(run_id);
+    ALTER TABLE egress_attempts ADD COLUMN attempt_id TEXT;
+    ALTER TABLE egress_attempts ADD COLUMN ended_at BIGINT;
+    CREATE UNIQUE INDEX egress_by_attempt ON egress_attempts(attempt_id);
+  `,
   // An artifact's permission bits in the sandbox (see the SQLite text).
   24: 'ALTER TABLE artifacts ADD COLUMN mode INTEGER;',
 };

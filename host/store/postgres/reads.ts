@@ -108,7 +108,11 @@ export function postgresReads(pool: pg.Pool): Reads {
       return r ? toEffect(r) : undefined;
     },
     async listEffects(filter) {
-      const live = await selectWhere(pool, 'effects', { run_id: filter.runId, task_id: filter.taskId }, 'created_at, id');
+      let live = await selectWhere(pool, 'effects', { run_id: filter.runId, task_id: filter.taskId }, 'created_at, id');
+      if (filter.earlier && filter.runId) {
+        const moved = await query(pool, 'SELECT e.* FROM effect_runs r JOIN effects e ON e.id = r.effect_id WHERE r.run_id = $1 AND e.run_id IS DISTINCT FROM $1', [filter.runId]);
+        if (moved.length) live = mergeByCreation(live, moved);
+      }
       return mergeByCreation(live, await imported.effects(filter)).map(toEffect);
     },
   };

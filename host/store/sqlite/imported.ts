@@ -61,8 +61,8 @@ export function sqliteImportedRuns(db: Database.Database): ImportedRunRecords {
     task: p(`INSERT INTO tasks (id, session_id, run_id, parent_id, kind, kind_version, status, phase, checkpoint_json, input_json, attempts, restarts,
                wait_json, wake_at, outcome, result_json, error_json, cancel_requested, blocked_reason, version, created_at, updated_at)
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-    effect: p(`INSERT INTO imported_effects (id, session_id, run_id, task_id, kind, intent_json, replay, status, attempts, receipt_json, error_json, created_at, updated_at)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    effect: p(`INSERT INTO imported_effects (id, session_id, run_id, task_id, kind, intent_json, replay, status, attempts, receipt_json, error_json, created_at, updated_at, attempts_json)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     entry: p(`INSERT INTO entries (session_id, seq, id, conversation_id, run_id, task_id, kind, body_json, commit_seq, at)
               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     document: p(`INSERT INTO documents (id, session_id, run_id, type, version, baseline_version, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
@@ -72,8 +72,8 @@ export function sqliteImportedRuns(db: Database.Database): ImportedRunRecords {
                  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     lease: p(`INSERT INTO leases (id, session_id, host_id, container_id, image_digest, env_fingerprint, created_at, expires_at, released_at, run_id, epoch)
               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-    egress: p(`INSERT INTO egress_attempts (at, run_id, lease_id, method, target, decision, reason, bytes_out, bytes_in, count)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    egress: p(`INSERT INTO egress_attempts (at, run_id, lease_id, method, target, decision, reason, bytes_out, bytes_in, count, attempt_id, ended_at)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     acceptance: p(`INSERT INTO imported_acceptance (id, run_id, request_id, decision, actor, reason, evidence_json, at, commit_seq)
                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     cost: p('INSERT INTO cost_samples (run_id, at, meter, meter_key, amount) VALUES (?, ?, ?, ?, ?)'),
@@ -104,7 +104,7 @@ export function sqliteImportedRuns(db: Database.Database): ImportedRunRecords {
       s.task.run(t.id, sid, run.id, t.parentId, t.kind, t.kindVersion, t.status, t.phase, json(t.checkpoint), json(t.input), t.attempts, t.restarts,
         t.wait === null ? null : json(t.wait), t.wakeAt, t.outcome, json(t.result), t.error === null ? null : json(t.error), t.cancelRequested ? 1 : 0, t.blockedReason, t.version, t.createdAt, t.updatedAt);
     }
-    for (const e of r.effects) s.effect.run(e.id, sid, run.id, e.taskId, e.kind, json(e.intent), e.replay, e.status, e.attempts, json(e.receipt), json(e.error), e.createdAt, e.updatedAt);
+    for (const e of r.effects) s.effect.run(e.id, sid, run.id, e.taskId, e.kind, json(e.intent), e.replay, e.status, e.attempts, json(e.receipt), json(e.error), e.createdAt, e.updatedAt, json(e.attemptLog));
     for (const e of r.entries) s.entry.run(sid, e.seq, e.id, e.conversationId, run.id, e.taskId, e.kind, json(e.body), e.commitSeq, e.at);
     for (const d of r.documents) {
       s.document.run(d.id, sid, d.runId, d.type, d.version, d.baselineVersion, run.createdAt, run.updatedAt);
@@ -113,7 +113,7 @@ export function sqliteImportedRuns(db: Database.Database): ImportedRunRecords {
     }
     for (const x of r.snapshots.filter((x) => !shared.has(x.id))) s.snapshot.run(x.id, sid, x.runId, x.taskId, x.leaseId, x.imageId, x.workspaceDigest, x.sizeBytes, x.checkpoint, x.parentId, x.commitSeq, x.createdAt, x.prunedAt, x.registryRef ?? null, x.pushedAt ?? null);
     for (const l of r.leases) s.lease.run(l.id, sid, l.hostId, l.containerId, l.imageDigest, l.envFingerprint, l.createdAt, l.expiresAt, l.releasedAt, l.runId, l.epoch ?? null);
-    for (const a of r.egress) s.egress.run(a.at, run.id, a.leaseId, a.method, a.target, a.decision, a.reason, a.bytesOut, a.bytesIn, a.count);
+    for (const a of r.egress) s.egress.run(a.at, run.id, a.leaseId, a.method, a.target, a.decision, a.reason, a.bytesOut, a.bytesIn, a.count, a.id ?? null, a.endedAt ?? null);
     for (const a of r.acceptance) s.acceptance.run(a.id, run.id, a.requestId, a.decision, a.actor, a.reason, json(a.evidence), a.at, a.commitSeq);
     for (const c of r.costSamples) s.cost.run(run.id, c.at, c.meter, c.key, c.amount);
     for (const a of r.artifacts) s.artifact.run(a.id, sid, run.id, a.taskId, a.stepIndex, a.generation, a.step, a.path, a.sizeBytes, a.sha256, a.snapshotId, a.commitSeq, a.createdAt, a.mode ?? null);

@@ -444,6 +444,28 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
     `,
   },
   {
+    version: 22,
+    name: 'effect attempts, egress recorded at start',
+    // Each effect keeps its attempts (run, task, owner epoch, start, end, outcome, how it was
+    // settled) as JSON the commit rewrites under the effect's row lock. A logical effect attempted
+    // afresh by a later run moves to it (its uncertainty is that run's), and the runs that attempted
+    // it before are kept in effect_runs, so their records still hold the effect their failure came from.
+    // An allowed egress request is a row from its start (attempt_id, no ended_at) completed when it ends.
+    sql: `
+      ALTER TABLE effects ADD COLUMN attempts_json TEXT;
+      ALTER TABLE imported_effects ADD COLUMN attempts_json TEXT;
+      CREATE TABLE effect_runs (
+        effect_id TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        PRIMARY KEY (effect_id, run_id)
+      ) STRICT;
+      CREATE INDEX effect_runs_by_run ON effect_runs(run_id);
+      ALTER TABLE egress_attempts ADD COLUMN attempt_id TEXT;
+      ALTER TABLE egress_attempts ADD COLUMN ended_at INTEGER;
+      CREATE UNIQUE INDEX egress_by_attempt ON egress_attempts(attempt_id);
+    `,
+  },
+  {
     version: 24,
     name: 'artifact file mode',
     // The permission bits a step's artifact had in the sandbox, so `berth artifacts --out` writes a

@@ -59,6 +59,7 @@ export function sqliteReads(db: Database.Database): Reads {
     docBaseline: p('SELECT state_json FROM document_baselines WHERE document_id = ? AND version = ?'),
     docOps: p('SELECT version, op_json FROM document_ops WHERE document_id = ? AND version > ? ORDER BY version'),
     effect: p('SELECT * FROM effects WHERE id = ?'),
+    effectsMovedFrom: p('SELECT e.* FROM effect_runs r JOIN effects e ON e.id = r.effect_id WHERE r.run_id = ? AND e.run_id IS NOT ?'),
   };
   const imported = sqliteImportedReads(db);
   const document = (r: Row): StoredDocument => {
@@ -138,7 +139,11 @@ export function sqliteReads(db: Database.Database): Reads {
       return r ? toEffect(r) : undefined;
     },
     async listEffects(filter) {
-      const live = selectWhere(db, 'effects', { run_id: filter.runId, task_id: filter.taskId }, 'created_at, id');
+      let live = selectWhere(db, 'effects', { run_id: filter.runId, task_id: filter.taskId }, 'created_at, id');
+      if (filter.earlier && filter.runId) {
+        const moved = s.effectsMovedFrom.all(filter.runId, filter.runId) as Row[];
+        if (moved.length) live = mergeByCreation(live, moved);
+      }
       return mergeByCreation(live, imported.effects(filter)).map(toEffect);
     },
   };

@@ -1,5 +1,6 @@
 import {
   EFFECT_STATUSES,
+  EffectAttemptLogSchema,
   REPLAY_POLICIES,
   RUN_STATES,
   TASK_OUTCOMES,
@@ -118,6 +119,7 @@ export function toEffect(r: Row): Effect {
     replay: d.oneOf('replay', REPLAY_POLICIES),
     status: d.oneOf('status', EFFECT_STATUSES),
     attempts: r.attempts as number,
+    attemptLog: r.attempts_json === null || r.attempts_json === undefined ? [] : d.shaped('attempts_json', EffectAttemptLogSchema),
     receipt: d.json('receipt_json'),
     error: d.json('error_json'),
     createdAt: r.created_at as number,

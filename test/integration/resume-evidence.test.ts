@@ -1,0 +1,104 @@
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { unrecordedSnapshotImages } from '../support/leak-check';
+import { planFixture } from '../support/plan-fixture';
+import { rawSql, sharedPostgres, STORE_KINDS, stopSharedPostgres, type StoreKind } from '../support/store-kinds';
+
+let fx: Awaited<ReturnType<typeof planFixture>> | undefined;
+afterEach(async () => {
+  await fx?.cleanup();
+  fx = undefined;
+}, 400_000);
+afterAll(stopSharedPostgres);
+
+const STEPS = [
+  { name: 'one', run: 'echo one >> steps.log' },
+  { name: 'two', run: 'echo two >> steps.log' },
+  { name: 'three', run: 'cat steps.log' },
+];
+
+interface Exported {
+  run: { versions: { envFingerprint?: string } };
+  entries: Array<{ id: string; kind: string; taskId: string | null; body: Record<string, unknown> }>;
+}
+
+const storeFor = async (kind: StoreKind) => (kind === 'postgres' ? { store: await (await sharedPostgres()).createStoreDatabase('resume') } : {});
+
+describe.each(STORE_KINDS)('what a restart verified is part of the record (%s store)', { timeout: 300_000 }, (kind) => {
+  it('a step restarted after a kill records the restart and what its process verified of the sandbox, and berth check flags the run once that evidence is removed from the store', async () => {
+    fx = await planFixture(STEPS, undefined, await storeFor(kind));
+    fx.allowLeftovers('the kill before step two\'s phase.complete leaves its snapshot image with no record (the record commits with the phase); by design `berth gc` removes it after its grace period', unrecordedSnapshotImages);
+    const first = await fx.cli(['run', fx.plan, '--json'], { BERTH_FAULT: 'before:phase.complete:plan-step#2' });
+    expect(first.signal, first.stderr).toBe('SIGKILL');
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    const resumed = await fx.cli(['resume', runId, '--json']);
+    expect(resumed.code, resumed.stderr).toBe(0);
+
+    const exported = await fx.cli(['export', runId]);
+    expect(exported.code, exported.stderr).toBe(0);
+    const record = JSON.parse(exported.stdout) as Exported;
+    const restarted = record.entries.filter((e) => e.kind === 'task.restarted' && e.body.kind === 'plan-step');
+    // Before: a resume left no entry; the restart was only a counter on the task.
+    expect(restarted.map((e) => [e.body.phase, e.body.restarts])).toEqual([['run', 1]]);
+    const verified = record.entries.filter((e) => e.kind === 'sandbox.verified');
+    expect(verified).toHaveLength(1);
+    expect(verified[0]!.taskId).toBe(restarted[0]!.taskId);
+    // A safe step caught mid-run continues on its checkpoint's snapshot, checked against the recorded digest.
+    expect(verified[0]!.body).toMatchObject({ how: 'restored', envFingerprint: record.run.versions.envFingerprint, kernel: expect.any(String), snapshotId: expect.any(String), workspaceDigest: expect.any(String) });
+    const ok = await fx.cli(['check', runId, '--json']);
+    expect(ok.code, ok.stdout + ok.stderr).toBe(0);
+
+    // A resume that used its sandbox without verifying it: the same store with the evidence taken out.
+    fx.allowViolations('the test removes the restart\'s verification evidence from the store to see berth check catch it', ['resume_verified']);
+    await fx.read(async (s) => {
+      if (kind === 'sqlite') await rawSql(s, 'DROP TRIGGER entries_immutable_delete');
+      else await rawSql(s, 'ALTER TABLE entries DISABLE TRIGGER entries_immutable_delete');
+      await rawSql(s, "DELETE FROM entries WHERE kind = 'sandbox.verified'");
+    });
+    const caught = await fx.cli(['check', runId, '--json']);
+    expect(caught.code, caught.stdout + caught.stderr).not.toBe(0);
+    expect(caught.stdout).toContain('resume_verified');
+    expect(caught.stdout).toContain('no record of verifying its sandbox');
+  });
+
+  it('a sandbox removed behind the host\'s back (docker rm -f) is found by the resume\'s verification and recorded on the run with the snapshot that replaced it', async () => {
+    fx = await planFixture(STEPS, undefined, await storeFor(kind));
+    const first = await fx.cli(['run', fx.plan, '--json'], { BERTH_FAULT: 'after:phase.complete:plan-step#1' });
+    expect(first.signal, first.stderr).toBe('SIGKILL');
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    const lease = await fx.read(async (s) => (await s.listLeases({})).find((l) => l.runId === runId && l.releasedAt === null)!);
+    await fx.docker.getContainer(lease.containerId).remove({ force: true });
+    const resumed = await fx.cli(['resume', runId, '--json']);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    const exported = await fx.cli(['export', runId]);
+    expect(exported.code, exported.stderr).toBe(0);
+    const record = JSON.parse(exported.stdout) as Exported;
+    // Before: the loss was a log line of the resuming process; the record said nothing of it.
+    const verified = record.entries.filter((e) => e.kind === 'sandbox.verified');
+    expect(verified).toHaveLength(1);
+    expect(verified[0]!.body).toMatchObject({ how: 'restored', snapshotId: expect.any(String), replaced: { leaseId: lease.id, reason: `container ${lease.containerId} does not exist` } });
+    const check = await fx.cli(['check', runId, '--json']);
+    expect(check.code, check.stdout + check.stderr).toBe(0);
+  });
+
+  it('a resume killed before its first commit is accounted for: the next owner records it (epoch, holder, process) on the run', async () => {
+    fx = await planFixture(STEPS, undefined, await storeFor(kind));
+    const first = await fx.cli(['run', fx.plan, '--json'], { BERTH_FAULT: 'after:phase.complete:plan-step#1' });
+    expect(first.signal, first.stderr).toBe('SIGKILL');
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    const sessionId = await fx.read(async (s) => (await s.getRun(runId))!.sessionId);
+    // The first commit a resume makes is the record of the owner it replaced: killed right before it.
+    const dies = await fx.cli(['resume', runId, '--json'], { BERTH_FAULT: 'before:session.owner-lost#1' });
+    expect(dies.signal, dies.stderr).toBe('SIGKILL');
+    const claimOfTheDead = (await fx.read((s) => s.getSessionOwner(sessionId)))!;
+    const resumed = await fx.cli(['resume', runId, '--json']);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    const exported = await fx.cli(['export', runId]);
+    expect(exported.code, exported.stderr).toBe(0);
+    const record = JSON.parse(exported.stdout) as Exported;
+    // Before: a process killed before its first commit left nothing in the record.
+    const lost = record.entries.filter((e) => e.kind === 'owner.lost').map((e) => e.body);
+    expect(lost).toEqual([expect.objectContaining({ epoch: claimOfTheDead.epoch, holder: claimOfTheDead.holder, pid: claimOfTheDead.pid, newEpoch: claimOfTheDead.epoch + 1 })]);
+    const check = await fx.cli(['check', runId, '--json']);
+    expect(check.code, check.stdout + check.stderr).toBe(0);
+  });
+});
