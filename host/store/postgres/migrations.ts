@@ -8,6 +8,7 @@
  */
 import { COMMIT_LOG_NUMBERED_BY_READERS_PG } from './commit-log-migration';
 import { IMPORTED_KEYS_MIGRATION_PG } from './imported-migration';
+import { OUTPUT_SQL_POSTGRES } from './output';
 
 export const POSTGRES_SQL: Readonly<Record<number, string>> = {
   1: `
@@ -361,4 +362,6 @@ export const POSTGRES_SQL: Readonly<Record<number, string>> = {
     ALTER TABLE hosts ADD COLUMN report_json TEXT;
     ALTER TABLE hosts ADD COLUMN drain_requested_at BIGINT;
   `,
+  // Live output of steps and tool calls (see postgres/output.ts).
+  23: OUTPUT_SQL_POSTGRES,
 };

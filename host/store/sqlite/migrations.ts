@@ -4,6 +4,8 @@
  */
 import { COMMIT_LOG_MIGRATION } from './commit-log';
 import { IMPORTED_KEYS_MIGRATION } from './imported-migration';
+import { OUTPUT_SQL_SQLITE } from './output';
+import { OUTPUT_MIGRATION_NAME } from '../output';
 
 export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: string }> = [
   {
@@ -443,4 +445,6 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       ALTER TABLE hosts ADD COLUMN drain_requested_at INTEGER;
     `,
   },
+  // Live output of steps and tool calls, written while they run (host/output): see sqlite/output.ts.
+  { version: 23, name: OUTPUT_MIGRATION_NAME, sql: OUTPUT_SQL_SQLITE },
 ];
