@@ -7,6 +7,7 @@ import { csrfToken, requireCsrf, requireToken } from './auth';
 import type { CommitFeed } from './commit-feed';
 import type { ReconcileRequest, ServeDeps } from './deps';
 import { commitEvents } from './events';
+import { outputEvents } from './output-events';
 import { layout } from './layout';
 import { runFragment } from './run-page';
 import { readRunView } from './run-view';
@@ -78,6 +79,12 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed, hosts: { allowed: ()
     return commitEvents(c, deps.store, feed, run.sessionId);
   });
   app.get('/api/events', (c) => commitEvents(c, deps.store, feed, undefined));
+  // A run's live output, chunk by chunk, while its steps and tool calls run.
+  app.get('/api/runs/:id/output', async (c) => {
+    const run = await deps.store.getRun(c.req.param('id'));
+    if (!run) return c.json({ error: { code: 'run_not_found', message: `no run ${c.req.param('id')}` } }, 404);
+    return outputEvents(c, deps.store, feed, run.id);
+  });
 
   // Actions: POST + CSRF (checked above); each calls the CLI's own code path with the operator as actor.
   const act = (name: string, run: (c: Context, form: Record<string, string>) => Promise<string | { said: string; forkRunId: string | null }>) =>

@@ -20,7 +20,7 @@ export const LIVE_JS = `(() => {
       do {
         again = false;
         const r = await fetch(root.dataset.fragment, { credentials: 'same-origin' });
-        if (r.ok) { root.innerHTML = await r.text(); live.refreshes++; }
+        if (r.ok) { root.innerHTML = await r.text(); live.refreshes++; if (live.replay) live.replay(); }
       } while (again);
     } catch (e) { /* the next commit tries again */ } finally { busy = false; }
   }
@@ -34,6 +34,54 @@ export const LIVE_JS = `(() => {
     live.lastEventAt = Date.now();
     refresh();
   });
+  // Live output: chunks appended as text (never markup) to their attempt's <pre>, each once (data-seq);
+  // after a fragment swap the recent chunks are applied again, so none the swap dropped is lost.
+  const outHost = root.querySelector('[data-output]');
+  if (outHost) {
+    live.output = [];
+    const recent = [];
+    const place = (c) => {
+      let pre = root.querySelector('pre.live[data-attempt="' + CSS.escape(c.attempt) + '"]');
+      if (!pre) {
+        const host = root.querySelector('[data-source="' + CSS.escape(c.source) + '"]') || root.querySelector('[data-output]');
+        if (!host) return;
+        const div = document.createElement('div');
+        div.className = 'attempt';
+        div.dataset.attempt = c.attempt;
+        div.dataset.attemptState = 'running';
+        const p = document.createElement('p');
+        p.className = 'muted';
+        p.textContent = (c.source.startsWith('tool:') ? 'tool ' : 'step ') + c.label + ' · attempt started ' + new Date(c.at).toISOString() + ' · running';
+        pre = document.createElement('pre');
+        pre.className = 'live';
+        pre.dataset.attempt = c.attempt;
+        pre.dataset.seq = '0';
+        div.append(p, pre);
+        host.append(div);
+      }
+      if (c.seq <= Number(pre.dataset.seq || 0)) return;
+      pre.dataset.seq = String(c.seq);
+      if (c.channel === 'end') { if (pre.previousElementSibling) pre.previousElementSibling.append(' · ' + c.text); return; }
+      if (c.channel === 'stderr') { const s = document.createElement('span'); s.className = 'err'; s.textContent = c.text; pre.append(s); }
+      else pre.append(document.createTextNode(c.text));
+      pre.scrollTop = pre.scrollHeight;
+    };
+    live.replay = () => { for (const c of recent) place(c); };
+    const osep = outHost.dataset.output.includes('?') ? '&' : '?';
+    const os = new EventSource(outHost.dataset.output + osep + 'after=' + encodeURIComponent(outHost.dataset.outputAfter || '0'));
+    live.outputSource = os;
+    os.addEventListener('output', (ev) => {
+      const c = JSON.parse(ev.data);
+      recent.push(c);
+      if (recent.length > 2000) recent.shift();
+      place(c);
+      live.output.push({ seq: c.seq, at: Date.now() });
+      if (live.output.length > 5000) live.output.shift();
+    });
+  }
+  // Running steps show how long they have run: counted here between commits.
+  const fmt = (ms) => { const s = Math.round(ms / 1000); return s < 60 ? s + 's' : s < 3600 ? Math.floor(s / 60) + 'm' + String(s % 60).padStart(2, '0') + 's' : Math.floor(s / 3600) + 'h' + String(Math.floor((s % 3600) / 60)).padStart(2, '0') + 'm'; };
+  setInterval(() => { for (const e of root.querySelectorAll('.elapsed[data-since]')) e.textContent = fmt(Date.now() - Number(e.dataset.since)); }, 1000);
 })();
 `;
 
@@ -56,4 +104,7 @@ pre { background: #0f1720; color: #e6edf3; padding: 6px 8px; overflow-x: auto; m
 form.inline { display: inline; }
 button { cursor: pointer; }
 code { font-size: 12px; }
+pre .err { color: #ffb4a8; } pre .cut { color: #f0d27a; font-style: italic; }
+.attempt-state.interrupted { color: #b3261e; font-weight: 600; } .attempt-state.running { color: #1f5fbf; font-weight: 600; }
+.step { padding: 4px 0; border-bottom: 1px solid #eef0f3; } .step[data-state="pending"] { color: #6a7580; }
 `;

@@ -25,14 +25,6 @@ export function tasksSection(v: RunView): SafeHtml {
   return section('tasks', 'Task tree', v.tasks.length ? walk(null) : none('no tasks'));
 }
 
-export function stepsSection(v: RunView): SafeHtml {
-  if (v.run.kind !== 'plan') return html``;
-  return section('steps', 'Steps', v.steps.length === 0 ? none('no step started yet') : html`${v.steps.map(
-    (s) => html`<div class="step" data-step="${s.name}"><strong>${s.name}</strong> ${s.status}${s.exitCode !== null ? ` · exit ${s.exitCode}` : ''} · ${duration(s.durationMs)}${s.snapshotId ? html` · snapshot <code>${s.snapshotId}</code>` : ''}
-${s.stdoutTail ? html`<pre class="stdout">${s.stdoutTail}</pre>` : ''}${s.stderrTail ? html`<pre class="stderr">${s.stderrTail}</pre>` : ''}</div>`,
-  )}`);
-}
-
 const uncertain = (e: Effect) => e.status === 'unknown' || e.status === 'executing';
 
 export function effectsSection(v: RunView): SafeHtml {
