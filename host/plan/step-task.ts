@@ -146,7 +146,8 @@ export async function runStep(ctx: TypedPhaseContext<StepInput>, sb: RunSandbox,
       return { type: 'fail', error: { code: err.code, message: `step ${step.name}: ${err.message}` } };
     }
     // A new attempt's output: what an attempt a crash cut off printed stays in the store beside it.
-    const output = new OutputWriter(ctx.store, { runId, source: `step:${index}`, label: step.name, now: () => ctx.now(), onError: (err) => ctx.log.warn({ runId, err }, 'live output of a step could not be written; its receipt keeps the tails') });
+    // BERTH_LIVE_OUTPUT=off keeps only the receipt's tails (the buffered capture of before; the bench compares the two).
+    const output = process.env.BERTH_LIVE_OUTPUT === 'off' ? undefined : new OutputWriter(ctx.store, { runId, source: `step:${index}`, label: step.name, now: () => ctx.now(), onError: (err) => ctx.log.warn({ runId, err }, 'live output of a step could not be written; its receipt keeps the tails') });
     const out = await ctx.perform({ ...spec, id: actionId }, async (signal) =>
       execStep(held, step, env, secrets, { runId, index, signal, progress, output })
         .then(async (r) => {
