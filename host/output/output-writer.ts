@@ -7,6 +7,11 @@ export const OUTPUT_CAP_BYTES = 4 << 20;
 export const TAIL_CHARS = 16_000;
 /** The most text one stored chunk holds. */
 const CHUNK_CHARS = 32_000;
+/**
+ * Pending text that is written at once rather than at the next tick: several chunks per write, so
+ * a command printing fast costs few transactions (each is a synced write on SQLite).
+ */
+const FLUSH_CHARS = 512_000;
 /** How long printed text waits before it is written: the live delay a reader sees, at most. */
 const FLUSH_MS = 40;
 
@@ -27,8 +32,8 @@ export interface OutputWriterOptions {
 type Stream = 'stdout' | 'stderr';
 
 /**
- * Writes one attempt's scrubbed output to the store while the command runs: small chunks every
- * {@link FLUSH_MS} (or at once past {@link CHUNK_CHARS}), one write in flight at a time, so a crash
+ * Writes one attempt's scrubbed output to the store while the command runs: chunks of at most
+ * {@link CHUNK_CHARS} every {@link FLUSH_MS} (or at once past {@link FLUSH_CHARS}), one write in flight at a time, so a crash
  * loses at most the last moments and a slow store never holds the command up. Past the cap the
  * writer keeps counting what it cut and the end of each stream, written with the `end` chunk: a
  * huge output costs bounded rows and memory, and the reader still sees how it ended.
@@ -40,7 +45,8 @@ export class OutputWriter {
   private pendingChars = 0;
   private storedBytes = 0;
   private cut = 0;
-  private readonly tails: Record<Stream, string> = { stdout: '', stderr: '' };
+  /** Each stream's text past the cap, as pieces: joined only at the end (a fast printer pushes many small pieces). */
+  private readonly tails: Record<Stream, { parts: string[]; chars: number }> = { stdout: { parts: [], chars: 0 }, stderr: { parts: [], chars: 0 } };
   private timer: NodeJS.Timeout | undefined;
   private chain: Promise<void> = Promise.resolve();
   private failed = false;
@@ -86,15 +92,23 @@ export class OutputWriter {
     if (this.ended) return this.chain;
     this.ended = true;
     if (this.o.endSilent === false && this.n === 0 && this.pending.length === 0 && this.cut === 0) return this.chain;
-    for (const channel of ['stdout', 'stderr'] as const) if (this.tails[channel]) this.pending.push({ channel, text: this.tails[channel], cut: this.cut });
+    for (const channel of ['stdout', 'stderr'] as const) {
+      const t = this.tails[channel].parts.join('');
+      if (t) this.pending.push({ channel, text: t.length > TAIL_CHARS ? t.slice(-TAIL_CHARS) : t, cut: this.cut });
+    }
     this.pending.push({ channel: 'end', text: how, cut: this.cut });
     this.flush();
     return this.chain;
   }
 
   private keepTail(channel: Stream, text: string): void {
-    const t = this.tails[channel] + text;
-    this.tails[channel] = t.length > TAIL_CHARS ? t.slice(-TAIL_CHARS) : t;
+    const t = this.tails[channel];
+    t.parts.push(text);
+    t.chars += text.length;
+    // Drop whole pieces the end no longer needs; compact now and then so the array stays small.
+    let drop = 0;
+    while (drop < t.parts.length - 1 && t.chars - t.parts[drop]!.length >= TAIL_CHARS) t.chars -= t.parts[drop++]!.length;
+    if (drop) t.parts.splice(0, drop);
   }
 
   private queue(channel: Stream, text: string): void {
@@ -102,7 +116,7 @@ export class OutputWriter {
     if (last && last.channel === channel && last.cut === this.cut && last.text.length + text.length <= CHUNK_CHARS) last.text += text;
     else this.pending.push({ channel, text, cut: this.cut });
     this.pendingChars += text.length;
-    if (this.pendingChars >= CHUNK_CHARS) this.flush();
+    if (this.pendingChars >= FLUSH_CHARS) this.flush();
     else this.timer ??= setTimeout(() => this.flush(), this.o.flushMs ?? FLUSH_MS);
   }
 

@@ -11,7 +11,8 @@ import { outputEvents } from './output-events';
 import { layout } from './layout';
 import { runFragment } from './run-page';
 import { readRunView } from './run-view';
-import { readRuns, runsFragment } from './runs-page';
+import { filterQuery, listQuery, readRuns, runRow, runsFragment, type RunsFilter } from './runs-page';
+import { html } from './html';
 import { downloadArtifact } from './artifact-download';
 import { requireHost } from './host-check';
 import { mountApiV1 } from './api-v1';
@@ -47,13 +48,22 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed, hosts: { allowed: ()
   app.get('/assets/style.css', (c) => c.body(STYLE_CSS, 200, { 'content-type': 'text/css; charset=utf-8', 'cache-control': 'no-cache' }));
 
   const states = (c: Context): RunState[] => (c.req.queries('state') ?? []).filter(isRunState);
+  const filterOf = (c: Context): RunsFilter => ({ states: states(c), search: (c.req.query('q') ?? '').trim().slice(0, 200), from: c.req.query('from') ?? '', to: c.req.query('to') ?? '', page: positive(c.req.query('page')) ?? 1 });
   app.get('/', async (c) => {
-    const s = states(c);
+    const f = filterOf(c);
     const after = await deps.store.lastCommitLogSeq();
-    const body = runsFragment(await readRuns(deps, s), s.join(', ') || undefined);
+    const body = runsFragment(await readRuns(deps, listQuery(f)), f);
     if (c.req.query('fragment')) return c.html(body.value);
-    const q = s.map((x) => `state=${x}`).join('&');
-    return c.html(layout('runs', body, { events: '/api/events', fragment: `/?fragment=1${q ? `&${q}` : ''}`, after }).value);
+    const q = filterQuery(f);
+    // Rows, not the list, follow the commits: each commit costs its session's rows (runs-rows below).
+    return c.html(layout('runs', body, { events: '/api/events', fragment: `/?fragment=1${q ? `&${q}` : ''}`, after, rows: `/runs-rows?${q}` }).value);
+  });
+  // The rows of the runs of some sessions that match the list's filter: what a commit changed in an open list.
+  app.get('/runs-rows', async (c) => {
+    const sessions = (c.req.queries('session') ?? []).slice(0, 100);
+    const f = filterOf(c);
+    const { rows } = await readRuns(deps, listQuery(f, { sessionIds: sessions, limit: 200, offset: 0 }));
+    return c.html(html`<table><tbody>${rows.map(runRow)}</tbody></table>`.value);
   });
   app.get('/runs/:id', async (c) => {
     const id = c.req.param('id');
@@ -71,7 +81,12 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed, hosts: { allowed: ()
 
   // Prometheus text format; behind the same token as the rest (a scraper sends Authorization: Bearer).
   app.get('/metrics', async (c) => c.body(await metricsText(deps.store, process.env.BERTH_HOST_ID ?? hostname()), 200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' }));
-  app.get('/api/runs', async (c) => c.json({ runs: await readRuns(deps, states(c)) }));
+  app.get('/api/runs', async (c) => {
+    const f = filterOf(c);
+    const limit = Math.min(positive(c.req.query('limit')) ?? 50, 1000);
+    const { rows, total } = await readRuns(deps, listQuery(f, { limit, offset: (f.page - 1) * limit }));
+    return c.json({ runs: rows, total });
+  });
   app.get('/api/runs/:id', async (c) => c.json(await readRunView(deps, c.req.param('id'), positive(c.req.query('before')))));
   app.get('/api/runs/:id/events', async (c) => {
     const run = await deps.store.getRun(c.req.param('id'));

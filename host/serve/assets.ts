@@ -20,7 +20,7 @@ export const LIVE_JS = `(() => {
       do {
         again = false;
         const r = await fetch(root.dataset.fragment, { credentials: 'same-origin' });
-        if (r.ok) { root.innerHTML = await r.text(); live.refreshes++; if (live.replay) live.replay(); }
+        if (r.ok) { const text = await r.text(); live.bytes += text.length; root.innerHTML = text; live.refreshes++; if (live.replay) live.replay(); }
       } while (again);
     } catch (e) { /* the next commit tries again */ } finally { busy = false; }
   }
@@ -29,10 +29,48 @@ export const LIVE_JS = `(() => {
   live.source = es;
   es.addEventListener('open', () => { live.state = 'open'; live.opens = (live.opens || 0) + 1; });
   es.addEventListener('error', () => { live.state = 'reconnecting'; });
+  // The runs list: a commit re-reads only its session's rows (data-rows), never the whole list.
+  live.bytes = 0;
+  const dirty = new Set();
+  let rowsBusy = false;
+  async function rows() {
+    if (rowsBusy || dirty.size === 0) return;
+    rowsBusy = true;
+    try {
+      while (dirty.size) {
+        const sessions = [...dirty].slice(0, 50);
+        for (const s of sessions) dirty.delete(s);
+        const sep = root.dataset.rows.includes('?') ? '&' : '?';
+        const r = await fetch(root.dataset.rows + sep + sessions.map((s) => 'session=' + encodeURIComponent(s)).join('&'), { credentials: 'same-origin' });
+        if (!r.ok) continue;
+        const text = await r.text();
+        live.bytes += text.length;
+        const t = document.createElement('template');
+        t.innerHTML = text;
+        const body = root.querySelector('#runs tbody');
+        if (!body) { refresh(); continue; }
+        const fresh = [...t.content.querySelectorAll('tr[data-run]')];
+        const kept = new Set(fresh.map((tr) => tr.dataset.run));
+        // A run of these sessions that no longer matches the filter leaves the list.
+        for (const tr of body.querySelectorAll('tr[data-session]')) if (sessions.includes(tr.dataset.session) && !kept.has(tr.dataset.run)) tr.remove();
+        const first = !/[?&]page=/.test(location.search);
+        for (const tr of fresh.reverse()) {
+          const old = body.querySelector('tr[data-run="' + CSS.escape(tr.dataset.run) + '"]');
+          if (old) old.replaceWith(tr);
+          else if (first) body.prepend(tr);
+        }
+        live.refreshes++;
+      }
+    } catch (e) { /* the next commit tries again */ } finally { rowsBusy = false; }
+  }
   es.addEventListener('commit', (ev) => {
     live.events.push(Number(ev.lastEventId));
     live.lastEventAt = Date.now();
-    refresh();
+    live.bytes += ev.data.length + ev.lastEventId.length + 20;
+    if (root.dataset.rows) {
+      try { dirty.add(JSON.parse(ev.data).sessionId); } catch (e) { return; }
+      setTimeout(rows, 30);
+    } else refresh();
   });
   // Live output: chunks appended as text (never markup) to their attempt's <pre>, each once (data-seq);
   // after a fragment swap the recent chunks are applied again, so none the swap dropped is lost.
@@ -106,5 +144,7 @@ button { cursor: pointer; }
 code { font-size: 12px; }
 pre .err { color: #ffb4a8; } pre .cut { color: #f0d27a; font-style: italic; }
 .attempt-state.interrupted { color: #b3261e; font-weight: 600; } .attempt-state.running { color: #1f5fbf; font-weight: 600; }
+table.receipt { width: auto; font-size: 12px; } table.receipt th { color: #6a7580; font-weight: 500; }
+#filter { margin: 0 0 8px; } #park-reason { padding: 4px 8px; background: #fff7d6; }
 .step { padding: 4px 0; border-bottom: 1px solid #eef0f3; } .step[data-state="pending"] { color: #6a7580; }
 `;

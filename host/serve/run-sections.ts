@@ -4,6 +4,7 @@ import type { Effect, Entry } from '../model';
 import { html, jsonText, type SafeHtml } from './html';
 import { duration, postForm, stateBadge, when } from './layout';
 import type { RunView } from './run-view';
+import { receiptTable } from './receipt-table';
 
 /** One section per concept; `id` is the anchor and the test hook. */
 export const section = (id: string, title: string, body: SafeHtml | string) => html`<section id="${id}"><h2>${title}</h2>${body}</section>`;
@@ -29,7 +30,7 @@ const uncertain = (e: Effect) => e.status === 'unknown' || e.status === 'executi
 
 export function effectsSection(v: RunView): SafeHtml {
   return section('effects', 'Effects', v.effects.length === 0 ? none('no effects') : html`<table><thead><tr><th>key</th><th>kind</th><th>replay</th><th>status</th><th>attempts</th><th>receipt</th></tr></thead><tbody>${v.effects.map(
-    (e) => html`<tr${uncertain(e) ? html` class="attention"` : ''}><td><code>${e.id}</code></td><td>${e.kind}</td><td>${e.replay}</td><td>${e.status}</td><td>${e.attempts}</td><td>${e.receipt === null ? '—' : html`<pre>${jsonText(e.receipt)}</pre>`}</td></tr>`,
+    (e) => html`<tr${uncertain(e) ? html` class="attention"` : ''}><td><code>${e.id}</code></td><td>${e.kind}</td><td>${e.replay}</td><td>${e.status}</td><td>${e.attempts}</td><td>${e.receipt === null ? '—' : receiptTable(e.receipt)}</td></tr>`,
   )}</tbody></table>`);
 }
 

@@ -4,6 +4,7 @@ import type { Entry, Json } from '../model';
 import { STEP_KIND } from '../plan';
 import type { RunDescription, ServeDeps } from './deps';
 import { attemptsOf, attemptState, type AttemptState, type OutputPart } from '../output';
+import { nameFromMeta } from '../store';
 
 /** Entries per page of a run's record (newest first; older pages on demand). */
 export const ENTRY_PAGE = 100;
@@ -18,6 +19,10 @@ export interface RunView extends RunDescription {
   olderBefore: number | null;
   steps: StepView[];
   tokens: { prompt: number; completion: number; total: number } | null;
+  /** The plan's name or the first line of the agent task (null for an unnamed run). */
+  name: string | null;
+  /** Why the run waits or stopped, from the transition into its state (null while it runs or when completed). */
+  parkReason: string | null;
   /** Every attempt's live output (the end of it), steps' and tool calls'. */
   output: AttemptView[];
   /** The newest output chunk shown: the page's output events start after it. */
@@ -96,6 +101,14 @@ export function attemptViews(chunks: Parameters<typeof attemptsOf>[0], runLive: 
   return all.map((a) => ({ attempt: a.attempt, source: a.source, label: a.label, state: attemptState(a, all, runLive), end: a.end, startedAt: a.startedAt, lastAt: a.lastAt, cutBytes: a.cutBytes, parts: tailParts(a.parts), lastSeq: a.lastSeq }));
 }
 
+const PARKED = new Set(['needs_reconciliation', 'awaiting_approval', 'waiting_for_input', 'retry_wait', 'failed', 'cancelled', 'compensated', 'cancelling', 'reconciling']);
+
+/** The reason of the newest transition into the run's state, when that state waits for someone or ended it early. */
+function parkReasonOf(d: RunDescription): string | null {
+  if (!PARKED.has(d.run.state)) return null;
+  return [...d.transitions].reverse().find((t) => t.to === d.run.state && t.from !== t.to)?.reason ?? null;
+}
+
 const LIVE_STATES = new Set(['admitted', 'running', 'retry_wait', 'waiting_for_input', 'awaiting_approval', 'cancelling', 'reconciling', 'compensating']);
 export const runIsLive = (state: string) => LIVE_STATES.has(state);
 
@@ -147,6 +160,7 @@ export async function readRunView(deps: ServeDeps, runId: string, before?: numbe
   const commitSeq = await deps.store.lastCommitLogSeq();
   const d = await deps.describe(runId);
   const page = await deps.store.listEntriesNewest(d.run.sessionId, { runId, beforeSeq: before, limit: ENTRY_PAGE + 1 });
+  const name = nameFromMeta((await deps.store.getSession(d.run.sessionId))?.meta ?? null);
   const output = attemptViews(await deps.store.listOutput({ runId }), runIsLive(d.run.state));
   const outputSeq = output.reduce((m, a) => Math.max(m, a.lastSeq), 0);
   const entries = page.slice(0, ENTRY_PAGE);
@@ -170,6 +184,8 @@ export async function readRunView(deps: ServeDeps, runId: string, before?: numbe
     approvals,
     entries,
     olderBefore: page.length > ENTRY_PAGE ? entries[entries.length - 1]!.seq : null,
+    name,
+    parkReason: parkReasonOf(d),
     steps: stepsOf(d, output),
     output,
     outputSeq,
