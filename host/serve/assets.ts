@@ -53,11 +53,14 @@ export const LIVE_JS = `(() => {
         const kept = new Set(fresh.map((tr) => tr.dataset.run));
         // A run of these sessions that no longer matches the filter leaves the list.
         for (const tr of body.querySelectorAll('tr[data-session]')) if (sessions.includes(tr.dataset.session) && !kept.has(tr.dataset.run)) tr.remove();
+        // A run not on this page is added only when it is newer than every run shown (a new run on
+        // the first page); an older run that committed belongs to a later page.
         const first = !/[?&]page=/.test(location.search);
+        const newest = Math.max(0, ...[...body.querySelectorAll('tr[data-created]')].map((tr) => Number(tr.dataset.created)));
         for (const tr of fresh.reverse()) {
           const old = body.querySelector('tr[data-run="' + CSS.escape(tr.dataset.run) + '"]');
           if (old) old.replaceWith(tr);
-          else if (first) body.prepend(tr);
+          else if (first && Number(tr.dataset.created) >= newest) body.prepend(tr);
         }
         live.refreshes++;
       }

@@ -86,7 +86,7 @@ export function filterQuery(f: RunsFilter, page = f.page): string {
 
 /** One run's row: the live list replaces it by `data-run` when a commit of its session lands. */
 export function runRow(r: RunRow): SafeHtml {
-  return html`<tr class="${r.needsPerson ? 'attention' : ''}" data-run="${r.run.id}" data-session="${r.run.sessionId}"><td><a href="/runs/${r.run.id}">${r.name ?? r.run.id}</a>${r.name ? html`<br><code class="muted">${r.run.id}</code>` : ''}</td><td>${r.run.kind}</td><td>${stateBadge(r.run.state)}</td><td>${r.owner}</td><td>${when(r.run.createdAt)}</td><td>${duration(r.durationMs)}</td><td class="acceptance">${r.acceptance.state === 'none' ? '—' : r.acceptance.state}</td><td class="cost">${costLine(r.cost)}</td></tr>`;
+  return html`<tr class="${r.needsPerson ? 'attention' : ''}" data-run="${r.run.id}" data-session="${r.run.sessionId}" data-created="${r.run.createdAt}"><td><a href="/runs/${r.run.id}">${r.name ?? r.run.id}</a>${r.name ? html`<br><code class="muted">${r.run.id}</code>` : ''}</td><td>${r.run.kind}</td><td>${stateBadge(r.run.state)}</td><td>${r.owner}</td><td>${when(r.run.createdAt)}</td><td>${duration(r.durationMs)}</td><td class="acceptance">${r.acceptance.state === 'none' ? '—' : r.acceptance.state}</td><td class="cost">${costLine(r.cost)}</td></tr>`;
 }
 
 /** The filter form: a search box, a state choice and a creation window (a GET form: the filter is the URL). */
