@@ -6,6 +6,7 @@
  *   serve.run_page_10k_ms          GET of a run page whose run has 10,000 entries (newest page shown)
  *   serve.streams_50_vs_1          commit-to-event p50 with 50 streams (every arrival) over 1 stream
  *                                  (streams_50_slowest_p50_ms: the last of the 50 per commit)
+ *   serve.runs_list_10k_ms, runs_filter_10k_ms, runs_search_10k_ms, list_bytes_per_commit: bench/_serve-list.ts
  *   serve.live_line_to_browser_ms_p50  a line handed to a step's output writer (as the sandbox's
  *                                  output callback hands it) until the run page in chromium shows it
  */
@@ -22,6 +23,7 @@ import { median } from './_stats';
 import { loadPlan, PlanRunInputSchema } from '../host/plan';
 import { plainJson, type Json } from '../host/model';
 import { liveLineToBrowser } from './_serve-live';
+import { runsList } from './_serve-list';
 
 /**
  * A plan's root input as `berth run` commits it: the run page reads the plan (its steps, pending
@@ -156,6 +158,7 @@ const serve: Suite = async (report) => {
     report('run_page_10k_ms', median(times.slice(3)), 'absolute');
 
     await liveLineToBrowser({ url: server.url, token, writer, input, report });
+    await runsList({ url: server.url, token, path, writer, report });
   } finally {
     await server.close();
     await writer.close();
