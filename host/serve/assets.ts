@@ -92,7 +92,12 @@ export const LIVE_JS = `(() => {
         div.dataset.attemptState = 'running';
         const p = document.createElement('p');
         p.className = 'muted';
-        p.textContent = (c.source.startsWith('tool:') ? 'tool ' : 'step ') + c.label + ' · attempt started ' + new Date(c.at).toISOString() + ' · running';
+        p.textContent = (c.source.startsWith('tool:') ? 'tool ' : 'step ') + c.label + ' · attempt started ' + new Date(c.at).toISOString() + ' · running for ';
+        const el = document.createElement('span');
+        el.className = 'elapsed';
+        el.dataset.since = String(c.at);
+        el.textContent = '0s';
+        p.append(el);
         pre = document.createElement('pre');
         pre.className = 'live';
         pre.dataset.attempt = c.attempt;
