@@ -107,7 +107,11 @@ export const LIVE_JS = `(() => {
       }
       if (c.seq <= Number(pre.dataset.seq || 0)) return;
       pre.dataset.seq = String(c.seq);
-      if (c.channel === 'end') { if (pre.previousElementSibling) pre.previousElementSibling.append(' · ' + c.text); return; }
+      if (c.channel === 'end') {
+        const head = pre.previousElementSibling;
+        if (head) { for (const e of head.querySelectorAll('.elapsed')) e.remove(); head.textContent = head.textContent.replace(/ · running for $/, '') + ' · ' + c.text; }
+        return;
+      }
       if (c.channel === 'stderr') { const s = document.createElement('span'); s.className = 'err'; s.textContent = c.text; pre.append(s); }
       else pre.append(document.createTextNode(c.text));
       pre.scrollTop = pre.scrollHeight;

@@ -121,7 +121,7 @@ export function entriesSection(v: RunView): SafeHtml {
         return html`<div class="entry">${head} ${r.decision} by ${r.by}</div>`;
       }
       default:
-        return html`<div class="entry">${head}<pre>${jsonText(e.body)}</pre></div>`;
+        return html`<div class="entry">${head}${receiptTable(e.body)}</div>`;
     }
   };
   return section('record', v.run.kind === 'agent' ? 'Conversation and record (newest first)' : 'Record (newest first)', html`${v.entries.length ? v.entries.map(one) : none('no entries')}${v.olderBefore !== null ? html`<p><a id="older" href="/runs/${v.run.id}?before=${v.olderBefore}">older entries</a></p>` : ''}`);

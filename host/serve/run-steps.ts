@@ -22,6 +22,14 @@ export function attemptBlock(kind: string, a: AttemptView, now: number): SafeHtm
   return html`<div class="attempt" data-attempt="${a.attempt}" data-attempt-state="${a.state}"><p class="muted">${kind} ${a.label} · attempt started ${when(a.startedAt)} · ${head}${a.cutBytes ? ` · ${a.cutBytes} bytes cut by the cap` : ''}</p>${attemptOutput(a)}</div>`;
 }
 
+/**
+ * A finished attempt whose step result keeps the tails: one line, and an empty <pre> that tells the
+ * page's script which of its chunks are shown already (by the tails below), so none is added again.
+ */
+function endedLine(kind: string, a: AttemptView): SafeHtml {
+  return html`<div class="attempt" data-attempt="${a.attempt}" data-attempt-state="ended"><p class="muted">${kind} ${a.label} · attempt started ${when(a.startedAt)} · <span class="attempt-state ended">${a.end}</span>${a.cutBytes ? ` · ${a.cutBytes} bytes cut by the cap` : ''}</p><pre class="live" data-attempt="${a.attempt}" data-seq="${a.lastSeq}" hidden></pre></div>`;
+}
+
 function stepHead(s: StepView, now: number): SafeHtml {
   const running = s.attempts.filter((a) => a.state === 'running').at(-1);
   const state =
@@ -42,7 +50,7 @@ export function stepsSection(v: RunView, now: number): SafeHtml {
     ? none('no step started yet')
     : html`${v.steps.map(
         (s) => html`<div class="step" data-step="${s.name}" data-state="${s.state}" data-source="${s.index !== null ? `step:${s.index}` : ''}">${stepHead(s, now)}
-${s.attempts.filter((a) => a.state !== 'ended' || (s.state !== 'ok' && !s.stdoutTail && !s.stderrTail)).map((a) => attemptBlock('step', a, now))}${s.stdoutTail ? html`<pre class="stdout">${s.stdoutTail}</pre>` : ''}${s.stderrTail ? html`<pre class="stderr">${s.stderrTail}</pre>` : ''}</div>`,
+${s.attempts.map((a) => (a.state === 'ended' && (s.stdoutTail || s.stderrTail) ? endedLine('step', a) : attemptBlock('step', a, now)))}${s.stdoutTail ? html`<pre class="stdout">${s.stdoutTail}</pre>` : ''}${s.stderrTail ? html`<pre class="stderr">${s.stderrTail}</pre>` : ''}</div>`,
       )}`;
   return html`<section id="steps" data-output="/api/runs/${v.run.id}/output" data-output-after="${v.outputSeq}"><h2>Steps</h2>${body}</section>`;
 }
