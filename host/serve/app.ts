@@ -8,6 +8,7 @@ import type { CommitFeed } from './commit-feed';
 import type { ReconcileRequest, ServeDeps } from './deps';
 import { commitEvents } from './events';
 import { outputEvents } from './output-events';
+import { diffFragment, readSnapshotDiff } from './snapshot-diff';
 import { layout } from './layout';
 import { runFragment } from './run-page';
 import { readRunView } from './run-view';
@@ -77,6 +78,13 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed, hosts: { allowed: ()
     const forked = c.req.query('forked');
     const link = forked && /^[A-Za-z0-9_-]+$/.test(forked) ? { href: `/runs/${forked}`, text: `open run ${forked}` } : undefined;
     return c.html(layout(`run ${id}`, body, live, c.req.query('said'), link).value);
+  });
+
+  // What changed in the workspace between two snapshots of the run, from their manifests (no sandbox).
+  app.get('/runs/:id/diff', async (c) => {
+    const id = c.req.param('id');
+    const d = await readSnapshotDiff(deps.store, id, c.req.query('from') ?? '', c.req.query('to') ?? '');
+    return c.html(layout(`diff of run ${id}`, diffFragment(id, d)).value, 'refused' in d ? 404 : 200);
   });
 
   // Prometheus text format; behind the same token as the rest (a scraper sends Authorization: Bearer).
