@@ -5,6 +5,7 @@ import { STEP_KIND } from '../plan';
 import type { RunDescription, ServeDeps } from './deps';
 import { attemptsOf, attemptState, type AttemptState, type OutputPart } from '../output';
 import { nameFromMeta } from '../store';
+import { lineageOf, type LineageNode } from '../fork';
 
 /** Entries per page of a run's record (newest first; older pages on demand). */
 export const ENTRY_PAGE = 100;
@@ -23,6 +24,8 @@ export interface RunView extends RunDescription {
   name: string | null;
   /** Why the run waits or stopped, from the transition into its state (null while it runs or when completed). */
   parkReason: string | null;
+  /** The whole fork tree the run belongs to, from its oldest ancestor, every depth (null when it has no forks and no parent). */
+  tree: TreeNode | null;
   /** Every attempt's live output (the end of it), steps' and tool calls'. */
   output: AttemptView[];
   /** The newest output chunk shown: the page's output events start after it. */
@@ -58,6 +61,16 @@ export interface AttemptView {
   /** The newest chunk shown: the page's script appends only later ones. */
   lastSeq: number;
 }
+
+/** One run of a fork tree: where it was forked from, and its own forks. */
+export interface TreeNode {
+  runId: string;
+  state: string;
+  checkpoint: string | null;
+  children: TreeNode[];
+}
+
+const treeOf = (n: LineageNode): TreeNode => ({ runId: n.run.id, state: n.run.state, checkpoint: n.forkedFrom?.checkpoint ?? null, children: n.children.map(treeOf) });
 
 /** Characters of an attempt's output a page shows (the end of it). */
 export const ATTEMPT_TAIL = 16_000;
@@ -186,6 +199,7 @@ export async function readRunView(deps: ServeDeps, runId: string, before?: numbe
     olderBefore: page.length > ENTRY_PAGE ? entries[entries.length - 1]!.seq : null,
     name,
     parkReason: parkReasonOf(d),
+    tree: d.forkedFrom || d.forks.length ? treeOf((await lineageOf(deps.store, runId)).root) : null,
     steps: stepsOf(d, output),
     output,
     outputSeq,
