@@ -62,5 +62,5 @@ ${d.changes.length === 0 ? html`<p class="muted">the two workspaces are the same
 export function diffForm(runId: string, snaps: readonly Snapshot[]): SafeHtml {
   if (snaps.length < 2) return html``;
   const options = (selected: string) => snaps.map((s) => html`<option value="${s.id}"${s.id === selected ? html` selected` : ''}>${s.checkpoint} (${s.id})</option>`);
-  return html`<form id="diff-form" method="get" action="/runs/${runId}/diff">compare workspace <select name="from">${options(snaps[snaps.length - 2]!.id)}</select> with <select name="to">${options(snaps[snaps.length - 1]!.id)}</select> <button type="submit">diff</button></form>`;
+  return html`<section id="compare"><h2>Compare workspaces</h2><form id="diff-form" method="get" action="/runs/${runId}/diff">what changed from <select name="from">${options(snaps[snaps.length - 2]!.id)}</select> to <select name="to">${options(snaps[snaps.length - 1]!.id)}</select> <button type="submit">diff</button></form></section>`;
 }
