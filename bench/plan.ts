@@ -17,6 +17,8 @@
  *   rewrote all 300; interleaved, ratio of medians of 5.
  * - long_line_vs_lines: one step printing 48 MiB on one line vs in 100-character lines, through
  *   `berth run` with live progress (bench/_plan-output.ts); with the peak RSS of each.
+ *   plan.streaming_output_vs_buffered: a step printing 50 MB in lines, its output written to the store
+ *   while it runs vs only the receipt's tails (bench/_plan-streaming.ts; BENCH_PLAN_ONLY=streaming).
  *
  * `BENCH_PLAN_IMAGE` (default berth/dev:latest), `BENCH_PLAN_ROUNDS` (default 2), `BENCH_PLAN_ONLY` (`micro` or
  * `output`: only those figures).
@@ -40,6 +42,7 @@ import { systemClock } from '../host/support';
 import type { Report } from './run';
 import { median, timed } from './_stats';
 import { outputShapes } from './_plan-output';
+import { streamingOutput } from './_plan-streaming';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..');
@@ -227,6 +230,7 @@ export default async function planBench(report: Report): Promise<void> {
     const env = parseEnvironment(envYaml(imageRef, digest), join(dir, 'env.yaml'));
     if (process.env.BENCH_PLAN_ONLY === 'micro') return await snapshotCosts(docker, env, dir, report);
     if (process.env.BENCH_PLAN_ONLY === 'output') return await outputShapes(root, dir, hostId, report);
+    if (process.env.BENCH_PLAN_ONLY === 'streaming') return await streamingOutput(root, dir, hostId, report);
     const berth: Array<Awaited<ReturnType<typeof berthRun>>> = [];
     const raw: number[] = [];
     for (let i = 0; i < rounds; i++) {
@@ -244,6 +248,7 @@ export default async function planBench(report: Report): Promise<void> {
     report('raw_build_ms', median(raw), 'absolute');
     await snapshotCosts(docker, env, dir, report);
     await outputShapes(root, dir, hostId, report);
+    await streamingOutput(root, dir, hostId, report);
   } finally {
     for (const c of await docker.listContainers({ all: true, filters: { label: [`berth.host=${hostId}`] } })) await docker.getContainer(c.Id).remove({ force: true }).catch(() => {});
     // Snapshot images of this bench (the CLI keeps the newest ones of each run).

@@ -6,8 +6,11 @@
  *   serve.run_page_10k_ms          GET of a run page whose run has 10,000 entries (newest page shown)
  *   serve.streams_50_vs_1          commit-to-event p50 with 50 streams (every arrival) over 1 stream
  *                                  (streams_50_slowest_p50_ms: the last of the 50 per commit)
+ *   serve.runs_list_10k_ms, runs_filter_10k_ms, runs_search_10k_ms, list_bytes_per_commit: bench/_serve-list.ts
+ *   serve.live_line_to_browser_ms_p50  a line handed to a step's output writer (as the sandbox's
+ *                                  output callback hands it) until the run page in chromium shows it
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
@@ -17,6 +20,22 @@ import { startServe } from '../host/serve';
 import { openSqliteStore } from '../host/store';
 import type { Suite } from './run';
 import { median } from './_stats';
+import { loadPlan, PlanRunInputSchema } from '../host/plan';
+import { plainJson, type Json } from '../host/model';
+import { liveLineToBrowser } from './_serve-live';
+import { runsList } from './_serve-list';
+
+/**
+ * A plan's root input as `berth run` commits it: the run page reads the plan (its steps, pending
+ * ones included) from there. The run is never driven, so the image digest is never looked up.
+ */
+async function planInput(dir: string): Promise<Json> {
+  mkdirSync(join(dir, 'ws'), { recursive: true });
+  writeFileSync(join(dir, 'env.yaml'), `kernel: { name: berth, version: 0.1.0, compatible: ">=0.1.0 <0.2.0" }\nimage: { ref: "berth/tiny:latest", digest: "sha256:${'0'.repeat(64)}" }\nresources: { memoryMb: 256, commandTimeoutS: 120 }\nlease: { ttlS: 600, heartbeatS: 10 }\n`);
+  writeFileSync(join(dir, 'plan.yaml'), 'name: bench-serve\nenvironment: env.yaml\nworkspace: ws\nsteps:\n  - name: one\n    run: "true"\n  - name: two\n    run: "true"\n');
+  const loaded = await loadPlan(join(dir, 'plan.yaml'));
+  return plainJson(PlanRunInputSchema.parse({ planFile: loaded.file, plan: loaded.plan, environment: loaded.environment, envFingerprint: loaded.envFingerprint, workspaceDir: loaded.workspaceDir }));
+}
 
 const ROUNDS = Number(process.env.BENCH_SERVE_ROUNDS ?? 60);
 
@@ -83,12 +102,13 @@ const serve: Suite = async (report) => {
   );
   const headers = { authorization: `Bearer ${token}` };
   try {
+    const input = await planInput(dir);
     await writer.commit({
       sessionId: 'ses_b',
       label: 'start',
       createSession: {},
       runs: [{ id: 'run_b', kind: 'plan', submissionId: null, rootTaskId: 'root', versions: { kernel: '0.1.0' } }],
-      tasks: [{ id: 'root', runId: 'run_b', parentId: null, kind: 'plan', kindVersion: 1, phase: 'p', input: null }],
+      tasks: [{ id: 'root', runId: 'run_b', parentId: null, kind: 'plan', kindVersion: 1, phase: 'p', input }],
       runTransitions: [{ runId: 'run_b', from: 'admitted', to: 'running', actor: 'bench', reason: 'start' }],
     });
 
@@ -136,6 +156,9 @@ const serve: Suite = async (report) => {
       if (!body.includes('older entries')) throw new Error('the run page did not page its 10,000 entries');
     }
     report('run_page_10k_ms', median(times.slice(3)), 'absolute');
+
+    await liveLineToBrowser({ url: server.url, token, writer, input, report });
+    await runsList({ url: server.url, token, path, writer, report });
   } finally {
     await server.close();
     await writer.close();

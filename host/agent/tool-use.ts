@@ -7,6 +7,7 @@ import type { AgentRunInput, ToolCallInput } from './agent-input';
 import { resolveToolSecrets } from './run-secrets';
 import { secretSandbox, sweepSecretFiles } from './secret-sandbox';
 import { meteredSandbox } from './metered-sandbox';
+import { OutputWriter } from '../output';
 
 /**
  * Runs one use of a tool (its `plan`, `run` or `verify`) against the session's sandbox. The run's
@@ -19,12 +20,27 @@ export async function useTool<T>(deps: AgentDeps, ctx: PhaseContext, input: Agen
   const runId = ctx.task.runId!;
   const secrets = await resolveToolSecrets(input.environment, call.name, { runId, taskId: ctx.task.id, sessionId: ctx.task.sessionId });
   const live = deps.onLive;
+  // Written to the store while the call runs (host/output), so `berth logs -f`, the page and a
+  // reader after a crash see it; every use (plan, run, verify) of the call is an attempt of its own.
+  const output = new OutputWriter(ctx.store, { runId, source: `tool:${call.toolCallId}`, label: call.name, endSilent: false, now: () => ctx.now(), onError: (err) => ctx.log.warn({ runId, err }, 'live output of a tool call could not be written') });
   const emit = (stream: OutputStream, text: string) => {
-    if (text && live) live({ type: 'tool-output', runId, toolCallId: call.toolCallId, stream, text });
+    if (!text) return;
+    output.push(stream, text);
+    if (live) live({ type: 'tool-output', runId, toolCallId: call.toolCallId, stream, text });
   };
+  const ended = async (how: string) => output.end(how);
   const base = { signal: ctx.signal, commandTimeoutMs: input.environment.resources.commandTimeoutS * 1000 };
   const metered = (sandbox: ToolRunContext['sandbox']) => meteredSandbox(sandbox, { store: ctx.store, runId, lease, now: () => ctx.now() });
-  if (secrets.all.length === 0) return fn({ ...base, sandbox: metered(lease), onOutput: live ? emit : undefined });
+  if (secrets.all.length === 0) {
+    try {
+      const r = await fn({ ...base, sandbox: metered(lease), onOutput: emit });
+      await ended(ctx.signal.aborted ? 'cancelled' : 'returned');
+      return r;
+    } catch (err) {
+      await ended(`failed: ${err instanceof Error ? err.message : String(err)}`);
+      throw err;
+    }
+  }
 
   if (secrets.all.some((s) => s.expose === 'file')) await sweepSecretFiles(lease);
   // Execs through the sandbox are scrubbed already; these catch what a tool reports by itself.
@@ -32,14 +48,18 @@ export async function useTool<T>(deps: AgentDeps, ctx: PhaseContext, input: Agen
   const tctx: ToolRunContext = {
     ...base,
     sandbox: metered(secretSandbox(lease, secrets)),
-    onOutput: live ? (stream, text) => emit(stream, scrubbers[stream].push(text)) : undefined,
+    onOutput: (stream, text) => emit(stream, scrubbers[stream].push(text)),
   };
+  let how = 'returned';
   try {
     return scrubDeep(await fn(tctx), secrets.all);
   } catch (err) {
-    throw scrubError(err, secrets.all);
+    const scrubbed = scrubError(err, secrets.all);
+    how = `failed: ${scrubbed instanceof Error ? scrubbed.message : String(scrubbed)}`;
+    throw scrubbed;
   } finally {
     emit('stdout', scrubbers.stdout.end());
     emit('stderr', scrubbers.stderr.end());
+    await ended(ctx.signal.aborted ? 'cancelled' : how);
   }
 }

@@ -45,7 +45,7 @@ const USAGE = `usage: berth <command> [options]
   drain WORKER|HOST        ask a worker (host:pid) or every worker of a host id to drain, from anywhere
   status                   list runs
   show RUN                 state, transitions, tasks, effects, snapshots and leases of a run
-  logs RUN                 the output each step of a run produced
+  logs RUN [-f]            the output each step or tool call of a run produced, decisions, interrupted attempts (-f: follow live)
   artifacts RUN [--out DIR] the files the run's steps kept (path, size, sha256, present/missing/altered);
                            --out copies them to DIR, checking every digest
   reconcile RUN [--accept | --reject-effect] [--restore SNAPSHOT] | --verify | --fail
@@ -135,6 +135,7 @@ interface Flags extends AgentFlags, ForkFlags, ServeFlags, McpFlags {
   out?: string;
   all: boolean;
   'take-over': boolean;
+  follow: boolean;
   concurrency?: string;
   tags?: string;
   'lease-ttl'?: string;
@@ -176,7 +177,7 @@ const commands: Record<string, Handler> = {
   cancel: (ctx, args) => cancelRun(ctx(), need(args, 1, 'RUN')[0]!),
   fork: (ctx, args, flags) => forkRun(ctx(), need(args, 1, 'RUN')[0]!, flags),
   tree: (ctx, args) => tree(ctx(), need(args, 1, 'RUN')[0]!),
-  logs: (ctx, args) => logs(ctx(), need(args, 1, 'RUN')[0]!),
+  logs: (ctx, args, flags) => logs(ctx(), need(args, 1, 'RUN')[0]!, { follow: flags.follow }),
   artifacts: (ctx, args, flags) => artifactsCommand(ctx(), need(args, 1, 'RUN')[0]!, flags.out),
   agent: (ctx, args, flags) => agentRun(ctx(), need(args, 1, 'TASK')[0]!, flags),
   chat: (ctx, args, flags) => {
@@ -239,6 +240,7 @@ export async function main(argv: string[]): Promise<number> {
         out: { type: 'string' },
         all: { type: 'boolean', default: false },
         'take-over': { type: 'boolean', default: false },
+        follow: { type: 'boolean', short: 'f', default: false },
         concurrency: { type: 'string' },
         tags: { type: 'string' },
         'lease-ttl': { type: 'string' },

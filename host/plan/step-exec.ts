@@ -4,6 +4,7 @@ import type { Lease } from '../sandbox';
 import { ScrubbedStream, withSecrets, type ResolvedSecret } from '../secrets';
 import type { PlanStep } from './plan-schema';
 import type { PlanProgress } from './plan-input';
+import type { OutputWriter } from '../output';
 
 const TAIL = 4000;
 const tail = (s: string) => (s.length > TAIL ? s.slice(-TAIL) : s);
@@ -46,6 +47,8 @@ export async function execStep(
     progress: (p: PlanProgress) => void;
     /** Read back by a later owner after a crash (`Lease.stopEarlierCommands`); default `<run>:step:<index>`. */
     tag?: string;
+    /** Where the scrubbed output is written while the command runs (host/output); ended here with how the command ended. */
+    output?: OutputWriter;
   },
 ): Promise<StepReceipt> {
   // Output is scrubbed as it streams and only then cut to the tail the receipt keeps: scrubbing the
@@ -54,6 +57,7 @@ export async function execStep(
   const hashes = { stdout: createHash('sha256'), stderr: createHash('sha256') };
   const emit = (stream: 'stdout' | 'stderr', text: string) => {
     hashes[stream].update(text);
+    o.output?.push(stream, text);
     if (text) o.progress({ type: 'step-output', runId: o.runId, index: o.index, step: step.name, stream, text });
   };
   const granted = secrets.filter((s) => step.secrets.includes(s.name));
@@ -68,9 +72,15 @@ export async function execStep(
       measure: true,
       onOutput: (stream, chunk) => emit(stream, streams[stream].push(chunk)),
     }),
-  );
+  ).catch(async (err: unknown) => {
+    emit('stdout', streams.stdout.end());
+    emit('stderr', streams.stderr.end());
+    await o.output?.end(`stopped: ${err instanceof Error ? err.message : String(err)}`);
+    throw err;
+  });
   emit('stdout', streams.stdout.end());
   emit('stderr', streams.stderr.end());
+  await o.output?.end(endLine(r));
   return {
     exitCode: r.exitCode,
     timedOut: r.timedOut,
@@ -84,6 +94,12 @@ export async function execStep(
     outputDigest: `sha256:${createHash('sha256').update(`stdout:${hashes.stdout.digest('hex')}\nstderr:${hashes.stderr.digest('hex')}`).digest('hex')}`,
     ...(r.usage ? { usage: r.usage } : {}),
   };
+}
+
+/** How a command ended, as its output's `end` chunk says it. */
+function endLine(r: { exitCode: number; timedOut: boolean; cancelled: boolean; oomKilled: boolean; sandboxLost: boolean; durationMs: number }): string {
+  const how = r.timedOut ? 'timed out' : r.cancelled ? 'cancelled' : r.sandboxLost ? 'sandbox lost' : r.oomKilled ? `killed for memory (exit ${r.exitCode})` : `exit ${r.exitCode}`;
+  return `${how} after ${r.durationMs.toFixed(0)} ms`;
 }
 
 /** The tag a step's command carries in its sandbox, by which a later owner finds what became of it after a crash. */

@@ -10,6 +10,7 @@ import { nextIndexOf, stepEffectId } from './checkpoints';
 import { isAcceptanceStep, runSteps } from './plan-schema';
 import { stepArtifacts } from './step-artifacts';
 import type { ArtifactStore } from '../artifacts';
+import { OutputWriter } from '../output';
 
 const SANDBOX_GONE = new Set(['sandbox_unavailable', 'container_missing', 'container_stopped', 'engine_unreachable', 'engine_error', 'lease_released']);
 
@@ -147,8 +148,11 @@ export async function runStep(ctx: TypedPhaseContext<StepInput>, sb: RunSandbox,
       if (!isBerthError(err)) throw err;
       return { type: 'fail', error: { code: err.code, message: `step ${step.name}: ${err.message}` } };
     }
+    // A new attempt's output: what an attempt a crash cut off printed stays in the store beside it.
+    // BERTH_LIVE_OUTPUT=off keeps only the receipt's tails (the buffered capture of before; the bench compares the two).
+    const output = process.env.BERTH_LIVE_OUTPUT === 'off' ? undefined : new OutputWriter(ctx.store, { runId, source: `step:${index}`, label: step.name, now: () => ctx.now(), onError: (err) => ctx.log.warn({ runId, err }, 'live output of a step could not be written; its receipt keeps the tails') });
     const out = await ctx.perform({ ...spec, id: actionId }, async (signal) =>
-      execStep(held, step, env, secrets, { runId, index, signal, progress })
+      execStep(held, step, env, secrets, { runId, index, signal, progress, output })
         .then(async (r) => {
           // Recorded before the receipt's commit: a command that ran is paid for, even when the
           // host dies before its result is committed and the step runs again.

@@ -7,10 +7,13 @@ import { csrfToken, requireCsrf, requireToken } from './auth';
 import type { CommitFeed } from './commit-feed';
 import type { ReconcileRequest, ServeDeps } from './deps';
 import { commitEvents } from './events';
+import { outputEvents } from './output-events';
+import { diffFragment, readSnapshotDiff } from './snapshot-diff';
 import { layout } from './layout';
 import { runFragment } from './run-page';
 import { readRunView } from './run-view';
-import { readRuns, runsFragment } from './runs-page';
+import { filterQuery, listQuery, readRuns, runRow, runsFragment, type RunsFilter } from './runs-page';
+import { html } from './html';
 import { downloadArtifact } from './artifact-download';
 import { requireHost } from './host-check';
 import { mountApiV1 } from './api-v1';
@@ -47,13 +50,22 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed, hosts: { allowed: ()
   app.get('/assets/style.css', (c) => c.body(STYLE_CSS, 200, { 'content-type': 'text/css; charset=utf-8', 'cache-control': 'no-cache' }));
 
   const states = (c: Context): RunState[] => (c.req.queries('state') ?? []).filter(isRunState);
+  const filterOf = (c: Context): RunsFilter => ({ states: states(c), search: (c.req.query('q') ?? '').trim().slice(0, 200), from: c.req.query('from') ?? '', to: c.req.query('to') ?? '', page: positive(c.req.query('page')) ?? 1 });
   app.get('/', async (c) => {
-    const s = states(c);
+    const f = filterOf(c);
     const after = await deps.store.lastCommitLogSeq();
-    const body = runsFragment(await readRuns(deps, s), s.join(', ') || undefined);
+    const body = runsFragment(await readRuns(deps, listQuery(f)), f);
     if (c.req.query('fragment')) return c.html(body.value);
-    const q = s.map((x) => `state=${x}`).join('&');
-    return c.html(layout('runs', body, { events: '/api/events', fragment: `/?fragment=1${q ? `&${q}` : ''}`, after }).value);
+    const q = filterQuery(f);
+    // Rows, not the list, follow the commits: each commit costs its session's rows (runs-rows below).
+    return c.html(layout('runs', body, { events: '/api/events', fragment: `/?fragment=1${q ? `&${q}` : ''}`, after, rows: `/runs-rows?${q}` }).value);
+  });
+  // The rows of the runs of some sessions that match the list's filter: what a commit changed in an open list.
+  app.get('/runs-rows', async (c) => {
+    const sessions = (c.req.queries('session') ?? []).slice(0, 100);
+    const f = filterOf(c);
+    const { rows } = await readRuns(deps, listQuery(f, { sessionIds: sessions, limit: 200, offset: 0 }));
+    return c.html(html`<table><tbody>${rows.map(runRow)}</tbody></table>`.value);
   });
   app.get('/runs/:id', async (c) => {
     const id = c.req.param('id');
@@ -69,9 +81,21 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed, hosts: { allowed: ()
     return c.html(layout(`run ${id}`, body, live, c.req.query('said'), link).value);
   });
 
+  // What changed in the workspace between two snapshots of the run, from their manifests (no sandbox).
+  app.get('/runs/:id/diff', async (c) => {
+    const id = c.req.param('id');
+    const d = await readSnapshotDiff(deps.store, id, c.req.query('from') ?? '', c.req.query('to') ?? '');
+    return c.html(layout(`diff of run ${id}`, diffFragment(id, d)).value, 'refused' in d ? 404 : 200);
+  });
+
   // Prometheus text format; behind the same token as the rest (a scraper sends Authorization: Bearer).
   app.get('/metrics', async (c) => c.body(await metricsText(deps.store, process.env.BERTH_HOST_ID ?? hostname()), 200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' }));
-  app.get('/api/runs', async (c) => c.json({ runs: await readRuns(deps, states(c)) }));
+  app.get('/api/runs', async (c) => {
+    const f = filterOf(c);
+    const limit = Math.min(positive(c.req.query('limit')) ?? 50, 1000);
+    const { rows, total } = await readRuns(deps, listQuery(f, { limit, offset: (f.page - 1) * limit }));
+    return c.json({ runs: rows, total });
+  });
   app.get('/api/runs/:id', async (c) => c.json(await readRunView(deps, c.req.param('id'), positive(c.req.query('before')))));
   app.get('/api/runs/:id/events', async (c) => {
     const run = await deps.store.getRun(c.req.param('id'));
@@ -79,6 +103,12 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed, hosts: { allowed: ()
     return commitEvents(c, deps.store, feed, run.sessionId);
   });
   app.get('/api/events', (c) => commitEvents(c, deps.store, feed, undefined));
+  // A run's live output, chunk by chunk, while its steps and tool calls run.
+  app.get('/api/runs/:id/output', async (c) => {
+    const run = await deps.store.getRun(c.req.param('id'));
+    if (!run) return c.json({ error: { code: 'run_not_found', message: `no run ${c.req.param('id')}` } }, 404);
+    return outputEvents(c, deps.store, feed, run.id);
+  });
 
   // Actions: POST + CSRF (checked above); each calls the CLI's own code path with the operator as actor.
   const act = (name: string, run: (c: Context, form: Record<string, string>) => Promise<string | { said: string; forkRunId: string | null }>) =>

@@ -20,7 +20,7 @@ export const LIVE_JS = `(() => {
       do {
         again = false;
         const r = await fetch(root.dataset.fragment, { credentials: 'same-origin' });
-        if (r.ok) { root.innerHTML = await r.text(); live.refreshes++; }
+        if (r.ok) { const text = await r.text(); live.bytes += text.length; root.innerHTML = text; live.refreshes++; if (live.replay) live.replay(); }
       } while (again);
     } catch (e) { /* the next commit tries again */ } finally { busy = false; }
   }
@@ -29,11 +29,109 @@ export const LIVE_JS = `(() => {
   live.source = es;
   es.addEventListener('open', () => { live.state = 'open'; live.opens = (live.opens || 0) + 1; });
   es.addEventListener('error', () => { live.state = 'reconnecting'; });
+  // The runs list: a commit re-reads only its session's rows (data-rows), never the whole list.
+  live.bytes = 0;
+  const dirty = new Set();
+  let rowsBusy = false;
+  async function rows() {
+    if (rowsBusy || dirty.size === 0) return;
+    rowsBusy = true;
+    try {
+      while (dirty.size) {
+        const sessions = [...dirty].slice(0, 50);
+        for (const s of sessions) dirty.delete(s);
+        const sep = root.dataset.rows.includes('?') ? '&' : '?';
+        const r = await fetch(root.dataset.rows + sep + sessions.map((s) => 'session=' + encodeURIComponent(s)).join('&'), { credentials: 'same-origin' });
+        if (!r.ok) continue;
+        const text = await r.text();
+        live.bytes += text.length;
+        const t = document.createElement('template');
+        t.innerHTML = text;
+        const body = root.querySelector('#runs tbody');
+        if (!body) { refresh(); continue; }
+        const fresh = [...t.content.querySelectorAll('tr[data-run]')];
+        const kept = new Set(fresh.map((tr) => tr.dataset.run));
+        // A run of these sessions that no longer matches the filter leaves the list.
+        for (const tr of body.querySelectorAll('tr[data-session]')) if (sessions.includes(tr.dataset.session) && !kept.has(tr.dataset.run)) tr.remove();
+        // A run not on this page is added only when it is newer than every run shown (a new run on
+        // the first page); an older run that committed belongs to a later page.
+        const first = !/[?&]page=/.test(location.search);
+        const newest = Math.max(0, ...[...body.querySelectorAll('tr[data-created]')].map((tr) => Number(tr.dataset.created)));
+        for (const tr of fresh.reverse()) {
+          const old = body.querySelector('tr[data-run="' + CSS.escape(tr.dataset.run) + '"]');
+          if (old) old.replaceWith(tr);
+          else if (first && Number(tr.dataset.created) >= newest) body.prepend(tr);
+        }
+        live.refreshes++;
+      }
+    } catch (e) { /* the next commit tries again */ } finally { rowsBusy = false; }
+  }
   es.addEventListener('commit', (ev) => {
     live.events.push(Number(ev.lastEventId));
     live.lastEventAt = Date.now();
-    refresh();
+    live.bytes += ev.data.length + ev.lastEventId.length + 20;
+    if (root.dataset.rows) {
+      try { dirty.add(JSON.parse(ev.data).sessionId); } catch (e) { return; }
+      setTimeout(rows, 30);
+    } else refresh();
   });
+  // Live output: chunks appended as text (never markup) to their attempt's <pre>, each once (data-seq);
+  // after a fragment swap the recent chunks are applied again, so none the swap dropped is lost.
+  const outHost = root.querySelector('[data-output]');
+  if (outHost) {
+    live.output = [];
+    const recent = [];
+    const place = (c) => {
+      let pre = root.querySelector('pre.live[data-attempt="' + CSS.escape(c.attempt) + '"]');
+      if (!pre) {
+        const host = root.querySelector('[data-source="' + CSS.escape(c.source) + '"]') || root.querySelector('[data-output]');
+        if (!host) return;
+        const div = document.createElement('div');
+        div.className = 'attempt';
+        div.dataset.attempt = c.attempt;
+        div.dataset.attemptState = 'running';
+        const p = document.createElement('p');
+        p.className = 'muted';
+        p.textContent = (c.source.startsWith('tool:') ? 'tool ' : 'step ') + c.label + ' · attempt started ' + new Date(c.at).toISOString() + ' · running for ';
+        const el = document.createElement('span');
+        el.className = 'elapsed';
+        el.dataset.since = String(c.at);
+        el.textContent = '0s';
+        p.append(el);
+        pre = document.createElement('pre');
+        pre.className = 'live';
+        pre.dataset.attempt = c.attempt;
+        pre.dataset.seq = '0';
+        div.append(p, pre);
+        host.append(div);
+      }
+      if (c.seq <= Number(pre.dataset.seq || 0)) return;
+      pre.dataset.seq = String(c.seq);
+      if (c.channel === 'end') {
+        const head = pre.previousElementSibling;
+        if (head) { for (const e of head.querySelectorAll('.elapsed')) e.remove(); head.textContent = head.textContent.replace(/ · running for $/, '') + ' · ' + c.text; }
+        return;
+      }
+      if (c.channel === 'stderr') { const s = document.createElement('span'); s.className = 'err'; s.textContent = c.text; pre.append(s); }
+      else pre.append(document.createTextNode(c.text));
+      pre.scrollTop = pre.scrollHeight;
+    };
+    live.replay = () => { for (const c of recent) place(c); };
+    const osep = outHost.dataset.output.includes('?') ? '&' : '?';
+    const os = new EventSource(outHost.dataset.output + osep + 'after=' + encodeURIComponent(outHost.dataset.outputAfter || '0'));
+    live.outputSource = os;
+    os.addEventListener('output', (ev) => {
+      const c = JSON.parse(ev.data);
+      recent.push(c);
+      if (recent.length > 2000) recent.shift();
+      place(c);
+      live.output.push({ seq: c.seq, at: Date.now() });
+      if (live.output.length > 5000) live.output.shift();
+    });
+  }
+  // Running steps show how long they have run: counted here between commits.
+  const fmt = (ms) => { const s = Math.round(ms / 1000); return s < 60 ? s + 's' : s < 3600 ? Math.floor(s / 60) + 'm' + String(s % 60).padStart(2, '0') + 's' : Math.floor(s / 3600) + 'h' + String(Math.floor((s % 3600) / 60)).padStart(2, '0') + 'm'; };
+  setInterval(() => { for (const e of root.querySelectorAll('.elapsed[data-since]')) e.textContent = fmt(Date.now() - Number(e.dataset.since)); }, 1000);
 })();
 `;
 
@@ -56,4 +154,9 @@ pre { background: #0f1720; color: #e6edf3; padding: 6px 8px; overflow-x: auto; m
 form.inline { display: inline; }
 button { cursor: pointer; }
 code { font-size: 12px; }
+pre .err { color: #ffb4a8; } pre .cut { color: #f0d27a; font-style: italic; }
+.attempt-state.interrupted { color: #b3261e; font-weight: 600; } .attempt-state.running { color: #1f5fbf; font-weight: 600; }
+table.receipt { width: auto; font-size: 12px; } table.receipt th { color: #6a7580; font-weight: 500; }
+#filter { margin: 0 0 8px; } #park-reason { padding: 4px 8px; background: #fff7d6; }
+.step { padding: 4px 0; border-bottom: 1px solid #eef0f3; } .step[data-state="pending"] { color: #6a7580; }
 `;

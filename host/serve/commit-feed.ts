@@ -15,6 +15,8 @@ export class CommitFeed {
   private base = 0;
   private recent: LoggedCommit[] = [];
   private readonly waiters = new Set<() => void>();
+  /** The newest live-output sequence seen (host/output): output is not a commit, but it is announced here too. */
+  private outputLast = -1;
   private timer: NodeJS.Timeout | undefined;
   private polling: Promise<void> | undefined;
 
@@ -45,9 +47,23 @@ export class CommitFeed {
     return Math.max(this.last, 0);
   }
 
+  /** The newest live-output sequence the feed has seen. */
+  get newestOutput(): number {
+    return Math.max(this.outputLast, 0);
+  }
+
+  /** Resolves true when live output after `after` is seen; false when the signal aborts or `maxMs` passes. */
+  waitOutputBeyond(after: number, signal: AbortSignal, maxMs: number): Promise<boolean> {
+    return this.waitFor(() => this.outputLast > after, signal, maxMs);
+  }
+
   /** Resolves true when a commit after `after` is seen; false when the signal aborts or `maxMs` passes. */
-  async waitBeyond(after: number, signal: AbortSignal, maxMs: number): Promise<boolean> {
-    if (this.last > after) return true;
+  waitBeyond(after: number, signal: AbortSignal, maxMs: number): Promise<boolean> {
+    return this.waitFor(() => this.last > after, signal, maxMs);
+  }
+
+  private async waitFor(moved: () => boolean, signal: AbortSignal, maxMs: number): Promise<boolean> {
+    if (moved()) return true;
     if (signal.aborted) return false;
     return new Promise<boolean>((resolve) => {
       const done = (moved: boolean) => {
@@ -59,7 +75,7 @@ export class CommitFeed {
       };
       const stop = () => done(false);
       const check = () => {
-        if (this.last > after) done(true);
+        if (moved()) done(true);
       };
       const t = setTimeout(stop, maxMs);
       signal.addEventListener('abort', stop, { once: true });
@@ -91,6 +107,8 @@ export class CommitFeed {
           if (fresh.length === RECENT) this.base = fresh[0]!.seq - 1 > this.base ? fresh[0]!.seq - 1 : this.base;
         }
       }
+      // Only the newest number: each output stream reads its own run's chunks when it moves.
+      if (this.waiters.size > 0 || this.outputLast < 0) this.outputLast = await this.store.lastOutputSeq();
     } catch {
       // A closed or busy store: the next tick tries again; streams keep their place.
     }

@@ -1,7 +1,7 @@
 import { html, jsonText, type SafeHtml } from './html';
 import { when } from './layout';
 import { section } from './run-sections';
-import type { RunView } from './run-view';
+import type { RunView, TreeNode } from './run-view';
 
 const none = (what: string) => html`<p class="muted">${what}</p>`;
 const fixed = (n: number, d = 3) => (Number.isInteger(n) ? String(n) : n.toFixed(d));
@@ -44,5 +44,9 @@ export function lineageSection(v: RunView): SafeHtml {
   const forks = v.forks.length
     ? html`<p>forks:</p><ul id="forks">${v.forks.map((f) => html`<li data-fork="${f.runId}"><a href="/runs/${f.runId}">${f.runId}</a> ${f.state}</li>`)}</ul>`
     : html``;
-  return section('lineage', 'Lineage', v.forkedFrom || v.forks.length ? html`${parent}${forks}` : none('an original run with no forks'));
+  // The whole tree, every depth, this run marked: a fork of a fork is reachable from any run in it.
+  const node = (n: TreeNode): SafeHtml =>
+    html`<li data-tree-run="${n.runId}"${n.runId === v.run.id ? html` class="current"` : ''}><a href="/runs/${n.runId}">${n.runId}</a> ${n.state}${n.checkpoint ? html` <span class="muted">at ${n.checkpoint}</span>` : ''}${n.children.length ? html`<ul>${n.children.map(node)}</ul>` : ''}</li>`;
+  const tree = v.tree ? html`<p>fork tree:</p><ul id="fork-tree">${node(v.tree)}</ul>` : html``;
+  return section('lineage', 'Lineage', v.forkedFrom || v.forks.length ? html`${parent}${forks}${tree}` : none('an original run with no forks'));
 }

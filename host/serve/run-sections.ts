@@ -4,6 +4,7 @@ import type { Effect, Entry } from '../model';
 import { html, jsonText, type SafeHtml } from './html';
 import { duration, postForm, stateBadge, when } from './layout';
 import type { RunView } from './run-view';
+import { receiptTable } from './receipt-table';
 
 /** One section per concept; `id` is the anchor and the test hook. */
 export const section = (id: string, title: string, body: SafeHtml | string) => html`<section id="${id}"><h2>${title}</h2>${body}</section>`;
@@ -25,19 +26,11 @@ export function tasksSection(v: RunView): SafeHtml {
   return section('tasks', 'Task tree', v.tasks.length ? walk(null) : none('no tasks'));
 }
 
-export function stepsSection(v: RunView): SafeHtml {
-  if (v.run.kind !== 'plan') return html``;
-  return section('steps', 'Steps', v.steps.length === 0 ? none('no step started yet') : html`${v.steps.map(
-    (s) => html`<div class="step" data-step="${s.name}"><strong>${s.name}</strong> ${s.status}${s.exitCode !== null ? ` · exit ${s.exitCode}` : ''} · ${duration(s.durationMs)}${s.snapshotId ? html` · snapshot <code>${s.snapshotId}</code>` : ''}
-${s.stdoutTail ? html`<pre class="stdout">${s.stdoutTail}</pre>` : ''}${s.stderrTail ? html`<pre class="stderr">${s.stderrTail}</pre>` : ''}</div>`,
-  )}`);
-}
-
 const uncertain = (e: Effect) => e.status === 'unknown' || e.status === 'executing';
 
 export function effectsSection(v: RunView): SafeHtml {
   return section('effects', 'Effects', v.effects.length === 0 ? none('no effects') : html`<table><thead><tr><th>key</th><th>kind</th><th>replay</th><th>status</th><th>attempts</th><th>receipt</th></tr></thead><tbody>${v.effects.map(
-    (e) => html`<tr${uncertain(e) ? html` class="attention"` : ''}><td><code>${e.id}</code></td><td>${e.kind}</td><td>${e.replay}</td><td>${e.status}</td><td>${e.attempts}</td><td>${e.receipt === null ? '—' : html`<pre>${jsonText(e.receipt)}</pre>`}</td></tr>`,
+    (e) => html`<tr${uncertain(e) ? html` class="attention"` : ''}><td><code>${e.id}</code></td><td>${e.kind}</td><td>${e.replay}</td><td>${e.status}</td><td>${e.attempts}</td><td>${e.receipt === null ? '—' : receiptTable(e.receipt)}</td></tr>`,
   )}</tbody></table>`);
 }
 
@@ -143,7 +136,7 @@ export function entriesSection(v: RunView): SafeHtml {
         return html`<div class="entry">${head} ${r.decision} by ${r.by}</div>`;
       }
       default:
-        return html`<div class="entry">${head}<pre>${jsonText(e.body)}</pre></div>`;
+        return html`<div class="entry">${head}${receiptTable(e.body)}</div>`;
     }
   };
   return section('record', v.run.kind === 'agent' ? 'Conversation and record (newest first)' : 'Record (newest first)', html`${v.entries.length ? v.entries.map(one) : none('no entries')}${v.olderBefore !== null ? html`<p><a id="older" href="/runs/${v.run.id}?before=${v.olderBefore}">older entries</a></p>` : ''}`);

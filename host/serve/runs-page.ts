@@ -1,6 +1,7 @@
 import { acceptanceOf, type AcceptanceView } from '../acceptance';
 import { costOfRun, type RunCost } from '../cost';
 import type { Run, RunState } from '../model';
+import type { RunListQuery } from '../store';
 import type { ServeDeps } from './deps';
 import { html, type SafeHtml } from './html';
 import { duration, stateBadge, when } from './layout';
@@ -8,10 +9,14 @@ import { duration, stateBadge, when } from './layout';
 /** States that wait for a person: listed first. */
 export const NEEDS_A_PERSON: readonly RunState[] = ['awaiting_approval', 'needs_reconciliation'];
 const FINAL: readonly RunState[] = ['completed', 'failed', 'cancelled'];
+/** Runs per page of the list. */
+export const RUNS_PAGE = 50;
 
 /** One row of the runs list; also an item of `GET /api/runs`. */
 export interface RunRow {
   run: Run;
+  /** The plan's name, or the first line of the agent task. */
+  name: string | null;
   owner: string;
   needsPerson: boolean;
   durationMs: number;
@@ -19,15 +24,43 @@ export interface RunRow {
   cost: RunCost;
 }
 
-/** Every run (optionally of some states), those needing a person first, then newest first. */
-export async function readRuns(deps: ServeDeps, states?: RunState[]): Promise<RunRow[]> {
-  const runs = await deps.store.listRuns(states?.length ? { states } : {});
+/** What the list shows: state, search text, creation day window, page. Read from the query string. */
+export interface RunsFilter {
+  states: RunState[];
+  search: string;
+  /** `YYYY-MM-DD` (UTC), inclusive. */
+  from: string;
+  to: string;
+  page: number;
+}
+
+const DAY = /^\d{4}-\d{2}-\d{2}$/;
+const dayStart = (d: string) => (DAY.test(d) ? Date.parse(`${d}T00:00:00Z`) : undefined);
+
+export function listQuery(f: RunsFilter, extra: Partial<RunListQuery> = {}): RunListQuery {
+  const from = dayStart(f.from);
+  const to = dayStart(f.to);
+  return {
+    ...(f.states.length ? { states: f.states } : {}),
+    ...(f.search ? { search: f.search } : {}),
+    ...(from !== undefined && !Number.isNaN(from) ? { createdFrom: from } : {}),
+    ...(to !== undefined && !Number.isNaN(to) ? { createdTo: to + 86_400_000 } : {}),
+    limit: RUNS_PAGE,
+    offset: (Math.max(1, f.page) - 1) * RUNS_PAGE,
+    ...extra,
+  };
+}
+
+/** One page of runs (those needing a person first, then newest first), with the count of all that match. */
+export async function readRuns(deps: ServeDeps, q: RunListQuery): Promise<{ rows: RunRow[]; total: number }> {
+  const { runs, total } = await deps.store.listRunPage(q);
   const now = (deps.now ?? Date.now)();
-  // One read of the cost samples for every listed run, not one per row.
+  // One read of the cost samples for the page's runs, not one per row.
   const samples = runs.length ? await deps.store.sumCost({ runIds: runs.map((r) => r.id) }) : [];
   const rows = await Promise.all(
-    runs.map(async (run) => ({
+    runs.map(async ({ name, ...run }) => ({
       run,
+      name,
       owner: await deps.ownerLine(run),
       needsPerson: NEEDS_A_PERSON.includes(run.state),
       durationMs: (FINAL.includes(run.state) ? run.updatedAt : now) - run.createdAt,
@@ -35,20 +68,45 @@ export async function readRuns(deps: ServeDeps, states?: RunState[]): Promise<Ru
       cost: await costOfRun(deps.store, run, samples, now),
     })),
   );
-  return rows.sort((a, b) => Number(b.needsPerson) - Number(a.needsPerson) || b.run.createdAt - a.run.createdAt);
+  return { rows, total };
 }
 
-/** The runs list (the live part of `/`). */
-export function runsFragment(rows: RunRow[], state: string | undefined): SafeHtml {
-  const states = ['awaiting_approval', 'needs_reconciliation', 'running', 'completed', 'failed', 'cancelled'];
-  return html`<section><h2>Runs</h2>
-<p>filter: <a href="/">all</a> ${states.map((s) => html`· <a href="/?state=${s}">${s}</a> `)}${state ? html` — showing <strong>${state}</strong>` : ''}</p>
-${rows.length === 0
-    ? html`<p class="muted">no runs${state ? ` in ${state}` : ''}</p>`
+const STATES: readonly RunState[] = ['awaiting_approval', 'needs_reconciliation', 'running', 'completed', 'failed', 'cancelled'];
+
+/** The query string of a filter (and page), for links and the live part's row requests. */
+export function filterQuery(f: RunsFilter, page = f.page): string {
+  const p = new URLSearchParams();
+  for (const s of f.states) p.append('state', s);
+  if (f.search) p.set('q', f.search);
+  if (f.from) p.set('from', f.from);
+  if (f.to) p.set('to', f.to);
+  if (page > 1) p.set('page', String(page));
+  return p.toString();
+}
+
+/** One run's row: the live list replaces it by `data-run` when a commit of its session lands. */
+export function runRow(r: RunRow): SafeHtml {
+  return html`<tr class="${r.needsPerson ? 'attention' : ''}" data-run="${r.run.id}" data-session="${r.run.sessionId}" data-created="${r.run.createdAt}"><td><a href="/runs/${r.run.id}">${r.name ?? r.run.id}</a>${r.name ? html`<br><code class="muted">${r.run.id}</code>` : ''}</td><td>${r.run.kind}</td><td>${stateBadge(r.run.state)}</td><td>${r.owner}</td><td>${when(r.run.createdAt)}</td><td>${duration(r.durationMs)}</td><td class="acceptance">${r.acceptance.state === 'none' ? '—' : r.acceptance.state}</td><td class="cost">${costLine(r.cost)}</td></tr>`;
+}
+
+/** The filter form: a search box, a state choice and a creation window (a GET form: the filter is the URL). */
+function filterForm(f: RunsFilter): SafeHtml {
+  return html`<form id="filter" method="get" action="/"><input type="search" name="q" value="${f.search}" placeholder="search run id or name"> <select name="state"><option value="">every state</option>${STATES.map(
+    (s) => html`<option value="${s}"${f.states.includes(s) ? html` selected` : ''}>${s}</option>`,
+  )}</select> from <input type="date" name="from" value="${f.from}"> to <input type="date" name="to" value="${f.to}"> <button type="submit">filter</button> <a href="/">clear</a></form>`;
+}
+
+/** The runs list (the live part of `/`): filter, one page of rows, paging links. */
+export function runsFragment(list: { rows: RunRow[]; total: number }, f: RunsFilter): SafeHtml {
+  const pages = Math.max(1, Math.ceil(list.total / RUNS_PAGE));
+  const page = Math.min(Math.max(1, f.page), pages);
+  const nav = html`<p id="pages">${list.total} run${list.total === 1 ? '' : 's'} · page ${page} of ${pages}${page > 1 ? html` · <a id="prev" href="/?${filterQuery(f, page - 1)}">newer</a>` : ''}${page < pages ? html` · <a id="next" href="/?${filterQuery(f, page + 1)}">older</a>` : ''}</p>`;
+  const filtered = f.states.length || f.search || f.from || f.to;
+  return html`<section><h2>Runs</h2>${filterForm(f)}${nav}
+${list.rows.length === 0
+    ? html`<p class="muted">no runs${filtered ? ' match this filter' : ''}</p>`
     : html`<table id="runs"><thead><tr><th>run</th><th>kind</th><th>state</th><th>host / owner</th><th>started</th><th>duration</th><th>acceptance</th><th>cost</th></tr></thead><tbody>
-${rows.map(
-  (r) => html`<tr class="${r.needsPerson ? 'attention' : ''}" data-run="${r.run.id}"><td><a href="/runs/${r.run.id}">${r.run.id}</a></td><td>${r.run.kind}</td><td>${stateBadge(r.run.state)}</td><td>${r.owner}</td><td>${when(r.run.createdAt)}</td><td>${duration(r.durationMs)}</td><td class="acceptance">${r.acceptance.state === 'none' ? '—' : r.acceptance.state}</td><td class="cost">${costLine(r.cost)}</td></tr>`,
-)}</tbody></table>`}</section>`;
+${list.rows.map(runRow)}</tbody></table>`}</section>`;
 }
 
 /** The runs list's cost cell: tokens, sandbox CPU and lease time. */

@@ -27,6 +27,8 @@ export interface StoredArtifact extends NewArtifact {
   createdAt: number;
 }
 import type { CommitLogRecords } from './commit-log';
+import type { OutputRecords } from './output';
+import type { RunListReads } from './run-list';
 import type { ImportedRunRecords } from './imported';
 import type { OwnershipRecords } from './ownership';
 import type { RegistryDeleteRecords } from './registry-deletes';
@@ -52,7 +54,7 @@ export interface EntryFilter {
  * shape; the SQLite store answers synchronously underneath. Every state change goes through
  * {@link Store.commit}; the other writes are lease bookkeeping, which is not session state.
  */
-export interface Store extends LeaseRecords, EgressAuditRecords, AcceptanceReads, CostRecords, CommitLogRecords, ImportedRunRecords, OwnershipRecords, ForkReads, RegistryDeleteRecords {
+export interface Store extends LeaseRecords, EgressAuditRecords, AcceptanceReads, CostRecords, CommitLogRecords, ImportedRunRecords, OwnershipRecords, ForkReads, RegistryDeleteRecords, OutputRecords, RunListReads {
   readonly location: string;
   commit(input: CommitInput): Promise<CommitResult>;
 

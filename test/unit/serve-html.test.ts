@@ -5,6 +5,7 @@ import { requireCsrf, requireToken } from '../../host/serve/auth';
 import { emptyCost } from '../../host/cost';
 import { runFragment } from '../../host/serve/run-page';
 import type { RunView } from '../../host/serve/run-view';
+import { runsFragment } from '../../host/serve/runs-page';
 
 describe('serve: HTML escaping and access checks', () => {
   it('escapes every interpolated value, in text and attributes, arrays included; only html`` output passes as markup', () => {
@@ -72,5 +73,40 @@ describe('serve: HTML escaping and access checks', () => {
     expect(forkForms).toEqual(['name="at" value="snp_up"', 'name="at" value="snp_one"']);
     expect(out).toContain('action="/runs/run_a/accept"');
     expect(runFragment(view('running'), 'csrf').value).not.toContain('/accept"');
+  });
+
+  it('escapes the new fields of the run page and list: run name, park reason, step names, live output of each attempt, receipt tables, the search box and the cut marker', () => {
+    const evil = '<script>alert(1)</script>"\'`';
+    const attempt = (state: 'running' | 'interrupted' | 'ended') => ({ attempt: `out_${state}`, source: 'step:0', label: evil, state, end: state === 'ended' ? evil : null, startedAt: 1, lastAt: 2, cutBytes: 5, parts: [{ channel: 'stdout', text: evil }, { channel: 'stderr', text: evil }, { channel: 'cut', text: evil }], lastSeq: 7 });
+    const view = {
+      run: { id: 'run_a', kind: 'plan', state: 'needs_reconciliation', sessionId: 's', rootTaskId: 'root', createdAt: 1, updatedAt: 2 },
+      name: evil, parkReason: evil, output: [], outputSeq: 7,
+      owner: 'host h', approvals: [], entries: [], olderBefore: null, tokens: null, commitSeq: 0,
+      steps: [
+        { taskId: 't', index: 0, name: evil, state: 'running', status: 'running (run)', startedAt: 1, attempts: [attempt('interrupted'), attempt('running')], exitCode: null, durationMs: 198.68643699999984, stdoutTail: '', stderrTail: '', snapshotId: null },
+        { taskId: null, index: 1, name: `${evil}2`, state: 'pending', status: 'pending', startedAt: null, attempts: [], exitCode: null, durationMs: null, stdoutTail: '', stderrTail: '', snapshotId: null },
+      ],
+      transitions: [], tasks: [], leases: [], egress: { allowed: 0, denied: 0, dropped: [] }, snapshots: [], forkedFrom: null, forks: [],
+      effects: [{ id: 'e1', kind: 'plan.step', replay: 'safe', status: 'confirmed', attempts: 1, receipt: { stdoutTail: `${evil}\nline`, [evil]: { nested: evil }, list: [evil], ms: 1.23456 } }],
+      acceptance: { state: 'none', actor: null, at: null, reason: null, evidence: null, decisions: 0 },
+      cost: emptyCost(), artifacts: [],
+    } as unknown as RunView;
+    const out = runFragment(view, 'csrf').value;
+    expect(out).not.toMatch(/<script/i);
+    expect(out).not.toContain(`"'\``);
+    expect(out).toContain('<span id="run-name">&lt;script&gt;alert(1)&lt;/script&gt;&quot;&#39;&#96;</span>');
+    expect(out).toContain('id="park-reason"');
+    expect(out).toContain('data-attempt-state="interrupted"');
+    expect(out).toContain('data-attempt-state="running"');
+    expect(out).toContain('data-state="pending"');
+    expect(out).toContain('<table class="receipt">');
+    expect(out).toContain('<th>&lt;script&gt;alert(1)&lt;/script&gt;&quot;&#39;&#96;</th>');
+    expect(out).toContain('1.235');
+    expect(out).toContain('199 ms');
+    expect(out).not.toContain('198.686');
+    const list = runsFragment({ rows: [{ run: view.run as never, name: evil, owner: evil, needsPerson: true, durationMs: 5, acceptance: { state: 'none' } as never, cost: emptyCost() }], total: 1 }, { states: [], search: evil, from: evil, to: '', page: 1 }).value;
+    expect(list).not.toMatch(/<script/i);
+    expect(list).toContain('value="&lt;script&gt;alert(1)&lt;/script&gt;&quot;&#39;&#96;"');
+    expect(list).toContain('>&lt;script&gt;alert(1)&lt;/script&gt;&quot;&#39;&#96;</a>');
   });
 });

@@ -8,6 +8,7 @@
  */
 import { COMMIT_LOG_NUMBERED_BY_READERS_PG } from './commit-log-migration';
 import { IMPORTED_KEYS_MIGRATION_PG } from './imported-migration';
+import { OUTPUT_SQL_POSTGRES } from './output';
 
 export const POSTGRES_SQL: Readonly<Record<number, string>> = {
   1: `
@@ -375,6 +376,8 @@ export const POSTGRES_SQL: Readonly<Record<number, string>> = {
     ALTER TABLE egress_attempts ADD COLUMN ended_at BIGINT;
     CREATE UNIQUE INDEX egress_by_attempt ON egress_attempts(attempt_id);
   `,
+  // Live output of steps and tool calls (see postgres/output.ts).
+  23: OUTPUT_SQL_POSTGRES,
   // An artifact's permission bits in the sandbox (see the SQLite text).
   24: 'ALTER TABLE artifacts ADD COLUMN mode INTEGER;',
 };

@@ -4,6 +4,8 @@ import type { Clock } from '../../support/clock';
 import { systemClock } from '../../support/clock';
 import type { CommitInput, CommitResult } from '../commit-input';
 import type { Store } from '../store';
+import { postgresRunList } from './run-list';
+import { postgresOutput } from './output';
 import { CommitWriter } from './commit';
 import { postgresEgressAudit } from './egress';
 import { postgresLeaseRecords } from './leases';
@@ -63,6 +65,8 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
     ...postgresAcceptanceReads(pool),
     ...postgresCostRecords(pool),
     ...postgresCommitLog(pool),
+    ...postgresOutput(pool),
+    ...postgresRunList(pool),
     ...postgresImportedRuns(pool, redactUrl(url)),
     ...postgresOwnership(pool, opts.dbClock),
     async commit(input: CommitInput): Promise<CommitResult> {

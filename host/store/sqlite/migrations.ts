@@ -4,6 +4,8 @@
  */
 import { COMMIT_LOG_MIGRATION } from './commit-log';
 import { IMPORTED_KEYS_MIGRATION } from './imported-migration';
+import { OUTPUT_SQL_SQLITE } from './output';
+import { OUTPUT_MIGRATION_NAME } from '../output';
 
 export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: string }> = [
   {
@@ -465,6 +467,8 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       CREATE UNIQUE INDEX egress_by_attempt ON egress_attempts(attempt_id);
     `,
   },
+  // Live output of steps and tool calls, written while they run (host/output): see sqlite/output.ts.
+  { version: 23, name: OUTPUT_MIGRATION_NAME, sql: OUTPUT_SQL_SQLITE },
   {
     version: 24,
     name: 'artifact file mode',

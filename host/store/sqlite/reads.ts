@@ -6,7 +6,7 @@ import { toDocument, toEffect, toEntry, toRun, toRunTransition, toSession, toSub
 
 type Reads = Omit<
   Store,
-  'location' | 'commit' | 'close' | 'listArtifacts' | keyof import('../../model').LeaseRecords | keyof ReturnType<typeof import('./snapshots').sqliteSnapshots> | keyof ReturnType<typeof import('./snapshot-deltas').sqliteSnapshotDeltas> | keyof ReturnType<typeof import('./snapshot-push').sqliteSnapshotPush> | keyof import('../../model').EgressAuditRecords | keyof import('../read-ports').AcceptanceReads | keyof import('../read-ports').CostRecords | keyof import('../commit-log').CommitLogRecords | keyof import('../imported').ImportedRunRecords | keyof import('../ownership').OwnershipRecords | keyof import('../read-ports').ForkReads | keyof import('../registry-deletes').RegistryDeleteRecords
+  'location' | 'commit' | 'close' | 'listArtifacts' | keyof import('../../model').LeaseRecords | keyof ReturnType<typeof import('./snapshots').sqliteSnapshots> | keyof ReturnType<typeof import('./snapshot-deltas').sqliteSnapshotDeltas> | keyof ReturnType<typeof import('./snapshot-push').sqliteSnapshotPush> | keyof import('../../model').EgressAuditRecords | keyof import('../read-ports').AcceptanceReads | keyof import('../read-ports').CostRecords | keyof import('../commit-log').CommitLogRecords | keyof import('../imported').ImportedRunRecords | keyof import('../ownership').OwnershipRecords | keyof import('../read-ports').ForkReads | keyof import('../registry-deletes').RegistryDeleteRecords | keyof import('../output').OutputRecords | keyof import('../run-list').RunListReads
 >;
 
 /**

@@ -4,6 +4,8 @@ import type { Clock } from '../../support/clock';
 import { systemClock } from '../../support/clock';
 import type { CommitInput, CommitResult } from '../commit-input';
 import type { Store } from '../store';
+import { sqliteRunList } from './run-list';
+import { sqliteOutput } from './output';
 import { CommitWriter } from './commit';
 import { sqliteCommitLog } from './commit-log';
 import { sqliteEgressAudit } from './egress';
@@ -47,6 +49,8 @@ export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): St
     ...sqliteAcceptanceReads(db),
     ...sqliteCostRecords(db),
     ...sqliteCommitLog(db),
+    ...sqliteOutput(db),
+    ...sqliteRunList(db),
     ...sqliteImportedRuns(db),
     ...sqliteOwnership(db, clock),
     async commit(input: CommitInput): Promise<CommitResult> {

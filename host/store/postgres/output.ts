@@ -1,0 +1,75 @@
+import type pg from 'pg';
+import type { OutputRecords } from '../output';
+import { toOutputChunk } from '../sqlite/output';
+import { query, transaction } from './open';
+
+/**
+ * Schema 23 (see the SQLite twin). Writers insert unnumbered rows (`ord` is only the insert
+ * order); readers number what has committed under one advisory lock before they read, as the
+ * commit log does (commit-log.ts), so numbers become visible in increasing order and a reader
+ * following `seq` never skips a chunk a slower transaction committed later.
+ */
+export const OUTPUT_SQL_POSTGRES = `
+  CREATE TABLE run_output (
+    ord BIGSERIAL PRIMARY KEY,
+    seq BIGINT UNIQUE,
+    run_id TEXT NOT NULL,
+    source TEXT NOT NULL,
+    label TEXT NOT NULL,
+    attempt TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    channel TEXT NOT NULL,
+    at BIGINT NOT NULL,
+    text TEXT NOT NULL,
+    cut_bytes BIGINT NOT NULL,
+    UNIQUE (attempt, n)
+  );
+  CREATE INDEX run_output_by_run ON run_output(run_id, seq);
+  CREATE INDEX run_output_unnumbered ON run_output(ord) WHERE seq IS NULL;
+`;
+
+const NUMBERING_LOCK = 4_711_023;
+
+async function numberOutput(pool: pg.Pool): Promise<void> {
+  const [pending] = await query<{ any: boolean }>(pool, 'SELECT EXISTS (SELECT 1 FROM run_output WHERE seq IS NULL) AS any');
+  if (!pending?.any) return;
+  await transaction(pool, async (client) => {
+    await query(client, 'SELECT pg_advisory_xact_lock($1)', [NUMBERING_LOCK]);
+    await query(
+      client,
+      `WITH base AS (SELECT COALESCE(MAX(seq), 0) AS top FROM run_output),
+            todo AS (SELECT ord, row_number() OVER (ORDER BY ord) AS k FROM run_output WHERE seq IS NULL)
+       UPDATE run_output o SET seq = base.top + todo.k FROM base, todo WHERE o.ord = todo.ord`,
+    );
+  });
+}
+
+export function postgresOutput(pool: pg.Pool): OutputRecords {
+  return {
+    async appendOutput(chunks) {
+      if (!chunks.length) return;
+      const args: unknown[] = [];
+      const rows = chunks.map((c) => {
+        const base = args.length;
+        args.push(c.runId, c.source, c.label, c.attempt, c.n, c.channel, c.at, c.text, c.cutBytes);
+        return `(${Array.from({ length: 9 }, (_, i) => `$${base + i + 1}`).join(', ')})`;
+      });
+      // One statement per flush: the chunks of a flush land together. The text varies with the
+      // row count; flushes are a handful of sizes, so the named-statement cache stays small.
+      await query(pool, `INSERT INTO run_output (run_id, source, label, attempt, n, channel, at, text, cut_bytes) VALUES ${rows.join(', ')} ON CONFLICT (attempt, n) DO NOTHING`, args);
+    },
+    async listOutput(filter) {
+      await numberOutput(pool);
+      const limit = Math.floor(filter.limit ?? 1_000_000);
+      const rows = filter.runId
+        ? await query(pool, 'SELECT * FROM run_output WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3', [filter.runId, filter.afterSeq ?? 0, limit])
+        : await query(pool, 'SELECT * FROM run_output WHERE seq > $1 ORDER BY seq LIMIT $2', [filter.afterSeq ?? 0, limit]);
+      return rows.map(toOutputChunk);
+    },
+    async lastOutputSeq() {
+      await numberOutput(pool);
+      const [r] = await query<{ seq: number }>(pool, 'SELECT COALESCE(MAX(seq), 0) AS seq FROM run_output');
+      return r!.seq;
+    },
+  };
+}

@@ -1,0 +1,36 @@
+import type Database from 'better-sqlite3';
+import { FIRST_STATES, likePattern, nameFromMeta, type RunListReads } from '../run-list';
+import { toRun, type Row } from './rows';
+
+/** The runs page's reads (see ../run-list.ts): one indexed, ordered, limited query and a count. */
+export function sqliteRunList(db: Database.Database): RunListReads {
+  return {
+    async listRunPage(q) {
+      const where: string[] = [];
+      const args: unknown[] = [];
+      if (q.states?.length) (where.push(`r.state IN (${q.states.map(() => '?').join(',')})`), args.push(...q.states));
+      if (q.sessionIds) (where.push(`r.session_id IN (${q.sessionIds.map(() => '?').join(',') || "''"})`), args.push(...q.sessionIds));
+      if (q.createdFrom !== undefined) (where.push('r.created_at >= ?'), args.push(q.createdFrom));
+      if (q.createdTo !== undefined) (where.push('r.created_at < ?'), args.push(q.createdTo));
+      if (q.search) {
+        const p = likePattern(q.search);
+        where.push("(r.id LIKE ? ESCAPE '\\' OR json_extract(s.meta_json, '$.name') LIKE ? ESCAPE '\\' OR json_extract(s.meta_json, '$.task') LIKE ? ESCAPE '\\')");
+        args.push(p, p, p);
+      }
+      const from = `FROM runs r JOIN sessions s ON s.id = r.session_id${where.length ? ` WHERE ${where.join(' AND ')}` : ''}`;
+      const first = FIRST_STATES.map((s) => `'${s}'`).join(',');
+      const rows = db.prepare(`SELECT r.*, s.meta_json AS session_meta ${from} ORDER BY CASE WHEN r.state IN (${first}) THEN 0 ELSE 1 END, r.created_at DESC, r.id DESC LIMIT ? OFFSET ?`).all(...args, Math.floor(q.limit), Math.floor(q.offset ?? 0)) as Row[];
+      const total = (db.prepare(`SELECT COUNT(*) AS n ${from}`).get(...args) as { n: number }).n;
+      return { runs: rows.map((r) => ({ ...toRun(r), name: nameFromMeta(parseMeta(r.session_meta)) })), total };
+    },
+  };
+}
+
+export function parseMeta(v: unknown): unknown {
+  if (typeof v !== 'string') return null;
+  try {
+    return JSON.parse(v);
+  } catch {
+    return null;
+  }
+}
