@@ -18,6 +18,7 @@ import { changesOf, type Change } from './snapshot-image';
 import type { LeaseRecord, LeaseRecords } from './lease-records';
 import { parseOwner, type SandboxSpec } from './sandbox-spec';
 import { RENEW_SCRIPT } from './lease-watchdog';
+import { gatedExec } from './pause-gate';
 import { runScript } from './sandbox-control';
 
 /** Everything a lease needs from the host that created it. */
@@ -33,6 +34,8 @@ export interface LeaseDeps {
   outputCapBytes: number;
   disk?: DiskGuardOptions;
   autoHeartbeat: boolean;
+  /** The container was created for this lease just now: its watchdog holds a full TTL already. */
+  armedNow?: boolean;
   /** Cgroup counters at the time the lease was taken (0 for a fresh container). */
   counters: { pidsMax: number; oomKill: number };
   /** Runs after the container is removed (egress teardown); awaited, so release returns with nothing left. */
@@ -286,12 +289,13 @@ export class Lease implements AsyncDisposable {
    * renewal that fails (an engine under load) is made good by the next heartbeat, well within the TTL.
    */
   private renewWatchdog(): void {
-    runScript(this.deps.container, RENEW_SCRIPT, ['berth-renew', String(this.deps.spec.lease.ttlS)], '0').catch((err: unknown) => this.logger.debug({ err }, 'sandbox watchdog renewal failed; the next heartbeat renews it'));
+    gatedExec(this.containerId, () => runScript(this.deps.container, RENEW_SCRIPT, ['berth-renew', String(this.deps.spec.lease.ttlS)], '0')).catch((err: unknown) => this.logger.debug({ err }, 'sandbox watchdog renewal failed; the next heartbeat renews it'));
   }
 
   private scheduleHeartbeat(): void {
-    // An adopted sandbox may be close to its deadline (its earlier holder stopped renewing it).
-    this.renewWatchdog();
+    // An adopted sandbox may be close to its deadline (its earlier holder stopped renewing it); a
+    // container created for this lease was armed with the full TTL a moment ago (an exec saved).
+    if (!this.deps.armedNow) this.renewWatchdog();
     const every = this.deps.spec.lease.heartbeatS * 1000;
     this.heartbeatTimer = setInterval(() => {
       this.heartbeat().catch((err: unknown) => this.logger.warn({ err }, 'automatic heartbeat failed'));

@@ -5,6 +5,7 @@ import { BerthError } from '../errors';
 import { engineError, isConflict, isNotFound } from './engine-errors';
 import { LABEL } from './labels';
 import { loadLayerImage, rawImageConfig } from './image-load';
+import { beginPause, gatedPause } from './pause-gate';
 
 /** The repository snapshot images are tagged into, so that `docker image prune` never takes them as dangling. */
 export const SNAPSHOT_REPO = 'berth-snapshot';
@@ -33,7 +34,8 @@ export async function commitContainer(
 ): Promise<CommittedImage> {
   opts.signal?.throwIfAborted();
   let id: string;
-  const once = async (pause: boolean) => ((await docker.getContainer(containerId).commit({ repo: SNAPSHOT_REPO, tag: opts.tag, pause, Labels: opts.labels })) as { Id: string }).Id;
+  const commit = async (pause: boolean) => ((await docker.getContainer(containerId).commit({ repo: SNAPSHOT_REPO, tag: opts.tag, pause, Labels: opts.labels })) as { Id: string }).Id;
+  const once = (pause: boolean) => (pause ? gatedPause(containerId, () => commit(true)) : commit(false));
   try {
     try {
       id = await once(opts.pause ?? true);
@@ -162,18 +164,29 @@ export async function discardImage(docker: Dockerode, imageId: string): Promise<
   }
 }
 
+/** This process's pauses of a container (pause-gate.ts), ended by its unpause. */
+const pauseEnds = new Map<string, () => void>();
+
+function endPause(containerId: string): void {
+  pauseEnds.get(containerId)?.();
+  pauseEnds.delete(containerId);
+}
+
 /** Pauses (`true`) or unpauses a container; the engine freezes every process in it. */
 export async function setPaused(docker: Dockerode, containerId: string, paused: boolean): Promise<void> {
   const c = docker.getContainer(containerId);
+  if (paused && !pauseEnds.has(containerId)) pauseEnds.set(containerId, await beginPause(containerId));
   try {
     await (paused ? c.pause() : c.unpause());
+    if (!paused) endPause(containerId);
   } catch (err) {
+    // A failed pause leaves the gate open unless the container is paused after all; an unpause always opens it.
+    if (!paused || isNotFound(err)) endPause(containerId);
     if (isNotFound(err)) throw new BerthError('container_missing', `container ${containerId.slice(0, 12)} is gone`, { ids: { containerId } });
     // Already in the asked state.
-    if (isConflict(err) || (err as { statusCode?: number }).statusCode === 500) {
-      const state = (await c.inspect()).State;
-      if (state.Paused === paused) return;
-    }
+    const state = isConflict(err) || (err as { statusCode?: number }).statusCode === 500 ? await c.inspect().then((i) => i.State, () => undefined) : undefined;
+    if (state?.Paused === paused) return;
+    if (paused) endPause(containerId);
     throw engineError(`${paused ? 'pause' : 'unpause'} container ${containerId.slice(0, 12)}`, err, { containerId });
   }
 }
