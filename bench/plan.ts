@@ -18,8 +18,10 @@
  * - long_line_vs_lines: one step printing 48 MiB on one line vs in 100-character lines, through
  *   `berth run` with live progress (bench/_plan-output.ts); with the peak RSS of each.
  *
- * `BENCH_PLAN_IMAGE` (default berth/dev:latest), `BENCH_PLAN_ROUNDS` (default 2), `BENCH_PLAN_ONLY` (`micro` or
- * `output`: only those figures).
+ * - fixed_overhead_ms, fixed_overhead_library_ms: bench/_plan-fixed.ts.
+ *
+ * `BENCH_PLAN_IMAGE` (default berth/dev:latest), `BENCH_PLAN_ROUNDS` (default 2), `BENCH_PLAN_ONLY` (`micro`,
+ * `output` or `fixed`: only those figures).
  */
 import { spawn } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -40,6 +42,7 @@ import { systemClock } from '../host/support';
 import type { Report } from './run';
 import { median, timed } from './_stats';
 import { outputShapes } from './_plan-output';
+import { fixedOverhead } from './_plan-fixed';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..');
@@ -227,6 +230,7 @@ export default async function planBench(report: Report): Promise<void> {
     const env = parseEnvironment(envYaml(imageRef, digest), join(dir, 'env.yaml'));
     if (process.env.BENCH_PLAN_ONLY === 'micro') return await snapshotCosts(docker, env, dir, report);
     if (process.env.BENCH_PLAN_ONLY === 'output') return await outputShapes(root, dir, hostId, report);
+    if (process.env.BENCH_PLAN_ONLY === 'fixed') return await fixedOverhead(root, dir, docker, hostId, report);
     const berth: Array<Awaited<ReturnType<typeof berthRun>>> = [];
     const raw: number[] = [];
     for (let i = 0; i < rounds; i++) {

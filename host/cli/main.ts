@@ -202,6 +202,8 @@ const commands: Record<string, Handler> = {
 };
 
 export async function main(argv: string[]): Promise<number> {
+  // Milliseconds from the process's start to here (node's own start and this bundle's imports).
+  const started = performance.now();
   let parsed;
   try {
     parsed = parseArgs({
@@ -268,7 +270,15 @@ export async function main(argv: string[]): Promise<number> {
     return 2;
   }
   let ctx: CliContext | undefined;
-  const lazy = () => (ctx ??= buildContext({ store: flags.store, json: flags.json, debug: flags.debug, create: CREATES_STORE.has(name) }));
+  const lazy = () => {
+    if (ctx) return ctx;
+    const t0 = performance.now();
+    ctx = buildContext({ store: flags.store, json: flags.json, debug: flags.debug, create: CREATES_STORE.has(name) });
+    // The profile of a run (bench/plan.ts, BERTH_LOG_LEVEL=debug): process start, then the store's open.
+    ctx.logger.debug({ phase: 'process.start', ms: Math.round(started) }, 'timing');
+    ctx.logger.debug({ phase: 'store.open', ms: Math.round((performance.now() - t0) * 10) / 10 }, 'timing');
+    return ctx;
+  };
   try {
     if (DRIVES_RUN.has(name) && args[0]) await assertDrivable(lazy().store, args[0]);
     if (name === 'chat' && args[0] && (await lazy().store.isImportedSession(args[0]))) {
@@ -280,8 +290,10 @@ export async function main(argv: string[]): Promise<number> {
     if (!isBerthError(err)) return EXIT.failed;
     return err.code === 'usage' ? EXIT.usage : err.code === 'execution_right_lost' ? EXIT.rightLost : err.code === 'interrupted' ? EXIT.signal : EXIT.failed;
   } finally {
+    const t0 = performance.now();
     await ctx?.sandbox.close().catch(() => {});
     await ctx?.close();
+    ctx?.logger.debug({ phase: 'cli.close', ms: Math.round((performance.now() - t0) * 10) / 10 }, 'timing');
   }
 }
 

@@ -8,6 +8,7 @@ import type { HostRuntime } from '../../runtime/host-runtime';
 import type { CliContext } from '../context';
 import { EXIT } from '../host-right';
 import { duration, emit, runExit, table } from '../output';
+import { timed } from '../../snapshot/timing';
 
 /**
  * Drives the run through the API until it settles (run-end policy included there) and prints its
@@ -24,7 +25,7 @@ export async function finishDriven(ctx: CliContext, rt: HostRuntime, runId: stri
       process.stderr.write(`\nstopped; the run keeps its sandbox. Continue with: berth resume ${runId}\n`);
       return EXIT.signal;
     }
-    return runExit(d.run, await summary(ctx, d.run));
+    return runExit(d.run, await timed(ctx.logger, 'cli.summary', () => summary(ctx, d.run)));
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
