@@ -19,9 +19,10 @@
  *   `berth run` with live progress (bench/_plan-output.ts); with the peak RSS of each.
  *
  * - fixed_overhead_ms, fixed_overhead_library_ms: bench/_plan-fixed.ts.
+ * - short_build_vs_raw: zlib's configure, build and test (bench/_plan-short.ts).
  *
  * `BENCH_PLAN_IMAGE` (default berth/dev:latest), `BENCH_PLAN_ROUNDS` (default 2), `BENCH_PLAN_ONLY` (`micro`,
- * `output` or `fixed`: only those figures).
+ * `output`, `fixed` or `short`: only those figures).
  */
 import { spawn } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -43,6 +44,7 @@ import type { Report } from './run';
 import { median, timed } from './_stats';
 import { outputShapes } from './_plan-output';
 import { fixedOverhead } from './_plan-fixed';
+import { shortBuild } from './_plan-short';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..');
@@ -231,6 +233,7 @@ export default async function planBench(report: Report): Promise<void> {
     if (process.env.BENCH_PLAN_ONLY === 'micro') return await snapshotCosts(docker, env, dir, report);
     if (process.env.BENCH_PLAN_ONLY === 'output') return await outputShapes(root, dir, hostId, report);
     if (process.env.BENCH_PLAN_ONLY === 'fixed') return await fixedOverhead(root, dir, docker, hostId, report);
+    if (process.env.BENCH_PLAN_ONLY === 'short') return await shortBuild(root, dir, docker, hostId, report);
     const berth: Array<Awaited<ReturnType<typeof berthRun>>> = [];
     const raw: number[] = [];
     for (let i = 0; i < rounds; i++) {
@@ -248,6 +251,8 @@ export default async function planBench(report: Report): Promise<void> {
     report('raw_build_ms', median(raw), 'absolute');
     await snapshotCosts(docker, env, dir, report);
     await outputShapes(root, dir, hostId, report);
+    await fixedOverhead(root, dir, docker, hostId, report);
+    await shortBuild(root, dir, docker, hostId, report);
   } finally {
     for (const c of await docker.listContainers({ all: true, filters: { label: [`berth.host=${hostId}`] } })) await docker.getContainer(c.Id).remove({ force: true }).catch(() => {});
     // Snapshot images of this bench (the CLI keeps the newest ones of each run).
