@@ -89,7 +89,7 @@ export type Driven = { settled: true; run: Run } | { settled: false; run: Run; r
  * continues). The runtime is stopped either way and its background work awaited. A lost right
  * rejects with `execution_right_lost`.
  */
-export async function drive(p: RuntimeParts, rt: HostRuntime, runId: string, signal?: AbortSignal): Promise<Driven> {
+export async function drive(p: RuntimeParts, rt: HostRuntime, runId: string, signal?: AbortSignal, o: { settled?: (run: Run) => Promise<void> } = {}): Promise<Driven> {
   const stop = new AbortController();
   const onAbort = () => stop.abort(signal?.reason ?? new BerthError('interrupted', 'stopped by signal'));
   if (signal?.aborted) onAbort();
@@ -110,6 +110,13 @@ export async function drive(p: RuntimeParts, rt: HostRuntime, runId: string, sig
   } finally {
     signal?.removeEventListener('abort', onAbort);
   }
+  // The outcome is known: the caller reports it (the CLI prints its summary) while the sandbox's
+  // release, which the final commit started, and the run-end policy below still run. Neither can
+  // change the outcome; a host killed meanwhile leaves them to the next host's start and gc.
+  if (o.settled) await o.settled(run).catch(async (err: unknown) => {
+    await stopRuntime(p, rt);
+    throw err;
+  });
   await timed(p.logger, 'drive.stop_runtime', () => stopRuntime(p, rt));
   await timed(p.logger, 'run_end', () => endRun(p, run));
   return { settled: true, run };

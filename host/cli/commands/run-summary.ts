@@ -20,12 +20,14 @@ export async function finishDriven(ctx: CliContext, rt: HostRuntime, runId: stri
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   try {
-    const d = await drive(ctx, rt, runId, stop.signal);
+    // The summary is printed as soon as the run settled, before its sandbox's removal and retention end.
+    let printed: string | undefined;
+    const d = await drive(ctx, rt, runId, stop.signal, { settled: async (run) => void (printed = await timed(ctx.logger, 'cli.summary', () => summary(ctx, run))) });
     if (!d.settled) {
       process.stderr.write(`\nstopped; the run keeps its sandbox. Continue with: berth resume ${runId}\n`);
       return EXIT.signal;
     }
-    return runExit(d.run, await timed(ctx.logger, 'cli.summary', () => summary(ctx, d.run)));
+    return runExit(d.run, printed ?? (await summary(ctx, d.run)));
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
