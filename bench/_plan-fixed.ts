@@ -3,7 +3,8 @@
  * snapshot policy) from process start to exit, minus a plain `docker run --rm --network none
  * IMAGE true`; interleaved, medians of BENCH_FIXED_ROUNDS (default 5). The CLI side is a real
  * `berth run` child; the library side (`fixed_overhead_library_ms`) is `Berth.open` + `runPlan` +
- * `close` in this process (no process start). The debug `timing` logs give the per-phase profile,
+ * `close` in this process (no process start). Each side reuses one store over its rounds (a
+ * user's `.berth/berth.db`; a warm-up run creates it). The debug `timing` logs give the per-phase profile,
  * printed as `# fixed ...` lines: each phase's median ms, in the order the phases end.
  */
 import { spawn } from 'node:child_process';
@@ -116,12 +117,14 @@ export async function fixedOverhead(root: string, dir: string, docker: Dockerode
   const rawRuns: number[] = [];
   // One of each first, unmeasured: the engine's and the page cache's first touch.
   await raw(docker);
-  await cli(root, plan, join(dir, 'fixed', 'warm.db'), hostId);
+  // Each side keeps one store, as a user's `.berth/berth.db` (the warm-up run created the CLI's).
+  await cli(root, plan, join(dir, 'fixed', 'cli.db'), hostId);
+  await library(plan, join(dir, 'fixed', 'lib.db'), hostId);
   for (let i = 0; i < rounds; i++) {
     const sides = [
       async () => rawRuns.push(await raw(docker)),
-      async () => cliRuns.push(await cli(root, plan, join(dir, 'fixed', `cli-${i}.db`), hostId)),
-      async () => libRuns.push(await library(plan, join(dir, 'fixed', `lib-${i}.db`), hostId)),
+      async () => cliRuns.push(await cli(root, plan, join(dir, 'fixed', 'cli.db'), hostId)),
+      async () => libRuns.push(await library(plan, join(dir, 'fixed', 'lib.db'), hostId)),
     ];
     for (let k = 0; k < sides.length; k++) await sides[(k + i) % sides.length]!();
   }

@@ -20,8 +20,11 @@ export async function preparePlan(p: HostParts, plan: PlanSource): Promise<Loade
   return timed(p.logger, 'preflight', async () => {
     const loaded = typeof plan === 'string' ? await loadPlan(plan) : plan;
     // Before anything is submitted: the engine's own error for these would come at container create.
-    checkEngineCapacity(loaded.environment, await engineCapacity(p.docker));
-    await checkImageOnEngine(p.docker, loaded.environment as Environment & { image: { digest: string } }, loaded.environmentFile);
+    // Both engine questions at once; the capacity's answer is still the one reported first.
+    const [capacity, image] = await Promise.allSettled([engineCapacity(p.docker), checkImageOnEngine(p.docker, loaded.environment as Environment & { image: { digest: string } }, loaded.environmentFile)]);
+    if (capacity.status === 'rejected') throw capacity.reason;
+    checkEngineCapacity(loaded.environment, capacity.value);
+    if (image.status === 'rejected') throw image.reason;
     await checkPlanSecrets(loaded);
     return loaded;
   });
