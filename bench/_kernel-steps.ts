@@ -40,3 +40,32 @@ export async function kernelSteps(store: Store, steps: number): Promise<{ perSec
   await store.close();
   return { perSecond: steps / seconds, commitMs };
 }
+
+/**
+ * `runs` runs of `stepsEach` durable transitions each, submitted together to one kernel that
+ * drives them all at once (concurrency = runs): total steps per second. Every transition is its
+ * own commit today (no group commit), so this is the kernel's throughput under concurrent runs.
+ */
+export async function concurrentKernelSteps(store: Store, runs: number, stepsEach: number): Promise<number> {
+  const registry = new HandlerRegistry();
+  registry.register({
+    kind: 'stepper',
+    version: 1,
+    initialPhase: 'step',
+    phases: {
+      step: async (ctx) => {
+        const i = (ctx.checkpoint as { i: number } | null)?.i ?? 0;
+        return i + 1 >= stepsEach ? { type: 'complete', result: { steps: i + 1 } } : { type: 'next', phase: 'step', checkpoint: { i: i + 1 } };
+      },
+    },
+  });
+  const kernel = new Kernel({ store, registry, documents: new DocumentTypes(), clock: systemClock, logger: pino({ level: 'silent' }), hostId: 'bench', pollMs: 60_000, concurrency: runs });
+  await kernel.start();
+  const t0 = performance.now();
+  const submitted = await Promise.all(Array.from({ length: runs }, (_, k) => submit({ store, kernel, registry }, { requestId: `bench-${k}`, runKind: 'bench', root: { kind: 'stepper', input: {} } })));
+  await Promise.all(submitted.map(({ run }) => kernel.waitForRun(run.id)));
+  const seconds = (performance.now() - t0) / 1000;
+  await kernel.stop();
+  await store.close();
+  return (runs * stepsEach) / seconds;
+}

@@ -2,13 +2,15 @@
  * kernel: durable phase transitions per second through the whole kernel (scheduler, decision,
  * compare-and-set commit) vs raw better-sqlite3 transactions writing the same rows with the same
  * durability (WAL, synchronous FULL), measured in the same run on the same disk.
+ * concurrent_20_runs_vs_single_tx: 20 runs driven at once by one kernel (100 transitions each),
+ * total steps per second, vs one raw transaction per step.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openSqliteStore } from '../host/store';
 import type { Report } from './run';
-import { kernelSteps as kernelStepsOn } from './_kernel-steps';
+import { concurrentKernelSteps, kernelSteps as kernelStepsOn } from './_kernel-steps';
 
 const STEPS = 2000;
 
@@ -61,6 +63,15 @@ export default async function kernelBench(report: Report): Promise<void> {
     report('raw_sqlite_tx_per_second', bestRaw, 'absolute');
     report('commit_p50_ms', percentile(sorted, 50), 'absolute');
     report('commit_p99_ms', percentile(sorted, 99), 'absolute');
+    // 20 runs at once on one kernel vs one raw transaction per step (the same durability).
+    const concurrent: number[] = [];
+    const raw20: number[] = [];
+    for (let round = 0; round < 2; round++) {
+      raw20.push(await rawSteps(mkdtempSync(join(dir, 'r20'))));
+      concurrent.push(await concurrentKernelSteps(openSqliteStore(join(mkdtempSync(join(dir, 'c20')), 'kernel.db')), 20, STEPS / 20));
+    }
+    report('concurrent_20_runs_vs_single_tx', Math.max(...concurrent) / Math.max(...raw20), 'ratio');
+    report('concurrent_20_runs_steps_per_second', Math.max(...concurrent), 'absolute');
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -20,8 +20,11 @@
  *   plan.streaming_output_vs_buffered: a step printing 50 MB in lines, its output written to the store
  *   while it runs vs only the receipt's tails (bench/_plan-streaming.ts; BENCH_PLAN_ONLY=streaming).
  *
- * `BENCH_PLAN_IMAGE` (default berth/dev:latest), `BENCH_PLAN_ROUNDS` (default 2), `BENCH_PLAN_ONLY` (`micro` or
- * `output`: only those figures).
+ * - fixed_overhead_ms, fixed_overhead_library_ms: bench/_plan-fixed.ts.
+ * - short_build_vs_raw: zlib's configure, build and test (bench/_plan-short.ts).
+ *
+ * `BENCH_PLAN_IMAGE` (default berth/dev:latest), `BENCH_PLAN_ROUNDS` (default 2), `BENCH_PLAN_ONLY` (`micro`,
+ * `output`, `fixed` or `short`: only those figures).
  */
 import { spawn } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -43,6 +46,8 @@ import type { Report } from './run';
 import { median, timed } from './_stats';
 import { outputShapes } from './_plan-output';
 import { streamingOutput } from './_plan-streaming';
+import { fixedOverhead } from './_plan-fixed';
+import { shortBuild } from './_plan-short';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..');
@@ -231,6 +236,8 @@ export default async function planBench(report: Report): Promise<void> {
     if (process.env.BENCH_PLAN_ONLY === 'micro') return await snapshotCosts(docker, env, dir, report);
     if (process.env.BENCH_PLAN_ONLY === 'output') return await outputShapes(root, dir, hostId, report);
     if (process.env.BENCH_PLAN_ONLY === 'streaming') return await streamingOutput(root, dir, hostId, report);
+    if (process.env.BENCH_PLAN_ONLY === 'fixed') return await fixedOverhead(root, dir, docker, hostId, report);
+    if (process.env.BENCH_PLAN_ONLY === 'short') return await shortBuild(root, dir, docker, hostId, report);
     const berth: Array<Awaited<ReturnType<typeof berthRun>>> = [];
     const raw: number[] = [];
     for (let i = 0; i < rounds; i++) {
@@ -249,6 +256,8 @@ export default async function planBench(report: Report): Promise<void> {
     await snapshotCosts(docker, env, dir, report);
     await outputShapes(root, dir, hostId, report);
     await streamingOutput(root, dir, hostId, report);
+    await fixedOverhead(root, dir, docker, hostId, report);
+    await shortBuild(root, dir, docker, hostId, report);
   } finally {
     for (const c of await docker.listContainers({ all: true, filters: { label: [`berth.host=${hostId}`] } })) await docker.getContainer(c.Id).remove({ force: true }).catch(() => {});
     // Snapshot images of this bench (the CLI keeps the newest ones of each run).

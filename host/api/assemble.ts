@@ -1,11 +1,11 @@
 import { writeSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import Dockerode from 'dockerode';
+import type Dockerode from 'dockerode';
 import pino, { type Logger } from 'pino';
 import { LocalArtifactStore, RegistryArtifactStore, type ArtifactStore } from '../artifacts';
 import { egressPort } from '../egress';
-import { SandboxHost } from '../sandbox';
+import { newDockerClient, SandboxHost } from '../sandbox';
 import { LOG_REDACT_PATHS } from '../secrets';
 import { isPostgresUrl, lazyPostgresStore, openSqliteStore, type Store } from '../store';
 import { systemClock, type Clock } from '../support';
@@ -67,11 +67,11 @@ export function artifactStore(storeFile: string): ArtifactStore {
  * another host's engine (`DOCKER_HOST=unix:///run/b.sock berth resume RUN`).
  */
 export function dockerClient(): Dockerode {
-  if (process.env.BERTH_DOCKER_SOCKET) return new Dockerode({ socketPath: process.env.BERTH_DOCKER_SOCKET });
+  if (process.env.BERTH_DOCKER_SOCKET) return newDockerClient({ socketPath: process.env.BERTH_DOCKER_SOCKET });
   const host = process.env.DOCKER_HOST;
-  if (host?.startsWith('unix://')) return new Dockerode({ socketPath: host.slice('unix://'.length) });
-  if (host) return new Dockerode();
-  return new Dockerode({ socketPath: '/var/run/docker.sock' });
+  if (host?.startsWith('unix://')) return newDockerClient({ socketPath: host.slice('unix://'.length) });
+  if (host) return newDockerClient();
+  return newDockerClient({ socketPath: '/var/run/docker.sock' });
 }
 
 /** The default logger: stderr (stdout stays a command's answer), synchronous so no line is lost at exit, secrets redacted. */

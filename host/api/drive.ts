@@ -6,6 +6,7 @@ import type { Kernel } from '../kernel';
 import { duration } from './duration';
 import { endRun, stopRuntime } from './run-end';
 import { hostRuntime, operator, type RuntimeOptions, type RuntimeParts } from './runtime';
+import { timed } from '../snapshot/timing';
 
 /** The states a driven run settles in: the host stops driving it there. */
 export const SETTLED: readonly RunState[] = ['completed', 'failed', 'cancelled', 'compensated', 'needs_reconciliation'];
@@ -16,8 +17,8 @@ export const SETTLED: readonly RunState[] = ['completed', 'failed', 'cancelled',
  */
 export async function startHost(p: RuntimeParts, o: Omit<RuntimeOptions, 'claim'> = {}): Promise<{ rt: HostRuntime; swept: number }> {
   const rt = hostRuntime(p, { ...o, claim: 'own' });
-  const swept = [...(await p.sandbox.sweep()), ...(await releaseEndedRunLeases(p))];
-  await rt.kernel.start();
+  const swept = await timed(p.logger, 'host.sweep', async () => [...(await p.sandbox.sweep()), ...(await releaseEndedRunLeases(p))]);
+  await timed(p.logger, 'host.kernel_start', () => rt.kernel.start());
   return { rt, swept: swept.length };
 }
 
@@ -88,7 +89,7 @@ export type Driven = { settled: true; run: Run } | { settled: false; run: Run; r
  * continues). The runtime is stopped either way and its background work awaited. A lost right
  * rejects with `execution_right_lost`.
  */
-export async function drive(p: RuntimeParts, rt: HostRuntime, runId: string, signal?: AbortSignal): Promise<Driven> {
+export async function drive(p: RuntimeParts, rt: HostRuntime, runId: string, signal?: AbortSignal, o: { settled?: (run: Run) => Promise<void> } = {}): Promise<Driven> {
   const stop = new AbortController();
   const onAbort = () => stop.abort(signal?.reason ?? new BerthError('interrupted', 'stopped by signal'));
   if (signal?.aborted) onAbort();
@@ -96,7 +97,7 @@ export async function drive(p: RuntimeParts, rt: HostRuntime, runId: string, sig
   let run: Run;
   try {
     const sessionId = (await p.store.getRun(runId))?.sessionId;
-    run = await whileHoldingRight(rt.kernel, runId, rt.kernel.waitForRun(runId, { signal: stop.signal, states: [...SETTLED] }), sessionId);
+    run = await timed(p.logger, 'drive.steps', () => whileHoldingRight(rt.kernel, runId, rt.kernel.waitForRun(runId, { signal: stop.signal, states: [...SETTLED] }), sessionId));
   } catch (err) {
     const bySignal = signal?.aborted === true;
     stop.abort(); // also ends waitForRun's polling when the right was lost
@@ -109,8 +110,15 @@ export async function drive(p: RuntimeParts, rt: HostRuntime, runId: string, sig
   } finally {
     signal?.removeEventListener('abort', onAbort);
   }
-  await stopRuntime(p, rt);
-  await endRun(p, run);
+  // The outcome is known: the caller reports it (the CLI prints its summary) while the sandbox's
+  // release, which the final commit started, and the run-end policy below still run. Neither can
+  // change the outcome; a host killed meanwhile leaves them to the next host's start and gc.
+  if (o.settled) await o.settled(run).catch(async (err: unknown) => {
+    await stopRuntime(p, rt);
+    throw err;
+  });
+  await timed(p.logger, 'drive.stop_runtime', () => stopRuntime(p, rt));
+  await timed(p.logger, 'run_end', () => endRun(p, run));
   return { settled: true, run };
 }
 

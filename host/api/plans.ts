@@ -7,6 +7,7 @@ import { startHost, takeRun } from './drive';
 import { checkImageOnEngine, checkPlanSecrets } from './preflight';
 import { hostRuntime, leaseTtlMs, type RuntimeOptions, type RuntimeParts } from './runtime';
 import type { HostParts } from './assemble';
+import { timed } from '../snapshot/timing';
 
 /** A plan file, or one already loaded. */
 export type PlanSource = string | LoadedPlan;
@@ -16,12 +17,17 @@ export type PlanSource = string | LoadedPlan;
  * be driven): the engine's capacity for the limits, the pinned image on this engine, the secrets.
  */
 export async function preparePlan(p: HostParts, plan: PlanSource): Promise<LoadedPlan> {
-  const loaded = typeof plan === 'string' ? await loadPlan(plan) : plan;
-  // Before anything is submitted: the engine's own error for these would come at container create.
-  checkEngineCapacity(loaded.environment, await engineCapacity(p.docker));
-  await checkImageOnEngine(p.docker, loaded.environment as Environment & { image: { digest: string } }, loaded.environmentFile);
-  await checkPlanSecrets(loaded);
-  return loaded;
+  return timed(p.logger, 'preflight', async () => {
+    const loaded = typeof plan === 'string' ? await loadPlan(plan) : plan;
+    // Before anything is submitted: the engine's own error for these would come at container create.
+    // Both engine questions at once; the capacity's answer is still the one reported first.
+    const [capacity, image] = await Promise.allSettled([engineCapacity(p.docker), checkImageOnEngine(p.docker, loaded.environment as Environment & { image: { digest: string } }, loaded.environmentFile)]);
+    if (capacity.status === 'rejected') throw capacity.reason;
+    checkEngineCapacity(loaded.environment, capacity.value);
+    if (image.status === 'rejected') throw image.reason;
+    await checkPlanSecrets(loaded);
+    return loaded;
+  });
 }
 
 /** Saves the run (admitted) for a worker and returns at once: nothing is driven here. Same request id, same run. */
@@ -36,7 +42,7 @@ export async function submitDetached(p: RuntimeParts, loaded: LoadedPlan, o: { r
  */
 export async function startPlan(p: RuntimeParts, loaded: LoadedPlan, o: { requestId?: string } & Omit<RuntimeOptions, 'claim'> = {}): Promise<{ rt: HostRuntime; run: Run; created: boolean; swept: number }> {
   const { rt, swept } = await startHost(p, o);
-  const { run, created } = await submitPlan(rt, loaded, o.requestId);
+  const { run, created } = await timed(p.logger, 'submit', () => submitPlan(rt, loaded, o.requestId));
   if (!created) await takeRun(p, rt, run);
   return { rt, run, created, swept };
 }

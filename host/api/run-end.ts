@@ -6,6 +6,7 @@ import { releaseEndedRunLeases } from '../runtime/run-end-leases';
 import { registryAuth, snapshotEngine } from '../sandbox';
 import { deleteManifest, deletePrunedManifests, pruneSnapshots, type ManifestGcDeps } from '../snapshot';
 import type { HostParts } from './assemble';
+import { faultPoint } from '../support/faults';
 
 /** Deletion of pruned snapshots' manifests from their registries, with each registry's credentials from the Docker client configuration. */
 export function manifestGcDeps(p: HostParts): ManifestGcDeps {
@@ -41,6 +42,7 @@ export async function endRun(p: HostParts, run: Run): Promise<void> {
   // A sandbox whose record was closed while its container could not be removed (the engine was
   // restarting, the container stopped) is the sweeper's: at the end, not only at the next start.
   await p.sandbox.sweep().catch((err: unknown) => p.logger.warn({ err, runId: run.id }, 'end-of-run sweep failed; berth gc removes what is left'));
+  faultPoint('run-end:prune');
   await retain(p, run).catch((err: unknown) => p.logger.warn({ err, runId: run.id }, 'retention at run end failed; berth gc prunes later'));
 }
 

@@ -2,7 +2,7 @@
 // node_modules), and dist/index.mjs: the package's library face (host/index.ts), the same way. `npm ci` runs it as `prepare`; host/cli/bin.mjs uses it while it is newer than
 // every source file. Written beside its final name and renamed, so a CLI starting meanwhile never
 // loads half a file.
-import { renameSync } from 'node:fs';
+import { mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
@@ -27,7 +27,35 @@ async function bundle(entry, name) {
   renameSync(tmp, out);
 }
 
+/**
+ * The CLI: its entry in `dist/berth.mjs`, and what only some commands import (serve, mcp) in
+ * `dist/chunks/`, loaded when such a command runs, so every other command starts without them.
+ * Chunk names carry their content's hash: they are moved in before the entry that names them.
+ */
+async function bundleCli() {
+  const tmp = join(root, `dist/.berth-${process.pid}`);
+  await build({
+    entryPoints: { berth: join(root, 'host/cli/main.ts') },
+    bundle: true,
+    splitting: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    packages: 'external',
+    outdir: tmp,
+    outExtension: { '.js': '.mjs' },
+    chunkNames: 'chunks/[name]-[hash]',
+    sourcemap: 'linked',
+    logLevel: 'warning',
+  });
+  mkdirSync(join(root, 'dist/chunks'), { recursive: true });
+  for (const f of readdirSync(join(tmp, 'chunks'))) renameSync(join(tmp, 'chunks', f), join(root, 'dist/chunks', f));
+  renameSync(join(tmp, 'berth.mjs.map'), join(root, 'dist/berth.mjs.map'));
+  renameSync(join(tmp, 'berth.mjs'), join(root, 'dist/berth.mjs'));
+  rmSync(tmp, { recursive: true, force: true });
+}
+
 await bundle('host/index.ts', 'index');
 await bundle('host/integrations/openai-agents.ts', 'openai-agents');
 // Last: bin.mjs takes dist/berth.mjs as fresh once it is newer than every source.
-await bundle('host/cli/main.ts', 'berth');
+await bundleCli();

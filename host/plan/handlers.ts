@@ -25,6 +25,7 @@ import { stepEffectId } from './checkpoints';
 import { checkArtifacts } from './artifact-phase';
 import type { ArtifactStore } from '../artifacts';
 import { pushWaitMs } from '../snapshot';
+import { faultPoint } from '../support/faults';
 
 export const PLAN_KIND = 'plan';
 /** How long a step whose push waited in vain sleeps before it pushes again: a third of the push wait, 5 to 30 s. */
@@ -83,6 +84,7 @@ export function planHandlers(sb: RunSandbox, progress: (p: PlanProgress) => void
           progress({ type: 'sandbox', runId, message: `uploaded ${up.files} files (${up.bytes} bytes) from ${input.workspaceDir}${skipped}` });
           // On the run's record: FIFOs, sockets and devices cannot be uploaded, and the operator should know which were left out.
           if (up.skipped.length) writes.entries = [{ kind: 'sandbox.upload', body: plainJson({ from: input.workspaceDir, files: up.files, bytes: up.bytes, skipped: up.skipped }) }];
+          faultPoint('plan:uploaded');
         }
         if (input.environment.snapshot.policy === 'never') {
           const digest = await sb.digest(lease, input.environment, ctx.signal);
@@ -100,7 +102,7 @@ export function planHandlers(sb: RunSandbox, progress: (p: PlanProgress) => void
         const redo = await checkArtifacts(ctx, sb, artifacts, verified, progress);
         if (redo) return redo;
         if (cp.index >= runSteps(input.plan).length) {
-          await sb.finish(ctx.task.runId!);
+          await sb.finish(ctx.task.runId!, { release: 'at-run-end' });
           // In step order, then generation: not in creation-time order (see `stepped`).
           const done = (await ctx.children()).filter((c) => c.status === 'terminal').sort((a, b) => stepOrder(a) - stepOrder(b));
           const results = done.map(stepTaskResultOf);

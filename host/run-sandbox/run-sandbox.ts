@@ -349,7 +349,13 @@ export class RunSandbox {
   }
 
   /** Releases the run's sandbox (end of run). */
-  async finish(runId: string): Promise<void> {
+  /**
+   * `release: 'at-run-end'` (a run completing): the lease is not released here but by the run-end
+   * release that the completion commit starts (host/runtime/run-end-leases.ts), so the completion
+   * is committed without waiting on the container's removal; this handle only stops renewing it.
+   * A host killed in between leaves an ended run's lease, which the next host's start releases.
+   */
+  async finish(runId: string, o: { release?: 'now' | 'at-run-end' } = {}): Promise<void> {
     // The engine holds every snapshot image of the run before it is reported ended: this process's
     // background loads, and a layer a killed host left for a record it committed.
     await this.d.snapshots.images.settle();
@@ -365,7 +371,10 @@ export class RunSandbox {
     const lease = this.live.get(runId);
     this.live.delete(runId);
     if (lease) this.d.snapshots.forget(lease.containerId);
-    if (lease && !lease.isReleased) await lease.release();
+    if (lease && !lease.isReleased) {
+      if (o.release === 'at-run-end') lease.abandon();
+      else await lease.release();
+    }
   }
 
   /** On the engine, or a delta image kept in the store until the engine loads it. */

@@ -3,6 +3,7 @@ import type { Kernel } from '../kernel';
 import { isFinalRunState } from '../model';
 import type { SandboxHost, SweepRecord } from '../sandbox';
 import type { Store } from '../store';
+import { faultPoint } from '../support/faults';
 
 /** What releasing the sandboxes of ended runs needs. */
 export interface RunEndDeps {
@@ -26,7 +27,11 @@ export async function releaseEndedRunLeases(d: RunEndDeps, runIds?: readonly str
     if (!p) ended.set(runId, (p = Promise.all([d.store.getRun(runId), d.store.getImportedRun(runId)]).then(([r, imported]) => r !== undefined && !imported && isFinalRunState(r.state))));
     return p;
   };
-  return d.sandbox.releaseLeases(async (l) => l.runId !== null && (!runIds || runIds.includes(l.runId)) && (await isEnded(l.runId)), 'run_ended');
+  return d.sandbox.releaseLeases(async (l) => {
+    const release = l.runId !== null && (!runIds || runIds.includes(l.runId)) && (await isEnded(l.runId));
+    if (release) faultPoint('run-end:release');
+    return release;
+  }, 'run_ended');
 }
 
 /**

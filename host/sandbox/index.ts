@@ -23,3 +23,4 @@ export { engineCapacity } from './engine-capacity';
 export { scanHostDir, type SkippedEntry } from './archive-pack';
 export { registryEngine, registryAuth, pushImage, pullImage, registryError, type RegistryEngine, type PushedImage } from './registry';
 export type { TreeFile, RealFile } from './artifact-files';
+export { newDockerClient } from './docker-client';

@@ -33,6 +33,8 @@ export interface LeaseDeps {
   outputCapBytes: number;
   disk?: DiskGuardOptions;
   autoHeartbeat: boolean;
+  /** The container was created for this lease just now: its watchdog holds a full TTL already. */
+  armedNow?: boolean;
   /** Cgroup counters at the time the lease was taken (0 for a fresh container). */
   counters: { pidsMax: number; oomKill: number };
   /** Runs after the container is removed (egress teardown); awaited, so release returns with nothing left. */
@@ -290,8 +292,9 @@ export class Lease implements AsyncDisposable {
   }
 
   private scheduleHeartbeat(): void {
-    // An adopted sandbox may be close to its deadline (its earlier holder stopped renewing it).
-    this.renewWatchdog();
+    // An adopted sandbox may be close to its deadline (its earlier holder stopped renewing it); a
+    // container created for this lease was armed with the full TTL a moment ago (an exec saved).
+    if (!this.deps.armedNow) this.renewWatchdog();
     const every = this.deps.spec.lease.heartbeatS * 1000;
     this.heartbeatTimer = setInterval(() => {
       this.heartbeat().catch((err: unknown) => this.logger.warn({ err }, 'automatic heartbeat failed'));

@@ -105,7 +105,7 @@ export class SandboxHost {
       if (!(await this.opts.records.setLeaseContainer(leaseId, provisioned.id))) {
         throw new BerthError('lease_released', `lease ${leaseId} was released while its container was being created`, { ids: { leaseId } });
       }
-      const lease = this.makeLease(spec, provisioned.container, { ...intent, containerId: provisioned.id }, { pidsMax: 0, oomKill: 0 }, options.autoHeartbeat ?? true);
+      const lease = this.makeLease(spec, provisioned.container, { ...intent, containerId: provisioned.id }, { pidsMax: 0, oomKill: 0 }, options.autoHeartbeat ?? true, true);
       faultPoint('sandbox:leased');
       return lease;
     } catch (err) {
@@ -208,7 +208,7 @@ export class SandboxHost {
     return lease;
   }
 
-  private makeLease(spec: SandboxSpec, container: Dockerode.Container, record: LeaseRecord, counters: { pidsMax: number; oomKill: number }, autoHeartbeat: boolean): Lease {
+  private makeLease(spec: SandboxSpec, container: Dockerode.Container, record: LeaseRecord, counters: { pidsMax: number; oomKill: number }, autoHeartbeat: boolean, armedNow = false): Lease {
     return new Lease({
       docker: this.opts.docker,
       container,
@@ -221,6 +221,7 @@ export class SandboxHost {
       outputCapBytes: this.opts.outputCapBytes ?? 64 * 1024,
       disk: this.opts.disk,
       autoHeartbeat,
+      armedNow,
       counters,
       ...(spec.network.mode !== 'none' ? { onReleased: () => this.egress.close(record.id) } : {}),
     });

@@ -185,10 +185,8 @@ async function pauseOrUnpause(docker: Dockerode, containerId: string, paused: bo
   } catch (err) {
     if (isNotFound(err)) throw new BerthError('container_missing', `container ${containerId.slice(0, 12)} is gone`, { ids: { containerId } });
     // Already in the asked state.
-    if (isConflict(err) || (err as { statusCode?: number }).statusCode === 500) {
-      const state = (await c.inspect()).State;
-      if (state.Paused === paused) return;
-    }
+    const state = isConflict(err) || (err as { statusCode?: number }).statusCode === 500 ? await c.inspect().then((i) => i.State, () => undefined) : undefined;
+    if (state?.Paused === paused) return;
     throw engineError(`${paused ? 'pause' : 'unpause'} container ${containerId.slice(0, 12)}`, err, { containerId });
   }
 }

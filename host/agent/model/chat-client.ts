@@ -1,4 +1,5 @@
-import OpenAI from 'openai';
+import type OpenAI from 'openai';
+import { openAiModule } from './openai-module';
 import type { ChatCompletionCreateParamsBase } from 'openai/resources/chat/completions';
 import { classifyModelError, ModelCallError } from './model-errors';
 import type { ChatRequest, ModelReply, ModelToolCall, ModelUsage } from './model-types';
@@ -32,7 +33,8 @@ export function openAiChatClient(o: { baseUrl: string; apiKey: () => string }): 
     async complete(req, call) {
       const timeout = AbortSignal.timeout(call.timeoutMs);
       const signal = AbortSignal.any([call.signal, timeout]);
-      const client = new OpenAI({ baseURL: o.baseUrl, apiKey: o.apiKey(), maxRetries: 0, timeout: call.timeoutMs });
+      const { default: OpenAIClient } = await openAiModule();
+      const client = new OpenAIClient({ baseURL: o.baseUrl, apiKey: o.apiKey(), maxRetries: 0, timeout: call.timeoutMs });
       const body: ChatCompletionCreateParamsBase = {
         model: req.model,
         messages: req.messages as ChatCompletionCreateParamsBase['messages'],

@@ -1,4 +1,5 @@
-import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
+import type { APIError } from 'openai';
+import { openAiModuleIfLoaded } from './openai-module';
 import { BerthError } from '../../errors';
 
 /** Why a model request did not produce a complete answer. */
@@ -53,19 +54,23 @@ function retryAfter(headers: Headers | undefined): number | null {
  */
 export function classifyModelError(err: unknown, partialText: string, signal?: AbortSignal): ModelCallError {
   const msg = err instanceof Error ? err.message : String(err);
-  if (signal?.aborted || err instanceof APIUserAbortError) {
+  // The client's error classes; none is loaded before a request was made (no such error exists then).
+  const api = openAiModuleIfLoaded();
+  const is = <C extends abstract new (...a: never[]) => unknown>(c: C | undefined): boolean => c !== undefined && err instanceof c;
+  if (signal?.aborted || is(api?.APIUserAbortError)) {
     return new ModelCallError('model_aborted', 'the request was aborted (host stopping or task cancelled)', { retryable: false, partialText, cause: err });
   }
-  if (err instanceof APIConnectionTimeoutError) return new ModelCallError('model_timeout', `model request timed out: ${msg}`, { retryable: true, partialText, cause: err });
-  if (err instanceof APIConnectionError) return new ModelCallError('model_connection', `connection to the model endpoint failed: ${msg}`, { retryable: true, partialText, cause: err });
-  if (err instanceof APIError && typeof err.status === 'number') {
-    const status = err.status;
-    const headers = err.headers as Headers | undefined;
+  if (is(api?.APIConnectionTimeoutError)) return new ModelCallError('model_timeout', `model request timed out: ${msg}`, { retryable: true, partialText, cause: err });
+  if (is(api?.APIConnectionError)) return new ModelCallError('model_connection', `connection to the model endpoint failed: ${msg}`, { retryable: true, partialText, cause: err });
+  if (is(api?.APIError) && typeof (err as APIError).status === 'number') {
+    const e = err as APIError & { status: number };
+    const status = e.status;
+    const headers = e.headers as Headers | undefined;
     if (status === 429) return new ModelCallError('model_rate_limited', `rate limited (429): ${msg}`, { retryable: true, partialText, status, retryAfterMs: retryAfter(headers), cause: err });
     if (status >= 500) return new ModelCallError('model_server_error', `model endpoint error (${status}): ${msg}`, { retryable: true, partialText, status, retryAfterMs: retryAfter(headers), cause: err });
     if (status === 408 || status === 409) return new ModelCallError('model_server_error', `model endpoint asked to retry (${status}): ${msg}`, { retryable: true, partialText, status, cause: err });
     const body = (err as APIError & { error?: { type?: string; code?: string; n_prompt_tokens?: number; n_ctx?: number } }).error;
-    if (status === 400 && (body?.type === 'exceed_context_size_error' || body?.code === 'context_length_exceeded' || err.code === 'context_length_exceeded')) {
+    if (status === 400 && (body?.type === 'exceed_context_size_error' || body?.code === 'context_length_exceeded' || e.code === 'context_length_exceeded')) {
       const window = statedWindow(body, msg);
       const sizes = window ? ` (${window.promptTokens ?? '?'} prompt tokens, window ${window.contextTokens})` : '';
       return new ModelCallError('model_context_overflow', `the request is longer than the model's context window${sizes}: ${msg}`, { retryable: false, partialText, status, cause: err, ...(window ? { window } : {}) });

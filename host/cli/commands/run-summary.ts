@@ -8,6 +8,7 @@ import type { HostRuntime } from '../../runtime/host-runtime';
 import type { CliContext } from '../context';
 import { EXIT } from '../host-right';
 import { duration, emit, runExit, table } from '../output';
+import { timed } from '../../snapshot/timing';
 
 /**
  * Drives the run through the API until it settles (run-end policy included there) and prints its
@@ -20,12 +21,14 @@ export async function finishDriven(ctx: CliContext, rt: HostRuntime, runId: stri
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   try {
-    const d = await drive(ctx, rt, runId, stop.signal);
+    // The summary is printed as soon as the run settled, before its sandbox's removal and retention end.
+    let printed: string | undefined;
+    const d = await drive(ctx, rt, runId, stop.signal, { settled: async (run) => void (printed = await timed(ctx.logger, 'cli.summary', async () => summary(ctx, run, await after?.()))) });
     if (!d.settled) {
       process.stderr.write(`\nstopped; the run keeps its sandbox. Continue with: berth resume ${runId}\n`);
       return EXIT.signal;
     }
-    return runExit(d.run, await summary(ctx, d.run, await after?.()));
+    return runExit(d.run, printed ?? (await summary(ctx, d.run, await after?.())));
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);

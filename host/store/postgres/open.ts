@@ -1,4 +1,10 @@
-import pg from 'pg';
+import type pg from 'pg';
+
+/**
+ * The `pg` driver, loaded by the first pool: a SQLite host (every `berth run` on a laptop) never
+ * pays its ~70 ms of module loading at process start.
+ */
+let driver: typeof pg | undefined;
 import { BerthError } from '../../errors';
 import { NEWEST_SCHEMA_VERSION, SCHEMA_VERSIONS, storeTooNew } from '../schema-versions';
 import { pgStatementName } from '../commit/transaction';
@@ -12,7 +18,7 @@ const INT8 = 20;
 // number is exact; pg's default (a string) would leak into every model object.
 const types = {
   getTypeParser: ((oid: number, format?: string) =>
-    oid === INT8 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format as 'text')) as pg.CustomTypesConfig['getTypeParser'],
+    oid === INT8 ? (v: string) => Number(v) : driver!.types.getTypeParser(oid, format as 'text')) as pg.CustomTypesConfig['getTypeParser'],
 };
 
 const names = new Map<string, string>();
@@ -99,10 +105,11 @@ export async function transaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) 
 
 export async function openPool(url: string, opts: { max?: number } = {}): Promise<pg.Pool> {
   const where = redactUrl(url);
+  driver ??= (await import('pg')).default;
   // pipeline: a statement is sent without waiting for the previous one's answer, so a commit's
   // BEGIN travels with its first statement and its last statement with the COMMIT (one network
   // round trip each instead of two). Results still come back, and are checked, in order.
-  const pool = new pg.Pool({ connectionString: url, max: opts.max ?? 8, connectionTimeoutMillis: 10_000, types, pipeline: true } as pg.PoolConfig);
+  const pool = new driver.Pool({ connectionString: url, max: opts.max ?? 8, connectionTimeoutMillis: 10_000, types, pipeline: true } as pg.PoolConfig);
   // An idle client whose server went away (restart, pg_terminate_backend) emits here; without a
   // listener that would crash the process. The pool drops it and the next query reconnects.
   pool.on('error', () => {});

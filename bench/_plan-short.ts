@@ -1,0 +1,98 @@
+/**
+ * plan.short_build_vs_raw: a real open-source C project whose plain build and test take 5-15 s:
+ * zlib 1.2.13, the source of Debian bookworm's `zlib` package (`apt-get source` from the Debian
+ * mirror these machines reach, through a sources list of the bench's own, cached in
+ * ~/.cache/berth-bench; or BENCH_SHORT_TARBALL). Steps `./configure`, `make -j2`, `make test` in
+ * berth/dev, network none:
+ * (a) `berth run` through the CLI (a child process, default snapshot policy), spawn to exit;
+ * (b) the same commands in one plain `docker run --rm` from the same image, the workspace a fresh
+ *     copy bind-mounted, as a user would run them.
+ * BENCH_SHORT_ROUNDS (default 5) rounds, interleaved (which side goes first alternates); ratio of medians.
+ */
+import { execFileSync, spawn } from 'node:child_process';
+import { chmodSync, cpSync, existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import type Dockerode from 'dockerode';
+import type { Report } from './run';
+import { median } from './_stats';
+
+const STEPS = ['./configure', 'make -j2', 'make test'];
+
+/** The zlib source tarball, fetched once from the Debian mirror. */
+function tarball(): string {
+  if (process.env.BENCH_SHORT_TARBALL) return process.env.BENCH_SHORT_TARBALL;
+  const cache = join(homedir(), '.cache/berth-bench/zlib');
+  const found = existsSync(cache) ? readdirSync(cache).find((f) => f.endsWith('.orig.tar.bz2')) : undefined;
+  if (found) return join(cache, found);
+  mkdirSync(join(cache, 'lists/partial'), { recursive: true });
+  writeFileSync(join(cache, 'src.sources'), 'Types: deb-src\nURIs: http://deb.debian.org/debian\nSuites: bookworm\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n');
+  const o = ['-q', '-o', 'Dir::Etc::SourceList=/dev/null', '-o', `Dir::Etc::SourceParts=${cache}`, '-o', `Dir::State::Lists=${join(cache, 'lists')}`];
+  execFileSync('apt-get', [...o, 'update'], { stdio: 'ignore' });
+  execFileSync('apt-get', [...o, 'source', '--download-only', 'zlib=1:1.2.13.dfsg-1'], { cwd: cache, stdio: 'ignore' });
+  return join(cache, readdirSync(cache).find((f) => f.endsWith('.orig.tar.bz2'))!);
+}
+
+function unpack(tar: string, dir: string): void {
+  mkdirSync(dir, { recursive: true });
+  execFileSync('tar', ['-xjf', tar, '-C', dir, '--strip-components=1']);
+}
+
+function wait(child: ReturnType<typeof spawn>, what: string): Promise<void> {
+  let err = '';
+  child.stderr?.on('data', (c: Buffer) => (err = (err + c.toString()).slice(-4000)));
+  return new Promise((res, rej) => child.on('close', (c) => (c === 0 ? res() : rej(new Error(`${what} exited ${c}: ${err}`)))));
+}
+
+export async function shortBuild(root: string, dir: string, docker: Dockerode, hostId: string, report: Report): Promise<void> {
+  const imageRef = process.env.BENCH_PLAN_IMAGE ?? 'berth/dev:latest';
+  const digest = (await docker.getImage(imageRef).inspect()).Id;
+  const base = join(dir, 'short');
+  unpack(tarball(), join(base, 'zlib'));
+  writeFileSync(
+    join(base, 'env.yaml'),
+    `kernel: { name: berth, version: 0.1.0, compatible: ">=0.1.0 <0.2.0" }
+image: { ref: "${imageRef}", digest: "${digest}" }
+workspace: { path: /workspace, owner: "1000:1000" }
+network: { mode: none }
+resources: { cpus: 2, memoryMb: 2048, pids: 512, diskMb: 4096, commandTimeoutS: 600 }
+snapshot: { policy: after-each-step, keepLast: 5 }
+`,
+  );
+  writeFileSync(join(base, 'plan.yaml'), `name: zlib\nenvironment: env.yaml\nworkspace: zlib\nsteps:\n${STEPS.map((s, i) => `  - { name: s${i}, run: "${s}", replay: safe }\n`).join('')}`);
+  const berth = async (i: number) => {
+    const t0 = performance.now();
+    const child = spawn(process.execPath, [join(root, 'host/cli/bin.mjs'), 'run', join(base, 'plan.yaml'), '--store', join(base, `run-${i}.db`)], { env: { ...process.env, BERTH_HOST_ID: hostId }, stdio: ['ignore', 'ignore', 'pipe'] });
+    await wait(child, 'berth run');
+    return performance.now() - t0;
+  };
+  const raw = async (i: number) => {
+    const ws = join(base, `raw-${i}`);
+    cpSync(join(base, 'zlib'), ws, { recursive: true });
+    chmodSync(ws, 0o777);
+    execFileSync('chown', ['-R', '1000:1000', ws]);
+    const t0 = performance.now();
+    const child = spawn('docker', ['run', '--rm', '--network', 'none', '--cpus', '2', '--memory', '2g', '-u', '1000:1000', '-v', `${ws}:/workspace`, '-w', '/workspace', imageRef, 'sh', '-c', STEPS.join(' && ')], { stdio: ['ignore', 'ignore', 'pipe'] });
+    await wait(child, 'docker run');
+    const ms = performance.now() - t0;
+    rmSync(ws, { recursive: true, force: true });
+    return ms;
+  };
+  const rounds = Number(process.env.BENCH_SHORT_ROUNDS ?? 5);
+  const b: number[] = [];
+  const r: number[] = [];
+  for (let i = 0; i < rounds; i++) {
+    if (i % 2 === 0) {
+      r.push(await raw(i));
+      b.push(await berth(i));
+    } else {
+      b.push(await berth(i));
+      r.push(await raw(i));
+    }
+  }
+  console.log(`# short berth runs ms: ${b.map((x) => x.toFixed(0)).join(' ')}`);
+  console.log(`# short raw runs ms: ${r.map((x) => x.toFixed(0)).join(' ')}`);
+  report('short_build_vs_raw', median(b) / median(r), 'ratio');
+  report('short_build_ms', median(b), 'absolute');
+  report('short_raw_build_ms', median(r), 'absolute');
+}
