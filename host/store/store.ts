@@ -38,6 +38,11 @@ export interface TaskFilter {
   /** Tasks of any of these sessions (none: no task). */
   sessionIds?: string[];
   statuses?: TaskStatus[];
+  /**
+   * Only the `newest` tasks by insertion order (still answered oldest first): a parent reading the
+   * child it spawned last reads one row, not every child of a run thousands of steps long.
+   */
+  newest?: number;
 }
 
 export interface EntryFilter {

@@ -13,8 +13,8 @@ type Reads = Omit<
  * `SELECT * FROM table WHERE col = ? AND col2 IN (...)`: undefined filter values are ignored,
  * arrays become IN lists. Column names come from this file only, never from callers.
  */
-function selectWhere(db: Database.Database, table: string, conds: Record<string, unknown>, order: string): Row[] {
-  const clauses: string[] = [];
+function selectWhere(db: Database.Database, table: string, conds: Record<string, unknown>, order: string, extra: string[] = []): Row[] {
+  const clauses: string[] = [...extra];
   const args: unknown[] = [];
   for (const [column, value] of Object.entries(conds)) {
     if (value === undefined) continue;
@@ -29,6 +29,15 @@ function selectWhere(db: Database.Database, table: string, conds: Record<string,
   }
   const sql = `SELECT * FROM ${table} ${clauses.length ? `WHERE ${clauses.join(' AND ')}` : ''} ORDER BY ${order}`;
   return db.prepare(sql).all(...args) as Row[];
+}
+
+/**
+ * `status <> 'terminal'` when the statuses asked for exclude it: the term the partial index
+ * `tasks_active` is declared with, so the planner reads the active tasks by index (an `IN` list
+ * alone does not prove the index's condition, and every poll scanned every task of the store).
+ */
+export function activeOnly(filter: { statuses?: string[] }): string[] {
+  return filter.statuses?.length && !filter.statuses.includes('terminal') ? ["status <> 'terminal'"] : [];
 }
 
 /** Two row lists each ordered by (created_at, id), as one; the common case (one empty) keeps the SQL order as it is. */
@@ -112,7 +121,8 @@ export function sqliteReads(db: Database.Database): Reads {
       const conds = { run_id: filter.runId, parent_id: filter.parentId, session_id: sessions, status: filter.statuses };
       // Insertion order (SQLite's rowid; tasks are never deleted, so it only grows, and commits are
       // serialised), not created_at: the wall clock can step backwards between two spawns.
-      return selectWhere(db, 'tasks', conds, 'rowid').map(toTask);
+      if (filter.newest !== undefined) return selectWhere(db, 'tasks', conds, `rowid DESC LIMIT ${Math.max(0, Math.floor(filter.newest))}`, activeOnly(filter)).reverse().map(toTask);
+      return selectWhere(db, 'tasks', conds, 'rowid', activeOnly(filter)).map(toTask);
     },
     async nextWakeAt() {
       return ((s.nextWake.get() as { t: number | null }).t ?? null) as number | null;
