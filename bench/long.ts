@@ -24,6 +24,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { LocalArtifactStore } from '../host/artifacts';
 import { describeRun } from '../host/cli/commands/runs';
+import { RUN_PAGE_NEWEST } from '../host/cli/commands/serve';
 import { startServe } from '../host/serve';
 import { openSqliteStore } from '../host/store';
 import { newId } from '../host/support';
@@ -114,7 +115,7 @@ async function runPageKb(storePath: string, runId: string): Promise<number> {
   const server = await startServe(
     {
       store: reader,
-      describe: (id) => describeRun(reader, id),
+      describe: (id) => describeRun(reader, id, { newest: RUN_PAGE_NEWEST }),
       ownerLine: async (run) => run.state,
       actions: { approve: async () => '', deny: async () => '', cancel: async () => '', reconcile: async () => '', judge: async () => '', fork: async () => ({ said: '', forkRunId: null }) },
       artifacts: new LocalArtifactStore(join(dir, 'artifacts')),

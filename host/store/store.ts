@@ -77,10 +77,11 @@ export interface Store extends LeaseRecords, EgressAuditRecords, AcceptanceReads
   getDocument(id: string): Promise<StoredDocument | undefined>;
   listDocuments(filter: { runId?: string; sessionId?: string }): Promise<StoredDocument[]>;
   getEffect(id: string): Promise<Effect | undefined>;
-  listEffects(filter: { runId?: string; taskId?: string }): Promise<Effect[]>;
+  /** `newest`: only the last that many by creation (a page of a long run's effects), still oldest first. */
+  listEffects(filter: { runId?: string; taskId?: string; newest?: number }): Promise<Effect[]>;
   getSnapshot(id: string): Promise<Snapshot | undefined>;
   /** Oldest first. Pruned snapshots are included (their records stay; only the image is gone). */
-  listSnapshots(filter: { runId?: string; sessionId?: string }): Promise<Snapshot[]>;
+  listSnapshots(filter: { runId?: string; sessionId?: string; newest?: number }): Promise<Snapshot[]>;
   /** Retention bookkeeping: the snapshot's image was removed. Not session state, so not a commit. */
   markSnapshotPruned(id: string, at: number): Promise<void>;
   /**

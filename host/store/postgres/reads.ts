@@ -109,6 +109,11 @@ export function postgresReads(pool: pg.Pool): Reads {
       return r ? toEffect(r) : undefined;
     },
     async listEffects(filter) {
+      if (filter.newest !== undefined) {
+        const n = Math.max(0, Math.floor(filter.newest));
+        const live = (await selectWhere(pool, 'effects', { run_id: filter.runId, task_id: filter.taskId }, `created_at DESC, id DESC LIMIT ${n}`)).reverse();
+        return mergeByCreation(live, await imported.effects(filter)).slice(-n).filter(() => n > 0).map(toEffect);
+      }
       const live = await selectWhere(pool, 'effects', { run_id: filter.runId, task_id: filter.taskId }, 'created_at, id');
       return mergeByCreation(live, await imported.effects(filter)).map(toEffect);
     },

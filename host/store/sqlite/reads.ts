@@ -148,6 +148,11 @@ export function sqliteReads(db: Database.Database): Reads {
       return r ? toEffect(r) : undefined;
     },
     async listEffects(filter) {
+      if (filter.newest !== undefined) {
+        const n = Math.max(0, Math.floor(filter.newest));
+        const live = selectWhere(db, 'effects', { run_id: filter.runId, task_id: filter.taskId }, `created_at DESC, id DESC LIMIT ${n}`).reverse();
+        return mergeByCreation(live, imported.effects(filter)).slice(-n).filter(() => n > 0).map(toEffect);
+      }
       const live = selectWhere(db, 'effects', { run_id: filter.runId, task_id: filter.taskId }, 'created_at, id');
       return mergeByCreation(live, imported.effects(filter)).map(toEffect);
     },
