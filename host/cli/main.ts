@@ -44,7 +44,8 @@ const USAGE = `usage: berth <command> [options]
                            slots in use, the runs each owns and those it leaves (and why)
   drain WORKER|HOST        ask a worker (host:pid) or every worker of a host id to drain, from anywhere
   status                   list runs
-  show RUN                 state, transitions, tasks, effects, snapshots and leases of a run
+  show RUN [--all]         state, transitions, tasks, effects, snapshots and leases of a run
+                           (the newest 50 tasks, effects and snapshots; --all or --json: every one)
   logs RUN [-f]            the output each step or tool call of a run produced, decisions, interrupted attempts (-f: follow live)
   artifacts RUN [--out DIR] the files the run's steps kept (path, size, sha256, present/missing/altered);
                            --out copies them to DIR, checking every digest
@@ -157,7 +158,7 @@ const need = (args: string[], n: number, what: string) => {
 
 const commands: Record<string, Handler> = {
   status: (ctx) => status(ctx()),
-  show: (ctx, args) => show(ctx(), need(args, 1, 'RUN')[0]!),
+  show: (ctx, args, flags) => show(ctx(), need(args, 1, 'RUN')[0]!, flags.all),
   gc: (ctx, _args, flags) => {
     if (flags.keep !== undefined && !/^\d+$/.test(flags.keep)) throw new BerthError('usage', `--keep expects a whole number of snapshots, found "${flags.keep}"`);
     if (flags.grace !== undefined && !/^\d+$/.test(flags.grace)) throw new BerthError('usage', `--grace expects whole seconds, found "${flags.grace}"`);

@@ -35,7 +35,16 @@ export interface TaskKindDefinition<I, C = Json, R = Json> extends Omit<TaskHand
   /** The shape of the result a `complete` (or `interrupt`) commits. Without it, any JSON. */
   result?: z.ZodType<R>;
   phases: Record<string, (ctx: TypedPhaseContext<I, C>) => Promise<TypedDecision<C, R>>>;
+  /**
+   * Parse each task's input once and reuse it at its later phases (a task's input never changes
+   * after it is created). For kinds whose input is large (a plan root holds every step of a run
+   * thousands of steps long) and whose phases never change `ctx.value`; the value is shared.
+   */
+  cacheInput?: boolean;
 }
+
+/** Parsed inputs of `cacheInput` kinds, by task id: the most recently used few, enough for the tasks a host drives at once. */
+const INPUT_CACHE_SIZE = 64;
 
 /**
  * A task kind for the kernel's registry, parsed at the phase boundary: before a phase runs, its
@@ -46,9 +55,26 @@ export interface TaskKindDefinition<I, C = Json, R = Json> extends Omit<TaskHand
  */
 export function defineTask<I, C = Json, R = Json>(def: TaskKindDefinition<I, C, R>): TaskHandler {
   const phases: TaskHandler['phases'] = {};
+  const inputs = new Map<string, I>();
+  const parseInput = (ctx: PhaseContext): z.ZodSafeParseResult<I> => {
+    if (!def.cacheInput) return def.input.safeParse(ctx.input);
+    const kept = inputs.get(ctx.task.id);
+    if (kept !== undefined) {
+      // Most recently used last, so the oldest goes first when the cache is full.
+      inputs.delete(ctx.task.id);
+      inputs.set(ctx.task.id, kept);
+      return { success: true, data: kept } as z.ZodSafeParseResult<I>;
+    }
+    const parsed = def.input.safeParse(ctx.input);
+    if (parsed.success) {
+      inputs.set(ctx.task.id, parsed.data);
+      if (inputs.size > INPUT_CACHE_SIZE) inputs.delete(inputs.keys().next().value!);
+    }
+    return parsed;
+  };
   for (const [name, phase] of Object.entries(def.phases)) {
     phases[name] = async (ctx) => {
-      const input = def.input.safeParse(ctx.input);
+      const input = parseInput(ctx);
       if (!input.success) return { type: 'fail', error: invalid('input_invalid', def.kind, name, 'input', input.error) };
       let state: unknown = ctx.checkpoint;
       // A task's first phase has no checkpoint yet (null); every later one reads what a phase committed.
@@ -64,7 +90,7 @@ export function defineTask<I, C = Json, R = Json>(def: TaskKindDefinition<I, C, 
     };
   }
   // Hooks and limits pass through unchanged, so a field the kernel adds to TaskHandler needs no change here.
-  const { input: _input, checkpoint: _checkpoint, result: _result, phases: _phases, version, ...rest } = def;
+  const { input: _input, checkpoint: _checkpoint, result: _result, phases: _phases, cacheInput: _cache, version, ...rest } = def;
   return { ...rest, version: version ?? 1, phases };
 }
 

@@ -114,9 +114,11 @@ export interface PhaseContext {
   now(): number;
   /**
    * Owned subtasks in the order their commits created them (the store's insertion order, not the
-   * wall clock, which can step backwards), so `.at(-1)` is the child spawned last.
+   * wall clock, which can step backwards), so `.at(-1)` is the child spawned last. `newest`: only
+   * that many of the last spawned (a phase that needs the child it just waited for reads one row,
+   * whatever the number of children a long run has).
    */
-  children(): Promise<Task[]>;
+  children(opts?: { newest?: number }): Promise<Task[]>;
   readDocument<T extends Json = Json>(documentId: string): Promise<{ state: T; version: number } | undefined>;
   /**
    * Runs one external action under its effect record: the intent (and `executing` mark) is

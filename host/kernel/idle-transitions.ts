@@ -2,7 +2,7 @@ import { TASK_RESTARTED, type Json, type Run, type RunVersions, type Task } from
 import { newId } from '../support';
 import type { CommitInput, EffectWrite, NewEntry } from '../store';
 import { cancelRecord } from './cancel-record';
-import { rootRunTransitions, type PhaseRunnerDeps } from './phase-runner';
+import { LIVE, rootRunTransitions, type PhaseRunnerDeps } from './phase-runner';
 
 /** What the scheduler's transitions need: the phase runner's deps, and a way to have a task examined again. */
 export interface IdleTransitionDeps extends PhaseRunnerDeps {
@@ -72,7 +72,9 @@ export async function deliverSignal(d: IdleTransitionDeps, taskId: string, signa
 export async function checkWait(d: IdleTransitionDeps, task: Task): Promise<void> {
   const wait = task.wait!;
   if (wait.signal) return;
-  const children = (await d.store.listTasks({ parentId: task.id })).filter((c) => wait.children.includes(c.id));
+  // Only the children it waits for, each as this kernel's commits left it or read by id: a plan
+  // root waits for one step at a time, and reading all its children made every step cost the run's length.
+  const children = await waitedChildren(d, task.id, wait.children);
   const failed = children.some((c) => c.status === 'terminal' && c.outcome !== 'ok');
   const settled = children.every((c) => c.status === 'terminal');
   if (!settled && !(wait.join === 'failFast' && failed)) return;
@@ -80,9 +82,17 @@ export async function checkWait(d: IdleTransitionDeps, task: Task): Promise<void
   await transition(d, task, 'task.wake', { status: 'running', phase: wait.phase, wait: null, attempts: 0 }, { cancelTasks: cancel });
 }
 
+/** The waited-for children, in the order the wait names them; a row that is not there is not waited for (as before: only existing children of this parent count). */
+async function waitedChildren(d: IdleTransitionDeps, parentId: string, ids: string[]): Promise<Task[]> {
+  // A wait on many children (an agent turn's tool calls) reads them in one query, as before.
+  if (ids.length > 8) return (await d.store.listTasks({ parentId })).filter((c) => ids.includes(c.id));
+  const rows = await Promise.all(ids.map(async (id) => d.knownTask?.(id) ?? (await d.store.getTask(id))));
+  return rows.filter((c): c is Task => c !== undefined && c.parentId === parentId);
+}
+
 /** A `completing` task asks its live children to cancel and turns terminal once none is left. */
 export async function checkCompleting(d: IdleTransitionDeps, task: Task): Promise<void> {
-  const live = (await d.store.listTasks({ parentId: task.id })).filter((c) => c.status !== 'terminal');
+  const live = await d.store.listTasks({ parentId: task.id, statuses: LIVE });
   const ask = live.filter((c) => !c.cancelRequested).map((c) => c.id);
   if (live.length > 0) {
     if (ask.length) await d.commit({ sessionId: task.sessionId, label: 'task.cancel-children', cancelTasks: ask });
@@ -109,7 +119,7 @@ export async function cancelIdle(d: IdleTransitionDeps, task: Task): Promise<voi
       return;
     }
   }
-  const live = (await d.store.listTasks({ parentId: task.id })).filter((c) => c.status !== 'terminal');
+  const live = await d.store.listTasks({ parentId: task.id, statuses: LIVE });
   const record = await cancelRecord(d.store, task, [], handler);
   const entries = handler?.cancelEntries ? await handler.cancelEntries(task, { store: d.store }) : [];
   const set = { outcome: 'cancelled' as const, result: record.result, wait: null, wakeAt: null };
@@ -130,7 +140,7 @@ export async function countRestart(d: IdleTransitionDeps, task: Task): Promise<b
   const limit = handler?.restartLimit ?? 5;
   if (restarts > limit) {
     const error = { code: 'restart_limit', message: `task died ${restarts} times in phase ${task.phase} (limit ${limit})` };
-    const live = (await d.store.listTasks({ parentId: task.id })).filter((c) => c.status !== 'terminal');
+    const live = await d.store.listTasks({ parentId: task.id, statuses: LIVE });
     if (live.length) await transition(d, task, 'task.restart-limit', { restarts, status: 'completing', outcome: 'error', error, result: null }, { cancelTasks: live.map((c) => c.id) });
     else await finish(d, task, 'task.restart-limit', { restarts, outcome: 'error', error, result: null });
     return false;

@@ -22,6 +22,9 @@ export interface PhaseRunnerDeps {
   commit: (input: CommitInput) => Promise<CommitResult>;
 }
 
+/** Every status but `terminal`: the children a finishing task still has to wind down (read by index). */
+export const LIVE: Task['status'][] = ['pending', 'running', 'waiting', 'sleeping', 'completing'];
+
 /** How one phase execution ended, for the scheduler. */
 export type PhaseEnd = { committed: true; task: Task; terminal: boolean } | { committed: false; reason: string };
 
@@ -41,14 +44,17 @@ export async function runPhase(
   const maxRetries = handler.maxRetries ?? 3;
   const ctx: PhaseContext = {
     task,
-    input: task.input,
+    // Read when a phase reads it (a kind that keeps its parsed input never does again).
+    get input() {
+      return task.input;
+    },
     checkpoint: task.checkpoint,
     signal: opts.signal,
     recovered: opts.recovered,
     store: d.store,
     log,
     now: () => d.clock.now(),
-    children: () => d.store.listTasks({ parentId: task.id }),
+    children: (opts) => d.store.listTasks({ parentId: task.id, ...(opts?.newest !== undefined ? { newest: opts.newest } : {}) }),
     readDocument: async <T extends Json>(id: string) => {
       const doc = await d.store.getDocument(id);
       return doc ? { state: d.documents.rebuild(doc) as T, version: doc.version } : undefined;
@@ -119,7 +125,7 @@ async function decisionCommit(
 ): Promise<CommitInput> {
   const spawns: ResolvedSpawn[] = decision.type === 'spawn' ? decision.tasks.map((s) => resolveSpawn(d.registry, s)) : [];
   const final = decision.type === 'complete' || decision.type === 'fail' || decision.type === 'interrupt' || task.cancelRequested;
-  const live = final ? (await d.store.listTasks({ parentId: task.id })).filter((t) => t.status !== 'terminal').map((t) => t.id) : [];
+  const live = final ? (await d.store.listTasks({ parentId: task.id, statuses: LIVE })).map((t) => t.id) : [];
   const effect = applyDecision(task, decision, spawns, live);
   const writes = decision.writes ?? {};
   const effects: EffectWrite[] = [

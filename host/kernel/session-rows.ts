@@ -7,7 +7,16 @@ interface Kept {
   /** The session's sequence number at which every kept row is exact. */
   seq: number;
   tasks: Map<string, Task>;
+  /** Ids of kept rows that are terminal, oldest first: only the newest {@link TERMINAL_KEPT} stay. */
+  ended: string[];
 }
+
+/**
+ * Terminal rows kept per session. A terminal task never runs again; its row is read at most once
+ * more (the examination after its last commit, its parent's wait), soon after it ended. Keeping
+ * every one made a run's memory grow with its length (a plan step is a task).
+ */
+const TERMINAL_KEPT = 64;
 
 /**
  * The task rows of each session this kernel drives, as its own commits left them, so that a phase
@@ -60,6 +69,7 @@ export class SessionRows {
     if (kept && result.seq <= kept.seq) return this.forget(sid);
     const follows = kept !== undefined && kept.epoch === epoch && kept.seq === result.seq - 1;
     const tasks = follows ? kept.tasks : new Map<string, Task>();
+    const ended = follows ? kept.ended : [];
     if (!follows) this.forget(sid);
     for (const id of input.cancelTasks ?? []) {
       const row = tasks.get(id);
@@ -74,8 +84,16 @@ export class SessionRows {
       }
       tasks.set(t.id, t);
       this.sessionOf.set(t.id, sid);
+      if (t.status === 'terminal') ended.push(t.id);
     }
-    this.sessions.set(sid, { epoch, seq: result.seq, tasks });
+    // The oldest ended rows go; a store read answers for them from now on.
+    while (ended.length > TERMINAL_KEPT) {
+      const id = ended.shift()!;
+      if (tasks.get(id)?.status !== 'terminal') continue;
+      tasks.delete(id);
+      this.sessionOf.delete(id);
+    }
+    this.sessions.set(sid, { epoch, seq: result.seq, tasks, ended });
   }
 
   /**

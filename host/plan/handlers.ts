@@ -70,6 +70,8 @@ export function planHandlers(sb: RunSandbox, progress: (p: PlanProgress) => void
     result: PlanResultSchema,
     initialPhase: 'prepare',
     restartLimit: 10,
+    // The plan (every step) is parsed once per run, not at each of its phases: two per step.
+    cacheInput: true,
     phases: {
       prepare: async (ctx) => {
         const input = ctx.value;
@@ -115,7 +117,8 @@ export function planHandlers(sb: RunSandbox, progress: (p: PlanProgress) => void
         const cp = ctx.state;
         // The step task of this index and generation, by what it was spawned for: creation times
         // follow the wall clock, which can step backwards.
-        const child = (await ctx.children()).find((c) => isStep(c, cp.index, cp.generation));
+        // The step `step` just spawned is the newest child: one row read, not every step of the run.
+        const child = (await ctx.children({ newest: 1 })).find((c) => isStep(c, cp.index, cp.generation)) ?? (await ctx.children()).find((c) => isStep(c, cp.index, cp.generation));
         if (!child) throw new BerthError('plan_corrupt', `plan task ${ctx.task.id} has no step task for step ${cp.index} (generation ${cp.generation})`, { ids: { taskId: ctx.task.id } });
         const step = runSteps(input.plan)[cp.index]!;
         const result = stepResultOf(child);

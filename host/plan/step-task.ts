@@ -49,10 +49,27 @@ async function parentOf(ctx: PhaseContext): Promise<Task> {
 /** What a step task's phase decides: its result is a {@link StepTaskResult}, validated before commit. */
 export type StepDecision = TypedDecision<Json, StepTaskResult>;
 
+/**
+ * Parsed plan inputs by root task id, the most recently used few: a task's input never changes, and
+ * reading and parsing the root's (every step of the plan) at each step made a step's cost grow with the plan.
+ */
+const rootInputs = new Map<string, PlanRunInput>();
+const ROOT_INPUTS_KEPT = 32;
+
 /** The plan run's input, from the plan task that owns this step, parsed as the root's kind would parse it. */
 async function runInputOf(ctx: PhaseContext): Promise<PlanRunInput> {
+  const rootId = ctx.task.parentId;
+  const kept = rootId ? rootInputs.get(rootId) : undefined;
+  if (kept) {
+    rootInputs.delete(rootId!);
+    rootInputs.set(rootId!, kept);
+    return kept;
+  }
   const root = await parentOf(ctx);
-  return storedValue(PlanRunInputSchema, root.input, { what: 'input', kind: root.kind, taskId: root.id, readBy: ctx.task.id });
+  const input = storedValue(PlanRunInputSchema, root.input, { what: 'input', kind: root.kind, taskId: root.id, readBy: ctx.task.id });
+  rootInputs.set(root.id, input);
+  if (rootInputs.size > ROOT_INPUTS_KEPT) rootInputs.delete(rootInputs.keys().next().value!);
+  return input;
 }
 
 const parked = (step: string, reason: string, writes?: StepDecision['writes']): StepDecision => ({

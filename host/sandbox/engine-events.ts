@@ -122,6 +122,8 @@ export class EngineEvents {
         const execId = ev.Actor?.Attributes?.execID;
         const waiter = execId === undefined ? undefined : this.execWaiters.get(execId);
         if (execId !== undefined && waiter) {
+          // Answered: the waiter (and the timer its wake holds) goes, or every exec of a long run leaves one behind.
+          this.execWaiters.delete(execId);
           const code = Number(ev.Actor?.Attributes?.exitCode);
           waiter.code = Number.isFinite(code) ? code : undefined;
           waiter.arrived = true;

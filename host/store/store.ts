@@ -40,6 +40,11 @@ export interface TaskFilter {
   /** Tasks of any of these sessions (none: no task). */
   sessionIds?: string[];
   statuses?: TaskStatus[];
+  /**
+   * Only the `newest` tasks by insertion order (still answered oldest first): a parent reading the
+   * child it spawned last reads one row, not every child of a run thousands of steps long.
+   */
+  newest?: number;
 }
 
 export interface EntryFilter {
@@ -77,11 +82,12 @@ export interface Store extends LeaseRecords, EgressAuditRecords, AcceptanceReads
   /**
    * `earlier` (with `runId`): also the effects the run attempted before a later run took them over
    * (a logical effect attempted afresh moves to the new run; the run it failed in still lists it).
+   * `newest`: only the last that many by creation (a page of a long run's effects), still oldest first.
    */
-  listEffects(filter: { runId?: string; taskId?: string; earlier?: boolean }): Promise<Effect[]>;
+  listEffects(filter: { runId?: string; taskId?: string; earlier?: boolean; newest?: number }): Promise<Effect[]>;
   getSnapshot(id: string): Promise<Snapshot | undefined>;
   /** Oldest first. Pruned snapshots are included (their records stay; only the image is gone). */
-  listSnapshots(filter: { runId?: string; sessionId?: string }): Promise<Snapshot[]>;
+  listSnapshots(filter: { runId?: string; sessionId?: string; newest?: number }): Promise<Snapshot[]>;
   /** Retention bookkeeping: the snapshot's image was removed. Not session state, so not a commit. */
   markSnapshotPruned(id: string, at: number): Promise<void>;
   /**

@@ -30,19 +30,36 @@ export async function status(ctx: CliContext): Promise<number> {
 import { getRunOrThrow } from '../../api/decisions';
 export { getRunOrThrow };
 
-/** Everything the store knows about one run: the record an operator reads to answer "what happened?". */
-export async function describeRun(store: Store, runId: string) {
+/**
+ * Everything the store knows about one run: the record an operator reads to answer "what happened?".
+ * `newest`: only that many of the newest tasks (with the root task), effects and snapshots, for a
+ * view that must stay small whatever the run's length (the run page, `berth show`); `shown` says
+ * whether older ones were left out. Without it, every one.
+ */
+export async function describeRun(store: Store, runId: string, o: { newest?: number } = {}) {
   const run = await getRunOrThrow(store, runId);
-  const [transitions, tasks, effects, snapshots, sessionLeases, documents, attempts] = await Promise.all([
+  const page = o.newest === undefined ? {} : { newest: o.newest + 1 };
+  const [transitions, pagedTasks, pagedEffects, pagedSnapshots, sessionLeases, documents, attempts] = await Promise.all([
     store.listRunTransitions(runId),
-    store.listTasks({ runId }),
+    store.listTasks({ runId, ...page }),
     // With those a later run attempted afresh: this run's attempts of them are part of what it did.
-    store.listEffects({ runId, earlier: true }),
-    store.listSnapshots({ runId }),
+    store.listEffects({ runId, earlier: true, ...page }),
+    store.listSnapshots({ runId, ...page }),
     store.listLeases({ sessionId: run.sessionId }).then((ls) => ls.filter((l) => l.runId === null || l.runId === runId || l.runId === run.sessionId)),
     store.listDocuments({ runId }),
     store.listEgress({ runId }),
   ]);
+  // One more than the page was read: whether there are older rows is known without counting them.
+  const cut = <T>(rows: T[]) => (o.newest !== undefined && rows.length > o.newest ? { rows: rows.slice(rows.length - o.newest), older: true } : { rows, older: false });
+  const t = cut(pagedTasks);
+  const e = cut(pagedEffects);
+  const s = cut(pagedSnapshots);
+  // The root task names the steps and holds the plan: a page of a long run's tasks keeps it first.
+  const root = t.older && run.rootTaskId && !t.rows.some((x) => x.id === run.rootTaskId) ? await store.getTask(run.rootTaskId) : undefined;
+  const tasks = root ? [root, ...t.rows] : t.rows;
+  const effects = e.rows;
+  const snapshots = s.rows;
+  const shown = { newest: o.newest ?? null, olderTasks: t.older, olderEffects: e.older, olderSnapshots: s.older };
   const egress = summariseEgress(attempts);
   const [parent, forks] = await Promise.all([forkedFrom(store, run), forksOf(store, run.id)]);
   const current = await currentLeaseId(store, run);
@@ -51,12 +68,15 @@ export async function describeRun(store: Store, runId: string) {
   const leases = sessionLeases.map((l) => ({ ...l, current: l.id === current, keptBySession: l.runId === run.sessionId && l.releasedAt === null }));
   // Acceptance is apart from the run state; cost is measured and derived at this moment.
   const [acceptance, cost] = await Promise.all([acceptanceOf(store, run), runCost(store, runId, Date.now())]);
-  return { run, forkedFrom: parent, forks: forks.map((f) => ({ runId: f.id, state: f.state })), transitions, tasks, effects, snapshots, leases, documents: documents.map((d) => ({ id: d.id, type: d.type, version: d.version })), egress, acceptance, cost };
+  return { run, shown, forkedFrom: parent, forks: forks.map((f) => ({ runId: f.id, state: f.state })), transitions, tasks, effects, snapshots, leases, documents: documents.map((d) => ({ id: d.id, type: d.type, version: d.version })), egress, acceptance, cost };
 }
 
-/** `berth show RUN`. */
-export async function show(ctx: CliContext, runId: string): Promise<number> {
-  const described = await describeRun(ctx.store, runId);
+/** Tasks, effects and snapshots `berth show` prints by default: the newest, so a run of thousands of steps prints a page. */
+export const SHOW_NEWEST = 50;
+
+/** `berth show RUN [--all]`: the newest {@link SHOW_NEWEST} tasks, effects and snapshots (`--all`: every one); `--json` is complete. */
+export async function show(ctx: CliContext, runId: string, all = false): Promise<number> {
+  const described = await describeRun(ctx.store, runId, all || ctx.json ? {} : { newest: SHOW_NEWEST });
   // A released lease is not a stopped sandbox: what this engine still runs of each lease is shown beside it.
   const states = await Promise.all(described.leases.map((l) => ctx.sandbox.containerState(l).catch(() => 'unknown' as const)));
   const d = { ...described, leases: described.leases.map((l, i) => ({ ...l, container: states[i]! })) };
@@ -71,7 +91,9 @@ export async function show(ctx: CliContext, runId: string): Promise<number> {
     if (d.forks.length) out.push(`forks: ${d.forks.map((f) => `${f.runId} (${f.state})`).join(', ')}   (berth tree ${d.run.id})`);
     out.push('', 'transitions:');
     out.push(table(d.transitions.map((t) => [`#${t.n}`, new Date(t.at).toISOString(), `${t.from ?? '-'} -> ${t.to}`, t.actor, t.reason])));
+    const older = (what: string) => `  (older ${what} not shown: the newest ${d.shown.newest}; berth show ${d.run.id} --all, or --json)`;
     out.push('', 'tasks:');
+    if (d.shown.olderTasks) out.push(older('tasks'));
     const byParent = new Map<string | null, Task[]>();
     for (const t of d.tasks) byParent.set(t.parentId, [...(byParent.get(t.parentId) ?? []), t]);
     const walk = (parent: string | null, depth: number) => {
@@ -83,9 +105,11 @@ export async function show(ctx: CliContext, runId: string): Promise<number> {
       }
     };
     walk(null, 0);
-    if (d.effects.length) out.push('', 'effects:', table(d.effects.map((e) => [e.id, e.kind, e.replay, e.status, `attempts ${e.attempts}`])));
+    // A page of a long run: tasks whose parent is not on the page hang under it by their parent id.
+    if (d.shown.olderTasks) for (const [parent] of byParent) if (parent !== null && !d.tasks.some((t) => t.id === parent)) walk(parent, 0);
+    if (d.effects.length) out.push('', 'effects:', ...(d.shown.olderEffects ? [older('effects')] : []), table(d.effects.map((e) => [e.id, e.kind, e.replay, e.status, `attempts ${e.attempts}`])));
     if (d.snapshots.length) {
-      out.push('', 'snapshots:', table(d.snapshots.map((s) => [s.id, s.checkpoint, s.imageId.slice(0, 19), s.workspaceDigest.slice(0, 19), `${(s.sizeBytes / 1e6).toFixed(1)} MB`, s.prunedAt ? 'pruned' : ''])));
+      out.push('', 'snapshots:', ...(d.shown.olderSnapshots ? [older('snapshots')] : []), table(d.snapshots.map((s) => [s.id, s.checkpoint, s.imageId.slice(0, 19), s.workspaceDigest.slice(0, 19), `${(s.sizeBytes / 1e6).toFixed(1)} MB`, s.prunedAt ? 'pruned' : ''])));
     }
     out.push('', `acceptance: ${acceptanceLine(d.acceptance, d.run.id)}`);
     out.push('', 'cost:', table(costRows(d.cost)));

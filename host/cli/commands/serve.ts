@@ -17,6 +17,9 @@ import type { CliContext } from '../context';
 import { describeRun } from './runs';
 import { driverOf, readHost } from './run-driver';
 
+/** Tasks, effects and snapshots the run page (and `/api/runs/:id`) shows: the newest. */
+export const RUN_PAGE_NEWEST = 100;
+
 export interface ServeFlags {
   port?: string;
   host?: string;
@@ -37,7 +40,8 @@ export async function serveCommand(ctx: CliContext, flags: ServeFlags): Promise<
   const server = await startServe(
     {
       store: ctx.store,
-      describe: (runId) => describeRun(ctx.store, runId),
+      // A page of the newest tasks, effects and snapshots: a run of thousands of steps would be megabytes.
+      describe: (runId) => describeRun(ctx.store, runId, { newest: RUN_PAGE_NEWEST }),
       ownerLine: async (run) => driverOf(run, await readHost(ctx.store, ctx.clock.now(), ctx.hostId, run.sessionId), ctx.clock.now()).line,
       actions: webActions(ctx, drives),
       submitPlan: async (plan, o) => {

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import type { CommitRecord, StoredDocument } from '../../model';
 import type { EntryFilter, Store, TaskFilter } from '../store';
 import { postgresImportedReads } from './imported';
-import { mergeByCreation } from '../sqlite/reads';
+import { activeOnly, mergeByCreation } from '../sqlite/reads';
 import { query, type Row } from './open';
 import { toDocument, toEffect, toEntry, toRun, toRunTransition, toSession, toSubmission, toTask } from './rows';
 
@@ -13,8 +13,8 @@ type Reads = Pick<
 >;
 
 /** `SELECT * FROM table WHERE …`: undefined filter values are ignored, arrays become `= ANY($n)`. Column names come from this file only. */
-async function selectWhere(pool: pg.Pool, table: string, conds: Record<string, unknown>, order: string): Promise<Row[]> {
-  const clauses: string[] = [];
+async function selectWhere(pool: pg.Pool, table: string, conds: Record<string, unknown>, order: string, extra: string[] = []): Promise<Row[]> {
+  const clauses: string[] = [...extra];
   const args: unknown[] = [];
   for (const [column, value] of Object.entries(conds)) {
     if (value === undefined) continue;
@@ -80,7 +80,8 @@ export function postgresReads(pool: pg.Pool): Reads {
       const conds = { run_id: filter.runId, parent_id: filter.parentId, session_id: sessions, status: filter.statuses };
       // Insertion order (the identity column; commits of one session are serialised by its row
       // lock), not created_at: the wall clock can step backwards between two spawns.
-      return (await selectWhere(pool, 'tasks', conds, 'ord')).map(toTask);
+      if (filter.newest !== undefined) return (await selectWhere(pool, 'tasks', conds, `ord DESC LIMIT ${Math.max(0, Math.floor(filter.newest))}`, activeOnly(filter))).reverse().map(toTask);
+      return (await selectWhere(pool, 'tasks', conds, 'ord', activeOnly(filter))).map(toTask);
     },
     async nextWakeAt() {
       const r = await one("SELECT MIN(wake_at) AS t FROM tasks WHERE status = 'sleeping'", []);
@@ -108,12 +109,14 @@ export function postgresReads(pool: pg.Pool): Reads {
       return r ? toEffect(r) : undefined;
     },
     async listEffects(filter) {
-      let live = await selectWhere(pool, 'effects', { run_id: filter.runId, task_id: filter.taskId }, 'created_at, id');
+      const n = filter.newest === undefined ? undefined : Math.max(0, Math.floor(filter.newest));
+      let live = n === undefined ? await selectWhere(pool, 'effects', { run_id: filter.runId, task_id: filter.taskId }, 'created_at, id') : (await selectWhere(pool, 'effects', { run_id: filter.runId, task_id: filter.taskId }, `created_at DESC, id DESC LIMIT ${n}`)).reverse();
       if (filter.earlier && filter.runId) {
         const moved = await query(pool, 'SELECT e.* FROM effect_runs r JOIN effects e ON e.id = r.effect_id WHERE r.run_id = $1 AND e.run_id IS DISTINCT FROM $1', [filter.runId]);
         if (moved.length) live = mergeByCreation(live, moved);
       }
-      return mergeByCreation(live, await imported.effects(filter)).map(toEffect);
+      const all = mergeByCreation(live, await imported.effects(filter));
+      return (n === undefined ? all : n > 0 ? all.slice(-n) : []).map(toEffect);
     },
   };
 }

@@ -14,12 +14,16 @@ export function postgresSnapshots(pool: pg.Pool): SnapshotMethods {
       return r ? toSnapshot(r) : undefined;
     },
     async listSnapshots(filter) {
+      if (filter.newest !== undefined && filter.runId) {
+        return (await query(pool, 'SELECT * FROM snapshots WHERE run_id = $1 ORDER BY commit_seq DESC, created_at DESC, id DESC LIMIT $2', [filter.runId, Math.max(0, Math.floor(filter.newest))])).reverse().map(toSnapshot);
+      }
       const rows = filter.runId
         ? await query(pool, 'SELECT * FROM snapshots WHERE run_id = $1 ORDER BY commit_seq, created_at, id', [filter.runId])
         : filter.sessionId
           ? await query(pool, 'SELECT * FROM snapshots WHERE session_id = $1 ORDER BY commit_seq, created_at, id', [filter.sessionId])
           : await query(pool, 'SELECT * FROM snapshots ORDER BY created_at, id');
-      return rows.map(toSnapshot);
+      const out = rows.map(toSnapshot);
+      return filter.newest !== undefined ? out.slice(Math.max(0, out.length - Math.floor(filter.newest))) : out;
     },
     async markSnapshotPruned(id, at) {
       await query(pool, 'UPDATE snapshots SET pruned_at = $1 WHERE id = $2 AND pruned_at IS NULL', [at, id]);

@@ -13,8 +13,8 @@ type Reads = Omit<
  * `SELECT * FROM table WHERE col = ? AND col2 IN (...)`: undefined filter values are ignored,
  * arrays become IN lists. Column names come from this file only, never from callers.
  */
-function selectWhere(db: Database.Database, table: string, conds: Record<string, unknown>, order: string): Row[] {
-  const clauses: string[] = [];
+function selectWhere(db: Database.Database, table: string, conds: Record<string, unknown>, order: string, extra: string[] = []): Row[] {
+  const clauses: string[] = [...extra];
   const args: unknown[] = [];
   for (const [column, value] of Object.entries(conds)) {
     if (value === undefined) continue;
@@ -29,6 +29,15 @@ function selectWhere(db: Database.Database, table: string, conds: Record<string,
   }
   const sql = `SELECT * FROM ${table} ${clauses.length ? `WHERE ${clauses.join(' AND ')}` : ''} ORDER BY ${order}`;
   return db.prepare(sql).all(...args) as Row[];
+}
+
+/**
+ * `status <> 'terminal'` when the statuses asked for exclude it: the term the partial index
+ * `tasks_active` is declared with, so the planner reads the active tasks by index (an `IN` list
+ * alone does not prove the index's condition, and every poll scanned every task of the store).
+ */
+export function activeOnly(filter: { statuses?: string[] }): string[] {
+  return filter.statuses?.length && !filter.statuses.includes('terminal') ? ["status <> 'terminal'"] : [];
 }
 
 /** Two row lists each ordered by (created_at, id), as one; the common case (one empty) keeps the SQL order as it is. */
@@ -113,7 +122,8 @@ export function sqliteReads(db: Database.Database): Reads {
       const conds = { run_id: filter.runId, parent_id: filter.parentId, session_id: sessions, status: filter.statuses };
       // Insertion order (SQLite's rowid; tasks are never deleted, so it only grows, and commits are
       // serialised), not created_at: the wall clock can step backwards between two spawns.
-      return selectWhere(db, 'tasks', conds, 'rowid').map(toTask);
+      if (filter.newest !== undefined) return selectWhere(db, 'tasks', conds, `rowid DESC LIMIT ${Math.max(0, Math.floor(filter.newest))}`, activeOnly(filter)).reverse().map(toTask);
+      return selectWhere(db, 'tasks', conds, 'rowid', activeOnly(filter)).map(toTask);
     },
     async nextWakeAt() {
       return ((s.nextWake.get() as { t: number | null }).t ?? null) as number | null;
@@ -139,12 +149,14 @@ export function sqliteReads(db: Database.Database): Reads {
       return r ? toEffect(r) : undefined;
     },
     async listEffects(filter) {
-      let live = selectWhere(db, 'effects', { run_id: filter.runId, task_id: filter.taskId }, 'created_at, id');
+      const n = filter.newest === undefined ? undefined : Math.max(0, Math.floor(filter.newest));
+      let live = n === undefined ? selectWhere(db, 'effects', { run_id: filter.runId, task_id: filter.taskId }, 'created_at, id') : selectWhere(db, 'effects', { run_id: filter.runId, task_id: filter.taskId }, `created_at DESC, id DESC LIMIT ${n}`).reverse();
       if (filter.earlier && filter.runId) {
         const moved = s.effectsMovedFrom.all(filter.runId, filter.runId) as Row[];
         if (moved.length) live = mergeByCreation(live, moved);
       }
-      return mergeByCreation(live, imported.effects(filter)).map(toEffect);
+      const all = mergeByCreation(live, imported.effects(filter));
+      return (n === undefined ? all : n > 0 ? all.slice(-n) : []).map(toEffect);
     },
   };
 }

@@ -16,6 +16,7 @@ import {
   type StoredDocument,
   type Submission,
   type Task,
+  type Json,
 } from '../../model';
 import { decodeJson, RunVersionsSchema, storedRow, storedRowInvalid } from '../stored-json';
 
@@ -34,7 +35,7 @@ const TaskErrorOrNull = TaskErrorSchema.nullable();
 
 export function toTask(r: Row): Task {
   const d = storedRow('tasks', r, String(r.id));
-  return {
+  return lazyInput(d, {
     id: r.id as string,
     sessionId: r.session_id as string,
     runId: (r.run_id as string | null) ?? null,
@@ -44,7 +45,7 @@ export function toTask(r: Row): Task {
     status: d.oneOf('status', TASK_STATUSES),
     phase: r.phase as string,
     checkpoint: d.json('checkpoint_json'),
-    input: d.json('input_json'),
+    input: null,
     attempts: r.attempts as number,
     restarts: r.restarts as number,
     wait: d.shaped('wait_json', WaitOrNull),
@@ -57,7 +58,28 @@ export function toTask(r: Row): Task {
     version: r.version as number,
     createdAt: r.created_at as number,
     updatedAt: r.updated_at as number,
-  };
+  });
+}
+
+/**
+ * The task's input, decoded when first read: it never changes after the task is created, and a
+ * plan root's holds every step of the plan, so decoding it on each commit's answer and each read
+ * of the row made every step of a long run cost its length. A plain, enumerable data property once
+ * read (or written), so copies, equality and JSON see an ordinary object.
+ */
+function lazyInput(d: ReturnType<typeof storedRow>, task: Task): Task {
+  return Object.defineProperty(task, 'input', {
+    enumerable: true,
+    configurable: true,
+    get(this: Task) {
+      const value = d.json('input_json');
+      Object.defineProperty(this, 'input', { value, enumerable: true, configurable: true, writable: true });
+      return value;
+    },
+    set(this: Task, value: Json) {
+      Object.defineProperty(this, 'input', { value, enumerable: true, configurable: true, writable: true });
+    },
+  });
 }
 
 export function toRun(r: Row): Run {

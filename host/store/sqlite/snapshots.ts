@@ -9,6 +9,7 @@ type SnapshotMethods = Pick<Store, 'getSnapshot' | 'listSnapshots' | 'markSnapsh
 export function sqliteSnapshots(db: Database.Database): SnapshotMethods {
   const get = db.prepare('SELECT * FROM snapshots WHERE id = ?');
   const byRun = db.prepare('SELECT * FROM snapshots WHERE run_id = ? ORDER BY commit_seq, created_at, id');
+  const newestByRun = db.prepare('SELECT * FROM snapshots WHERE run_id = ? ORDER BY commit_seq DESC, created_at DESC, id DESC LIMIT ?');
   const bySession = db.prepare('SELECT * FROM snapshots WHERE session_id = ? ORDER BY commit_seq, created_at, id');
   const all = db.prepare('SELECT * FROM snapshots ORDER BY created_at, id');
   const prune = db.prepare('UPDATE snapshots SET pruned_at = ? WHERE id = ? AND pruned_at IS NULL');
@@ -20,8 +21,10 @@ export function sqliteSnapshots(db: Database.Database): SnapshotMethods {
       return r ? toSnapshot(r) : undefined;
     },
     async listSnapshots(filter) {
+      if (filter.newest !== undefined && filter.runId) return (newestByRun.all(filter.runId, Math.max(0, Math.floor(filter.newest))) as Row[]).reverse().map(toSnapshot);
       const rows = filter.runId ? byRun.all(filter.runId) : filter.sessionId ? bySession.all(filter.sessionId) : all.all();
-      return (rows as Row[]).map(toSnapshot);
+      const out = (rows as Row[]).map(toSnapshot);
+      return filter.newest !== undefined ? out.slice(Math.max(0, out.length - Math.floor(filter.newest))) : out;
     },
     async markSnapshotPruned(id, at) {
       prune.run(at, id);
