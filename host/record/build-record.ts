@@ -8,6 +8,7 @@ import { forkedFrom } from '../fork';
 import { costOfRun } from '../cost';
 import { sealRecord, sha256, canonicalJson } from './canonical';
 import { contractSections } from './sections';
+import { contractFields, type HandlerPolicies } from './contract-fields';
 import { RECORD_FORMAT, RECORD_SCHEMA_VERSION, type RunRecord } from './schema';
 
 /** Entry bodies, submissions and similar values above this many bytes are referenced by digest, never inlined. */
@@ -136,7 +137,7 @@ async function sandboxDocuments(store: Store, run: Run) {
  * The run's record (seed 004's Agent Run Contract over Berth's records), sealed: `text` is the
  * canonical JSON written to the file, `record` the same document as a value.
  */
-export async function exportRun(store: Store, runId: string, now: number): Promise<{ record: RunRecord; text: string }> {
+export async function exportRun(store: Store, runId: string, now: number, o: { policies?: HandlerPolicies } = {}): Promise<{ record: RunRecord; text: string }> {
   const rows = await readRunRows(store, runId, now);
   const { run, session, submission } = rows;
   const sections = contractSections(rows);
@@ -163,6 +164,7 @@ export async function exportRun(store: Store, runId: string, now: number): Promi
     entries: entries.map((e) => e.value),
     egress: rows.egress.map(({ runId: _r, ...a }) => ({ ...a, count: a.count ?? 1 })),
     job: { ...sections.job, submission: submission ? inlineOrDigest(submission.input) : null },
+    contract: contractFields(rows, o.policies),
   };
   const { text, digest } = sealRecord(doc as Record<string, unknown>, { entries: `[${entries.map((e) => e.text).join(',')}]` });
   return { record: { ...doc, digest } as RunRecord, text };

@@ -9,7 +9,31 @@ import { canonicalJson as environmentCanonical } from '../../environment';
  * test holds the two implementations equal.
  */
 export function canonicalJson(value: unknown): string {
+  // Most values (entry bodies) already have their keys in order: the native serialiser without a
+  // replacer is several times faster, and a walk that only compares keys costs less than the
+  // replacer's call per member (profiled in the record bench).
+  if (keysSorted(value, 0)) return JSON.stringify(value) ?? 'null';
   return JSON.stringify(value, sortedMembers) ?? 'null';
+}
+
+/** Whether every object in `v` lists its keys in canonical order (false too for a value too deep to check cheaply). */
+function keysSorted(v: unknown, depth: number): boolean {
+  if (v === null || typeof v !== 'object') return true;
+  if (depth > 32) return false;
+  if (Array.isArray(v)) {
+    for (const x of v) if (!keysSorted(x, depth + 1)) return false;
+    return true;
+  }
+  // toJSON would change what is serialised; the replacer path handles it as before.
+  if (typeof (v as { toJSON?: unknown }).toJSON === 'function') return false;
+  let prev: string | undefined;
+  for (const k in v) {
+    if (!Object.prototype.hasOwnProperty.call(v, k)) return false;
+    if (prev !== undefined && prev > k) return false;
+    prev = k;
+    if (!keysSorted((v as Record<string, unknown>)[k], depth + 1)) return false;
+  }
+  return true;
 }
 
 function sortedMembers(this: unknown, _key: string, v: unknown): unknown {

@@ -228,6 +228,45 @@ export const OwnershipSectionSchema = z.strictObject({
   takeOvers: z.array(z.strictObject({ n: z.number().int(), at: z.number(), actor: z.string(), commitSeq: z.number().int() })),
 });
 
+const KindVersion = z.strictObject({ kind: z.string(), version: z.number().int() });
+
+/**
+ * The seed contract's fields beyond the raw collections (issue 27): retry budget and backoff per
+ * task kind, timeouts, cancellation grace, attempt ids, retention and deletions, dependency-failure
+ * action, versions per transition. Absent in records made before it; `recorded: false` with a
+ * reason for what Berth cannot know.
+ */
+export const ContractFieldsSchema = z.strictObject({
+  retry: z.array(z.strictObject({
+    kind: z.string(),
+    version: z.number().int(),
+    maxRetries: z.union([z.number().int(), NotRecordedSchema]).describe('retries of a phase that threw a retryable error'),
+    restartLimit: z.union([z.number().int(), NotRecordedSchema]).nullable().describe('restarts after a host loss before the task fails; null: no limit'),
+    backoff: z.string(),
+  })),
+  modelRetry: z.union([z.strictObject({ maxAttempts: z.number().int(), backoffMs: z.number().nullable(), maxBackoffMs: z.number().nullable() }), NotRecordedSchema]),
+  timeouts: z.strictObject({
+    commandTimeoutS: z.number().nullable(),
+    runBudgetS: z.number().nullable(),
+    steps: z.array(z.strictObject({ step: z.string(), timeoutS: z.number().nullable() })),
+    acceptanceTimeoutS: z.number().nullable(),
+    modelTimeoutMs: z.number().nullable(),
+  }),
+  cancellationGrace: z.union([z.strictObject({ graceMs: z.number() }), NotRecordedSchema]),
+  effectAttempts: z.array(z.strictObject({
+    effectId: z.string(),
+    attempts: z.number().int(),
+    attemptIds: z.union([z.array(z.string()), NotRecordedSchema]),
+  })),
+  retention: z.strictObject({
+    rule: z.union([z.string(), NotRecordedSchema]),
+    deletions: z.array(z.strictObject({ what: z.enum(['snapshot', 'lease']), id: z.string(), at: z.number() })).describe('snapshots pruned and sandboxes released'),
+  }),
+  dependencyFailure: z.union([z.array(z.strictObject({ step: z.string(), action: z.enum(['fail_run', 'continue']) })), NotRecordedSchema]),
+  transitionVersions: z.array(z.strictObject({ n: z.number().int(), versions: Versions, taskKinds: z.array(KindVersion) })),
+});
+export type ContractFields = z.infer<typeof ContractFieldsSchema>;
+
 export const RunRecordSchema = z.strictObject({
   format: z.literal(RECORD_FORMAT),
   schemaVersion: z.literal(RECORD_SCHEMA_VERSION),
@@ -306,6 +345,7 @@ export const RunRecordSchema = z.strictObject({
   artifacts: z.union([z.array(ArtifactRecordSchema), NotRecordedSchema]),
   ownership: OwnershipSectionSchema,
   unresolved: z.array(UnresolvedSchema),
+  contract: ContractFieldsSchema.optional(),
 });
 
 /** One exported run: the Agent Run Contract's fields over Berth's records. */

@@ -56,6 +56,13 @@ describe('the run record of a five-email run left in needs_reconciliation', () =
       // The host that died left the in-flight send's owner: a task of this run.
       expect(r.tasks.map((t) => t.id)).toContain(effect.taskId);
       expect(r.recovery.restarts).toBeGreaterThanOrEqual(1);
+      // Contract fields of an application kind: versions per transition with its task kinds, attempts per effect.
+      const kinds = [...new Set(r.tasks.map((t) => t.kind))].sort();
+      expect(r.contract!.transitionVersions.map((t) => t.n)).toEqual(r.transitions.map((t) => t.n));
+      expect([...new Set(r.contract!.transitionVersions.at(-1)!.taskKinds.map((k) => k.kind))].sort()).toEqual(kinds);
+      expect(r.contract!.retry.map((k) => k.kind).sort()).toEqual(kinds);
+      expect(r.contract!.effectAttempts.find((a) => a.effectId === effect.id)!.attempts).toBe(effect.attempts);
+      expect(r.contract!.dependencyFailure).toMatchObject({ recorded: false });
 
       const check = await cli(db, ['check', '--all', '--json']);
       expect(check.code, check.stdout + check.stderr).toBe(0);

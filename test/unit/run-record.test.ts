@@ -175,6 +175,43 @@ describe('canonical JSON', () => {
   });
 });
 
+describe('canonical JSON fast path', () => {
+  it('gives the canonical text for values already sorted, unsorted deep down, and with toJSON', async () => {
+    const { canonicalJson, environmentCanonical } = await import('../../host/record');
+    const values: unknown[] = [
+      { a: 1, b: { c: [1, { d: 2, e: 'x' }] } },
+      { a: 1, b: { c: [1, { e: 2, d: 'x' }] } },
+      { a: { toJSON: () => ({ z: 1, y: 2 }) } },
+      [null, 'x', 3, [{ b: 1, a: 2 }]],
+    ];
+    for (const v of values) expect(canonicalJson(v)).toBe(environmentCanonical(JSON.parse(JSON.stringify(v))));
+  });
+});
+
+describe('contract fields', () => {
+  it('give the handler\'s retry budget and restart limit when the exporting process knows the task kind, and recorded:false naming the kind when it does not', async () => {
+    const { tempStore } = await import('../support/temp-store');
+    const { exportRun, RunRecordSchema } = await import('../../host/record');
+    const t = tempStore();
+    try {
+      await t.store.commit({ sessionId: 's', label: 'l', createSession: {}, runs: [{ id: 'r', kind: 'notify', submissionId: null, rootTaskId: 't', versions: { kernel: 'berth@0.1.0' } }], tasks: [{ id: 't', runId: 'r', parentId: null, kind: 'notify.send', kindVersion: 2, phase: 'start', input: {} }] });
+      await t.store.commit({ sessionId: 's', label: 'go', runTransitions: [{ runId: 'r', from: 'admitted', to: 'running', actor: 'host:x', reason: 'go' }] });
+      const known = (await exportRun(t.store, 'r', 1, { policies: (kind, version) => (kind === 'notify.send' && version === 2 ? { maxRetries: 5, restartLimit: 10 } : undefined) })).record;
+      expect(RunRecordSchema.parse(known).contract!.retry).toEqual([{ kind: 'notify.send', version: 2, maxRetries: 5, restartLimit: 10, backoff: expect.stringContaining('2^attempt') }]);
+      // an application kind has its versions per transition too
+      expect(known.contract!.transitionVersions.map((v) => [v.n, v.versions.kernel, v.taskKinds])).toEqual([
+        [1, 'berth@0.1.0', [{ kind: 'notify.send', version: 2 }]],
+        [2, 'berth@0.1.0', [{ kind: 'notify.send', version: 2 }]],
+      ]);
+      expect(known.contract!.dependencyFailure).toMatchObject({ recorded: false });
+      const unknown = (await exportRun(t.store, 'r', 1)).record;
+      expect(unknown.contract!.retry[0]!.maxRetries).toEqual({ recorded: false, note: expect.stringContaining('notify.send@2') });
+    } finally {
+      await t.cleanup();
+    }
+  });
+});
+
 describe('exported entries', () => {
   it('are written in the same canonical text as the generic serialiser, large bodies left out by digest', async () => {
     const { tempStore } = await import('../support/temp-store');
