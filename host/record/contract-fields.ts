@@ -60,7 +60,8 @@ export function contractFields(rows: RunRows, policies?: HandlerPolicies): Contr
     effectAttempts: rows.effects.map((e) => ({
       effectId: e.id,
       attempts: e.attempts,
-      attemptIds: notRecorded('the store keeps a count of attempts per effect, not attempt ids'),
+      // Effects written before schema 22 kept only a count of their attempts.
+      attemptIds: e.attemptLog.length > 0 ? e.attemptLog.map((a) => a.id) : notRecorded('an effect written before attempt logs (schema 22) keeps only a count of its attempts'),
     })),
     retention: {
       rule: notRecorded('retention is chosen per `berth gc` invocation (--keep, --forks-older-than), not stored with the run'),
