@@ -145,6 +145,16 @@ describe('berth mcp: a Berth session as the sandbox of an MCP client', { timeout
     expect((bad as McpError).data).toMatchObject({ code: 'session_not_found' });
   });
 
+  it("counts an MCP call's sandbox use in the run's cost but no model request, since no model was asked", async () => {
+    const w = (world = await mcpWorld());
+    const c = await w.connect(w.envArgs());
+    const ran = await call(c, 'exec', { command: 'true' });
+    expect(ran.s.status).toBe('ok');
+    const meters = await readStore(w.store, async (s) => (await s.sumCost({ runIds: [ran.s.run] })).map((t) => t.meter));
+    expect(meters).toContain('exec.count');
+    expect(meters).not.toContain('model.requests');
+  });
+
   it('answers a call naming an unknown session with a typed error', async () => {
     const w = (world = await mcpWorld());
     const c = await w.connect(w.envArgs());
