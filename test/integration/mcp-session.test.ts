@@ -155,6 +155,18 @@ describe('berth mcp: a Berth session as the sandbox of an MCP client', { timeout
     expect(meters).not.toContain('model.requests');
   });
 
+  it('ends the run of an MCP call after the call itself, with no second generation turn to say "done"', async () => {
+    const w = (world = await mcpWorld());
+    const c = await w.connect(w.envArgs());
+    const ran = await call(c, 'exec', { command: 'echo once' });
+    expect(ran.text).toContain('once');
+    const kinds = await readStore(w.store, async (s) => (await s.listTasks({ sessionId: ran.s.session })).filter((t) => t.runId === ran.s.run).map((t) => t.kind));
+    expect(kinds.filter((k) => k === 'agent-generate')).toHaveLength(1);
+    expect(kinds).toContain('agent-tool');
+    const run = await readStore(w.store, (s) => s.getRun(ran.s.run));
+    expect(run?.state).toBe('completed');
+  });
+
   it('answers a call naming an unknown session with a typed error', async () => {
     const w = (world = await mcpWorld());
     const c = await w.connect(w.envArgs());
