@@ -146,7 +146,12 @@ async function prepare(deps: AgentDeps, ctx: GenerationContext): Promise<Generat
   };
   const stated = statedWindow(entries);
   const contextTokens = m.contextTokens ?? stated.contextTokens;
-  if (contextTokens === undefined) return { type: 'next', phase: 'request', checkpoint: cp };
+  if (contextTokens === undefined) {
+    // A caller-driven reply is a pure function of these entries (no model is asked, nothing is paid):
+    // it goes into the same checkpoint, one commit instead of a `request` step of its own.
+    if (isCallerDriven(m)) return { type: 'next', phase: 'tools', checkpoint: { ...cp, reply: await deps.chatClient(m).complete(requestOf(deps, input, cp.options, entries), { signal: ctx.signal, timeoutMs: m.timeoutMs }) } };
+    return { type: 'next', phase: 'request', checkpoint: cp };
+  }
   const c = input.settings.compaction;
   const plan = planContext(entries, {
     contextTokens,

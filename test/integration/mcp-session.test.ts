@@ -163,6 +163,9 @@ describe('berth mcp: a Berth session as the sandbox of an MCP client', { timeout
     const kinds = await readStore(w.store, async (s) => (await s.listTasks({ sessionId: ran.s.session })).filter((t) => t.runId === ran.s.run).map((t) => t.kind));
     expect(kinds.filter((k) => k === 'agent-generate')).toHaveLength(1);
     expect(kinds).toContain('agent-tool');
+    // Its turn commits the dictated reply with the context it answers, without a request step of its own.
+    const steps = await readStore(w.store, async (s) => (await s.listCommitLog({ sessionId: ran.s.session })).filter((l) => l.label === 'phase.next:agent-generate').length);
+    expect(steps).toBe(1);
     const run = await readStore(w.store, (s) => s.getRun(ran.s.run));
     expect(run?.state).toBe('completed');
   });
