@@ -22,7 +22,8 @@ const hostId = `bench-mcp-${process.pid}`;
 async function connect(store: string, args: string[]): Promise<{ client: Client; pid: number }> {
   const transport = new StdioClientTransport({
     command: process.execPath,
-    args: ['dist/berth.mjs', 'mcp', ...args, '--store', store],
+    // BENCH_MCP_PROF=DIR: the server writes a CPU profile there (node --cpu-prof) when it exits.
+    args: [...(process.env.BENCH_MCP_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_MCP_PROF] : []), 'dist/berth.mjs', 'mcp', ...args, '--store', store],
     env: { ...(process.env as Record<string, string>), BERTH_HOST_ID: hostId },
     stderr: 'ignore',
   });

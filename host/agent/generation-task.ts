@@ -11,7 +11,7 @@ import { planContext } from './context-budget';
 import { ENTRY, type InterruptionEntry, type ModelEntry } from './entries';
 import type { Entry } from '../model';
 import { faultPoint } from '../support/faults';
-import { backoffMs, ModelCallError, type ChatRequest, type ModelReply } from './model';
+import { backoffMs, isCallerDriven, ModelCallError, type ChatRequest, type ModelReply } from './model';
 import { checkToolCall } from './tool-call-check';
 import { networkHint } from './network-hint';
 import { secretHint } from './run-secrets';
@@ -146,7 +146,12 @@ async function prepare(deps: AgentDeps, ctx: GenerationContext): Promise<Generat
   };
   const stated = statedWindow(entries);
   const contextTokens = m.contextTokens ?? stated.contextTokens;
-  if (contextTokens === undefined) return { type: 'next', phase: 'request', checkpoint: cp };
+  if (contextTokens === undefined) {
+    // A caller-driven reply is a pure function of these entries (no model is asked, nothing is paid):
+    // it goes into the same checkpoint, one commit instead of a `request` step of its own.
+    if (isCallerDriven(m)) return { type: 'next', phase: 'tools', checkpoint: { ...cp, reply: await deps.chatClient(m).complete(requestOf(deps, input, cp.options, entries), { signal: ctx.signal, timeoutMs: m.timeoutMs }) } };
+    return { type: 'next', phase: 'request', checkpoint: cp };
+  }
   const c = input.settings.compaction;
   const plan = planContext(entries, {
     contextTokens,
@@ -199,7 +204,9 @@ async function request(deps: AgentDeps, ctx: GenerationContext): Promise<Generat
     // both answers were paid for. By the model the endpoint says answered.
     const model = reply.model || cp.options.model;
     const u = reply.usage;
-    await ctx.store.recordCost({ runId, at: ctx.now(), key: model, meters: { 'model.requests': 1, ...(u ? { 'tokens.prompt': u.promptTokens, 'tokens.completion': u.completionTokens, 'tokens.cached': u.cachedTokens ?? 0 } : {}) } });
+    // A caller-driven turn asked no model (the MCP client dictated the call): nothing was paid, and
+    // its sample would be two more store commits on every MCP call.
+    if (!isCallerDriven(m)) await ctx.store.recordCost({ runId, at: ctx.now(), key: model, meters: { 'model.requests': 1, ...(u ? { 'tokens.prompt': u.promptTokens, 'tokens.completion': u.completionTokens, 'tokens.cached': u.cachedTokens ?? 0 } : {}) } });
     return { type: 'next', phase: 'tools', checkpoint: { ...cp, reply } };
   } catch (err) {
     if (!(err instanceof ModelCallError) || err.failure === 'model_aborted') throw err;

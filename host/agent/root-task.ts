@@ -3,6 +3,7 @@ import { defineTask, storedValue, type TaskHandler, type TypedDecision } from '.
 import { runInputOf, type AgentDeps } from './agent-deps';
 import { AgentRunInputSchema, type GenerationInput } from './agent-input';
 import { GENERATE_KIND, GenerationResultSchema } from './generation-task';
+import { isCallerDriven } from './model';
 
 export const AGENT_KIND = 'agent';
 
@@ -55,6 +56,10 @@ export function agentRootHandler(deps: AgentDeps): TaskHandler {
         }
         const result = storedValue(GenerationResultSchema, gen.result, { what: 'result', kind: GENERATE_KIND, taskId: gen.id });
         if (result.final) return { type: 'complete', result: { answer: result.content, turns: turn } };
+        // A caller-driven run makes exactly its dictated call: the turn after it could only answer
+        // "done" (see callerDrivenChatClient), so the run ends here, sparing every MCP call the
+        // commits of a second generation task.
+        if (isCallerDriven(input.settings.model)) return { type: 'complete', result: { answer: 'done', turns: turn } };
         if (turn >= input.settings.maxTurns) {
           return { type: 'fail', error: { code: 'turn_limit', message: `the model was still calling tools after ${turn} turns (limit ${input.settings.maxTurns})` } };
         }

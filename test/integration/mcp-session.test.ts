@@ -145,6 +145,31 @@ describe('berth mcp: a Berth session as the sandbox of an MCP client', { timeout
     expect((bad as McpError).data).toMatchObject({ code: 'session_not_found' });
   });
 
+  it("counts an MCP call's sandbox use in the run's cost but no model request, since no model was asked", async () => {
+    const w = (world = await mcpWorld());
+    const c = await w.connect(w.envArgs());
+    const ran = await call(c, 'exec', { command: 'true' });
+    expect(ran.s.status).toBe('ok');
+    const meters = await readStore(w.store, async (s) => (await s.sumCost({ runIds: [ran.s.run] })).map((t) => t.meter));
+    expect(meters).toContain('exec.count');
+    expect(meters).not.toContain('model.requests');
+  });
+
+  it('ends the run of an MCP call after the call itself, with no second generation turn to say "done"', async () => {
+    const w = (world = await mcpWorld());
+    const c = await w.connect(w.envArgs());
+    const ran = await call(c, 'exec', { command: 'echo once' });
+    expect(ran.text).toContain('once');
+    const kinds = await readStore(w.store, async (s) => (await s.listTasks({ sessionId: ran.s.session })).filter((t) => t.runId === ran.s.run).map((t) => t.kind));
+    expect(kinds.filter((k) => k === 'agent-generate')).toHaveLength(1);
+    expect(kinds).toContain('agent-tool');
+    // Its turn commits the dictated reply with the context it answers, without a request step of its own.
+    const steps = await readStore(w.store, async (s) => (await s.listCommitLog({ sessionId: ran.s.session })).filter((l) => l.label === 'phase.next:agent-generate').length);
+    expect(steps).toBe(1);
+    const run = await readStore(w.store, (s) => s.getRun(ran.s.run));
+    expect(run?.state).toBe('completed');
+  });
+
   it('answers a call naming an unknown session with a typed error', async () => {
     const w = (world = await mcpWorld());
     const c = await w.connect(w.envArgs());
