@@ -27,7 +27,10 @@ async function fixture() {
 }
 
 describe('a run killed in a phase moved off the critical path resumes to the same final workspace', { timeout: 600_000 }, () => {
-  it.each(['plan:uploaded', 'run-end:release', 'run-end:prune'])('killed at %s: berth resume ends completed with the uninterrupted digest, its sandbox released', async (target) => {
+  // Not run-end:release: a completing plan releases its sandbox before the completion commits (a
+  // host killed right after it must leave no sandbox of a finished run), so for a plan run that
+  // point has nothing left to release and is never reached.
+  it.each(['plan:uploaded', 'run-end:prune'])('killed at %s: berth resume ends completed with the uninterrupted digest, its sandbox released', async (target) => {
     const base = await fixture();
     const clean = await base.cli(['run', base.plan, '--json']);
     expect(clean.code, clean.stderr).toBe(0);
