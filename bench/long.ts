@@ -108,7 +108,7 @@ async function runPlan(dir: string, steps: number, hostId: string): Promise<Meas
 
 const gaps = (at: number[], from: number, to: number) => at.slice(from + 1, to).map((t, i) => t - at[from + i]!);
 
-async function runPageKb(storePath: string, runId: string): Promise<number> {
+export async function runPageKb(storePath: string, runId: string): Promise<number> {
   const reader = openSqliteStore(storePath);
   const token = 'l'.repeat(64);
   const dir = mkdtempSync(join(tmpdir(), 'berth-bench-long-art-'));

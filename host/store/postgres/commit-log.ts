@@ -15,16 +15,25 @@ const NUMBERING_LOCK = 4_711_020;
  * visible in increasing order: a reader that saw N never later finds a new number at or below N.
  * Commits never wait for this (they only insert), so they can share the server's WAL flushes.
  */
-export async function numberCommitLog(pool: pg.Pool): Promise<void> {
-  const [pending] = await query<{ any: boolean }>(pool, 'SELECT EXISTS (SELECT 1 FROM commit_log WHERE seq IS NULL) AS any');
+export function numberCommitLog(pool: pg.Pool): Promise<void> {
+  return numberByReaders(pool, 'commit_log', NUMBERING_LOCK);
+}
+
+/**
+ * Numbers the committed, unnumbered rows (`seq IS NULL`, ordered by `ord`) of a table numbered by
+ * its readers, as {@link numberCommitLog} explains; `lock` is the table's own advisory lock. The
+ * table name is one of this store's own, never input.
+ */
+export async function numberByReaders(pool: pg.Pool, table: 'commit_log' | 'run_output', lock: number): Promise<void> {
+  const [pending] = await query<{ any: boolean }>(pool, `SELECT EXISTS (SELECT 1 FROM ${table} WHERE seq IS NULL) AS any`);
   if (!pending?.any) return;
   await transaction(pool, async (client) => {
-    await query(client, 'SELECT pg_advisory_xact_lock($1)', [NUMBERING_LOCK]);
+    await query(client, 'SELECT pg_advisory_xact_lock($1)', [lock]);
     await query(
       client,
-      `WITH base AS (SELECT COALESCE(MAX(seq), 0) AS top FROM commit_log),
-            todo AS (SELECT ord, row_number() OVER (ORDER BY ord) AS k FROM commit_log WHERE seq IS NULL)
-       UPDATE commit_log l SET seq = base.top + todo.k FROM base, todo WHERE l.ord = todo.ord`,
+      `WITH base AS (SELECT COALESCE(MAX(seq), 0) AS top FROM ${table}),
+            todo AS (SELECT ord, row_number() OVER (ORDER BY ord) AS k FROM ${table} WHERE seq IS NULL)
+       UPDATE ${table} t SET seq = base.top + todo.k FROM base, todo WHERE t.ord = todo.ord`,
     );
   });
 }

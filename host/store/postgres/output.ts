@@ -1,7 +1,8 @@
 import type pg from 'pg';
 import type { OutputRecords } from '../output';
 import { toOutputChunk } from '../sqlite/output';
-import { query, transaction } from './open';
+import { numberByReaders } from './commit-log';
+import { query } from './open';
 
 /**
  * Schema 23 (see the SQLite twin). Writers insert unnumbered rows (`ord` is only the insert
@@ -30,19 +31,8 @@ export const OUTPUT_SQL_POSTGRES = `
 
 const NUMBERING_LOCK = 4_711_023;
 
-async function numberOutput(pool: pg.Pool): Promise<void> {
-  const [pending] = await query<{ any: boolean }>(pool, 'SELECT EXISTS (SELECT 1 FROM run_output WHERE seq IS NULL) AS any');
-  if (!pending?.any) return;
-  await transaction(pool, async (client) => {
-    await query(client, 'SELECT pg_advisory_xact_lock($1)', [NUMBERING_LOCK]);
-    await query(
-      client,
-      `WITH base AS (SELECT COALESCE(MAX(seq), 0) AS top FROM run_output),
-            todo AS (SELECT ord, row_number() OVER (ORDER BY ord) AS k FROM run_output WHERE seq IS NULL)
-       UPDATE run_output o SET seq = base.top + todo.k FROM base, todo WHERE o.ord = todo.ord`,
-    );
-  });
-}
+/** Numbered by readers under the output's own lock, as the commit log is (see numberByReaders). */
+const numberOutput = (pool: pg.Pool) => numberByReaders(pool, 'run_output', NUMBERING_LOCK);
 
 export function postgresOutput(pool: pg.Pool): OutputRecords {
   return {
