@@ -60,11 +60,13 @@ function entry(e: Entry): { value: RunRecord['entries'][number]; text: string } 
   const s = JSON.stringify;
   // Keys in sorted order: at, body, commitSeq, conversationId, id, kind, seq, taskId.
   const text = `{"at":${s(e.at)},"body":${bodyText},"commitSeq":${s(e.commitSeq)},"conversationId":${s(e.conversationId)},"id":${s(e.id)},"kind":${s(e.kind)},"seq":${s(e.seq)},"taskId":${s(e.taskId)}}`;
-  return { value: { id: e.id, seq: e.seq, conversationId: e.conversationId, taskId: e.taskId, kind: e.kind, body, commitSeq: e.commitSeq, at: e.at }, text };
+  return { value: entryValue({ ...e, body }), text };
 }
 
+const entryValue = (e: Entry): RunRecord['entries'][number] => ({ id: e.id, seq: e.seq, conversationId: e.conversationId, taskId: e.taskId, kind: e.kind, body: e.body, commitSeq: e.commitSeq, at: e.at });
+
 /** Everything the store holds about one run, read in one pass. */
-export async function readRunRows(store: Store, runId: string, now = Date.now()) {
+export async function readRunRows(store: Store, runId: string, now = Date.now(), o: { costSummary?: boolean } = {}) {
   const run = await store.getRun(runId);
   if (!run) throw new BerthError('run_not_found', `no run ${runId} in ${store.location} (see berth status)`, { ids: { runId } });
   const [session, submission, transitions, tasks, effects, snapshots, leases, documents, entries, egress, commits, imported, storeId] = await Promise.all([
@@ -83,12 +85,13 @@ export async function readRunRows(store: Store, runId: string, now = Date.now())
     store.getImportedRun(runId),
     store.storeId(),
   ]);
+  const withCost = o.costSummary !== false;
   const [acceptance, costSamples, artifacts, owner, costTotals] = await Promise.all([
     store.listAcceptance({ runId }),
     store.listCost({ runId }),
     store.listArtifacts(runId),
     store.getSessionOwner(run.sessionId),
-    store.sumCost({ runIds: [runId] }),
+    withCost ? store.sumCost({ runIds: [runId] }) : undefined,
   ]);
   if (!session) throw new BerthError('record_incomplete', `run ${runId} names session ${run.sessionId}, which the store does not hold`, { ids: { runId } });
   return {
@@ -97,7 +100,8 @@ export async function readRunRows(store: Store, runId: string, now = Date.now())
     // An imported run is never owned here: its owner is the one its record named.
     acceptance, costSamples, artifacts, owner: imported ? imported.owner ?? undefined : owner,
     // What `berth show` prints, at the export's moment (open leases and kept snapshots count until then).
-    costSummary: await costOfRun(store, run, costTotals, now),
+    // `berth check` reads no cost summary (a third of its reads): it asks for none.
+    costSummary: withCost ? await costOfRun(store, run, costTotals!, now) : (null as unknown as Awaited<ReturnType<typeof costOfRun>>),
   };
 }
 export type RunRows = Awaited<ReturnType<typeof readRunRows>>;
@@ -139,10 +143,26 @@ async function sandboxDocuments(store: Store, run: Run) {
  */
 export async function exportRun(store: Store, runId: string, now: number, o: { policies?: HandlerPolicies } = {}): Promise<{ record: RunRecord; text: string }> {
   const rows = await readRunRows(store, runId, now);
+  const entries = rows.entries.map(entry);
+  const doc = recordDocument(rows, now, entries.map((e) => e.value), o.policies);
+  const { text, digest } = sealRecord(doc as Record<string, unknown>, { entries: `[${entries.map((e) => e.text).join(',')}]` });
+  return { record: { ...doc, digest } as RunRecord, text };
+}
+
+/**
+ * The record as `berth check` judges it: the same document, without the canonical text, the digest
+ * or the cost summary (none of which an invariant reads; together they were over half a check's time).
+ */
+export async function recordToCheck(store: Store, runId: string, now: number): Promise<RunRecord> {
+  const rows = await readRunRows(store, runId, now, { costSummary: false });
+  return { ...recordDocument(rows, now, rows.entries.map(entryValue)), digest: '' } as RunRecord;
+}
+
+/** The record's members but its digest. */
+function recordDocument(rows: RunRows, now: number, entries: RunRecord['entries'], policies?: HandlerPolicies): Omit<RunRecord, 'digest'> {
   const { run, session, submission } = rows;
   const sections = contractSections(rows);
-  const entries = rows.entries.map(entry);
-  const doc: Omit<RunRecord, 'digest'> & { digest?: string } = {
+  const doc: Omit<RunRecord, 'digest'> = {
     format: RECORD_FORMAT,
     schemaVersion: RECORD_SCHEMA_VERSION,
     exportedAt: now,
@@ -161,13 +181,12 @@ export async function exportRun(store: Store, runId: string, now: number, o: { p
     tasks: rows.tasks.map(task),
     effects: rows.effects.map(effect),
     documents: rows.documents.map(({ sessionId: _s, ...d }) => d),
-    entries: entries.map((e) => e.value),
+    entries,
     egress: rows.egress.map(({ runId: _r, ...a }) => ({ ...a, count: a.count ?? 1 })),
     job: { ...sections.job, submission: submission ? inlineOrDigest(submission.input) : null },
-    contract: contractFields(rows, o.policies),
+    contract: contractFields(rows, policies),
   };
-  const { text, digest } = sealRecord(doc as Record<string, unknown>, { entries: `[${entries.map((e) => e.text).join(',')}]` });
-  return { record: { ...doc, digest } as RunRecord, text };
+  return doc;
 }
 
 /** The models an agent run called (from its model entries) and the digest of its system prompt. */

@@ -13,7 +13,34 @@ export function canonicalJson(value: unknown): string {
   // replacer is several times faster, and a walk that only compares keys costs less than the
   // replacer's call per member (profiled in the record bench).
   if (keysSorted(value, 0)) return JSON.stringify(value) ?? 'null';
-  return JSON.stringify(value, sortedMembers) ?? 'null';
+  try {
+    return JSON.stringify(value, sortedMembers) ?? 'null';
+  } catch (err) {
+    if (err !== INDEX_KEYS) throw err;
+    return walk(value) ?? 'null';
+  }
+}
+
+/**
+ * An object with an integer-like key ("0", "9", "10") cannot be handed to the native serialiser in
+ * sorted order: JavaScript always lists such keys first, in numeric order ("9" before "10", both
+ * before "-1" or " "), whatever order they were inserted in. The replacer throws this to hand the
+ * whole value to {@link walk}.
+ */
+const INDEX_KEYS = Symbol('index keys');
+const isIndexKey = (k: string) => /^(0|[1-9]\d{0,9})$/.test(k) && Number(k) < 2 ** 32 - 1;
+
+/** The canonical text built by hand, with JSON.stringify's rules (toJSON, dropped undefined members, null for non-finite numbers). */
+function walk(v: unknown, key = ''): string | undefined {
+  if (v !== null && typeof v === 'object' && typeof (v as { toJSON?: unknown }).toJSON === 'function') v = (v as { toJSON(k: string): unknown }).toJSON(key);
+  if (v === null || typeof v !== 'object') return JSON.stringify(v);
+  if (Array.isArray(v)) return `[${v.map((x, i) => walk(x, String(i)) ?? 'null').join(',')}]`;
+  const parts: string[] = [];
+  for (const k of Object.keys(v).sort()) {
+    const text = walk((v as Record<string, unknown>)[k], k);
+    if (text !== undefined) parts.push(`${JSON.stringify(k)}:${text}`);
+  }
+  return `{${parts.join(',')}}`;
 }
 
 /** Whether every object in `v` lists its keys in canonical order (false too for a value too deep to check cheaply). */
@@ -42,6 +69,8 @@ function sortedMembers(this: unknown, _key: string, v: unknown): unknown {
   let sorted = true;
   for (let i = 1; i < keys.length; i++) if (keys[i - 1]! > keys[i]!) { sorted = false; break; }
   if (sorted) return v;
+  // Integer-like keys come first in JavaScript (see INDEX_KEYS), so the first key says whether there are any.
+  if (isIndexKey(keys[0]!)) throw INDEX_KEYS;
   keys.sort();
   const out: Record<string, unknown> = {};
   for (const k of keys) out[k] = (v as Record<string, unknown>)[k];
@@ -83,3 +112,21 @@ export function sealRecord(doc: Record<string, unknown>, serialised: Record<stri
 
 /** The digest a record's members say it should carry (recomputed; never read from the record). */
 export const recordDigest = (doc: Record<string, unknown>): string => sha256(canonicalWithout(doc, 'digest').text);
+
+/**
+ * The digest an earlier build (before integer-like keys were ordered by code unit) computed: the
+ * same members with each object's keys as JavaScript lists them after sorting ("9" before "10").
+ * Only a record holding such keys has a different one; the import accepts either, so records
+ * exported before the fix still import (their content is still covered by a digest).
+ */
+export const legacyRecordDigest = (doc: Record<string, unknown>): string => {
+  const members = Object.fromEntries(Object.keys(doc).filter((k) => k !== 'digest' && doc[k] !== undefined).sort().map((k) => [k, doc[k]]));
+  return sha256(JSON.stringify(members, legacyMembers));
+};
+
+function legacyMembers(_key: string, v: unknown): unknown {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return v;
+  const out: Record<string, unknown> = {};
+  for (const k of Object.keys(v).sort()) out[k] = (v as Record<string, unknown>)[k];
+  return out;
+}

@@ -1,16 +1,16 @@
 import { BerthError } from '../errors';
 import type { Store } from '../store';
-import { exportRun } from './build-record';
+import { recordToCheck } from './build-record';
 import { checkRecord, type Violation } from './invariants';
 
 /**
- * Checks runs of a store (one, or every run): each is read as its export record, so a stored and
- * an imported run are judged by the same code as an exported file.
+ * Checks runs of a store (one, or every run): each is read as its export record (the same document,
+ * unsealed), so a stored and an imported run are judged by the same code as an exported file.
  */
 export async function checkStore(store: Store, runIds: string[] | 'all', now: number): Promise<{ checked: number; violations: Violation[] }> {
   const ids = runIds === 'all' ? (await store.listRuns()).map((r) => r.id) : runIds;
   const violations: Violation[] = [];
-  for (const id of ids) violations.push(...checkRecord((await exportRun(store, id, now)).record));
+  for (const id of ids) violations.push(...checkRecord(await recordToCheck(store, id, now)));
   return { checked: ids.length, violations };
 }
 

@@ -188,6 +188,46 @@ describe('canonical JSON fast path', () => {
   });
 });
 
+describe('canonical JSON of number-like keys', () => {
+  it('orders integer-like object keys by UTF-16 code unit like every other key, though JavaScript lists them first in numeric order', async () => {
+    const { canonicalJson, recordDigest, environmentCanonical } = await import('../../host/record');
+    // Exit codes, line numbers and HTTP statuses are common keys in entry bodies and receipts.
+    const values: unknown[] = [
+      { '10': 'a', '9': 'b' },
+      { b: 1, '2': 2, a: { '100': 1, '20': 2, x: 3 } },
+      { '-1': 'neg', '1': 'pos', ' ': 'space' },
+      [{ '3': 1, '12': 2 }],
+      { z: { toJSON: () => ({ '11': 1, '5': 2 }) } },
+    ];
+    for (const v of values) expect(canonicalJson(v)).toBe(environmentCanonical(JSON.parse(JSON.stringify(v))));
+    expect(canonicalJson({ '10': 'a', '9': 'b' })).toBe('{"10":"a","9":"b"}');
+    // The digest follows the canonical text, whatever order the document was parsed in.
+    const a = JSON.parse('{"format":"x","body":{"9":1,"10":2}}') as Record<string, unknown>;
+    const b = JSON.parse('{"body":{"10":2,"9":1},"format":"x"}') as Record<string, unknown>;
+    expect(recordDigest(a)).toBe(recordDigest(b));
+  });
+
+  it('still imports a record exported before the fix, whose digest covers integer-like keys in JavaScript\'s order; an altered one is still refused', async () => {
+    const { sha256 } = await import('../../host/record');
+    const doc = validRecord();
+    doc.entries[0]!.body = { exitCodes: { '10': 'b', '9': 'a' } };
+    const { text } = sealRecord(doc as unknown as Record<string, unknown>);
+    const { digest: _d, ...members } = JSON.parse(text) as Record<string, unknown>;
+    // The text the earlier build hashed: the same members with "9" before "10".
+    const oldText = JSON.stringify(members, (_k, v: unknown) => (v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, (v as Record<string, unknown>)[k]])) : v));
+    expect(oldText).toContain('{"9":"a","10":"b"}');
+    const old = JSON.stringify({ ...members, digest: sha256(oldText) });
+    expect(verifyRecord(old).digest).toBe(sha256(oldText));
+    expect(() => verifyRecord(old.replace('"9":"a"', '"9":"c"'))).toThrow(expect.objectContaining({ code: 'record_digest_mismatch' }) as BerthError);
+  });
+
+  it('keeps the text, and so the digest, of a value without integer-like keys as before', async () => {
+    const { canonicalJson } = await import('../../host/record');
+    const v = { b: [3, { z: 1, a: null }], a: { d: true, c: 'x' }, k1: 1, '1k': 2, 'a-1': 3 };
+    expect(canonicalJson(v)).toBe('{"1k":2,"a":{"c":"x","d":true},"a-1":3,"b":[3,{"a":null,"z":1}],"k1":1}');
+  });
+});
+
 describe('contract fields', () => {
   it('give the handler\'s retry budget and restart limit when the exporting process knows the task kind, and recorded:false naming the kind when it does not', async () => {
     const { tempStore } = await import('../support/temp-store');

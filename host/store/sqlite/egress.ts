@@ -1,6 +1,7 @@
 import type Database from 'better-sqlite3';
 import type { EgressAttempt, EgressAuditRecords } from '../../model';
 import type { Row } from './rows';
+import { preparedFor } from './statement-cache';
 
 /** An egress attempt row as both stores hold it. */
 export const toAttempt = (r: Row): EgressAttempt => ({
@@ -38,7 +39,7 @@ export function sqliteEgressAudit(db: Database.Database): EgressAuditRecords {
       if (filter.runId) (where.push('run_id = ?'), args.push(filter.runId));
       if (filter.leaseId) (where.push('lease_id = ?'), args.push(filter.leaseId));
       const sql = `SELECT * FROM egress_attempts ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY at, rowid`;
-      return (db.prepare(sql).all(...args) as Row[]).map(toAttempt);
+      return (preparedFor(db, sql).all(...args) as Row[]).map(toAttempt);
     },
   };
 }

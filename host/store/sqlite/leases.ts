@@ -1,6 +1,7 @@
 import type Database from 'better-sqlite3';
 import type { LeaseRecord, LeaseRecords, SweepRecord } from '../../model';
 import type { Row } from './rows';
+import { preparedFor } from './statement-cache';
 
 /** A lease row as both stores hold it. */
 export const toLease = (r: Row): LeaseRecord => ({
@@ -63,7 +64,7 @@ export function sqliteLeaseRecords(db: Database.Database): LeaseRecords {
       if (filter.unreleased) where.push('released_at IS NULL');
       if (filter.activeAt !== undefined) (where.push('released_at IS NULL AND expires_at > ?'), args.push(filter.activeAt));
       const sql = `SELECT * FROM leases ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY created_at, id`;
-      return (db.prepare(sql).all(...args) as Row[]).map(toLease);
+      return (preparedFor(db, sql).all(...args) as Row[]).map(toLease);
     },
     async recordSweep(r: SweepRecord) {
       sweep.run(r.containerId, r.leaseId, r.hostId, r.reason, r.at);

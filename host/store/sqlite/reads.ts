@@ -3,6 +3,7 @@ import type { CommitRecord, StoredDocument } from '../../model';
 import type { EntryFilter, Store, TaskFilter } from '../store';
 import { sqliteImportedReads } from './imported';
 import { toDocument, toEffect, toEntry, toRun, toRunTransition, toSession, toSubmission, toTask, type Row } from './rows';
+import { preparedFor } from './statement-cache';
 
 type Reads = Omit<
   Store,
@@ -28,7 +29,7 @@ function selectWhere(db: Database.Database, table: string, conds: Record<string,
     }
   }
   const sql = `SELECT * FROM ${table} ${clauses.length ? `WHERE ${clauses.join(' AND ')}` : ''} ORDER BY ${order}`;
-  return db.prepare(sql).all(...args) as Row[];
+  return preparedFor(db, sql).all(...args) as Row[];
 }
 
 /**
