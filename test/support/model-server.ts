@@ -1,5 +1,6 @@
 /**
- * An OpenAI-compatible scripted model on loopback (`POST /v1/chat/completions`), so tests drive
+ * An OpenAI-compatible scripted model on loopback (`POST /v1/chat/completions`, and the Responses
+ * API `POST /v1/responses` through `model-server-responses.ts`), so tests drive
  * the real `openai` client end to end. The answer is chosen by the number of assistant messages
  * in the request (the turn), not by a call counter, so a host that dies and asks again gets the
  * same answer. Faults are served once per turn (and per `faultKey`) before the real answer:
@@ -15,6 +16,7 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { answerResponses, asChatBody, type ResponsesBody } from './model-server-responses';
 
 export interface ScriptedCall {
   name: string;
@@ -95,11 +97,12 @@ export async function startModelServer(script: Script, o: ModelServerOptions = {
     let raw = '';
     req.on('data', (c) => (raw += c));
     req.on('end', () => {
-      if (req.method !== 'POST' || !req.url?.endsWith('/chat/completions')) {
+      const responsesApi = req.url?.endsWith('/responses') === true;
+      if (req.method !== 'POST' || !(req.url?.endsWith('/chat/completions') || responsesApi)) {
         res.writeHead(404).end();
         return;
       }
-      const body = JSON.parse(raw) as RecordedRequest['body'];
+      const body = responsesApi ? asChatBody(JSON.parse(raw) as ResponsesBody) : (JSON.parse(raw) as RecordedRequest['body']);
       const turn = o.turnOf ? o.turnOf(body) : body.messages.filter((m) => m.role === 'assistant').length;
       const promptTokens = countPromptTokens(body);
       if (o.contextTokens !== undefined && promptTokens > o.contextTokens) {
@@ -121,7 +124,9 @@ export async function startModelServer(script: Script, o: ModelServerOptions = {
         hanging.add(res);
         return;
       }
-      const usage = answer(req, res, body, turn, scripted, fault === 'drop', o.contextTokens !== undefined ? promptTokens : undefined);
+      const usage = responsesApi
+        ? answerResponses(res, body, turn, scripted, o.contextTokens !== undefined ? promptTokens : 10 + body.messages.length * 5)
+        : answer(req, res, body, turn, scripted, fault === 'drop', o.contextTokens !== undefined ? promptTokens : undefined);
       if (usage) reported.push(usage);
     });
   });

@@ -53,3 +53,23 @@ export function expectNoLeaks(scanned: Scanned, secrets: readonly string[]): voi
 export function registryStorage(files: Array<[path: string, bytes: Buffer]>): Scanned {
   return files.map(([path, bytes]) => [`registry ${path}`, bytes[0] === 0x1f && bytes[1] === 0x8b ? gunzipSync(bytes) : bytes]);
 }
+
+/**
+ * Streams `docker save` of one image (every layer and the config) through a scan for every form
+ * of every secret, without holding the image: a snapshot of a large base image is hundreds of MB.
+ * Chunks overlap by the longest form, so a value split across two chunks is still found.
+ */
+export async function expectNoLeaksInImage(docker: Dockerode, ref: string, secrets: readonly string[]): Promise<number> {
+  const forms = secrets.flatMap((s) => leakForms(s).map((f) => [s, f] as const));
+  const overlap = Math.max(...forms.map(([, f]) => Buffer.byteLength(f))) - 1;
+  const stream = await docker.getImage(ref).get();
+  let tail = Buffer.alloc(0);
+  let bytes = 0;
+  for await (const c of stream as AsyncIterable<Buffer>) {
+    bytes += c.length;
+    const window = Buffer.concat([tail, c]);
+    for (const [secret, f] of forms) if (window.includes(f)) expect.fail(`image ${ref} holds ${f === secret ? 'a secret' : `an encoded form ${f}`}`);
+    tail = window.subarray(Math.max(0, window.length - overlap));
+  }
+  return bytes;
+}

@@ -1,0 +1,129 @@
+import { randomBytes } from 'node:crypto';
+import { readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { CODEX_PACKAGE } from '../../sandbox-images/codex/definition';
+import { startModelServer, type ModelServer, type ScriptedTurn } from '../support/model-server';
+import { lastJson, planFixture } from '../support/plan-fixture';
+import { expectNoLeaks, expectNoLeaksInImage, type Scanned } from '../support/secret-scan';
+
+let fx: Awaited<ReturnType<typeof planFixture>> | undefined;
+let server: ModelServer | undefined;
+afterEach(async () => {
+  await server?.close();
+  await fx?.cleanup();
+  fx = undefined;
+  server = undefined;
+}, 240_000);
+
+const KEY = `sk-cli-${randomBytes(18).toString('hex')}`;
+const MODEL = 'scripted-coder';
+
+/**
+ * What the scripted model tells the CLI to do, in its own tools: dump every process's command line
+ * and environment while the CLI runs (the CLI's own included) into a workspace file, edit the file
+ * with the CLI's `apply_patch`, check the edit, and say it is done.
+ */
+const PATCH = "apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: greeting.txt\n@@\n-hello, world\n+goodbye, world\n*** End Patch\nEOF\n";
+const DUMP = 'for p in /proc/[0-9]*; do tr "\\0" " " < $p/cmdline; echo; tr "\\0" "\\n" < $p/environ; echo; done > environ.dump 2>/dev/null; grep -c "^OPENAI_API_KEY=" environ.dump';
+const SCRIPT: ScriptedTurn[] = [
+  { content: 'Looking around first.', toolCalls: [{ name: 'exec_command', arguments: { cmd: DUMP } }] },
+  { toolCalls: [{ name: 'exec_command', arguments: { cmd: PATCH } }] },
+  { toolCalls: [{ name: 'exec_command', arguments: { cmd: 'grep -qx "goodbye, world" greeting.txt && echo CHECK-PASSED' } }] },
+  { content: 'Changed the greeting in greeting.txt.' },
+];
+
+/**
+ * The step: the CLI as its users configure it for an OpenAI-compatible endpoint, a provider entry
+ * whose base URL is the sandbox's gateway (`$OPENAI_BASE_URL`) and whose key is the sandbox's
+ * placeholder (`OPENAI_API_KEY`); it runs its own commands unsandboxed, the sandbox being Berth's.
+ */
+const provider = `model_providers.gw={name="gateway",base_url="$OPENAI_BASE_URL",env_key="OPENAI_API_KEY",wire_api="responses",request_max_retries=0,stream_max_retries=0}`;
+const CODEX = `codex exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -m ${MODEL} -c model_provider=gw -c "${provider.replace(/"/g, '\\"')}" "Change the greeting in greeting.txt to goodbye" </dev/null`;
+
+function filesUnder(dir: string): Scanned {
+  const out: Scanned = [];
+  for (const name of readdirSync(dir)) {
+    const p = join(dir, name);
+    if (statSync(p).isDirectory()) out.push(...filesUnder(p));
+    else out.push([p, readFileSync(p)]);
+  }
+  return out;
+}
+
+describe('a coding-agent CLI from npm in a sandbox', { timeout: 480_000 }, () => {
+  it(`runs ${CODEX_PACKAGE} as a plan step through the model gateway: it edits a file, the provider key appears nowhere in the sandbox, its snapshots, the store or the logs, and its usage is in berth cost`, async () => {
+    server = await startModelServer(SCRIPT);
+    fx = await planFixture([], { 'greeting.txt': 'hello, world\n' });
+    const image = await fx.docker
+      .getImage('berth/codex:latest')
+      .inspect()
+      .catch(() => {
+        throw new Error('image berth/codex:latest is missing on this engine; build it with `npm run images -- codex`');
+      });
+    writeFileSync(
+      join(fx.dir, 'env.yaml'),
+      [
+        'kernel: { name: berth, version: 0.1.0, compatible: ">=0.1.0 <0.2.0" }',
+        `image: { ref: "berth/codex:latest", digest: "${image.Id}" }`,
+        'resources: { memoryMb: 1024, commandTimeoutS: 300 }',
+        'lease: { ttlS: 600, heartbeatS: 10 }',
+        'network: { mode: allowlist, allow: [] }',
+        'gateway:',
+        `  provider: { baseUrl: "${server.url}", key: { env: BERTH_TEST_GATEWAY_KEY } }`,
+        `  models: [${MODEL}]`,
+        '  budget: { tokens: 100000 }',
+      ].join('\n'),
+    );
+    const steps: Array<[string, string]> = [
+      ['agent', CODEX],
+      ['result', 'cat greeting.txt; grep -c "codex exec" environ.dump; grep -E "^OPENAI_(API_KEY|BASE_URL)=" environ.dump | sort -u'],
+    ];
+    writeFileSync(join(fx.dir, 'plan.yaml'), `name: coding-agent\nenvironment: env.yaml\nworkspace: ws\nsteps:\n${steps.map(([n, r]) => `  - name: ${n}\n    run: ${JSON.stringify(r)}\n    replay: never\n`).join('')}`);
+
+    const end = await fx.cli(['run', fx.plan], { BERTH_TEST_GATEWAY_KEY: KEY, BERTH_LOG_LEVEL: 'debug' });
+    expect(end.code, end.stderr).toBe(0);
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    const { outputs, entries, snapshots } = await fx.read(async (s) => {
+      const run = (await s.getRun(runId))!;
+      const entries = await s.listEntries(run.sessionId, { runId });
+      const outputs: Record<string, string> = {};
+      for (const e of entries) if (e.kind === 'plan.step.output') outputs[(e.body as { step: string }).step] = (e.body as { stdoutTail: string }).stdoutTail;
+      return { outputs, entries, snapshots: await s.listSnapshots({ runId }) };
+    });
+
+    // The CLI did the task with its own tools, each answered through the gateway.
+    expect(outputs.agent).toContain('Changed the greeting in greeting.txt.');
+    expect(server.requests.map((r) => r.turn)).toEqual([0, 1, 2, 3]);
+    const toolResults = server.requests[3]!.body.messages.filter((m) => m.role === 'tool').map((m) => m.content ?? '');
+    expect(toolResults[1]).toContain('Updated the following files');
+    expect(toolResults[2]).toContain('CHECK-PASSED');
+    // The edit is in the workspace; the dump was taken while the CLI ran, so its environment is in it.
+    const [greeting, codexProcesses, ...env] = outputs.result!.trim().split('\n');
+    expect(greeting).toBe('goodbye, world');
+    expect(Number(codexProcesses)).toBeGreaterThanOrEqual(1);
+    expect(env).toEqual(['OPENAI_API_KEY=berth-gateway', expect.stringMatching(/^OPENAI_BASE_URL=http:\/\/[\d.]+:3128\/v1$/)]);
+
+    // The provider saw the real key on every request; the record has each exchange with its usage.
+    expect(server.requests.map((r) => r.authorization)).toEqual(server.requests.map(() => `Bearer ${KEY}`));
+    expect(entries.filter((e) => e.kind === 'gateway.request').map((e) => (e.body as { path: string }).path)).toEqual(['/v1/responses', '/v1/responses', '/v1/responses', '/v1/responses']);
+    const responses = entries.filter((e) => e.kind === 'gateway.response').map((e) => e.body as { status: number; usage: { prompt: number; completion: number } });
+    expect(responses.map((r) => [r.status, r.usage.prompt, r.usage.completion])).toEqual(server.reported.map((u) => [200, u.prompt_tokens, u.completion_tokens]));
+    const cost = lastJson<{ total: { tokens: Record<string, { requests: number; prompt: number; completion: number }> } }>(await fx.cli(['cost', '--json']));
+    expect(cost.total.tokens[MODEL]).toMatchObject({
+      requests: 4,
+      prompt: server.reported.reduce((n, u) => n + u.prompt_tokens, 0),
+      completion: server.reported.reduce((n, u) => n + u.completion_tokens, 0),
+    });
+
+    // The key nowhere: the run's output, logs and export, every file of the store's folder, every snapshot image.
+    const logs = await fx.cli(['logs', runId]);
+    const exported = await fx.cli(['export', runId]);
+    expectNoLeaks(
+      [['run output', Buffer.from(end.stdout + end.stderr)], ['logs', Buffer.from(logs.stdout + logs.stderr)], ['export', Buffer.from(exported.stdout + exported.stderr)], ...filesUnder(fx.dir)],
+      [KEY],
+    );
+    expect(snapshots.length).toBeGreaterThanOrEqual(2);
+    for (const snap of snapshots) expect(await expectNoLeaksInImage(fx.docker, `berth-snapshot:${snap.id}`, [KEY])).toBeGreaterThan(0);
+  });
+});
