@@ -21,7 +21,8 @@ export { Berth, type BerthOptions, type DriveOptions } from './api/berth';
 export type { OpenOptions, HostParts } from './api/assemble';
 /** How a drive ended: settled (with the run), or stopped by the caller's signal. */
 export type { Driven } from './api/drive';
-export type { RunEvent, FollowOptions } from './api/events';
+export type { RunEvent, FollowOptions, RunOrOutputEvent } from './api/events';
+export type { OutputEvent, InterruptedEvent, FollowedOutput } from './output';
 export type { ReconcileChoice, Reconciled } from './api/reconcile';
 export type { GcOptions, GcReport } from './api/gc';
 export type { WorkerOptions, RunningWorker } from './api/worker';

@@ -10,7 +10,7 @@ import type { HostRuntime } from '../runtime/host-runtime';
 import { assemble, type HostParts, type OpenOptions } from './assemble';
 import { cancel, decideCall, getRunOrThrow, judge } from './decisions';
 import { drive, startHost, takeRun, type Driven } from './drive';
-import { followRun, waitForRun, type FollowOptions, type RunEvent } from './events';
+import { followRun, waitForRun, type FollowOptions, type RunEvent, type RunOrOutputEvent } from './events';
 import { fork, type ForkOptions } from './forks';
 import { gc, type GcOptions } from './gc';
 import { preparePlan, startPlan, submitDetached, type PlanSource } from './plans';
@@ -157,8 +157,10 @@ export class Berth implements HostParts, AsyncDisposable {
   }
 
   /** The run's committed changes in commit order, from after `afterSeq`, until it settles (see {@link FollowOptions}). */
-  events(runId: string, o: FollowOptions = {}): AsyncIterable<RunEvent> {
-    return followRun(this.store, runId, { ...o, signal: this.either(o.signal) });
+  events(runId: string, o: FollowOptions & { output: true }): AsyncIterable<RunOrOutputEvent>;
+  events(runId: string, o?: FollowOptions): AsyncIterable<RunEvent>;
+  events(runId: string, o: FollowOptions = {}): AsyncIterable<RunOrOutputEvent> {
+    return followRun(this.store, runId, { ...o, signal: this.either(o.signal) } as FollowOptions & { output: true });
   }
 
   /** Resolves once the run settles (whoever drives it). */

@@ -1,6 +1,7 @@
 import { BerthError } from '../errors';
 import type { Run } from '../model';
-import type { FollowOptions, RunEvent } from './events';
+import { AttemptTracker, type InterruptedEvent, type OutputEvent } from '../output';
+import type { FollowOptions, RunEvent, RunOrOutputEvent } from './events';
 import type { ReconcileChoice } from './reconcile';
 
 /** What {@link connect} takes: the `berth serve` address and its token (null for a loopback server started with `--no-token`). */
@@ -64,15 +65,23 @@ export class RemoteBerth {
 
   /**
    * The run's commits, each once, until it settles: a dropped stream (or a restarted server) is
-   * reconnected with `Last-Event-ID`, so nothing is missed or repeated.
+   * reconnected with `Last-Event-ID`, so nothing is missed or repeated. With `output: true` also
+   * the run's live output chunk by chunk while it is printed, and an `interrupted` event for an
+   * attempt a crash cut off (after its partial output).
    */
-  async *events(runId: string, o: FollowOptions = {}): AsyncGenerator<RunEvent> {
+  events(runId: string, o: FollowOptions & { output: true }): AsyncGenerator<RunOrOutputEvent>;
+  events(runId: string, o?: FollowOptions): AsyncGenerator<RunEvent>;
+  async *events(runId: string, o: FollowOptions = {}): AsyncGenerator<RunOrOutputEvent> {
     let after = o.afterSeq ?? 0;
+    let afterOutput = o.afterOutputSeq ?? 0;
+    const attempts = new AttemptTracker();
+    const path = `/api/v1/runs/${encodeURIComponent(runId)}/events${o.output ? '?output=1' : ''}`;
     for (;;) {
       if (o.signal?.aborted) return;
       let res: Response | undefined;
       try {
-        res = await fetch(new URL(`/api/v1/runs/${encodeURIComponent(runId)}/events`, this.o.url), { headers: this.headers({ 'last-event-id': String(after), accept: 'text/event-stream' }), signal: o.signal });
+        const last = o.output ? `${after}.${afterOutput}` : String(after);
+        res = await fetch(new URL(path, this.o.url), { headers: this.headers({ 'last-event-id': last, accept: 'text/event-stream' }), signal: o.signal });
       } catch {
         // The server is restarting, or the network dropped: try again after a pause.
       }
@@ -92,12 +101,25 @@ export class RemoteBerth {
               buf = buf.slice(cut + 2);
               const field = (name: string) => block.split('\n').filter((l) => l.startsWith(`${name}:`)).map((l) => l.slice(name.length + 1).replace(/^ /, '')).join('\n');
               const event = field('event');
-              if (event === 'end') return;
-              if (event !== 'commit') continue;
-              const e = JSON.parse(field('data')) as RunEvent;
-              if (e.seq <= after) continue;
-              after = e.seq;
-              yield e;
+              if (event === 'end') {
+                yield* attempts.settle();
+                return;
+              }
+              if (event === 'commit') {
+                const e = JSON.parse(field('data')) as Omit<RunEvent, 'type'>;
+                if (e.seq <= after) continue;
+                after = e.seq;
+                yield { ...e, type: 'commit' };
+              } else if (event === 'output' && o.output) {
+                const e = JSON.parse(field('data')) as OutputEvent;
+                if (e.seq <= afterOutput) continue;
+                afterOutput = e.seq;
+                const { type: _t, ...chunk } = e;
+                yield* attempts.see(chunk);
+              } else if (event === 'interrupted' && o.output) {
+                const told = attempts.adopt(JSON.parse(field('data')) as InterruptedEvent);
+                if (told) yield told;
+              }
             }
           }
         } catch {

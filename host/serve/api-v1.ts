@@ -5,7 +5,7 @@ import { BerthError, isBerthError } from '../errors';
 import { RUN_STATES, type RunState } from '../model';
 import type { CommitFeed } from './commit-feed';
 import type { ServeDeps } from './deps';
-import { resumePoint } from './events';
+import { AttemptTracker } from '../output';
 import { DecideBody, ForkBody, openApiDocument, ReconcileBody, RejectBody, ROUTES, SubmitPlanBody, type Route } from './api-v1-schema';
 
 const SETTLED: readonly RunState[] = ['completed', 'failed', 'cancelled', 'compensated', 'needs_reconciliation'];
@@ -78,28 +78,51 @@ export function mountApiV1(app: Hono, deps: ServeDeps, feed: CommitFeed): void {
 
 /**
  * The run's commits after `Last-Event-ID` (or `?after=`), each once, with the run's state; an
- * `end` event once the run has settled and every commit up to then was sent.
+ * `end` event once the run has settled and every commit up to then was sent. With `?output=1`
+ * also its live output: `output` events (a stored chunk each) and `interrupted` events (an
+ * attempt a crash cut off), and ids `COMMIT.OUTPUT` so a reconnect resumes both sequences.
  */
 function runEvents(c: Context, deps: ServeDeps, feed: CommitFeed, run: { id: string; sessionId: string }) {
-  let after = resumePoint(c);
+  const withOutput = c.req.query('output') === '1';
+  let { after, afterOutput } = resumeBoth(c);
+  const attempts = new AttemptTracker();
+  const id = () => (withOutput ? `${after}.${afterOutput}` : String(after));
   return streamSSE(c, async (stream) => {
     const ctl = new AbortController();
     stream.onAbort(() => ctl.abort());
     await stream.write('retry: 500\n\n');
     while (!ctl.signal.aborted) {
-      // The state first: a commit that settles the run is then in the log read after it.
+      // The state first: a commit that settles the run, and output written before it, are then in the reads after it.
       const state = (await deps.store.getRun(run.id))!.state;
+      // What the feed had seen before the reads is in them (or is another run's): waiting beyond it never spins on other runs' commits.
+      const seen = feed.newest;
+      const seenOutput = feed.newestOutput;
       const commits = await deps.store.listCommitLog({ afterSeq: after, sessionId: run.sessionId, limit: 500 });
       for (const x of commits) {
-        await stream.writeSSE({ id: String(x.seq), event: 'commit', data: JSON.stringify({ ...x, state }) });
         after = x.seq;
+        await stream.writeSSE({ id: id(), event: 'commit', data: JSON.stringify({ ...x, state }) });
       }
-      if (commits.length === 500) continue;
+      const chunks = withOutput ? await deps.store.listOutput({ runId: run.id, afterSeq: afterOutput, limit: 500 }) : [];
+      for (const x of chunks) {
+        afterOutput = x.seq;
+        for (const e of attempts.see(x)) await stream.writeSSE({ id: id(), event: e.type, data: JSON.stringify(e) });
+      }
+      if (commits.length === 500 || chunks.length === 500) continue;
       if (SETTLED.includes(state)) {
-        await stream.writeSSE({ event: 'end', data: JSON.stringify({ state, lastSeq: after }) });
+        for (const e of attempts.settle()) await stream.writeSSE({ id: id(), event: e.type, data: JSON.stringify(e) });
+        await stream.writeSSE({ event: 'end', data: JSON.stringify({ state, lastSeq: after, ...(withOutput ? { lastOutputSeq: afterOutput } : {}) }) });
         return;
       }
-      if (!(await feed.waitBeyond(after, ctl.signal, KEEPALIVE_MS)) && !ctl.signal.aborted) await stream.write(': keep-alive\n\n');
+      const moved = withOutput ? await feed.waitEitherBeyond(Math.max(after, seen), Math.max(afterOutput, seenOutput), ctl.signal, KEEPALIVE_MS) : await feed.waitBeyond(Math.max(after, seen), ctl.signal, KEEPALIVE_MS);
+      if (!moved && !ctl.signal.aborted) await stream.write(': keep-alive\n\n');
     }
   });
+}
+
+/** `Last-Event-ID` (`C` or `C.O`), else `?after=C&afterOutput=O`: where both sequences resume. */
+function resumeBoth(c: Context): { after: number; afterOutput: number } {
+  const m = /^(\d+)(?:\.(\d+))?$/.exec(c.req.header('last-event-id') ?? '');
+  if (m) return { after: Number(m[1]), afterOutput: Number(m[2] ?? 0) };
+  const n = (v: string | undefined) => (v && /^\d+$/.test(v) ? Number(v) : 0);
+  return { after: n(c.req.query('after')), afterOutput: n(c.req.query('afterOutput')) };
 }

@@ -57,6 +57,11 @@ export class CommitFeed {
     return this.waitFor(() => this.outputLast > after, signal, maxMs);
   }
 
+  /** Resolves true when a commit after `after` or live output after `afterOutput` is seen; false when the signal aborts or `maxMs` passes. */
+  waitEitherBeyond(after: number, afterOutput: number, signal: AbortSignal, maxMs: number): Promise<boolean> {
+    return this.waitFor(() => this.last > after || this.outputLast > afterOutput, signal, maxMs);
+  }
+
   /** Resolves true when a commit after `after` is seen; false when the signal aborts or `maxMs` passes. */
   waitBeyond(after: number, signal: AbortSignal, maxMs: number): Promise<boolean> {
     return this.waitFor(() => this.last > after, signal, maxMs);
