@@ -1,9 +1,11 @@
 /**
- * plan.short_build_vs_raw: a real open-source C project whose plain build and test take 5-15 s:
- * zlib 1.2.13, the source of Debian bookworm's `zlib` package (`apt-get source` from the Debian
- * mirror these machines reach, through a sources list of the bench's own, cached in
- * ~/.cache/berth-bench; or BENCH_SHORT_TARBALL). Steps `./configure`, `make -j2`, `make test` in
- * berth/dev, network none:
+ * plan.short_build_vs_raw: a real open-source C project whose plain configure, build and test take
+ * 5-15 s: Jim Tcl 0.81 (a Tcl interpreter: `./configure` (autosetup, which first builds its own
+ * bootstrap interpreter), `make -j2`, `make test` (its test suite of ~100 files)), the source of
+ * Debian bookworm's `jimtcl` package. `BENCH_SHORT_PROJECT=zlib`: zlib 1.2.13 instead (`make
+ * test`; 2.4 s on a quiet machine, shorter than the issue asks). Sources come from `apt-get
+ * source` against the Debian mirror these machines reach, through a sources list of the bench's
+ * own, cached in ~/.cache/berth-bench (or BENCH_SHORT_TARBALL). In berth/dev, network none:
  * (a) `berth run` through the CLI (a child process, default snapshot policy), spawn to exit;
  * (b) the same commands in one plain `docker run --rm` from the same image, the workspace a fresh
  *     copy bind-mounted, as a user would run them.
@@ -17,25 +19,30 @@ import type Dockerode from 'dockerode';
 import type { Report } from './run';
 import { median } from './_stats';
 
-const STEPS = ['./configure', 'make -j2', 'make test'];
+const PROJECTS = {
+  jimtcl: { source: 'jimtcl=0.81+dfsg0-2', steps: ['./configure', 'make -j2', 'make test'] },
+  zlib: { source: 'zlib=1:1.2.13.dfsg-1', steps: ['./configure', 'make -j2', 'make test'] },
+} as const;
+type Project = keyof typeof PROJECTS;
 
-/** The zlib source tarball, fetched once from the Debian mirror. */
-function tarball(): string {
+/** The project's source tarball (`*.orig.tar.*`), fetched once from the Debian mirror. */
+function tarball(project: Project): string {
   if (process.env.BENCH_SHORT_TARBALL) return process.env.BENCH_SHORT_TARBALL;
-  const cache = join(homedir(), '.cache/berth-bench/zlib');
-  const found = existsSync(cache) ? readdirSync(cache).find((f) => f.endsWith('.orig.tar.bz2')) : undefined;
+  const cache = join(homedir(), `.cache/berth-bench/${project}`);
+  const orig = () => (existsSync(cache) ? readdirSync(cache).find((f) => /\.orig\.tar\.(gz|bz2|xz)$/.test(f)) : undefined);
+  const found = orig();
   if (found) return join(cache, found);
   mkdirSync(join(cache, 'lists/partial'), { recursive: true });
   writeFileSync(join(cache, 'src.sources'), 'Types: deb-src\nURIs: http://deb.debian.org/debian\nSuites: bookworm\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n');
   const o = ['-q', '-o', 'Dir::Etc::SourceList=/dev/null', '-o', `Dir::Etc::SourceParts=${cache}`, '-o', `Dir::State::Lists=${join(cache, 'lists')}`];
   execFileSync('apt-get', [...o, 'update'], { stdio: 'ignore' });
-  execFileSync('apt-get', [...o, 'source', '--download-only', 'zlib=1:1.2.13.dfsg-1'], { cwd: cache, stdio: 'ignore' });
-  return join(cache, readdirSync(cache).find((f) => f.endsWith('.orig.tar.bz2'))!);
+  execFileSync('apt-get', [...o, 'source', '--download-only', PROJECTS[project].source], { cwd: cache, stdio: 'ignore' });
+  return join(cache, orig()!);
 }
 
 function unpack(tar: string, dir: string): void {
   mkdirSync(dir, { recursive: true });
-  execFileSync('tar', ['-xjf', tar, '-C', dir, '--strip-components=1']);
+  execFileSync('tar', ['-xaf', tar, '-C', dir, '--strip-components=1']);
 }
 
 function wait(child: ReturnType<typeof spawn>, what: string): Promise<void> {
@@ -47,8 +54,11 @@ function wait(child: ReturnType<typeof spawn>, what: string): Promise<void> {
 export async function shortBuild(root: string, dir: string, docker: Dockerode, hostId: string, report: Report): Promise<void> {
   const imageRef = process.env.BENCH_PLAN_IMAGE ?? 'berth/dev:latest';
   const digest = (await docker.getImage(imageRef).inspect()).Id;
+  const project = (process.env.BENCH_SHORT_PROJECT ?? 'jimtcl') as Project;
+  if (!(project in PROJECTS)) throw new Error(`BENCH_SHORT_PROJECT: one of ${Object.keys(PROJECTS).join(', ')}`);
+  const STEPS = PROJECTS[project].steps;
   const base = join(dir, 'short');
-  unpack(tarball(), join(base, 'zlib'));
+  unpack(tarball(project), join(base, 'src'));
   writeFileSync(
     join(base, 'env.yaml'),
     `kernel: { name: berth, version: 0.1.0, compatible: ">=0.1.0 <0.2.0" }
@@ -59,7 +69,7 @@ resources: { cpus: 2, memoryMb: 2048, pids: 512, diskMb: 4096, commandTimeoutS: 
 snapshot: { policy: after-each-step, keepLast: 5 }
 `,
   );
-  writeFileSync(join(base, 'plan.yaml'), `name: zlib\nenvironment: env.yaml\nworkspace: zlib\nsteps:\n${STEPS.map((s, i) => `  - { name: s${i}, run: "${s}", replay: safe }\n`).join('')}`);
+  writeFileSync(join(base, 'plan.yaml'), `name: ${project}\nenvironment: env.yaml\nworkspace: src\nsteps:\n${STEPS.map((s, i) => `  - { name: s${i}, run: "${s}", replay: safe }\n`).join('')}`);
   const berth = async (i: number) => {
     const t0 = performance.now();
     const child = spawn(process.execPath, [join(root, 'host/cli/bin.mjs'), 'run', join(base, 'plan.yaml'), '--store', join(base, `run-${i}.db`)], { env: { ...process.env, BERTH_HOST_ID: hostId }, stdio: ['ignore', 'ignore', 'pipe'] });
@@ -68,7 +78,7 @@ snapshot: { policy: after-each-step, keepLast: 5 }
   };
   const raw = async (i: number) => {
     const ws = join(base, `raw-${i}`);
-    cpSync(join(base, 'zlib'), ws, { recursive: true });
+    cpSync(join(base, 'src'), ws, { recursive: true });
     chmodSync(ws, 0o777);
     execFileSync('chown', ['-R', '1000:1000', ws]);
     const t0 = performance.now();
@@ -90,6 +100,7 @@ snapshot: { policy: after-each-step, keepLast: 5 }
       r.push(await raw(i));
     }
   }
+  console.log(`# short project: ${project}`);
   console.log(`# short berth runs ms: ${b.map((x) => x.toFixed(0)).join(' ')}`);
   console.log(`# short raw runs ms: ${r.map((x) => x.toFixed(0)).join(' ')}`);
   report('short_build_vs_raw', median(b) / median(r), 'ratio');

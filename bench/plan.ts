@@ -23,7 +23,7 @@
  * - fixed_overhead_ms, fixed_overhead_library_ms: bench/_plan-fixed.ts.
  * - short_build_vs_raw: zlib's configure, build and test (bench/_plan-short.ts).
  *
- * `BENCH_PLAN_IMAGE` (default berth/dev:latest), `BENCH_PLAN_ROUNDS` (default 2), `BENCH_PLAN_ONLY` (`micro`,
+ * `BENCH_PLAN_IMAGE` (default berth/dev:latest), `BENCH_PLAN_ROUNDS` (default 2), `BENCH_PLAN_ONLY` (`real`, `micro`,
  * `output`, `fixed` or `short`: only those figures).
  */
 import { spawn } from 'node:child_process';
@@ -253,6 +253,7 @@ export default async function planBench(report: Report): Promise<void> {
     report('real_build_vs_raw', median(berth.map((b) => b.ms)) / median(raw), 'ratio');
     report('real_build_ms', median(berth.map((b) => b.ms)), 'absolute');
     report('raw_build_ms', median(raw), 'absolute');
+    if (process.env.BENCH_PLAN_ONLY === 'real') return;
     await snapshotCosts(docker, env, dir, report);
     await outputShapes(root, dir, hostId, report);
     await streamingOutput(root, dir, hostId, report);

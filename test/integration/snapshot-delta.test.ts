@@ -170,6 +170,47 @@ describe('small snapshots as layers built on the host', { timeout: 180_000 }, ()
     expect(await w.run(restored.lease, 'cat /tmp/tool && stat -c %h hard b')).toBe('tool\n2\n2\n');
   });
 
+  test('a step that left only empty directories outside the workspace (a compiler\'s /tmp once its temporary files are gone) is a delta layer, and a restore has them empty with their mode, owner and time, even where a layer below held files', async ({ sandbox, onTestFinished }) => {
+    const runId = 'run_delta_outside_dirs';
+    const w = world(sandbox, runId, onTestFinished);
+    const lease = await w.start();
+    await w.run(lease, 'echo a > a');
+    await settle();
+    await w.snap(lease, 'upload');
+    const root = async (l: Lease, script: string) => {
+      const r = await l.exec(['sh', '-c', script], { user: '0:0' });
+      expect(r.exitCode, r.stderr).toBe(0);
+      return r.stdout;
+    };
+    // A file outside: the engine commits it, so the next image holds /keep/k in a layer below.
+    await root(lease, 'mkdir /keep && echo k > /keep/k');
+    await w.run(lease, 'echo b > b');
+    await settle();
+    await w.snap(lease, 'step:0');
+    const commits = w.counts.commits;
+    // What gcc does: temporary files in /tmp, removed when it ends; and what a clean step does: empty a directory.
+    await w.run(lease, 'for i in 1 2 3; do echo tmp > /tmp/cc$i.s; done; rm /tmp/cc*.s; echo c > c');
+    await root(lease, 'rm /keep/k && mkdir /made && chmod 701 /made');
+    const outside = 'stat -c "%n %F %a %u:%g %Y" /tmp /keep /made && ls -A /tmp /keep /made';
+    // Files older than the file clock's margin before the snapshot reads them.
+    await settle();
+    const wanted = await root(lease, outside);
+    const s = await w.snap(lease, 'step:1');
+    expect(w.counts.commits - commits, 'no engine commit: only empty directories changed outside the workspace').toBe(0);
+    await w.snapshots.images.settle();
+    const before = await w.run(lease, LISTING);
+    const restored = await w.plan.restore(runId, w.session, w.env, s.record.id, signal());
+    expect(restored.kind, restored.kind === 'reconcile' ? restored.reason : '').toBe('ok');
+    if (restored.kind !== 'ok') return;
+    expect(await w.run(restored.lease, LISTING)).toBe(before);
+    expect(await root(restored.lease, outside), 'the emptied directory stays empty over the layer that held its file').toBe(wanted);
+    // A file left outside is still the engine's to commit.
+    await w.run(restored.lease, 'echo left > /tmp/left && echo d > d');
+    await settle();
+    await w.snap(restored.lease, 'step:2');
+    expect(w.counts.commits - commits).toBe(1);
+  });
+
   test('gc loads the layers a stopped host left that a record names, parents first, and deletes one whose record never committed', async ({ sandbox, onTestFinished }) => {
     const runId = 'run_delta_gc';
     const w = world(sandbox, runId, onTestFinished, { load: false });

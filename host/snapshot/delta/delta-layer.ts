@@ -4,6 +4,7 @@ import { changedInUpper, LAYER_CLOCK_MARGIN_MS, withTree, type LayerDirs } from 
 import { hasEscapedBytes, readConfined, ReadBudget, type ConfinedTree } from '../confined';
 import type { WorkspaceManifest } from '../manifest';
 import { packEntries, readsBack, type TarEntry, type TarHeader as Headers } from './delta-tar';
+import type { OutsideDir } from './outside-dirs';
 
 /** A layer tar that turns the base image's view of the workspace into the container's current one. */
 export interface DeltaLayer {
@@ -73,13 +74,14 @@ const headerBytes = (name: string, link = '') => 512 + (Buffer.byteLength(name) 
  * mode, owner and time; every path of
  * `base` that is gone gets a whiteout in its surviving parent; every directory above them is
  * written with its current metadata (an unwritten parent would be made with the engine's default
- * mode). Nothing outside the workspace is looked at: the caller checks that nothing changed there.
+ * mode). Outside the workspace only `outside` is written (empty directories, each opaque: see
+ * outside-dirs.ts); the caller checks that nothing else changed there.
  *
  * Refused, for the caller to commit instead: a special file or a hard link among the changes, a
  * time before 1970 or after 2038 or an owner id over 262143 (what the tar writer holds), a
  * file whose bytes no longer match `now` (a writer is running), or a layer of more than `maxBytes`.
  */
-export async function buildDeltaLayer(o: { dirs: LayerDirs; ws: string; base: WorkspaceManifest; now: WorkspaceManifest; since: number; maxBytes: number; budget?: ReadBudget }): Promise<DeltaLayer | DeltaRefusal> {
+export async function buildDeltaLayer(o: { dirs: LayerDirs; ws: string; base: WorkspaceManifest; now: WorkspaceManifest; since: number; maxBytes: number; budget?: ReadBudget; outside?: readonly OutsideDir[] }): Promise<DeltaLayer | DeltaRefusal> {
   const ws = o.ws.replace(/\/+$/, '');
   const budget = o.budget ?? new ReadBudget();
   const name = (p: string) => (ws + p.slice(1)).replace(/^\/+/, '');
@@ -103,6 +105,8 @@ export async function buildDeltaLayer(o: { dirs: LayerDirs; ws: string; base: Wo
     bytes += headerBytes(name(p), v.startsWith('l:') ? v.slice(2) : '');
   }
   for (const p of whiteouts) bytes += headerBytes(name(p)) + 4;
+  const outside = o.outside ?? [];
+  for (const d of outside) bytes += 2 * headerBytes(`${d.name}/.wh..wh..opq`);
   if (bytes > o.maxBytes) return { refused: `more than ${o.maxBytes} bytes changed (${written.length + whiteouts.length} entries)` };
   for (const p of [...written, ...whiteouts]) if (hasEscapedBytes(p) || hasEscapedBytes(o.now[p] ?? '')) return { refused: `${p} has a name or link target that is not UTF-8 (the engine's commit keeps its bytes)` };
   return withTree(o.dirs.merged, ws, async (tree) => (tree ? build(tree) : { refused: 'the workspace is no longer a directory', writer: true }));
@@ -121,6 +125,14 @@ export async function buildDeltaLayer(o: { dirs: LayerDirs; ws: string; base: Wo
       return undefined;
     });
     if (rootTree) return { refused: rootTree };
+    for (const d of outside) {
+      const bad = unwritable(`/${d.name}`, d.st);
+      if (bad) return { refused: bad };
+      entries.push({ name: d.name, header: { ...header(d.name, d.st), type: 'directory' } });
+      // Opaque: empty in the image too, whatever the layers below hold there.
+      const opq = `${d.name}/.wh..wh..opq`;
+      entries.push({ name: opq, header: { name: opq, type: 'file', mode: 0o600, uid: 0, gid: 0, size: 0, mtime: new Date(0) }, data: Buffer.alloc(0) });
+    }
     for (const d of dirs) {
       const st = tree.lstat(d);
       if (!st?.isDirectory()) return { refused: `${d} is no longer a directory`, writer: true };
@@ -166,6 +178,6 @@ export async function buildDeltaLayer(o: { dirs: LayerDirs; ws: string; base: Wo
     const out = await packEntries(entries);
     const lost = await readsBack(out, entries);
     if (lost) return { refused: lost };
-    return { tar: out, diffId: `sha256:${createHash('sha256').update(out).digest('hex')}`, bytes, entries: entries.length - whiteouts.length, whiteouts: whiteouts.length };
+    return { tar: out, diffId: `sha256:${createHash('sha256').update(out).digest('hex')}`, bytes, entries: entries.length - whiteouts.length - outside.length, whiteouts: whiteouts.length + outside.length };
   }
 }

@@ -8,6 +8,7 @@ import { timed } from '../timing';
 import type { DeltaImages } from './delta-images';
 import { buildDeltaLayer } from './delta-layer';
 import type { ReadBudget } from '../confined';
+import { emptyDirsOutside, sameOutside } from './outside-dirs';
 
 /**
  * Changes of at most this much file content become a delta layer; bigger ones are committed by
@@ -38,9 +39,13 @@ export async function takeDelta(
   o: { containerId: string; dirs: LayerDirs; ws: string; base: Base; first: LayerListing; maxBytes: number; budget?: ReadBudget; maxLayers: number; snapshotId: string; labels: Record<string, string>; signal?: AbortSignal },
 ): Promise<TakenSnapshot | { writer: true } | undefined> {
   o.signal?.throwIfAborted();
+  // Outside the workspace, only empty directories can be in the layer (a compiler's /tmp after a build step).
+  // Anything else there is the engine's to commit, said once the layer was built (as before: a
+  // writer seen by the build still gets the frozen take).
+  const outside = (await d.engine.changedOutsideSince?.(o.containerId, o.base.markAt, [o.ws])) === false ? [] : emptyDirsOutside(o.dirs, o.ws, o.base.markAt);
   // A layer this code cannot write (a time or owner a tar header cannot hold, a file gone at the
   // wrong moment) is the engine's to commit, never a failed snapshot.
-  const layer = await timed(d.logger, 'snapshot.delta_build', () => buildDeltaLayer({ dirs: o.dirs, ws: o.ws, base: o.base.manifest, now: o.first.manifest, since: o.base.markAt, maxBytes: o.maxBytes, ...(o.budget ? { budget: o.budget } : {}) })).catch((err: unknown) => {
+  const layer = await timed(d.logger, 'snapshot.delta_build', () => buildDeltaLayer({ dirs: o.dirs, ws: o.ws, base: o.base.manifest, now: o.first.manifest, since: o.base.markAt, maxBytes: o.maxBytes, outside: outside ?? [], ...(o.budget ? { budget: o.budget } : {}) })).catch((err: unknown) => {
     // A cancel stops the snapshot; anything else (a bound, a file the writer cannot hold) leaves it to the engine's commit.
     if (o.signal?.aborted) throw err;
     return { refused: `the layer could not be written: ${err instanceof Error ? err.message : String(err)}` };
@@ -53,7 +58,8 @@ export async function takeDelta(
   // check then finds the writer and takes the snapshot paused).
   if ((await timed(d.logger, 'snapshot.layer_verify', () => layerChangedPath(o.dirs, o.ws, o.first, o.budget))) !== null) return { writer: true };
   // Checked after the layer was built, so a write outside during it is seen here.
-  if ((await d.engine.changedOutsideSince?.(o.containerId, o.base.markAt, [o.ws])) !== false) {
+  const after = !outside ? undefined : outside.length === 0 && (await d.engine.changedOutsideSince?.(o.containerId, o.base.markAt, [o.ws])) === false ? [] : emptyDirsOutside(o.dirs, o.ws, o.base.markAt);
+  if (!outside || !after || !sameOutside(outside, after)) {
     d.logger.debug({ snapshotId: o.snapshotId }, 'snapshot committed by the engine: the container changed outside the workspace');
     return undefined;
   }
