@@ -46,7 +46,13 @@ export interface LeaseRecords {
    * carries it, so a store sweeps only what it made, even beside another store under the same host id.
    */
   storeId(): Promise<string>;
-  insertLease(record: LeaseRecord): Promise<void>;
+  /**
+   * `sync: 'with-next-commit'` lets a store skip the flush of this write alone: it is durable once
+   * the next durable write of the store is (SQLite WAL frames are synced in order, as is a
+   * PostgreSQL WAL), and a process crash never loses it. For a record nothing else can point at
+   * until a later write does. A store may always flush (PostgreSQL does).
+   */
+  insertLease(record: LeaseRecord, opts?: { sync?: 'now' | 'with-next-commit' }): Promise<void>;
   /** Names the container of a lease recorded as an intent; false when it already has one. */
   setLeaseContainer(id: string, containerId: string): Promise<boolean>;
   /** Extends an unreleased lease; false when the lease is released or unknown. */

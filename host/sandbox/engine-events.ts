@@ -13,6 +13,13 @@ interface Waiter {
   wake: (() => void) | undefined;
 }
 
+/** A watch on one container's end; see {@link EngineEvents.watchExit}. */
+export interface ExitWatch {
+  running(): boolean | undefined;
+  onExit(fn: () => void): void;
+  stop(): void;
+}
+
 /** A pending wait for one exec's `exec_die` event. */
 export interface ExecDieWait {
   result(timeoutMs: number): Promise<number | undefined>;
@@ -25,7 +32,9 @@ export interface ExecDieWait {
  *
  * - `oom` events, one or more per OOM kill anywhere in a container's cgroup, also when only a
  *   child of an exec died and the exec itself went on;
- * - `exec_die` with the exit code.
+ * - `exec_die` with the exit code;
+ * - `die` and `destroy` of the containers a caller watches ({@link watchExit}): a warm pool knows
+ *   its idle containers still run without asking the engine at each lease.
  *
  * Ordering invariant: dockerd handles one container's runtime events in a per-container queue, and
  * the OOM notification is raised before the killed process can be reaped. So once an exec's
@@ -39,6 +48,9 @@ export class EngineEvents {
   private readonly ooms = new Map<string, number>();
   private readonly oomWaiters = new Map<string, Set<() => void>>();
   private readonly execWaiters = new Map<string, Waiter>();
+  private readonly exitWatchers = new Map<string, () => void>();
+  /** Counts the streams this subscription has had; a watch holds only while its stream lives. */
+  private generation = 0;
   private closed = false;
   private partial = '';
 
@@ -67,7 +79,7 @@ export class EngineEvents {
       // dockerd subscribes before it sends the response headers, so nothing that happens after
       // this resolves can be missed.
       const stream = (await this.docker.getEvents({
-        filters: { type: ['container'], event: ['oom', 'exec_die'], label: [`${LABEL.host}=${this.hostId}`] },
+        filters: { type: ['container'], event: ['oom', 'exec_die', 'die', 'destroy'], label: [`${LABEL.host}=${this.hostId}`] },
       })) as NodeJS.ReadableStream & { socket?: { unref?: () => void } };
       if (this.closed) {
         (stream as unknown as { destroy?: () => void }).destroy?.();
@@ -81,6 +93,7 @@ export class EngineEvents {
       stream.on('end', () => lost());
       stream.on('close', () => lost());
       this.stream = stream;
+      this.generation += 1;
       return true;
     } catch (err) {
       this.logger.warn({ err }, 'engine event stream unavailable; exec results fall back to inspect');
@@ -98,6 +111,8 @@ export class EngineEvents {
       w.wake?.();
     }
     this.execWaiters.clear();
+    // An exit may now go unseen: every watch says "unknown" from here on (see watchExit).
+    this.exitWatchers.clear();
   }
 
   private onData(chunk: Buffer): void {
@@ -118,6 +133,8 @@ export class EngineEvents {
         this.ooms.set(id, (this.ooms.get(id) ?? 0) + 1);
         const waiters = this.oomWaiters.get(id);
         if (waiters) for (const wake of waiters) wake();
+      } else if (ev.Action === 'die' || ev.Action === 'destroy') {
+        this.exitWatchers.get(id)?.();
       } else if (ev.Action === 'exec_die') {
         const execId = ev.Actor?.Attributes?.execID;
         const waiter = execId === undefined ? undefined : this.execWaiters.get(execId);
@@ -187,6 +204,39 @@ export class EngineEvents {
       const timer = setTimeout(() => done(false), timeoutMs);
       set.add(wake);
     });
+  }
+
+  /**
+   * Watches a container for its end (`die` or `destroy`). Call before the container starts, after
+   * {@link ensureConnected}: `running()` is false once the end was seen, true while the stream that
+   * was live when the watch began still is (dockerd sends a container's events in order and subscribes
+   * before it answers, so no end can slip by), and undefined when that stream is down or was lost
+   * meanwhile (the caller asks the engine). `onExit` is called once at the end, if it is seen.
+   * `stop()` ends the watch.
+   */
+  watchExit(containerId: string): ExitWatch {
+    let ended = false;
+    let listener: (() => void) | undefined;
+    const stream = this.stream;
+    const generation = this.generation;
+    if (stream) {
+      this.exitWatchers.set(containerId, () => {
+        if (ended) return;
+        ended = true;
+        this.exitWatchers.delete(containerId);
+        listener?.();
+      });
+    }
+    return {
+      running: () => (ended ? false : stream !== undefined && this.stream === stream && this.generation === generation ? true : undefined),
+      onExit: (fn) => {
+        listener = fn;
+      },
+      stop: () => {
+        listener = undefined;
+        this.exitWatchers.delete(containerId);
+      },
+    };
   }
 
   forget(containerId: string): void {

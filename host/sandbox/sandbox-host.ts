@@ -7,7 +7,7 @@ import { newId } from '../support/ids';
 import { containerCreateOptions } from './container-options';
 import type { DiskGuardOptions } from './disk-guard';
 import { engineError, isNotFound } from './engine-errors';
-import { EngineEvents } from './engine-events';
+import { EngineEvents, type ExitWatch } from './engine-events';
 import { assertImagePresent, resolveImageDigest } from './image';
 import { containerLabels } from './labels';
 import { releaseLeases } from './lease-release';
@@ -53,6 +53,11 @@ export interface ProvisionedContainer {
   createdAt: number;
   /** Set when the container has an egress network to tear down with it. */
   egressLeaseId?: string;
+  /**
+   * A pool container's end as the engine's event stream saw it: false once it died, true while
+   * the stream watched it throughout, undefined when only the engine can say (see EngineEvents.watchExit).
+   */
+  exit?: ExitWatch;
 }
 
 /**
@@ -126,6 +131,8 @@ export class SandboxHost {
     const egress = await this.openEgress(spec, { ...who, storeId });
     const createdAt = this.opts.clock.now();
     const pool = who.sessionId === undefined;
+    // A pool container is watched from before it starts, so a lease can trust it runs without an inspect.
+    if (pool) await this.events.ensureConnected();
     const labels = containerLabels({ hostId: this.hostId, storeId, instanceId: this.instanceId, envFingerprint: spec.envFingerprint, createdAt, sessionId: who.sessionId, runId: who.runId, leaseId: who.leaseId, pool, epoch: who.epoch });
     const name = pool ? `berth-pool-${newId('c').slice(2)}` : `berth-${who.leaseId}`;
     let container: Dockerode.Container;
@@ -135,7 +142,7 @@ export class SandboxHost {
       if (who.leaseId && egress) await this.egress.close(who.leaseId);
       throw engineError('create sandbox container', err, { sessionId: who.sessionId, leaseId: who.leaseId });
     }
-    const provisioned: ProvisionedContainer = { container, id: container.id, createdAt, ...(egress ? { egressLeaseId: who.leaseId } : {}) };
+    const provisioned: ProvisionedContainer = { container, id: container.id, createdAt, ...(egress ? { egressLeaseId: who.leaseId } : {}), ...(pool ? { exit: this.events.watchExit(container.id) } : {}) };
     try {
       signal?.throwIfAborted();
       await container.start();
@@ -154,7 +161,12 @@ export class SandboxHost {
    */
   async adopt(spec: SandboxSpec, p: ProvisionedContainer, leaseId: string, options: LeaseOptions): Promise<Lease> {
     const record = this.leaseRecord(spec, leaseId, p.id, options);
-    await this.opts.records.insertLease(record);
+    // Synced with the next commit rather than on its own: a container that loses its record to a
+    // machine crash is a dead instance's pool container, which the sweeper removes, and every
+    // record that names the lease (a run's or session's commit) is written after it, so no durable
+    // record can point at a lease whose row was lost (see LeaseRecords.insertLease).
+    await this.opts.records.insertLease(record, { sync: 'with-next-commit' });
+    p.exit?.stop();
     return this.makeLease(spec, p.container, record, { pidsMax: 0, oomKill: 0 }, options.autoHeartbeat ?? true);
   }
 
@@ -163,6 +175,7 @@ export class SandboxHost {
    * @internal
    */
   async discard(p: ProvisionedContainer): Promise<void> {
+    p.exit?.stop();
     try {
       await p.container.remove({ force: true, v: true });
       if (p.egressLeaseId) await this.egress.close(p.egressLeaseId);

@@ -11,8 +11,9 @@ export interface WarmPoolOptions {
 }
 
 /**
- * Pre-started containers for one environment, so that a lease costs a record insert instead of a
- * container start. Pool containers hold no session data and no secrets: they are created with
+ * Pre-started containers for one environment, so that a lease costs a record insert (synced with
+ * the next commit) instead of a container start, and no engine call: the engine's event stream
+ * says whether an idle container died. Pool containers hold no session data and no secrets: they are created with
  * `berth.pool=1` and empty session and lease labels. Docker cannot relabel a container, so when
  * one is assigned the session lives only in the lease record (the sweeper and verify go by the
  * record's container id, never by the session label).
@@ -64,10 +65,14 @@ export class WarmPool {
       const p = this.idle.shift();
       if (!p) break;
       this.topUp();
-      const running = await p.container.inspect().then(
-        (i) => i.State.Running,
-        () => false,
-      );
+      // The event stream watched it since before it started (its watchdog ends an idle one after
+      // the TTL); only when the stream could not say does the engine get asked.
+      const running =
+        p.exit?.running() ??
+        (await p.container.inspect().then(
+          (i) => i.State.Running,
+          () => false,
+        ));
       if (!running) {
         await this.host.discard(p);
         continue;
@@ -91,6 +96,15 @@ export class WarmPool {
     await Promise.all(idle.map((p) => this.host.discard(p)));
   }
 
+  private async dropDead(p: ProvisionedContainer): Promise<void> {
+    const i = this.idle.indexOf(p);
+    if (i === -1) return;
+    this.idle.splice(i, 1);
+    this.logger?.info({ containerId: p.id }, 'an idle warm pool container ended; replacing it');
+    await this.host.discard(p);
+    this.topUp();
+  }
+
   private topUp(): void {
     if (this.closed || this.filling > 0) return;
     this.refill = this.fill();
@@ -103,7 +117,11 @@ export class WarmPool {
       try {
         const p = await this.host.provision(this.spec, {});
         if (this.closed) await this.host.discard(p);
-        else this.idle.push(p);
+        else {
+          this.idle.push(p);
+          // An idle container that ends (its watchdog after the TTL, a `docker kill`) makes room for a new one.
+          p.exit?.onExit(() => void this.dropDead(p));
+        }
       } catch (err) {
         this.logger?.warn({ err }, 'warm pool could not start a container');
         return;
