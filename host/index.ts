@@ -29,7 +29,8 @@ export type { WorkerOptions, RunningWorker } from './api/worker';
 export type { ForkOptions } from './api/forks';
 export type { HostView } from './api/run-driver';
 /** `Berth.connect({ url, token })`: the client of `berth serve`'s `/api/v1` on another machine. */
-export { RemoteBerth, type ConnectOptions } from './api/remote';
+export { RemoteBerth, type ConnectOptions, type PageOptions, type RemoteRunFilter } from './api/remote';
+export type { ListedRun, OutputChunk } from './store';
 
 /** `berth mcp` as a library: a Berth session behind an MCP server (`startMcpHttp`: Streamable HTTP; `berth mcp` for stdio). */
 // From the files, not the folder's index: the face's declarations stay free of the MCP SDK's (DOM-typed) ones.

@@ -1,5 +1,7 @@
 import { BerthError } from '../errors';
-import type { Run } from '../model';
+import type { Entry, Run } from '../model';
+import type { ListedRun } from '../store';
+import type { OutputChunk } from '../store/output';
 import { AttemptTracker, type InterruptedEvent, type OutputEvent } from '../output';
 import type { FollowOptions, RunEvent, RunOrOutputEvent } from './events';
 import type { ReconcileChoice } from './reconcile';
@@ -10,6 +12,21 @@ export interface ConnectOptions {
   token: string | null;
   /** How long to wait before reconnecting a dropped event stream (default 500 ms). */
   reconnectMs?: number;
+}
+
+/** A page-read option: rows per request (1-500; the server's default 100). */
+export interface PageOptions {
+  pageSize?: number;
+  signal?: AbortSignal;
+}
+
+/** What a remote runs list is filtered by: states, tags (every one), a search over id and name, a creation window (`YYYY-MM-DD` days, inclusive, or ISO times). */
+export interface RemoteRunFilter extends PageOptions {
+  states?: Run['state'][];
+  tags?: string[];
+  search?: string;
+  from?: string;
+  to?: string;
 }
 
 type Said = { said: string; forkRunId?: string | null };
@@ -58,9 +75,45 @@ export class RemoteBerth {
     return (await this.call<{ run: Run }>('GET', `/api/v1/runs/${encodeURIComponent(runId)}`)).run;
   }
 
-  async list(o: { states?: Run['state'][] } = {}): Promise<Run[]> {
-    const q = (o.states ?? []).map((s) => `state=${s}`).join('&');
-    return (await this.call<{ runs: Run[] }>('GET', `/api/v1/runs${q ? `?${q}` : ''}`)).runs;
+  /** Every run that matches, oldest first: the pages read one after another (see {@link runs}). */
+  async list(o: RemoteRunFilter = {}): Promise<ListedRun[]> {
+    const out: ListedRun[] = [];
+    for await (const r of this.runs(o)) out.push(r);
+    return out;
+  }
+
+  /** The runs that match, oldest first, a page (`pageSize`, at most 500) fetched at a time as the caller reads on. */
+  runs(o: RemoteRunFilter = {}): AsyncGenerator<ListedRun> {
+    const q = new URLSearchParams();
+    for (const s of o.states ?? []) q.append('state', s);
+    for (const t of o.tags ?? []) q.append('tag', t);
+    if (o.search) q.set('q', o.search);
+    if (o.from) q.set('from', o.from);
+    if (o.to) q.set('to', o.to);
+    return this.pages<ListedRun>('/api/v1/runs', q, 'runs', o);
+  }
+
+  /** The run's entries in commit order, paged. */
+  entries(runId: string, o: PageOptions = {}): AsyncGenerator<Entry> {
+    return this.pages<Entry>(`/api/v1/runs/${encodeURIComponent(runId)}/entries`, new URLSearchParams(), 'entries', o);
+  }
+
+  /** The run's stored output chunks in output order (what has been written so far), paged. */
+  output(runId: string, o: PageOptions = {}): AsyncGenerator<OutputChunk> {
+    return this.pages<OutputChunk>(`/api/v1/runs/${encodeURIComponent(runId)}/output`, new URLSearchParams(), 'chunks', o);
+  }
+
+  /** Follows `nextCursor` until the last page: only one page is held at a time. */
+  private async *pages<T>(path: string, q: URLSearchParams, key: string, o: PageOptions): AsyncGenerator<T> {
+    let cursor: string | null = null;
+    do {
+      const p = new URLSearchParams(q);
+      if (o.pageSize) p.set('limit', String(o.pageSize));
+      if (cursor) p.set('cursor', cursor);
+      const page: Record<string, unknown> & { nextCursor: string | null } = await this.call('GET', `${path}${p.size ? `?${p}` : ''}`, undefined, o.signal);
+      yield* page[key] as T[];
+      cursor = page.nextCursor;
+    } while (cursor);
   }
 
   /**

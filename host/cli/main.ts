@@ -43,7 +43,9 @@ const USAGE = `usage: berth <command> [options]
   workers                  worker processes of this store: live, stale, dead or stopped (by heartbeat),
                            slots in use, the runs each owns and those it leaves (and why)
   drain WORKER|HOST        ask a worker (host:pid) or every worker of a host id to drain, from anywhere
-  status                   list runs
+  status [--state S]... [--tags a,b] [--search TEXT] [--from DAY] [--to DAY]
+                           list runs (oldest first), filtered by state, tags (every one), run id or
+                           name, and creation day (YYYY-MM-DD, inclusive) or ISO time
   show RUN [--all]         state, transitions, tasks, effects, snapshots and leases of a run
                            (the newest 50 tasks, effects and snapshots; --all or --json: every one)
   logs RUN [-f]            the output each step or tool call of a run produced, decisions, interrupted attempts (-f: follow live)
@@ -140,6 +142,10 @@ interface Flags extends AgentFlags, ForkFlags, ServeFlags, McpFlags {
   concurrency?: string;
   tags?: string;
   'lease-ttl'?: string;
+  state?: string[];
+  search?: string;
+  from?: string;
+  to?: string;
 }
 
 /** `90s`, `30m`, `12h`, `2d` (a bare number is seconds) in milliseconds. */
@@ -157,7 +163,7 @@ const need = (args: string[], n: number, what: string) => {
 };
 
 const commands: Record<string, Handler> = {
-  status: (ctx) => status(ctx()),
+  status: (ctx, _args, flags) => status(ctx(), { states: flags.state, tags: splitTags(flags.tags), search: flags.search, from: flags.from, to: flags.to }),
   show: (ctx, args, flags) => show(ctx(), need(args, 1, 'RUN')[0]!, flags.all),
   gc: (ctx, _args, flags) => {
     if (flags.keep !== undefined && !/^\d+$/.test(flags.keep)) throw new BerthError('usage', `--keep expects a whole number of snapshots, found "${flags.keep}"`);
@@ -248,6 +254,10 @@ export async function main(argv: string[]): Promise<number> {
         follow: { type: 'boolean', short: 'f', default: false },
         concurrency: { type: 'string' },
         tags: { type: 'string' },
+        state: { type: 'string', multiple: true },
+        search: { type: 'string' },
+        from: { type: 'string' },
+        to: { type: 'string' },
         'lease-ttl': { type: 'string' },
         env: { type: 'string' },
         workspace: { type: 'string' },

@@ -19,6 +19,7 @@ export { assertImagePresent, resolveImageDigest } from './image';
 export { containerCreateOptions } from './container-options';
 export { LABEL, containerLabels } from './labels';
 export { snapshotEngine, SNAPSHOT_REPO, type SnapshotEngineCalls, type CommittedImage, type Change } from './snapshot-image';
+export { readImageFilesByDigest, type ImageFiles } from './image-files';
 export { engineCapacity } from './engine-capacity';
 export { scanHostDir, type SkippedEntry } from './archive-pack';
 export { registryEngine, registryAuth, pushImage, pullImage, registryError, type RegistryEngine, type PushedImage } from './registry';

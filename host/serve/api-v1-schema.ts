@@ -29,7 +29,13 @@ export const SubmitPlanBody = z.strictObject({
   tags: z.array(z.string()).optional(),
 });
 export const Submitted = z.object({ run: RunSchema, created: z.boolean() });
-export const RunList = z.object({ runs: z.array(RunSchema) });
+const Cursor = z.string().nullable().describe('pass as `cursor` for the next page; null on the last page');
+export const ListedRunSchema = RunSchema.extend({ name: z.string().nullable(), tags: z.array(z.string()) });
+export const RunList = z.object({ runs: z.array(ListedRunSchema), nextCursor: Cursor });
+export const EntrySchema = z.object({ id: z.string(), sessionId: z.string(), seq: z.number().int(), conversationId: z.string().nullable(), runId: z.string().nullable(), taskId: z.string().nullable(), kind: z.string(), body: z.unknown(), commitSeq: z.number().int(), at: z.number() });
+export const EntryList = z.object({ entries: z.array(EntrySchema), nextCursor: Cursor });
+export const OutputChunkSchema = z.object({ seq: z.number().int(), runId: z.string(), source: z.string(), label: z.string(), attempt: z.string(), n: z.number().int(), channel: z.enum(['stdout', 'stderr', 'end']), at: z.number(), text: z.string(), cutBytes: z.number().int() });
+export const OutputList = z.object({ chunks: z.array(OutputChunkSchema), nextCursor: Cursor });
 export const RunOne = z.object({ run: RunSchema });
 export const Said = z.object({ said: z.string(), forkRunId: z.string().nullable().optional() });
 export const DecideBody = z.strictObject({ id: z.string().min(1), digest: z.string().optional() });
@@ -53,10 +59,12 @@ export interface Route {
 }
 
 export const ROUTES: Route[] = [
-  { method: 'get', path: '/api/v1/runs', summary: 'List runs (optionally `?state=` repeated)', response: RunList, ok: 200 },
+  { method: 'get', path: '/api/v1/runs', summary: 'List runs, oldest first, a page at a time (`limit` 1-500, default 100; `cursor` from the last page); filters `state=` and `tag=` (repeatable; every tag), `q=` (run id or name), `from=`/`to=` (a day YYYY-MM-DD, inclusive, or an ISO time)', response: RunList, ok: 200 },
   { method: 'post', path: '/api/v1/runs', summary: 'Submit a plan run for a worker (the same requestId is the same run)', body: SubmitPlanBody, response: Submitted, ok: 201 },
   { method: 'get', path: '/api/v1/runs/:id', summary: 'One run', response: RunOne, ok: 200 },
-  { method: 'get', path: '/api/v1/runs/:id/events', summary: "The run's commits as server-sent events (`commit`, id = store-wide sequence; `Last-Event-ID` or `?after=` resumes; an `end` event once the run settled)", response: 'sse', ok: 200 },
+  { method: 'get', path: '/api/v1/runs/:id/entries', summary: "The run's entries in commit order, a page at a time (`limit` 1-500, `cursor`)", response: EntryList, ok: 200 },
+  { method: 'get', path: '/api/v1/runs/:id/output', summary: "The run's stored output chunks (steps and tool calls) in output order, a page at a time (`limit` 1-500, `cursor`)", response: OutputList, ok: 200 },
+  { method: 'get', path: '/api/v1/runs/:id/events', summary: "The run's commits as server-sent events (`commit`, id = store-wide sequence; `Last-Event-ID` or `?after=` resumes; an `end` event once the run settled). With `?output=1` also its live output (`output`: a stored chunk; `interrupted`: an attempt a crash cut off) and ids `COMMIT.OUTPUT`", response: 'sse', ok: 200 },
   { method: 'post', path: '/api/v1/runs/:id/cancel', summary: 'Cancel the run', body: Empty, response: Said, ok: 200 },
   { method: 'post', path: '/api/v1/runs/:id/approve', summary: 'Approve a tool call waiting for approval', body: DecideBody, response: Said, ok: 200 },
   { method: 'post', path: '/api/v1/runs/:id/deny', summary: 'Deny a tool call waiting for approval', body: DecideBody, response: Said, ok: 200 },

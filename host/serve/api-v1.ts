@@ -2,7 +2,8 @@ import type { Context, Hono } from 'hono';
 import { streamSSE } from 'hono/streaming';
 import type { z } from 'zod';
 import { BerthError, isBerthError } from '../errors';
-import { RUN_STATES, type RunState } from '../model';
+import type { RunState } from '../model';
+import { entriesPage, outputPage, runsPage } from './api-v1-pages';
 import type { CommitFeed } from './commit-feed';
 import type { ServeDeps } from './deps';
 import { AttemptTracker } from '../output';
@@ -31,11 +32,9 @@ async function body<T>(c: Context, schema: z.ZodType<T>): Promise<T> {
  */
 export function mountApiV1(app: Hono, deps: ServeDeps, feed: CommitFeed): void {
   const handlers: Record<string, (c: Context) => Promise<Response>> = {
-    'get /api/v1/runs': async (c) => {
-      const states = (c.req.queries('state') ?? []).filter((s): s is RunState => (RUN_STATES as readonly string[]).includes(s));
-      const runs = await deps.store.listRuns(states.length ? { states } : undefined);
-      return c.json({ runs });
-    },
+    'get /api/v1/runs': async (c) => c.json(await runsPage(c, deps.store)),
+    'get /api/v1/runs/:id/entries': async (c) => c.json(await entriesPage(c, deps.store, await runOf(c))),
+    'get /api/v1/runs/:id/output': async (c) => c.json(await outputPage(c, deps.store, await runOf(c))),
     'post /api/v1/runs': async (c) => {
       if (!deps.submitPlan) throw new BerthError('not_supported', 'this server does not take submissions');
       const b = await body(c, SubmitPlanBody);

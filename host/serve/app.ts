@@ -21,6 +21,8 @@ import { metricsText } from './metrics';
 import { pageRefusal } from './reconcile-refusals';
 
 const isRunState = (s: string): s is RunState => (RUN_STATES as readonly string[]).includes(s);
+/** `tag=a&tag=b` or `tag=a,b` (the form's one box): at most 10 tags. */
+export const tagsOf = (raw: string[] | undefined) => [...new Set((raw ?? []).flatMap((t) => t.split(',')).map((t) => t.trim()).filter(Boolean))].slice(0, 10);
 const positive = (v: string | undefined) => (v && /^\d+$/.test(v) ? Number(v) : undefined);
 
 /**
@@ -50,7 +52,7 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed, hosts: { allowed: ()
   app.get('/assets/style.css', (c) => c.body(STYLE_CSS, 200, { 'content-type': 'text/css; charset=utf-8', 'cache-control': 'no-cache' }));
 
   const states = (c: Context): RunState[] => (c.req.queries('state') ?? []).filter(isRunState);
-  const filterOf = (c: Context): RunsFilter => ({ states: states(c), search: (c.req.query('q') ?? '').trim().slice(0, 200), from: c.req.query('from') ?? '', to: c.req.query('to') ?? '', page: positive(c.req.query('page')) ?? 1 });
+  const filterOf = (c: Context): RunsFilter => ({ states: states(c), search: (c.req.query('q') ?? '').trim().slice(0, 200), tags: tagsOf(c.req.queries('tag')), from: c.req.query('from') ?? '', to: c.req.query('to') ?? '', page: positive(c.req.query('page')) ?? 1 });
   app.get('/', async (c) => {
     const f = filterOf(c);
     const after = await deps.store.lastCommitLogSeq();

@@ -17,6 +17,8 @@ export interface RunRow {
   run: Run;
   /** The plan's name, or the first line of the agent task. */
   name: string | null;
+  /** The tags it was submitted with. */
+  tags: string[];
   owner: string;
   needsPerson: boolean;
   durationMs: number;
@@ -28,6 +30,8 @@ export interface RunRow {
 export interface RunsFilter {
   states: RunState[];
   search: string;
+  /** Runs submitted with every one of these tags. */
+  tags: string[];
   /** `YYYY-MM-DD` (UTC), inclusive. */
   from: string;
   to: string;
@@ -43,6 +47,7 @@ export function listQuery(f: RunsFilter, extra: Partial<RunListQuery> = {}): Run
   return {
     ...(f.states.length ? { states: f.states } : {}),
     ...(f.search ? { search: f.search } : {}),
+    ...(f.tags.length ? { tags: f.tags } : {}),
     ...(from !== undefined && !Number.isNaN(from) ? { createdFrom: from } : {}),
     ...(to !== undefined && !Number.isNaN(to) ? { createdTo: to + 86_400_000 } : {}),
     limit: RUNS_PAGE,
@@ -58,9 +63,10 @@ export async function readRuns(deps: ServeDeps, q: RunListQuery): Promise<{ rows
   // One read of the cost samples for the page's runs, not one per row.
   const samples = runs.length ? await deps.store.sumCost({ runIds: runs.map((r) => r.id) }) : [];
   const rows = await Promise.all(
-    runs.map(async ({ name, ...run }) => ({
+    runs.map(async ({ name, tags, ...run }) => ({
       run,
       name,
+      tags,
       owner: await deps.ownerLine(run),
       needsPerson: NEEDS_A_PERSON.includes(run.state),
       durationMs: (FINAL.includes(run.state) ? run.updatedAt : now) - run.createdAt,
@@ -78,6 +84,7 @@ export function filterQuery(f: RunsFilter, page = f.page): string {
   const p = new URLSearchParams();
   for (const s of f.states) p.append('state', s);
   if (f.search) p.set('q', f.search);
+  for (const t of f.tags) p.append('tag', t);
   if (f.from) p.set('from', f.from);
   if (f.to) p.set('to', f.to);
   if (page > 1) p.set('page', String(page));
@@ -86,12 +93,12 @@ export function filterQuery(f: RunsFilter, page = f.page): string {
 
 /** One run's row: the live list replaces it by `data-run` when a commit of its session lands. */
 export function runRow(r: RunRow): SafeHtml {
-  return html`<tr class="${r.needsPerson ? 'attention' : ''}" data-run="${r.run.id}" data-session="${r.run.sessionId}" data-created="${r.run.createdAt}"><td><a href="/runs/${r.run.id}">${r.name ?? r.run.id}</a>${r.name ? html`<br><code class="muted">${r.run.id}</code>` : ''}</td><td>${r.run.kind}</td><td>${stateBadge(r.run.state)}</td><td>${r.owner}</td><td>${when(r.run.createdAt)}</td><td>${duration(r.durationMs)}</td><td class="acceptance">${r.acceptance.state === 'none' ? '—' : r.acceptance.state}</td><td class="cost">${costLine(r.cost)}</td></tr>`;
+  return html`<tr class="${r.needsPerson ? 'attention' : ''}" data-run="${r.run.id}" data-session="${r.run.sessionId}" data-created="${r.run.createdAt}"><td><a href="/runs/${r.run.id}">${r.name ?? r.run.id}</a>${r.name ? html`<br><code class="muted">${r.run.id}</code>` : ''}${r.tags.map((t) => html` <span class="tag">${t}</span>`)}</td><td>${r.run.kind}</td><td>${stateBadge(r.run.state)}</td><td>${r.owner}</td><td>${when(r.run.createdAt)}</td><td>${duration(r.durationMs)}</td><td class="acceptance">${r.acceptance.state === 'none' ? '—' : r.acceptance.state}</td><td class="cost">${costLine(r.cost)}</td></tr>`;
 }
 
 /** The filter form: a search box, a state choice and a creation window (a GET form: the filter is the URL). */
 function filterForm(f: RunsFilter): SafeHtml {
-  return html`<form id="filter" method="get" action="/"><input type="search" name="q" value="${f.search}" placeholder="search run id or name"> <select name="state"><option value="">every state</option>${STATES.map(
+  return html`<form id="filter" method="get" action="/"><input type="search" name="q" value="${f.search}" placeholder="search run id or name"> <input type="text" name="tag" value="${f.tags.join(',')}" placeholder="tag"> <select name="state"><option value="">every state</option>${STATES.map(
     (s) => html`<option value="${s}"${f.states.includes(s) ? html` selected` : ''}>${s}</option>`,
   )}</select> from <input type="date" name="from" value="${f.from}"> to <input type="date" name="to" value="${f.to}"> <button type="submit">filter</button> <a href="/">clear</a></form>`;
 }
@@ -101,7 +108,7 @@ export function runsFragment(list: { rows: RunRow[]; total: number }, f: RunsFil
   const pages = Math.max(1, Math.ceil(list.total / RUNS_PAGE));
   const page = Math.min(Math.max(1, f.page), pages);
   const nav = html`<p id="pages">${list.total} run${list.total === 1 ? '' : 's'} · page ${page} of ${pages}${page > 1 ? html` · <a id="prev" href="/?${filterQuery(f, page - 1)}">newer</a>` : ''}${page < pages ? html` · <a id="next" href="/?${filterQuery(f, page + 1)}">older</a>` : ''}</p>`;
-  const filtered = f.states.length || f.search || f.from || f.to;
+  const filtered = f.states.length || f.search || f.tags.length || f.from || f.to;
   return html`<section><h2>Runs</h2>${filterForm(f)}${nav}
 ${list.rows.length === 0
     ? html`<p class="muted">no runs${filtered ? ' match this filter' : ''}</p>`

@@ -1,3 +1,4 @@
+import { BerthError } from '../errors';
 import type { Run, RunState } from '../model';
 
 /** What a runs list asks for: states, a search over run id and name, a creation window, one page. */
@@ -9,13 +10,26 @@ export interface RunListQuery {
   createdTo?: number;
   /** Only the runs of these sessions (a list page refreshing the rows a commit touched). */
   sessionIds?: string[];
+  /** Only runs submitted with every one of these tags (`--detach --tags`, kept in the session's meta). */
+  tags?: string[];
   limit: number;
   offset?: number;
+  /**
+   * `attention` (default): waiting for a person first, then newest first (the runs page).
+   * `created`: oldest first by creation, paged by `after` (a keyset cursor: stable while runs are added).
+   */
+  order?: 'attention' | 'created';
+  /** With `order: 'created'`: the runs after this one. */
+  after?: { createdAt: number; id: string };
+  /** Count every match (default true); a cursor-paged reader needs no count. */
+  count?: boolean;
 }
 
 /** A run with the name its session recorded: the plan's name, or the agent task's text. */
 export interface ListedRun extends Run {
   name: string | null;
+  /** The tags it was submitted with (none: empty). */
+  tags: string[];
 }
 
 /** Runs waiting for a person first, then newest first (the runs page's order), one page at a time. */
@@ -35,5 +49,26 @@ export function nameFromMeta(meta: unknown): string | null {
   return null;
 }
 
+/** The tags of a session's meta. */
+export function tagsFromMeta(meta: unknown): string[] {
+  const t = meta && typeof meta === 'object' ? (meta as { tags?: unknown }).tags : undefined;
+  return Array.isArray(t) ? t.filter((x): x is string => typeof x === 'string') : [];
+}
+
 /** `%text%` for LIKE, with the pattern characters of the text escaped (`\` is the escape). */
 export const likePattern = (text: string) => `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+
+const DAY = /^\d{4}-\d{2}-\d{2}$/;
+
+/**
+ * A creation window from `from`/`to`: a day (`YYYY-MM-DD`, UTC, both inclusive) or an ISO time
+ * (exact; `to` exclusive). Anything else is refused, never read as "no filter".
+ */
+export function dateWindow(from: string | undefined, to: string | undefined): Pick<RunListQuery, 'createdFrom' | 'createdTo'> {
+  const at = (v: string, name: string, end: boolean) => {
+    const t = DAY.test(v) ? Date.parse(`${v}T00:00:00Z`) + (end ? 86_400_000 : 0) : /^\d{4}-\d{2}-\d{2}T/.test(v) ? Date.parse(v) : NaN;
+    if (Number.isNaN(t)) throw new BerthError('invalid_request', `${name} must be a day (YYYY-MM-DD) or an ISO time, not ${v.slice(0, 40)}`);
+    return t;
+  };
+  return { ...(from ? { createdFrom: at(from, 'from', false) } : {}), ...(to ? { createdTo: at(to, 'to', true) } : {}) };
+}

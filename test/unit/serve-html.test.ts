@@ -104,9 +104,12 @@ describe('serve: HTML escaping and access checks', () => {
     expect(out).toContain('1.235');
     expect(out).toContain('199 ms');
     expect(out).not.toContain('198.686');
-    const list = runsFragment({ rows: [{ run: view.run as never, name: evil, owner: evil, needsPerson: true, durationMs: 5, acceptance: { state: 'none' } as never, cost: emptyCost() }], total: 1 }, { states: [], search: evil, from: evil, to: '', page: 1 }).value;
+    const list = runsFragment({ rows: [{ run: view.run as never, name: evil, tags: [evil], owner: evil, needsPerson: true, durationMs: 5, acceptance: { state: 'none' } as never, cost: emptyCost() }], total: 1 }, { states: [], search: evil, tags: [evil], from: evil, to: '', page: 1 }).value;
     expect(list).not.toMatch(/<script/i);
     expect(list).toContain('value="&lt;script&gt;alert(1)&lt;/script&gt;&quot;&#39;&#96;"');
     expect(list).toContain('>&lt;script&gt;alert(1)&lt;/script&gt;&quot;&#39;&#96;</a>');
+    // A tag (run row and the filter box) is text too.
+    expect(list).toContain('<span class="tag">&lt;script&gt;alert(1)&lt;/script&gt;&quot;&#39;&#96;</span>');
+    expect(list).toContain('name="tag" value="&lt;script&gt;alert(1)&lt;/script&gt;&quot;&#39;&#96;"');
   });
 });

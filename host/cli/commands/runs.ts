@@ -2,7 +2,8 @@ import { summariseEgress } from '../../egress';
 import { forkedFrom, forksOf } from '../../fork';
 import { BerthError } from '../../errors';
 import { sessionSandboxDocId } from '../../agent';
-import type { Json, Run, Task } from '../../model';
+import { RUN_STATES, type Json, type Run, type RunState, type Task } from '../../model';
+import { dateWindow } from '../../store';
 import { sandboxDocId } from '../../run-sandbox';
 import type { Store } from '../../store';
 import type { CliContext } from '../context';
@@ -13,9 +14,34 @@ import { runCost } from '../../cost';
 import { acceptanceLine } from './acceptance';
 import { costRows } from './cost';
 
-/** `berth status`: every run, newest last, with its state and age. */
-export async function status(ctx: CliContext): Promise<number> {
-  const runs = await ctx.store.listRuns();
+/** What `berth status` is filtered by (flags as given). */
+export interface StatusFilter {
+  states?: string[];
+  tags?: string[];
+  search?: string;
+  from?: string;
+  to?: string;
+}
+
+/** The runs matching the filter, oldest first, read a page at a time by a keyset cursor. */
+async function filteredRuns(store: Store, f: StatusFilter): Promise<Run[]> {
+  const bad = (f.states ?? []).filter((s) => !(RUN_STATES as readonly string[]).includes(s));
+  if (bad.length) throw new BerthError('usage', `--state expects one of ${RUN_STATES.join(', ')}, found "${bad[0]}"`);
+  const window = dateWindow(f.from, f.to);
+  const out: Run[] = [];
+  let after: { createdAt: number; id: string } | undefined;
+  for (;;) {
+    const { runs } = await store.listRunPage({ states: f.states as RunState[] | undefined, tags: f.tags, search: f.search, ...window, order: 'created', after, limit: 500, count: false });
+    out.push(...runs.map(({ name: _n, tags: _t, ...run }) => run));
+    if (runs.length < 500) return out;
+    after = { createdAt: runs.at(-1)!.createdAt, id: runs.at(-1)!.id };
+  }
+}
+
+/** `berth status`: every run (or those the filter keeps), newest last, with its state and age. */
+export async function status(ctx: CliContext, f: StatusFilter = {}): Promise<number> {
+  const filtered = (f.states?.length ?? 0) > 0 || (f.tags?.length ?? 0) > 0 || !!f.search || !!f.from || !!f.to;
+  const runs = filtered ? await filteredRuns(ctx.store, f) : await ctx.store.listRuns();
   const now = ctx.clock.now();
   const rows: Array<{ run: (typeof runs)[number] } & ReturnType<typeof driverOf>> = [];
   for (const r of runs) rows.push({ run: r, ...driverOf(r, await readHost(ctx.store, now, ctx.hostId, r.sessionId), now) });

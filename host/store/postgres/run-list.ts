@@ -1,6 +1,6 @@
 import type pg from 'pg';
-import { FIRST_STATES, likePattern, nameFromMeta, type RunListReads } from '../run-list';
-import { parseMeta } from '../sqlite/run-list';
+import { FIRST_STATES, likePattern, type RunListReads } from '../run-list';
+import { listed, parseMeta } from '../sqlite/run-list';
 import { toRun } from '../sqlite/rows';
 import { query } from './open';
 
@@ -19,12 +19,20 @@ export function postgresRunList(pool: pg.Pool): RunListReads {
         const p = arg(likePattern(q.search));
         where.push(`(r.id ILIKE ${p} OR s.meta_json::jsonb ->> 'name' ILIKE ${p} OR s.meta_json::jsonb ->> 'task' ILIKE ${p})`);
       }
-      const from = `FROM runs r JOIN sessions s ON s.id = r.session_id${where.length ? ` WHERE ${where.join(' AND ')}` : ''}`;
-      const first = FIRST_STATES.map((s) => `'${s}'`).join(',');
+      // Containment: the session's tags hold every asked one.
+      if (q.tags?.length) where.push(`COALESCE(s.meta_json::jsonb -> 'tags', '[]'::jsonb) @> ${arg(JSON.stringify(q.tags))}::jsonb`);
+      const base = 'FROM runs r JOIN sessions s ON s.id = r.session_id';
+      const countSql = `SELECT COUNT(*)::bigint AS n ${base}${where.length ? ` WHERE ${where.join(' AND ')}` : ''}`;
       const countArgs = [...args];
-      const rows = await query(pool, `SELECT r.*, s.meta_json AS session_meta ${from} ORDER BY CASE WHEN r.state IN (${first}) THEN 0 ELSE 1 END, r.created_at DESC, r.id DESC LIMIT ${arg(Math.floor(q.limit))} OFFSET ${arg(Math.floor(q.offset ?? 0))}`, args);
-      const [count] = await query<{ n: number }>(pool, `SELECT COUNT(*)::bigint AS n ${from}`, countArgs);
-      return { runs: rows.map((r) => ({ ...toRun(r), name: nameFromMeta(parseMeta(r.session_meta)) })), total: Number(count?.n ?? 0) };
+      const first = FIRST_STATES.map((s) => `'${s}'`).join(',');
+      let order = `CASE WHEN r.state IN (${first}) THEN 0 ELSE 1 END, r.created_at DESC, r.id DESC`;
+      if (q.order === 'created') {
+        order = 'r.created_at, r.id';
+        if (q.after) where.push(`(r.created_at > ${arg(q.after.createdAt)} OR (r.created_at = ${arg(q.after.createdAt)} AND r.id > ${arg(q.after.id)}))`);
+      }
+      const rows = await query(pool, `SELECT r.*, s.meta_json AS session_meta ${base}${where.length ? ` WHERE ${where.join(' AND ')}` : ''} ORDER BY ${order} LIMIT ${arg(Math.floor(q.limit))} OFFSET ${arg(Math.floor(q.offset ?? 0))}`, args);
+      const total = q.count === false ? -1 : Number((await query<{ n: number }>(pool, countSql, countArgs))[0]?.n ?? 0);
+      return { runs: rows.map((r) => ({ ...toRun(r), ...listed(parseMeta(r.session_meta)) })), total };
     },
   };
 }

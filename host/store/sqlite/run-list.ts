@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import { FIRST_STATES, likePattern, nameFromMeta, type RunListReads } from '../run-list';
+import { FIRST_STATES, likePattern, nameFromMeta, tagsFromMeta, type RunListReads } from '../run-list';
 import { toRun, type Row } from './rows';
 
 /** The runs page's reads (see ../run-list.ts): one indexed, ordered, limited query and a count. */
@@ -17,14 +17,25 @@ export function sqliteRunList(db: Database.Database): RunListReads {
         where.push("(r.id LIKE ? ESCAPE '\\' OR json_extract(s.meta_json, '$.name') LIKE ? ESCAPE '\\' OR json_extract(s.meta_json, '$.task') LIKE ? ESCAPE '\\')");
         args.push(p, p, p);
       }
-      const from = `FROM runs r JOIN sessions s ON s.id = r.session_id${where.length ? ` WHERE ${where.join(' AND ')}` : ''}`;
+      for (const tag of q.tags ?? []) (where.push("EXISTS (SELECT 1 FROM json_each(s.meta_json, '$.tags') t WHERE t.value = ?)"), args.push(tag));
+      const from = (more: string[] = []) => `FROM runs r JOIN sessions s ON s.id = r.session_id${where.length + more.length ? ` WHERE ${[...where, ...more].join(' AND ')}` : ''}`;
       const first = FIRST_STATES.map((s) => `'${s}'`).join(',');
-      const rows = db.prepare(`SELECT r.*, s.meta_json AS session_meta ${from} ORDER BY CASE WHEN r.state IN (${first}) THEN 0 ELSE 1 END, r.created_at DESC, r.id DESC LIMIT ? OFFSET ?`).all(...args, Math.floor(q.limit), Math.floor(q.offset ?? 0)) as Row[];
-      const total = (db.prepare(`SELECT COUNT(*) AS n ${from}`).get(...args) as { n: number }).n;
-      return { runs: rows.map((r) => ({ ...toRun(r), name: nameFromMeta(parseMeta(r.session_meta)) })), total };
+      let rows: Row[];
+      if (q.order === 'created') {
+        const cursor = q.after ? ['(r.created_at > ? OR (r.created_at = ? AND r.id > ?))'] : [];
+        const cursorArgs = q.after ? [q.after.createdAt, q.after.createdAt, q.after.id] : [];
+        rows = db.prepare(`SELECT r.*, s.meta_json AS session_meta ${from(cursor)} ORDER BY r.created_at, r.id LIMIT ? OFFSET ?`).all(...args, ...cursorArgs, Math.floor(q.limit), Math.floor(q.offset ?? 0)) as Row[];
+      } else {
+        rows = db.prepare(`SELECT r.*, s.meta_json AS session_meta ${from()} ORDER BY CASE WHEN r.state IN (${first}) THEN 0 ELSE 1 END, r.created_at DESC, r.id DESC LIMIT ? OFFSET ?`).all(...args, Math.floor(q.limit), Math.floor(q.offset ?? 0)) as Row[];
+      }
+      const total = q.count === false ? -1 : (db.prepare(`SELECT COUNT(*) AS n ${from()}`).get(...args) as { n: number }).n;
+      return { runs: rows.map((r) => ({ ...toRun(r), ...listed(parseMeta(r.session_meta)) })), total };
     },
   };
 }
+
+/** What a listed run has beyond the run: its name and tags, from the session's meta. */
+export const listed = (meta: unknown) => ({ name: nameFromMeta(meta), tags: tagsFromMeta(meta) });
 
 export function parseMeta(v: unknown): unknown {
   if (typeof v !== 'string') return null;
