@@ -1,5 +1,5 @@
 import { isFinalRunState, type CostTotal, type Run } from '../model';
-import type { Store } from '../store';
+import type { Page, Store } from '../store';
 
 /** Token counts of one model, as its endpoint reported them. */
 export interface TokenCount {
@@ -50,6 +50,16 @@ export async function runCost(store: Store, runId: string, now: number): Promise
   return costOfRun(store, run, await store.sumCost({ runIds: [runId] }), now);
 }
 
+const PAGE = 500;
+
+async function* pages<T>(read: (page: Page) => Promise<T[]>): AsyncGenerator<T[]> {
+  for (let offset = 0; ; offset += PAGE) {
+    const rows = await read({ offset, limit: PAGE });
+    yield rows;
+    if (rows.length < PAGE) return;
+  }
+}
+
 /** The cost of `run` given its summed samples (so a report over many runs reads them in one query). */
 export async function costOfRun(store: Store, run: Run, samples: readonly CostTotal[], now: number): Promise<RunCost> {
   const c = emptyCost();
@@ -68,36 +78,41 @@ export async function costOfRun(store: Store, run: Run, samples: readonly CostTo
   // A key that only carried sandbox meters (a lease id) is no model.
   for (const [k, t] of Object.entries(c.tokens)) if (t.requests + t.prompt + t.completion + t.cached === 0) delete c.tokens[k];
   const end = isFinalRunState(run.state) ? run.updatedAt : now;
-  const [leases, snapshots, effects, entries] = await Promise.all([
-    store.listLeases({ sessionId: run.sessionId }),
-    store.listSnapshots({ runId: run.id }),
-    store.listEffects({ runId: run.id }),
-    run.kind === 'agent' ? store.listEntries(run.sessionId, { runId: run.id }) : Promise.resolve([]),
-  ]);
-  for (const l of leases) {
+  // A run thousands of steps long is read in pages (snapshots, effects, entries): `berth export`
+  // and `berth show` stay in bounded memory. The sums run in the same order as over whole lists.
+  for (const l of await store.listLeases({ sessionId: run.sessionId })) {
     // A lease of this run, or the session's kept sandbox for the part of its life inside this run.
     const from = l.runId === run.id ? l.createdAt : l.runId === run.sessionId ? Math.max(l.createdAt, run.createdAt) : null;
     if (from === null) continue;
     const to = l.runId === run.id ? (l.releasedAt ?? now) : Math.min(l.releasedAt ?? now, end);
     if (to > from) c.leaseSeconds += (to - from) / 1000;
   }
-  for (const s of snapshots) {
-    if (s.prunedAt === null) c.snapshotBytes += s.sizeBytes;
-    c.snapshotGbMonths += (s.sizeBytes / 1e9) * (Math.max(0, (s.prunedAt ?? now) - s.createdAt) / MONTH_MS);
+  for await (const snapshots of pages((page) => store.listSnapshots({ runId: run.id, page }))) {
+    for (const s of snapshots) {
+      if (s.prunedAt === null) c.snapshotBytes += s.sizeBytes;
+      c.snapshotGbMonths += (s.sizeBytes / 1e9) * (Math.max(0, (s.prunedAt ?? now) - s.createdAt) / MONTH_MS);
+    }
   }
-  for (const e of effects) {
-    c.recovery.stepsRerun += Math.max(0, e.attempts - 1);
-    if (e.id.includes(':after-restore:')) c.recovery.stepsRerun += 1;
+  for await (const effects of pages((page) => store.listEffects({ runId: run.id, page }))) {
+    for (const e of effects) {
+      c.recovery.stepsRerun += Math.max(0, e.attempts - 1);
+      if (e.id.includes(':after-restore:')) c.recovery.stepsRerun += 1;
+    }
   }
   const asked = new Map<string, number>();
-  for (const e of entries) {
-    const body = e.body as { approvalId?: string } | null;
-    if (!body?.approvalId) continue;
-    if (e.kind === 'agent.approval.requested') asked.set(body.approvalId, e.at);
-    else if (e.kind === 'agent.approval.decided' && asked.has(body.approvalId)) {
-      c.approvalWaitSeconds += (e.at - asked.get(body.approvalId)!) / 1000;
-      asked.delete(body.approvalId);
+  for (let after = 0; run.kind === 'agent'; ) {
+    const entries = await store.listEntries(run.sessionId, { runId: run.id, afterSeq: after, limit: PAGE });
+    for (const e of entries) {
+      const body = e.body as { approvalId?: string } | null;
+      if (!body?.approvalId) continue;
+      if (e.kind === 'agent.approval.requested') asked.set(body.approvalId, e.at);
+      else if (e.kind === 'agent.approval.decided' && asked.has(body.approvalId)) {
+        c.approvalWaitSeconds += (e.at - asked.get(body.approvalId)!) / 1000;
+        asked.delete(body.approvalId);
+      }
     }
+    if (entries.length < PAGE) break;
+    after = entries.at(-1)!.seq;
   }
   for (const at of asked.values()) c.approvalWaitSeconds += (end - at) / 1000;
   return c;

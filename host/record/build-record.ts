@@ -1,7 +1,7 @@
 import { sessionSandboxDocId } from '../agent';
 import { BerthError } from '../errors';
 import { isOperatorReceipt } from '../kernel';
-import type { Effect, Entry, Json, Run, Task } from '../model';
+import type { CommitRecord, Effect, Entry, Json, Run, RunTransition, Snapshot, Task } from '../model';
 import type { Store } from '../store';
 import { KERNEL } from '../version';
 import { forkedFrom } from '../fork';
@@ -23,7 +23,7 @@ export function inlineOrDigest(value: Json): Json {
   return { omitted: true, digest: sha256(text), bytes: Buffer.byteLength(text) };
 }
 
-const task = (t: Task): RunRecord['tasks'][number] => ({
+export const task = (t: Task): RunRecord['tasks'][number] => ({
   id: t.id, parentId: t.parentId, kind: t.kind, kindVersion: t.kindVersion, status: t.status, phase: t.phase,
   checkpoint: t.checkpoint, input: t.input, attempts: t.attempts, restarts: t.restarts, wait: t.wait, wakeAt: t.wakeAt,
   outcome: t.outcome, result: t.result, error: t.error, cancelRequested: t.cancelRequested, blockedReason: t.blockedReason,
@@ -41,7 +41,7 @@ function reconciliationOf(e: Effect): RunRecord['effects'][number]['reconciliati
   return e.replay === 'verify' ? 'verify_query' : 'pending';
 }
 
-const effect = (e: Effect): RunRecord['effects'][number] => ({
+export const effect = (e: Effect): RunRecord['effects'][number] => ({
   id: e.id, taskId: e.taskId, kind: e.kind, intent: e.intent, replay: e.replay, status: e.status, attempts: e.attempts, attemptLog: e.attemptLog, runId: e.runId,
   receipt: e.receipt, error: e.error, createdAt: e.createdAt, updatedAt: e.updatedAt, reconciliation: reconciliationOf(e),
 });
@@ -50,7 +50,7 @@ const effect = (e: Effect): RunRecord['effects'][number] => ({
  * One entry of the record and its canonical text, built together: the body is serialised once,
  * to size it (a large one is left out by digest) and as part of the text.
  */
-function entry(e: Entry): { value: RunRecord['entries'][number]; text: string } {
+export function entry(e: Entry): { value: RunRecord['entries'][number]; text: string } {
   let bodyText = canonicalJson(e.body);
   let body: Json = e.body;
   if (bodyText.length > INLINE_LIMIT) {
@@ -65,23 +65,44 @@ function entry(e: Entry): { value: RunRecord['entries'][number]; text: string } 
 
 const entryValue = (e: Entry): RunRecord['entries'][number] => ({ id: e.id, seq: e.seq, conversationId: e.conversationId, taskId: e.taskId, kind: e.kind, body: e.body, commitSeq: e.commitSeq, at: e.at });
 
+/**
+ * How the lists that grow with a run's length are read: whole (here), or scanned page by page
+ * keeping only the rows the derived sections look at (stream-record.ts).
+ */
+export interface RunLists {
+  tasks(run: Run, transitions: RunTransition[]): Promise<Task[]>;
+  effects(run: Run): Promise<Effect[]>;
+  snapshots(run: Run): Promise<Snapshot[]>;
+  entries(run: Run): Promise<Entry[]>;
+  commits(run: Run): Promise<CommitRecord[]>;
+}
+
+const wholeLists = (store: Store): RunLists => ({
+  tasks: (run) => store.listTasks({ runId: run.id }),
+  effects: (run) => store.listEffects({ runId: run.id, earlier: true }),
+  snapshots: (run) => runSnapshots(store, run),
+  entries: (run) => store.listEntries(run.sessionId, { runId: run.id }),
+  commits: (run) => store.listCommits(run.sessionId),
+});
+
 /** Everything the store holds about one run, read in one pass. */
-export async function readRunRows(store: Store, runId: string, now = Date.now(), o: { costSummary?: boolean } = {}) {
+export async function readRunRows(store: Store, runId: string, now = Date.now(), o: { costSummary?: boolean; lists?: RunLists } = {}) {
+  const lists = o.lists ?? wholeLists(store);
   const run = await store.getRun(runId);
   if (!run) throw new BerthError('run_not_found', `no run ${runId} in ${store.location} (see berth status)`, { ids: { runId } });
-  const [session, submission, transitions, tasks, effects, snapshots, leases, documents, entries, egress, commits, imported, storeId] = await Promise.all([
+  const transitions = await store.listRunTransitions(runId);
+  const [session, submission, tasks, effects, snapshots, leases, documents, entries, egress, commits, imported, storeId] = await Promise.all([
     store.getSession(run.sessionId),
     run.submissionId ? store.getSubmission(run.submissionId) : Promise.resolve(undefined),
-    store.listRunTransitions(runId),
-    store.listTasks({ runId }),
-    store.listEffects({ runId, earlier: true }),
-    runSnapshots(store, run),
+    lists.tasks(run, transitions),
+    lists.effects(run),
+    lists.snapshots(run),
     // The leases `berth show` lists: the run's, its agent session's, and pool leases of the session.
     store.listLeases({ sessionId: run.sessionId }).then((ls) => ls.filter((l) => l.runId === null || l.runId === runId || l.runId === run.sessionId)),
     sandboxDocuments(store, run),
-    store.listEntries(run.sessionId, { runId }),
+    lists.entries(run),
     store.listEgress({ runId }),
-    store.listCommits(run.sessionId),
+    lists.commits(run),
     store.getImportedRun(runId),
     store.storeId(),
   ]);
@@ -112,12 +133,19 @@ export type RunRows = Awaited<ReturnType<typeof readRunRows>>;
  */
 async function runSnapshots(store: Store, run: Run) {
   const own = run.kind !== 'agent' ? await store.listSnapshots({ runId: run.id }) : await store.listSnapshots({ sessionId: run.sessionId });
-  // A fork starts from (and its first snapshot names as parent) a snapshot of the run it was forked
-  // from; that snapshot's own parents are the history it holds. The chain goes in, oldest first.
+  return [...(await snapshotHistory(store, run, new Set(own.map((s) => s.id)), own.map((s) => s.parentId))), ...own];
+}
+
+/**
+ * The snapshots before a run's own (given by their ids and parents) that the record carries, oldest
+ * first: a fork starts from (and its first snapshot names as parent) a snapshot of the run it was
+ * forked from; that snapshot's own parents are the history it holds.
+ */
+export async function snapshotHistory(store: Store, run: Run, ownIds: Set<string>, ownParents: Array<string | null>): Promise<Snapshot[]> {
   const from = await forkedFrom(store, run);
-  const have = new Set(own.map((s) => s.id));
-  const extra: typeof own = [];
-  const queue = [...own.map((s) => s.parentId), from?.snapshotId ?? null];
+  const have = new Set(ownIds);
+  const extra: Snapshot[] = [];
+  const queue = [...ownParents, from?.snapshotId ?? null];
   while (queue.length) {
     const id = queue.shift();
     if (!id || have.has(id)) continue;
@@ -127,7 +155,7 @@ async function runSnapshots(store: Store, run: Run) {
     extra.unshift(s);
     queue.push(s.parentId);
   }
-  return [...extra, ...own];
+  return extra;
 }
 
 /** The run's documents, and its agent session's sandbox pointer (which `berth show` reads too). */
@@ -142,10 +170,8 @@ async function sandboxDocuments(store: Store, run: Run) {
  * canonical JSON written to the file, `record` the same document as a value.
  */
 export async function exportRun(store: Store, runId: string, now: number, o: { policies?: HandlerPolicies } = {}): Promise<{ record: RunRecord; text: string }> {
-  const rows = await readRunRows(store, runId, now);
-  const entries = rows.entries.map(entry);
-  const doc = recordDocument(rows, now, entries.map((e) => e.value), o.policies);
-  const { text, digest } = sealRecord(doc as Record<string, unknown>, { entries: `[${entries.map((e) => e.text).join(',')}]` });
+  const { doc, entryTexts } = recordDocument(await readRunRows(store, runId, now), now, o);
+  const { text, digest } = sealRecord(doc as Record<string, unknown>, { entries: `[${entryTexts.join(',')}]` });
   return { record: { ...doc, digest } as RunRecord, text };
 }
 
@@ -155,13 +181,22 @@ export async function exportRun(store: Store, runId: string, now: number, o: { p
  */
 export async function recordToCheck(store: Store, runId: string, now: number): Promise<RunRecord> {
   const rows = await readRunRows(store, runId, now, { costSummary: false });
-  return { ...recordDocument(rows, now, rows.entries.map(entryValue)), digest: '' } as RunRecord;
+  return { ...recordDocument(rows, now, { texts: false }).doc, digest: '' } as RunRecord;
 }
 
-/** The record's members but its digest. */
-function recordDocument(rows: RunRows, now: number, entries: RunRecord['entries'], policies?: HandlerPolicies): Omit<RunRecord, 'digest'> {
+/** A commit as the record lists it. */
+export const commitOf = ({ sessionId: _s, ...c }: CommitRecord) => c;
+
+/**
+ * The record's document (everything but its digest) from the rows read, and each entry's canonical
+ * text (serialised once, as the entries member's text). `berth export`'s streamed writer builds the
+ * same document from the run's rows in pages (stream-record.ts).
+ */
+export function recordDocument(rows: RunRows, now: number, o: { policies?: HandlerPolicies; texts?: boolean } = {}): { doc: Omit<RunRecord, 'digest'>; entryTexts: string[] } {
   const { run, session, submission } = rows;
   const sections = contractSections(rows);
+  // `berth check` needs no canonical text: serialising every entry body was a large share of its time.
+  const entries = o.texts === false ? rows.entries.map((e) => ({ value: entryValue(e), text: '' })) : rows.entries.map(entry);
   const doc: Omit<RunRecord, 'digest'> = {
     format: RECORD_FORMAT,
     schemaVersion: RECORD_SCHEMA_VERSION,
@@ -177,16 +212,16 @@ function recordDocument(rows: RunRows, now: number, entries: RunRecord['entries'
       createdAt: run.createdAt, updatedAt: run.updatedAt,
     },
     transitions: rows.transitions.map(({ runId: _r, ...t }) => t),
-    commits: rows.commits.map(({ sessionId: _s, ...c }) => c),
+    commits: rows.commits.map(commitOf),
     tasks: rows.tasks.map(task),
     effects: rows.effects.map(effect),
     documents: rows.documents.map(({ sessionId: _s, ...d }) => d),
-    entries,
+    entries: entries.map((e) => e.value),
     egress: rows.egress.map(({ runId: _r, ...a }) => ({ ...a, count: a.count ?? 1 })),
     job: { ...sections.job, submission: submission ? inlineOrDigest(submission.input) : null },
-    contract: contractFields(rows, policies),
+    contract: contractFields(rows, o.policies),
   };
-  return doc;
+  return { doc, entryTexts: entries.map((e) => e.text) };
 }
 
 /** The models an agent run called (from its model entries) and the digest of its system prompt. */

@@ -33,6 +33,16 @@ import type { ImportedRunRecords } from './imported';
 import type { OwnershipRecords } from './ownership';
 import type { RegistryDeleteRecords } from './registry-deletes';
 
+/**
+ * One page of a list in its usual order: `limit` rows after the first `offset`. Rows are only ever
+ * appended in that order (tasks by insertion, snapshots by commit, effects by creation), so reading
+ * page after page sees each row once even while a run adds more.
+ */
+export interface Page {
+  offset: number;
+  limit: number;
+}
+
 export interface TaskFilter {
   runId?: string;
   parentId?: string;
@@ -45,6 +55,8 @@ export interface TaskFilter {
    * child it spawned last reads one row, not every child of a run thousands of steps long.
    */
   newest?: number;
+  /** A page of the answer (not with `newest`): a long run's tasks read in bounded pieces (`berth export`). */
+  page?: Page;
 }
 
 export interface EntryFilter {
@@ -64,7 +76,8 @@ export interface Store extends LeaseRecords, EgressAuditRecords, AcceptanceReads
   commit(input: CommitInput): Promise<CommitResult>;
 
   getSession(id: string): Promise<Session | undefined>;
-  listCommits(sessionId: string, afterSeq?: number): Promise<CommitRecord[]>;
+  /** `limit`: at most that many, the oldest after `afterSeq` (a page of a long session's log). */
+  listCommits(sessionId: string, afterSeq?: number, limit?: number): Promise<CommitRecord[]>;
   getSubmission(id: string): Promise<Submission | undefined>;
   findSubmission(requestId: string): Promise<Submission | undefined>;
   getRun(id: string): Promise<Run | undefined>;
@@ -83,11 +96,15 @@ export interface Store extends LeaseRecords, EgressAuditRecords, AcceptanceReads
    * `earlier` (with `runId`): also the effects the run attempted before a later run took them over
    * (a logical effect attempted afresh moves to the new run; the run it failed in still lists it).
    * `newest`: only the last that many by creation (a page of a long run's effects), still oldest first.
+   * `page`: a page of the whole answer in creation order (not with `newest`).
    */
-  listEffects(filter: { runId?: string; taskId?: string; earlier?: boolean; newest?: number }): Promise<Effect[]>;
+  listEffects(filter: { runId?: string; taskId?: string; earlier?: boolean; newest?: number; page?: Page }): Promise<Effect[]>;
   getSnapshot(id: string): Promise<Snapshot | undefined>;
-  /** Oldest first. Pruned snapshots are included (their records stay; only the image is gone). */
-  listSnapshots(filter: { runId?: string; sessionId?: string; newest?: number }): Promise<Snapshot[]>;
+  /**
+   * Oldest first. Pruned snapshots are included (their records stay; only the image is gone).
+   * `page` (with `runId` or `sessionId`, not with `newest`): a page of that answer.
+   */
+  listSnapshots(filter: { runId?: string; sessionId?: string; newest?: number; page?: Page }): Promise<Snapshot[]>;
   /** Retention bookkeeping: the snapshot's image was removed. Not session state, so not a commit. */
   markSnapshotPruned(id: string, at: number): Promise<void>;
   /**

@@ -1,5 +1,6 @@
 import { checkStore, type InvariantName, type Violation } from '../../host/record';
 import type { Store } from '../../host/store';
+import { streamedExportDifferences } from './export-equality';
 import { readStore } from './temp-store';
 
 /** Any store (SQLite or PostgreSQL): the check reads through the Store port only. */
@@ -19,8 +20,13 @@ export function invariantGuard() {
       allowed = { reason, names: new Set(names) };
     },
     async check(store: string | StoreReader): Promise<Error | undefined> {
-      const look = (s: StoreReader) => checkStore(s, 'all', Date.now());
-      const { violations } = typeof store === 'string' ? await readStore(store, look) : await look(store);
+      // The same look also holds `berth export`'s streamed text equal to the whole export's, run by run.
+      const look = async (s: StoreReader) => ({ ...(await checkStore(s, 'all', Date.now())), exportDiffs: await streamedExportDifferences(s) });
+      const { violations, exportDiffs } = typeof store === 'string' ? await readStore(store, look) : await look(store);
+      if (exportDiffs.length) {
+        console.error(`[export check] ${exportDiffs.join('\n')}`);
+        return new Error(`[export check] ${exportDiffs.join('\n')}`);
+      }
       const excused = violations.filter((v) => allowed?.names.has(v.invariant));
       const failing = violations.filter((v) => !excused.includes(v));
       if (excused.length) console.warn(`[invariant check] allowed (${allowed!.reason}): ${describe(excused)}`);

@@ -1,18 +1,31 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { createReadStream, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
 import { BerthError } from '../../errors';
-import { checkStore, exportRun, importRecord, INVARIANTS } from '../../record';
+import { checkStore, exportRunToFile, importRecord, INVARIANTS } from '../../record';
 import type { CliContext } from '../context';
 import { emit } from '../output';
 
-/** `berth export RUN [--out FILE]`: the run record, canonical JSON with its digest, to FILE or stdout. */
+/**
+ * `berth export RUN [--out FILE]`: the run record, canonical JSON with its digest, to FILE or stdout.
+ * Written while the run's rows are read page by page (a run of any length exports in bounded
+ * memory); to stdout through a temporary file, since the digest is written last.
+ */
 export async function exportCommand(ctx: CliContext, runId: string, out: string | undefined): Promise<number> {
-  const { record, text } = await exportRun(ctx.store, runId, ctx.clock.now());
   if (!out) {
-    process.stdout.write(text);
+    const dir = mkdtempSync(join(tmpdir(), 'berth-export-'));
+    try {
+      const file = join(dir, 'record.json');
+      await exportRunToFile(ctx.store, runId, ctx.clock.now(), file);
+      await pipeline(createReadStream(file), process.stdout, { end: false });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
     return 0;
   }
-  writeFileSync(out, text);
-  emit(ctx.json, { runId, file: out, digest: record.digest, bytes: Buffer.byteLength(text) }, () => `exported run ${runId} to ${out} (${record.digest})`);
+  const { digest, bytes } = await exportRunToFile(ctx.store, runId, ctx.clock.now(), out);
+  emit(ctx.json, { runId, file: out, digest, bytes }, () => `exported run ${runId} to ${out} (${digest})`);
   return 0;
 }
 

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import type { CommitRecord, StoredDocument } from '../../model';
 import type { EntryFilter, Store, TaskFilter } from '../store';
 import { postgresImportedReads } from './imported';
-import { activeOnly, mergeByCreation } from '../sqlite/reads';
+import { activeOnly, mergeByCreation, pageSql } from '../sqlite/reads';
 import { query, type Row } from './open';
 import { toDocument, toEffect, toEntry, toRun, toRunTransition, toSession, toSubmission, toTask } from './rows';
 
@@ -46,8 +46,11 @@ export function postgresReads(pool: pg.Pool): Reads {
       const r = await one('SELECT * FROM sessions WHERE id = $1', [id]);
       return r ? toSession(r) : undefined;
     },
-    async listCommits(sessionId, afterSeq = 0) {
-      return (await query(pool, 'SELECT * FROM commits WHERE session_id = $1 AND seq > $2 ORDER BY seq', [sessionId, afterSeq])).map(
+    async listCommits(sessionId, afterSeq = 0, limit) {
+      const rows = limit === undefined
+        ? await query(pool, 'SELECT * FROM commits WHERE session_id = $1 AND seq > $2 ORDER BY seq', [sessionId, afterSeq])
+        : await query(pool, 'SELECT * FROM commits WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3', [sessionId, afterSeq, Math.max(0, Math.floor(limit))]);
+      return rows.map(
         (r): CommitRecord => ({ sessionId: r.session_id as string, seq: r.seq as number, at: r.at as number, label: r.label as string, actor: r.actor as string }),
       );
     },
@@ -81,7 +84,7 @@ export function postgresReads(pool: pg.Pool): Reads {
       // Insertion order (the identity column; commits of one session are serialised by its row
       // lock), not created_at: the wall clock can step backwards between two spawns.
       if (filter.newest !== undefined) return (await selectWhere(pool, 'tasks', conds, `ord DESC LIMIT ${Math.max(0, Math.floor(filter.newest))}`, activeOnly(filter))).reverse().map(toTask);
-      return (await selectWhere(pool, 'tasks', conds, 'ord', activeOnly(filter))).map(toTask);
+      return (await selectWhere(pool, 'tasks', conds, `ord${pageSql(filter.page)}`, activeOnly(filter))).map(toTask);
     },
     async nextWakeAt() {
       const r = await one("SELECT MIN(wake_at) AS t FROM tasks WHERE status = 'sleeping'", []);
@@ -110,7 +113,16 @@ export function postgresReads(pool: pg.Pool): Reads {
     },
     async listEffects(filter) {
       const n = filter.newest === undefined ? undefined : Math.max(0, Math.floor(filter.newest));
-      let live = n === undefined ? await selectWhere(pool, 'effects', { run_id: filter.runId, task_id: filter.taskId }, 'created_at, id') : (await selectWhere(pool, 'effects', { run_id: filter.runId, task_id: filter.taskId }, `created_at DESC, id DESC LIMIT ${n}`)).reverse();
+      const conds = { run_id: filter.runId, task_id: filter.taskId };
+      if (filter.page && n === undefined) {
+        // As in the SQLite twin: only the run's own live rows are paged in SQL.
+        const moved = filter.earlier && filter.runId ? await query(pool, 'SELECT e.* FROM effect_runs r JOIN effects e ON e.id = r.effect_id WHERE r.run_id = $1 AND e.run_id IS DISTINCT FROM $1', [filter.runId]) : [];
+        const other = mergeByCreation(moved, await imported.effects(filter));
+        if (other.length === 0) return (await selectWhere(pool, 'effects', conds, `created_at, id${pageSql(filter.page)}`)).map(toEffect);
+        const { offset, limit } = filter.page;
+        return mergeByCreation(await selectWhere(pool, 'effects', conds, 'created_at, id'), other).slice(offset, offset + limit).map(toEffect);
+      }
+      let live = n === undefined ? await selectWhere(pool, 'effects', conds, 'created_at, id') : (await selectWhere(pool, 'effects', { run_id: filter.runId, task_id: filter.taskId }, `created_at DESC, id DESC LIMIT ${n}`)).reverse();
       if (filter.earlier && filter.runId) {
         const moved = await query(pool, 'SELECT e.* FROM effect_runs r JOIN effects e ON e.id = r.effect_id WHERE r.run_id = $1 AND e.run_id IS DISTINCT FROM $1', [filter.runId]);
         if (moved.length) live = mergeByCreation(live, moved);

@@ -14,6 +14,11 @@ export function postgresSnapshots(pool: pg.Pool): SnapshotMethods {
       return r ? toSnapshot(r) : undefined;
     },
     async listSnapshots(filter) {
+      if (filter.page && filter.newest === undefined && (filter.runId || filter.sessionId)) {
+        const [col, id] = filter.runId ? ['run_id', filter.runId] : ['session_id', filter.sessionId!];
+        const args = [id, Math.max(0, Math.floor(filter.page.limit)), Math.max(0, Math.floor(filter.page.offset))];
+        return (await query(pool, `SELECT * FROM snapshots WHERE ${col} = $1 ORDER BY commit_seq, created_at, id LIMIT $2 OFFSET $3`, args)).map(toSnapshot);
+      }
       if (filter.newest !== undefined && filter.runId) {
         return (await query(pool, 'SELECT * FROM snapshots WHERE run_id = $1 ORDER BY commit_seq DESC, created_at DESC, id DESC LIMIT $2', [filter.runId, Math.max(0, Math.floor(filter.newest))])).reverse().map(toSnapshot);
       }

@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import type { CommitRecord, StoredDocument } from '../../model';
-import type { EntryFilter, Store, TaskFilter } from '../store';
+import type { EntryFilter, Page, Store, TaskFilter } from '../store';
 import { sqliteImportedReads } from './imported';
 import { toDocument, toEffect, toEntry, toRun, toRunTransition, toSession, toSubmission, toTask, type Row } from './rows';
 import { preparedFor } from './statement-cache';
@@ -41,6 +41,9 @@ export function activeOnly(filter: { statuses?: string[] }): string[] {
   return filter.statuses?.length && !filter.statuses.includes('terminal') ? ["status <> 'terminal'"] : [];
 }
 
+/** ` LIMIT n OFFSET k` for a page (integers only: nothing from the caller reaches the SQL text). */
+export const pageSql = (page: Page | undefined): string => (page ? ` LIMIT ${Math.max(0, Math.floor(page.limit))} OFFSET ${Math.max(0, Math.floor(page.offset))}` : '');
+
 /** Two row lists each ordered by (created_at, id), as one; the common case (one empty) keeps the SQL order as it is. */
 export function mergeByCreation(a: Row[], b: Row[]): Row[] {
   if (b.length === 0) return a;
@@ -59,6 +62,7 @@ export function sqliteReads(db: Database.Database): Reads {
   const s = {
     session: p('SELECT * FROM sessions WHERE id = ?'),
     commits: p('SELECT * FROM commits WHERE session_id = ? AND seq > ? ORDER BY seq'),
+    commitsPage: p('SELECT * FROM commits WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?'),
     submission: p('SELECT * FROM submissions WHERE id = ?'),
     submissionByRequest: p('SELECT * FROM submissions WHERE request_id = ?'),
     run: p('SELECT * FROM runs WHERE id = ?'),
@@ -83,8 +87,8 @@ export function sqliteReads(db: Database.Database): Reads {
       const r = s.session.get(id) as Row | undefined;
       return r ? toSession(r) : undefined;
     },
-    async listCommits(sessionId, afterSeq = 0) {
-      return (s.commits.all(sessionId, afterSeq) as Row[]).map(
+    async listCommits(sessionId, afterSeq = 0, limit) {
+      return ((limit === undefined ? s.commits.all(sessionId, afterSeq) : s.commitsPage.all(sessionId, afterSeq, Math.max(0, Math.floor(limit)))) as Row[]).map(
         (r): CommitRecord => ({
           sessionId: r.session_id as string,
           seq: r.seq as number,
@@ -124,7 +128,7 @@ export function sqliteReads(db: Database.Database): Reads {
       // Insertion order (SQLite's rowid; tasks are never deleted, so it only grows, and commits are
       // serialised), not created_at: the wall clock can step backwards between two spawns.
       if (filter.newest !== undefined) return selectWhere(db, 'tasks', conds, `rowid DESC LIMIT ${Math.max(0, Math.floor(filter.newest))}`, activeOnly(filter)).reverse().map(toTask);
-      return selectWhere(db, 'tasks', conds, 'rowid', activeOnly(filter)).map(toTask);
+      return selectWhere(db, 'tasks', conds, `rowid${pageSql(filter.page)}`, activeOnly(filter)).map(toTask);
     },
     async nextWakeAt() {
       return ((s.nextWake.get() as { t: number | null }).t ?? null) as number | null;
@@ -151,7 +155,17 @@ export function sqliteReads(db: Database.Database): Reads {
     },
     async listEffects(filter) {
       const n = filter.newest === undefined ? undefined : Math.max(0, Math.floor(filter.newest));
-      let live = n === undefined ? selectWhere(db, 'effects', { run_id: filter.runId, task_id: filter.taskId }, 'created_at, id') : selectWhere(db, 'effects', { run_id: filter.runId, task_id: filter.taskId }, `created_at DESC, id DESC LIMIT ${n}`).reverse();
+      const conds = { run_id: filter.runId, task_id: filter.taskId };
+      if (filter.page && n === undefined) {
+        // Only the run's own live rows can be paged in SQL; effects it lost to a later run and an
+        // imported run's (both rare) are merged by creation time, so such a list is paged whole.
+        const moved = filter.earlier && filter.runId ? (s.effectsMovedFrom.all(filter.runId, filter.runId) as Row[]) : [];
+        const other = mergeByCreation(moved, imported.effects(filter));
+        if (other.length === 0) return selectWhere(db, 'effects', conds, `created_at, id${pageSql(filter.page)}`).map(toEffect);
+        const { offset, limit } = filter.page;
+        return mergeByCreation(selectWhere(db, 'effects', conds, 'created_at, id'), other).slice(offset, offset + limit).map(toEffect);
+      }
+      let live = n === undefined ? selectWhere(db, 'effects', conds, 'created_at, id') : selectWhere(db, 'effects', { run_id: filter.runId, task_id: filter.taskId }, `created_at DESC, id DESC LIMIT ${n}`).reverse();
       if (filter.earlier && filter.runId) {
         const moved = s.effectsMovedFrom.all(filter.runId, filter.runId) as Row[];
         if (moved.length) live = mergeByCreation(live, moved);

@@ -11,6 +11,8 @@ export function sqliteSnapshots(db: Database.Database): SnapshotMethods {
   const byRun = db.prepare('SELECT * FROM snapshots WHERE run_id = ? ORDER BY commit_seq, created_at, id');
   const newestByRun = db.prepare('SELECT * FROM snapshots WHERE run_id = ? ORDER BY commit_seq DESC, created_at DESC, id DESC LIMIT ?');
   const bySession = db.prepare('SELECT * FROM snapshots WHERE session_id = ? ORDER BY commit_seq, created_at, id');
+  const byRunPage = db.prepare('SELECT * FROM snapshots WHERE run_id = ? ORDER BY commit_seq, created_at, id LIMIT ? OFFSET ?');
+  const bySessionPage = db.prepare('SELECT * FROM snapshots WHERE session_id = ? ORDER BY commit_seq, created_at, id LIMIT ? OFFSET ?');
   const all = db.prepare('SELECT * FROM snapshots ORDER BY created_at, id');
   const prune = db.prepare('UPDATE snapshots SET pruned_at = ? WHERE id = ? AND pruned_at IS NULL');
   const putManifest = db.prepare('INSERT OR REPLACE INTO workspace_manifests (image_id, manifest_json, created_at) VALUES (?, ?, ?)');
@@ -21,6 +23,9 @@ export function sqliteSnapshots(db: Database.Database): SnapshotMethods {
       return r ? toSnapshot(r) : undefined;
     },
     async listSnapshots(filter) {
+      const page = filter.page && filter.newest === undefined ? [Math.max(0, Math.floor(filter.page.limit)), Math.max(0, Math.floor(filter.page.offset))] : undefined;
+      if (page && filter.runId) return (byRunPage.all(filter.runId, ...page) as Row[]).map(toSnapshot);
+      if (page && filter.sessionId) return (bySessionPage.all(filter.sessionId, ...page) as Row[]).map(toSnapshot);
       if (filter.newest !== undefined && filter.runId) return (newestByRun.all(filter.runId, Math.max(0, Math.floor(filter.newest))) as Row[]).reverse().map(toSnapshot);
       const rows = filter.runId ? byRun.all(filter.runId) : filter.sessionId ? bySession.all(filter.sessionId) : all.all();
       const out = (rows as Row[]).map(toSnapshot);

@@ -1,0 +1,200 @@
+import { closeSync, openSync, renameSync, rmSync } from 'node:fs';
+import type { CommitRecord, Entry, Run, RunTransition, Snapshot, Task } from '../model';
+import { isUnresolvedEffect } from '../model';
+import type { Page, Store } from '../store';
+import { commitOf, effect, entry, readRunRows, recordDocument, snapshotHistory, task, type RunLists, type RunRows } from './build-record';
+import { canonicalJson } from './canonical';
+import { StreamedArray, writeSealedRecord } from './canonical-stream';
+import { contractFields, type HandlerPolicies } from './contract-fields';
+import { contractSections } from './sections';
+
+/** Rows per page; entries are read in smaller pages (an agent's entry bodies can be large). */
+const PAGE = 500;
+const ENTRY_PAGE = 64;
+
+/** Pages of a list read by offset until a short page. */
+async function* scan<T>(read: (page: Page) => Promise<T[]>, size: number): AsyncGenerator<T[]> {
+  for (let offset = 0; ; offset += size) {
+    const rows = await read({ offset, limit: size });
+    if (rows.length) yield rows;
+    if (rows.length < size) return;
+  }
+}
+
+/** Pages of the first `total` rows of a list (what the first pass saw: a running run may have added more since). */
+async function* firstRows<T>(read: (page: Page) => Promise<T[]>, total: number, size: number): AsyncGenerator<T[]> {
+  for (let offset = 0; offset < total; offset += size) {
+    const rows = await read({ offset, limit: Math.min(size, total - offset) });
+    if (rows.length === 0) return;
+    yield rows;
+  }
+}
+
+/** Pages of a list keyed by a growing sequence number, up to `last` included. */
+async function* bySeq<T extends { seq: number }>(read: (after: number, limit: number) => Promise<T[]>, last: number, size: number): AsyncGenerator<T[]> {
+  for (let after = 0; after < last; ) {
+    const rows = (await read(after, size)).filter((r) => r.seq <= last);
+    if (rows.length === 0) return;
+    yield rows;
+    after = rows.at(-1)!.seq;
+  }
+}
+
+const APPROVAL_KINDS = new Set(['agent.approval.requested', 'agent.approval.decided']);
+
+/** What the first pass learnt of the lists it did not keep: how far to read them again. */
+interface Seen {
+  tasks: number;
+  effects: number;
+  snapshots: number;
+  history: Snapshot[];
+  lastEntrySeq: number;
+  lastCommitSeq: number;
+}
+
+/**
+ * The lists read page by page, keeping only the rows the derived sections of the record look at:
+ * the root task, every task a recovery or unresolved section names, and for each task kind the
+ * first task of it (overall and at each transition: the kinds' order in handler kinds and
+ * transition versions); unresolved effects; approval entries and one model entry per model; the
+ * take-over commits and the last. Every section built from these equals the one built from the
+ * whole lists, except the lists themselves, which the writer streams (the test holds the two exports
+ * equal byte for byte).
+ */
+function keptLists(store: Store, seen: Seen, size: { rows: number; entries: number }): RunLists {
+  return {
+    async tasks(run: Run, transitions: RunTransition[]) {
+      const kept: Task[] = [];
+      const kinds = new Set<string>();
+      const atTransition = transitions.map(() => new Set<string>());
+      for await (const page of scan((p) => store.listTasks({ runId: run.id, page: p }), size.rows)) {
+        for (const t of page) {
+          seen.tasks++;
+          const k = `${t.kind}@${t.kindVersion}`;
+          const r = t.result;
+          let keep = t.id === run.rootTaskId || !!t.blockedReason || t.outcome === 'interrupted' || t.restarts > 0 || (r !== null && typeof r === 'object' && !Array.isArray(r) && 'cancelled' in r);
+          if (!kinds.has(k)) (kinds.add(k), (keep = true));
+          transitions.forEach((tr, i) => {
+            if (t.createdAt <= tr.at && !atTransition[i]!.has(k)) (atTransition[i]!.add(k), (keep = true));
+          });
+          if (keep) kept.push(t);
+        }
+      }
+      return kept;
+    },
+    async effects(run: Run) {
+      const kept = [];
+      for await (const page of scan((p) => store.listEffects({ runId: run.id, earlier: true, page: p }), size.rows)) {
+        seen.effects += page.length;
+        kept.push(...page.filter((e) => isUnresolvedEffect(e.status)));
+      }
+      return kept;
+    },
+    async snapshots(run: Run) {
+      const ids = new Set<string>();
+      const parents: string[] = [];
+      for await (const page of scan((p) => store.listSnapshots(run.kind !== 'agent' ? { runId: run.id, page: p } : { sessionId: run.sessionId, page: p }), size.rows)) {
+        seen.snapshots += page.length;
+        for (const s of page) (ids.add(s.id), s.parentId && parents.push(s.parentId));
+      }
+      // A parent that is one of the run's own snapshots adds nothing to the history: leaving it out keeps the walk's order.
+      seen.history = await snapshotHistory(store, run, ids, parents.filter((p) => !ids.has(p)));
+      return [];
+    },
+    async entries(run: Run) {
+      const kept: Entry[] = [];
+      const models = new Set<string>();
+      for await (const page of bySeq((after, limit) => store.listEntries(run.sessionId, { runId: run.id, afterSeq: after, limit }), Infinity, size.entries)) {
+        for (const e of page) {
+          seen.lastEntrySeq = e.seq;
+          const model = e.kind === 'agent.model' ? (e.body as { model?: unknown } | null)?.model : undefined;
+          if (APPROVAL_KINDS.has(e.kind)) kept.push(e);
+          else if (typeof model === 'string' && !models.has(model)) (models.add(model), kept.push(e));
+        }
+      }
+      return kept;
+    },
+    async commits(run: Run) {
+      const kept: CommitRecord[] = [];
+      let last: CommitRecord | undefined;
+      for await (const page of bySeq((after, limit) => store.listCommits(run.sessionId, after, limit), Infinity, size.rows)) {
+        for (const c of page) if (c.label === 'run.take-over') kept.push(c);
+        last = page.at(-1);
+      }
+      seen.lastCommitSeq = last?.seq ?? 0;
+      return last && kept.at(-1) !== last ? [...kept, last] : kept;
+    },
+  };
+}
+
+/** A streamed array of the canonical texts of a mapping over pages of rows. */
+const streamed = <T>(pages: () => AsyncIterable<T[]>, texts: (page: T[]) => string[]) =>
+  new StreamedArray(async function* () {
+    for await (const page of pages()) yield* texts(page);
+  });
+
+/**
+ * `berth export` in bounded memory: the run's record written to `file` while its rows are read
+ * page by page, the digest computed on the way. The bytes equal `exportRun`'s text for the same
+ * rows. A first pass reads the lists for the sections derived from them (keeping only the rows
+ * those look at), a second writes the lists themselves, as far as the first pass saw them.
+ */
+export async function exportRunToFile(store: Store, runId: string, now: number, file: string, o: { policies?: HandlerPolicies; signal?: AbortSignal; pageRows?: number } = {}): Promise<{ digest: string; bytes: number }> {
+  // `pageRows`: smaller pages, so a test's short run crosses page boundaries in every list.
+  const size = { rows: o.pageRows ?? PAGE, entries: o.pageRows ?? ENTRY_PAGE };
+  const seen: Seen = { tasks: 0, effects: 0, snapshots: 0, history: [], lastEntrySeq: 0, lastCommitSeq: 0 };
+  const rows = await readRunRows(store, runId, now, { lists: keptLists(store, seen, size) });
+  const { run } = rows;
+  o.signal?.throwIfAborted();
+  const { doc } = recordDocument(rows, now, o);
+  const with_ = (part: Partial<RunRows>): RunRows => ({ ...rows, ...part });
+
+  const tasks = () => firstRows((p) => store.listTasks({ runId, page: p }), seen.tasks, size.rows);
+  const effects = () => firstRows((p) => store.listEffects({ runId, earlier: true, page: p }), seen.effects, size.rows);
+  const snapshots = async function* () {
+    if (seen.history.length) yield seen.history;
+    yield* firstRows((p) => store.listSnapshots(run.kind !== 'agent' ? { runId, page: p } : { sessionId: run.sessionId, page: p }), seen.snapshots, size.rows);
+  };
+  const entries = () => bySeq((after, limit) => store.listEntries(run.sessionId, { runId, afterSeq: after, limit }), seen.lastEntrySeq, size.entries);
+  const commits = () => bySeq((after, limit) => store.listCommits(run.sessionId, after, limit), seen.lastCommitSeq, size.rows);
+  // The per-row sections come from the same functions as the whole export's, given one page at a time.
+  const texts = <T>(rowsOf: T[]) => rowsOf.map((v) => canonicalJson(v));
+  const contract = doc.contract!;
+  const streamedDoc = {
+    ...doc,
+    tasks: streamed(tasks, (page) => texts(page.map(task))),
+    effects: streamed(effects, (page) => texts(page.map(effect))),
+    entries: streamed(entries, (page) => page.map((e) => entry(e).text)),
+    commits: streamed(commits, (page) => texts(page.map(commitOf))),
+    retryAndTimeout: { ...doc.retryAndTimeout, taskAttempts: streamed(tasks, (page) => texts(contractSections(with_({ tasks: page })).retryAndTimeout.taskAttempts)) },
+    isolation: { ...doc.isolation, snapshots: streamed(snapshots, (page) => texts(contractSections(with_({ snapshots: page })).isolation.snapshots)) },
+    contract: {
+      ...contract,
+      effectAttempts: streamed(effects, (page) => texts(contractFields(with_({ effects: page }), o.policies).effectAttempts)),
+      retention: {
+        ...contract.retention,
+        deletions: streamed(
+          async function* () {
+            yield* snapshots();
+            yield [];
+          },
+          // The snapshots' deletions page by page, then the leases' (one page: the empty one after the snapshots).
+          (page) => texts(contractFields(page.length ? with_({ snapshots: page, leases: [] }) : with_({ snapshots: [] }), o.policies).retention.deletions),
+        ),
+      },
+    },
+  };
+  // Written beside the file and renamed over it: a failed or cancelled export leaves no half record.
+  const partial = `${file}.partial-${process.pid}`;
+  const fd = openSync(partial, 'w');
+  try {
+    const written = await writeSealedRecord(streamedDoc as unknown as Record<string, unknown>, fd, o.signal);
+    closeSync(fd);
+    renameSync(partial, file);
+    return written;
+  } catch (err) {
+    closeSync(fd);
+    rmSync(partial, { force: true });
+    throw err;
+  }
+}
