@@ -155,15 +155,16 @@ export class Kernel {
    * owner left `running` count a restart and re-enter their saved phase, as on a host start.
    */
   async adopt(sessionId: string, epoch: number, previous: SessionOwner | null = null, at = this.o.clock.now()): Promise<void> {
-    this.owner.add(sessionId, epoch);
-    this.rows.forget(sessionId);
-    // Before any restart: the record says which owner ended without releasing the session.
-    const lost = await ownerLostEntries(this.o.store, sessionId, previous, { epoch, hostId: this.o.hostId, at });
-    if (lost.length) {
-      const r = await this.commit({ sessionId, label: 'session.owner-lost', entries: lost });
-      if (!r.ok) this.o.logger.warn({ sessionId, conflict: r.conflict }, 'could not record the previous owner of a claimed session');
-    }
-    await this.scheduler.adopt(sessionId);
+    await this.scheduler.adopt(sessionId, async () => {
+      this.owner.add(sessionId, epoch);
+      this.rows.forget(sessionId);
+      // Before any restart: the record says which owner ended without releasing the session.
+      const lost = await ownerLostEntries(this.o.store, sessionId, previous, { epoch, hostId: this.o.hostId, at });
+      if (lost.length) {
+        const r = await this.commit({ sessionId, label: 'session.owner-lost', entries: lost });
+        if (!r.ok) this.o.logger.warn({ sessionId, conflict: r.conflict }, 'could not record the previous owner of a claimed session');
+      }
+    });
   }
 
   /** The sessions this kernel owns now, with their epochs. */

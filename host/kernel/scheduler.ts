@@ -20,6 +20,8 @@ export class Scheduler {
   private readonly executing = new Map<string, AbortController>();
   private readonly executingSession = new Map<string, string>();
   private readonly recovering = new Set<string>();
+  /** Sessions being adopted: none of their phases starts before the restarts of the old owner's phases are counted. */
+  private readonly adopting = new Map<string, number>();
   private readonly dirty = new Set<string>();
   private readonly ready: string[] = [];
   private pumping: Promise<void> | null = null;
@@ -59,7 +61,16 @@ export class Scheduler {
   markDirty(taskId: string): void {
     if (this.halted || !this.started) return;
     this.dirty.add(taskId);
-    this.pumping ??= this.pump().finally(() => (this.pumping = null));
+    this.startPump();
+  }
+
+  private startPump(): void {
+    // A task marked dirty after the pump's last look at the set but before its promise settled
+    // found `pumping` still set and started nothing: the pump looks again once it has settled.
+    this.pumping ??= this.pump().finally(() => {
+      this.pumping = null;
+      if (this.dirty.size > 0 && !this.halted && this.started) this.startPump();
+    });
   }
 
   /** A task a dead host left `running`: counts a restart and, under the limit, re-enters its saved phase as recovered. */
@@ -88,11 +99,23 @@ export class Scheduler {
 
   /**
    * A claimed session: its tasks a dead owner left `running` count a restart (and re-enter their
-   * phase as recovered), then every active task of it is examined.
+   * phase as recovered), then every active task of it is examined. `before` runs first, inside
+   * the hold: from the claim on, an examination of the session's tasks (a phase of the old epoch
+   * ending here, a commit's answer) must not start a phase from a row whose restart is not counted
+   * yet; its compare-and-set would lose to the restart's commit.
    */
-  async adopt(sessionId: string): Promise<void> {
-    const active = await this.d.store.listTasks({ sessionId, statuses: ACTIVE });
-    for (const task of active) if (task.status === 'running') await this.restart(task);
+  async adopt(sessionId: string, before: () => Promise<void> = async () => {}): Promise<void> {
+    this.adopting.set(sessionId, (this.adopting.get(sessionId) ?? 0) + 1);
+    let active: Task[];
+    try {
+      await before();
+      active = await this.d.store.listTasks({ sessionId, statuses: ACTIVE });
+      for (const task of active) if (task.status === 'running') await this.restart(task);
+    } finally {
+      const n = this.adopting.get(sessionId)! - 1;
+      if (n > 0) this.adopting.set(sessionId, n);
+      else this.adopting.delete(sessionId);
+    }
     for (const t of active) if (!this.executing.has(t.id)) this.markDirty(t.id);
   }
 
@@ -169,6 +192,8 @@ export class Scheduler {
       return;
     }
     if (task.status === 'terminal') return;
+    // Examined again at the end of the adoption.
+    if (this.adopting.has(task.sessionId)) return;
     if (task.cancelRequested && task.status !== 'completing') return cancelIdle(this.d, task);
     // A cancel committed while no host ran is applied first: no phase of a cancelling run starts
     // again (a step left in flight would otherwise run, or be judged, before its cancel).
