@@ -7,6 +7,7 @@
  * - two_workers_vs_one, three_workers_vs_one: 200 short kernel-only runs (3 phases, no sandbox)
  *   driven to the end by two (three) worker processes vs one, as throughput (runs/s) ratio, with
  *   each worker's CPU beside it; `pg_` the same on the PostgreSQL store (bench/_fleet-pg.ts).
+ * - cross_engine_pause_s: a take-over across two engines through the registry (bench/_fleet-pause.ts).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -14,6 +15,7 @@ import { join } from 'node:path';
 import { openStore } from '../host/store';
 import { bundleScript } from '../test/support/bundle-script';
 import type { Report } from './run';
+import { crossEnginePause } from './_fleet-pause';
 import { pgFigures } from './_fleet-pg';
 import { sleep, startWorker, stopAll, submitRuns, workersVsOne } from './_fleet-scaling';
 
@@ -56,6 +58,7 @@ export default async function fleetBench(report: Report): Promise<void> {
   try {
     const script = await bundleScript(join(process.cwd(), 'bench', '_fleet-worker.ts'));
     await takeoverAfterTtl(report, script, dir);
+    await crossEnginePause(report);
     let n = 0;
     await workersVsOne(report, script, '', async () => join(mkdtempSync(join(dir, `w${++n}-`)), 'fleet.db'));
     await pgFigures(report, script);

@@ -54,14 +54,18 @@ export async function pushAfterSnapshot(
     d.logger.warn({ runId: o.runId, snapshotId: o.snapshotId }, 'snapshot may hold secret material (allowInWorkspace): not pushed to the registry');
     return {};
   }
-  // A delta snapshot's image may still be in the store only: a push sends what the engine holds.
-  await d.snapshots.images.materialize(o.imageId, o.signal);
+  // A delta snapshot's image may still be in the store only. `sync`: the transport sends it from
+  // there (or, when it pushes through the engine, has it loaded first). `async`: loaded now, as the
+  // record commits unpushed: a resume elsewhere must find it neither on an engine nor in the store's
+  // pending layers to go back to the newest pushed one.
+  const materialize = (imageId: string, signal?: AbortSignal) => d.snapshots.images.materialize(imageId, signal);
   if (target.policy === 'async') {
-    d.transport.pushAfterCommit(target, o.snapshotId, o.imageId);
+    await materialize(o.imageId, o.signal);
+    d.transport.pushAfterCommit(target, o.snapshotId, o.imageId, materialize);
     return {};
   }
   try {
-    return await d.transport.push(target, o.snapshotId, o.imageId, o.signal);
+    return await d.transport.push(target, o.snapshotId, o.imageId, o.signal, { materialize });
   } catch (err) {
     // The record of this snapshot will never commit (the phase retries with a new id). What the
     // snapshotter knew of the container names this image: forgotten with it, or the retry would

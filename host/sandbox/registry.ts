@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type Dockerode from 'dockerode';
 import { BerthError } from '../errors';
 import { isNotFound } from './engine-errors';
+import { localImage } from './layer-source';
 import { sharedPush } from './push-lock';
 
 /** An image pushed to a registry: its manifest reference, `host[:port]/repo@sha256:…`. */
@@ -156,6 +157,10 @@ export function registryEngine(docker: Dockerode) {
   return {
     push: (imageId: string, repo: string, tag: string, signal?: AbortSignal) => pushImage(docker, imageId, repo, tag, signal),
     pull: (ref: string, expectedImageId: string, opts?: { tag?: { repo: string; tag: string }; signal?: AbortSignal }) => pullImage(docker, ref, expectedImageId, opts),
+    /** A local image's config and layers read from this machine's engine stores, for a push straight to the registry. */
+    localImage: (imageId: string, maxLayerBytes: number) => localImage(docker, imageId, { maxLayerBytes }),
+    /** The Docker client's credentials for a registry host (handed to this process's own registry requests only). */
+    auth: (host: string) => registryAuth(host),
     /** Labels of a local image (a snapshot that may hold secret material is never pushed). */
     labels: async (imageId: string) => (((await docker.getImage(imageId).inspect()) as { Config?: { Labels?: Record<string, string> | null } }).Config?.Labels ?? {}) as Record<string, string>,
   };

@@ -17,7 +17,8 @@ const STEPS: PlanStepDef[] = [
   { name: 'build', run: 'mkdir -p out && echo built > out/app.txt && echo build >> steps.log', artifacts: ['out/**'] },
   { name: 'two', run: 'echo two >> steps.log' },
   { name: 'slow', run: 'sleep 4 && echo slow >> steps.log' },
-  { name: 'four', run: 'echo four >> steps.log && cat steps.log > out/all.txt' },
+  // Runs on engine B after the take-over: a step with `artifacts:` under the worker on the second engine.
+  { name: 'four', run: 'echo four >> steps.log && cat steps.log > out/all.txt', artifacts: ['out/all.txt'] },
 ];
 
 let registry: TestRegistry;
@@ -52,7 +53,7 @@ async function uninterruptedDigest(): Promise<string> {
 }
 
 describe('a fleet on two engines carries a run through the registry', { timeout: 600_000 }, () => {
-  it('a run submitted through the SDK, its worker on engine A SIGKILLed mid-step, is finished by the worker on engine B from the pushed snapshot with the uninterrupted workspace digest, each step once, its artifact present', async () => {
+  it('a run submitted through the SDK, its worker on engine A SIGKILLed mid-step, is finished by the worker on engine B from the pushed snapshot with the uninterrupted workspace digest, each step once, the artifacts of a step on A and of a step on B present', async () => {
     const expected = await uninterruptedDigest();
     const store = await (await sharedPostgres()).createStoreDatabase('twoengines');
     fx = await planFixture(STEPS, undefined, { store });
@@ -97,7 +98,10 @@ describe('a fleet on two engines carries a run through the registry', { timeout:
     const listed = await fx.cli(['artifacts', runId, '--json'], artifactDir);
     expect(listed.code, listed.stderr).toBe(0);
     const artifacts = lastJson<{ artifacts: Array<{ path: string; status: string }> }>(listed).artifacts;
-    expect(artifacts.map((x) => [x.path, x.status])).toEqual([['out/app.txt', 'present']]);
+    expect(artifacts.map((x) => [x.path, x.status]).sort()).toEqual([
+      ['out/all.txt', 'present'],
+      ['out/app.txt', 'present'],
+    ]);
     // The killed worker's sandbox on engine A is out of B's reach: removing it is issue 28 item 4.
     fx.allowLeftovers('the SIGKILLed worker\'s sandbox on engine A, which the worker on engine B cannot reach (issue 28 item 4)', (l) => l.kind === 'container' || l.kind === 'network');
   });

@@ -4,13 +4,26 @@ import type { Snapshot } from '../../model';
 import type { Store } from '../../store';
 import { faultPoint } from '../../support';
 import { timed } from '../timing';
+import { directPush, learnManifest, type ImageSource } from './direct-push';
+import type { RegistryAuth } from './manifest-delete';
 import { pushWaitMs, pushWithRetry } from './push-retry';
+import { RegistryHttp } from './registry-http';
 
 /** The registry calls the sandbox adapter provides (`registryEngine(docker)` in host/sandbox). */
 export interface RegistryCalls {
   push(imageId: string, repo: string, tag: string, signal?: AbortSignal): Promise<{ ref: string; digest: string }>;
   pull(ref: string, expectedImageId: string, opts?: { tag?: { repo: string; tag: string }; signal?: AbortSignal }): Promise<'present' | 'pulled'>;
+  /** A local image's exact config and layers, when this machine can read the engine's stores (a push then skips the engine). */
+  localImage?(imageId: string, maxLayerBytes: number): Promise<ImageSource | undefined>;
+  /** The Docker client's credentials for a registry host. */
+  auth?(host: string): RegistryAuth | undefined;
 }
+
+/**
+ * Layers up to this size are sent by this host, uncompressed (a step's snapshot: the engine's push
+ * costs ~200-400 ms whatever the size); bigger ones go through the engine, which compresses them.
+ */
+export const DIRECT_LAYER_MAX_BYTES = 8 << 20;
 
 /** Where and how a run's snapshots travel, from its manifest and the host setting. */
 export interface PushTarget {
@@ -41,7 +54,8 @@ export class SnapshotTransport {
   /** Base image pushes of this process, per registry: landed, or in flight (callers share it). */
   private readonly basePushed = new Map<string, Promise<void>>();
 
-  constructor(private readonly d: { registry: RegistryCalls; store: Store; logger: Logger; hostRegistry?: string; pollMs?: number; pushWaitMs?: number }) {}
+  /** `direct: false` sends every push through the engine (tests of that path). */
+  constructor(private readonly d: { registry: RegistryCalls; store: Store; logger: Logger; hostRegistry?: string; pollMs?: number; pushWaitMs?: number; direct?: boolean }) {}
 
   private waitMs(): number {
     return this.d.pushWaitMs ?? pushWaitMs();
@@ -62,13 +76,66 @@ export class SnapshotTransport {
    * registry that does not answer is waited for with backoff, for at most the push wait
    * (`BERTH_PUSH_WAIT_MS`), then `registry_push_waiting` (retryable): the image is still here.
    */
-  async push(t: PushTarget, snapshotId: string, imageId: string, signal?: AbortSignal): Promise<{ registryRef: string; pushedAt: number }> {
+  async push(t: PushTarget, snapshotId: string, imageId: string, signal?: AbortSignal, o: { materialize?: (imageId: string, signal?: AbortSignal) => Promise<unknown> } = {}): Promise<{ registryRef: string; pushedAt: number }> {
+    const repo = this.repo(t);
+    let attempt = 0;
     const { ref } = await pushWithRetry(
       `push of snapshot ${snapshotId} to ${t.registry}`,
-      () => timed(this.d.logger, 'snapshot.push', () => this.d.registry.push(imageId, this.repo(t), snapshotId, signal)),
+      () =>
+        timed(this.d.logger, 'snapshot.push', async () => {
+          const direct = await this.pushDirect(repo, snapshotId, imageId, attempt++ > 0, signal);
+          if (direct) return direct;
+          // A pending delta image is in the store only: the engine pushes what it holds.
+          await o.materialize?.(imageId, signal);
+          const pushed = await this.d.registry.push(imageId, repo, snapshotId, signal);
+          this.learn(repo, pushed.digest, imageId);
+          return pushed;
+        }),
       { logger: this.d.logger, waitMs: this.waitMs(), signal, ids: { snapshotId } },
     );
     return { registryRef: ref, pushedAt: Date.now() };
+  }
+
+  private http(repo: string): { http: RegistryHttp; path: string } {
+    const host = repo.split('/')[0]!;
+    return { http: new RegistryHttp(host, this.d.registry.auth?.(host)), path: repo.slice(host.length + 1) };
+  }
+
+  /** The image as a push needs it: a pending delta from the store (over its parent's source), else the engine's own stores. */
+  private async source(imageId: string): Promise<ImageSource | undefined> {
+    const delta = await this.d.store.getSnapshotDelta(imageId);
+    if (delta) {
+      const parent = await this.source(delta.parentImageId);
+      const diffIds = (JSON.parse(delta.config.toString('utf8')) as { rootfs: { diff_ids: string[] } }).rootfs.diff_ids;
+      if (!parent || parent.layers.length !== diffIds.length - 1) return undefined;
+      return { config: delta.config, layers: [...parent.layers, { diffId: diffIds.at(-1)!, size: delta.layer.length, tar: async () => delta.layer }] };
+    }
+    return this.d.registry.localImage?.(imageId, DIRECT_LAYER_MAX_BYTES);
+  }
+
+  /**
+   * The push straight to the registry (`direct-push.ts`), when this machine can read the image:
+   * a step's snapshot then costs the new layer's upload and a manifest, not the engine's push of
+   * every layer. `undefined`: push through the engine.
+   */
+  private async pushDirect(repo: string, tag: string, imageId: string, retry: boolean, signal?: AbortSignal): Promise<{ ref: string; digest: string } | undefined> {
+    if (this.d.direct === false || !this.d.registry.localImage) return undefined;
+    const src = await this.source(imageId);
+    if (!src) return undefined;
+    const { http, path } = this.http(repo);
+    const got = await directPush(http, path, tag, src, { retry, signal });
+    if (!got) this.d.logger.debug({ imageId, repo }, 'direct push not possible; pushing through the engine');
+    return got && { ref: `${repo}@${got.digest}`, digest: got.digest };
+  }
+
+  /** Learns, off the step's path, which blobs an engine push left in the registry, so the next push reuses them. */
+  private learn(repo: string, reference: string, imageId: string): void {
+    if (this.d.direct === false || !this.d.registry.localImage) return;
+    const { http, path } = this.http(repo);
+    void (async () => {
+      const src = await this.d.registry.localImage!(imageId, 0);
+      await learnManifest(http, path, reference, src?.config);
+    })().catch((err: unknown) => this.d.logger.debug({ err, repo }, 'could not read back a pushed manifest'));
   }
 
   /**
@@ -76,7 +143,7 @@ export class SnapshotTransport {
    * waits for the record (it commits with the step, after this call returns), so a record is only
    * ever marked pushed once it exists, and a host killed before the push lands leaves it unpushed.
    */
-  pushAfterCommit(t: PushTarget, snapshotId: string, imageId: string): void {
+  pushAfterCommit(t: PushTarget, snapshotId: string, imageId: string, materialize?: (imageId: string, signal?: AbortSignal) => Promise<unknown>): void {
     this.queue = this.queue.then(async () => {
       try {
         if (!(await this.committed(snapshotId))) {
@@ -85,7 +152,7 @@ export class SnapshotTransport {
         }
         // Test hook: a host killed after the checkpoint commit, before its push landed.
         faultPoint('snapshot.push.async');
-        const { registryRef, pushedAt } = await this.push(t, snapshotId, imageId);
+        const { registryRef, pushedAt } = await this.push(t, snapshotId, imageId, undefined, { materialize });
         await this.d.store.markSnapshotPushed(snapshotId, registryRef, pushedAt);
       } catch (err) {
         // The checkpoint stands; only its portability is missing. A resume elsewhere goes back to the newest pushed one.
@@ -115,7 +182,7 @@ export class SnapshotTransport {
         `push of base image ${imageId.slice(7, 19)} to ${t.registry}`,
         () => timed(this.d.logger, 'snapshot.push_base', () => this.d.registry.push(imageId, `${t.registry}/${BASE_REPOSITORY}`, imageId.replace(/^sha256:/, ''), signal)),
         { logger: this.d.logger, waitMs: this.waitMs(), signal, ids: { imageId } },
-      ).then(() => undefined);
+      ).then((pushed) => this.learn(`${t.registry}/${BASE_REPOSITORY}`, pushed.digest, imageId));
       this.basePushed.set(key, p);
       // A failed push is forgotten: the next run that leases the image pushes it again.
       p.catch(() => this.basePushed.delete(key));

@@ -1,0 +1,190 @@
+import { createHash } from 'node:crypto';
+import type { RegistryHttp } from './registry-http';
+
+/** An image as a push needs it: its exact config bytes and its layers, each rebuildable as the tar its diff id names. */
+export interface ImageSource {
+  config: Buffer;
+  layers: Array<{ diffId: string; size: number; tar(): Promise<Buffer | undefined> }>;
+}
+
+interface Descriptor {
+  mediaType: string;
+  digest: string;
+  size: number;
+}
+
+export const MANIFEST_TYPE = 'application/vnd.docker.distribution.manifest.v2+json';
+const CONFIG_TYPE = 'application/vnd.docker.container.image.v1+json';
+/** Layers this host sends are uncompressed: the blob's digest is the layer's diff id, so any host can ask for it by that. */
+const RAW_LAYER_TYPE = 'application/vnd.docker.image.rootfs.diff.tar';
+
+/**
+ * What this process knows a registry holds, per layer diff id: the blob (gzip as the engine pushed
+ * it, or raw as this host did) and the repositories it is linked in. Learnt from every manifest
+ * pushed or read here. A registry that lost a blob (its storage wiped, its garbage collection)
+ * refuses the manifest naming it; that registry's entries are then forgotten.
+ */
+const known = new Map<string, Map<string, { d: Descriptor; repos: Set<string> }>>();
+
+function knownOf(registry: string) {
+  let m = known.get(registry);
+  if (!m) known.set(registry, (m = new Map()));
+  return m;
+}
+
+export function forgetRegistry(registry: string): void {
+  known.delete(registry);
+}
+
+/** Records that `repo` in the registry holds the blobs of a manifest whose layers pair, in order, with `diffIds`. */
+export function learnLayers(registry: string, repo: string, diffIds: string[], layers: Descriptor[]): void {
+  if (diffIds.length !== layers.length) return;
+  const m = knownOf(registry);
+  for (const [i, diffId] of diffIds.entries()) {
+    const e = m.get(diffId);
+    if (e && e.d.digest === layers[i]!.digest) e.repos.add(repo);
+    else m.set(diffId, { d: layers[i]!, repos: new Set([repo]) });
+  }
+}
+
+const diffIdsOf = (config: Buffer) => (JSON.parse(config.toString('utf8')) as { rootfs?: { diff_ids?: string[] } }).rootfs?.diff_ids ?? [];
+
+/** Reads a manifest this registry holds (by digest or tag) and learns its layers; `config` saves reading the config blob. */
+export async function learnManifest(http: RegistryHttp, repo: string, reference: string, config?: Buffer, signal?: AbortSignal): Promise<void> {
+  const res = await http.request('GET', `/v2/${repo}/manifests/${reference}`, { headers: { accept: MANIFEST_TYPE }, signal });
+  if (res.status !== 200) return void (await res.body?.cancel().catch(() => {}));
+  const m = (await res.json()) as { mediaType?: string; config?: Descriptor; layers?: Descriptor[] };
+  if (!m.layers || !m.config) return;
+  let cfg = config;
+  if (!cfg) {
+    const c = await http.request('GET', `/v2/${repo}/blobs/${m.config.digest}`, { signal });
+    if (c.status !== 200) return void (await c.body?.cancel().catch(() => {}));
+    cfg = Buffer.from(await c.arrayBuffer());
+  }
+  learnLayers(http.registry, repo, diffIdsOf(cfg), m.layers);
+}
+
+async function drop(res: Response) {
+  await res.body?.cancel().catch(() => {});
+}
+
+/**
+ * Upload sessions opened ahead, per registry and repository: opening one is a round trip of its
+ * own (10-100 ms on a loaded machine), so a push takes one that is ready and the next is opened
+ * off the step's path. A session the registry no longer knows (restarted, expired) fails its PUT,
+ * and the upload then opens a fresh one.
+ */
+const sessions = new Map<string, string[]>();
+const SESSIONS_AHEAD = 2;
+
+async function openSession(http: RegistryHttp, repo: string, signal?: AbortSignal): Promise<string | undefined> {
+  const start = await http.request('POST', `/v2/${repo}/blobs/uploads/`, { signal });
+  await drop(start);
+  const loc = start.headers.get('location');
+  return start.status === 202 && loc ? loc : undefined;
+}
+
+function refill(http: RegistryHttp, repo: string): void {
+  const key = `${http.registry} ${repo}`;
+  const pool = sessions.get(key) ?? [];
+  sessions.set(key, pool);
+  for (let i = pool.length; i < SESSIONS_AHEAD; i++) {
+    void openSession(http, repo).then(
+      (loc) => loc && pool.length < SESSIONS_AHEAD && pool.push(loc),
+      () => {},
+    );
+  }
+}
+
+async function putBlob(http: RegistryHttp, loc: string, digest: string, body: Buffer, signal?: AbortSignal): Promise<boolean> {
+  const url = `${loc}${loc.includes('?') ? '&' : '?'}digest=${encodeURIComponent(digest)}`;
+  const put = await http.request('PUT', url, { headers: { 'content-type': 'application/octet-stream' }, body, signal });
+  await drop(put);
+  return put.status === 201;
+}
+
+/** A blob upload in one request when a session is ready (the registry checks the digest), else two. */
+async function upload(http: RegistryHttp, repo: string, digest: string, body: Buffer, signal?: AbortSignal): Promise<boolean> {
+  const ready = sessions.get(`${http.registry} ${repo}`)?.shift();
+  refill(http, repo);
+  if (ready && (await putBlob(http, ready, digest, body, signal))) return true;
+  const loc = await openSession(http, repo, signal);
+  return loc !== undefined && (await putBlob(http, loc, digest, body, signal));
+}
+
+/** Links a blob another repository of this registry holds into `repo` (a cross-repository mount). */
+async function mount(http: RegistryHttp, repo: string, digest: string, from: string, signal?: AbortSignal): Promise<boolean> {
+  const res = await http.request('POST', `/v2/${repo}/blobs/uploads/?mount=${encodeURIComponent(digest)}&from=${encodeURIComponent(from)}`, { signal });
+  await drop(res);
+  if (res.status === 201) return true;
+  // 202: the registry opened an upload instead; it is abandoned (it expires on the registry).
+  const loc = res.headers.get('location');
+  if (res.status === 202 && loc) await http.request('DELETE', loc, { signal }).then(drop, () => {});
+  return false;
+}
+
+async function blobExists(http: RegistryHttp, repo: string, digest: string, signal?: AbortSignal): Promise<number | undefined> {
+  const res = await http.request('HEAD', `/v2/${repo}/blobs/${digest}`, { signal });
+  await drop(res);
+  return res.status === 200 ? Number(res.headers.get('content-length') ?? 0) : undefined;
+}
+
+/**
+ * The layer's blob in `repo`: already known there, mounted from another repository, found by its
+ * diff id, or sent now. The image's top layer is the snapshot's own, new to any registry: it is
+ * sent without asking first, unless an earlier attempt of this push may have sent it already.
+ */
+async function layerBlob(http: RegistryHttp, repo: string, layer: ImageSource['layers'][number], o: { ask: boolean; signal?: AbortSignal }): Promise<Descriptor | undefined> {
+  const e = knownOf(http.registry).get(layer.diffId);
+  if (e?.repos.has(repo)) return e.d;
+  if (e) {
+    for (const from of e.repos) {
+      if (await mount(http, repo, e.d.digest, from, o.signal)) {
+        e.repos.add(repo);
+        return e.d;
+      }
+    }
+  }
+  const raw: Descriptor = { mediaType: RAW_LAYER_TYPE, digest: layer.diffId, size: 0 };
+  const have = o.ask ? await blobExists(http, repo, layer.diffId, o.signal) : undefined;
+  if (have !== undefined) return { ...raw, size: have };
+  const tar = await layer.tar();
+  if (!tar || !(await upload(http, repo, layer.diffId, tar, o.signal))) return undefined;
+  return { ...raw, size: tar.length };
+}
+
+/**
+ * Pushes an image to `repo:tag` by talking to the registry directly rather than through the engine:
+ * only the blobs the registry lacks are sent (known ones are reused, other repositories' mounted,
+ * the rest asked for by diff id first), then the config and the manifest. `undefined` when it
+ * cannot be done here (a layer that cannot be rebuilt, a blob the registry lost): the caller pushes
+ * through the engine instead. An unreachable registry throws a retryable error.
+ */
+export async function directPush(http: RegistryHttp, repo: string, tag: string, src: ImageSource, o: { retry?: boolean; signal?: AbortSignal } = {}): Promise<{ digest: string } | undefined> {
+  const { signal } = o;
+  const configDigest = `sha256:${createHash('sha256').update(src.config).digest('hex')}`;
+  const top = src.layers.length - 1;
+  // The config is new with every snapshot: sent with the layers, no existence check first.
+  const [config, ...layers] = await Promise.all([
+    upload(http, repo, configDigest, src.config, signal),
+    ...src.layers.map((l, i) => layerBlob(http, repo, l, { ask: i < top || o.retry === true, signal })),
+  ]);
+  if (!config || layers.some((l) => l === undefined)) return undefined;
+  const manifest = Buffer.from(
+    JSON.stringify({ schemaVersion: 2, mediaType: MANIFEST_TYPE, config: { mediaType: CONFIG_TYPE, size: src.config.length, digest: configDigest }, layers }),
+  );
+  const res = await http.request('PUT', `/v2/${repo}/manifests/${tag}`, { headers: { 'content-type': MANIFEST_TYPE }, body: manifest, signal });
+  await drop(res);
+  if (res.status !== 201) {
+    // Most likely a blob this process thought the registry had is gone: ask again next time.
+    forgetRegistry(http.registry);
+    return undefined;
+  }
+  learnLayers(
+    http.registry,
+    repo,
+    src.layers.map((l) => l.diffId),
+    layers as Descriptor[],
+  );
+  return { digest: `sha256:${createHash('sha256').update(manifest).digest('hex')}` };
+}
