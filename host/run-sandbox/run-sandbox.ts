@@ -12,6 +12,8 @@ import { KERNEL } from '../version';
 import type { SandboxPointer } from './sandbox-doc';
 import { leaseFromBase, pushAfterSnapshot } from './registry-steps';
 import { assertStillOwner, supersedeEarlier } from './owner-guard';
+import { canUploadAsLayer, dropUpload, uploadAsLayer, type UploadImage } from './upload-layer';
+import type { Json } from '../model';
 
 export interface RunSandboxDeps {
   store: Store;
@@ -98,6 +100,45 @@ export class RunSandbox {
     const lease = await timed(this.d.logger, 'lease', () => leaseFromBase(this.d, this.spec(env), env, { runId, sessionId, signal, epoch }));
     this.hold(runId, lease, epoch);
     return lease;
+  }
+
+  /**
+   * A fresh sandbox leased from an image that already holds the uploaded workspace
+   * (upload-layer.ts), with the `upload` snapshot that image is, its digest read from the
+   * container itself; `undefined` when this upload cannot be a layer here (the caller uploads
+   * into a fresh lease and snapshots that, as before).
+   */
+  async leaseUploaded(runId: string, sessionId: string, env: Environment, hostDir: string, signal: AbortSignal): Promise<{ lease: Lease; upload: UploadImage; record: NewSnapshotRecord; pointer: SandboxPointer } | undefined> {
+    const not = canUploadAsLayer(env, this.d.snapshots, this.d.transport?.target(env.snapshot) !== undefined);
+    if (not) {
+      this.d.logger.debug({ runId, reason: not }, 'workspace uploaded into the fresh sandbox, not as a layer');
+      return undefined;
+    }
+    const up = await uploadAsLayer({ snapshots: this.d.snapshots, store: this.d.store, logger: this.d.logger, hostId: this.d.sandbox.hostId }, { env, hostDir, runId, sessionId, signal });
+    if (!up) return undefined;
+    let lease: Lease | undefined;
+    try {
+      const epoch = await this.epochOf(sessionId);
+      lease = await timed(this.d.logger, 'lease', () => this.d.sandbox.lease({ ...this.spec(env), imageDigest: up.imageId }, { sessionId, signal, runId, epoch }));
+      // After the start, as a re-base marks it: the engine's own mount points (an --init binary's) are
+      // in the new layer by then, and no command has run yet.
+      const createdAt = Date.now();
+      this.hold(runId, lease, epoch);
+      await this.assertOwner(runId, sessionId);
+      // The same test hooks as every snapshot's (crash tests count them): this is the run's first.
+      faultError('snapshot.take');
+      // Read from the container, as a restore reads its snapshot: what later verifications compare with.
+      const state = await timed(this.d.logger, 'snapshot', () => this.d.snapshots.workspaceState(this.target(lease!, env), signal, { trust: false, imageId: up.imageId, createdAt }), { checkpoint: 'upload' });
+      await this.d.store.putWorkspaceManifest(up.imageId, state.manifest as Json);
+      faultPoint('after:snapshot.take');
+      const record: NewSnapshotRecord = { id: up.snapshotId, leaseId: lease.id, imageId: up.imageId, workspaceDigest: state.digest, sizeBytes: up.layerBytes, checkpoint: 'upload', parentId: null };
+      return { lease, upload: up, record, pointer: { leaseId: lease.id, snapshotId: up.snapshotId, workspaceDigest: state.digest } };
+    } catch (err) {
+      if (lease && this.live.get(runId) === lease) this.live.delete(runId);
+      if (lease) this.d.snapshots.forget(lease.containerId);
+      await dropUpload(this.d.snapshots, lease, up.snapshotId);
+      throw err;
+    }
   }
 
   /**
