@@ -77,6 +77,21 @@ export function planHandlers(sb: RunSandbox, progress: (p: PlanProgress) => void
         const input = ctx.value;
         if (input.fork) return prepareFork(ctx, sb, progress);
         const runId = ctx.task.runId!;
+        const uploaded = input.workspaceDir ? await sb.leaseUploaded(runId, ctx.task.sessionId, input.environment, input.workspaceDir, ctx.signal) : undefined;
+        if (uploaded) {
+          // The workspace came in the lease's own image: that image is the upload snapshot.
+          const { lease, upload: up } = uploaded;
+          progress({ type: 'sandbox', runId, message: `leased ${lease.id} (container ${lease.containerId.slice(0, 12)})` });
+          const skipped = up.skipped.length ? `; skipped ${up.skipped.length} special files (${up.skipped.map((s) => `${s.path}: ${s.kind}`).join(', ')})` : '';
+          progress({ type: 'sandbox', runId, message: `uploaded ${up.files} files (${up.bytes} bytes) from ${input.workspaceDir} as a layer of the sandbox's image${skipped}` });
+          const writes: NonNullable<TypedDecision<PlanRootCheckpoint, PlanResult>['writes']> = {
+            documents: [{ documentId: sandboxDocId(runId), create: { type: SANDBOX_DOC } }, { documentId: sandboxDocId(runId), op: uploaded.pointer }],
+            snapshots: [uploaded.record],
+          };
+          if (up.skipped.length) writes.entries = [{ kind: 'sandbox.upload', body: plainJson({ from: input.workspaceDir, files: up.files, bytes: up.bytes, skipped: up.skipped }) }];
+          faultPoint('plan:uploaded');
+          return { type: 'next', phase: 'step', checkpoint: { index: 0, generation: 0 }, writes };
+        }
         const lease = await sb.leaseFresh(runId, ctx.task.sessionId, input.environment, ctx.signal);
         progress({ type: 'sandbox', runId, message: `leased ${lease.id} (container ${lease.containerId.slice(0, 12)})` });
         const writes: NonNullable<TypedDecision<PlanRootCheckpoint, PlanResult>['writes']> = { documents: [{ documentId: sandboxDocId(runId), create: { type: SANDBOX_DOC } }] };

@@ -12,6 +12,8 @@ import { KERNEL } from '../version';
 import type { SandboxPointer } from './sandbox-doc';
 import { leaseFromBase, pushAfterSnapshot } from './registry-steps';
 import { assertStillOwner, supersedeEarlier } from './owner-guard';
+import { canUploadAsLayer, dropUpload, uploadAsLayer, type UploadImage } from './upload-layer';
+import type { Json } from '../model';
 
 export interface RunSandboxDeps {
   store: Store;
@@ -98,6 +100,45 @@ export class RunSandbox {
     const lease = await timed(this.d.logger, 'lease', () => leaseFromBase(this.d, this.spec(env), env, { runId, sessionId, signal, epoch }));
     this.hold(runId, lease, epoch);
     return lease;
+  }
+
+  /**
+   * A fresh sandbox leased from an image that already holds the uploaded workspace
+   * (upload-layer.ts), with the `upload` snapshot that image is, its digest read from the
+   * container itself; `undefined` when this upload cannot be a layer here (the caller uploads
+   * into a fresh lease and snapshots that, as before).
+   */
+  async leaseUploaded(runId: string, sessionId: string, env: Environment, hostDir: string, signal: AbortSignal): Promise<{ lease: Lease; upload: UploadImage; record: NewSnapshotRecord; pointer: SandboxPointer } | undefined> {
+    const not = canUploadAsLayer(env, this.d.snapshots, this.d.transport?.target(env.snapshot) !== undefined);
+    if (not) {
+      this.d.logger.debug({ runId, reason: not }, 'workspace uploaded into the fresh sandbox, not as a layer');
+      return undefined;
+    }
+    const up = await uploadAsLayer({ snapshots: this.d.snapshots, store: this.d.store, logger: this.d.logger, hostId: this.d.sandbox.hostId }, { env, hostDir, runId, sessionId, signal });
+    if (!up) return undefined;
+    let lease: Lease | undefined;
+    try {
+      const epoch = await this.epochOf(sessionId);
+      lease = await timed(this.d.logger, 'lease', () => this.d.sandbox.lease({ ...this.spec(env), imageDigest: up.imageId }, { sessionId, signal, runId, epoch }));
+      // After the start, as a re-base marks it: the engine's own mount points (an --init binary's) are
+      // in the new layer by then, and no command has run yet.
+      const createdAt = Date.now();
+      this.hold(runId, lease, epoch);
+      await this.assertOwner(runId, sessionId);
+      // The same test hooks as every snapshot's (crash tests count them): this is the run's first.
+      faultError('snapshot.take');
+      // Read from the container, as a restore reads its snapshot: what later verifications compare with.
+      const state = await timed(this.d.logger, 'snapshot', () => this.d.snapshots.workspaceState(this.target(lease!, env), signal, { trust: false, imageId: up.imageId, createdAt }), { checkpoint: 'upload' });
+      await this.d.store.putWorkspaceManifest(up.imageId, state.manifest as Json);
+      faultPoint('after:snapshot.take');
+      const record: NewSnapshotRecord = { id: up.snapshotId, leaseId: lease.id, imageId: up.imageId, workspaceDigest: state.digest, sizeBytes: up.layerBytes, checkpoint: 'upload', parentId: null };
+      return { lease, upload: up, record, pointer: { leaseId: lease.id, snapshotId: up.snapshotId, workspaceDigest: state.digest } };
+    } catch (err) {
+      if (lease && this.live.get(runId) === lease) this.live.delete(runId);
+      if (lease) this.d.snapshots.forget(lease.containerId);
+      await dropUpload(this.d.snapshots, lease, up.snapshotId);
+      throw err;
+    }
   }
 
   /**
@@ -356,8 +397,27 @@ export class RunSandbox {
    * A host killed in between leaves an ended run's lease, which the next host's start releases.
    */
   async finish(runId: string, o: { release?: 'now' | 'at-run-end' } = {}): Promise<void> {
-    // The engine holds every snapshot image of the run before it is reported ended: this process's
-    // background loads, and a layer a killed host left for a record it committed.
+    const lease = this.live.get(runId);
+    this.live.delete(runId);
+    if (lease) this.d.snapshots.forget(lease.containerId);
+    // The images need no container: the sandbox is removed while the engine loads the last layers
+    // (the last step's load and the removal were each ~150 ms of a short run's end, one after the other).
+    let release: Promise<void> = Promise.resolve();
+    if (lease && !lease.isReleased) {
+      if (o.release === 'at-run-end') lease.abandon();
+      else release = lease.release();
+    }
+    const [loaded, released] = await Promise.allSettled([this.imagesOnEngine(runId), release]);
+    if (released.status === 'rejected') throw released.reason;
+    if (loaded.status === 'rejected') throw loaded.reason;
+  }
+
+  /**
+   * The engine holds every snapshot image of the run before it is reported ended: this process's
+   * background loads, and a layer a killed host left for a record it committed; and the async
+   * pushes of the run's last checkpoints have landed.
+   */
+  private async imagesOnEngine(runId: string): Promise<void> {
     await this.d.snapshots.images.settle();
     const pending = new Set((await this.d.store.listSnapshotDeltas()).map((d) => d.imageId));
     for (const s of pending.size ? await this.d.store.listSnapshots({ runId }) : []) {
@@ -366,15 +426,7 @@ export class RunSandbox {
       // stays in the store for a restore or `berth gc` to load.
       await this.d.snapshots.images.materialize(s.imageId).catch((err: unknown) => this.d.logger.warn({ err, runId, snapshotId: s.id }, 'could not load a snapshot image into the engine; it stays in the store'));
     }
-    // Async pushes of this run's last checkpoints land before the run is reported ended.
     await this.d.transport?.drain();
-    const lease = this.live.get(runId);
-    this.live.delete(runId);
-    if (lease) this.d.snapshots.forget(lease.containerId);
-    if (lease && !lease.isReleased) {
-      if (o.release === 'at-run-end') lease.abandon();
-      else await lease.release();
-    }
   }
 
   /** On the engine, or a delta image kept in the store until the engine loads it. */

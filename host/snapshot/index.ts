@@ -1,7 +1,7 @@
 export { manifestDigest, type WorkspaceManifest } from './manifest';
 export { listWorkspace, parseListing, changedOutside, type ScanExec, type Listing, type StatEntry } from './scan';
 export { manifestFromTar } from './tar-manifest';
-export { Snapshotter, type SnapshotEngine, type SnapshotTarget, type WorkspaceState, type TakenSnapshot } from './snapshotter';
+export { Snapshotter, FLATTEN_DEPTH, type SnapshotEngine, type SnapshotTarget, type WorkspaceState, type TakenSnapshot } from './snapshotter';
 export { pruneSnapshots, type PruneDeps } from './retention';
 export { timed } from './timing';
 export { DeltaImages, type DeltaEngine } from './delta/delta-images';

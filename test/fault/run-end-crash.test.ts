@@ -5,7 +5,8 @@ import { unrecordedSnapshotImages } from '../support/leak-check';
 /**
  * The phases taken off a run's critical path (issue 29): the sandbox's release, which the final
  * commit starts in the background; retention (prune) after the outcome is printed; and the
- * upload, right before its first snapshot. A real `berth run` killed with SIGKILL inside each
+ * upload, built as a layer of the sandbox's image (killed before the engine loaded it, and after the
+ * lease from it), right before its first snapshot is recorded. A real `berth run` killed with SIGKILL inside each
  * resumes (`berth resume`) to the uninterrupted run's final workspace, with nothing left behind.
  */
 const STEPS = [
@@ -30,7 +31,7 @@ describe('a run killed in a phase moved off the critical path resumes to the sam
   // Not run-end:release: a completing plan releases its sandbox before the completion commits (a
   // host killed right after it must leave no sandbox of a finished run), so for a plan run that
   // point has nothing left to release and is never reached.
-  it.each(['plan:uploaded', 'run-end:prune'])('killed at %s: berth resume ends completed with the uninterrupted digest, its sandbox released', async (target) => {
+  it.each(['plan:upload-layer', 'plan:uploaded', 'run-end:prune'])('killed at %s: berth resume ends completed with the uninterrupted digest, its sandbox released', async (target) => {
     const base = await fixture();
     const clean = await base.cli(['run', base.plan, '--json']);
     expect(clean.code, clean.stderr).toBe(0);
