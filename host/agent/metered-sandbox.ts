@@ -12,7 +12,9 @@ export function meteredSandbox(inner: ToolSandbox, o: { store: Store; runId: str
     exec: async (cmd, opts = {}) => {
       const r = await inner.exec(cmd, { ...opts, measure: true });
       if (r.usage) {
-        await o.store.recordCost({ runId: o.runId, at: o.now(), key: o.lease.id, meters: { 'cpu.usec': r.usage.cpuUsec, 'memory.byte_ms': r.usage.memoryByteMs, 'exec.count': 1 } });
+        // Synced with the call's next commit (its result, or a later one): a host killed after the
+        // command still has the sample, and so counts a call it runs again each time it ran.
+        await o.store.recordCost({ runId: o.runId, at: o.now(), key: o.lease.id, meters: { 'cpu.usec': r.usage.cpuUsec, 'memory.byte_ms': r.usage.memoryByteMs, 'exec.count': 1 } }, { sync: 'with-next-commit' });
       }
       return r;
     },

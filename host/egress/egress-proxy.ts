@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { lookup } from 'node:dns/promises';
-import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { Agent, createServer, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect, isIP, type AddressInfo, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { addressRangeOf, hostAddresses } from '../../environment';
@@ -47,6 +47,23 @@ type Verdict = { ok: true; address: string; rule: AllowRule } | { ok: false; sta
 /** Bound on a request's header block; larger ones are refused (431) and recorded. */
 const MAX_HEADER_BYTES = 16 * 1024;
 
+/**
+ * Headers that describe one connection, not the message (RFC 9110 7.6.1): never passed on, in
+ * either direction, together with those the Connection header names. The proxy keeps its own
+ * connections to targets alive (`upstreamAgent`) and Node manages the sandbox's connection.
+ */
+const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'proxy-authenticate'];
+
+/** Methods whose request may go over a kept connection: a target that closed it meanwhile fails one that changed nothing. */
+const REUSABLE = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+function endToEnd(headers: IncomingHttpHeaders): IncomingHttpHeaders {
+  const out = { ...headers };
+  const named = typeof headers.connection === 'string' ? headers.connection.split(',').map((h) => h.trim().toLowerCase()) : [];
+  for (const h of [...HOP_BY_HOP, ...named]) if (h !== 'transfer-encoding' && h !== 'upgrade') delete out[h];
+  return out;
+}
+
 const AUTHORITY = /^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]):(\d{1,5})$/;
 
 /**
@@ -60,6 +77,13 @@ export class EgressProxy {
   private readonly overrides: Set<string>;
   private readonly host: Set<string>;
   private self: string | undefined;
+  /**
+   * Connections to allowed targets kept for the next request (keyed by the address the verdict
+   * checked, so a kept connection always goes where a check just said it may): a sandbox's client
+   * that opens a connection per request (wget, a package manager's probes) no longer costs a
+   * connect and a target-side accept per request too. Idle ones close after a few seconds.
+   */
+  private readonly upstreamAgent = new Agent({ keepAlive: true, maxFreeSockets: 16, timeout: 4000, scheduling: 'lifo' });
 
   constructor(private readonly o: EgressProxyOptions) {
     this.rules = compileAllow(o.allow);
@@ -96,6 +120,7 @@ export class EgressProxy {
 
   async close(): Promise<void> {
     for (const s of this.sockets) s.destroy();
+    this.upstreamAgent.destroy();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 
@@ -219,11 +244,10 @@ export class EgressProxy {
     const rec = await this.started(method, target, v.rule.pattern);
     let out = 0;
     let inb = 0;
-    const headers = { ...req.headers };
-    delete headers['proxy-connection'];
-    delete headers['proxy-authorization'];
-    const up = httpRequest({ host: v.address, port, method, path: `${url.pathname}${url.search}`, headers, setHost: false }, (ur) => {
-      res.writeHead(ur.statusCode ?? 502, ur.headers);
+    const headers = endToEnd(req.headers);
+    const agent = REUSABLE.has(method) ? this.upstreamAgent : false;
+    const up = httpRequest({ host: v.address, port, method, path: `${url.pathname}${url.search}`, headers, setHost: false, agent }, (ur) => {
+      res.writeHead(ur.statusCode ?? 502, endToEnd(ur.headers));
       ur.on('data', (d: Buffer) => (inb += d.length));
       ur.pipe(res);
       ur.on('end', () => rec.end(v.rule.pattern, out, inb));

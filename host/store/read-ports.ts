@@ -10,7 +10,12 @@ export interface AcceptanceReads {
 
 /** Cost samples: measured resource use, recorded as it happens (not session state, so not a commit). */
 export interface CostRecords {
-  recordCost(sample: CostSample): Promise<void>;
+  /**
+   * `sync: 'with-next-commit'`: the sample need not be flushed on its own; it is durable with the
+   * store's next durable commit (and a process crash never loses it). For a sample a commit
+   * follows at once (a tool's result). A store may always flush (PostgreSQL does).
+   */
+  recordCost(sample: CostSample, opts?: { sync?: 'now' | 'with-next-commit' }): Promise<void>;
   /** Every meter summed per run and key (model or lease); `runIds` limits it to those runs. */
   sumCost(filter?: { runIds?: string[] }): Promise<CostTotal[]>;
   /** One run's samples as recorded, one row per meter, oldest first (for an export of the run's record). */

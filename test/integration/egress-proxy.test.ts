@@ -193,3 +193,56 @@ describe('egress proxy', () => {
     expect(audit[0]).toMatchObject({ decision: 'deny', reason: 'not an absolute http:// proxy request' });
   });
 });
+
+describe('egress proxy connections to targets', () => {
+  let echo: Server;
+  let echoPort: number;
+  let connections: number;
+  beforeEach(async () => {
+    connections = 0;
+    echo = createServer((req, res) => res.end(JSON.stringify({ method: req.method, headers: req.headers })));
+    echo.on('connection', () => (connections += 1));
+    await new Promise<void>((r) => echo.listen(0, '127.0.0.1', () => r()));
+    echoPort = (echo.address() as AddressInfo).port;
+  });
+  afterEach(async () => {
+    echo.closeAllConnections();
+    await new Promise((r) => echo.close(r));
+  });
+
+  it('keeps its connection to a target for the next GET, and still checks and records every request', async () => {
+    await startProxy([`allowed.test:${echoPort}`], true);
+    // Each request on a connection of its own from the sandbox, as wget makes them.
+    for (let i = 0; i < 3; i++) expect((await viaProxy(`http://allowed.test:${echoPort}/${i}`, { connection: 'close' })).status).toBe(200);
+    expect(connections).toBe(1);
+    await settle();
+    expect(audit.filter((a) => a.decision === 'allow' && a.endedAt !== null)).toHaveLength(3);
+    // A request that may change something never goes over a kept connection (the target may have closed it).
+    for (let i = 0; i < 2; i++) expect((await viaPostProxy(`http://allowed.test:${echoPort}/p`)).status).toBe(200);
+    expect(connections).toBe(3);
+  });
+
+  it('passes on no hop-by-hop header: Connection and what it names, Keep-Alive, Proxy-Authorization', async () => {
+    await startProxy([`allowed.test:${echoPort}`], true);
+    const r = await viaProxy(`http://allowed.test:${echoPort}/h`, { connection: 'close, x-hop', 'x-hop': 'one link only', 'keep-alive': 'timeout=5', 'proxy-authorization': 'Basic c2VjcmV0', 'x-end': 'to the target' });
+    const seen = (JSON.parse(r.body) as { headers: Record<string, string> }).headers;
+    expect(seen['x-end']).toBe('to the target');
+    expect(seen).not.toHaveProperty('x-hop');
+    expect(seen).not.toHaveProperty('proxy-authorization');
+    expect(seen['keep-alive']).toBeUndefined();
+    // The proxy's own connection header, not the sandbox's.
+    expect(seen.connection).toBe('keep-alive');
+  });
+});
+
+function viaPostProxy(url: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port: proxyPort, method: 'POST', path: url, headers: { host: new URL(url).host, connection: 'close', 'content-length': '2' } }, (res) => {
+      let body = '';
+      res.on('data', (d) => (body += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end('{}');
+  });
+}

@@ -1,6 +1,7 @@
 import type Database from 'better-sqlite3';
 import type { CostRecords } from '../read-ports';
 import type { CostMeter, CostSample, CostTotal } from '../../model';
+import { deferredSync } from './deferred-sync';
 import type { Row } from './rows';
 
 
@@ -12,13 +13,15 @@ export function sqliteCostRecords(db: Database.Database): CostRecords {
       insert.run(s.runId, s.at, meter, s.key, Math.round(amount as number));
     }
   });
+  const later = deferredSync(db);
   const sums = db.prepare('SELECT run_id, meter, meter_key, SUM(amount) AS amount FROM cost_samples GROUP BY run_id, meter, meter_key ORDER BY run_id, meter, meter_key');
   const sumsOf = db.prepare('SELECT run_id, meter, meter_key, SUM(amount) AS amount FROM cost_samples WHERE run_id = ? GROUP BY run_id, meter, meter_key ORDER BY meter, meter_key');
   const rows = db.prepare('SELECT run_id, at, meter, meter_key, amount FROM cost_samples WHERE run_id = ? ORDER BY at, rowid');
   const toTotal = (r: Row): CostTotal => ({ runId: r.run_id as string, meter: r.meter as CostMeter, key: r.meter_key as string, amount: Number(r.amount) });
   return {
-    async recordCost(sample) {
-      record(sample);
+    async recordCost(sample, opts) {
+      if (opts?.sync === 'with-next-commit') later(() => record(sample));
+      else record(sample);
     },
     async sumCost(filter = {}) {
       if (!filter.runIds) return (sums.all() as Row[]).map(toTotal);

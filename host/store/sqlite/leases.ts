@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3';
 import type { LeaseRecord, LeaseRecords, SweepRecord } from '../../model';
+import { deferredSync } from './deferred-sync';
 import type { Row } from './rows';
 import { preparedFor } from './statement-cache';
 
@@ -31,8 +32,7 @@ export function sqliteLeaseRecords(db: Database.Database): LeaseRecords {
   const release = db.prepare('UPDATE leases SET released_at = ? WHERE id = ? AND released_at IS NULL');
   const get = db.prepare('SELECT * FROM leases WHERE id = ?');
   const identity = db.prepare('SELECT id FROM store_identity LIMIT 1');
-  // The store's own durability (FULL by default), restored after a write that waits for the next sync.
-  const durable = db.pragma('synchronous', { simple: true }) as number;
+  const later = deferredSync(db);
   const sweep = db.prepare('INSERT INTO sweeps (container_id, lease_id, host_id, reason, at) VALUES (?, ?, ?, ?, ?)');
   return {
     async storeId() {
@@ -40,15 +40,8 @@ export function sqliteLeaseRecords(db: Database.Database): LeaseRecords {
     },
     async insertLease(record, opts) {
       const row = { ...record, runId: record.runId ?? null, epoch: record.epoch ?? null };
-      if (opts?.sync !== 'with-next-commit' || durable < 2) return void insert.run(row);
-      // NORMAL in WAL mode: committed to the WAL without an fsync; the next FULL commit's fsync of
-      // the WAL carries this frame too (frames are appended and synced in order).
-      db.pragma('synchronous = NORMAL');
-      try {
-        insert.run(row);
-      } finally {
-        db.pragma(`synchronous = ${durable}`);
-      }
+      if (opts?.sync === 'with-next-commit') later(() => insert.run(row));
+      else insert.run(row);
     },
     async adoptLease(id, epoch) {
       return adopt.run(epoch, id, epoch).changes === 1;
