@@ -9,6 +9,7 @@ import { BerthError, isBerthError } from '../errors';
 import { isFinalRunState, type Run } from '../model';
 import { newId } from '../support';
 import { KeyedLock } from '../agent/session-lock';
+import { SANDBOX_TOOL_NAMES } from './mcp-tools';
 
 /** How an MCP client's call ended, from the committed tool result (never from memory). */
 export interface CallOutcome {
@@ -35,8 +36,11 @@ export interface McpSessionOptions {
   requireApproval?: string[];
 }
 
-/** Every turn a caller-driven run takes is at most one dictated call and its result. */
-const SETTINGS = { model: { baseUrl: CALLER_DRIVEN_URL, model: 'caller', apiKeyEnv: 'BERTH_CALLER_NO_KEY', stream: false, maxAttempts: 1_000 }, maxTurns: 3 };
+/**
+ * Every turn a caller-driven run takes is at most one dictated call and its result. The tools are
+ * named so that `snapshot`, which a model is not offered by default, can be dictated.
+ */
+const SETTINGS = { model: { baseUrl: CALLER_DRIVEN_URL, model: 'caller', apiKeyEnv: 'BERTH_CALLER_NO_KEY', stream: false, maxAttempts: 1_000 }, maxTurns: 3, tools: [...SANDBOX_TOOL_NAMES] };
 
 /**
  * Berth sessions driven by an MCP client. Each call is one run of the session (its request id is
