@@ -167,8 +167,9 @@ export class McpSessions {
   /** Drives the call's run to its end (here or, after a crash, from where the dead host left it) and reads the result it committed. */
   private async settle(run: Run, callId: string, tool: string, signal?: AbortSignal): Promise<CallOutcome> {
     const settled = isFinalRunState(run.state) || run.state === 'needs_reconciliation' ? run : await this.drive(run, signal);
-    const entries = await this.o.berth.store.listEntries(settled.sessionId);
-    const result = entries.find((e) => e.runId === settled.id && e.kind === ENTRY.toolResult && (e.body as unknown as ToolResultEntry).toolCallId === callId);
+    // The run's entries only: a whole-session read grows with every call the session made.
+    const entries = await this.o.berth.store.listEntries(settled.sessionId, { runId: settled.id });
+    const result = entries.find((e) => e.kind === ENTRY.toolResult && (e.body as unknown as ToolResultEntry).toolCallId === callId);
     const base = { sessionId: settled.sessionId, runId: settled.id, callId, tool };
     if (!result) {
       const why = `${settled.state}: ${(await this.o.berth.store.listRunTransitions(settled.id)).at(-1)?.reason ?? ''}`;
