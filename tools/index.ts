@@ -7,16 +7,18 @@ import { exec } from './exec';
 import { listFiles } from './list-files';
 import { readFile } from './read-file';
 import { search } from './search';
+import { snapshot } from './snapshot';
 import type { AnyTool } from './tool';
 import { writeFile } from './write-file';
 
-export { exec, readFile, listFiles, search, writeFile, edit };
+export { exec, readFile, listFiles, search, writeFile, edit, snapshot };
 export { describeExec, type ExecInput } from './exec';
 export type { ReadFileInput } from './read-file';
 export type { ListFilesInput } from './list-files';
 export type { SearchInput } from './search';
 export type { WriteFileInput } from './write-file';
 export type { EditInput } from './edit';
+export type { SnapshotInput } from './snapshot';
 export { capText } from './output-cap';
 export { sha256 } from './file-digest';
 export { toolSchema, type ChatTool } from './tool-schema';
@@ -24,5 +26,7 @@ export { resolveFlag, type ToolDefinition, type AnyTool, type ToolSandbox, type 
 
 /** Every built-in tool, by the name the model calls it. */
 export const builtinTools: readonly AnyTool[] = [exec, readFile, listFiles, search, writeFile, edit];
+/** Tools every host registers (so any host can settle their calls) but offers a model only on request. */
+export const hostTools: readonly AnyTool[] = [snapshot];
 /** What a tool's failure proves about its effect (see `ToolDefinition.run`). */
 export { notSent, rejected, withDelivery, httpAnswerError, classifyFetchError, type Delivery } from '../host/kernel';

@@ -50,6 +50,16 @@ export interface ToolDefinition<I = unknown> {
   requiresApproval?: boolean | ((args: I) => boolean);
   /** Whether a call may change the sandbox, so a workspace digest (or snapshot) follows it. */
   mutates: boolean | ((args: I) => boolean);
+  /**
+   * A call always leaves a snapshot of the sandbox, whatever `snapshot.policy` says (the demand of
+   * `on-demand`); its id is in the result's detail. Implies `mutates`.
+   */
+  snapshots?: boolean;
+  /**
+   * Offered to a model only when the run's settings name it (`tools`); a run without a list gets
+   * the others. For tools that callers other than a model use (MCP's `snapshot`).
+   */
+  offeredByDefault?: boolean;
   /** Characters of output kept in the model context for a recent call. */
   contextCap: number;
   /**

@@ -50,6 +50,6 @@ export async function runInputOf(store: Store, task: Task): Promise<AgentRunInpu
 
 /** The tools an agent run may call, in its settings' order. */
 export function toolsOf(deps: Pick<AgentDeps, 'tools'>, input: AgentRunInput): Map<string, AnyTool> {
-  const names = input.settings.tools ?? [...deps.tools.keys()];
+  const names = input.settings.tools ?? [...deps.tools.values()].filter((t) => t.offeredByDefault !== false).map((t) => t.name);
   return new Map(names.flatMap((n) => (deps.tools.has(n) ? [[n, deps.tools.get(n)!] as const] : [])));
 }

@@ -86,13 +86,13 @@ export class AgentSandbox {
     return { kind: 'ok', lease: ensured.lease, writes: Object.keys(op).length ? { documents: [{ documentId: docId, op: op as Json }] } : {} };
   }
 
-  /** Measures (and, under policy `after-each-step`, snapshots) the state a mutating tool left. */
-  async record(ctx: PhaseContext, input: AgentRunInput, lease: Lease, label: string): Promise<{ state: SandboxState; writes: NonNullable<Decision['writes']> }> {
+  /** Measures (and, under policy `after-each-step` or when `snapshot` demands it, snapshots) the state a mutating tool left. */
+  async record(ctx: PhaseContext, input: AgentRunInput, lease: Lease, label: string, snapshot = false): Promise<{ state: SandboxState; writes: NonNullable<Decision['writes']> }> {
     const sessionId = ctx.task.sessionId;
     const env = input.environment;
     const measuredAt = Math.max(this.d.clock.now(), (this.lastMeasured.get(sessionId) ?? 0) + 1);
     this.lastMeasured.set(sessionId, measuredAt);
-    if (env.snapshot.policy === 'after-each-step') {
+    if (snapshot || env.snapshot.policy === 'after-each-step') {
       const parent = (await this.latest(sessionId))?.snapshotId ?? null;
       const s = await this.d.plan.snapshot(sessionId, sessionId, env, lease, `tool:${label}`, parent, ctx.signal);
       return { state: { measuredAt, workspaceDigest: s.record.workspaceDigest, snapshotId: s.record.id }, writes: { snapshots: [s.record] } };

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { builtinTools, type AnyTool } from '../../tools';
+import { builtinTools, hostTools, type AnyTool } from '../../tools';
 import type { DocumentTypes, HandlerRegistry, Kernel } from '../kernel';
 import { RunSandbox } from '../run-sandbox';
 import type { SandboxHost } from '../sandbox';
@@ -42,7 +42,7 @@ export function registerAgent(o: RegisterAgentOptions) {
   // Tool-time snapshots never move the session to a new container (rebase), so the only writer of
   // the sandbox pointer while tools run is a restore, and tool commits cannot conflict on it.
   const plan = new RunSandbox({ store: o.store, sandbox: o.sandbox, snapshots: o.snapshots, clock: o.clock, logger: o.logger, rebaseBytes: Number.POSITIVE_INFINITY, transport: o.transport });
-  const tools = new Map<string, AnyTool>([...builtinTools, ...(o.tools ?? [])].map((t) => [t.name, t]));
+  const tools = new Map<string, AnyTool>([...builtinTools, ...hostTools, ...(o.tools ?? [])].map((t) => [t.name, t]));
   const deps: AgentDeps = {
     store: o.store,
     sandbox: new AgentSandbox({ store: o.store, plan, clock: o.clock, logger: o.logger }),

@@ -47,7 +47,7 @@ export async function executePhase(deps: AgentDeps, ctx: ToolContext): Promise<T
     return { type: 'interrupt', reason: text, result: { toolCallId: call.toolCallId, status: 'error' }, writes: { entries: [resultEntry(call, 'error', text, true)] } };
   }
   const policyNow = resolveFlag(tool.replay, cp.args);
-  const mutates = resolveFlag(tool.mutates, cp.args);
+  const mutates = tool.snapshots === true || resolveFlag(tool.mutates, cp.args);
   return deps.sandbox.exclusive(ctx.task.sessionId, async (): Promise<ToolDecision> => {
     const acq = await deps.sandbox.ensure(ctx, input);
     if (acq.kind === 'reconcile') {
@@ -99,13 +99,18 @@ export async function executePhase(deps: AgentDeps, ctx: ToolContext): Promise<T
       ({ status, out } = failure(err, verifying));
       if (status === 'interrupted') decision = 'interrupt';
     }
-    const writes = { ...acq.writes, entries: [resultEntry(call, status, out.content, out.isError, out.detail)] };
+    const writes: NonNullable<ToolDecision['writes']> = { ...acq.writes };
     const result: ToolTaskResult = { toolCallId: call.toolCallId, status };
     if (mutates) {
-      const rec = await deps.sandbox.record(ctx, input, acq.lease, call.toolCallId);
+      const rec = await deps.sandbox.record(ctx, input, acq.lease, call.toolCallId, tool.snapshots === true && status === 'ok');
       result.sandbox = rec.state;
       if (rec.writes.snapshots) writes.snapshots = rec.writes.snapshots;
+      // A demanded snapshot is the call's answer: the result names it.
+      if (tool.snapshots === true && status === 'ok' && rec.state.snapshotId) {
+        out = { content: `snapshot ${rec.state.snapshotId} (workspace ${rec.state.workspaceDigest})`, isError: false, detail: { snapshotId: rec.state.snapshotId, workspaceDigest: rec.state.workspaceDigest } };
+      }
     }
+    writes.entries = [resultEntry(call, status, out.content, out.isError, out.detail)];
     if (decision === 'interrupt') return { type: 'interrupt', reason: `tool call ${call.toolCallId} (${call.name}) may or may not have taken effect`, result, writes };
     return { type: 'complete', result, writes };
   });

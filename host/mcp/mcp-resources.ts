@@ -3,29 +3,50 @@ import { ErrorCode, ListResourcesRequestSchema, ListResourceTemplatesRequestSche
 import type { Berth } from '../api/berth';
 import type { McpSessions } from './mcp-session';
 
-const RECORD_URI = /^berth:\/\/session\/([A-Za-z0-9_]+)\/record$/;
-const recordUri = (sessionId: string) => `berth://session/${sessionId}/record`;
+const RESOURCE_URI = /^berth:\/\/session\/([A-Za-z0-9_]+)\/(record|workspace)$/;
+const uri = (sessionId: string, what: 'record' | 'workspace') => `berth://session/${sessionId}/${what}`;
+
+const TEMPLATES = [
+  { uriTemplate: 'berth://session/{session}/record', name: 'run record of a session', mimeType: 'application/json', description: 'Every run of the session as its exported record' },
+  {
+    uriTemplate: 'berth://session/{session}/workspace',
+    name: 'workspace tree of a session',
+    mimeType: 'text/plain',
+    description: "The session's workspace as it is now: one line per entry (directories end in /, files show their size), read by a recorded list_files call",
+  },
+];
 
 /**
- * The run record as MCP resources: `berth://session/{id}/record` is every run (call) of the session
- * as `berth export` writes it, one JSON document each in a list, so a client can read what was done,
- * with which outcome, from the store alone. Listed for the session this server works in; any
- * session of the store can be read by its URI (the template).
+ * The session as MCP resources. `berth://session/{id}/record` is every run (call) of the session
+ * as `berth export` writes it, read from the store alone. `berth://session/{id}/workspace` is the
+ * workspace tree now: reading it is a `list_files` call of the session (recursive, replay `safe`),
+ * because only a call may use the session's sandbox (leased, verified after a restart, restored
+ * from its snapshot); so the read shows in the record like any call. Both are listed for the session
+ * this server works in; any session of the store can be read by its URI (the templates).
  */
 export function addRecordResources(server: Server, berth: Berth, sessions: McpSessions, toMcpError: (err: unknown) => McpError): void {
   server.setRequestHandler(ListResourcesRequestSchema, async () => {
     const id = sessions.sessionId;
-    return { resources: id ? [{ uri: recordUri(id), name: `session ${id}: run record`, mimeType: 'application/json', description: "Every call of the session as its exported run record (berth export)" }] : [] };
+    if (!id) return { resources: [] };
+    return {
+      resources: [
+        { uri: uri(id, 'record'), name: `session ${id}: run record`, mimeType: 'application/json', description: 'Every call of the session as its exported run record (berth export)' },
+        { uri: uri(id, 'workspace'), name: `session ${id}: workspace tree`, mimeType: 'text/plain', description: 'The workspace as it is now (a recorded list_files call)' },
+      ],
+    };
   });
-  server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => ({
-    resourceTemplates: [{ uriTemplate: 'berth://session/{session}/record', name: 'run record of a session', mimeType: 'application/json', description: 'Every run of the session as its exported record' }],
-  }));
-  server.setRequestHandler(ReadResourceRequestSchema, async (req) => {
-    const m = RECORD_URI.exec(req.params.uri);
-    if (!m) throw new McpError(ErrorCode.InvalidParams, `no resource ${req.params.uri}; resources are berth://session/{session}/record`, { code: 'resource_unknown' });
+  server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => ({ resourceTemplates: TEMPLATES }));
+  server.setRequestHandler(ReadResourceRequestSchema, async (req, extra) => {
+    const m = RESOURCE_URI.exec(req.params.uri);
+    if (!m) throw new McpError(ErrorCode.InvalidParams, `no resource ${req.params.uri}; resources are berth://session/{session}/record and /workspace`, { code: 'resource_unknown' });
     try {
       const sessionId = m[1]!;
       await sessions.requireSession(sessionId);
+      if (m[2] === 'workspace') {
+        const listed = await sessions.call('list_files', { path: '.', recursive: true }, { sessionId, signal: extra.signal });
+        if (listed.isError) throw new McpError(ErrorCode.InternalError, `workspace of session ${sessionId}: ${listed.content}`, { code: 'workspace_unreadable', ids: { sessionId, runId: listed.runId } });
+        return { contents: [{ uri: req.params.uri, mimeType: 'text/plain', text: listed.content }] };
+      }
       const runs = await berth.list({ sessionId });
       const records = [];
       for (const r of runs) records.push(JSON.parse((await berth.export(r.id)).text) as unknown);

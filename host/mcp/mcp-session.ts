@@ -9,6 +9,7 @@ import { BerthError, isBerthError } from '../errors';
 import { isFinalRunState, type Run } from '../model';
 import { newId } from '../support';
 import { KeyedLock } from '../agent/session-lock';
+import { SANDBOX_TOOL_NAMES } from './mcp-tools';
 
 /** How an MCP client's call ended, from the committed tool result (never from memory). */
 export interface CallOutcome {
@@ -35,8 +36,11 @@ export interface McpSessionOptions {
   requireApproval?: string[];
 }
 
-/** Every turn a caller-driven run takes is at most one dictated call and its result. */
-const SETTINGS = { model: { baseUrl: CALLER_DRIVEN_URL, model: 'caller', apiKeyEnv: 'BERTH_CALLER_NO_KEY', stream: false, maxAttempts: 1_000 }, maxTurns: 3 };
+/**
+ * Every turn a caller-driven run takes is at most one dictated call and its result. The tools are
+ * named so that `snapshot`, which a model is not offered by default, can be dictated.
+ */
+const SETTINGS = { model: { baseUrl: CALLER_DRIVEN_URL, model: 'caller', apiKeyEnv: 'BERTH_CALLER_NO_KEY', stream: false, maxAttempts: 1_000 }, maxTurns: 3, tools: [...SANDBOX_TOOL_NAMES] };
 
 /**
  * Berth sessions driven by an MCP client. Each call is one run of the session (its request id is
@@ -163,8 +167,9 @@ export class McpSessions {
   /** Drives the call's run to its end (here or, after a crash, from where the dead host left it) and reads the result it committed. */
   private async settle(run: Run, callId: string, tool: string, signal?: AbortSignal): Promise<CallOutcome> {
     const settled = isFinalRunState(run.state) || run.state === 'needs_reconciliation' ? run : await this.drive(run, signal);
-    const entries = await this.o.berth.store.listEntries(settled.sessionId);
-    const result = entries.find((e) => e.runId === settled.id && e.kind === ENTRY.toolResult && (e.body as unknown as ToolResultEntry).toolCallId === callId);
+    // The run's entries only: a whole-session read grows with every call the session made.
+    const entries = await this.o.berth.store.listEntries(settled.sessionId, { runId: settled.id });
+    const result = entries.find((e) => e.kind === ENTRY.toolResult && (e.body as unknown as ToolResultEntry).toolCallId === callId);
     const base = { sessionId: settled.sessionId, runId: settled.id, callId, tool };
     if (!result) {
       const why = `${settled.state}: ${(await this.o.berth.store.listRunTransitions(settled.id)).at(-1)?.reason ?? ''}`;

@@ -1,4 +1,4 @@
-import { builtinTools, toolSchema } from '../../tools';
+import { builtinTools, snapshot, toolSchema, type AnyTool } from '../../tools';
 
 /** Arguments every session tool takes besides its own: which session, and the call's idempotency key. */
 const SESSION_PROPS = {
@@ -15,15 +15,18 @@ export interface McpToolListing {
   inputSchema: { type: 'object'; properties?: Record<string, unknown>; required?: string[]; [k: string]: unknown };
 }
 
-/** The built-in agent tools as MCP tools: the same zod schemas (as JSON Schema), plus `session` and `call_id`. */
+/** What an MCP client calls in the sandbox: the built-in agent's tools and `snapshot`, each one durable call of the session. */
+const SANDBOX_TOOLS: readonly AnyTool[] = [...builtinTools, snapshot];
+
+/** The sandbox tools as MCP tools: the same zod schemas (as JSON Schema), plus `session` and `call_id`. */
 export function sandboxTools(): McpToolListing[] {
-  return builtinTools.map((t) => {
+  return SANDBOX_TOOLS.map((t) => {
     const p = toolSchema(t).function.parameters as McpToolListing['inputSchema'];
     return { name: t.name, description: t.description, inputSchema: { ...p, type: 'object', properties: { ...(p.properties ?? {}), ...SESSION_PROPS } } };
   });
 }
 
-export const SANDBOX_TOOL_NAMES: ReadonlySet<string> = new Set(builtinTools.map((t) => t.name));
+export const SANDBOX_TOOL_NAMES: ReadonlySet<string> = new Set(SANDBOX_TOOLS.map((t) => t.name));
 
 /** Tools about the session itself rather than its sandbox. */
 export const SESSION_TOOLS: McpToolListing[] = [

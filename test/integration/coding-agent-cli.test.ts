@@ -41,6 +41,47 @@ const SCRIPT: ScriptedTurn[] = [
 const provider = `model_providers.gw={name="gateway",base_url="$OPENAI_BASE_URL",env_key="OPENAI_API_KEY",wire_api="responses",request_max_retries=0,stream_max_retries=0}`;
 const CODEX = `codex exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -m ${MODEL} -c model_provider=gw -c "${provider.replace(/"/g, '\\"')}" "Change the greeting in greeting.txt to goodbye" </dev/null`;
 
+type Fixture = NonNullable<typeof fx>;
+
+async function codexImage(f: Fixture): Promise<string> {
+  const image = await f.docker
+    .getImage('berth/codex:latest')
+    .inspect()
+    .catch(() => {
+      throw new Error('image berth/codex:latest is missing on this engine; build it with `npm run images -- codex`');
+    });
+  return image.Id;
+}
+
+/** The plan: the berth/codex image, allowlist network with nothing allowed, the gateway to the scripted provider with a token budget. */
+function writeCodexPlan(f: Fixture, imageId: string, providerUrl: string, budgetTokens: number, steps: Array<[name: string, run: string]>): void {
+  writeFileSync(
+    join(f.dir, 'env.yaml'),
+    [
+      'kernel: { name: berth, version: 0.1.0, compatible: ">=0.1.0 <0.2.0" }',
+      `image: { ref: "berth/codex:latest", digest: "${imageId}" }`,
+      'resources: { memoryMb: 1024, commandTimeoutS: 300 }',
+      'lease: { ttlS: 600, heartbeatS: 10 }',
+      'network: { mode: allowlist, allow: [] }',
+      'gateway:',
+      `  provider: { baseUrl: "${providerUrl}", key: { env: BERTH_TEST_GATEWAY_KEY } }`,
+      `  models: [${MODEL}]`,
+      `  budget: { tokens: ${budgetTokens} }`,
+    ].join('\n'),
+  );
+  writeFileSync(join(f.dir, 'plan.yaml'), `name: coding-agent\nenvironment: env.yaml\nworkspace: ws\nsteps:\n${steps.map(([n, r]) => `  - name: ${n}\n    run: ${JSON.stringify(r)}\n    replay: never\n`).join('')}`);
+}
+
+async function runRecord(f: Fixture, runId: string) {
+  return f.read(async (s) => {
+    const run = (await s.getRun(runId))!;
+    const entries = await s.listEntries(run.sessionId, { runId });
+    const outputs: Record<string, string> = {};
+    for (const e of entries) if (e.kind === 'plan.step.output') outputs[(e.body as { step: string }).step] = (e.body as { stdoutTail: string; stderrTail?: string }).stdoutTail + ((e.body as { stderrTail?: string }).stderrTail ?? '');
+    return { run, outputs, entries, snapshots: await s.listSnapshots({ runId }) };
+  });
+}
+
 function filesUnder(dir: string): Scanned {
   const out: Scanned = [];
   for (const name of readdirSync(dir)) {
@@ -55,42 +96,16 @@ describe('a coding-agent CLI from npm in a sandbox', { timeout: 480_000 }, () =>
   it(`runs ${CODEX_PACKAGE} as a plan step through the model gateway: it edits a file, the provider key appears nowhere in the sandbox, its snapshots, the store or the logs, and its usage is in berth cost`, async () => {
     server = await startModelServer(SCRIPT);
     fx = await planFixture([], { 'greeting.txt': 'hello, world\n' });
-    const image = await fx.docker
-      .getImage('berth/codex:latest')
-      .inspect()
-      .catch(() => {
-        throw new Error('image berth/codex:latest is missing on this engine; build it with `npm run images -- codex`');
-      });
-    writeFileSync(
-      join(fx.dir, 'env.yaml'),
-      [
-        'kernel: { name: berth, version: 0.1.0, compatible: ">=0.1.0 <0.2.0" }',
-        `image: { ref: "berth/codex:latest", digest: "${image.Id}" }`,
-        'resources: { memoryMb: 1024, commandTimeoutS: 300 }',
-        'lease: { ttlS: 600, heartbeatS: 10 }',
-        'network: { mode: allowlist, allow: [] }',
-        'gateway:',
-        `  provider: { baseUrl: "${server.url}", key: { env: BERTH_TEST_GATEWAY_KEY } }`,
-        `  models: [${MODEL}]`,
-        '  budget: { tokens: 100000 }',
-      ].join('\n'),
-    );
-    const steps: Array<[string, string]> = [
+    const image = { Id: await codexImage(fx) };
+    writeCodexPlan(fx, image.Id, server.url, 100_000, [
       ['agent', CODEX],
       ['result', 'cat greeting.txt; grep -c "codex exec" environ.dump; grep -E "^OPENAI_(API_KEY|BASE_URL)=" environ.dump | sort -u'],
-    ];
-    writeFileSync(join(fx.dir, 'plan.yaml'), `name: coding-agent\nenvironment: env.yaml\nworkspace: ws\nsteps:\n${steps.map(([n, r]) => `  - name: ${n}\n    run: ${JSON.stringify(r)}\n    replay: never\n`).join('')}`);
+    ]);
 
     const end = await fx.cli(['run', fx.plan], { BERTH_TEST_GATEWAY_KEY: KEY, BERTH_LOG_LEVEL: 'debug' });
     expect(end.code, end.stderr).toBe(0);
     const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
-    const { outputs, entries, snapshots } = await fx.read(async (s) => {
-      const run = (await s.getRun(runId))!;
-      const entries = await s.listEntries(run.sessionId, { runId });
-      const outputs: Record<string, string> = {};
-      for (const e of entries) if (e.kind === 'plan.step.output') outputs[(e.body as { step: string }).step] = (e.body as { stdoutTail: string }).stdoutTail;
-      return { outputs, entries, snapshots: await s.listSnapshots({ runId }) };
-    });
+    const { outputs, entries, snapshots } = await runRecord(fx, runId);
 
     // The CLI did the task with its own tools, each answered through the gateway.
     expect(outputs.agent).toContain('Changed the greeting in greeting.txt.');
@@ -125,5 +140,35 @@ describe('a coding-agent CLI from npm in a sandbox', { timeout: 480_000 }, () =>
     );
     expect(snapshots.length).toBeGreaterThanOrEqual(2);
     for (const snap of snapshots) expect(await expectNoLeaksInImage(fx.docker, `berth-snapshot:${snap.id}`, [KEY])).toBeGreaterThan(0);
+  });
+
+  it('stops the CLI with a typed refusal once the gateway budget is spent: the refusal is on the run, and the edit made before it is kept', async () => {
+    server = await startModelServer(SCRIPT);
+    fx = await planFixture([], { 'greeting.txt': 'hello, world\n' });
+    // The first two answers (the dump, the patch) spend 111 tokens of 100: the third request is refused.
+    writeCodexPlan(fx, await codexImage(fx), server.url, 100, [
+      ['agent', `${CODEX}; echo "codex exit $?"`],
+      ['result', 'cat greeting.txt'],
+    ]);
+    const end = await fx.cli(['run', fx.plan], { BERTH_TEST_GATEWAY_KEY: KEY });
+    expect(end.code, end.stderr).toBe(0);
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    const { outputs, entries } = await runRecord(fx, runId);
+    expect(server.requests.map((r) => r.turn)).toEqual([0, 1]);
+    expect(server.reported.reduce((n, u) => n + u.prompt_tokens + u.completion_tokens, 0)).toBe(111);
+    // The CLI met the refusal as the rate-limit status its client knows, and stopped without claiming success.
+    expect(outputs.agent).toMatch(/codex exit [1-9]/);
+    expect(outputs.agent).toContain('429');
+    expect(outputs.agent).not.toContain('Changed the greeting');
+    // The host says which limit, on its log and in the record.
+    expect(end.stderr).toContain('gateway_budget_exhausted');
+    const refused = entries.filter((e) => e.kind === 'gateway.refused').map((e) => e.body as { code: string; model: string; message: string });
+    expect(refused.length).toBeGreaterThanOrEqual(1);
+    expect(refused[0]).toMatchObject({ code: 'gateway_budget_exhausted', model: MODEL });
+    expect(refused[0]!.message).toContain('111 of gateway.budget.tokens 100');
+    expect(entries.filter((e) => e.kind === 'gateway.response')).toHaveLength(2);
+    // Nothing lost: the patch applied before the refusal is in the workspace the next step sees.
+    expect(outputs.result!.trim()).toBe('goodbye, world');
+    expectNoLeaks([['run output', Buffer.from(end.stdout + end.stderr)], ...filesUnder(fx.dir)], [KEY]);
   });
 });

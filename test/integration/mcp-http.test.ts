@@ -29,9 +29,13 @@ describe('berth mcp --http: Streamable HTTP on loopback with the serve token', {
     expect(ran.structuredContent).toMatchObject({ session, status: 'ok' });
   });
 
-  it('refuses a request with a wrong token with 401 and a typed error, running nothing', async () => {
+  it('refuses a request with a wrong token with 401 and a typed error, running nothing; the session goes on with the right one, its workspace intact', async () => {
     const w = (world = await mcpWorld());
     const server = await w.startHttp(w.envArgs());
+    const client = await w.connectHttp(server.url, server.token());
+    const wrote = (await client.callTool({ name: 'write_file', arguments: { path: 'kept.txt', content: 'before the bad token\n' } })) as CallToolResult;
+    expect(wrote.isError, text(wrote)).toBe(false);
+    const session = (wrote.structuredContent as { session: string }).session;
     const res = await fetch(server.url, {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: 'Bearer not-the-token' },
@@ -40,6 +44,10 @@ describe('berth mcp --http: Streamable HTTP on loopback with the serve token', {
     expect(res.status).toBe(401);
     expect(await res.json()).toMatchObject({ error: { data: { code: 'unauthorized' } } });
     await expect(w.connectHttp(server.url, 'not-the-token')).rejects.toThrow(/401|unauthorized/);
-    expect(await readStore(w.store, (s) => s.listRuns())).toEqual([]);
+    // Only the call made with the right token is a run.
+    expect((await readStore(w.store, (s) => s.listRuns())).map((r) => r.id)).toEqual([(wrote.structuredContent as { run: string }).run]);
+    const read = (await client.callTool({ name: 'read_file', arguments: { path: 'kept.txt' } })) as CallToolResult;
+    expect(text(read)).toBe('before the bad token\n');
+    expect(read.structuredContent).toMatchObject({ session, status: 'ok' });
   });
 });

@@ -130,7 +130,7 @@ describe('berth mcp: a Berth session as the sandbox of an MCP client', { timeout
     const wrote = await call(c, 'write_file', { path: 'r.txt', content: 'kept in the record\n' });
     const ran = await call(c, 'exec', { command: 'cat r.txt' });
     const uri = `berth://session/${wrote.s.session}/record`;
-    expect((await c.client.listResources()).resources.map((r) => r.uri)).toEqual([uri]);
+    expect((await c.client.listResources()).resources.map((r) => r.uri)).toEqual([uri, `berth://session/${wrote.s.session}/workspace`]);
     const read = await c.client.readResource({ uri });
     const doc = JSON.parse((read.contents[0] as { text: string }).text) as { session: string; runs: Array<{ run: { id: string; state: string } }> };
     expect(doc.session).toBe(wrote.s.session);
@@ -142,6 +142,48 @@ describe('berth mcp: a Berth session as the sandbox of an MCP client', { timeout
     expect(JSON.stringify(doc.runs[0])).toContain('kept in the record');
     expect(JSON.stringify(doc.runs[1])).toContain('cat r.txt');
     const bad = await c.client.readResource({ uri: 'berth://session/ses_nope/record' }).catch((e: unknown) => e);
+    expect((bad as McpError).data).toMatchObject({ code: 'session_not_found' });
+  });
+
+  it('saves the sandbox on demand with the snapshot tool: the result names the snapshot committed with the call, and a fork after that call has its workspace', async () => {
+    const w = (world = await mcpWorld({ snapshotPolicy: 'on-demand' }));
+    const c = await w.connect(w.envArgs());
+    expect((await c.client.listTools()).tools.map((t) => t.name)).toContain('snapshot');
+    const one = await call(c, 'write_file', { path: 'v.txt', content: 'one\n' });
+    const session = one.s.session;
+    const snap = await call(c, 'snapshot', {});
+    expect(snap.isError, snap.text).toBe(false);
+    expect(snap.s).toMatchObject({ session, tool: 'snapshot', status: 'ok' });
+    const snapshotId = /^snapshot (snap_\w+) \(workspace (\S+)\)$/.exec(snap.text);
+    expect(snapshotId, snap.text).not.toBeNull();
+    // The snapshot is a record of the call's run, holding the workspace it names.
+    const stored = await readStore(w.store, (s) => s.listSnapshots({ sessionId: session }));
+    expect(stored.map((s) => [s.id, s.runId, s.workspaceDigest])).toEqual([[snapshotId![1], snap.s.run, snapshotId![2]]]);
+    await call(c, 'write_file', { path: 'v.txt', content: 'two\n' });
+    // Under on-demand only the demanded state can be forked: after the snapshot call, not after the last write.
+    const forked = await call(c, 'fork', { after_call: 2 });
+    const fork = (forked.structuredContent as { session: string; snapshot: string }).session;
+    expect((forked.structuredContent as { snapshot: string }).snapshot).toBe(snapshotId![1]);
+    expect((await call(c, 'read_file', { path: 'v.txt', session: fork })).text).toBe('one\n');
+    expect((await call(c, 'read_file', { path: 'v.txt', session })).text).toBe('two\n');
+    const late = await c.client.callTool({ name: 'fork', arguments: { after_call: 3, session } }).catch((e: unknown) => e);
+    expect((late as McpError).data).toMatchObject({ code: 'fork_invalid' });
+  });
+
+  it("reads the session's workspace tree as a resource: the files as they are now, through a recorded list_files call", async () => {
+    const w = (world = await mcpWorld());
+    const c = await w.connect(w.envArgs());
+    const wrote = await call(c, 'write_file', { path: 'src/main.txt', content: 'twelve bytes' });
+    const uri = `berth://session/${wrote.s.session}/workspace`;
+    const templates = (await c.client.listResourceTemplates()).resourceTemplates.map((t) => t.uriTemplate);
+    expect(templates).toEqual(['berth://session/{session}/record', 'berth://session/{session}/workspace']);
+    const read = await c.client.readResource({ uri });
+    expect(read.contents[0]).toMatchObject({ uri, mimeType: 'text/plain' });
+    expect((read.contents[0] as { text: string }).text.split('\n')).toEqual(['hello.txt  20', 'src/', 'src/main.txt  12']);
+    // The read went through the session's sandbox as a call, so the record shows it.
+    const runs = await readStore(w.store, (s) => s.listRuns());
+    expect(runs).toHaveLength(2);
+    const bad = await c.client.readResource({ uri: 'berth://session/ses_nope/workspace' }).catch((e: unknown) => e);
     expect((bad as McpError).data).toMatchObject({ code: 'session_not_found' });
   });
 

@@ -20,7 +20,7 @@ export interface McpConnection {
  * `berth mcp` spawned by the MCP SDK's own stdio client, over berth/tiny with its own store and
  * host id; the sandbox may reach a loopback counting service (through the egress proxy).
  */
-export async function mcpWorld(o: { snapshotPolicy?: 'never' | 'after-each-step' } = {}) {
+export async function mcpWorld(o: { snapshotPolicy?: 'never' | 'after-each-step' | 'on-demand' } = {}) {
   const docker = await requireEngine();
   const image = await requireTinyImage(docker);
   const service = await startCountingService();
