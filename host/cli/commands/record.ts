@@ -1,12 +1,15 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { BerthError } from '../../errors';
-import { checkStore, exportRun, importRecord, INVARIANTS } from '../../record';
+import { hostRuntime } from '../../api/runtime';
+import { checkStore, exportRun, importRecord, INVARIANTS, registeredPolicies } from '../../record';
 import type { CliContext } from '../context';
 import { emit } from '../output';
 
 /** `berth export RUN [--out FILE]`: the run record, canonical JSON with its digest, to FILE or stdout. */
 export async function exportCommand(ctx: CliContext, runId: string, out: string | undefined): Promise<number> {
-  const { record, text } = await exportRun(ctx.store, runId, ctx.clock.now());
+  // The retry budget of every task kind this host can run (built-in and --extension kinds); the store keeps only the kind.
+  const { registry } = hostRuntime(ctx, { claim: 'none' });
+  const { record, text } = await exportRun(ctx.store, runId, ctx.clock.now(), { policies: registeredPolicies(registry) });
   if (!out) {
     process.stdout.write(text);
     return 0;
