@@ -99,7 +99,7 @@ export async function executePhase(deps: AgentDeps, ctx: ToolContext): Promise<T
       ({ status, out } = failure(err, verifying));
       if (status === 'interrupted') decision = 'interrupt';
     }
-    const writes = { ...acq.writes, entries: [resultEntry(call, status, out.content, out.isError, out.detail)] };
+    const writes = { ...acq.writes, entries: [...(acq.writes.entries ?? []), resultEntry(call, status, out.content, out.isError, out.detail)] };
     const result: ToolTaskResult = { toolCallId: call.toolCallId, status };
     if (mutates) {
       const rec = await deps.sandbox.record(ctx, input, acq.lease, call.toolCallId);
