@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Decision, PhaseContext } from '../kernel';
-import { plainJson, type Json } from '../model';
+import { plainJson, SANDBOX_VERIFIED, type Json } from '../model';
 import { SANDBOX_DOC, type RunSandbox, type SandboxPointer } from '../run-sandbox';
 import type { Lease } from '../sandbox';
 import type { Store } from '../store';
@@ -83,7 +83,11 @@ export class AgentSandbox {
     if (ensured.kind === 'reconcile') return ensured;
     this.d.logger.info({ sessionId, leaseId: ensured.lease.id, inFlight }, 'agent sandbox resumed');
     const op = ensured.pointer;
-    return { kind: 'ok', lease: ensured.lease, writes: Object.keys(op).length ? { documents: [{ documentId: docId, op: op as Json }] } : {} };
+    const writes: NonNullable<Decision['writes']> = Object.keys(op).length ? { documents: [{ documentId: docId, op: op as Json }] } : {};
+    // What this process verified of the sandbox (after a restart): committed with the tool that used it, the run's evidence that it checked.
+    const verified = this.d.plan.takeVerification(sessionId);
+    if (verified) writes.entries = [{ kind: SANDBOX_VERIFIED, body: plainJson(verified) }];
+    return { kind: 'ok', lease: ensured.lease, writes };
   }
 
   /** Measures (and, under policy `after-each-step` or when `snapshot` demands it, snapshots) the state a mutating tool left. */

@@ -110,7 +110,8 @@ export async function executePhase(deps: AgentDeps, ctx: ToolContext): Promise<T
         out = { content: `snapshot ${rec.state.snapshotId} (workspace ${rec.state.workspaceDigest})`, isError: false, detail: { snapshotId: rec.state.snapshotId, workspaceDigest: rec.state.workspaceDigest } };
       }
     }
-    writes.entries = [resultEntry(call, status, out.content, out.isError, out.detail)];
+    // Entries the acquisition wrote (a sandbox.verified) come first, then the result.
+    writes.entries = [...(acq.writes.entries ?? []), resultEntry(call, status, out.content, out.isError, out.detail)];
     if (decision === 'interrupt') return { type: 'interrupt', reason: `tool call ${call.toolCallId} (${call.name}) may or may not have taken effect`, result, writes };
     return { type: 'complete', result, writes };
   });

@@ -94,6 +94,7 @@ async function intend(deps: AgentDeps, ctx: ToolContext, input: AgentRunInput, c
       const acq = await deps.sandbox.ensure(ctx, input);
       if (acq.kind === 'reconcile') return { ok: false as const, output: { content: `error: the sandbox cannot be used (${acq.reason}); the call did not run`, isError: true } };
       Object.assign(writes, { documents: acq.writes.documents });
+      if (acq.writes.entries) writes.entries = [...(acq.writes.entries ?? []), ...(writes.entries ?? [])];
       return useTool(deps, ctx, input, call, acq.lease, (tctx) => tool.plan!(tctx, args)).catch((err: unknown) => {
         if (!isBerthError(err, 'secret_unavailable')) throw err;
         return { ok: false as const, output: { content: `error: ${err.message}; the call did not run`, isError: true } };

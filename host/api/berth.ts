@@ -5,7 +5,7 @@ import { submit } from '../kernel';
 import type { Json, Run } from '../model';
 import { newId } from '../support';
 import { submitAgent, submitChat } from './agents';
-import { checkStore, exportRun, importRecord } from '../record';
+import { checkStore, exportRun, importRecord, registeredPolicies } from '../record';
 import type { HostRuntime } from '../runtime/host-runtime';
 import { assemble, type HostParts, type OpenOptions } from './assemble';
 import { cancel, decideCall, getRunOrThrow, judge } from './decisions';
@@ -204,7 +204,8 @@ export class Berth implements HostParts, AsyncDisposable {
 
   /** The run's record: one versioned document with the digest of its canonical form. */
   export(runId: string) {
-    return exportRun(this.store, runId, this.clock.now());
+    // The retry budget of every task kind this host can run (built-in and extension kinds).
+    return exportRun(this.store, runId, this.clock.now(), { policies: registeredPolicies(this.runtime({ claim: 'none' }).registry) });
   }
 
   /** Loads an exported record as a read-only run (refused if altered). */

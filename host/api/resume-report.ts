@@ -1,3 +1,4 @@
+import { sessionSandboxDocId } from '../agent';
 import type { Run } from '../model';
 import { sandboxDocId, type SandboxPointer } from '../run-sandbox';
 import type { HostRuntime } from '../runtime/host-runtime';
@@ -21,14 +22,16 @@ export interface SandboxDid {
   snapshotId?: string;
 }
 
-async function pointerOf(p: HostParts, rt: HostRuntime, runId: string): Promise<SandboxPointer | null> {
-  const doc = await p.store.getDocument(sandboxDocId(runId));
+/** A plan run's own sandbox pointer, or an agent run's session pointer (its session keeps one sandbox across runs); other kinds have none. */
+async function pointerOf(p: HostParts, rt: HostRuntime, run: Run): Promise<SandboxPointer | null> {
+  const id = run.kind === 'plan' ? sandboxDocId(run.id) : run.kind === 'agent' ? sessionSandboxDocId(run.sessionId) : null;
+  const doc = id ? await p.store.getDocument(id) : undefined;
   return doc ? (rt.documents.rebuild(doc) as unknown as SandboxPointer) : null;
 }
 
-/** The run's sandbox as this host finds it before taking the run (plan runs; others have none to report). */
+/** The run's sandbox as this host finds it before taking the run (plan and agent runs; others have none to report). */
 export async function sandboxFound(p: HostParts, rt: HostRuntime, run: Run): Promise<SandboxFound> {
-  const ptr = run.kind === 'plan' ? await pointerOf(p, rt, run.id) : null;
+  const ptr = await pointerOf(p, rt, run);
   if (!ptr?.leaseId) return { state: 'none', leaseId: null, containerId: null, snapshotId: ptr?.snapshotId ?? null };
   const record = await p.store.getLease(ptr.leaseId);
   const containerId = record?.containerId || null;
@@ -40,7 +43,7 @@ export async function sandboxFound(p: HostParts, rt: HostRuntime, run: Run): Pro
 
 /** What became of the sandbox: the pointer's lease after the drive, and the snapshot its image is (when it was restored). */
 export async function sandboxDid(p: HostParts, rt: HostRuntime, run: Run, found: SandboxFound): Promise<SandboxDid> {
-  const ptr = run.kind === 'plan' ? await pointerOf(p, rt, run.id) : null;
+  const ptr = await pointerOf(p, rt, run);
   if (!ptr?.leaseId) return { action: 'none', leaseId: null };
   if (ptr.leaseId === found.leaseId) return { action: found.state === 'alive' ? 'continued' : 'none', leaseId: ptr.leaseId };
   const lease = await p.store.getLease(ptr.leaseId);

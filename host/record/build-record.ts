@@ -66,6 +66,7 @@ export function entry(e: Entry): { value: RunRecord['entries'][number]; text: st
 const entryValue = (e: Entry): RunRecord['entries'][number] => ({ id: e.id, seq: e.seq, conversationId: e.conversationId, taskId: e.taskId, kind: e.kind, body: e.body, commitSeq: e.commitSeq, at: e.at });
 
 /**
+/**
  * How the lists that grow with a run's length are read: whole (here), or scanned page by page
  * keeping only the rows the derived sections look at (stream-record.ts).
  */
@@ -85,15 +86,21 @@ const wholeLists = (store: Store): RunLists => ({
   commits: (run) => store.listCommits(run.sessionId),
 });
 
-/** Everything the store holds about one run, read in one pass. */
-export async function readRunRows(store: Store, runId: string, now = Date.now(), o: { costSummary?: boolean; lists?: RunLists } = {}) {
+/**
+ * Everything the store holds about one run, read in one pass. `for: 'check'` leaves out what no
+ * invariant reads (the submission, egress, cost, artifacts, owner, fork origin, import mark, store
+ * id: half of the reads): those members are empty. An invariant that comes to read one of them
+ * must have it read here for the check too.
+ */
+export async function readRunRows(store: Store, runId: string, now = Date.now(), o: { for?: 'export' | 'check'; lists?: RunLists } = {}) {
   const lists = o.lists ?? wholeLists(store);
   const run = await store.getRun(runId);
   if (!run) throw new BerthError('run_not_found', `no run ${runId} in ${store.location} (see berth status)`, { ids: { runId } });
+  const all = o.for !== 'check';
   const transitions = await store.listRunTransitions(runId);
   const [session, submission, tasks, effects, snapshots, leases, documents, entries, egress, commits, imported, storeId] = await Promise.all([
     store.getSession(run.sessionId),
-    run.submissionId ? store.getSubmission(run.submissionId) : Promise.resolve(undefined),
+    all && run.submissionId ? store.getSubmission(run.submissionId) : Promise.resolve(undefined),
     lists.tasks(run, transitions),
     lists.effects(run),
     lists.snapshots(run),
@@ -101,30 +108,31 @@ export async function readRunRows(store: Store, runId: string, now = Date.now(),
     store.listLeases({ sessionId: run.sessionId }).then((ls) => ls.filter((l) => l.runId === null || l.runId === runId || l.runId === run.sessionId)),
     sandboxDocuments(store, run),
     lists.entries(run),
-    store.listEgress({ runId }),
+    all ? store.listEgress({ runId }) : none<Store['listEgress']>([]),
     lists.commits(run),
-    store.getImportedRun(runId),
-    store.storeId(),
+    all ? store.getImportedRun(runId) : none<Store['getImportedRun']>(undefined),
+    all ? store.storeId() : '',
   ]);
-  const withCost = o.costSummary !== false;
   const [acceptance, costSamples, artifacts, owner, costTotals] = await Promise.all([
     store.listAcceptance({ runId }),
-    store.listCost({ runId }),
-    store.listArtifacts(runId),
-    store.getSessionOwner(run.sessionId),
-    withCost ? store.sumCost({ runIds: [runId] }) : undefined,
+    all ? store.listCost({ runId }) : none<Store['listCost']>([]),
+    all ? store.listArtifacts(runId) : none<Store['listArtifacts']>([]),
+    all ? store.getSessionOwner(run.sessionId) : none<Store['getSessionOwner']>(undefined),
+    all ? store.sumCost({ runIds: [runId] }) : undefined,
   ]);
   if (!session) throw new BerthError('record_incomplete', `run ${runId} names session ${run.sessionId}, which the store does not hold`, { ids: { runId } });
   return {
     run, session, submission, transitions, tasks, effects, snapshots, leases, documents, entries, egress, commits, imported, storeId,
-    forkedFrom: await forkedFrom(store, run),
+    forkedFrom: all ? await forkedFrom(store, run) : null,
     // An imported run is never owned here: its owner is the one its record named.
     acceptance, costSamples, artifacts, owner: imported ? imported.owner ?? undefined : owner,
     // What `berth show` prints, at the export's moment (open leases and kept snapshots count until then).
-    // `berth check` reads no cost summary (a third of its reads): it asks for none.
-    costSummary: withCost ? await costOfRun(store, run, costTotals!, now) : (null as unknown as Awaited<ReturnType<typeof costOfRun>>),
+    costSummary: all ? await costOfRun(store, run, costTotals!, now) : (null as unknown as Awaited<ReturnType<typeof costOfRun>>),
   };
 }
+
+/** What a read left out for the check gives instead. */
+const none = <F extends (...args: never[]) => Promise<unknown>>(v: Awaited<ReturnType<F>>): Promise<Awaited<ReturnType<F>>> => Promise.resolve(v);
 export type RunRows = Awaited<ReturnType<typeof readRunRows>>;
 
 /**
@@ -177,10 +185,10 @@ export async function exportRun(store: Store, runId: string, now: number, o: { p
 
 /**
  * The record as `berth check` judges it: the same document, without the canonical text, the digest
- * or the cost summary (none of which an invariant reads; together they were over half a check's time).
+ * and the members no invariant reads (see readRunRows; together over half of a check's time).
  */
 export async function recordToCheck(store: Store, runId: string, now: number): Promise<RunRecord> {
-  const rows = await readRunRows(store, runId, now, { costSummary: false });
+  const rows = await readRunRows(store, runId, now, { for: 'check' });
   return { ...recordDocument(rows, now, { texts: false }).doc, digest: '' } as RunRecord;
 }
 

@@ -9,8 +9,17 @@ export interface HandlerPolicy {
 }
 export type HandlerPolicies = (kind: string, version: number) => HandlerPolicy | undefined;
 
+/**
+ * The policies of the handlers a host registered (its built-in kinds and the application kinds of
+ * its extensions): what an export by that host knows. The registry's own lookup, so a handler that
+ * accepts an older version answers for it as it would run it.
+ */
+export const registeredPolicies = (registry: { find(kind: string, version: number): HandlerPolicy | undefined }): HandlerPolicies => (kind, version) => registry.find(kind, version);
+
 /** The kernel's phase retry when a handler sets no `maxRetries` (host/kernel/phase-runner.ts). */
 const KERNEL_MAX_RETRIES = 3;
+/** The kernel's restart limit when a handler sets no `restartLimit` (host/kernel/idle-transitions.ts). */
+const KERNEL_RESTART_LIMIT = 5;
 const KERNEL_BACKOFF = '100 ms × 2^attempt before each retry of a phase that threw a retryable error';
 
 const obj = (v: Json | undefined): Record<string, Json> => (v !== null && typeof v === 'object' && !Array.isArray(v) ? v : {});
@@ -36,12 +45,12 @@ export function contractFields(rows: RunRows, policies?: HandlerPolicies): Contr
   return {
     retry: kinds.map(({ kind, version }) => {
       const p = policies?.(kind, version);
-      const unknown = `the handler of ${kind}@${version} is not registered in the exporting process (the store keeps the kind, not its policy); the kernel default is ${KERNEL_MAX_RETRIES} unless the handler sets its own`;
+      const unknown = `the handler of ${kind}@${version} is not registered in the exporting process (the store keeps the kind, not its policy; export from a host that loads the program registering it, e.g. berth --extension FILE export); the kernel defaults are ${KERNEL_MAX_RETRIES} retries and ${KERNEL_RESTART_LIMIT} restarts unless the handler sets its own`;
       return {
         kind,
         version,
         maxRetries: p ? p.maxRetries ?? KERNEL_MAX_RETRIES : notRecorded(unknown),
-        restartLimit: p ? p.restartLimit ?? null : notRecorded(unknown),
+        restartLimit: p ? p.restartLimit ?? KERNEL_RESTART_LIMIT : notRecorded(unknown),
         backoff: KERNEL_BACKOFF,
       };
     }),

@@ -95,4 +95,26 @@ describe('berth reconcile of an application run through the verifiers registered
       await svc.close();
     }
   }, 240_000);
+
+  it('berth reconcile --accept or --reject-effect of a parked run of an application kind this CLI cannot run is refused at once, naming the kind and how to load it, and changes nothing', async () => {
+    const svc = await startEmailService();
+    try {
+      const db = newDb();
+      const { runId } = await parkedNotice(db, svc);
+      const moves = async () => read(db, async (s) => (await s.listRunTransitions(runId)).map((t) => `${t.from}->${t.to}`));
+      const before = await moves();
+      // Before: the CLI took the run into `reconciling` and waited silently on tasks it has no handler for.
+      for (const choice of ['--accept', '--reject-effect']) {
+        const bare = await cli(db, ['reconcile', runId, choice]);
+        expect(bare.code, bare.stderr).toBe(1);
+        expect(bare.stderr).toContain('task_kind_unknown');
+        expect(bare.stderr).toMatch(/send-notice(s)?@1/);
+        expect(bare.stderr).toContain('--extension');
+        expect(await moves()).toEqual(before);
+      }
+      expect(await read(db, async (s) => (await s.listEffects({})).filter((e) => e.status === 'unknown').length)).toBe(1);
+    } finally {
+      await svc.close();
+    }
+  }, 240_000);
 });

@@ -178,6 +178,34 @@ describe('the final table after an operator decision', { timeout: 300_000 }, () 
   });
 });
 
+describe('berth logs tells what the operator decided', { timeout: 300_000 }, () => {
+  it('berth logs of a run parked after a kill and settled by --reject-effect shows the park and the decision with who made it, and no command printed a raw log line without --debug', async () => {
+    fx = await planFixture([
+      { name: 'build', run: 'echo build >> steps.log' },
+      { name: 'deploy', run: 'echo deploy >> steps.log', replay: 'never' },
+    ]);
+    fx.allowLeftovers('the kill before the never step\'s phase.complete leaves its snapshot image with no record (the record commits with the phase); by design (issue 12.2) `berth gc` removes it after its grace period, not the run\'s end', unrecordedSnapshotImages);
+    const first = await fx.cli(['run', fx.plan], { BERTH_FAULT: 'before:phase.complete:plan-step#2' });
+    expect(first.signal).toBe('SIGKILL');
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    const parked = await fx.cli(['resume', runId]);
+    expect(parked.code, parked.stderr).toBe(3);
+    const done = await fx.cli(['reconcile', runId, '--reject-effect']);
+    expect(done.code, done.stderr).toBe(0);
+    const logs = await fx.cli(['logs', runId]);
+    expect(logs.code, logs.stderr).toBe(0);
+    const lines = logs.stdout.split('\n');
+    const park = lines.findIndex((l) => / running -> needs_reconciliation by /.test(l));
+    const decided = lines.findIndex((l) => / needs_reconciliation -> reconciling by user:tester: operator: /.test(l));
+    expect(park, logs.stdout).toBeGreaterThanOrEqual(0);
+    expect(decided, logs.stdout).toBeGreaterThan(park);
+    const json = JSON.parse((await fx.cli(['logs', runId, '--json'])).stdout) as { decisions: Array<{ from: string; to: string; actor: string }> };
+    expect(json.decisions).toContainEqual(expect.objectContaining({ from: 'needs_reconciliation', to: 'reconciling', actor: 'user:tester' }));
+    // Log lines reach the console as `berth: warning: ...` sentences; pino's JSON is for --debug.
+    for (const out of [parked, done, logs]) expect(out.stderr + out.stdout).not.toMatch(/^\{"level":/m);
+  });
+});
+
 describe('every non-zero exit says why', { timeout: 300_000 }, () => {
   it('a plan run that fails ends 1 with the reason on stderr, also with --json (stdout stays JSON)', async () => {
     fx = await planFixture([{ name: 'broken', run: 'echo nope >&2; exit 7' }]);

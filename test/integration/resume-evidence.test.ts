@@ -1,4 +1,5 @@
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { cliWorld } from '../support/agent-cli-world';
 import { unrecordedSnapshotImages } from '../support/leak-check';
 import { planFixture } from '../support/plan-fixture';
 import { rawSql, sharedPostgres, STORE_KINDS, stopSharedPostgres, type StoreKind } from '../support/store-kinds';
@@ -99,6 +100,38 @@ describe.each(STORE_KINDS)('what a restart verified is part of the record (%s st
     const lost = record.entries.filter((e) => e.kind === 'owner.lost').map((e) => e.body);
     expect(lost).toEqual([expect.objectContaining({ epoch: claimOfTheDead.epoch, holder: claimOfTheDead.holder, pid: claimOfTheDead.pid, newEpoch: claimOfTheDead.epoch + 1 })]);
     const check = await fx.cli(['check', runId, '--json']);
+    expect(check.code, check.stdout + check.stderr).toBe(0);
+  });
+});
+
+describe('what an agent tool\'s restart verified is part of the record', { timeout: 300_000 }, () => {
+  let w: Awaited<ReturnType<typeof cliWorld>> | undefined;
+  afterEach(async () => {
+    await w?.cleanup();
+    w = undefined;
+  });
+
+  it('a tool restarted after a kill records what its process verified of the session sandbox before its result, and berth check passes', async () => {
+    w = await cliWorld([{ toolCalls: [{ name: 'read_file', arguments: { path: 'hello.txt' } }] }, { content: 'done' }]);
+    // Killed as the tool's result commits: the safe call runs again in the resumed process, on a sandbox it must verify first.
+    const killed = await w.cli(w.agentArgs('read it'), { BERTH_FAULT: 'before:phase.complete:agent-tool#1' });
+    expect(killed.signal, killed.stderr.slice(-500)).toBe('SIGKILL');
+    const runId = await w.read(async (s) => (await s.listRuns())[0]!.id);
+    const resumed = await w.cli(['resume', runId]);
+    expect(resumed.code, resumed.stderr.slice(-800)).toBe(0);
+
+    const out = await w.cli(['export', runId]);
+    expect(out.code, out.stderr).toBe(0);
+    const r = JSON.parse(out.stdout) as Exported;
+    const tool = r.entries.find((e) => e.kind === 'agent.tool_result')!.taskId!;
+    const ofTool = r.entries.filter((e) => e.taskId === tool).map((e) => e.kind);
+    // Before: the restart was entered, and the tool's result followed with nothing saying what was checked.
+    expect(ofTool).toEqual(expect.arrayContaining(['task.restarted', 'sandbox.verified', 'agent.tool_result']));
+    expect(ofTool.indexOf('task.restarted')).toBeLessThan(ofTool.indexOf('sandbox.verified'));
+    expect(ofTool.indexOf('sandbox.verified')).toBeLessThan(ofTool.indexOf('agent.tool_result'));
+    const verified = r.entries.find((e) => e.kind === 'sandbox.verified' && e.taskId === tool)!.body;
+    expect(verified).toMatchObject({ kernel: expect.any(String), envFingerprint: r.run.versions.envFingerprint, leaseId: expect.any(String) });
+    const check = await w.cli(['check', runId]);
     expect(check.code, check.stdout + check.stderr).toBe(0);
   });
 });

@@ -1,4 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { cliWorld } from '../support/agent-cli-world';
+import { requireEngine } from '../support/docker-engine';
 import { lastJson, planFixture } from '../support/plan-fixture';
 
 let fx: Awaited<ReturnType<typeof planFixture>> | undefined;
@@ -47,6 +49,44 @@ describe('berth resume says what it found of the sandbox and what it did', { tim
     expect(resumed.stderr).toContain(`found the sandbox alive (lease ${lease.id}`);
     expect(resumed.stdout).toContain(`continued in the same sandbox (lease ${lease.id})`);
     // No raw JSON log line on the console without --debug.
+    expect(resumed.stderr).not.toMatch(/^\{"level"/m);
+  });
+});
+
+describe('berth resume of an agent run says what it found of the session sandbox and what it did', { timeout: 300_000 }, () => {
+  let w: Awaited<ReturnType<typeof cliWorld>> | undefined;
+  afterEach(async () => {
+    await w?.cleanup();
+    w = undefined;
+  });
+
+  it('an agent whose host was killed after a tool call and whose container was removed: resume says it found the sandbox gone and restored it from the tool\'s snapshot, and the next tool reads the file', async () => {
+    w = await cliWorld(
+      [
+        { toolCalls: [{ name: 'write_file', arguments: { path: 'one.txt', content: 'kept\n' } }] },
+        { toolCalls: [{ name: 'read_file', arguments: { path: 'one.txt' } }] },
+        { content: 'done' },
+      ],
+      { snapshotPolicy: 'after-each-step' },
+    );
+    const killed = await w.cli(w.agentArgs('write then read'), { BERTH_FAULT: 'after:phase.complete:agent-tool#1' });
+    expect(killed.signal, killed.stderr.slice(-500)).toBe('SIGKILL');
+    const run = await w.read(async (s) => (await s.listRuns())[0]!);
+    const lease = (await w.read((s) => s.listLeases({ sessionId: run.sessionId, unreleased: true })))[0]!;
+    const docker = await requireEngine();
+    await docker.getContainer(lease.containerId).remove({ force: true });
+    const snapshot = (await w.read((s) => s.listSnapshots({ sessionId: run.sessionId }))).at(-1)!;
+
+    const resumed = await w.cli(['resume', run.id, '--json']);
+    expect(resumed.code, resumed.stderr.slice(-800)).toBe(0);
+    const out = lastJson<Resumed>(resumed);
+    expect(out.run.state).toBe('completed');
+    expect(out.resume.sandbox.found).toMatchObject({ state: 'gone', leaseId: lease.id });
+    expect(out.resume.sandbox.did).toMatchObject({ action: 'restored', snapshotId: snapshot.id });
+    expect(out.resume.sandbox.did.leaseId).not.toBe(lease.id);
+    // The file the killed host's tool wrote is there for the next tool: the restore was real.
+    const results = await w.read((s) => s.listEntries(run.sessionId, { runId: run.id }));
+    expect(results.filter((e) => e.kind === 'agent.tool_result').map((e) => JSON.stringify(e.body)).join('\n')).toContain('kept');
     expect(resumed.stderr).not.toMatch(/^\{"level"/m);
   });
 });

@@ -228,6 +228,24 @@ describe('canonical JSON of number-like keys', () => {
   });
 });
 
+describe('contract fields from a host\'s registry', () => {
+  it('give every built-in task kind\'s retry budget and restart limit (the kernel\'s defaults where a handler sets none), and recorded:false for a kind the host does not run', async () => {
+    const { HandlerRegistry } = await import('../../host/kernel');
+    const { contractFields, registeredPolicies } = await import('../../host/record');
+    const registry = new HandlerRegistry();
+    registry.register({ kind: 'k.own', version: 1, initialPhase: 'a', phases: { a: async () => ({ type: 'complete', result: null }) }, maxRetries: 6, restartLimit: 2 });
+    registry.register({ kind: 'k.default', version: 1, initialPhase: 'a', phases: { a: async () => ({ type: 'complete', result: null }) } });
+    const task = (kind: string, kindVersion: number) => ({ id: kind, kind, kindVersion, createdAt: 0 });
+    const rows = { run: { kind: 'x', rootTaskId: 'none' }, tasks: [task('k.own', 1), task('k.default', 1), task('k.gone', 1)], effects: [], snapshots: [], leases: [], transitions: [] };
+    const c = contractFields(rows as never, registeredPolicies(registry));
+    expect(c.retry.map(({ backoff: _b, ...k }) => k)).toEqual([
+      { kind: 'k.own', version: 1, maxRetries: 6, restartLimit: 2 },
+      { kind: 'k.default', version: 1, maxRetries: 3, restartLimit: 5 },
+      { kind: 'k.gone', version: 1, maxRetries: { recorded: false, note: expect.stringContaining('k.gone@1') }, restartLimit: { recorded: false, note: expect.stringContaining('--extension') } },
+    ]);
+  });
+});
+
 describe('contract fields', () => {
   it('give the handler\'s retry budget and restart limit when the exporting process knows the task kind, and recorded:false naming the kind when it does not', async () => {
     const { tempStore } = await import('../support/temp-store');

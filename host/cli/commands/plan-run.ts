@@ -46,8 +46,12 @@ export async function resumeRun(ctx: CliContext, runId: string, opts: { takeOver
     // An agent run continues with the same live view as berth agent: conversation and tool calls.
     const host = await startAgentHost(ctx, ttlMs);
     const epoch = await takeRun(ctx, host.rt, run, { takeOver: opts.takeOver, actor: operator() });
-    if (!ctx.json) process.stderr.write(`resuming run ${runId} (${run.state}) as its owner (epoch ${epoch})\n`);
-    return finishAgentRun(ctx, await followRun(ctx, host, run));
+    // What the resume finds of the session's sandbox (the next tool verifies it again, and restores it when gone).
+    const found = await sandboxFound(ctx, host.rt, run);
+    if (!ctx.json) process.stderr.write(`resuming run ${runId} (${run.state}) as its owner (epoch ${epoch}); ${foundLine(found)}\n`);
+    const ended = await followRun(ctx, host, run);
+    const did = await sandboxDid(ctx, host.rt, run, found);
+    return finishAgentRun(ctx, ended, { json: { resume: { epoch, sandbox: { found, did } } }, line: didLine(did) });
   }
   const total = await stepCount(ctx, run);
   const { rt, swept } = await startHost(ctx, { ttlMs, onProgress: progressPrinter(ctx.json, () => total) });

@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { BerthError } from '../../errors';
-import { checkStore, exportRunToFile, importRecord, INVARIANTS } from '../../record';
+import { hostRuntime } from '../../api/runtime';
+import { checkStore, exportRunToFile, importRecord, INVARIANTS, registeredPolicies } from '../../record';
 import type { CliContext } from '../context';
 import { emit } from '../output';
 
@@ -13,18 +14,21 @@ import { emit } from '../output';
  * memory); to stdout through a temporary file, since the digest is written last.
  */
 export async function exportCommand(ctx: CliContext, runId: string, out: string | undefined): Promise<number> {
+  // The retry budget of every task kind this host can run (built-in and --extension kinds); the store keeps only the kind.
+  const { registry } = hostRuntime(ctx, { claim: 'none' });
+  const policies = registeredPolicies(registry);
   if (!out) {
     const dir = mkdtempSync(join(tmpdir(), 'berth-export-'));
     try {
       const file = join(dir, 'record.json');
-      await exportRunToFile(ctx.store, runId, ctx.clock.now(), file);
+      await exportRunToFile(ctx.store, runId, ctx.clock.now(), file, { policies });
       await pipeline(createReadStream(file), process.stdout, { end: false });
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
     return 0;
   }
-  const { digest, bytes } = await exportRunToFile(ctx.store, runId, ctx.clock.now(), out);
+  const { digest, bytes } = await exportRunToFile(ctx.store, runId, ctx.clock.now(), out, { policies });
   emit(ctx.json, { runId, file: out, digest, bytes }, () => `exported run ${runId} to ${out} (${digest})`);
   return 0;
 }
