@@ -6,15 +6,21 @@ import { commitOf, effect, entry, readRunRows, recordDocument, snapshotHistory, 
 import { canonicalJson } from './canonical';
 import { StreamedArray, writeSealedRecord } from './canonical-stream';
 import { contractFields, type HandlerPolicies } from './contract-fields';
+import { heapBound } from './heap-bound';
 import { contractSections } from './sections';
 
 /** Rows per page; entries are read in smaller pages (an agent's entry bodies can be large). */
 const PAGE = 500;
 const ENTRY_PAGE = 64;
 
+/** One bound per process: the export's pages and its writer share it. */
+let bound: (() => void) | undefined;
+const collectIfGrown = () => (bound ??= heapBound())();
+
 /** Pages of a list read by offset until a short page. */
 async function* scan<T>(read: (page: Page) => Promise<T[]>, size: number): AsyncGenerator<T[]> {
   for (let offset = 0; ; offset += size) {
+    collectIfGrown();
     const rows = await read({ offset, limit: size });
     if (rows.length) yield rows;
     if (rows.length < size) return;
@@ -24,6 +30,7 @@ async function* scan<T>(read: (page: Page) => Promise<T[]>, size: number): Async
 /** Pages of the first `total` rows of a list (what the first pass saw: a running run may have added more since). */
 async function* firstRows<T>(read: (page: Page) => Promise<T[]>, total: number, size: number): AsyncGenerator<T[]> {
   for (let offset = 0; offset < total; offset += size) {
+    collectIfGrown();
     const rows = await read({ offset, limit: Math.min(size, total - offset) });
     if (rows.length === 0) return;
     yield rows;
@@ -33,6 +40,7 @@ async function* firstRows<T>(read: (page: Page) => Promise<T[]>, total: number, 
 /** Pages of a list keyed by a growing sequence number, up to `last` included. */
 async function* bySeq<T extends { seq: number }>(read: (after: number, limit: number) => Promise<T[]>, last: number, size: number): AsyncGenerator<T[]> {
   for (let after = 0; after < last; ) {
+    collectIfGrown();
     const rows = (await read(after, size)).filter((r) => r.seq <= last);
     if (rows.length === 0) return;
     yield rows;
