@@ -69,7 +69,7 @@ async function stateAfter(store: Store, sessionId: string, upTo: Set<string>, ru
   const snaps = await store.listSnapshots({ sessionId });
   const id = best ? best.snapshotId : (snaps.find((s) => s.checkpoint === 'agent:start')?.id ?? null);
   if (!id) {
-    throw new BerthError('fork_invalid', `no snapshot holds the workspace of session ${sessionId} after run ${run.id}: its environment's snapshot.policy is not after-each-step`, { ids: { sessionId, runId: run.id } });
+    throw new BerthError('fork_invalid', `no snapshot holds the workspace of session ${sessionId} after run ${run.id}: its environment's snapshot.policy is not after-each-step, and no snapshot call (MCP's snapshot tool) up to there took one`, { ids: { sessionId, runId: run.id } });
   }
   const snap = snaps.find((s) => s.id === id) ?? (await store.getSnapshot(id));
   if (!snap || snap.prunedAt !== null) {

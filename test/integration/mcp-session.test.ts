@@ -168,6 +168,7 @@ describe('berth mcp: a Berth session as the sandbox of an MCP client', { timeout
     expect((await call(c, 'read_file', { path: 'v.txt', session })).text).toBe('two\n');
     const late = await c.client.callTool({ name: 'fork', arguments: { after_call: 3, session } }).catch((e: unknown) => e);
     expect((late as McpError).data).toMatchObject({ code: 'fork_invalid' });
+    expect((late as McpError).message).toContain('no snapshot call');
   });
 
   it("reads the session's workspace tree as a resource: the files as they are now, through a recorded list_files call", async () => {
