@@ -80,12 +80,17 @@ describe('berth export streams the record', { timeout: 300_000 }, () => {
     expect(record.digest).toBe(digest);
     expect(record.tasks.length).toBeGreaterThan(PAGE);
     const sameText = (a: string, b: string) => expect(a === b, `texts differ from byte ${[...a].findIndex((c, i) => c !== b[i])}`).toBe(true);
-    sameText(text, (await fx.read((s) => exportRun(s, original, record.exportedAt))).text);
-    expect(digest).toBe((await fx.read((s) => exportRun(s, original, record.exportedAt))).record.digest);
+    // The CLI's export knows the retry budget of every kind its host registers; the whole export
+    // here is given the same budgets (their values are run-record-contract's to check).
+    const retry = (record as unknown as { contract: { retry: Array<{ kind: string; version: number; maxRetries: number; restartLimit: number }> } }).contract.retry;
+    expect(retry.map((r) => typeof r.maxRetries)).toEqual(retry.map(() => 'number'));
+    const policies = (kind: string, version: number) => retry.find((r) => r.kind === kind && r.version === version);
+    sameText(text, (await fx.read((s) => exportRun(s, original, record.exportedAt, { policies }))).text);
+    expect(digest).toBe((await fx.read((s) => exportRun(s, original, record.exportedAt, { policies }))).record.digest);
     const toStdout = await fx.cli(['export', original]);
     expect(toStdout.code, toStdout.stderr).toBe(0);
     const atStdout = (JSON.parse(toStdout.stdout) as { exportedAt: number }).exportedAt;
-    sameText(toStdout.stdout, (await fx.read((s) => exportRun(s, original, atStdout))).text);
+    sameText(toStdout.stdout, (await fx.read((s) => exportRun(s, original, atStdout, { policies }))).text);
 
     // In pages of three rows, every run of the store (the fork carries its parent's snapshots as history).
     await fx.read(async (s) => {
