@@ -86,7 +86,7 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed, hosts: { allowed: ()
   // What changed in the workspace between two snapshots of the run, from their manifests (no sandbox).
   app.get('/runs/:id/diff', async (c) => {
     const id = c.req.param('id');
-    const d = await readSnapshotDiff(deps.store, id, c.req.query('from') ?? '', c.req.query('to') ?? '');
+    const d = await readSnapshotDiff(deps.store, id, c.req.query('from') ?? '', c.req.query('to') ?? '', { files: deps.readImageFiles, signal: c.req.raw.signal });
     return c.html(layout(`diff of run ${id}`, diffFragment(id, d)).value, 'refused' in d ? 404 : 200);
   });
 

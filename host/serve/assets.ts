@@ -150,6 +150,11 @@ pre { background: #0f1720; color: #e6edf3; padding: 6px 8px; overflow-x: auto; m
 .state-needs_reconciliation, .state-awaiting_approval { background: #ffe8b3; }
 .attention { border-left: 4px solid #f0a500; }
 .muted { color: #6a7580; }
+.textdiff pre { background: #f6f8fa; color: #1f2328; padding: 6px; overflow-x: auto; }
+.textdiff .add { background: #e6ffec; display: block; }
+.textdiff .del { background: #ffebe9; display: block; }
+.textdiff .ctx { display: block; }
+.textdiff .gap { color: #6a7580; display: block; }
 .tag { display: inline-block; font-size: 0.8em; background: #e4ecf5; border-radius: 3px; padding: 0 4px; margin-left: 4px; }
 .said { margin: 12px 16px 0; background: #fff7d6; border: 1px solid #f0d27a; padding: 6px 10px; border-radius: 4px; margin-bottom: 12px; }
 form.inline { display: inline; }

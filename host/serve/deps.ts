@@ -1,3 +1,4 @@
+import type { ImageFileReader } from './snapshot-diff';
 import type { AcceptanceView } from '../acceptance';
 import type { ArtifactStore } from '../artifacts';
 import type { RunCost } from '../cost';
@@ -61,6 +62,8 @@ export interface ServeDeps {
   actions: ServeActions;
   /** `POST /api/v1/runs`: a plan file on this host submitted for a worker (`berth run PLAN --detach`). */
   submitPlan?(plan: string, o: { requestId?: string; tags: string[] }): Promise<{ run: Run; created: boolean }>;
+  /** Reads small files of a snapshot image by content digest, for the snapshot diff's text diff (none: the diff lists paths only). */
+  readImageFiles?: ImageFileReader;
   /** Where artifact blobs are read from for download (each streamed with its digest checked). */
   artifacts: ArtifactStore;
   /** The signed-in operator recorded as the actor of every action. */

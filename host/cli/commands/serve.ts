@@ -14,6 +14,7 @@ import { operator } from '../../api/runtime';
 import { BerthError } from '../../errors';
 import { isLoopback, loadOrCreateToken, startServe, type ServeActions } from '../../serve';
 import type { CliContext } from '../context';
+import { readImageFilesByDigest } from '../../sandbox';
 import { describeRun } from './runs';
 import { driverOf, readHost } from './run-driver';
 
@@ -49,6 +50,8 @@ export async function serveCommand(ctx: CliContext, flags: ServeFlags): Promise<
         return { run, created };
       },
       artifacts: ctx.artifacts,
+      // The snapshot diff's text diff reads the snapshot images on this host's engine (no sandbox).
+      readImageFiles: (imageId, shas, o) => readImageFilesByDigest(ctx.docker, imageId, shas, o),
       operator: actor,
       token: access?.token ?? null,
       now: () => ctx.clock.now(),
