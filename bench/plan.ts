@@ -156,14 +156,17 @@ function breakdown(runs: Array<Awaited<ReturnType<typeof berthRun>>>, raw: numbe
     const upload = by('snapshot').find((t) => t.checkpoint === 'upload');
     add('total', r.ms);
     add('lease', lease?.ms ?? 0);
-    // prepare runs lease, upload, snapshot in order: the gap between the lease's end and the upload snapshot's start is the upload.
-    if (lease && upload) add('upload', upload.time - upload.ms - lease.time);
+    // The upload as a layer built here (pack, load into the engine) comes before the lease from its image;
+    // into a fresh container, it is the gap between the lease's end and the upload snapshot's start.
+    const layer = [...by('upload.layer_pack'), ...by('upload.layer_load')];
+    const uploadMs = layer.length ? sum(layer.map((t) => t.ms)) : lease && upload ? upload.time - upload.ms - lease.time : 0;
+    add('upload', uploadMs);
     add('exec (steps)', sum(r.steps.map((s) => s.durationMs)));
     add('snapshot (all, wall)', sum(by('snapshot').map((t) => t.ms)));
     add('snapshot upload (wall)', upload?.ms ?? 0);
     for (const s of by('snapshot').filter((t) => t.checkpoint !== 'upload')) add(`snapshot ${s.checkpoint} (wall)`, s.ms);
     for (const p of ['snapshot.layer_check', 'snapshot.layer_scan', 'snapshot.delta_build', 'snapshot.layer_verify', 'snapshot.delta_write', 'snapshot.scan', 'snapshot.outside', 'snapshot.tag', 'snapshot.commit', 'snapshot.archive_scan', 'snapshot.manifest_write', 'snapshot.rebase']) add(`  ${p} (sum)`, sum(by(p).map((t) => t.ms)));
-    add('rest: CLI start, kernel, store commits', r.ms - (lease?.ms ?? 0) - (lease && upload ? upload.time - upload.ms - lease.time : 0) - sum(r.steps.map((s) => s.durationMs)) - sum(by('snapshot').map((t) => t.ms)));
+    add('rest: CLI start, kernel, store commits', r.ms - (lease?.ms ?? 0) - uploadMs - sum(r.steps.map((s) => s.durationMs)) - sum(by('snapshot').map((t) => t.ms)));
   }
   add('raw total', 0);
   phases.set('raw total', raw);
