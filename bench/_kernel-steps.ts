@@ -43,9 +43,8 @@ export async function kernelSteps(store: Store, steps: number): Promise<{ perSec
 
 /**
  * `runs` runs of `stepsEach` durable transitions each, submitted together to one kernel that
- * drives them all at once (concurrency = runs): total steps per second. On SQLite the runs'
- * transitions that end in the same turn share one transaction and one fsync (group commit,
- * host/store/commit/group-commit.ts); each is still its own commit with its own answer.
+ * drives them all at once (concurrency = runs): total steps per second. Every transition is its
+ * own commit today (no group commit), so this is the kernel's throughput under concurrent runs.
  */
 export async function concurrentKernelSteps(store: Store, runs: number, stepsEach: number): Promise<number> {
   const registry = new HandlerRegistry();
