@@ -29,7 +29,7 @@ export class RegistryHttp {
     let lastErr: unknown;
     for (const scheme of this.scheme ? [this.scheme] : schemes(this.registry)) {
       const url = /^https?:\/\//.test(path) ? path : `${scheme}://${this.registry}${path}`;
-      const send = (authorization?: string) => fetch(url, { method, headers: { ...init.headers, ...(authorization ? { authorization } : {}) }, body: init.body as unknown as BodyInit | undefined, signal, redirect: 'follow' });
+      const send = (authorization?: string) => fetch(url, { method, headers: { ...init.headers, ...(authorization ? { authorization } : {}) }, body: init.body as unknown as RequestInit['body'], signal, redirect: 'follow' });
       try {
         let res = await send(this.bearer ? `Bearer ${this.bearer}` : this.basic());
         if (res.status === 401) {
