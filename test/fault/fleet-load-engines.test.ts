@@ -35,7 +35,7 @@ afterAll(async () => {
   await stopSharedPostgres();
 }, 120_000);
 afterEach(async () => {
-  for (const w of workers) await stopWorker(w, 60_000);
+  for (const w of workers) if (w) await stopWorker(w, 60_000);
   workers = [];
   await fx?.cleanup();
   fx = undefined;
@@ -46,7 +46,9 @@ describe('a fleet on two engines under load with random SIGKILLs', { timeout: 3_
     const store = await (await sharedPostgres()).createStoreDatabase('fleetload28');
     fx = await planFixture(STEPS, undefined, { store });
     fx.allowLeftovers('a SIGKILLed worker may leave snapshot images whose records never committed; berth gc removes them after the grace period', unrecordedSnapshotImages);
-    const twin = await fx.cli(['run', fx.plan, '--json']);
+    // The twin runs with the registry, so the base is there before any worker starts: engine B
+    // can start a run from the first moment, and the test makes sure it does (below).
+    const twin = await fx.cli(['run', fx.plan, '--json'], { BERTH_REGISTRY: registry.address });
     expect(twin.code, twin.stderr).toBe(0);
     const twinId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
     const expected = (await runDigest(fx, twinId))!;
@@ -57,7 +59,22 @@ describe('a fleet on two engines under load with random SIGKILLs', { timeout: 3_
     // Worker 2 is another machine: its own host id and engine B.
     const envs = [common, common, { ...common, DOCKER_HOST: engineB.dockerHost, BERTH_HOST_ID: `${fx.hostId}-b` }];
     const start = (i: number) => startCli(fx!, ['worker', '--grace', '5'], envs[i]!);
-    workers = [await start(0), await start(1), await start(2)];
+    // Engine B's worker starts first and the others only once it owns a run, so part of the work
+    // is B's whatever the machine's speed (on a quiet machine the two workers on A could otherwise
+    // finish every run before B claims one).
+    workers = [undefined as unknown as WorkerProcess, undefined as unknown as WorkerProcess, await start(2)];
+    const ownedByB = () =>
+      fx!.read(async (s) => {
+        for (const r of runs) {
+          const owner = await s.getSessionOwner((await s.getRun(r.id))!.sessionId);
+          if (owner?.pid === workers[2]!.pid) return true;
+        }
+        return false;
+      });
+    for (let tries = 0; tries < 600 && !(await ownedByB()); tries++) await sleep(200);
+    expect(await ownedByB(), `engine B's worker claimed no run in 120 s: ${workers[2]!.stderr().slice(-2000)}`).toBe(true);
+    workers[0] = await start(0);
+    workers[1] = await start(1);
     let seed = Number(process.env.FLEET28_SEED ?? Date.now() % 100_000);
     console.log(`fleet load (issue 28): seed ${seed}`);
     const random = () => (seed = (seed * 16807) % 2147483647) / 2147483647;
