@@ -14,7 +14,7 @@ import { expectNoLeaks, saveImage, storeFiles, type Scanned } from '../support/s
 const TOKEN = `tok-${Math.random().toString(36).slice(2)}-${Date.now().toString(36)}-agent`;
 const KEY = `key-${Math.random().toString(36).slice(2)}-agent-file-secret`;
 const sha = (v: string) => createHash('sha256').update(`${v}\n`).digest('hex');
-const TOOLS = 'exec, read_file, list_files, search, write_file, edit';
+const TOOLS = 'exec, read_file, list_files, search, write_file, edit, snapshot';
 
 // The command checks the values by hash: it is sent by the model and committed, so it must not hold them.
 const USE =
