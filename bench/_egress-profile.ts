@@ -3,22 +3,17 @@
  * `npx tsx bench/_egress-profile.ts`
  */
 import Dockerode from 'dockerode';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { EgressProxy } from '../host/egress';
-import { createSandboxNetwork, EGRESS_PROXY_PORT, isolateBridge, removeBridgeRules, removeSandboxNetwork, ruleTag } from '../host/sandbox/sandbox-network';
+import { EGRESS_PROXY_PORT } from '../host/sandbox/sandbox-network';
 import { newId } from '../host/support/ids';
 import { median } from './_stats';
+import { container, egressWorld } from './egress';
 import dc from 'node:diagnostics_channel';
 
 const IMAGE = 'berth/tiny:latest';
 const GETS = 30;
 
-async function container(docker: Dockerode, network: string, env: string[], hostId: string) {
-  const c = await docker.createContainer({ Image: IMAGE, Cmd: ['sh', '-c', 'while :; do sleep 1000; done'], Env: env, Labels: { 'berth.host': hostId }, HostConfig: { NetworkMode: network, Init: true } });
-  await c.start();
-  return c;
-}
 async function timedExec(c: Dockerode.Container, cmd: string): Promise<number> {
   const t0 = performance.now();
   const exec = await c.exec({ Cmd: ['sh', '-c', cmd], AttachStdout: true, AttachStderr: true });
@@ -33,21 +28,7 @@ const hostId = `bench-egress-${process.pid}`;
 const leaseId = newId('lease');
 const cleanup: Array<() => Promise<unknown>> = [];
 try {
-  const open = await docker.createNetwork({ Name: `berth-bench-open-${process.pid}`, Driver: 'bridge', Labels: { 'berth.host': hostId } });
-  cleanup.push(() => open.remove());
-  const gw = ((await open.inspect()) as { IPAM: { Config: Array<{ Gateway: string }> } }).IPAM.Config[0]!.Gateway;
-  const target = createServer((_req, res) => res.end('ok\n'));
-  await new Promise<void>((r) => target.listen(0, gw, () => r()));
-  cleanup.push(() => new Promise((r) => target.close(r)));
-  const port = (target.address() as { port: number }).port;
-  const net = await createSandboxNetwork(docker, { hostId, leaseId });
-  cleanup.push(() => removeSandboxNetwork(docker, net.id));
-  const tag = ruleTag(hostId, leaseId);
-  await isolateBridge(net.bridge, [{ address: net.gateway, port: EGRESS_PROXY_PORT }], tag);
-  cleanup.push(() => removeBridgeRules((t) => t === tag));
-  const proxy = new EgressProxy({ allow: [`${gw}:${port}`], overrides: [`${gw}:${port}`], runId: null, leaseId, record: () => {} });
-  await proxy.listen(net.gateway, EGRESS_PROXY_PORT);
-  cleanup.push(() => proxy.close());
+  const { open, gw, port, net, proxy } = await egressWorld(docker, hostId, leaseId, cleanup);
   // Phase marks per connection.
   const server = (proxy as unknown as { server: import('node:http').Server }).server;
   const phases: Record<string, number[]> = { accept_to_request: [], request_to_finish: [], finish_to_close: [], conn_total: [], gap_between_conns: [] };

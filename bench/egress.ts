@@ -17,13 +17,14 @@ const IMAGE = 'berth/tiny:latest';
 const GETS = 30;
 const ROUNDS = 15;
 
-async function container(docker: Dockerode, network: string, env: string[], hostId: string) {
+/** A labelled idle container on `network` (the bench and its profile script share it). */
+export async function container(docker: Dockerode, network: string, env: string[], hostId: string) {
   const c = await docker.createContainer({ Image: IMAGE, Cmd: ['sh', '-c', 'while :; do sleep 1000; done'], Env: env, Labels: { 'berth.host': hostId }, HostConfig: { NetworkMode: network, Init: true } });
   await c.start();
   return c;
 }
 
-async function timedExec(c: Dockerode.Container, cmd: string): Promise<number> {
+export async function timedExec(c: Dockerode.Container, cmd: string): Promise<number> {
   const t0 = performance.now();
   const exec = await c.exec({ Cmd: ['sh', '-c', cmd], AttachStdout: true, AttachStderr: true });
   const stream = await exec.start({ hijack: true, stdin: false });
@@ -35,29 +36,38 @@ async function timedExec(c: Dockerode.Container, cmd: string): Promise<number> {
   return ms;
 }
 
+/**
+ * The bench's world: an open bridge whose gateway serves the target, a sandbox network isolated to
+ * the proxy port, and the egress proxy on its gateway allowing only the target. Every part is
+ * pushed on `cleanup` as it is made.
+ */
+export async function egressWorld(docker: Dockerode, hostId: string, leaseId: string, cleanup: Array<() => Promise<unknown>>) {
+  // The open network the direct path uses; the target listens on its gateway, reachable from both paths.
+  const open = await docker.createNetwork({ Name: `berth-bench-open-${process.pid}`, Driver: 'bridge', Labels: { 'berth.host': hostId } });
+  cleanup.push(() => open.remove());
+  const gw = ((await open.inspect()) as { IPAM: { Config: Array<{ Gateway: string }> } }).IPAM.Config[0]!.Gateway;
+  const target = createServer((_req, res) => res.end('ok\n'));
+  await new Promise<void>((r) => target.listen(0, gw, () => r()));
+  cleanup.push(() => new Promise((r) => target.close(r)));
+  const port = (target.address() as { port: number }).port;
+  const net = await createSandboxNetwork(docker, { hostId, leaseId });
+  cleanup.push(() => removeSandboxNetwork(docker, net.id));
+  const tag = ruleTag(hostId, leaseId);
+  await isolateBridge(net.bridge, [{ address: net.gateway, port: EGRESS_PROXY_PORT }], tag);
+  cleanup.push(() => removeBridgeRules((t) => t === tag));
+  const proxy = new EgressProxy({ allow: [`${gw}:${port}`], overrides: [`${gw}:${port}`], runId: null, leaseId, record: () => {} });
+  await proxy.listen(net.gateway, EGRESS_PROXY_PORT);
+  cleanup.push(() => proxy.close());
+  return { open, gw, port, net, proxy };
+}
+
 export default async function egress(report: Report): Promise<void> {
   const docker = new Dockerode({ socketPath: process.env.BERTH_DOCKER_SOCKET ?? '/var/run/docker.sock' });
   const hostId = `bench-egress-${process.pid}`;
   const leaseId = newId('lease');
   const cleanup: Array<() => Promise<unknown>> = [];
   try {
-    // The open network the direct path uses; the target listens on its gateway, reachable from both paths.
-    const open = await docker.createNetwork({ Name: `berth-bench-open-${process.pid}`, Driver: 'bridge', Labels: { 'berth.host': hostId } });
-    cleanup.push(() => open.remove());
-    const gw = ((await open.inspect()) as { IPAM: { Config: Array<{ Gateway: string }> } }).IPAM.Config[0]!.Gateway;
-    const target = createServer((_req, res) => res.end('ok\n'));
-    await new Promise<void>((r) => target.listen(0, gw, () => r()));
-    cleanup.push(() => new Promise((r) => target.close(r)));
-    const port = (target.address() as { port: number }).port;
-
-    const net = await createSandboxNetwork(docker, { hostId, leaseId });
-    cleanup.push(() => removeSandboxNetwork(docker, net.id));
-    const tag = ruleTag(hostId, leaseId);
-    await isolateBridge(net.bridge, [{ address: net.gateway, port: EGRESS_PROXY_PORT }], tag);
-    cleanup.push(() => removeBridgeRules((t) => t === tag));
-    const proxy = new EgressProxy({ allow: [`${gw}:${port}`], overrides: [`${gw}:${port}`], runId: null, leaseId, record: () => {} });
-    await proxy.listen(net.gateway, EGRESS_PROXY_PORT);
-    cleanup.push(() => proxy.close());
+    const { open, gw, port, net } = await egressWorld(docker, hostId, leaseId, cleanup);
 
     const proxyUrl = `http://${net.gateway}:${EGRESS_PROXY_PORT}`;
     const proxied = await container(docker, net.name, [`http_proxy=${proxyUrl}`], hostId);
