@@ -8,6 +8,8 @@ interface CounterFiles {
   v2: boolean;
   memoryUsage: string;
   memoryStat: string;
+  /** v1 `memory.oom_control` or v2 `memory.events`: both have an `oom_kill N` line. */
+  memoryEvents: string;
 }
 
 /** CPU nanoseconds and memory in use (less inactive file cache, as `docker stats` shows it). */
@@ -26,10 +28,10 @@ function counterFiles(pid: number, containerId: string): CounterFiles | null {
   const cpuacct = v1('cpuacct');
   const memory = v1('memory');
   if (cpuacct && memory) {
-    return { cpu: `/sys/fs/cgroup/cpuacct${cpuacct}/cpuacct.usage`, v2: false, memoryUsage: `/sys/fs/cgroup/memory${memory}/memory.usage_in_bytes`, memoryStat: `/sys/fs/cgroup/memory${memory}/memory.stat` };
+    return { cpu: `/sys/fs/cgroup/cpuacct${cpuacct}/cpuacct.usage`, v2: false, memoryUsage: `/sys/fs/cgroup/memory${memory}/memory.usage_in_bytes`, memoryStat: `/sys/fs/cgroup/memory${memory}/memory.stat`, memoryEvents: `/sys/fs/cgroup/memory${memory}/memory.oom_control` };
   }
   const unified = lines.find((l) => l.startsWith('0::'))?.slice(3);
-  if (unified) return { cpu: `/sys/fs/cgroup${unified}/cpu.stat`, v2: true, memoryUsage: `/sys/fs/cgroup${unified}/memory.current`, memoryStat: `/sys/fs/cgroup${unified}/memory.stat` };
+  if (unified) return { cpu: `/sys/fs/cgroup${unified}/cpu.stat`, v2: true, memoryUsage: `/sys/fs/cgroup${unified}/memory.current`, memoryStat: `/sys/fs/cgroup${unified}/memory.stat`, memoryEvents: `/sys/fs/cgroup${unified}/memory.events` };
   return null;
 }
 
@@ -51,6 +53,36 @@ function read(f: CounterFiles): CounterReading {
  * cannot be read here; the caller then asks the engine.
  */
 export async function cgroupCounters(container: Dockerode.Container): Promise<CounterReading | undefined> {
+  const files = await filesOf(container);
+  if (!files) return undefined;
+  try {
+    return read(files);
+  } catch {
+    // Gone with its container (or moved): the engine's answer, or none, from now on.
+    cache.set(container.id, null);
+    return undefined;
+  }
+}
+
+/**
+ * The kernel's cumulative count of OOM kills in the container's memory cgroup, read from this
+ * machine's cgroup filesystem; `undefined` when it cannot be read here (a remote engine, an old
+ * kernel). The kernel counts the kill before the victim dies, so a reading taken after an exec
+ * ended already holds every kill of that exec: unlike the engine's `oom` event, which may come
+ * after the exec's end (late under load) and is missed for a command that itself exits 0.
+ */
+export async function cgroupOomKills(container: Dockerode.Container): Promise<number | undefined> {
+  const files = await filesOf(container);
+  if (!files) return undefined;
+  try {
+    const m = /^oom_kill (\d+)$/m.exec(readFileSync(files.memoryEvents, 'utf8'));
+    return m ? Number(m[1]) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+async function filesOf(container: Dockerode.Container): Promise<CounterFiles | null> {
   let files = cache.get(container.id);
   if (files === undefined) {
     try {
@@ -63,12 +95,5 @@ export async function cgroupCounters(container: Dockerode.Container): Promise<Co
     if (cache.size >= 512) cache.delete(cache.keys().next().value!);
     cache.set(container.id, files);
   }
-  if (!files) return undefined;
-  try {
-    return read(files);
-  } catch {
-    // Gone with its container (or moved): the engine's answer, or none, from now on.
-    cache.set(container.id, null);
-    return undefined;
-  }
+  return files;
 }

@@ -4,6 +4,7 @@ import type { ExecDieWait } from './engine-events';
 import type { ExecHost, KillReason } from './exec-run';
 import type { ControlReport } from './exec-scripts';
 import { runControl } from './sandbox-control';
+import { cgroupOomKills } from './cgroup-counters';
 
 /** How long the exit event may lag behind the end of the output stream. */
 const EXEC_DIE_WAIT_MS = 1000;
@@ -29,6 +30,8 @@ export async function settleOutcome(
   run: {
     exitCode: number | undefined;
     oomBefore: number;
+    /** The cgroup's OOM kill counter before the exec, when this machine can read it. */
+    oomKillsBefore: number | undefined;
     reason: KillReason | undefined;
     killReport: ControlReport | undefined;
     user: string;
@@ -46,7 +49,11 @@ export async function settleOutcome(
     return { exitCode: -1, oomKilled: false, pidsLimited: false, diskExceeded: false, sandboxLost: true };
   }
   let oomKilled = host.events.oomCount(host.containerId) > run.oomBefore;
-  if (!oomKilled && exitCode === 137 && run.reason === undefined && host.events.connected) {
+  const oomKillsAfter = !oomKilled && run.oomKillsBefore !== undefined ? await cgroupOomKills(host.container) : undefined;
+  if (oomKillsAfter !== undefined) {
+    // Exact, and in time for a command that exits 0 after a child of it was killed.
+    oomKilled = oomKillsAfter > run.oomKillsBefore!;
+  } else if (!oomKilled && exitCode === 137 && run.reason === undefined && host.events.connected) {
     oomKilled = await host.events.waitOom(host.containerId, run.oomBefore, LATE_OOM_WAIT_MS);
   }
   // The cgroup counters need an exec of their own, so they are read only when something went

@@ -18,6 +18,7 @@ import { runControl, runScript } from './sandbox-control';
 import { ADOPT_SCRIPT } from './exec-scripts';
 import { WrapperLine } from './wrapper-line';
 import { startUsageMeter } from './exec-usage';
+import { cgroupOomKills } from './cgroup-counters';
 
 /** What one exec needs from its lease. */
 export interface ExecHost {
@@ -106,6 +107,7 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
   try {
     await host.events.ensureConnected();
     const oomBefore = host.events.oomCount(host.containerId);
+    const oomKillsBefore = await cgroupOomKills(host.container);
     meter = opts.measure ? await startUsageMeter(host.container, host.logger) : undefined;
     const hasStdin = opts.stdin !== undefined;
     // No pause of this process may freeze the container while the exec's process is set up (see
@@ -221,6 +223,7 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
     const outcome = await settleOutcome(host, {
       exitCode,
       oomBefore,
+      oomKillsBefore,
       reason,
       killReport: reaped?.pidsMax !== undefined || reaped?.oomKill !== undefined ? reaped : killReport,
       user,

@@ -26,6 +26,15 @@ describe('sandbox limits', () => {
     expect(r.oomKilled).toBe(true);
   });
 
+  test('with the engine event stream down, an OOM kill of a child under a command that exits 0 is still reported', async ({ sandbox }) => {
+    await using lease = await sandbox.host.lease(sandbox.spec({ resources: { memoryMb: 64 } }), { sessionId: 's' });
+    // No `oom` event can arrive at all: only the kernel's own counter can tell.
+    await sandbox.host.close();
+    const r = await lease.exec('head -c 200m /dev/zero | tail; echo "child status $?"');
+    expect(r).toMatchObject({ exitCode: 0, stdout: 'child status 137\n', oomKilled: true });
+    expect(await lease.exec('echo fine')).toMatchObject({ exitCode: 0, oomKilled: false });
+  });
+
   test('without the engine event stream, exit codes come from inspect and OOM kills from the cgroup counter', async ({ sandbox }) => {
     await using lease = await sandbox.host.lease(sandbox.spec({ resources: { memoryMb: 64 } }), { sessionId: 's' });
     await sandbox.host.close();
