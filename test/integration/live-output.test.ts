@@ -2,11 +2,10 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { containerStdout } from '../support/agent-observe';
 import { bundledCli, planFixture } from '../support/plan-fixture';
+import { TICKING } from '../support/live-step';
 import { attemptsOf } from '../../host/output';
 import { STEP_KIND } from '../../host/plan';
 
-// Prints a line a second until the test drops /tmp/release into the sandbox (or 150 s pass).
-const TICKING = 'i=0; while [ ! -e /tmp/release ]; do i=$((i+1)); echo tick $i; [ $i -ge 150 ] && exit 3; sleep 1; done; echo released';
 
 let fx: Awaited<ReturnType<typeof planFixture>> | undefined;
 const children: ChildProcess[] = [];

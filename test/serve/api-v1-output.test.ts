@@ -1,36 +1,17 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Berth, type RunOrOutputEvent } from '../../host/index';
 import { containerStdout } from '../support/agent-observe';
-import { bundledCli, planFixture } from '../support/plan-fixture';
+import { planFixture } from '../support/plan-fixture';
+import { cliChild, Cleanups, TICKING, waitFor } from '../support/live-step';
 import { startServeChild } from '../support/serve-browser';
 
 // The SDK's events carry a running step's live output: through `/api/v1` (Berth.connect, a real
 // server child) and in process (Berth.open), with a real host child killed by SIGKILL mid-step.
 
-// A step printing a line a second until the test drops /tmp/release into its sandbox.
-const TICKING = 'i=0; while [ ! -e /tmp/release ]; do i=$((i+1)); echo tick $i; [ $i -ge 150 ] && exit 3; sleep 1; done; echo released';
-
 type Fixture = Awaited<ReturnType<typeof planFixture>>;
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c().catch((e) => console.error(e));
-}, 240_000);
-
-async function waitFor<T>(what: string, fn: () => Promise<T | undefined | false>, ms = 150_000): Promise<T> {
-  for (let waited = 0; ; waited += 100) {
-    const v = await fn().catch(() => undefined);
-    if (v) return v;
-    if (waited > ms) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-async function cli(fx: Fixture, args: string[]): Promise<{ child: ChildProcess; ended: Promise<number | null> }> {
-  const child = spawn(process.execPath, [await bundledCli(), ...args, '--store', fx.store], { env: { ...process.env, BERTH_HOST_ID: fx.hostId, BERTH_OPERATOR: 'tester' }, stdio: 'ignore' });
-  cleanups.push(async () => void (child.exitCode === null && child.signalCode === null && child.kill('SIGKILL')));
-  return { child, ended: new Promise((r) => child.on('exit', (code) => r(code))) };
-}
+const cleanups = new Cleanups();
+afterEach(() => cleanups.run(), 240_000);
+const cli = (fx: Fixture, args: string[]) => cliChild(fx, args, cleanups);
 
 /** Collects a follow in the background; `done` settles when the iterator ends. */
 function collect(it: AsyncIterable<RunOrOutputEvent>) {

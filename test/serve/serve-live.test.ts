@@ -1,39 +1,19 @@
 /// <reference lib="dom" />
-import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { plainJson } from '../../host/model';
 import { loadPlan, PlanRunInputSchema } from '../../host/plan';
 import { containerStdout } from '../support/agent-observe';
-import { bundledCli, planFixture } from '../support/plan-fixture';
+import { planFixture } from '../support/plan-fixture';
+import { cliChild, Cleanups, TICKING, waitFor } from '../support/live-step';
 import { launchChromium, startServeChild, testOutputDir } from '../support/serve-browser';
 
-// A step printing a line a second until the test drops /tmp/release into its sandbox.
-const TICKING = 'i=0; while [ ! -e /tmp/release ]; do i=$((i+1)); echo tick $i; [ $i -ge 150 ] && exit 3; sleep 1; done; echo released';
 const shots = testOutputDir('serve-live');
 
 type Fixture = Awaited<ReturnType<typeof planFixture>>;
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c().catch((e) => console.error(e));
-}, 240_000);
-
-async function waitFor<T>(what: string, fn: () => Promise<T | undefined | false>, ms = 150_000): Promise<T> {
-  for (let waited = 0; ; waited += 100) {
-    const v = await fn().catch(() => undefined);
-    if (v) return v;
-    if (waited > ms) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-function cli(fx: Fixture, args: string[]): Promise<{ child: ChildProcess; ended: Promise<number | null> }> {
-  return bundledCli().then((script) => {
-    const child = spawn(process.execPath, [script, ...args, '--store', fx.store], { env: { ...process.env, BERTH_HOST_ID: fx.hostId, BERTH_OPERATOR: 'tester' }, stdio: 'ignore' });
-    cleanups.push(async () => void (child.exitCode === null && child.signalCode === null && child.kill('SIGKILL')));
-    return { child, ended: new Promise((r) => child.on('exit', (code) => r(code))) };
-  });
-}
+const cleanups = new Cleanups();
+afterEach(() => cleanups.run(), 240_000);
+const cli = (fx: Fixture, args: string[]) => cliChild(fx, args, cleanups);
 
 async function setup(steps: Parameters<typeof planFixture>[0]) {
   const fx: Fixture = await planFixture(steps);
