@@ -43,8 +43,9 @@ export async function kernelSteps(store: Store, steps: number): Promise<{ perSec
 
 /**
  * `runs` runs of `stepsEach` durable transitions each, submitted together to one kernel that
- * drives them all at once (concurrency = runs): total steps per second. Every transition is its
- * own commit today (no group commit), so this is the kernel's throughput under concurrent runs.
+ * drives them all at once (concurrency = runs): total steps per second. On SQLite the runs'
+ * transitions that end in the same turn share one fsync (host/store/sqlite/shared-sync.ts); each
+ * is still its own transaction with its own answer.
  */
 export async function concurrentKernelSteps(store: Store, runs: number, stepsEach: number): Promise<number> {
   const registry = new HandlerRegistry();

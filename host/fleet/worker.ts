@@ -44,6 +44,7 @@ export class Worker {
   private draining = false;
   /** Runs the last round left to other workers, and why (reported with the heartbeat). */
   private left: Array<{ sessionId: string; runId: string | null; why: string }> = [];
+  private lastBeatAt = 0;
   readonly id: string;
 
   constructor(private readonly o: WorkerOptions) {
@@ -96,11 +97,17 @@ export class Worker {
 
   private async round(): Promise<void> {
     if (this.draining) return;
-    await this.beat();
-    if (await this.drainRequested()) {
-      this.o.logger.info('drain requested by an operator');
-      this.o.onDrainRequested?.();
-      return;
+    // A round also runs at each run-moving commit (many a second under load); the heartbeat and the
+    // drain check keep the timer's pace. Each is a store write or read of the shared hosts table,
+    // and on SQLite the beat is a flushed write under the one write lock every worker needs.
+    if (Date.now() - this.lastBeatAt >= this.o.claimEveryMs) {
+      this.lastBeatAt = Date.now();
+      await this.beat();
+      if (await this.drainRequested()) {
+        this.o.logger.info('drain requested by an operator');
+        this.o.onDrainRequested?.();
+        return;
+      }
     }
     await this.releaseFinished();
     const owned = this.o.kernel.ownedSessions().length;
@@ -111,7 +118,9 @@ export class Worker {
     if (room + spare <= 0) return void (await this.o.onTick?.());
     const left: typeof this.left = [];
     // More candidates than room: some may need tags this worker lacks, or an image it cannot get.
-    for (const sessionId of await this.o.kernel.available(Math.max(1, room) * 4 + 8)) {
+    // In a random order: workers asking at once get the same oldest candidates, and claiming them
+    // in the same order makes every claim but one wait for the winner's commit and then lose.
+    for (const sessionId of shuffled(await this.o.kernel.available(Math.max(1, room) * 4 + 8))) {
       if (this.draining || room + spare <= 0) break;
       if (!(await this.tagsMatch(sessionId))) continue;
       const recovery = room <= 0 && (await this.orphaned(sessionId));
@@ -156,4 +165,13 @@ export class Worker {
       await this.o.onReleased?.(sessionId).catch((err: unknown) => this.o.logger.warn({ err, sessionId }, 'clean-up after a run end failed; the next sweep does it'));
     }
   }
+}
+
+function shuffled<T>(items: T[]): T[] {
+  const out = [...items];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [out[i], out[j]] = [out[j]!, out[i]!];
+  }
+  return out;
 }

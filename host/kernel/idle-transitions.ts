@@ -17,12 +17,21 @@ export interface IdleTransitionDeps extends PhaseRunnerDeps {
 
 type TaskSet = NonNullable<CommitInput['taskTransitions']>[number]['set'];
 
+/** How many times a transition is committed again after its run moved under it. */
+const RUN_MOVE_TRIES = 5;
+
 /**
  * One compare-and-set transition of a task the scheduler moves outside a phase. The task is
  * examined again after it; undefined when the commit was refused (the task moved meanwhile).
  */
-export async function transition(d: IdleTransitionDeps, task: Task, label: string, set: TaskSet, extra: Partial<CommitInput> = {}): Promise<Task | undefined> {
-  const r = await d.commit({ ...extra, sessionId: task.sessionId, label: `${label}:${task.kind}`, taskTransitions: [{ taskId: task.id, expectVersion: task.version, set }] });
+export async function transition(d: IdleTransitionDeps, task: Task, label: string, set: TaskSet, extra: Partial<CommitInput> | (() => Promise<Partial<CommitInput>>) = {}): Promise<Task | undefined> {
+  const build = typeof extra === 'function' ? extra : async () => extra;
+  const commit = () => build().then((x) => d.commit({ ...x, sessionId: task.sessionId, label: `${label}:${task.kind}`, taskTransitions: [{ taskId: task.id, expectVersion: task.version, set }] }));
+  let r = await commit();
+  // Extra built from a read of the run (a function): another task of the run may have moved it
+  // between that read and this commit (two sleepers of a run in retry_wait waking at once). The
+  // run move is built again from the run as it is now; the task's compare-and-set still guards it.
+  for (let again = 0; typeof extra === 'function' && !r.ok && r.conflict.kind === 'run_state' && r.conflict.runId === task.runId && again < RUN_MOVE_TRIES; again++) r = await commit();
   if (!r.ok) {
     d.logger.warn({ taskId: task.id, label, conflict: r.conflict }, 'transition not committed');
     return undefined;
@@ -47,11 +56,12 @@ export async function startTask(d: IdleTransitionDeps, task: Task, known?: Run):
 /** A sleeper whose time came runs again; a task waking while its run waits in `retry_wait` takes the run back to `running`. */
 export async function wakeSleeper(d: IdleTransitionDeps, task: Task): Promise<void> {
   if ((task.wakeAt ?? 0) > d.clock.now()) return;
-  const run = task.runId ? await d.store.getRun(task.runId) : undefined;
-  const extra: Partial<CommitInput> =
-    run?.state === 'retry_wait'
+  const extra = async (): Promise<Partial<CommitInput>> => {
+    const run = task.runId ? await d.store.getRun(task.runId) : undefined;
+    return run?.state === 'retry_wait'
       ? { runTransitions: [{ runId: run.id, from: 'retry_wait', to: 'running', actor: `host:${d.hostId}`, reason: `retry wait ended: task ${task.id} (${task.kind}) runs phase ${task.phase} again` }] }
       : {};
+  };
   await transition(d, task, 'task.wake', { status: 'running', wakeAt: null }, extra);
 }
 

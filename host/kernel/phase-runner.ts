@@ -96,18 +96,29 @@ export async function runPhase(
     decision = { type: 'next', phase: task.phase };
   }
 
-  let commit: CommitInput;
+  let built: DecisionCommit;
   try {
-    commit = await decisionCommit(d, task, decision, pending);
+    built = await decisionCommit(d, task, decision, pending);
   } catch (err) {
     // An invalid document write or an unknown subtask kind is the phase's bug: the task fails, naming it.
     const e = isBerthError(err) ? err : null;
     retry = false;
     decision = { type: 'fail', error: { code: e?.code ?? 'decision_invalid', message: err instanceof Error ? err.message : String(err) } };
-    commit = await decisionCommit(d, task, decision, pending);
+    built = await decisionCommit(d, task, decision, pending);
   }
+  const commit = built.input;
   if (retry) commit.taskTransitions![0]!.set.attempts = task.attempts + 1;
-  const result = await d.commit(commit);
+  let result = await d.commit(commit);
+  // The run moves were built from the run as read before the commit; another task of the run may
+  // have moved it since (two phases asking for retry_wait at once: the second read `running` while
+  // the first's commit was on its way). That refusal is about the run, not this task: refusing the
+  // decision would drop what the phase proved (an action not applied goes back to `intended`) and
+  // re-run it from a row whose effect still says `executing`, as if the action might have arrived.
+  // The moves are built again from the run as it is now; the task's own compare-and-set still guards the rest.
+  for (let again = 0; !result.ok && result.conflict.kind === 'run_state' && result.conflict.runId === task.runId && again < RUN_MOVE_TRIES; again++) {
+    commit.runTransitions = await built.runMoves();
+    result = await d.commit(commit);
+  }
   if (!result.ok) {
     log.warn({ conflict: result.conflict }, 'decision not committed');
     return { committed: false, reason: result.conflict.kind };
@@ -117,12 +128,21 @@ export async function runPhase(
   return { committed: true, task: after, terminal: after.status === 'terminal' };
 }
 
+/** How many times a decision is committed again after its run moved under it (each time it read the run anew). */
+const RUN_MOVE_TRIES = 5;
+
+/** A decision's commit, and how to build its run moves again from the run as it is now. */
+interface DecisionCommit {
+  input: CommitInput;
+  runMoves(): Promise<NonNullable<CommitInput['runTransitions']>>;
+}
+
 async function decisionCommit(
   d: PhaseRunnerDeps,
   task: Task,
   decision: Decision,
   pending: EffectWrite[],
-): Promise<CommitInput> {
+): Promise<DecisionCommit> {
   const spawns: ResolvedSpawn[] = decision.type === 'spawn' ? decision.tasks.map((s) => resolveSpawn(d.registry, s)) : [];
   const final = decision.type === 'complete' || decision.type === 'fail' || decision.type === 'interrupt' || task.cancelRequested;
   const live = final ? (await d.store.listTasks({ parentId: task.id, statuses: LIVE })).map((t) => t.id) : [];
@@ -141,7 +161,11 @@ async function decisionCommit(
       else effects.push(w);
     }
   }
-  return {
+  const terminal = effect.terminal;
+  const move = (decision.type === 'await' || decision.type === 'next' || decision.type === 'sleep') && decision.run ? decision.run : undefined;
+  const runMoves = async () =>
+    terminal ? await rootRunTransitions(d, task, terminal, effects, describe(decision)) : move ? await requestedRunTransitions(d, task, move) : [];
+  const input: CommitInput = {
     sessionId: task.sessionId,
     label: `phase.${decision.type}:${task.kind}`,
     entries: (writes.entries ?? []).map((e) => ({ id: newId('ent'), conversationId: e.conversationId ?? null, runId: task.runId, taskId: task.id, kind: e.kind, body: e.body })),
@@ -153,12 +177,9 @@ async function decisionCommit(
     snapshots: (writes.snapshots ?? []).map((s) => ({ ...s, runId: task.runId, taskId: task.id })),
     acceptance: task.runId ? (writes.acceptance ?? []).map((a) => ({ ...a, runId: task.runId! })) : [],
     artifacts: (writes.artifacts ?? []).map((a) => ({ ...a, runId: task.runId!, taskId: task.id })),
-    runTransitions: effect.terminal
-      ? await rootRunTransitions(d, task, effect.terminal, effects, describe(decision))
-      : (decision.type === 'await' || decision.type === 'next' || decision.type === 'sleep') && decision.run
-        ? await requestedRunTransitions(d, task, decision.run)
-        : [],
+    runTransitions: await runMoves(),
   };
+  return { input, runMoves };
 }
 
 /** Run transitions when `task` is its run's root and has just become terminal. */

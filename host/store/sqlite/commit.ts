@@ -9,14 +9,21 @@ import { BUSY_TIMEOUT_MS } from './open';
 /**
  * Runs the commit algorithm ({@link commitSteps}) on SQLite: synchronously, inside one BEGIN
  * IMMEDIATE transaction (better-sqlite3 transactions cannot await), each statement prepared once
- * per connection.
+ * per connection. The commit is applied (visible to every reader) when the call returns.
  */
 export class CommitWriter {
   private readonly prepared = new Map<Statement, Database.Statement>();
   // Made once: better-sqlite3 builds a transaction function's wrappers at each db.transaction() call.
   private readonly write;
 
-  constructor(private readonly db: Database.Database) {
+  /**
+   * @param unflushed runs each commit's transaction without its own flush to disk (the store answers
+   *   its caller after a flush shared with the commits applied beside it: shared-sync.ts).
+   */
+  constructor(
+    private readonly db: Database.Database,
+    private readonly unflushed: <T>(write: () => T) => T = (write) => write(),
+  ) {
     this.write = db.transaction((input: CommitInput, at: number) => this.drive(commitSteps(input, at, at)));
   }
 
@@ -41,7 +48,7 @@ export class CommitWriter {
   /** @param at the commit's time on the store's clock, which is also the database clock its fence is judged by. */
   apply(input: CommitInput, at: number): CommitResult {
     try {
-      const { seq, tasks } = this.write.immediate(input, at);
+      const { seq, tasks } = this.unflushed(() => this.write.immediate(input, at));
       return { ok: true, seq, at, tasks: tasks.map(toTask) };
     } catch (err) {
       if (err instanceof Conflict) return { ok: false, conflict: err.conflict };
