@@ -1,4 +1,4 @@
-import { isLegalRunTransition, isUnresolvedEffect, SANDBOX_VERIFIED, TASK_RESTARTED, type Json } from '../model';
+import { isLegalRunTransition, isUnresolvedEffect, SANDBOX_SWEPT, SANDBOX_VERIFIED, TASK_RESTARTED, type Json } from '../model';
 import type { RunRecord } from './schema';
 
 /** One broken rule of one run, with what shows it. */
@@ -28,6 +28,7 @@ export const INVARIANTS = {
   checkpoint_refs_exist: 'every snapshot a checkpoint, result or sandbox pointer names is in the record',
   cancel_matches_effects: 'a cancelled task\'s evidence covers the effects of its work (its own and its subtasks\'): every one that started is listed, `before` only when none did, `after` only when all happened (seed 004 #5)',
   approvals_closed: 'a run in a final state has no open approval: each request was decided, expired or closed by the cancel (seed 004 #1)',
+  sweeps_accounted: 'a restart that took up a live sandbox an earlier owner left (adopted it, or removed it with a step caught mid-run) records the sweep: a sandbox.swept entry names that sandbox and what was stopped or removed, before the verification that used it',
 } as const;
 export type InvariantName = keyof typeof INVARIANTS;
 
@@ -90,11 +91,19 @@ export function checkRecord(r: RunRecord): Violation[] {
   // snapshot it restored) before any output it produced there; the transitions' versions are the
   // admission's, carried over, and prove nothing about a restart.
   const restartedAt = new Map<string, number>();
+  const swept = new Set<string>();
   for (const e of r.entries) {
     if (!e.taskId) continue;
     if (e.kind === TASK_RESTARTED) restartedAt.set(e.taskId, e.seq);
-    else if (e.kind === SANDBOX_VERIFIED) {
+    else if (e.kind === SANDBOX_SWEPT) {
+      const lease = obj(e.body).leaseId;
+      if (typeof lease === 'string') swept.add(lease);
+    } else if (e.kind === SANDBOX_VERIFIED) {
       const b = obj(e.body);
+      // Taking up a sandbox stops what earlier hosts left running there; replacing a live one kills it.
+      const replaced = obj(b.replaced);
+      const live = b.how === 'attached' ? b.leaseId : b.how === 'restored' && replaced.live === true ? replaced.leaseId : undefined;
+      if (typeof live === 'string' && !swept.has(live)) v('sweeps_accounted', `task ${e.taskId} ${b.how === 'attached' ? 'took up' : 'replaced'} sandbox lease ${live} (entry #${e.seq}) with no record of what it stopped or removed there`, { entry: e.id, task: e.taskId, lease: live, how: b.how ?? null });
       const admitted = r.run.versions.envFingerprint;
       if (typeof b.kernel !== 'string' || typeof b.envFingerprint !== 'string') v('resume_verified', `entry ${e.id} says task ${e.taskId} verified its sandbox but names no kernel version or environment fingerprint`, { entry: e.id, body: e.body });
       else if (admitted && b.envFingerprint !== admitted) v('resume_verified', `task ${e.taskId} verified a sandbox of environment ${b.envFingerprint}, not the run's ${admitted}`, { entry: e.id, verified: b.envFingerprint, admitted });

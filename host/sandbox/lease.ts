@@ -58,6 +58,11 @@ export class Lease implements AsyncDisposable {
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private readonly activity = new ExecActivity();
   private readonly earlier = new Map<string, EarlierCommand>();
+  /**
+   * What `SandboxHost.attach` found and stopped of the commands earlier hosts left here (undefined
+   * on a lease this process created): the sweep a new owner accounts for in the run's record.
+   */
+  attachedEarlier: EarlierCommands | undefined;
   private readonly execHost: ExecHost;
   private readonly fileCtx: files.FileContext;
   private readonly logger: Logger;
