@@ -17,7 +17,7 @@ export const INVARIANTS = {
   completed_with_unresolved: 'a run is not completed while an approval or an effect is unresolved (seed 004 #1)',
   retry_same_effect: 'a retried effect keeps one logical key and records why replay was safe: safe/verify replay, or every earlier attempt proven not applied (seed 004 #2)',
   in_flight_owner: 'an effect in flight or uncertain names the task that owns it, and the run keeps a durable last transition (seed 004 #3)',
-  resume_verified: 'a resumed run records the versions it verified (kernel, environment fingerprint): on every transition after admission, and per restart, before a restarted step\'s output, what its process verified of the sandbox (seed 004 #4)',
+  resume_verified: 'a resumed run records the versions it verified (kernel, environment fingerprint): on every transition after admission, and per restart, before a restarted step\'s output or a restarted agent tool\'s result, what its process verified of the sandbox (seed 004 #4)',
   cancel_records_point: 'a cancelled task records whether its work stopped before, after or unknown relative to its effects (seed 004 #5)',
   compensation_declared: 'compensation happens only through a declared operation: a compensated effect or run names it (seed 004 #6)',
   sandbox_cleanup_visible: 'an ended run releases its own sandbox leases, or the unreleased lease is visible as a violation (seed 004 #7)',
@@ -92,13 +92,27 @@ export function checkRecord(r: RunRecord): Violation[] {
   // admission's, carried over, and prove nothing about a restart.
   const restartedAt = new Map<string, number>();
   const swept = new Set<string>();
+  // Agent tools share the session's sandbox, and only the first to take it up in a resumed process
+  // verifies it (the others find it held): a restarted tool's result needs a verification since its restart, by any tool.
+  const toolRestartedAt = new Map<string, number>();
+  let lastVerified = -1;
   for (const e of r.entries) {
     if (!e.taskId) continue;
-    if (e.kind === TASK_RESTARTED) restartedAt.set(e.taskId, e.seq);
+    if (e.kind === TASK_RESTARTED) {
+      restartedAt.set(e.taskId, e.seq);
+      toolRestartedAt.set(e.taskId, e.seq);
+    } else if (e.kind === 'agent.tool_result' && toolRestartedAt.has(e.taskId)) {
+      const at = toolRestartedAt.get(e.taskId)!;
+      toolRestartedAt.delete(e.taskId);
+      // Results committed without using the sandbox (refused, denied, expired, no such tool, sandbox unusable) have nothing to verify.
+      const status = obj(e.body).status;
+      if ((status === 'ok' || status === 'interrupted') && lastVerified < at) v('resume_verified', `tool task ${e.taskId} was restarted (entry #${at}) and its result (entry #${e.seq}) came from a sandbox nothing verified since the restart`, { task: e.taskId, restartEntry: at, resultEntry: e.seq });
+    }
     else if (e.kind === SANDBOX_SWEPT) {
       const lease = obj(e.body).leaseId;
       if (typeof lease === 'string') swept.add(lease);
     } else if (e.kind === SANDBOX_VERIFIED) {
+      lastVerified = e.seq;
       const b = obj(e.body);
       // Taking up a sandbox stops what earlier hosts left running there; replacing a live one kills it.
       const replaced = obj(b.replaced);

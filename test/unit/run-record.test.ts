@@ -113,6 +113,34 @@ describe('run invariants (berth check)', () => {
   }
 });
 
+describe('resume verified over agent tool calls (resume_verified)', () => {
+  const only = (r: RunRecord) => checkRecord(r).filter((v) => v.invariant === 'resume_verified');
+  const entry = (seq: number, taskId: string, kind: string, body: Record<string, unknown>) => ({ id: `e${seq}`, seq, conversationId: null, taskId, kind, body: body as never, commitSeq: 3, at: 3 });
+  const fp = (r: RunRecord) => r.run.versions.envFingerprint ?? 'sha256:x';
+  it('accepts two tools restarted together when the first verified the session sandbox and the second found it held', () => {
+    const r = validRecord();
+    r.entries = [
+      entry(1, 't1', 'task.restarted', {}),
+      entry(2, 't2', 'task.restarted', {}),
+      entry(3, 't1', 'sandbox.verified', { how: 'restored', kernel: 'k', envFingerprint: fp(r), leaseId: 'l2' }),
+      entry(4, 't1', 'agent.tool_result', { status: 'ok' }),
+      entry(5, 't2', 'agent.tool_result', { status: 'ok' }),
+    ];
+    expect(only(r)).toEqual([]);
+  });
+  it('reports a restarted tool whose result came with no verification since its restart, but not one that ended without using the sandbox', () => {
+    const r = validRecord();
+    r.entries = [
+      entry(1, 't0', 'sandbox.verified', { how: 'attached', kernel: 'k', envFingerprint: fp(r), leaseId: 'l1' }),
+      entry(2, 't1', 'task.restarted', {}),
+      entry(3, 't1', 'agent.tool_result', { status: 'ok' }),
+      entry(4, 't2', 'task.restarted', {}),
+      entry(5, 't2', 'agent.tool_result', { status: 'denied' }),
+    ];
+    expect(only(r).map((v) => v.evidence)).toEqual([{ task: 't1', restartEntry: 2, resultEntry: 3 }]);
+  });
+});
+
 describe('sweeps accounted (sweeps_accounted)', () => {
   const only = (r: RunRecord) => checkRecord(r).filter((v) => v.invariant === 'sweeps_accounted');
   const entry = (seq: number, kind: string, body: Record<string, unknown>) => ({ id: `e${seq}`, seq, conversationId: null, taskId: 'task_step', kind, body: body as never, commitSeq: 3, at: 3 });
