@@ -14,6 +14,7 @@ import { leaseFromBase, pushAfterSnapshot } from './registry-steps';
 import { assertStillOwner, supersedeEarlier } from './owner-guard';
 import { canUploadAsLayer, dropUpload, uploadAsLayer, type UploadImage } from './upload-layer';
 import { sandboxEntries, SweepLog, type SweepEntry } from './sweep-log';
+import { countCutOffCpu } from './cut-off-cpu';
 import type { Json } from '../model';
 
 export interface RunSandboxDeps {
@@ -209,7 +210,7 @@ export class RunSandbox {
     const live = record !== undefined && v?.ok === true;
     const why = !record ? 'the run had no sandbox lease' : record.releasedAt !== null ? `lease ${record.id} was released` : expired ? `lease ${record.id} expired` : v && !v.ok ? v.reason : 'a safe step was caught mid-run: its partial changes are discarded';
     this.replaced.set(runId, { leaseId: record?.id ?? null, reason: why, ...(live ? { live: true } : {}) });
-    if (record && record.releasedAt === null) await this.releaseRecord(record.id, env);
+    if (record && record.releasedAt === null) await this.releaseRecord(record.id, env, runId);
     // The record accounts for it: a live sandbox (its command killed with it) was removed, or verification found it lost.
     if (record && live) this.sweeps.add(runId, { what: 'removed', leaseId: record.id, containerId: record.containerId, reason: 'in_flight_safe_step', epoch: record.epoch ?? null });
     else if (record) this.sweeps.add(runId, { what: 'lost', leaseId: record.id, reason: why });
@@ -456,7 +457,7 @@ export class RunSandbox {
     return this.d.snapshots.images.exists(imageId);
   }
 
-  private async releaseRecord(leaseId: string, env: Environment): Promise<void> {
+  private async releaseRecord(leaseId: string, env: Environment, runId: string): Promise<void> {
     const held = [...this.live.values()].find((l) => l.id === leaseId);
     if (held) return held.release();
     const record = await this.d.store.getLease(leaseId);
@@ -464,7 +465,11 @@ export class RunSandbox {
     // Attach just to remove it; a container that is already gone only needs its record closed.
     await this.d.sandbox
       .attach(this.spec(env), record, { autoHeartbeat: false })
-      .then((l) => l.release())
+      .then(async (l) => {
+        // The command it cut off (a step caught mid-run) is paid for before its container goes.
+        await countCutOffCpu(this.d, runId, l).catch((err: unknown) => this.d.logger.warn({ err, runId }, 'could not count the CPU of a cut-off command'));
+        await l.release();
+      })
       // Not attachable (another process's networked lease, a gone container): released without a
       // Lease object, with its container and its network, not only the record (a record closed
       // alone left the network of a taken-over run's old sandbox behind for two minutes).
@@ -494,6 +499,8 @@ export class RunSandbox {
     if (epoch !== undefined) await this.d.store.adoptLease(lease.id, epoch);
     this.hold(runId, lease, epoch);
     this.sweeps.adopted(runId, lease, epoch);
+    // What earlier hosts ran here and never measured (their command cut off by the kill) is paid for.
+    await countCutOffCpu(this.d, runId, lease).catch((err: unknown) => this.d.logger.warn({ err, runId }, 'could not count the CPU of a cut-off command'));
     return lease;
   }
 

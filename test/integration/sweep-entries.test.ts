@@ -97,13 +97,20 @@ describe.each(STORE_KINDS)('sweeps are entries of the run (%s store)', { timeout
 });
 
 describe('sweeps of an adopted sandbox are entries of the run', { timeout: 360_000 }, () => {
-  it('a host SIGKILLed in a never step leaves its command running; the resume stops it in the sandbox it adopts and the parked run records which command it killed', async () => {
+  it('a host SIGKILLed in a never step leaves its command burning CPU; the resume stops it in the sandbox it adopts, the parked run records which command it killed, and the CPU it burnt is on the run\'s cost', async () => {
     fx = await planFixture([
       { name: 'one', run: 'echo one > one.txt' },
-      { name: 'deploy', run: 'touch began && sleep 60 && touch late', replay: 'never' },
+      { name: 'deploy', run: 'touch began && while :; do :; done', replay: 'never' },
     ]);
     const { child, ended } = await startRun(fx);
     const { runId, lease } = await secondStepRunning(fx);
+    // The container's own counter, once the command has burnt a measurable amount.
+    const cpuUsec = async () => {
+      const s = (await fx!.docker.getContainer(lease.containerId).stats({ stream: false })) as { cpu_stats?: { cpu_usage?: { total_usage?: number } } };
+      return Math.round((s.cpu_stats?.cpu_usage?.total_usage ?? 0) / 1000);
+    };
+    let burnt = 0;
+    while ((burnt = await cpuUsec()) < 300_000) await sleep(250);
     child.kill('SIGKILL');
     expect((await ended).signal).toBe('SIGKILL');
 
@@ -117,9 +124,12 @@ describe('sweeps of an adopted sandbox are entries of the run', { timeout: 360_0
       expect.objectContaining({ what: 'commands', leaseId: lease.id, containerId: lease.containerId, commands: [{ tag: `${runId}:step:1`, state: 'killed', exitCode: null }] }),
     ]);
     expect((swept[0] as { killedProcesses: number }).killedProcesses).toBeGreaterThan(0);
+    // Before: no CPU at all under the lease (the killed host's meter died with it), whatever the command burnt.
+    const counted = await fx.read(async (s) => (await s.listCost({ runId })).filter((c) => c.key === lease.id && c.meter === 'cpu.usec').reduce((n, c) => n + c.amount, 0));
+    expect(counted).toBeGreaterThanOrEqual(burnt);
     const check = await fx.cli(['check', runId, '--json']);
     expect(check.code, check.stdout + check.stderr).toBe(0);
-    const accept = await fx.cli(['reconcile', runId, '--reject-effect', '--json']);
+    const accept = await fx.cli(['reconcile', runId, '--accept', '--json']);
     expect(accept.code, accept.stderr.slice(-800)).toBe(0);
   });
 
