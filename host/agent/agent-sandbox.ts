@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Decision, PhaseContext } from '../kernel';
-import { plainJson, SANDBOX_VERIFIED, type Json } from '../model';
+import { plainJson, type Json } from '../model';
 import { SANDBOX_DOC, type RunSandbox, type SandboxPointer } from '../run-sandbox';
 import type { Lease } from '../sandbox';
 import type { Store } from '../store';
@@ -85,8 +85,8 @@ export class AgentSandbox {
     const op = ensured.pointer;
     const writes: NonNullable<Decision['writes']> = Object.keys(op).length ? { documents: [{ documentId: docId, op: op as Json }] } : {};
     // What this process verified of the sandbox (after a restart): committed with the tool that used it, the run's evidence that it checked.
-    const verified = this.d.plan.takeVerification(sessionId);
-    if (verified) writes.entries = [{ kind: SANDBOX_VERIFIED, body: plainJson(verified) }];
+    const entries = this.d.plan.takeEntries(sessionId);
+    if (entries.length) writes.entries = entries;
     return { kind: 'ok', lease: ensured.lease, writes };
   }
 

@@ -50,4 +50,4 @@ export type {
 export { CommandEvidenceSchema, COST_METERS, type AcceptanceDecision, type CommandEvidence, type CostSample, type CostMeter, type CostTotal } from './acceptance';
 export type { LeaseRecord, LeaseRecords, SweepRecord } from './lease';
 export type { EgressAttempt, EgressAuditRecords } from './egress';
-export { TASK_RESTARTED, SANDBOX_VERIFIED, OWNER_LOST } from './run-entries';
+export { TASK_RESTARTED, SANDBOX_VERIFIED, SANDBOX_SWEPT, OWNER_LOST } from './run-entries';

@@ -9,3 +9,9 @@ export const TASK_RESTARTED = 'task.restarted';
 export const SANDBOX_VERIFIED = 'sandbox.verified';
 /** A new owner claimed the run's session from one that never released it (killed, or lease ran out), naming it and its epoch. */
 export const OWNER_LOST = 'owner.lost';
+/**
+ * What a process swept of the run's sandboxes before using them after a restart: the commands an
+ * earlier owner left running in the sandbox it adopted (stopped), a sandbox of an earlier owner it
+ * removed, or the run's sandbox it found lost at verification.
+ */
+export const SANDBOX_SWEPT = 'sandbox.swept';

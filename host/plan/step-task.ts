@@ -1,5 +1,5 @@
 import { rejected, storedValue, type PhaseContext, type TypedDecision, type TypedPhaseContext } from '../kernel';
-import { plainJson, SANDBOX_VERIFIED, type Effect, type Json, type Task } from '../model';
+import { plainJson, type Effect, type Json, type Task } from '../model';
 import { BerthError, isBerthError } from '../errors';
 import type { Lease } from '../sandbox';
 import { resolveSecrets, type ResolvedSecret } from '../secrets';
@@ -111,7 +111,7 @@ export async function runStep(ctx: TypedPhaseContext<StepInput>, sb: RunSandbox,
       const out = await ctx.perform(spec, async () => {
         throw new BerthError('plan_corrupt', `step ${step.name} (replay never) would be started again`, { ids: { runId, effectId } });
       });
-      if (out.status === 'uncertain') return { type: 'interrupt', reason: `${out.reason}; ${stopped}`, result: { step: step.name, interrupted: true, earlier: stopped } };
+      if (out.status === 'uncertain') return { type: 'interrupt', reason: `${out.reason}; ${stopped}`, result: { step: step.name, interrupted: true, earlier: stopped }, writes: { entries: sb.takeSweeps(runId) } };
     }
   }
 
@@ -124,12 +124,12 @@ export async function runStep(ctx: TypedPhaseContext<StepInput>, sb: RunSandbox,
     const after = await sb.afterRun(runId, env, ptr);
     if (after.kind === 'ok') lease = after.lease;
     else if (step.replay === 'never') {
-      return parked(step.name, `step ${step.name} (replay never) ran and its effect is confirmed, but the sandbox it changed is gone (${after.reason}) before its snapshot: its workspace changes are lost`);
+      return parked(step.name, `step ${step.name} (replay never) ran and its effect is confirmed, but the sandbox it changed is gone (${after.reason}) before its snapshot: its workspace changes are lost`, { entries: sb.takeSweeps(runId) });
     } else receipt = null;
   }
   if (!lease) {
     const ensured = await sb.ensureOrBehind(runId, ctx.task.sessionId, env, ptr, { inFlight: prior?.status === 'executing', replay: step.replay, signal: ctx.signal });
-    if (ensured.kind === 'reconcile') return parked(step.name, ensured.reason);
+    if (ensured.kind === 'reconcile') return parked(step.name, ensured.reason, { entries: sb.takeSweeps(runId) });
     if (ensured.kind === 'behind') {
       const decision = await rewind(ctx, sb, input, index, ensured);
       // A safe step caught mid-run whose sandbox is gone: its partial changes went with the
@@ -153,8 +153,7 @@ export async function runStep(ctx: TypedPhaseContext<StepInput>, sb: RunSandbox,
   }
   const held = lease;
   // What this process verified of the sandbox before the step used it (after a restart): committed with the step, the run's evidence that it checked.
-  const verified = sb.takeVerification(runId);
-  const verifiedEntry = verified ? [{ kind: SANDBOX_VERIFIED, body: plainJson(verified) }] : [];
+  const verifiedEntry = sb.takeEntries(runId);
   if (!receipt) {
     progress({ type: 'step-start', runId, index, step: step.name, command: step.run });
     let secrets: ResolvedSecret[];

@@ -1,4 +1,4 @@
-import { isLegalRunTransition, isUnresolvedEffect, SANDBOX_VERIFIED, TASK_RESTARTED, type Json } from '../model';
+import { isLegalRunTransition, isUnresolvedEffect, SANDBOX_SWEPT, SANDBOX_VERIFIED, TASK_RESTARTED, type Json } from '../model';
 import type { RunRecord } from './schema';
 
 /** One broken rule of one run, with what shows it. */
@@ -17,7 +17,7 @@ export const INVARIANTS = {
   completed_with_unresolved: 'a run is not completed while an approval or an effect is unresolved (seed 004 #1)',
   retry_same_effect: 'a retried effect keeps one logical key and records why replay was safe: safe/verify replay, or every earlier attempt proven not applied (seed 004 #2)',
   in_flight_owner: 'an effect in flight or uncertain names the task that owns it, and the run keeps a durable last transition (seed 004 #3)',
-  resume_verified: 'a resumed run records the versions it verified (kernel, environment fingerprint): on every transition after admission, and per restart, before a restarted step\'s output, what its process verified of the sandbox (seed 004 #4)',
+  resume_verified: 'a resumed run records the versions it verified (kernel, environment fingerprint): on every transition after admission, and per restart, before a restarted step\'s output or a restarted agent tool\'s result, what its process verified of the sandbox (seed 004 #4)',
   cancel_records_point: 'a cancelled task records whether its work stopped before, after or unknown relative to its effects (seed 004 #5)',
   compensation_declared: 'compensation happens only through a declared operation: a compensated effect or run names it (seed 004 #6)',
   sandbox_cleanup_visible: 'an ended run releases its own sandbox leases, or the unreleased lease is visible as a violation (seed 004 #7)',
@@ -28,6 +28,7 @@ export const INVARIANTS = {
   checkpoint_refs_exist: 'every snapshot a checkpoint, result or sandbox pointer names is in the record',
   cancel_matches_effects: 'a cancelled task\'s evidence covers the effects of its work (its own and its subtasks\'): every one that started is listed, `before` only when none did, `after` only when all happened (seed 004 #5)',
   approvals_closed: 'a run in a final state has no open approval: each request was decided, expired or closed by the cancel (seed 004 #1)',
+  sweeps_accounted: 'a restart that took up a live sandbox an earlier owner left (adopted it, or removed it with a step caught mid-run) records the sweep: a sandbox.swept entry names that sandbox and what was stopped or removed, before the verification that used it',
 } as const;
 export type InvariantName = keyof typeof INVARIANTS;
 
@@ -90,11 +91,33 @@ export function checkRecord(r: RunRecord): Violation[] {
   // snapshot it restored) before any output it produced there; the transitions' versions are the
   // admission's, carried over, and prove nothing about a restart.
   const restartedAt = new Map<string, number>();
+  const swept = new Set<string>();
+  // Agent tools share the session's sandbox, and only the first to take it up in a resumed process
+  // verifies it (the others find it held): a restarted tool's result needs a verification since its restart, by any tool.
+  const toolRestartedAt = new Map<string, number>();
+  let lastVerified = -1;
   for (const e of r.entries) {
     if (!e.taskId) continue;
-    if (e.kind === TASK_RESTARTED) restartedAt.set(e.taskId, e.seq);
-    else if (e.kind === SANDBOX_VERIFIED) {
+    if (e.kind === TASK_RESTARTED) {
+      restartedAt.set(e.taskId, e.seq);
+      toolRestartedAt.set(e.taskId, e.seq);
+    } else if (e.kind === 'agent.tool_result' && toolRestartedAt.has(e.taskId)) {
+      const at = toolRestartedAt.get(e.taskId)!;
+      toolRestartedAt.delete(e.taskId);
+      // Results committed without using the sandbox (refused, denied, expired, no such tool, sandbox unusable) have nothing to verify.
+      const status = obj(e.body).status;
+      if ((status === 'ok' || status === 'interrupted') && lastVerified < at) v('resume_verified', `tool task ${e.taskId} was restarted (entry #${at}) and its result (entry #${e.seq}) came from a sandbox nothing verified since the restart`, { task: e.taskId, restartEntry: at, resultEntry: e.seq });
+    }
+    else if (e.kind === SANDBOX_SWEPT) {
+      const lease = obj(e.body).leaseId;
+      if (typeof lease === 'string') swept.add(lease);
+    } else if (e.kind === SANDBOX_VERIFIED) {
+      lastVerified = e.seq;
       const b = obj(e.body);
+      // Taking up a sandbox stops what earlier hosts left running there; replacing a live one kills it.
+      const replaced = obj(b.replaced);
+      const live = b.how === 'attached' ? b.leaseId : b.how === 'restored' && replaced.live === true ? replaced.leaseId : undefined;
+      if (typeof live === 'string' && !swept.has(live)) v('sweeps_accounted', `task ${e.taskId} ${b.how === 'attached' ? 'took up' : 'replaced'} sandbox lease ${live} (entry #${e.seq}) with no record of what it stopped or removed there`, { entry: e.id, task: e.taskId, lease: live, how: b.how ?? null });
       const admitted = r.run.versions.envFingerprint;
       if (typeof b.kernel !== 'string' || typeof b.envFingerprint !== 'string') v('resume_verified', `entry ${e.id} says task ${e.taskId} verified its sandbox but names no kernel version or environment fingerprint`, { entry: e.id, body: e.body });
       else if (admitted && b.envFingerprint !== admitted) v('resume_verified', `task ${e.taskId} verified a sandbox of environment ${b.envFingerprint}, not the run's ${admitted}`, { entry: e.id, verified: b.envFingerprint, admitted });

@@ -9,14 +9,16 @@ import type { Store } from '../store';
  * ever attach again, still running the step it started there (DESIGN.md "no command outlives its
  * owner").
  */
-export async function supersedeEarlier(d: { store: Store; sandbox: SandboxHost; logger: Logger }, runId: string, sessionId: string, keep: string | null): Promise<void> {
+export async function supersedeEarlier(d: { store: Store; sandbox: SandboxHost; logger: Logger }, runId: string, sessionId: string, keep: string | null): Promise<Array<{ leaseId: string; containerId: string; epoch: number | null }>> {
   const owner = await d.store.getSessionOwner(sessionId);
-  if (!owner || owner.stoppedAt !== null) return;
+  if (!owner || owner.stoppedAt !== null) return [];
   const stale = (await d.store.listLeases({ runId, unreleased: true })).filter((r) => r.id !== keep && (r.epoch ?? -1) < owner.epoch);
-  if (stale.length === 0) return;
+  if (stale.length === 0) return [];
   const ids = new Set(stale.map((r) => r.id));
   const removed = await d.sandbox.releaseLeases((r) => ids.has(r.id), 'stale_epoch');
   d.logger.warn({ runId, leases: [...ids], containers: removed.map((r) => r.containerId) }, 'removed sandboxes of the run that an earlier owner left');
+  // Every stale lease is closed now (its container removed, or gone already): each is a sweep of the run.
+  return stale.map((r) => ({ leaseId: r.id, containerId: removed.find((x) => x.leaseId === r.id)?.containerId ?? r.containerId, epoch: r.epoch ?? null }));
 }
 
 /**

@@ -13,6 +13,8 @@ import type { SandboxPointer } from './sandbox-doc';
 import { leaseFromBase, pushAfterSnapshot } from './registry-steps';
 import { assertStillOwner, supersedeEarlier } from './owner-guard';
 import { canUploadAsLayer, dropUpload, uploadAsLayer, type UploadImage } from './upload-layer';
+import { sandboxEntries, SweepLog, type SweepEntry } from './sweep-log';
+import { countCutOffCpu } from './cut-off-cpu';
 import type { Json } from '../model';
 
 export interface RunSandboxDeps {
@@ -50,7 +52,7 @@ export interface SandboxVerification {
   workspaceDigest: string | null;
   snapshotId: string | null;
   /** A restore's reason: the sandbox the run had and what verification found of it (removed from the engine, expired, released). */
-  replaced?: { leaseId: string | null; reason: string };
+  replaced?: { leaseId: string | null; reason: string; live?: boolean };
 }
 
 /** The sandbox is gone and the newest snapshot is older than the newest committed workspace. */
@@ -74,8 +76,27 @@ export class RunSandbox {
   private readonly verified = new Map<string, SandboxVerification>();
   /** Why the sandbox the run's pointer named could not be used (gone, removed, expired), until a restore records it. */
   private readonly replaced = new Map<string, NonNullable<SandboxVerification['replaced']>>();
+  private readonly sweeps = new SweepLog();
 
   constructor(private readonly d: RunSandboxDeps) {}
+
+  /**
+   * The entries the step (or tool) that used the run's sandbox commits about it, once: what this
+   * process swept of the run's sandboxes, then what it verified (a restarted run's evidence).
+   */
+  takeEntries(runId: string): Array<{ kind: string; body: Json }> {
+    return sandboxEntries(this.sweeps.take(runId), this.takeVerification(runId));
+  }
+
+  /** Only the sweeps, for a decision that used no sandbox after them (a park, an interrupt). */
+  takeSweeps(runId: string): Array<{ kind: string; body: Json }> {
+    return sandboxEntries(this.sweeps.take(runId), undefined);
+  }
+
+  /** The sweeps not yet taken (a reader that reports a resume). */
+  pendingSweeps(runId: string): readonly SweepEntry[] {
+    return this.sweeps.peek(runId);
+  }
 
   /** What was verified of the run's sandbox since the last call (once: the step that used it records it). */
   takeVerification(runId: string): SandboxVerification | undefined {
@@ -186,11 +207,13 @@ export class RunSandbox {
       return { kind: 'ok', lease, pointer: {} };
     }
     // Gone, stopped, expired, or a safe step was caught mid-run (its partial changes are discarded).
-    this.replaced.set(runId, {
-      leaseId: record?.id ?? null,
-      reason: !record ? 'the run had no sandbox lease' : record.releasedAt !== null ? `lease ${record.id} was released` : expired ? `lease ${record.id} expired` : v && !v.ok ? v.reason : 'a safe step was caught mid-run: its partial changes are discarded',
-    });
-    if (record && record.releasedAt === null) await this.releaseRecord(record.id, env);
+    const live = record !== undefined && v?.ok === true;
+    const why = !record ? 'the run had no sandbox lease' : record.releasedAt !== null ? `lease ${record.id} was released` : expired ? `lease ${record.id} expired` : v && !v.ok ? v.reason : 'a safe step was caught mid-run: its partial changes are discarded';
+    this.replaced.set(runId, { leaseId: record?.id ?? null, reason: why, ...(live ? { live: true } : {}) });
+    if (record && record.releasedAt === null) await this.releaseRecord(record.id, env, runId);
+    // The record accounts for it: a live sandbox (its command killed with it) was removed, or verification found it lost.
+    if (record && live) this.sweeps.add(runId, { what: 'removed', leaseId: record.id, containerId: record.containerId, reason: 'in_flight_safe_step', epoch: record.epoch ?? null });
+    else if (record) this.sweeps.add(runId, { what: 'lost', leaseId: record.id, reason: why });
     if (!ptr.snapshotId) return { kind: 'reconcile', reason: `sandbox ${record ? `of lease ${record.id} ` : ''}is gone and no snapshot covers the newest committed sandbox change` };
     // Restoring is only a resume when the snapshot holds the newest committed workspace (under
     // `on-demand` later steps only advance the digest): otherwise the caller decides what to re-run.
@@ -434,7 +457,7 @@ export class RunSandbox {
     return this.d.snapshots.images.exists(imageId);
   }
 
-  private async releaseRecord(leaseId: string, env: Environment): Promise<void> {
+  private async releaseRecord(leaseId: string, env: Environment, runId: string): Promise<void> {
     const held = [...this.live.values()].find((l) => l.id === leaseId);
     if (held) return held.release();
     const record = await this.d.store.getLease(leaseId);
@@ -442,7 +465,11 @@ export class RunSandbox {
     // Attach just to remove it; a container that is already gone only needs its record closed.
     await this.d.sandbox
       .attach(this.spec(env), record, { autoHeartbeat: false })
-      .then((l) => l.release())
+      .then(async (l) => {
+        // The command it cut off (a step caught mid-run) is paid for before its container goes.
+        await countCutOffCpu(this.d, runId, l).catch((err: unknown) => this.d.logger.warn({ err, runId }, 'could not count the CPU of a cut-off command'));
+        await l.release();
+      })
       // Not attachable (another process's networked lease, a gone container): released without a
       // Lease object, with its container and its network, not only the record (a record closed
       // alone left the network of a taken-over run's old sandbox behind for two minutes).
@@ -471,11 +498,14 @@ export class RunSandbox {
     const epoch = await this.epochOf(sessionId);
     if (epoch !== undefined) await this.d.store.adoptLease(lease.id, epoch);
     this.hold(runId, lease, epoch);
+    this.sweeps.adopted(runId, lease, epoch);
+    // What earlier hosts ran here and never measured (their command cut off by the kill) is paid for.
+    await countCutOffCpu(this.d, runId, lease).catch((err: unknown) => this.d.logger.warn({ err, runId }, 'could not count the CPU of a cut-off command'));
     return lease;
   }
 
-  private supersede(runId: string, sessionId: string, keep: string | null): Promise<void> {
-    return supersedeEarlier(this.d, runId, sessionId, keep);
+  private async supersede(runId: string, sessionId: string, keep: string | null): Promise<void> {
+    for (const r of await supersedeEarlier(this.d, runId, sessionId, keep)) this.sweeps.add(runId, { what: 'removed', leaseId: r.leaseId, containerId: r.containerId, reason: 'stale_epoch', epoch: r.epoch });
   }
 
   private assertOwner(runId: string, sessionId: string): Promise<void> {

@@ -49,6 +49,12 @@ async function readCounters(container: Dockerode.Container): Promise<Reading | n
   }
 }
 
+/** The container's cumulative CPU time (all its processes since it started), in microseconds; undefined when no counter can be read. */
+export async function readCpuUsec(container: Dockerode.Container): Promise<number | undefined> {
+  const r = await readCounters(container);
+  return r ? Math.round(r.cpuNs / 1000) : undefined;
+}
+
 /** Memory is sampled this often while a measured exec runs (one engine call each). */
 const SAMPLE_MS = 1000;
 

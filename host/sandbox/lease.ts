@@ -11,6 +11,7 @@ import { DiskWatch } from './disk-watch';
 import { stopEarlierCommands, type EarlierCommand, type EarlierCommands } from './earlier-commands';
 import { ExecActivity } from './exec-activity';
 import { runExec, type ExecHost } from './exec-run';
+import { readCpuUsec } from './exec-usage';
 import type { ExecOptions, ExecResult } from './exec-types';
 import * as files from './file-ops';
 import * as artifactFiles from './artifact-files';
@@ -58,6 +59,11 @@ export class Lease implements AsyncDisposable {
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private readonly activity = new ExecActivity();
   private readonly earlier = new Map<string, EarlierCommand>();
+  /**
+   * What `SandboxHost.attach` found and stopped of the commands earlier hosts left here (undefined
+   * on a lease this process created): the sweep a new owner accounts for in the run's record.
+   */
+  attachedEarlier: EarlierCommands | undefined;
   private readonly execHost: ExecHost;
   private readonly fileCtx: files.FileContext;
   private readonly logger: Logger;
@@ -150,6 +156,15 @@ export class Lease implements AsyncDisposable {
     c.pidsMax = Math.max(c.pidsMax, r.counters.pidsMax ?? 0);
     c.oomKill = Math.max(c.oomKill, r.counters.oomKill ?? 0);
     return { outcome: r.outcome, commands: r.commands, kept: r.kept, killedProcesses: r.killedProcesses };
+  }
+
+  /**
+   * CPU the container used since it started (every process: commands, including those an earlier
+   * host started and never measured, and the host's own scripts), in microseconds; undefined when
+   * no counter can be read. What a new owner compares with the CPU the run's records counted.
+   */
+  cpuUsecTotal(): Promise<number | undefined> {
+    return readCpuUsec(this.deps.container);
   }
 
   /**

@@ -214,6 +214,7 @@ export class SandboxHost {
         details: { commands: earlier.commands },
       });
     }
+    lease.attachedEarlier = earlier;
     const killed = earlier.commands.filter((c) => c.state === 'killed');
     if (earlier.killedProcesses > 0) this.opts.logger.warn({ leaseId: record.id, killedProcesses: earlier.killedProcesses, commands: killed.map((c) => c.tag ?? c.execId) }, 'stopped what an earlier host left running in the sandbox');
     // The layer may already hold data; start the disk bound from a measurement, not from zero.

@@ -133,5 +133,16 @@ describe('what an agent tool\'s restart verified is part of the record', { timeo
     expect(verified).toMatchObject({ kernel: expect.any(String), envFingerprint: r.run.versions.envFingerprint, leaseId: expect.any(String) });
     const check = await w.cli(['check', runId]);
     expect(check.code, check.stdout + check.stderr).toBe(0);
+
+    // A restarted tool whose result came from a sandbox nothing verified: the same store with the evidence taken out.
+    // Before: berth check required a verification only before a plan step's output, and passed this.
+    await w.read(async (s) => {
+      await rawSql(s, 'DROP TRIGGER entries_immutable_delete');
+      await rawSql(s, "DELETE FROM entries WHERE kind = 'sandbox.verified'");
+    });
+    const caught = await w.cli(['check', runId, '--json']);
+    expect(caught.code, caught.stdout + caught.stderr).not.toBe(0);
+    expect(caught.stdout).toContain('resume_verified');
+    expect(caught.stdout).toContain('nothing verified since the restart');
   });
 });

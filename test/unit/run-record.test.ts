@@ -89,6 +89,9 @@ const CORRUPT: Record<InvariantName, (r: RunRecord) => void> = {
   // What a cancel of an agent run waiting for an approval used to leave: a final run, an open request.
   approvals_closed: (r) =>
     r.approvals.push({ approvalId: 'apr_1', toolCallId: 'call_0_0', tool: 'exec', scopeDigest: `sha256:${'0'.repeat(64)}`, expiresAt: 10, requestedAt: 1, decision: 'pending', approver: null, decidedAt: null }),
+  // A restarted step that took up the sandbox a killed host left, with no word of what it stopped there.
+  sweeps_accounted: (r) =>
+    r.entries.unshift({ id: 'e0', seq: 0, conversationId: null, taskId: 'task_step', kind: 'sandbox.verified', body: { how: 'attached', kernel: 'berth@0.1.0', envFingerprint: r.run.versions.envFingerprint ?? 'sha256:x', leaseId: 'lease_1' }, commitSeq: 3, at: 3 }),
 };
 
 describe('run invariants (berth check)', () => {
@@ -108,6 +111,59 @@ describe('run invariants (berth check)', () => {
       expect(v.evidence).not.toBeNull();
     });
   }
+});
+
+describe('resume verified over agent tool calls (resume_verified)', () => {
+  const only = (r: RunRecord) => checkRecord(r).filter((v) => v.invariant === 'resume_verified');
+  const entry = (seq: number, taskId: string, kind: string, body: Record<string, unknown>) => ({ id: `e${seq}`, seq, conversationId: null, taskId, kind, body: body as never, commitSeq: 3, at: 3 });
+  const fp = (r: RunRecord) => r.run.versions.envFingerprint ?? 'sha256:x';
+  it('accepts two tools restarted together when the first verified the session sandbox and the second found it held', () => {
+    const r = validRecord();
+    r.entries = [
+      entry(1, 't1', 'task.restarted', {}),
+      entry(2, 't2', 'task.restarted', {}),
+      entry(3, 't1', 'sandbox.verified', { how: 'restored', kernel: 'k', envFingerprint: fp(r), leaseId: 'l2' }),
+      entry(4, 't1', 'agent.tool_result', { status: 'ok' }),
+      entry(5, 't2', 'agent.tool_result', { status: 'ok' }),
+    ];
+    expect(only(r)).toEqual([]);
+  });
+  it('reports a restarted tool whose result came with no verification since its restart, but not one that ended without using the sandbox', () => {
+    const r = validRecord();
+    r.entries = [
+      entry(1, 't0', 'sandbox.verified', { how: 'attached', kernel: 'k', envFingerprint: fp(r), leaseId: 'l1' }),
+      entry(2, 't1', 'task.restarted', {}),
+      entry(3, 't1', 'agent.tool_result', { status: 'ok' }),
+      entry(4, 't2', 'task.restarted', {}),
+      entry(5, 't2', 'agent.tool_result', { status: 'denied' }),
+    ];
+    expect(only(r).map((v) => v.evidence)).toEqual([{ task: 't1', restartEntry: 2, resultEntry: 3 }]);
+  });
+});
+
+describe('sweeps accounted (sweeps_accounted)', () => {
+  const only = (r: RunRecord) => checkRecord(r).filter((v) => v.invariant === 'sweeps_accounted');
+  const entry = (seq: number, kind: string, body: Record<string, unknown>) => ({ id: `e${seq}`, seq, conversationId: null, taskId: 'task_step', kind, body: body as never, commitSeq: 3, at: 3 });
+  it('accepts a taken-up sandbox whose sweep entry comes first, and a restore that replaced a live sandbox with its removal recorded', () => {
+    const r = validRecord();
+    const fp = r.run.versions.envFingerprint ?? 'sha256:x';
+    r.entries = [
+      entry(1, 'sandbox.swept', { what: 'commands', leaseId: 'lease_1', killedProcesses: 2 }),
+      entry(2, 'sandbox.verified', { how: 'attached', kernel: 'k', envFingerprint: fp, leaseId: 'lease_1' }),
+      entry(3, 'sandbox.swept', { what: 'removed', leaseId: 'lease_1', reason: 'in_flight_safe_step' }),
+      entry(4, 'sandbox.verified', { how: 'restored', kernel: 'k', envFingerprint: fp, leaseId: 'lease_2', replaced: { leaseId: 'lease_1', reason: 'x', live: true } }),
+    ];
+    expect(only(r)).toEqual([]);
+  });
+  it('reports a restore that replaced a live sandbox without recording its removal, but not one whose sandbox was already gone', () => {
+    const r = validRecord();
+    const fp = r.run.versions.envFingerprint ?? 'sha256:x';
+    r.entries = [
+      entry(1, 'sandbox.verified', { how: 'restored', kernel: 'k', envFingerprint: fp, leaseId: 'lease_2', replaced: { leaseId: 'lease_1', reason: 'gone' } }),
+      entry(2, 'sandbox.verified', { how: 'restored', kernel: 'k', envFingerprint: fp, leaseId: 'lease_3', replaced: { leaseId: 'lease_2', reason: 'caught', live: true } }),
+    ];
+    expect(only(r).map((v) => v.evidence)).toEqual([expect.objectContaining({ lease: 'lease_2', how: 'restored' })]);
+  });
 });
 
 describe('acceptance apart from completion (acceptance_separate)', () => {
