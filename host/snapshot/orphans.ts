@@ -34,7 +34,9 @@ export interface RemovedOrphan {
 
 /**
  * Removes snapshot tags that no record of this store names: what a snapshot left when its host died
- * between the commit of the image and the commit of its record. Every snapshot image is labelled
+ * between the commit of the image and the commit of its record. Tags whose record is pruned go too,
+ * at once: retention removes images only on the engine of the host that prunes, so the images a run
+ * left on an engine it moved away from (or restored there) stay until a gc on that engine. Every snapshot image is labelled
  * (and tagged) with its intended record id before that record commits, so such images are found
  * by label. Only images of sessions this store holds are looked at (another store on the same host
  * has its own), only those older than `graceMs`, and only when their run is final: a live run may
@@ -66,10 +68,26 @@ export async function removeOrphanSnapshots(d: OrphanDeps, o: { graceMs: number;
     if (storeId && storeId !== d.storeId) continue;
     if (!sessionId || imported.has(sessionId) || !(await d.store.getSession(sessionId))) continue;
     const runId = img.labels['berth.run'];
+    // Tags of records pruned elsewhere (retention by a host on another engine: the run moved away,
+    // or restored here and ended there): no grace, nothing will name them again.
+    let pruned: string[] = [];
+    for (const tag of img.tags) if ((await d.store.getSnapshot(tag))?.prunedAt != null) pruned.push(tag);
+    // An image a pending delta layer is built on stays until that layer is loaded, as below.
+    if (pruned.length === img.tags.length && !(await deltas.release(img.imageId, { sessionId }))) pruned = [];
+    if (pruned.length) {
+      const bytes = pruned.length === img.tags.length ? await d.imageLayerBytes(img.imageId) : 0;
+      for (const tag of pruned) {
+        const outcome = await d.removeSnapshot(tag);
+        out.push({ snapshotId: tag, imageId: img.imageId, outcome, bytes: outcome === 'removed' ? bytes : 0 });
+        d.logger.info({ snapshotId: tag, imageId: img.imageId, outcome }, 'image of a pruned snapshot removed');
+      }
+    }
+    const tags = img.tags.filter((t) => !pruned.includes(t));
+    if (tags.length === 0) continue;
     const unrecorded = async () => {
-      const tags: string[] = [];
-      for (const tag of img.tags) if (!(await d.store.getSnapshot(tag))) tags.push(tag);
-      return tags;
+      const found: string[] = [];
+      for (const tag of tags) if (!(await d.store.getSnapshot(tag))) found.push(tag);
+      return found;
     };
     const keep = async (why: KeptOrphan['why']) => {
       for (const tag of o.kept ? await unrecorded() : []) o.kept!.push({ snapshotId: tag, imageId: img.imageId, why, ageMs: now - img.createdAt, runId: runId ?? null });
@@ -85,9 +103,9 @@ export async function removeOrphanSnapshots(d: OrphanDeps, o: { graceMs: number;
     }
     const orphans = await unrecorded();
     if (orphans.length === 0) continue;
-    if (orphans.length === img.tags.length && !(await deltas.release(img.imageId, { sessionId }))) continue;
+    if (orphans.length === tags.length && !(await deltas.release(img.imageId, { sessionId }))) continue;
     // Bytes are freed only when the last tag goes (and nothing builds on the image).
-    const bytes = orphans.length === img.tags.length ? await d.imageLayerBytes(img.imageId) : 0;
+    const bytes = orphans.length === tags.length ? await d.imageLayerBytes(img.imageId) : 0;
     for (const tag of orphans) {
       const outcome = await d.removeSnapshot(tag);
       out.push({ snapshotId: tag, imageId: img.imageId, outcome, bytes: outcome === 'removed' ? bytes : 0 });

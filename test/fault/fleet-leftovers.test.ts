@@ -1,10 +1,10 @@
-import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { lastJson, planFixture } from '../support/plan-fixture';
-import { runSettled, startCli, stepRunning, stopWorker, submitDetached, waitFor, type WorkerProcess } from '../support/fleet';
+import { finishedStepCounts, runSettled, startCli, startWorker, stepRunning, stopWorker, submitDetached, waitFor, type WorkerProcess } from '../support/fleet';
 import { startRegistry, type TestRegistry } from '../support/registry';
 import { startSecondEngine, type SecondEngine } from '../support/second-engine';
+import { leftoversOf as leftoversOnEngine, networkedShortLease, nothingLeft } from './fleet-leftover-probe';
 
 let fx: Awaited<ReturnType<typeof planFixture>> | undefined;
 let workers: WorkerProcess[] = [];
@@ -23,13 +23,18 @@ afterAll(async () => {
 
 /** What is left on the main engine of one lease: its containers, its networks and its INPUT rules. */
 async function leftoversOf(f: NonNullable<typeof fx>, leaseId: string) {
-  const containers = await f.docker.listContainers({ all: true, filters: { label: [`berth.lease=${leaseId}`] } });
-  const networks = await f.docker.listNetworks({ filters: { label: [`berth.lease=${leaseId}`] } });
-  const rules = execFileSync('iptables', ['-S', 'INPUT'], { encoding: 'utf8' }).split('\n').filter((l) => l.includes(leaseId));
-  return { containers: containers.length, networks: networks.length, rules: rules.length };
+  const { containers, networks, rules } = await leftoversOnEngine(f.docker, leaseId);
+  return { containers, networks, rules };
 }
 
 const none = { containers: 0, networks: 0, rules: 0 };
+
+/** The registry and engine B, started once for the tests that move a run to another engine. */
+async function otherEngine(): Promise<{ registry: TestRegistry; engineB: SecondEngine }> {
+  registry ??= await startRegistry();
+  engineB ??= await startSecondEngine('b');
+  return { registry, engineB };
+}
 
 describe('no sandbox outlives its lease', { timeout: 400_000 }, () => {
   it('a SIGTERM-drained worker removes the sandbox of the run it gives up (container, network, INPUT rules), and another worker finishes the run from its snapshot', async () => {
@@ -65,8 +70,7 @@ describe('no sandbox outlives its lease', { timeout: 400_000 }, () => {
   });
 
   it('a run taken over on another engine leaves the dead owner\'s sandbox released but running on its engine; a host of another id starting on that engine removes it', async () => {
-    registry = await startRegistry();
-    engineB = await startSecondEngine('b');
+    const { registry, engineB } = await otherEngine();
     fx = await planFixture([
       { name: 'one', run: 'echo one >> steps.log' },
       { name: 'two', run: 'sleep 6 && echo two >> steps.log' },
@@ -99,5 +103,92 @@ describe('no sandbox outlives its lease', { timeout: 400_000 }, () => {
     const sweeps = await fx.read((s) => s.listSweeps({}));
     expect(sweeps.some((w) => w.leaseId === lease!.id && w.reason === 'released')).toBe(true);
     expect(await shown()).toMatchObject({ container: 'absent' });
+  });
+  it('a worker SIGKILLed mid-step that stays dead, its run taken over on another engine: its sandbox stops its own commands once the lease went unrenewed for its TTL (nobody reaches its engine), and a host starting later on that engine removes its container, network and INPUT rules', async () => {
+    const { registry, engineB } = await otherEngine();
+    fx = await planFixture([
+      { name: 'one', run: 'echo one >> steps.log' },
+      // Long beyond the sandbox's TTL: only the watchdog can stop it on engine A.
+      { name: 'two', run: 'sleep 30 && echo two >> steps.log' },
+    ]);
+    const envFile = `${fx.dir}/env.yaml`;
+    writeFileSync(envFile, networkedShortLease(readFileSync(envFile, 'utf8'), 4));
+    const ttl = { BERTH_LEASE_TTL_MS: '3000', BERTH_REGISTRY: registry.address };
+    const run = await submitDetached(fx);
+    const a = await startCli(fx, ['worker', '--grace', '5'], ttl);
+    workers = [a];
+    await waitFor('step two to run on engine A', () => stepRunning(fx!, run.id, 1));
+    const [lease] = await fx.read((s) => s.listLeases({ runId: run.id, unreleased: true }));
+    expect(await leftoversOnEngine(fx.docker, lease!.id)).toMatchObject({ containers: 1, running: 1, networks: 1 });
+    const [container] = await fx.docker.listContainers({ filters: { label: [`berth.lease=${lease!.id}`] } });
+    a.child.kill('SIGKILL');
+    await a.exited;
+    const killedAt = Date.now();
+
+    const b = await startCli(fx, ['worker', '--grace', '5'], { ...ttl, DOCKER_HOST: engineB.dockerHost, BERTH_HOST_ID: `${fx.hostId}-b` });
+    workers.push(b);
+    // No host reaches engine A: the sandbox's own watchdog stops it, the step's sleep with it.
+    const stopped = await waitFor('the dead host\'s sandbox to stop by itself', async () => {
+      const info = await fx!.docker.getContainer(container!.Id).inspect();
+      return info.State.Running ? undefined : info;
+    }, 120_000, 250);
+    console.log(`old sandbox stopped ${((Date.parse(stopped.State.FinishedAt) - killedAt) / 1000).toFixed(1)} s after its host was SIGKILLed (sandbox lease TTL 4 s)`);
+    expect((await fx.docker.getContainer(container!.Id).logs({ stdout: true, stderr: true })).toString()).toContain('the lease was not renewed');
+    // Its step was cut off there (the watchdog fired long before the step's 30 s): the workspace on engine A never got step two's line.
+    const tar = (await new Promise<Buffer>((resolve, reject) => {
+      fx!.docker.getContainer(container!.Id).getArchive({ path: '/workspace/steps.log' }, (err, stream) => {
+        if (err || !stream) return reject(err);
+        const parts: Buffer[] = [];
+        stream.on('data', (d: Buffer) => parts.push(d));
+        stream.on('end', () => resolve(Buffer.concat(parts)));
+        stream.on('error', reject);
+      });
+    })).toString('latin1');
+    expect(tar).toContain('one\n');
+    expect(tar).not.toContain('two\n');
+    const end = await runSettled(fx, run.id);
+    expect(end.state, b.stderr()).toBe('completed');
+    expect(await finishedStepCounts(fx, run.id)).toEqual({ one: 1, two: 1 });
+    expect((await fx.read((s) => s.getLease(lease!.id)))!.releasedAt).not.toBeNull();
+    // Stopped, but still there with its network and rules until a host on engine A sweeps.
+    expect(await leftoversOnEngine(fx.docker, lease!.id)).toMatchObject({ containers: 1, running: 0, networks: 1 });
+    const c = await startCli(fx, ['worker', '--grace', '5'], { ...ttl, BERTH_HOST_ID: `${fx.hostId}-c` });
+    workers.push(c);
+    await waitFor('the dead host\'s sandbox, network and rules to be swept', async () => {
+      const left = await leftoversOnEngine(fx!.docker, lease!.id);
+      return left.containers + left.networks + left.rules === 0 ? left : undefined;
+    }, 120_000, 500);
+    expect(await leftoversOnEngine(fx.docker, lease!.id)).toEqual(nothingLeft);
+  });
+
+  it('a worker SIGKILLed mid-step, its run taken over by a worker on the same engine: the new owner removes the old lease\'s container, network and INPUT rules while the run goes on', async () => {
+    fx = await planFixture([
+      { name: 'one', run: 'echo one >> steps.log' },
+      { name: 'two', run: 'sleep 30 && echo two >> steps.log' },
+      { name: 'three', run: 'echo three >> steps.log' },
+    ]);
+    const envFile = `${fx.dir}/env.yaml`;
+    writeFileSync(envFile, networkedShortLease(readFileSync(envFile, 'utf8'), 4));
+    const run = await submitDetached(fx);
+    workers = [await startWorker(fx, 3000), await startWorker(fx, 3000)];
+    await waitFor('step two to run', () => stepRunning(fx!, run.id, 1));
+    const owner = (await fx.read((s) => s.getSessionOwner(run.sessionId)))!;
+    const [lease] = await fx.read((s) => s.listLeases({ runId: run.id, unreleased: true }));
+    expect(await leftoversOnEngine(fx.docker, lease!.id)).toMatchObject({ containers: 1, running: 1, networks: 1 });
+    const victim = workers.find((w) => w.pid === owner.pid)!;
+    const other = workers.find((w) => w !== victim)!;
+    victim.child.kill('SIGKILL');
+    await victim.exited;
+    const killedAt = Date.now();
+    await waitFor('the run to be taken over', async () => ((await fx!.read((s) => s.getSessionOwner(run.sessionId)))!.epoch > owner.epoch ? true : undefined));
+    const gone = await waitFor('the old lease\'s container, network and rules to be removed', async () => {
+      const left = await leftoversOnEngine(fx!.docker, lease!.id);
+      return left.containers + left.networks + left.rules === 0 ? Date.now() : undefined;
+    }, 120_000, 250);
+    console.log(`old lease cleaned up ${((gone - killedAt) / 1000).toFixed(1)} s after its host was SIGKILLed (ownership TTL 3 s, sandbox TTL 4 s)`);
+    expect((await fx.read((s) => s.getLease(lease!.id)))!.releasedAt).not.toBeNull();
+    const end = await runSettled(fx, run.id);
+    expect(end.state, other.stderr()).toBe('completed');
+    expect(await finishedStepCounts(fx, run.id)).toEqual({ one: 1, two: 1, three: 1 });
   });
 });

@@ -4,6 +4,7 @@ import { startCountingService } from '../support/counting-service';
 import { sharedPostgres, stopSharedPostgres } from '../support/store-kinds';
 import { lastJson, planFixture, type PlanStepDef } from '../support/plan-fixture';
 import { finishedStepCounts, keepReleasing, runDigest, runSettled, sleep, startWorker, stepRunning, stopWorker, submitDetached, waitFor, type WorkerProcess } from '../support/fleet';
+import { leftoversOf } from './fleet-leftover-probe';
 
 /** Short enough that a takeover happens within seconds here; long against the renewals (every TTL/3). */
 const TTL_MS = 3000;
@@ -157,7 +158,17 @@ describe('two workers on one store', { timeout: 600_000 }, () => {
     const owner = (await fx.read((s) => s.getSessionOwner(run.sessionId)))!;
     const stale = workers.find((w) => w.pid === owner.pid)!;
     const other = workers.find((w) => w !== stale)!;
+    const [oldLease] = await fx.read((s) => s.listLeases({ runId: run.id, unreleased: true }));
     stale.child.kill('SIGSTOP');
+    // While the stale owner is frozen, the new owner removes what it left on the engine: the old
+    // lease's container, its network and its INPUT rules (the commands in it stop with it).
+    await waitFor('the run to be taken over', async () => ((await fx!.read((s) => s.getSessionOwner(run.sessionId)))!.epoch > owner.epoch ? true : undefined));
+    await waitFor('the frozen owner\'s sandbox, network and rules to be removed', async () => {
+      const left = await leftoversOf(fx!.docker, oldLease!.id);
+      return left.containers + left.networks + left.rules === 0 ? left : undefined;
+    }, 120_000, 250);
+    expect(stale.child.signalCode ?? stale.child.exitCode).toBeNull();
+    expect((await fx.read((s) => s.getLease(oldLease!.id)))!.releasedAt).not.toBeNull();
     // On a timeout, what the live worker was doing (its log) is the evidence.
     const end = await runSettled(fx, run.id).catch((err: unknown) => {
       throw new Error(`${(err as Error).message}; the live worker's log:\n${other.stderr().slice(-4000)}`);

@@ -120,10 +120,10 @@ export class SnapshotTransport {
    */
   private async pushDirect(repo: string, tag: string, imageId: string, retry: boolean, signal?: AbortSignal): Promise<{ ref: string; digest: string } | undefined> {
     if (this.d.direct === false || !this.d.registry.localImage) return undefined;
-    const src = await this.source(imageId);
+    const src = await timed(this.d.logger, 'snapshot.push_source', () => this.source(imageId));
     if (!src) return undefined;
     const { http, path } = this.http(repo);
-    const got = await directPush(http, path, tag, src, { retry, signal });
+    const got = await timed(this.d.logger, 'snapshot.push_direct', () => directPush(http, path, tag, src, { retry, signal }));
     if (!got) this.d.logger.debug({ imageId, repo }, 'direct push not possible; pushing through the engine');
     return got && { ref: `${repo}@${got.digest}`, digest: got.digest };
   }
