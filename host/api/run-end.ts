@@ -26,6 +26,7 @@ export function manifestGcDeps(p: HostParts): ManifestGcDeps {
 export async function stopRuntime(p: HostParts, rt: HostRuntime): Promise<void> {
   await rt.kernel.stop();
   await rt.leasesReleased();
+  await rt.retentionSettled();
   await rt.snapshots.images.settle().catch((err: unknown) => p.logger.warn({ err }, 'a snapshot layer load did not finish; berth gc loads it later'));
 }
 

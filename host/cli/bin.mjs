@@ -30,6 +30,10 @@ try {
   // No bundle (not built yet): the sources.
 }
 if (process.argv.includes('--debug')) process.setSourceMapsEnabled(true);
+// `berth export` streams a run of any length page by page: its young generation stays at its
+// starting size rather than growing to 32 MB under that allocation rate (set before the bundle
+// loads, whose own allocations would grow it first; bench/RESULTS.md, long session 10).
+if (process.argv[2] === 'export') (await import('node:v8')).setFlagsFromString('--semi-space-growth-factor=1');
 if (fresh) {
   await import(bundle);
 } else {

@@ -13,6 +13,10 @@ import { runInNewContext } from 'node:vm';
 export function heapBound(slackMb = 16): () => void {
   let gc: (() => void) | undefined;
   try {
+    // The young generation stays at its starting size (1-2 MB) instead of growing to 32 MB under
+    // the pages' allocation rate: that growth was the largest part of a long export's peak RSS
+    // (bench/RESULTS.md, long session 10). The flag is read each time V8 would grow it.
+    setFlagsFromString('--semi-space-growth-factor=1');
     setFlagsFromString('--expose-gc');
     gc = runInNewContext('gc') as () => void;
   } catch {

@@ -442,9 +442,10 @@ export class RunSandbox {
    */
   private async imagesOnEngine(runId: string): Promise<void> {
     await this.d.snapshots.images.settle();
-    const pending = new Set((await this.d.store.listSnapshotDeltas()).map((d) => d.imageId));
-    for (const s of pending.size ? await this.d.store.listSnapshots({ runId }) : []) {
-      if (s.prunedAt !== null || !pending.has(s.imageId)) continue;
+    // By the few pending layers, not by the run's snapshots (thousands at the end of a long run).
+    for (const d of await this.d.store.listSnapshotDeltas()) {
+      const s = await this.d.store.getSnapshot(d.snapshotId);
+      if (!s || s.runId !== runId || s.prunedAt !== null || s.imageId !== d.imageId) continue;
       // Best effort: the run's end does not wait on an engine that cannot load it now; the layer
       // stays in the store for a restore or `berth gc` to load.
       await this.d.snapshots.images.materialize(s.imageId).catch((err: unknown) => this.d.logger.warn({ err, runId, snapshotId: s.id }, 'could not load a snapshot image into the engine; it stays in the store'));

@@ -11,6 +11,7 @@ import type { Store } from '../store';
 import type { Clock } from '../support';
 import { KERNEL } from '../version';
 import { releaseLeasesOnRunEnd } from './run-end-leases';
+import { pruneWhileRunning } from './in-run-retention';
 
 export interface HostRuntimeDeps {
   store: Store;
@@ -55,7 +56,9 @@ export function createHostRuntime(d: HostRuntimeDeps) {
   kernel.onSessionLost((l) => planSandbox.forgetSession(l.sessionId));
   // A run that reaches a final state gives up every sandbox leased for it (see run-end-leases.ts).
   const runEnd = releaseLeasesOnRunEnd(kernel, { store: d.store, sandbox: d.sandbox, logger: d.logger });
-  return { kernel, registry, documents, snapshots, planSandbox, agent, store: d.store, leasesReleased: runEnd.settled };
+  // A running plan run's older snapshots are pruned in batches as it goes (in-run-retention.ts).
+  const retention = pruneWhileRunning(kernel, { store: d.store, documents, engine: d.engine, images: snapshots.images, clock: d.clock, logger: d.logger });
+  return { kernel, registry, documents, snapshots, planSandbox, agent, store: d.store, leasesReleased: runEnd.settled, retentionSettled: retention.settled };
 }
 
 export type HostRuntime = ReturnType<typeof createHostRuntime>;

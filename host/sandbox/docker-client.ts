@@ -25,8 +25,25 @@ function load(): typeof Dockerode {
 
 let loaded: typeof Dockerode | undefined;
 
-/** A Docker client over `opts` (a socket path, or DOCKER_HOST's defaults when none). */
+/**
+ * A Docker client over `opts` (a socket path, or DOCKER_HOST's defaults when none). dockerode (and
+ * ssh2 under it, whose crypto reserves ~17 MB of native memory at load) is loaded at the client's
+ * first use, so a command that never talks to the engine (`berth export`, `check`, `show`) never
+ * loads it.
+ */
 export function newDockerClient(opts?: Dockerode.DockerOptions): Dockerode {
-  loaded ??= load();
-  return new loaded(opts);
+  let real: Dockerode | undefined;
+  const client = () => {
+    loaded ??= load();
+    return (real ??= new loaded(opts));
+  };
+  return new Proxy({} as Dockerode, {
+    get(_, key) {
+      const c = client();
+      const v = Reflect.get(c, key, c) as unknown;
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(c) : v;
+    },
+    set: (_, key, value) => Reflect.set(client(), key, value),
+    has: (_, key) => Reflect.has(client(), key),
+  });
 }

@@ -3,6 +3,7 @@ export { listWorkspace, parseListing, changedOutside, type ScanExec, type Listin
 export { manifestFromTar } from './tar-manifest';
 export { Snapshotter, FLATTEN_DEPTH, type SnapshotEngine, type SnapshotTarget, type WorkspaceState, type TakenSnapshot } from './snapshotter';
 export { pruneSnapshots, type PruneDeps } from './retention';
+export { pruneRunning, type RunningPrune, type RunningPruneDeps } from './running-retention';
 export { timed } from './timing';
 export { DeltaImages, type DeltaEngine } from './delta/delta-images';
 export { DELTA_MAX_BYTES } from './delta/take-delta';

@@ -1,0 +1,74 @@
+import type { Logger } from 'pino';
+import type { Snapshot } from '../model';
+import type { Store } from '../store';
+import type { Clock } from '../support';
+import { importedSessions, PendingDeltaParents } from './kept-images';
+
+export interface RunningPruneDeps {
+  store: Pick<Store, 'listSnapshots' | 'markSnapshotPruned' | 'listSnapshotDeltas' | 'listImportedRuns'>;
+  removeSnapshot(tag: string): Promise<'removed' | 'untagged' | 'absent'>;
+  clock: Clock;
+  logger: Logger;
+  /** Loads pending delta layers built on an image about to go (`DeltaImages.materialize`); without it such images are kept. */
+  materialize?: (imageId: string) => Promise<boolean>;
+}
+
+export interface RunningPrune {
+  runId: string;
+  sessionId: string;
+  /** The environment's `snapshot.keepLast`: the run's newest this many stay. */
+  keepLast: number;
+  /** How many snapshots older than the kept ones one pass looks at (the ones the previous passes left). */
+  window: number;
+  /**
+   * Snapshots that must stay whatever their age: the run's restore point (the snapshot its sandbox
+   * pointer names, which a resume or a reconciliation restores), and every fork point in use.
+   */
+  keep: ReadonlySet<string>;
+  /** Images that must keep their tags: the run's live sandbox's own image (the engine refuses to untag it, and a re-based sandbox runs on a snapshot's image). */
+  keepImages?: ReadonlySet<string>;
+  /** How many image removals run at once (the engine serializes its tag store; a few overlap the round trips). */
+  parallel?: number;
+}
+
+/**
+ * Retention while a run goes (issue 32): of the run's newest `keepLast + window` snapshots, those
+ * older than the newest `keepLast` go, in one batch, except the snapshots `keep` names, the newest
+ * one pushed to a registry (where another engine's restore goes back to when the newer pushes have
+ * not landed), and images a pending delta layer is built on until that layer is loaded. Only the
+ * window is read, so a pass costs the same at step 100 and step 10,000; what a pass leaves (kept,
+ * or a removal that failed) is the run end's full retention's. Records stay, marked pruned.
+ */
+export async function pruneRunning(d: RunningPruneDeps, o: RunningPrune): Promise<Snapshot[]> {
+  if ((await importedSessions(d.store)).has(o.sessionId)) return [];
+  const newestFirst = (await d.store.listSnapshots({ runId: o.runId, newest: o.keepLast + o.window })).reverse();
+  const older = newestFirst.slice(o.keepLast).filter((s) => s.prunedAt === null);
+  if (older.length === 0) return [];
+  const newestPushed = newestFirst.find((s) => s.registryRef !== null && s.prunedAt === null)?.id;
+  // An image still only in the store gets its tag when the engine loads it: pruned before that, the
+  // load would tag it again behind the record's back. A later pass (or the run end) takes it.
+  const pending = new Set((await d.store.listSnapshotDeltas()).map((x) => x.imageId));
+  const candidates = older.filter((s) => !o.keep.has(s.id) && s.id !== newestPushed && !pending.has(s.imageId) && !o.keepImages?.has(s.imageId));
+  if (candidates.length === 0) return [];
+  const deltas = await PendingDeltaParents.read(d);
+  const going: Snapshot[] = [];
+  for (const s of candidates) if (await deltas.release(s.imageId, { runId: o.runId, snapshotId: s.id })) going.push(s);
+  const pruned: Snapshot[] = [];
+  const queue = [...going];
+  const worker = async () => {
+    for (let s = queue.shift(); s; s = queue.shift()) {
+      try {
+        const outcome = await d.removeSnapshot(s.id);
+        await d.store.markSnapshotPruned(s.id, d.clock.now());
+        pruned.push(s);
+        d.logger.debug({ runId: o.runId, snapshotId: s.id, outcome }, 'snapshot of the running run pruned');
+      } catch (err) {
+        // Left for the run end's retention (or gc): this pass only saves work.
+        d.logger.warn({ runId: o.runId, snapshotId: s.id, err }, 'could not prune a snapshot of the running run; the run end retries');
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, o.parallel ?? 2) }, worker));
+  if (pruned.length) d.logger.info({ runId: o.runId, pruned: pruned.length }, 'older snapshots of the running run pruned');
+  return pruned;
+}

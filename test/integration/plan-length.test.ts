@@ -1,0 +1,97 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Run } from '../../host/model';
+import type { Store } from '../../host/store';
+import { requireTinyImage } from '../support/docker-engine';
+import { planFixture, lastJson } from '../support/plan-fixture';
+
+/**
+ * Issue 32, "show it works": a plan of thousands of steps completes, a kill in its middle resumes,
+ * a fork at that point continues with the same workspace and history, and the run's older
+ * snapshots are pruned while it goes (never its restore point). The full size is 3,000 steps
+ * (minutes); CI runs a sampled size unless BERTH_LONG_TEST_STEPS says otherwise, and the test's
+ * name says which size ran.
+ */
+const FULL = 3000;
+const STEPS = Number(process.env.BERTH_LONG_TEST_STEPS ?? 300);
+const SIZE = STEPS >= FULL ? `${STEPS}-step` : `${STEPS}-step (SAMPLED; BERTH_LONG_TEST_STEPS=${FULL} runs the full size)`;
+if (STEPS < FULL) console.warn(`plan-length.test.ts: ${STEPS} steps, not the issue's ${FULL}: set BERTH_LONG_TEST_STEPS=${FULL} for the full size`);
+const KEEP_LAST = 3;
+const MIDDLE = Math.floor(STEPS / 2);
+
+type Summary = { run: Run; reason: string; steps: Array<{ step: string; outcome: string; exitCode: number; snapshotId: string | null }> };
+
+let fx: Awaited<ReturnType<typeof planFixture>> | undefined;
+// Removing a long run's snapshot tags takes a while on a loaded engine.
+afterEach(async () => {
+  await fx?.cleanup();
+  fx = undefined;
+}, 900_000);
+
+/** Each step rewrites one of five files: the workspace changes at every step, the same way in every run. */
+const steps = Array.from({ length: STEPS }, (_, i) => ({ name: `s${i}`, run: `echo ${i} > f${i % 5}` }));
+
+const lastDigest = async (s: Store, runId: string) => (await s.listSnapshots({ runId, newest: 1 }))[0]!.workspaceDigest;
+const live = async (s: Store, runId: string) => (await s.listSnapshots({ runId })).filter((x) => x.prunedAt === null);
+
+describe('a plan run of any length', { timeout: 1_800_000 }, () => {
+  it(`a ${SIZE} plan killed in its middle prunes its older snapshots while it runs, resumes to completion, and a fork at the kill point ends with the same workspace; berth check passes`, async () => {
+    fx = await planFixture(steps);
+    writeFileSync(
+      join(fx.dir, 'env.yaml'),
+      `kernel: { name: berth, version: 0.1.0, compatible: ">=0.1.0 <0.2.0" }\nimage: { ref: "berth/tiny:latest", digest: "${await requireTinyImage(fx.docker)}" }\nnetwork: { mode: none }\nresources: { memoryMb: 256, commandTimeoutS: 120 }\nlease: { ttlS: 600, heartbeatS: 10 }\nsnapshot: { keepLast: ${KEEP_LAST} }\n`,
+    );
+    const killed = await fx.cli(['run', fx.plan, '--json'], { BERTH_FAULT: `after:phase.complete:plan-step#${MIDDLE}` });
+    expect(killed.signal, killed.stderr.slice(-2000)).toBe('SIGKILL');
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+
+    // Killed mid-run: the older snapshots went while it ran; the restore point (the sandbox
+    // pointer's snapshot, the newest committed) and the newest ones stayed.
+    const parked = await fx.read(async (s) => ({ run: (await s.getRun(runId))!, all: await s.listSnapshots({ runId }), live: await live(s, runId) }));
+    expect(parked.run.state).not.toBe('completed');
+    expect(parked.all.length, 'the upload and one snapshot per finished step').toBe(MIDDLE + 1);
+    expect(parked.live.length, `unpruned: ${parked.live.map((x) => x.checkpoint).join(' ')}`).toBeLessThan(80);
+    expect(parked.all.filter((x) => x.prunedAt !== null).length).toBeGreaterThan(MIDDLE - 80);
+    const newest = parked.all.at(-1)!;
+    expect(newest.prunedAt, 'the restore point is never pruned').toBeNull();
+    // Each one kept is on the engine, or still a layer in the store the engine had not loaded when the host died.
+    const layers = new Set(await fx.read(async (s) => (await s.listSnapshotDeltas()).map((x) => x.imageId)));
+    for (const x of parked.live) {
+      const tagged = await fx.docker.getImage(`berth-snapshot:${x.id}`).inspect().then(() => true, () => false);
+      expect(tagged || layers.has(x.imageId), `${x.checkpoint} is on the engine or in the store`).toBe(true);
+    }
+    for (const x of parked.all.filter((y) => y.prunedAt !== null).slice(-5)) {
+      expect(await fx.docker.getImage(`berth-snapshot:${x.id}`).inspect().then(() => true, () => false), `pruned ${x.checkpoint} is untagged`).toBe(false);
+    }
+
+    // A fork after the last step the killed run finished: the rest of the steps, from its snapshot.
+    const forked = await fx.cli(['fork', runId, '--at', `s${MIDDLE - 1}`, '--json']);
+    expect(forked.code, forked.stderr.slice(-2000)).toBe(0);
+    const fork = lastJson<Summary>(forked);
+    expect(fork.run.state).toBe('completed');
+    expect(fork.steps.map((s) => s.step)).toEqual(steps.slice(MIDDLE).map((s) => s.name));
+
+    // The original resumes from its restore point and completes; no step ran twice.
+    const resumed = await fx.cli(['resume', runId, '--json']);
+    expect(resumed.code, resumed.stderr.slice(-2000)).toBe(0);
+    const done = lastJson<Summary>(resumed);
+    expect(done.run.state).toBe('completed');
+    expect(done.steps).toHaveLength(STEPS);
+    expect(done.steps.every((s) => s.outcome === 'ok')).toBe(true);
+    const effects = await fx.read((s) => s.listEffects({ runId }));
+    expect(effects).toHaveLength(STEPS);
+    expect(effects.every((e) => e.status === 'confirmed' && e.attempts === 1)).toBe(true);
+
+    // The same context: the fork's workspace ends where the original's does, and the fork's
+    // history starts at the original's checkpoint.
+    const [original, forkDigest] = await fx.read(async (s) => [await lastDigest(s, runId), await lastDigest(s, fork.run.id)]);
+    expect(forkDigest).toBe(original);
+    expect((await fx.read((s) => s.listRunTransitions(fork.run.id)))[0]!.reason).toContain(`forked from run ${runId}`);
+
+    // After the end, retention leaves the newest KEEP_LAST of the session (the fork is its own session).
+    expect((await fx.read((s) => live(s, runId))).length).toBe(KEEP_LAST);
+    const check = await fx.cli(['check', '--all', '--json']);
+    expect(check.code, check.stdout.slice(-2000) + check.stderr.slice(-2000)).toBe(0);
+  });
+});
