@@ -3,7 +3,7 @@
  * from the client's send to its answer, by the commits the call made (each commit's `at`).
  * Prints, per commit label, the median gap from the previous mark (client send first).
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -27,13 +27,21 @@ try {
   const client = new Client({ name: 'tl', version: '1.0.0' });
   await client.connect(transport);
   let session = '';
+  // The server's CPU time (user + system, clock ticks of 10 ms) over the measured calls: what a call costs the host, whatever the load.
+  const cpuTicks = () => {
+    const f = readFileSync(`/proc/${transport.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return Number(f[11]) + Number(f[12]);
+  };
+  let cpu0 = 0;
   const marks: Array<{ sent: number; answered: number }> = [];
   for (let i = 0; i < calls + 3; i++) {
+    if (i === 3) cpu0 = cpuTicks();
     const sent = Date.now();
     const r = await client.callTool({ name: 'exec', arguments: { command: 'true' } });
     marks.push({ sent, answered: Date.now() });
     session = (r.structuredContent as { session: string }).session;
   }
+  const cpuMs = ((cpuTicks() - cpu0) * 10) / calls;
   await client.close();
   const { openSqliteStore } = await import('../host/store');
   const store = openSqliteStore(join(dir, 'berth.db'));
@@ -54,6 +62,7 @@ try {
   }
   for (const [k, v] of gaps) console.log(`${median(v).toFixed(1).padStart(6)} ms  ${k}  (n=${v.length})`);
   console.log(`${median(totals).toFixed(1).padStart(6)} ms  total`);
+  console.log(`${cpuMs.toFixed(1).padStart(6)} ms  server CPU per call`);
 } finally {
   for (const c of await docker.listContainers({ all: true, filters: { label: [`berth.host=${hostId}`] } })) await docker.getContainer(c.Id).remove({ force: true }).catch(() => {});
   rmSync(dir, { recursive: true, force: true });
