@@ -238,23 +238,33 @@ async function tools(deps: AgentDeps, ctx: GenerationContext): Promise<Generatio
   const cp = ctx.state;
   const input = await runInputOf(deps.store, ctx.task);
   const reply = cp.reply!;
+  const t = turnOf(deps, input, turn, reply, ctx.now());
+  if (t.tasks.length === 0) {
+    const result: GenerationResult = { final: true, content: reply.content, toolCalls: 0 };
+    return { type: 'complete', result, writes: { entries: t.entries } };
+  }
+  return { type: 'spawn', join: 'allSettled', phase: 'settled', tasks: t.tasks, writes: { entries: t.entries } };
+}
+
+/**
+ * What a turn's answer commits: its model entry, and one tool task per call it makes (with an
+ * approval timer for each call that waits for an operator). No tasks: the answer is final.
+ */
+export function turnOf(deps: Pick<AgentDeps, 'tools'>, input: AgentRunInput, turn: number, reply: ModelReply, now: number): { entries: Array<{ kind: string; body: ReturnType<typeof plainJson> }>; tasks: SpawnSpec[] } {
   const calls = reply.toolCalls.map((c, i) => ({ ...c, id: c.id || `call_${turn}_${i}` }));
   const body: ModelEntry = { turn, content: reply.content, toolCalls: calls, finishReason: reply.finishReason, model: reply.model, usage: reply.usage };
   const entries = [{ kind: ENTRY.model, body: plainJson(body) }];
-  if (calls.length === 0) {
-    const result: GenerationResult = { final: true, content: reply.content, toolCalls: 0 };
-    return { type: 'complete', result, writes: { entries } };
-  }
+  if (calls.length === 0) return { entries, tasks: [] };
   const available = toolsOf(deps, input);
   const tasks: SpawnSpec[] = [];
   const timers: SpawnSpec[] = [];
   calls.forEach((c, index) => {
-    const expiresAt = needsApproval(input, available, c.name, c.arguments) ? ctx.now() + input.settings.approvalTtlMs : null;
+    const expiresAt = needsApproval(input, available, c.name, c.arguments) ? now + input.settings.approvalTtlMs : null;
     const tc: ToolCallInput = { toolCallId: c.id, name: c.name, arguments: c.arguments, turn, index, approvalExpiresAt: expiresAt };
     tasks.push({ kind: TOOL_KIND, input: tc });
     if (expiresAt !== null) timers.push({ kind: TIMER_KIND, input: { toolCallId: c.id, expiresAt } satisfies ApprovalTimerInput });
   });
-  return { type: 'spawn', join: 'allSettled', phase: 'settled', tasks: [...tasks, ...timers], writes: { entries } };
+  return { entries, tasks: [...tasks, ...timers] };
 }
 
 function needsApproval(input: AgentRunInput, tools: ReturnType<typeof toolsOf>, name: string, raw: string): boolean {

@@ -1,8 +1,9 @@
 import { z } from 'zod';
-import { defineTask, storedValue, type TaskHandler, type TypedDecision } from '../kernel';
+import { defineTask, storedValue, type TaskHandler, type TypedDecision, type TypedPhaseContext } from '../kernel';
 import { runInputOf, type AgentDeps } from './agent-deps';
-import { AgentRunInputSchema, type GenerationInput } from './agent-input';
-import { GENERATE_KIND, GenerationResultSchema } from './generation-task';
+import { AgentRunInputSchema, type AgentRunInput, type GenerationInput } from './agent-input';
+import { ENTRY, type UserEntry } from './entries';
+import { GENERATE_KIND, GenerationResultSchema, turnOf } from './generation-task';
 import { isCallerDriven } from './model';
 
 export const AGENT_KIND = 'agent';
@@ -44,8 +45,11 @@ export function agentRootHandler(deps: AgentDeps): TaskHandler {
         const acq = await deps.sandbox.exclusive(ctx.task.sessionId, () => deps.sandbox.open(ctx, input));
         // Nothing has run yet in this run, so there is nothing to reconcile: the run fails, saying why.
         if (acq.kind === 'reconcile') return { type: 'fail', error: { code: 'sandbox_unusable', message: `the session's sandbox cannot be used: ${acq.reason}` } };
+        if (isCallerDriven(input.settings.model)) return dictated(deps, ctx, input, acq.writes);
         return generate(1, acq.writes);
       },
+      // A caller-driven run's call has settled (whatever its outcome: the result entry says it); the run ends.
+      called: async () => ({ type: 'complete', result: { answer: 'done', turns: 1 } }),
       generated: async (ctx) => {
         const input = await runInputOf(deps.store, ctx.task);
         const { turn } = ctx.state;
@@ -67,4 +71,24 @@ export function agentRootHandler(deps: AgentDeps): TaskHandler {
       },
     },
   });
+}
+
+/**
+ * A caller-driven run (an MCP client, an SDK adapter) makes the one call its user message
+ * dictates: the reply is a pure function of that message, so the root commits it (the model
+ * entry) and spawns the call's tool task itself, in the commit that readies the sandbox. No
+ * generation task: it would add five commits (its start, a step, its spawn, its wake, its end) to
+ * every call for a turn that asks no model. A process killed before this commit decides the same
+ * reply again; runs started before this path (root in `generated`) finish as they began.
+ */
+async function dictated(deps: AgentDeps, ctx: TypedPhaseContext<AgentRunInput, RootCheckpoint>, input: AgentRunInput, writes: NonNullable<RootDecision['writes']>): Promise<RootDecision> {
+  const m = input.settings.model;
+  const entries = await ctx.store.listEntries(ctx.task.sessionId, ctx.task.runId ? { runId: ctx.task.runId } : {});
+  const user = entries.findLast((e) => e.kind === ENTRY.user);
+  const messages = user ? [{ role: 'user' as const, content: (user.body as unknown as UserEntry).text }] : [];
+  const reply = await deps.chatClient(m).complete({ model: m.model, messages, tools: [], stream: false }, { signal: ctx.signal, timeoutMs: m.timeoutMs });
+  const turn = turnOf(deps, input, 1, reply, ctx.now());
+  const all = { ...writes, entries: [...(writes.entries ?? []), ...turn.entries] };
+  if (turn.tasks.length === 0) return { type: 'complete', result: { answer: reply.content, turns: 1 }, writes: all };
+  return { type: 'spawn', join: 'allSettled', phase: 'called', checkpoint: { turn: 1 }, tasks: turn.tasks, writes: all };
 }

@@ -198,17 +198,23 @@ describe('berth mcp: a Berth session as the sandbox of an MCP client', { timeout
     expect(meters).not.toContain('model.requests');
   });
 
-  it('ends the run of an MCP call after the call itself, with no second generation turn to say "done"', async () => {
+  it('runs an MCP call as the run\'s root and the call\'s tool task alone: the root commits the dictated call and spawns it, with no generation task', async () => {
     const w = (world = await mcpWorld());
     const c = await w.connect(w.envArgs());
+    await call(c, 'exec', { command: 'true' });
     const ran = await call(c, 'exec', { command: 'echo once' });
     expect(ran.text).toContain('once');
-    const kinds = await readStore(w.store, async (s) => (await s.listTasks({ sessionId: ran.s.session })).filter((t) => t.runId === ran.s.run).map((t) => t.kind));
-    expect(kinds.filter((k) => k === 'agent-generate')).toHaveLength(1);
-    expect(kinds).toContain('agent-tool');
-    // Its turn commits the dictated reply with the context it answers, without a request step of its own.
-    const steps = await readStore(w.store, async (s) => (await s.listCommitLog({ sessionId: ran.s.session })).filter((l) => l.label === 'phase.next:agent-generate').length);
-    expect(steps).toBe(1);
+    const tasks = await readStore(w.store, async (s) => (await s.listTasks({ sessionId: ran.s.session })).filter((t) => t.runId === ran.s.run));
+    expect(tasks.map((t) => t.kind).sort()).toEqual(['agent', 'agent-tool']);
+    const root = tasks.find((t) => t.kind === 'agent')!;
+    expect(tasks.find((t) => t.kind === 'agent-tool')!.parentId).toBe(root.id);
+    expect(root.status).toBe('terminal');
+    // The dictated call is in the record as the turn's model entry, so a later turn's context shows it.
+    const model = await readStore(w.store, async (s) => (await s.listEntries(ran.s.session, { runId: ran.s.run })).filter((e) => e.kind === 'agent.model'));
+    expect(model).toHaveLength(1);
+    expect(model[0]!.body).toMatchObject({ turn: 1, toolCalls: [{ id: ran.s.call_id, name: 'exec' }] });
+    const generationCommits = await readStore(w.store, async (s) => (await s.listCommitLog({ sessionId: ran.s.session })).filter((l) => l.label.endsWith(':agent-generate')).length);
+    expect(generationCommits).toBe(0);
     const run = await readStore(w.store, (s) => s.getRun(ran.s.run));
     expect(run?.state).toBe('completed');
   });
