@@ -18,6 +18,15 @@ export const WRAPPER_NAME = 'berth-exec';
  * a kill must take. When the command ends the wrapper kills what it left (a sweep of the process
  * list: `setsid` does not save a process), unless `$1` is 1 (`keepProcesses`), and exits with the
  * command's status (128+n for a death by signal n, as the engine reports it).
+ *
+ * The sweep is skipped when init has one child (its `children` file names one pid): a leftover's
+ * ancestry reaches init directly (see process-scripts.ts), so its top would be a second child, and
+ * the one child is the idle loop, an anchor, by the sweep's own rule (init's first-started child).
+ * The command was reaped before the read, and an orphan is reparented before its parent can be
+ * reaped, so every leftover of it is under a child of init by then. The full scan reads every
+ * process's stat one byte per syscall (busybox `read`): about 1 ms of CPU per exec for five
+ * processes, most of what the wrapper cost an exec beside a bare `sh -c` (bench/RESULTS.md,
+ * tool-egress). Unreadable (no CONFIG_PROC_CHILDREN) or anything else: the full sweep.
  */
 export const WRAPPER_SCRIPT = `${WRAPPER_MARK}
 ${PROC_LIB}
@@ -28,7 +37,10 @@ for b_f in $b_forget; do case $b_f in *[!0-9a-f]*) ;; *) rm -f "${EXEC_REGISTRY_
 pst $$ && echo "${WRAPPER_NAME} $$ $ps_start"
 if [ "$b_in" = 1 ]; then "$@"; else "$@" </dev/null; fi
 b_rc=$?
-if [ "$b_keep" != 1 ]; then pl_mode=sweep pl_spare=; pl_kill; fi
+if [ "$b_keep" != 1 ]; then
+  b_kids=; read -r b_kids 2>/dev/null </proc/1/task/1/children
+  case $b_kids in ''|*[!0-9]*) pl_mode=sweep pl_spare=; pl_kill ;; esac
+fi
 exit $b_rc`;
 
 /**
