@@ -70,21 +70,58 @@ snapshot: { policy: after-each-step, keepLast: 5 }
 `,
   );
   writeFileSync(join(base, 'plan.yaml'), `name: ${project}\nenvironment: env.yaml\nworkspace: src\nsteps:\n${STEPS.map((s, i) => `  - { name: s${i}, run: "${s}", replay: safe }\n`).join('')}`);
+  // Per-phase figures of each side, printed as `#` lines (medians): the Berth side's debug `timing` logs, the raw side's step boundaries.
+  const phases = new Map<string, number[]>();
+  const add = (k: string, v: number) => phases.set(k, [...(phases.get(k) ?? []), v]);
   const berth = async (i: number) => {
     const t0 = performance.now();
-    const child = spawn(process.execPath, [join(root, 'host/cli/bin.mjs'), 'run', join(base, 'plan.yaml'), '--store', join(base, `run-${i}.db`)], { env: { ...process.env, BERTH_HOST_ID: hostId }, stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, [join(root, 'host/cli/bin.mjs'), 'run', join(base, 'plan.yaml'), '--store', join(base, `run-${i}.db`)], { env: { ...process.env, BERTH_HOST_ID: hostId, BERTH_LOG_LEVEL: 'debug' }, stdio: ['ignore', 'ignore', 'pipe'] });
+    let log = '';
+    child.stderr!.on('data', (c: Buffer) => (log += c.toString()));
     await wait(child, 'berth run');
-    return performance.now() - t0;
+    const ms = performance.now() - t0;
+    const timings = log.split('\n').flatMap((l) => {
+      try {
+        const j = JSON.parse(l) as { msg?: string; phase?: string; ms?: number; checkpoint?: string; index?: number; commandMs?: number; hostCpuMs?: number };
+        return j.msg === 'timing' ? [j] : [];
+      } catch {
+        return [];
+      }
+    });
+    let accounted = 0;
+    for (const t of timings) {
+      if (t.phase === 'step.exec') {
+        add(`berth step ${t.index} wall`, t.ms!);
+        add(`berth step ${t.index} command`, t.commandMs!);
+        add(`berth step ${t.index} host cpu`, t.hostCpuMs!);
+        accounted += t.ms!;
+      } else if (t.phase === 'snapshot') {
+        add(`berth snapshot ${t.checkpoint}`, t.ms!);
+        accounted += t.ms!;
+      } else if (['process.start', 'store.open', 'preflight', 'host.sweep', 'submit', 'upload.layer_pack', 'upload.layer_load', 'lease', 'drive.stop_runtime', 'run_end', 'cli.close'].includes(t.phase!)) {
+        add(`berth ${t.phase}`, t.ms!);
+        accounted += t.ms!;
+      }
+    }
+    add('berth rest (kernel, commits, between steps)', ms - accounted);
+    return ms;
   };
+  // Step boundaries from inside the raw container (its clock is the host's): what each command took there.
+  const stamped = STEPS.map((s) => `date +%s%N >&2 && ${s}`).join(' && ') + ' && date +%s%N >&2';
   const raw = async (i: number) => {
     const ws = join(base, `raw-${i}`);
     cpSync(join(base, 'src'), ws, { recursive: true });
     chmodSync(ws, 0o777);
     execFileSync('chown', ['-R', '1000:1000', ws]);
     const t0 = performance.now();
-    const child = spawn('docker', ['run', '--rm', '--network', 'none', '--cpus', '2', '--memory', '2g', '-u', '1000:1000', '-v', `${ws}:/workspace`, '-w', '/workspace', imageRef, 'sh', '-c', STEPS.join(' && ')], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn('docker', ['run', '--rm', '--network', 'none', '--cpus', '2', '--memory', '2g', '-u', '1000:1000', '-v', `${ws}:/workspace`, '-w', '/workspace', imageRef, 'sh', '-c', stamped], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let log = '';
+    child.stderr!.on('data', (c: Buffer) => (log += c.toString()));
     await wait(child, 'docker run');
     const ms = performance.now() - t0;
+    const marks = log.split('\n').filter((l) => /^\d{19}$/.test(l)).map((l) => Number(BigInt(l) / 1_000_000n));
+    for (let k = 1; k < marks.length; k++) add(`raw step ${k - 1} command`, marks[k]! - marks[k - 1]!);
+    if (marks.length) add('raw outside the commands', ms - (marks.at(-1)! - marks[0]!));
     rmSync(ws, { recursive: true, force: true });
     return ms;
   };
@@ -100,6 +137,7 @@ snapshot: { policy: after-each-step, keepLast: 5 }
       r.push(await raw(i));
     }
   }
+  for (const [k, v] of [...phases].sort(([a], [b]) => a.localeCompare(b))) console.log(`# short ${k}: ${median(v).toFixed(0)} ms`);
   console.log(`# short project: ${project}`);
   console.log(`# short berth runs ms: ${b.map((x) => x.toFixed(0)).join(' ')}`);
   console.log(`# short raw runs ms: ${r.map((x) => x.toFixed(0)).join(' ')}`);

@@ -117,7 +117,7 @@ async function berthRun(dir: string, round: number): Promise<{ ms: number; timin
   return { ms, timings, steps: summary.steps };
 }
 
-async function rawRun(docker: Dockerode, env: Environment, project: string): Promise<{ ms: number; execMs: number }> {
+async function rawRun(docker: Dockerode, env: Environment, project: string): Promise<{ ms: number; execMs: number; stepMs: number[] }> {
   const t0 = performance.now();
   const c = await docker.createContainer(containerCreateOptions(sandboxSpecOf(env), { 'berth.host': hostId, 'berth.bench': 'plan-raw' }));
   try {
@@ -125,6 +125,7 @@ async function rawRun(docker: Dockerode, env: Environment, project: string): Pro
     const tar = packHostDir(project, (await scanHostDir(project)).entries, [], { uid: 1000, gid: 1000 }) as unknown as NodeJS.ReadableStream;
     await c.putArchive(tar, { path: env.workspace.path });
     let execMs = 0;
+    const stepMs: number[] = [];
     for (const step of STEPS) {
       const e0 = performance.now();
       const exec = await c.exec({ Cmd: ['sh', '-c', step.run], User: env.workspace.owner, WorkingDir: env.workspace.path, AttachStdout: true, AttachStderr: true });
@@ -136,9 +137,10 @@ async function rawRun(docker: Dockerode, env: Environment, project: string): Pro
       });
       const info = await exec.inspect();
       if (info.ExitCode !== 0) throw new Error(`raw step ${step.name} exited ${info.ExitCode}`);
+      stepMs.push(performance.now() - e0);
       execMs += performance.now() - e0;
     }
-    return { ms: performance.now() - t0, execMs };
+    return { ms: performance.now() - t0, execMs, stepMs };
   } finally {
     await c.remove({ force: true });
   }
@@ -147,7 +149,7 @@ async function rawRun(docker: Dockerode, env: Environment, project: string): Pro
 const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
 
 /** Where the Berth side's time went, per phase, as `#` lines (medians over rounds). */
-function breakdown(runs: Array<Awaited<ReturnType<typeof berthRun>>>, raw: number[]): void {
+function breakdown(runs: Array<Awaited<ReturnType<typeof berthRun>>>, raw: number[], rawSteps: number[][] = []): void {
   const phases = new Map<string, number[]>();
   const add = (k: string, v: number) => phases.set(k, [...(phases.get(k) ?? []), v]);
   for (const r of runs) {
@@ -166,10 +168,25 @@ function breakdown(runs: Array<Awaited<ReturnType<typeof berthRun>>>, raw: numbe
     add('snapshot upload (wall)', upload?.ms ?? 0);
     for (const s of by('snapshot').filter((t) => t.checkpoint !== 'upload')) add(`snapshot ${s.checkpoint} (wall)`, s.ms);
     for (const p of ['snapshot.layer_check', 'snapshot.layer_scan', 'snapshot.delta_build', 'snapshot.layer_verify', 'snapshot.delta_write', 'snapshot.scan', 'snapshot.outside', 'snapshot.tag', 'snapshot.commit', 'snapshot.archive_scan', 'snapshot.manifest_write', 'snapshot.rebase']) add(`  ${p} (sum)`, sum(by(p).map((t) => t.ms)));
+    // Per step: the step's wall inside Berth (execStep), the command's own exec wall, the host's CPU meanwhile, and the exec's set-up and after-work.
+    const execs = by('step.exec') as Array<Timing & { index: number; commandMs: number; hostCpuMs: number }>;
+    const parts = by('exec.parts') as Array<Timing & { setupMs: number; runMs: number; afterMs: number }>;
+    execs.forEach((e, i) => {
+      add(`step ${e.index} wall (execStep)`, e.ms);
+      add(`step ${e.index}   command (exec)`, e.commandMs);
+      add(`step ${e.index}   host cpu`, e.hostCpuMs);
+      const p = parts[i];
+      if (p) {
+        add(`step ${e.index}   exec setup`, p.setupMs);
+        add(`step ${e.index}   exec run`, p.runMs);
+        add(`step ${e.index}   exec after`, p.afterMs);
+      }
+    });
     add('rest: CLI start, kernel, store commits', r.ms - (lease?.ms ?? 0) - uploadMs - sum(r.steps.map((s) => s.durationMs)) - sum(by('snapshot').map((t) => t.ms)));
   }
   add('raw total', 0);
   phases.set('raw total', raw);
+  rawSteps[0]?.forEach((_, i) => phases.set(`raw step ${i} exec`, rawSteps.map((r) => r[i]!)));
   for (const [k, v] of phases) console.log(`# plan ${k}: ${median(v).toFixed(0)} ms`);
 }
 
@@ -243,16 +260,22 @@ export default async function planBench(report: Report): Promise<void> {
     if (process.env.BENCH_PLAN_ONLY === 'short') return await shortBuild(root, dir, docker, hostId, report);
     const berth: Array<Awaited<ReturnType<typeof berthRun>>> = [];
     const raw: number[] = [];
+    const rawSteps: number[][] = [];
+    const rawOnce = async () => {
+      const r = await rawRun(docker, env, project);
+      raw.push(r.ms);
+      rawSteps.push(r.stepMs);
+    };
     for (let i = 0; i < rounds; i++) {
       if (i % 2 === 0) {
-        raw.push((await rawRun(docker, env, project)).ms);
+        await rawOnce();
         berth.push(await berthRun(dir, i));
       } else {
         berth.push(await berthRun(dir, i));
-        raw.push((await rawRun(docker, env, project)).ms);
+        await rawOnce();
       }
     }
-    breakdown(berth, raw);
+    breakdown(berth, raw, rawSteps);
     report('real_build_vs_raw', median(berth.map((b) => b.ms)) / median(raw), 'ratio');
     report('real_build_ms', median(berth.map((b) => b.ms)), 'absolute');
     report('raw_build_ms', median(raw), 'absolute');

@@ -168,7 +168,7 @@ export async function runStep(ctx: TypedPhaseContext<StepInput>, sb: RunSandbox,
     // BERTH_LIVE_OUTPUT=off keeps only the receipt's tails (the buffered capture of before; the bench compares the two).
     const output = process.env.BERTH_LIVE_OUTPUT === 'off' ? undefined : new OutputWriter(ctx.store, { runId, source: `step:${index}`, label: step.name, now: () => ctx.now(), onError: (err) => ctx.log.warn({ runId, err }, 'live output of a step could not be written; its receipt keeps the tails') });
     const out = await ctx.perform({ ...spec, id: actionId }, async (signal) =>
-      execStep(held, step, env, secrets, { runId, index, signal, progress, output })
+      profiled(ctx, index, () => execStep(held, step, env, secrets, { runId, index, signal, progress, output }))
         .then(async (r) => {
           // Recorded before the receipt's commit: a command that ran is paid for, even when the
           // host dies before its result is committed and the step runs again.
@@ -252,4 +252,19 @@ async function rewind(ctx: PhaseContext, sb: RunSandbox, input: PlanRunInput, in
   ctx.log.info({ runId, snapshotId: behind.snapshotId, from }, 'sandbox restored from an older snapshot; re-running the safe steps after it');
   const result: StepResult = { step: step.name, exitCode: -1, timedOut: false, oomKilled: false, durationMs: 0, snapshotId: null, stdoutTail: '', stderrTail: '', rewind: from };
   return { type: 'complete', result, writes: { documents: [{ documentId: sandboxDocId(runId), op: ensured.pointer as Json }] } };
+}
+
+/**
+ * Runs a step's command and, at debug level, logs its wall time beside the command's own and the CPU
+ * this process spent meanwhile (`step.exec`): on a small machine every host millisecond during a
+ * step is taken from the build, and the plan benchmark reads this to say where a step's time goes.
+ */
+async function profiled(ctx: PhaseContext, index: number, fn: () => Promise<StepReceipt>): Promise<StepReceipt> {
+  if (!ctx.log.isLevelEnabled('debug')) return fn();
+  const t0 = performance.now();
+  const cpu0 = process.cpuUsage();
+  const r = await fn();
+  const cpu = process.cpuUsage(cpu0);
+  ctx.log.debug({ phase: 'step.exec', index, ms: Math.round(performance.now() - t0), commandMs: Math.round(r.durationMs), hostCpuMs: Math.round((cpu.user + cpu.system) / 1000) }, 'timing');
+  return r;
 }

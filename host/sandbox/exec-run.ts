@@ -148,6 +148,7 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
     });
     startedExec = true;
     host.activity.started.add(exec.id);
+    const setupMs = performance.now() - started;
 
     const emit = (s: 'stdout' | 'stderr', chunk: Buffer) => {
       (s === 'stdout' ? stdout : stderr).push(chunk);
@@ -218,6 +219,7 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
       opts.signal?.removeEventListener('abort', onAbort);
       untrack();
     }
+    const exitedAt = performance.now();
     const killReport = killing ? await killing : undefined;
     const reaped = await afterCommand(host, { user, keep: opts.keepProcesses === true, root: token.root, failed: exitCode !== 0 || reason !== undefined, end: () => host.activity.end(token, exitCode !== 0 || reason !== undefined) });
     const outcome = await settleOutcome(host, {
@@ -233,6 +235,7 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
     });
     const usage = await meter?.stop();
     host.activity.acknowledge(exec.id);
+    if (opts.measure && host.logger.isLevelEnabled('debug')) host.logger.debug({ phase: 'exec.parts', setupMs: Math.round(setupMs), runMs: Math.round(exitedAt - started - setupMs), afterMs: Math.round(performance.now() - exitedAt) }, 'timing');
     return result({ ...outcome, timedOut: reason === 'timeout', cancelled: reason === 'cancel', ...(usage ? { usage } : {}) });
   } finally {
     // Ended above on every path that got a result; here only when the exec threw.
