@@ -67,6 +67,22 @@ export async function submitAgentRun(deps: Deps, s: StartAgentRun): Promise<Subm
   return submitRun(deps, input, s.requestId ?? newId('req'));
 }
 
+/**
+ * The parsed input of the roots the newest runs of sessions started from. A task's input never
+ * changes once committed and ids are never reused, so a session continued run after run (an MCP
+ * client's every call, `berth chat`) parses its whole environment once, not at each message (the
+ * largest parse in a profile of `berth mcp` serving calls: bench/mcp-profile.ts).
+ */
+const parsedInputs = new Map<string, AgentRunInput>();
+function lastInput(root: { id: string; input: unknown }): AgentRunInput {
+  const cached = parsedInputs.get(root.id);
+  if (cached) return cached;
+  const parsed = storedValue(AgentRunInputSchema, root.input, { what: 'input', kind: AGENT_KIND, taskId: root.id });
+  if (parsedInputs.size >= 64) parsedInputs.delete(parsedInputs.keys().next().value!);
+  parsedInputs.set(root.id, parsed);
+  return parsed;
+}
+
 export interface ContinueSession {
   sessionId: string;
   message: string;
@@ -100,7 +116,7 @@ export async function continueSession(deps: Deps, c: ContinueSession): Promise<S
     throw new BerthError('session_busy', `run ${busy.id} of session ${c.sessionId} is ${busy.state}; ${what}`, { ids: { sessionId: c.sessionId, runId: busy.id } });
   }
   const root = (await deps.store.getTask(last.rootTaskId!))!;
-  const prev = storedValue(AgentRunInputSchema, root.input, { what: 'input', kind: AGENT_KIND, taskId: root.id });
+  const prev = lastInput(root);
   const settings = AgentSettingsSchema.parse({ ...prev.settings, ...c.settings, model: { ...prev.settings.model, ...c.settings?.model } });
   checkTools(deps.toolNames, settings);
   await checkAgentSecrets(prev.environment, deps.toolNames, `the environment of session ${c.sessionId}`);
