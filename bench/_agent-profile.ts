@@ -11,6 +11,7 @@ import pino from 'pino';
 import { continueSession, submitAgentRun } from '../host/agent';
 import { createHostRuntime } from '../host/runtime/host-runtime';
 import { createSandboxHost, Lease, snapshotEngine } from '../host/sandbox';
+import { Snapshotter } from '../host/snapshot/snapshotter';
 import { openSqliteStore } from '../host/store';
 import { systemClock } from '../host/support';
 import { newId } from '../host/support/ids';
@@ -54,6 +55,16 @@ wrap(store, 'commit', (a) => `commit ${(a[0] as { label: string }).label}`);
 for (const m of ['recordCost', 'appendOutput', 'getEffect', 'getTask', 'readDocument', 'listTasks', 'listEffects', 'getRun', 'listEntries']) if (m in store) wrap(store, m, () => `store.${m}`);
 wrap(Lease.prototype, 'exec', () => 'lease.exec');
 wrap(rt.agent.plan, 'digest', () => 'workspace digest');
+// Finer: the engine calls of an exec and the digest's parts (nested inside the spans above).
+const C = (Dockerode as unknown as { Container: { prototype: object } }).Container.prototype;
+const E = (Dockerode as unknown as { Exec: { prototype: object } }).Exec.prototype;
+wrap(C, 'exec', () => '  engine exec create');
+wrap(C, 'inspect', () => '  engine container inspect');
+wrap(E, 'start', () => '  engine exec start (to hijack)');
+wrap(E, 'inspect', () => '  engine exec inspect');
+wrap(Snapshotter.prototype, 'scanLayer', () => '  digest: layer scan');
+wrap(Snapshotter.prototype, 'layer', () => '  digest: layer dirs');
+for (const m of ['getWorkspaceManifest', 'getDocument']) wrap(store, m, () => `store.${m}`);
 const windows: Array<{ t0: number; t1: number }> = [];
 const created = new Map<string, number>();
 rt.kernel.onCommit((e) => {
@@ -79,8 +90,12 @@ try {
   await block();
   recording = true;
   windows.length = 0;
+  let cpuCalls = 0, cpuRaw = 0;
   for (let b = 0; b < 3; b++) {
+    const c0 = process.cpuUsage();
     await block();
+    const c1 = process.cpuUsage(c0);
+    cpuCalls += (c1.user + c1.system) / 1000;
     const container = docker.getContainer(rt.agent.plan.held(sessionId!)!.containerId);
     for (let i = 0; i < CALLS; i++) {
       const t0 = performance.now();
@@ -90,7 +105,10 @@ try {
       await ex.inspect();
       raw.push(performance.now() - t0);
     }
+    const c2 = process.cpuUsage(c0);
+    cpuRaw += (c2.user + c2.system) / 1000 - (c1.user + c1.system) / 1000;
   }
+  console.log(`host CPU: ${(cpuCalls / (3 * (CALLS + 1))).toFixed(2)} ms per model turn + tool call (incl. the model server), raw exec ${(cpuRaw / (3 * CALLS)).toFixed(2)} ms`);
   // Per call: each span's time inside the window, summed by name; and the time no span covers.
   const per: Record<string, number[]> = {};
   const total: number[] = [];
@@ -110,6 +128,11 @@ try {
   console.log(`writing tool call p50 ${median(total).toFixed(1)} ms, raw exec p50 ${median(raw).toFixed(1)} ms, ratio ${(median(total) / median(raw)).toFixed(2)} (n=${total.length})`);
   for (const [k, v] of Object.entries(per).sort()) console.log(`  ${k.padEnd(40)} ${median(v.concat(Array(total.length - v.length).fill(0))).toFixed(2)} ms  (in ${v.length} of ${total.length})`);
   console.log(`  ${'(no span: scheduling, phase code)'.padEnd(40)} ${median(uncovered).toFixed(2)} ms`);
+  if (process.env.TIMELINE) {
+    const w = windows[windows.length - 2]!;
+    console.log(`timeline of one call (${(w.t1 - w.t0).toFixed(1)} ms):`);
+    for (const sp of spans.filter((x) => x.t1 > w.t0 && x.t0 < w.t1).sort((a, b) => a.t0 - b.t0)) console.log(`  +${(sp.t0 - w.t0).toFixed(1).padStart(6)} ${(sp.t1 - sp.t0).toFixed(1).padStart(6)}  ${sp.name}`);
+  }
 } finally {
   await rt.kernel.stop();
   await sandbox.close();
