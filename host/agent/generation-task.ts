@@ -187,6 +187,9 @@ async function request(deps: AgentDeps, ctx: GenerationContext): Promise<Generat
     // Entering `request` recorded this attempt; finding it still here after a restart means the
     // host died with the request unanswered (or about to be sent). Nothing of it is trusted.
     const entry = interruption(turn, cp.attempt, 'host_stopped', 'the host stopped before this request was answered', '');
+    // The dead host's request may have been worked on (a server that never answered still ran it):
+    // counted as a request, with no tokens known. Durable with the interruption's commit.
+    if (!isCallerDriven(m)) await ctx.store.recordCost({ runId: ctx.task.runId!, at: ctx.now(), key: cp.options.model, meters: { 'model.requests': 1 } }, { sync: 'with-next-commit' });
     return { type: 'sleep', until: retryAt(0), phase: 'retry', writes: { entries: [entry] } };
   }
   const entries = (await ctx.store.listEntries(ctx.task.sessionId)).filter((e) => e.seq <= cp.contextSeq || (e.kind === ENTRY.compaction && e.taskId === ctx.task.id));

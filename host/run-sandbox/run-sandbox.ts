@@ -213,7 +213,8 @@ export class RunSandbox {
     if (record && record.releasedAt === null) await this.releaseRecord(record.id, env, runId);
     // The record accounts for it: a live sandbox (its command killed with it) was removed, or verification found it lost.
     if (record && live) this.sweeps.add(runId, { what: 'removed', leaseId: record.id, containerId: record.containerId, reason: 'in_flight_safe_step', epoch: record.epoch ?? null });
-    else if (record) this.sweeps.add(runId, { what: 'lost', leaseId: record.id, reason: why });
+    // A released lease ended normally (a fork starts from its parent's); only one found expired or broken was lost.
+    else if (record && record.releasedAt === null) this.sweeps.add(runId, { what: 'lost', leaseId: record.id, reason: why });
     if (!ptr.snapshotId) return { kind: 'reconcile', reason: `sandbox ${record ? `of lease ${record.id} ` : ''}is gone and no snapshot covers the newest committed sandbox change` };
     // Restoring is only a resume when the snapshot holds the newest committed workspace (under
     // `on-demand` later steps only advance the digest): otherwise the caller decides what to re-run.
