@@ -64,16 +64,28 @@ describe('session lock', () => {
   it('runs holders of one key one at a time in arrival order, and other keys alongside', async () => {
     const lock = new KeyedLock();
     const log: string[] = [];
-    const job = (key: string, name: string, ms: number) =>
+    // Each holder ends when the test opens its gate: no timer decides the order.
+    const gates = new Map<string, () => void>();
+    const job = (key: string, name: string) =>
       lock.run(key, async () => {
         log.push(`${name}+`);
-        await new Promise((r) => setTimeout(r, ms));
+        await new Promise<void>((r) => gates.set(name, r));
         log.push(`${name}-`);
       });
-    await Promise.all([job('s', 'a', 30), job('s', 'b', 5), job('t', 'c', 5), job('s', 'd', 1)]);
-    const s = log.filter((x) => 'abd'.includes(x[0]!));
-    expect(s).toEqual(['a+', 'a-', 'b+', 'b-', 'd+', 'd-']);
+    const until = async (name: string) => {
+      while (!gates.has(name)) await new Promise((r) => setImmediate(r));
+      return gates.get(name)!;
+    };
+    const all = Promise.all([job('s', 'a'), job('s', 'b'), job('t', 'c'), job('s', 'd')]);
+    // c's key is free: it runs and ends while a still holds s.
+    (await until('c'))();
+    (await until('a'))();
+    (await until('b'))();
+    (await until('d'))();
+    await all;
+    expect(log.filter((x) => 'abd'.includes(x[0]!))).toEqual(['a+', 'a-', 'b+', 'b-', 'd+', 'd-']);
     expect(log.indexOf('c-')).toBeLessThan(log.indexOf('a-'));
+    expect(log.indexOf('b+')).toBeGreaterThan(log.indexOf('a-'));
   });
 
   it('releases the key when a holder throws', async () => {
