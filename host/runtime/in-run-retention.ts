@@ -62,7 +62,7 @@ export function pruneWhileRunning(kernel: Pick<Kernel, 'onCommit'>, d: InRunRete
       const keepImages = new Set(lease ? [lease.imageDigest] : []);
       await pruneRunning(
         { store: d.store, removeSnapshot: d.engine.removeSnapshot, clock: d.clock, logger: d.logger, materialize: (imageId) => d.images.materialize(imageId) },
-        { runId: run.id, sessionId, keepLast: k, window: every, keep, keepImages },
+        { runId: run.id, sessionId, keepLast: k, window: 2 * every, keep, keepImages },
       );
     }
   };

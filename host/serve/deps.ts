@@ -25,6 +25,8 @@ export interface RunDescription {
   acceptance: AcceptanceView;
   /** What the run cost, measured and derived when read. */
   cost: RunCost;
+  /** A description of only the newest rows (`describeRun`'s `newest`): whether older tasks, effects or snapshots were left out. */
+  shown?: { olderTasks: boolean; olderEffects: boolean; olderSnapshots: boolean };
 }
 
 /** A reconcile decision from the page: the same choices as `berth reconcile`. */

@@ -52,7 +52,10 @@ export function stepsSection(v: RunView, now: number): SafeHtml {
         (s) => html`<div class="step" data-step="${s.name}" data-state="${s.state}" data-source="${s.index !== null ? `step:${s.index}` : ''}">${stepHead(s, now)}
 ${s.attempts.map((a) => (a.state === 'ended' && (s.stdoutTail || s.stderrTail) ? endedLine('step', a) : attemptBlock('step', a, now)))}${s.stdoutTail ? html`<pre class="stdout">${s.stdoutTail}</pre>` : ''}${s.stderrTail ? html`<pre class="stderr">${s.stderrTail}</pre>` : ''}</div>`,
       )}`;
-  return html`<section id="steps" data-output="/api/runs/${v.run.id}/output" data-output-after="${v.outputSeq}"><h2>Steps</h2>${body}</section>`;
+  const { earlier, later } = v.stepsNotShown ?? { earlier: 0, later: 0 };
+  const before = earlier ? html`<p class="muted steps-earlier">${earlier} earlier step${earlier === 1 ? '' : 's'} not listed here (berth show ${v.run.id} --all lists every step)</p>` : '';
+  const after = later ? html`<p class="muted steps-later">and ${later} more pending step${later === 1 ? '' : 's'}</p>` : '';
+  return html`<section id="steps" data-output="/api/runs/${v.run.id}/output" data-output-after="${v.outputSeq}"><h2>Steps</h2>${before}${body}${after}</section>`;
 }
 
 /** An agent run's tool calls with live output (the running ones, and those a crash cut off), newest last. */

@@ -19,6 +19,8 @@ export interface RunView extends RunDescription {
   /** The `before` of the next older page, null at the oldest. */
   olderBefore: number | null;
   steps: StepView[];
+  /** Steps left out of `steps` on a long run's page: finished ones older than the tasks read, pending ones past the first few. */
+  stepsNotShown?: { earlier: number; later: number };
   tokens: { prompt: number; completion: number; total: number } | null;
   /** The plan's name or the first line of the agent task (null for an unnamed run). */
   name: string | null;
@@ -125,8 +127,17 @@ function parkReasonOf(d: RunDescription): string | null {
 const LIVE_STATES = new Set(['admitted', 'running', 'retry_wait', 'waiting_for_input', 'awaiting_approval', 'cancelling', 'reconciling', 'compensating']);
 export const runIsLive = (state: string) => LIVE_STATES.has(state);
 
-/** The plan's steps in order: each one's newest task (a re-run after a restore is a newer task), or pending. */
-function stepsOf(d: RunDescription, attempts: AttemptView[]): StepView[] {
+/** Pending steps a run page lists after the newest started one; the rest are counted. */
+const PENDING_SHOWN = 20;
+
+/**
+ * The plan's steps in order: each one's newest task (a re-run after a restore is a newer task), or
+ * pending. On a page of a long run's newest tasks, the steps before the oldest task read are not
+ * listed (they ran: counted in `earlier`, `berth show` and the API's pages list them), nor pending
+ * ones past the first {@link PENDING_SHOWN} (counted in `later`): the page stays the same size
+ * whatever the plan's length.
+ */
+export function stepsOf(d: RunDescription, attempts: AttemptView[]): { steps: StepView[]; notShown: { earlier: number; later: number } } {
   const root = d.tasks.find((t) => t.id === d.run.rootTaskId);
   const planSteps = obj(obj(root?.input).plan).steps;
   const names = Array.isArray(planSteps) ? planSteps.map((s) => str(obj(s).name)) : [];
@@ -162,10 +173,16 @@ function stepsOf(d: RunDescription, attempts: AttemptView[]): StepView[] {
   // Steps not started yet (and, in a fork, those before its fork point: they are the parent's history).
   const started = new Set(views.map((v) => v.index));
   const forkIndex = num(obj(obj(root?.input).fork).index) ?? 0;
+  const firstRead = d.shown?.olderTasks ? Math.min(...views.map((v) => v.index ?? Infinity)) : 0;
+  const from = Math.max(forkIndex, Number.isFinite(firstRead) ? firstRead : names.length);
   const pending = names.flatMap((name, index) =>
-    started.has(index) || index < forkIndex ? [] : [{ taskId: null, index, name, state: 'pending', status: 'pending', startedAt: null, attempts: [], exitCode: null, durationMs: null, stdoutTail: '', stderrTail: '', snapshotId: null }],
+    started.has(index) || index < from ? [] : [{ taskId: null, index, name, state: 'pending', status: 'pending', startedAt: null, attempts: [], exitCode: null, durationMs: null, stdoutTail: '', stderrTail: '', snapshotId: null }],
   );
-  return [...views, ...pending].sort((a, b) => (a.index ?? 0) - (b.index ?? 0));
+  const shownPending = pending.slice(0, PENDING_SHOWN);
+  return {
+    steps: [...views, ...shownPending].sort((a, b) => (a.index ?? 0) - (b.index ?? 0)),
+    notShown: { earlier: Math.max(0, from - forkIndex), later: pending.length - shownPending.length },
+  };
 }
 
 /** Reads one run's page: the description, approvals, token usage and one page of entries. */
@@ -175,6 +192,7 @@ export async function readRunView(deps: ServeDeps, runId: string, before?: numbe
   const page = await deps.store.listEntriesNewest(d.run.sessionId, { runId, beforeSeq: before, limit: ENTRY_PAGE + 1 });
   const name = nameFromMeta((await deps.store.getSession(d.run.sessionId))?.meta ?? null);
   const output = attemptViews(await deps.store.listOutput({ runId }), runIsLive(d.run.state));
+  const steps = stepsOf(d, output);
   const outputSeq = output.reduce((m, a) => Math.max(m, a.lastSeq), 0);
   const entries = page.slice(0, ENTRY_PAGE);
   const agent = d.run.kind === 'agent';
@@ -200,7 +218,8 @@ export async function readRunView(deps: ServeDeps, runId: string, before?: numbe
     name,
     parkReason: parkReasonOf(d),
     tree: d.forkedFrom || d.forks.length ? treeOf((await lineageOf(deps.store, runId)).root) : null,
-    steps: stepsOf(d, output),
+    steps: steps.steps,
+    stepsNotShown: steps.notShown,
     output,
     outputSeq,
     tokens,

@@ -45,16 +45,29 @@ export async function pruneRunning(d: RunningPruneDeps, o: RunningPrune): Promis
   const older = newestFirst.slice(o.keepLast).filter((s) => s.prunedAt === null);
   if (older.length === 0) return [];
   const newestPushed = newestFirst.find((s) => s.registryRef !== null && s.prunedAt === null)?.id;
-  // An image still only in the store gets its tag when the engine loads it: pruned before that, the
-  // load would tag it again behind the record's back. A later pass (or the run end) takes it.
-  const pending = new Set((await d.store.listSnapshotDeltas()).map((x) => x.imageId));
-  const candidates = older.filter((s) => !o.keep.has(s.id) && s.id !== newestPushed && !pending.has(s.imageId) && !o.keepImages?.has(s.imageId));
+  const unkept = older.filter((s) => !o.keep.has(s.id) && s.id !== newestPushed);
+  // The live sandbox's image may lose a tag only while a snapshot that stays still names it (the
+  // engine refuses to remove the last tag of an image a container runs on; snapshots of an unchanged
+  // workspace all name that one image, each by its own tag).
+  const going = new Set(unkept.map((s) => s.id));
+  const stillTagged = new Set(newestFirst.filter((s) => s.prunedAt === null && !going.has(s.id)).map((s) => s.imageId));
+  const candidates = unkept.filter((s) => !o.keepImages?.has(s.imageId) || stillTagged.has(s.imageId));
   if (candidates.length === 0) return [];
+  // An image still only in the store gets its tag when the engine loads it: removed before that, the
+  // load would tag it again behind the record's back. It is loaded here first (the background load
+  // would do the same; under load those lag behind the steps, and a pass that skipped them would
+  // leave them outside the next passes' window); without a loader it waits for the run end.
+  const pending = new Set((await d.store.listSnapshotDeltas()).map((x) => x.imageId));
+  const loaded: Snapshot[] = [];
+  for (const s of candidates) {
+    if (!pending.has(s.imageId)) loaded.push(s);
+    else if (d.materialize && (await d.materialize(s.imageId).catch(() => false))) loaded.push(s);
+  }
   const deltas = await PendingDeltaParents.read(d);
-  const going: Snapshot[] = [];
-  for (const s of candidates) if (await deltas.release(s.imageId, { runId: o.runId, snapshotId: s.id })) going.push(s);
+  const released: Snapshot[] = [];
+  for (const s of loaded) if (await deltas.release(s.imageId, { runId: o.runId, snapshotId: s.id })) released.push(s);
   const pruned: Snapshot[] = [];
-  const queue = [...going];
+  const queue = [...released];
   const worker = async () => {
     for (let s = queue.shift(); s; s = queue.shift()) {
       try {
