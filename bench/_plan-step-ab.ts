@@ -14,6 +14,7 @@ import { parseEnvironment } from '../environment';
 import { containerCreateOptions } from '../host/sandbox';
 import { packHostDir, scanHostDir } from '../host/sandbox/archive-pack';
 import { sandboxSpecOf } from '../host/runtime/sandbox-spec';
+import { cgroupCounters } from '../host/sandbox/cgroup-counters';
 import { median } from './_stats';
 
 const root = resolve(import.meta.dirname, '..');
@@ -35,8 +36,9 @@ async function berth(name: string, vars: Record<string, string>, i: number) {
   add(`${name} total`, performance.now() - t0);
   for (const l of log.split('\n')) {
     if (!l.includes('"step.exec"')) continue;
-    const j = JSON.parse(l) as { index: number; commandMs: number; hostCpuMs: number };
+    const j = JSON.parse(l) as { index: number; commandMs: number; hostCpuMs: number; sandboxCpuMs?: number };
     add(`${name} step ${j.index} command`, j.commandMs);
+    if (j.sandboxCpuMs !== undefined) add(`${name} step ${j.index} sandbox cpu`, j.sandboxCpuMs);
     add(`${name} step ${j.index} host cpu`, j.hostCpuMs);
   }
 }
@@ -48,12 +50,15 @@ async function raw(i: number) {
     const ws = join(dir, plan.workspace);
     await c.putArchive(packHostDir(ws, (await scanHostDir(ws)).entries, [], { uid: 1000, gid: 1000 }) as unknown as NodeJS.ReadableStream, { path: env.workspace.path });
     for (const [k, step] of plan.steps.entries()) {
+      const cpu0 = (await cgroupCounters(c))?.cpuNs;
       const t0 = performance.now();
       const exec = await c.exec({ Cmd: ['sh', '-c', step.run], User: env.workspace.owner, WorkingDir: env.workspace.path, AttachStdout: true, AttachStderr: true });
       const stream = await exec.start({});
       await new Promise<void>((res, rej) => stream.on('end', res).on('error', rej).resume());
       if ((await exec.inspect()).ExitCode !== 0) throw new Error(`raw step ${k} failed`);
       add(`raw step ${k} command`, performance.now() - t0);
+      const cpu1 = (await cgroupCounters(c))?.cpuNs;
+      if (cpu0 !== undefined && cpu1 !== undefined) add(`raw step ${k} sandbox cpu`, (cpu1 - cpu0) / 1e6);
     }
   } finally {
     await c.remove({ force: true });

@@ -120,6 +120,21 @@ export class OutputWriter {
     else this.timer ??= setTimeout(() => this.flush(), this.o.flushMs ?? FLUSH_MS);
   }
 
+  /** Writes, spent: what the store's writes of this attempt cost (a synced SQLite write holds this process's only thread). */
+  readonly writes = { count: 0, ms: 0, maxMs: 0 };
+
+  private async write(chunks: NewOutputChunk[]): Promise<void> {
+    const t0 = performance.now();
+    try {
+      await this.store.appendOutput(chunks);
+    } finally {
+      const ms = performance.now() - t0;
+      this.writes.count++;
+      this.writes.ms += ms;
+      this.writes.maxMs = Math.max(this.writes.maxMs, ms);
+    }
+  }
+
   private flush(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
@@ -134,7 +149,7 @@ export class OutputWriter {
     this.pending = [];
     this.pendingChars = 0;
     this.chain = this.chain.then(() =>
-      this.store.appendOutput(chunks).catch((err: unknown) => {
+      this.write(chunks).catch((err: unknown) => {
         if (!this.failed) this.o.onError?.(err);
         this.failed = true;
       }),

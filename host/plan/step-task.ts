@@ -168,7 +168,7 @@ export async function runStep(ctx: TypedPhaseContext<StepInput>, sb: RunSandbox,
     // BERTH_LIVE_OUTPUT=off keeps only the receipt's tails (the buffered capture of before; the bench compares the two).
     const output = process.env.BERTH_LIVE_OUTPUT === 'off' ? undefined : new OutputWriter(ctx.store, { runId, source: `step:${index}`, label: step.name, now: () => ctx.now(), onError: (err) => ctx.log.warn({ runId, err }, 'live output of a step could not be written; its receipt keeps the tails') });
     const out = await ctx.perform({ ...spec, id: actionId }, async (signal) =>
-      profiled(ctx, index, () => execStep(held, step, env, secrets, { runId, index, signal, progress, output }))
+      profiled(ctx, index, output, () => execStep(held, step, env, secrets, { runId, index, signal, progress, output }))
         .then(async (r) => {
           // Recorded before the receipt's commit: a command that ran is paid for, even when the
           // host dies before its result is committed and the step runs again.
@@ -259,12 +259,12 @@ async function rewind(ctx: PhaseContext, sb: RunSandbox, input: PlanRunInput, in
  * this process spent meanwhile (`step.exec`): on a small machine every host millisecond during a
  * step is taken from the build, and the plan benchmark reads this to say where a step's time goes.
  */
-async function profiled(ctx: PhaseContext, index: number, fn: () => Promise<StepReceipt>): Promise<StepReceipt> {
+async function profiled(ctx: PhaseContext, index: number, output: OutputWriter | undefined, fn: () => Promise<StepReceipt>): Promise<StepReceipt> {
   if (!ctx.log.isLevelEnabled('debug')) return fn();
   const t0 = performance.now();
   const cpu0 = process.cpuUsage();
   const r = await fn();
   const cpu = process.cpuUsage(cpu0);
-  ctx.log.debug({ phase: 'step.exec', index, ms: Math.round(performance.now() - t0), commandMs: Math.round(r.durationMs), hostCpuMs: Math.round((cpu.user + cpu.system) / 1000) }, 'timing');
+  ctx.log.debug({ phase: 'step.exec', index, ms: Math.round(performance.now() - t0), commandMs: Math.round(r.durationMs), hostCpuMs: Math.round((cpu.user + cpu.system) / 1000), ...(r.usage ? { sandboxCpuMs: Math.round(r.usage.cpuUsec / 1000) } : {}), ...(output ? { outputWrites: output.writes.count, outputWriteMs: Math.round(output.writes.ms), outputWriteMaxMs: Math.round(output.writes.maxMs) } : {}) }, 'timing');
   return r;
 }

@@ -60,6 +60,20 @@ describe.each(STORE_KINDS)('live output on %s', (kind) => {
     expect(a!.end).toBe('exit 0');
   });
 
+  it('counts the store writes of an attempt and the time they took, the figure a step profile reads', async () => {
+    t = await tempStoreOf(kind);
+    const w = new OutputWriter(t.store, { runId: 'run_d', source: 'step:0', label: 'counted', flushMs: 1 });
+    w.push('stdout', 'first\n');
+    await until(async () => (await t!.store.listOutput({ runId: 'run_d' })).length === 1);
+    expect(w.writes.count).toBe(1);
+    w.push('stdout', 'second\n');
+    await w.end('exit 0');
+    // The second line and the end chunk go in one write: the end flushes what is pending with it.
+    expect(w.writes.count).toBe(2);
+    expect(w.writes.ms).toBeGreaterThan(0);
+    expect(w.writes.maxMs).toBeLessThanOrEqual(w.writes.ms);
+  });
+
   it('numbers chunks written by two writers at once so a reader following the sequence misses none', async () => {
     t = await tempStoreOf(kind);
     const second = await t.open();
