@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import { SlowFirstSequencer } from './test/support/slow-first-sequencer';
 
 export default defineConfig({
   test: {
@@ -9,5 +10,6 @@ export default defineConfig({
     hookTimeout: 60_000,
     // Docker-backed suites share one engine on a 2-core machine; more workers only add contention.
     maxWorkers: 2,
+    sequence: { sequencer: SlowFirstSequencer },
   },
 });

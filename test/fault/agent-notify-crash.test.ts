@@ -1,152 +1,12 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { invariantGuard } from '../support/invariant-check';
+import { describe, expect, it } from 'vitest';
 import type { EmailResult } from '../../examples/notify/notify-tasks';
-import { openStore, type Store } from '../../host/store';
-import { STORE_KINDS, sharedPostgres, stopSharedPostgres, type StoreKind } from '../support/store-kinds';
-import { bundleScript } from '../support/bundle-script';
 import { runNode, type ChildEnd } from '../support/child';
 import { startEmailService } from '../support/email-service';
+import { notifyWorld, OPS, read } from '../support/notify-world';
 
-let script: string;
-const dirs: string[] = [];
-const newDb = () => {
-  const d = mkdtempSync(join(tmpdir(), 'berth-notify-'));
-  dirs.push(d);
-  return { dir: d, db: join(d, 'notify.db') };
-};
-// Every run each test created keeps the run invariants (issue 17: berth check over every store it made).
-let checked = 0;
-afterEach(async () => {
-  const fresh = dirs.slice(checked);
-  checked = dirs.length;
-  for (const d of fresh) {
-    const db = join(d, 'notify.db');
-    if (!existsSync(db)) continue;
-    const broken = await invariantGuard().check(db);
-    if (broken) throw broken;
-  }
-});
-/** As newDb, with the store on `kind`: the file there, or a fresh PostgreSQL database. */
-const newStore = async (kind: StoreKind) => {
-  const d = newDb();
-  return kind === 'postgres' ? { dir: d.dir, db: await (await sharedPostgres()).createStoreDatabase('notify') } : d;
-};
-
-beforeAll(async () => {
-  script = await bundleScript(join(process.cwd(), 'examples', 'notify', 'run-notify.ts'));
-});
-afterAll(async () => {
-  await stopSharedPostgres();
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-  if (script) rmSync(script, { force: true });
-});
-
-const OPS = [1, 2, 3, 4, 5].map((i) => `notice-2026-10-${i}`);
-
-async function read<T>(db: string, f: (s: Store) => Promise<T>): Promise<T> {
-  const s = await openStore(db);
-  try {
-    return await f(s);
-  } finally {
-    await s.close();
-  }
-}
-
-describe.each(STORE_KINDS)('five emails with a crash after the fourth is accepted (%s store)', (kind) => {
-  it('reuses the three committed receipts, confirms the fourth (accepted, receipt lost) by lookup instead of sending it again, sends the fifth, and accepts each operation once', async () => {
-    const svc = await startEmailService();
-    try {
-      const { db } = await newStore(kind);
-      // One email at a time, as in the story: when the host dies, three receipts are committed,
-      // the fourth email is accepted by the service but its receipt is not, the fifth has not started.
-      const first = await runNode(script, [db, svc.url, '--concurrency', '1'], { BERTH_FAULT: 'before:phase.complete:send-notice#4' });
-      expect(first.signal).toBe('SIGKILL');
-      const acceptedAtCrash = Object.keys(svc.counts().accepted);
-      expect(acceptedAtCrash).toHaveLength(4);
-      const atCrash = await read(db, async (s) => {
-        const tasks = (await s.listTasks()).filter((t) => t.kind === 'send-notice');
-        const effects = await s.listEffects({});
-        return { tasks: tasks.map((t) => `${t.status}:${t.phase}`).sort(), effects: Object.fromEntries(effects.map((e) => [e.id.replace('email:', ''), e.status])) };
-      });
-      expect(atCrash.tasks).toEqual(['pending:send', 'running:send', 'terminal:send', 'terminal:send', 'terminal:send']);
-      const inFlight = Object.entries(atCrash.effects).find(([, st]) => st === 'executing')![0];
-      const committed = Object.entries(atCrash.effects).filter(([, st]) => st === 'confirmed').map(([op]) => op);
-      const notStarted = OPS.find((o) => !(o in atCrash.effects))!;
-      expect(committed).toHaveLength(3);
-      expect(acceptedAtCrash.sort()).toEqual([...committed, inFlight].sort());
-      // The story examples/notify/README.md tells, in the order the program sends on SQLite (2, 3,
-      // 4, 5, 1). Which ready task takes the one slot first is scheduling, not store semantics: on
-      // PostgreSQL (async reads) it may be another order; the shape of the crash is the same.
-      if (kind === 'sqlite') expect({ committed: committed.sort(), inFlight, notStarted }).toEqual({ committed: [OPS[1], OPS[2], OPS[3]], inFlight: OPS[4], notStarted: OPS[0] });
-      else expect(new Set([...committed, inFlight, notStarted])).toEqual(new Set(OPS));
-
-      const second = await runNode(script, [db, svc.url, '--concurrency', '1']);
-      expect(second.code).toBe(0);
-      const out = JSON.parse(second.stdout.trim()) as { state: string; result: { sent: number; emails: EmailResult[] } };
-      expect(out.state).toBe('completed');
-      expect(out.result.sent).toBe(5);
-      const how = Object.fromEntries(out.result.emails.map((e) => [e.operationId, e.how]));
-      expect(how[inFlight]).toBe('confirmed-by-lookup');
-      expect(how[notStarted]).toBe('sent');
-      for (const op of committed) expect(how[op]).toBe('sent');
-      const c = svc.counts();
-      expect(c.accepted).toEqual(Object.fromEntries(OPS.map((o) => [o, 1])));
-      expect(c.sendCalls).toEqual(Object.fromEntries(OPS.map((o) => [o, 1])));
-      expect(c.lookups).toEqual({ [inFlight]: 1 });
-      const receipts = await read(db, async (s) => {
-        const doc = (await s.listDocuments({})).find((d) => d.type === 'notify.recipient-plan')!;
-        return doc.ops.flatMap((o) => (o.op ? [(o.op as { receipt: { operationId: string } }).receipt.operationId] : [])).sort();
-      });
-      expect(receipts).toEqual(OPS);
-    } finally {
-      await svc.close();
-    }
-  });
-
-  it('accepts each operation exactly once and confirms all five whatever commit the host dies before', async () => {
-    const svc = await startEmailService();
-    try {
-      const base = await newStore(kind);
-      const log = join(base.dir, 'faults.log');
-      const clean = await runNode(script, [base.db, svc.url, '--request-id', 'base'], { BERTH_FAULT_LOG: log });
-      expect(clean.code).toBe(0);
-      const names = readFileSync(log, 'utf8').trim().split('\n').map((l) => l.split(' ')[1]!);
-      const seen = new Map<string, number>();
-      // Before each commit: the store holds everything up to the previous one, and any send in between has happened.
-      const targets = names.map((n) => `${n}#${(seen.set(n, (seen.get(n) ?? 0) + 1), seen.get(n))}`).filter((k) => k.startsWith('before:'));
-      const failures: string[] = [];
-      const notKilled: string[] = [];
-      const queue = [...targets];
-      let i = 0;
-      await Promise.all(
-        Array.from({ length: 3 }, async () => {
-          for (let k = queue.shift(); k !== undefined; k = queue.shift()) {
-            const { db } = await newStore(kind);
-            const requestId = `kill-${i++}`;
-            const a = await runNode(script, [db, svc.url, '--request-id', requestId], { BERTH_FAULT: k });
-            const b = a.signal === 'SIGKILL' ? await runNode(script, [db, svc.url, '--request-id', requestId]) : a;
-            // On PostgreSQL how many times a label's commit is attempted (a phase retried after a
-            // conflict) varies with timing, so a late count may not come in this run; the run must
-            // still end right (checked below), and most targets must be hit (checked after).
-            if (a.signal !== 'SIGKILL') (kind === 'postgres' ? notKilled : failures).push(`${k}: not killed`);
-            const out = JSON.parse(b.stdout.trim() || '{}') as { state?: string; result?: { sent: number } };
-            if (out.state !== 'completed' || out.result?.sent !== 5) failures.push(`${k}: ended ${out.state} with ${out.result?.sent} sent`);
-          }
-        }),
-      );
-      expect(failures).toEqual([]);
-      if (notKilled.length) console.log(`five-email crash (${kind}): ${notKilled.length} of ${targets.length} boundaries not reached in their run: ${notKilled.join(', ')}`);
-      expect(notKilled.length).toBeLessThan(targets.length / 4);
-      // Every run (the clean one and one per boundary) shares the service: each operation id was accepted exactly once.
-      expect(svc.counts().accepted).toEqual(Object.fromEntries(OPS.map((o) => [o, 1])));
-    } finally {
-      await svc.close();
-    }
-  }, 300_000);
-});
+const world = notifyWorld();
+const { newDb } = world;
 
 type NotifyOut = { runId: string; state: string; result: { sent: number; emails: EmailResult[] } | null };
 const outOf = (end: ChildEnd): NotifyOut => JSON.parse(end.stdout.trim().split('\n').at(-1) || '{}') as NotifyOut;
@@ -158,7 +18,7 @@ const movesOf = (db: string, runId: string) => read(db, async (s) => (await s.li
  * commits (that email is accepted by the service, its receipt never recorded); returns its id.
  */
 async function killedMidSend(db: string, url: string, nth: number): Promise<string> {
-  const first = await runNode(script, [db, url, '--concurrency', '1'], { BERTH_FAULT: `before:phase.complete:send-notice#${nth}` });
+  const first = await world.run([db, url, '--concurrency', '1'], { BERTH_FAULT: `before:phase.complete:send-notice#${nth}` });
   expect(first.signal).toBe('SIGKILL');
   return Object.entries(await effectsOf(db)).find(([, e]) => e.status === 'executing')![0];
 }
@@ -170,7 +30,7 @@ describe('five emails against a service that drops, refuses and goes down', () =
     try {
       const { db } = newDb();
       svc.fault(OPS[2]!, 'drop');
-      const end = await runNode(script, [db, svc.url, '--concurrency', '1']);
+      const end = await world.run([db, svc.url, '--concurrency', '1']);
       const out = outOf(end);
       expect(out.state, end.stderr).toBe('completed');
       const how = Object.fromEntries(out.result!.emails.map((e) => [e.operationId, e.how]));
@@ -189,16 +49,16 @@ describe('five emails against a service that drops, refuses and goes down', () =
     try {
       const { db } = newDb();
       await svc.down();
-      const first = outOf(await runNode(script, [db, svc.url, '--request-id', 'first']));
+      const first = outOf(await world.run([db, svc.url, '--request-id', 'first']));
       expect(first.state).toBe('failed');
       expect(await movesOf(db, first.runId)).toContain('running->retry_wait');
       const failed = await effectsOf(db);
       for (const op of OPS) expect(failed[op]?.status).toBe('failed');
       await svc.up();
-      const second = outOf(await runNode(script, [db, svc.url, '--request-id', 'second']));
+      const second = outOf(await world.run([db, svc.url, '--request-id', 'second']));
       expect(second.state).toBe('completed');
       expect(second.result!.emails.map((e) => e.how)).toEqual(OPS.map(() => 'sent'));
-      const third = outOf(await runNode(script, [db, svc.url, '--request-id', 'third']));
+      const third = outOf(await world.run([db, svc.url, '--request-id', 'third']));
       expect(third.state).toBe('completed');
       expect(third.result!.emails.map((e) => e.how)).toEqual(OPS.map(() => 'receipt-reused'));
       expect(svc.counts().accepted).toEqual(Object.fromEntries(OPS.map((o) => [o, 1])));
@@ -217,7 +77,7 @@ describe('five emails against a service that drops, refuses and goes down', () =
       const inFlight = await killedMidSend(db, svc.url, 5);
       expect(Object.keys(svc.counts().accepted)).toHaveLength(5);
       await svc.down();
-      const second = outOf(await runNode(script, [db, svc.url, '--concurrency', '1']));
+      const second = outOf(await world.run([db, svc.url, '--concurrency', '1']));
       expect(second.state).toBe('needs_reconciliation');
       const moves = await movesOf(db, second.runId);
       expect(moves).toContain('running->retry_wait');
@@ -227,7 +87,7 @@ describe('five emails against a service that drops, refuses and goes down', () =
       expect(down[inFlight]?.status).toBe('unknown');
       for (const op of OPS.filter((o) => o !== inFlight)) expect(down[op]?.status).toBe('confirmed');
       await svc.up();
-      const rec = await runNode(script, [db, svc.url, '--reconcile', second.runId, '--verify']);
+      const rec = await world.run([db, svc.url, '--reconcile', second.runId, '--verify']);
       expect(outOf(rec).state, rec.stderr).toBe('completed');
       const after = await effectsOf(db);
       for (const op of OPS) expect(after[op]).toMatchObject({ status: 'confirmed', receipt: { messageId: svc.messageId(op) } });
@@ -245,19 +105,19 @@ describe('five emails against a service that drops, refuses and goes down', () =
       const { db } = newDb();
       const inFlight = await killedMidSend(db, svc.url, 5);
       await svc.down();
-      const a = outOf(await runNode(script, [db, svc.url, '--concurrency', '1']));
+      const a = outOf(await world.run([db, svc.url, '--concurrency', '1']));
       expect(a.state).toBe('needs_reconciliation');
-      const b = outOf(await runNode(script, [db, svc.url, '--request-id', 'again']));
+      const b = outOf(await world.run([db, svc.url, '--request-id', 'again']));
       expect(b.state).toBe('needs_reconciliation');
       // The new run owns the uncertain email now; the four confirmed ones stay with the run that sent them.
       const mid = await effectsOf(db);
       expect(mid[inFlight]).toMatchObject({ status: 'unknown', runId: b.runId });
       for (const op of OPS.filter((o) => o !== inFlight)) expect(mid[op]).toMatchObject({ status: 'confirmed', runId: a.runId });
       await svc.up();
-      const recB = await runNode(script, [db, svc.url, '--reconcile', b.runId, '--verify']);
+      const recB = await world.run([db, svc.url, '--reconcile', b.runId, '--verify']);
       expect(outOf(recB).state, recB.stderr).toBe('completed');
       // The first run has nothing uncertain left: its own reconcile completes it too.
-      const recA = await runNode(script, [db, svc.url, '--reconcile', a.runId, '--verify']);
+      const recA = await world.run([db, svc.url, '--reconcile', a.runId, '--verify']);
       expect(outOf(recA).state, recA.stderr).toBe('completed');
       expect((await effectsOf(db))[inFlight]).toMatchObject({ status: 'confirmed', receipt: { messageId: svc.messageId(inFlight) } });
       expect(svc.counts().accepted).toEqual(Object.fromEntries(OPS.map((o) => [o, 1])));
@@ -273,10 +133,10 @@ describe('five emails against a service that drops, refuses and goes down', () =
       const { db } = newDb();
       const inFlight = await killedMidSend(db, svc.url, 5);
       svc.failLookups(true);
-      const second = outOf(await runNode(script, [db, svc.url, '--concurrency', '1']));
+      const second = outOf(await world.run([db, svc.url, '--concurrency', '1']));
       expect(second.state).toBe('needs_reconciliation');
       expect((await effectsOf(db))[inFlight]?.status).toBe('unknown');
-      const rec = await runNode(script, [db, svc.url, '--reconcile', second.runId, '--accept'], { BERTH_OPERATOR: 'ops-1' });
+      const rec = await world.run([db, svc.url, '--reconcile', second.runId, '--accept'], { BERTH_OPERATOR: 'ops-1' });
       expect(outOf(rec).state, rec.stderr).toBe('completed');
       const after = await effectsOf(db);
       expect(after[inFlight]).toMatchObject({ status: 'confirmed', receipt: { type: 'operator-decision', decision: 'accept', by: 'user:ops-1' } });
@@ -303,7 +163,7 @@ describe('five emails against a service that drops, refuses and goes down', () =
       expect(await movesOf(db, runId)).toEqual(before);
       expect(await read(db, async (s) => (await s.getSessionOwner((await s.getRun(runId))!.sessionId))?.holder)).toMatch(/^notify-/);
       // The program that registers the kind still carries it on.
-      const out = outOf(await runNode(script, [db, svc.url, '--concurrency', '1']));
+      const out = outOf(await world.run([db, svc.url, '--concurrency', '1']));
       expect(out.state).toBe('completed');
     } finally {
       await svc.close();
@@ -318,7 +178,7 @@ describe('five emails against a service that drops, refuses and goes down', () =
       const runId = await read(db, async (s) => (await s.listRuns())[0]!.id);
       const cancel = await cli(db, ['cancel', runId]);
       expect(cancel.code, cancel.stderr).toBe(0);
-      const out = outOf(await runNode(script, [db, svc.url, '--concurrency', '1']));
+      const out = outOf(await world.run([db, svc.url, '--concurrency', '1']));
       expect(out.state).toBe('needs_reconciliation');
       const effects = await effectsOf(db);
       expect(effects[inFlight]?.status).toBe('unknown');
@@ -328,7 +188,7 @@ describe('five emails against a service that drops, refuses and goes down', () =
       const task = await read(db, async (s) => (await s.listTasks({ runId })).find((t) => t.kind === 'send-notice' && (t.result as { cancelled?: { effect: string } } | null)?.cancelled?.effect === 'unknown'));
       expect(task?.outcome).toBe('cancelled');
       expect(task?.result).toEqual({ cancelled: { effect: 'unknown', effectIds: [`email:${inFlight}`] } });
-      const rec = await runNode(script, [db, svc.url, '--reconcile', runId, '--verify']);
+      const rec = await world.run([db, svc.url, '--reconcile', runId, '--verify']);
       expect(outOf(rec).state, rec.stderr).toBe('cancelled');
       expect((await effectsOf(db))[inFlight]).toMatchObject({ status: 'confirmed', receipt: { messageId: svc.messageId(inFlight) } });
       expect(svc.counts().sendCalls[inFlight]).toBe(1);
@@ -342,7 +202,7 @@ describe('five emails against a service that drops, refuses and goes down', () =
     try {
       const { db } = newDb();
       svc.fault(OPS[2]!, 'hold');
-      const running = runNode(script, [db, svc.url, '--concurrency', '1']);
+      const running = world.run([db, svc.url, '--concurrency', '1']);
       while (!svc.counts().accepted[OPS[2]!]) await new Promise((r) => setTimeout(r, 50));
       const runId = await read(db, async (s) => (await s.listRuns())[0]!.id);
       const cancel = await cli(db, ['cancel', runId]);
@@ -364,7 +224,7 @@ describe('five emails against a service that drops, refuses and goes down', () =
       expect(root?.outcome).toBe('cancelled');
       expect(root?.result).toEqual({ cancelled: { effect: 'unknown', effectIds: expect.arrayContaining(recorded.map((o) => `email:${o}`)) } });
       expect((root?.result as { cancelled: { effectIds: string[] } }).cancelled.effectIds).toHaveLength(recorded.length);
-      const rec = await runNode(script, [db, svc.url, '--reconcile', runId, '--verify']);
+      const rec = await world.run([db, svc.url, '--reconcile', runId, '--verify']);
       expect(outOf(rec).state, rec.stderr).toBe('cancelled');
       expect((await effectsOf(db))[OPS[2]!]).toMatchObject({ status: 'confirmed', receipt: { messageId: svc.messageId(OPS[2]!) } });
       expect(svc.counts().accepted).toEqual(Object.fromEntries(recorded.map((o) => [o, 1])));
