@@ -17,7 +17,7 @@ function median(xs: number[]): number {
   return s[Math.floor(s.length / 2)]!;
 }
 
-async function seedRun(store: ReturnType<typeof openSqliteStore>, i: number, entries: number): Promise<string> {
+export async function seedRun(store: ReturnType<typeof openSqliteStore>, i: number, entries: number): Promise<string> {
   const sessionId = `ses_${i}`;
   const runId = `run_${i}`;
   const versions = { kernel: 'berth@0.1.0', envFingerprint: 'sha256:env', imageDigest: 'sha256:img' };
