@@ -1,4 +1,5 @@
 /** Shared by the kernel and fleet suites (files starting with `_` are not suites). */
+import { stepperRegistry } from '../test/support/stepper-kind';
 import pino from 'pino';
 import { DocumentTypes, HandlerRegistry, Kernel, submit } from '../host/kernel';
 import type { Store } from '../host/store';
@@ -48,18 +49,8 @@ export async function kernelSteps(store: Store, steps: number): Promise<{ perSec
  * is still its own transaction with its own answer.
  */
 export async function concurrentKernelSteps(store: Store, runs: number, stepsEach: number): Promise<number> {
-  const registry = new HandlerRegistry();
-  registry.register({
-    kind: 'stepper',
-    version: 1,
-    initialPhase: 'step',
-    phases: {
-      step: async (ctx) => {
-        const i = (ctx.checkpoint as { i: number } | null)?.i ?? 0;
-        return i + 1 >= stepsEach ? { type: 'complete', result: { steps: i + 1 } } : { type: 'next', phase: 'step', checkpoint: { i: i + 1 } };
-      },
-    },
-  });
+  const registry = stepperRegistry(stepsEach);
+
   const kernel = new Kernel({ store, registry, documents: new DocumentTypes(), clock: systemClock, logger: pino({ level: 'silent' }), hostId: 'bench', pollMs: 60_000, concurrency: runs });
   await kernel.start();
   const t0 = performance.now();

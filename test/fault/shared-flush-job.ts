@@ -8,25 +8,15 @@
  */
 import pino from 'pino';
 import { openStore } from '../../host/store';
-import { DocumentTypes, HandlerRegistry, Kernel, submit } from '../../host/kernel';
+import { DocumentTypes, Kernel, submit } from '../../host/kernel';
+import { stepperRegistry } from '../support/stepper-kind';
 import { systemClock } from '../../host/support';
 
 const [dbPath, runsArg, stepsArg] = process.argv.slice(2) as [string, string, string];
 const RUNS = Number(runsArg);
 const STEPS = Number(stepsArg);
 const store = await openStore(dbPath);
-const registry = new HandlerRegistry();
-registry.register({
-  kind: 'stepper',
-  version: 1,
-  initialPhase: 'step',
-  phases: {
-    step: async (ctx) => {
-      const i = (ctx.checkpoint as { i: number } | null)?.i ?? 0;
-      return i + 1 >= STEPS ? { type: 'complete', result: { steps: i + 1 } } : { type: 'next', phase: 'step', checkpoint: { i: i + 1 } };
-    },
-  },
-});
+const registry = stepperRegistry(STEPS);
 // One host id for every restart (one machine's berth): a restart takes the dead process's sessions at once.
 const kernel = new Kernel({ store, registry, documents: new DocumentTypes(), clock: systemClock, logger: pino({ level: 'silent' }), hostId: 'group-crash-host', pollMs: 100, concurrency: RUNS });
 await kernel.start();
