@@ -60,10 +60,10 @@ export function entry(e: Entry): { value: RunRecord['entries'][number]; text: st
   const s = JSON.stringify;
   // Keys in sorted order: at, body, commitSeq, conversationId, id, kind, seq, taskId.
   const text = `{"at":${s(e.at)},"body":${bodyText},"commitSeq":${s(e.commitSeq)},"conversationId":${s(e.conversationId)},"id":${s(e.id)},"kind":${s(e.kind)},"seq":${s(e.seq)},"taskId":${s(e.taskId)}}`;
-  return { value: entryValue({ ...e, body }), text };
+  return { value: entryValue(e, body), text };
 }
 
-const entryValue = (e: Entry): RunRecord['entries'][number] => ({ id: e.id, seq: e.seq, conversationId: e.conversationId, taskId: e.taskId, kind: e.kind, body: e.body, commitSeq: e.commitSeq, at: e.at });
+const entryValue = (e: Entry, body: Json = e.body): RunRecord['entries'][number] => ({ id: e.id, seq: e.seq, conversationId: e.conversationId, taskId: e.taskId, kind: e.kind, body, commitSeq: e.commitSeq, at: e.at });
 
 /**
 /**

@@ -87,13 +87,19 @@ export { environmentCanonical };
  * indentation the file was written with.
  */
 export function canonicalWithout(doc: Record<string, unknown>, omit: string, serialised: Record<string, string> = {}): { text: string; parts: Array<[string, string]> } {
+  const { parts } = canonicalParts(doc, omit, serialised);
+  return { text: `{${parts.map(([k, v]) => `${JSON.stringify(k)}:${v}`).join(',')}}`, parts };
+}
+
+/** The canonical text of each member but `omit`, in canonical (sorted) order. */
+function canonicalParts(doc: Record<string, unknown>, omit: string, serialised: Record<string, string>): { parts: Array<[string, string]> } {
   // `serialised`: members whose canonical text the caller already built (the entries, whose
   // bodies are serialised once, both to size them and for the record).
   const parts = Object.keys(doc)
     .filter((k) => k !== omit && doc[k] !== undefined)
     .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
     .map((k): [string, string] => [k, serialised[k] ?? canonicalJson(doc[k])]);
-  return { text: `{${parts.map(([k, v]) => `${JSON.stringify(k)}:${v}`).join(',')}}`, parts };
+  return { parts };
 }
 
 /** `sha256:` + hex sha256 of a text's UTF-8 bytes. */
@@ -104,8 +110,12 @@ export const sha256 = (text: string): string => `sha256:${createHash('sha256').u
  * position, so the file itself is canonical and each member is serialised only once.
  */
 export function sealRecord(doc: Record<string, unknown>, serialised: Record<string, string> = {}): { text: string; digest: string } {
-  const { text, parts } = canonicalWithout(doc, 'digest', serialised);
-  const digest = sha256(text);
+  const { parts } = canonicalParts(doc, 'digest', serialised);
+  // Hashed member by member: the canonical text is never built as a whole, only the file's text
+  // (a 10,000-entry record is megabytes; one copy less, and less for the collector).
+  const hash = createHash('sha256').update('{');
+  parts.forEach(([k, v], i) => hash.update(`${i > 0 ? ',' : ''}${JSON.stringify(k)}:`).update(v));
+  const digest = `sha256:${hash.update('}').digest('hex')}`;
   const all = [...parts, ['digest', JSON.stringify(digest)] as [string, string]].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   return { text: `{${all.map(([k, v]) => `${JSON.stringify(k)}:${v}`).join(',')}}\n`, digest };
 }
