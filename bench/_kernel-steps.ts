@@ -1,7 +1,7 @@
 /** Shared by the kernel and fleet suites (files starting with `_` are not suites). */
 import { stepperRegistry } from '../test/support/stepper-kind';
 import pino from 'pino';
-import { DocumentTypes, HandlerRegistry, Kernel, submit } from '../host/kernel';
+import { DocumentTypes, Kernel, submit } from '../host/kernel';
 import type { Store } from '../host/store';
 import { systemClock } from '../host/support';
 
@@ -19,18 +19,8 @@ export async function kernelSteps(store: Store, steps: number): Promise<{ perSec
       return r;
     },
   });
-  const registry = new HandlerRegistry();
-  registry.register({
-    kind: 'stepper',
-    version: 1,
-    initialPhase: 'step',
-    phases: {
-      step: async (ctx) => {
-        const i = (ctx.checkpoint as { i: number } | null)?.i ?? 0;
-        return i + 1 >= steps ? { type: 'complete', result: { steps: i + 1 } } : { type: 'next', phase: 'step', checkpoint: { i: i + 1 } };
-      },
-    },
-  });
+  const registry = stepperRegistry(steps);
+
   const kernel = new Kernel({ store: timed, registry, documents: new DocumentTypes(), clock: systemClock, logger: pino({ level: 'silent' }), hostId: 'bench', pollMs: 60_000 });
   await kernel.start();
   const t0 = performance.now();
