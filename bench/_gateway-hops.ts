@@ -143,7 +143,7 @@ const rawHop = netServer((c) => {
 const ledger: GatewayLedger = { account: async () => ({ runId: 'run_x', spentTokens: 0 }), entry: () => {}, spend: () => {}, settle: async () => {} };
 process.env.HOPS_KEY = 'sk-x';
 const gateway = new ModelGateway({ spec: { providerBaseUrl: server.url, key: { env: 'HOPS_KEY' }, models: ['m'], budgetTokens: null }, ledger, log: pino({ level: 'silent' }) });
-const proxy = new EgressProxy({ allow: [], overrides: [], runId: 'run_x', leaseId: null, record: () => {}, gateway: (req, res, path) => gateway.handle(req, res, path) });
+const proxy = new EgressProxy({ allow: [], overrides: [], runId: 'run_x', leaseId: null, record: () => {}, gateway });
 const gw = `http://127.0.0.1:${(await proxy.listen('127.0.0.1')).port}/v1`;
 const urls = { gateway: gw, http: await listen(httpHop), httpbuf: await listen(httpBufHop), rawup: await listen(rawUpHop), raw: await listen(rawHop) };
 const clients = { direct: new OpenAI({ baseURL: server.url, apiKey: 'k', maxRetries: 0 }), ...Object.fromEntries(Object.entries(urls).map(([k, u]) => [k, new OpenAI({ baseURL: u, apiKey: 'k', maxRetries: 0 })])) } as Record<string, OpenAI>;

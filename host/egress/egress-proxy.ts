@@ -1,11 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { lookup } from 'node:dns/promises';
 import { Agent, createServer, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { connect, isIP, type AddressInfo, type Socket } from 'node:net';
+import { connect, createServer as createNetServer, isIP, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { addressRangeOf, hostAddresses } from '../../environment';
 import { compileAllow, matchAllow, normaliseHost, type AllowRule } from './allow-match';
+import type { ProxiedGateway } from '../gateway/exchange';
 import type { EgressAttempt } from './audit';
+import { GatewayConnection, gatewayShaped } from './gateway-connection';
 
 export interface EgressProxyOptions {
   /** Manifest `network.allow` patterns. */
@@ -37,9 +39,11 @@ export interface EgressProxyOptions {
   /**
    * The model gateway, when the manifest has one: requests addressed to the proxy itself (origin
    * form `POST /v1/...`, or an absolute URL naming the proxy's own address) are its, with `path`
-   * the request's path and query. Other requests are proxied as ever.
+   * the request's path and query. Other requests are proxied as ever. A connection that begins
+   * with an origin-form request is read by the proxy's own strict reader (gateway-connection.ts)
+   * and handed to Node's server at the first request of another shape.
    */
-  gateway?: (req: IncomingMessage, res: ServerResponse, path: string) => void;
+  gateway?: ProxiedGateway;
 }
 
 type Verdict = { ok: true; address: string; rule: AllowRule } | { ok: false; status: number; reason: string };
@@ -73,6 +77,8 @@ const AUTHORITY = /^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]):(\d{1,5})$/;
 export class EgressProxy {
   private readonly rules: AllowRule[];
   private readonly server: Server;
+  /** Accepts connections: the peer check, then the gateway's reader or Node's server. */
+  private readonly front: NetServer;
   private readonly sockets = new Set<Socket | Duplex>();
   private readonly overrides: Set<string>;
   private readonly host: Set<string>;
@@ -94,26 +100,48 @@ export class EgressProxy {
     this.server = createServer({ maxHeaderSize: MAX_HEADER_BYTES, insecureHTTPParser: false }, (req, res) => void this.forward(req, res));
     this.server.on('clientError', (err: Error & { code?: string; reason?: string; rawPacket?: Buffer }, socket: Duplex) => this.refuseUnparsed(err, socket));
     this.server.on('connect', (req: IncomingMessage, socket: Duplex, head: Buffer) => void this.tunnel(req, socket, head));
-    this.server.on('connection', (s: Socket) => {
-      const from = (s.remoteAddress ?? '').replace(/^::ffff:/, '');
-      if (o.peer !== undefined && from !== o.peer) {
-        const local = `${s.localAddress?.replace(/^::ffff:/, '')}:${s.localPort}`;
-        this.attempt('TCP', local, 'deny', `connection to the egress proxy from ${from} refused: only this sandbox's container (${o.peer}) may use it`);
-        s.destroy();
-        return;
-      }
-      this.sockets.add(s);
-      s.on('close', () => this.sockets.delete(s));
-    });
+    this.front = createNetServer((s) => this.accept(s));
+  }
+
+  private accept(s: Socket): void {
+    const from = (s.remoteAddress ?? '').replace(/^::ffff:/, '');
+    if (this.o.peer !== undefined && from !== this.o.peer) {
+      const local = `${s.localAddress?.replace(/^::ffff:/, '')}:${s.localPort}`;
+      this.attempt('TCP', local, 'deny', `connection to the egress proxy from ${from} refused: only this sandbox's container (${this.o.peer}) may use it`);
+      s.destroy();
+      return;
+    }
+    this.sockets.add(s);
+    s.on('close', () => this.sockets.delete(s));
+    const gateway = this.o.gateway;
+    if (!gateway) return void this.server.emit('connection', s);
+    let first: Buffer = Buffer.alloc(0);
+    const sniff = (d: Buffer) => {
+      first = first.length ? Buffer.concat([first, d]) : d;
+      const shape = gatewayShaped(first);
+      if (shape === 'more') return;
+      s.off('data', sniff);
+      if (shape === 'no') return this.handOff(s, first);
+      new GatewayConnection(s, first, gateway, { handOff: (sock, rest) => this.handOff(sock, rest), refused: (method, target, reason) => this.attempt(method, target, 'deny', reason) });
+    };
+    s.on('data', sniff);
+  }
+
+  /** Node's server takes a connection from here on, `rest` being bytes read from it and not consumed. */
+  private handOff(s: Socket, rest: Buffer): void {
+    s.pause();
+    if (rest.length) s.unshift(rest);
+    this.server.emit('connection', s);
+    s.resume();
   }
 
   /** Starts listening; `host` is the sandbox network's gateway address (or loopback in tests). */
   async listen(host: string, port = 0): Promise<AddressInfo> {
     await new Promise<void>((resolve, reject) => {
-      this.server.once('error', reject);
-      this.server.listen(port, host, () => resolve());
+      this.front.once('error', reject);
+      this.front.listen(port, host, () => resolve());
     });
-    const a = this.server.address() as AddressInfo;
+    const a = this.front.address() as AddressInfo;
     this.self = `${normaliseHost(a.address)}:${a.port}`;
     return a;
   }
@@ -121,7 +149,7 @@ export class EgressProxy {
   async close(): Promise<void> {
     for (const s of this.sockets) s.destroy();
     this.upstreamAgent.destroy();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    await new Promise<void>((resolve) => this.front.close(() => resolve()));
   }
 
   /** A request the parser refused: recorded with the parser's reason and what the request line said. */
@@ -220,7 +248,7 @@ export class EgressProxy {
 
   private async forward(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const method = req.method ?? 'GET';
-    if (this.o.gateway && req.url?.startsWith('/')) return this.o.gateway(req, res, req.url);
+    if (this.o.gateway && req.url?.startsWith('/')) return this.o.gateway.handle(req, res, req.url);
     let url: URL;
     try {
       url = new URL(req.url ?? '');
@@ -233,7 +261,7 @@ export class EgressProxy {
     const port = Number(url.port || 80);
     const target = `${url.hostname}:${port}`;
     // A client that honours http_proxy without no_proxy asks the proxy for the gateway's own URL.
-    if (this.o.gateway && `${normaliseHost(url.hostname)}:${port}` === this.self) return this.o.gateway(req, res, `${url.pathname}${url.search}`);
+    if (this.o.gateway && `${normaliseHost(url.hostname)}:${port}` === this.self) return this.o.gateway.handle(req, res, `${url.pathname}${url.search}`);
     const v = await this.decide(url.hostname, port, req.headers.host, 80);
     if (!v.ok) {
       this.attempt(method, target, 'deny', v.reason);

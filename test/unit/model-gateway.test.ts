@@ -97,7 +97,7 @@ async function serve(spec: Partial<SandboxGatewaySpec>, spent = 0, env: Record<s
   });
   gateway = g;
   const attempts: unknown[] = [];
-  proxy = new EgressProxy({ allow: [], overrides: [], runId: 'run_1', leaseId: 'lease_1', record: (a) => attempts.push(a), gateway: (req, res, path) => g.handle(req, res, path) });
+  proxy = new EgressProxy({ allow: [], overrides: [], runId: 'run_1', leaseId: 'lease_1', record: (a) => attempts.push(a), gateway: g });
   const { port } = await proxy.listen('127.0.0.1');
   return { port, ...mem, attempts };
 }
