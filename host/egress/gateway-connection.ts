@@ -5,10 +5,14 @@ import { MAX_HEAD_BYTES, parseRequestHead, type RequestHead } from './http1-requ
 
 /** Largest request body kept for the gateway; a longer one is drained and refused by the gateway. */
 const MAX_BODY_BYTES = 8 * 1024 * 1024;
-/** A kept connection with no request started is closed after this long (Node's server: 5 s). */
-const IDLE_MS = 5000;
-/** A request begun must arrive whole within this long (Node's server: 60 s for its headers). */
-const REQUEST_MS = 60_000;
+/**
+ * A connection silent this long while no answer is being written is closed: an idle kept one
+ * (Node's server: 5 s) or one whose client stopped in the middle of a request. One timer armed
+ * once, which traffic pushes back, instead of one set per request.
+ */
+const SILENT_MS = 5000;
+/** While an answer is written the client may send its next request; past this much, reading waits. */
+const MAX_AHEAD_BYTES = 64 * 1024;
 const VALUE_SAFE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
 export interface GatewayConnectionHooks {
@@ -21,8 +25,8 @@ export interface GatewayConnectionHooks {
 /**
  * One connection of the sandbox to its model gateway, read by hand ({@link parseRequestHead}) and
  * answered with HTTP/1.1 written by hand: Node's server cost a third of a loopback completion.
- * One exchange at a time; the socket is paused while an answer is written, so a client that sends
- * ahead is read once the answer ended.
+ * One exchange at a time: what a client sends ahead waits in the buffer (reading pauses past a
+ * bound) until the answer ended.
  */
 export class GatewayConnection {
   private buf: Buffer;
@@ -45,7 +49,9 @@ export class GatewayConnection {
     this.buf = first;
     socket.setNoDelay(true);
     socket.on('data', this.onData);
-    socket.on('timeout', () => socket.destroy());
+    socket.setTimeout(SILENT_MS);
+    // A provider may think for minutes: only a connection with no answer on its way is silent.
+    socket.on('timeout', this.onSilent);
     socket.on('error', () => {});
     socket.on('close', () => {
       if (!this.answering) return;
@@ -57,20 +63,29 @@ export class GatewayConnection {
 
   private readonly onData = (d: Buffer): void => {
     this.buf = this.buf.length ? Buffer.concat([this.buf, d]) : d;
+    if (this.answering) {
+      if (this.buf.length > MAX_AHEAD_BYTES) this.socket.pause();
+      return;
+    }
     this.pump();
   };
 
+  private readonly onSilent = (): void => {
+    if (!this.answering) this.socket.destroy();
+  };
+
+  /** This reader is done with the connection (closed, refused, or Node's server has it now). */
   private stop(): void {
     this.stopped = true;
     this.socket.off('data', this.onData);
+    this.socket.off('timeout', this.onSilent);
     this.socket.setTimeout(0);
   }
 
   private pump(): void {
     while (!this.answering && !this.stopped) {
       if (!this.head) {
-        if (this.buf.length === 0) return void this.socket.setTimeout(IDLE_MS);
-        this.socket.setTimeout(REQUEST_MS);
+        if (this.buf.length === 0) return;
         // Searched from where the last search stopped: a head sent a byte at a time costs linear time.
         const end = this.buf.indexOf('\r\n\r\n', this.searchFrom, 'latin1');
         if (end < 0 && this.buf.length <= MAX_HEAD_BYTES) {
@@ -111,8 +126,6 @@ export class GatewayConnection {
 
   private answer(head: RequestHead): void {
     this.answering = true;
-    this.socket.setTimeout(0);
-    this.socket.pause();
     const body = this.kept > MAX_BODY_BYTES ? undefined : this.parts.length === 1 ? this.parts[0]! : Buffer.concat(this.parts);
     this.parts = [];
     const request: GatewayRequest = { method: head.method, path: head.target, header: (name) => head.headers.get(name), body };
@@ -129,7 +142,7 @@ export class GatewayConnection {
       this.socket.end();
       return;
     }
-    this.socket.resume();
+    if (this.socket.isPaused()) this.socket.resume();
     this.pump();
   }
 

@@ -145,15 +145,17 @@ export class ModelGateway implements ProxiedGateway {
       // escapes) may be read first by the provider's parser and last by ours.
       sent = Buffer.from(JSON.stringify(body));
     }
-    const exchange = newId('gwx');
-    this.o.ledger.entry(account.runId, GATEWAY_ENTRY.request, () => ({ at, exchange, path: pathname, model, stream, bytes: raw.length, ...recorded(raw.toString('utf8'), secrets) }));
+    // The id ties the request's entry to its answer's; made when the entries are written, off the request's path.
+    let id: string | undefined;
+    const exchange = () => (id ??= newId('gwx'));
+    this.o.ledger.entry(account.runId, GATEWAY_ENTRY.request, () => ({ at, exchange: exchange(), path: pathname, model, stream, bytes: raw.length, ...recorded(raw.toString('utf8'), secrets) }));
     this.forward(req, reply, { path, sent, key, secrets, exchange, model, runId: account.runId, at, pathname });
   }
 
   private forward(
     req: GatewayRequest,
     reply: GatewayReply,
-    x: { path: string; sent: Buffer; key: string; secrets: Array<{ name: string; value: string }>; exchange: string; model: string; runId: string | null; at: number; pathname: string },
+    x: { path: string; sent: Buffer; key: string; secrets: Array<{ name: string; value: string }>; exchange: () => string; model: string; runId: string | null; at: number; pathname: string },
   ): void {
     let head = `POST ${this.base.pathname}${x.path.slice('/v1'.length)} HTTP/1.1\r\nhost: ${this.provider.authority}\r\nauthorization: Bearer ${x.key}\r\ncontent-length: ${x.sent.length}\r\n`;
     for (const h of PASSED) {
@@ -175,7 +177,7 @@ export class ModelGateway implements ProxiedGateway {
       this.o.ledger.spend(x.runId, model, status < 400 ? usage : undefined);
       this.o.ledger.entry(x.runId, GATEWAY_ENTRY.response, () => ({
         at: end,
-        exchange: x.exchange,
+        exchange: x.exchange(),
         path: x.pathname,
         model,
         status,
