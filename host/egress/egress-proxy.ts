@@ -5,9 +5,11 @@ import { connect, createServer as createNetServer, isIP, type AddressInfo, type 
 import type { Duplex } from 'node:stream';
 import { addressRangeOf, hostAddresses } from '../../environment';
 import { compileAllow, matchAllow, normaliseHost, type AllowRule } from './allow-match';
-import type { ProxiedGateway } from '../gateway/exchange';
+import type { GatewayReply, GatewayRequest, ProxiedGateway } from '../gateway/exchange';
+import { KeptConnections } from '../gateway/kept-connections';
 import type { EgressAttempt } from './audit';
-import { GatewayConnection, gatewayShaped } from './gateway-connection';
+import type { RequestHead } from './http1-request';
+import { firstRequestShape, ProxyConnection, type ExchangeHandler } from './proxy-connection';
 
 export interface EgressProxyOptions {
   /** Manifest `network.allow` patterns. */
@@ -60,6 +62,8 @@ const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'proxy-autho
 
 /** Methods whose request may go over a kept connection: a target that closed it meanwhile fails one that changed nothing. */
 const REUSABLE = new Set(['GET', 'HEAD', 'OPTIONS']);
+/** An answer's framing, which the proxy's own reply writes itself. */
+const ANSWER_FRAMING = new Set(['content-length', 'transfer-encoding']);
 
 function endToEnd(headers: IncomingHttpHeaders): IncomingHttpHeaders {
   const out = { ...headers };
@@ -89,6 +93,8 @@ export class EgressProxy {
    * that opens a connection per request (wget, a package manager's probes) no longer costs a
    * connect and a target-side accept per request too. Idle ones close after a few seconds.
    */
+  /** The same for GETs the proxy's own reader serves, by checked address and port. */
+  private readonly kept = new Map<string, KeptConnections>();
   private readonly upstreamAgent = new Agent({ keepAlive: true, maxFreeSockets: 16, timeout: 4000, scheduling: 'lifo' });
 
   constructor(private readonly o: EgressProxyOptions) {
@@ -113,18 +119,38 @@ export class EgressProxy {
     }
     this.sockets.add(s);
     s.on('close', () => this.sockets.delete(s));
-    const gateway = this.o.gateway;
-    if (!gateway) return void this.server.emit('connection', s);
     let first: Buffer = Buffer.alloc(0);
     const sniff = (d: Buffer) => {
       first = first.length ? Buffer.concat([first, d]) : d;
-      const shape = gatewayShaped(first);
+      const shape = firstRequestShape(first, this.o.gateway !== undefined);
       if (shape === 'more') return;
       s.off('data', sniff);
       if (shape === 'no') return this.handOff(s, first);
-      new GatewayConnection(s, first, gateway, { handOff: (sock, rest) => this.handOff(sock, rest), refused: (method, target, reason) => this.attempt(method, target, 'deny', reason) });
+      new ProxyConnection(s, first, {
+        route: (head) => this.route(head),
+        handOff: (sock, rest) => this.handOff(sock, rest),
+        // The gateway's requests are refused here; a proxied request's refusal is Node's, as before this reader.
+        refused: (method, target, reason) => {
+          if (shape !== 'gateway') return false;
+          this.attempt(method, target, 'deny', reason);
+          return true;
+        },
+      });
     };
     s.on('data', sniff);
+  }
+
+  /**
+   * The requests the proxy's own reader serves: the gateway's (origin-form), and a proxied GET with
+   * no body to a target that is not the proxy itself. Anything else goes to Node's server.
+   */
+  private route(head: RequestHead): ExchangeHandler | null {
+    if (!head.absolute) {
+      const gateway = this.o.gateway;
+      return gateway ? (request, reply) => gateway.serve(request, reply) : null;
+    }
+    if (head.method !== 'GET' || head.contentLength !== 0) return null;
+    return (request, reply) => void this.forwardGet(request, reply);
   }
 
   /** Node's server takes a connection from here on, `rest` being bytes read from it and not consumed. */
@@ -149,6 +175,7 @@ export class EgressProxy {
   async close(): Promise<void> {
     for (const s of this.sockets) s.destroy();
     this.upstreamAgent.destroy();
+    for (const k of this.kept.values()) k.close();
     await new Promise<void>((resolve) => this.front.close(() => resolve()));
   }
 
@@ -205,6 +232,57 @@ export class EgressProxy {
       }
     }
     return { ok: true, address, rule };
+  }
+
+  /**
+   * A proxied GET read by the proxy's own reader: the same checks, records and headers as
+   * {@link forward}, sent over a kept connection to the checked address written and read by hand.
+   */
+  private async forwardGet(req: GatewayRequest, reply: GatewayReply): Promise<void> {
+    const url = new URL(req.path);
+    const port = Number(url.port || 80);
+    const target = `${url.hostname}:${port}`;
+    const refuse = (status: number, text: string) => {
+      const body = Buffer.from(text);
+      reply.head(status, [['content-type', 'text/plain']], body.length);
+      reply.write(body);
+      reply.end();
+    };
+    if (this.o.gateway && `${normaliseHost(url.hostname)}:${port}` === this.self) return this.o.gateway.serve({ ...req, path: `${url.pathname}${url.search}` }, reply);
+    const v = await this.decide(url.hostname, port, req.header('host'), 80);
+    if (!v.ok) {
+      this.attempt('GET', target, 'deny', v.reason);
+      return refuse(v.status, `berth egress proxy: ${target} denied: ${v.reason}\n`);
+    }
+    const rec = await this.started('GET', target, v.rule.pattern);
+    let head = `GET ${url.pathname}${url.search} HTTP/1.1\r\n`;
+    for (const [k, value] of Object.entries(endToEnd(req.headers()))) head += `${k}: ${value as string}\r\n`;
+    head += 'connection: keep-alive\r\n\r\n';
+    const key = `${v.address}:${port}`;
+    let kept = this.kept.get(key);
+    if (!kept) this.kept.set(key, (kept = new KeptConnections({ host: v.address, port, tls: false })));
+    let inb = 0;
+    const up = kept.send(head, null, {
+      head: (h) => {
+        const named = new Set(h.headers.filter(([k]) => k === 'connection').flatMap(([, x]) => x.split(',').map((t) => t.trim().toLowerCase())));
+        reply.head(h.status, h.headers.filter(([k]) => !ANSWER_FRAMING.has(k) && !HOP_BY_HOP.includes(k) && !named.has(k)), h.length);
+      },
+      data: (d) => {
+        inb += d.length;
+        reply.write(d);
+      },
+      end: () => {
+        reply.end();
+        rec.end(v.rule.pattern, 0, inb);
+      },
+      fail: (err, answered) => {
+        rec.end(`${v.rule.pattern} (upstream error: ${err.message})`, 0, inb);
+        if (answered) return reply.destroy();
+        reply.head(502, [], 0);
+        reply.end();
+      },
+    });
+    reply.onAbort(() => up.abort());
   }
 
   private async tunnel(req: IncomingMessage, client: Duplex, head: Buffer): Promise<void> {

@@ -1,10 +1,11 @@
 /**
- * A strict parser of the request heads a sandbox sends to its model gateway (origin-form HTTP/1.1
- * with a Content-Length or no body: every request shape of the OpenAI API clients). The bytes are
- * hostile and sit next to the provider key, so it accepts one spelling of each thing and refuses
- * what could be read two ways; a well-formed request of another shape (absolute-form, CONNECT,
- * HTTP/1.0, a chunked body, `Expect`, an upgrade) is `other`: the caller hands the connection, from
- * that request on, to Node's own strict parser, which served every request before this one existed.
+ * A strict parser of the request heads a sandbox sends to its egress proxy: origin-form (the model
+ * gateway's, every request shape of the OpenAI API clients) and absolute-form `http://` (a proxied
+ * GET), HTTP/1.1 with a Content-Length or no body. The bytes are hostile and sit next to the
+ * provider key, so it accepts one spelling of each thing and refuses what could be read two ways; a
+ * well-formed request of another shape (CONNECT, another scheme, HTTP/1.0, a chunked body,
+ * `Expect`, an upgrade) is `other`: the caller hands the connection, from that request on, to Node's
+ * own strict parser, which served every request before this one existed.
  */
 
 /** Bound on a request's head (request line and headers); larger ones are refused with 431. */
@@ -16,8 +17,10 @@ export const MAX_TARGET_CHARS = 2048;
 
 export interface RequestHead {
   method: string;
-  /** Origin-form: the path and query. */
+  /** Origin-form (the path and query) or absolute-form (`http://host:port/path?query`). */
   target: string;
+  /** The target is absolute-form. */
+  absolute: boolean;
   /** Lower-cased names; a name sent twice is refused if it frames or routes the request, else joined with ", " (RFC 9110 5.3). */
   headers: Map<string, string>;
   contentLength: number;
@@ -36,6 +39,8 @@ export type HeadParse =
 const METHOD = /^[A-Z]{1,20}$/;
 /** RFC 3986 path and query characters, with every `%` starting a two-digit escape. */
 const ORIGIN_TARGET = /^\/(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/?]|%[0-9A-Fa-f]{2})*$/;
+/** `http://` and an authority of a name, an IPv4 or a bracketed IPv6 address and a port, no user info; then an origin-form path, or none. */
+const ABSOLUTE_TARGET = /^http:\/\/(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?(?:\/(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/?]|%[0-9A-Fa-f]{2})*)?$/;
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const LENGTH = /^\d{1,15}$/;
 /** Headers that frame or route the request: a second one is an attempt to be read two ways. */
@@ -84,8 +89,9 @@ export function parseRequestHead(buf: Buffer): HeadParse {
   if (!METHOD.test(method)) return refuse(400, 'invalid method');
   if (target.length > MAX_TARGET_CHARS) return refuse(414, `request target longer than ${MAX_TARGET_CHARS} characters`);
   if (version !== 'HTTP/1.1') return version === 'HTTP/1.0' ? { kind: 'other', why: 'HTTP/1.0' } : refuse(400, 'invalid HTTP version');
-  if (!target.startsWith('/')) return { kind: 'other', why: 'not origin-form' };
-  if (!ORIGIN_TARGET.test(target)) return refuse(400, 'invalid request target');
+  const absolute = !target.startsWith('/');
+  if (absolute && !target.startsWith('http://')) return { kind: 'other', why: 'neither origin-form nor http:// absolute-form' };
+  if (!(absolute ? ABSOLUTE_TARGET : ORIGIN_TARGET).test(target)) return refuse(400, 'invalid request target');
   if (lines.length - 1 > MAX_HEADER_LINES) return refuse(431, `more than ${MAX_HEADER_LINES} header lines`);
 
   const headers = new Map<string, string>();
@@ -117,5 +123,5 @@ export function parseRequestHead(buf: Buffer): HeadParse {
   if (te !== undefined) return { kind: 'other', why: 'Transfer-Encoding' };
   if (headers.has('expect')) return { kind: 'other', why: 'Expect' };
   if (headers.has('upgrade') || connection.includes('upgrade')) return { kind: 'other', why: 'Upgrade' };
-  return { kind: 'request', head: { method, target, headers, contentLength: cl === undefined ? 0 : Number(cl), close: connection.includes('close'), headBytes: headEnd + 4 } };
+  return { kind: 'request', head: { method, target, absolute, headers, contentLength: cl === undefined ? 0 : Number(cl), close: connection.includes('close'), headBytes: headEnd + 4 } };
 }

@@ -7,6 +7,8 @@ export interface GatewayRequest {
   path: string;
   /** A header's value by lower-cased name. */
   header(name: string): string | undefined;
+  /** Every header, by lower-cased name. */
+  headers(): Record<string, string>;
   /** The body, or undefined when it was longer than the gateway takes (it was drained, not kept). */
   body: Buffer | undefined;
 }
@@ -67,7 +69,9 @@ export function readNodeRequest(req: IncomingMessage, path: string, limit: numbe
     });
     req.on('end', () => {
       const h = req.headers;
-      resolve({ method: req.method ?? 'GET', path, header: (name) => (typeof h[name] === 'string' ? (h[name] as string) : undefined), body: n <= limit ? Buffer.concat(chunks) : undefined });
+      const header = (name: string) => (typeof h[name] === 'string' ? (h[name] as string) : undefined);
+      const headers = () => Object.fromEntries(Object.keys(h).flatMap((k) => (typeof h[k] === 'string' ? [[k, h[k] as string]] : [])));
+      resolve({ method: req.method ?? 'GET', path, header, headers, body: n <= limit ? Buffer.concat(chunks) : undefined });
     });
     req.on('error', reject);
   });

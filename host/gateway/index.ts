@@ -3,3 +3,4 @@ export { storeLedger, GATEWAY_ENTRY, type GatewayLedger, type GatewayEntryKind, 
 export { usageOf, type GatewayUsage } from './usage';
 export { providerKey } from './provider-key';
 export { nodeReply, readNodeRequest, type GatewayReply, type GatewayRequest, type ProxiedGateway } from './exchange';
+export { KeptConnections, type Exchange, type ExchangeSink } from './kept-connections';

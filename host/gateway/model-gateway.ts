@@ -6,7 +6,7 @@ import { scrub, type SecretSource } from '../secrets';
 import { newId } from '../support';
 import { nodeReply, readNodeRequest, type GatewayReply, type GatewayRequest, type ProxiedGateway } from './exchange';
 import { GATEWAY_ENTRY, type GatewayLedger } from './ledger';
-import { ProviderConnections } from './provider-connections';
+import { KeptConnections } from './kept-connections';
 import { providerKey } from './provider-key';
 import { usageOf } from './usage';
 
@@ -62,14 +62,14 @@ export interface ModelGatewayOptions {
  */
 export class ModelGateway implements ProxiedGateway {
   private readonly base: URL;
-  private readonly provider: ProviderConnections;
+  private readonly provider: KeptConnections;
   private readonly allowed: Set<string>;
   private readonly now: () => number;
 
   constructor(private readonly o: ModelGatewayOptions) {
     this.base = new URL(o.spec.providerBaseUrl.replace(/\/+$/, ''));
     // Kept-alive connections: the provider's TLS and TCP setup is paid once, not per completion.
-    this.provider = new ProviderConnections(this.base);
+    this.provider = KeptConnections.of(this.base);
     this.allowed = new Set(o.spec.models);
     this.now = o.now ?? Date.now;
   }

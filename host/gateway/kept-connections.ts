@@ -15,23 +15,33 @@ export interface ExchangeSink extends AnswerSink {
   fail(err: Error, answered: boolean): void;
 }
 
+/** Idle connections kept per destination; more are closed when their answer ends. */
+const MAX_IDLE = 16;
+
 /**
- * Kept-alive connections to the provider, HTTP/1.1 written and read by hand (Node's http client
- * was about half of the hop's cost on a loopback completion): a request takes an idle connection
- * or opens one, and gives it back once its answer has been read whole and the provider let it be
- * kept. Plain TCP for `http:`, TLS (certificate checked against the host name) for `https:`.
+ * Kept-alive connections to one destination (the model provider, or an egress target), HTTP/1.1
+ * written and read by hand (Node's http client was about half of a forwarding hop's cost on a
+ * loopback completion): a request takes an idle connection or opens one, and gives it back once
+ * its answer has been read whole and the other side let it be kept. Plain TCP, or TLS with the
+ * certificate checked against the host name.
  */
-export class ProviderConnections {
+export class KeptConnections {
   private readonly idle: Socket[] = [];
   private readonly host: string;
   private readonly port: number;
   private readonly tls: boolean;
   private closed = false;
 
-  constructor(base: URL) {
-    this.tls = base.protocol === 'https:';
-    this.host = base.hostname.replace(/^\[|\]$/g, '');
-    this.port = Number(base.port || (this.tls ? 443 : 80));
+  constructor(to: { host: string; port: number; tls: boolean }) {
+    this.tls = to.tls;
+    this.host = to.host.replace(/^\[|\]$/g, '');
+    this.port = to.port;
+  }
+
+  /** The connections of a base URL (`http:` or `https:`). */
+  static of(base: URL): KeptConnections {
+    const tls = base.protocol === 'https:';
+    return new KeptConnections({ host: base.hostname, port: Number(base.port || (tls ? 443 : 80)), tls });
   }
 
   /** The `Host` header value these connections send. */
@@ -46,7 +56,7 @@ export class ProviderConnections {
   }
 
   /** Sends `head` (a request head ending in its blank line) and `body`; the answer goes to `sink`. */
-  send(head: string, body: Buffer, sink: ExchangeSink): Exchange {
+  send(head: string, body: Buffer | null, sink: ExchangeSink): Exchange {
     const socket = this.take();
     let answered = false;
     let settled = false;
@@ -99,11 +109,13 @@ export class ProviderConnections {
     socket.on('end', onEnd);
     socket.on('close', onClose);
     socket.on('error', onError);
-    socket.cork();
-    socket.write(head, 'latin1');
-    socket.write(body);
-    socket.uncork();
-    return { abort: () => fail(new Error('aborted')) };
+    if (body && body.length) {
+      socket.cork();
+      socket.write(head, 'latin1');
+      socket.write(body);
+      socket.uncork();
+    } else socket.write(head, 'latin1');
+    return { abort: () => fail(new Error('the client closed its connection')) };
   }
 
   private take(): Socket {
@@ -121,6 +133,7 @@ export class ProviderConnections {
 
   /** An idle connection the provider closes, or that idles too long, leaves the pool. */
   private release(s: Socket): void {
+    if (this.idle.length >= MAX_IDLE) return void s.destroy();
     const drop = () => {
       const i = this.idle.indexOf(s);
       if (i >= 0) this.idle.splice(i, 1);

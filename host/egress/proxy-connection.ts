@@ -1,6 +1,6 @@
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
-import type { GatewayReply, GatewayRequest, ProxiedGateway } from '../gateway/exchange';
+import type { GatewayReply, GatewayRequest } from '../gateway/exchange';
 import { MAX_HEAD_BYTES, parseRequestHead, type RequestHead } from './http1-request';
 
 /** Largest request body kept for the gateway; a longer one is drained and refused by the gateway. */
@@ -15,23 +15,30 @@ const SILENT_MS = 5000;
 const MAX_AHEAD_BYTES = 64 * 1024;
 const VALUE_SAFE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
-export interface GatewayConnectionHooks {
-  /** A request of a shape this reader does not serve: Node's server takes the connection with `rest`, unread. */
+/** Serves one request read whole; the reply frames the answer. */
+export type ExchangeHandler = (request: GatewayRequest, reply: GatewayReply) => void;
+
+export interface ProxyConnectionHooks {
+  /** Who serves a request whose head was read; null: Node's server takes the connection from this request on. */
+  route(head: RequestHead): ExchangeHandler | null;
+  /** Node's server takes the connection with `rest`, bytes read and not consumed. */
   handOff(socket: Socket, rest: Buffer): void;
-  /** A request refused while reading its head (answered and the connection closed here). */
-  refused(method: string, target: string, reason: string): void;
+  /** A head this reader refuses: true when it is answered here (and the connection closed), false to hand it to Node's server as it is. */
+  refused(method: string, target: string, reason: string): boolean;
 }
 
 /**
- * One connection of the sandbox to its model gateway, read by hand ({@link parseRequestHead}) and
- * answered with HTTP/1.1 written by hand: Node's server cost a third of a loopback completion.
+ * One connection of the sandbox to its egress proxy, read by hand ({@link parseRequestHead}) and
+ * answered with HTTP/1.1 written by hand: Node's server cost a third of a loopback completion
+ * through the model gateway.
  * One exchange at a time: what a client sends ahead waits in the buffer (reading pauses past a
  * bound) until the answer ended.
  */
-export class GatewayConnection {
+export class ProxyConnection {
   private buf: Buffer;
   private searchFrom = 0;
   private head: RequestHead | null = null;
+  private handler: ExchangeHandler | null = null;
   private parts: Buffer[] = [];
   private left = 0;
   private kept = 0;
@@ -43,8 +50,7 @@ export class GatewayConnection {
   constructor(
     private readonly socket: Socket,
     first: Buffer,
-    private readonly gateway: ProxiedGateway,
-    private readonly hooks: GatewayConnectionHooks,
+    private readonly hooks: ProxyConnectionHooks,
   ) {
     this.buf = first;
     socket.setNoDelay(true);
@@ -101,10 +107,16 @@ export class GatewayConnection {
         }
         if (p.kind === 'refused') {
           this.stop();
-          this.hooks.refused(p.method, p.target, `request refused while parsing: ${p.reason}`);
+          if (!this.hooks.refused(p.method, p.target, `request refused while parsing: ${p.reason}`)) return this.hooks.handOff(this.socket, this.buf);
           this.socket.end(`HTTP/1.1 ${p.status} ${STATUS_CODES[p.status]}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`);
           return;
         }
+        const handler = this.hooks.route(p.head);
+        if (!handler) {
+          this.stop();
+          return this.hooks.handOff(this.socket, this.buf);
+        }
+        this.handler = handler;
         this.head = p.head;
         this.buf = this.buf.subarray(p.head.headBytes);
         this.left = p.head.contentLength;
@@ -120,21 +132,22 @@ export class GatewayConnection {
         this.buf = this.buf.subarray(n);
         if (this.left > 0) return;
       }
-      this.answer(this.head);
+      this.answer(this.head, this.handler!);
     }
   }
 
-  private answer(head: RequestHead): void {
+  private answer(head: RequestHead, handler: ExchangeHandler): void {
     this.answering = true;
     const body = this.kept > MAX_BODY_BYTES ? undefined : this.parts.length === 1 ? this.parts[0]! : Buffer.concat(this.parts);
     this.parts = [];
-    const request: GatewayRequest = { method: head.method, path: head.target, header: (name) => head.headers.get(name), body };
-    this.gateway.serve(request, this.reply(head.close));
+    const request: GatewayRequest = { method: head.method, path: head.target, header: (name) => head.headers.get(name), headers: () => Object.fromEntries(head.headers), body };
+    handler(request, this.reply(head.close));
   }
 
   /** The exchange ended: the next request, or the end of the connection. */
   private next(close: boolean): void {
     this.head = null;
+    this.handler = null;
     this.answering = false;
     this.aborts = [];
     if (close) {
@@ -204,11 +217,14 @@ export class GatewayConnection {
   }
 }
 
-/** Whether a connection's first bytes may begin a request this reader serves (the rest go to Node's server as they are). */
-export function gatewayShaped(first: Buffer): 'yes' | 'no' | 'more' {
-  for (const prefix of ['POST /', 'GET /']) {
+/**
+ * Whether a connection's first bytes may begin a request this reader serves: `gateway` (origin-form),
+ * `get` (a proxied GET), `no` (Node's server takes the connection as it is), `more` (too few bytes).
+ */
+export function firstRequestShape(first: Buffer, gateway: boolean): 'gateway' | 'get' | 'no' | 'more' {
+  for (const prefix of gateway ? ['POST /', 'GET /', 'GET http://'] : ['GET http://']) {
     const n = Math.min(first.length, prefix.length);
-    if (first.toString('latin1', 0, n) === prefix.slice(0, n)) return n === prefix.length ? 'yes' : 'more';
+    if (first.toString('latin1', 0, n) === prefix.slice(0, n) && (n === prefix.length || n === first.length)) return n < prefix.length ? 'more' : prefix.endsWith('//') ? 'get' : 'gateway';
   }
   return 'no';
 }
