@@ -18,6 +18,64 @@ export interface ExchangeSink extends AnswerSink {
 /** Idle connections kept per destination; more are closed when their answer ends. */
 const MAX_IDLE = 16;
 
+interface Conn {
+  socket: Socket;
+  current: InFlight | null;
+}
+
+/** One exchange on a connection: its answer's reader, and the end it reports once. */
+class InFlight {
+  readonly reader: AnswerReader;
+  private answered = false;
+  private settled = false;
+
+  constructor(
+    private readonly sink: ExchangeSink,
+    private readonly done: () => void,
+  ) {
+    this.reader = new AnswerReader({
+      head: (h) => {
+        this.answered = true;
+        sink.head(h);
+      },
+      data: (d) => sink.data(d),
+      end: () => {
+        this.settled = true;
+        sink.end();
+      },
+    });
+  }
+
+  data(d: Buffer, conn: Conn): void {
+    try {
+      this.reader.feed(d);
+    } catch (err) {
+      return this.fail(err as Error, conn);
+    }
+    if (this.reader.done && conn.current === this) this.done();
+  }
+
+  ended(conn: Conn): void {
+    try {
+      this.reader.closed();
+    } catch (err) {
+      this.fail(err as Error, conn);
+    }
+    if (conn.current === this) {
+      conn.current = null;
+      conn.socket.destroy();
+    }
+  }
+
+  fail(err: Error, conn: Conn): void {
+    if (conn.current === this) conn.current = null;
+    if (this.settled) return;
+    this.settled = true;
+    conn.socket.destroy();
+    this.sink.fail(err, this.answered);
+  }
+}
+
 /**
  * Kept-alive connections to one destination (the model provider, or an egress target), HTTP/1.1
  * written and read by hand (Node's http client was about half of a forwarding hop's cost on a
@@ -26,7 +84,7 @@ const MAX_IDLE = 16;
  * certificate checked against the host name.
  */
 export class KeptConnections {
-  private readonly idle: Socket[] = [];
+  private readonly idle: Conn[] = [];
   private readonly host: string;
   private readonly port: number;
   private readonly tls: boolean;
@@ -52,97 +110,56 @@ export class KeptConnections {
 
   close(): void {
     this.closed = true;
-    for (const s of this.idle.splice(0)) s.destroy();
+    for (const c of this.idle.splice(0)) c.socket.destroy();
   }
 
   /** Sends `head` (a request head ending in its blank line) and `body`; the answer goes to `sink`. */
   send(head: string, body: Buffer | null, sink: ExchangeSink): Exchange {
-    const socket = this.take();
-    let answered = false;
-    let settled = false;
-    const reader = new AnswerReader({
-      head: (h) => {
-        answered = true;
-        sink.head(h);
-      },
-      data: (d) => sink.data(d),
-      end: () => {
-        settled = true;
-        detach();
-        sink.end();
-      },
+    const conn = this.take();
+    const x = new InFlight(sink, () => {
+      conn.current = null;
+      if (x.reader.keep && !this.closed && this.idle.length < MAX_IDLE && !conn.socket.destroyed) {
+        this.idle.push(conn);
+        conn.socket.setTimeout(IDLE_MS);
+      } else conn.socket.destroy();
     });
-    const fail = (err: Error) => {
-      if (settled) return;
-      settled = true;
-      detach();
-      socket.destroy();
-      sink.fail(err, answered);
-    };
-    const onData = (d: Buffer) => {
-      try {
-        reader.feed(d);
-      } catch (err) {
-        return fail(err as Error);
-      }
-      if (reader.done) {
-        if (reader.keep && !this.closed) this.release(socket);
-        else socket.destroy();
-      }
-    };
-    const onEnd = () => {
-      try {
-        reader.closed();
-      } catch (err) {
-        fail(err as Error);
-      }
-    };
-    const onClose = () => fail(new Error('the connection to the provider closed'));
-    const onError = (err: Error) => fail(err);
-    const detach = () => {
-      socket.off('data', onData);
-      socket.off('end', onEnd);
-      socket.off('close', onClose);
-      socket.off('error', onError);
-    };
-    socket.on('data', onData);
-    socket.on('end', onEnd);
-    socket.on('close', onClose);
-    socket.on('error', onError);
+    conn.current = x;
+    const s = conn.socket;
     if (body && body.length) {
-      socket.cork();
-      socket.write(head, 'latin1');
-      socket.write(body);
-      socket.uncork();
-    } else socket.write(head, 'latin1');
-    return { abort: () => fail(new Error('the client closed its connection')) };
+      s.cork();
+      s.write(head, 'latin1');
+      s.write(body);
+      s.uncork();
+    } else s.write(head, 'latin1');
+    return { abort: () => x.fail(new Error('the client closed its connection'), conn) };
   }
 
-  private take(): Socket {
+  private take(): Conn {
     for (;;) {
-      const s = this.idle.pop();
-      if (!s) break;
-      s.removeAllListeners('close').removeAllListeners('end').removeAllListeners('error').removeAllListeners('data').removeAllListeners('timeout');
-      s.setTimeout(0);
-      if (!s.destroyed && s.writable) return s;
+      const c = this.idle.pop();
+      if (!c) break;
+      c.socket.setTimeout(0);
+      if (!c.socket.destroyed && c.socket.writable) return c;
     }
-    const s = this.tls ? tlsConnect({ host: this.host, port: this.port, servername: this.host, ALPNProtocols: ['http/1.1'] }) : netConnect(this.port, this.host);
-    s.setNoDelay(true);
-    return s;
-  }
-
-  /** An idle connection the provider closes, or that idles too long, leaves the pool. */
-  private release(s: Socket): void {
-    if (this.idle.length >= MAX_IDLE) return void s.destroy();
-    const drop = () => {
-      const i = this.idle.indexOf(s);
+    const socket = this.tls ? tlsConnect({ host: this.host, port: this.port, servername: this.host, ALPNProtocols: ['http/1.1'] }) : netConnect(this.port, this.host);
+    socket.setNoDelay(true);
+    const conn: Conn = { socket, current: null };
+    // Listeners set once per connection: an exchange takes the connection's events while it is in flight.
+    const gone = (err: Error) => {
+      const i = this.idle.indexOf(conn);
       if (i >= 0) this.idle.splice(i, 1);
-      s.destroy();
+      if (conn.current) conn.current.fail(err, conn);
+      else socket.destroy();
     };
-    s.on('close', drop).on('end', drop).on('error', drop);
-    // Bytes on an idle connection are not an answer to anything: it cannot be trusted for the next one.
-    s.on('data', drop);
-    s.setTimeout(IDLE_MS, drop);
-    this.idle.push(s);
+    socket.on('data', (d: Buffer) => {
+      // Bytes on an idle connection are not an answer to anything: it cannot be trusted for the next one.
+      if (!conn.current) return gone(new Error('bytes on an idle connection'));
+      conn.current.data(d, conn);
+    });
+    socket.on('end', () => (conn.current ? conn.current.ended(conn) : gone(new Error('closed'))));
+    socket.on('close', () => gone(new Error('the connection to the destination closed')));
+    socket.on('error', (err: Error) => gone(err));
+    socket.on('timeout', () => gone(new Error('idle')));
+    return conn;
   }
 }
