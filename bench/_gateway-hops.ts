@@ -5,6 +5,8 @@
  *   rawup  Node http server, upstream over one kept-alive net socket written and parsed by hand
  *   raw    net server and net upstream, both by hand: no HTTP machinery at all (content-length only)
  * Not a gateway (no checks, no record): it says what any hop costs before the gateway does anything.
+ * `npx tsx bench/_gateway-hops.ts ROUNDS BASE_DIR` adds `base`: the gateway of another tree (an export
+ * of main, say), its proxy given the gateway as that tree's API takes it, interleaved with the rest.
  */
 import { Agent, createServer, request } from 'node:http';
 import { connect, createServer as netServer, type Socket } from 'node:net';
@@ -143,9 +145,19 @@ const rawHop = netServer((c) => {
 const ledger: GatewayLedger = { account: async () => ({ runId: 'run_x', spentTokens: 0 }), entry: () => {}, spend: () => {}, settle: async () => {} };
 process.env.HOPS_KEY = 'sk-x';
 const gateway = new ModelGateway({ spec: { providerBaseUrl: server.url, key: { env: 'HOPS_KEY' }, models: ['m'], budgetTokens: null }, ledger, log: pino({ level: 'silent' }) });
-const proxy = new EgressProxy({ allow: [], overrides: [], runId: 'run_x', leaseId: null, record: () => {}, gateway: (req, res, path) => gateway.handle(req, res, path) });
+const proxy = new EgressProxy({ allow: [], overrides: [], runId: 'run_x', leaseId: null, record: () => {}, gateway });
 const gw = `http://127.0.0.1:${(await proxy.listen('127.0.0.1')).port}/v1`;
-const urls = { gateway: gw, http: await listen(httpHop), httpbuf: await listen(httpBufHop), rawup: await listen(rawUpHop), raw: await listen(rawHop) };
+const baseDir = process.argv[3];
+let base: string | undefined;
+if (baseDir) {
+  const be = (await import(`${baseDir}/host/egress/index.ts`)) as { EgressProxy: new (o: object) => { listen(h: string): Promise<AddressInfo> } };
+  const bg = (await import(`${baseDir}/host/gateway/index.ts`)) as { ModelGateway: new (o: object) => { handle(...a: unknown[]): void } };
+  const g2 = new bg.ModelGateway({ spec: { providerBaseUrl: server.url, key: { env: 'HOPS_KEY' }, models: ['m'], budgetTokens: null }, ledger, log: pino({ level: 'silent' }) });
+  // main's proxy takes the gateway as a function; a tree with this one's API takes the object.
+  const p2 = new be.EgressProxy({ allow: [], overrides: [], runId: 'run_x', leaseId: null, record: () => {}, gateway: Object.assign((...a: unknown[]) => g2.handle(...a), { handle: (...a: unknown[]) => g2.handle(...a), serve: (g2 as unknown as { serve: (...a: unknown[]) => void }).serve?.bind(g2) }) });
+  base = `http://127.0.0.1:${(await p2.listen('127.0.0.1')).port}/v1`;
+}
+const urls = { gateway: gw, ...(base ? { base } : {}), http: await listen(httpHop), httpbuf: await listen(httpBufHop), rawup: await listen(rawUpHop), raw: await listen(rawHop) };
 const clients = { direct: new OpenAI({ baseURL: server.url, apiKey: 'k', maxRetries: 0 }), ...Object.fromEntries(Object.entries(urls).map(([k, u]) => [k, new OpenAI({ baseURL: u, apiKey: 'k', maxRetries: 0 })])) } as Record<string, OpenAI>;
 // BENCH_HOPS_CPU=1: CPU time (user + system) of the process per completion instead of wall time; on a loaded machine it shows the work each layer does, not the wait for a core.
 const cpu = process.env.BENCH_HOPS_CPU === '1';

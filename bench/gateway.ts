@@ -79,7 +79,7 @@ const suite: Suite = async (report) => {
   const ledger = storeLedger(store, async () => ({ id: runId, sessionId }), log);
   process.env.BENCH_GATEWAY_KEY = 'sk-bench-gateway-key';
   const gateway = new ModelGateway({ spec: { providerBaseUrl: server.url, key: { env: 'BENCH_GATEWAY_KEY' }, models: [MODEL], budgetTokens: null }, ledger, log });
-  const proxy = new EgressProxy({ allow: [], overrides: [], runId, leaseId: null, record: () => {}, gateway: (req, res, path) => gateway.handle(req, res, path) });
+  const proxy = new EgressProxy({ allow: [], overrides: [], runId, leaseId: null, record: () => {}, gateway });
   const { port } = await proxy.listen('127.0.0.1');
   const direct = new OpenAI({ baseURL: server.url, apiKey: 'sk-bench-gateway-key', maxRetries: 0 });
   const proxied = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'berth-gateway', maxRetries: 0 });

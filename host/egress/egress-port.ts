@@ -61,7 +61,7 @@ export function egressPort(store: EgressStore, logger: Logger): EgressPort {
       const gatewayLedger = p.gateway && storeLedger(store, () => runOf(p.runId, p.sessionId), log);
       const gateway = p.gateway && gatewayLedger && new ModelGateway({ spec: p.gateway, ledger: gatewayLedger, log });
       const proxy = new EgressProxy({
-        ...(gateway ? { gateway: (req, res, path) => gateway.handle(req, res, path) } : {}),
+        ...(gateway ? { gateway } : {}),
         allow: p.allow,
         overrides: p.overrides,
         peer: p.peer,

@@ -1,11 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { lookup } from 'node:dns/promises';
 import { Agent, createServer, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { connect, isIP, type AddressInfo, type Socket } from 'node:net';
+import { connect, createServer as createNetServer, isIP, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { addressRangeOf, hostAddresses } from '../../environment';
 import { compileAllow, matchAllow, normaliseHost, type AllowRule } from './allow-match';
+import type { GatewayReply, GatewayRequest, ProxiedGateway } from '../gateway/exchange';
+import { KeptConnections } from '../gateway/kept-connections';
 import type { EgressAttempt } from './audit';
+import type { RequestHead } from './http1-request';
+import { firstRequestShape, ProxyConnection, type ExchangeHandler } from './proxy-connection';
 
 export interface EgressProxyOptions {
   /** Manifest `network.allow` patterns. */
@@ -37,9 +41,11 @@ export interface EgressProxyOptions {
   /**
    * The model gateway, when the manifest has one: requests addressed to the proxy itself (origin
    * form `POST /v1/...`, or an absolute URL naming the proxy's own address) are its, with `path`
-   * the request's path and query. Other requests are proxied as ever.
+   * the request's path and query. Other requests are proxied as ever. A connection that begins
+   * with an origin-form request is read by the proxy's own strict reader (gateway-connection.ts)
+   * and handed to Node's server at the first request of another shape.
    */
-  gateway?: (req: IncomingMessage, res: ServerResponse, path: string) => void;
+  gateway?: ProxiedGateway;
 }
 
 type Verdict = { ok: true; address: string; rule: AllowRule } | { ok: false; status: number; reason: string };
@@ -56,6 +62,8 @@ const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'proxy-autho
 
 /** Methods whose request may go over a kept connection: a target that closed it meanwhile fails one that changed nothing. */
 const REUSABLE = new Set(['GET', 'HEAD', 'OPTIONS']);
+/** An answer's framing, which the proxy's own reply writes itself. */
+const ANSWER_FRAMING = new Set(['content-length', 'transfer-encoding']);
 
 function endToEnd(headers: IncomingHttpHeaders): IncomingHttpHeaders {
   const out = { ...headers };
@@ -73,6 +81,8 @@ const AUTHORITY = /^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]):(\d{1,5})$/;
 export class EgressProxy {
   private readonly rules: AllowRule[];
   private readonly server: Server;
+  /** Accepts connections: the peer check, then the gateway's reader or Node's server. */
+  private readonly front: NetServer;
   private readonly sockets = new Set<Socket | Duplex>();
   private readonly overrides: Set<string>;
   private readonly host: Set<string>;
@@ -83,6 +93,8 @@ export class EgressProxy {
    * that opens a connection per request (wget, a package manager's probes) no longer costs a
    * connect and a target-side accept per request too. Idle ones close after a few seconds.
    */
+  /** The same for GETs the proxy's own reader serves, by checked address and port. */
+  private readonly kept = new Map<string, KeptConnections>();
   private readonly upstreamAgent = new Agent({ keepAlive: true, maxFreeSockets: 16, timeout: 4000, scheduling: 'lifo' });
 
   constructor(private readonly o: EgressProxyOptions) {
@@ -94,26 +106,68 @@ export class EgressProxy {
     this.server = createServer({ maxHeaderSize: MAX_HEADER_BYTES, insecureHTTPParser: false }, (req, res) => void this.forward(req, res));
     this.server.on('clientError', (err: Error & { code?: string; reason?: string; rawPacket?: Buffer }, socket: Duplex) => this.refuseUnparsed(err, socket));
     this.server.on('connect', (req: IncomingMessage, socket: Duplex, head: Buffer) => void this.tunnel(req, socket, head));
-    this.server.on('connection', (s: Socket) => {
-      const from = (s.remoteAddress ?? '').replace(/^::ffff:/, '');
-      if (o.peer !== undefined && from !== o.peer) {
-        const local = `${s.localAddress?.replace(/^::ffff:/, '')}:${s.localPort}`;
-        this.attempt('TCP', local, 'deny', `connection to the egress proxy from ${from} refused: only this sandbox's container (${o.peer}) may use it`);
-        s.destroy();
-        return;
-      }
-      this.sockets.add(s);
-      s.on('close', () => this.sockets.delete(s));
-    });
+    this.front = createNetServer((s) => this.accept(s));
+  }
+
+  private accept(s: Socket): void {
+    const from = (s.remoteAddress ?? '').replace(/^::ffff:/, '');
+    if (this.o.peer !== undefined && from !== this.o.peer) {
+      const local = `${s.localAddress?.replace(/^::ffff:/, '')}:${s.localPort}`;
+      this.attempt('TCP', local, 'deny', `connection to the egress proxy from ${from} refused: only this sandbox's container (${this.o.peer}) may use it`);
+      s.destroy();
+      return;
+    }
+    this.sockets.add(s);
+    s.on('close', () => this.sockets.delete(s));
+    let first: Buffer = Buffer.alloc(0);
+    const sniff = (d: Buffer) => {
+      first = first.length ? Buffer.concat([first, d]) : d;
+      const shape = firstRequestShape(first, this.o.gateway !== undefined);
+      if (shape === 'more') return;
+      s.off('data', sniff);
+      if (shape === 'no') return this.handOff(s, first);
+      new ProxyConnection(s, first, {
+        route: (head) => this.route(head),
+        handOff: (sock, rest) => this.handOff(sock, rest),
+        // The gateway's requests are refused here; a proxied request's refusal is Node's, as before this reader.
+        refused: (method, target, reason) => {
+          if (shape !== 'gateway') return false;
+          this.attempt(method, target, 'deny', reason);
+          return true;
+        },
+      });
+    };
+    s.on('data', sniff);
+  }
+
+  /**
+   * The requests the proxy's own reader serves: the gateway's (origin-form), and a proxied GET with
+   * no body to a target that is not the proxy itself. Anything else goes to Node's server.
+   */
+  private route(head: RequestHead): ExchangeHandler | null {
+    if (!head.absolute) {
+      const gateway = this.o.gateway;
+      return gateway ? (request, reply) => gateway.serve(request, reply) : null;
+    }
+    if (head.method !== 'GET' || head.contentLength !== 0) return null;
+    return (request, reply) => void this.forwardGet(request, reply);
+  }
+
+  /** Node's server takes a connection from here on, `rest` being bytes read from it and not consumed. */
+  private handOff(s: Socket, rest: Buffer): void {
+    s.pause();
+    if (rest.length) s.unshift(rest);
+    this.server.emit('connection', s);
+    s.resume();
   }
 
   /** Starts listening; `host` is the sandbox network's gateway address (or loopback in tests). */
   async listen(host: string, port = 0): Promise<AddressInfo> {
     await new Promise<void>((resolve, reject) => {
-      this.server.once('error', reject);
-      this.server.listen(port, host, () => resolve());
+      this.front.once('error', reject);
+      this.front.listen(port, host, () => resolve());
     });
-    const a = this.server.address() as AddressInfo;
+    const a = this.front.address() as AddressInfo;
     this.self = `${normaliseHost(a.address)}:${a.port}`;
     return a;
   }
@@ -121,7 +175,8 @@ export class EgressProxy {
   async close(): Promise<void> {
     for (const s of this.sockets) s.destroy();
     this.upstreamAgent.destroy();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    for (const k of this.kept.values()) k.close();
+    await new Promise<void>((resolve) => this.front.close(() => resolve()));
   }
 
   /** A request the parser refused: recorded with the parser's reason and what the request line said. */
@@ -179,6 +234,57 @@ export class EgressProxy {
     return { ok: true, address, rule };
   }
 
+  /**
+   * A proxied GET read by the proxy's own reader: the same checks, records and headers as
+   * {@link forward}, sent over a kept connection to the checked address written and read by hand.
+   */
+  private async forwardGet(req: GatewayRequest, reply: GatewayReply): Promise<void> {
+    const url = new URL(req.path);
+    const port = Number(url.port || 80);
+    const target = `${url.hostname}:${port}`;
+    const refuse = (status: number, text: string) => {
+      const body = Buffer.from(text);
+      reply.head(status, [['content-type', 'text/plain']], body.length);
+      reply.write(body);
+      reply.end();
+    };
+    if (this.o.gateway && `${normaliseHost(url.hostname)}:${port}` === this.self) return this.o.gateway.serve({ ...req, path: `${url.pathname}${url.search}` }, reply);
+    const v = await this.decide(url.hostname, port, req.header('host'), 80);
+    if (!v.ok) {
+      this.attempt('GET', target, 'deny', v.reason);
+      return refuse(v.status, `berth egress proxy: ${target} denied: ${v.reason}\n`);
+    }
+    const rec = await this.started('GET', target, v.rule.pattern);
+    let head = `GET ${url.pathname}${url.search} HTTP/1.1\r\n`;
+    for (const [k, value] of Object.entries(endToEnd(req.headers()))) head += `${k}: ${value as string}\r\n`;
+    head += 'connection: keep-alive\r\n\r\n';
+    const key = `${v.address}:${port}`;
+    let kept = this.kept.get(key);
+    if (!kept) this.kept.set(key, (kept = new KeptConnections({ host: v.address, port, tls: false })));
+    let inb = 0;
+    const up = kept.send(head, null, {
+      head: (h) => {
+        const named = new Set(h.headers.filter(([k]) => k === 'connection').flatMap(([, x]) => x.split(',').map((t) => t.trim().toLowerCase())));
+        reply.head(h.status, h.headers.filter(([k]) => !ANSWER_FRAMING.has(k) && !HOP_BY_HOP.includes(k) && !named.has(k)), h.length);
+      },
+      data: (d) => {
+        inb += d.length;
+        reply.write(d);
+      },
+      end: () => {
+        reply.end();
+        rec.end(v.rule.pattern, 0, inb);
+      },
+      fail: (err, answered) => {
+        rec.end(`${v.rule.pattern} (upstream error: ${err.message})`, 0, inb);
+        if (answered) return reply.destroy();
+        reply.head(502, [], 0);
+        reply.end();
+      },
+    });
+    reply.onAbort(() => up.abort());
+  }
+
   private async tunnel(req: IncomingMessage, client: Duplex, head: Buffer): Promise<void> {
     this.sockets.add(client);
     client.on('close', () => this.sockets.delete(client));
@@ -220,7 +326,7 @@ export class EgressProxy {
 
   private async forward(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const method = req.method ?? 'GET';
-    if (this.o.gateway && req.url?.startsWith('/')) return this.o.gateway(req, res, req.url);
+    if (this.o.gateway && req.url?.startsWith('/')) return this.o.gateway.handle(req, res, req.url);
     let url: URL;
     try {
       url = new URL(req.url ?? '');
@@ -233,7 +339,7 @@ export class EgressProxy {
     const port = Number(url.port || 80);
     const target = `${url.hostname}:${port}`;
     // A client that honours http_proxy without no_proxy asks the proxy for the gateway's own URL.
-    if (this.o.gateway && `${normaliseHost(url.hostname)}:${port}` === this.self) return this.o.gateway(req, res, `${url.pathname}${url.search}`);
+    if (this.o.gateway && `${normaliseHost(url.hostname)}:${port}` === this.self) return this.o.gateway.handle(req, res, `${url.pathname}${url.search}`);
     const v = await this.decide(url.hostname, port, req.headers.host, 80);
     if (!v.ok) {
       this.attempt(method, target, 'deny', v.reason);

@@ -1,11 +1,12 @@
-import { Agent as HttpAgent, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
-import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { isBerthError } from '../errors';
 import type { SandboxGatewaySpec } from '../sandbox';
 import { scrub, type SecretSource } from '../secrets';
 import { newId } from '../support';
+import { nodeReply, readNodeRequest, type GatewayReply, type GatewayRequest, type ProxiedGateway } from './exchange';
 import { GATEWAY_ENTRY, type GatewayLedger } from './ledger';
+import { KeptConnections } from './kept-connections';
 import { providerKey } from './provider-key';
 import { usageOf } from './usage';
 
@@ -39,7 +40,10 @@ const STATUS: Record<GatewayRefusal, number> = {
 /** Request headers passed on to the provider; everything else (the sandbox's key above all) stays behind. */
 const PASSED = ['content-type', 'accept', 'user-agent', 'openai-beta'];
 /** Answer headers not passed back: hop-by-hop, and the provider's cookies (the length stays: the bytes pass unchanged). */
-const DROPPED = new Set(['connection', 'keep-alive', 'transfer-encoding', 'set-cookie']);
+const DROPPED = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'set-cookie']);
+/** What may go into a header line or a request target: no control characters, so nothing can start another line. */
+const HEADER_SAFE = /^[\t\x20-\x7e]*$/;
+const TARGET_SAFE = /^[\x21-\x7e]+$/;
 
 export interface ModelGatewayOptions {
   spec: SandboxGatewaySpec;
@@ -56,46 +60,57 @@ export interface ModelGatewayOptions {
  * the run; answers' usage is the run's cost and counts against its token budget. A request that
  * starts within the budget finishes even if its answer passes it; the next one is refused.
  */
-export class ModelGateway {
+export class ModelGateway implements ProxiedGateway {
   private readonly base: URL;
-  private readonly agent: HttpAgent;
+  private readonly provider: KeptConnections;
   private readonly allowed: Set<string>;
   private readonly now: () => number;
 
   constructor(private readonly o: ModelGatewayOptions) {
     this.base = new URL(o.spec.providerBaseUrl.replace(/\/+$/, ''));
     // Kept-alive connections: the provider's TLS and TCP setup is paid once, not per completion.
-    this.agent = this.base.protocol === 'https:' ? new HttpsAgent({ keepAlive: true }) : new HttpAgent({ keepAlive: true });
+    this.provider = KeptConnections.of(this.base);
     this.allowed = new Set(o.spec.models);
     this.now = o.now ?? Date.now;
   }
 
   close(): void {
-    this.agent.destroy();
+    this.provider.close();
   }
 
-  /** Serves one request from the sandbox; `path` is its path and query (`/v1/chat/completions`). */
+  /** Serves one request Node's server read; `path` is its path and query (`/v1/chat/completions`). */
   handle(req: IncomingMessage, res: ServerResponse, path: string): void {
-    void this.serve(req, res, path).catch((err: unknown) => {
+    const reply = nodeReply(res);
+    void readNodeRequest(req, path, MAX_REQUEST_BYTES).then(
+      (r) => this.serve(r, reply),
+      () => res.destroy(),
+    );
+  }
+
+  /** Serves one request from the sandbox. */
+  serve(request: GatewayRequest, reply: GatewayReply): void {
+    void this.check(request, reply).catch((err: unknown) => {
       this.o.log.error({ err }, 'model gateway request failed');
-      if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' });
-      res.end();
+      if (!reply.headSent) reply.head(500, [['content-type', 'application/json']], 0);
+      reply.end();
     });
   }
 
-  private async serve(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
+  private async check(req: GatewayRequest, reply: GatewayReply): Promise<void> {
     const at = this.now();
-    const pathname = path.split('?')[0]!;
-    if (req.method === 'GET' && pathname === '/v1/models') return void this.models(res);
-    const raw = await readBody(req, MAX_REQUEST_BYTES);
+    const path = req.path;
+    const q = path.indexOf('?');
+    const pathname = q < 0 ? path : path.slice(0, q);
+    if (req.method === 'GET' && pathname === '/v1/models') return void this.models(reply);
+    const raw = req.body;
     const account = await this.o.ledger.account();
     const refuse = (code: GatewayRefusal, message: string, model: string | null) => {
       this.o.ledger.entry(account.runId, GATEWAY_ENTRY.refused, { at, path: pathname, model, code, message });
       this.o.log.warn({ event: 'gateway', path: pathname, model, code }, message);
-      sendError(res, code, message);
+      sendError(reply, code, message);
     };
     // Only plain API paths: no dot segments or encodings that could reach another part of the provider with its key.
-    if (req.method !== 'POST' || !API_PATH.test(pathname) || pathname.split('/').includes('..')) return refuse('gateway_unsupported', `the model gateway serves POST /v1/... and GET /v1/models, not ${req.method} ${pathname}`, null);
+    if (req.method !== 'POST' || !API_PATH.test(pathname) || pathname.split('/').includes('..') || !TARGET_SAFE.test(path)) return refuse('gateway_unsupported', `the model gateway serves POST /v1/... and GET /v1/models, not ${req.method} ${pathname}`, null);
     if (raw === undefined) return refuse('gateway_bad_request', `request body larger than ${MAX_REQUEST_BYTES} bytes`, null);
     let body: Record<string, unknown>;
     try {
@@ -118,34 +133,42 @@ export class ModelGateway {
       if (isBerthError(err, 'gateway_key_unavailable')) return refuse('gateway_key_unavailable', err.message, model);
       throw err;
     }
+    if (!HEADER_SAFE.test(key)) return refuse('gateway_key_unavailable', 'the provider key (gateway.provider.key) holds characters a header cannot carry', model);
     const secrets = [{ name: 'gateway.provider.key', value: key }];
     // A stream reports its usage only when asked; the run's budget and cost need it.
     const stream = body.stream === true;
     let sent = raw;
     if (stream && pathname === '/v1/chat/completions' && (body.stream_options as { include_usage?: unknown } | undefined)?.include_usage !== true) {
       sent = Buffer.from(JSON.stringify({ ...body, stream_options: { ...(body.stream_options as object | undefined), include_usage: true } }));
+    } else if (mayReadTwoWays(raw)) {
+      // What the provider reads must be what was checked: a second "model" key (or one spelt with
+      // escapes) may be read first by the provider's parser and last by ours.
+      sent = Buffer.from(JSON.stringify(body));
     }
-    const exchange = newId('gwx');
-    this.o.ledger.entry(account.runId, GATEWAY_ENTRY.request, () => ({ at, exchange, path: pathname, model, stream, bytes: raw.length, ...recorded(raw.toString('utf8'), secrets) }));
-    this.forward(req, res, { path, sent, key, secrets, exchange, model, runId: account.runId, at, pathname });
+    // The id ties the request's entry to its answer's; made when the entries are written, off the request's path.
+    let id: string | undefined;
+    const exchange = () => (id ??= newId('gwx'));
+    this.o.ledger.entry(account.runId, GATEWAY_ENTRY.request, () => ({ at, exchange: exchange(), path: pathname, model, stream, bytes: raw.length, ...recorded(raw.toString('utf8'), secrets) }));
+    this.forward(req, reply, { path, sent, key, secrets, exchange, model, runId: account.runId, at, pathname });
   }
 
   private forward(
-    req: IncomingMessage,
-    res: ServerResponse,
-    x: { path: string; sent: Buffer; key: string; secrets: Array<{ name: string; value: string }>; exchange: string; model: string; runId: string | null; at: number; pathname: string },
+    req: GatewayRequest,
+    reply: GatewayReply,
+    x: { path: string; sent: Buffer; key: string; secrets: Array<{ name: string; value: string }>; exchange: () => string; model: string; runId: string | null; at: number; pathname: string },
   ): void {
-    const headers: Record<string, string> = { authorization: `Bearer ${x.key}`, 'content-length': String(x.sent.length) };
+    let head = `POST ${this.base.pathname}${x.path.slice('/v1'.length)} HTTP/1.1\r\nhost: ${this.provider.authority}\r\nauthorization: Bearer ${x.key}\r\ncontent-length: ${x.sent.length}\r\n`;
     for (const h of PASSED) {
-      const v = req.headers[h];
-      if (typeof v === 'string') headers[h] = v;
+      const v = req.header(h);
+      if (v !== undefined && HEADER_SAFE.test(v)) head += `${h}: ${v}\r\n`;
     }
-    const url = `${this.base.pathname}${x.path.slice('/v1'.length)}`;
-    const send = this.base.protocol === 'https:' ? httpsRequest : httpRequest;
+    head += '\r\n';
     const chunks: Buffer[] = [];
     let kept = 0;
     let total = 0;
-    const finish = (status: number, contentType: string | undefined, error?: string) => {
+    let status = 502;
+    let contentType: string | undefined;
+    const finish = (error?: string) => {
       const text = Buffer.concat(chunks).toString('utf8');
       const { usage, model: reported } = usageOf(text, contentType);
       const model = reported ?? x.model;
@@ -154,7 +177,7 @@ export class ModelGateway {
       this.o.ledger.spend(x.runId, model, status < 400 ? usage : undefined);
       this.o.ledger.entry(x.runId, GATEWAY_ENTRY.response, () => ({
         at: end,
-        exchange: x.exchange,
+        exchange: x.exchange(),
         path: x.pathname,
         model,
         status,
@@ -166,44 +189,60 @@ export class ModelGateway {
       }));
       this.o.log.info({ event: 'gateway', path: x.pathname, model, status, durationMs, promptTokens: usage?.prompt, completionTokens: usage?.completion }, 'model gateway answer');
     };
-    const up = send({ host: this.base.hostname, port: this.base.port || (this.base.protocol === 'https:' ? 443 : 80), method: 'POST', path: url, headers, agent: this.agent }, (ur) => {
-      const out: Record<string, string | string[]> = {};
-      for (const [k, v] of Object.entries(ur.headers)) if (v !== undefined && !DROPPED.has(k)) out[k] = v;
-      res.writeHead(ur.statusCode ?? 502, out);
-      ur.on('data', (d: Buffer) => {
+    const up = this.provider.send(head, x.sent, {
+      head: (h) => {
+        status = h.status;
+        const out: Array<[string, string]> = [];
+        for (const kv of h.headers) {
+          if (DROPPED.has(kv[0])) continue;
+          if (kv[0] === 'content-type') contentType = kv[1];
+          out.push(kv);
+        }
+        reply.head(h.status, out, h.length);
+      },
+      data: (d) => {
         total += d.length;
         if (kept < READ_ANSWER_BYTES) {
           chunks.push(d);
           kept += d.length;
         }
-        res.write(d);
-      });
-      ur.on('end', () => {
-        res.end();
-        finish(ur.statusCode ?? 502, ur.headers['content-type']);
-      });
-      ur.on('error', (err) => {
-        res.destroy();
-        finish(ur.statusCode ?? 502, ur.headers['content-type'], `answer cut: ${err.message}`);
-      });
-    });
-    up.on('error', (err) => {
-      if (res.headersSent) return;
-      const message = `the model provider ${this.base.origin} is unreachable: ${scrub(err.message, x.secrets)}`;
-      finish(502, undefined, message);
-      sendError(res, 'gateway_provider_unreachable', message);
+        reply.write(d);
+      },
+      end: () => {
+        reply.end();
+        finish();
+      },
+      fail: (err, answered) => {
+        if (answered) {
+          reply.destroy();
+          finish(`answer cut: ${err.message}`);
+          return;
+        }
+        const message = `the model provider ${this.base.origin} is unreachable: ${scrub(err.message, x.secrets)}`;
+        finish(message);
+        sendError(reply, 'gateway_provider_unreachable', message);
+      },
     });
     // The sandbox's client gave up: so does the provider request, and the answer's tokens are what was reported.
-    res.on('close', () => {
-      if (!res.writableFinished) up.destroy();
-    });
-    up.end(x.sent);
+    reply.onAbort(() => up.abort());
   }
 
-  private models(res: ServerResponse): void {
+  private models(reply: GatewayReply): void {
     const data = [...this.allowed].map((id) => ({ id, object: 'model', created: 0, owned_by: 'berth-gateway' }));
-    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ object: 'list', data }));
+    const body = Buffer.from(JSON.stringify({ object: 'list', data }));
+    reply.head(200, [['content-type', 'application/json']], body.length);
+    reply.write(body);
+    reply.end();
   }
+}
+
+/**
+ * True when a request body might name its model twice or in a spelling a byte search cannot see
+ * (a `\u` escape): such a body is sent as the gateway parsed it, not as the sandbox wrote it.
+ */
+function mayReadTwoWays(raw: Buffer): boolean {
+  const first = raw.indexOf('"model"');
+  return raw.indexOf('\\u') >= 0 || first < 0 || raw.indexOf('"model"', first + 1) >= 0;
 }
 
 /** The part of a body the record keeps, scrubbed of the key in case a provider echoes it. */
@@ -212,22 +251,10 @@ function recorded(text: string, secrets: Array<{ name: string; value: string }>)
   return text.length > RECORDED_BODY_CHARS ? { body, truncated: true } : { body };
 }
 
-function sendError(res: ServerResponse, code: GatewayRefusal, message: string): void {
-  if (res.headersSent) return void res.end();
-  res.writeHead(STATUS[code], { 'content-type': 'application/json' });
-  res.end(JSON.stringify({ error: { message: `berth model gateway: ${message}`, type: 'berth_gateway', code, param: null } }));
-}
-
-/** The body, or undefined when it is longer than `limit` (the rest is drained, not kept). */
-function readBody(req: IncomingMessage, limit: number): Promise<Buffer | undefined> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let n = 0;
-    req.on('data', (c: Buffer) => {
-      n += c.length;
-      if (n <= limit) chunks.push(c);
-    });
-    req.on('end', () => resolve(n <= limit ? Buffer.concat(chunks) : undefined));
-    req.on('error', reject);
-  });
+function sendError(reply: GatewayReply, code: GatewayRefusal, message: string): void {
+  if (reply.headSent) return void reply.end();
+  const body = Buffer.from(JSON.stringify({ error: { message: `berth model gateway: ${message}`, type: 'berth_gateway', code, param: null } }));
+  reply.head(STATUS[code], [['content-type', 'application/json']], body.length);
+  reply.write(body);
+  reply.end();
 }

@@ -42,26 +42,29 @@ export function usageOf(text: string, contentType: string | undefined): { usage:
       return undefined;
     }
   };
-  const answers: Answer[] = [];
+  let usage: GatewayUsage | undefined;
+  let model: string | undefined;
+  const take = (a: Answer) => {
+    usage ??= fromReported(a.usage) ?? fromReported(a.response?.usage);
+    const m = a.model ?? a.response?.model;
+    if (model === undefined && typeof m === 'string' && m) model = m;
+  };
   if (contentType?.includes('text/event-stream')) {
-    for (const line of text.split('\n')) {
+    // The last event that reports each wins, so events are read from the end, and only until both
+    // are found: a long stream's deltas (one JSON text each) are not parsed at all.
+    const lines = text.split('\n');
+    for (let i = lines.length - 1; i >= 0 && (usage === undefined || model === undefined); i--) {
+      const line = lines[i]!;
       if (!line.startsWith('data:')) continue;
       const data = line.slice(5).trim();
       if (data && data !== '[DONE]') {
         const a = parse(data);
-        if (a) answers.push(a);
+        if (a) take(a);
       }
     }
   } else {
     const a = parse(text);
-    if (a) answers.push(a);
-  }
-  let usage: GatewayUsage | undefined;
-  let model: string | undefined;
-  for (const a of answers) {
-    usage = fromReported(a.usage) ?? fromReported(a.response?.usage) ?? usage;
-    const m = a.model ?? a.response?.model;
-    if (typeof m === 'string' && m) model = m;
+    if (a) take(a);
   }
   return { usage, model };
 }

@@ -52,6 +52,13 @@ describe('usage of an answer', () => {
     expect(usageOf(responses, 'text/event-stream; charset=utf-8')).toEqual({ usage: { prompt: 9, completion: 2, cached: 4 }, model: 'd' });
   });
 
+  it("takes a stream's usage and model from the last event reporting each, however many events come before", () => {
+    const deltas = Array.from({ length: 500 }, (_, i) => `data: {"model":"early","choices":[{"delta":{"content":"t${i}"}}],"usage":null}`);
+    const stream = [...deltas, 'data: {"model":"m1","usage":{"prompt_tokens":1,"completion_tokens":1}}', 'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":500}}', 'data: [DONE]'].join('\n\n');
+    expect(usageOf(stream, 'text/event-stream')).toEqual({ usage: { prompt: 3, completion: 500, cached: 0 }, model: 'm1' });
+    expect(usageOf([...deltas, 'data: [DONE]'].join('\n\n'), 'text/event-stream')).toEqual({ usage: undefined, model: 'early' });
+  });
+
   it('reports none for a dropped stream or a body that is not JSON', () => {
     expect(usageOf('data: {"choices":[{"delta":{"content":"x"}}]}\n\n', 'text/event-stream').usage).toBeUndefined();
     expect(usageOf('<html>', 'text/html').usage).toBeUndefined();
@@ -97,7 +104,7 @@ async function serve(spec: Partial<SandboxGatewaySpec>, spent = 0, env: Record<s
   });
   gateway = g;
   const attempts: unknown[] = [];
-  proxy = new EgressProxy({ allow: [], overrides: [], runId: 'run_1', leaseId: 'lease_1', record: (a) => attempts.push(a), gateway: (req, res, path) => g.handle(req, res, path) });
+  proxy = new EgressProxy({ allow: [], overrides: [], runId: 'run_1', leaseId: 'lease_1', record: (a) => attempts.push(a), gateway: g });
   const { port } = await proxy.listen('127.0.0.1');
   return { port, ...mem, attempts };
 }
