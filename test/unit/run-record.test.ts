@@ -38,7 +38,7 @@ function validRecord(): RunRecord {
       task('task_root', null, { steps: [] }),
       task('task_step', 'task_root', { step: 'a', snapshotId: 'snap_1' }),
     ],
-    effects: [{ id: 'run_1:step:0:g0', taskId: 'task_step', kind: 'plan.step', intent: { step: 'a', run: 'true' }, replay: 'never', status: 'confirmed', attempts: 1, receipt: { exitCode: 0 }, error: null, createdAt: 1, updatedAt: 2, reconciliation: 'receipt' }],
+    effects: [{ id: 'run_1:step:0:g0', taskId: 'task_step', kind: 'plan.step', intent: { step: 'a', run: 'true' }, replay: 'never', status: 'confirmed', attempts: 1, attemptLog: [attempt('run_1:step:0:g0', 1, 'applied', 'reply')], receipt: { exitCode: 0 }, error: null, createdAt: 1, updatedAt: 2, reconciliation: 'receipt' }],
     approvals: [],
     isolation: {
       engine: 'docker', environment: {}, network: { mode: 'none', allow: [] }, secrets: [], limits: {},
@@ -62,6 +62,10 @@ function validRecord(): RunRecord {
   return RunRecordSchema.parse(doc);
 }
 
+function attempt(effectId: string, n: number, outcome: 'applied' | 'not_applied', settledBy: 'reply' | 'operator', actor: string | null = null) {
+  return { id: `${effectId}#${n}`, n, runId: 'run_1', taskId: 'task_step', epoch: 1, startedAt: 2, endedAt: 3, outcome, settledBy, settledAt: 3, actor, error: null };
+}
+
 function task(id: string, parentId: string | null, result: RunRecord['tasks'][number]['result']): RunRecord['tasks'][number] {
   return { id, parentId, kind: parentId ? 'plan-step' : 'plan', kindVersion: 1, status: 'terminal', phase: 'done', checkpoint: null, input: {}, attempts: 1, restarts: 0, wait: null, wakeAt: null, outcome: 'ok', result, error: null, cancelRequested: false, blockedReason: null, version: 3, createdAt: 1, updatedAt: 2 };
 }
@@ -69,7 +73,9 @@ function task(id: string, parentId: string | null, result: RunRecord['tasks'][nu
 /** One corruption per invariant: each must be reported by that name. */
 const CORRUPT: Record<InvariantName, (r: RunRecord) => void> = {
   completed_with_unresolved: (r) => (r.effects[0]!.status = 'unknown'),
-  retry_same_effect: (r) => (r.effects[0]!.attempts = 2),
+  retry_same_effect: (r) => Object.assign(r.effects[0]!, { attempts: 2, attemptLog: [attempt('run_1:step:0:g0', 1, 'applied', 'reply'), attempt('run_1:step:0:g0', 2, 'applied', 'reply')] }),
+  // What the code before issue 27 stored: a count and a status, no attempt and no word of how it was settled.
+  settled_provenance: (r) => (r.effects[0]!.attemptLog = []),
   in_flight_owner: (r) => Object.assign(r.effects[0]!, { status: 'executing', taskId: 'task_gone' }),
   resume_verified: (r) => {
     r.tasks[1]!.restarts = 1;
