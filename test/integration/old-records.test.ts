@@ -134,7 +134,10 @@ describe('berth check on the same routes run by today\'s code', () => {
       const runId = (JSON.parse(parked.stdout.trim().split('\n').at(-1)!) as { runId: string; state: string }).runId;
       await svc.up();
       const rec = await runNode(BIN, ['--extension', join('examples', 'notify', 'extension.ts'), 'reconcile', runId, '--reject-effect', '--store', db, '--json'], { NOTIFY_SERVICE_URL: svc.url, BERTH_OPERATOR: 'tester' }, 120_000);
-      expect(rec.code, rec.stderr).toBe(0);
+      // The notice ends failed, one email short (the operator said it was not sent), as the CLI says.
+      expect(rec.code, rec.stderr).toBe(1);
+      expect(rec.stderr).toContain('notice_incomplete');
+      expect(await read(db, async (s) => (await s.getRun(runId))!.state)).toBe('failed');
       const email = await read(db, (s) => s.getEffect(inFlight));
       expect(email).toMatchObject({ status: 'failed', attempts: 1 });
       expect(email!.attemptLog.at(-1)).toMatchObject({ outcome: 'not_applied', settledBy: 'operator', actor: 'user:tester' });
