@@ -119,6 +119,41 @@ describe('run invariants (berth check)', () => {
   }
 });
 
+describe('provenance of settled effects (settled_provenance, retry_same_effect over generations)', () => {
+  const found = (r: RunRecord, name: InvariantName) => checkRecord(r).filter((v) => v.invariant === name);
+  /** The deploy step said not to have happened (g0) and run again (g1), as today's code records it. */
+  function rejectedThenRerun(g0Log: RunRecord['effects'][number]['attemptLog']): RunRecord {
+    const r = validRecord();
+    const base = r.effects[0]!;
+    r.effects = [
+      { ...base, id: 'run_1:step:0:g0', status: 'failed', attemptLog: g0Log, receipt: { type: 'operator-decision', decision: 'reject', by: 'user:tester' }, error: { code: 'operator_rejected' }, reconciliation: 'operator_decision' },
+      { ...base, id: 'run_1:step:0:g1', attemptLog: [attempt('run_1:step:0:g1', 1, 'applied', 'reply')] },
+    ];
+    return r;
+  }
+
+  it('accepts a never step run again after the operator, named, said its earlier generation did not happen', () => {
+    expect(checkRecord(rejectedThenRerun([attempt('run_1:step:0:g0', 1, 'not_applied', 'operator', 'user:tester')]))).toEqual([]);
+  });
+
+  it('flags a never step run again after an earlier generation whose "did not happen" has no attempt on record, naming both keys', () => {
+    const [v] = found(rejectedThenRerun([]), 'retry_same_effect');
+    expect(v?.evidence).toMatchObject({ effect: 'run_1:step:0:g0', next: 'run_1:step:0:g1', attempts: 1, recorded: 0 });
+    expect(found(rejectedThenRerun([]), 'settled_provenance').map((x) => (x.evidence as { effect: string }).effect)).toEqual(['run_1:step:0:g0']);
+  });
+
+  it('flags a settlement on an operator\'s word that names no operator', () => {
+    const [v] = found(rejectedThenRerun([attempt('run_1:step:0:g0', 1, 'not_applied', 'operator', null)]), 'settled_provenance');
+    expect(v?.evidence).toMatchObject({ effect: 'run_1:step:0:g0', settledBy: 'operator' });
+  });
+
+  it('asks nothing of an effect never attempted (a step refused or cancelled before it began)', () => {
+    const r = validRecord();
+    Object.assign(r.effects[0]!, { status: 'failed', attempts: 0, attemptLog: [] });
+    expect(found(r, 'settled_provenance')).toEqual([]);
+  });
+});
+
 describe('resume verified over agent tool calls (resume_verified)', () => {
   const only = (r: RunRecord) => checkRecord(r).filter((v) => v.invariant === 'resume_verified');
   const entry = (seq: number, taskId: string, kind: string, body: Record<string, unknown>) => ({ id: `e${seq}`, seq, conversationId: null, taskId, kind, body: body as never, commitSeq: 3, at: 3 });
