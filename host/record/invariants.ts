@@ -28,6 +28,7 @@ export const INVARIANTS = {
   checkpoint_refs_exist: 'every snapshot a checkpoint, result or sandbox pointer names is in the record',
   cancel_matches_effects: 'a cancelled task\'s evidence covers the effects of its work (its own and its subtasks\'): every one that started is listed, `before` only when none did, `after` only when all happened (seed 004 #5)',
   approvals_closed: 'a run in a final state has no open approval: each request was decided, expired or closed by the cancel (seed 004 #1)',
+  settled_provenance: 'every settled effect says how it was settled: each attempt it counts is in its attempt log, and the attempt that settled it names how (its reply, a status query, an operator\'s word with the operator, a restore, a cancel)',
   sweeps_accounted: 'a restart that took up a live sandbox an earlier owner left (adopted it, or removed it with a step caught mid-run) records the sweep: a sandbox.swept entry names that sandbox and what was stopped or removed, before the verification that used it',
 } as const;
 export type InvariantName = keyof typeof INVARIANTS;
@@ -70,6 +71,40 @@ export function checkRecord(r: RunRecord): Violation[] {
     }
     const unproven = log.slice(0, -1).filter((a) => a.outcome !== 'not_applied').map((a) => ({ attempt: a.id, outcome: a.outcome, settledBy: a.settledBy }));
     if (unproven.length) v('retry_same_effect', `effect ${e.id} (replay never) was attempted again after attempt(s) ${unproven.map((u) => `${u.attempt} (${u.outcome})`).join(', ')} that nothing proved not applied`, { effect: e.id, attempts: e.attempts, unproven });
+  }
+  // ... and one action attempted again under a new key: a plan step's next generation (`…:g1`) is
+  // made only when the earlier one was settled as not having happened. That settlement must be on
+  // record (the attempt, how it was learnt, who said so); a bare `failed` proves nothing.
+  const generations = new Map<string, RunRecord['effects']>();
+  for (const e of r.effects) {
+    if (e.replay !== 'never' || logicalAction(e.id) === e.id) continue;
+    const key = `${e.kind} ${logicalAction(e.id)}`;
+    generations.set(key, [...(generations.get(key) ?? []), e]);
+  }
+  for (const gens of generations.values()) {
+    gens.sort((a, b) => generationOf(a.id) - generationOf(b.id));
+    for (const [i, e] of gens.slice(0, -1).entries()) {
+      const next = gens[i + 1]!;
+      if (e.status !== 'failed' || e.attempts === 0) continue;
+      const log = e.attemptLog ?? [];
+      const unproven = log.filter((a) => a.outcome !== 'not_applied' || a.settledBy === null).map((a) => ({ attempt: a.id, outcome: a.outcome, settledBy: a.settledBy }));
+      if (log.length < e.attempts) v('retry_same_effect', `effect ${next.id} (replay never) attempts the action of ${e.id} again, but ${e.id} records ${log.length} of its ${e.attempts} attempt(s): nothing on record proves the earlier one did not happen`, { effect: e.id, next: next.id, attempts: e.attempts, recorded: log.length, receipt: e.receipt, error: e.error });
+      else if (unproven.length) v('retry_same_effect', `effect ${next.id} (replay never) attempts the action of ${e.id} again after attempt(s) ${unproven.map((u) => `${u.attempt} (${u.outcome})`).join(', ')} that nothing proved not applied`, { effect: e.id, next: next.id, unproven });
+    }
+  }
+
+  // provenance of every settled effect: each attempt it counts is on record, and the attempt that
+  // settled it says how that was learnt and, for a person's word, whose. A record written before
+  // attempts were kept has only a count and a status: it claims a settlement it cannot show.
+  for (const e of r.effects) {
+    if (e.status !== 'confirmed' && e.status !== 'failed' && e.status !== 'compensated') continue;
+    const log = e.attemptLog ?? [];
+    if (e.attempts === 0 && log.length === 0) continue;
+    const last = log.at(-1);
+    const what = e.status === 'failed' ? 'that it did not happen' : 'that it happened';
+    if (log.length < e.attempts || !last) v('settled_provenance', `effect ${e.id} is ${e.status} after ${e.attempts} attempt(s), but its record holds ${log.length} of them: nothing says how it was learnt ${what}, or by whom`, { effect: e.id, status: e.status, attempts: e.attempts, recorded: log.length, receipt: e.receipt, error: e.error });
+    else if (last.settledBy === null) v('settled_provenance', `effect ${e.id} is ${e.status}, but its attempt ${last.id} (${last.outcome}) names no way it was settled`, { effect: e.id, attempt: last.id, outcome: last.outcome });
+    else if ((last.settledBy === 'operator' || last.settledBy === 'restore') && !last.actor) v('settled_provenance', `effect ${e.id} is ${e.status} on an operator's word (attempt ${last.id}) that names no operator`, { effect: e.id, attempt: last.id, settledBy: last.settledBy });
   }
 
   // 3. in-flight effects have an owner and the run a last transition
@@ -244,6 +279,11 @@ export function checkRecord(r: RunRecord): Violation[] {
   }
   for (const n of named) if (!snaps.has(n.id)) v('checkpoint_refs_exist', `${n.by} names snapshot ${n.id}, which the record does not hold`, n);
   return out;
+}
+
+/** A plan step key's generation (`…:g1` -> 1), 0 for a key without one. */
+function generationOf(effectId: string): number {
+  return Number(/:g(\d+)$/.exec(effectId)?.[1] ?? 0);
 }
 
 /** The action an effect key names, whatever its generation: `run_1:step:2:g1` -> `run_1:step:2`. */

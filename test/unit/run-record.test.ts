@@ -38,7 +38,7 @@ function validRecord(): RunRecord {
       task('task_root', null, { steps: [] }),
       task('task_step', 'task_root', { step: 'a', snapshotId: 'snap_1' }),
     ],
-    effects: [{ id: 'run_1:step:0:g0', taskId: 'task_step', kind: 'plan.step', intent: { step: 'a', run: 'true' }, replay: 'never', status: 'confirmed', attempts: 1, receipt: { exitCode: 0 }, error: null, createdAt: 1, updatedAt: 2, reconciliation: 'receipt' }],
+    effects: [{ id: 'run_1:step:0:g0', taskId: 'task_step', kind: 'plan.step', intent: { step: 'a', run: 'true' }, replay: 'never', status: 'confirmed', attempts: 1, attemptLog: [attempt('run_1:step:0:g0', 1, 'applied', 'reply')], receipt: { exitCode: 0 }, error: null, createdAt: 1, updatedAt: 2, reconciliation: 'receipt' }],
     approvals: [],
     isolation: {
       engine: 'docker', environment: {}, network: { mode: 'none', allow: [] }, secrets: [], limits: {},
@@ -62,6 +62,10 @@ function validRecord(): RunRecord {
   return RunRecordSchema.parse(doc);
 }
 
+function attempt(effectId: string, n: number, outcome: 'applied' | 'not_applied', settledBy: 'reply' | 'operator', actor: string | null = null) {
+  return { id: `${effectId}#${n}`, n, runId: 'run_1', taskId: 'task_step', epoch: 1, startedAt: 2, endedAt: 3, outcome, settledBy, settledAt: 3, actor, error: null };
+}
+
 function task(id: string, parentId: string | null, result: RunRecord['tasks'][number]['result']): RunRecord['tasks'][number] {
   return { id, parentId, kind: parentId ? 'plan-step' : 'plan', kindVersion: 1, status: 'terminal', phase: 'done', checkpoint: null, input: {}, attempts: 1, restarts: 0, wait: null, wakeAt: null, outcome: 'ok', result, error: null, cancelRequested: false, blockedReason: null, version: 3, createdAt: 1, updatedAt: 2 };
 }
@@ -69,7 +73,9 @@ function task(id: string, parentId: string | null, result: RunRecord['tasks'][nu
 /** One corruption per invariant: each must be reported by that name. */
 const CORRUPT: Record<InvariantName, (r: RunRecord) => void> = {
   completed_with_unresolved: (r) => (r.effects[0]!.status = 'unknown'),
-  retry_same_effect: (r) => (r.effects[0]!.attempts = 2),
+  retry_same_effect: (r) => Object.assign(r.effects[0]!, { attempts: 2, attemptLog: [attempt('run_1:step:0:g0', 1, 'applied', 'reply'), attempt('run_1:step:0:g0', 2, 'applied', 'reply')] }),
+  // What the code before issue 27 stored: a count and a status, no attempt and no word of how it was settled.
+  settled_provenance: (r) => (r.effects[0]!.attemptLog = []),
   in_flight_owner: (r) => Object.assign(r.effects[0]!, { status: 'executing', taskId: 'task_gone' }),
   resume_verified: (r) => {
     r.tasks[1]!.restarts = 1;
@@ -111,6 +117,41 @@ describe('run invariants (berth check)', () => {
       expect(v.evidence).not.toBeNull();
     });
   }
+});
+
+describe('provenance of settled effects (settled_provenance, retry_same_effect over generations)', () => {
+  const found = (r: RunRecord, name: InvariantName) => checkRecord(r).filter((v) => v.invariant === name);
+  /** The deploy step said not to have happened (g0) and run again (g1), as today's code records it. */
+  function rejectedThenRerun(g0Log: RunRecord['effects'][number]['attemptLog']): RunRecord {
+    const r = validRecord();
+    const base = r.effects[0]!;
+    r.effects = [
+      { ...base, id: 'run_1:step:0:g0', status: 'failed', attemptLog: g0Log, receipt: { type: 'operator-decision', decision: 'reject', by: 'user:tester' }, error: { code: 'operator_rejected' }, reconciliation: 'operator_decision' },
+      { ...base, id: 'run_1:step:0:g1', attemptLog: [attempt('run_1:step:0:g1', 1, 'applied', 'reply')] },
+    ];
+    return r;
+  }
+
+  it('accepts a never step run again after the operator, named, said its earlier generation did not happen', () => {
+    expect(checkRecord(rejectedThenRerun([attempt('run_1:step:0:g0', 1, 'not_applied', 'operator', 'user:tester')]))).toEqual([]);
+  });
+
+  it('flags a never step run again after an earlier generation whose "did not happen" has no attempt on record, naming both keys', () => {
+    const [v] = found(rejectedThenRerun([]), 'retry_same_effect');
+    expect(v?.evidence).toMatchObject({ effect: 'run_1:step:0:g0', next: 'run_1:step:0:g1', attempts: 1, recorded: 0 });
+    expect(found(rejectedThenRerun([]), 'settled_provenance').map((x) => (x.evidence as { effect: string }).effect)).toEqual(['run_1:step:0:g0']);
+  });
+
+  it('flags a settlement on an operator\'s word that names no operator', () => {
+    const [v] = found(rejectedThenRerun([attempt('run_1:step:0:g0', 1, 'not_applied', 'operator', null)]), 'settled_provenance');
+    expect(v?.evidence).toMatchObject({ effect: 'run_1:step:0:g0', settledBy: 'operator' });
+  });
+
+  it('asks nothing of an effect never attempted (a step refused or cancelled before it began)', () => {
+    const r = validRecord();
+    Object.assign(r.effects[0]!, { status: 'failed', attempts: 0, attemptLog: [] });
+    expect(found(r, 'settled_provenance')).toEqual([]);
+  });
 });
 
 describe('resume verified over agent tool calls (resume_verified)', () => {
