@@ -4,7 +4,7 @@ import { isLegalRunTransition, isUnresolvedEffect, type Json, type RunState, typ
 import type { CommitInput, CommitResult, EffectWrite, Store } from '../store';
 import type { Clock } from '../support/clock';
 import { newId } from '../support/ids';
-import { applyDecision, type ResolvedSpawn } from './decide';
+import { applyDecision, changedOnly, type ResolvedSpawn } from './decide';
 import type { DocumentTypes } from './documents';
 import { cancelRecord } from './cancel-record';
 import { performEffect } from './effects';
@@ -171,7 +171,7 @@ async function decisionCommit(
     entries: (writes.entries ?? []).map((e) => ({ id: newId('ent'), conversationId: e.conversationId ?? null, runId: task.runId, taskId: task.id, kind: e.kind, body: e.body })),
     documentOps: await d.documents.toOps(writes.documents ?? [], task.runId, (id) => d.store.getDocument(id)),
     tasks: effect.newTasks,
-    taskTransitions: [{ taskId: task.id, expectVersion: task.version, set: effect.set }],
+    taskTransitions: [{ taskId: task.id, expectVersion: task.version, set: changedOnly(task, effect.set) }],
     cancelTasks: effect.cancel,
     effects,
     snapshots: (writes.snapshots ?? []).map((s) => ({ ...s, runId: task.runId, taskId: task.id })),
