@@ -99,3 +99,23 @@ function finish(task: Task, outcome: TaskOutcome, result: Json, error: TaskError
 
 const isFinal = (d: Decision) => d.type === 'complete' || d.type === 'fail' || d.type === 'interrupt';
 const cp = (task: Task, checkpoint: Json | undefined): Json => (checkpoint === undefined ? task.checkpoint : checkpoint);
+
+/** Columns of a decision's row that are plain values (compared as they are). */
+const SCALARS = ['status', 'phase', 'attempts', 'wakeAt', 'outcome', 'blockedReason'] as const;
+
+/**
+ * `set` without the plain fields that already hold the value it sets on `task`. The commit is a
+ * compare-and-set on the version `task` was read at, so those columns hold exactly `task`'s values
+ * and the row written is the same; naming `status` anyway made SQLite rewrite the task's entry
+ * in the status index on every step (a WAL page per commit of a phase that stays `running`).
+ */
+export function changedOnly(task: Task, set: TaskChanges): TaskChanges {
+  let out: TaskChanges | undefined;
+  for (const k of SCALARS) {
+    if (k in set && set[k] === task[k]) {
+      out ??= { ...set };
+      delete out[k];
+    }
+  }
+  return out ?? set;
+}

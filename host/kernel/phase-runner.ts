@@ -4,7 +4,7 @@ import { isLegalRunTransition, isUnresolvedEffect, type Json, type RunState, typ
 import type { CommitInput, CommitResult, EffectWrite, Store } from '../store';
 import type { Clock } from '../support/clock';
 import { newId } from '../support/ids';
-import { applyDecision, type ResolvedSpawn } from './decide';
+import { applyDecision, changedOnly, type ResolvedSpawn } from './decide';
 import type { DocumentTypes } from './documents';
 import { cancelRecord } from './cancel-record';
 import { performEffect } from './effects';
@@ -39,7 +39,9 @@ export async function runPhase(
   handler: TaskHandler,
   opts: { signal: AbortSignal; recovered: boolean; stopping: () => boolean },
 ): Promise<PhaseEnd> {
-  const log = d.logger.child({ runId: task.runId, taskId: task.id, kind: task.kind, phase: task.phase });
+  // Built when first used: a child logger serialises its bindings, and most phases log nothing.
+  let child: Logger | undefined;
+  const log = () => (child ??= d.logger.child({ runId: task.runId, taskId: task.id, kind: task.kind, phase: task.phase }));
   const pending: EffectWrite[] = [];
   const maxRetries = handler.maxRetries ?? 3;
   const ctx: PhaseContext = {
@@ -52,7 +54,9 @@ export async function runPhase(
     signal: opts.signal,
     recovered: opts.recovered,
     store: d.store,
-    log,
+    get log() {
+      return log();
+    },
     now: () => d.clock.now(),
     children: (opts) => d.store.listTasks({ parentId: task.id, ...(opts?.newest !== undefined ? { newest: opts.newest } : {}) }),
     readDocument: async <T extends Json>(id: string) => {
@@ -61,7 +65,7 @@ export async function runPhase(
     },
     perform: (spec, action) =>
       performEffect(
-        { store: d.store, commit: d.commit, sessionId: task.sessionId, runId: task.runId, taskId: task.id, taskKind: task.kind, taskVersion: task.version, signal: opts.signal, log, pending, retriesLeft: task.attempts < maxRetries },
+        { store: d.store, commit: d.commit, sessionId: task.sessionId, runId: task.runId, taskId: task.id, taskKind: task.kind, taskVersion: task.version, signal: opts.signal, log: log(), pending, retriesLeft: task.attempts < maxRetries },
         spec,
         action,
       ),
@@ -84,7 +88,7 @@ export async function runPhase(
     decision = retry
       ? { type: 'sleep', until: d.clock.now() + waitMs, phase: task.phase, ...(run ? { run } : {}) }
       : { type: 'fail', error: { code: e?.code ?? 'phase_threw', message } };
-    log.warn({ err: message, stack: err instanceof Error ? err.stack : undefined, retry }, 'phase threw');
+    log().warn({ err: message, stack: err instanceof Error ? err.stack : undefined, retry }, 'phase threw');
   }
   // A host that is shutting down leaves the task `running`: recovery re-enters this phase.
   if (opts.stopping()) return { committed: false, reason: 'host stopping' };
@@ -120,7 +124,7 @@ export async function runPhase(
     result = await d.commit(commit);
   }
   if (!result.ok) {
-    log.warn({ conflict: result.conflict }, 'decision not committed');
+    log().warn({ conflict: result.conflict }, 'decision not committed');
     return { committed: false, reason: result.conflict.kind };
   }
   // The commit answers the row it wrote: exact, with no read.
@@ -171,7 +175,7 @@ async function decisionCommit(
     entries: (writes.entries ?? []).map((e) => ({ id: newId('ent'), conversationId: e.conversationId ?? null, runId: task.runId, taskId: task.id, kind: e.kind, body: e.body })),
     documentOps: await d.documents.toOps(writes.documents ?? [], task.runId, (id) => d.store.getDocument(id)),
     tasks: effect.newTasks,
-    taskTransitions: [{ taskId: task.id, expectVersion: task.version, set: effect.set }],
+    taskTransitions: [{ taskId: task.id, expectVersion: task.version, set: changedOnly(task, effect.set) }],
     cancelTasks: effect.cancel,
     effects,
     snapshots: (writes.snapshots ?? []).map((s) => ({ ...s, runId: task.runId, taskId: task.id })),

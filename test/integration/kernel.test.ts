@@ -223,6 +223,7 @@ describe('kernel scheduler', () => {
     k = tempKernel({ concurrency: 2 });
     let now = 0;
     let peak = 0;
+    let finished = 0;
     k.registry.register({
       kind: 'busy',
       version: 1,
@@ -230,8 +231,13 @@ describe('kernel scheduler', () => {
       phases: {
         start: async () => {
           peak = Math.max(peak, ++now);
+          // Each phase stays in flight until a second one runs beside it (or none is left to): on a
+          // loaded machine a fixed 30 ms could end before the next phase's start commit was flushed.
+          const until = Date.now() + 20_000;
+          while (now < 2 && finished + now < 6 && Date.now() < until) await new Promise((res) => setTimeout(res, 10));
           await new Promise((res) => setTimeout(res, 30));
           now--;
+          finished++;
           return { type: 'complete' };
         },
       },

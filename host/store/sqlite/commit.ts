@@ -19,10 +19,14 @@ export class CommitWriter {
   /**
    * @param unflushed runs each commit's transaction without its own flush to disk (the store answers
    *   its caller after a flush shared with the commits applied beside it: shared-sync.ts).
+   * @param own `db` is a connection of the writer's own (commit-connection.ts): it never waits for
+   *   a lock unless asked to (busy_timeout 0) and is set up once for how it writes, so no commit
+   *   switches a pragma back and forth (each switch prepares a statement).
    */
   constructor(
     private readonly db: Database.Database,
     private readonly unflushed: <T>(write: () => T) => T = (write) => write(),
+    private readonly own = false,
   ) {
     this.write = db.transaction((input: CommitInput, at: number) => this.drive(commitSteps(input, at, at)));
   }
@@ -34,19 +38,33 @@ export class CommitWriter {
    * whole process, every session it drives included.
    */
   tryApply(input: CommitInput, at: number): CommitResult | 'busy' {
-    this.db.pragma('busy_timeout = 0');
+    if (!this.own) this.db.pragma('busy_timeout = 0');
     try {
-      return this.apply(input, at);
+      return this.applyNow(input, at);
     } catch (err) {
       if ((err as { code?: string }).code === 'SQLITE_BUSY') return 'busy';
       throw err;
     } finally {
-      this.db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+      if (!this.own) this.db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
     }
   }
 
-  /** @param at the commit's time on the store's clock, which is also the database clock its fence is judged by. */
+  /**
+   * Applies the commit, waiting in SQLite's busy handler for another process's write lock (up to
+   * BUSY_TIMEOUT_MS, then `database is locked`).
+   * @param at the commit's time on the store's clock, which is also the database clock its fence is judged by.
+   */
   apply(input: CommitInput, at: number): CommitResult {
+    if (!this.own) return this.applyNow(input, at);
+    this.db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+    try {
+      return this.applyNow(input, at);
+    } finally {
+      this.db.pragma('busy_timeout = 0');
+    }
+  }
+
+  private applyNow(input: CommitInput, at: number): CommitResult {
     try {
       const { seq, tasks } = this.unflushed(() => this.write.immediate(input, at));
       return { ok: true, seq, at, tasks: tasks.map(toTask) };

@@ -7,7 +7,7 @@ import type { Store } from '../store';
 import { sqliteRunList } from './run-list';
 import { sqliteOutput } from './output';
 import { CommitWriter } from './commit';
-import { deferredSync } from './deferred-sync';
+import { openCommitConnection } from './commit-connection';
 import { SharedSync, walFlush } from './shared-sync';
 import { sqliteCommitLog } from './commit-log';
 import { sqliteEgressAudit } from './egress';
@@ -40,7 +40,8 @@ export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): St
   const flushed = (opts.durability ?? 'full') === 'full' && path !== ':memory:';
   const wal = walFlush(path);
   const shared = new SharedSync(wal.flush);
-  const writer = new CommitWriter(db, flushed ? deferredSync(db) : undefined);
+  const commitDb = flushed ? openCommitConnection(path) : null;
+  const writer = commitDb ? new CommitWriter(commitDb, undefined, true) : new CommitWriter(db);
   // `unflushed:<label>` sits between a commit's apply and its flush: a test kills the process there.
   // Armed only by name (never counted by BERTH_FAULT_AT), so the boundaries a crash suite
   // enumerates stay the same.
@@ -87,6 +88,7 @@ export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): St
       if (closed) return;
       closed = true;
       await shared.idle();
+      commitDb?.close();
       db.close();
       wal.close();
     },
