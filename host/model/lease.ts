@@ -63,5 +63,6 @@ export interface LeaseRecords {
   getLease(id: string): Promise<LeaseRecord | undefined>;
   listLeases(filter?: { hostId?: string; sessionId?: string; runId?: string; activeAt?: number; unreleased?: boolean }): Promise<LeaseRecord[]>;
   recordSweep(record: SweepRecord): Promise<void>;
-  listSweeps(filter?: { hostId?: string }): Promise<SweepRecord[]>;
+  /** The sweep log, oldest first: every container a sweeper removed (by the host that swept, or of one lease). */
+  listSweeps(filter?: { hostId?: string; leaseId?: string }): Promise<SweepRecord[]>;
 }

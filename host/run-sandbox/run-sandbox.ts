@@ -214,7 +214,12 @@ export class RunSandbox {
     // The record accounts for it: a live sandbox (its command killed with it) was removed, or verification found it lost.
     if (record && live) this.sweeps.add(runId, { what: 'removed', leaseId: record.id, containerId: record.containerId, reason: 'in_flight_safe_step', epoch: record.epoch ?? null });
     // A released lease ended normally (a fork starts from its parent's); only one found expired or broken was lost.
-    else if (record && record.releasedAt === null) this.sweeps.add(runId, { what: 'lost', leaseId: record.id, reason: why });
+    else if (record && record.releasedAt === null) {
+      // A host-wide sweep (`berth gc`, a host's start) holds no run's ownership and writes only the
+      // store's sweep log; the owner that finds the loss carries it into the run's record.
+      const swept = (await this.d.store.listSweeps({ leaseId: record.id })).at(-1);
+      this.sweeps.add(runId, { what: 'lost', leaseId: record.id, reason: why, ...(swept ? { sweptBy: { hostId: swept.hostId, reason: swept.reason, at: swept.at, containerId: swept.containerId } } : {}) });
+    }
     if (!ptr.snapshotId) return { kind: 'reconcile', reason: `sandbox ${record ? `of lease ${record.id} ` : ''}is gone and no snapshot covers the newest committed sandbox change` };
     // Restoring is only a resume when the snapshot holds the newest committed workspace (under
     // `on-demand` later steps only advance the digest): otherwise the caller decides what to re-run.

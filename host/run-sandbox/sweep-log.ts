@@ -8,12 +8,13 @@ import type { SandboxVerification } from './run-sandbox';
  * - `commands`: it adopted the sandbox and stopped what earlier hosts left running there;
  * - `removed`: it removed a sandbox of the run that an earlier owner left (`stale_epoch`: not the
  *   pointer's; `in_flight_safe_step`: the pointer's, with a safe step's command caught mid-run);
- * - `lost`: verification found the pointer's sandbox unusable (gone, stopped, expired, released).
+ * - `lost`: verification found the pointer's sandbox unusable (gone, stopped, expired, released);
+ *   `sweptBy` names the host-wide sweep that removed its container, when the store's sweep log has one.
  */
 export type SweepEntry =
   | { what: 'commands'; leaseId: string; containerId: string; epoch: number | null; killedProcesses: number; commands: Array<{ tag: string | null; state: 'killed' | 'ended'; exitCode: number | null }>; kept: number }
   | { what: 'removed'; leaseId: string; containerId: string; reason: 'stale_epoch' | 'in_flight_safe_step'; epoch: number | null }
-  | { what: 'lost'; leaseId: string; reason: string };
+  | { what: 'lost'; leaseId: string; reason: string; sweptBy?: { hostId: string; reason: string; at: number; containerId: string } };
 
 /** The sweeps of each run since its last commit took them. */
 export class SweepLog {

@@ -1,4 +1,6 @@
 import { spawn } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { containerStdout } from '../support/agent-observe';
@@ -160,5 +162,46 @@ describe('sweeps of an adopted sandbox are entries of the run', { timeout: 360_0
     expect(caught.code, caught.stdout + caught.stderr).not.toBe(0);
     expect(caught.stdout).toContain('sweeps_accounted');
     expect(caught.stdout).toContain('took up sandbox lease');
+  });
+});
+
+describe.each(STORE_KINDS)('a host-wide sweep is in the record of the run it took a sandbox from (%s store)', { timeout: 360_000 }, (kind) => {
+  it('a sandbox whose killed host\'s lease ran out, removed by berth gc, is recorded at the resume as lost and swept by that gc, and the run completes', async () => {
+    fx = await planFixture(
+      [
+        { name: 'one', run: 'echo one > one.txt' },
+        { name: 'two', run: 'touch began && sleep 30 && echo two > two.txt' },
+      ],
+      undefined,
+      await storeFor(kind),
+    );
+    const envFile = join(fx.dir, 'env.yaml');
+    writeFileSync(envFile, readFileSync(envFile, 'utf8').replace('lease: { ttlS: 600, heartbeatS: 10 }', 'lease: { ttlS: 3, heartbeatS: 1 }'));
+    const { child, ended } = await startRun(fx);
+    const { runId, lease } = await secondStepRunning(fx);
+    child.kill('SIGKILL');
+    expect((await ended).signal).toBe('SIGKILL');
+    // Nobody renews the lease now; once it has run out, gc may remove its container.
+    for (;;) {
+      const l = await fx.read((s) => s.getLease(lease.id));
+      if (l!.expiresAt < Date.now()) break;
+      await sleep(250);
+    }
+    const gc = await fx.cli(['gc', '--json']);
+    expect(gc.code, gc.stderr.slice(-800)).toBe(0);
+    expect(await containerGone(fx, lease.containerId)).toBe(true);
+    const sweeps = await fx.read((s) => s.listSweeps({ leaseId: lease.id }));
+    expect(sweeps).toEqual([expect.objectContaining({ leaseId: lease.id, containerId: lease.containerId, reason: 'expired', hostId: fx.hostId })]);
+
+    const resumed = await fx.cli(['resume', runId, '--json']);
+    expect(resumed.code, resumed.stderr.slice(-800)).toBe(0);
+    const record = await exportOf(fx, runId);
+    const lost = record.entries.filter((e) => e.kind === 'sandbox.swept' && e.body.what === 'lost');
+    // Before: the entry said only that the lease had expired; who removed its container was in the sweep log alone.
+    expect(lost.map((e) => e.body)).toEqual([
+      expect.objectContaining({ leaseId: lease.id, sweptBy: { hostId: fx.hostId, reason: 'expired', at: sweeps[0]!.at, containerId: lease.containerId } }),
+    ]);
+    const ok = await fx.cli(['check', runId, '--json']);
+    expect(ok.code, ok.stdout + ok.stderr).toBe(0);
   });
 });

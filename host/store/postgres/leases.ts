@@ -51,9 +51,11 @@ export function postgresLeaseRecords(pool: pg.Pool): LeaseRecords {
       await query(pool, 'INSERT INTO sweeps (container_id, lease_id, host_id, reason, at) VALUES ($1, $2, $3, $4, $5)', [r.containerId, r.leaseId, r.hostId, r.reason, r.at]);
     },
     async listSweeps(filter = {}) {
-      const rows = filter.hostId
-        ? await query(pool, 'SELECT * FROM sweeps WHERE host_id = $1 ORDER BY ord', [filter.hostId])
-        : await query(pool, 'SELECT * FROM sweeps ORDER BY ord');
+      const where: string[] = [];
+      const args: unknown[] = [];
+      if (filter.hostId) args.push(filter.hostId), where.push(`host_id = $${args.length}`);
+      if (filter.leaseId) args.push(filter.leaseId), where.push(`lease_id = $${args.length}`);
+      const rows = await query(pool, `SELECT * FROM sweeps ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY ord`, args);
       return rows.map((r) => ({
         containerId: r.container_id as string,
         leaseId: (r.lease_id as string | null) ?? null,

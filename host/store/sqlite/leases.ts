@@ -74,11 +74,11 @@ export function sqliteLeaseRecords(db: Database.Database): LeaseRecords {
       sweep.run(r.containerId, r.leaseId, r.hostId, r.reason, r.at);
     },
     async listSweeps(filter = {}) {
-      const rows = (
-        filter.hostId
-          ? db.prepare('SELECT * FROM sweeps WHERE host_id = ? ORDER BY rowid').all(filter.hostId)
-          : db.prepare('SELECT * FROM sweeps ORDER BY rowid').all()
-      ) as Row[];
+      const where: string[] = [];
+      const args: unknown[] = [];
+      if (filter.hostId) where.push('host_id = ?'), args.push(filter.hostId);
+      if (filter.leaseId) where.push('lease_id = ?'), args.push(filter.leaseId);
+      const rows = preparedFor(db, `SELECT * FROM sweeps ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY rowid`).all(...args) as Row[];
       return rows.map((r) => ({
         containerId: r.container_id as string,
         leaseId: (r.lease_id as string | null) ?? null,
