@@ -34,13 +34,7 @@ if (process.argv.includes('--debug')) process.setSourceMapsEnabled(true);
 // starting size rather than growing to 32 MB under that allocation rate (set before the bundle
 // loads, whose own allocations would grow it first; bench/RESULTS.md, long session 10).
 if (process.argv[2] === 'export') (await import('node:v8')).setFlagsFromString('--semi-space-growth-factor=1');
-// An export without extensions loads only the store and the record module (host/cli/export-entry.ts):
-// the CLI's own load is most of a long run's export memory (bench/RESULTS.md, long session 11).
-const leanExport = process.argv[2] === 'export' && !process.env.BERTH_EXTENSIONS && !process.argv.some((a) => a === '--extension' || a.startsWith('--extension='));
-const exportBundle = join(root, 'dist/berth-export.mjs');
-if (fresh && leanExport && statSync(exportBundle, { throwIfNoEntry: false })) {
-  await import(exportBundle);
-} else if (fresh) {
+if (fresh) {
   await import(bundle);
 } else {
   const { register } = await import('tsx/esm/api');

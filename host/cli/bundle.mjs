@@ -57,7 +57,5 @@ async function bundleCli() {
 
 await bundle('host/index.ts', 'index');
 await bundle('host/integrations/openai-agents.ts', 'openai-agents');
-// `berth export` alone (host/cli/export-entry.ts): bin.mjs starts it instead of the CLI for an export.
-await bundle('host/cli/export-entry.ts', 'berth-export');
 // Last: bin.mjs takes dist/berth.mjs as fresh once it is newer than every source.
 await bundleCli();
