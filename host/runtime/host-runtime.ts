@@ -12,6 +12,7 @@ import type { Clock } from '../support';
 import { KERNEL } from '../version';
 import { releaseLeasesOnRunEnd } from './run-end-leases';
 import { pruneWhileRunning } from './in-run-retention';
+import { boundHeapWhileRunning } from './heap-while-running';
 
 export interface HostRuntimeDeps {
   store: Store;
@@ -58,6 +59,9 @@ export function createHostRuntime(d: HostRuntimeDeps) {
   const runEnd = releaseLeasesOnRunEnd(kernel, { store: d.store, sandbox: d.sandbox, logger: d.logger });
   // A running plan run's older snapshots are pruned in batches as it goes (in-run-retention.ts).
   const retention = pruneWhileRunning(kernel, { store: d.store, documents, engine: d.engine, images: snapshots.images, clock: d.clock, logger: d.logger });
+  // The heap stays near its live data however long the run (heap-while-running.ts); BERTH_HEAP_SLACK_MB=0 turns it off.
+  const slack = Number(process.env.BERTH_HEAP_SLACK_MB ?? 16);
+  if (slack > 0) boundHeapWhileRunning(kernel, slack);
   return { kernel, registry, documents, snapshots, planSandbox, agent, store: d.store, leasesReleased: runEnd.settled, retentionSettled: retention.settled };
 }
 

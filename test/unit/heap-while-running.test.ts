@@ -1,0 +1,33 @@
+import { getHeapStatistics } from 'node:v8';
+import { describe, expect, it } from 'vitest';
+import type { CommitEvent } from '../../host/kernel';
+import { boundHeapWhileRunning } from '../../host/runtime/heap-while-running';
+
+const MB = 1024 * 1024;
+const used = () => getHeapStatistics().used_heap_size;
+/** About `mb` MB of arrays, each large enough to be allocated straight into the old generation. */
+const garbage = (mb: number) => Array.from({ length: Math.ceil(mb / 1.6) }, () => Array.from({ length: 200_000 }, (_, i) => i));
+
+describe('a host keeps its heap near its live data while runs commit', () => {
+  it('collects after a commit once the used heap grew by the slack since the last collection, and not after a commit that grew it less', () => {
+    const listeners: Array<(e: CommitEvent) => void> = [];
+    boundHeapWhileRunning({ onCommit: (l) => (listeners.push(l), () => {}) }, 16);
+    const commit = () => {
+      for (const l of listeners) l({} as CommitEvent);
+    };
+    // Past the slack: the garbage (unreachable once the commit comes) is collected at the commit.
+    let big: number[][] | null = garbage(24);
+    const grown = used();
+    expect(big.length).toBeGreaterThan(0);
+    big = null;
+    commit();
+    expect(grown - used()).toBeGreaterThan(12 * MB);
+    // Under the slack: nothing is collected at the commit.
+    let small: number[][] | null = garbage(4);
+    const before = used();
+    expect(small.length).toBeGreaterThan(0);
+    small = null;
+    commit();
+    expect(used()).toBeGreaterThan(before - MB);
+  });
+});
