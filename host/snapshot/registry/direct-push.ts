@@ -4,7 +4,8 @@ import type { RegistryHttp } from './registry-http';
 /** An image as a push needs it: its exact config bytes and its layers, each rebuildable as the tar its diff id names. */
 export interface ImageSource {
   config: Buffer;
-  layers: Array<{ diffId: string; size: number; tar(): Promise<Buffer | undefined> }>;
+  /** `chunks`, when given, yields the same bytes as `tar` as they are read (and throws when they cannot be). */
+  layers: Array<{ diffId: string; size: number; tar(): Promise<Buffer | undefined>; chunks?(): AsyncIterable<Buffer> }>;
 }
 
 interface Descriptor {
@@ -84,6 +85,11 @@ async function openSession(http: RegistryHttp, repo: string, signal?: AbortSigna
   return start.status === 202 && loc ? loc : undefined;
 }
 
+/** How many upload sessions are open ahead for `repo` (what a push can start on without a round trip). */
+export function readySessions(http: RegistryHttp, repo: string): number {
+  return sessions.get(`${http.registry} ${repo}`)?.length ?? 0;
+}
+
 /** Opens in flight per pool key: a refill counts them, so that pushes ending together do not open sessions the pool will not keep. */
 const opening = new Map<string, number>();
 
@@ -119,6 +125,48 @@ async function upload(http: RegistryHttp, repo: string, digest: string, body: Bu
   if (ready && (await putBlob(http, ready, digest, body, signal))) return true;
   const loc = await openSession(http, repo, signal);
   return loc !== undefined && (await putBlob(http, loc, digest, body, signal));
+}
+
+/**
+ * The layer sent as it is read, in one request on a session opened ahead: the tar's reading and
+ * the registry's receiving overlap instead of following each other. The registry checks the
+ * digest (the diff id) against what it received. The bytes' count, or `undefined` when there was
+ * no ready session, the source stopped part way, or the registry refused: the caller then reads
+ * the tar whole and sends it as before (a stream cannot be sent twice).
+ */
+async function uploadStreaming(http: RegistryHttp, repo: string, digest: string, chunks: () => AsyncIterable<Buffer>, signal?: AbortSignal): Promise<number | undefined> {
+  if (!http.settled) return undefined;
+  const ready = sessions.get(`${http.registry} ${repo}`)?.shift();
+  if (!ready) return undefined;
+  let sent = 0;
+  let sourceFailed = false;
+  const it = chunks()[Symbol.asyncIterator]();
+  const body = new ReadableStream<Uint8Array>({
+    async pull(c) {
+      try {
+        const n = await it.next();
+        if (n.done) return c.close();
+        sent += n.value.length;
+        c.enqueue(n.value);
+      } catch (err) {
+        sourceFailed = true;
+        c.error(err);
+      }
+    },
+    async cancel() {
+      await it.return?.();
+    },
+  });
+  const url = `${ready}${ready.includes('?') ? '&' : '?'}digest=${encodeURIComponent(digest)}`;
+  try {
+    const put = await http.request('PUT', url, { headers: { 'content-type': 'application/octet-stream' }, body, signal });
+    await drop(put);
+    return put.status === 201 ? sent : undefined;
+  } catch (err) {
+    // The reading stopped (the request ends with it), not the registry: the whole-tar path decides.
+    if (sourceFailed && !signal?.aborted) return undefined;
+    throw err;
+  }
 }
 
 /** Links a blob another repository of this registry holds into `repo` (a cross-repository mount). */
@@ -157,6 +205,8 @@ async function layerBlob(http: RegistryHttp, repo: string, layer: ImageSource['l
   const raw: Descriptor = { mediaType: RAW_LAYER_TYPE, digest: layer.diffId, size: 0 };
   const have = o.ask ? await blobExists(http, repo, layer.diffId, o.signal) : undefined;
   if (have !== undefined) return { ...raw, size: have };
+  const streamed = layer.chunks ? await uploadStreaming(http, repo, layer.diffId, () => layer.chunks!(), o.signal) : undefined;
+  if (streamed !== undefined) return { ...raw, size: streamed };
   const tar = await layer.tar();
   if (!tar || !(await upload(http, repo, layer.diffId, tar, o.signal))) return undefined;
   return { ...raw, size: tar.length };

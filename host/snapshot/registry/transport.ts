@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import { BerthError, isBerthError } from '../../errors';
 import type { Snapshot } from '../../model';
@@ -96,9 +97,19 @@ export class SnapshotTransport {
     return { registryRef: ref, pushedAt: Date.now() };
   }
 
+  /** One client per registry and credentials: its scheme and bearer token carry over from push to push. */
+  private readonly clients = new Map<string, RegistryHttp>();
+
   private http(repo: string): { http: RegistryHttp; path: string } {
     const host = repo.split('/')[0]!;
-    return { http: new RegistryHttp(host, this.d.registry.auth?.(host)), path: repo.slice(host.length + 1) };
+    const auth = this.d.registry.auth?.(host);
+    const key = `${host} ${auth ? createHash('sha256').update(`${auth.username}\0${auth.password}`).digest('hex') : ''}`;
+    let http = this.clients.get(key);
+    if (!http) {
+      if (this.clients.size >= 64) this.clients.clear();
+      this.clients.set(key, (http = new RegistryHttp(host, auth)));
+    }
+    return { http, path: repo.slice(host.length + 1) };
   }
 
   /** The image as a push needs it: a pending delta from the store (over its parent's source), else the engine's own stores. */
