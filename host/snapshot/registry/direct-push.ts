@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import type { EarlyLayer } from './early-layer';
 import type { RegistryHttp } from './registry-http';
 
 /** An image as a push needs it: its exact config bytes and its layers, each rebuildable as the tar its diff id names. */
@@ -17,7 +18,7 @@ interface Descriptor {
 export const MANIFEST_TYPE = 'application/vnd.docker.distribution.manifest.v2+json';
 const CONFIG_TYPE = 'application/vnd.docker.container.image.v1+json';
 /** Layers this host sends are uncompressed: the blob's digest is the layer's diff id, so any host can ask for it by that. */
-const RAW_LAYER_TYPE = 'application/vnd.docker.image.rootfs.diff.tar';
+export const RAW_LAYER_TYPE = 'application/vnd.docker.image.rootfs.diff.tar';
 
 /**
  * What this process knows a registry holds, per layer diff id: the blob (gzip as the engine pushed
@@ -88,6 +89,11 @@ async function openSession(http: RegistryHttp, repo: string, signal?: AbortSigna
 /** How many upload sessions are open ahead for `repo` (what a push can start on without a round trip). */
 export function readySessions(http: RegistryHttp, repo: string): number {
   return sessions.get(`${http.registry} ${repo}`)?.length ?? 0;
+}
+
+/** A session for an upload off the step's path: one opened ahead, else a new one (there is time: the engine is committing). */
+export async function takeSession(http: RegistryHttp, repo: string, signal?: AbortSignal): Promise<string | undefined> {
+  return sessions.get(`${http.registry} ${repo}`)?.shift() ?? (await openSession(http, repo, signal));
 }
 
 /** Opens in flight per pool key: a refill counts them, so that pushes ending together do not open sessions the pool will not keep. */
@@ -191,7 +197,7 @@ async function blobExists(http: RegistryHttp, repo: string, digest: string, sign
  * diff id, or sent now. The image's top layer is the snapshot's own, new to any registry: it is
  * sent without asking first, unless an earlier attempt of this push may have sent it already.
  */
-async function layerBlob(http: RegistryHttp, repo: string, layer: ImageSource['layers'][number], o: { ask: boolean; signal?: AbortSignal }): Promise<Descriptor | undefined> {
+async function layerBlob(http: RegistryHttp, repo: string, layer: ImageSource['layers'][number], o: { ask: boolean; early?: EarlyLayer; signal?: AbortSignal }): Promise<Descriptor | undefined> {
   const e = knownOf(http.registry).get(layer.diffId);
   if (e?.repos.has(repo)) return e.d;
   if (e) {
@@ -202,6 +208,8 @@ async function layerBlob(http: RegistryHttp, repo: string, layer: ImageSource['l
       }
     }
   }
+  const early = await o.early?.take(layer.diffId, o.signal);
+  if (early) return early;
   const raw: Descriptor = { mediaType: RAW_LAYER_TYPE, digest: layer.diffId, size: 0 };
   const have = o.ask ? await blobExists(http, repo, layer.diffId, o.signal) : undefined;
   if (have !== undefined) return { ...raw, size: have };
@@ -219,14 +227,14 @@ async function layerBlob(http: RegistryHttp, repo: string, layer: ImageSource['l
  * cannot be done here (a layer that cannot be rebuilt, a blob the registry lost): the caller pushes
  * through the engine instead. An unreachable registry throws a retryable error.
  */
-export async function directPush(http: RegistryHttp, repo: string, tag: string, src: ImageSource, o: { retry?: boolean; signal?: AbortSignal } = {}): Promise<{ digest: string } | undefined> {
+export async function directPush(http: RegistryHttp, repo: string, tag: string, src: ImageSource, o: { retry?: boolean; early?: EarlyLayer; signal?: AbortSignal } = {}): Promise<{ digest: string } | undefined> {
   const { signal } = o;
   const configDigest = `sha256:${createHash('sha256').update(src.config).digest('hex')}`;
   const top = src.layers.length - 1;
   // The config is new with every snapshot: sent with the layers, no existence check first.
   const [config, ...layers] = await Promise.all([
     upload(http, repo, configDigest, src.config, signal),
-    ...src.layers.map((l, i) => layerBlob(http, repo, l, { ask: i < top || o.retry === true, signal })),
+    ...src.layers.map((l, i) => layerBlob(http, repo, l, { ask: i < top || o.retry === true, early: i === top ? o.early : undefined, signal })),
   ]);
   if (!config || layers.some((l) => l === undefined)) {
     refill(http, repo);
