@@ -6,7 +6,7 @@ import { closeDir, lstatAt, openConfinedRoot, openDirAt, openFileAt, readdirAt, 
  * (overlay2, native diff: the directory walked in byte order, each entry by the engine's archive
  * package and Go's tar writer in PAX mode, whiteouts as `.wh.` files), written here from the same
  * directory, so that its upload can start while the engine is still committing. Only the cases
- * that come out as plain USTAR headers are written; anything else (a hard link, a FIFO or device,
+ * that come out as plain USTAR headers are written; anything else (a FIFO or device,
  * a name or link of 100 bytes or more or not ASCII, an id or size past the octal fields) stops the
  * stream with {@link NotPredictable}. What cannot be seen from here (an opaque directory's
  * `trusted.overlay.opaque`, a file capability) makes a different tar: the caller only ever uses
@@ -102,6 +102,15 @@ export async function* engineLayerTar(upperDir: string, o: { maxBytes: number; s
   const groups = names('/etc/group');
   let total = 0;
   let entries = 0;
+  // The engine's hard-link table: an inode's later names become links to its first (overlay shares
+  // one whiteout inode between whiteouts, so these are common), by the name before the `.wh.` rename.
+  const seen = new Map<bigint, Buffer>();
+  const linkOf = (st: { ino: bigint; nlink: bigint }, path: Buffer): Buffer | undefined => {
+    if (st.nlink <= 1n) return undefined;
+    const first = seen.get(st.ino);
+    if (!first) seen.set(st.ino, path);
+    return first;
+  };
   async function* walk(dir: ConfinedDir, prefix: Buffer, depth: number): AsyncGenerator<Buffer> {
     if (depth > 256) throw new NotPredictable('too deep');
     for (const name of readdirAt(dir)) {
@@ -129,10 +138,16 @@ export async function* engineLayerTar(upperDir: string, o: { maxBytes: number; s
         if (!link) throw new NotPredictable('a link went away');
         yield header({ ...common, name: path, size: 0, type: '2', link }, users, groups);
       } else if (kind === S_IFCHR && st.rdev === 0n) {
-        // An overlay whiteout: the engine writes it as an empty `.wh.` file, mode 0600.
-        yield header({ ...common, mode: 0o600, name: Buffer.concat([prefix, Buffer.from('.wh.'), name]), size: 0, type: '0' }, users, groups);
+        // An overlay whiteout: the engine writes it as an empty `.wh.` file, mode 0600 (a shared
+        // whiteout inode's later names keep the link name the engine set before renaming it).
+        const link = linkOf(st, path);
+        yield header({ ...common, mode: 0o600, name: Buffer.concat([prefix, Buffer.from('.wh.'), name]), size: 0, type: '0', ...(link ? { link } : {}) }, users, groups);
       } else if (kind === S_IFREG) {
-        if (st.nlink > 1n) throw new NotPredictable('a hard link');
+        const link = linkOf(st, path);
+        if (link) {
+          yield header({ ...common, name: path, size: 0, type: '1', link }, users, groups);
+          continue;
+        }
         const size = Number(st.size);
         if ((total += size) > o.maxBytes) throw new NotPredictable('over the bound');
         const f = openFileAt(dir, name);
