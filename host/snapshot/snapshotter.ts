@@ -50,15 +50,6 @@ interface Known {
   base?: Base;
 }
 
-/**
- * Workspace digests and snapshots whose cost follows what changed: one listing exec stats the
- * whole workspace and re-hashes only files whose size, times or inode differ from what this
- * process saw last in the same container (a stat cache, as git's index). The cache lives in
- * memory, per container, so it is trusted only inside a live lease of this process; a restore
- * or a verification after a restart re-hashes every file, which is what catches a changed byte
- * behind an unchanged size and a reset mtime (ctime, which user space cannot set, is in the key
- * too).
- */
 /** What a snapshot is taken with. */
 export interface TakeOptions {
   snapshotId: string;
@@ -68,6 +59,15 @@ export interface TakeOptions {
   onCommit?: (upperDir: string) => void;
 }
 
+/**
+ * Workspace digests and snapshots whose cost follows what changed: one listing exec stats the
+ * whole workspace and re-hashes only files whose size, times or inode differ from what this
+ * process saw last in the same container (a stat cache, as git's index). The cache lives in
+ * memory, per container, so it is trusted only inside a live lease of this process; a restore
+ * or a verification after a restart re-hashes every file, which is what catches a changed byte
+ * behind an unchanged size and a reset mtime (ctime, which user space cannot set, is in the key
+ * too).
+ */
 export class Snapshotter {
   private readonly known = new Map<string, Known>();
   /** The fallback to listing execs is logged once per process. */
