@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { Environment } from '../../environment';
 import { BerthError, isBerthError } from '../errors';
 import type { Lease, SandboxHost, SandboxSpec } from '../sandbox';
-import type { Snapshotter, SnapshotTransport } from '../snapshot';
+import type { EarlyLayer, Snapshotter, SnapshotTransport } from '../snapshot';
 import type { NewSnapshot } from '../store';
 
 type Deps = { sandbox: SandboxHost; snapshots: Snapshotter; transport?: SnapshotTransport; logger: Logger };
@@ -46,7 +46,7 @@ export async function leaseFromBase(d: Deps, spec: SandboxSpec, env: Environment
  */
 export async function pushAfterSnapshot(
   d: Deps,
-  o: { runId: string; env: Environment; snapshotId: string; imageId: string; containerId: string; held: Record<string, string>; signal: AbortSignal },
+  o: { runId: string; env: Environment; snapshotId: string; imageId: string; containerId: string; held: Record<string, string>; early?: EarlyLayer; signal: AbortSignal },
 ): Promise<Pick<NewSnapshot, 'registryRef' | 'pushedAt'>> {
   const target = d.transport?.target(o.env.snapshot);
   if (!target || !d.transport) return {};
@@ -65,7 +65,7 @@ export async function pushAfterSnapshot(
     return {};
   }
   try {
-    return await d.transport.push(target, o.snapshotId, o.imageId, o.signal, { materialize });
+    return await d.transport.push(target, o.snapshotId, o.imageId, o.signal, { materialize, early: o.early });
   } catch (err) {
     // The record of this snapshot will never commit (the phase retries with a new id). What the
     // snapshotter knew of the container names this image: forgotten with it, or the retry would

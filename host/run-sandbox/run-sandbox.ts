@@ -332,13 +332,23 @@ export class RunSandbox {
     if (await lease.overDiskLimit()) throw new BerthError('disk_exceeded', `the sandbox is over its disk limit of ${env.resources.diskMb} MB; its state is not snapshotted`, { ids: { runId, leaseId: lease.id } });
     // Refuses (typed) a change holding a secret; an allowed one comes back as a label on the image.
     const held = await checkSnapshotSecrets(lease, env.secrets, { ids: { runId, leaseId: lease.id }, signal });
-    const taken = await timed(this.d.logger, 'snapshot', () => this.d.snapshots.take(this.target(lease, env), {
-      snapshotId: id,
-      labels: { 'berth.snapshot': id, 'berth.session': sessionId, 'berth.run': runId, 'berth.host': this.d.sandbox.hostId, ...held },
-      signal,
-    }), { checkpoint });
-    faultPoint('after:snapshot.take');
-    const record: NewSnapshotRecord = { id, leaseId: lease.id, imageId: taken.imageId, workspaceDigest: taken.workspaceDigest, sizeBytes: taken.layerBytes, checkpoint, parentId, ...(await pushAfterSnapshot(this.d, { runId, env, snapshotId: id, imageId: taken.imageId, containerId: lease.containerId, held, signal })) };
+    // A `sync` push's layer starts up while the engine commits it (dropped when not used).
+    const target = this.d.transport?.target(env.snapshot);
+    const early = target && !Object.keys(held).length ? this.d.transport!.earlyLayer(target, signal) : undefined;
+    let taken: Awaited<ReturnType<Snapshotter['take']>>;
+    let record: NewSnapshotRecord;
+    try {
+      taken = await timed(this.d.logger, 'snapshot', () => this.d.snapshots.take(this.target(lease, env), {
+        snapshotId: id,
+        labels: { 'berth.snapshot': id, 'berth.session': sessionId, 'berth.run': runId, 'berth.host': this.d.sandbox.hostId, ...held },
+        signal,
+        onCommit: early && ((upper) => early.start(upper)),
+      }), { checkpoint });
+      faultPoint('after:snapshot.take');
+      record = { id, leaseId: lease.id, imageId: taken.imageId, workspaceDigest: taken.workspaceDigest, sizeBytes: taken.layerBytes, checkpoint, parentId, ...(await pushAfterSnapshot(this.d, { runId, env, snapshotId: id, imageId: taken.imageId, containerId: lease.containerId, held, early, signal })) };
+    } finally {
+      early?.dispose();
+    }
     let current = lease;
     if (!taken.reused && (taken.flattened || taken.layerBytes >= (this.d.rebaseBytes ?? 8 << 20))) {
       current = await timed(this.d.logger, 'snapshot.rebase', async () => {

@@ -29,6 +29,8 @@ export interface LocalLayer {
   size: number;
   /** The exact tar stream whose sha256 is `diffId`, or undefined when it cannot be rebuilt here. */
   tar(): Promise<Buffer | undefined>;
+  /** The same bytes as they are read (throws {@link LayerUnavailable} part way when they cannot be). */
+  chunks(): AsyncIterable<Buffer>;
 }
 
 const sha = (s: string) => createHash('sha256').update(s).digest('hex');
@@ -42,52 +44,65 @@ export function chainIds(diffIds: string[]): string[] {
 
 type SplitEntry = { type: 1 | 2; name?: string; raw_name?: string; size?: number; payload?: string | null };
 
+/** The layer cannot be rebuilt here (a file gone, changed or over the bound): its stream stops with this. */
+export class LayerUnavailable extends Error {}
+
 /**
  * Rebuilds a layer's tar stream byte for byte from the engine's tar-split record (raw headers and
  * padding, in order) and the files of the layer's diff directory, as the engine itself does for
  * `docker save` and its own pushes. The committed layer directory is immutable (no container writes
  * to a lower layer), and every file must resolve inside it as a regular file of the recorded size;
  * the result is only ever used under its diff id, which the registry checks on upload, so a
- * mismatch is refused there and nothing else is sent in its place.
+ * mismatch is refused there and nothing else is sent in its place. Yields as it reads, so an
+ * upload can send the first bytes while the rest is still being read; throws
+ * {@link LayerUnavailable} part way when it cannot go on.
  */
-async function rebuildTar(layerDb: string, diffDir: string, maxBytes: number): Promise<Buffer | undefined> {
+async function* tarChunks(layerDb: string, diffDir: string, maxBytes: number): AsyncGenerator<Buffer> {
   const lines = gunzipSync(await readFile(`${layerDb}/tar-split.json.gz`)).toString('utf8').split('\n');
-  const parts: Buffer[] = [];
   let total = 0;
   const root = `${await realpath(diffDir)}/`;
+  const rootBytes = Buffer.from(root);
   for (const line of lines) {
     if (!line) continue;
     const e = JSON.parse(line) as SplitEntry;
     if (e.type === 2) {
-      if (e.payload) {
-        const b = Buffer.from(e.payload, 'base64');
-        parts.push(b);
-        total += b.length;
-      }
+      if (e.payload) yield Buffer.from(e.payload, 'base64');
       continue;
     }
     const size = e.size ?? 0;
     if (size === 0) continue;
-    if ((total += size) > maxBytes) return undefined;
+    if ((total += size) > maxBytes) throw new LayerUnavailable('over the bound');
     const name = e.raw_name !== undefined ? Buffer.from(e.raw_name, 'base64') : Buffer.from(e.name ?? '', 'utf8');
-    const path = Buffer.concat([Buffer.from(root), name]);
-    const real = await realpath(path, { encoding: 'buffer' });
-    if (!real.subarray(0, root.length).equals(Buffer.from(root))) return undefined;
+    const real = await realpath(Buffer.concat([rootBytes, name]), { encoding: 'buffer' });
+    if (!real.subarray(0, root.length).equals(rootBytes)) throw new LayerUnavailable('outside the layer');
     const fh = await open(real, constants.O_RDONLY | constants.O_NOFOLLOW);
     try {
       const st = await fh.stat();
-      if (!st.isFile() || st.size !== size) return undefined;
-      const b = Buffer.alloc(size);
-      let off = 0;
-      while (off < size) {
-        const { bytesRead } = await fh.read(b, off, size - off, off);
-        if (bytesRead === 0) return undefined;
-        off += bytesRead;
+      if (!st.isFile() || st.size !== size) throw new LayerUnavailable('not the recorded file');
+      // Read in pieces of at most 1 MiB, each sent before the next is read.
+      for (let off = 0; off < size; ) {
+        const b = Buffer.allocUnsafe(Math.min(size - off, 1 << 20));
+        let got = 0;
+        while (got < b.length) {
+          const { bytesRead } = await fh.read(b, got, b.length - got, off + got);
+          if (bytesRead === 0) throw new LayerUnavailable('file shorter than recorded');
+          got += bytesRead;
+        }
+        off += got;
+        yield b;
       }
-      parts.push(b);
     } finally {
       await fh.close();
     }
+  }
+}
+
+async function rebuildTar(layerDb: string, diffDir: string, maxBytes: number): Promise<Buffer | undefined> {
+  const parts: Buffer[] = [];
+  try {
+    for await (const c of tarChunks(layerDb, diffDir, maxBytes)) parts.push(c);
+  } catch {
+    return undefined;
   }
   return Buffer.concat(parts);
 }
@@ -139,6 +154,7 @@ export async function localImage(docker: Dockerode, imageId: string, o: { maxLay
       diffId,
       size,
       tar: () => (size > o.maxLayerBytes ? Promise.resolve(undefined) : rebuildTar(db, `${root}/overlay2/${cacheId}/diff`, o.maxLayerBytes).catch(() => undefined)),
+      chunks: () => (size > o.maxLayerBytes ? (async function* () { throw new LayerUnavailable('over the bound'); })() : tarChunks(db, `${root}/overlay2/${cacheId}/diff`, o.maxLayerBytes)),
     });
   }
   return { config, layers };

@@ -9,4 +9,4 @@ export { DeltaImages, type DeltaEngine } from './delta/delta-images';
 export { DELTA_MAX_BYTES } from './delta/take-delta';
 export { settleSnapshotDeltas, type DeltaGcResult } from './delta/delta-gc';
 export { removeOrphanSnapshots, assertKeepAllowed, type OrphanDeps, type RemovedOrphan, type KeptOrphan, type SnapshotImageSeen } from './orphans';
-export { SnapshotTransport, SNAPSHOT_REPOSITORY, BASE_REPOSITORY, type RegistryCalls, type PushTarget, type Fetched, deleteManifest, deletePrunedManifests, type ManifestGcDeps, type ManifestGcReport, pushWaitMs, pushWithRetry, PushWaitSpent, manifestPresent } from './registry';
+export { SnapshotTransport, SNAPSHOT_REPOSITORY, BASE_REPOSITORY, type RegistryCalls, type PushTarget, type Fetched, deleteManifest, deletePrunedManifests, type ManifestGcDeps, type ManifestGcReport, pushWaitMs, pushWithRetry, PushWaitSpent, manifestPresent, EarlyLayer } from './registry';

@@ -50,6 +50,15 @@ interface Known {
   base?: Base;
 }
 
+/** What a snapshot is taken with. */
+export interface TakeOptions {
+  snapshotId: string;
+  labels: Record<string, string>;
+  signal?: AbortSignal;
+  /** Told the container's upper directory as an engine commit of it starts (a push's early upload of its layer). */
+  onCommit?: (upperDir: string) => void;
+}
+
 /**
  * Workspace digests and snapshots whose cost follows what changed: one listing exec stats the
  * whole workspace and re-hashes only files whose size, times or inode differ from what this
@@ -232,7 +241,7 @@ export class Snapshotter {
    * the first (same stat fields, same hashes of recently changed files), or a writer was running:
    * the snapshot is then taken with the container paused, its workspace read through the engine.
    */
-  async take(t: SnapshotTarget, opts: { snapshotId: string; labels: Record<string, string>; signal?: AbortSignal }): Promise<TakenSnapshot> {
+  async take(t: SnapshotTarget, opts: TakeOptions): Promise<TakenSnapshot> {
     try {
       return await this.takeOnce(t, opts);
     } catch (err) {
@@ -245,7 +254,7 @@ export class Snapshotter {
     }
   }
 
-  private async takeOnce(t: SnapshotTarget, opts: { snapshotId: string; labels: Record<string, string>; signal?: AbortSignal }): Promise<TakenSnapshot> {
+  private async takeOnce(t: SnapshotTarget, opts: TakeOptions): Promise<TakenSnapshot> {
     const prev = this.known.get(t.containerId);
     const ws = t.workspacePath.replace(/\/+$/, '');
     // Changed for sure (a file time well after the previous commit began), or maybe (within the file
@@ -263,7 +272,11 @@ export class Snapshotter {
     // the exchange racer test's root-only marker opened once in a full suite run). A frozen container
     // cannot swap, and the engine unpauses it itself when the commit ends, on every path. A reading
     // by exec cannot run in a paused container, so that path keeps the unpaused commit.
-    const commit = (pause: boolean) => timed(this.d.logger, 'snapshot.commit', () => this.d.engine.commit(t.containerId, { tag: opts.snapshotId, labels: opts.labels, signal: opts.signal, pause: pause || dirs !== undefined }));
+    const commit = (pause: boolean) =>
+      timed(this.d.logger, 'snapshot.commit', () => {
+        if (dirs) opts.onCommit?.(dirs.upper);
+        return this.d.engine.commit(t.containerId, { tag: opts.snapshotId, labels: opts.labels, signal: opts.signal, pause: pause || dirs !== undefined });
+      });
     const markAt = Date.now();
     // The workspace read once: from the overlay layer on this machine when it can be read there
     // (no exec; only what changed since the previous reading is looked at), else by a listing exec.
@@ -357,7 +370,7 @@ export class Snapshotter {
   }
 
   /** Flattens a deep image, writes its manifest and remembers (or forgets) what this process knows of the container. */
-  private async settle(t: SnapshotTarget, opts: { snapshotId: string; labels: Record<string, string>; signal?: AbortSignal }, image: EngineImage, manifest: WorkspaceManifest, known: (Pick<Known, 'stats' | 'now' | 'listedAt'> & { markAt: number }) | undefined, hashed: number, scan: 'layer' | 'exec' = 'layer'): Promise<TakenSnapshot> {
+  private async settle(t: SnapshotTarget, opts: TakeOptions, image: EngineImage, manifest: WorkspaceManifest, known: (Pick<Known, 'stats' | 'now' | 'listedAt'> & { markAt: number }) | undefined, hashed: number, scan: 'layer' | 'exec' = 'layer'): Promise<TakenSnapshot> {
     const flattened = image.depth >= (this.d.flattenDepth ?? FLATTEN_DEPTH);
     if (flattened) {
       const deep = image;

@@ -1,10 +1,12 @@
 import { createHash } from 'node:crypto';
+import type { EarlyLayer } from './early-layer';
 import type { RegistryHttp } from './registry-http';
 
 /** An image as a push needs it: its exact config bytes and its layers, each rebuildable as the tar its diff id names. */
 export interface ImageSource {
   config: Buffer;
-  layers: Array<{ diffId: string; size: number; tar(): Promise<Buffer | undefined> }>;
+  /** `chunks`, when given, yields the same bytes as `tar` as they are read (and throws when they cannot be). */
+  layers: Array<{ diffId: string; size: number; tar(): Promise<Buffer | undefined>; chunks?(): AsyncIterable<Buffer> }>;
 }
 
 interface Descriptor {
@@ -16,7 +18,7 @@ interface Descriptor {
 export const MANIFEST_TYPE = 'application/vnd.docker.distribution.manifest.v2+json';
 const CONFIG_TYPE = 'application/vnd.docker.container.image.v1+json';
 /** Layers this host sends are uncompressed: the blob's digest is the layer's diff id, so any host can ask for it by that. */
-const RAW_LAYER_TYPE = 'application/vnd.docker.image.rootfs.diff.tar';
+export const RAW_LAYER_TYPE = 'application/vnd.docker.image.rootfs.diff.tar';
 
 /**
  * What this process knows a registry holds, per layer diff id: the blob (gzip as the engine pushed
@@ -84,6 +86,16 @@ async function openSession(http: RegistryHttp, repo: string, signal?: AbortSigna
   return start.status === 202 && loc ? loc : undefined;
 }
 
+/** How many upload sessions are open ahead for `repo` (what a push can start on without a round trip). */
+export function readySessions(http: RegistryHttp, repo: string): number {
+  return sessions.get(`${http.registry} ${repo}`)?.length ?? 0;
+}
+
+/** A session for an upload off the step's path: one opened ahead, else a new one (there is time: the engine is committing). */
+export async function takeSession(http: RegistryHttp, repo: string, signal?: AbortSignal): Promise<string | undefined> {
+  return sessions.get(`${http.registry} ${repo}`)?.shift() ?? (await openSession(http, repo, signal));
+}
+
 /** Opens in flight per pool key: a refill counts them, so that pushes ending together do not open sessions the pool will not keep. */
 const opening = new Map<string, number>();
 
@@ -121,6 +133,48 @@ async function upload(http: RegistryHttp, repo: string, digest: string, body: Bu
   return loc !== undefined && (await putBlob(http, loc, digest, body, signal));
 }
 
+/**
+ * The layer sent as it is read, in one request on a session opened ahead: the tar's reading and
+ * the registry's receiving overlap instead of following each other. The registry checks the
+ * digest (the diff id) against what it received. The bytes' count, or `undefined` when there was
+ * no ready session, the source stopped part way, or the registry refused: the caller then reads
+ * the tar whole and sends it as before (a stream cannot be sent twice).
+ */
+async function uploadStreaming(http: RegistryHttp, repo: string, digest: string, chunks: () => AsyncIterable<Buffer>, signal?: AbortSignal): Promise<number | undefined> {
+  if (!http.settled) return undefined;
+  const ready = sessions.get(`${http.registry} ${repo}`)?.shift();
+  if (!ready) return undefined;
+  let sent = 0;
+  let sourceFailed = false;
+  const it = chunks()[Symbol.asyncIterator]();
+  const body = new ReadableStream<Uint8Array>({
+    async pull(c) {
+      try {
+        const n = await it.next();
+        if (n.done) return c.close();
+        sent += n.value.length;
+        c.enqueue(n.value);
+      } catch (err) {
+        sourceFailed = true;
+        c.error(err);
+      }
+    },
+    async cancel() {
+      await it.return?.();
+    },
+  });
+  const url = `${ready}${ready.includes('?') ? '&' : '?'}digest=${encodeURIComponent(digest)}`;
+  try {
+    const put = await http.request('PUT', url, { headers: { 'content-type': 'application/octet-stream' }, body, signal });
+    await drop(put);
+    return put.status === 201 ? sent : undefined;
+  } catch (err) {
+    // The reading stopped (the request ends with it), not the registry: the whole-tar path decides.
+    if (sourceFailed && !signal?.aborted) return undefined;
+    throw err;
+  }
+}
+
 /** Links a blob another repository of this registry holds into `repo` (a cross-repository mount). */
 async function mount(http: RegistryHttp, repo: string, digest: string, from: string, signal?: AbortSignal): Promise<boolean> {
   const res = await http.request('POST', `/v2/${repo}/blobs/uploads/?mount=${encodeURIComponent(digest)}&from=${encodeURIComponent(from)}`, { signal });
@@ -143,7 +197,7 @@ async function blobExists(http: RegistryHttp, repo: string, digest: string, sign
  * diff id, or sent now. The image's top layer is the snapshot's own, new to any registry: it is
  * sent without asking first, unless an earlier attempt of this push may have sent it already.
  */
-async function layerBlob(http: RegistryHttp, repo: string, layer: ImageSource['layers'][number], o: { ask: boolean; signal?: AbortSignal }): Promise<Descriptor | undefined> {
+async function layerBlob(http: RegistryHttp, repo: string, layer: ImageSource['layers'][number], o: { ask: boolean; early?: EarlyLayer; signal?: AbortSignal }): Promise<Descriptor | undefined> {
   const e = knownOf(http.registry).get(layer.diffId);
   if (e?.repos.has(repo)) return e.d;
   if (e) {
@@ -154,9 +208,13 @@ async function layerBlob(http: RegistryHttp, repo: string, layer: ImageSource['l
       }
     }
   }
+  const early = await o.early?.take(layer.diffId, o.signal);
+  if (early) return early;
   const raw: Descriptor = { mediaType: RAW_LAYER_TYPE, digest: layer.diffId, size: 0 };
   const have = o.ask ? await blobExists(http, repo, layer.diffId, o.signal) : undefined;
   if (have !== undefined) return { ...raw, size: have };
+  const streamed = layer.chunks ? await uploadStreaming(http, repo, layer.diffId, () => layer.chunks!(), o.signal) : undefined;
+  if (streamed !== undefined) return { ...raw, size: streamed };
   const tar = await layer.tar();
   if (!tar || !(await upload(http, repo, layer.diffId, tar, o.signal))) return undefined;
   return { ...raw, size: tar.length };
@@ -169,14 +227,14 @@ async function layerBlob(http: RegistryHttp, repo: string, layer: ImageSource['l
  * cannot be done here (a layer that cannot be rebuilt, a blob the registry lost): the caller pushes
  * through the engine instead. An unreachable registry throws a retryable error.
  */
-export async function directPush(http: RegistryHttp, repo: string, tag: string, src: ImageSource, o: { retry?: boolean; signal?: AbortSignal } = {}): Promise<{ digest: string } | undefined> {
+export async function directPush(http: RegistryHttp, repo: string, tag: string, src: ImageSource, o: { retry?: boolean; early?: EarlyLayer; signal?: AbortSignal } = {}): Promise<{ digest: string } | undefined> {
   const { signal } = o;
   const configDigest = `sha256:${createHash('sha256').update(src.config).digest('hex')}`;
   const top = src.layers.length - 1;
   // The config is new with every snapshot: sent with the layers, no existence check first.
   const [config, ...layers] = await Promise.all([
     upload(http, repo, configDigest, src.config, signal),
-    ...src.layers.map((l, i) => layerBlob(http, repo, l, { ask: i < top || o.retry === true, signal })),
+    ...src.layers.map((l, i) => layerBlob(http, repo, l, { ask: i < top || o.retry === true, early: i === top ? o.early : undefined, signal })),
   ]);
   if (!config || layers.some((l) => l === undefined)) {
     refill(http, repo);

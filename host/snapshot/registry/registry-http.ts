@@ -19,20 +19,26 @@ export class RegistryHttp {
     private readonly auth?: RegistryAuth,
   ) {}
 
+  /** Whether this registry's scheme is known: a request body sent as a stream can be sent once only, so it is not tried on two. */
+  get settled(): boolean {
+    return this.scheme !== undefined;
+  }
+
   private basic(): string | undefined {
     return this.auth ? `Basic ${Buffer.from(`${this.auth.username}:${this.auth.password}`).toString('base64')}` : undefined;
   }
 
   /** `path` is `/v2/...` or an absolute upload location the registry gave. */
-  async request(method: string, path: string, init: { headers?: Record<string, string>; body?: Buffer; signal?: AbortSignal } = {}): Promise<Response> {
+  async request(method: string, path: string, init: { headers?: Record<string, string>; body?: Buffer | ReadableStream<Uint8Array>; signal?: AbortSignal } = {}): Promise<Response> {
     const signal = AbortSignal.any([...(init.signal ? [init.signal] : []), AbortSignal.timeout(REQUEST_TIMEOUT_MS)]);
     let lastErr: unknown;
     for (const scheme of this.scheme ? [this.scheme] : schemes(this.registry)) {
       const url = /^https?:\/\//.test(path) ? path : `${scheme}://${this.registry}${path}`;
-      const send = (authorization?: string) => fetch(url, { method, headers: { ...init.headers, ...(authorization ? { authorization } : {}) }, body: init.body as unknown as RequestInit['body'], signal, redirect: 'follow' });
+      const send = (authorization?: string) => fetch(url, { method, headers: { ...init.headers, ...(authorization ? { authorization } : {}) }, body: init.body as unknown as RequestInit['body'], signal, redirect: 'follow', ...(init.body instanceof ReadableStream ? { duplex: 'half' } : {}) } as RequestInit);
       try {
         let res = await send(this.bearer ? `Bearer ${this.bearer}` : this.basic());
-        if (res.status === 401) {
+        // A streamed body is spent: its caller sends the bytes again, which then meets the challenge.
+        if (res.status === 401 && !(init.body instanceof ReadableStream)) {
           await res.body?.cancel().catch(() => {});
           this.bearer = await tokenFor(res.headers.get('www-authenticate'), this.basic(), signal);
           if (this.bearer) res = await send(`Bearer ${this.bearer}`);

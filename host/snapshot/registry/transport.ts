@@ -1,10 +1,12 @@
+import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import { BerthError, isBerthError } from '../../errors';
 import type { Snapshot } from '../../model';
 import type { Store } from '../../store';
 import { faultPoint } from '../../support';
 import { timed } from '../timing';
-import { directPush, learnManifest, type ImageSource } from './direct-push';
+import { directPush, learnManifest, RAW_LAYER_TYPE, takeSession, type ImageSource } from './direct-push';
+import { EarlyLayer } from './early-layer';
 import type { RegistryAuth } from './manifest-delete';
 import { pushWaitMs, pushWithRetry } from './push-retry';
 import { RegistryHttp } from './registry-http';
@@ -76,14 +78,14 @@ export class SnapshotTransport {
    * registry that does not answer is waited for with backoff, for at most the push wait
    * (`BERTH_PUSH_WAIT_MS`), then `registry_push_waiting` (retryable): the image is still here.
    */
-  async push(t: PushTarget, snapshotId: string, imageId: string, signal?: AbortSignal, o: { materialize?: (imageId: string, signal?: AbortSignal) => Promise<unknown> } = {}): Promise<{ registryRef: string; pushedAt: number }> {
+  async push(t: PushTarget, snapshotId: string, imageId: string, signal?: AbortSignal, o: { materialize?: (imageId: string, signal?: AbortSignal) => Promise<unknown>; early?: EarlyLayer } = {}): Promise<{ registryRef: string; pushedAt: number }> {
     const repo = this.repo(t);
     let attempt = 0;
     const { ref } = await pushWithRetry(
       `push of snapshot ${snapshotId} to ${t.registry}`,
       () =>
         timed(this.d.logger, 'snapshot.push', async () => {
-          const direct = await this.pushDirect(repo, snapshotId, imageId, attempt++ > 0, signal);
+          const direct = await this.pushDirect(repo, snapshotId, imageId, attempt++ > 0, signal, o.early);
           if (direct) return direct;
           // A pending delta image is in the store only: the engine pushes what it holds.
           await o.materialize?.(imageId, signal);
@@ -96,9 +98,19 @@ export class SnapshotTransport {
     return { registryRef: ref, pushedAt: Date.now() };
   }
 
+  /** One client per registry and credentials: its scheme and bearer token carry over from push to push. */
+  private readonly clients = new Map<string, RegistryHttp>();
+
   private http(repo: string): { http: RegistryHttp; path: string } {
     const host = repo.split('/')[0]!;
-    return { http: new RegistryHttp(host, this.d.registry.auth?.(host)), path: repo.slice(host.length + 1) };
+    const auth = this.d.registry.auth?.(host);
+    const key = `${host} ${auth ? createHash('sha256').update(`${auth.username}\0${auth.password}`).digest('hex') : ''}`;
+    let http = this.clients.get(key);
+    if (!http) {
+      if (this.clients.size >= 64) this.clients.clear();
+      this.clients.set(key, (http = new RegistryHttp(host, auth)));
+    }
+    return { http, path: repo.slice(host.length + 1) };
   }
 
   /** The image as a push needs it: a pending delta from the store (over its parent's source), else the engine's own stores. */
@@ -118,14 +130,26 @@ export class SnapshotTransport {
    * a step's snapshot then costs the new layer's upload and a manifest, not the engine's push of
    * every layer. `undefined`: push through the engine.
    */
-  private async pushDirect(repo: string, tag: string, imageId: string, retry: boolean, signal?: AbortSignal): Promise<{ ref: string; digest: string } | undefined> {
+  private async pushDirect(repo: string, tag: string, imageId: string, retry: boolean, signal?: AbortSignal, early?: EarlyLayer): Promise<{ ref: string; digest: string } | undefined> {
     if (this.d.direct === false || !this.d.registry.localImage) return undefined;
     const src = await timed(this.d.logger, 'snapshot.push_source', () => this.source(imageId));
     if (!src) return undefined;
     const { http, path } = this.http(repo);
-    const got = await timed(this.d.logger, 'snapshot.push_direct', () => directPush(http, path, tag, src, { retry, signal }));
+    const got = await timed(this.d.logger, 'snapshot.push_direct', () => directPush(http, path, tag, src, { retry, early, signal }));
     if (!got) this.d.logger.debug({ imageId, repo }, 'direct push not possible; pushing through the engine');
     return got && { ref: `${repo}@${got.digest}`, digest: got.digest };
+  }
+
+  /**
+   * An upload of a `sync` snapshot's layer that starts while the engine commits it (`early-layer.ts`),
+   * for {@link push} to use; `undefined` when pushes do not go straight to the registry here, or
+   * this process has not talked to the registry yet (a streamed body is sent on a known scheme only).
+   */
+  earlyLayer(t: PushTarget, signal?: AbortSignal): EarlyLayer | undefined {
+    if (t.policy !== 'sync' || this.d.direct === false || !this.d.registry.localImage) return undefined;
+    const { http, path } = this.http(this.repo(t));
+    if (!http.settled) return undefined;
+    return new EarlyLayer(http, path, { maxBytes: DIRECT_LAYER_MAX_BYTES, mediaType: RAW_LAYER_TYPE, session: (s) => takeSession(http, path, s), logger: this.d.logger, signal });
   }
 
   /** Learns, off the step's path, which blobs an engine push left in the registry, so the next push reuses them. */
