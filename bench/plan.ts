@@ -202,7 +202,7 @@ async function snapshotCosts(docker: Dockerode, env: Environment, dir: string, r
   const store = openSqliteStore(join(dir, 'micro.db'));
   const sandbox = new SandboxHost({ docker, records: store, clock: systemClock, logger, hostId });
   const engine = snapshotEngine(docker);
-  const plan = new RunSandbox({ store, sandbox, snapshots: new Snapshotter({ engine, store, logger }), clock: systemClock, logger, ...(process.env.BENCH_REBASE_BYTES ? { rebaseBytes: Number(process.env.BENCH_REBASE_BYTES) } : {}) });
+  const plan = new RunSandbox({ store, sandbox, snapshots: new Snapshotter({ engine, store, logger, ...(process.env.BENCH_DELTA_MAX_BYTES ? { deltaMaxBytes: Number(process.env.BENCH_DELTA_MAX_BYTES) } : {}) }), clock: systemClock, logger, ...(process.env.BENCH_REBASE_BYTES ? { rebaseBytes: Number(process.env.BENCH_REBASE_BYTES) } : {}) });
   const runId = 'micro';
   try {
     let lease = await plan.leaseFresh(runId, 'bench', env, AbortSignal.timeout(60_000));
