@@ -3,7 +3,7 @@
  * commands, as a timeline (a profiling tool, not a figure): each round runs the plan through the
  * CLI of every checkout in `BENCH_TIMELINE_CLIS` (`name=DIR;name=DIR`, default this one), rotated,
  * and prints per checkout the median of each milestone (ms since the spawn) and of each gap between
- * them, from the debug `timing` logs. Usage: tsx bench/_plan-timeline.ts [ROUNDS]
+ * them, from the debug `timing` logs. Usage: tsx bench/_plan-timeline.ts [ROUNDS] (BENCH_TIMELINE_QUICK=1: no compile)
  */
 import { spawn } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -30,7 +30,11 @@ network: { mode: none }
 resources: { cpus: 2, memoryMb: 2048, pids: 512, diskMb: 4096, commandTimeoutS: 900 }
 snapshot: { policy: after-each-step, keepLast: 10 }
 `);
-const steps = [['configure', './configure', 'safe'], ['build', 'make -j2 all', 'safe'], ['test', 'make test', 'safe'], ['publish', 'make dist', 'never']];
+// BENCH_TIMELINE_QUICK=1: the same workspace and step shapes with no compile (the phases outside the
+// commands only: on a loaded machine the 9 s build takes minutes and its spread hides them).
+const steps = process.env.BENCH_TIMELINE_QUICK
+  ? [['configure', './configure', 'safe'], ['build', 'mkdir -p build && head -c 3000000 /dev/urandom > build/libsqlite3.a', 'safe'], ['test', 'true', 'safe'], ['publish', 'mkdir -p dist && head -c 6000000 /dev/urandom > dist/sqlite-build.tar', 'never']]
+  : [['configure', './configure', 'safe'], ['build', 'make -j2 all', 'safe'], ['test', 'make test', 'safe'], ['publish', 'make dist', 'never']];
 writeFileSync(join(dir, 'plan.yaml'), `name: sqlite\nenvironment: env.yaml\nworkspace: project\nsteps:\n${steps.map(([n, r, p]) => `  - { name: ${n}, run: "${r}", replay: ${p} }\n`).join('')}`);
 
 type Line = { msg: string; time: number; phase?: string; ms?: number; checkpoint?: string; index?: number; commandMs?: number };
