@@ -23,11 +23,13 @@
  * - fixed_overhead_ms, fixed_overhead_library_ms: bench/_plan-fixed.ts.
  * - short_build_vs_raw: zlib's configure, build and test (bench/_plan-short.ts).
  *
+ * `BENCH_PLAN_BASE=DIR` (`real`): another checkout's built CLI in the same rounds (an A/B of a change):
+ *   real_build_vs_base, and each side's time outside its commands.
  * `BENCH_PLAN_IMAGE` (default berth/dev:latest), `BENCH_PLAN_ROUNDS` (default 2), `BENCH_PLAN_ONLY` (`real`, `micro`,
  * `output`, `fixed` or `short`: only those figures).
  */
 import { spawn } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -88,9 +90,9 @@ interface Timing {
   checkpoint?: string;
 }
 
-async function berthRun(dir: string, round: number): Promise<{ ms: number; timings: Timing[]; steps: Array<{ step: string; durationMs: number; exitCode: number }> }> {
+async function berthRun(dir: string, round: number, cliRoot = root): Promise<{ ms: number; timings: Timing[]; steps: Array<{ step: string; durationMs: number; exitCode: number }> }> {
   const t0 = performance.now();
-  const child = spawn(process.execPath, [join(root, 'host/cli/bin.mjs'), 'run', join(dir, 'plan.yaml'), '--store', join(dir, `run-${round}.db`), '--json'], {
+  const child = spawn(process.execPath, [join(cliRoot, 'host/cli/bin.mjs'), 'run', join(dir, 'plan.yaml'), '--store', join(dir, `run-${round}${cliRoot === root ? '' : '-base'}.db`), '--json'], {
     cwd: dir,
     env: { ...process.env, BERTH_LOG_LEVEL: 'debug', BERTH_HOST_ID: hostId },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -202,7 +204,7 @@ async function snapshotCosts(docker: Dockerode, env: Environment, dir: string, r
   const store = openSqliteStore(join(dir, 'micro.db'));
   const sandbox = new SandboxHost({ docker, records: store, clock: systemClock, logger, hostId });
   const engine = snapshotEngine(docker);
-  const plan = new RunSandbox({ store, sandbox, snapshots: new Snapshotter({ engine, store, logger }), clock: systemClock, logger, ...(process.env.BENCH_REBASE_BYTES ? { rebaseBytes: Number(process.env.BENCH_REBASE_BYTES) } : {}) });
+  const plan = new RunSandbox({ store, sandbox, snapshots: new Snapshotter({ engine, store, logger, ...(process.env.BENCH_DELTA_MAX_BYTES ? { deltaMaxBytes: Number(process.env.BENCH_DELTA_MAX_BYTES) } : {}) }), clock: systemClock, logger, ...(process.env.BENCH_REBASE_BYTES ? { rebaseBytes: Number(process.env.BENCH_REBASE_BYTES) } : {}) });
   const runId = 'micro';
   try {
     let lease = await plan.leaseFresh(runId, 'bench', env, AbortSignal.timeout(60_000));
@@ -266,19 +268,27 @@ export default async function planBench(report: Report): Promise<void> {
       raw.push(r.ms);
       rawSteps.push(r.stepMs);
     };
+    // BENCH_PLAN_BASE=DIR: another checkout's CLI (built) in the same rounds, for an A/B of a change.
+    const baseRoot = process.env.BENCH_PLAN_BASE;
+    const base: Array<Awaited<ReturnType<typeof berthRun>>> = [];
+    const sides = [rawOnce, async (i: number) => void berth.push(await berthRun(dir, i)), ...(baseRoot ? [async (i: number) => void base.push(await berthRun(dir, i, baseRoot))] : [])];
     for (let i = 0; i < rounds; i++) {
-      if (i % 2 === 0) {
-        await rawOnce();
-        berth.push(await berthRun(dir, i));
-      } else {
-        berth.push(await berthRun(dir, i));
-        await rawOnce();
-      }
+      // Rotated: each side goes first in turn.
+      for (let k = 0; k < sides.length; k++) await sides[(k + i) % sides.length]!(i);
+      if (baseRoot) console.log(`# round ${i + 1}: berth ${berth.at(-1)!.ms.toFixed(0)} base ${base.at(-1)!.ms.toFixed(0)} raw ${raw.at(-1)!.toFixed(0)} ms, load ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
     }
     breakdown(berth, raw, rawSteps);
     report('real_build_vs_raw', median(berth.map((b) => b.ms)) / median(raw), 'ratio');
     report('real_build_ms', median(berth.map((b) => b.ms)), 'absolute');
     report('raw_build_ms', median(raw), 'absolute');
+    if (baseRoot) {
+      report('real_build_base_vs_raw', median(base.map((b) => b.ms)) / median(raw), 'ratio');
+      report('real_build_vs_base', median(berth.map((b) => b.ms)) / median(base.map((b) => b.ms)), 'ratio');
+      // Outside the commands (the part a change can move): the run's wall less its steps' command walls.
+      const outside = (rs: typeof berth) => median(rs.map((r) => r.ms - sum(r.timings.filter((t) => t.phase === 'step.exec').map((t) => t.ms))));
+      report('real_build_outside_commands_ms', outside(berth), 'absolute');
+      report('real_build_base_outside_commands_ms', outside(base), 'absolute');
+    }
     if (process.env.BENCH_PLAN_ONLY === 'real') return;
     await snapshotCosts(docker, env, dir, report);
     await outputShapes(root, dir, hostId, report);

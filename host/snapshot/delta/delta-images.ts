@@ -48,6 +48,33 @@ export class DeltaImages {
    * chain would reach `maxLayers` (the caller commits, and flattens).
    */
   async create(o: { parentImageId: string; layer: DeltaLayer; labels: Record<string, string>; snapshotId: string; maxLayers: number }): Promise<{ imageId: string; layers: number } | undefined> {
+    const image = await this.configOf(o);
+    if (!image) return undefined;
+    await this.d.store.putSnapshotDelta({ imageId: image.imageId, parentImageId: o.parentImageId, snapshotId: o.snapshotId, config: image.config, layer: o.layer.tar, createdAt: Date.now() });
+    return { imageId: image.imageId, layers: image.layers };
+  }
+
+  /**
+   * The image {@link create} would record, loaded into the engine straight from memory instead of
+   * through the store: for an image nothing will name before the engine holds it (the upload
+   * layer: its snapshot record commits after the lease made from it), a round trip of the whole
+   * layer through the store (written, read back, deleted) is pure cost on the run's critical path.
+   * A host killed before the load leaves nothing; after it, an unrecorded image for gc, as a commit
+   * does. The parent must be on the engine (a missing one is the load's `image_missing`);
+   * `beforeLoad` runs between the config and the load (a test's fault point).
+   */
+  async loadDirect(o: { parentImageId: string; layer: DeltaLayer; labels: Record<string, string>; snapshotId: string; maxLayers: number; signal?: AbortSignal; beforeLoad?: () => void }): Promise<{ imageId: string; layers: number } | undefined> {
+    if (!this.d.engine.loadLayer) return undefined;
+    const image = await this.configOf(o);
+    if (!image) return undefined;
+    o.beforeLoad?.();
+    const loaded = await this.d.engine.loadLayer({ config: image.config, layer: o.layer.tar, tags: [o.snapshotId], signal: o.signal });
+    if (loaded !== image.imageId) throw new BerthError('image_missing', `loading snapshot image ${image.imageId.slice(7, 19)} gave ${loaded.slice(7, 19)}`, { details: { imageId: image.imageId, loaded } });
+    return { imageId: image.imageId, layers: image.layers };
+  }
+
+  /** The parent's config with the layer on top (see {@link create}); `undefined` when it cannot be made here. */
+  private async configOf(o: { parentImageId: string; layer: DeltaLayer; labels: Record<string, string>; snapshotId: string; maxLayers: number }): Promise<{ imageId: string; config: Buffer; layers: number } | undefined> {
     const parent = (await this.d.store.getSnapshotDelta(o.parentImageId))?.config ?? (await this.d.engine.imageConfig?.(o.parentImageId));
     if (!parent) return undefined;
     const cfg = JSON.parse(parent.toString('utf8')) as ImageConfig;
@@ -65,9 +92,7 @@ export class DeltaImages {
       history: [...(cfg.history ?? []), { created, created_by: 'berth snapshot delta', comment: o.snapshotId }],
     };
     const config = Buffer.from(JSON.stringify(next));
-    const imageId = `sha256:${createHash('sha256').update(config).digest('hex')}`;
-    await this.d.store.putSnapshotDelta({ imageId, parentImageId: o.parentImageId, snapshotId: o.snapshotId, config, layer: o.layer.tar, createdAt: Date.now() });
-    return { imageId, layers };
+    return { imageId: `sha256:${createHash('sha256').update(config).digest('hex')}`, config, layers };
   }
 
   /** Loads the image in the background; {@link settle} waits for every such load. */
