@@ -114,6 +114,11 @@ export class McpSessions {
     return this.settle(run, callId, tool, signal);
   }
 
+  /** Resolves once the session's runs answered at their result's commit have ended (what a reader of its runs' states must wait for). */
+  async ended(sessionId: string): Promise<void> {
+    await this.ending.get(sessionId);
+  }
+
   async requireSession(sessionId: string): Promise<void> {
     const s = await this.o.berth.store.getSession(sessionId);
     if (!s) throw new BerthError('session_not_found', `no session ${sessionId} in this store`, { ids: { sessionId } });
