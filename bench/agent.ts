@@ -3,8 +3,10 @@
  * blocks that alternate in one run on the same container (medians):
  *
  * - tool_call_vs_raw_exec: an `exec` tool call of `true` marked safe (read-only, so no workspace
- *   digest follows), from the commit that creates its task to the commit of its result: task
- *   start, intent commit (`call`), effect begin commit, the exec, result + receipt commit;
+ *   digest follows), from the commit that creates its task to the commit of its result: effect
+ *   begin commit, the exec, result + receipt commit (since session 11 the creating commit holds
+ *   the call's intent and the task begins in `execute`: before, a task start and an intent
+ *   commit (`call`) came first);
  * - mutating_tool_call_vs_raw_exec: the same call not marked safe (replay never), which adds the
  *   workspace digest measurement resume verification needs (docker diff + a scan exec);
  * - writing_tool_call_vs_raw_exec: a call not marked safe that writes one file into a workspace of
@@ -58,6 +60,7 @@ export default async function agentBench(report: Report): Promise<void> {
   rt.kernel.onCommit((e) => {
     const now = performance.now();
     if (e.label === 'phase.spawn:agent-generate') for (const id of e.taskIds.slice(1)) created.set(id, now);
+    // The intent's own commit (`call`) only for a call spawned at `call` (approval, plan); else the creating commit held it.
     if (e.label === 'phase.next:agent-tool') {
       const t0 = created.get(e.taskIds[0]!);
       if (t0 !== undefined) toIntent.push(now - t0);
@@ -115,7 +118,7 @@ export default async function agentBench(report: Report): Promise<void> {
     report('tool_call_ms', read.ours, 'absolute');
     report('raw_exec_ms', read.raw, 'absolute');
     // Where the rest goes: scheduling the new task and its first two commits (start, intent) ...
-    report('tool_call_until_intent_ms', median(toIntent), 'absolute');
+    report('tool_call_until_intent_ms', toIntent.length ? median(toIntent) : 0, 'absolute');
     // ... and what one durable (fsynced) commit costs here; a call makes four.
     const commits: number[] = [];
     for (let i = 0; i < 30; i++) {

@@ -1,4 +1,4 @@
-import { resolveFlag, toolSchema, type ChatTool } from '../../tools';
+import { resolveFlag, toolSchema, type AnyTool, type ChatTool } from '../../tools';
 import { z } from 'zod';
 import { defineTask, type SpawnSpec, type TaskHandler, type TypedDecision, type TypedPhaseContext } from '../kernel';
 import { plainJson } from '../model';
@@ -13,6 +13,7 @@ import type { Entry } from '../model';
 import { faultPoint } from '../support/faults';
 import { backoffMs, isCallerDriven, ModelCallError, type ChatRequest, type ModelReply } from './model';
 import { checkToolCall } from './tool-call-check';
+import { begunToolTask } from './tool-intent';
 import { networkHint } from './network-hint';
 import { secretHint } from './run-secrets';
 
@@ -241,7 +242,7 @@ async function tools(deps: AgentDeps, ctx: GenerationContext): Promise<Generatio
   const cp = ctx.state;
   const input = await runInputOf(deps.store, ctx.task);
   const reply = cp.reply!;
-  const t = turnOf(deps, input, turn, reply, ctx.now());
+  const t = turnOf(deps, input, turn, reply, ctx.now(), ctx.task.runId);
   if (t.tasks.length === 0) {
     const result: GenerationResult = { final: true, content: reply.content, toolCalls: 0 };
     return { type: 'complete', result, writes: { entries: t.entries } };
@@ -251,9 +252,10 @@ async function tools(deps: AgentDeps, ctx: GenerationContext): Promise<Generatio
 
 /**
  * What a turn's answer commits: its model entry, and one tool task per call it makes (with an
- * approval timer for each call that waits for an operator). No tasks: the answer is final.
+ * approval timer for each call that waits for an operator). No tasks: the answer is final. A call
+ * that needs no approval and no plan commits its intent here too (see {@link begunToolTask}).
  */
-export function turnOf(deps: Pick<AgentDeps, 'tools'>, input: AgentRunInput, turn: number, reply: ModelReply, now: number): { entries: Array<{ kind: string; body: ReturnType<typeof plainJson> }>; tasks: SpawnSpec[] } {
+export function turnOf(deps: Pick<AgentDeps, 'tools'>, input: AgentRunInput, turn: number, reply: ModelReply, now: number, runId: string | null): { entries: Array<{ kind: string; body: ReturnType<typeof plainJson> }>; tasks: SpawnSpec[] } {
   const calls = reply.toolCalls.map((c, i) => ({ ...c, id: c.id || `call_${turn}_${i}` }));
   const body: ModelEntry = { turn, content: reply.content, toolCalls: calls, finishReason: reply.finishReason, model: reply.model, usage: reply.usage };
   const entries = [{ kind: ENTRY.model, body: plainJson(body) }];
@@ -262,16 +264,15 @@ export function turnOf(deps: Pick<AgentDeps, 'tools'>, input: AgentRunInput, tur
   const tasks: SpawnSpec[] = [];
   const timers: SpawnSpec[] = [];
   calls.forEach((c, index) => {
-    const expiresAt = needsApproval(input, available, c.name, c.arguments) ? now + input.settings.approvalTtlMs : null;
+    const checked = checkToolCall(available, c.name, c.arguments);
+    const expiresAt = checked.ok && needsApproval(input, checked.tool, checked.args) ? now + input.settings.approvalTtlMs : null;
     const tc: ToolCallInput = { toolCallId: c.id, name: c.name, arguments: c.arguments, turn, index, approvalExpiresAt: expiresAt };
-    tasks.push({ kind: TOOL_KIND, input: tc });
+    tasks.push(checked.ok && expiresAt === null && !checked.tool.plan ? begunToolTask(runId, tc, checked.tool, checked.args) : { kind: TOOL_KIND, input: tc });
     if (expiresAt !== null) timers.push({ kind: TIMER_KIND, input: { toolCallId: c.id, expiresAt } satisfies ApprovalTimerInput });
   });
   return { entries, tasks: [...tasks, ...timers] };
 }
 
-function needsApproval(input: AgentRunInput, tools: ReturnType<typeof toolsOf>, name: string, raw: string): boolean {
-  const checked = checkToolCall(tools, name, raw);
-  if (!checked.ok) return false;
-  return input.settings.requireApproval.includes(name) || Boolean(resolveFlag(checked.tool.requiresApproval ?? false, checked.args));
+function needsApproval(input: AgentRunInput, tool: AnyTool, args: unknown): boolean {
+  return input.settings.requireApproval.includes(tool.name) || Boolean(resolveFlag(tool.requiresApproval ?? false, args));
 }

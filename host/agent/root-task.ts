@@ -87,7 +87,7 @@ async function dictated(deps: AgentDeps, ctx: TypedPhaseContext<AgentRunInput, R
   const user = entries.findLast((e) => e.kind === ENTRY.user);
   const messages = user ? [{ role: 'user' as const, content: (user.body as unknown as UserEntry).text }] : [];
   const reply = await deps.chatClient(m).complete({ model: m.model, messages, tools: [], stream: false }, { signal: ctx.signal, timeoutMs: m.timeoutMs });
-  const turn = turnOf(deps, input, 1, reply, ctx.now());
+  const turn = turnOf(deps, input, 1, reply, ctx.now(), ctx.task.runId);
   const all = { ...writes, entries: [...(writes.entries ?? []), ...turn.entries] };
   if (turn.tasks.length === 0) return { type: 'complete', result: { answer: reply.content, turns: 1 }, writes: all };
   return { type: 'spawn', join: 'allSettled', phase: 'called', checkpoint: { turn: 1 }, tasks: turn.tasks, writes: all };

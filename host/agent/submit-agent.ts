@@ -23,6 +23,8 @@ export interface StartAgentRun {
   requestId?: string;
   /** Where the environment was read from, named in errors about it. Default: `environment`. */
   environmentFile?: string;
+  /** The caller drives the run itself at once (see SubmitInput.start): the root starts in the submit commit. */
+  start?: boolean;
 }
 
 function checkTools(names: readonly string[], settings: AgentRunInput['settings']): void {
@@ -31,7 +33,7 @@ function checkTools(names: readonly string[], settings: AgentRunInput['settings'
   }
 }
 
-async function submitRun(deps: Deps, input: AgentRunInput, requestId: string, sessionId?: string, forkedFromRunId?: string): Promise<Submitted> {
+async function submitRun(deps: Deps, input: AgentRunInput, requestId: string, sessionId?: string, forkedFromRunId?: string, start?: boolean): Promise<Submitted> {
   const user: UserEntry = { text: input.message };
   // Checked per run, not per session: a session continued on another machine meets other host addresses.
   checkSupported(input.environment);
@@ -50,6 +52,7 @@ async function submitRun(deps: Deps, input: AgentRunInput, requestId: string, se
     versions: { kernel: `${KERNEL.name}@${KERNEL.version}`, envFingerprint: input.envFingerprint, imageDigest: input.environment.image.digest },
     sessionMeta: { agent: true, task: input.message.slice(0, 200) },
     ...(forkedFromRunId ? { forkedFromRunId } : {}),
+    ...(start ? { start } : {}),
   });
 }
 
@@ -64,7 +67,7 @@ export async function submitAgentRun(deps: Deps, s: StartAgentRun): Promise<Subm
   checkTools(deps.toolNames, settings);
   await checkAgentSecrets(s.environment, deps.toolNames, s.environmentFile ?? 'environment');
   const input: AgentRunInput = { settings, environment: s.environment, envFingerprint: fingerprint(s.environment), workspaceDir: s.workspaceDir ?? null, message: s.message };
-  return submitRun(deps, input, s.requestId ?? newId('req'));
+  return submitRun(deps, input, s.requestId ?? newId('req'), undefined, undefined, s.start);
 }
 
 /**
@@ -89,6 +92,8 @@ export interface ContinueSession {
   requestId?: string;
   /** Settings to change for this run; the rest (and the environment) carry over from the session's last run. */
   settings?: Partial<AgentSettingsInput>;
+  /** The caller drives the run itself at once (see SubmitInput.start): the root starts in the submit commit. */
+  start?: boolean;
 }
 
 /**
@@ -121,5 +126,5 @@ export async function continueSession(deps: Deps, c: ContinueSession): Promise<S
   checkTools(deps.toolNames, settings);
   await checkAgentSecrets(prev.environment, deps.toolNames, `the environment of session ${c.sessionId}`);
   // A forked session's first run is the fork: its row names the run the session was forked from.
-  return submitRun(deps, { ...prev, settings, workspaceDir: null, message: c.message }, requestId, c.sessionId, forkedFrom?.runId);
+  return submitRun(deps, { ...prev, settings, workspaceDir: null, message: c.message }, requestId, c.sessionId, forkedFrom?.runId, c.start);
 }

@@ -1,4 +1,4 @@
-import { resolveFlag, type AnyTool } from '../../tools';
+import type { AnyTool } from '../../tools';
 import { BerthError, isBerthError } from '../errors';
 import { defineTask, type TaskHandler } from '../kernel';
 import { plainJson, type Json, type Task } from '../model';
@@ -12,7 +12,8 @@ import { approvalDigest, approvalId } from './approval-digest';
 import { ENTRY, type ApprovalDecidedEntry, type ApprovalRequestedEntry } from './entries';
 import { checkToolCall } from './tool-call-check';
 import { z } from 'zod';
-import { ApprovalRequestSchema, toolState, ToolCheckpointSchema, type ApprovalRequest, type ExecuteCheckpoint, type ToolContext, type ToolDecision } from './tool-checkpoint';
+import { ApprovalRequestSchema, toolState, ToolCheckpointSchema, type ApprovalRequest, type ToolContext, type ToolDecision } from './tool-checkpoint';
+import { toolIntent } from './tool-intent';
 import { executePhase } from './tool-execute';
 import { finishWithout, ToolTaskResultSchema } from './tool-result';
 import { useTool } from './tool-use';
@@ -86,7 +87,6 @@ function askApproval(ctx: ToolContext, call: ToolCallInput, args: unknown): Tool
 
 /** Commits the intent and moves to `execute`; a tool with a plan fixes its expected result first. */
 async function intend(deps: AgentDeps, ctx: ToolContext, input: AgentRunInput, call: ToolCallInput, tool: AnyTool, args: unknown, entries: EntryWrites): Promise<ToolDecision> {
-  const replay = resolveFlag(tool.replay, args);
   let plan: Json = null;
   const writes: NonNullable<ToolDecision['writes']> = { entries };
   if (tool.plan) {
@@ -103,9 +103,8 @@ async function intend(deps: AgentDeps, ctx: ToolContext, input: AgentRunInput, c
     if (!planned.ok) return finishWithout(call, 'error', planned.output.content, entries);
     plan = planned.plan;
   }
-  const effectId = `${ctx.task.runId}:${ctx.task.id}:${call.toolCallId}`;
-  const checkpoint: ExecuteCheckpoint = { effectId, replay, args: plainJson(args), plan };
-  writes.effects = [{ id: effectId, kind: `tool.${call.name}`, intent: plainJson({ tool: call.name, args, plan }), replay }];
+  const { checkpoint, effect } = toolIntent(ctx.task.runId, ctx.task.id, call, tool, args, plan);
+  writes.effects = [effect];
   return { type: 'next', phase: 'execute', checkpoint, writes };
 }
 

@@ -9,6 +9,8 @@ export interface ResolvedSpawn {
   version: number;
   phase: string;
   input: Json;
+  /** Set when the spawn begins past the initial phase (SpawnSpec.begin): created `running` with it. */
+  checkpoint?: Json;
 }
 
 export interface DecisionEffect {
@@ -48,6 +50,7 @@ export function applyDecision(task: Task, decision: Decision, spawns: ResolvedSp
           kindVersion: s.version,
           phase: s.phase,
           input: s.input,
+          ...(s.checkpoint === undefined ? {} : { checkpoint: s.checkpoint, status: 'running' as const }),
         }),
       );
       return {

@@ -8,6 +8,15 @@ export interface SpawnSpec {
   kind: string;
   version?: number;
   input: Json;
+  /**
+   * The subtask's first step, when the parent's decision already holds it: the phase to begin in
+   * (instead of the handler's initial one), its checkpoint, and the effect intents that phase
+   * works under (recorded as the subtask's own). The row is created `running`, so a host that
+   * dies before the phase ran counts a restart and re-enters it, as after a start commit: the
+   * parent's commit stands for the subtask's start and first step. `id` is the subtask's id
+   * (effect ids usually name it).
+   */
+  begin?: { id: string; phase: string; checkpoint: Json; effects?: EffectIntent[] };
 }
 
 /** An entry a phase wants committed with its decision. */

@@ -215,12 +215,19 @@ export class Kernel {
     // Not owned (lost, released or never claimed): nothing is written for it again.
     if (fence === null) return { ok: false, conflict: { kind: 'fence', scope: `session:${input.sessionId}`, expected: 0, actual: null, reason: 'missing' } };
     let result: CommitResult;
+    // A task this commit creates `running` (SpawnSpec.begin, SubmitInput.start) is readable before
+    // the commit is answered (a SQLite commit is applied before its shared flush): a poll meanwhile
+    // must not run its phase, which would act on a row not yet durable, ahead of the boundary.
+    const born = (input.tasks ?? []).filter((t) => t.status === 'running').map((t) => t.id);
+    this.scheduler.unborn(born, true);
     try {
       result = await this.o.store.commit({ ...input, actor: input.actor ?? `host:${this.o.hostId}`, ...(fence ? { fence } : {}) });
     } catch (err) {
       // The commit may or may not have happened (a lost connection): nothing kept of the session holds.
       this.rows.forget(input.sessionId);
       throw err;
+    } finally {
+      this.scheduler.unborn(born, false);
     }
     this.rows.committed(input, fence?.epoch, result);
     if (result.ok) this.scheduler.noteTasks(result.tasks ?? []);

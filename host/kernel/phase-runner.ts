@@ -8,7 +8,7 @@ import { applyDecision, changedOnly, type ResolvedSpawn } from './decide';
 import type { DocumentTypes } from './documents';
 import { cancelRecord } from './cancel-record';
 import { performEffect } from './effects';
-import type { Decision, PhaseContext, TaskHandler } from './handler';
+import type { Decision, PhaseContext, SpawnSpec, TaskHandler } from './handler';
 import type { HandlerRegistry } from './registry';
 import { runTransitionsForRoot } from './run-outcome';
 
@@ -154,6 +154,7 @@ async function decisionCommit(
   const writes = decision.writes ?? {};
   const effects: EffectWrite[] = [
     ...(writes.effects ?? []).map((e) => ({ id: e.id, create: { runId: task.runId, taskId: task.id, kind: e.kind, intent: e.intent, replay: e.replay } })),
+    ...(decision.type === 'spawn' ? decision.tasks : []).flatMap((s) => (s.begin?.effects ?? []).map((e) => ({ id: e.id, create: { runId: task.runId, taskId: s.begin!.id, kind: e.kind, intent: e.intent, replay: e.replay } }))),
     ...pending,
   ];
   if (effect.set.outcome === 'cancelled') {
@@ -213,10 +214,12 @@ async function requestedRunTransitions(d: Pick<PhaseRunnerDeps, 'store' | 'hostI
   return [{ runId: run.id, from: run.state, to: move.to, actor: `host:${d.hostId}`, reason: move.reason }];
 }
 
-function resolveSpawn(registry: HandlerRegistry, s: { kind: string; version?: number; input: Json }): ResolvedSpawn {
+function resolveSpawn(registry: HandlerRegistry, s: SpawnSpec): ResolvedSpawn {
   const handler = s.version === undefined ? registry.newest(s.kind) : registry.find(s.kind, s.version);
   if (!handler) throw new BerthError('handler_unknown', `cannot spawn ${s.kind}${s.version === undefined ? '' : `@${s.version}`}: no handler registered`);
-  return { id: newId('task'), kind: s.kind, version: s.version ?? handler.version, phase: handler.initialPhase, input: s.input };
+  if (!s.begin) return { id: newId('task'), kind: s.kind, version: s.version ?? handler.version, phase: handler.initialPhase, input: s.input };
+  if (!handler.phases[s.begin.phase]) throw new BerthError('phase_unknown', `cannot spawn ${s.kind}@${handler.version} in phase ${s.begin.phase}: the handler has no such phase`);
+  return { id: s.begin.id, kind: s.kind, version: s.version ?? handler.version, phase: s.begin.phase, input: s.input, checkpoint: s.begin.checkpoint };
 }
 
 function describe(decision: Decision): string {

@@ -23,6 +23,8 @@ export class Scheduler {
   /** Sessions being adopted: none of their phases starts before the restarts of the old owner's phases are counted. */
   private readonly adopting = new Map<string, number>();
   private readonly dirty = new Set<string>();
+  /** Tasks a commit of this kernel is creating `running`, until it is answered (not examined meanwhile). */
+  private readonly creating = new Set<string>();
   private readonly ready: string[] = [];
   private pumping: Promise<void> | null = null;
   private timer: NodeJS.Timeout | null = null;
@@ -179,7 +181,14 @@ export class Scheduler {
     } while (this.dirty.size > 0 && !this.halted);
   }
 
+  /** Marks tasks a commit in flight creates `running` (`on`), or that commit as answered; the kernel marks them dirty after. */
+  unborn(ids: string[], on: boolean): void {
+    for (const id of ids) if (on) this.creating.add(id);
+    else this.creating.delete(id);
+  }
+
   private async examine(id: string): Promise<void> {
+    if (this.creating.has(id)) return;
     const running = this.executing.get(id);
     const task = this.d.knownTask?.(id) ?? (await this.d.store.getTask(id));
     if (!task || !this.owner.holds(task.sessionId)) {

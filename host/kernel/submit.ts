@@ -25,6 +25,14 @@ export interface SubmitInput {
   forkedFromRunId?: string;
   /** Effects the new run starts with (a fork carries its parent's uncertain ones), given the new run and root task ids. */
   effects?: (ids: { runId: string; taskId: string }) => EffectWrite[];
+  /**
+   * The submitter drives the run itself, at once (an MCP server's call): the root task is created
+   * `running` and the run moves to `running` in the submit commit, instead of in a start commit
+   * of their own. A host that dies before the root's first phase ran counts a restart and
+   * re-enters it, as after a start commit. Only for a host that holds the session from this
+   * commit on: a run left to a worker would count a restart that never happened.
+   */
+  start?: boolean;
 }
 
 export interface Submitted {
@@ -57,7 +65,8 @@ export async function submit(deps: { store: Store; kernel: Pick<Kernel, 'commit'
     ...(s.sessionId ? {} : { createSession: { meta: s.sessionMeta ?? null } }),
     submissions: [{ id: submissionId, requestId: s.requestId, runId, input: s.input ?? s.root.input }],
     runs: [{ id: runId, kind: s.runKind, submissionId, rootTaskId: taskId, versions: s.versions ?? {}, ...(s.reason ? { reason: s.reason } : {}), forkedFromRunId: s.forkedFromRunId ?? null }],
-    tasks: [{ id: taskId, runId, parentId: null, kind: handler.kind, kindVersion: handler.version, phase: handler.initialPhase, input: s.root.input }],
+    tasks: [{ id: taskId, runId, parentId: null, kind: handler.kind, kindVersion: handler.version, phase: handler.initialPhase, input: s.root.input, ...(s.start ? { status: 'running' as const } : {}) }],
+    ...(s.start ? { runTransitions: [{ runId, from: 'admitted' as const, to: 'running' as const, actor: '', reason: 'root task started', ...(s.versions?.kernel ? { versions: { kernel: s.versions.kernel } } : {}) }] } : {}),
     entries: (s.entries ?? []).map((e) => ({ id: newId('ent'), runId, taskId, conversationId: e.conversationId ?? null, kind: e.kind, body: e.body })),
     ...(s.effects ? { effects: s.effects({ runId, taskId }) } : {}),
   });

@@ -47,6 +47,7 @@ export function addRecordResources(server: Server, berth: Berth, sessions: McpSe
         if (listed.isError) throw new McpError(ErrorCode.InternalError, `workspace of session ${sessionId}: ${listed.content}`, { code: 'workspace_unreadable', ids: { sessionId, runId: listed.runId } });
         return { contents: [{ uri: req.params.uri, mimeType: 'text/plain', text: listed.content }] };
       }
+      await sessions.ended(sessionId);
       const runs = await berth.list({ sessionId });
       const records = [];
       for (const r of runs) records.push(JSON.parse((await berth.export(r.id)).text) as unknown);

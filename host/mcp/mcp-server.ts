@@ -66,6 +66,7 @@ async function which(sessions: McpSessions, given: string | undefined): Promise<
 
 async function status(berth: Berth, sessions: McpSessions, given: string | undefined): Promise<CallToolResult> {
   const sessionId = await which(sessions, given);
+  await sessions.ended(sessionId);
   const runs = await berth.list({ sessionId });
   const results = new Map((await berth.store.listEntries(sessionId)).filter((e) => e.kind === ENTRY.toolResult).map((e) => [e.runId, e.body as unknown as ToolResultEntry]));
   const calls = runs.map((r) => {

@@ -8,6 +8,7 @@ import type { HostRuntime } from '../runtime/host-runtime';
 import { BerthError, isBerthError } from '../errors';
 import { isFinalRunState, type Run } from '../model';
 import { newId } from '../support';
+import type { Store } from '../store';
 import { KeyedLock } from '../agent/session-lock';
 import { SANDBOX_TOOL_NAMES } from './mcp-tools';
 
@@ -53,6 +54,10 @@ export class McpSessions {
   private readonly lock = new KeyedLock();
   private current: string | undefined;
   private rt: Promise<HostRuntime> | undefined;
+  /** Runs answered at their call's result commit and still ending (the root's wake and end), by session. */
+  private readonly ending = new Map<string, Promise<unknown>>();
+  /** The committed results those answers were made from, by run (taken once by `settle`). */
+  private readonly early = new Map<string, ToolResultEntry>();
 
   constructor(private readonly o: McpSessionOptions) {
     this.current = o.sessionId;
@@ -75,9 +80,10 @@ export class McpSessions {
     if (!sessionId) return this.lock.run('new', () => this.start(tool, args, callId, requestId, o.signal));
     await this.requireSession(sessionId);
     return this.lock.run(sessionId, async () => {
+      await this.ending.get(sessionId);
       await this.settleOpenRuns(sessionId, o.signal);
       const message = dictatedMessage({ id: callId, tool, arguments: args });
-      const run = await this.submitAndDrive((rt) => continueSession({ ...rt, toolNames: [...rt.agent.tools.keys()], hostId: this.o.berth.hostId }, { sessionId, message, requestId }), o.signal);
+      const run = await this.submitAndDrive((rt) => continueSession({ ...rt, toolNames: [...rt.agent.tools.keys()], hostId: this.o.berth.hostId }, { sessionId, message, requestId, start: true }), o.signal, undefined, callId);
       return this.settle(run, callId, tool, o.signal);
     });
   }
@@ -100,11 +106,17 @@ export class McpSessions {
     const message = dictatedMessage({ id: callId, tool, arguments: args });
     const environment = this.o.environment;
     const run = await this.submitAndDrive(
-      (rt) => submitAgentRun({ ...rt, toolNames: [...rt.agent.tools.keys()] }, { message, settings: { ...SETTINGS, requireApproval: this.o.requireApproval ?? [] }, environment, workspaceDir: this.o.workspaceDir ?? null, requestId }),
+      (rt) => submitAgentRun({ ...rt, toolNames: [...rt.agent.tools.keys()] }, { message, settings: { ...SETTINGS, requireApproval: this.o.requireApproval ?? [] }, environment, workspaceDir: this.o.workspaceDir ?? null, requestId, start: true }),
       signal,
       (r) => (this.current = r.sessionId),
+      callId,
     );
     return this.settle(run, callId, tool, signal);
+  }
+
+  /** Resolves once the session's runs answered at their result's commit have ended (what a reader of its runs' states must wait for). */
+  async ended(sessionId: string): Promise<void> {
+    await this.ending.get(sessionId);
   }
 
   async requireSession(sessionId: string): Promise<void> {
@@ -135,14 +147,48 @@ export class McpSessions {
     }
   }
 
-  /** Submits with the server's runtime and waits for the run to settle; a repeated request id takes the run over from a dead owner. */
-  private submitAndDrive(submit: (rt: HostRuntime) => Promise<Submitted>, signal?: AbortSignal, onRun?: (run: Run) => void): Promise<Run> {
+  /**
+   * Submits with the server's runtime and waits for the run to settle, or (a new run) for the
+   * call's result to commit; a repeated request id takes the run over from a dead owner.
+   */
+  private submitAndDrive(submit: (rt: HostRuntime) => Promise<Submitted>, signal?: AbortSignal, onRun?: (run: Run) => void, callId?: string): Promise<Run> {
     return this.owning(async (rt) => {
       const s = await submit(rt);
       onRun?.(s.run);
       if (!s.created) await takeRun(this.o.berth, rt, s.run);
-      return this.settled(rt, s.run, signal);
+      return s.created && callId ? this.answered(rt, s.run, callId, signal) : this.settled(rt, s.run, signal);
     });
+  }
+
+  /**
+   * Resolves once the call's result is committed, with the run as it is then: the result is
+   * durable and is the answer, and what is left of the run (the root's wake and end, two commits)
+   * needs nothing from the client, so it ends after the answer; the session's next call (and
+   * `close`) waits for it first. A result that says the call was interrupted is not answered
+   * early: that run ends in needs_reconciliation, which the answer must already show.
+   */
+  private answered(rt: HostRuntime, run: Run, callId: string, signal?: AbortSignal): Promise<Run> {
+    // Not stopped by the request's signal: the run's end does not depend on this request.
+    const settled = this.settled(rt, run);
+    let off = () => {};
+    const early = new Promise<Run>((resolve) => {
+      off = rt.kernel.onCommit((e) => {
+        if (e.sessionId !== run.sessionId || !e.label.startsWith('phase.complete:agent-tool')) return;
+        void resultOf(this.o.berth.store, run, callId).then((r) => {
+          if (!r || r.status === 'interrupted') return;
+          this.early.set(run.id, r);
+          resolve(run);
+        }, () => {});
+      });
+    });
+    const ending = settled.catch(() => {});
+    this.ending.set(run.sessionId, ending);
+    void ending.finally(() => {
+      off();
+      if (this.ending.get(run.sessionId) === ending) this.ending.delete(run.sessionId);
+    });
+    const stopped = new Promise<never>((_, reject) => signal?.addEventListener('abort', () => reject(signal.reason), { once: true }));
+    return Promise.race([settled, early, stopped]).finally(off);
   }
 
   private drive(run: Run, signal?: AbortSignal): Promise<Run> {
@@ -159,6 +205,8 @@ export class McpSessions {
 
   /** Stops the server's runtime (the sessions' sandboxes stay leased for the next server). */
   async close(): Promise<void> {
+    // Runs answered early end first (a stop now would leave them to the next server's first call).
+    await Promise.race([Promise.all(this.ending.values()), new Promise((r) => setTimeout(r, 10_000).unref())]);
     const rt = this.rt;
     this.rt = undefined;
     if (rt) await stopRuntime(this.o.berth, await rt);
@@ -166,16 +214,27 @@ export class McpSessions {
 
   /** Drives the call's run to its end (here or, after a crash, from where the dead host left it) and reads the result it committed. */
   private async settle(run: Run, callId: string, tool: string, signal?: AbortSignal): Promise<CallOutcome> {
-    const settled = isFinalRunState(run.state) || run.state === 'needs_reconciliation' ? run : await this.drive(run, signal);
-    // The run's entries only: a whole-session read grows with every call the session made.
-    const entries = await this.o.berth.store.listEntries(settled.sessionId, { runId: settled.id });
-    const result = entries.find((e) => e.kind === ENTRY.toolResult && (e.body as unknown as ToolResultEntry).toolCallId === callId);
+    // A run answered at its result commit (see answered) may still be ending: its result is what counts.
+    const early = this.early.get(run.id);
+    this.early.delete(run.id);
+    const settled = early || isFinalRunState(run.state) || run.state === 'needs_reconciliation' ? run : await this.drive(run, signal);
+    const result = early ? { body: early } : await resultEntryOf(this.o.berth.store, settled, callId);
     const base = { sessionId: settled.sessionId, runId: settled.id, callId, tool };
     if (!result) {
       const why = `${settled.state}: ${(await this.o.berth.store.listRunTransitions(settled.id)).at(-1)?.reason ?? ''}`;
       throw new BerthError('call_failed', `call ${callId} ended without a result (run ${settled.id} ${why})`, { ids: { sessionId: settled.sessionId, runId: settled.id } });
     }
-    const body = result.body as unknown as ToolResultEntry;
+    const body = result.body as ToolResultEntry;
     return { ...base, status: body.status === 'interrupted' ? 'uncertain' : body.status, isError: body.isError, content: body.content, ...(body.detail === undefined ? {} : { detail: body.detail }) };
   }
 }
+
+/** The call's committed result entry in its run, if there is one yet. */
+async function resultEntryOf(store: Store, run: Run, callId: string): Promise<{ body: ToolResultEntry } | undefined> {
+  // The run's entries only: a whole-session read grows with every call the session made.
+  const entries = await store.listEntries(run.sessionId, { runId: run.id });
+  const e = entries.find((x) => x.kind === ENTRY.toolResult && (x.body as unknown as ToolResultEntry).toolCallId === callId);
+  return e ? { body: e.body as unknown as ToolResultEntry } : undefined;
+}
+
+const resultOf = async (store: Store, run: Run, callId: string) => (await resultEntryOf(store, run, callId))?.body;

@@ -20,9 +20,9 @@ async function call(c: McpConnection, name: string, args: Record<string, unknown
   return { ...r, text: text(r), s: r.structuredContent as Structured };
 }
 
-async function until(what: string, ok: () => boolean, ms = 120_000): Promise<void> {
+async function until(what: string, ok: () => boolean, ms = 120_000, refresh?: () => Promise<unknown>): Promise<void> {
   const end = Date.now() + ms;
-  while (!ok()) {
+  while ((await refresh?.(), !ok())) {
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 100));
   }
@@ -198,12 +198,23 @@ describe('berth mcp: a Berth session as the sandbox of an MCP client', { timeout
     expect(meters).not.toContain('model.requests');
   });
 
-  it('runs an MCP call as the run\'s root and the call\'s tool task alone: the root commits the dictated call and spawns it, with no generation task', async () => {
+  it('runs an MCP call as the run\'s root and the call\'s tool task alone: the root starts in the submit, commits the dictated call with its intent and spawns it in execute, with no generation task', async () => {
     const w = (world = await mcpWorld());
     const c = await w.connect(w.envArgs());
-    await call(c, 'exec', { command: 'true' });
+    const first = await call(c, 'exec', { command: 'true' });
+    const runState = async (run: string) => (await readStore(w.store, (s) => s.getRun(run)))?.state;
+    let state: string | undefined;
+    // The answer comes at the result's commit; the root's wake and end follow it.
+    await until('the first call\'s run to end', () => state === 'completed', 60_000, async () => (state = await runState(first.s.run)));
+    const before = await readStore(w.store, (s) => s.listCommits(first.s.session));
     const ran = await call(c, 'exec', { command: 'echo once' });
     expect(ran.text).toContain('once');
+    state = undefined;
+    await until('the call\'s run to end', () => state === 'completed', 60_000, async () => (state = await runState(ran.s.run)));
+    const labels = (await readStore(w.store, (s) => s.listCommits(ran.s.session))).slice(before.length).map((l) => l.label);
+    // The submission with the root's start; the dictated call with its intent and its task; the
+    // effect's executing mark; the result; the root's wake and end (after the answer).
+    expect(labels).toEqual(['submit', 'phase.spawn:agent', 'effect.begin:agent-tool', 'phase.complete:agent-tool', 'task.wake:agent', 'phase.complete:agent']);
     const tasks = await readStore(w.store, async (s) => (await s.listTasks({ sessionId: ran.s.session })).filter((t) => t.runId === ran.s.run));
     expect(tasks.map((t) => t.kind).sort()).toEqual(['agent', 'agent-tool']);
     const root = tasks.find((t) => t.kind === 'agent')!;

@@ -53,7 +53,9 @@ describe('the @openai/agents adapters over a Berth session', { timeout: 600_000 
     const toolMessages = model.requests.at(-1)!.body.messages.filter((m) => m.role === 'tool').map((m) => m.content);
     expect(toolMessages.join('\n')).toContain('from-the-sandbox');
     // The record: one completed run per call, keyed by the model's call id.
-    const runs = await berth.list({ sessionId: sessions.sessionId! });
+    // A call is answered at its result's commit; its run's end (the root's two commits) follows.
+    let runs = await berth.list({ sessionId: sessions.sessionId! });
+    for (const end = Date.now() + 60_000; runs.some((r) => r.state === 'running') && Date.now() < end; runs = await berth.list({ sessionId: sessions.sessionId! })) await new Promise((r) => setTimeout(r, 100));
     expect(runs.map((r) => r.state)).toEqual(['completed', 'completed']);
     for (const [i, id] of ['call_w', 'call_x'].entries()) expect((await berth.store.findSubmission(`mcp:${id}`))?.runId).toBe(runs[i]!.id);
   });

@@ -47,12 +47,12 @@ export async function mcpWorld(o: { snapshotPolicy?: 'never' | 'after-each-step'
     store,
     service,
     port,
-    /** Starts a server (`--env` for a new session, or `--session ID`) and connects a client to it. */
-    async connect(args: string[]): Promise<McpConnection> {
+    /** Starts a server (`--env` for a new session, or `--session ID`) and connects a client to it; `env` adds to the server's environment (a fault point to arm). */
+    async connect(args: string[], env: Record<string, string> = {}): Promise<McpConnection> {
       const transport = new StdioClientTransport({
         command: process.execPath,
         args: [bin, 'mcp', ...args, '--store', store],
-        env: childEnv,
+        env: { ...childEnv, ...env },
         stderr: 'pipe',
       });
       let err = '';
