@@ -8,6 +8,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { rawStepper } from './kernel';
 
 type Steps = typeof import('./_kernel-steps');
 type StoreMod = typeof import('../host/store');
@@ -39,19 +40,9 @@ async function measure(body: (dir: string) => Promise<unknown>): Promise<{ wallU
 
 function raw(store: StoreMod, dir: string): void {
   const s = store.openSqliteStore(join(dir, 'raw.db'));
-  const db = s.db;
-  db.prepare("INSERT INTO sessions (id, created_at) VALUES ('s', 0)").run();
-  db.prepare("INSERT INTO tasks (id, session_id, kind, kind_version, status, phase, checkpoint_json, input_json, created_at, updated_at) VALUES ('t', 's', 'stepper', 1, 'running', 'step', 'null', '{}', 0, 0)").run();
-  const commit = db.prepare('INSERT INTO commits (session_id, seq, at, label, actor) VALUES (?, ?, ?, ?, ?)');
-  const task = db.prepare('UPDATE tasks SET phase = ?, checkpoint_json = ?, attempts = 0, version = version + 1, updated_at = ? WHERE id = ? AND version = ?');
-  const session = db.prepare('UPDATE sessions SET last_seq = ? WHERE id = ?');
-  const step = db.transaction((i: number) => {
-    commit.run('s', i, Date.now(), 'phase.next:stepper', 'host:bench');
-    if (task.run('step', JSON.stringify({ i }), Date.now(), 't', i).changes !== 1) throw new Error('lost row');
-    session.run(i, 's');
-  });
-  for (let i = 1; i <= steps; i++) step.immediate(i);
-  db.close();
+  const step = rawStepper(s.db);
+  for (let i = 1; i <= steps; i++) step(i);
+  s.db.close();
 }
 
 const sides = { base: await side(base), new: await side(resolve('.')) };

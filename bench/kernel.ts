@@ -22,10 +22,12 @@ async function kernelSteps(dir: string): Promise<{ perSecond: number; commitMs: 
   return kernelStepsOn(openSqliteStore(join(dir, 'kernel.db')), STEPS);
 }
 
-/** The same rows per step, written by hand: a commit record, the task's CAS update, the session's sequence. */
-async function rawSteps(dir: string): Promise<number> {
-  const store = openSqliteStore(join(dir, 'raw.db'));
-  const db = store.db;
+/**
+ * The same rows per step, written by hand: a commit record, the task's CAS update, the session's
+ * sequence. Seeds its session and task in `db` and returns one step's transaction (also used by
+ * bench/_kernel-ab.ts against another checkout's store).
+ */
+export function rawStepper(db: ReturnType<typeof openSqliteStore>['db']): (i: number) => void {
   db.prepare("INSERT INTO sessions (id, created_at) VALUES ('s', 0)").run();
   db.prepare(
     "INSERT INTO tasks (id, session_id, kind, kind_version, status, phase, checkpoint_json, input_json, created_at, updated_at) VALUES ('t', 's', 'stepper', 1, 'running', 'step', 'null', '{}', 0, 0)",
@@ -38,8 +40,14 @@ async function rawSteps(dir: string): Promise<number> {
     if (task.run('step', JSON.stringify({ i }), Date.now(), 't', i).changes !== 1) throw new Error('lost row');
     session.run(i, 's');
   });
+  return (i) => step.immediate(i);
+}
+
+async function rawSteps(dir: string): Promise<number> {
+  const store = openSqliteStore(join(dir, 'raw.db'));
+  const step = rawStepper(store.db);
   const t0 = performance.now();
-  for (let i = 1; i <= STEPS; i++) step.immediate(i);
+  for (let i = 1; i <= STEPS; i++) step(i);
   const seconds = (performance.now() - t0) / 1000;
   await store.close();
   return STEPS / seconds;

@@ -4,13 +4,13 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { Violation } from '../../host/record';
-import { openStore, type Store } from '../../host/store';
 import { bundleScript } from '../support/bundle-script';
 import { runNode, type ChildEnd } from '../support/child';
 import { deployPlan } from '../support/deploy-plan';
 import { startEmailService } from '../support/email-service';
 import { invariantGuard } from '../support/invariant-check';
 import { unrecordedSnapshotImages } from '../support/leak-check';
+import { readStore } from '../support/temp-store';
 
 /**
  * Issue 27, "Show it works": `berth check` fails on the lying records as the code the issue was
@@ -42,14 +42,6 @@ const schemaOf = (db: string) => {
     d.close();
   }
 };
-async function read<T>(db: string, f: (s: Store) => Promise<T>): Promise<T> {
-  const s = await openStore(db);
-  try {
-    return await f(s);
-  } finally {
-    await s.close();
-  }
-}
 const ev = (v: Violation) => v.evidence as { effect?: string; next?: string; attempts?: number; recorded?: number };
 
 /** A copy of one old store (the fixture itself stays as the old code left it). */
@@ -76,7 +68,7 @@ describe('berth check on records the code before issue 27 wrote', () => {
     const unproven = out.violations.filter((v) => v.invariant === 'settled_provenance').map((v) => ev(v).effect);
     expect(unproven.some((e) => e?.endsWith(':step:1:g0'))).toBe(true);
     // The deploy the operator said did not happen: failed on their word, its attempt not kept.
-    const g0 = await read(db, async (s) => (await s.listEffects({})).find((e) => e.id.endsWith(':step:1:g0'))!);
+    const g0 = await readStore(db, async (s) => (await s.listEffects({})).find((e) => e.id.endsWith(':step:1:g0'))!);
     expect(g0).toMatchObject({ status: 'failed', attempts: 1, attemptLog: [], error: { code: 'operator_rejected' }, receipt: { type: 'operator-decision', decision: 'reject' } });
   }, 180_000);
 
@@ -88,7 +80,7 @@ describe('berth check on records the code before issue 27 wrote', () => {
     const failed = out.violations.filter((v) => v.invariant === 'settled_provenance' && ev(v).effect === 'email:notice-2026-10-1');
     expect(failed).toHaveLength(1);
     expect(failed[0]!.message).toContain('is failed after 1 attempt(s), but its record holds 0 of them');
-    const email = await read(db, (s) => s.getEffect('email:notice-2026-10-1'));
+    const email = await readStore(db, (s) => s.getEffect('email:notice-2026-10-1'));
     expect(email).toMatchObject({ kind: 'email.send', status: 'failed', attempts: 1, attemptLog: [], receipt: { type: 'operator-decision', decision: 'reject' } });
   }, 180_000);
 });
@@ -128,7 +120,7 @@ describe('berth check on the same routes run by today\'s code', () => {
       const db = join(tempDir(), 'notify.db');
       const first = await runNode(script, [db, svc.url, '--concurrency', '1'], { BERTH_FAULT: 'before:phase.complete:send-notice#5' });
       expect(first.signal).toBe('SIGKILL');
-      const inFlight = await read(db, async (s) => (await s.listEffects({})).find((e) => e.status === 'executing')!.id);
+      const inFlight = await readStore(db, async (s) => (await s.listEffects({})).find((e) => e.status === 'executing')!.id);
       await svc.down();
       const parked = await runNode(script, [db, svc.url, '--concurrency', '1']);
       const runId = (JSON.parse(parked.stdout.trim().split('\n').at(-1)!) as { runId: string; state: string }).runId;
@@ -137,8 +129,8 @@ describe('berth check on the same routes run by today\'s code', () => {
       // The notice ends failed, one email short (the operator said it was not sent), as the CLI says.
       expect(rec.code, rec.stderr).toBe(1);
       expect(rec.stderr).toContain('notice_incomplete');
-      expect(await read(db, async (s) => (await s.getRun(runId))!.state)).toBe('failed');
-      const email = await read(db, (s) => s.getEffect(inFlight));
+      expect(await readStore(db, async (s) => (await s.getRun(runId))!.state)).toBe('failed');
+      const email = await readStore(db, (s) => s.getEffect(inFlight));
       expect(email).toMatchObject({ status: 'failed', attempts: 1 });
       expect(email!.attemptLog.at(-1)).toMatchObject({ outcome: 'not_applied', settledBy: 'operator', actor: 'user:tester' });
       const { end, out } = await check(db);
