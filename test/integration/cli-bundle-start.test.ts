@@ -34,7 +34,7 @@ describe('the bundled berth CLI', () => {
     expect(r.loaded.some((u) => u.endsWith('/dist/berth.mjs'))).toBe(true);
     const inlined = r.loaded.filter((u) => /\/node_modules\/(zod|yaml|pino|tar-stream|streamx|sonic-boom)\//.test(u));
     expect(inlined).toEqual([]);
-  });
+  }, 180_000);
 
   it('validates an environment manifest through the inlined yaml and zod, naming the field of an invalid one', () => {
     const ok = join(dir, 'env.yaml');
@@ -47,5 +47,5 @@ describe('the bundled berth CLI', () => {
     const refused = berth(['env', 'validate', bad]);
     expect(refused.status).not.toBe(0);
     expect(refused.stderr + refused.stdout).toContain('image.ref');
-  });
+  }, 300_000);
 });
