@@ -1,5 +1,5 @@
-// Builds dist/berth.mjs: the CLI's TypeScript sources in one ES module (dependencies stay in
-// node_modules), and dist/index.mjs: the package's library face (host/index.ts), the same way. `npm ci` runs it as `prepare`; host/cli/bin.mjs uses it while it is newer than
+// Builds dist/berth.mjs: the CLI's TypeScript sources in one ES module (with the few pure-JS packages
+// every command loads inlined, the other dependencies in node_modules), and dist/index.mjs: the package's library face (host/index.ts), every dependency left in node_modules (a program's own zod schemas meet the library's zod). `npm ci` runs it as `prepare`; host/cli/bin.mjs uses it while it is newer than
 // every source file. Written beside its final name and renamed, so a CLI starting meanwhile never
 // loads half a file.
 import { mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
