@@ -10,13 +10,19 @@ import { fileURLToPath } from 'node:url';
 const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
 const bundle = join(root, 'dist/berth.mjs');
 
-/** The newest mtime of the files the bundle is built from (a few hundred stats: ~2 ms). */
+/**
+ * The newest mtime of the files the bundle is built from (~450 stats). Paths are joined by
+ * concatenation: path.join normalised every one of them again, a third of this walk's time.
+ */
 function newestSource() {
   let newest = statSync(join(root, 'package-lock.json')).mtimeMs;
   const walk = (dir) => {
     for (const e of readdirSync(dir, { withFileTypes: true })) {
-      if (e.isDirectory()) walk(join(dir, e.name));
-      else if (e.name.endsWith('.ts')) newest = Math.max(newest, statSync(join(dir, e.name)).mtimeMs);
+      if (e.isDirectory()) walk(`${dir}/${e.name}`);
+      else if (e.name.endsWith('.ts')) {
+        const m = statSync(`${dir}/${e.name}`).mtimeMs;
+        if (m > newest) newest = m;
+      }
     }
   };
   for (const d of ['host', 'environment', 'tools']) walk(join(root, d));
