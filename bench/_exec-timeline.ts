@@ -4,32 +4,14 @@
  * the stream's end and the `exec_die` event's arrival. `npx tsx bench/_exec-timeline.ts [ROUNDS]`
  */
 import Dockerode from 'dockerode';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import pino from 'pino';
-import { createSandboxHost, type SandboxSpec } from '../host/sandbox';
+import { rmSync } from 'node:fs';
 import { EngineEvents } from '../host/sandbox/engine-events';
-import { openSqliteStore } from '../host/store';
-import { systemClock } from '../host/support';
-import { newId } from '../host/support/ids';
-import { requireEngine, requireTinyImage } from '../test/support/docker-engine';
+import { benchSandbox } from './_bench-sandbox';
 import { median } from './_stats';
 
 const ROUNDS = Number(process.argv[2] ?? 30);
 const cmd = process.env.CMD ?? 'date +%N > out.txt';
-const docker = await requireEngine();
-const imageId = await requireTinyImage(docker);
-const dir = mkdtempSync(join(tmpdir(), 'berth-bench-exectl-'));
-const store = openSqliteStore(join(dir, 'bench.db'));
-const hostId = newId('benchhost');
-const host = createSandboxHost({ docker, records: store, clock: systemClock, logger: pino({ level: 'warn' }), hostId });
-const spec: SandboxSpec = {
-  imageDigest: imageId, imageRef: 'berth/tiny:latest', envFingerprint: 'sha256:' + 'b'.repeat(64),
-  workspace: { path: '/workspace', owner: '1000:1000' },
-  resources: { cpus: 1, memoryMb: 512, pids: 256, diskMb: 1024, commandTimeoutS: 60 },
-  lease: { ttlS: 600, heartbeatS: 60 }, network: { mode: 'none' },
-};
+const { docker, imageId, dir, store, hostId, host, spec } = await benchSandbox('berth-bench-exectl-');
 let marks: Array<[string, number]> = [];
 const mark = (n: string) => marks.push([n, performance.now()]);
 const C = (Dockerode as unknown as { Container: { prototype: Record<string, (...a: unknown[]) => unknown> } }).Container.prototype;
