@@ -45,6 +45,8 @@ export type KillReason = 'timeout' | 'cancel' | 'disk';
 
 /** A running exec as its lease sees it. */
 export interface RunningExec {
+  /** `performance.now()` before the exec was created: nothing it wrote can be older. */
+  readonly startedAt: number;
   kill(reason: KillReason): void;
 }
 
@@ -195,6 +197,7 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
     let giveUp: (v: undefined) => void = () => undefined;
     const gaveUp = new Promise<undefined>((resolve) => (giveUp = resolve));
     const run: RunningExec = {
+      startedAt: started,
       kill(why) {
         if (reason !== undefined || exited) return;
         reason = why;
