@@ -5,32 +5,13 @@
  * `measure`. Wall times: at load 15+ they spread more than the differences; the wrapper's own cost
  * is clearer in CPU (bench/RESULTS.md, tool-egress). `npx tsx bench/_exec-ab.ts [ROUNDS]`
  */
-import Dockerode from 'dockerode';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import pino from 'pino';
-import { createSandboxHost, type SandboxSpec } from '../host/sandbox';
+import { rmSync } from 'node:fs';
 import { WRAPPER_NAME, WRAPPER_SCRIPT } from '../host/sandbox/exec-scripts';
-import { openSqliteStore } from '../host/store';
-import { systemClock } from '../host/support';
-import { newId } from '../host/support/ids';
-import { requireEngine, requireTinyImage } from '../test/support/docker-engine';
+import { benchSandbox } from './_bench-sandbox';
 import { median } from './_stats';
 
 const ROUNDS = Number(process.argv[2] ?? 30);
-const docker = await requireEngine();
-const imageId = await requireTinyImage(docker);
-const dir = mkdtempSync(join(tmpdir(), 'berth-bench-execab-'));
-const store = openSqliteStore(join(dir, 'bench.db'));
-const hostId = newId('benchhost');
-const host = createSandboxHost({ docker, records: store, clock: systemClock, logger: pino({ level: 'warn' }), hostId });
-const spec: SandboxSpec = {
-  imageDigest: imageId, imageRef: 'berth/tiny:latest', envFingerprint: 'sha256:' + 'b'.repeat(64),
-  workspace: { path: '/workspace', owner: '1000:1000' },
-  resources: { cpus: 1, memoryMb: 512, pids: 256, diskMb: 1024, commandTimeoutS: 60 },
-  lease: { ttlS: 600, heartbeatS: 60 }, network: { mode: 'none' },
-};
+const { docker, imageId, dir, store, hostId, host, spec } = await benchSandbox('berth-bench-execab-');
 const cmd = 'date +%N > out.txt';
 const drain = (s: NodeJS.ReadableStream) => new Promise<void>((res) => { s.on('data', () => undefined); s.on('end', res); s.on('close', res); });
 try {

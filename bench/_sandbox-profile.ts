@@ -2,29 +2,12 @@
  * sandbox profile (not a suite): where a warm lease and a 10 MB write + read spend their time.
  * `npx tsx bench/_sandbox-profile.ts`
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import pino from 'pino';
-import { createSandboxHost, createWarmPool, type SandboxSpec } from '../host/sandbox';
-import { openSqliteStore } from '../host/store';
-import { systemClock } from '../host/support';
-import { newId } from '../host/support/ids';
-import { requireEngine, requireTinyImage } from '../test/support/docker-engine';
+import { rmSync } from 'node:fs';
+import { createWarmPool } from '../host/sandbox';
+import { benchSandbox } from './_bench-sandbox';
 import { median } from './_stats';
 
-const docker = await requireEngine();
-const imageId = await requireTinyImage(docker);
-const dir = mkdtempSync(join(tmpdir(), 'berth-bench-sprof-'));
-const store = openSqliteStore(join(dir, 'bench.db'));
-const hostId = newId('benchhost');
-const host = createSandboxHost({ docker, records: store, clock: systemClock, logger: pino({ level: 'warn' }), hostId });
-const spec: SandboxSpec = {
-  imageDigest: imageId, imageRef: 'berth/tiny:latest', envFingerprint: 'sha256:' + 'b'.repeat(64),
-  workspace: { path: '/workspace', owner: '1000:1000' },
-  resources: { cpus: 1, memoryMb: 512, pids: 256, diskMb: 1024, commandTimeoutS: 60 },
-  lease: { ttlS: 600, heartbeatS: 60 }, network: { mode: 'none' },
-};
+const { docker, imageId, dir, store, hostId, host, spec } = await benchSandbox('berth-bench-sprof-');
 const marks: Record<string, number[]> = {};
 const mark = (k: string, ms: number) => (marks[k] ??= []).push(ms);
 function wrap<T extends object>(obj: T, name: keyof T & string, label: string) {

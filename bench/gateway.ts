@@ -11,7 +11,13 @@
  *   gateway.proxied_vs_passthrough          what the gateway costs beyond that bare hop
  * Rounds interleave the two paths, so each round sees the same machine load. The scripted server
  * answers at once, so the ratio is the gateway's cost against a provider with no thinking time at all.
+ * Each party runs where it runs in real use: the client in a process of its own (the sandbox's
+ * agent), the gateway in the bench's (the host's), the provider in a third (bench/_gateway-party.ts).
+ * `BENCH_GATEWAY_PLACEMENT=one-process` runs all three in the bench's process, as up to session 11:
+ * there every party's work queues on one thread, so the gateway's bookkeeping after an answer is
+ * on the client's path, which it is not in real use.
  */
+import { fork, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { Agent, createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -30,6 +36,28 @@ import { median } from './_stats';
 const ROUNDS = Number(process.env.BENCH_GATEWAY_ROUNDS ?? 15);
 const PER_ROUND = 20;
 const MODEL = 'scripted-small';
+const ONE_PROCESS = process.env.BENCH_GATEWAY_PLACEMENT === 'one-process';
+const WARM = 10;
+
+/** A party in its own process (bench/_gateway-party.ts), and its first message. */
+function party(role: 'provider' | 'client'): Promise<{ child: ChildProcess; first: Record<string, unknown> }> {
+  const child = fork(new URL('./_gateway-party.ts', import.meta.url).pathname, [role], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  return new Promise((resolve, reject) => {
+    child.once('message', (first) => resolve({ child, first: first as Record<string, unknown> }));
+    child.once('exit', (code) => reject(new Error(`bench: the ${role} process exited (${code})`)));
+  });
+}
+
+/** times[round][target][i] of `targets`, called in turn by the client in its own process. */
+async function remoteTimes(targets: Array<{ url: string; key: string }>): Promise<number[][][]> {
+  const { child } = await party('client');
+  const answer = new Promise<number[][][]>((resolve, reject) => {
+    child.once('message', (m) => resolve((m as { times: number[][][] }).times));
+    child.once('exit', (code) => reject(new Error(`bench: the client process exited (${code})`)));
+  });
+  child.send({ targets, rounds: ROUNDS, perRound: PER_ROUND, warm: WARM });
+  return answer;
+}
 
 /** The least a forwarding hop does: read the request, send it on over a kept-alive connection, pipe the answer back. */
 async function passThrough(target: string): Promise<{ url: string; close(): void }> {
@@ -62,7 +90,9 @@ async function passThrough(target: string): Promise<{ url: string; close(): void
 
 const suite: Suite = async (report) => {
   const dir = mkdtempSync(join(tmpdir(), 'berth-bench-gateway-'));
-  const server = await startModelServer(() => ({ content: 'hello from the provider' }));
+  const provider = ONE_PROCESS ? undefined : await party('provider');
+  const local = ONE_PROCESS ? await startModelServer(() => ({ content: 'hello from the provider' })) : undefined;
+  const providerUrl = local?.url ?? (provider!.first.url as string);
   const store = await openStore(join(dir, 'berth.db'));
   const sessionId = newId('ses');
   const runId = newId('run');
@@ -78,36 +108,24 @@ const suite: Suite = async (report) => {
   const log = pino({ level: 'silent' });
   const ledger = storeLedger(store, async () => ({ id: runId, sessionId }), log);
   process.env.BENCH_GATEWAY_KEY = 'sk-bench-gateway-key';
-  const gateway = new ModelGateway({ spec: { providerBaseUrl: server.url, key: { env: 'BENCH_GATEWAY_KEY' }, models: [MODEL], budgetTokens: null }, ledger, log });
+  const gateway = new ModelGateway({ spec: { providerBaseUrl: providerUrl, key: { env: 'BENCH_GATEWAY_KEY' }, models: [MODEL], budgetTokens: null }, ledger, log });
   const proxy = new EgressProxy({ allow: [], overrides: [], runId, leaseId: null, record: () => {}, gateway });
   const { port } = await proxy.listen('127.0.0.1');
-  const direct = new OpenAI({ baseURL: server.url, apiKey: 'sk-bench-gateway-key', maxRetries: 0 });
-  const proxied = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'berth-gateway', maxRetries: 0 });
-  const bare = await passThrough(server.url);
-  const hop = new OpenAI({ baseURL: bare.url, apiKey: 'berth-gateway', maxRetries: 0 });
-  const messages = [{ role: 'user' as const, content: 'say hello' }];
-  const one = async (c: OpenAI): Promise<number> => {
-    const t0 = performance.now();
-    const a = await c.chat.completions.create({ model: MODEL, messages });
-    if (a.choices[0]?.message.content !== 'hello from the provider') throw new Error('bench: unexpected answer');
-    return performance.now() - t0;
-  };
+  const bare = await passThrough(providerUrl);
+  // In turn: direct, through the gateway, through the bare hop.
+  const targets = [
+    { url: providerUrl, key: 'sk-bench-gateway-key' },
+    { url: `http://127.0.0.1:${port}/v1`, key: 'berth-gateway' },
+    { url: bare.url, key: 'berth-gateway' },
+  ];
   try {
-    for (let i = 0; i < 10; i++) await one(direct), await one(proxied), await one(hop); // warm-up: connections, JIT
+    const times = ONE_PROCESS ? await localTimes(targets) : await remoteTimes(targets);
     const ratios: number[] = [];
     const floors: number[] = [];
     const overFloor: number[] = [];
     const d: number[] = [];
     const p: number[] = [];
-    for (let round = 0; round < ROUNDS; round++) {
-      const rd: number[] = [];
-      const rp: number[] = [];
-      const rh: number[] = [];
-      for (let i = 0; i < PER_ROUND; i++) {
-        rd.push(await one(direct));
-        rp.push(await one(proxied));
-        rh.push(await one(hop));
-      }
+    for (const [rd, rp, rh] of times as Array<[number[], number[], number[]]>) {
       d.push(...rd);
       p.push(...rp);
       ratios.push(median(rp) / median(rd));
@@ -116,7 +134,7 @@ const suite: Suite = async (report) => {
     }
     await ledger.settle();
     const recorded = (await store.listEntries(sessionId, { runId })).filter((e) => e.kind === 'gateway.response').length;
-    const expected = 10 + ROUNDS * PER_ROUND;
+    const expected = WARM + ROUNDS * PER_ROUND;
     if (recorded !== expected) throw new Error(`bench: ${recorded} gateway answers recorded, ${expected} made`);
     report('direct_ms', median(d), 'absolute');
     report('proxied_ms', median(p), 'absolute');
@@ -129,8 +147,29 @@ const suite: Suite = async (report) => {
     gateway.close();
     await ledger.settle();
     await store.close();
-    await server.close();
+    await local?.close();
+    provider?.child.send({ stop: true });
     rmSync(dir, { recursive: true, force: true });
   }
 };
+
+/** The same calls as the client process makes, from the bench's own process (BENCH_GATEWAY_PLACEMENT=one-process). */
+async function localTimes(targets: Array<{ url: string; key: string }>): Promise<number[][][]> {
+  const clients = targets.map((t) => new OpenAI({ baseURL: t.url, apiKey: t.key, maxRetries: 0 }));
+  const messages = [{ role: 'user' as const, content: 'say hello' }];
+  const one = async (c: OpenAI): Promise<number> => {
+    const t0 = performance.now();
+    const a = await c.chat.completions.create({ model: MODEL, messages });
+    if (a.choices[0]?.message.content !== 'hello from the provider') throw new Error('bench: unexpected answer');
+    return performance.now() - t0;
+  };
+  for (let i = 0; i < WARM; i++) for (const c of clients) await one(c); // warm-up: connections, JIT
+  const times: number[][][] = [];
+  for (let r = 0; r < ROUNDS; r++) {
+    const round = clients.map(() => [] as number[]);
+    for (let i = 0; i < PER_ROUND; i++) for (const [k, c] of clients.entries()) round[k]!.push(await one(c));
+    times.push(round);
+  }
+  return times;
+}
 export default suite;

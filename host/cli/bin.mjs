@@ -10,13 +10,19 @@ import { fileURLToPath } from 'node:url';
 const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
 const bundle = join(root, 'dist/berth.mjs');
 
-/** The newest mtime of the files the bundle is built from (a few hundred stats: ~2 ms). */
+/**
+ * The newest mtime of the files the bundle is built from (~450 stats). Paths are joined by
+ * concatenation: path.join normalised every one of them again, a third of this walk's time.
+ */
 function newestSource() {
   let newest = statSync(join(root, 'package-lock.json')).mtimeMs;
   const walk = (dir) => {
     for (const e of readdirSync(dir, { withFileTypes: true })) {
-      if (e.isDirectory()) walk(join(dir, e.name));
-      else if (e.name.endsWith('.ts')) newest = Math.max(newest, statSync(join(dir, e.name)).mtimeMs);
+      if (e.isDirectory()) walk(`${dir}/${e.name}`);
+      else if (e.name.endsWith('.ts')) {
+        const m = statSync(`${dir}/${e.name}`).mtimeMs;
+        if (m > newest) newest = m;
+      }
     }
   };
   for (const d of ['host', 'environment', 'tools']) walk(join(root, d));
@@ -30,14 +36,24 @@ try {
   // No bundle (not built yet): the sources.
 }
 if (process.argv.includes('--debug')) process.setSourceMapsEnabled(true);
-// `berth export` streams a run of any length page by page: its young generation stays at its
-// starting size rather than growing to 32 MB under that allocation rate (set before the bundle
-// loads, whose own allocations would grow it first; bench/RESULTS.md, long session 10).
-if (process.argv[2] === 'export') (await import('node:v8')).setFlagsFromString('--semi-space-growth-factor=1');
+// The young generation stays at its starting size (2 MB) in every command instead of growing to
+// 32 MB under a burst of allocation: loading a 3,000-step plan grew it to 32 MB in the run's first
+// seconds, the largest part of that run's peak RSS; `berth export` streams a run page by page.
+// Set before the bundle loads (whose own allocations would grow it first) and here, after node's
+// start: on node's command line V8 raises this flag to its minimum of 2 (no effect), while a value
+// set at run time is read as it is each time V8 would grow the young generation. A worker thread's
+// start applies the minimum again (tsx's loader runs in one), so it is set again once each is up
+// (bench/RESULTS.md, long sessions 10 and 12). Short commands start no slower (measured there).
+const { setFlagsFromString } = await import('node:v8');
+const youngAtStartingSize = () => setFlagsFromString('--semi-space-growth-factor=1');
+youngAtStartingSize();
+process.on('worker', (worker) => worker.once('online', youngAtStartingSize));
 if (fresh) {
   await import(bundle);
 } else {
   const { register } = await import('tsx/esm/api');
   register();
+  // The loader's thread has started (register() waits for it): the flag, reset by that start, again.
+  youngAtStartingSize();
   await import('./main.ts');
 }

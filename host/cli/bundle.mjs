@@ -1,5 +1,5 @@
-// Builds dist/berth.mjs: the CLI's TypeScript sources in one ES module (dependencies stay in
-// node_modules), and dist/index.mjs: the package's library face (host/index.ts), the same way. `npm ci` runs it as `prepare`; host/cli/bin.mjs uses it while it is newer than
+// Builds dist/berth.mjs: the CLI's TypeScript sources in one ES module (with the few pure-JS packages
+// every command loads inlined, the other dependencies in node_modules), and dist/index.mjs: the package's library face (host/index.ts), every dependency left in node_modules (a program's own zod schemas meet the library's zod). `npm ci` runs it as `prepare`; host/cli/bin.mjs uses it while it is newer than
 // every source file. Written beside its final name and renamed, so a CLI starting meanwhile never
 // loads half a file.
 import { mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
@@ -28,6 +28,27 @@ async function bundle(entry, name) {
 }
 
 /**
+ * The packages every `berth` command loads at start, inlined in the CLI's bundle: as ~250 separate
+ * module files (zod ~100 with its locales, yaml ~70, pino and tar-stream with their helpers) their
+ * resolution, reads and compiles were most of the CLI's start (bench/RESULTS.md, build session 12).
+ * Only pure JavaScript: native modules (better-sqlite3) and what few commands load (dockerode
+ * through createRequire, pg, openai, the MCP SDK, hono) stay in node_modules.
+ */
+const INLINE = new Set(['zod', 'yaml', 'pino', 'tar-stream']);
+const packageName = (spec) => spec.split('/').slice(0, spec.startsWith('@') ? 2 : 1).join('/');
+const inlineStartupPackages = {
+  name: 'inline-startup-packages',
+  setup(b) {
+    b.onResolve({ filter: /^[^./]/ }, (args) => {
+      if (args.path.startsWith('node:')) return { path: args.path, external: true };
+      // Inside an inlined package its own dependencies are inlined too (pino's sonic-boom, ...).
+      if (args.importer.includes('/node_modules/')) return undefined;
+      return INLINE.has(packageName(args.path)) ? undefined : { path: args.path, external: true };
+    });
+  },
+};
+
+/**
  * The CLI: its entry in `dist/berth.mjs`, and what only some commands import (serve, mcp) in
  * `dist/chunks/`, loaded when such a command runs, so every other command starts without them.
  * Chunk names carry their content's hash: they are moved in before the entry that names them.
@@ -41,7 +62,10 @@ async function bundleCli() {
     platform: 'node',
     format: 'esm',
     target: 'node20',
-    packages: 'external',
+    // The pure-JS packages every command loads are inlined (below); every other one stays in node_modules.
+    plugins: [inlineStartupPackages],
+    // Inlined CommonJS (pino, tar-stream) calls require() for Node's own modules.
+    banner: { js: "import { createRequire as __berthCreateRequire } from 'node:module'; const require = __berthCreateRequire(import.meta.url);" },
     outdir: tmp,
     outExtension: { '.js': '.mjs' },
     chunkNames: 'chunks/[name]-[hash]',

@@ -210,7 +210,17 @@ export class ModelGateway implements ProxiedGateway {
       },
       end: () => {
         reply.end();
-        finish();
+        // The bookkeeping (usage parse, spend, entry, log line) waits for the next tick: the reply's
+        // writes of this turn leave first (the proxy uncorks them on a tick queued before this one),
+        // so the sandbox's client reads its answer while the host records it. Still before any I/O,
+        // so the budget counts these tokens before the sandbox's next request can be read.
+        process.nextTick(() => {
+          try {
+            finish();
+          } catch (err) {
+            this.o.log.error({ err }, 'model gateway could not record an answer');
+          }
+        });
       },
       fail: (err, answered) => {
         if (answered) {

@@ -6,7 +6,7 @@ import { stopRuntime } from '../api/run-end';
 import type { Submitted } from '../kernel';
 import type { HostRuntime } from '../runtime/host-runtime';
 import { BerthError, isBerthError } from '../errors';
-import { isFinalRunState, type Run } from '../model';
+import { isFinalRunState, RUN_STATES, type Run } from '../model';
 import { newId } from '../support';
 import type { Store } from '../store';
 import { KeyedLock } from '../agent/session-lock';
@@ -36,6 +36,9 @@ export interface McpSessionOptions {
   /** Tools whose every call in a session this server creates waits for an operator (`berth approve RUN CALL_ID`). */
   requireApproval?: string[];
 }
+
+/** The states of a run not yet ended (a run parked for a decision among them). */
+const OPEN_RUN_STATES = RUN_STATES.filter((s) => !isFinalRunState(s));
 
 /**
  * Every turn a caller-driven run takes is at most one dictated call and its result. The tools are
@@ -90,7 +93,8 @@ export class McpSessions {
 
   /** The session's runs that a dead host left unfinished are driven to their end first; one parked for a decision stops the call. */
   private async settleOpenRuns(sessionId: string, signal?: AbortSignal): Promise<void> {
-    for (const run of await this.o.berth.list({ sessionId })) {
+    // Only the open runs are read: every call is a run, so the session's whole list grows with each call.
+    for (const run of await this.o.berth.list({ sessionId, states: OPEN_RUN_STATES })) {
       if (run.state === 'needs_reconciliation') {
         throw new BerthError('session_needs_reconciliation', `session ${sessionId}: run ${run.id} has a call whose effect is uncertain; decide it with the reconcile tool (accept: it took effect, or fail) before the next call`, {
           ids: { sessionId, runId: run.id },

@@ -40,9 +40,14 @@ export class DiskWatch {
 
   private async tick(): Promise<void> {
     try {
-      if (this.active.size > 0 && (await this.disk.measure()) > this.disk.limitBytes) {
+      if (this.active.size === 0) return;
+      // Only a walk that began after every judged command started may kill it: one begun earlier
+      // (the check after the previous command, slow on a loaded engine) measured the layer before
+      // this command ran, and killed the `rm` that was freeing the space.
+      const since = Math.max(...[...this.active].map((r) => r.startedAt));
+      if ((await this.disk.measure(since)) > this.disk.limitBytes) {
         this.logger.warn({ usedBytes: this.disk.lastMeasuredBytes, limitBytes: this.disk.limitBytes }, 'disk limit exceeded; killing running commands');
-        for (const run of this.active) run.kill('disk');
+        for (const run of this.active) if (run.startedAt <= since) run.kill('disk');
       }
     } catch (err) {
       this.logger.warn({ err }, 'disk measurement failed');

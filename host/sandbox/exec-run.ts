@@ -11,7 +11,8 @@ import type { ExecActivity } from './exec-activity';
 import { WRAPPER_NAME, WRAPPER_SCRIPT, type ControlReport } from './exec-scripts';
 import type { ExecOptions, ExecResult } from './exec-types';
 import { settleOutcome, waitForExit } from './exec-outcome';
-import { unlessPaused } from './paused-wait';
+import { isPausedRefusal, unlessPaused } from './paused-wait';
+import { whyNotRunning } from './container-gone';
 import { enterExecSetup } from './exec-gate';
 import { killTree } from './process-tree-kill';
 import { runControl, runScript } from './sandbox-control';
@@ -44,6 +45,8 @@ export type KillReason = 'timeout' | 'cancel' | 'disk';
 
 /** A running exec as its lease sees it. */
 export interface RunningExec {
+  /** `performance.now()` before the exec was created: nothing it wrote can be older. */
+  readonly startedAt: number;
   kill(reason: KillReason): void;
 }
 
@@ -131,14 +134,14 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
             Tty: false,
           });
         } catch (err) {
-          throw unavailable(err, host.ids);
+          throw await unavailable(err, host.container, host.ids);
         }
         const exitWait = host.events.expectExecDie(exec.id);
         try {
           return { exec, exitWait, stream: (await exec.start({ hijack: true, stdin: true })) as NodeJS.ReadWriteStream & { destroy?: () => void } };
         } catch (err) {
           exitWait.cancel();
-          throw unavailable(err, host.ids);
+          throw await unavailable(err, host.container, host.ids);
         }
       },
       { signal: opts.signal },
@@ -194,6 +197,7 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
     let giveUp: (v: undefined) => void = () => undefined;
     const gaveUp = new Promise<undefined>((resolve) => (giveUp = resolve));
     const run: RunningExec = {
+      startedAt: started,
       kill(why) {
         if (reason !== undefined || exited) return;
         reason = why;
@@ -285,11 +289,13 @@ function streamEndedSoon(stream: NodeJS.ReadableStream): Promise<void> {
   });
 }
 
-function unavailable(err: unknown, ids: ErrorIds): BerthError {
+async function unavailable(err: unknown, container: Dockerode.Container, ids: ErrorIds): Promise<BerthError> {
   const status = (err as { statusCode?: number }).statusCode;
   if (status === 404 || status === 409) {
-    return new BerthError('sandbox_unavailable', `the sandbox container cannot run commands (HTTP ${status})`, { ids, cause: err });
+    // A paused refusal is waited out by the caller; any other says the container is gone, and an
+    // operator (or a test on CI) needs to know why.
+    const why = isPausedRefusal(err) ? '' : await whyNotRunning(container);
+    return new BerthError('sandbox_unavailable', `the sandbox container cannot run commands (HTTP ${status})${why ? `: ${why}` : ''}`, { ids, cause: err });
   }
   return engineError('exec', err, ids);
 }
-

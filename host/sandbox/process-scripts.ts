@@ -36,7 +36,8 @@ export const WRAPPER_MARK = '# berth-exec';
  * - `pl_is_target PID`: by `$pl_mode`: `tree` (PID is `$pl_tree` or under it), `sweep` (a leftover
  *   started before `$pl_other`), `earlier` (anything not anchored, exec roots included).
  * - `pl_kill`: stops every target of this user until a round finds none running (a stopped process
- *   cannot fork), then kills them all; `pl_killed` counts the processes killed, `pl_found` is 1
+ *   cannot fork; from the third round on, with every process of this user stopped at once and the
+ *   non-targets continued at the end), then kills them all; `pl_killed` counts the processes killed, `pl_found` is 1
  *   when there was any target at all. Processes of other users cannot be signalled and are skipped.
  */
 export const PROC_LIB = `
@@ -130,7 +131,7 @@ pl_prepare() {
   fi
 }
 pl_kill() {
-  pl_killed=0 pl_found=0 pl_stopped= k_round=0
+  pl_killed=0 pl_found=0 pl_stopped= k_round=0 pl_held= pl_broad=
   while [ $k_round -lt 50 ]; do
     k_round=$((k_round + 1)); k_new=0
     pl_prepare
@@ -141,20 +142,41 @@ pl_kill() {
       pl_is_target "$k_p" || continue
       pl_found=1
       case $k_s in T|t) continue ;; esac
-      kill -STOP "$k_p" 2>/dev/null && k_new=1 && pl_stopped="$pl_stopped $k_p"
+      # Seen running: another round, even when it is gone by now (its children may not be).
+      k_new=1
+      kill -STOP "$k_p" 2>/dev/null && pl_stopped="$pl_stopped $k_p"
     done
     [ $k_new = 0 ] && break
+    # Still new targets running after two rounds: a fork bomb's members fork and exit faster than
+    # a round reads the list (under load every round found a new generation, gone before its
+    # STOP). One kill(-1) stops every process this user may signal in one pass of the kernel, and
+    # none can fork past it; the rounds then see a still list. What was stopped that is no
+    # target is continued below, except what was stopped already (\`pl_held\`).
+    if [ $k_round = 2 ] && [ -z "$pl_broad" ]; then
+      pl_held=" "
+      for k_e in $pl_all; do case \${k_e##*:} in T|t) pl_held="$pl_held\${k_e%%:*} " ;; esac; done
+      kill -STOP -1 2>/dev/null && pl_broad=1
+    fi
   done
-  [ $pl_found = 1 ] || return 0
-  pl_prepare
-  for k_e in $pl_all; do
-    k_p=\${k_e%%:*}; k_s=\${k_e##*:}
-    [ "$k_p" = $$ ] && continue
-    case $k_s in Z|X|x) continue ;; esac
-    pl_is_target "$k_p" && kill -KILL "$k_p" 2>/dev/null && pl_killed=$((pl_killed + 1))
-  done
+  if [ $pl_found = 1 ]; then
+    pl_prepare
+    for k_e in $pl_all; do
+      k_p=\${k_e%%:*}; k_s=\${k_e##*:}
+      [ "$k_p" = $$ ] && continue
+      case $k_s in Z|X|x) continue ;; esac
+      pl_is_target "$k_p" && kill -KILL "$k_p" 2>/dev/null && pl_killed=$((pl_killed + 1))
+    done
+  fi
   # A process stopped above that is no target any more (kept meanwhile) must not stay stopped.
   for k_p in $pl_stopped; do kill -CONT "$k_p" 2>/dev/null; done
+  [ -n "$pl_broad" ] || return 0
+  pl_scan
+  for k_e in $pl_all; do
+    k_p=\${k_e%%:*}
+    case \${k_e##*:} in T|t) ;; *) continue ;; esac
+    case "$pl_held" in *" $k_p "*) continue ;; esac
+    kill -CONT "$k_p" 2>/dev/null
+  done
 }
 `;
 

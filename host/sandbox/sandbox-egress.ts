@@ -1,3 +1,4 @@
+import type { networkInterfaces } from 'node:os';
 import type Dockerode from 'dockerode';
 import type { Logger } from 'pino';
 import { blockedRangeOf, openModeBlockedRanges, type BlockedRange } from '../../environment';
@@ -63,6 +64,8 @@ interface Live {
   proxy: { close(): Promise<void> } | undefined;
   /** The container's address on the network, once it runs: the one peer its proxy serves. */
   address: string | undefined;
+  /** What open mode refused to forward to when this lease's rules were written. */
+  blocked: readonly BlockedRange[];
 }
 
 const RUN_LABEL = 'berth.run';
@@ -81,10 +84,8 @@ export class SandboxEgress {
   private readonly audit: DropAudit;
   private follower: Promise<{ stop(): Promise<void>; poll(): Promise<void> } | undefined> | undefined;
   private readonly writes = new Set<Promise<void>>();
-  /** What open mode does not forward to, as this machine's interfaces are now. */
-  private readonly blocked = openModeBlockedRanges();
 
-  constructor(private readonly d: { docker: Dockerode; hostId: string; logger: Logger; port: EgressPort | undefined; now?: () => number }) {
+  constructor(private readonly d: { docker: Dockerode; hostId: string; logger: Logger; port: EgressPort | undefined; now?: () => number; interfaces?: () => ReturnType<typeof networkInterfaces> }) {
     this.audit = new DropAudit({ now: d.now ?? Date.now, flush: (leaseId, attempts) => this.record(leaseId, attempts) });
   }
 
@@ -92,7 +93,7 @@ export class SandboxEgress {
     this.proxyPort(spec, leaseId);
     this.follow();
     const net = await createSandboxNetwork(this.d.docker, { hostId: this.d.hostId, leaseId, ...who }, { internal: spec.mode === 'allowlist' });
-    const entry: Live = { net, mode: spec.mode, tag: ruleTag(this.d.hostId, leaseId), who, proxy: undefined, address: undefined };
+    const entry: Live = { net, mode: spec.mode, tag: ruleTag(this.d.hostId, leaseId), who, proxy: undefined, address: undefined, blocked: [] };
     this.live.set(leaseId, entry);
     try {
       await this.guard(entry, spec, leaseId);
@@ -132,7 +133,7 @@ export class SandboxEgress {
     const cfg = info.IPAM?.Config?.[0];
     const net: SandboxNetwork = { id: info.Id, name: info.Name, bridge: `br-${info.Id.slice(0, 12)}`, gateway: (cfg?.Gateway ?? '').split('/')[0]!, subnet: cfg?.Subnet ?? '' };
     const who = { runId: info.Labels?.[RUN_LABEL] || null, sessionId: info.Labels?.[SESSION_LABEL] || null };
-    const entry: Live = { net, mode: spec.mode, tag: ruleTag(this.d.hostId, leaseId), who, proxy: undefined, address: undefined };
+    const entry: Live = { net, mode: spec.mode, tag: ruleTag(this.d.hostId, leaseId), who, proxy: undefined, address: undefined, blocked: [] };
     this.live.set(leaseId, entry);
     // Rules are rebuilt rather than trusted: the spec, not what an older process left, says what is
     // open. A DROP of its own holds the bridge closed meanwhile (the container is running).
@@ -186,8 +187,10 @@ export class SandboxEgress {
     } else {
       // Read per lease: a DHCP client may rewrite resolv.conf while the host runs.
       const resolvers = hostResolvers();
+      // Read per lease too: a long-lived worker sees a VPN or a second engine's bridge come up.
+      entry.blocked = openModeBlockedRanges(this.d.interfaces?.());
       await isolateBridge(entry.net.bridge, spec.hostOpenings, entry.tag, undefined, resolvers);
-      await guardForwarding(entry.net.bridge, entry.tag, { mode: 'open', blocked: this.blocked, openings: spec.hostOpenings, resolvers });
+      await guardForwarding(entry.net.bridge, entry.tag, { mode: 'open', blocked: entry.blocked, openings: spec.hostOpenings, resolvers });
       this.d.logger.warn({ leaseId, ...entry.who, event: 'egress-open', hostOpenings: spec.hostOpenings }, 'sandbox network is open: outside hosts are reachable and not audited');
     }
   }
@@ -206,7 +209,7 @@ export class SandboxEgress {
         const reason = `connection to the egress proxy from ${l.src} (${l.in}) refused: only this sandbox's container${e.address ? ` (${e.address})` : ''} may use it`;
         return this.audit.add(leaseId, l, reason);
       }
-      if (l.kind === 'drop' && l.in === e.net.bridge) return this.audit.add(leaseId, l, dropReason(l, e.mode, this.blocked));
+      if (l.kind === 'drop' && l.in === e.net.bridge) return this.audit.add(leaseId, l, dropReason(l, e.mode, e.blocked));
     }
   }
 

@@ -1,3 +1,4 @@
+import type { networkInterfaces } from 'node:os';
 import type Dockerode from 'dockerode';
 import type { Logger } from 'pino';
 import { BerthError } from '../errors';
@@ -32,6 +33,11 @@ export interface SandboxHostOptions {
   disk?: DiskGuardOptions;
   /** Needed for `allowlist` sandboxes: starts the host's egress proxy (open mode needs none). */
   egress?: EgressPort;
+  /**
+   * This machine's interfaces, read at each open-mode lease to know its LANs. Default: the live
+   * list. Tests pin it, because another test's engine bridge may come and go during a lease.
+   */
+  interfaces?: () => ReturnType<typeof networkInterfaces>;
 }
 
 /** Options of one {@link SandboxHost.lease} call. */
@@ -78,7 +84,7 @@ export class SandboxHost {
     this.hostId = opts.hostId;
     this.instanceId = newId('inst');
     this.events = new EngineEvents(opts.docker, opts.hostId, opts.logger);
-    this.egress = new SandboxEgress({ docker: opts.docker, hostId: opts.hostId, logger: opts.logger, port: opts.egress });
+    this.egress = new SandboxEgress({ docker: opts.docker, hostId: opts.hostId, logger: opts.logger, port: opts.egress, interfaces: opts.interfaces });
   }
 
   /**

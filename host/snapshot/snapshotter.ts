@@ -48,6 +48,26 @@ interface Known {
   listedAt?: number;
   /** The newest image whose state this process knows exactly, kept while later readings move on: what a delta layer is built over. */
   base?: Base;
+  /** `manifest`'s digest, once computed; for that very object (a copy of this record with another manifest does not reuse it). */
+  digested?: { manifest: WorkspaceManifest; digest: string };
+}
+
+/** The digest of what `k` knows: hashed once per manifest (a writing tool call's reading compared and returned it three times). */
+function knownDigest(k: Known): string {
+  if (k.digested?.manifest !== k.manifest) k.digested = { manifest: k.manifest, digest: manifestDigest(k.manifest) };
+  return k.digested.digest;
+}
+
+/** A reading's state; the changed paths are listed only when asked for (a verification's mismatch message). */
+function stateOf(digest: string, manifest: WorkspaceManifest, before: WorkspaceManifest): WorkspaceState {
+  let changed: string[] | undefined;
+  return {
+    digest,
+    manifest,
+    get changed() {
+      return (changed ??= changedPaths(before, manifest));
+    },
+  };
 }
 
 /** What a snapshot is taken with. */
@@ -110,12 +130,13 @@ export class Snapshotter {
     if (layer) {
       const l = await this.scanLayer(t, layer, prev, signal);
       if (l.complete) {
-        const same = prev !== undefined && manifestDigest(l.manifest) === manifestDigest(prev.manifest);
+        const digest = manifestDigest(l.manifest);
+        const same = prev !== undefined && digest === knownDigest(prev);
         const fresh = !same && o.imageId && o.createdAt !== undefined ? { imageId: o.imageId, manifest: l.manifest, markAt: o.createdAt } : undefined;
         const base = fresh ?? prev?.base;
-        this.known.set(t.containerId, { stats: new Map(), manifest: l.manifest, imageId: same ? prev.imageId : (fresh?.imageId ?? null), listedAt: l.startedAt, ...(same && prev.markAt !== undefined ? { markAt: prev.markAt } : fresh ? { markAt: fresh.markAt } : {}), ...(base ? { base } : {}) });
+        this.known.set(t.containerId, { stats: new Map(), manifest: l.manifest, digested: { manifest: l.manifest, digest }, imageId: same ? prev.imageId : (fresh?.imageId ?? null), listedAt: l.startedAt, ...(same && prev.markAt !== undefined ? { markAt: prev.markAt } : fresh ? { markAt: fresh.markAt } : {}), ...(base ? { base } : {}) });
         const before = prev?.manifest ?? ((await this.d.store.getWorkspaceManifest(t.imageId)) as WorkspaceManifest | undefined) ?? {};
-        return { digest: manifestDigest(l.manifest), manifest: l.manifest, changed: changedPaths(before, l.manifest) };
+        return stateOf(digest, l.manifest, before);
       }
     }
     if (prev && (await this.unchangedSince(t, prev.listedAt))) {

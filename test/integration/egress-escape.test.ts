@@ -170,11 +170,14 @@ describe('no way out of a sandbox but the ones its manifest names', { timeout: 1
   });
 
   test('an open sandbox cannot reach the link-local range (169.254.169.254) or the LAN of this machine: the rules are there and the attempt is dropped and recorded', async ({ sandbox, onTestFinished }) => {
-    const host = createSandboxHost({ docker: sandbox.docker, records: sandbox.store, clock: systemClock, logger: sandbox.logger, hostId: sandbox.hostId, egress: egressPort(sandbox.store, sandbox.logger) });
+    // The interfaces are read once and pinned: a test beside this one may start or stop a second
+    // engine, whose bridge is a LAN of this machine while it exists (CI saw one appear mid-lease).
+    const interfaces = networkInterfaces();
+    const host = createSandboxHost({ docker: sandbox.docker, records: sandbox.store, clock: systemClock, logger: sandbox.logger, hostId: sandbox.hostId, egress: egressPort(sandbox.store, sandbox.logger), interfaces: () => interfaces });
     onTestFinished(() => host.close());
     // One listed address in a blocked range (never connected to here): it gets a RETURN above the DROPs.
     await using open = await host.lease({ ...sandbox.spec(), network: { mode: 'open', hostOpenings: [{ address: '169.254.170.2', port: 80 }] } }, { sessionId: 'sess_open' });
-    const blocked = openModeBlockedRanges();
+    const blocked = openModeBlockedRanges(interfaces);
     expect(blocked.map((r) => r.cidr)).toContain('169.254.0.0/16');
     // Each blocked range has a DROP for this sandbox's bridge, tagged with its lease.
     const forward = execFileSync('iptables', ['-w', '-S'], { encoding: 'utf8' }).split('\n').filter((l) => l.includes(ruleTag(sandbox.hostId, open.id)) && l.includes('-j DROP') && / -d \d/.test(l));

@@ -14,7 +14,7 @@ import { planFixture, lastJson } from '../support/plan-fixture';
  * name says which size ran.
  */
 const FULL = 3000;
-const STEPS = Number(process.env.BERTH_LONG_TEST_STEPS ?? 200);
+const STEPS = Number(process.env.BERTH_LONG_TEST_STEPS ?? 120);
 const SIZE = STEPS >= FULL ? `${STEPS}-step` : `${STEPS}-step (SAMPLED; BERTH_LONG_TEST_STEPS=${FULL} runs the full size)`;
 if (STEPS < FULL) console.warn(`plan-length.test.ts: ${STEPS} steps, not the issue's ${FULL}: set BERTH_LONG_TEST_STEPS=${FULL} for the full size`);
 const KEEP_LAST = 3;

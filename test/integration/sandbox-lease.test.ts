@@ -120,6 +120,34 @@ describe('sandbox verify', () => {
     await b.release();
   });
 
+  test('the lease watchdog waits without forking, so a fork bomb holding every pid cannot stop the sandbox: its idle loop has no child', async ({ sandbox }) => {
+    await using lease = await sandbox.host.lease(sandbox.spec(), { sessionId: 's' });
+    // "pid ppid" of every process; the watchdog is PID 1's only child (no command left an orphan).
+    const script = 'for f in /proc/[0-9]*/stat; do read -r l < $f || continue; p=${f#/proc/}; p=${p%/stat}; set -- ${l##*) }; echo "$p $2"; done';
+    const first = (await lease.exec(['/bin/sh', '-c', script])).stdout.trim().split('\n').map((l) => l.split(' '));
+    const wd = first.filter(([, ppid]) => ppid === '1').map(([pid]) => pid);
+    expect(wd).toHaveLength(1);
+    // Sampled over more than one check interval (5 s for this TTL): a `sleep` between checks would show.
+    for (let i = 0; i < 4; i += 1) {
+      const pairs = (await lease.exec(['/bin/sh', '-c', script])).stdout.trim().split('\n').map((l) => l.split(' '));
+      expect(pairs.filter(([, ppid]) => ppid === wd[0]).map(([pid]) => pid)).toEqual([]);
+      await new Promise((r) => setTimeout(r, 1500));
+    }
+  });
+
+  test('a command in a sandbox whose watchdog stopped it says so: the exit, its time and the watchdog\'s last words', async ({ sandbox }) => {
+    // No heartbeat within the test: a renewal would move the deadline written below.
+    await using lease = await sandbox.host.lease(sandbox.spec({ lease: { heartbeatS: 280 } }), { sessionId: 's' });
+    const c = sandbox.docker.getContainer(lease.containerId);
+    // A deadline in the past, as a host that stopped renewing leaves it once the TTL ran out.
+    await (await c.exec({ Cmd: ['/bin/sh', '-c', 'echo 1 > /dev/berth/lease-until'], User: '0' })).start({ Detach: true });
+    await c.wait();
+    const err = await lease.exec('echo never').then(() => undefined, (e: unknown) => e as Error & { code?: string });
+    expect(err?.code).toBe('sandbox_unavailable');
+    expect(err?.message).toMatch(/the container is exited \(exit code 0, since \d{4}-/);
+    expect(err?.message).toContain('the lease was not renewed');
+  });
+
   test('verify reports a container running another image as image_mismatch', async ({ sandbox }) => {
     const lease = await sandbox.host.lease(sandbox.spec(), { sessionId: 's' });
     await lease.writeFile('marker', 'x');

@@ -55,8 +55,11 @@ describe('sandbox limits', () => {
     await new Promise((res) => setTimeout(res, 300));
     const ps = await lease.exec('ps -o user,args | grep -c "^berth" || true');
     // This exec's own: its wrapper shell, the command's shell, ps and grep.
-    expect(Number(ps.stdout.trim())).toBeLessThanOrEqual(4);
-    expect((await lease.exec('echo ok')).stdout).toBe('ok\n');
+    // It ran (a wrapper that cannot fork exits 2 and prints nothing, which would count 0).
+    expect(ps.exitCode, JSON.stringify({ r, ps })).toBe(0);
+    expect(Number(ps.stdout.trim()), JSON.stringify({ r, ps })).toBeLessThanOrEqual(4);
+    const ok = await lease.exec('echo ok');
+    expect(ok.stdout, JSON.stringify({ r, ps, ok })).toBe('ok\n');
     expect((await sandbox.host.verify(lease.record)).ok).toBe(true);
   });
 

@@ -1,10 +1,13 @@
 /**
- * Which boundaries a crash suite kills at on a slower store: all of them, or a seeded random
- * `fraction`. The seed is printed and taken from `BERTH_CRASH_SEED` when set, so a failing sample
- * is replayed exactly.
+ * Which boundaries a crash suite kills at: all of them, or a seeded random `fraction`. The seed is
+ * printed and taken from `BERTH_CRASH_SEED` when set, so a failing sample is replayed exactly;
+ * `BERTH_CRASH_ALL=1` takes every boundary (the suites' samples keep CI within its time).
  */
 export function sampleBoundaries<T>(all: T[], fraction: number, suite: string): T[] {
-  if (fraction >= 1) return all;
+  if (fraction >= 1 || crashAll()) {
+    console.log(`${suite}: killing at all ${all.length} boundaries`);
+    return all;
+  }
   const seed = crashSeed();
   const rand = mulberry32(seed);
   const n = Math.max(1, Math.ceil(all.length * fraction));
@@ -21,7 +24,7 @@ export function sampleBoundaries<T>(all: T[], fraction: number, suite: string): 
 export function sampleEveryKind(all: string[], fraction: number, kindOf: (target: string) => string, suite: string): string[] {
   const kinds = new Map<string, number[]>();
   all.forEach((t, i) => kinds.set(kindOf(t), [...(kinds.get(kindOf(t)) ?? []), i]));
-  if (fraction >= 1) {
+  if (fraction >= 1 || crashAll()) {
     console.log(`${suite}: killing at all ${all.length} boundaries (${kinds.size} kinds)`);
     return all;
   }
@@ -36,6 +39,10 @@ export function sampleEveryKind(all: string[], fraction: number, kindOf: (target
     `${suite}: killing at ${picked.length} of ${all.length} boundaries (every one of the ${kinds.size} kinds, plus ${Math.round(fraction * 100)}% of the other occurrences), seed ${seed} (BERTH_CRASH_SEED=${seed} replays it)`,
   );
   return picked;
+}
+
+function crashAll(): boolean {
+  return process.env.BERTH_CRASH_ALL === '1';
 }
 
 function crashSeed(): number {

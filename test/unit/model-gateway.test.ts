@@ -1,5 +1,6 @@
 import { request } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { readSync } from 'node:fs';
+import { connect, type AddressInfo, type Socket } from 'node:net';
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseEnvironment } from '../../environment';
@@ -153,6 +154,36 @@ describe('the model gateway on the egress proxy', () => {
     expect(r.status).toBe(200);
     expect(r.text).toContain('data: [DONE]');
     expect(server!.requests[0]!.body).toMatchObject({ stream: true, stream_options: { include_usage: true } });
+    expect(g.spends[0]!.usage).toMatchObject({ prompt: server!.reported[0]!.prompt_tokens });
+  });
+
+  it("records an answer's usage only once the answer has left for the sandbox's client", async () => {
+    const g = await serve({});
+    const client: Socket = connect(g.port, '127.0.0.1');
+    await new Promise((r) => client.once('connect', r));
+    // What the client's socket holds when the gateway counts the answer, read from its descriptor
+    // at that moment (the event loop cannot deliver it to the socket while the gateway's code runs).
+    const fd = (client as unknown as { _handle: { fd: number } })._handle.fd;
+    const heldAtSpend: string[] = [];
+    const spend = g.ledger.spend;
+    g.ledger.spend = (runId, model, usage) => {
+      const buf = Buffer.alloc(65536);
+      let n = 0;
+      try {
+        n = readSync(fd, buf);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') throw err;
+      }
+      heldAtSpend.push(buf.toString('latin1', 0, n));
+      spend(runId, model, usage);
+    };
+    const body = JSON.stringify(ask);
+    client.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: gateway\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
+    await expect.poll(() => g.spends.length).toBe(1);
+    client.destroy();
+    expect(heldAtSpend).toHaveLength(1);
+    expect(heldAtSpend[0]).toMatch(/^HTTP\/1\.1 200 /);
+    expect(heldAtSpend[0]).toContain('hi there');
     expect(g.spends[0]!.usage).toMatchObject({ prompt: server!.reported[0]!.prompt_tokens });
   });
 

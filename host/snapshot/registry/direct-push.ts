@@ -208,7 +208,7 @@ async function layerBlob(http: RegistryHttp, repo: string, layer: ImageSource['l
       }
     }
   }
-  const early = await o.early?.take(layer.diffId, o.signal);
+  const early = await o.early?.take(layer.diffId);
   if (early) return early;
   const raw: Descriptor = { mediaType: RAW_LAYER_TYPE, digest: layer.diffId, size: 0 };
   const have = o.ask ? await blobExists(http, repo, layer.diffId, o.signal) : undefined;

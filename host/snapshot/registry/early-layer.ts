@@ -12,17 +12,23 @@ export interface EarlyDescriptor {
   size: number;
 }
 
-type Sent = { location: string; digest: string; size: number };
+/** A blob completed in the registry under the host's own hash of what it sent. */
+type Sent = { digest: string; size: number };
 
 /**
  * A `sync` snapshot's layer uploaded while the engine is still committing it: the host writes the
  * tar the engine's commit will write (`engine-layer-tar.ts`) from the container's upper directory
- * into an upload session (one streamed PATCH), hashing it as it goes. Once the commit names the
- * layer's diff id, the push asks {@link take}: when the hash is that diff id, one PUT with the
- * digest and no body completes the blob (the registry checks it again), and the push goes on to
- * the manifest; otherwise the upload is dropped and the push sends the layer as before. So the
- * upload of a commit's layer is mostly off the step's path, and a wrong guess costs only the
- * upload. {@link dispose} drops an upload nobody took (a reused image, a delta, a failed snapshot).
+ * into an upload session (one streamed PATCH), hashing it as it goes, and completes the blob under
+ * that hash at once (a PUT with the digest and no body; the registry checks it against what it
+ * received), all while the commit runs. Once the commit names the layer's diff id, the push asks
+ * {@link take}: when the hash is that diff id, the blob is already there and the push goes on to
+ * the manifest with no request of its own for the layer; otherwise the push sends the engine's
+ * layer as before. A manifest only ever names the engine's diff id, so a wrong guess never makes a
+ * wrong layer: it leaves one blob no manifest names, which is left to the registry's garbage
+ * collection rather than deleted. A DELETE could not be told apart from a later upload of the same
+ * bytes (a retried snapshot of an unchanged container commits the same layer), and would then
+ * unlink a blob a manifest names. {@link dispose} stops an upload nobody took (a reused image, a
+ * delta, a failed snapshot); one already complete is left to garbage collection the same way.
  */
 export class EarlyLayer {
   private sent: Promise<Sent | undefined> | undefined;
@@ -86,7 +92,19 @@ export class EarlyLayer {
       void this.drop(location);
       return undefined;
     }
-    return { location: next, digest: `sha256:${hash.digest('hex')}`, size };
+    const digest = `sha256:${hash.digest('hex')}`;
+    // Completed now, under the host's hash, while the engine may still be committing: the push then
+    // has nothing left to send for the layer when that hash is the commit's diff id.
+    const url = `${next}${next.includes('?') ? '&' : '?'}digest=${encodeURIComponent(digest)}`;
+    const put = await timed(this.o.logger, 'snapshot.push_early_put', () => this.http.request('PUT', url, { signal }));
+    await put.body?.cancel().catch(() => {});
+    if (put.status !== 201) {
+      void this.drop(next);
+      return undefined;
+    }
+    // Test hook: a host killed with the blob complete under its own hash, no manifest naming it yet.
+    faultPoint('snapshot.push.early_done');
+    return { digest, size };
   }
 
   private async drop(location: string): Promise<void> {
@@ -95,36 +113,26 @@ export class EarlyLayer {
 
   /**
    * The layer `diffId` as uploaded early, or `undefined` (not started, not possible, or other
-   * bytes than the engine's: then dropped). Waits for an upload still on the wire: the rest of
-   * it is less than sending the whole layer again.
+   * bytes than the engine's: that blob is left to the registry's garbage collection). Waits for an
+   * upload still on the wire: the rest of it is less than sending the whole layer again.
    */
-  async take(diffId: string, signal?: AbortSignal): Promise<EarlyDescriptor | undefined> {
+  async take(diffId: string): Promise<EarlyDescriptor | undefined> {
     if (!this.sent || this.taken) return undefined;
     this.taken = true;
     // What is left of the upload when the commit ended (nothing, when it finished first).
     const sent = await timed(this.o.logger, 'snapshot.push_early_wait', () => this.sent!);
     if (!sent) return undefined;
     if (sent.digest !== diffId) {
-      this.o.logger.debug({ repo: this.repo, guessed: sent.digest, diffId }, 'early layer upload was not the engine layer; dropped');
-      void this.drop(sent.location);
-      return undefined;
-    }
-    const url = `${sent.location}${sent.location.includes('?') ? '&' : '?'}digest=${encodeURIComponent(diffId)}`;
-    const put = await timed(this.o.logger, 'snapshot.push_early_put', () => this.http.request('PUT', url, { signal }));
-    await put.body?.cancel().catch(() => {});
-    if (put.status !== 201) {
-      void this.drop(sent.location);
+      this.o.logger.debug({ repo: this.repo, guessed: sent.digest, diffId }, 'early layer upload was not the engine layer; its blob is left to the registry\'s garbage collection');
       return undefined;
     }
     return { mediaType: this.o.mediaType, digest: diffId, size: sent.size };
   }
 
-  /** Drops an upload nobody took (idempotent). */
+  /** Stops an upload nobody took (idempotent); a blob it already completed is left to the registry's garbage collection. */
   dispose(): void {
     if (this.taken) return;
     this.taken = true;
-    const sent = this.sent;
     this.stop.abort();
-    void sent?.then((s) => s && this.drop(s.location));
   }
 }

@@ -1,0 +1,51 @@
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+// The CLI as `npm run build` makes it and `berth` (host/cli/bin.mjs) runs it: its start loaded
+// ~250 module files of zod, yaml, pino and tar-stream one by one (bench/RESULTS.md, build session 12).
+const root = process.cwd();
+const dir = mkdtempSync(join(tmpdir(), 'berth-cli-bundle-'));
+const seen = join(dir, 'resolved.txt');
+// Records every module the ESM loader resolves (the hooks run on their own thread: a file is the channel).
+const hooks = join(dir, 'hooks.mjs');
+const register = join(dir, 'register.mjs');
+
+beforeAll(() => {
+  execFileSync(process.execPath, [join(root, 'host/cli/bundle.mjs')], { stdio: 'ignore' });
+  writeFileSync(hooks, `import { appendFileSync } from 'node:fs';\nexport async function resolve(spec, ctx, next) {\n  const r = await next(spec, ctx);\n  appendFileSync(${JSON.stringify(seen)}, r.url + '\\n');\n  return r;\n}\n`);
+  writeFileSync(register, `import { register } from 'node:module';\nregister(${JSON.stringify(`file://${hooks}`)});\n`);
+}, 120_000);
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const berth = (args: string[]) => {
+  rmSync(seen, { force: true });
+  const r = spawnSync(process.execPath, ['--import', register, join(root, 'host/cli/bin.mjs'), ...args], { encoding: 'utf8', env: { ...process.env, BERTH_NO_BUNDLE: '' } });
+  const loaded = readFileSync(seen, 'utf8').split('\n').filter(Boolean);
+  return { ...r, loaded };
+};
+
+describe('the bundled berth CLI', () => {
+  it('starts from the bundle without loading a module file of the packages it inlines (zod, yaml, pino, tar-stream)', () => {
+    const r = berth(['--help']);
+    expect(r.status).toBe(0);
+    expect(r.loaded.some((u) => u.endsWith('/dist/berth.mjs'))).toBe(true);
+    const inlined = r.loaded.filter((u) => /\/node_modules\/(zod|yaml|pino|tar-stream|streamx|sonic-boom)\//.test(u));
+    expect(inlined).toEqual([]);
+  }, 180_000);
+
+  it('validates an environment manifest through the inlined yaml and zod, naming the field of an invalid one', () => {
+    const ok = join(dir, 'env.yaml');
+    writeFileSync(ok, 'kernel: { name: berth, version: 0.1.0, compatible: ">=0.1.0 <0.2.0" }\nimage: { ref: "berth/tiny:latest" }\n');
+    const good = berth(['env', 'validate', ok]);
+    expect(good.stderr).toBe('');
+    expect(good.stdout).toContain(`${ok}: valid`);
+    const bad = join(dir, 'bad.yaml');
+    writeFileSync(bad, 'kernel: { name: berth, version: 0.1.0, compatible: ">=0.1.0 <0.2.0" }\nimage: { ref: 42 }\n');
+    const refused = berth(['env', 'validate', bad]);
+    expect(refused.status).not.toBe(0);
+    expect(refused.stderr + refused.stdout).toContain('image.ref');
+  }, 300_000);
+});
