@@ -23,7 +23,10 @@ export async function submitRuns(location: string, kind: string, n: number): Pro
 }
 
 export async function startWorker(script: string, location: string, ttl: number, concurrency: number, hostId = 'bench'): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [script, location, String(ttl), String(concurrency), hostId], { stdio: ['ignore', 'pipe', 'inherit'] });
+  // BERTH_BENCH_WORKER_PROF=DIR: each worker writes a V8 CPU profile there (where a run's CPU goes);
+  // BERTH_BENCH_WORKER_NODE: the program started instead of node (a wrapper such as strace).
+  const prof = process.env.BERTH_BENCH_WORKER_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BERTH_BENCH_WORKER_PROF] : [];
+  const child = spawn(process.env.BERTH_BENCH_WORKER_NODE ?? process.execPath, [...prof, script, location, String(ttl), String(concurrency), hostId], { stdio: ['ignore', 'pipe', 'inherit'] });
   await new Promise<void>((resolve) => child.stdout!.once('data', () => resolve()));
   return child;
 }
