@@ -15,7 +15,7 @@ export async function submitRuns(location: string, kind: string, n: number): Pro
   const registry = new HandlerRegistry();
   registerFleetKinds(registry);
   // Unstarted, per-session: it only writes submissions (which create their sessions, unfenced).
-  const kernel = new Kernel({ store, registry, documents: new DocumentTypes(), clock: systemClock, logger: pino({ level: 'silent' }), hostId: 'bench-submit', ownership: { leaseTtlMs: 1000 } });
+  const kernel = new Kernel({ store, registry, documents: new DocumentTypes(), clock: systemClock, logger: pino({ level: 'silent' }), hostId: 'bench-submit', claim: 'none' });
   const ids: string[] = [];
   for (let i = 0; i < n; i++) ids.push((await submit({ store, kernel, registry }, { requestId: `r${i}`, runKind: 'bench', root: { kind, input: {} } })).run.id);
   await store.close();
@@ -23,7 +23,10 @@ export async function submitRuns(location: string, kind: string, n: number): Pro
 }
 
 export async function startWorker(script: string, location: string, ttl: number, concurrency: number, hostId = 'bench'): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [script, location, String(ttl), String(concurrency), hostId], { stdio: ['ignore', 'pipe', 'inherit'] });
+  // BERTH_BENCH_WORKER_PROF=DIR: each worker writes a V8 CPU profile there (where a run's CPU goes);
+  // BERTH_BENCH_WORKER_NODE: the program started instead of node (a wrapper such as strace).
+  const prof = process.env.BERTH_BENCH_WORKER_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BERTH_BENCH_WORKER_PROF] : [];
+  const child = spawn(process.env.BERTH_BENCH_WORKER_NODE ?? process.execPath, [...prof, script, location, String(ttl), String(concurrency), hostId], { stdio: ['ignore', 'pipe', 'inherit'] });
   await new Promise<void>((resolve) => child.stdout!.once('data', () => resolve()));
   return child;
 }
@@ -36,7 +39,7 @@ export const stopAll = async (children: ChildProcess[]) => {
 const RUNS = 200;
 
 /** One measurement of {@link throughput}: runs/s, and the CPU each worker (and the server) used, as cores busy over the same wall time. */
-interface Scaling {
+export interface Scaling {
   runsPerSecond: number;
   workerCores: number[];
   serverCores: number | null;
@@ -47,7 +50,7 @@ interface Scaling {
  * runs/s from the first worker commit to the last run's completion (store times, so process
  * start-up is not counted), and each process's CPU over that time.
  */
-async function throughput(script: string, location: string, workers: number, postmaster?: number): Promise<Scaling> {
+export async function throughput(script: string, location: string, workers: number, postmaster?: number): Promise<Scaling> {
   const ids = await submitRuns(location, 'fleet-short', RUNS);
   const reader = await openStore(location);
   const children: ChildProcess[] = [];

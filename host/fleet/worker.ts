@@ -45,6 +45,9 @@ export class Worker {
   /** Runs the last round left to other workers, and why (reported with the heartbeat). */
   private left: Array<{ sessionId: string; runId: string | null; why: string }> = [];
   private lastBeatAt = 0;
+  private lastRecoveryScanAt = 0;
+  /** Tags each candidate session asked for (fixed at submission): read once, not at every round. */
+  private readonly wantedTags = new Map<string, string[]>();
   readonly id: string;
 
   constructor(private readonly o: WorkerOptions) {
@@ -110,57 +113,72 @@ export class Worker {
       }
     }
     await this.releaseFinished();
-    const owned = this.o.kernel.ownedSessions().length;
-    let room = this.o.concurrency - owned;
-    // A run whose owner died may take one slot beyond --concurrency: its recovery should not wait
-    // until one of this worker's runs ends (a busy worker took 32.8 s after a 10 s lease ran out).
-    let spare = owned < this.o.concurrency + 1 ? 1 : 0;
-    if (room + spare <= 0) return void (await this.o.onTick?.());
+    const room = this.o.concurrency - this.o.kernel.ownedSessions().length;
     const left: typeof this.left = [];
     // More candidates than room: some may need tags this worker lacks, or an image it cannot get.
+    let looked = room > 0;
+    if (room > 0) await this.claimSome(await this.o.kernel.available(room * 4 + 8), room, left);
+    // A run whose owner died may take one slot beyond --concurrency: its recovery should not wait
+    // until one of this worker's runs ends (a busy worker took 32.8 s after a 10 s lease ran out).
+    // Only a full worker looks (one with room claimed from a list that held such runs too).
+    // Asked of the store as such (one read), at the timer's pace: a full worker used to read every
+    // candidate's session and owner at each run-moving commit (~8 reads per run), and its list of
+    // candidates went stale meanwhile, so its claims lost to the other workers'.
+    if (!this.draining && this.o.kernel.ownedSessions().length === this.o.concurrency && Date.now() - this.lastRecoveryScanAt >= this.o.claimEveryMs) {
+      this.lastRecoveryScanAt = Date.now();
+      looked = true;
+      await this.claimSome(await this.o.kernel.available(8, { orphaned: true }), 1, left, true);
+    }
+    // A round that looked at no candidate keeps the last report of those left to others.
+    if (looked) this.left = left;
+    await this.o.onTick?.();
+  }
+
+  /** Claims up to `n` of `candidates` this worker can take (tags, placement), in a random order. */
+  private async claimSome(candidates: string[], n: number, left: typeof this.left, recovery = false): Promise<void> {
     // In a random order: workers asking at once get the same oldest candidates, and claiming them
     // in the same order makes every claim but one wait for the winner's commit and then lose.
-    for (const sessionId of shuffled(await this.o.kernel.available(Math.max(1, room) * 4 + 8))) {
-      if (this.draining || room + spare <= 0) break;
+    for (const sessionId of shuffled(candidates)) {
+      if (this.draining || n <= 0) return;
       if (!(await this.tagsMatch(sessionId))) continue;
-      const recovery = room <= 0 && (await this.orphaned(sessionId));
-      if (room <= 0 && !recovery) continue;
       const place = (await this.o.placement?.check(sessionId).catch(() => ({ ok: true as const }))) ?? { ok: true as const };
       if (!place.ok) {
-        left.push({ sessionId, runId: place.runId, why: place.why });
+        if (!left.some((l) => l.sessionId === sessionId)) left.push({ sessionId, runId: place.runId, why: place.why });
         continue;
       }
       const claim = await this.o.kernel.claim(sessionId);
       // Another host was faster (or the owner renewed): the compare-and-set said no.
       if (!claim.ok) continue;
-      this.o.logger.info({ sessionId, epoch: claim.epoch, from: claim.previous?.holder ?? null, overSlots: room <= 0 }, 'claimed session');
+      this.o.logger.info({ sessionId, epoch: claim.epoch, from: claim.previous?.holder ?? null, overSlots: recovery }, 'claimed session');
       const p = claim.previous;
       this.o.onClaim?.(sessionId, claim.epoch, p && p.stoppedAt === null ? { holder: `${p.holder}:${p.pid}`, why: p.leaseUntil < claim.now ? 'lease ran out' : 'process is gone' } : null);
-      if (room > 0) room--;
-      else spare--;
+      n--;
     }
-    this.left = left;
-    await this.o.onTick?.();
-  }
-
-  /** A session whose owner neither released it nor renews it: a take-over, not a new run. */
-  private async orphaned(sessionId: string): Promise<boolean> {
-    const owner = await this.o.store.getSessionOwner(sessionId);
-    return owner !== undefined && owner.stoppedAt === null;
   }
 
   /** A run submitted with tags is claimed only by a worker that has every one of them. */
   private async tagsMatch(sessionId: string): Promise<boolean> {
-    const meta = (await this.o.store.getSession(sessionId))?.meta as { tags?: unknown } | null | undefined;
-    const wanted = Array.isArray(meta?.tags) ? (meta.tags as unknown[]).map(String) : [];
+    let wanted = this.wantedTags.get(sessionId);
+    if (!wanted) {
+      const meta = (await this.o.store.getSession(sessionId))?.meta as { tags?: unknown } | null | undefined;
+      wanted = Array.isArray(meta?.tags) ? (meta.tags as unknown[]).map(String) : [];
+      // Bounded: candidates that stay unclaimable (tags this worker lacks) are few; the rest are
+      // forgotten at their release, and a full map starts over rather than growing for ever.
+      if (this.wantedTags.size >= 10_000) this.wantedTags.clear();
+      this.wantedTags.set(sessionId, wanted);
+    }
     return wanted.every((t) => this.o.tags.includes(t));
   }
 
   /** A session with no unfinished task is done here: released so status shows no owner. */
   private async releaseFinished(): Promise<void> {
-    for (const { sessionId } of this.o.kernel.ownedSessions()) {
-      const open = await this.o.store.listTasks({ sessionId, statuses: ['pending', 'running', 'waiting', 'sleeping', 'completing'] });
-      if (open.length > 0) continue;
+    const owned = this.o.kernel.ownedSessions().map((o) => o.sessionId);
+    if (owned.length === 0) return;
+    // One read for every owned session (it was one per session, each round: 8 round trips before a freed slot was refilled).
+    const open = new Set((await this.o.store.listTasks({ sessionIds: owned, statuses: ['pending', 'running', 'waiting', 'sleeping', 'completing'] })).map((t) => t.sessionId));
+    for (const sessionId of owned) {
+      if (open.has(sessionId)) continue;
+      this.wantedTags.delete(sessionId);
       await this.o.kernel.release(sessionId);
       await this.o.onReleased?.(sessionId).catch((err: unknown) => this.o.logger.warn({ err, sessionId }, 'clean-up after a run end failed; the next sweep does it'));
     }

@@ -103,9 +103,12 @@ export class Kernel {
     await this.scheduler.poll();
   }
 
-  /** Sessions with work that no live owner drives (none, released, lease run out, or a dead process of this machine). */
-  available(limit: number): Promise<string[]> {
-    return this.owner.available(limit);
+  /**
+   * Sessions with work that no live owner drives (none, released, lease run out, or a dead process
+   * of this machine); `orphaned`: only those an owner left without releasing them.
+   */
+  available(limit: number, opts: { orphaned?: boolean } = {}): Promise<string[]> {
+    return this.owner.available(limit, opts);
   }
 
   /** `claim: 'all'`: takes every session with work that no live owner drives. */

@@ -36,8 +36,8 @@ export class SessionFencing implements Fencing {
   }
 
   /** Sessions with work that no live owner drives (see {@link SessionOwners.available}). */
-  available(limit: number): Promise<string[]> {
-    return this.owners.available(limit);
+  available(limit: number, opts: { orphaned?: boolean } = {}): Promise<string[]> {
+    return this.owners.available(limit, opts);
   }
 
   list(): Array<{ sessionId: string; epoch: number }> {

@@ -105,10 +105,11 @@ export class SessionOwners {
 
   /**
    * Sessions with unfinished work that nobody can drive now: no owner, a released or expired claim,
-   * or a dead process of this machine. Skips imported runs' sessions, which are records, not work.
+   * or a dead process of this machine (`orphaned`: only the last two, whose owner never released
+   * them). Skips imported runs' sessions, which are records, not work.
    */
-  async available(limit: number): Promise<string[]> {
-    const out = new Set(await this.store.claimableSessions(limit));
+  async available(limit: number, opts: { orphaned?: boolean } = {}): Promise<string[]> {
+    const out = new Set(await this.store.claimableSessions(limit, opts));
     // Live claims of this machine's host id only (the store judges live on its clock): those whose process is gone.
     const dead = (await this.store.listSessionOwners({ liveHeldBy: this.holder.hostId })).filter((o) => !this.owned.has(o.sessionId) && o.pid !== null && o.pid !== process.pid && !processAlive(o.pid));
     if (dead.length > 0) {

@@ -61,8 +61,11 @@ export interface OwnershipRecords {
    * lapsed on the database clock (what a host checks for owners of its own machine that died).
    */
   listSessionOwners(filter?: { liveHeldBy?: string }): Promise<SessionOwner[]>;
-  /** Sessions with unfinished tasks and no live owner, oldest first. */
-  claimableSessions(limit: number): Promise<string[]>;
+  /**
+   * Sessions with unfinished tasks and no live owner, oldest first; `orphaned`: only those whose
+   * owner neither released them nor renews them (its lease ran out: a take-over, not a new run).
+   */
+  claimableSessions(limit: number, opts?: { orphaned?: boolean }): Promise<string[]>;
   /** The database clock's now. */
   databaseNow(): Promise<number>;
   heartbeatHost(h: { id: string; hostId: string; pid: number | null; tags: string[]; concurrency: number; report?: WorkerReport }): Promise<void>;

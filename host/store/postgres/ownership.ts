@@ -83,15 +83,16 @@ export function postgresOwnership(pool: pg.Pool, dbClock?: DbClock): OwnershipRe
       }
       return (await query<OwnerRow>(pool, `SELECT ${COLS} FROM fencing WHERE scope LIKE 'session:%' AND epoch > 0 ORDER BY scope`)).map(toOwner);
     },
-    async claimableSessions(limit) {
-      // Sessions with unfinished tasks whose owner (if any) stopped or let its lease run out.
-      // Ties on the clock go to the session whose task was inserted first (`ord`; SQLite's
-      // grouping gives that order by itself, PostgreSQL's hash aggregate does not).
+    async claimableSessions(limit, opts = {}) {
+      // Sessions with unfinished tasks whose owner (if any) stopped or let its lease run out
+      // (`orphaned`: only the latter). Ties on the clock go to the session whose task was inserted
+      // first (`ord`; SQLite's grouping gives that order by itself, PostgreSQL's hash aggregate does not).
+      const owner = opts.orphaned
+        ? `JOIN fencing f ON f.scope = 'session:' || t.session_id WHERE t.status <> 'terminal' AND f.epoch > 0 AND f.stopped_at IS NULL AND f.lease_until < ${serverNowMs('$1')}`
+        : `LEFT JOIN fencing f ON f.scope = 'session:' || t.session_id WHERE t.status <> 'terminal' AND (f.scope IS NULL OR f.stopped_at IS NOT NULL OR f.lease_until IS NULL OR f.lease_until < ${serverNowMs('$1')})`;
       const rows = await query<{ session_id: string }>(
         pool,
-        `SELECT t.session_id AS session_id, MIN(t.created_at) AS first FROM tasks t
-           LEFT JOIN fencing f ON f.scope = 'session:' || t.session_id
-          WHERE t.status <> 'terminal' AND (f.scope IS NULL OR f.stopped_at IS NOT NULL OR f.lease_until IS NULL OR f.lease_until < ${serverNowMs('$1')})
+        `SELECT t.session_id AS session_id, MIN(t.created_at) AS first FROM tasks t ${owner}
           GROUP BY t.session_id ORDER BY first, MIN(t.ord) LIMIT $2`,
         [clockParam(), Math.floor(limit)],
       );

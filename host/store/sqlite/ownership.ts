@@ -70,6 +70,13 @@ export function sqliteOwnership(db: Database.Database, clock: Clock) {
       WHERE t.status <> 'terminal' AND (f.scope IS NULL OR f.stopped_at IS NOT NULL OR f.lease_until IS NULL OR f.lease_until < ?)
       GROUP BY t.session_id ORDER BY first LIMIT ?`,
   );
+  // The same, only sessions an owner left without releasing them (its lease ran out).
+  const orphaned = db.prepare(
+    `SELECT t.session_id AS session_id, MIN(t.created_at) AS first FROM tasks t
+       JOIN fencing f ON f.scope = 'session:' || t.session_id
+      WHERE t.status <> 'terminal' AND f.epoch > 0 AND f.stopped_at IS NULL AND f.lease_until < ?
+      GROUP BY t.session_id ORDER BY first LIMIT ?`,
+  );
   const hostUpsert = db.prepare(
     `INSERT INTO hosts (id, host_id, pid, tags, concurrency, started_at, heartbeat_at, stopped_at, report_json) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?)
      ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, tags = excluded.tags, concurrency = excluded.concurrency, stopped_at = NULL, report_json = COALESCE(excluded.report_json, hosts.report_json)`,
@@ -108,8 +115,8 @@ export function sqliteOwnership(db: Database.Database, clock: Clock) {
       const rows = filter.liveHeldBy === undefined ? all.all() : liveOf.all(filter.liveHeldBy, now());
       return (rows as OwnerRow[]).map(toOwner);
     },
-    async claimableSessions(limit: number): Promise<string[]> {
-      return (claimable.all(now(), limit) as Array<{ session_id: string }>).map((r) => r.session_id);
+    async claimableSessions(limit: number, opts: { orphaned?: boolean } = {}): Promise<string[]> {
+      return ((opts.orphaned ? orphaned : claimable).all(now(), limit) as Array<{ session_id: string }>).map((r) => r.session_id);
     },
     async databaseNow(): Promise<number> {
       return now();

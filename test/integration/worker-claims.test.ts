@@ -1,0 +1,83 @@
+import pino from 'pino';
+import { afterAll, describe, expect, it } from 'vitest';
+import { Worker } from '../../host/fleet';
+import { DocumentTypes, HandlerRegistry, Kernel, submit } from '../../host/kernel';
+import type { Store } from '../../host/store';
+import { systemClock } from '../../host/support';
+import { STORE_KINDS, stopSharedPostgres, tempStoreOf } from '../support/store-kinds';
+
+afterAll(stopSharedPostgres);
+
+const RUNS = 12;
+
+function shortRuns(): HandlerRegistry {
+  const registry = new HandlerRegistry();
+  registry.register({
+    kind: 'short',
+    version: 1,
+    initialPhase: 'a',
+    phases: {
+      a: async () => ({ type: 'next', phase: 'b', checkpoint: { a: true } }),
+      b: async () => ({ type: 'complete', result: { ok: true } }),
+    },
+  });
+  return registry;
+}
+
+/** The store, with every call of the named methods counted. */
+function counting(store: Store, names: string[]): { store: Store; calls: Map<string, number> } {
+  const calls = new Map<string, number>();
+  const counted = new Proxy(store, {
+    get(target, prop, receiver) {
+      const v = Reflect.get(target, prop, receiver) as unknown;
+      if (typeof prop !== 'string' || typeof v !== 'function' || !names.includes(prop)) return v;
+      return (...args: unknown[]) => {
+        calls.set(prop, (calls.get(prop) ?? 0) + 1);
+        return (v as (...a: unknown[]) => unknown).apply(target, args);
+      };
+    },
+  });
+  return { store: counted, calls };
+}
+
+describe.each(STORE_KINDS)('a full worker (%s store)', (kind) => {
+  it('refills a freed slot without reading each waiting run\'s session and owner, and releases every run it finished', { timeout: 60_000 }, async () => {
+    const t = await tempStoreOf(kind);
+    try {
+      const registry = shortRuns();
+      const submitter = new Kernel({ store: t.store, registry, documents: new DocumentTypes(), clock: systemClock, logger: pino({ level: 'silent' }), hostId: 'submit', claim: 'none' });
+      const ids: string[] = [];
+      for (let i = 0; i < RUNS; i++) ids.push((await submit({ store: t.store, kernel: submitter, registry }, { requestId: `r${i}`, runKind: 'short', root: { kind: 'short', input: {} } })).run.id);
+
+      const { store, calls } = counting(await t.open(), ['getSession', 'getSessionOwner', 'claimSession']);
+      const logger = pino({ level: 'silent' });
+      const kernel = new Kernel({ store, registry, documents: new DocumentTypes(), clock: systemClock, logger, hostId: 'w', claim: 'none', concurrency: 4, ownership: { leaseTtlMs: 30_000 } });
+      // The timer's rounds never come in this test: every round is one a run-moving commit started.
+      const worker = new Worker({ store, kernel, logger, hostId: 'w', pid: process.pid, concurrency: 2, tags: [], leaseTtlMs: 30_000, claimEveryMs: 600_000 });
+      await worker.start();
+      try {
+        for (;;) {
+          const done = await t.store.listRuns({ states: ['completed'] });
+          if (done.length === RUNS) break;
+          await new Promise((r) => setTimeout(r, 20));
+        }
+        for (;;) {
+          if (kernel.ownedSessions().length === 0) break;
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      } finally {
+        await worker.drain(0);
+      }
+      // Each run's session read once (its tags), no owner read: nobody died, so no run is a take-over.
+      expect(calls.get('getSessionOwner') ?? 0).toBe(0);
+      expect(calls.get('getSession') ?? 0).toBeLessThanOrEqual(RUNS);
+      expect(calls.get('claimSession')).toBe(RUNS);
+      for (const id of ids) {
+        const run = (await t.store.getRun(id))!;
+        expect((await t.store.getSessionOwner(run.sessionId))?.stoppedAt, 'released at its end').not.toBeNull();
+      }
+    } finally {
+      await t.cleanup();
+    }
+  });
+});
