@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { Effect, Json, JoinPolicy, ReplayPolicy, RunState, Task, TaskError } from '../model';
 import type { NewAcceptance, NewArtifact, NewEntry, NewSnapshot } from '../store';
-import type { Store } from '../store';
+import type { Page, Store } from '../store';
 
 /** A subtask to create; the parent owns it (cancellation and `completing` follow ownership). */
 export interface SpawnSpec {
@@ -125,9 +125,10 @@ export interface PhaseContext {
    * Owned subtasks in the order their commits created them (the store's insertion order, not the
    * wall clock, which can step backwards), so `.at(-1)` is the child spawned last. `newest`: only
    * that many of the last spawned (a phase that needs the child it just waited for reads one row,
-   * whatever the number of children a long run has).
+   * whatever the number of children a long run has). `page`: a page of them in that order (a
+   * phase that walks every child of a long run holds one page at a time).
    */
-  children(opts?: { newest?: number }): Promise<Task[]>;
+  children(opts?: { newest?: number; page?: Page }): Promise<Task[]>;
   readDocument<T extends Json = Json>(documentId: string): Promise<{ state: T; version: number } | undefined>;
   /**
    * Runs one external action under its effect record: the intent (and `executing` mark) is

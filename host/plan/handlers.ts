@@ -15,6 +15,7 @@ import {
   type PlanRunInput,
   type StepInput,
   type StepResult,
+  type StepTaskResult,
 } from './plan-input';
 import { parkRun, reconciled, sandboxAdvice } from './reconcile-phase';
 import { runStep } from './step-task';
@@ -26,6 +27,7 @@ import { checkArtifacts } from './artifact-phase';
 import type { ArtifactStore } from '../artifacts';
 import { pushWaitMs } from '../snapshot';
 import { faultPoint } from '../support/faults';
+import { pagesOf } from '../store';
 
 export const PLAN_KIND = 'plan';
 /** How long a step whose push waited in vain sleeps before it pushes again: a third of the push wait, 5 to 30 s. */
@@ -37,10 +39,7 @@ const isStep = (child: Task, index: number, generation: number) => {
   const i = stepInputOf(child);
   return i.index === index && i.generation === generation;
 };
-const stepOrder = (child: Task) => {
-  const i = stepInputOf(child);
-  return i.generation * 1e6 + i.index;
-};
+const stepOrder = (i: StepInput) => i.generation * 1e6 + i.index;
 const stepTaskResultOf = (child: Task) => storedValue(StepTaskResultSchema.nullable(), child.result, { what: 'result', kind: STEP_KIND, taskId: child.id });
 /** What the step said of the command an earlier host started for it, as a clause of the park reason. */
 function earlierOf(child: Task): string {
@@ -54,6 +53,11 @@ const stepResultOf = (child: Task): StepResult | null => {
   return r && 'exitCode' in r ? r : null;
 };
 export const STEP_KIND = 'plan-step';
+
+/** A finished step as the root's completion keeps it: where it stands and what it reported. */
+type DoneStep = StepInput & { result: StepTaskResult | null };
+/** Children per read of the root's completion. */
+const CHILD_PAGE = 500;
 
 /**
  * The two task kinds of a plan run: the root walks the steps; each step runs one command. Steps
@@ -122,10 +126,15 @@ export function planHandlers(sb: RunSandbox, progress: (p: PlanProgress) => void
           // Released before the completion commits: a host killed right after it leaves no sandbox of a
           // finished run behind (sandbox_cleanup_visible), at ~60 ms of the run's fixed cost.
           await sb.finish(ctx.task.runId!);
-          // In step order, then generation: not in creation-time order (see `stepped`).
-          const done = (await ctx.children()).filter((c) => c.status === 'terminal').sort((a, b) => stepOrder(a) - stepOrder(b));
-          const results = done.map(stepTaskResultOf);
-          return { type: 'complete', result: { steps: results }, writes: { acceptance: commandAcceptance(ctx.task.runId!, input.plan, done) } };
+          // In step order, then generation: not in creation-time order (see `stepped`). Read page by
+          // page, each finished step kept as its place and parsed result only: holding every child
+          // row at once was ~15 MB of a 3,000-step run's peak at its end (bench/RESULTS.md, session 16).
+          const done: DoneStep[] = [];
+          for await (const page of pagesOf((p) => ctx.children({ page: p }), CHILD_PAGE)) {
+            for (const c of page) if (c.status === 'terminal') done.push({ ...stepInputOf(c), result: stepTaskResultOf(c) });
+          }
+          done.sort((a, b) => stepOrder(a) - stepOrder(b));
+          return { type: 'complete', result: { steps: done.map((d) => d.result) }, writes: { acceptance: commandAcceptance(ctx.task.runId!, input.plan, done) } };
         }
         return { type: 'spawn', join: 'allSettled', phase: 'stepped', tasks: [{ kind: STEP_KIND, input: { index: cp.index, generation: cp.generation } satisfies StepInput }] };
       },
@@ -195,18 +204,18 @@ export function planHandlers(sb: RunSandbox, progress: (p: PlanProgress) => void
  * a command never shows `pending`): the newest generation's result of the acceptance step. One
  * per run (request id from the run id): a completion committed again records nothing new.
  */
-function commandAcceptance(runId: string, plan: PlanRunInput['plan'], done: Task[]) {
+function commandAcceptance(runId: string, plan: PlanRunInput['plan'], done: DoneStep[]) {
   if (typeof plan.acceptance !== 'object') return [];
   const index = plan.steps.length;
-  const child = done.filter((c) => stepInputOf(c).index === index).at(-1);
-  const r = child ? stepResultOf(child) : null;
+  const child = done.filter((c) => c.index === index).at(-1);
+  const r = child?.result && 'exitCode' in child.result ? child.result : null;
   if (!child || !r) return [];
   const evidence: CommandEvidence = {
     command: plan.acceptance.command,
     exitCode: r.exitCode,
     timedOut: r.timedOut,
     outputDigest: r.outputDigest ?? '',
-    effectId: stepEffectId(runId, index, stepInputOf(child).generation),
+    effectId: stepEffectId(runId, index, child.generation),
   };
   const accepted = r.exitCode === 0 && !r.timedOut;
   const reason = accepted ? null : `${ACCEPTANCE_STEP} command ${r.timedOut ? 'timed out' : `exited ${r.exitCode}`}`;

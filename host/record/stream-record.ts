@@ -1,31 +1,20 @@
 import { closeSync, openSync, renameSync, rmSync } from 'node:fs';
 import type { CommitRecord, Entry, Run, RunTransition, Snapshot, Task } from '../model';
 import { isUnresolvedEffect } from '../model';
-import type { Page, Store } from '../store';
+import { pagesOf, type Page, type Store } from '../store';
 import { commitOf, effect, entry, readRunRows, recordDocument, snapshotHistory, task, type RunLists, type RunRows } from './build-record';
 import { canonicalJson } from './canonical';
 import { StreamedArray, writeSealedRecord } from './canonical-stream';
 import { contractFields, type HandlerPolicies } from './contract-fields';
-import { heapBound } from './heap-bound';
+import { collectIfGrown } from '../support/heap-bound';
 import { contractSections } from './sections';
 
 /** Rows per page; entries are read in smaller pages (an agent's entry bodies can be large). */
 const PAGE = 500;
 const ENTRY_PAGE = 64;
 
-/** One bound per process: the export's pages and its writer share it. */
-let bound: (() => void) | undefined;
-const collectIfGrown = () => (bound ??= heapBound())();
-
-/** Pages of a list read by offset until a short page. */
-async function* scan<T>(read: (page: Page) => Promise<T[]>, size: number): AsyncGenerator<T[]> {
-  for (let offset = 0; ; offset += size) {
-    collectIfGrown();
-    const rows = await read({ offset, limit: size });
-    if (rows.length) yield rows;
-    if (rows.length < size) return;
-  }
-}
+/** Pages of a list read by offset until a short page, the heap bounded before each. */
+const scan = <T>(read: (page: Page) => Promise<T[]>, size: number) => pagesOf(read, size);
 
 /** Pages of the first `total` rows of a list (what the first pass saw: a running run may have added more since). */
 async function* firstRows<T>(read: (page: Page) => Promise<T[]>, total: number, size: number): AsyncGenerator<T[]> {

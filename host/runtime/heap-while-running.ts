@@ -1,8 +1,6 @@
 import type { Kernel } from '../kernel';
-import { heapBound } from '../record/heap-bound';
+import { sharedHeapBound } from '../support/heap-bound';
 
-/** One bound per process, whatever number of runtimes it builds (tests build many). */
-let bound: (() => void) | undefined;
 
 /**
  * Keeps a host's heap near its live data through a run of any length (issue 32 item 1): after a
@@ -15,7 +13,7 @@ let bound: (() => void) | undefined;
  * every `slackMb` of promoted garbage (every few hundred steps of a plan).
  */
 export function boundHeapWhileRunning(kernel: Pick<Kernel, 'onCommit'>, slackMb = 16): () => void {
-  bound ??= heapBound(slackMb);
-  const collect = bound;
+  // One bound per process, whatever number of runtimes it builds (tests build many).
+  const collect = sharedHeapBound(slackMb);
   return kernel.onCommit(() => collect());
 }

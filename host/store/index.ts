@@ -2,6 +2,7 @@ export type { Store, TaskFilter, EntryFilter, Page, StoredArtifact, SnapshotDelt
 export type { CommitLogRecords, LoggedCommit } from './commit-log';
 export type { RunListQuery, ListedRun, RunListReads } from './run-list';
 export { dateWindow } from './run-list';
+export { pagesOf } from './pages';
 export { nameFromMeta } from './run-list';
 export type { OutputRecords, OutputChunk, NewOutputChunk, OutputChannel } from './output';
 export type { OwnershipRecords, SessionOwner, ClaimResult, WorkerHost } from './ownership';

@@ -1,6 +1,8 @@
 import { getHeapStatistics } from 'node:v8';
 import { describe, expect, it } from 'vitest';
 import type { CommitEvent } from '../../host/kernel';
+import { runInNewContext } from 'node:vm';
+import { heapBound } from '../../host/support/heap-bound';
 import { boundHeapWhileRunning } from '../../host/runtime/heap-while-running';
 
 const MB = 1024 * 1024;
@@ -29,5 +31,25 @@ describe('a host keeps its heap near its live data while runs commit', () => {
     small = null;
     commit();
     expect(used()).toBeGreaterThan(before - MB);
+  });
+});
+
+describe('the heap bound counts its slack from the heap\'s latest low', () => {
+  it('after a collection V8 made on its own, collects once the heap grew by the slack from there (not from the higher mark before it)', () => {
+    // Held while the bound takes its first mark, as a run's start-up garbage is.
+    let startup: number[][] | null = garbage(10);
+    const collectIfGrown = heapBound(16);
+    expect(startup.length).toBeGreaterThan(0);
+    startup = null;
+    // V8's own collection frees it; the bound is asked after it.
+    (runInNewContext('gc') as () => void)();
+    collectIfGrown();
+    // 18 MB of garbage: past the slack from the low, 8 MB over the old mark.
+    let big: number[][] | null = garbage(18);
+    const grown = used();
+    expect(big.length).toBeGreaterThan(0);
+    big = null;
+    collectIfGrown();
+    expect(grown - used()).toBeGreaterThan(12 * MB);
   });
 });

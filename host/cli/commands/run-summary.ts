@@ -2,7 +2,9 @@ import { acceptanceOf } from '../../acceptance';
 import { acceptanceLine } from '../../api/decisions';
 import { drive } from '../../api/drive';
 import { BerthError } from '../../errors';
-import type { Run } from '../../model';
+import type { Run, Task } from '../../model';
+import { pagesOf } from '../../store';
+import { collectIfGrown } from '../../support/heap-bound';
 import { runSteps, type PlanRunInput, type StepResult } from '../../plan';
 import type { HostRuntime } from '../../runtime/host-runtime';
 import type { CliContext } from '../context';
@@ -35,25 +37,39 @@ export async function finishDriven(ctx: CliContext, rt: HostRuntime, runId: stri
   }
 }
 
+/** Rows per read of the summary's lists. */
+const PAGE = 500;
+
+type StepLine = Partial<StepResult> & { step: string | undefined; outcome: Task['outcome']; status: Task['status']; code: string | undefined; acceptedBy?: string };
+
 async function summary(ctx: CliContext, run: Run, extra?: { json: Record<string, unknown>; line: string }): Promise<string> {
-  const tasks = await ctx.store.listTasks({ runId: run.id });
   // A step caught in flight stays `interrupted` in its task; when the operator vouched for its
   // effect (--accept), the table says so rather than leaving it looking unresolved.
   const acceptedBy = new Map<string, string>();
-  for (const e of await ctx.store.listEffects({ runId: run.id })) {
-    const receipt = e.receipt as { decision?: string; by?: string } | null;
-    const step = (e.intent as { step?: string } | null)?.step;
-    if (e.status === 'confirmed' && receipt?.decision === 'accept' && step) acceptedBy.set(step, receipt.by ?? 'operator');
+  for await (const page of pagesOf((p) => ctx.store.listEffects({ runId: run.id, page: p }), PAGE)) {
+    for (const e of page) {
+      const receipt = e.receipt as { decision?: string; by?: string } | null;
+      const step = (e.intent as { step?: string } | null)?.step;
+      if (e.status === 'confirmed' && receipt?.decision === 'accept' && step) acceptedBy.set(step, receipt.by ?? 'operator');
+    }
   }
-  const root = tasks.find((t) => t.id === run.rootTaskId);
+  const root = run.rootTaskId ? await ctx.store.getTask(run.rootTaskId) : undefined;
   const plan = (root?.input as unknown as PlanRunInput | undefined)?.plan;
   const names = (plan?.steps ? runSteps(plan) : []).map((s) => s.name);
-  // A step stopped by cancel has no command result; its name comes from the plan, its outcome says cancelled.
-  const steps = tasks.filter((t) => t.kind === 'plan-step').map((t) => {
-    const r = (t.result ?? t.error?.details ?? {}) as Partial<StepResult>;
-    const by = t.outcome === 'interrupted' && r.step ? acceptedBy.get(r.step) : undefined;
-    return { step: names[(t.input as { index?: number }).index ?? -1], outcome: t.outcome, status: t.status, code: t.error?.code, ...r, ...(by ? { acceptedBy: by } : {}) };
-  });
+  // Read page by page, each step's line kept and its row dropped: the summary of a long run holds
+  // its lines, not every row of the run at once.
+  const steps: StepLine[] = [];
+  for await (const page of pagesOf((p) => ctx.store.listTasks({ runId: run.id, page: p }), PAGE)) {
+    for (const t of page) {
+      if (t.kind !== 'plan-step') continue;
+      // A step stopped by cancel has no command result; its name comes from the plan, its outcome says cancelled.
+      const r = (t.result ?? t.error?.details ?? {}) as Partial<StepResult>;
+      const by = t.outcome === 'interrupted' && r.step ? acceptedBy.get(r.step) : undefined;
+      steps.push({ step: names[(t.input as { index?: number }).index ?? -1], outcome: t.outcome, status: t.status, code: t.error?.code, ...r, ...(by ? { acceptedBy: by } : {}) });
+    }
+  }
+  // What the pages left is collected before the summary's text is built beside the lines (a long run's is megabytes).
+  collectIfGrown();
   const transitions = await ctx.store.listRunTransitions(run.id);
   const reason = transitions.at(-1)?.reason ?? '';
   const acceptance = await acceptanceOf(ctx.store, run);

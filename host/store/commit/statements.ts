@@ -2,6 +2,7 @@ import type { TaskChanges } from '../commit-input';
 import { TASK_COLUMNS } from '../commit-columns';
 import { serverNowMs } from '../postgres/server-clock';
 import { statement, type Statement } from './transaction';
+import { TASK_READ_COLUMNS } from '../task-inputs';
 
 /**
  * Every statement of the commit, SQLite and PostgreSQL side by side, with the same parameters in
@@ -191,8 +192,8 @@ export function taskUpdate(keys: ReadonlyArray<keyof TaskChanges>): Statement {
   let s = taskUpdates.get(cacheKey);
   if (!s) {
     const n = keys.length;
-    const sqlite = `UPDATE tasks SET ${[...keys.map((k) => `${TASK_COLUMNS[k].column} = ?`), 'version = version + 1', 'updated_at = ?'].join(', ')} WHERE id = ? AND version = ? RETURNING *`;
-    const postgres = `UPDATE tasks SET ${[...keys.map((k, i) => `${TASK_COLUMNS[k].column} = $${i + 1}`), 'version = version + 1', `updated_at = $${n + 1}`].join(', ')} WHERE id = $${n + 2} AND version = $${n + 3} RETURNING *`;
+    const sqlite = `UPDATE tasks SET ${[...keys.map((k) => `${TASK_COLUMNS[k].column} = ?`), 'version = version + 1', 'updated_at = ?'].join(', ')} WHERE id = ? AND version = ? RETURNING ${TASK_READ_COLUMNS}`;
+    const postgres = `UPDATE tasks SET ${[...keys.map((k, i) => `${TASK_COLUMNS[k].column} = $${i + 1}`), 'version = version + 1', `updated_at = $${n + 1}`].join(', ')} WHERE id = $${n + 2} AND version = $${n + 3} RETURNING ${TASK_READ_COLUMNS}`;
     s = statement(sqlite, postgres);
     taskUpdates.set(cacheKey, s);
   }

@@ -5,8 +5,10 @@ import { Conflict } from '../commit-columns';
 import { commitSteps } from '../commit/commit-algorithm';
 import type { Step, Steps } from '../commit/transaction';
 import type { DbClock } from '../sqlite/ownership';
-import { RETRY_CODES, storeError } from './open';
+import { RETRY_CODES, storeError, type Row } from './open';
 import { toTask } from './rows';
+import { taskInputsById } from './reads';
+import { TaskInputs } from '../task-inputs';
 
 const ATTEMPTS = 5;
 
@@ -30,6 +32,8 @@ export class CommitWriter {
     private readonly pool: pg.Pool,
     private readonly midCommit: (label: string) => void | Promise<void> = () => {},
     private readonly dbClock?: DbClock,
+    /** The store's cache of large task inputs, shared with its reads (task-inputs.ts). */
+    private readonly inputs = new TaskInputs(),
   ) {}
 
   async apply(input: CommitInput, at: number): Promise<CommitResult> {
@@ -41,6 +45,7 @@ export class CommitWriter {
         throw storeError(err);
       }
       let broken: Error | undefined;
+      let committed: { seq: number; tasks: Row[] };
       try {
         const tx = new Pipeline(client);
         tx.send('BEGIN');
@@ -51,7 +56,7 @@ export class CommitWriter {
         commit.catch(() => {});
         await tx.settled();
         await commit;
-        return { ok: true, seq, at, tasks: tasks.map(toTask) };
+        committed = { seq, tasks };
       } catch (err) {
         await client.query('ROLLBACK').catch((e: Error) => (broken = e));
         if (err instanceof Conflict) return { ok: false, conflict: err.conflict };
@@ -61,6 +66,9 @@ export class CommitWriter {
       } finally {
         client.release(broken);
       }
+      // After the commit, outside its error handling: a failed read here must not look like a
+      // commit that may be retried. The inputs the rows left out are read back (task-inputs.ts).
+      return { ok: true, seq: committed.seq, at, tasks: (await this.inputs.fillAsync(committed.tasks, (ids) => taskInputsById(this.pool, ids))).map(toTask) };
     }
   }
 

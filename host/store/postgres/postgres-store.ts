@@ -11,6 +11,7 @@ import { postgresEgressAudit } from './egress';
 import { postgresLeaseRecords } from './leases';
 import { openPool, redactUrl } from './open';
 import { postgresReads } from './reads';
+import { TaskInputs } from '../task-inputs';
 import { postgresSnapshots } from './snapshots';
 import { postgresSnapshotDeltas } from './snapshot-deltas';
 import { postgresSnapshotPush } from './snapshot-push';
@@ -48,12 +49,13 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
   // (or its connection) there to see the transaction rolled back as a whole.
   // Armed only by name (never counted by BERTH_FAULT_AT), so both stores number their boundaries alike.
   const midArmed = process.env.BERTH_FAULT?.startsWith('mid:') ?? false;
-  const writer = new CommitWriter(pool, midArmed ? (label) => faultPoint(`mid:${label}`) : undefined, opts.dbClock);
+  const inputs = new TaskInputs();
+  const writer = new CommitWriter(pool, midArmed ? (label) => faultPoint(`mid:${label}`) : undefined, opts.dbClock, inputs);
   let closed = false;
   return {
     pool,
     location: redactUrl(url),
-    ...postgresReads(pool),
+    ...postgresReads(pool, inputs),
     ...postgresLeaseRecords(pool),
     ...postgresSnapshots(pool),
     ...postgresSnapshotDeltas(pool),

@@ -3,8 +3,9 @@ import type { CommitRecord, StoredDocument } from '../../model';
 import type { EntryFilter, Store, TaskFilter } from '../store';
 import { postgresImportedReads } from './imported';
 import { activeOnly, mergeByCreation, pageSql } from '../sqlite/reads';
-import { query, type Row } from './open';
+import { query, type Queryable, type Row } from './open';
 import { toDocument, toEffect, toEntry, toRun, toRunTransition, toSession, toSubmission, toTask } from './rows';
+import { TASK_READ_COLUMNS, TaskInputs } from '../task-inputs';
 
 type Reads = Pick<
   Store,
@@ -13,7 +14,7 @@ type Reads = Pick<
 >;
 
 /** `SELECT * FROM table WHERE …`: undefined filter values are ignored, arrays become `= ANY($n)`. Column names come from this file only. */
-async function selectWhere(pool: pg.Pool, table: string, conds: Record<string, unknown>, order: string, extra: string[] = []): Promise<Row[]> {
+async function selectWhere(pool: pg.Pool, table: string, conds: Record<string, unknown>, order: string, extra: string[] = [], columns = '*'): Promise<Row[]> {
   const clauses: string[] = [...extra];
   const args: unknown[] = [];
   for (const [column, value] of Object.entries(conds)) {
@@ -27,11 +28,17 @@ async function selectWhere(pool: pg.Pool, table: string, conds: Record<string, u
       clauses.push(`${column} = $${args.length}`);
     }
   }
-  return query(pool, `SELECT * FROM ${table} ${clauses.length ? `WHERE ${clauses.join(' AND ')}` : ''} ORDER BY ${order}`, args);
+  return query(pool, `SELECT ${columns} FROM ${table} ${clauses.length ? `WHERE ${clauses.join(' AND ')}` : ''} ORDER BY ${order}`, args);
+}
+
+/** `id, input_json` of these tasks (the inputs a read left out: task-inputs.ts). */
+export function taskInputsById(pool: Queryable, ids: string[]): Promise<Row[]> {
+  return query(pool, 'SELECT id, input_json FROM tasks WHERE id = ANY($1)', [ids]);
 }
 
 /** Every read of the PostgreSQL store (see the SQLite twin), each a named prepared statement. */
-export function postgresReads(pool: pg.Pool): Reads {
+export function postgresReads(pool: pg.Pool, inputs = new TaskInputs()): Reads {
+  const taskRows = (rows: Row[]) => inputs.fillAsync(rows, (ids) => taskInputsById(pool, ids));
   const one = async (sql: string, args: unknown[]) => (await query(pool, sql, args))[0];
   const imported = postgresImportedReads(pool);
   const document = async (r: Row): Promise<StoredDocument> => {
@@ -73,8 +80,8 @@ export function postgresReads(pool: pg.Pool): Reads {
       return (await query(pool, 'SELECT * FROM run_transitions WHERE run_id = $1 ORDER BY n', [runId])).map(toRunTransition);
     },
     async getTask(id) {
-      const r = await one('SELECT * FROM tasks WHERE id = $1', [id]);
-      return r ? toTask(r) : undefined;
+      const r = await one(`SELECT ${TASK_READ_COLUMNS} FROM tasks WHERE id = $1`, [id]);
+      return r ? toTask((await taskRows([r]))[0]!) : undefined;
     },
     async listTasks(filter: TaskFilter = {}) {
       if (filter.sessionIds?.length === 0) return [];
@@ -83,8 +90,8 @@ export function postgresReads(pool: pg.Pool): Reads {
       const conds = { run_id: filter.runId, parent_id: filter.parentId, session_id: sessions, status: filter.statuses };
       // Insertion order (the identity column; commits of one session are serialised by its row
       // lock), not created_at: the wall clock can step backwards between two spawns.
-      if (filter.newest !== undefined) return (await selectWhere(pool, 'tasks', conds, `ord DESC LIMIT ${Math.max(0, Math.floor(filter.newest))}`, activeOnly(filter))).reverse().map(toTask);
-      return (await selectWhere(pool, 'tasks', conds, `ord${pageSql(filter.page)}`, activeOnly(filter))).map(toTask);
+      if (filter.newest !== undefined) return (await taskRows(await selectWhere(pool, 'tasks', conds, `ord DESC LIMIT ${Math.max(0, Math.floor(filter.newest))}`, activeOnly(filter), TASK_READ_COLUMNS))).reverse().map(toTask);
+      return (await taskRows(await selectWhere(pool, 'tasks', conds, `ord${pageSql(filter.page)}`, activeOnly(filter), TASK_READ_COLUMNS))).map(toTask);
     },
     async nextWakeAt() {
       const r = await one("SELECT MIN(wake_at) AS t FROM tasks WHERE status = 'sleeping'", []);

@@ -4,6 +4,8 @@ import { Conflict } from '../commit-columns';
 import { commitSteps } from '../commit/commit-algorithm';
 import type { Statement, Step, Steps } from '../commit/transaction';
 import { toTask } from './rows';
+import { taskInputsById } from './reads';
+import { TaskInputs } from '../task-inputs';
 import { BUSY_TIMEOUT_MS } from './open';
 
 /**
@@ -27,6 +29,8 @@ export class CommitWriter {
     private readonly db: Database.Database,
     private readonly unflushed: <T>(write: () => T) => T = (write) => write(),
     private readonly own = false,
+    /** The store's cache of large task inputs, shared with its reads (task-inputs.ts). */
+    private readonly inputs = new TaskInputs(),
   ) {
     this.write = db.transaction((input: CommitInput, at: number) => this.drive(commitSteps(input, at, at)));
   }
@@ -67,7 +71,7 @@ export class CommitWriter {
   private applyNow(input: CommitInput, at: number): CommitResult {
     try {
       const { seq, tasks } = this.unflushed(() => this.write.immediate(input, at));
-      return { ok: true, seq, at, tasks: tasks.map(toTask) };
+      return { ok: true, seq, at, tasks: this.inputs.fill(tasks, (ids) => taskInputsById(this.db, ids)).map(toTask) };
     } catch (err) {
       if (err instanceof Conflict) return { ok: false, conflict: err.conflict };
       throw err;

@@ -4,6 +4,7 @@ import type { EntryFilter, Page, Store, TaskFilter } from '../store';
 import { sqliteImportedReads } from './imported';
 import { toDocument, toEffect, toEntry, toRun, toRunTransition, toSession, toSubmission, toTask, type Row } from './rows';
 import { preparedFor } from './statement-cache';
+import { TASK_READ_COLUMNS, TaskInputs } from '../task-inputs';
 
 type Reads = Omit<
   Store,
@@ -14,7 +15,7 @@ type Reads = Omit<
  * `SELECT * FROM table WHERE col = ? AND col2 IN (...)`: undefined filter values are ignored,
  * arrays become IN lists. Column names come from this file only, never from callers.
  */
-function selectWhere(db: Database.Database, table: string, conds: Record<string, unknown>, order: string, extra: string[] = []): Row[] {
+function selectWhere(db: Database.Database, table: string, conds: Record<string, unknown>, order: string, extra: string[] = [], columns = '*'): Row[] {
   const clauses: string[] = [...extra];
   const args: unknown[] = [];
   for (const [column, value] of Object.entries(conds)) {
@@ -28,7 +29,7 @@ function selectWhere(db: Database.Database, table: string, conds: Record<string,
       args.push(value);
     }
   }
-  const sql = `SELECT * FROM ${table} ${clauses.length ? `WHERE ${clauses.join(' AND ')}` : ''} ORDER BY ${order}`;
+  const sql = `SELECT ${columns} FROM ${table} ${clauses.length ? `WHERE ${clauses.join(' AND ')}` : ''} ORDER BY ${order}`;
   return preparedFor(db, sql).all(...args) as Row[];
 }
 
@@ -56,9 +57,15 @@ export function mergeByCreation(a: Row[], b: Row[]): Row[] {
   });
 }
 
+/** `id, input_json` of these tasks (the inputs a read left out: task-inputs.ts). */
+export function taskInputsById(db: Database.Database, ids: string[]): Row[] {
+  return preparedFor(db, `SELECT id, input_json FROM tasks WHERE id IN (${ids.map(() => '?').join(',')})`).all(...ids) as Row[];
+}
+
 /** Every read of the SQLite store. Statements are prepared once; filters with variable shape are prepared per call. */
-export function sqliteReads(db: Database.Database): Reads {
+export function sqliteReads(db: Database.Database, inputs = new TaskInputs()): Reads {
   const p = (sql: string) => db.prepare(sql);
+  const taskRows = (rows: Row[]) => inputs.fill(rows, (ids) => taskInputsById(db, ids));
   const s = {
     session: p('SELECT * FROM sessions WHERE id = ?'),
     commits: p('SELECT * FROM commits WHERE session_id = ? AND seq > ? ORDER BY seq'),
@@ -67,7 +74,7 @@ export function sqliteReads(db: Database.Database): Reads {
     submissionByRequest: p('SELECT * FROM submissions WHERE request_id = ?'),
     run: p('SELECT * FROM runs WHERE id = ?'),
     transitions: p('SELECT * FROM run_transitions WHERE run_id = ? ORDER BY n'),
-    task: p('SELECT * FROM tasks WHERE id = ?'),
+    task: p(`SELECT ${TASK_READ_COLUMNS} FROM tasks WHERE id = ?`),
     nextWake: p("SELECT MIN(wake_at) AS t FROM tasks WHERE status = 'sleeping'"),
     doc: p('SELECT * FROM documents WHERE id = ?'),
     docBaseline: p('SELECT state_json FROM document_baselines WHERE document_id = ? AND version = ?'),
@@ -118,7 +125,7 @@ export function sqliteReads(db: Database.Database): Reads {
     },
     async getTask(id) {
       const r = s.task.get(id) as Row | undefined;
-      return r ? toTask(r) : undefined;
+      return r ? toTask(taskRows([r])[0]!) : undefined;
     },
     async listTasks(filter: TaskFilter = {}) {
       if (filter.sessionIds?.length === 0) return [];
@@ -127,8 +134,8 @@ export function sqliteReads(db: Database.Database): Reads {
       const conds = { run_id: filter.runId, parent_id: filter.parentId, session_id: sessions, status: filter.statuses };
       // Insertion order (SQLite's rowid; tasks are never deleted, so it only grows, and commits are
       // serialised), not created_at: the wall clock can step backwards between two spawns.
-      if (filter.newest !== undefined) return selectWhere(db, 'tasks', conds, `rowid DESC LIMIT ${Math.max(0, Math.floor(filter.newest))}`, activeOnly(filter)).reverse().map(toTask);
-      return selectWhere(db, 'tasks', conds, `rowid${pageSql(filter.page)}`, activeOnly(filter)).map(toTask);
+      if (filter.newest !== undefined) return taskRows(selectWhere(db, 'tasks', conds, `rowid DESC LIMIT ${Math.max(0, Math.floor(filter.newest))}`, activeOnly(filter), TASK_READ_COLUMNS)).reverse().map(toTask);
+      return taskRows(selectWhere(db, 'tasks', conds, `rowid${pageSql(filter.page)}`, activeOnly(filter), TASK_READ_COLUMNS)).map(toTask);
     },
     async nextWakeAt() {
       return ((s.nextWake.get() as { t: number | null }).t ?? null) as number | null;

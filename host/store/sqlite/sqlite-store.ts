@@ -15,6 +15,7 @@ import { sqliteOwnership } from './ownership';
 import { sqliteLeaseRecords } from './leases';
 import { BUSY_TIMEOUT_MS, openDatabase, type Durability } from './open';
 import { sqliteReads } from './reads';
+import { TaskInputs } from '../task-inputs';
 import { sqliteImportedRuns } from './imported';
 import { sqliteSnapshots } from './snapshots';
 import { sqliteSnapshotDeltas } from './snapshot-deltas';
@@ -41,7 +42,8 @@ export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): St
   const wal = walFlush(path);
   const shared = new SharedSync(wal.flush);
   const commitDb = flushed ? openCommitConnection(path) : null;
-  const writer = commitDb ? new CommitWriter(commitDb, undefined, true) : new CommitWriter(db);
+  const inputs = new TaskInputs();
+  const writer = commitDb ? new CommitWriter(commitDb, undefined, true, inputs) : new CommitWriter(db, undefined, false, inputs);
   // `unflushed:<label>` sits between a commit's apply and its flush: a test kills the process there.
   // Armed only by name (never counted by BERTH_FAULT_AT), so the boundaries a crash suite
   // enumerates stay the same.
@@ -50,7 +52,7 @@ export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): St
   return {
     db,
     location: path,
-    ...sqliteReads(db),
+    ...sqliteReads(db, inputs),
     ...sqliteLeaseRecords(db),
     ...sqliteSnapshots(db),
     ...sqliteSnapshotDeltas(db),
