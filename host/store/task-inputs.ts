@@ -1,19 +1,21 @@
 type Row = Record<string, unknown>;
 
-/** A task's input longer than this is left out of the rows a read answers and supplied from {@link TaskInputs}. */
-export const INLINE_INPUT_CHARS = 8192;
+/** A task's input longer than this (UTF-8 bytes) is left out of the rows a read answers and supplied from {@link TaskInputs}. */
+export const INLINE_INPUT_BYTES = 8192;
 
 /**
  * The columns a task read (and a task update's RETURNING) answers: every column of `tasks`, with
- * `input_json` NULL when it is longer than {@link INLINE_INPUT_CHARS} (the column is NOT NULL, so
- * NULL means "left out"). A plan root's input holds the whole plan (391 KB at 3,000 steps) and the
+ * `input_json` NULL when it is longer than {@link INLINE_INPUT_BYTES} (the column is NOT NULL, so
+ * NULL means "left out"). `octet_length`, not `length`: both engines know a value's size without
+ * reading it (SQLite from the record header, not the overflow pages; PostgreSQL without detoasting),
+ * where `length` counts characters through the whole text. A plan root's input holds the whole plan (391 KB at 3,000 steps) and the
  * scheduler's reads and the root's checkpoint commits answered it about seven times a step: ~0.75 MB
  * of large strings a step that only the next full collection freed, most of a long run's memory
  * swing (bench/RESULTS.md, session 16). Same text for SQLite and PostgreSQL.
  */
 export const TASK_READ_COLUMNS = [
   'id', 'session_id', 'run_id', 'parent_id', 'kind', 'kind_version', 'status', 'phase', 'checkpoint_json',
-  `CASE WHEN length(input_json) <= ${INLINE_INPUT_CHARS} THEN input_json END AS input_json`,
+  `CASE WHEN octet_length(input_json) <= ${INLINE_INPUT_BYTES} THEN input_json END AS input_json`,
   'attempts', 'restarts', 'wait_json', 'wake_at', 'outcome', 'result_json', 'error_json', 'cancel_requested',
   'blocked_reason', 'version', 'created_at', 'updated_at',
 ].join(', ');

@@ -1,7 +1,7 @@
 import pino from 'pino';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { DocumentTypes, HandlerRegistry, Kernel, submit } from '../../host/kernel';
-import { INLINE_INPUT_CHARS, TASK_READ_COLUMNS } from '../../host/store/task-inputs';
+import { INLINE_INPUT_BYTES, TASK_READ_COLUMNS } from '../../host/store/task-inputs';
 import { systemClock } from '../../host/support';
 import { rawSql, STORE_KINDS, stopSharedPostgres, tempStoreOf } from '../support/store-kinds';
 
@@ -48,7 +48,7 @@ describe.each(STORE_KINDS)('a task whose input is too long to read with its row 
     kernels.push(kernel);
     await kernel.start();
     const input = longInput();
-    expect(JSON.stringify(input).length).toBeGreaterThan(INLINE_INPUT_CHARS);
+    expect(JSON.stringify(input).length).toBeGreaterThan(INLINE_INPUT_BYTES);
     const { run } = await submit({ store: t.store, kernel, registry: reg }, { requestId: 'r1', runKind: 'test', root: { kind: 'walker', input } });
     const done = await kernel.waitForRun(run.id, { signal: AbortSignal.timeout(60_000) });
     expect(done.state).toBe('completed');
