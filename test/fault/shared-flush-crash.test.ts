@@ -47,16 +47,26 @@ async function consistent(db: string) {
 }
 
 it('a host killed after its commits were applied and before their shared flush keeps each applied commit whole (a process crash keeps the WAL), and the runs resume to the same end', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'berth-group-crash-'));
-  dirs.push(dir);
-  const db = join(dir, 'job.db');
-  const log = join(dir, 'faults.log');
-  // In the 3rd round of steps: several runs' commits applied, none of that round flushed or answered yet.
-  const target = `unflushed:phase.next:stepper#${2 * RUNS + 3}`;
-  const killed = await runNode(script, [db, String(RUNS), String(STEPS)], { BERTH_FAULT: target, BERTH_FAULT_LOG: log }, 120_000);
-  expect(killed.signal).toBe('SIGKILL');
-  const hits = readFileSync(log, 'utf8').trim().split('\n').map((l) => l.split(' ')[1]!);
-  expect(hits.at(-1)).toBe('unflushed:phase.next:stepper');
+  // In a round of steps: several runs' commits applied, none of that round flushed or answered
+  // yet. How many share the flush the kill prevents depends on how the runs' commits interleave,
+  // which a loaded machine can change (CI once saw one): a kill that found a single commit pending
+  // is tried again one round later, in a fresh store; every try is printed.
+  let db = '';
+  let hits: string[] = [];
+  for (let round = 3; round <= 6; round++) {
+    const dir = mkdtempSync(join(tmpdir(), 'berth-group-crash-'));
+    dirs.push(dir);
+    db = join(dir, 'job.db');
+    const log = join(dir, 'faults.log');
+    const target = `unflushed:phase.next:stepper#${(round - 1) * RUNS + 3}`;
+    const killed = await runNode(script, [db, String(RUNS), String(STEPS)], { BERTH_FAULT: target, BERTH_FAULT_LOG: log }, 120_000);
+    expect(killed.signal).toBe('SIGKILL');
+    hits = readFileSync(log, 'utf8').trim().split('\n').map((l) => l.split(' ')[1]!);
+    expect(hits.at(-1)).toBe('unflushed:phase.next:stepper');
+    const pending = hits.slice(hits.map((h, i) => (h.startsWith('after:') ? i : -1)).reduce((x, y) => Math.max(x, y), -1) + 1).filter((h) => h.startsWith('unflushed:')).length;
+    console.log(`shared-flush crash: killed at ${target} with ${pending} applied commit(s) unflushed`);
+    if (pending >= 2) break;
+  }
   // Commits applied since the last answer (an `after:` hit): they share the flush the kill prevented.
   const lastAfter = hits.map((h, i) => (h.startsWith('after:') ? i : -1)).reduce((a, b) => Math.max(a, b), -1);
   expect(hits.slice(lastAfter + 1).filter((h) => h.startsWith('unflushed:')).length).toBeGreaterThanOrEqual(2);
