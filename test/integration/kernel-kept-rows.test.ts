@@ -1,9 +1,10 @@
 import pino from 'pino';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { DocumentTypes, HandlerRegistry, Kernel, submit } from '../../host/kernel';
 import type { CommitInput, CommitResult, Store } from '../../host/store';
 import { systemClock } from '../../host/support';
-import { STORE_KINDS, stopSharedPostgres, tempStoreOf } from '../support/store-kinds';
+import { STORE_KINDS, stopSharedPostgres } from '../support/store-kinds';
+import { storeWithKernels } from '../support/store-kernels';
 
 afterAll(stopSharedPostgres, 60_000);
 
@@ -61,16 +62,11 @@ function registry(gate: Promise<void>): HandlerRegistry {
 const silent = pino({ level: 'silent' });
 
 describe.each(STORE_KINDS)('a kernel keeps the rows its own commits wrote, on %s', (kind) => {
-  let t: Awaited<ReturnType<typeof tempStoreOf>> | undefined;
-  const kernels: Kernel[] = [];
-  afterEach(async () => {
-    for (const k of kernels.splice(0)) await k.stop();
-    await t?.cleanup();
-    t = undefined;
-  });
+  const fixture = storeWithKernels(kind);
+  const kernels = fixture.kernels;
 
   it('after another writer committed to its session (an operator\'s raw store commit), it reads the task again and never decides on its kept row', async () => {
-    t = await tempStoreOf(kind);
+    const t = await fixture.store();
     let open!: () => void;
     const gate = new Promise<void>((r) => (open = r));
     const reg = registry(gate);
@@ -81,8 +77,8 @@ describe.each(STORE_KINDS)('a kernel keeps the rows its own commits wrote, on %s
     await kernel.start();
     const { run } = await submit({ store, kernel, registry: reg }, { requestId: 'r1', runKind: 'test', root: { kind: 'parent', input: {} } });
     const parentId = run.rootTaskId!;
-    await waitFor('the child to run', async () => (await t!.store.listTasks({ parentId })).some((c) => c.status === 'running'));
-    const parent = (await t!.store.getTask(parentId))!;
+    await waitFor('the child to run', async () => (await t.store.listTasks({ parentId })).some((c) => c.status === 'running'));
+    const parent = (await t.store.getTask(parentId))!;
     expect(parent.status).toBe('waiting');
     // Another program changes the waiting parent (an unfenced compare-and-set, as an operator's decision is).
     const op = await t.store.commit({ sessionId: run.sessionId, label: 'operator.note', actor: 'user:op', taskTransitions: [{ taskId: parentId, expectVersion: parent.version, set: { checkpoint: { by: 'operator' } } }] });
@@ -95,7 +91,7 @@ describe.each(STORE_KINDS)('a kernel keeps the rows its own commits wrote, on %s
   });
 
   it('after another host took its session over and committed, it reads the task again under its new claim and never decides on a row of its old epoch', async () => {
-    t = await tempStoreOf(kind);
+    const t = await fixture.store();
     let open!: () => void;
     const gate = new Promise<void>((r) => (open = r));
     const reg = registry(gate);
@@ -106,7 +102,7 @@ describe.each(STORE_KINDS)('a kernel keeps the rows its own commits wrote, on %s
     await k1.start();
     const { run } = await submit({ store: first.store, kernel: k1, registry: reg }, { requestId: 'r1', runKind: 'test', root: { kind: 'parent', input: {} } });
     const parentId = run.rootTaskId!;
-    await waitFor('the child to run', async () => (await t!.store.listTasks({ parentId })).some((c) => c.status === 'running'));
+    await waitFor('the child to run', async () => (await t.store.listTasks({ parentId })).some((c) => c.status === 'running'));
     const lost = new Promise<void>((r) => k1.onSessionLost(() => r()));
 
     // A second host takes the session over (an operator's take-over), changes the parent and gives the session up.
@@ -131,7 +127,7 @@ describe.each(STORE_KINDS)('a kernel keeps the rows its own commits wrote, on %s
   });
 
   it('a kernel that lost a session whose task sleeps past its wake time forgets that sleeper: it reads the store at its poll, not in a loop', async () => {
-    t = await tempStoreOf(kind);
+    const t = await fixture.store();
     const reg = new HandlerRegistry();
     reg.register({ kind: 'waits', version: 1, initialPhase: 'a', phases: { a: async () => ({ type: 'await', signal: 'never', phase: 'a' }) } });
     reg.register({
@@ -160,7 +156,7 @@ describe.each(STORE_KINDS)('a kernel keeps the rows its own commits wrote, on %s
     // One session it keeps (a task waiting for a signal that never comes), one it will lose while its task sleeps.
     await submit({ store: counted, kernel: k1, registry: reg }, { requestId: 'keep', runKind: 'test', root: { kind: 'waits', input: {} } });
     const { run } = await submit({ store: counted, kernel: k1, registry: reg }, { requestId: 'lose', runKind: 'test', root: { kind: 'naps', input: {} } });
-    await waitFor('the nap', async () => (await t!.store.getTask(run.rootTaskId!))?.status === 'sleeping');
+    await waitFor('the nap', async () => (await t.store.getTask(run.rootTaskId!))?.status === 'sleeping');
     const lost = new Promise<void>((r) => k1.onSessionLost(() => r()));
     const other = await t.open();
     const k2 = new Kernel({ store: other, registry: new HandlerRegistry(), documents: new DocumentTypes(), clock: systemClock, logger: silent, hostId: 'h2', claim: 'none', pollMs: 600_000 });

@@ -1,9 +1,10 @@
 import pino from 'pino';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { DocumentTypes, HandlerRegistry, Kernel, submit } from '../../host/kernel';
 import { INLINE_INPUT_BYTES, TASK_READ_COLUMNS } from '../../host/store/task-inputs';
 import { systemClock } from '../../host/support';
-import { rawSql, STORE_KINDS, stopSharedPostgres, tempStoreOf } from '../support/store-kinds';
+import { rawSql, STORE_KINDS, stopSharedPostgres } from '../support/store-kinds';
+import { storeWithKernels } from '../support/store-kernels';
 
 afterAll(stopSharedPostgres, 60_000);
 
@@ -33,16 +34,11 @@ function walker(): HandlerRegistry {
 const longInput = () => ({ steps: Array.from({ length: 3000 }, (_, i) => `  - { name: s${i}, run: "echo ${i}", replay: safe }`) });
 
 describe.each(STORE_KINDS)('a task whose input is too long to read with its row (%s store)', (kind) => {
-  let t: Awaited<ReturnType<typeof tempStoreOf>> | undefined;
-  const kernels: Kernel[] = [];
-  afterEach(async () => {
-    for (const k of kernels.splice(0)) await k.stop();
-    await t?.cleanup();
-    t = undefined;
-  });
+  const fixture = storeWithKernels(kind);
+  const kernels = fixture.kernels;
 
   it('is answered whole by every read (by id, listed, paged, newest, the commit that moved it) and on a second handle that never read it, while the rows leave it out', async () => {
-    t = await tempStoreOf(kind);
+    const t = await fixture.store();
     const reg = walker();
     const kernel = new Kernel({ store: t.store, registry: reg, documents: new DocumentTypes(), clock: systemClock, logger: silent, hostId: 'h1' });
     kernels.push(kernel);
