@@ -9,6 +9,15 @@ const MB = 1024 * 1024;
 const used = () => getHeapStatistics().used_heap_size;
 /** About `mb` MB of arrays, each large enough to be allocated straight into the old generation. */
 const garbage = (mb: number) => Array.from({ length: Math.ceil(mb / 1.6) }, () => Array.from({ length: 200_000 }, (_, i) => i));
+/** Bytes `collect` frees when it runs right after `mb` MB of garbage was made and dropped. */
+function freedBy(collect: () => void, mb: number): number {
+  let made: number[][] | null = garbage(mb);
+  const grown = used();
+  expect(made.length).toBeGreaterThan(0);
+  made = null;
+  collect();
+  return grown - used();
+}
 
 describe('a host keeps its heap near its live data while runs commit', () => {
   it('collects after a commit once the used heap grew by the slack since the last collection, and not after a commit that grew it less', () => {
@@ -18,19 +27,9 @@ describe('a host keeps its heap near its live data while runs commit', () => {
       for (const l of listeners) l({} as CommitEvent);
     };
     // Past the slack: the garbage (unreachable once the commit comes) is collected at the commit.
-    let big: number[][] | null = garbage(24);
-    const grown = used();
-    expect(big.length).toBeGreaterThan(0);
-    big = null;
-    commit();
-    expect(grown - used()).toBeGreaterThan(12 * MB);
+    expect(freedBy(commit, 24)).toBeGreaterThan(12 * MB);
     // Under the slack: nothing is collected at the commit.
-    let small: number[][] | null = garbage(4);
-    const before = used();
-    expect(small.length).toBeGreaterThan(0);
-    small = null;
-    commit();
-    expect(used()).toBeGreaterThan(before - MB);
+    expect(freedBy(commit, 4)).toBeLessThan(MB);
   });
 });
 
@@ -45,11 +44,6 @@ describe('the heap bound counts its slack from the heap\'s latest low', () => {
     (runInNewContext('gc') as () => void)();
     collectIfGrown();
     // 18 MB of garbage: past the slack from the low, 8 MB over the old mark.
-    let big: number[][] | null = garbage(18);
-    const grown = used();
-    expect(big.length).toBeGreaterThan(0);
-    big = null;
-    collectIfGrown();
-    expect(grown - used()).toBeGreaterThan(12 * MB);
+    expect(freedBy(collectIfGrown, 18)).toBeGreaterThan(12 * MB);
   });
 });
