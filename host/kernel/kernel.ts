@@ -40,6 +40,8 @@ export interface KernelOptions {
    *   detached submission, which leaves its run to a worker).
    */
   claim?: 'all' | 'own' | 'none';
+  /** Removes the images of snapshots whose decision will never commit (PhaseRunnerDeps.discardSnapshots). */
+  discardSnapshots?: (snapshotIds: string[]) => Promise<void>;
 }
 
 /** Announced to {@link Kernel.onCommit} listeners after each commit of this host: what it touched. */

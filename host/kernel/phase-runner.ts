@@ -20,6 +20,11 @@ export interface PhaseRunnerDeps {
   logger: Logger;
   hostId: string;
   commit: (input: CommitInput) => Promise<CommitResult>;
+  /**
+   * Told the snapshot records of a decision that will never commit (the host stopping, the run
+   * lost, a refused commit): their images are named by ids no record will ever hold.
+   */
+  discardSnapshots?: (snapshotIds: string[]) => Promise<void>;
 }
 
 /** Every status but `terminal`: the children a finishing task still has to wind down (read by index). */
@@ -91,7 +96,7 @@ export async function runPhase(
     log().warn({ err: message, stack: err instanceof Error ? err.stack : undefined, retry }, 'phase threw');
   }
   // A host that is shutting down leaves the task `running`: recovery re-enters this phase.
-  if (opts.stopping()) return { committed: false, reason: 'host stopping' };
+  if (opts.stopping()) return dropped(d, decision, 'host stopping');
   // Cancelled mid-phase (the cancel commit does not move the task's version): whatever the phase
   // threw because of it, the task ends `cancelled`, recording where its effects stood.
   if (opts.signal.aborted && decision.type !== 'complete' && (await d.store.getTask(task.id))?.cancelRequested) {
@@ -125,11 +130,19 @@ export async function runPhase(
   }
   if (!result.ok) {
     log().warn({ conflict: result.conflict }, 'decision not committed');
-    return { committed: false, reason: result.conflict.kind };
+    // A refused commit wrote nothing (a commit that threw may have landed: it keeps its images).
+    return dropped(d, decision, result.conflict.kind);
   }
   // The commit answers the row it wrote: exact, with no read.
   const after = result.tasks?.find((t) => t.id === task.id) ?? (await d.store.getTask(task.id))!;
   return { committed: true, task: after, terminal: after.status === 'terminal' };
+}
+
+/** A decision that will not commit: the images of its snapshots go now, not at the next gc. */
+async function dropped(d: PhaseRunnerDeps, decision: Decision, reason: string): Promise<PhaseEnd> {
+  const ids = (decision.writes?.snapshots ?? []).map((s) => s.id);
+  if (ids.length && d.discardSnapshots) await d.discardSnapshots(ids).catch((err: unknown) => d.logger.warn({ err, snapshotIds: ids }, 'could not discard the images of uncommitted snapshots; gc will'));
+  return { committed: false, reason };
 }
 
 /** How many times a decision is committed again after its run moved under it (each time it read the run anew). */

@@ -335,7 +335,7 @@ export class RunSandbox {
     // A `sync` push's layer starts up while the engine commits it (dropped when not used).
     const target = this.d.transport?.target(env.snapshot);
     const early = target && !Object.keys(held).length ? this.d.transport!.earlyLayer(target, signal) : undefined;
-    let taken: Awaited<ReturnType<Snapshotter['take']>>;
+    let taken: Awaited<ReturnType<Snapshotter['take']>> | undefined;
     let record: NewSnapshotRecord;
     try {
       taken = await timed(this.d.logger, 'snapshot', () => this.d.snapshots.take(this.target(lease, env), {
@@ -346,6 +346,10 @@ export class RunSandbox {
       }), { checkpoint });
       faultPoint('after:snapshot.take');
       record = { id, leaseId: lease.id, imageId: taken.imageId, workspaceDigest: taken.workspaceDigest, sizeBytes: taken.layerBytes, checkpoint, parentId, ...(await pushAfterSnapshot(this.d, { runId, env, snapshotId: id, imageId: taken.imageId, containerId: lease.containerId, held, early, signal })) };
+    } catch (err) {
+      // Taken but never to be recorded (a push refused, the phase stopped): no record will name its image.
+      if (taken) await this.d.snapshots.discard(id);
+      throw err;
     } finally {
       early?.dispose();
     }

@@ -46,8 +46,9 @@ export function createHostRuntime(d: HostRuntimeDeps) {
   const registry = new HandlerRegistry();
   const documents = new DocumentTypes();
   documents.register(sandboxDocType);
-  const kernel = new Kernel({ store: d.store, registry, documents, clock: d.clock, logger: d.logger, hostId: d.hostId, concurrency: d.concurrency, versions: { kernel: `${KERNEL.name}@${KERNEL.version}` }, ownership: d.ownership, claim: d.claim, heartbeatMs: d.heartbeatMs });
   const snapshots = new Snapshotter({ engine: d.engine, store: d.store, logger: d.logger });
+  const discardSnapshots = async (ids: string[]) => void (await Promise.all(ids.map((id) => snapshots.discard(id))));
+  const kernel = new Kernel({ store: d.store, registry, documents, clock: d.clock, logger: d.logger, hostId: d.hostId, concurrency: d.concurrency, versions: { kernel: `${KERNEL.name}@${KERNEL.version}` }, ownership: d.ownership, claim: d.claim, heartbeatMs: d.heartbeatMs, discardSnapshots });
   const transport = d.registry ? new SnapshotTransport({ registry: d.registry, store: d.store, logger: d.logger, hostRegistry: d.hostRegistry }) : undefined;
   const planSandbox = new RunSandbox({ store: d.store, sandbox: d.sandbox, snapshots, clock: d.clock, logger: d.logger, transport });
   for (const h of planHandlers(planSandbox, (p) => d.onProgress?.(p), d.artifacts)) registry.register(h);

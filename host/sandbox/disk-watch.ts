@@ -45,9 +45,13 @@ export class DiskWatch {
       // (the check after the previous command, slow on a loaded engine) measured the layer before
       // this command ran, and killed the `rm` that was freeing the space.
       const since = Math.max(...[...this.active].map((r) => r.startedAt));
-      if ((await this.disk.measure(since)) > this.disk.limitBytes) {
-        this.logger.warn({ usedBytes: this.disk.lastMeasuredBytes, limitBytes: this.disk.limitBytes }, 'disk limit exceeded; killing running commands');
-        for (const run of this.active) if (run.startedAt <= since) run.kill('disk');
+      const used = await this.disk.measure(since);
+      if (used > this.disk.limitBytes) {
+        // A command that started in an already full layer is judged by what it added: killing the
+        // `rm` that frees it (its deletions not yet walked) would leave the layer full for good.
+        const judged = [...this.active].filter((run) => run.startedAt <= since && used > run.diskAtStart);
+        if (judged.length) this.logger.warn({ usedBytes: used, limitBytes: this.disk.limitBytes }, 'disk limit exceeded; killing running commands');
+        for (const run of judged) run.kill('disk');
       }
     } catch (err) {
       this.logger.warn({ err }, 'disk measurement failed');

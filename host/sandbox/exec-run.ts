@@ -47,6 +47,11 @@ export type KillReason = 'timeout' | 'cancel' | 'disk';
 export interface RunningExec {
   /** `performance.now()` before the exec was created: nothing it wrote can be older. */
   readonly startedAt: number;
+  /**
+   * The layer's size when it started, when that was over the limit (0 otherwise): a command that
+   * starts in a full layer (an `rm` after a killed writer) is killed only if it grows it further.
+   */
+  readonly diskAtStart: number;
   kill(reason: KillReason): void;
 }
 
@@ -102,6 +107,8 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
 
   if (opts.tag !== undefined && !TAG.test(opts.tag)) throw new BerthError('invalid_argument', 'an exec tag is 1-200 printable ASCII characters');
 
+  // Measured afresh only when the last measurement was over the limit (rare: a writer was just killed).
+  const diskAtStart = host.disk.exceeded ? await host.disk.measure(started).catch(() => host.disk.lastMeasuredBytes) : 0;
   const token = host.activity.start();
   const forget = host.activity.takeAcknowledged();
   let startedExec = false;
@@ -198,6 +205,7 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
     const gaveUp = new Promise<undefined>((resolve) => (giveUp = resolve));
     const run: RunningExec = {
       startedAt: started,
+      diskAtStart,
       kill(why) {
         if (reason !== undefined || exited) return;
         reason = why;

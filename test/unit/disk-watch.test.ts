@@ -16,9 +16,9 @@ function handGuard() {
   return { guard, asked };
 }
 
-function run(startedAt: number) {
+function run(startedAt: number, diskAtStart = 0) {
   const kills: KillReason[] = [];
-  const r: RunningExec = { startedAt, kill: (why) => void kills.push(why) };
+  const r: RunningExec = { startedAt, diskAtStart, kill: (why) => void kills.push(why) };
   return { r, kills };
 }
 
@@ -56,6 +56,24 @@ describe('disk watch', () => {
     asked[0]!.answer(50);
     await until(() => asked.length === 2);
     expect(a.kills).toEqual([]);
+    watch.stop();
+  });
+
+  it('spares a command that started in a layer already over the limit until the layer grows past what it started with', async () => {
+    const { guard, asked } = handGuard();
+    const watch = new DiskWatch(guard, pino({ level: 'silent' }));
+    // An `rm` started after a writer was killed at 130 bytes of a 100-byte limit.
+    const rm = run(1_000, 130);
+    watch.track(rm.r);
+    await until(() => asked.length === 1);
+    // The walk saw the layer before the rm's deletions: still full, but no fuller.
+    asked[0]!.answer(130);
+    await until(() => asked.length === 2);
+    expect(rm.kills).toEqual([]);
+    // It writes instead: past what it started with, it is killed like any writer.
+    asked[1]!.answer(131);
+    await until(() => rm.kills.length === 1);
+    expect(rm.kills).toEqual(['disk']);
     watch.stop();
   });
 });
