@@ -14,6 +14,7 @@
 import { userInfo } from 'node:os';
 import { parseArgs } from 'node:util';
 import pino from 'pino';
+import { hostname } from 'node:os';
 import { createTaskHost, reconcileEffects, waitAfterReconcile } from '../../host/agent/custom-tasks';
 import { openStore } from '../../host/store';
 import { systemClock } from '../../host/support';
@@ -47,7 +48,9 @@ const host = createTaskHost({
   store,
   clock: systemClock,
   logger: pino({ level: process.env.BERTH_LOG_LEVEL ?? 'warn' }, pino.destination(2)),
-  hostId: `notify-${process.pid}`,
+  // The machine's id, as berth uses: a restart after a crash takes the dead process's sessions at
+  // once (its pid is gone), where an id per process had to wait out the 30 s claim lease.
+  hostId: process.env.BERTH_HOST_ID ?? hostname(),
   concurrency: Number(values.concurrency),
   extensions: [notifyExtension(httpEmailClient(serviceUrl))],
 });
