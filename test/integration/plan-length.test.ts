@@ -14,8 +14,8 @@ import { planFixture, lastJson } from '../support/plan-fixture';
  * name says which size ran.
  */
 const FULL = 3000;
-// 64 in CI: a prune pass runs about every 16 steps, so two passed before the kill at step 32 (120 took 280 s at load).
-const STEPS = Number(process.env.BERTH_LONG_TEST_STEPS ?? 64);
+// 120 in CI: with 64, the kill at step 32 came before any pass had pruned (a full run, quiet).
+const STEPS = Number(process.env.BERTH_LONG_TEST_STEPS ?? 120);
 const SIZE = STEPS >= FULL ? `${STEPS}-step` : `${STEPS}-step (SAMPLED; BERTH_LONG_TEST_STEPS=${FULL} runs the full size)`;
 if (STEPS < FULL) console.warn(`plan-length.test.ts: ${STEPS} steps, not the issue's ${FULL}: set BERTH_LONG_TEST_STEPS=${FULL} for the full size`);
 const KEEP_LAST = 3;
