@@ -198,18 +198,20 @@ beforeAll(async () => {
       const labels = new Set(boundaries.filter((b) => b.startsWith('before:')).map((b) => b.slice('before:'.length)));
       all.push(...[...labels].map((l) => `mid:${l}#1`));
     }
-    // SQLite: every kind of boundary (before:, after: of each label) once at a seeded occurrence,
-    // plus a seeded fifth of the other occurrences (CI time: with half, 77 kills took 244 s at load). PostgreSQL: every mid: kind (the server must roll
-    // a dropped commit back: only this store has them) and a seeded sixth of the before:/after:
-    // boundaries, whose every kind the SQLite run covers (CI time: 104 kills on PostgreSQL took 400 s
-    // at load; a third of them still took 176 s on the slow CI machine). BERTH_CRASH_ALL=1 takes every one, BERTH_CRASH_SEED replays a sample.
+    // SQLite: every kind of boundary (before:, after: of each label) once, at a seeded occurrence.
+    // PostgreSQL: a seeded half of the mid: kinds (the server must roll a dropped commit back: only
+    // this store has them; the other half in the next run's sample) and a seeded twelfth of the
+    // before:/after: boundaries, whose every kind the SQLite run covers. CI time: the suite keeps
+    // both cores busy, so every kill counts; every mid: kind and a sixth took 237 s quiet on
+    // PostgreSQL, every kind plus a fifth 127 s on SQLite. BERTH_CRASH_ALL=1 takes every one,
+    // BERTH_CRASH_SEED replays a sample.
     const kindOf = (t: string) => t.slice(0, t.lastIndexOf('#'));
     const targets =
       kind === 'postgres'
-        ? [...all.filter((t) => t.startsWith('mid:')), ...sampleBoundaries(all.filter((t) => !t.startsWith('mid:')), 1 / 6, `crash test (${kind}, before:/after:)`)].sort((a, b) => all.indexOf(a) - all.indexOf(b))
-        : sampleEveryKind(all, 1 / 5, kindOf, `crash test (${kind})`);
+        ? [...sampleBoundaries(all.filter((t) => t.startsWith('mid:')), 1 / 2, `crash test (${kind}, mid:)`), ...sampleBoundaries(all.filter((t) => !t.startsWith('mid:')), 1 / 12, `crash test (${kind}, before:/after:)`)].sort((a, b) => all.indexOf(a) - all.indexOf(b))
+        : sampleEveryKind(all, 0, kindOf, `crash test (${kind})`);
     if (kind === 'sqlite') expect(new Set(targets.map(kindOf))).toEqual(new Set(all.map(kindOf)));
-    else expect(targets.filter((t) => t.startsWith('mid:'))).toHaveLength(new Set(all.filter((t) => t.startsWith('mid:'))).size);
+    else expect(targets.filter((t) => t.startsWith('mid:')).length).toBeGreaterThanOrEqual(new Set(all.filter((t) => t.startsWith('mid:'))).size / 2);
     const check = async (k: string) => {
       const db = await newLocation(kind);
       try {

@@ -48,12 +48,12 @@ describe.each(STORE_KINDS)('plan run killed at every commit boundary (%s store)'
     const seen = new Map<string, number>();
     const all = boundaries.map((b) => `${b}#${seen.set(b, (seen.get(b) ?? 0) + 1).get(b)}`);
     expect(all.length).toBeGreaterThan(20);
-    // A seeded share of the boundaries: a sixth on SQLite, an eighth on PostgreSQL (CI time: each
+    // A seeded share of the boundaries: an eighth on SQLite, a twelfth on PostgreSQL (CI time: each
     // kill is a plan run and its resume, 8-9 s at load; all 53 on SQLite took 420 s, a third 89 s
     // on the slow CI machine. The commit
     // kinds are each killed on both stores by crash-every-boundary). BERTH_CRASH_ALL=1 takes them
     // all, BERTH_CRASH_SEED replays a sample.
-    const targets = sampleBoundaries(all, kind === 'postgres' ? 1 / 8 : 1 / 6, `plan crash test (${kind})`);
+    const targets = sampleBoundaries(all, kind === 'postgres' ? 1 / 12 : 1 / 8, `plan crash test (${kind})`);
 
     const failures: string[] = [];
     const check = async (target: string) => {
