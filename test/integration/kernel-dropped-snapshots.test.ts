@@ -1,58 +1,44 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import pino from 'pino';
 import { DocumentTypes, HandlerRegistry, Kernel, submit, type Decision } from '../../host/kernel';
 import { systemClock } from '../../host/support';
-import { tempStore } from '../support/temp-store';
+import { storeWithKernels } from '../support/store-kernels';
+import { STORE_KINDS } from '../support/store-kinds';
 
 // The images of a snapshot are committed before its record: a decision that never commits leaves
 // images that no record names. The kernel says which snapshot ids it dropped, so the host removes
 // them at once (seen: a drive stopped by its AbortSignal while a step's snapshot was taken left
 // `berth-snapshot:snap_…` behind until the next gc).
-let t: ReturnType<typeof tempStore> | undefined;
-let kernel: Kernel | undefined;
-afterEach(async () => {
-  await kernel?.stop();
-  await t?.cleanup();
-  kernel = undefined;
-  t = undefined;
-});
-
 const snapshot = (id: string) => ({ id, leaseId: 'lease_test', imageId: `sha256:${id}`, workspaceDigest: 'sha256:ws', sizeBytes: 1, checkpoint: 'step:0:one', parentId: null });
 
-/** A kernel whose one task kind returns `decide()` once told to, and the snapshot ids it was told to discard. */
-function kernelWith(decide: (signal: AbortSignal) => Promise<Decision>) {
-  t = tempStore();
-  const discarded: string[][] = [];
-  let entered!: () => void;
-  const inPhase = new Promise<void>((r) => (entered = r));
-  const registry = new HandlerRegistry();
-  registry.register({
-    kind: 'snapshotting',
-    version: 1,
-    initialPhase: 'start',
-    phases: {
-      start: async (ctx) => {
-        entered();
-        return decide(ctx.signal);
-      },
-    },
-  });
-  kernel = new Kernel({
-    store: t.store,
-    registry,
-    documents: new DocumentTypes(),
-    clock: systemClock,
-    logger: pino({ level: 'silent' }),
-    hostId: 'dropped-host',
-    pollMs: 50,
-    discardSnapshots: async (ids) => void discarded.push(ids),
-  });
-  return { store: t.store, registry, kernel, discarded, inPhase };
-}
+describe.each(STORE_KINDS)('snapshots of a decision that never commits (%s store)', (kind) => {
+  const t = storeWithKernels(kind);
 
-describe('snapshots of a decision that never commits', () => {
+  /** A kernel whose one task kind returns `decide()`, and the snapshot ids it was told to discard. */
+  async function kernelWith(decide: (signal: AbortSignal) => Promise<Decision>) {
+    const { store } = await t.store();
+    const discarded: string[][] = [];
+    let entered!: () => void;
+    const inPhase = new Promise<void>((r) => (entered = r));
+    const registry = new HandlerRegistry();
+    registry.register({
+      kind: 'snapshotting',
+      version: 1,
+      initialPhase: 'start',
+      phases: {
+        start: async (ctx) => {
+          entered();
+          return decide(ctx.signal);
+        },
+      },
+    });
+    const kernel = new Kernel({ store, registry, documents: new DocumentTypes(), clock: systemClock, logger: pino({ level: 'silent' }), hostId: 'dropped-host', pollMs: 50, discardSnapshots: async (ids) => void discarded.push(ids) });
+    t.kernels.push(kernel);
+    return { store, registry, kernel, discarded, inPhase };
+  }
+
   it('are discarded when the host stops while the phase that took them is finishing, and no record of them is written', async () => {
-    const k = kernelWith(
+    const k = await kernelWith(
       (signal) =>
         // The phase took its snapshot and finishes its decision after the host began stopping.
         new Promise((resolve) => signal.addEventListener('abort', () => resolve({ type: 'complete', result: {}, writes: { snapshots: [snapshot('snap_dropped')] } }), { once: true })),
@@ -67,7 +53,7 @@ describe('snapshots of a decision that never commits', () => {
   });
 
   it('are kept when the decision commits: the host is never told to discard a recorded snapshot', async () => {
-    const k = kernelWith(async () => ({ type: 'complete', result: {}, writes: { snapshots: [snapshot('snap_kept')] } }));
+    const k = await kernelWith(async () => ({ type: 'complete', result: {}, writes: { snapshots: [snapshot('snap_kept')] } }));
     await k.kernel.start();
     const { run } = await submit({ kernel: k.kernel, store: k.store, registry: k.registry }, { requestId: 'kept', runKind: 'test', root: { kind: 'snapshotting', input: {} } });
     expect((await k.kernel.waitForRun(run.id)).state).toBe('completed');
