@@ -41,6 +41,29 @@ export function sampleEveryKind(all: string[], fraction: number, kindOf: (target
   return picked;
 }
 
+/**
+ * A seeded `fraction` of the kinds of boundary (`kindOf`), each killed once at a seeded occurrence:
+ * every run covers a different share of the kinds, and the seed (printed, `BERTH_CRASH_SEED`)
+ * replays it. `BERTH_CRASH_ALL=1` takes every boundary.
+ */
+export function sampleKinds(all: string[], fraction: number, kindOf: (target: string) => string, suite: string): string[] {
+  const kinds = new Map<string, number[]>();
+  all.forEach((t, i) => kinds.set(kindOf(t), [...(kinds.get(kindOf(t)) ?? []), i]));
+  if (fraction >= 1 || crashAll()) {
+    console.log(`${suite}: killing at all ${all.length} boundaries (${kinds.size} kinds)`);
+    return all;
+  }
+  const seed = crashSeed();
+  const rand = mulberry32(seed);
+  const picked = shuffled([...kinds.values()], rand)
+    .slice(0, Math.max(1, Math.ceil(kinds.size * fraction)))
+    .map((occurrences) => occurrences[Math.floor(rand() * occurrences.length)]!)
+    .sort((x, y) => x - y)
+    .map((i) => all[i]!);
+  console.log(`${suite}: killing at ${picked.length} of the ${kinds.size} kinds of boundary (one occurrence each, ${all.length} boundaries in all), seed ${seed} (BERTH_CRASH_SEED=${seed} replays it)`);
+  return picked;
+}
+
 function crashAll(): boolean {
   return process.env.BERTH_CRASH_ALL === '1';
 }
