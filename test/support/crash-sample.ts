@@ -22,14 +22,9 @@ export function sampleBoundaries<T>(all: T[], fraction: number, suite: string): 
  * and a seeded `fraction` of the other occurrences is added. Prints the seed and what it picked.
  */
 export function sampleEveryKind(all: string[], fraction: number, kindOf: (target: string) => string, suite: string): string[] {
-  const kinds = new Map<string, number[]>();
-  all.forEach((t, i) => kinds.set(kindOf(t), [...(kinds.get(kindOf(t)) ?? []), i]));
-  if (fraction >= 1 || crashAll()) {
-    console.log(`${suite}: killing at all ${all.length} boundaries (${kinds.size} kinds)`);
-    return all;
-  }
-  const seed = crashSeed();
-  const rand = mulberry32(seed);
+  const k = byKind(all, fraction, kindOf, suite);
+  if (k === 'all') return all;
+  const { kinds, seed, rand } = k;
   const chosen = new Set<number>();
   for (const occurrences of kinds.values()) chosen.add(occurrences[Math.floor(rand() * occurrences.length)]!);
   const rest = shuffled(all.map((_, i) => i).filter((i) => !chosen.has(i)), rand);
@@ -47,14 +42,9 @@ export function sampleEveryKind(all: string[], fraction: number, kindOf: (target
  * replays it. `BERTH_CRASH_ALL=1` takes every boundary.
  */
 export function sampleKinds(all: string[], fraction: number, kindOf: (target: string) => string, suite: string): string[] {
-  const kinds = new Map<string, number[]>();
-  all.forEach((t, i) => kinds.set(kindOf(t), [...(kinds.get(kindOf(t)) ?? []), i]));
-  if (fraction >= 1 || crashAll()) {
-    console.log(`${suite}: killing at all ${all.length} boundaries (${kinds.size} kinds)`);
-    return all;
-  }
-  const seed = crashSeed();
-  const rand = mulberry32(seed);
+  const k = byKind(all, fraction, kindOf, suite);
+  if (k === 'all') return all;
+  const { kinds, seed, rand } = k;
   const picked = shuffled([...kinds.values()], rand)
     .slice(0, Math.max(1, Math.ceil(kinds.size * fraction)))
     .map((occurrences) => occurrences[Math.floor(rand() * occurrences.length)]!)
@@ -62,6 +52,18 @@ export function sampleKinds(all: string[], fraction: number, kindOf: (target: st
     .map((i) => all[i]!);
   console.log(`${suite}: killing at ${picked.length} of the ${kinds.size} kinds of boundary (one occurrence each, ${all.length} boundaries in all), seed ${seed} (BERTH_CRASH_SEED=${seed} replays it)`);
   return picked;
+}
+
+/** The boundaries' indexes by kind and a seeded generator, or `all` (said so) when every one is killed. */
+function byKind(all: string[], fraction: number, kindOf: (target: string) => string, suite: string) {
+  const kinds = new Map<string, number[]>();
+  all.forEach((t, i) => kinds.set(kindOf(t), [...(kinds.get(kindOf(t)) ?? []), i]));
+  if (fraction >= 1 || crashAll()) {
+    console.log(`${suite}: killing at all ${all.length} boundaries (${kinds.size} kinds)`);
+    return 'all' as const;
+  }
+  const seed = crashSeed();
+  return { kinds, seed, rand: mulberry32(seed) };
 }
 
 function crashAll(): boolean {
