@@ -66,7 +66,6 @@ export function entry(e: Entry): { value: RunRecord['entries'][number]; text: st
 const entryValue = (e: Entry, body: Json = e.body): RunRecord['entries'][number] => ({ id: e.id, seq: e.seq, conversationId: e.conversationId, taskId: e.taskId, kind: e.kind, body, commitSeq: e.commitSeq, at: e.at });
 
 /**
-/**
  * How the lists that grow with a run's length are read: whole (here), or scanned page by page
  * keeping only the rows the derived sections look at (stream-record.ts).
  */
@@ -76,6 +75,7 @@ export interface RunLists {
   snapshots(run: Run): Promise<Snapshot[]>;
   entries(run: Run): Promise<Entry[]>;
   commits(run: Run): Promise<CommitRecord[]>;
+  costSamples(run: Run): Promise<Awaited<ReturnType<Store['listCost']>>>;
 }
 
 const wholeLists = (store: Store): RunLists => ({
@@ -84,6 +84,7 @@ const wholeLists = (store: Store): RunLists => ({
   snapshots: (run) => runSnapshots(store, run),
   entries: (run) => store.listEntries(run.sessionId, { runId: run.id }),
   commits: (run) => store.listCommits(run.sessionId),
+  costSamples: (run) => store.listCost({ runId: run.id }),
 });
 
 /**
@@ -115,7 +116,7 @@ export async function readRunRows(store: Store, runId: string, now = Date.now(),
   ]);
   const [acceptance, costSamples, artifacts, owner, costTotals] = await Promise.all([
     store.listAcceptance({ runId }),
-    all ? store.listCost({ runId }) : none<Store['listCost']>([]),
+    all ? lists.costSamples(run) : none<Store['listCost']>([]),
     all ? store.listArtifacts(runId) : none<Store['listArtifacts']>([]),
     all ? store.getSessionOwner(run.sessionId) : none<Store['getSessionOwner']>(undefined),
     all ? store.sumCost({ runIds: [runId] }) : undefined,

@@ -10,16 +10,25 @@ import { collectIfGrown } from '../support/heap-bound';
 import { contractSections } from './sections';
 
 /** Rows per page; entries are read in smaller pages (an agent's entry bodies can be large). */
-const PAGE = 500;
+const PAGE = 200;
 const ENTRY_PAGE = 64;
 
+/**
+ * The heap's slack while an export reads: a page of a long run's effects or tasks is 2-3 MB of
+ * rows of which the export keeps almost nothing, so a small slack keeps the process near its live
+ * data (a 3,000-step export peaked at 131 MB RSS with the process's 16 MB, ~10 MB less with 4 MB,
+ * at ~0.5 s more of collections; bench/RESULTS.md session 18).
+ */
+const EXPORT_SLACK_MB = 4;
+const bound = () => collectIfGrown(EXPORT_SLACK_MB);
+
 /** Pages of a list read by offset until a short page, the heap bounded before each. */
-const scan = <T>(read: (page: Page) => Promise<T[]>, size: number) => pagesOf(read, size);
+const scan = <T>(read: (page: Page) => Promise<T[]>, size: number) => pagesOf(read, size, bound);
 
 /** Pages of the first `total` rows of a list (what the first pass saw: a running run may have added more since). */
 async function* firstRows<T>(read: (page: Page) => Promise<T[]>, total: number, size: number): AsyncGenerator<T[]> {
   for (let offset = 0; offset < total; offset += size) {
-    collectIfGrown();
+    bound();
     const rows = await read({ offset, limit: Math.min(size, total - offset) });
     if (rows.length === 0) return;
     yield rows;
@@ -29,7 +38,7 @@ async function* firstRows<T>(read: (page: Page) => Promise<T[]>, total: number, 
 /** Pages of a list keyed by a growing sequence number, up to `last` included. */
 async function* bySeq<T extends { seq: number }>(read: (after: number, limit: number) => Promise<T[]>, last: number, size: number): AsyncGenerator<T[]> {
   for (let after = 0; after < last; ) {
-    collectIfGrown();
+    bound();
     const rows = (await read(after, size)).filter((r) => r.seq <= last);
     if (rows.length === 0) return;
     yield rows;
@@ -47,6 +56,7 @@ interface Seen {
   history: Snapshot[];
   lastEntrySeq: number;
   lastCommitSeq: number;
+  costSamples: number;
 }
 
 /**
@@ -121,6 +131,11 @@ function keptLists(store: Store, seen: Seen, size: { rows: number; entries: numb
       seen.lastCommitSeq = last?.seq ?? 0;
       return last && kept.at(-1) !== last ? [...kept, last] : kept;
     },
+    async costSamples(run: Run) {
+      // No derived section reads the samples (the summary sums them in the store): only counted.
+      for await (const page of scan((p) => store.listCost({ runId: run.id, page: p }), size.rows)) seen.costSamples += page.length;
+      return [];
+    },
   };
 }
 
@@ -139,7 +154,7 @@ const streamed = <T>(pages: () => AsyncIterable<T[]>, texts: (page: T[]) => stri
 export async function exportRunToFile(store: Store, runId: string, now: number, file: string, o: { policies?: HandlerPolicies; signal?: AbortSignal; pageRows?: number } = {}): Promise<{ digest: string; bytes: number }> {
   // `pageRows`: smaller pages, so a test's short run crosses page boundaries in every list.
   const size = { rows: o.pageRows ?? PAGE, entries: o.pageRows ?? ENTRY_PAGE };
-  const seen: Seen = { tasks: 0, effects: 0, snapshots: 0, history: [], lastEntrySeq: 0, lastCommitSeq: 0 };
+  const seen: Seen = { tasks: 0, effects: 0, snapshots: 0, history: [], lastEntrySeq: 0, lastCommitSeq: 0, costSamples: 0 };
   const rows = await readRunRows(store, runId, now, { lists: keptLists(store, seen, size) });
   const { run } = rows;
   o.signal?.throwIfAborted();
@@ -154,6 +169,7 @@ export async function exportRunToFile(store: Store, runId: string, now: number, 
   };
   const entries = () => bySeq((after, limit) => store.listEntries(run.sessionId, { runId, afterSeq: after, limit }), seen.lastEntrySeq, size.entries);
   const commits = () => bySeq((after, limit) => store.listCommits(run.sessionId, after, limit), seen.lastCommitSeq, size.rows);
+  const costSamples = () => firstRows((p) => store.listCost({ runId, page: p }), seen.costSamples, size.rows);
   // The per-row sections come from the same functions as the whole export's, given one page at a time.
   const texts = <T>(rowsOf: T[]) => rowsOf.map((v) => canonicalJson(v));
   const contract = doc.contract!;
@@ -163,6 +179,7 @@ export async function exportRunToFile(store: Store, runId: string, now: number, 
     effects: streamed(effects, (page) => texts(page.map(effect))),
     entries: streamed(entries, (page) => page.map((e) => entry(e).text)),
     commits: streamed(commits, (page) => texts(page.map(commitOf))),
+    cost: { ...doc.cost, samples: streamed(costSamples, (page) => texts(contractSections(with_({ costSamples: page })).cost.samples)) },
     retryAndTimeout: { ...doc.retryAndTimeout, taskAttempts: streamed(tasks, (page) => texts(contractSections(with_({ tasks: page })).retryAndTimeout.taskAttempts)) },
     isolation: { ...doc.isolation, snapshots: streamed(snapshots, (page) => texts(contractSections(with_({ snapshots: page })).isolation.snapshots)) },
     contract: {

@@ -1,4 +1,5 @@
 import type { AcceptanceDecision, CostSample, CostTotal, Run } from '../model';
+import type { Page } from './store';
 
 // Reads every store implements; declared with the port (store.ts), not with one implementation.
 
@@ -18,8 +19,11 @@ export interface CostRecords {
   recordCost(sample: CostSample, opts?: { sync?: 'now' | 'with-next-commit' }): Promise<void>;
   /** Every meter summed per run and key (model or lease); `runIds` limits it to those runs. */
   sumCost(filter?: { runIds?: string[] }): Promise<CostTotal[]>;
-  /** One run's samples as recorded, one row per meter, oldest first (for an export of the run's record). */
-  listCost(filter: { runId: string }): Promise<Array<CostTotal & { at: number }>>;
+  /**
+   * One run's samples as recorded, one row per meter, oldest first (for an export of the run's
+   * record); `page` reads them page by page (three rows a step: a long run's are thousands).
+   */
+  listCost(filter: { runId: string; page?: Page }): Promise<Array<CostTotal & { at: number }>>;
 }
 
 /** The runs forked from a run, found by the parent the submit recorded (`runs.forked_from_run_id`, indexed). */

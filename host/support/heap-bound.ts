@@ -10,7 +10,7 @@ import { runInNewContext } from 'node:vm';
  * each). The collector is reached the way `--expose-gc` exposes it; where that is refused, nothing
  * is collected early.
  */
-export function heapBound(slackMb = 16): () => void {
+export function heapBound(slackMb = 16): (slackOverMb?: number) => void {
   let gc: (() => void) | undefined;
   try {
     // The young generation stays at its starting size (1-2 MB) instead of growing to 32 MB under
@@ -23,14 +23,14 @@ export function heapBound(slackMb = 16): () => void {
     return () => {};
   }
   let mark = getHeapStatistics().used_heap_size;
-  return () => {
+  return (slack = slackMb) => {
     const used = getHeapStatistics().used_heap_size;
     // A collection V8 made on its own lowers the mark: the slack counts from the heap's latest low.
     // Marked once before a run's start-up garbage (the plan's YAML document, its validation) and
     // kept there after V8 freed it, the first bound of a 3,000-step run let the heap grow ~28 MB
     // instead of 16 (bench/RESULTS.md, session 16).
     if (used < mark) mark = used;
-    if (used - mark < slackMb * 1024 * 1024) return;
+    if (used - mark < Math.min(slack, slackMb) * 1024 * 1024) return;
     gc!();
     mark = getHeapStatistics().used_heap_size;
   };
@@ -50,9 +50,13 @@ let shared: (() => void) | undefined;
  * garbage one of them left is counted by the next (a 3,000-step run's end read its tasks and
  * effects and printed its summary within 340 ms, ~45 MB of garbage no commit came to bound).
  */
-export function sharedHeapBound(slackMb = slackFromEnv()): () => void {
+export function sharedHeapBound(slackMb = slackFromEnv()): (slackOverMb?: number) => void {
   return (shared ??= slackMb > 0 ? heapBound(slackMb) : () => {});
 }
 
-/** A full collection when the heap grew by the process's slack since the last one (see {@link heapBound}). */
-export const collectIfGrown = (): void => sharedHeapBound()();
+/**
+ * A full collection when the heap grew by the process's slack since the last one (see
+ * {@link heapBound}), or by `slackMb` when that is smaller: a read that allocates a lot and keeps
+ * little (an export) asks for less slack than a run's commits.
+ */
+export const collectIfGrown = (slackMb?: number): void => sharedHeapBound()(slackMb);

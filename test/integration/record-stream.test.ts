@@ -24,6 +24,7 @@ const PAGED: Record<string, (args: unknown[]) => boolean> = {
   listSnapshots: ([f]) => (f as { page?: unknown }).page !== undefined,
   listEntries: ([, f]) => (f as { limit?: unknown } | undefined)?.limit !== undefined,
   listCommits: ([, , limit]) => limit !== undefined,
+  listCost: ([f]) => (f as { page?: unknown }).page !== undefined,
 };
 
 /**
@@ -53,7 +54,7 @@ function longestAnswers(store: Store): { store: Store; rows: Map<string, number>
 const PAGE = 3;
 
 describe('berth export streams the record', { timeout: 300_000 }, () => {
-  it('writes a plan run and its fork byte for byte as the whole export does, reading every list that grows with the run (tasks, effects, snapshots, entries, commits) in pages', async () => {
+  it('writes a plan run and its fork byte for byte as the whole export does, reading every list that grows with the run (tasks, effects, snapshots, entries, commits, cost samples) in pages', async () => {
     fx = await planFixture([
       { name: 'one', run: 'echo 1 > a.txt' },
       { name: 'two', run: 'echo 2 >> a.txt', artifacts: ['a.txt'] },
@@ -112,6 +113,8 @@ describe('berth export streams the record', { timeout: 300_000 }, () => {
         expect(longest.rows.get('listTasks')).toBeLessThanOrEqual(PAGE);
         expect(longest.rows.get('listEntries')).toBeLessThanOrEqual(PAGE);
         expect(longest.rows.get('listCommits')).toBeLessThanOrEqual(PAGE);
+        expect(r.cost.samples.length).toBeGreaterThan(PAGE);
+        expect(longest.rows.get('listCost')).toBeLessThanOrEqual(PAGE);
       }
     });
     await readStore(fx.store, async (s) => expect(await streamedExportDifferences(s)).toEqual([]));

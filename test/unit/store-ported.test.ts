@@ -48,7 +48,7 @@ describe.each(STORE_KINDS)('store features ported to both stores, on %s', (kind)
     expect(await store.listAcceptance({})).toHaveLength(2);
   });
 
-  it('sums cost samples per run, meter and key, and lists one run\'s samples as recorded', async () => {
+  it('sums cost samples per run, meter and key, and lists one run\'s samples as recorded, whole or page by page', async () => {
     const store = await fresh();
     await store.recordCost({ runId: 'run_1', at: 10, key: 'model-a', meters: { 'tokens.prompt': 100, 'tokens.completion': 7.6 } });
     await store.recordCost({ runId: 'run_1', at: 20, key: 'model-a', meters: { 'tokens.prompt': 50 } });
@@ -60,6 +60,8 @@ describe.each(STORE_KINDS)('store features ported to both stores, on %s', (kind)
     ]);
     expect(await store.sumCost({ runIds: ['run_2'] })).toEqual([{ runId: 'run_2', meter: 'cpu.usec', key: 'lease_1', amount: 9 }]);
     expect((await store.listCost({ runId: 'run_1' })).map((c) => [c.at, c.meter, c.amount])).toEqual([[10, 'tokens.prompt', 100], [10, 'tokens.completion', 8], [20, 'tokens.prompt', 50]]);
+    const page = async (offset: number) => (await store.listCost({ runId: 'run_1', page: { offset, limit: 2 } })).map((c) => [c.at, c.meter]);
+    expect([await page(0), await page(2), await page(4)]).toEqual([[[10, 'tokens.prompt'], [10, 'tokens.completion']], [[20, 'tokens.prompt']], []]);
   });
 
   it('commits artifact records with their step and lists them in step, generation, path order', async () => {

@@ -30,7 +30,10 @@ export function postgresCostRecords(pool: pg.Pool): CostRecords {
       return out;
     },
     async listCost(filter) {
-      const rows = await query(pool, 'SELECT run_id, at, meter, meter_key, amount FROM cost_samples WHERE run_id = $1 ORDER BY at, ord', [filter.runId]);
+      const { runId, page } = filter;
+      const rows = page
+        ? await query(pool, 'SELECT run_id, at, meter, meter_key, amount FROM cost_samples WHERE run_id = $1 ORDER BY at, ord LIMIT $2 OFFSET $3', [runId, Math.max(0, Math.floor(page.limit)), Math.max(0, Math.floor(page.offset))])
+        : await query(pool, 'SELECT run_id, at, meter, meter_key, amount FROM cost_samples WHERE run_id = $1 ORDER BY at, ord', [runId]);
       return rows.map((r) => ({ ...toTotal(r), at: r.at as number }));
     },
   };

@@ -17,6 +17,7 @@ export function sqliteCostRecords(db: Database.Database): CostRecords {
   const sums = db.prepare('SELECT run_id, meter, meter_key, SUM(amount) AS amount FROM cost_samples GROUP BY run_id, meter, meter_key ORDER BY run_id, meter, meter_key');
   const sumsOf = db.prepare('SELECT run_id, meter, meter_key, SUM(amount) AS amount FROM cost_samples WHERE run_id = ? GROUP BY run_id, meter, meter_key ORDER BY meter, meter_key');
   const rows = db.prepare('SELECT run_id, at, meter, meter_key, amount FROM cost_samples WHERE run_id = ? ORDER BY at, rowid');
+  const rowsPage = db.prepare('SELECT run_id, at, meter, meter_key, amount FROM cost_samples WHERE run_id = ? ORDER BY at, rowid LIMIT ? OFFSET ?');
   const toTotal = (r: Row): CostTotal => ({ runId: r.run_id as string, meter: r.meter as CostMeter, key: r.meter_key as string, amount: Number(r.amount) });
   return {
     async recordCost(sample, opts) {
@@ -28,7 +29,9 @@ export function sqliteCostRecords(db: Database.Database): CostRecords {
       return filter.runIds.flatMap((id) => (sumsOf.all(id) as Row[]).map(toTotal));
     },
     async listCost(filter) {
-      return (rows.all(filter.runId) as Row[]).map((r) => ({ ...toTotal(r), at: r.at as number }));
+      const { runId, page } = filter;
+      const found = (page ? rowsPage.all(runId, Math.max(0, Math.floor(page.limit)), Math.max(0, Math.floor(page.offset))) : rows.all(runId)) as Row[];
+      return found.map((r) => ({ ...toTotal(r), at: r.at as number }));
     },
   };
 }

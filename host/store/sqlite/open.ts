@@ -7,6 +7,9 @@ import { NEWEST_SCHEMA_VERSION, SCHEMA_VERSIONS, storeTooNew } from '../schema-v
 /** How long a statement waits for another process's lock before it fails. */
 export const BUSY_TIMEOUT_MS = 5000;
 
+/** SQLite's page cache per connection, in KiB. */
+const CACHE_KB = 2000;
+
 /** How hard each commit is pushed to disk. */
 export type Durability = 'full' | 'normal';
 
@@ -38,6 +41,12 @@ export function openDatabase(path: string, durability: Durability = 'full'): Dat
   db.pragma('journal_mode = WAL');
   db.pragma(`synchronous = ${durability === 'full' ? 'FULL' : 'NORMAL'}`);
   db.pragma('foreign_keys = ON');
+  // SQLite's own default page cache (2 MB) rather than better-sqlite3's build default (16 MB): the
+  // cache filled with the store's pages as a long run's rows were read and written, so a host's
+  // memory grew with the store's size up to 16 MB per connection (a 3,000-step run's 18 MB store:
+  // `berth export` 120 against 131 MB peak RSS, bench/RESULTS.md session 18). The OS page cache
+  // keeps the file's pages either way; a commit touches the few pages at the lists' ends.
+  db.pragma(`cache_size = -${CACHE_KB}`);
   migrate(db, path);
   return db;
 }
