@@ -1,6 +1,7 @@
 import { extname } from 'node:path';
 import { parseDocument } from 'yaml';
 import { BerthError } from '../host/errors';
+import { fastYaml } from './yaml-core';
 
 export type ManifestFormat = 'json' | 'yaml';
 
@@ -37,6 +38,8 @@ function readJson(text: string, file: string): unknown {
 }
 
 function readYaml(text: string, file: string): unknown {
+  const fast = fastYaml(text, file);
+  if (fast) return fast.value;
   // Duplicate keys are errors: with "last one wins", a pasted section could silently override.
   const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: true });
   const first = doc.errors[0];

@@ -10,6 +10,31 @@ export function emit(json: boolean, value: unknown, human: () => string): void {
   process.stdout.write(json ? `${JSON.stringify(value, null, 2)}\n` : `${human()}\n`);
 }
 
+/**
+ * `emit` with --json for a value holding one long list: the same bytes as `JSON.stringify(value,
+ * null, 2)`, written a batch of the list's elements at a time, so the text of a 3,000-step run's
+ * summary (megabytes) is never one string beside the rows it came from (it was ~10 MB of that
+ * run's peak RSS, at its very end; bench/RESULTS.md session 18). Without --json, `human()`.
+ */
+export function emitWithList<K extends string>(json: boolean, value: Record<string, unknown> & Record<K, unknown[]>, key: K, human: () => string, write: (s: string) => void = (s) => void process.stdout.write(s)): void {
+  if (!json) return write(`${human()}\n`);
+  const list = value[key];
+  if (list.length === 0) return write(`${JSON.stringify(value, null, 2)}\n`);
+  // The list's place in the text of the value without it: a top-level key is the only one indented
+  // by exactly two spaces, and a string holding a quote is written with it escaped.
+  const name = `\n  ${JSON.stringify(key)}: `;
+  const text = JSON.stringify({ ...value, [key]: 0 }, null, 2);
+  const at = text.indexOf(`${name}0`);
+  const [head, tail] = [text.slice(0, at), text.slice(at + name.length + 1)];
+  write(`${head}${name}[\n`);
+  const BATCH = 100;
+  for (let i = 0; i < list.length; i += BATCH) {
+    const texts = list.slice(i, i + BATCH).map((v) => `    ${(JSON.stringify(v, null, 2) ?? 'null').replaceAll('\n', '\n    ')}`);
+    write(`${texts.join(',\n')}${i + BATCH < list.length ? ',\n' : '\n'}`);
+  }
+  write(`  ]${tail}\n`);
+}
+
 /** One error, to stderr: the typed error's JSON with --json, else `berth: code: message`; stack traces only with --debug. */
 export function reportError(json: boolean, err: unknown, debug = false): void {
   if (isBerthError(err)) {

@@ -9,7 +9,7 @@ import { runSteps, type PlanRunInput, type StepResult } from '../../plan';
 import type { HostRuntime } from '../../runtime/host-runtime';
 import type { CliContext } from '../context';
 import { EXIT } from '../host-right';
-import { duration, emit, runExit, table } from '../output';
+import { duration, emitWithList, runExit, table } from '../output';
 import { timed } from '../../snapshot/timing';
 
 /**
@@ -73,7 +73,7 @@ async function summary(ctx: CliContext, run: Run, extra?: { json: Record<string,
   const transitions = await ctx.store.listRunTransitions(run.id);
   const reason = transitions.at(-1)?.reason ?? '';
   const acceptance = await acceptanceOf(ctx.store, run);
-  emit(ctx.json, { run, reason, steps, acceptance, ...extra?.json }, () =>
+  emitWithList(ctx.json, { run, reason, steps, acceptance, ...extra?.json }, 'steps', () =>
     [
       '',
       table([['STEP', 'RESULT', 'EXIT', 'TIME', 'SNAPSHOT'], ...steps.map((s) => [s.step ?? '?', s.acceptedBy ? `accepted by ${s.acceptedBy}` : s.rewind !== undefined ? `rewound to step ${s.rewind + 1}` : s.alreadyDone ? 'ran before' : s.code && s.code !== 'step_failed' ? s.code : (s.outcome ?? s.status), String(s.exitCode ?? '-'), s.durationMs === undefined ? '-' : duration(s.durationMs), s.snapshotId ?? '-'])]),
