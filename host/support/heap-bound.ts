@@ -10,7 +10,7 @@ import { runInNewContext } from 'node:vm';
  * each). The collector is reached the way `--expose-gc` exposes it; where that is refused, nothing
  * is collected early.
  */
-export function heapBound(slackMb = 16): (slackOverMb?: number) => void {
+export function heapBound(slackMb = 16): (smallerSlackMb?: number) => void {
   let gc: (() => void) | undefined;
   try {
     // The young generation stays at its starting size (1-2 MB) instead of growing to 32 MB under
@@ -50,7 +50,7 @@ let shared: (() => void) | undefined;
  * garbage one of them left is counted by the next (a 3,000-step run's end read its tasks and
  * effects and printed its summary within 340 ms, ~45 MB of garbage no commit came to bound).
  */
-export function sharedHeapBound(slackMb = slackFromEnv()): (slackOverMb?: number) => void {
+export function sharedHeapBound(slackMb = slackFromEnv()): (smallerSlackMb?: number) => void {
   return (shared ??= slackMb > 0 ? heapBound(slackMb) : () => {});
 }
 

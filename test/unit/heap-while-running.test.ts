@@ -47,3 +47,20 @@ describe('the heap bound counts its slack from the heap\'s latest low', () => {
     expect(freedBy(collectIfGrown, 18)).toBeGreaterThan(12 * MB);
   });
 });
+
+describe('a read that keeps little asks the heap bound for less slack', () => {
+  it('collects at the smaller slack a caller asks for, and never at more than the process\'s', () => {
+    const collectIfGrown = heapBound(16);
+    (runInNewContext('gc') as () => void)();
+    collectIfGrown();
+    // 6 MB of garbage: under the process's 16 MB, past an export's 4 MB.
+    expect(freedBy(() => collectIfGrown(), 6)).toBeLessThan(MB);
+    (runInNewContext('gc') as () => void)();
+    collectIfGrown();
+    expect(freedBy(() => collectIfGrown(4), 6)).toBeGreaterThan(3 * MB);
+    // A larger slack than the process's is the process's.
+    (runInNewContext('gc') as () => void)();
+    collectIfGrown();
+    expect(freedBy(() => collectIfGrown(64), 24)).toBeGreaterThan(12 * MB);
+  });
+});
