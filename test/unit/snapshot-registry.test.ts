@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { parseEnvironment } from '../../environment';
 import { registryError } from '../../host/sandbox/registry';
 import { SnapshotTransport } from '../../host/snapshot';
+import { RegistryHttp } from '../../host/snapshot/registry/registry-http';
 import { openSqliteStore } from '../../host/store';
 
 const ENV = `kernel: { name: berth, version: 0.1.0, compatible: ">=0.1.0 <0.2.0" }\nimage: { ref: "berth/tiny:latest", digest: "sha256:${'a'.repeat(64)}" }\n`;
@@ -26,6 +27,18 @@ describe('registry-backed snapshots (pure logic)', () => {
     expect(t.target(parseEnvironment(`${ENV}snapshot: { registry: "reg.internal:443/team", push: async }\n`, 'e.yaml').snapshot)).toEqual({ registry: 'reg.internal:443/team', policy: 'async' });
     const none = new SnapshotTransport({ registry: { push: async () => ({ ref: '', digest: '' }), pull: async () => 'present' }, store: undefined as never, logger: pino({ level: 'silent' }) });
     expect(none.target(parseEnvironment(ENV, 'e.yaml').snapshot)).toBeUndefined();
+  });
+
+  it('offers a sync run\'s first snapshot an early layer upload on a loopback registry before any request (its scheme can only be plain HTTP), and not on another until a request found its scheme', () => {
+    const registry = { push: async () => ({ ref: '', digest: '' }), pull: async () => 'present' as const, localImage: async () => undefined };
+    const t = new SnapshotTransport({ registry, store: undefined as never, logger: pino({ level: 'silent' }) });
+    for (const host of ['127.0.0.1:5000', 'localhost:5000', '[::1]:5000']) {
+      expect(new RegistryHttp(host).settled).toBe(true);
+      expect(t.earlyLayer({ registry: host, policy: 'sync' })).toBeDefined();
+    }
+    expect(new RegistryHttp('reg.internal:5000').settled).toBe(false);
+    expect(t.earlyLayer({ registry: 'reg.internal:5000', policy: 'sync' })).toBeUndefined();
+    expect(t.earlyLayer({ registry: '127.0.0.1:5000', policy: 'async' })).toBeUndefined();
   });
 
   it('refuses a registry with a scheme or credentials in the manifest', () => {

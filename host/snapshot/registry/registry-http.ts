@@ -17,7 +17,13 @@ export class RegistryHttp {
   constructor(
     readonly registry: string,
     private readonly auth?: RegistryAuth,
-  ) {}
+  ) {
+    // A registry with one possible scheme (loopback: plain HTTP only) is known before any request,
+    // so whether a run's first snapshot streams its layer early does not hang on a request still in
+    // flight (the base push's read-back): the same run behaves the same on a loaded machine.
+    const only = schemes(registry);
+    if (only.length === 1) this.scheme = only[0];
+  }
 
   /** Whether this registry's scheme is known: a request body sent as a stream can be sent once only, so it is not tried on two. */
   get settled(): boolean {

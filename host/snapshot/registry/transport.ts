@@ -143,7 +143,8 @@ export class SnapshotTransport {
   /**
    * An upload of a `sync` snapshot's layer that starts while the engine commits it (`early-layer.ts`),
    * for {@link push} to use; `undefined` when pushes do not go straight to the registry here, or
-   * this process has not talked to the registry yet (a streamed body is sent on a known scheme only).
+   * this process does not know the registry's scheme yet (a streamed body is sent on a known scheme
+   * only: a loopback registry's is known at once, another's after this process's first request).
    */
   earlyLayer(t: PushTarget, signal?: AbortSignal): EarlyLayer | undefined {
     if (t.policy !== 'sync' || this.d.direct === false || !this.d.registry.localImage) return undefined;
