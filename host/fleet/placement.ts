@@ -41,7 +41,7 @@ export class PlacementCheck {
       const digest = env?.image?.digest;
       if (!digest) continue;
       if (await this.d.sandbox.hasImage(digest)) continue;
-      const snaps = (await this.d.store.listSnapshots({ runId: run.id })).filter((s) => s.prunedAt === null);
+      const snaps = await this.d.store.listSnapshots({ runId: run.id, pruned: false });
       if (snaps.some((s) => s.registryRef !== null)) continue;
       const newest = snaps.at(-1);
       if (newest && (await this.d.sandbox.hasImage(newest.imageId))) continue;

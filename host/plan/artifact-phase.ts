@@ -37,7 +37,7 @@ export async function checkArtifacts(ctx: PlanContext, sb: RunSandbox, store: Ar
 
   const producing = input.plan.steps[first]!;
   if (producing.replay === 'never') return park(`its producing step ${producing.name} is replay never, so it is not run again to make it anew`);
-  const snap = (await ctx.store.listSnapshots({ runId })).filter((s) => s.prunedAt === null && nextIndexOf(s.checkpoint) <= first).at(-1);
+  const snap = (await ctx.store.listSnapshots({ runId, pruned: false })).filter((s) => nextIndexOf(s.checkpoint) <= first).at(-1);
   if (!snap) return park(`the run has no snapshot from before step ${producing.name} to run it again from`);
   const from = nextIndexOf(snap.checkpoint);
   const never = input.plan.steps.slice(from, cp.index).filter((s) => s.replay === 'never');

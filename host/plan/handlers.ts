@@ -28,6 +28,7 @@ import type { ArtifactStore } from '../artifacts';
 import { pushWaitMs } from '../snapshot';
 import { faultPoint } from '../support/faults';
 import { pagesOf } from '../store';
+import { collectIfGrown } from '../support/heap-bound';
 
 export const PLAN_KIND = 'plan';
 /** How long a step whose push waited in vain sleeps before it pushes again: a third of the push wait, 5 to 30 s. */
@@ -58,6 +59,12 @@ export const STEP_KIND = 'plan-step';
 type DoneStep = StepInput & { result: StepTaskResult | null };
 /** Children per read of the root's completion. */
 const CHILD_PAGE = 500;
+/**
+ * The heap's slack while the completion reads its children (support/heap-bound.ts): ~20 MB of
+ * rows for 3,000 steps, of which it keeps the results; at a run's 16 MB the end of a long run grew
+ * its heap past anything its steps had needed (bench/RESULTS.md, session 19).
+ */
+const COMPLETION_SLACK_MB = 4;
 
 /**
  * The two task kinds of a plan run: the root walks the steps; each step runs one command. Steps
@@ -130,7 +137,7 @@ export function planHandlers(sb: RunSandbox, progress: (p: PlanProgress) => void
           // page, each finished step kept as its place and parsed result only: holding every child
           // row at once was ~15 MB of a 3,000-step run's peak at its end (bench/RESULTS.md, session 16).
           const done: DoneStep[] = [];
-          for await (const page of pagesOf((p) => ctx.children({ page: p }), CHILD_PAGE)) {
+          for await (const page of pagesOf((p) => ctx.children({ page: p }), CHILD_PAGE, () => collectIfGrown(COMPLETION_SLACK_MB))) {
             for (const c of page) if (c.status === 'terminal') done.push({ ...stepInputOf(c), result: stepTaskResultOf(c) });
           }
           done.sort((a, b) => stepOrder(a) - stepOrder(b));

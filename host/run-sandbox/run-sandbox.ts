@@ -229,7 +229,7 @@ export class RunSandbox {
     // that reached the registry is where this engine can continue from (the caller re-runs the
     // safe steps after it, or asks the operator when a `never` step lies between).
     if (snap && snap.registryRef === null && this.d.transport && snap.prunedAt === null && !(await this.exists(snap.imageId))) {
-      const pushed = (await this.d.store.listSnapshots({ runId })).filter((s) => s.registryRef !== null && s.prunedAt === null && s.commitSeq <= snap.commitSeq && s.id !== snap.id).at(-1);
+      const pushed = (await this.d.store.listSnapshots({ runId, pruned: false, pushed: true })).filter((s) => s.commitSeq <= snap.commitSeq && s.id !== snap.id).at(-1);
       if (pushed) {
         this.d.logger.info({ runId, snapshotId: snap.id, pushed: pushed.id }, 'newest snapshot is neither on this engine nor in the registry; going back to the newest pushed one');
         return { kind: 'behind', snapshotId: pushed.id, checkpoint: pushed.checkpoint };

@@ -126,7 +126,7 @@ export async function assertKeepAllowed(store: Store, keep: number): Promise<voi
   const open = (await store.listRuns()).filter((r) => !isFinalRunState(r.state) && !imported.has(r.sessionId));
   const blocked: string[] = [];
   for (const run of open) {
-    const snaps = (await store.listSnapshots({ sessionId: run.sessionId })).filter((s) => s.prunedAt === null);
+    const snaps = await store.listSnapshots({ sessionId: run.sessionId, pruned: false, newest: 1 });
     if (snaps.length > 0) blocked.push(`${run.sessionId} (run ${run.id} is ${run.state})`);
   }
   if (blocked.length) {

@@ -29,7 +29,9 @@ export async function pruneSnapshots(d: PruneDeps, opts: { keepLast: number; ses
   const needed = (await d.inUse?.()) ?? new Set<string>();
   const imported = await importedSessions(d.store);
   const deltas = await PendingDeltaParents.read(d);
-  const all = (await d.store.listSnapshots(opts.sessionId ? { sessionId: opts.sessionId } : {})).filter((s) => s.prunedAt === null && !imported.has(s.sessionId));
+  // Only what can still be pruned: a 3,000-step run's end read its 3,000 records to find the few its
+  // in-run retention left.
+  const all = (await d.store.listSnapshots({ ...(opts.sessionId ? { sessionId: opts.sessionId } : {}), pruned: false })).filter((s) => !imported.has(s.sessionId));
   const finished = new Map<string, boolean>();
   const isFinished = async (runId: string | null) => {
     if (runId === null) return true;
@@ -40,7 +42,11 @@ export async function pruneSnapshots(d: PruneDeps, opts: { keepLast: number; ses
     return finished.get(runId)!;
   };
   const bySession = new Map<string, Snapshot[]>();
-  for (const s of all) bySession.set(s.sessionId, [...(bySession.get(s.sessionId) ?? []), s]);
+  for (const s of all) {
+    const list = bySession.get(s.sessionId);
+    if (list) list.push(s);
+    else bySession.set(s.sessionId, [s]);
+  }
   const pruned: Snapshot[] = [];
   for (const list of bySession.values()) {
     const newestFirst = [...list].sort((a, b) => b.commitSeq - a.commitSeq || b.createdAt - a.createdAt);

@@ -101,10 +101,12 @@ export interface Store extends LeaseRecords, EgressAuditRecords, AcceptanceReads
   listEffects(filter: { runId?: string; taskId?: string; earlier?: boolean; newest?: number; page?: Page }): Promise<Effect[]>;
   getSnapshot(id: string): Promise<Snapshot | undefined>;
   /**
-   * Oldest first. Pruned snapshots are included (their records stay; only the image is gone).
-   * `page` (with `runId` or `sessionId`, not with `newest`): a page of that answer.
+   * Oldest first. Pruned snapshots are included (their records stay; only the image is gone)
+   * unless `pruned` says which: `false` only those not pruned, `true` only pruned ones; `pushed`
+   * only those with a registry copy. Retention reads what it can still prune, not every record a
+   * long run left. `page` (with `runId` or `sessionId`, not with `newest`): a page of that answer.
    */
-  listSnapshots(filter: { runId?: string; sessionId?: string; newest?: number; page?: Page }): Promise<Snapshot[]>;
+  listSnapshots(filter: { runId?: string; sessionId?: string; newest?: number; page?: Page; pruned?: boolean; pushed?: true }): Promise<Snapshot[]>;
   /** Retention bookkeeping: the snapshot's image was removed. Not session state, so not a commit. */
   markSnapshotPruned(id: string, at: number): Promise<void>;
   /**

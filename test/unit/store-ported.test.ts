@@ -35,6 +35,22 @@ describe.each(STORE_KINDS)('store features ported to both stores, on %s', (kind)
     expect(await store.getSnapshot('snap_1')).toMatchObject({ registryRef: 'r@sha256:1', pushedAt: 5 });
   });
 
+  it('lists a run\'s or session\'s snapshots pruned or not, pushed or not, whole, newest and by page, in the same order as unfiltered', async () => {
+    const store = await fresh();
+    const ids = ['a', 'b', 'c', 'd', 'e', 'f'];
+    await store.commit({ ...admit, snapshots: ids.map((id, i) => snap(id, i % 2 ? { registryRef: `r@sha256:${id}`, pushedAt: i } : {})) });
+    for (const id of ['a', 'b', 'e']) await store.markSnapshotPruned(id, 9);
+    const names = (l: Array<{ id: string }>) => l.map((s) => s.id);
+    expect(names(await store.listSnapshots({ runId: 'run_1' }))).toEqual(ids);
+    expect(names(await store.listSnapshots({ runId: 'run_1', pruned: false }))).toEqual(['c', 'd', 'f']);
+    expect(names(await store.listSnapshots({ sessionId: 's1', pruned: true }))).toEqual(['a', 'b', 'e']);
+    expect(names(await store.listSnapshots({ pruned: false, pushed: true }))).toEqual(['d', 'f']);
+    expect(names(await store.listSnapshots({ sessionId: 's1', pruned: true, pushed: true }))).toEqual(['b']);
+    expect(names(await store.listSnapshots({ runId: 'run_1', pruned: false, newest: 2 }))).toEqual(['d', 'f']);
+    expect(names(await store.listSnapshots({ sessionId: 's1', pruned: false, page: { offset: 1, limit: 1 } }))).toEqual(['d']);
+    expect(names(await store.listSnapshots({ runId: 'run_2', pruned: false }))).toEqual([]);
+  });
+
   it('records an acceptance decision once per request id, in commit order, and finds it by request id', async () => {
     const store = await fresh();
     await store.commit(admit);

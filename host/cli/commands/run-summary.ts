@@ -39,37 +39,50 @@ export async function finishDriven(ctx: CliContext, rt: HostRuntime, runId: stri
 
 /** Rows per read of the summary's lists. */
 const PAGE = 500;
+/** The heap's slack while the summary reads its pages (the export's: support/heap-bound.ts). */
+const END_SLACK_MB = 4;
 
 type StepLine = Partial<StepResult> & { step: string | undefined; outcome: Task['outcome']; status: Task['status']; code: string | undefined; acceptedBy?: string };
 
 async function summary(ctx: CliContext, run: Run, extra?: { json: Record<string, unknown>; line: string }): Promise<string> {
-  // A step caught in flight stays `interrupted` in its task; when the operator vouched for its
-  // effect (--accept), the table says so rather than leaving it looking unresolved.
-  const acceptedBy = new Map<string, string>();
-  for await (const page of pagesOf((p) => ctx.store.listEffects({ runId: run.id, page: p }), PAGE)) {
-    for (const e of page) {
-      const receipt = e.receipt as { decision?: string; by?: string } | null;
-      const step = (e.intent as { step?: string } | null)?.step;
-      if (e.status === 'confirmed' && receipt?.decision === 'accept' && step) acceptedBy.set(step, receipt.by ?? 'operator');
-    }
-  }
   const root = run.rootTaskId ? await ctx.store.getTask(run.rootTaskId) : undefined;
   const plan = (root?.input as unknown as PlanRunInput | undefined)?.plan;
   const names = (plan?.steps ? runSteps(plan) : []).map((s) => s.name);
   // Read page by page, each step's line kept and its row dropped: the summary of a long run holds
-  // its lines, not every row of the run at once.
+  // its lines, not every row of the run at once. The pages' garbage is collected at a smaller
+  // slack than a run's commits: a 3,000-step run's end read ~40 MB of rows it kept nothing of,
+  // and its heap grew past anything its 3,000 steps had needed (bench/RESULTS.md, session 19).
   const steps: StepLine[] = [];
-  for await (const page of pagesOf((p) => ctx.store.listTasks({ runId: run.id, page: p }), PAGE)) {
+  const interrupted: StepLine[] = [];
+  for await (const page of pagesOf((p) => ctx.store.listTasks({ runId: run.id, page: p }), PAGE, () => collectIfGrown(END_SLACK_MB))) {
     for (const t of page) {
       if (t.kind !== 'plan-step') continue;
       // A step stopped by cancel has no command result; its name comes from the plan, its outcome says cancelled.
       const r = (t.result ?? t.error?.details ?? {}) as Partial<StepResult>;
-      const by = t.outcome === 'interrupted' && r.step ? acceptedBy.get(r.step) : undefined;
-      steps.push({ step: names[(t.input as { index?: number }).index ?? -1], outcome: t.outcome, status: t.status, code: t.error?.code, ...r, ...(by ? { acceptedBy: by } : {}) });
+      const line: StepLine = { step: names[(t.input as { index?: number }).index ?? -1], outcome: t.outcome, status: t.status, code: t.error?.code, ...r };
+      steps.push(line);
+      if (t.outcome === 'interrupted' && r.step) interrupted.push(line);
+    }
+  }
+  // A step caught in flight stays `interrupted` in its task; when the operator vouched for its
+  // effect (--accept), the table says so rather than leaving it looking unresolved. Only then are
+  // the run's effects read (a run with no interrupted step has none to look up).
+  if (interrupted.length) {
+    const acceptedBy = new Map<string, string>();
+    for await (const page of pagesOf((p) => ctx.store.listEffects({ runId: run.id, page: p }), PAGE, () => collectIfGrown(END_SLACK_MB))) {
+      for (const e of page) {
+        const receipt = e.receipt as { decision?: string; by?: string } | null;
+        const step = (e.intent as { step?: string } | null)?.step;
+        if (e.status === 'confirmed' && receipt?.decision === 'accept' && step) acceptedBy.set(step, receipt.by ?? 'operator');
+      }
+    }
+    for (const line of interrupted) {
+      const by = acceptedBy.get(line.step!);
+      if (by) line.acceptedBy = by;
     }
   }
   // What the pages left is collected before the summary's text is built beside the lines (a long run's is megabytes).
-  collectIfGrown();
+  collectIfGrown(END_SLACK_MB);
   const transitions = await ctx.store.listRunTransitions(run.id);
   const reason = transitions.at(-1)?.reason ?? '';
   const acceptance = await acceptanceOf(ctx.store, run);

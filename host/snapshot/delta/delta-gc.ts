@@ -20,7 +20,7 @@ export async function settleSnapshotDeltas(d: { store: Store; images: DeltaImage
   const out: DeltaGcResult = { loaded: [], dropped: [] };
   const pending = await d.store.listSnapshotDeltas();
   if (pending.length === 0) return out;
-  const named = new Set((await d.store.listSnapshots({})).filter((s) => s.prunedAt === null).map((s) => s.imageId));
+  const named = new Set((await d.store.listSnapshots({ pruned: false })).map((s) => s.imageId));
   const now = d.clock.now();
   for (const delta of pending) {
     if (now - delta.createdAt < o.graceMs || !named.has(delta.imageId)) continue;

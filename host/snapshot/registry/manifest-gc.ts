@@ -32,8 +32,10 @@ export interface ManifestGcReport {
  * `sessionId` limits the pass to that session's pruned records (retention at the end of a run).
  */
 export async function deletePrunedManifests(d: ManifestGcDeps, opts: { sessionId?: string; signal?: AbortSignal } = {}): Promise<ManifestGcReport> {
-  const all = await d.store.listSnapshots({});
-  const live = new Set(all.filter((s) => s.prunedAt === null && s.registryRef !== null).map((s) => s.registryRef!));
+  // The pushed records only, the pruned ones of the session when one is given: a run's end does
+  // not read every record of the store (each one a snapshot long since pruned with no copy).
+  const live = new Set((await d.store.listSnapshots({ pruned: false, pushed: true })).map((s) => s.registryRef!));
+  const all = await d.store.listSnapshots({ ...(opts.sessionId !== undefined ? { sessionId: opts.sessionId } : {}), pruned: true, pushed: true });
   const done = new Map((await d.store.listRegistryDeletes()).map((r) => [r.registryRef, r.deletedAt]));
   const imported = new Map<string, boolean>();
   const isImported = async (sessionId: string) => {
@@ -43,8 +45,7 @@ export async function deletePrunedManifests(d: ManifestGcDeps, opts: { sessionId
   // Per manifest, the newest time it was pushed by any pruned record naming it.
   const due = new Map<string, number>();
   for (const s of all) {
-    if (s.prunedAt === null || s.registryRef === null || live.has(s.registryRef)) continue;
-    if (opts.sessionId !== undefined && s.sessionId !== opts.sessionId) continue;
+    if (s.registryRef === null || live.has(s.registryRef)) continue;
     if (await isImported(s.sessionId)) continue;
     due.set(s.registryRef, Math.max(due.get(s.registryRef) ?? 0, pushTime(s)));
   }

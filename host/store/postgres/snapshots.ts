@@ -3,6 +3,7 @@ import type { Store } from '../store';
 import { decodeJson } from '../stored-json';
 import { json, toSnapshot } from './rows';
 import { query } from './open';
+import { stateFilter } from '../sqlite/snapshots';
 
 type SnapshotMethods = Pick<Store, 'getSnapshot' | 'listSnapshots' | 'markSnapshotPruned' | 'putWorkspaceManifest' | 'getWorkspaceManifest'>;
 
@@ -14,20 +15,18 @@ export function postgresSnapshots(pool: pg.Pool): SnapshotMethods {
       return r ? toSnapshot(r) : undefined;
     },
     async listSnapshots(filter) {
+      const [where, args] = filter.runId ? ['run_id = $1', [filter.runId]] : filter.sessionId ? ['session_id = $1', [filter.sessionId]] : ['TRUE', []];
+      const cond = `${where}${stateFilter(filter)}`;
+      const order = filter.runId || filter.sessionId ? 'commit_seq, created_at, id' : 'created_at, id';
+      const n = args.length;
       if (filter.page && filter.newest === undefined && (filter.runId || filter.sessionId)) {
-        const [col, id] = filter.runId ? ['run_id', filter.runId] : ['session_id', filter.sessionId!];
-        const args = [id, Math.max(0, Math.floor(filter.page.limit)), Math.max(0, Math.floor(filter.page.offset))];
-        return (await query(pool, `SELECT * FROM snapshots WHERE ${col} = $1 ORDER BY commit_seq, created_at, id LIMIT $2 OFFSET $3`, args)).map(toSnapshot);
+        const page = [Math.max(0, Math.floor(filter.page.limit)), Math.max(0, Math.floor(filter.page.offset))];
+        return (await query(pool, `SELECT * FROM snapshots WHERE ${cond} ORDER BY ${order} LIMIT $${n + 1} OFFSET $${n + 2}`, [...args, ...page])).map(toSnapshot);
       }
       if (filter.newest !== undefined && filter.runId) {
-        return (await query(pool, 'SELECT * FROM snapshots WHERE run_id = $1 ORDER BY commit_seq DESC, created_at DESC, id DESC LIMIT $2', [filter.runId, Math.max(0, Math.floor(filter.newest))])).reverse().map(toSnapshot);
+        return (await query(pool, `SELECT * FROM snapshots WHERE ${cond} ORDER BY commit_seq DESC, created_at DESC, id DESC LIMIT $${n + 1}`, [...args, Math.max(0, Math.floor(filter.newest))])).reverse().map(toSnapshot);
       }
-      const rows = filter.runId
-        ? await query(pool, 'SELECT * FROM snapshots WHERE run_id = $1 ORDER BY commit_seq, created_at, id', [filter.runId])
-        : filter.sessionId
-          ? await query(pool, 'SELECT * FROM snapshots WHERE session_id = $1 ORDER BY commit_seq, created_at, id', [filter.sessionId])
-          : await query(pool, 'SELECT * FROM snapshots ORDER BY created_at, id');
-      const out = rows.map(toSnapshot);
+      const out = (await query(pool, `SELECT * FROM snapshots WHERE ${cond} ORDER BY ${order}`, args)).map(toSnapshot);
       return filter.newest !== undefined ? out.slice(Math.max(0, out.length - Math.floor(filter.newest))) : out;
     },
     async markSnapshotPruned(id, at) {

@@ -5,15 +5,17 @@ import { json, toSnapshot, type Row } from './rows';
 
 type SnapshotMethods = Pick<Store, 'getSnapshot' | 'listSnapshots' | 'markSnapshotPruned' | 'putWorkspaceManifest' | 'getWorkspaceManifest'>;
 
+/** The SQL of `listSnapshots`' `pruned` and `pushed` filters (the same on PostgreSQL). */
+export function stateFilter(f: { pruned?: boolean; pushed?: true }): string {
+  return `${f.pruned === true ? ' AND pruned_at IS NOT NULL' : f.pruned === false ? ' AND pruned_at IS NULL' : ''}${f.pushed ? ' AND registry_ref IS NOT NULL' : ''}`;
+}
+
 /** Snapshot records are written by commits; these are their reads and the non-session bookkeeping beside them. */
 export function sqliteSnapshots(db: Database.Database): SnapshotMethods {
   const get = db.prepare('SELECT * FROM snapshots WHERE id = ?');
-  const byRun = db.prepare('SELECT * FROM snapshots WHERE run_id = ? ORDER BY commit_seq, created_at, id');
-  const newestByRun = db.prepare('SELECT * FROM snapshots WHERE run_id = ? ORDER BY commit_seq DESC, created_at DESC, id DESC LIMIT ?');
-  const bySession = db.prepare('SELECT * FROM snapshots WHERE session_id = ? ORDER BY commit_seq, created_at, id');
-  const byRunPage = db.prepare('SELECT * FROM snapshots WHERE run_id = ? ORDER BY commit_seq, created_at, id LIMIT ? OFFSET ?');
-  const bySessionPage = db.prepare('SELECT * FROM snapshots WHERE session_id = ? ORDER BY commit_seq, created_at, id LIMIT ? OFFSET ?');
-  const all = db.prepare('SELECT * FROM snapshots ORDER BY created_at, id');
+  // One statement per shape of filter, prepared on first use (a handful: by run, session or all, each with or without a page and the state filters).
+  const prepared = new Map<string, Database.Statement>();
+  const stmt = (sql: string) => prepared.get(sql) ?? prepared.set(sql, db.prepare(sql)).get(sql)!;
   const prune = db.prepare('UPDATE snapshots SET pruned_at = ? WHERE id = ? AND pruned_at IS NULL');
   const putManifest = db.prepare('INSERT OR REPLACE INTO workspace_manifests (image_id, manifest_json, created_at) VALUES (?, ?, ?)');
   const getManifest = db.prepare('SELECT manifest_json FROM workspace_manifests WHERE image_id = ?');
@@ -23,12 +25,15 @@ export function sqliteSnapshots(db: Database.Database): SnapshotMethods {
       return r ? toSnapshot(r) : undefined;
     },
     async listSnapshots(filter) {
-      const page = filter.page && filter.newest === undefined ? [Math.max(0, Math.floor(filter.page.limit)), Math.max(0, Math.floor(filter.page.offset))] : undefined;
-      if (page && filter.runId) return (byRunPage.all(filter.runId, ...page) as Row[]).map(toSnapshot);
-      if (page && filter.sessionId) return (bySessionPage.all(filter.sessionId, ...page) as Row[]).map(toSnapshot);
-      if (filter.newest !== undefined && filter.runId) return (newestByRun.all(filter.runId, Math.max(0, Math.floor(filter.newest))) as Row[]).reverse().map(toSnapshot);
-      const rows = filter.runId ? byRun.all(filter.runId) : filter.sessionId ? bySession.all(filter.sessionId) : all.all();
-      const out = (rows as Row[]).map(toSnapshot);
+      const [where, args] = filter.runId ? ['run_id = ?', [filter.runId]] : filter.sessionId ? ['session_id = ?', [filter.sessionId]] : ['1 = 1', []];
+      const cond = `${where}${stateFilter(filter)}`;
+      const order = filter.runId || filter.sessionId ? 'commit_seq, created_at, id' : 'created_at, id';
+      const page = filter.page && filter.newest === undefined && (filter.runId || filter.sessionId) ? [Math.max(0, Math.floor(filter.page.limit)), Math.max(0, Math.floor(filter.page.offset))] : undefined;
+      if (page) return (stmt(`SELECT * FROM snapshots WHERE ${cond} ORDER BY ${order} LIMIT ? OFFSET ?`).all(...args, ...page) as Row[]).map(toSnapshot);
+      if (filter.newest !== undefined && filter.runId) {
+        return (stmt(`SELECT * FROM snapshots WHERE ${cond} ORDER BY commit_seq DESC, created_at DESC, id DESC LIMIT ?`).all(...args, Math.max(0, Math.floor(filter.newest))) as Row[]).reverse().map(toSnapshot);
+      }
+      const out = (stmt(`SELECT * FROM snapshots WHERE ${cond} ORDER BY ${order}`).all(...args) as Row[]).map(toSnapshot);
       return filter.newest !== undefined ? out.slice(Math.max(0, out.length - Math.floor(filter.newest))) : out;
     },
     async markSnapshotPruned(id, at) {
