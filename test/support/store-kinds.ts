@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type pg from 'pg';
+import { afterEach } from 'vitest';
 import { openStore, openSqliteStore, type Store } from '../../host/store';
 import { startPostgres, type TestPostgres } from './postgres';
 
@@ -56,5 +57,21 @@ export async function tempStoreOf(kind: StoreKind) {
       for (const h of handles) await h.close();
       loc.cleanup();
     },
+  };
+}
+
+/**
+ * For a suite's tests: `fresh()` gives a new store of `kind` ({@link tempStoreOf}), closed and
+ * removed after the test that made it (registers its own `afterEach`).
+ */
+export function freshStores(kind: StoreKind): () => Promise<Awaited<ReturnType<typeof tempStoreOf>>> {
+  const open: Array<Awaited<ReturnType<typeof tempStoreOf>>> = [];
+  afterEach(async () => {
+    for (const t of open.splice(0)) await t.cleanup();
+  });
+  return async () => {
+    const t = await tempStoreOf(kind);
+    open.push(t);
+    return t;
   };
 }

@@ -1,8 +1,8 @@
 import pino from 'pino';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { BerthError } from '../../host/errors';
 import { deletePrunedManifests } from '../../host/snapshot';
-import { STORE_KINDS, stopSharedPostgres, tempStoreOf } from '../support/store-kinds';
+import { STORE_KINDS, stopSharedPostgres, freshStores } from '../support/store-kinds';
 
 afterAll(stopSharedPostgres, 60_000);
 
@@ -12,14 +12,10 @@ const B = '127.0.0.1:5002';
 
 /** Which manifests are due for deletion, derived from the records on both stores; the registry is a recorder here (the real one is in test/integration/registry-gc.test.ts). */
 describe.each(STORE_KINDS)('pruned snapshot manifests leave the registry, on %s', (kind) => {
-  const open: Array<Awaited<ReturnType<typeof tempStoreOf>>> = [];
-  afterEach(async () => {
-    for (const t of open.splice(0)) await t.cleanup();
-  });
+  const fresh = freshStores(kind);
 
   it('deletes a pruned manifest once, keeps one an unpruned record shares, retries a failed one, asks an unreachable registry once per pass, and deletes again a manifest pushed anew after its deletion', async () => {
-    const t = await tempStoreOf(kind);
-    open.push(t);
+    const t = await fresh();
     const store = t.store;
     const snap = (id: string, registryRef: string, pushedAt: number) => ({ id, runId: 'run_1', taskId: null, leaseId: 'l', imageId: 'sha256:x', workspaceDigest: 'd', sizeBytes: 1, checkpoint: `step:${id}`, parentId: null, registryRef, pushedAt });
     await store.commit({

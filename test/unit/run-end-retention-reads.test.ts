@@ -1,8 +1,8 @@
 import pino from 'pino';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import type { Store } from '../../host/store';
 import { deletePrunedManifests, pruneSnapshots } from '../../host/snapshot';
-import { STORE_KINDS, stopSharedPostgres, tempStoreOf } from '../support/store-kinds';
+import { STORE_KINDS, stopSharedPostgres, freshStores } from '../support/store-kinds';
 
 afterAll(stopSharedPostgres, 60_000);
 
@@ -20,14 +20,10 @@ function counting(store: Store): { store: Store; rows: () => number } {
 }
 
 describe.each(STORE_KINDS)('retention at the end of a long run, on %s', (kind) => {
-  const open: Array<Awaited<ReturnType<typeof tempStoreOf>>> = [];
-  afterEach(async () => {
-    for (const t of open.splice(0)) await t.cleanup();
-  });
+  const fresh = freshStores(kind);
 
   it('reads the records it can still prune and the pruned pushed ones, not every record the run left: 400 snapshots, 395 pruned while it ran', async () => {
-    const t = await tempStoreOf(kind);
-    open.push(t);
+    const t = await fresh();
     const snap = (i: number) => ({ id: `snap_${String(i).padStart(4, '0')}`, runId: 'run_1', taskId: null, leaseId: 'l', imageId: `sha256:${i}`, workspaceDigest: 'd', sizeBytes: 1, checkpoint: `step:${i}`, parentId: null });
     await t.store.commit({ sessionId: 's1', label: 'submit', createSession: {}, runs: [{ id: 'run_1', kind: 'plan', submissionId: null, rootTaskId: null, versions: { kernel: 'k1' } }] });
     for (let i = 0; i < 395; i += 79) await t.store.commit({ sessionId: 's1', label: 'snap', snapshots: Array.from({ length: 79 }, (_, k) => snap(i + k)) });

@@ -1,6 +1,6 @@
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import type { Page, Store } from '../../host/store';
-import { STORE_KINDS, stopSharedPostgres, tempStoreOf } from '../support/store-kinds';
+import { STORE_KINDS, stopSharedPostgres, freshStores } from '../support/store-kinds';
 
 afterAll(stopSharedPostgres, 60_000);
 
@@ -38,14 +38,10 @@ async function allPages<T>(read: (page: Page) => Promise<T[]>, size: number): Pr
 }
 
 describe.each(STORE_KINDS)('pages of a long run\'s lists, on %s', (kind) => {
-  const open: Array<Awaited<ReturnType<typeof tempStoreOf>>> = [];
-  afterEach(async () => {
-    for (const t of open.splice(0)) await t.cleanup();
-  });
+  const fresh = freshStores(kind);
 
   it('answers tasks, effects, snapshots and commits page by page in the whole list\'s order, each page no longer than asked', async () => {
-    const t = await tempStoreOf(kind);
-    open.push(t);
+    const t = await fresh();
     const store = t.store;
     await longRun(store);
     const ids = <T extends { id: string }>(pages: T[][]) => pages.flat().map((x) => x.id);

@@ -1,7 +1,7 @@
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { checkStore, exportRun, recordRows } from '../../host/record';
 import type { NewArtifact } from '../../host/store';
-import { STORE_KINDS, stopSharedPostgres, tempStoreOf } from '../support/store-kinds';
+import { STORE_KINDS, stopSharedPostgres, freshStores } from '../support/store-kinds';
 
 afterAll(stopSharedPostgres, 60_000);
 
@@ -11,15 +11,8 @@ afterAll(stopSharedPostgres, 60_000);
  * each through the Store port on both stores, so the two keep the same semantics.
  */
 describe.each(STORE_KINDS)('store features ported to both stores, on %s', (kind) => {
-  const open: Array<Awaited<ReturnType<typeof tempStoreOf>>> = [];
-  const fresh = async () => {
-    const t = await tempStoreOf(kind);
-    open.push(t);
-    return t.store;
-  };
-  afterEach(async () => {
-    for (const t of open.splice(0)) await t.cleanup();
-  });
+  const freshStore = freshStores(kind);
+  const fresh = async () => (await freshStore()).store;
 
   const snap = (id: string, extra: object = {}) => ({ id, runId: 'run_1', taskId: null, leaseId: 'l', imageId: 'sha256:x', workspaceDigest: 'd', sizeBytes: 1, checkpoint: 'step:1', parentId: null, ...extra });
   const admit = { sessionId: 's1', label: 'submit', createSession: {}, runs: [{ id: 'run_1', kind: 'plan', submissionId: null, rootTaskId: null, versions: { kernel: 'k1' }, reason: 'forked from run_0' }] };

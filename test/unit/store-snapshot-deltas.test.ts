@@ -1,17 +1,13 @@
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { STORE_KINDS, stopSharedPostgres, tempStoreOf } from '../support/store-kinds';
+import { afterAll, describe, expect, it } from 'vitest';
+import { STORE_KINDS, stopSharedPostgres, freshStores } from '../support/store-kinds';
 
 afterAll(stopSharedPostgres, 60_000);
 
 describe.each(STORE_KINDS)('pending snapshot deltas, on %s', (kind) => {
-  const open: Array<Awaited<ReturnType<typeof tempStoreOf>>> = [];
-  afterEach(async () => {
-    for (const t of open.splice(0)) await t.cleanup();
-  });
+  const fresh = freshStores(kind);
 
   it('keeps a delta\'s config and layer bytes exactly, lists it without them, ignores a second put of the same image and forgets it when deleted', async () => {
-    const t = await tempStoreOf(kind);
-    open.push(t);
+    const t = await fresh();
     const store = t.store;
     // Every byte value, so a text column or an encoding step would show.
     const layer = Buffer.from(Array.from({ length: 4096 }, (_, i) => i % 256));
