@@ -2,7 +2,7 @@ import { checkEgressPolicy, checkSupported, fingerprint, networkRunRecords, type
 import { scanHostDir } from '../sandbox';
 import { BerthError } from '../errors';
 import { ownerGone, storedValue, submit, type HandlerRegistry, type Kernel, type Submitted } from '../kernel';
-import { isFinalRunState, plainJson } from '../model';
+import { OPEN_RUN_STATES, plainJson } from '../model';
 import type { Store } from '../store';
 import { newId } from '../support';
 import { KERNEL } from '../version';
@@ -41,12 +41,13 @@ async function submitRun(deps: Deps, input: AgentRunInput, requestId: string, se
   // A workspace symlink leaving the directory is refused now, before a run exists or a sandbox is leased.
   if (input.workspaceDir) await scanHostDir(input.workspaceDir);
   const network = networkRunRecords(input.environment, accepted).map((r) => ({ kind: r.kind, body: plainJson(r.body) }));
-  return submit(deps, {
+  const parsed = AgentRunInputSchema.parse(input);
+  const submitted = await submit(deps, {
     requestId,
     sessionId,
     runKind: 'agent',
     // Stored as its kind's schema produces it: the agent task parses the same shape before every phase.
-    root: { kind: AGENT_KIND, input: plainJson(AgentRunInputSchema.parse(input)) },
+    root: { kind: AGENT_KIND, input: plainJson(parsed) },
     input: { message: input.message },
     entries: [{ kind: ENTRY.user, body: plainJson(user) }, ...network],
     versions: { kernel: `${KERNEL.name}@${KERNEL.version}`, envFingerprint: input.envFingerprint, imageDigest: input.environment.image.digest },
@@ -54,6 +55,9 @@ async function submitRun(deps: Deps, input: AgentRunInput, requestId: string, se
     ...(forkedFromRunId ? { forkedFromRunId } : {}),
     ...(start ? { start } : {}),
   });
+  // The session's next message continues from this root: it need not parse what was just parsed.
+  if (submitted.created && submitted.run.rootTaskId) rememberInput(submitted.run.rootTaskId, parsed);
+  return submitted;
 }
 
 /**
@@ -80,9 +84,11 @@ const parsedInputs = new Map<string, AgentRunInput>();
 function lastInput(root: { id: string; input: unknown }): AgentRunInput {
   const cached = parsedInputs.get(root.id);
   if (cached) return cached;
-  const parsed = storedValue(AgentRunInputSchema, root.input, { what: 'input', kind: AGENT_KIND, taskId: root.id });
+  return rememberInput(root.id, storedValue(AgentRunInputSchema, root.input, { what: 'input', kind: AGENT_KIND, taskId: root.id }));
+}
+function rememberInput(rootId: string, parsed: AgentRunInput): AgentRunInput {
   if (parsedInputs.size >= 64) parsedInputs.delete(parsedInputs.keys().next().value!);
-  parsedInputs.set(root.id, parsed);
+  parsedInputs.set(rootId, parsed);
   return parsed;
 }
 
@@ -104,12 +110,13 @@ export async function continueSession(deps: Deps, c: ContinueSession): Promise<S
   const requestId = c.requestId ?? newId('req');
   const existing = await deps.store.findSubmission(requestId);
   if (existing) return { submission: existing, run: (await deps.store.getRun(existing.runId))!, created: false };
-  const runs = (await deps.store.listRuns({ sessionId: c.sessionId })).filter((r) => r.kind === 'agent');
+  // The newest run and the open ones only: a session's runs grow with every message (every MCP call).
+  const [newest] = await deps.store.listRuns({ sessionId: c.sessionId, kind: 'agent', newest: 1 });
   // A forked session has no run of its own before its first message: it continues with the settings of the turn it was forked at.
-  const forkedFrom = runs.length ? undefined : ((await deps.store.getSession(c.sessionId))?.meta as { forkedFrom?: { runId: string } } | null)?.forkedFrom;
-  const last = runs.at(-1) ?? (forkedFrom ? await deps.store.getRun(forkedFrom.runId) : undefined);
+  const forkedFrom = newest ? undefined : ((await deps.store.getSession(c.sessionId))?.meta as { forkedFrom?: { runId: string } } | null)?.forkedFrom;
+  const last = newest ?? (forkedFrom ? await deps.store.getRun(forkedFrom.runId) : undefined);
   if (!last) throw new BerthError('session_not_found', `no agent session ${c.sessionId} (see berth status)`, { ids: { sessionId: c.sessionId } });
-  const busy = runs.find((r) => !isFinalRunState(r.state));
+  const [busy] = await deps.store.listRuns({ sessionId: c.sessionId, kind: 'agent', states: OPEN_RUN_STATES });
   if (busy) {
     // A run nobody drives any more (its host died or stopped) will never finish by waiting: say how to continue it.
     const owner = busy.state === 'needs_reconciliation' ? 'n/a' : ((await deps.store.getSessionOwner(c.sessionId)) ?? null);

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { ModelGateway, storeLedger } from '../gateway';
-import { isFinalRunState, plainJson } from '../model';
+import { OPEN_RUN_STATES, plainJson } from '../model';
 import type { EgressPort } from '../sandbox/sandbox-egress';
 import type { Store } from '../store';
 import { newId } from '../support';
@@ -35,8 +35,8 @@ export function egressPort(store: EgressStore, logger: Logger): EgressPort {
       if (known) return runs.set(runId, { id: known.id, sessionId: known.sessionId }).get(runId);
     }
     if (!sessionId) return undefined;
-    const all = await store.listRuns({ sessionId });
-    const run = all.filter((r) => !isFinalRunState(r.state)).at(-1) ?? all.at(-1);
+    // Two reads by index, not the session's whole list (it grows with every message and MCP call).
+    const run = (await store.listRuns({ sessionId, states: OPEN_RUN_STATES })).at(-1) ?? (await store.listRuns({ sessionId, newest: 1 }))[0];
     return run && { id: run.id, sessionId: run.sessionId };
   };
   const persist = async (a: EgressAttempt, sessionId: string | null, log: Logger): Promise<void> => {

@@ -1,4 +1,4 @@
-import { isFinalRunState } from '../model';
+import { OPEN_RUN_STATES } from '../model';
 import { registryAuth, type SandboxHost } from '../sandbox';
 import { BASE_REPOSITORY, manifestPresent } from '../snapshot';
 import type { Store } from '../store';
@@ -34,7 +34,7 @@ export class PlacementCheck {
   }
 
   private async decide(sessionId: string): Promise<Placement> {
-    const runs = (await this.d.store.listRuns({ sessionId })).filter((r) => !isFinalRunState(r.state));
+    const runs = await this.d.store.listRuns({ sessionId, states: OPEN_RUN_STATES });
     for (const run of runs) {
       const root = run.rootTaskId ? await this.d.store.getTask(run.rootTaskId) : undefined;
       const env = (root?.input as { environment?: EnvLike } | undefined)?.environment;

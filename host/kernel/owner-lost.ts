@@ -1,4 +1,4 @@
-import { isFinalRunState, OWNER_LOST, type Json } from '../model';
+import { OPEN_RUN_STATES, OWNER_LOST, type Json } from '../model';
 import type { NewEntry, SessionOwner, Store } from '../store';
 import { newId } from '../support';
 
@@ -10,7 +10,7 @@ import { newId } from '../support';
  */
 export async function ownerLostEntries(store: Store, sessionId: string, previous: SessionOwner | null, claimed: { epoch: number; hostId: string; at: number }): Promise<NewEntry[]> {
   if (!previous || previous.stoppedAt !== null) return [];
-  const runs = (await store.listRuns({ sessionId })).filter((r) => !isFinalRunState(r.state));
+  const runs = await store.listRuns({ sessionId, states: OPEN_RUN_STATES });
   const body: Json = {
     epoch: previous.epoch,
     holder: previous.holder,

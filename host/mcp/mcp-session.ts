@@ -6,7 +6,7 @@ import { stopRuntime } from '../api/run-end';
 import type { Submitted } from '../kernel';
 import type { HostRuntime } from '../runtime/host-runtime';
 import { BerthError, isBerthError } from '../errors';
-import { isFinalRunState, RUN_STATES, type Run } from '../model';
+import { isFinalRunState, OPEN_RUN_STATES, type Run } from '../model';
 import { newId } from '../support';
 import type { Store } from '../store';
 import { KeyedLock } from '../agent/session-lock';
@@ -36,9 +36,6 @@ export interface McpSessionOptions {
   /** Tools whose every call in a session this server creates waits for an operator (`berth approve RUN CALL_ID`). */
   requireApproval?: string[];
 }
-
-/** The states of a run not yet ended (a run parked for a decision among them). */
-const OPEN_RUN_STATES = RUN_STATES.filter((s) => !isFinalRunState(s));
 
 /**
  * Every turn a caller-driven run takes is at most one dictated call and its result. The tools are

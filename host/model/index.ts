@@ -4,6 +4,7 @@ export {
   type RunState,
   isLegalRunTransition,
   isFinalRunState,
+  OPEN_RUN_STATES,
   assertRunTransition,
   runTransitionEdges,
 } from './run-states';

@@ -56,6 +56,9 @@ export function isFinalRunState(state: RunState): boolean {
   return EDGES[state].length === 0;
 }
 
+/** The states of a run not yet ended (a run parked for a decision among them): what "the open runs" of a session are. */
+export const OPEN_RUN_STATES: readonly RunState[] = RUN_STATES.filter((s) => !isFinalRunState(s));
+
 /** Throws `illegal_run_transition` unless `from -> to` is an edge of the run state machine. */
 export function assertRunTransition(runId: string, from: RunState, to: RunState): void {
   if (!isLegalRunTransition(from, to)) {

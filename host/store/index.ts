@@ -1,4 +1,4 @@
-export type { Store, TaskFilter, EntryFilter, Page, StoredArtifact, SnapshotDelta } from './store';
+export type { Store, TaskFilter, RunFilter, EntryFilter, Page, StoredArtifact, SnapshotDelta } from './store';
 export type { CommitLogRecords, LoggedCommit } from './commit-log';
 export type { RunListQuery, ListedRun, RunListReads } from './run-list';
 export { dateWindow } from './run-list';

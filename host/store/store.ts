@@ -20,6 +20,14 @@ import type { AcceptanceReads } from './read-ports';
 import type { CostRecords } from './read-ports';
 import type { ForkReads } from './read-ports';
 
+/** Which runs {@link Store.listRuns} returns. */
+export interface RunFilter {
+  sessionId?: string;
+  states?: readonly RunState[];
+  kind?: string;
+  newest?: number;
+}
+
 /** An artifact record as committed (see {@link NewArtifact}). */
 export interface StoredArtifact extends NewArtifact {
   sessionId: string;
@@ -81,7 +89,12 @@ export interface Store extends LeaseRecords, EgressAuditRecords, AcceptanceReads
   getSubmission(id: string): Promise<Submission | undefined>;
   findSubmission(requestId: string): Promise<Submission | undefined>;
   getRun(id: string): Promise<Run | undefined>;
-  listRuns(filter?: { sessionId?: string; states?: RunState[] }): Promise<Run[]>;
+  /**
+   * In creation order (created_at, id). `kind` keeps one kind of run (`agent`, `plan`); `newest: n`
+   * keeps the last n of that order, read by index: a session's runs grow with every message or MCP
+   * call, so a per-call read of "its newest run" must not read them all.
+   */
+  listRuns(filter?: RunFilter): Promise<Run[]>;
   listRunTransitions(runId: string): Promise<RunTransition[]>;
   getTask(id: string): Promise<Task | undefined>;
   /** In the order the tasks were created by commits (insertion order, never the wall clock). */

@@ -100,6 +100,24 @@ describe.each(STORE_KINDS)('store features ported to both stores, on %s', (kind)
     await expect(store.commit({ sessionId: 's1', label: 'bad', runTransitions: [{ runId: 'run_1', from: 'running', to: 'running', actor: 'x', reason: 'no owner change' }] })).rejects.toThrow();
   });
 
+  it('lists a session\'s runs of one kind, in some states, or its newest n, in creation order', async () => {
+    const store = await fresh();
+    // One commit: one created_at, so the ids (which sort as created) give the order.
+    const run = (id: string, kind: string) => ({ id, kind, submissionId: null, rootTaskId: null, versions: { kernel: 'k1' } });
+    await store.commit({ sessionId: 's1', label: 'submit', createSession: {}, runs: [run('run_1a', 'agent'), run('run_2p', 'plan'), run('run_3b', 'agent'), run('run_4c', 'agent')] });
+    await store.commit({ sessionId: 's2', label: 'submit', createSession: {}, runs: [run('run_9z', 'agent')] });
+    await store.commit({ sessionId: 's1', label: 'go', runTransitions: ['run_1a', 'run_2p', 'run_3b', 'run_4c'].map((runId) => ({ runId, from: 'admitted' as const, to: 'running' as const, actor: 'a', reason: 'go' })) });
+    await store.commit({ sessionId: 's1', label: 'end', runTransitions: ['run_1a', 'run_2p', 'run_4c'].map((runId) => ({ runId, from: 'running' as const, to: 'completed' as const, actor: 'a', reason: 'x' })) });
+    const ids = (l: Array<{ id: string }>) => l.map((r) => r.id);
+    expect(ids(await store.listRuns({ sessionId: 's1' }))).toEqual(['run_1a', 'run_2p', 'run_3b', 'run_4c']);
+    expect(ids(await store.listRuns({ sessionId: 's1', kind: 'agent' }))).toEqual(['run_1a', 'run_3b', 'run_4c']);
+    expect(ids(await store.listRuns({ sessionId: 's1', kind: 'agent', newest: 2 }))).toEqual(['run_3b', 'run_4c']);
+    expect(ids(await store.listRuns({ sessionId: 's1', newest: 1 }))).toEqual(['run_4c']);
+    expect(ids(await store.listRuns({ sessionId: 's1', kind: 'plan', newest: 5 }))).toEqual(['run_2p']);
+    expect(ids(await store.listRuns({ sessionId: 's1', states: ['running', 'admitted'] }))).toEqual(['run_3b']);
+    expect(ids(await store.listRuns({ kind: 'agent', newest: 1 }))).toEqual(['run_9z']);
+  });
+
   it('imports an exported run read-only: the record checks clean, every commit to it is refused, and a second import conflicts', async () => {
     const source = await fresh();
     await source.commit({ ...admit, tasks: [{ id: 'task_1', runId: 'run_1', parentId: null, kind: 'k', kindVersion: 1, phase: 'p', input: {} }], entries: [{ id: 'e1', runId: 'run_1', kind: 'note', body: { hi: 1 } }] });

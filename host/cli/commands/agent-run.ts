@@ -98,7 +98,7 @@ export async function agentRun(ctx: CliContext, message: string, flags: AgentFla
 /** `berth chat SESSION "MESSAGE"`: another run in the session; the same --request-id twice is one submission. */
 export async function agentChat(ctx: CliContext, sessionId: string, message: string, flags: AgentFlags): Promise<number> {
   const overrides = settingsFrom(flags, false);
-  const last = (await ctx.store.listRuns({ sessionId })).filter((r) => r.kind === 'agent').at(-1);
+  const [last] = await ctx.store.listRuns({ sessionId, kind: 'agent', newest: 1 });
   const previous = last?.rootTaskId ? ((await ctx.store.getTask(last.rootTaskId))?.input as unknown as { settings: { model: { apiKeyEnv: string } } } | undefined) : undefined;
   // Fail before anything is submitted when the key's variable is not set in this shell.
   if (previous) readApiKey({ apiKeyEnv: overrides.model?.apiKeyEnv ?? previous.settings.model.apiKeyEnv });

@@ -380,4 +380,6 @@ export const POSTGRES_SQL: Readonly<Record<number, string>> = {
   23: OUTPUT_SQL_POSTGRES,
   // An artifact's permission bits in the sandbox (see the SQLite text).
   24: 'ALTER TABLE artifacts ADD COLUMN mode INTEGER;',
+  // A session's runs in creation order, by index (see the SQLite text).
+  25: 'DROP INDEX runs_by_session; CREATE INDEX runs_by_session ON runs(session_id, created_at, id);',
 };

@@ -74,7 +74,9 @@ export function postgresReads(pool: pg.Pool, inputs = new TaskInputs()): Reads {
       return r ? toRun(r) : undefined;
     },
     async listRuns(filter = {}) {
-      return (await selectWhere(pool, 'runs', { session_id: filter.sessionId, state: filter.states }, 'created_at, id')).map(toRun);
+      const conds = { session_id: filter.sessionId, state: filter.states, kind: filter.kind };
+      if (filter.newest !== undefined) return (await selectWhere(pool, 'runs', conds, `created_at DESC, id DESC LIMIT ${Math.max(0, Math.floor(filter.newest))}`)).reverse().map(toRun);
+      return (await selectWhere(pool, 'runs', conds, 'created_at, id')).map(toRun);
     },
     async listRunTransitions(runId) {
       return (await query(pool, 'SELECT * FROM run_transitions WHERE run_id = $1 ORDER BY n', [runId])).map(toRunTransition);

@@ -476,4 +476,11 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
     // fetched test binary executable again. Null for artifacts committed before this version.
     sql: 'ALTER TABLE artifacts ADD COLUMN mode INTEGER;',
   },
+  {
+    version: 25,
+    name: 'runs by session in creation order',
+    // Every agent message and MCP call is a run of its session: "the session's newest run" is read
+    // on each call, and by this index it is one row whatever the session's length.
+    sql: 'DROP INDEX runs_by_session; CREATE INDEX runs_by_session ON runs(session_id, created_at, id);',
+  },
 ];

@@ -118,7 +118,9 @@ export function sqliteReads(db: Database.Database, inputs = new TaskInputs()): R
       return r ? toRun(r) : undefined;
     },
     async listRuns(filter = {}) {
-      return selectWhere(db, 'runs', { session_id: filter.sessionId, state: filter.states }, 'created_at, id').map(toRun);
+      const conds = { session_id: filter.sessionId, state: filter.states, kind: filter.kind };
+      if (filter.newest !== undefined) return selectWhere(db, 'runs', conds, `created_at DESC, id DESC LIMIT ${Math.max(0, Math.floor(filter.newest))}`).reverse().map(toRun);
+      return selectWhere(db, 'runs', conds, 'created_at, id').map(toRun);
     },
     async listRunTransitions(runId) {
       return (s.transitions.all(runId) as Row[]).map(toRunTransition);
