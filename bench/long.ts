@@ -15,7 +15,10 @@
  *
  * `BENCH_LONG_STEPS` (default 3000) sets the long run's size and `BENCH_LONG_EXIT_STEPS` (default
  * 1000) the exit run's, for quick runs; figures are named for the full size whatever the size.
- * `BENCH_LONG_KEEP=1` keeps the temp dir (its stores) and prints where it is.
+ * `BENCH_LONG_KEEP=1` keeps the temp dir (its stores) and prints where it is. Every command is
+ * started as a user's `berth` starts it: the bin file itself (up to session 19: `node bin.mjs`,
+ * which skips the node flags on the bin's first line); `BENCH_LONG_NODE_ARGS="..."` starts
+ * `node ... bin.mjs` instead.
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -59,7 +62,10 @@ interface Measured {
 
 /** Runs the CLI, reading its VmHWM every 50 ms and time-stamping `step-end` events as they arrive. */
 function measure(args: string[], env: Record<string, string>, keepStdout = false): Promise<Measured> {
-  const child = spawn(process.execPath, [...(process.env.BENCH_LONG_NODE_ARGS ? process.env.BENCH_LONG_NODE_ARGS.split(' ') : []), cli, ...args], {
+  // The bin itself, as `berth` runs it (its first line gives node the flags the command runs with);
+  // BENCH_LONG_NODE_ARGS runs `node ARGS bin` instead, for comparing node flags.
+  const nodeArgs = process.env.BENCH_LONG_NODE_ARGS?.split(' ');
+  const child = spawn(nodeArgs ? process.execPath : cli, nodeArgs ? [...nodeArgs, cli, ...args] : args, {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

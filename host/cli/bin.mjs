@@ -1,4 +1,11 @@
-#!/usr/bin/env node
+#!/usr/bin/env -S node --no-concurrent-recompilation
+// V8 optimises hot functions on this process's main thread, not on helper threads: each helper's
+// compile of a large function took 7-10 MB of malloc'd memory that glibc kept in that thread's
+// arena afterwards (one arena per thread that ever compiled), ~9 MB of a 3,000-step run's peak
+// RSS that a 100-step run did not have (bench/RESULTS.md, session 20). A flag V8 reads only as
+// it starts (the helper threads exist by the time this file runs), so it is given here, where
+// the `berth` command starts node; `node host/cli/bin.mjs` runs without it.
+//
 // The `berth` command. It runs dist/berth.mjs (the sources bundled by `npm run build`, which
 // `npm ci` runs as `prepare`: it starts in ~0.6 s) while no source file is newer than it, else the
 // sources themselves through tsx (~1.9 s: every file is transpiled at each start). An edit is

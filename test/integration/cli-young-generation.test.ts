@@ -1,5 +1,6 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runNode } from '../support/child';
@@ -39,5 +40,21 @@ describe('the berth command keeps its young generation at its starting size', ()
     // No store there: the command fails after the bundle has loaded, which is all this needs.
     expect(end.code, end.stderr).toBe(1);
     expect(Number(readFileSync(out, 'utf8'))).toBeLessThanOrEqual(2 * 1024 * 1024);
+  });
+});
+
+describe('the berth command, started as a user starts it (the bin, by its first line)', () => {
+  it('runs V8 with no optimising-compiler threads, whose malloc arenas a long run kept', async () => {
+    const probe = join(dir, 'argv.cjs');
+    const out = join(dir, 'argv.json');
+    writeFileSync(probe, `process.on('exit', () => require('node:fs').writeFileSync(process.env.BERTH_TEST_ARGV_OUT, JSON.stringify(process.execArgv)));`);
+    // The file itself, not `node FILE`: what `berth` (npm's link to it) runs.
+    const code = await new Promise<number | null>((resolve) =>
+      execFile(BIN, ['status', '--store', join(dir, 'none.db')], { env: { ...process.env, NODE_OPTIONS: `--require ${probe}`, BERTH_TEST_ARGV_OUT: out } }, (err) =>
+        resolve(err ? ((err as { code?: number }).code ?? null) : 0),
+      ),
+    );
+    expect(code).toBe(1);
+    expect(JSON.parse(readFileSync(out, 'utf8'))).toContain('--no-concurrent-recompilation');
   });
 });

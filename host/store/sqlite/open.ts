@@ -7,8 +7,8 @@ import { NEWEST_SCHEMA_VERSION, SCHEMA_VERSIONS, storeTooNew } from '../schema-v
 /** How long a statement waits for another process's lock before it fails. */
 export const BUSY_TIMEOUT_MS = 5000;
 
-/** SQLite's page cache per connection, in KiB. */
-const CACHE_KB = 2000;
+/** SQLite's page cache per connection, in KiB (each connection a store opens: its reads' and its commits'). */
+export const CACHE_KB = 2000;
 
 /** How hard each commit is pushed to disk. */
 export type Durability = 'full' | 'normal';
