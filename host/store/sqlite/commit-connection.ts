@@ -25,9 +25,10 @@ export function openCommitConnection(path: string): Database.Database {
   db.pragma('busy_timeout = 0');
   db.pragma('synchronous = NORMAL');
   db.pragma('foreign_keys = ON');
-  // The same bound as the reads' connection: left at better-sqlite3's 16 MB, this cache kept every
-  // page a long run's commits wrote (the only writer's cache is never invalidated), ~6 KB a step:
-  // 7 MB more resident at 3,000 steps than at 100 (bench/RESULTS.md, session 20).
+  // The reads' connection's bound, not better-sqlite3's 16 MB: this connection is the store's only
+  // writer, so nothing invalidates its cache and it may keep every page a long run's commits touch.
+  // At 3,000 steps no difference was visible in the host's memory (bench/RESULTS.md, session 20: a
+  // commit touches the few pages at the lists' ends); the bound keeps it so for any store size.
   db.pragma(`cache_size = -${CACHE_KB}`);
   return db;
 }
