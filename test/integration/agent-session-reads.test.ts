@@ -1,26 +1,13 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { continueSession } from '../../host/agent';
-import type { Store } from '../../host/store';
 import { agentWorld, type AgentWorld } from '../support/agent-fixture';
+import { countingStore } from '../support/counting-store';
 
 let w: AgentWorld | undefined;
 afterEach(async () => {
   await w?.cleanup();
   w = undefined;
 }, 120_000);
-
-/** A view of `store` that counts the run records its `listRuns` hands back. */
-function countingRuns(store: Store): { store: Store; rows: () => number } {
-  let rows = 0;
-  const view = Object.assign(Object.create(store) as Store, {
-    listRuns: async (f: Parameters<Store['listRuns']>[0]) => {
-      const out = await store.listRuns(f);
-      rows += out.length;
-      return out;
-    },
-  });
-  return { store: view, rows: () => rows };
-}
 
 describe('a long agent session continued message after message', { timeout: 600_000 }, () => {
   // Every `berth chat` message and every MCP call is a run of its session: a read of all of them
@@ -35,10 +22,10 @@ describe('a long agent session continued message after message', { timeout: 600_
       const next = await continueSession(deps(), { sessionId, message: `message ${i}` });
       expect((await w.rt.kernel.waitForRun(next.run.id)).state).toBe('completed');
     }
-    const c = countingRuns(w.rt.store);
+    const c = countingStore(w.rt.store);
     const last = await continueSession({ ...deps(), store: c.store }, { sessionId, message: 'message 26' });
     // The newest (one row) and the open ones (none): before, every run of the session, 25 rows.
-    expect(c.rows()).toBe(1);
+    expect(c.rows.get('listRuns')).toBe(1);
     const done = await w.rt.kernel.waitForRun(last.run.id);
     expect(done.state).toBe('completed');
     const runs = await w.rt.store.listRuns({ sessionId });
