@@ -1,6 +1,6 @@
 import { BerthError } from '../errors';
 import { storedValue } from '../kernel';
-import { isFinalRunState, type Run } from '../model';
+import { isFinalRunState, OPEN_RUN_STATES, type Run } from '../model';
 import { PlanRunInputSchema, type PlanRunInput } from '../plan';
 import type { Store } from '../store';
 
@@ -20,6 +20,13 @@ export async function planInputOf(store: Store, run: Run): Promise<PlanRunInput 
   return root ? storedValue(PlanRunInputSchema, root.input, { what: 'input', kind: root.kind, taskId: root.id }) : undefined;
 }
 
+/**
+ * Only the `fork` field of a plan run's input: retention asks every open run for its fork point at
+ * each of its passes (every 48 commits), and validating the whole input parsed a long plan's every
+ * step each time (bench/RESULTS.md, session 20). Unknown keys are skipped, not walked.
+ */
+const PlanForkSchema = PlanRunInputSchema.pick({ fork: true });
+
 /** The parent and checkpoint of a forked run. */
 export async function forkedFrom(store: Store, run: Run): Promise<ForkedFrom | null> {
   if (run.kind === 'agent') {
@@ -30,7 +37,9 @@ export async function forkedFrom(store: Store, run: Run): Promise<ForkedFrom | n
     const first = (await store.listRuns({ sessionId: run.sessionId })).find((r) => r.kind === 'agent');
     return first?.id === run.id ? from : null;
   }
-  return (await planInputOf(store, run))?.fork ?? null;
+  if (run.kind !== 'plan' || !run.rootTaskId) return null;
+  const root = await store.getTask(run.rootTaskId);
+  return (root ? storedValue(PlanForkSchema, root.input, { what: 'input', kind: root.kind, taskId: root.id }).fork : undefined) ?? null;
 }
 
 /** A run and its forks, recursively, in creation order. */
@@ -82,8 +91,7 @@ export async function forksOf(store: Store, runId: string): Promise<Run[]> {
 /** The snapshots unfinished forks start from: retention keeps them while the fork may still need a restore from them. */
 export async function forkPointsInUse(store: Store): Promise<Set<string>> {
   const out = new Set<string>();
-  for (const r of await store.listRuns()) {
-    if (isFinalRunState(r.state)) continue;
+  for (const r of await store.listRuns({ states: OPEN_RUN_STATES })) {
     const f = await forkedFrom(store, r);
     if (f) out.add(f.snapshotId);
   }
