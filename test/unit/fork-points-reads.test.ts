@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { forkPointsInUse } from '../../host/fork';
+import type { Json } from '../../host/model';
 import { countingStore } from '../support/counting-store';
 import { STORE_KINDS, stopSharedPostgres, freshStores } from '../support/store-kinds';
 
@@ -13,7 +14,7 @@ describe.each(STORE_KINDS)('the fork points retention keeps, asked while a long 
   it('reads the open runs only and, of each, only the fork point its input names', async () => {
     const { store } = await fresh();
     const run = (id: string, root: string) => ({ id, kind: 'plan', submissionId: null, rootTaskId: root, versions: { kernel: 'k1' } });
-    const task = (id: string, runId: string, input: object) => ({ id, runId, parentId: null, kind: 'plan', kindVersion: 1, phase: 'p', input });
+    const task = (id: string, runId: string, input: Json) => ({ id, runId, parentId: null, kind: 'plan', kindVersion: 1, phase: 'p', input });
     // Five finished runs, then the long run (no fork) and a fork of it, both open. The inputs hold
     // only what is read: a whole input's validation would refuse them.
     for (let i = 1; i <= 5; i++) {
