@@ -116,13 +116,18 @@ function statedWindow(entries: Entry[]): { contextTokens?: number; bytesPerToken
   return { contextTokens, bytesPerToken };
 }
 
+/** The tools a request offers: the same for every cut the planner tries, so built once per `prepare`. */
+function advertisedTools(deps: AgentDeps, input: AgentRunInput, options: GenerationCheckpoint['options']) {
+  const byName = toolsOf(deps, input);
+  return { byName, schemas: options.tools.flatMap((n) => (byName.has(n) ? [withHints(toolSchema(byName.get(n)!), input)] : [])) };
+}
+
 /** The request for these entries: the same function builds what is estimated and what is sent. */
-function requestOf(deps: AgentDeps, input: AgentRunInput, options: GenerationCheckpoint['options'], entries: Entry[], cut?: Cut): ChatRequest {
-  const tools = toolsOf(deps, input);
+function requestOf(deps: AgentDeps, input: AgentRunInput, options: GenerationCheckpoint['options'], entries: Entry[], cut?: Cut, advertised = advertisedTools(deps, input, options)): ChatRequest {
   return {
     model: options.model,
-    messages: buildContext(entries, { systemPrompt: input.settings.systemPrompt, tools, compaction: input.settings.compaction, cut }),
-    tools: options.tools.flatMap((n) => (tools.has(n) ? [withHints(toolSchema(tools.get(n)!), input)] : [])),
+    messages: buildContext(entries, { systemPrompt: input.settings.systemPrompt, tools: advertised.byName, compaction: input.settings.compaction, cut }),
+    tools: advertised.schemas,
     stream: options.stream,
     temperature: options.temperature,
     maxTokens: options.maxTokens,
@@ -154,13 +159,14 @@ async function prepare(deps: AgentDeps, ctx: GenerationContext): Promise<Generat
     return { type: 'next', phase: 'request', checkpoint: cp };
   }
   const c = input.settings.compaction;
+  const advertised = advertisedTools(deps, input, cp.options);
   const plan = planContext(entries, {
     contextTokens,
     replyTokens: m.maxTokens ?? c.replyTokens,
     bytesPerToken: Math.min(c.bytesPerToken, stated.bytesPerToken ?? Infinity),
     targetShare: c.targetShare,
     turn: ctx.value.turn,
-    request: (cut) => requestOf(deps, input, cp.options, entries, cut),
+    request: (cut) => requestOf(deps, input, cp.options, entries, cut, advertised),
   });
   if (plan.kind === 'fits') return { type: 'next', phase: 'request', checkpoint: cp };
   if (plan.kind === 'too_large') {

@@ -31,6 +31,20 @@ describe('tool definitions', () => {
     expect(s.function.parameters).toMatchObject({ type: 'object', properties: { command: { type: 'string' }, safe: { type: 'boolean' } }, required: ['command'], additionalProperties: false });
   });
 
+  it('convert a tool\'s zod schema once: every request shares one frozen JSON Schema per tool', () => {
+    // The context planner builds a request per cut it tries; converting each time was most of a compacting turn's cost.
+    const a = toolSchema(exec);
+    const b = toolSchema(exec);
+    expect(b.function.parameters).toBe(a.function.parameters);
+    expect(Object.isFrozen(a.function.parameters)).toBe(true);
+    expect(Object.isFrozen((a.function.parameters.properties as Record<string, unknown>).command)).toBe(true);
+    expect(() => {
+      'use strict';
+      (a.function.parameters as Record<string, unknown>).injected = true;
+    }).toThrow(TypeError);
+    expect(toolSchema(writeFile).function.parameters).not.toBe(a.function.parameters);
+  });
+
   it('keep exec at replay never unless the call marks itself safe, and write_file at verify', () => {
     expect(resolveFlag(exec.replay, { command: 'rm -rf x' })).toBe('never');
     expect(resolveFlag(exec.replay, { command: 'cat x', safe: true })).toBe('safe');
