@@ -1,4 +1,6 @@
 import { closeSync, openSync, renameSync, rmSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { BerthError } from '../errors';
 import type { CommitRecord, Entry, Run, RunTransition, Snapshot, Task } from '../model';
 import { isUnresolvedEffect } from '../model';
 import { pagesOf, type Page, type Store } from '../store';
@@ -151,7 +153,37 @@ const streamed = <T>(pages: () => AsyncIterable<T[]>, texts: (page: T[]) => stri
  * rows. A first pass reads the lists for the sections derived from them (keeping only the rows
  * those look at), a second writes the lists themselves, as far as the first pass saw them.
  */
-export async function exportRunToFile(store: Store, runId: string, now: number, file: string, o: { policies?: HandlerPolicies; signal?: AbortSignal; pageRows?: number } = {}): Promise<{ digest: string; bytes: number }> {
+export async function exportRunToFile(store: Store, runId: string, now: number, file: string, o: ExportOptions = {}): Promise<{ digest: string; bytes: number }> {
+  // Opened before any row is read: a destination that cannot be written is said at once, by its path.
+  // Written beside the file and renamed over it: a failed or cancelled export leaves no half record.
+  const partial = `${file}.partial-${process.pid}`;
+  let fd: number;
+  try {
+    fd = openSync(partial, 'w');
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    const why = e.code === 'ENOENT' ? `its directory ${dirname(file)} does not exist` : e.code === 'EACCES' || e.code === 'EPERM' ? `no permission to write in ${dirname(file)}` : e.message;
+    throw new BerthError('output_unwritable', `cannot write the record to ${file}: ${why}`, { ids: { runId }, details: { file, errno: e.code ?? null } });
+  }
+  try {
+    const written = await writeRecord(store, runId, now, fd, o);
+    closeSync(fd);
+    renameSync(partial, file);
+    return written;
+  } catch (err) {
+    closeSync(fd);
+    rmSync(partial, { force: true });
+    throw err;
+  }
+}
+
+interface ExportOptions {
+  policies?: HandlerPolicies;
+  signal?: AbortSignal;
+  pageRows?: number;
+}
+
+async function writeRecord(store: Store, runId: string, now: number, fd: number, o: ExportOptions): Promise<{ digest: string; bytes: number }> {
   // `pageRows`: smaller pages, so a test's short run crosses page boundaries in every list.
   const size = { rows: o.pageRows ?? PAGE, entries: o.pageRows ?? ENTRY_PAGE };
   const seen: Seen = { tasks: 0, effects: 0, snapshots: 0, history: [], lastEntrySeq: 0, lastCommitSeq: 0, costSamples: 0 };
@@ -198,17 +230,5 @@ export async function exportRunToFile(store: Store, runId: string, now: number, 
       },
     },
   };
-  // Written beside the file and renamed over it: a failed or cancelled export leaves no half record.
-  const partial = `${file}.partial-${process.pid}`;
-  const fd = openSync(partial, 'w');
-  try {
-    const written = await writeSealedRecord(streamedDoc as unknown as Record<string, unknown>, fd, o.signal);
-    closeSync(fd);
-    renameSync(partial, file);
-    return written;
-  } catch (err) {
-    closeSync(fd);
-    rmSync(partial, { force: true });
-    throw err;
-  }
+  return writeSealedRecord(streamedDoc as unknown as Record<string, unknown>, fd, o.signal);
 }

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { appendFileSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -30,6 +30,15 @@ describe('the run record: export, import, check', { timeout: 240_000 }, () => {
     const end = await fx.cli(['run', fx.plan, '--json']);
     expect(end.code, end.stderr).toBe(0);
     const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    // A destination that cannot be written is named, as a typed error, before any row is read; nothing is left behind.
+    const nowhere = join(fx.dir, 'missing-dir', 'record.json');
+    const bad = await fx.cli(['export', runId, '--out', nowhere, '--json']);
+    expect(bad.code, bad.stderr).toBe(1);
+    const err = (JSON.parse(bad.stderr) as { error: { code: string; message: string; retryable: boolean } }).error;
+    expect(err).toMatchObject({ code: 'output_unwritable', retryable: false });
+    expect(err.message).toContain(nowhere);
+    expect(err.message).toContain(`its directory ${join(fx.dir, 'missing-dir')} does not exist`);
+    expect(readdirSync(fx.dir).filter((f) => f.includes('.partial-'))).toEqual([]);
     const file = join(fx.dir, 'record.json');
     const ex = await fx.cli(['export', runId, '--out', file, '--json']);
     expect(ex.code, ex.stderr).toBe(0);
