@@ -35,7 +35,7 @@ export function emitWithList<K extends string>(json: boolean, value: Record<stri
   write(`  ]${tail}\n`);
 }
 
-/** One error, to stderr: the typed error's JSON with --json, else `berth: code: message`; stack traces only with --debug. */
+/** One error, to stderr: its JSON with --json (an untyped one as `internal_error`), else `berth: code: message`; stack traces only with --debug. */
 export function reportError(json: boolean, err: unknown, debug = false): void {
   if (isBerthError(err)) {
     process.stderr.write(json ? `${JSON.stringify({ error: err.toJSON() }, null, 2)}\n` : `berth: ${err.code}: ${err.message}\n`);
@@ -44,6 +44,8 @@ export function reportError(json: boolean, err: unknown, debug = false): void {
   }
   // A stack is for whoever debugs Berth, not for the operator: --debug shows it.
   const message = err instanceof Error ? (debug ? (err.stack ?? err.message) : err.message) : String(err);
+  // A script that asked for JSON parses what it gets, a bug's report included.
+  if (json) return void process.stderr.write(`${JSON.stringify({ error: { code: 'internal_error', message, retryable: false, ids: {} } }, null, 2)}\n`);
   process.stderr.write(`berth: internal error: ${message}${debug ? '' : ' (run again with --debug for the stack trace)'}\n`);
 }
 
