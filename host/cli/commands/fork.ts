@@ -35,8 +35,14 @@ export async function forkRun(ctx: CliContext, runId: string, flags: ForkFlags):
     emit(ctx.json, { runId: forked.id, forkedFrom: f.planned.input.fork, created }, () => `${created ? 'forked' : 'already forked as'} run ${forked.id} from ${runId} at ${point.snapshot.checkpoint} (snapshot ${point.snapshot.id}); drive it with: berth resume ${forked.id}`);
     return 0;
   }
-  if (!ctx.json) process.stderr.write(`${created ? 'forked' : 'already forked as'} run ${forked.id} from ${runId} at ${point.snapshot.checkpoint} (snapshot ${point.snapshot.id}); steps ${point.index + 1}-${total} run here\n`);
+  if (!ctx.json) process.stderr.write(`${created ? 'forked' : 'already forked as'} run ${forked.id} from ${runId} at ${point.snapshot.checkpoint} (snapshot ${point.snapshot.id}); ${stepsHere(point.index, total)}\n`);
   return finishDriven(ctx, f.rt, forked.id);
+}
+
+/** Which steps a fork after `done` of `total` steps runs here (1-based, as `berth show` numbers them). */
+export function stepsHere(done: number, total: number): string {
+  if (done >= total) return 'no step is left to run: it forks at the end of the plan, so it completes at once';
+  return done + 1 === total ? `step ${total} runs here` : `steps ${done + 1}-${total} run here`;
 }
 
 /** `berth tree RUN`: the lineage RUN belongs to, from its oldest ancestor, with each run's state. */
