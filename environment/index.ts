@@ -1,5 +1,5 @@
 export { EnvironmentSchema, type Environment } from './schema';
-export { parseEnvironment, loadEnvironment, parseWithSchema } from './parse';
+export { parseEnvironment, loadEnvironment, parseWithSchema, readInputFile } from './parse';
 export { canonicalJson, fingerprint } from './fingerprint';
 export { withImageDigest } from './lock';
 export { lockFileFor, lockFileText, LockFileSchema, type LockFile } from './lock-file';

@@ -36,14 +36,23 @@ export function parseWithSchema<T>(schema: z.ZodType<T>, text: string, file: str
  * `env.yaml`) when the manifest pins no digest itself; `manifest_not_found` when there is no such file.
  */
 export async function loadEnvironment(path: string): Promise<Environment> {
-  let text: string;
-  try {
-    text = await readFile(path, 'utf8');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
-      throw new BerthError('manifest_not_found', `environment manifest ${path} does not exist`, { details: { file: path }, cause: err });
-    }
-    throw err;
-  }
+  const text = await readInputFile(path, 'environment manifest', path, 'manifest');
   return applyLockFile(path, parseEnvironment(text, path));
+}
+
+/**
+ * The text of a file the user named (a plan, a manifest): `PREFIX_not_found` when there is none,
+ * `PREFIX_unreadable` naming why for a directory, a missing permission or any other read failure.
+ * @param shown the path as the user wrote it, for the message.
+ */
+export async function readInputFile(path: string, what: string, shown: string, prefix: string): Promise<string> {
+  try {
+    return await readFile(path, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const ids = { details: { file: shown }, cause: err };
+    if (code === 'ENOENT') throw new BerthError(`${prefix}_not_found`, `${what} ${shown} does not exist`, ids);
+    const why = code === 'EISDIR' ? 'it is a directory, not a file' : code === 'EACCES' || code === 'EPERM' ? 'no permission to read it' : (err as Error).message;
+    throw new BerthError(`${prefix}_unreadable`, `cannot read ${what} ${shown}: ${why}`, ids);
+  }
 }

@@ -1,7 +1,7 @@
-import { readFile, stat } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { BerthError } from '../errors';
-import { checkEgressPolicy, checkSupported, fingerprint, loadEnvironment, parseWithSchema, requireLocked, type Environment } from '../../environment';
+import { checkEgressPolicy, checkSupported, fingerprint, loadEnvironment, parseWithSchema, readInputFile, requireLocked, type Environment } from '../../environment';
 import { PlanSchema, type Plan } from './plan-schema';
 import { checkSecretGrants } from '../secrets';
 import { scanHostDir } from '../sandbox';
@@ -20,13 +20,7 @@ export interface LoadedPlan {
 /** Reads a plan file and everything it refers to; each error names the file and field at fault. */
 export async function loadPlan(file: string): Promise<LoadedPlan> {
   const path = resolve(file);
-  let text: string;
-  try {
-    text = await readFile(path, 'utf8');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new BerthError('plan_not_found', `plan ${file} does not exist`, { details: { file } });
-    throw err;
-  }
+  const text = await readInputFile(path, 'plan', file, 'plan');
   const plan = parseWithSchema(PlanSchema, text, file, 'plan');
   const base = dirname(path);
   const environmentFile = resolve(base, plan.environment);

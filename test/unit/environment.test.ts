@@ -188,6 +188,11 @@ describe('loadEnvironment', () => {
   it('says manifest_not_found for a file that does not exist', async () => {
     await expect(loadEnvironment('/nonexistent/env.yaml')).rejects.toMatchObject({ code: 'manifest_not_found' });
   });
+
+  it('says manifest_unreadable naming the path for a directory given as the manifest (it was an internal EISDIR error)', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'berth-env-dir-'));
+    await expect(loadEnvironment(dir)).rejects.toMatchObject({ code: 'manifest_unreadable', message: `cannot read environment manifest ${dir}: it is a directory, not a file`, details: { file: dir } });
+  });
 });
 
 describe('fingerprint', () => {
@@ -371,5 +376,12 @@ describe('unknown fields and plan errors', () => {
     expect(err.message).toContain('invalid plan');
     expect(err.message).not.toMatch(/manifest/);
     expect(err.message).toContain('did you mean `timeoutS`?');
+  });
+
+  it('a plan path that is a directory is plan_unreadable naming it (it was an internal EISDIR error), a missing one plan_not_found', async () => {
+    const { loadPlan } = await import('../../host/plan');
+    const dir = await mkdtemp(join(tmpdir(), 'berth-plan-dir-'));
+    await expect(loadPlan(dir)).rejects.toMatchObject({ code: 'plan_unreadable', message: `cannot read plan ${dir}: it is a directory, not a file` });
+    await expect(loadPlan(join(dir, 'none.yaml'))).rejects.toMatchObject({ code: 'plan_not_found', message: `plan ${join(dir, 'none.yaml')} does not exist` });
   });
 });
