@@ -38,6 +38,7 @@ export function openDatabase(path: string, durability: Durability = 'full'): Dat
   // First: another process (a host committing, a CLI reading status) may hold a lock briefly, and
   // even switching to WAL or reading the schema must wait for it rather than fail.
   db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+  refuseForeign(db, path);
   db.pragma('journal_mode = WAL');
   db.pragma(`synchronous = ${durability === 'full' ? 'FULL' : 'NORMAL'}`);
   db.pragma('foreign_keys = ON');
@@ -49,6 +50,26 @@ export function openDatabase(path: string, durability: Durability = 'full'): Dat
   db.pragma(`cache_size = -${CACHE_KB}`);
   migrate(db, path);
   return db;
+}
+
+/**
+ * A `--store` that names some other file must not become a store: SQLite would add Berth's tables
+ * to another program's database, and a file that is no database at all fails at its first read
+ * with an error that names neither the store nor the path. Nothing is written to either.
+ */
+function refuseForeign(db: Database.Database, path: string): void {
+  let tables: string[];
+  try {
+    tables = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name").all() as Array<{ name: string }>).map((r) => r.name);
+  } catch (cause) {
+    db.close();
+    if ((cause as { code?: string }).code !== 'SQLITE_NOTADB') throw new BerthError('store_open_failed', `cannot open store ${path}: ${(cause as Error).message}`, { cause, details: { path } });
+    throw new BerthError('store_not_berth', `${path} is not a Berth store: it is not an SQLite database (was --store meant to name another file?); it was left as it was`, { cause, details: { path } });
+  }
+  if (tables.length === 0 || tables.includes('schema_migrations')) return;
+  db.close();
+  const shown = tables.slice(0, 5).join(', ') + (tables.length > 5 ? `, ... (${tables.length} in all)` : '');
+  throw new BerthError('store_not_berth', `${path} is not a Berth store: it is another program's SQLite database (tables ${shown}); it was left as it was`, { details: { path, tables } });
 }
 
 function migrate(db: Database.Database, path: string): void {
