@@ -163,6 +163,19 @@ describe('a PostgreSQL store the operator points at by mistake', { timeout: 120_
     expect(tables).toEqual([]);
   });
 
+  it("another program's database is refused with store_not_berth naming its tables, and nothing is written (Berth's tables were added beside them)", async () => {
+    const url = await pgc.createDatabase();
+    await pgc.sql("CREATE TABLE invoices (id INT); INSERT INTO invoices VALUES (7)", [], dbName(url));
+    const r = await cli(['status', '--store', url]);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('store_not_berth');
+    expect(r.stderr).toContain(`/${dbName(url)} is not a Berth store: it is another program's database (tables invoices); it was left as it was`);
+    expect(r.stderr).not.toContain(pgc.password);
+    await expect(openPostgresStore(url)).rejects.toSatisfy((e) => isBerthError(e, 'store_not_berth'));
+    const tables = await pgc.sql("SELECT tablename FROM pg_tables WHERE schemaname = 'public'", [], dbName(url));
+    expect(tables).toEqual([{ tablename: 'invoices' }]);
+  });
+
   it('a database of a newer Berth is refused with store_too_new naming both versions, and nothing is written', async () => {
     const url = await pgc.createDatabase();
     const first: Store = await openPostgresStore(url);

@@ -120,7 +120,7 @@ export async function openPool(url: string, opts: { max?: number } = {}): Promis
     await migrate(pool, where);
   } catch (err) {
     await pool.end().catch(() => {});
-    if (err instanceof BerthError && err.code === 'store_too_new') throw err;
+    if (err instanceof BerthError && (err.code === 'store_too_new' || err.code === 'store_not_berth')) throw err;
     throw openError(err, where);
   }
   return pool;
@@ -152,6 +152,12 @@ async function migrate(pool: pg.Pool, where: string): Promise<void> {
   try {
     await client.query('BEGIN');
     await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+    // Another program's database must not become a store: Berth's tables would be added beside its own.
+    const tables = (await client.query<{ table_name: string }>('SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY table_name')).rows.map((r) => r.table_name);
+    if (tables.length > 0 && !tables.includes('schema_migrations')) {
+      const shown = tables.slice(0, 5).join(', ') + (tables.length > 5 ? `, ... (${tables.length} in all)` : '');
+      throw new BerthError('store_not_berth', `${where} is not a Berth store: it is another program's database (tables ${shown}); it was left as it was`, { details: { location: where, tables } });
+    }
     await client.query('CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)');
     const applied = new Set((await client.query<{ version: number }>('SELECT version FROM schema_migrations')).rows.map((r) => r.version));
     const unknown = [...applied].filter((v) => v > NEWEST_SCHEMA_VERSION);
