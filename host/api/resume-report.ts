@@ -1,5 +1,5 @@
 import { sessionSandboxDocId } from '../agent';
-import type { Run } from '../model';
+import { isFinalRunState, type Run } from '../model';
 import { sandboxDocId, type SandboxPointer } from '../run-sandbox';
 import type { HostRuntime } from '../runtime/host-runtime';
 import type { HostParts } from './assemble';
@@ -51,9 +51,11 @@ export async function sandboxDid(p: HostParts, rt: HostRuntime, run: Run, found:
   return snap ? { action: 'restored', leaseId: ptr.leaseId, snapshotId: snap.id } : { action: 'new', leaseId: ptr.leaseId };
 }
 
-/** One line each for the operator. */
-export const foundLine = (f: SandboxFound) =>
-  f.state === 'alive'
+/** One line each for the operator. A run that already ended runs nothing again: its sandbox is not restored, whatever is left of it. */
+export const foundLine = (f: SandboxFound, run: Pick<Run, 'state'>) =>
+  isFinalRunState(run.state)
+    ? `it already ended (${run.state}): nothing is run again and no sandbox is restored`
+    : f.state === 'alive'
     ? `found the sandbox alive (lease ${f.leaseId}, container ${f.containerId?.slice(0, 12) ?? '-'}): continuing in it`
     : f.state === 'gone'
       ? `found the sandbox gone (${f.reason}): ${f.snapshotId ? `restoring it from snapshot ${f.snapshotId}, or asking when that cannot be done` : 'no snapshot to restore it from'}`

@@ -175,6 +175,12 @@ describe('the final table after an operator decision', { timeout: 300_000 }, () 
     expect(done.code, done.stderr).toBe(0);
     const row = done.stdout.split('\n').find((l) => l.startsWith('deploy'));
     expect(row, done.stdout).toMatch(/^deploy\s+accepted by user:tester\s/);
+    // A resume of the completed run runs nothing again and says so (it said it was restoring the sandbox).
+    const again = await fx.cli(['resume', runId]);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr).toContain('it already ended (completed): nothing is run again and no sandbox is restored');
+    expect(again.stderr).not.toContain('restoring');
+    expect(await fx.read((s) => s.listEffects({ runId })).then((es) => es.length)).toBe(3);
   });
 });
 

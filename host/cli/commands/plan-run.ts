@@ -48,7 +48,7 @@ export async function resumeRun(ctx: CliContext, runId: string, opts: { takeOver
     const epoch = await takeRun(ctx, host.rt, run, { takeOver: opts.takeOver, actor: operator() });
     // What the resume finds of the session's sandbox (the next tool verifies it again, and restores it when gone).
     const found = await sandboxFound(ctx, host.rt, run);
-    if (!ctx.json) process.stderr.write(`resuming run ${runId} (${run.state}) as its owner (epoch ${epoch}); ${foundLine(found)}\n`);
+    if (!ctx.json) process.stderr.write(`resuming run ${runId} (${run.state}) as its owner (epoch ${epoch}); ${foundLine(found, run)}\n`);
     const ended = await followRun(ctx, host, run);
     const did = await sandboxDid(ctx, host.rt, run, found);
     return finishAgentRun(ctx, ended, { json: { resume: { epoch, sandbox: { found, did } } }, line: didLine(did) });
@@ -59,7 +59,7 @@ export async function resumeRun(ctx: CliContext, runId: string, opts: { takeOver
   const epoch = await takeRun(ctx, rt, run, { takeOver: opts.takeOver, actor: operator() });
   // What the resume finds of the sandbox (the driven run verifies it again, and restores it when gone).
   const found = await sandboxFound(ctx, rt, run);
-  if (!ctx.json) process.stderr.write(`resuming run ${runId} (${run.state}) as its owner (epoch ${epoch}${total ? `, ${total} steps` : ''}); ${foundLine(found)}\n`);
+  if (!ctx.json) process.stderr.write(`resuming run ${runId} (${run.state}) as its owner (epoch ${epoch}${total ? `, ${total} steps` : ''}); ${foundLine(found, run)}\n`);
   return finishDriven(ctx, rt, runId, async () => {
     const did = await sandboxDid(ctx, rt, run, found);
     return { json: { resume: { epoch, sandbox: { found, did } } }, line: didLine(did) };
