@@ -34,7 +34,11 @@ const isSeq = (v: unknown): v is number => typeof v === 'number' && Number.isInt
 /** `GET /api/v1/runs`: oldest first, keyset-paged (a run added meanwhile never shifts a page), filtered as the runs page is. */
 export async function runsPage(c: Context, store: Store) {
   const limit = pageSize(c);
-  const states = (c.req.queries('state') ?? []).filter((s): s is RunState => (RUN_STATES as readonly string[]).includes(s));
+  const asked = c.req.queries('state') ?? [];
+  const unknown = asked.filter((s) => !(RUN_STATES as readonly string[]).includes(s));
+  // A misspelt state must not widen the filter to every run.
+  if (unknown.length) throw new BerthError('invalid_request', `state must be one of ${RUN_STATES.join(', ')}, not ${unknown.join(', ')}`);
+  const states = asked as RunState[];
   const tags = [...new Set((c.req.queries('tag') ?? []).flatMap((t) => t.split(',')).map((t) => t.trim()).filter(Boolean))];
   const search = (c.req.query('q') ?? '').trim();
   const after = decode(c.req.query('cursor'), isRunKey);

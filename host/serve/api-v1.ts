@@ -19,8 +19,17 @@ export function apiError(c: Context, err: BerthError) {
 }
 
 async function body<T>(c: Context, schema: z.ZodType<T>): Promise<T> {
-  const raw = await c.req.json().catch(() => undefined);
-  const parsed = schema.safeParse(raw ?? {});
+  const text = await c.req.text();
+  let raw: unknown = {};
+  // No body is an empty one; a body that is not JSON is refused, not read as empty (which named a missing field instead).
+  if (text.trim() !== '') {
+    try {
+      raw = JSON.parse(text);
+    } catch (err) {
+      throw new BerthError('invalid_request', `request body is not JSON: ${(err as Error).message}`);
+    }
+  }
+  const parsed = schema.safeParse(raw);
   if (!parsed.success) throw new BerthError('invalid_request', `request body: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`).join('; ')}`);
   return parsed.data;
 }

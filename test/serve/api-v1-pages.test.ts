@@ -85,6 +85,12 @@ describe('paged /api/v1 lists and the tag and date filters', { timeout: 300_000 
     expect((await get('/api/v1/runs?limit=500')).body.runs).toHaveLength(261);
     expect(await get('/api/v1/runs?limit=501')).toMatchObject({ status: 400, body: { error: { code: 'invalid_request' } } });
     expect(await get('/api/v1/runs?cursor=not-a-cursor')).toMatchObject({ status: 400, body: { error: { code: 'invalid_request' } } });
+    // A misspelt state is refused, naming it (it was dropped, and every run listed).
+    expect(await get('/api/v1/runs?state=completed&state=compleetd')).toMatchObject({ status: 400, body: { error: { code: 'invalid_request', message: expect.stringContaining('not compleetd') } } });
+    // A body that is not JSON is said to be so (it was read as empty: "reason: expected string, received undefined").
+    const notJson = await fetch(`${server.url}/api/v1/runs/${runId(0)}/reject`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: '{"reason": "late' });
+    expect(notJson.status).toBe(400);
+    expect(((await notJson.json()) as { error: { code: string; message: string } }).error).toMatchObject({ code: 'invalid_request', message: expect.stringMatching(/^request body is not JSON: /) });
     expect(await errorOf(remote.list({ from: 'yesterday' }))).toMatchObject({ code: 'invalid_request' });
     expect(await errorOf(remote.list({ pageSize: 1000 }))).toBeInstanceOf(BerthError);
 
