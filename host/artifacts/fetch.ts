@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { chmod, mkdir, rename, stat, unlink } from 'node:fs/promises';
+import { chmod, mkdir, rename, unlink } from 'node:fs/promises';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { BerthError } from '../errors';
+import { makeDirectories } from '../support/make-dirs';
 import type { StoredArtifact } from '../store';
 import type { ArtifactStore } from './artifact-store';
 import { globProblem } from './glob';
@@ -25,7 +26,7 @@ export interface FetchedArtifact {
 export async function fetchArtifacts(store: ArtifactStore, records: readonly StoredArtifact[], outDir: string, signal?: AbortSignal): Promise<FetchedArtifact[]> {
   const root = resolve(outDir);
   const out: FetchedArtifact[] = [];
-  if (records.length > 0) await outputDirectory(root);
+  if (records.length > 0) makeDirectories(root, 'output_unwritable', `the artifacts directory ${root}`);
   for (const a of records) {
     const dest = resolve(root, a.path);
     const rel = relative(root, dest);
@@ -65,26 +66,3 @@ export async function fetchArtifacts(store: ArtifactStore, records: readonly Sto
   return out;
 }
 
-/**
- * Makes `root` (and its missing parents) a directory, one level at a time, or says why it cannot
- * be one. Node's recursive mkdir loops for ever on a path it cannot create under /proc
- * (`berth artifacts RUN --out /proc/x` spun at full CPU), and a file in the way was an internal ENOTDIR.
- */
-async function outputDirectory(root: string): Promise<void> {
-  const missing: string[] = [];
-  let at = root;
-  for (;;) {
-    const info = await stat(at).catch((err: NodeJS.ErrnoException) => (err.code === 'ENOENT' || err.code === 'ENOTDIR' ? null : Promise.reject(err)));
-    if (info?.isDirectory()) break;
-    if (info) throw new BerthError('output_unwritable', `cannot write the artifacts under ${root}: ${at} is a file, not a directory`, { details: { path: root } });
-    missing.unshift(at);
-    if (dirname(at) === at) break;
-    at = dirname(at);
-  }
-  for (const dir of missing) {
-    await mkdir(dir).catch((err: NodeJS.ErrnoException) => {
-      if (err.code === 'EEXIST') return;
-      throw new BerthError('output_unwritable', `cannot write the artifacts under ${root}: cannot create ${dir} (${err.code ?? err.message})`, { details: { path: root } });
-    });
-  }
-}

@@ -1,9 +1,10 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { MiddlewareHandler } from 'hono';
 import { getCookie } from 'hono/cookie';
 import { BerthError } from '../errors';
+import { makeDirectories } from '../support/make-dirs';
 
 /** The cookie a login link sets; it holds the access token (HttpOnly, SameSite=Strict). */
 export const SESSION_COOKIE = 'berth_session';
@@ -21,7 +22,7 @@ export function loadOrCreateToken(path: string): { token: string; created: boole
     if (token.length < 32) throw new BerthError('serve_token_invalid', `token file ${path} holds no usable token: remove it to generate a new one`);
     return { token, created: false };
   }
-  mkdirSync(dirname(path), { recursive: true });
+  makeDirectories(dirname(path), 'token_file_unwritable', `the token file ${path}`);
   const token = randomBytes(32).toString('hex');
   // 'wx': never overwrite a token another start wrote meanwhile.
   writeFileSync(path, `${token}\n`, { mode: 0o600, flag: 'wx' });

@@ -1,7 +1,8 @@
 import Database from 'better-sqlite3';
-import { closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
+import { closeSync, existsSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { BerthError } from '../../errors';
+import { makeDirectories } from '../../support/make-dirs';
 import { NEWEST_SCHEMA_VERSION, SCHEMA_VERSIONS, storeTooNew } from '../schema-versions';
 
 /** How long a statement waits for another process's lock before it fails. */
@@ -24,7 +25,7 @@ export type Durability = 'full' | 'normal';
  */
 export function openDatabase(path: string, durability: Durability = 'full'): Database.Database {
   if (path !== ':memory:') {
-    mkdirSync(dirname(path), { recursive: true });
+    makeDirectories(dirname(path), 'store_open_failed', `store ${path}`);
     // Created 0600 before SQLite sees it: SQLite gives the WAL and shared-memory files the main
     // file's mode, and the store holds run output that only its owner should read.
     if (!existsSync(path)) closeSync(openSync(path, 'a', 0o600));
