@@ -224,19 +224,23 @@ describe('every non-zero exit says why', { timeout: 300_000 }, () => {
 
 describe('stack traces are for --debug', { timeout: 120_000 }, () => {
   it('an unexpected error prints its message and how to see more; --debug adds the stack trace', async () => {
-    const { mkdtempSync, rmSync } = await import('node:fs');
+    const { mkdtempSync, rmSync, writeFileSync } = await import('node:fs');
     const { tmpdir } = await import('node:os');
     const { join } = await import('node:path');
     const { runNode } = await import('../support/child');
     const dir = mkdtempSync(join(tmpdir(), 'berth-debug-'));
     try {
-      // A directory where a manifest file is expected: the read fails with EISDIR, not a Berth error.
-      const plain = await runNode(await bundledCli(), ['env', 'validate', dir]);
+      // An extension whose factory throws a plain Error: not a Berth error (a directory given as a
+      // manifest once served here, until it became manifest_unreadable).
+      const ext = join(dir, 'ext.mjs');
+      writeFileSync(ext, "export default () => { throw new Error('boom in the extension'); };\n");
+      const args = ['status', '--store', join(dir, 'berth.db'), '--extension', ext];
+      const plain = await runNode(await bundledCli(), args);
       expect(plain.code).toBe(1);
-      expect(plain.stderr).toContain('EISDIR');
+      expect(plain.stderr).toContain('internal error: boom in the extension');
       expect(plain.stderr).toContain('--debug');
       expect(plain.stderr).not.toMatch(/\n\s+at .+:\d+:\d+/);
-      const debug = await runNode(await bundledCli(), ['env', 'validate', dir, '--debug']);
+      const debug = await runNode(await bundledCli(), [...args, '--debug']);
       expect(debug.code).toBe(1);
       expect(debug.stderr).toMatch(/\n\s+at .+:\d+:\d+/);
     } finally {
