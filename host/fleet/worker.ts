@@ -41,6 +41,8 @@ export interface WorkerOptions {
 export class Worker {
   private timer: NodeJS.Timeout | null = null;
   private ticking: Promise<void> | null = null;
+  /** A tick asked for while a round ran: one more round follows it. */
+  private again = false;
   private draining = false;
   /** Runs the last round left to other workers, and why (reported with the heartbeat). */
   private left: Array<{ sessionId: string; runId: string | null; why: string }> = [];
@@ -81,9 +83,19 @@ export class Worker {
   }
 
   private tick(): Promise<void> {
-    this.ticking ??= this.round()
-      .catch((err: unknown) => this.o.logger.warn({ err }, 'worker round failed; trying again'))
-      .finally(() => (this.ticking = null));
+    // A run that ends while a round is under way (after it counted the free slots) must start
+    // another round: joining the running one left the slot empty until the next commit or timer
+    // (test/integration/worker-claims.test.ts timed out so under load).
+    if (this.ticking) {
+      this.again = true;
+      return this.ticking;
+    }
+    this.ticking = (async () => {
+      do {
+        this.again = false;
+        await this.round().catch((err: unknown) => this.o.logger.warn({ err }, 'worker round failed; trying again'));
+      } while (this.again && !this.draining);
+    })().finally(() => (this.ticking = null));
     return this.ticking;
   }
 
