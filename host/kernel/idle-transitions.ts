@@ -2,6 +2,7 @@ import { TASK_RESTARTED, type Json, type Run, type RunVersions, type Task } from
 import { newId } from '../support';
 import type { CommitInput, EffectWrite, NewEntry } from '../store';
 import { cancelRecord } from './cancel-record';
+import { wakeFromWait } from './parent-wake';
 import { LIVE, rootRunTransitions, type PhaseRunnerDeps } from './phase-runner';
 
 /** What the scheduler's transitions need: the phase runner's deps, and a way to have a task examined again. */
@@ -9,8 +10,6 @@ export interface IdleTransitionDeps extends PhaseRunnerDeps {
   /** Versions recorded on run transitions. */
   versions?: RunVersions;
   markDirty(taskId: string): void;
-  /** The row this kernel's own commits left, while it holds (see SessionRows); undefined: read the store. */
-  knownTask?(taskId: string): Task | undefined;
   /** A row read from the store, checked against the kept one. */
   observed?(task: Task): void;
 }
@@ -89,7 +88,7 @@ export async function checkWait(d: IdleTransitionDeps, task: Task): Promise<void
   const settled = children.every((c) => c.status === 'terminal');
   if (!settled && !(wait.join === 'failFast' && failed)) return;
   const cancel = children.filter((c) => c.status !== 'terminal' && !c.cancelRequested).map((c) => c.id);
-  await transition(d, task, 'task.wake', { status: 'running', phase: wait.phase, wait: null, attempts: 0 }, { cancelTasks: cancel });
+  await transition(d, task, 'task.wake', wakeFromWait(task).set, { cancelTasks: cancel });
 }
 
 /** The waited-for children, in the order the wait names them; a row that is not there is not waited for (as before: only existing children of this parent count). */

@@ -223,7 +223,10 @@ export class Kernel {
     // A task this commit creates `running` (SpawnSpec.begin, SubmitInput.start) is readable before
     // the commit is answered (a SQLite commit is applied before its shared flush): a poll meanwhile
     // must not run its phase, which would act on a row not yet durable, ahead of the boundary.
-    const born = (input.tasks ?? []).filter((t) => t.status === 'running').map((t) => t.id);
+    // Likewise a task it wakes from a wait (a parent woken with its child's end, parent-wake.ts):
+    // whoever committed the wake has it examined once the commit is answered.
+    const woken = (input.taskTransitions ?? []).filter((t) => t.set.status === 'running' && t.set.wait === null).map((t) => t.taskId);
+    const born = [...(input.tasks ?? []).filter((t) => t.status === 'running').map((t) => t.id), ...woken];
     this.scheduler.unborn(born, true);
     try {
       result = await this.o.store.commit({ ...input, actor: input.actor ?? `host:${this.o.hostId}`, ...(fence ? { fence } : {}) });

@@ -8,6 +8,7 @@ import { applyDecision, changedOnly, type ResolvedSpawn } from './decide';
 import type { DocumentTypes } from './documents';
 import { cancelRecord } from './cancel-record';
 import { performEffect } from './effects';
+import { parentWakeWith } from './parent-wake';
 import type { Decision, PhaseContext, SpawnSpec, TaskHandler } from './handler';
 import type { HandlerRegistry } from './registry';
 import { runTransitionsForRoot } from './run-outcome';
@@ -25,6 +26,8 @@ export interface PhaseRunnerDeps {
    * lost, a refused commit): their images are named by ids no record will ever hold.
    */
   discardSnapshots?: (snapshotIds: string[]) => Promise<void>;
+  /** The row this kernel's own commits left, while it holds (see SessionRows); undefined: read the store. */
+  knownTask?(taskId: string): Task | undefined;
 }
 
 /** Every status but `terminal`: the children a finishing task still has to wind down (read by index). */
@@ -117,7 +120,18 @@ export async function runPhase(
   }
   const commit = built.input;
   if (retry) commit.taskTransitions![0]!.set.attempts = task.attempts + 1;
-  let result = await d.commit(commit);
+  let wake = commit.taskTransitions![0]!.set.status === 'terminal' ? await parentWakeWith(task, async (id) => d.knownTask?.(id) ?? (await d.store.getTask(id))) : undefined;
+  if (wake) commit.taskTransitions!.push(wake);
+  const send = async (): Promise<CommitResult> => {
+    const r = await d.commit(commit);
+    // The parent moved since it was read (cancelled, or woken by another path): the decision is
+    // committed alone, and the scheduler judges the parent's wait as it did before the wake joined.
+    if (r.ok || !wake || r.conflict.kind !== 'task_version' || r.conflict.taskId !== wake.taskId) return r;
+    commit.taskTransitions!.pop();
+    wake = undefined;
+    return d.commit(commit);
+  };
+  let result = await send();
   // The run moves were built from the run as read before the commit; another task of the run may
   // have moved it since (two phases asking for retry_wait at once: the second read `running` while
   // the first's commit was on its way). That refusal is about the run, not this task: refusing the
@@ -126,7 +140,7 @@ export async function runPhase(
   // The moves are built again from the run as it is now; the task's own compare-and-set still guards the rest.
   for (let again = 0; !result.ok && result.conflict.kind === 'run_state' && result.conflict.runId === task.runId && again < RUN_MOVE_TRIES; again++) {
     commit.runTransitions = await built.runMoves();
-    result = await d.commit(commit);
+    result = await send();
   }
   if (!result.ok) {
     log().warn({ conflict: result.conflict }, 'decision not committed');

@@ -249,7 +249,9 @@ export class Scheduler {
     const gone = () => this.halted || !held();
     void runPhase(this.d, current, handler, { signal: controller.signal, recovered, stopping: gone })
       .then((end) => {
-        if (end.committed && end.task.parentId && end.task.status === 'terminal') this.markDirty(end.task.parentId);
+        // On the next turn of the event loop: what waits on this commit (an MCP answer, a caller
+        // of waitForRun) goes out before the parent's next phase and commit take the loop.
+        if (end.committed && end.task.parentId && end.task.status === 'terminal') setImmediate(() => this.markDirty(end.task.parentId!));
       })
       .catch((err) => this.d.logger.error({ taskId: current.id, err }, 'phase runner failed'))
       .finally(() => {

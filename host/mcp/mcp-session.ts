@@ -54,7 +54,7 @@ export class McpSessions {
   private readonly lock = new KeyedLock();
   private current: string | undefined;
   private rt: Promise<HostRuntime> | undefined;
-  /** Runs answered at their call's result commit and still ending (the root's wake and end), by session. */
+  /** Runs answered at their call's result commit and still ending (the root's phase and end), by session. */
   private readonly ending = new Map<string, Promise<unknown>>();
   /** The committed results those answers were made from, by run (taken once by `settle`). */
   private readonly early = new Map<string, ToolResultEntry>();
@@ -163,7 +163,8 @@ export class McpSessions {
 
   /**
    * Resolves once the call's result is committed, with the run as it is then: the result is
-   * durable and is the answer, and what is left of the run (the root's wake and end, two commits)
+   * durable and is the answer, and what is left of the run (the root's last phase and its end
+   * commit; the root woke in the result's commit)
    * needs nothing from the client, so it ends after the answer; the session's next call (and
    * `close`) waits for it first. A result that says the call was interrupted is not answered
    * early: that run ends in needs_reconciliation, which the answer must already show.

@@ -87,7 +87,10 @@ describe.each(STORE_KINDS)('a kernel keeps the rows its own commits wrote, on %s
     const done = await kernel.waitForRun(run.id, { signal: AbortSignal.timeout(30_000) });
     expect(done.state).toBe('completed');
     expect((await t.store.getTask(parentId))!.result).toEqual({ by: 'operator' });
-    expect(refused).toEqual([]);
+    // The child's end may carry the parent's wake built from the kept row (parent-wake.ts): the
+    // parent's version refuses it once, and the child's decision is committed alone. Nothing else.
+    expect(refused.filter((r) => !(r.label === 'phase.complete:child' && (r.conflict as { kind: string; taskId?: string }).taskId === parentId))).toEqual([]);
+    expect(refused.length).toBeLessThanOrEqual(1);
   });
 
   it('after another host took its session over and committed, it reads the task again under its new claim and never decides on a row of its old epoch', async () => {

@@ -204,7 +204,7 @@ describe('berth mcp: a Berth session as the sandbox of an MCP client', { timeout
     const first = await call(c, 'exec', { command: 'true' });
     const runState = async (run: string) => (await readStore(w.store, (s) => s.getRun(run)))?.state;
     let state: string | undefined;
-    // The answer comes at the result's commit; the root's wake and end follow it.
+    // The answer comes at the result's commit, which also wakes the root; the root's end follows it.
     await until('the first call\'s run to end', () => state === 'completed', 60_000, async () => (state = await runState(first.s.run)));
     const before = await readStore(w.store, (s) => s.listCommits(first.s.session));
     const ran = await call(c, 'exec', { command: 'echo once' });
@@ -213,8 +213,8 @@ describe('berth mcp: a Berth session as the sandbox of an MCP client', { timeout
     await until('the call\'s run to end', () => state === 'completed', 60_000, async () => (state = await runState(ran.s.run)));
     const labels = (await readStore(w.store, (s) => s.listCommits(ran.s.session))).slice(before.length).map((l) => l.label);
     // The submission with the root's start; the dictated call with its intent and its task; the
-    // effect's executing mark; the result; the root's wake and end (after the answer).
-    expect(labels).toEqual(['submit', 'phase.spawn:agent', 'effect.begin:agent-tool', 'phase.complete:agent-tool', 'task.wake:agent', 'phase.complete:agent']);
+    // effect's executing mark; the result with the root's wake; the root's end (after the answer).
+    expect(labels).toEqual(['submit', 'phase.spawn:agent', 'effect.begin:agent-tool', 'phase.complete:agent-tool', 'phase.complete:agent']);
     const tasks = await readStore(w.store, async (s) => (await s.listTasks({ sessionId: ran.s.session })).filter((t) => t.runId === ran.s.run));
     expect(tasks.map((t) => t.kind).sort()).toEqual(['agent', 'agent-tool']);
     const root = tasks.find((t) => t.kind === 'agent')!;
