@@ -1,7 +1,6 @@
 import { hostname } from 'node:os';
 import { Hono, type Context } from 'hono';
 import { isBerthError } from '../errors';
-import { RUN_STATES, type RunState } from '../model';
 import { LIVE_JS, STYLE_CSS } from './assets';
 import { csrfToken, requireCsrf, requireToken } from './auth';
 import type { CommitFeed } from './commit-feed';
@@ -12,7 +11,7 @@ import { diffFragment, readSnapshotDiff } from './snapshot-diff';
 import { layout } from './layout';
 import { runFragment } from './run-page';
 import { readRunView } from './run-view';
-import { filterQuery, listQuery, readRuns, runRow, runsFragment, type RunsFilter } from './runs-page';
+import { filterQuery, listQuery, readRuns, runRow, runsFilterOf, runsFragment, type RunsFilter } from './runs-page';
 import { html } from './html';
 import { downloadArtifact } from './artifact-download';
 import { requireHost } from './host-check';
@@ -20,7 +19,6 @@ import { mountApiV1 } from './api-v1';
 import { metricsText } from './metrics';
 import { pageRefusal } from './reconcile-refusals';
 
-const isRunState = (s: string): s is RunState => (RUN_STATES as readonly string[]).includes(s);
 /** `tag=a&tag=b` or `tag=a,b` (the form's one box): at most 10 tags. */
 export const tagsOf = (raw: string[] | undefined) => [...new Set((raw ?? []).flatMap((t) => t.split(',')).map((t) => t.trim()).filter(Boolean))].slice(0, 10);
 const positive = (v: string | undefined) => (v && /^\d+$/.test(v) ? Number(v) : undefined);
@@ -51,8 +49,8 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed, hosts: { allowed: ()
   app.get('/assets/live.js', (c) => c.body(LIVE_JS, 200, { 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'no-cache' }));
   app.get('/assets/style.css', (c) => c.body(STYLE_CSS, 200, { 'content-type': 'text/css; charset=utf-8', 'cache-control': 'no-cache' }));
 
-  const states = (c: Context): RunState[] => (c.req.queries('state') ?? []).filter(isRunState);
-  const filterOf = (c: Context): RunsFilter => ({ states: states(c), search: (c.req.query('q') ?? '').trim().slice(0, 200), tags: tagsOf(c.req.queries('tag')), from: c.req.query('from') ?? '', to: c.req.query('to') ?? '', page: positive(c.req.query('page')) ?? 1 });
+  const filterOf = (c: Context): RunsFilter =>
+    runsFilterOf({ states: c.req.queries('state') ?? [], search: c.req.query('q'), tags: tagsOf(c.req.queries('tag')), from: c.req.query('from'), to: c.req.query('to'), page: positive(c.req.query('page')) ?? 1 });
   app.get('/', async (c) => {
     const f = filterOf(c);
     const after = await deps.store.lastCommitLogSeq();

@@ -150,6 +150,7 @@ pre { background: #0f1720; color: #e6edf3; padding: 6px 8px; overflow-x: auto; m
 .state-needs_reconciliation, .state-awaiting_approval { background: #ffe8b3; }
 .attention { border-left: 4px solid #f0a500; }
 .muted { color: #6a7580; }
+.notice { border-left: 4px solid #f0a500; padding-left: 0.5em; }
 .textdiff pre { background: #f6f8fa; color: #1f2328; padding: 6px; overflow-x: auto; }
 .textdiff .add { background: #e6ffec; display: block; }
 .textdiff .del { background: #ffebe9; display: block; }

@@ -1,6 +1,6 @@
 import { acceptanceOf, type AcceptanceView } from '../acceptance';
 import { costOfRun, type RunCost } from '../cost';
-import type { Run, RunState } from '../model';
+import { RUN_STATES, type Run, type RunState } from '../model';
 import type { RunListQuery } from '../store';
 import type { ServeDeps } from './deps';
 import { html, type SafeHtml } from './html';
@@ -36,10 +36,36 @@ export interface RunsFilter {
   from: string;
   to: string;
   page: number;
+  /** What the query string asked that the list cannot apply, said above the list (never dropped silently). */
+  ignored?: string[];
 }
 
+const isRunState = (s: string): s is RunState => (RUN_STATES as readonly string[]).includes(s);
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
-const dayStart = (d: string) => (DAY.test(d) ? Date.parse(`${d}T00:00:00Z`) : undefined);
+const dayStart = (d: string) => {
+  if (!DAY.test(d)) return undefined;
+  const ms = Date.parse(`${d}T00:00:00Z`);
+  // 2026-02-30 parses as a later day in some engines: only a day that reads back the same counts.
+  return !Number.isNaN(ms) && new Date(ms).toISOString().slice(0, 10) === d ? ms : undefined;
+};
+
+/**
+ * The list's filter from a query string's values. An unknown state or a day that is not a
+ * calendar day (YYYY-MM-DD) is not applied and is named in `ignored`: a hand-edited URL that
+ * silently showed every run would read as "these runs match".
+ */
+export function runsFilterOf(q: { states: string[]; search?: string; tags: string[]; from?: string; to?: string; page?: number }): RunsFilter {
+  const ignored: string[] = [];
+  const states = q.states.filter((s) => s !== '');
+  const unknown = states.filter((s) => !isRunState(s));
+  if (unknown.length) ignored.push(`state ${unknown.map((s) => JSON.stringify(s)).join(', ')}: not a run state (${RUN_STATES.join(', ')})`);
+  const day = (name: 'from' | 'to') => {
+    const v = (q[name] ?? '').trim();
+    if (v && dayStart(v) === undefined) ignored.push(`${name} ${JSON.stringify(v.slice(0, 40))}: not a day (YYYY-MM-DD)`);
+    return v;
+  };
+  return { states: states.filter(isRunState), search: (q.search ?? '').trim().slice(0, 200), tags: q.tags, from: day('from'), to: day('to'), page: q.page ?? 1, ...(ignored.length ? { ignored } : {}) };
+}
 
 export function listQuery(f: RunsFilter, extra: Partial<RunListQuery> = {}): RunListQuery {
   const from = dayStart(f.from);
@@ -109,7 +135,8 @@ export function runsFragment(list: { rows: RunRow[]; total: number }, f: RunsFil
   const page = Math.min(Math.max(1, f.page), pages);
   const nav = html`<p id="pages">${list.total} run${list.total === 1 ? '' : 's'} · page ${page} of ${pages}${page > 1 ? html` · <a id="prev" href="/?${filterQuery(f, page - 1)}">newer</a>` : ''}${page < pages ? html` · <a id="next" href="/?${filterQuery(f, page + 1)}">older</a>` : ''}</p>`;
   const filtered = f.states.length || f.search || f.tags.length || f.from || f.to;
-  return html`<section><h2>Runs</h2>${filterForm(f)}${nav}
+  const notice = f.ignored?.length ? html`<p id="filter-ignored" class="notice">not applied: ${f.ignored.join('; ')}</p>` : '';
+  return html`<section><h2>Runs</h2>${filterForm(f)}${notice}${nav}
 ${list.rows.length === 0
     ? html`<p class="muted">no runs${filtered ? ' match this filter' : ''}</p>`
     : html`<table id="runs"><thead><tr><th>run</th><th>kind</th><th>state</th><th>host / owner</th><th>started</th><th>duration</th><th>acceptance</th><th>cost</th></tr></thead><tbody>

@@ -291,11 +291,13 @@ beforeAll(async () => {
     const unreachable = missedAll.filter((id) => (tries.get(id) ?? 0) >= maxTries);
     const missed = missedAll.filter((id) => !unreachable.includes(id));
     if (unreachable.length) console.log(`agent crash test (${kind}): ${unreachable.length} sampled boundaries never hit exactly in ${maxTries} tries (timing-shifted): ${unreachable.join(', ')}`);
-    console.log(`agent crash test (${kind}): ${covered.size} of ${wanted.length} boundaries killed (${commitCount} commits) in ${runs} runs, ${Math.round((Date.now() - started) / 1000)} s; ${diverged} runs caught a never command in flight; ${exactKills} of ${plannedKills} kills of chains meant to compare exactly did`);
+    console.log(`agent crash test (${kind}): ${wanted.filter((w) => covered.has(w.id)).length} of ${wanted.length} sampled boundaries killed (${covered.size} in all) (${commitCount} commits) in ${runs} runs, ${Math.round((Date.now() - started) / 1000)} s; ${diverged} runs caught a never command in flight; ${exactKills} of ${plannedKills} kills of chains meant to compare exactly did`);
     expect(failures).toEqual([]);
     expect(missed).toEqual([]);
     expect(unreachable.length).toBeLessThan(wanted.length / 2);
-    if (!only) expect(targets.length).toBeGreaterThan(100);
+    // The job's every boundary was enumerated: 83 commits, 96 boundaries (98 commits before each
+    // tool call's end carried its parent's wake, host/kernel/parent-wake.ts).
+    if (!only) expect(targets.length).toBeGreaterThan(90);
     // Only kills while a `never` command is in flight may diverge (each checked above). A chain
     // started at a boundary where the baseline had none in flight claims only such boundaries, so
     // most of its runs must compare exactly: otherwise the exact comparison above went vacuous.

@@ -110,6 +110,13 @@ describe('paged /api/v1 lists and the tag and date filters', { timeout: 300_000 
     expect(html).toContain('name="tag" value="nightly"');
     const gpuPage = await (await fetch(`${server.url}/?tag=gpu`, { headers: auth })).text();
     expect(gpuPage).toMatch(/id="next" href="\/\?tag=gpu&amp;page=2"/);
+    expect(gpuPage).not.toContain('filter-ignored');
+    // A misspelt state or an impossible day is named above the list, not dropped silently (the
+    // page listed every run, as if they matched); what is valid still applies.
+    const bad = await (await fetch(`${server.url}/?state=compleetd&state=completed&from=2026-02-30&to=2026-03-10`, { headers: auth })).text();
+    expect(bad).toMatch(/id="filter-ignored"[^>]*>not applied: state &quot;compleetd&quot;: not a run state \(admitted, /);
+    expect(bad).toContain('from &quot;2026-02-30&quot;: not a day (YYYY-MM-DD)');
+    expect([...bad.matchAll(/data-run="([^"]+)"/g)].map((m) => m[1]).sort()).toEqual(want((i) => dayOf(i) === 0 && i % 2 === 0).sort());
 
     // berth status takes the same filter.
     const cli = await runNode(await bundledCli(), ['status', '--tags', 'gpu,nightly', '--from', '2026-03-11', '--to', '2026-03-12', '--json', '--store', path]);

@@ -29,7 +29,7 @@ export async function artifactsCommand(ctx: CliContext, runId: string, out?: str
   const fetched = await fetchArtifacts(ctx.artifacts, records, out);
   const bad = fetched.filter((f) => f.status !== 'fetched');
   emit(ctx.json, { runId, store: ctx.artifacts.location, out: resolve(out), artifacts: listed, fetched }, () =>
-    [`fetched ${fetched.length - bad.length} of ${fetched.length} artifact(s) to ${resolve(out)}`, ...bad.map((b) => `  ${b.path}: ${b.status} in the artifact store ${ctx.artifacts.location}`)].join('\n'),
+    fetched.length === 0 ? `run ${runId} has no artifacts: nothing written to ${resolve(out)}` : [`fetched ${fetched.length - bad.length} of ${fetched.length} artifact(s) to ${resolve(out)}`, ...bad.map((b) => `  ${b.path}: ${b.status} in the artifact store ${ctx.artifacts.location}`)].join('\n'),
   );
   if (bad.length) {
     throw new BerthError('artifact_unavailable', `${bad.length} artifact(s) of run ${runId} could not be fetched with their committed digest: ${bad.map((b) => `${b.path} (${b.status})`).join(', ')}`, { ids: { runId } });

@@ -1,0 +1,46 @@
+/**
+ * Wrapper cost split (not a suite): in one sandbox, interleaved, raw `sh -c true`, a nested
+ * `sh -c 'sh -c true'`, the wrapper with its stdin line, and the wrapper given that line in argv
+ * (no stdin). `npx tsx bench/_wrapper-split.ts [ROUNDS]`
+ */
+import { rmSync } from 'node:fs';
+import { WRAPPER_NAME, WRAPPER_SCRIPT } from '../host/sandbox/exec-scripts';
+import { benchSandbox } from './_bench-sandbox';
+import { median } from './_stats';
+
+const ROUNDS = Number(process.argv[2] ?? 30);
+const { docker, dir, store, hostId, host, spec } = await benchSandbox('berth-bench-wsplit-');
+const drain = (s: NodeJS.ReadableStream) => new Promise<void>((res) => { s.on('data', () => undefined); s.on('end', res); s.on('close', res); });
+try {
+  const lease = await host.lease(spec, { sessionId: 'bench', autoHeartbeat: false });
+  const c = docker.getContainer(lease.containerId);
+  const run = (Cmd: string[], line?: string) => async () => {
+    const ex = await c.exec({ Cmd, User: '1000:1000', WorkingDir: '/workspace', AttachStdin: line !== undefined, AttachStdout: true, AttachStderr: true, Tty: false });
+    const s = (await ex.start({ hijack: true, stdin: line !== undefined })) as NodeJS.ReadWriteStream;
+    if (line !== undefined) { s.write(line); s.end(); }
+    await drain(s);
+    if ((await ex.inspect()).ExitCode !== 0) throw new Error(`failed: ${Cmd.join(' ').slice(0, 60)}`);
+  };
+  const argvScript = WRAPPER_SCRIPT.replace('read -r b_eid b_in b_forget', 'b_eid=abc b_in=0 b_forget=');
+  const kinds: Record<string, () => Promise<void>> = {
+    raw: run(['sh', '-c', 'true']),
+    nested: run(['/bin/sh', '-c', '/bin/sh -c true; exit $?']),
+    wrapStdin: run(['/bin/sh', '-c', WRAPPER_SCRIPT, WRAPPER_NAME, '0', '', '/bin/sh', '-c', 'true'], 'abc 0 \n'),
+    wrapArgv: run(['/bin/sh', '-c', argvScript, WRAPPER_NAME, '0', '', '/bin/sh', '-c', 'true']),
+    wrapKeep: run(['/bin/sh', '-c', argvScript, WRAPPER_NAME, '1', '', '/bin/sh', '-c', 'true']),
+  };
+  const t: Record<string, number[]> = {};
+  for (const f of Object.values(kinds)) await f();
+  for (let i = 0; i < ROUNDS; i++) {
+    const names = Object.keys(kinds);
+    for (const k of i % 2 ? names.reverse() : names) { const t0 = performance.now(); await kinds[k]!(); (t[k] ??= []).push(performance.now() - t0); }
+  }
+  for (const [k, v] of Object.entries(t)) console.log(`${k.padEnd(10)} p50 ${median(v).toFixed(1)} ms  vs raw ${median(v.map((x, i) => x / t.raw![i]!)).toFixed(2)}x`);
+  await lease.release();
+} finally {
+  await host.close();
+  const left = await docker.listContainers({ all: true, filters: { label: [`berth.host=${hostId}`] } });
+  await Promise.all(left.map((x) => docker.getContainer(x.Id).remove({ force: true }).catch(() => undefined)));
+  await store.close();
+  rmSync(dir, { recursive: true, force: true });
+}
