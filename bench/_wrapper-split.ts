@@ -25,6 +25,7 @@ try {
   const kinds: Record<string, () => Promise<void>> = {
     raw: run(['sh', '-c', 'true']),
     nested: run(['/bin/sh', '-c', '/bin/sh -c true; exit $?']),
+    subshell: run(['/bin/sh', '-c', '(eval "$1"); exit $?', 'x', 'true']),
     wrapStdin: run(['/bin/sh', '-c', WRAPPER_SCRIPT, WRAPPER_NAME, '0', '', '/bin/sh', '-c', 'true'], 'abc 0 \n'),
     wrapArgv: run(['/bin/sh', '-c', argvScript, WRAPPER_NAME, '0', '', '/bin/sh', '-c', 'true']),
     wrapKeep: run(['/bin/sh', '-c', argvScript, WRAPPER_NAME, '1', '', '/bin/sh', '-c', 'true']),

@@ -40,8 +40,15 @@ export async function commitCancel(store: Store, runId: string, actor: string): 
   return transitions;
 }
 
-/** Cancels a run durably; one cancelled at once (nothing of it was running) gives up its sandboxes now. */
-export async function cancel(p: HostParts, runId: string, actor: string): Promise<{ run: Run; owner: HostView | null }> {
+/**
+ * Cancels a run durably; one cancelled at once (nothing of it was running) gives up its sandboxes now.
+ * A run already `cancelled` or `cancelling` is left as it is (no commit, the first cancel's actor
+ * stands) and `already` says so: a cancel repeated by a script, or after a `berth cancel` that was
+ * killed before it carried the cancellation out, is not an error.
+ */
+export async function cancel(p: HostParts, runId: string, actor: string): Promise<{ run: Run; owner: HostView | null; already?: 'cancelled' | 'cancelling' }> {
+  const before = await getRunOrThrow(p.store, runId);
+  if (before.state === 'cancelled' || before.state === 'cancelling') return { run: before, owner: await ownerOf(p, before), already: before.state };
   const transitions = await commitCancel(p.store, runId, actor);
   if (transitions.some((t) => isFinalRunState(t.to))) await releaseEndedRunLeases(p, [runId]);
   const run = await getRunOrThrow(p.store, runId);

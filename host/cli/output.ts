@@ -1,5 +1,5 @@
 import { isBerthError } from '../errors';
-import type { Run } from '../model';
+import type { Run, RunState } from '../model';
 import { EXIT } from './host-right';
 import { capLines } from './line-cap';
 
@@ -93,10 +93,11 @@ export function outputLines(stream: 'stdout' | 'stderr', text: string): string[]
 
 /**
  * The exit code of a command that drove `run` until it settled; every non-zero one says why on
- * stderr (stdout may be JSON, or a table the caller does not show).
+ * stderr (stdout may be JSON, or a table the caller does not show). `endsWell`: the state that is
+ * this command's success besides `completed` (`cancelled`, for berth cancel).
  */
-export function runExit(run: Run, reason: string): number {
-  if (run.state === 'completed') return EXIT.ok;
+export function runExit(run: Run, reason: string, endsWell?: RunState): number {
+  if (run.state === 'completed' || run.state === endsWell) return EXIT.ok;
   process.stderr.write(`berth: run ${run.id} is ${run.state}${reason ? `: ${reason}` : ''}\n`);
   return run.state === 'needs_reconciliation' ? EXIT.needsReconciliation : EXIT.failed;
 }

@@ -1,5 +1,5 @@
 import { BerthError } from '../../errors';
-import type { Run } from '../../model';
+import type { Run, RunState } from '../../model';
 import type { HostRuntime } from '../../runtime/host-runtime';
 import { startHost, whileHoldingRight } from '../../api/drive';
 import { stopRuntime } from '../../api/run-end';
@@ -73,12 +73,12 @@ export async function followRun(ctx: CliContext, host: Awaited<ReturnType<typeof
 
 /** The agent run's final state and answer, and the exit code that goes with it. */
 /** `extra`: what the caller has to add once the run settled (a resume: what it did with the sandbox). */
-export async function finishAgentRun(ctx: CliContext, run: Run, extra?: { json: Record<string, unknown>; line: string }): Promise<number> {
+export async function finishAgentRun(ctx: CliContext, run: Run, extra?: { json: Record<string, unknown>; line: string }, endsWell?: RunState): Promise<number> {
   const root = run.rootTaskId ? await ctx.store.getTask(run.rootTaskId) : undefined;
   const answer = (root?.result as { answer?: string | null } | null)?.answer ?? null;
   const reason = (await ctx.store.listRunTransitions(run.id)).at(-1)?.reason ?? '';
   emit(ctx.json, { run, answer, error: root?.error ?? null, ...extra?.json }, () =>
     [`\nrun ${run.id} (session ${run.sessionId}): ${run.state}${run.state === 'completed' ? '' : ` (${reason})`}`, extra?.line ?? '', answer ? `\n${answer}` : '', run.state === 'completed' ? `continue with: berth chat ${run.sessionId} "..."` : ''].filter(Boolean).join('\n'),
   );
-  return runExit(run, reason);
+  return runExit(run, reason, endsWell);
 }

@@ -3,7 +3,7 @@ import { drive, startHost, takeRun } from '../../api/drive';
 import { cancel } from '../../api/decisions';
 import { preparePlan, startPlan, stepCount, submitDetached } from '../../api/plans';
 import { leaseTtlMs, operator } from '../../api/runtime';
-import { isFinalRunState } from '../../model';
+import { isFinalRunState, type RunState } from '../../model';
 import { loadPlan, runSteps } from '../../plan';
 import type { CliContext } from '../context';
 import { emit } from '../output';
@@ -38,8 +38,11 @@ const sayswept = (ctx: CliContext, n: number) => {
   if (n && !ctx.json) process.stderr.write(`  swept ${n} leftover container(s)\n`);
 };
 
-/** `berth resume RUN [--take-over]`: this host claims the run's session (see takeRun) and drives it. */
-export async function resumeRun(ctx: CliContext, runId: string, opts: { takeOver?: boolean; leaseTtl?: string } = {}): Promise<number> {
+/**
+ * `berth resume RUN [--take-over]`: this host claims the run's session (see takeRun) and drives it.
+ * `endsWell`: a state besides `completed` the run may end in as this command's success (berth cancel's `cancelled`).
+ */
+export async function resumeRun(ctx: CliContext, runId: string, opts: { takeOver?: boolean; leaseTtl?: string; endsWell?: RunState } = {}): Promise<number> {
   const run = await getRunOrThrow(ctx.store, runId);
   const ttlMs = leaseTtlMs(opts.leaseTtl);
   if (run.kind === 'agent') {
@@ -51,7 +54,7 @@ export async function resumeRun(ctx: CliContext, runId: string, opts: { takeOver
     if (!ctx.json) process.stderr.write(`resuming run ${runId} (${run.state}) as its owner (epoch ${epoch}); ${foundLine(found, run)}\n`);
     const ended = await followRun(ctx, host, run);
     const did = await sandboxDid(ctx, host.rt, run, found);
-    return finishAgentRun(ctx, ended, { json: { resume: { epoch, sandbox: { found, did } } }, line: didLine(did) });
+    return finishAgentRun(ctx, ended, { json: { resume: { epoch, sandbox: { found, did } } }, line: didLine(did) }, opts.endsWell);
   }
   const total = await stepCount(ctx, run);
   const { rt, swept } = await startHost(ctx, { ttlMs, onProgress: progressPrinter(ctx.json, () => total) });
@@ -63,7 +66,7 @@ export async function resumeRun(ctx: CliContext, runId: string, opts: { takeOver
   return finishDriven(ctx, rt, runId, async () => {
     const did = await sandboxDid(ctx, rt, run, found);
     return { json: { resume: { epoch, sandbox: { found, did } } }, line: didLine(did) };
-  });
+  }, opts.endsWell);
 }
 
 /**
@@ -73,20 +76,21 @@ export async function resumeRun(ctx: CliContext, runId: string, opts: { takeOver
  * on waiting for somebody to resume it.
  */
 export async function cancelRun(ctx: CliContext, runId: string): Promise<number> {
-  const { run, owner: host } = await cancel(ctx, runId, operator());
+  const { run, owner: host, already } = await cancel(ctx, runId, operator());
   const here = !host?.live && !isFinalRunState(run.state) && (run.kind === 'plan' || run.kind === 'agent');
+  const committed = already === 'cancelling' ? `cancel of run ${runId} was committed before` : `cancel of run ${runId} committed`;
   if (!here) {
-    emit(ctx.json, { runId, requested: true, owner: host }, () =>
+    emit(ctx.json, { runId, requested: true, already: already ?? null, owner: host }, () =>
       host?.live
-        ? `cancel of run ${runId} committed; host ${host.hostId}${host.pid ? ` (pid ${host.pid})` : ''} drives it and stops it now`
-        : isFinalRunState(run.state) ? `run ${runId} is ${run.state}` : `cancel of run ${runId} committed; no live host drives it: berth resume ${runId} finishes the cancellation`,
+        ? `${committed}; host ${host.hostId}${host.pid ? ` (pid ${host.pid})` : ''} drives it and stops it now`
+        : already === 'cancelled' ? `run ${runId} is already cancelled`
+        : isFinalRunState(run.state) ? `run ${runId} is ${run.state}` : `${committed}; no live host drives it: berth resume ${runId} finishes the cancellation`,
     );
     return EXIT.ok;
   }
-  if (!ctx.json) process.stderr.write(`cancel of run ${runId} committed; no live host drives it, so this one carries it out\n`);
-  const code = await resumeRun(ctx, runId);
-  // The cancel did what it was asked: a run that ended cancelled is this command's success.
-  return (await ctx.store.getRun(runId))?.state === 'cancelled' ? EXIT.ok : code;
+  if (!ctx.json) process.stderr.write(`${committed}; no live host drives it, so this one carries it out\n`);
+  // The cancel did what it was asked: a run that ends cancelled is this command's success, not a failure to report.
+  return resumeRun(ctx, runId, { endsWell: 'cancelled' });
 }
 
 export { drive };

@@ -2,7 +2,7 @@ import { acceptanceOf } from '../../acceptance';
 import { acceptanceLine } from '../../api/decisions';
 import { drive } from '../../api/drive';
 import { BerthError } from '../../errors';
-import type { Run, Task } from '../../model';
+import type { Run, RunState, Task } from '../../model';
 import { pagesOf } from '../../store';
 import { collectIfGrown } from '../../support/heap-bound';
 import { runSteps, type PlanRunInput, type StepResult } from '../../plan';
@@ -17,7 +17,7 @@ import { timed } from '../../snapshot/timing';
  * summary; Ctrl-C or SIGTERM stops the host without deciding anything (`berth resume` continues).
  */
 /** `after`, when given, adds what the caller has to say once the run settled (a resume: what it did with the sandbox). */
-export async function finishDriven(ctx: CliContext, rt: HostRuntime, runId: string, after?: () => Promise<{ json: Record<string, unknown>; line: string }>): Promise<number> {
+export async function finishDriven(ctx: CliContext, rt: HostRuntime, runId: string, after?: () => Promise<{ json: Record<string, unknown>; line: string }>, endsWell?: RunState): Promise<number> {
   const stop = new AbortController();
   const onSignal = () => stop.abort(new BerthError('interrupted', 'stopped by signal'));
   process.once('SIGINT', onSignal);
@@ -30,7 +30,7 @@ export async function finishDriven(ctx: CliContext, rt: HostRuntime, runId: stri
       process.stderr.write(`\nstopped; the run keeps its sandbox. Continue with: berth resume ${runId}\n`);
       return EXIT.signal;
     }
-    return runExit(d.run, printed ?? (await summary(ctx, d.run, await after?.())));
+    return runExit(d.run, printed ?? (await summary(ctx, d.run, await after?.())), endsWell);
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
@@ -89,7 +89,8 @@ async function summary(ctx: CliContext, run: Run, extra?: { json: Record<string,
   emitWithList(ctx.json, { run, reason, steps, acceptance, ...extra?.json }, 'steps', () =>
     [
       '',
-      table([['STEP', 'RESULT', 'EXIT', 'TIME', 'SNAPSHOT'], ...steps.map((s) => [s.step ?? '?', s.acceptedBy ? `accepted by ${s.acceptedBy}` : s.rewind !== undefined ? `rewound to step ${s.rewind + 1}` : s.alreadyDone ? 'ran before' : s.code && s.code !== 'step_failed' ? s.code : (s.outcome ?? s.status), String(s.exitCode ?? '-'), s.durationMs === undefined ? '-' : duration(s.durationMs), s.snapshotId ?? '-'])]),
+      // A run that ended before its first step (cancelled while admitted, say) has no row to show under a header.
+      steps.length === 0 ? 'no step ran' : table([['STEP', 'RESULT', 'EXIT', 'TIME', 'SNAPSHOT'], ...steps.map((s) => [s.step ?? '?', s.acceptedBy ? `accepted by ${s.acceptedBy}` : s.rewind !== undefined ? `rewound to step ${s.rewind + 1}` : s.alreadyDone ? 'ran before' : s.code && s.code !== 'step_failed' ? s.code : (s.outcome ?? s.status), String(s.exitCode ?? '-'), s.durationMs === undefined ? '-' : duration(s.durationMs), s.snapshotId ?? '-'])]),
       '',
       `run ${run.id}: ${run.state}${reason ? ` (${reason})` : ''}`,
       ...(extra?.line ? [extra.line] : []),

@@ -84,8 +84,10 @@ function webActions(ctx: CliContext, drives: BackgroundDrives): ServeActions {
       return `${v.state} ${v.tool} call ${v.toolCallId} as ${v.by}`;
     },
     async cancel(runId, actor) {
-      const { owner: host } = await cancel(ctx, runId, actor);
-      return host?.live ? `cancel of run ${runId} committed; host ${host.hostId} stops it now` : `cancel of run ${runId} committed; no live host drives it: berth resume ${runId} finishes it`;
+      const { owner: host, already } = await cancel(ctx, runId, actor);
+      if (already === 'cancelled') return `run ${runId} is already cancelled`;
+      const committed = already ? `cancel of run ${runId} was committed before` : `cancel of run ${runId} committed`;
+      return host?.live ? `${committed}; host ${host.hostId} stops it now` : `${committed}; no live host drives it: berth resume ${runId} finishes it`;
     },
     async reconcile(runId, choice, actor) {
       const r = await reconcile(ctx, runId, choice, actor);

@@ -1,0 +1,70 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { commitCancel } from '../../host/api/decisions';
+import { openStore } from '../../host/store';
+import { lastJson, planFixture } from '../support/plan-fixture';
+
+let fx: Awaited<ReturnType<typeof planFixture>> | undefined;
+afterEach(async () => {
+  await fx?.cleanup();
+  fx = undefined;
+});
+
+const STEPS = [{ name: 'build', run: 'echo built > out.txt' }];
+
+async function submitDetached(f: NonNullable<typeof fx>): Promise<string> {
+  const r = await f.cli(['run', f.plan, '--detach', '--json']);
+  expect(r.code, r.stderr).toBe(0);
+  return lastJson<{ run: { id: string } }>(r).run.id;
+}
+
+describe('berth cancel, repeated and after a cancel that did not finish', { timeout: 120_000 }, () => {
+  it('ends a run cancelled before its first step with exit 0 and no failure line, says so again on a second cancel, and finishes a cancel whose first command died after its commit', async () => {
+    fx = await planFixture(STEPS);
+    const runId = await submitDetached(fx);
+
+    const first = await fx.cli(['cancel', runId]);
+    expect(first.code, first.stderr).toBe(0);
+    // Before: "berth: run RUN is cancelled: root task cancelled" on stderr, the line every failed run gets.
+    expect(first.stderr).not.toContain(`berth: run ${runId}`);
+    // Before: a step table's header with no row under it.
+    expect(first.stdout).toContain('no step ran');
+    expect(first.stdout).not.toContain('STEP');
+    expect((await fx.read((s) => s.getRun(runId)))!.state).toBe('cancelled');
+    const commits = (await fx.read(async (s) => s.listCommits((await s.getRun(runId))!.sessionId))).length;
+
+    // Before: exit 1, run_not_cancellable ("run RUN is cancelled; only admitted, running, ... can be cancelled").
+    const again = await fx.cli(['cancel', runId]);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout.trim()).toBe(`run ${runId} is already cancelled`);
+    const againJson = await fx.cli(['cancel', runId, '--json']);
+    expect(againJson.code, againJson.stderr).toBe(0);
+    expect(lastJson(againJson)).toMatchObject({ runId, already: 'cancelled' });
+    // Nothing was committed by the repeats: the first cancel's actor and time stand.
+    expect((await fx.read(async (s) => s.listCommits((await s.getRun(runId))!.sessionId))).length).toBe(commits);
+
+    // A `berth cancel` killed right after its commit leaves the run `cancelling` with no host.
+    const second = await submitDetached(fx);
+    const store = await openStore(fx.store);
+    try {
+      await commitCancel(store, second, 'user:tester');
+    } finally {
+      await store.close();
+    }
+    expect((await fx.read((s) => s.getRun(second)))!.state).toBe('cancelling');
+    // Before: exit 1, run_not_cancellable; only `berth resume` (which the message did not name) finished it.
+    const finish = await fx.cli(['cancel', second]);
+    expect(finish.code, finish.stderr).toBe(0);
+    expect(finish.stderr).toContain(`cancel of run ${second} was committed before; no live host drives it, so this one carries it out`);
+    expect((await fx.read((s) => s.getRun(second)))!.state).toBe('cancelled');
+    const transitions = await fx.read((s) => s.listRunTransitions(second));
+    expect(transitions.filter((t) => t.to === 'cancelling')).toHaveLength(1);
+
+    // A completed run still cannot be cancelled: that is an error, not a repeat.
+    const done = await submitDetached(fx);
+    const run = await fx.cli(['resume', done]);
+    expect(run.code, run.stderr).toBe(0);
+    const late = await fx.cli(['cancel', done]);
+    expect(late.code).toBe(1);
+    expect(late.stderr).toContain('run_not_cancellable');
+  });
+});
