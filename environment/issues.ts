@@ -10,6 +10,19 @@ export interface ManifestIssue {
   message: string;
   /** For an unknown field: the known field it is probably a misspelling of. */
   suggestion?: string;
+  /** How to write what was probably meant (a YAML scalar that was read as another type). */
+  hint?: string;
+}
+
+/**
+ * YAML reads an unquoted `true`, `no`, `1.10` or an empty value as a boolean, a number or null:
+ * `run: true` is the boolean, not the command. Where text was expected, say how to keep it text.
+ */
+function yamlScalarHint(expected: string, raw: unknown): string | undefined {
+  if (expected !== 'string') return undefined;
+  if (raw === null) return 'an empty value is null in YAML: write the text, or "" for an empty one';
+  if (typeof raw === 'boolean' || typeof raw === 'number') return `YAML reads an unquoted ${JSON.stringify(raw)} as a ${typeof raw}: quote it ("${String(raw)}") to keep it text`;
+  return undefined;
 }
 
 const MISSING = Symbol('missing');
@@ -129,7 +142,8 @@ export function toManifestIssues(issues: readonly z.core.$ZodIssue[], input: unk
       if (parsed !== MISSING) found = `${show(parsed)} (default)`;
     }
     const expected = expectedOf(issue);
-    out.push({ path: dotted(issue.path), expected, found, message: `expected ${expected}, found ${found}` });
+    const hint = issue.code === 'invalid_type' ? yamlScalarHint(issue.expected, valueAt(input, issue.path)) : undefined;
+    out.push({ path: dotted(issue.path), expected, found, message: `expected ${expected}, found ${found}${hint ? `; ${hint}` : ''}`, ...(hint ? { hint } : {}) });
   }
   return out;
 }
@@ -137,5 +151,5 @@ export function toManifestIssues(issues: readonly z.core.$ZodIssue[], input: unk
 /** `file: path: expected X, found Y` lines, one per issue. */
 export function formatIssues(file: string, issues: readonly ManifestIssue[], what = 'environment manifest'): string {
   const head = `invalid ${what} ${file} (${issues.length} problem${issues.length === 1 ? '' : 's'}):`;
-  return [head, ...issues.map((i) => i.expected === 'no such field' ? `  ${i.path}: unknown field (found ${i.found})${i.suggestion ? `; did you mean \`${i.suggestion}\`?` : ''}` : `  ${i.path}: expected ${i.expected}, found ${i.found}`)].join('\n');
+  return [head, ...issues.map((i) => i.expected === 'no such field' ? `  ${i.path}: unknown field (found ${i.found})${i.suggestion ? `; did you mean \`${i.suggestion}\`?` : ''}` : `  ${i.path}: expected ${i.expected}, found ${i.found}${i.hint ? `; ${i.hint}` : ''}`)].join('\n');
 }

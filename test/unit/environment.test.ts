@@ -378,6 +378,24 @@ describe('unknown fields and plan errors', () => {
     expect(err.message).toContain('did you mean `timeoutS`?');
   });
 
+  it('says how to quote a YAML scalar read as a boolean, a number or null where text was expected (run: true is not the command true)', async () => {
+    const { loadPlan } = await import('../../host/plan');
+    const dir = await mkdtemp(join(tmpdir(), 'berth-plan-yaml-'));
+    await writeFile(join(dir, 'plan.yaml'), 'environment: env.yaml\nsteps:\n  - name: a\n    run: true\n  - name: 1.10\n    run: "make"\n  - name: c\n    run:\n');
+    const err = (await loadPlan(join(dir, 'plan.yaml')).then(() => undefined, (e: unknown) => e)) as BerthError;
+    expect(err).toBeInstanceOf(BerthError);
+    // Before: "expected a value of type string, found true", with no word on why a command is not text.
+    expect(err.message).toContain('steps.0.run: expected a value of type string, found true; YAML reads an unquoted true as a boolean: quote it ("true") to keep it text');
+    expect(err.message).toContain('steps.1.name: expected a value of type string, found 1.1; YAML reads an unquoted 1.1 as a number: quote it ("1.1") to keep it text');
+    expect(err.message).toContain('steps.2.run: expected a value of type string, found null; an empty value is null in YAML');
+    const issues = (err.details as { issues: Array<{ path: string; hint?: string }> }).issues;
+    expect(issues.find((i) => i.path === 'steps.0.run')?.hint).toMatch(/^YAML reads/);
+    // A wrong type that is not a YAML scalar gets no hint.
+    await writeFile(join(dir, 'plan.yaml'), 'environment: env.yaml\nsteps:\n  - name: a\n    run: [make]\n');
+    const list = (await loadPlan(join(dir, 'plan.yaml')).then(() => undefined, (e: unknown) => e)) as BerthError;
+    expect(list.message.split('\n')).toContain('  steps.0.run: expected a value of type string, found ["make"]');
+  });
+
   it('a plan path that is a directory is plan_unreadable naming it (it was an internal EISDIR error), a missing one plan_not_found', async () => {
     const { loadPlan } = await import('../../host/plan');
     const dir = await mkdtemp(join(tmpdir(), 'berth-plan-dir-'));
