@@ -1,7 +1,7 @@
 import { acceptanceOf, type AcceptanceView } from '../acceptance';
 import { costOfRun, type RunCost } from '../cost';
 import { RUN_STATES, type Run, type RunState } from '../model';
-import type { RunListQuery } from '../store';
+import { calendarDayStart, type RunListQuery } from '../store';
 import type { ServeDeps } from './deps';
 import { html, type SafeHtml } from './html';
 import { duration, stateBadge, when } from './layout';
@@ -41,13 +41,7 @@ export interface RunsFilter {
 }
 
 const isRunState = (s: string): s is RunState => (RUN_STATES as readonly string[]).includes(s);
-const DAY = /^\d{4}-\d{2}-\d{2}$/;
-const dayStart = (d: string) => {
-  if (!DAY.test(d)) return undefined;
-  const ms = Date.parse(`${d}T00:00:00Z`);
-  // 2026-02-30 parses as a later day in some engines: only a day that reads back the same counts.
-  return !Number.isNaN(ms) && new Date(ms).toISOString().slice(0, 10) === d ? ms : undefined;
-};
+
 
 /**
  * The list's filter from a query string's values. An unknown state or a day that is not a
@@ -61,15 +55,15 @@ export function runsFilterOf(q: { states: string[]; search?: string; tags: strin
   if (unknown.length) ignored.push(`state ${unknown.map((s) => JSON.stringify(s)).join(', ')}: not a run state (${RUN_STATES.join(', ')})`);
   const day = (name: 'from' | 'to') => {
     const v = (q[name] ?? '').trim();
-    if (v && dayStart(v) === undefined) ignored.push(`${name} ${JSON.stringify(v.slice(0, 40))}: not a day (YYYY-MM-DD)`);
+    if (v && calendarDayStart(v) === undefined) ignored.push(`${name} ${JSON.stringify(v.slice(0, 40))}: not a day (YYYY-MM-DD)`);
     return v;
   };
   return { states: states.filter(isRunState), search: (q.search ?? '').trim().slice(0, 200), tags: q.tags, from: day('from'), to: day('to'), page: q.page ?? 1, ...(ignored.length ? { ignored } : {}) };
 }
 
 export function listQuery(f: RunsFilter, extra: Partial<RunListQuery> = {}): RunListQuery {
-  const from = dayStart(f.from);
-  const to = dayStart(f.to);
+  const from = calendarDayStart(f.from);
+  const to = calendarDayStart(f.to);
   return {
     ...(f.states.length ? { states: f.states } : {}),
     ...(f.search ? { search: f.search } : {}),

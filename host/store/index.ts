@@ -1,7 +1,7 @@
 export type { Store, TaskFilter, RunFilter, EntryFilter, Page, StoredArtifact, SnapshotDelta } from './store';
 export type { CommitLogRecords, LoggedCommit } from './commit-log';
 export type { RunListQuery, ListedRun, RunListReads } from './run-list';
-export { dateWindow } from './run-list';
+export { calendarDayStart, dateWindow } from './run-list';
 export { pagesOf } from './pages';
 export { nameFromMeta } from './run-list';
 export type { OutputRecords, OutputChunk, NewOutputChunk, OutputChannel } from './output';

@@ -61,13 +61,25 @@ export const likePattern = (text: string) => `%${text.replace(/[\\%_]/g, (c) => 
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
 
 /**
- * A creation window from `from`/`to`: a day (`YYYY-MM-DD`, UTC, both inclusive) or an ISO time
- * (exact; `to` exclusive). Anything else is refused, never read as "no filter".
+ * The start (UTC) of a calendar day written `YYYY-MM-DD`; undefined for anything else, and for a
+ * day the calendar does not have: `Date.parse` reads 2026-02-30 as March 2.
  */
-export function dateWindow(from: string | undefined, to: string | undefined): Pick<RunListQuery, 'createdFrom' | 'createdTo'> {
+export function calendarDayStart(d: string): number | undefined {
+  if (!DAY.test(d)) return undefined;
+  const ms = Date.parse(`${d}T00:00:00Z`);
+  return !Number.isNaN(ms) && new Date(ms).toISOString().slice(0, 10) === d ? ms : undefined;
+}
+
+/**
+ * A creation window from `from`/`to`: a day (`YYYY-MM-DD`, UTC, both inclusive) or an ISO time
+ * (exact; `to` exclusive). Anything else is refused, never read as "no filter" or as another day.
+ * `prefix` goes before the names in the refusal (`--` for the CLI's flags).
+ */
+export function dateWindow(from: string | undefined, to: string | undefined, prefix = ''): Pick<RunListQuery, 'createdFrom' | 'createdTo'> {
   const at = (v: string, name: string, end: boolean) => {
-    const t = DAY.test(v) ? Date.parse(`${v}T00:00:00Z`) + (end ? 86_400_000 : 0) : /^\d{4}-\d{2}-\d{2}T/.test(v) ? Date.parse(v) : NaN;
-    if (Number.isNaN(t)) throw new BerthError('invalid_request', `${name} must be a day (YYYY-MM-DD) or an ISO time, not ${v.slice(0, 40)}`);
+    const day = calendarDayStart(v.slice(0, 10));
+    const t = day === undefined ? NaN : v.length === 10 ? day + (end ? 86_400_000 : 0) : v[10] === 'T' ? Date.parse(v) : NaN;
+    if (Number.isNaN(t)) throw new BerthError('invalid_request', `${prefix}${name} must be a day (YYYY-MM-DD) or an ISO time, not ${v.slice(0, 40)}`);
     return t;
   };
   return { ...(from ? { createdFrom: at(from, 'from', false) } : {}), ...(to ? { createdTo: at(to, 'to', true) } : {}) };

@@ -124,6 +124,15 @@ describe('paged /api/v1 lists and the tag and date filters', { timeout: 300_000 
     expect((JSON.parse(cli.stdout) as { runs: Array<{ id: string }> }).runs.map((r) => r.id)).toEqual(want((i) => i % 15 === 0 && dayOf(i) >= 1));
     const refused = await runNode(await bundledCli(), ['status', '--state', 'sleepy', '--store', path]);
     expect(refused.code).not.toBe(0);
+    // A day the calendar does not have is refused, by the API and by berth status as a usage error
+    // naming its flag. Before: 2026-02-30 was read as March 2 (and a bad day was exit 1, "from must be").
+    expect(await errorOf(remote.list({ from: '2026-02-30' }))).toMatchObject({ code: 'invalid_request', message: 'from must be a day (YYYY-MM-DD) or an ISO time, not 2026-02-30' });
+    expect(await errorOf(remote.list({ to: '2026-02-29T10:00:00Z' }))).toMatchObject({ code: 'invalid_request' });
+    for (const day of ['2026-02-30', '2026-13-01']) {
+      const impossible = await runNode(await bundledCli(), ['status', '--from', day, '--store', path]);
+      expect(impossible.code, impossible.stderr).toBe(2);
+      expect(impossible.stderr.trim()).toBe(`berth: usage: --from must be a day (YYYY-MM-DD) or an ISO time, not ${day}`);
+    }
 
     // A run's entries and its output, paged.
     const entries: number[] = [];

@@ -27,7 +27,13 @@ export interface StatusFilter {
 async function filteredRuns(store: Store, f: StatusFilter): Promise<Run[]> {
   const bad = (f.states ?? []).filter((s) => !(RUN_STATES as readonly string[]).includes(s));
   if (bad.length) throw new BerthError('usage', `--state expects one of ${RUN_STATES.join(', ')}, found "${bad[0]}"`);
-  const window = dateWindow(f.from, f.to);
+  let window: ReturnType<typeof dateWindow>;
+  try {
+    window = dateWindow(f.from, f.to, '--');
+  } catch (err) {
+    // A bad flag value is a usage error (exit 2), as a bad --state is.
+    throw err instanceof BerthError && err.code === 'invalid_request' ? new BerthError('usage', err.message) : err;
+  }
   const out: Run[] = [];
   let after: { createdAt: number; id: string } | undefined;
   for (;;) {
