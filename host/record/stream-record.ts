@@ -1,5 +1,5 @@
-import { closeSync, openSync, renameSync, rmSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { closeSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { BerthError } from '../errors';
 import type { CommitRecord, Entry, Run, RunTransition, Snapshot, Task } from '../model';
 import { isUnresolvedEffect } from '../model';
@@ -157,21 +157,31 @@ export async function exportRunToFile(store: Store, runId: string, now: number, 
   // Opened before any row is read: a destination that cannot be written is said at once, by its path.
   // Written beside the file and renamed over it: a failed or cancelled export leaves no half record.
   const partial = `${file}.partial-${process.pid}`;
-  let fd: number;
+  const unwritable = (e: NodeJS.ErrnoException) => {
+    const why = e.code === 'ENOENT' ? `its directory ${dirname(file)} does not exist` : e.code === 'EACCES' || e.code === 'EPERM' ? `no permission to write in ${dirname(file)}` : e.code === 'EISDIR' ? `it is a directory; name a file, such as ${join(file, `${runId}.json`)}` : e.message;
+    return new BerthError('output_unwritable', `cannot write the record to ${file}: ${why}`, { ids: { runId }, details: { file, errno: e.code ?? null } });
+  };
+  // A directory is found before the record is written: the rename over it would fail only at the end.
+  if (statSync(file, { throwIfNoEntry: false })?.isDirectory()) throw unwritable(Object.assign(new Error('is a directory'), { code: 'EISDIR' }));
+  let fd: number | undefined;
   try {
     fd = openSync(partial, 'w');
   } catch (err) {
-    const e = err as NodeJS.ErrnoException;
-    const why = e.code === 'ENOENT' ? `its directory ${dirname(file)} does not exist` : e.code === 'EACCES' || e.code === 'EPERM' ? `no permission to write in ${dirname(file)}` : e.message;
-    throw new BerthError('output_unwritable', `cannot write the record to ${file}: ${why}`, { ids: { runId }, details: { file, errno: e.code ?? null } });
+    throw unwritable(err as NodeJS.ErrnoException);
   }
   try {
     const written = await writeRecord(store, runId, now, fd, o);
     closeSync(fd);
-    renameSync(partial, file);
+    fd = undefined;
+    try {
+      renameSync(partial, file);
+    } catch (err) {
+      throw unwritable(err as NodeJS.ErrnoException);
+    }
     return written;
   } catch (err) {
-    closeSync(fd);
+    // Closed once: a second close would throw EBADF over the error that brought us here.
+    if (fd !== undefined) closeSync(fd);
     rmSync(partial, { force: true });
     throw err;
   }

@@ -39,6 +39,12 @@ describe('the run record: export, import, check', { timeout: 240_000 }, () => {
     expect(err.message).toContain(nowhere);
     expect(err.message).toContain(`its directory ${join(fx.dir, 'missing-dir')} does not exist`);
     expect(readdirSync(fx.dir).filter((f) => f.includes('.partial-'))).toEqual([]);
+    // A directory as --out: said as such before the record is written. Before: the rename over the
+    // directory failed at the end and a second close of the file hid it ("internal error: EBADF").
+    const asDir = await fx.cli(['export', runId, '--out', fx.dir, '--json']);
+    expect(asDir.code, asDir.stderr).toBe(1);
+    expect((JSON.parse(asDir.stderr) as { error: { code: string; message: string } }).error).toMatchObject({ code: 'output_unwritable', message: `cannot write the record to ${fx.dir}: it is a directory; name a file, such as ${join(fx.dir, `${runId}.json`)}` });
+    expect(readdirSync(fx.dir).filter((f) => f.includes('.partial-'))).toEqual([]);
     const file = join(fx.dir, 'record.json');
     const ex = await fx.cli(['export', runId, '--out', file, '--json']);
     expect(ex.code, ex.stderr).toBe(0);
