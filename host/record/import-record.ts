@@ -18,6 +18,8 @@ export function verifyRecord(text: string, file = 'the record'): RunRecord {
   }
   if (doc === null || typeof doc !== 'object' || Array.isArray(doc)) throw new BerthError('record_unreadable', `${file} is not a run record (not a JSON object)`, { details: { file } });
   const d = doc as Record<string, unknown>;
+  // No format at all: some other JSON file, not a record of another version.
+  if (d.format === undefined) throw new BerthError('record_unreadable', `${file} is not a run record: it has no "format" field (a record from berth export has "format": "${RECORD_FORMAT}")`, { details: { file } });
   if (d.format !== RECORD_FORMAT) throw new BerthError('record_version_unknown', `${file} has format ${JSON.stringify(d.format)}, expected "${RECORD_FORMAT}"`, { details: { file, format: d.format } });
   if (d.schemaVersion !== RECORD_SCHEMA_VERSION) {
     throw new BerthError('record_version_unknown', `${file} is schema version ${JSON.stringify(d.schemaVersion)}; this berth reads version ${RECORD_SCHEMA_VERSION}`, { details: { file, schemaVersion: d.schemaVersion } });

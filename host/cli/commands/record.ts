@@ -39,7 +39,9 @@ export async function importCommand(ctx: CliContext, file: string): Promise<numb
   try {
     text = readFileSync(file, 'utf8');
   } catch (err) {
-    throw new BerthError('record_unreadable', `cannot read ${file}: ${(err as Error).message}`, { details: { file } });
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'it does not exist' : code === 'EISDIR' ? 'it is a directory, not a record file (berth export RUN --out FILE writes one)' : code === 'EACCES' ? 'no permission to read it' : (err as Error).message;
+    throw new BerthError('record_unreadable', `cannot read ${file}: ${why}`, { details: { file, errno: code ?? null } });
   }
   const r = await importRecord(ctx.store, text, file, ctx.clock.now());
   emit(ctx.json, r, () => `imported run ${r.runId} (${r.digest}) into ${ctx.store.location}: read-only (berth show ${r.runId}, berth check ${r.runId})`);

@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
-import { closeSync, existsSync, openSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { closeSync, existsSync, openSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { BerthError } from '../../errors';
 import { makeDirectories } from '../../support/make-dirs';
 import { NEWEST_SCHEMA_VERSION, SCHEMA_VERSIONS, storeTooNew } from '../schema-versions';
@@ -25,6 +25,9 @@ export type Durability = 'full' | 'normal';
  */
 export function openDatabase(path: string, durability: Durability = 'full'): Database.Database {
   if (path !== ':memory:') {
+    if (statSync(path, { throwIfNoEntry: false })?.isDirectory()) {
+      throw new BerthError('store_open_failed', `cannot open store ${path}: it is a directory; a store is a SQLite file (such as ${join(path, 'berth.db')}) or a postgres:// URL`, { details: { path } });
+    }
     makeDirectories(dirname(path), 'store_open_failed', `store ${path}`);
     // Created 0600 before SQLite sees it: SQLite gives the WAL and shared-memory files the main
     // file's mode, and the store holds run output that only its owner should read.
