@@ -42,4 +42,18 @@ describe('a path that names the wrong kind of thing', () => {
     }
     expect(readdirSync(dir).filter((f) => !f.startsWith('berth.db')).sort()).toEqual(['future.json', 'other.json']);
   });
+
+  it('refuses a --port out of range for berth serve and berth mcp --http as a usage error (was an internal error from listen)', async () => {
+    dir = await mkdtemp(join(tmpdir(), 'berth-bad-port-'));
+    const store = join(dir, 'berth.db');
+    await (await openStore(store)).close();
+    const cli = await bundledCli();
+    for (const args of [['serve'], ['mcp', '--http']]) {
+      for (const port of ['99999', '65536', '80x']) {
+        const r = await runNode(cli, [...args, '--port', port, '--store', store]);
+        expect(r.code, `${args.join(' ')} --port ${port}: ${r.stderr}`).toBe(2);
+        expect(r.stderr.trim()).toBe(`berth: usage: --port expects a port number from 0 (any free port) to 65535, found "${port}"`);
+      }
+    }
+  });
 });

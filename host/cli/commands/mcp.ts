@@ -8,6 +8,7 @@ import { createMcpServer, McpSessions, startMcpHttp } from '../../mcp';
 import { isLoopback, loadOrCreateToken } from '../../serve';
 import type { CliContext } from '../context';
 import { checkImageOnEngine } from './preflight';
+import { portFlag } from '../port-flag';
 
 export interface McpFlags {
   env?: string;
@@ -57,11 +58,10 @@ export async function mcpCommand(ctx: CliContext, flags: McpFlags): Promise<numb
 
 async function serveHttp(ctx: CliContext, berth: Berth, sessions: McpSessions, flags: McpFlags): Promise<number> {
   const host = flags.host ?? '127.0.0.1';
-  if (flags.port !== undefined && !/^\d+$/.test(flags.port)) throw new BerthError('usage', `--port expects a port number, found "${flags.port}"`);
   if (flags['no-token'] && !isLoopback(host)) throw new BerthError('serve_needs_token', `refusing to serve ${host} without a token: only loopback addresses may go without one (drop --no-token)`);
   const tokenFile = flags['token-file'] ?? join(dirname(ctx.store.location), 'serve-token');
   const access = flags['no-token'] ? null : loadOrCreateToken(tokenFile);
-  const server = await startMcpHttp(berth, sessions, { host, port: flags.port === undefined ? 7778 : Number(flags.port), token: access?.token ?? null });
+  const server = await startMcpHttp(berth, sessions, { host, port: portFlag(flags.port, 7778), token: access?.token ?? null });
   process.stdout.write(`berth mcp: ${server.url} (store ${ctx.store.location}${access ? `; bearer token in ${tokenFile}` : '; no token'})\n`);
   await new Promise<void>((done) => {
     process.once('SIGINT', done);

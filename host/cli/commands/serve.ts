@@ -14,6 +14,7 @@ import { operator } from '../../api/runtime';
 import { BerthError } from '../../errors';
 import { isLoopback, loadOrCreateToken, startServe, type ServeActions } from '../../serve';
 import type { CliContext } from '../context';
+import { portFlag } from '../port-flag';
 import { readImageFilesByDigest } from '../../sandbox';
 import { describeRun } from './runs';
 import { driverOf, readHost } from './run-driver';
@@ -30,8 +31,7 @@ export interface ServeFlags {
 
 export async function serveCommand(ctx: CliContext, flags: ServeFlags): Promise<number> {
   const host = flags.host ?? '127.0.0.1';
-  if (flags.port !== undefined && !/^\d+$/.test(flags.port)) throw new BerthError('usage', `--port expects a port number, found "${flags.port}"`);
-  const port = flags.port === undefined ? 7777 : Number(flags.port);
+  const port = portFlag(flags.port, 7777);
   if (flags['no-token'] && !isLoopback(host)) throw new BerthError('serve_needs_token', `refusing to serve ${host} without a token: only loopback addresses may go without one (drop --no-token)`);
   const tokenFile = flags['token-file'] ?? join(dirname(ctx.store.location), 'serve-token');
   const access = flags['no-token'] ? null : loadOrCreateToken(tokenFile);
