@@ -58,7 +58,9 @@ export interface SkippedEntry {
  * Walks a host directory and refuses (`path_escape`) any symlink whose target is absolute or
  * resolves outside it: such a link would make the sandbox see a path the uploader never meant to
  * give. Sockets, fifos and devices are not uploaded; they are returned in `skipped` so callers say
- * so. Returns the entries and their total size.
+ * so. A name that is not UTF-8 is refused (`upload_unrepresentable`) by its bytes: a tar header
+ * written as text cannot carry it, and read as a string it names no file. Returns the entries and
+ * their total size.
  */
 export async function scanHostDir(root: string): Promise<{ entries: HostEntry[]; bytes: number; skipped: SkippedEntry[] }> {
   const base = resolve(root);
@@ -68,7 +70,16 @@ export async function scanHostDir(root: string): Promise<{ entries: HostEntry[];
   const skipped: SkippedEntry[] = [];
   let bytes = 0;
   const walk = async (dir: string): Promise<void> => {
-    for (const name of (await readdir(dir)).sort()) {
+    const names: string[] = [];
+    for (const raw of await readdir(dir, { encoding: 'buffer' })) {
+      const name = raw.toString('utf8');
+      if (!Buffer.from(name, 'utf8').equals(raw)) {
+        const shown = [...relative(base, dir).split(sep).filter(Boolean), escapedBytes(raw)].join('/');
+        throw new BerthError('upload_unrepresentable', `${shown} in ${root}: a name that is not UTF-8 cannot be uploaded into the sandbox; rename it`, { details: { root, path: shown } });
+      }
+      names.push(name);
+    }
+    for (const name of names.sort()) {
       const abs = join(dir, name);
       const rel = relative(base, abs).split(sep).join('/');
       const st = await lstat(abs);
@@ -79,7 +90,11 @@ export async function scanHostDir(root: string): Promise<{ entries: HostEntry[];
         entries.push({ rel, kind: 'file', size: st.size, mode: st.mode & 0o777, mtime: st.mtime });
         bytes += st.size;
       } else if (st.isSymbolicLink()) {
-        const linkname = await readlink(abs);
+        const target = await readlink(abs, { encoding: 'buffer' });
+        const linkname = target.toString('utf8');
+        if (!Buffer.from(linkname, 'utf8').equals(target)) {
+          throw new BerthError('upload_unrepresentable', `symlink ${rel} in ${root} points at a name that is not UTF-8 (${escapedBytes(target)}): it cannot be uploaded into the sandbox; change it`, { details: { root, path: rel } });
+        }
         checkHostLink(rel, linkname);
         entries.push({ rel, kind: 'symlink', linkname, size: 0, mode: 0o777, mtime: st.mtime });
       } else {
@@ -89,6 +104,26 @@ export async function scanHostDir(root: string): Promise<{ entries: HostEntry[];
   };
   await walk(base);
   return { entries, bytes, skipped };
+}
+
+/** A name's bytes for a message: UTF-8 where it is, `\xNN` for each byte of what is not. */
+function escapedBytes(raw: Buffer): string {
+  let out = '';
+  for (let i = 0; i < raw.length; ) {
+    let n = 1;
+    for (; n <= 4 && i + n <= raw.length; n++) {
+      const part = raw.subarray(i, i + n);
+      if (Buffer.from(part.toString('utf8'), 'utf8').equals(part)) break;
+    }
+    if (n <= 4 && i + n <= raw.length) {
+      out += raw.toString('utf8', i, i + n);
+      i += n;
+    } else {
+      out += `\\x${raw[i]!.toString(16).padStart(2, '0')}`;
+      i++;
+    }
+  }
+  return out;
 }
 
 function checkHostLink(rel: string, linkname: string): void {
