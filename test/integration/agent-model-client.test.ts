@@ -33,6 +33,17 @@ async function failure(p: Promise<unknown>): Promise<ModelCallError> {
 }
 
 describe('model client over the openai package', () => {
+  it('takes the whole JSON completion of a server that ignores stream: true (was model_stream_incomplete, retried to the end of the turn)', async () => {
+    server = await startModelServer([{ content: 'Whole answer.', toolCalls: [{ name: 'exec', arguments: { command: 'make test' } }] }], { ignoreStream: true });
+    const c = openAiChatClient({ baseUrl: server.url, apiKey: () => 'sk-test-secret' });
+    const deltas: string[] = [];
+    const r = await c.complete(req(true), { signal: new AbortController().signal, timeoutMs: 5_000, onDelta: (t) => deltas.push(t) });
+    expect(server.requests[0]!.body.stream).toBe(true);
+    expect(r).toMatchObject({ content: 'Whole answer.', finishReason: 'tool_calls', toolCalls: [{ name: 'exec', arguments: JSON.stringify({ command: 'make test' }) }] });
+    expect(r.usage?.totalTokens).toBeGreaterThan(0);
+    expect(deltas).toEqual(['Whole answer.']);
+  });
+
   it('assembles a streamed answer with text, tool calls and token usage', async () => {
     const c = await client([{ content: 'Let me look.', toolCalls: [{ name: 'exec', arguments: { command: 'ls -la' } }, { name: 'read_file', arguments: { path: 'a.txt' } }] }]);
     const deltas: string[] = [];

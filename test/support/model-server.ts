@@ -69,6 +69,8 @@ export interface ModelServerOptions {
   contextTokens?: number;
   /** Which turn a request is (default: its number of assistant messages, which a compacted context no longer shows). */
   turnOf?: (body: RecordedRequest['body']) => number;
+  /** Answers plain JSON even to `stream: true`, as some OpenAI-compatible servers do. */
+  ignoreStream?: boolean;
 }
 
 /** A chat template's rendering, roughly: role markers, contents, calls and the tool schemas; 4 bytes a token plus 4 per message. */
@@ -126,7 +128,7 @@ export async function startModelServer(script: Script, o: ModelServerOptions = {
       }
       const usage = responsesApi
         ? answerResponses(res, body, turn, scripted, o.contextTokens !== undefined ? promptTokens : 10 + body.messages.length * 5)
-        : answer(req, res, body, turn, scripted, fault === 'drop', o.contextTokens !== undefined ? promptTokens : undefined);
+        : answer(req, res, o.ignoreStream ? { ...body, stream: false } : body, turn, scripted, fault === 'drop', o.contextTokens !== undefined ? promptTokens : undefined);
       if (usage) reported.push(usage);
     });
   });

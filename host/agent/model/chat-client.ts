@@ -28,6 +28,13 @@ const usageOf = (u: OpenAI.CompletionUsage | null | undefined): ModelUsage | nul
  * hidden in memory. Every failure comes out as a {@link ModelCallError} carrying any text that
  * streamed before it.
  */
+/** A reply from one whole (not streamed) completion. */
+function whole(r: OpenAI.ChatCompletion): ModelReply {
+  const choice = r.choices[0];
+  const calls: ModelToolCall[] = (choice?.message.tool_calls ?? []).flatMap((c) => (c.type === 'function' ? [{ id: c.id, name: c.function.name, arguments: c.function.arguments }] : []));
+  return { content: choice?.message.content ?? null, toolCalls: calls, finishReason: choice?.finish_reason ?? 'stop', model: r.model, responseId: r.id ?? null, usage: usageOf(r.usage) };
+}
+
 export function openAiChatClient(o: { baseUrl: string; apiKey: () => string }): ChatClient {
   return {
     async complete(req, call) {
@@ -44,13 +51,17 @@ export function openAiChatClient(o: { baseUrl: string; apiKey: () => string }): 
       };
       let partial = '';
       try {
-        if (!req.stream) {
-          const r = await client.chat.completions.create({ ...body, stream: false }, { signal });
-          const choice = r.choices[0];
-          const calls: ModelToolCall[] = (choice?.message.tool_calls ?? []).flatMap((c) => (c.type === 'function' ? [{ id: c.id, name: c.function.name, arguments: c.function.arguments }] : []));
-          return { content: choice?.message.content ?? null, toolCalls: calls, finishReason: choice?.finish_reason ?? 'stop', model: r.model, responseId: r.id ?? null, usage: usageOf(r.usage) };
+        if (!req.stream) return whole(await client.chat.completions.create({ ...body, stream: false }, { signal }));
+        const { data: stream, response } = await client.chat.completions.create({ ...body, stream: true, stream_options: { include_usage: true } }, { signal }).withResponse();
+        // A server that ignores `stream: true` answers with one JSON completion, not events: read
+        // as a stream it has no chunk, and the answer looked cut off on every retry.
+        if (/^application\/json\b/i.test(response.headers.get('content-type') ?? '')) {
+          const r = (await response.json()) as OpenAI.ChatCompletion;
+          if (!Array.isArray(r?.choices)) throw new ModelCallError('model_bad_response', `the server answered a streamed request with JSON that is not a completion: ${JSON.stringify(r).slice(0, 200)}`, { retryable: false });
+          const reply = whole(r);
+          if (reply.content) call.onDelta?.(reply.content);
+          return reply;
         }
-        const stream = await client.chat.completions.create({ ...body, stream: true, stream_options: { include_usage: true } }, { signal });
         const calls = new Map<number, ModelToolCall>();
         let finishReason: string | null = null;
         let model = req.model;

@@ -10,6 +10,8 @@ export type ModelFailure =
   | 'model_connection'
   | 'model_stream_incomplete'
   | 'model_rejected'
+  /** The server answered with something that is not a completion (JSON of another shape). */
+  | 'model_bad_response'
   /** The endpoint refused the prompt as longer than its window (llama.cpp `exceed_context_size_error`, OpenAI `context_length_exceeded`). */
   | 'model_context_overflow'
   | 'model_aborted';
