@@ -155,10 +155,34 @@ function parseDuration(text: string, flag: string): number {
   return Number(m[1]) * { s: 1e3, m: 60e3, h: 3600e3, d: 86400e3 }[(m[2] ?? 's') as 's' | 'm' | 'h' | 'd'];
 }
 
+/**
+ * The lines of USAGE for one command (every entry of that name, with its continuation lines), or
+ * the whole of it when `name` is no command: a mistyped flag gets the synopsis it needs, not
+ * seventy lines.
+ */
+export function commandUsage(name: string | undefined): string {
+  const out: string[] = [];
+  let inside = false;
+  for (const line of USAGE.split('\n')) {
+    const entry = /^ {2}(\S+)/.exec(line);
+    if (entry) inside = entry[1] === name;
+    else if (line.trim() === '' || !line.startsWith('   ')) inside = false;
+    if (inside) out.push(line);
+  }
+  return out.length ? `usage: berth ${out.join('\n').trimStart()}\n(berth --help lists every command)\n` : USAGE;
+}
+
 const splitTags = (v: string | undefined) => (v ?? '').split(',').map((t) => t.trim()).filter(Boolean);
 
+/** Usage errors after which the command's synopsis is printed (text output only; JSON stays the error alone). */
+const wantsSynopsis = new WeakSet<Error>();
+
 const need = (args: string[], n: number, what: string) => {
-  if (args.length < n) throw new BerthError('usage', `missing ${what}\n\n${USAGE}`);
+  if (args.length < n) {
+    const err = new BerthError('usage', `missing ${what}`);
+    wantsSynopsis.add(err);
+    throw err;
+  }
   return args;
 };
 
@@ -277,7 +301,8 @@ export async function main(argv: string[]): Promise<number> {
       },
     });
   } catch (err) {
-    process.stderr.write(`berth: ${(err as Error).message}\n\n${USAGE}`);
+    // The command is the first word that is not a flag (flags come after it in every synopsis).
+    process.stderr.write(`berth: ${(err as Error).message}\n\n${commandUsage(argv.find((a) => !a.startsWith('-')))}`);
     return 2;
   }
   const flags = parsed.values as Flags & { help: boolean };
@@ -312,6 +337,7 @@ export async function main(argv: string[]): Promise<number> {
   } catch (err) {
     reportError(flags.json, err, flags.debug);
     if (!isBerthError(err)) return EXIT.failed;
+    if (!flags.json && wantsSynopsis.has(err)) process.stderr.write(`\n${commandUsage(name)}`);
     return err.code === 'usage' ? EXIT.usage : err.code === 'execution_right_lost' ? EXIT.rightLost : err.code === 'interrupted' ? EXIT.signal : EXIT.failed;
   } finally {
     const t0 = performance.now();

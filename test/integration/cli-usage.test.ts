@@ -1,0 +1,44 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { openStore } from '../../host/store';
+import { runNode } from '../support/child';
+import { bundledCli } from '../support/plan-fixture';
+
+describe('usage errors', () => {
+  it('show the synopsis of the command that was mistyped, not every command; --json keeps the error alone; an unknown command still lists them all', async () => {
+    const cli = await bundledCli();
+    const dir = await mkdtemp(join(tmpdir(), 'berth-usage-'));
+    const store = join(dir, 'berth.db');
+    await (await openStore(store)).close();
+    // Before: the parse error, then all ~75 lines of berth --help.
+    const flag = await runNode(cli, ['gc', '--keep', '-1']);
+    expect(flag.code).toBe(2);
+    expect(flag.stderr).toContain("berth: Option '--keep' argument is ambiguous.");
+    expect(flag.stderr).toContain('usage: berth gc [--keep N] [--grace S] [--forks-older-than DURATION]');
+    expect(flag.stderr).toContain('(berth --help lists every command)');
+    expect(flag.stderr).not.toContain('usage: berth <command>');
+    expect(flag.stderr).not.toContain('serve [--port');
+
+    const both = await runNode(cli, ['fork', '--nope']);
+    expect(both.code).toBe(2);
+    expect(both.stderr).toContain('usage: berth fork RUN --at STEP|SNAPSHOT');
+    expect(both.stderr).toContain('  fork SESSION --at TURN');
+    expect(both.stderr).not.toContain('  tree RUN');
+
+    const missing = await runNode(cli, ['show', '--store', store]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/^berth: usage: missing RUN\n\nusage: berth show RUN \[--all\]/);
+    expect(missing.stderr).not.toContain('  logs RUN');
+    const json = await runNode(cli, ['show', '--json', '--store', store]);
+    expect(json.code).toBe(2);
+    expect(JSON.parse(json.stderr)).toEqual({ error: { code: 'usage', message: 'missing RUN', retryable: false, ids: {} } });
+
+    const unknown = await runNode(cli, ['shwo', 'run_1']);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain('berth: unknown command "shwo"');
+    expect(unknown.stderr).toContain('usage: berth <command> [options]');
+    await rm(dir, { recursive: true, force: true });
+  });
+});
