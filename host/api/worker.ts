@@ -1,4 +1,5 @@
 import { PlacementCheck, Worker } from '../fleet';
+import { isFinalRunState, type Run } from '../model';
 import { releaseEndedRunLeases } from '../runtime/run-end-leases';
 import { endRun, stopRuntime } from './run-end';
 import { heartbeatEvery, hostRuntime, leaseTtlMs, type RuntimeParts } from './runtime';
@@ -16,6 +17,8 @@ export interface WorkerOptions {
   onLost?: (l: { sessionId: string; epoch: number; holder: string | null; pid: number | null }) => void;
   /** An operator asked this worker to drain (`berth drain HOST`); the caller drains it. */
   onDrainRequested?: () => void;
+  /** A run this worker drove ended (its session released), with the reason of its last transition. */
+  onRunEnded?: (run: Run, reason: string) => void;
 }
 
 /** A started worker: {@link RunningWorker.drain} stops claiming, lets phases finish within a grace, releases its leases. */
@@ -56,7 +59,10 @@ export async function startWorker(p: RuntimeParts, o: WorkerOptions = {}): Promi
     onClaim: o.onClaim,
     // What `berth run` does at a run's end, for each ended run of the released session.
     onReleased: async (sessionId) => {
-      for (const run of await p.store.listRuns({ sessionId })) await endRun(p, run);
+      for (const run of await p.store.listRuns({ sessionId })) {
+        await endRun(p, run);
+        if (o.onRunEnded && isFinalRunState(run.state)) o.onRunEnded(run, (await p.store.listRunTransitions(run.id)).at(-1)?.reason ?? '');
+      }
       await p.sandbox.sweep();
     },
     onTick: async () => {

@@ -53,6 +53,8 @@ describe('berth worker drives runs with the same runtime as berth run', { timeou
         return snaps.length >= 4 && unpruned.length === 1 ? unpruned : undefined;
       }), 120_000);
     expect(kept[0]!.registryRef, 'the kept snapshot was pushed').toMatch(new RegExp(`^${registry.address.replace(/\./g, '\\.')}/`));
+    // The worker's log says the run ended, not only that its session was claimed (before: nothing after the claim).
+    await waitFor('the worker to report the run\'s end', async () => (worker!.stderr().includes(`run ${runId} (plan) completed; released session ${end.sessionId}`) ? true : undefined), 60_000);
 
     // The step's artifact was copied out under the worker and is there, intact.
     const listed = await fx.cli(['artifacts', runId, '--json']);

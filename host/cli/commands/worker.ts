@@ -27,6 +27,8 @@ export async function workerCommand(ctx: CliContext, flags: { concurrency?: stri
     onClaim: (sessionId, epoch, from) => process.stderr.write(`claimed session ${sessionId} (epoch ${epoch}${from ? `, taken from ${from.holder} whose ${from.why}` : ''})\n`),
     onLost: (l) => process.stderr.write(`lost session ${l.sessionId} (epoch ${l.epoch}) to host ${l.holder ?? '?'}${l.pid ? ` pid ${l.pid}` : ''}; stopped all work on it\n`),
     onDrainRequested: () => drainAsked(),
+    // An operator following a worker's log sees each run's end, not only its claim.
+    onRunEnded: (run, reason) => process.stderr.write(`run ${run.id} (${run.kind}) ${run.state}${run.state === 'completed' || !reason ? '' : `: ${reason}`}; released session ${run.sessionId}\n`),
   });
   process.stderr.write(`worker ${worker.id} on ${ctx.store.location}: up to ${concurrency} run(s), lease ${ttl / 1000}s${tags.length ? `, tags ${tags.join(',')}` : ''}\n`);
   await stop;
