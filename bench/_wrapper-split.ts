@@ -22,8 +22,16 @@ try {
     if ((await ex.inspect()).ExitCode !== 0) throw new Error(`failed: ${Cmd.join(' ').slice(0, 60)}`);
   };
   const argvScript = WRAPPER_SCRIPT.replace('read -r b_eid b_in b_forget', 'b_eid=abc b_in=0 b_forget=');
+  // The MCP bench's baseline: no user, no working directory, no hijack.
+  const plain = async () => {
+    const ex = await c.exec({ Cmd: ['sh', '-c', 'true'], AttachStdout: true, AttachStderr: true });
+    const s = await ex.start({});
+    await drain(s);
+    await ex.inspect();
+  };
   const kinds: Record<string, () => Promise<void>> = {
     raw: run(['sh', '-c', 'true']),
+    plain,
     nested: run(['/bin/sh', '-c', '/bin/sh -c true; exit $?']),
     subshell: run(['/bin/sh', '-c', '(eval "$1"); exit $?', 'x', 'true']),
     wrapStdin: run(['/bin/sh', '-c', WRAPPER_SCRIPT, WRAPPER_NAME, '0', '', '/bin/sh', '-c', 'true'], 'abc 0 \n'),
