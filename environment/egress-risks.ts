@@ -74,6 +74,9 @@ export interface EgressHostView {
  * accepted risks, which the caller records on the run so the decision is never silent.
  */
 export async function checkEgressPolicy(env: Environment, view: EgressHostView = {}): Promise<EgressRisk[]> {
+  // Nothing listed, so nothing to judge: no read of the machine's interfaces (twice per submit, on
+  // the path of every agent turn and MCP call).
+  if (env.network.allow.length === 0) return [];
   const host = view.host ?? hostAddresses();
   const blocked = view.blocked ?? openModeBlockedRanges();
   const extra: EgressRisk[] = [];
