@@ -32,7 +32,8 @@ export const PlanStepSchema = z.strictObject({
     .array(
       z.string().superRefine((g, ctx) => {
         const why = globProblem(g);
-        if (why) ctx.addIssue({ code: 'custom', message: `a relative glob inside the workspace (found "${g}", which has ${why})` });
+        // Worded as the expectation: the issue formatter adds "found VALUE" itself.
+        if (why) ctx.addIssue({ code: 'custom', message: `a relative glob inside the workspace (this one has ${why})` });
       }),
     )
     .default([]),

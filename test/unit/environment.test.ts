@@ -396,6 +396,18 @@ describe('unknown fields and plan errors', () => {
     expect(list.message.split('\n')).toContain('  steps.0.run: expected a value of type string, found ["make"]');
   });
 
+  it('names a refused artifact glob once, with why it is refused', async () => {
+    const { loadPlan } = await import('../../host/plan');
+    const dir = await mkdtemp(join(tmpdir(), 'berth-plan-glob-'));
+    await writeFile(join(dir, 'plan.yaml'), 'environment: env.yaml\nsteps:\n  - name: a\n    run: "true"\n    artifacts: ["../../etc/passwd", "/etc/shadow", "ok/**"]\n');
+    const err = (await loadPlan(join(dir, 'plan.yaml')).then(() => undefined, (e: unknown) => e)) as BerthError;
+    // Before: 'expected a relative glob inside the workspace (found "../../etc/passwd", which has ...), found "../../etc/passwd"'.
+    expect(err.message.split('\n').slice(1)).toEqual([
+      '  steps.0.artifacts.0: expected a relative glob inside the workspace (this one has a ".." component), found "../../etc/passwd"',
+      '  steps.0.artifacts.1: expected a relative glob inside the workspace (this one has an absolute path), found "/etc/shadow"',
+    ]);
+  });
+
   it('a plan path that is a directory is plan_unreadable naming it (it was an internal EISDIR error), a missing one plan_not_found', async () => {
     const { loadPlan } = await import('../../host/plan');
     const dir = await mkdtemp(join(tmpdir(), 'berth-plan-dir-'));
