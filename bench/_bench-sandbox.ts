@@ -2,7 +2,7 @@
  * The sandbox host the exec and sandbox A/B tools measure on (not a suite): the real engine, the
  * tiny image, a SQLite store in a fresh temp dir, and one lease spec, so each tool times only its own loop.
  */
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
@@ -26,5 +26,13 @@ export async function benchSandbox(prefix: string) {
     resources: { cpus: 1, memoryMb: 512, pids: 256, diskMb: 1024, commandTimeoutS: 60 },
     lease: { ttlS: 600, heartbeatS: 60 }, network: { mode: 'none' },
   };
-  return { docker, imageId, dir, store, hostId, host, spec };
+  /** Closes the host, removes every container it labelled, closes the store and deletes the dir. */
+  const close = async () => {
+    await host.close();
+    const left = await docker.listContainers({ all: true, filters: { label: [`berth.host=${hostId}`] } });
+    await Promise.all(left.map((x) => docker.getContainer(x.Id).remove({ force: true }).catch(() => undefined)));
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  return { docker, imageId, dir, store, hostId, host, spec, close };
 }

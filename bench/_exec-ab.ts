@@ -5,13 +5,13 @@
  * `measure`. Wall times: at load 15+ they spread more than the differences; the wrapper's own cost
  * is clearer in CPU (bench/RESULTS.md, tool-egress). `npx tsx bench/_exec-ab.ts [ROUNDS]`
  */
-import { rmSync } from 'node:fs';
 import { WRAPPER_NAME, WRAPPER_SCRIPT } from '../host/sandbox/exec-scripts';
 import { benchSandbox } from './_bench-sandbox';
 import { median } from './_stats';
 
 const ROUNDS = Number(process.argv[2] ?? 30);
-const { docker, imageId, dir, store, hostId, host, spec } = await benchSandbox('berth-bench-execab-');
+const sb = await benchSandbox('berth-bench-execab-');
+const { docker, host, spec } = sb;
 const cmd = 'date +%N > out.txt';
 const drain = (s: NodeJS.ReadableStream) => new Promise<void>((res) => { s.on('data', () => undefined); s.on('end', res); s.on('close', res); });
 try {
@@ -52,9 +52,5 @@ try {
   for (const [k, v] of Object.entries(t)) console.log(`${k.padEnd(10)} p50 ${median(v).toFixed(1)} ms  vs raw ${(median(v.map((x, i) => x / t.raw![i]!))).toFixed(2)}x`);
   await lease.release();
 } finally {
-  await host.close();
-  const left = await docker.listContainers({ all: true, filters: { label: [`berth.host=${hostId}`] } });
-  await Promise.all(left.map((x) => docker.getContainer(x.Id).remove({ force: true }).catch(() => undefined)));
-  await store.close();
-  rmSync(dir, { recursive: true, force: true });
+  await sb.close();
 }

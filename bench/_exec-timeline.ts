@@ -4,14 +4,14 @@
  * the stream's end and the `exec_die` event's arrival. `npx tsx bench/_exec-timeline.ts [ROUNDS]`
  */
 import Dockerode from 'dockerode';
-import { rmSync } from 'node:fs';
 import { EngineEvents } from '../host/sandbox/engine-events';
 import { benchSandbox } from './_bench-sandbox';
 import { median } from './_stats';
 
 const ROUNDS = Number(process.argv[2] ?? 30);
 const cmd = process.env.CMD ?? 'date +%N > out.txt';
-const { docker, imageId, dir, store, hostId, host, spec } = await benchSandbox('berth-bench-exectl-');
+const sb = await benchSandbox('berth-bench-exectl-');
+const { docker, host, spec } = sb;
 let marks: Array<[string, number]> = [];
 const mark = (n: string) => marks.push([n, performance.now()]);
 const C = (Dockerode as unknown as { Container: { prototype: Record<string, (...a: unknown[]) => unknown> } }).Container.prototype;
@@ -81,9 +81,5 @@ try {
   }
   await lease.release();
 } finally {
-  await host.close();
-  const left = await docker.listContainers({ all: true, filters: { label: [`berth.host=${hostId}`] } });
-  await Promise.all(left.map((x) => docker.getContainer(x.Id).remove({ force: true }).catch(() => undefined)));
-  await store.close();
-  rmSync(dir, { recursive: true, force: true });
+  await sb.close();
 }

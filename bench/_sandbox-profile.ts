@@ -2,12 +2,12 @@
  * sandbox profile (not a suite): where a warm lease and a 10 MB write + read spend their time.
  * `npx tsx bench/_sandbox-profile.ts`
  */
-import { rmSync } from 'node:fs';
 import { createWarmPool } from '../host/sandbox';
 import { benchSandbox } from './_bench-sandbox';
 import { median } from './_stats';
 
-const { docker, imageId, dir, store, hostId, host, spec } = await benchSandbox('berth-bench-sprof-');
+const sb = await benchSandbox('berth-bench-sprof-');
+const { docker, store, host, spec } = sb;
 const marks: Record<string, number[]> = {};
 const mark = (k: string, ms: number) => (marks[k] ??= []).push(ms);
 function wrap<T extends object>(obj: T, name: keyof T & string, label: string) {
@@ -53,9 +53,5 @@ try {
   await lease.release();
   for (const [k, v] of Object.entries(marks)) console.log(`${k.padEnd(24)} p50 ${median(v.slice(1)).toFixed(2)} ms  (n=${v.length - 1})`);
 } finally {
-  await host.close();
-  const left = await docker.listContainers({ all: true, filters: { label: [`berth.host=${hostId}`] } });
-  await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
-  await store.close();
-  rmSync(dir, { recursive: true, force: true });
+  await sb.close();
 }
