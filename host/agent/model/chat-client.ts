@@ -22,12 +22,6 @@ const usageOf = (u: OpenAI.CompletionUsage | null | undefined): ModelUsage | nul
     ? { promptTokens: u.prompt_tokens, completionTokens: u.completion_tokens, totalTokens: u.total_tokens, ...(typeof u.prompt_tokens_details?.cached_tokens === 'number' ? { cachedTokens: u.prompt_tokens_details.cached_tokens } : {}) }
     : null;
 
-/**
- * Chat Completions through the `openai` client against any compatible endpoint. The client's own
- * retries are off: retries are durable task state (the generation task's retry phase), not a loop
- * hidden in memory. Every failure comes out as a {@link ModelCallError} carrying any text that
- * streamed before it.
- */
 /** A reply from one whole (not streamed) completion. */
 function whole(r: OpenAI.ChatCompletion): ModelReply {
   const choice = r.choices[0];
@@ -35,6 +29,12 @@ function whole(r: OpenAI.ChatCompletion): ModelReply {
   return { content: choice?.message.content ?? null, toolCalls: calls, finishReason: choice?.finish_reason ?? 'stop', model: r.model, responseId: r.id ?? null, usage: usageOf(r.usage) };
 }
 
+/**
+ * Chat Completions through the `openai` client against any compatible endpoint. The client's own
+ * retries are off: retries are durable task state (the generation task's retry phase), not a loop
+ * hidden in memory. Every failure comes out as a {@link ModelCallError} carrying any text that
+ * streamed before it.
+ */
 export function openAiChatClient(o: { baseUrl: string; apiKey: () => string }): ChatClient {
   return {
     async complete(req, call) {
