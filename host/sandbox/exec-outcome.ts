@@ -12,6 +12,8 @@ const EXEC_DIE_WAIT_MS = 1000;
 const LATE_OOM_WAIT_MS = 300;
 const SIGXFSZ_EXIT = 128 + 25;
 const EXIT_POLL_MS = 50;
+/** Failed inspections of an exec, other than a 404, before its exit code is given up on. */
+const EXIT_INSPECT_TRIES = 8;
 
 export interface Outcome {
   exitCode: number;
@@ -34,6 +36,11 @@ export async function settleOutcome(
     oomKillsBefore: number | undefined;
     reason: KillReason | undefined;
     killReport: ControlReport | undefined;
+    /**
+     * A control exec after the command failed: no second is tried. A sandbox whose memory is full of
+     * what no process holds (/dev/shm) takes ~10 s to refuse each one.
+     */
+    controlFailed?: boolean;
     user: string;
     startedAt: number;
     /** Wall-clock start, to tell a container restarted during the exec. */
@@ -48,6 +55,7 @@ export async function settleOutcome(
     host.logger.warn({ exitCode }, 'the sandbox container stopped or vanished during the exec; the command is lost');
     return { exitCode: -1, oomKilled: false, pidsLimited: false, diskExceeded: false, sandboxLost: true };
   }
+  if (exitCode === undefined) host.logger.warn({ containerId: host.containerId }, 'the exec ended with no exit code the engine could give; reported as -1');
   let oomKilled = host.events.oomCount(host.containerId) > run.oomBefore;
   const oomKillsAfter = !oomKilled && run.oomKillsBefore !== undefined ? await cgroupOomKills(host.container) : undefined;
   if (oomKillsAfter !== undefined) {
@@ -59,7 +67,7 @@ export async function settleOutcome(
   // The cgroup counters need an exec of their own, so they are read only when something went
   // wrong: a kill by us (the kill exec reports them) or a non-zero exit.
   let report = run.killReport;
-  if (report === undefined && exitCode !== 0) {
+  if (report === undefined && exitCode !== 0 && !run.controlFailed) {
     report = await runControl(host.container, { user: run.user, action: { mode: 'counters' } }).catch((err: unknown) => {
       host.logger.warn({ err }, 'could not read cgroup counters after exec');
       return undefined;
@@ -104,13 +112,26 @@ async function containerLost(host: ExecHost, sinceWall: number): Promise<boolean
  * down, or the process closed its output and lives on), the exec is polled until it has exited.
  * Undefined when the exec or its container is gone.
  */
-export async function waitForExit(exec: Dockerode.Exec, wait: ExecDieWait, outputEnded: Promise<void>): Promise<number | undefined> {
+export async function waitForExit(exec: Dockerode.Exec, wait: ExecDieWait, outputEnded: Promise<void>, logger?: ExecHost['logger']): Promise<number | undefined> {
   await outputEnded;
   const fromEvent = await wait.result(EXEC_DIE_WAIT_MS);
   if (fromEvent !== undefined) return fromEvent;
+  let failures = 0;
   for (;;) {
-    const info = await exec.inspect().catch(() => undefined);
-    if (!info) return undefined;
+    let info: Dockerode.ExecInspectInfo;
+    try {
+      info = await exec.inspect();
+    } catch (err) {
+      // Only a 404 says the exec is gone. A loaded engine's refused or reset request is asked
+      // again: taking it for "gone" turned a real exit 137 into -1 (CI, the memory-limit test).
+      const status = (err as { statusCode?: number }).statusCode;
+      if (status === 404 || ++failures > EXIT_INSPECT_TRIES) {
+        logger?.warn({ err, execId: exec.id, failures }, 'could not learn the exit code of an exec');
+        return undefined;
+      }
+      await sleep(EXIT_POLL_MS * failures);
+      continue;
+    }
     if (!info.Running && info.ExitCode !== null && info.ExitCode !== undefined) return info.ExitCode;
     await sleep(EXIT_POLL_MS);
   }

@@ -194,7 +194,7 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
     // The command is over when its process has exited, which can be long after it closed its
     // output; limits stay armed until then.
     let exited = false;
-    const exitP = waitForExit(exec, exitWait, streamEnded).finally(() => {
+    const exitP = waitForExit(exec, exitWait, streamEnded, host.logger).finally(() => {
       exited = true;
       wrapper.end();
     });
@@ -239,7 +239,8 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
       oomBefore,
       oomKillsBefore,
       reason,
-      killReport: reaped?.pidsMax !== undefined || reaped?.oomKill !== undefined ? reaped : killReport,
+      killReport: reaped !== CONTROL_FAILED && (reaped?.pidsMax !== undefined || reaped?.oomKill !== undefined) ? reaped : killReport,
+      controlFailed: reaped === CONTROL_FAILED,
       user,
       startedAt: started,
       startedWall,
@@ -270,7 +271,7 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
 async function afterCommand(
   host: ExecHost,
   c: { user: string; keep: boolean; root: string | undefined; failed: boolean; end: () => boolean },
-): Promise<ControlReport | undefined> {
+): Promise<ControlReport | undefined | typeof CONTROL_FAILED> {
   if (c.keep) {
     c.end();
     const since = c.root?.split(':')[1] ?? '0';
@@ -281,9 +282,12 @@ async function afterCommand(
   if (!sweep && !c.failed) return undefined;
   return runControl(host.container, { user: c.user, action: sweep ? { mode: 'sweep' } : { mode: 'counters' } }).catch((err: unknown) => {
     host.logger.warn({ err }, 'could not sweep the processes the command left');
-    return undefined;
+    return CONTROL_FAILED;
   });
 }
+
+/** A control exec after the command was tried and failed: the sandbox cannot run one now. */
+const CONTROL_FAILED = 'control-failed' as const;
 
 /** How long an exec counts as in setup at most when its wrapper never says where it runs. */
 const SETUP_BOUND_MS = 30_000;

@@ -5,6 +5,17 @@
 import { EXEC_REGISTRY_DIR } from './container-options';
 import { COUNTERS, KEPT_FILE, PROC_LIB, WRAPPER_MARK } from './process-scripts';
 
+/**
+ * The `oom_score_adj` of every command (any process may raise its own; lowering needs a capability
+ * the sandbox does not have). At the memory limit the kernel kills the process with the most
+ * memory, and memory no process holds (a file in /dev/shm, pipe buffers) leaves only small ones,
+ * where docker-init and the idle loop had about the shell's size: filling /dev/shm to the limit
+ * killed init and stopped the sandbox (3 of 3), and under CI's load a second kill after an
+ * OOM-killed `tail` took the sandbox down too (the memory-limit test's exit -1). Raised by half the
+ * limit, a command's processes always go before the sandbox's own.
+ */
+export const COMMAND_OOM_SCORE_ADJ = 500;
+
 /** `$0` of every command wrapper; its ProcessConfig reads `-c WRAPPER berth-exec KEEP TAG ...argv`. */
 export const WRAPPER_NAME = 'berth-exec';
 
@@ -27,11 +38,14 @@ export const WRAPPER_NAME = 'berth-exec';
  * process's stat one byte per syscall (busybox `read`): about 1 ms of CPU per exec for five
  * processes, most of what the wrapper cost an exec beside a bare `sh -c` (bench/RESULTS.md,
  * tool-egress). Unreadable (no CONFIG_PROC_CHILDREN) or anything else: the full sweep.
+ *
+ * The wrapper first raises its OOM score (inherited by the command, see COMMAND_OOM_SCORE_ADJ).
  */
 export const WRAPPER_SCRIPT = `${WRAPPER_MARK}
 ${PROC_LIB}
 read -r b_eid b_in b_forget
 b_keep=$1; shift 2
+echo ${COMMAND_OOM_SCORE_ADJ} 2>/dev/null >/proc/self/oom_score_adj
 case $b_eid in ''|*[!0-9a-f]*) ;; *) : 2>/dev/null >"${EXEC_REGISTRY_DIR}/$b_eid" ;; esac
 for b_f in $b_forget; do case $b_f in *[!0-9a-f]*) ;; *) rm -f "${EXEC_REGISTRY_DIR}/$b_f" 2>/dev/null ;; esac; done
 pst $$ && echo "${WRAPPER_NAME} $$ $ps_start"
