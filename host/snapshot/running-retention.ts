@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { Snapshot } from '../model';
 import type { Store } from '../store';
 import type { Clock } from '../support';
+import { faultMark } from '../support/faults';
 import { importedSessions, PendingDeltaParents } from './kept-images';
 
 export interface RunningPruneDeps {
@@ -73,6 +74,7 @@ export async function pruneRunning(d: RunningPruneDeps, o: RunningPrune): Promis
       try {
         const outcome = await d.removeSnapshot(s.id);
         await d.store.markSnapshotPruned(s.id, d.clock.now());
+        faultMark('retention.running:pruned');
         pruned.push(s);
         d.logger.debug({ runId: o.runId, snapshotId: s.id, outcome }, 'snapshot of the running run pruned');
       } catch (err) {

@@ -7,7 +7,10 @@ import { BerthError } from '../errors';
  *
  * - `BERTH_FAULT_AT=n`     kill at the n-th boundary hit of this process (1-based, any name);
  * - `BERTH_FAULT=name[#k]` kill at the k-th hit (default 1st) of the boundary named `name`;
- * - `BERTH_FAULT_LOG=file` append `<hit number> <name>` per hit, so a test can enumerate every boundary.
+ * - `BERTH_FAULT_LOG=file` append `<hit number> <name>` per hit, so a test can enumerate every boundary;
+ * - `BERTH_FAULT_ARM=mark` with `BERTH_FAULT=name#k`: kill at the first hit of `name` that is its
+ *   k-th or later and comes once the {@link faultMark} `mark` was passed: a kill that must follow
+ *   work running beside the boundaries (a background pass) lands after it whatever the machine's speed.
  *
  * {@link faultError} points instead throw, for failures the host must survive without dying:
  * - `BERTH_FAULT_ERROR=name[#k][,name#k…]` throw a retryable `engine_error` at the k-th hit of `name`.
@@ -21,6 +24,8 @@ const atHit = env.BERTH_FAULT_AT ? Number(env.BERTH_FAULT_AT) : undefined;
 const [atName, atNth] = (env.BERTH_FAULT ?? '').split('#');
 const nameNth = atNth ? Number(atNth) : 1;
 const logFile = env.BERTH_FAULT_LOG;
+const armName = env.BERTH_FAULT_ARM;
+let armed = !armName;
 
 export function faultPoint(name: string): void {
   hits += 1;
@@ -29,8 +34,17 @@ export function faultPoint(name: string): void {
   if (atName && atName === name) {
     const n = (named.get(name) ?? 0) + 1;
     named.set(name, n);
-    if (n === nameNth) die();
+    if (armName ? armed && n >= nameNth : n === nameNth) die();
   }
+}
+
+/**
+ * A point in work that runs beside the commit boundaries (a background pass): never a kill and not
+ * counted among the boundaries (their numbering must not depend on the pass's speed); it only arms
+ * `BERTH_FAULT` when `BERTH_FAULT_ARM` names it.
+ */
+export function faultMark(name: string): void {
+  if (name === armName) armed = true;
 }
 
 function die(): never {
