@@ -65,6 +65,14 @@ export async function cgroupCounters(container: Dockerode.Container): Promise<Co
 }
 
 /**
+ * True when the container runs on this machine's kernel: its cgroup is in this machine's /proc, so
+ * its processes' start times count this machine's uptime. Cached per container like the counters.
+ */
+export async function onThisKernel(container: Dockerode.Container): Promise<boolean> {
+  return (await filesOf(container)) !== null;
+}
+
+/**
  * The kernel's cumulative count of OOM kills in the container's memory cgroup, read from this
  * machine's cgroup filesystem; `undefined` when it cannot be read here (a remote engine, an old
  * kernel). The kernel counts the kill before the victim dies, so a reading taken after an exec

@@ -1,4 +1,5 @@
 import type Dockerode from 'dockerode';
+import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ExecDieWait } from './engine-events';
 import type { ExecHost, KillReason } from './exec-run';
@@ -41,6 +42,8 @@ export async function settleOutcome(
      * what no process holds (/dev/shm) takes ~10 s to refuse each one.
      */
     controlFailed?: boolean;
+    /** No later than the wrapper's start ({@link wrapperStartBound}), when known. */
+    commandFrom?: number;
     user: string;
     startedAt: number;
     /** Wall-clock start, to tell a container restarted during the exec. */
@@ -83,12 +86,44 @@ export async function settleOutcome(
     if (report.oomKill > host.counters.oomKill && !host.events.connected) oomKilled = true;
     host.counters.oomKill = Math.max(host.counters.oomKill, report.oomKill);
   }
-  host.disk.noteRunTime(run.startedAt, run.endedAt);
+  host.disk.noteRunTime(Math.max(run.startedAt, run.commandFrom ?? run.startedAt), run.endedAt);
   let diskExceeded = run.reason === 'disk' || exitCode === SIGXFSZ_EXIT;
   if (!diskExceeded && host.disk.mayExceed()) {
     diskExceeded = (await host.disk.measure(run.endedAt).catch(() => 0)) > host.disk.limitBytes;
   }
   return { exitCode: exitCode ?? -1, oomKilled, pidsLimited, diskExceeded, sandboxLost: false };
+}
+
+/** /proc's clock ticks per second (USER_HZ), the same on every Linux architecture. */
+const USER_HZ = 100;
+
+/** The machine's uptime in seconds (`/proc/uptime`, 10 ms steps), or NaN. */
+function uptimeS(): number {
+  try {
+    return Number(readFileSync('/proc/uptime', 'latin1').split(' ')[0]);
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/**
+ * A `performance.now()` instant no later than the start of the exec's wrapper, whose `pid:start`
+ * (its kernel start time, in clock ticks since boot) is `root`; undefined when that cannot be told.
+ * The wrapper starts only after the engine has set the exec up (most of a short command's time),
+ * and the command after the wrapper: so the disk guard's assumed write rate applies from here, not
+ * from the exec's creation. Only for a container on this machine's kernel (its start times count
+ * this machine's uptime). Sound for a lower bound: the performance clock is read before the
+ * uptime, both uptime and start time are floored to a tick, and the uptime clock counts suspended
+ * time as well (so it may only overstate what has elapsed).
+ */
+export function wrapperStartBound(root: string | undefined, clocks: { perf: () => number; uptimeS: () => number } = { perf: () => performance.now(), uptimeS }): number | undefined {
+  const ticks = Number(root?.split(':')[1]);
+  if (!root || !Number.isSafeInteger(ticks) || ticks <= 0) return undefined;
+  const now = clocks.perf();
+  const up = clocks.uptimeS();
+  if (!Number.isFinite(up)) return undefined;
+  const elapsedMs = (up + 1 / USER_HZ - ticks / USER_HZ) * 1000;
+  return elapsedMs >= 0 ? now - elapsedMs : undefined;
 }
 
 /** Whether the container is gone, not running, or was (re)started after `sinceWall`. */

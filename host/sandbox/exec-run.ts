@@ -10,7 +10,7 @@ import type { EngineEvents } from './engine-events';
 import type { ExecActivity } from './exec-activity';
 import { WRAPPER_NAME, WRAPPER_SCRIPT, type ControlReport } from './exec-scripts';
 import type { ExecOptions, ExecResult } from './exec-types';
-import { settleOutcome, waitForExit } from './exec-outcome';
+import { settleOutcome, waitForExit, wrapperStartBound } from './exec-outcome';
 import { isPausedRefusal, unlessPaused } from './paused-wait';
 import { whyNotRunning } from './container-gone';
 import { enterExecSetup } from './exec-gate';
@@ -19,7 +19,7 @@ import { runControl, runScript } from './sandbox-control';
 import { ADOPT_SCRIPT } from './exec-scripts';
 import { WrapperLine } from './wrapper-line';
 import { startUsageMeter } from './exec-usage';
-import { cgroupOomKills } from './cgroup-counters';
+import { cgroupOomKills, onThisKernel } from './cgroup-counters';
 
 /** What one exec needs from its lease. */
 export interface ExecHost {
@@ -234,6 +234,7 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
     const exitedAt = performance.now();
     const killReport = killing ? await killing : undefined;
     const reaped = await afterCommand(host, { user, keep: opts.keepProcesses === true, root: token.root, failed: exitCode !== 0 || reason !== undefined, end: () => host.activity.end(token, exitCode !== 0 || reason !== undefined) });
+    const commandFrom = token.root !== undefined && (await onThisKernel(host.container)) ? wrapperStartBound(token.root) : undefined;
     const outcome = await settleOutcome(host, {
       exitCode,
       oomBefore,
@@ -241,6 +242,7 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
       reason,
       killReport: reaped !== CONTROL_FAILED && (reaped?.pidsMax !== undefined || reaped?.oomKill !== undefined) ? reaped : killReport,
       controlFailed: reaped === CONTROL_FAILED,
+      commandFrom,
       user,
       startedAt: started,
       startedWall,
