@@ -18,6 +18,8 @@ export async function importedSessions(store: Pick<Store, 'listImportedRuns'>): 
 export class PendingDeltaParents {
   /** Image id -> the pending deltas built on it, directly or through other pending deltas. */
   private children = new Map<string, string[]>();
+  /** Pending delta -> the image it is built on. */
+  private parentOf = new Map<string, string>();
 
   private constructor(private readonly d: { store: Pick<Store, 'listSnapshotDeltas'>; logger: Logger; materialize?: (imageId: string) => Promise<boolean> }) {}
 
@@ -41,22 +43,34 @@ export class PendingDeltaParents {
       }
     }
     this.children = children;
+    this.parentOf = parentOf;
   }
 
   /**
-   * Whether the image may go now: it is no pending delta's parent, or every pending delta built on
-   * it was loaded into the engine first (which then holds their layers, whatever becomes of this
-   * image). Without a loader (or when a load fails) the image is kept, and said.
+   * Whether the image may go now: it is no pending delta's parent, or the pending deltas built
+   * right on it were loaded into the engine first (which then holds their layers, whatever becomes
+   * of this image; a pending delta further up then stands on a loaded one). Without a loader (or
+   * when a load fails) the image is kept, and said.
    */
   async release(imageId: string, ids: Record<string, string>): Promise<boolean> {
     const built = this.children.get(imageId);
     if (!built) return true;
     if (this.d.materialize) {
       try {
-        for (const child of built) if (!(await this.d.materialize(child))) throw new Error(`layer ${child} is neither in the store nor on the engine`);
-        // Loading took the pending layers under them too: what is still pending is read anew.
-        await this.reread();
-        this.d.logger.info({ ...ids, imageId, loaded: built }, 'snapshot layers built on the image loaded into the engine before it goes');
+        // Only the direct ones: loading every pending delta up the chain (a whole run's, when the
+        // background loads lag) held a running run's first prune back until all were in (seen on
+        // a loaded machine: none pruned by step 120). A delta added meanwhile is seen on the reread.
+        const loaded: string[] = [];
+        for (let round = 0; round < 3; round++) {
+          const direct = (this.children.get(imageId) ?? []).filter((c) => this.parentOf.get(c) === imageId);
+          if (direct.length === 0) break;
+          for (const child of direct) if (!(await this.d.materialize(child))) throw new Error(`layer ${child} is neither in the store nor on the engine`);
+          loaded.push(...direct);
+          await this.reread();
+        }
+        const still = this.children.get(imageId);
+        if (still) throw new Error(`layers ${still.join(', ')} are still built on it`);
+        this.d.logger.info({ ...ids, imageId, loaded }, 'snapshot layers built on the image loaded into the engine before it goes');
         return true;
       } catch (err) {
         this.d.logger.warn({ ...ids, imageId, err }, 'snapshot image kept: layers kept in the store are built on it and could not be loaded');

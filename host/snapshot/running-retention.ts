@@ -59,31 +59,32 @@ export async function pruneRunning(d: RunningPruneDeps, o: RunningPrune): Promis
   // would do the same; under load those lag behind the steps, and a pass that skipped them would
   // leave them outside the next passes' window); without a loader it waits for the run end.
   const pending = new Set((await d.store.listSnapshotDeltas()).map((x) => x.imageId));
-  const loaded: Snapshot[] = [];
-  for (const s of candidates) {
-    if (!pending.has(s.imageId)) loaded.push(s);
-    else if (d.materialize && (await d.materialize(s.imageId).catch(() => false))) loaded.push(s);
-  }
   const deltas = await PendingDeltaParents.read(d);
-  const released: Snapshot[] = [];
-  for (const s of loaded) if (await deltas.release(s.imageId, { runId: o.runId, snapshotId: s.id })) released.push(s);
   const pruned: Snapshot[] = [];
-  const queue = [...released];
-  const worker = async () => {
-    for (let s = queue.shift(); s; s = queue.shift()) {
-      try {
-        const outcome = await d.removeSnapshot(s.id);
-        await d.store.markSnapshotPruned(s.id, d.clock.now());
-        faultMark('retention.running:pruned');
-        pruned.push(s);
-        d.logger.debug({ runId: o.runId, snapshotId: s.id, outcome }, 'snapshot of the running run pruned');
-      } catch (err) {
-        // Left for the run end's retention (or gc): this pass only saves work.
-        d.logger.warn({ runId: o.runId, snapshotId: s.id, err }, 'could not prune a snapshot of the running run; the run end retries');
-      }
+  const remove = async (s: Snapshot): Promise<void> => {
+    try {
+      const outcome = await d.removeSnapshot(s.id);
+      await d.store.markSnapshotPruned(s.id, d.clock.now());
+      faultMark('retention.running:pruned');
+      pruned.push(s);
+      d.logger.debug({ runId: o.runId, snapshotId: s.id, outcome }, 'snapshot of the running run pruned');
+    } catch (err) {
+      // Left for the run end's retention (or gc): this pass only saves work.
+      d.logger.warn({ runId: o.runId, snapshotId: s.id, err }, 'could not prune a snapshot of the running run; the run end retries');
     }
   };
-  await Promise.all(Array.from({ length: Math.max(1, o.parallel ?? 2) }, worker));
+  // Oldest first (candidates are newest first), each removed as soon as it and the layer built
+  // right on it are loaded: when the loads lag, a pass prunes as it goes instead of after loading
+  // all it looks at. Newest first, the first load would take every pending layer under it.
+  const removing = new Set<Promise<void>>();
+  for (const s of [...candidates].reverse()) {
+    if (pending.has(s.imageId) && !(d.materialize && (await d.materialize(s.imageId).catch(() => false)))) continue;
+    if (!(await deltas.release(s.imageId, { runId: o.runId, snapshotId: s.id }))) continue;
+    const p: Promise<void> = remove(s).finally(() => removing.delete(p));
+    removing.add(p);
+    if (removing.size >= Math.max(1, o.parallel ?? 2)) await Promise.race(removing);
+  }
+  await Promise.all(removing);
   if (pruned.length) d.logger.info({ runId: o.runId, pruned: pruned.length }, 'older snapshots of the running run pruned');
   return pruned;
 }

@@ -2,7 +2,7 @@ import pino from 'pino';
 import { parseEnvironment, type Environment } from '../../environment';
 import { RunSandbox } from '../../host/run-sandbox';
 import { snapshotEngine, type Lease } from '../../host/sandbox';
-import { pruneSnapshots, Snapshotter, type SnapshotEngine } from '../../host/snapshot';
+import { pruneRunning, pruneSnapshots, Snapshotter, type SnapshotEngine } from '../../host/snapshot';
 import { systemClock } from '../../host/support/clock';
 import { runNode } from '../support/child';
 import { bundledCli, lastJson } from '../support/plan-fixture';
@@ -69,6 +69,29 @@ describe('retention and pending delta layers', { timeout: 300_000 }, () => {
     await w.restoresNewest();
     expect(pruned.map((s) => s.checkpoint), 'both older snapshots hold what the newest layer is built on').toEqual([]);
     expect(await w.real.imageExists(w.upload.imageId)).toBe(true);
+  });
+
+  test("a running run's retention prunes its oldest snapshot as soon as the layer built right on it is loaded, before loading the layers further up: the newest still restores", async ({ sandbox, onTestFinished }) => {
+    const w = await stoppedHostWithTwoLayers(sandbox, 'run_prune_as_it_goes', onTestFinished);
+    const loader = new Snapshotter({ engine: w.real, store: sandbox.store, logger: sandbox.logger });
+    const events: string[] = [];
+    const name = new Map([[w.upload.imageId, 'upload'], [w.one.imageId, 'one'], [w.two.imageId, 'two']]);
+    const pruned = await pruneRunning(
+      {
+        store: sandbox.store,
+        clock: systemClock,
+        logger: sandbox.logger,
+        removeSnapshot: (id) => (events.push(`remove ${id === w.upload.id ? 'upload' : id === w.one.id ? 'one' : id}`), w.real.removeSnapshot(id)),
+        materialize: (imageId) => (events.push(`load ${name.get(imageId) ?? imageId}`), loader.images.materialize(imageId)),
+      },
+      { runId: 'run_prune_as_it_goes', sessionId: 'sess_run_prune_as_it_goes', keepLast: 1, window: 10, keep: new Set() },
+    );
+    expect(pruned.map((s) => s.checkpoint).sort()).toEqual(['step:0', 'upload']);
+    // Before: every layer was loaded first ('load one', 'load two'), then the removals began.
+    expect(events.slice(0, 2), events.join(', ')).toEqual(['load one', 'remove upload']);
+    expect(events).toContain('load two');
+    expect(events.indexOf('remove one')).toBeGreaterThan(events.indexOf('load two'));
+    await w.restoresNewest();
   });
 
   test('berth gc --keep 1 within its grace loads the pending layers before it prunes the image they are built on: the newest snapshot still restores and verifies', async ({ sandbox, onTestFinished }) => {
