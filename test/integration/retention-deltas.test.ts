@@ -94,6 +94,25 @@ describe('retention and pending delta layers', { timeout: 300_000 }, () => {
     await w.restoresNewest();
   });
 
+  test('a layer the engine loaded after its host died is not loaded again once retention removed its image: the pruned snapshot gets no tag back', async ({ sandbox, onTestFinished }) => {
+    const w = await stoppedHostWithTwoLayers(sandbox, 'run_stale_layer', onTestFinished);
+    // The load the killed host asked for finished in the engine; the host never deleted the row.
+    const row = (await sandbox.store.getSnapshotDelta(w.one.imageId))!;
+    await w.real.loadLayer!({ config: row.config, layer: row.layer, tags: [w.one.id] });
+    const loader = new Snapshotter({ engine: w.real, store: sandbox.store, logger: sandbox.logger });
+    const pruned = await pruneRunning(
+      { store: sandbox.store, clock: systemClock, logger: sandbox.logger, removeSnapshot: w.real.removeSnapshot, materialize: (imageId) => loader.images.materialize(imageId) },
+      { runId: 'run_stale_layer', sessionId: 'sess_run_stale_layer', keepLast: 1, window: 10, keep: new Set() },
+    );
+    expect(pruned.map((s) => s.checkpoint).sort()).toEqual(['step:0', 'upload']);
+    expect((await sandbox.store.listSnapshotDeltas()).map((d) => d.imageId), 'no layer left in the store').toEqual([]);
+    // What a restore's load of a layer built on it, or a later pass, would ask: before, the row loaded
+    // the removed image again with the pruned snapshot's tag.
+    expect(await loader.images.materialize(w.one.imageId)).toBe(false);
+    expect(await sandbox.docker.getImage(`berth-snapshot:${w.one.id}`).inspect().then(() => true, () => false), 'the pruned snapshot has no tag').toBe(false);
+    await w.restoresNewest();
+  });
+
   test('berth gc --keep 1 within its grace loads the pending layers before it prunes the image they are built on: the newest snapshot still restores and verifies', async ({ sandbox, onTestFinished }) => {
     const w = await stoppedHostWithTwoLayers(sandbox, 'run_gc_parents', onTestFinished);
     // The default grace (600 s) leaves young layers in the store; the prune below has no grace.

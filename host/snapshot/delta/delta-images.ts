@@ -121,7 +121,13 @@ export class DeltaImages {
   }
 
   private async load(imageId: string, signal?: AbortSignal): Promise<boolean> {
-    if (await this.d.engine.imageExists(imageId)) return true;
+    if (await this.d.engine.imageExists(imageId)) {
+      // A load the engine finished after its host died (SIGKILLed between the load and the delete
+      // below) leaves the row behind. Kept, it would load the image again, with its snapshot's
+      // tag, once retention had removed it: a pruned snapshot tagged behind its record's back.
+      await this.d.store.deleteSnapshotDelta(imageId);
+      return true;
+    }
     const delta = await this.d.store.getSnapshotDelta(imageId);
     if (!delta) return false;
     if (!this.d.engine.loadLayer) throw new BerthError('image_missing', `snapshot image ${imageId.slice(7, 19)} is kept in the store as a layer, and this engine cannot load it here`, { details: { imageId } });
