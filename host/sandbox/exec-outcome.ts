@@ -37,11 +37,6 @@ export async function settleOutcome(
     oomKillsBefore: number | undefined;
     reason: KillReason | undefined;
     killReport: ControlReport | undefined;
-    /**
-     * A control exec after the command failed: no second is tried. A sandbox whose memory is full of
-     * what no process holds (/dev/shm) takes ~10 s to refuse each one.
-     */
-    controlFailed?: boolean;
     /** No later than the wrapper's start ({@link wrapperStartBound}), when known. */
     commandFrom?: number;
     user: string;
@@ -70,7 +65,9 @@ export async function settleOutcome(
   // The cgroup counters need an exec of their own, so they are read only when something went
   // wrong: a kill by us (the kill exec reports them) or a non-zero exit.
   let report = run.killReport;
-  if (report === undefined && exitCode !== 0 && !run.controlFailed) {
+  // Also after the sweep's exec failed: under a fork bomb it may find no pid free, and this later
+  // one is what reports pidsLimited (skipping it failed the fork-bomb test under load).
+  if (report === undefined && exitCode !== 0) {
     report = await runControl(host.container, { user: run.user, action: { mode: 'counters' } }).catch((err: unknown) => {
       host.logger.warn({ err }, 'could not read cgroup counters after exec');
       return undefined;

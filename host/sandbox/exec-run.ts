@@ -240,8 +240,7 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
       oomBefore,
       oomKillsBefore,
       reason,
-      killReport: reaped !== CONTROL_FAILED && (reaped?.pidsMax !== undefined || reaped?.oomKill !== undefined) ? reaped : killReport,
-      controlFailed: reaped === CONTROL_FAILED,
+      killReport: reaped?.pidsMax !== undefined || reaped?.oomKill !== undefined ? reaped : killReport,
       commandFrom,
       user,
       startedAt: started,
@@ -273,7 +272,7 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
 async function afterCommand(
   host: ExecHost,
   c: { user: string; keep: boolean; root: string | undefined; failed: boolean; end: () => boolean },
-): Promise<ControlReport | undefined | typeof CONTROL_FAILED> {
+): Promise<ControlReport | undefined> {
   if (c.keep) {
     c.end();
     const since = c.root?.split(':')[1] ?? '0';
@@ -284,12 +283,9 @@ async function afterCommand(
   if (!sweep && !c.failed) return undefined;
   return runControl(host.container, { user: c.user, action: sweep ? { mode: 'sweep' } : { mode: 'counters' } }).catch((err: unknown) => {
     host.logger.warn({ err }, 'could not sweep the processes the command left');
-    return CONTROL_FAILED;
+    return undefined;
   });
 }
-
-/** A control exec after the command was tried and failed: the sandbox cannot run one now. */
-const CONTROL_FAILED = 'control-failed' as const;
 
 /** How long an exec counts as in setup at most when its wrapper never says where it runs. */
 const SETUP_BOUND_MS = 30_000;

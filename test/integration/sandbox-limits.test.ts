@@ -33,7 +33,7 @@ describe('sandbox limits', () => {
     expect({ ...r, stderr: r.stderr.slice(0, 500) }).toMatchObject({ exitCode: 137, oomKilled: true, sandboxLost: false, stdout: `${COMMAND_OOM_SCORE_ADJ}\n` });
     const state = (await sandbox.docker.getContainer(lease.record.containerId).inspect()).State;
     expect({ running: state.Running, oomKilled: state.OOMKilled, exitCode: state.ExitCode }).toEqual({ running: true, oomKilled: false, exitCode: 0 });
-    // Slow by nature, not by a wait of ours: the sweep after the command is refused after ~10 s.
+    // Slow by nature, not by a wait of ours: each control exec after the command is refused after ~10 s.
   }, 180_000);
 
   test('an OOM kill of a child is reported even when the command itself exits 0', async ({ sandbox }) => {
