@@ -38,7 +38,7 @@ export const edit: ToolDefinition<EditInput> = {
   name: 'edit',
   description:
     'Replace text in a workspace file. old_string must match exactly (including whitespace) and occur once, or set replace_all. ' +
-    'Edits in one turn are planned against the file as it is before any of them runs: edit one file once per turn.',
+    'The calls of one turn run in order: an edit applies to the file as the calls before it left it.',
   input: Input,
   replay: 'verify',
   mutates: true,

@@ -6,6 +6,7 @@ import type { Lease } from '../sandbox';
 import type { Store } from '../store';
 import type { Clock } from '../support';
 import type { AgentRunInput } from './agent-input';
+import { CallOrder } from './call-order';
 import { KeyedLock } from './session-lock';
 
 /** The sandbox state a committed tool result vouches for. */
@@ -30,9 +31,13 @@ export const sessionSandboxDocId = (sessionId: string) => `${sessionId}:agent-sa
  */
 export class AgentSandbox {
   private readonly lock = new KeyedLock();
+  /** The calls of one turn take the sandbox in the model's order (call-order.ts). */
+  readonly order: CallOrder;
   private readonly lastMeasured = new Map<string, number>();
 
-  constructor(private readonly d: { store: Store; plan: RunSandbox; clock: Clock; logger: Logger }) {}
+  constructor(private readonly d: { store: Store; plan: RunSandbox; clock: Clock; logger: Logger }) {
+    this.order = new CallOrder(d.store, TOOL_KIND);
+  }
 
   /** Runs `fn` with the session's sandbox to itself. */
   exclusive<T>(sessionId: string, fn: () => Promise<T>): Promise<T> {

@@ -48,6 +48,8 @@ export async function executePhase(deps: AgentDeps, ctx: ToolContext): Promise<T
   }
   const policyNow = resolveFlag(tool.replay, cp.args);
   const mutates = tool.snapshots === true || resolveFlag(tool.mutates, cp.args);
+  // After the calls before this one in the turn (call-order.ts).
+  await deps.sandbox.order.turn(ctx, call);
   return deps.sandbox.exclusive(ctx.task.sessionId, async (): Promise<ToolDecision> => {
     const acq = await deps.sandbox.ensure(ctx, input);
     if (acq.kind === 'reconcile') {

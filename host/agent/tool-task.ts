@@ -38,15 +38,15 @@ export function toolHandler(deps: AgentDeps): TaskHandler {
     restartLimit: 10,
     cancelEntries: closeApprovalOnCancel,
     phases: {
-      call: async (ctx) => {
+      call: (ctx) => deps.sandbox.order.during(ctx.task.id, async () => {
         const call = ctx.value;
         const input = await runInputOf(deps.store, ctx.task);
         const checked = checkToolCall(toolsOf(deps, input), call.name, call.arguments);
         if (!checked.ok) return finishWithout(call, 'invalid', checked.content);
         if (call.approvalExpiresAt !== null) return askApproval(ctx, call, checked.args);
         return intend(deps, ctx, input, call, checked.tool, checked.args, []);
-      },
-      decided: async (ctx) => {
+      }),
+      decided: (ctx) => deps.sandbox.order.during(ctx.task.id, async () => {
         const call = ctx.value;
         const input = await runInputOf(deps.store, ctx.task);
         const { request, approval } = toolState(ctx, 'request');
@@ -66,8 +66,8 @@ export function toolHandler(deps: AgentDeps): TaskHandler {
         const checked = checkToolCall(toolsOf(deps, input), call.name, call.arguments);
         if (!checked.ok) return finishWithout(call, 'invalid', checked.content, entries);
         return intend(deps, ctx, input, call, checked.tool, checked.args, entries);
-      },
-      execute: (ctx) => executePhase(deps, ctx),
+      }),
+      execute: (ctx) => deps.sandbox.order.during(ctx.task.id, () => executePhase(deps, ctx)),
     },
   });
 }
@@ -90,6 +90,8 @@ async function intend(deps: AgentDeps, ctx: ToolContext, input: AgentRunInput, c
   let plan: Json = null;
   const writes: NonNullable<ToolDecision['writes']> = { entries };
   if (tool.plan) {
+    // The plan reads the sandbox as the calls before this one in the turn left it.
+    await deps.sandbox.order.turn(ctx, call);
     const planned = await deps.sandbox.exclusive(ctx.task.sessionId, async () => {
       const acq = await deps.sandbox.ensure(ctx, input);
       if (acq.kind === 'reconcile') return { ok: false as const, output: { content: `error: the sandbox cannot be used (${acq.reason}); the call did not run`, isError: true } };

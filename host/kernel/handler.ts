@@ -137,6 +137,12 @@ export interface PhaseContext {
    * re-runs a `never` action whose outcome is unknown.
    */
   perform<R extends Json>(spec: PerformSpec<R>, action: (signal: AbortSignal) => Promise<R>): Promise<PerformOutcome<R>>;
+  /**
+   * Awaits `waiting` without holding one of the host's phase slots: for a phase that waits for
+   * other tasks this host runs, which may need a slot to get there (holding it could leave every
+   * slot to waiters and the awaited task queued behind them for good).
+   */
+  idle<T>(waiting: Promise<T>): Promise<T>;
 }
 
 export type Phase = (ctx: PhaseContext) => Promise<Decision>;

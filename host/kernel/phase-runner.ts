@@ -45,7 +45,7 @@ export async function runPhase(
   d: PhaseRunnerDeps,
   task: Task,
   handler: TaskHandler,
-  opts: { signal: AbortSignal; recovered: boolean; stopping: () => boolean },
+  opts: { signal: AbortSignal; recovered: boolean; stopping: () => boolean; park?: (parked: boolean) => void },
 ): Promise<PhaseEnd> {
   // Built when first used: a child logger serialises its bindings, and most phases log nothing.
   let child: Logger | undefined;
@@ -77,6 +77,14 @@ export async function runPhase(
         spec,
         action,
       ),
+    idle: async (waiting) => {
+      opts.park?.(true);
+      try {
+        return await waiting;
+      } finally {
+        opts.park?.(false);
+      }
+    },
   };
   const phase = handler.phases[task.phase];
   let decision: Decision;

@@ -26,6 +26,8 @@ export class Scheduler {
   /** Tasks a commit of this kernel is creating `running`, until it is answered (not examined meanwhile). */
   private readonly creating = new Set<string>();
   private readonly ready: string[] = [];
+  /** Executing phases that wait without holding a slot (PhaseContext.idle). */
+  private readonly parked = new Set<string>();
   private pumping: Promise<void> | null = null;
   private timer: NodeJS.Timeout | null = null;
   /** When each sleeping task of the driven sessions wakes, from every row this scheduler saw (reads and commit answers). */
@@ -229,7 +231,7 @@ export class Scheduler {
       if (task.blockedReason !== blocked) await transition(this.d, task, 'task.blocked', { blockedReason: blocked });
       return;
     }
-    if (this.executing.size >= this.concurrency) {
+    if (this.executing.size - this.parked.size >= this.concurrency) {
       if (!this.ready.includes(task.id)) this.ready.push(task.id);
       return;
     }
@@ -247,7 +249,14 @@ export class Scheduler {
     // A phase of a session this kernel lost meanwhile commits nothing (the store would refuse it anyway).
     const held = this.owner.stillHeld(current.sessionId);
     const gone = () => this.halted || !held();
-    void runPhase(this.d, current, handler, { signal: controller.signal, recovered, stopping: gone })
+    const park = (on: boolean) => {
+      if (!on) return void this.parked.delete(current.id);
+      this.parked.add(current.id);
+      // The slot it gives back goes to the next queued task now, not when some phase ends.
+      const next = this.ready.shift();
+      if (next) this.markDirty(next);
+    };
+    void runPhase(this.d, current, handler, { signal: controller.signal, recovered, stopping: gone, park })
       .then((end) => {
         // On the next turn of the event loop: what waits on this commit (an MCP answer, a caller
         // of waitForRun) goes out before the parent's next phase and commit take the loop.
@@ -255,6 +264,7 @@ export class Scheduler {
       })
       .catch((err) => this.d.logger.error({ taskId: current.id, err }, 'phase runner failed'))
       .finally(() => {
+        this.parked.delete(current.id);
         this.executing.delete(current.id);
         this.executingSession.delete(current.id);
         this.markDirty(current.id);
