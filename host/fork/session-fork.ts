@@ -58,7 +58,7 @@ export async function forkSession(d: SessionForkDeps, sessionId: string, at: str
   return { sessionId: newSession, forkedFrom, entries: entries.length };
 }
 
-/** The snapshot holding the session's workspace after the turns in `upTo`: the newest state a mutating tool of theirs committed, else the session's start. */
+/** The snapshot holding the session's workspace after the turns in `upTo`: the newest state a mutating tool of theirs committed, else the session's start (its upload, or the fork it began as). */
 async function stateAfter(store: Store, sessionId: string, upTo: Set<string>, run: Run) {
   let best: SandboxState | null = null;
   for (const t of await store.listTasks({ sessionId })) {
@@ -67,7 +67,8 @@ async function stateAfter(store: Store, sessionId: string, upTo: Set<string>, ru
     if (s && (!best || s.measuredAt > best.measuredAt)) best = s;
   }
   const snaps = await store.listSnapshots({ sessionId });
-  const id = best ? best.snapshotId : (snaps.find((s) => s.checkpoint === 'agent:start')?.id ?? null);
+  // No tool changed a file: the session's start, its upload's snapshot or, for a fork, the one it began from.
+  const id = best ? best.snapshotId : (snaps.find((s) => s.checkpoint === 'agent:start' || s.checkpoint.startsWith('fork:'))?.id ?? null);
   if (!id) {
     throw new BerthError('fork_invalid', `no snapshot holds the workspace of session ${sessionId} after run ${run.id}: its environment's snapshot.policy is not after-each-step, and no snapshot call (MCP's snapshot tool) up to there took one`, { ids: { sessionId, runId: run.id } });
   }

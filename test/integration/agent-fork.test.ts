@@ -89,4 +89,22 @@ describe('berth fork SESSION --at TURN', { timeout: 600_000 }, () => {
     expect(none.stderr).toContain("snapshot.policy is not after-each-step");
     expect(await w.read((s) => s.listRuns())).toHaveLength(1);
   });
+
+  it('forks a fork again at a turn that changed no file: the new fork starts from the workspace its parent began with', async () => {
+    w = await cliWorld(scripted, { snapshotPolicy: 'after-each-step' });
+    const first = lastJson<Answer>(await w.cli([...w.agentArgs('write 1'), '--json']));
+    const b = lastJson<{ sessionId: string }>(await w.cli(['fork', first.run.sessionId, '--at', '1', '--json']));
+    const said = await w.cli(['chat', b.sessionId, 'hello', '--json']);
+    expect(said.code, said.stderr).toBe(0);
+    expect(lastJson<Answer>(said).answer).toBe('unknown request: hello');
+    // Turn 1 of the fork ran no tool: its workspace is the one the fork began with.
+    const again = await w.cli(['fork', b.sessionId, '--at', '1', '--json']);
+    expect(again.code, again.stderr).toBe(0);
+    const c = lastJson<{ sessionId: string; forkedFrom: { checkpoint: string } }>(again);
+    expect(c.forkedFrom.checkpoint).toBe('turn:1');
+    expect(await w.read((s) => sessionDigest(s, c.sessionId))).toBe(await w.read((s) => sessionDigest(s, b.sessionId)));
+    const listed = await w.cli(['chat', c.sessionId, 'list', '--json']);
+    expect(listed.code, listed.stderr).toBe(0);
+    expect(lastJson<Answer>(listed).answer).toBe('done: f1.txt');
+  });
 });
