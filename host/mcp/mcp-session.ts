@@ -195,7 +195,10 @@ export class McpSessions {
 
   private drive(run: Run, signal?: AbortSignal): Promise<Run> {
     return this.owning(async (rt) => {
-      await takeRun(this.o.berth, rt, run);
+      // A call whose client went away keeps running on this server's runtime: its repeat waits for
+      // it there. Claiming the session again would be refused by our own live claim, and a refused
+      // claim stops the runtime, and with it every run it drives (the session then hung for good).
+      if (rt.kernel.epochOf(run.sessionId) === undefined) await takeRun(this.o.berth, rt, run);
       return this.settled(rt, run, signal);
     });
   }

@@ -50,4 +50,34 @@ describe('berth mcp --http: Streamable HTTP on loopback with the serve token', {
     expect(text(read)).toBe('before the bad token\n');
     expect(read.structuredContent).toMatchObject({ session, status: 'ok' });
   });
+
+  it("answers a call repeated by a new client after the first client disconnected mid-call with the one execution's outcome, and the session takes calls after it", async () => {
+    const w = (world = await mcpWorld());
+    const server = await w.startHttp(w.envArgs());
+    const first = await w.connectHttp(server.url, server.token());
+    const wrote = (await first.callTool({ name: 'write_file', arguments: { path: 'kept.txt', content: 'x\n' } })) as CallToolResult;
+    const session = (wrote.structuredContent as { session: string }).session;
+    // Still running when the client goes: it has reached the service and sleeps well past the reconnect.
+    const args = { command: `timeout 20 busybox wget -q -O - http://localhost:${w.port}/once && sleep 8 && echo done >> once.txt`, call_id: 'gone-1' };
+    const gone = new AbortController();
+    const lost = first.callTool({ name: 'exec', arguments: args }, undefined, { signal: gone.signal, timeout: 240_000 }).then(
+      () => 'answered',
+      () => 'lost',
+    );
+    const end = Date.now() + 120_000;
+    while ((w.service.counts().once ?? 0) === 0) {
+      if (Date.now() > end) throw new Error('the call never reached the service');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    gone.abort();
+    expect(await lost).toBe('lost');
+
+    const second = await w.connectHttp(server.url, server.token());
+    const again = (await second.callTool({ name: 'exec', arguments: args }, undefined, { timeout: 240_000 })) as CallToolResult;
+    expect(again.structuredContent).toMatchObject({ session, call_id: 'gone-1', status: 'ok' });
+    expect(again.isError, text(again)).toBe(false);
+    const read = (await second.callTool({ name: 'read_file', arguments: { path: 'once.txt' } }, undefined, { timeout: 60_000 })) as CallToolResult;
+    expect(text(read)).toBe('done\n');
+    expect(w.service.counts().once).toBe(1);
+  });
 });
