@@ -1,12 +1,12 @@
-import type { Environment } from '../../environment';
-import { CALLER_DRIVEN_URL, continueSession, dictatedMessage, ENTRY, submitAgentRun, type ToolResultEntry, type ToolResultStatus } from '../agent';
+import { canonicalJson, type Environment } from '../../environment';
+import { CALLER_DRIVEN_URL, continueSession, dictatedMessage, ENTRY, parseDictated, submitAgentRun, type ToolResultEntry, type ToolResultStatus } from '../agent';
 import type { Berth } from '../api/berth';
 import { SETTLED, startHost, takeRun, whileHoldingRight } from '../api/drive';
 import { stopRuntime } from '../api/run-end';
 import type { Submitted } from '../kernel';
 import type { HostRuntime } from '../runtime/host-runtime';
 import { BerthError, isBerthError } from '../errors';
-import { isFinalRunState, OPEN_RUN_STATES, type Run } from '../model';
+import { isFinalRunState, OPEN_RUN_STATES, type Run, type Submission } from '../model';
 import { newId } from '../support';
 import type { Store } from '../store';
 import { KeyedLock } from '../agent/session-lock';
@@ -74,6 +74,7 @@ export class McpSessions {
     const existing = await store.findSubmission(requestId);
     if (existing) {
       const run = (await store.getRun(existing.runId))!;
+      sameCall(existing, run, { tool, args, sessionId: o.sessionId });
       return this.lock.run(run.sessionId, () => this.settle(run, callId, tool, o.signal));
     }
     const sessionId = o.sessionId ?? this.current;
@@ -243,3 +244,22 @@ async function resultEntryOf(store: Store, run: Run, callId: string): Promise<{ 
 }
 
 const resultOf = async (store: Store, run: Run, callId: string) => (await resultEntryOf(store, run, callId))?.body;
+
+/**
+ * A call_id names one call: asked again for another tool, other arguments or another session, the
+ * answer would be the first call's outcome under the new call's name (the client would take an
+ * `exec`'s output for the file it asked to read), so it is refused, naming the first call.
+ */
+function sameCall(first: Submission, run: Run, asked: { tool: string; args: Record<string, unknown>; sessionId?: string }): void {
+  const message = (first.input as { message?: unknown } | null)?.message;
+  const was = typeof message === 'string' ? parseDictated(message) : null;
+  if (!was) return;
+  const differs = was.tool !== asked.tool || canonicalJson(was.arguments) !== canonicalJson(asked.args) || (asked.sessionId !== undefined && asked.sessionId !== run.sessionId);
+  if (!differs) return;
+  const shown = (tool: string, args: unknown, sessionId: string) => `${tool} ${JSON.stringify(args).slice(0, 200)} in session ${sessionId}`;
+  throw new BerthError(
+    'call_id_reused',
+    `call_id ${was.id} was first used for ${shown(was.tool, was.arguments, run.sessionId)} (run ${run.id}); this call asks for ${shown(asked.tool, asked.args, asked.sessionId ?? run.sessionId)}: repeat the first call exactly, or use a new call_id for a new call`,
+    { ids: { sessionId: run.sessionId, runId: run.id } },
+  );
+}
