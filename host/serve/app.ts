@@ -15,6 +15,7 @@ import { filterQuery, listQuery, readRuns, runRow, runsFilterOf, runsFragment, t
 import { html } from './html';
 import { downloadArtifact } from './artifact-download';
 import { requireHost } from './host-check';
+import { limitBodies } from './body-limit';
 import { mountApiV1 } from './api-v1';
 import { metricsText } from './metrics';
 import { pageRefusal } from './reconcile-refusals';
@@ -42,6 +43,7 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed, hosts: { allowed: ()
   // Host first: a rebound name gets nothing, in every mode (with a token the cookie is this origin's, but --no-token has none).
   app.use('*', requireHost(hosts.allowed, hosts.url));
   app.use('*', requireToken(deps.token));
+  app.use('*', limitBodies());
   app.use('*', requireCsrf(secret));
   // The versioned API for programs (Berth.connect): JSON in and out, typed errors.
   mountApiV1(app, deps, feed);
