@@ -7,6 +7,7 @@ import { newId } from '../support';
 import { nodeReply, readNodeRequest, type GatewayReply, type GatewayRequest, type ProxiedGateway } from './exchange';
 import { GATEWAY_ENTRY, type GatewayLedger } from './ledger';
 import { KeptConnections } from './kept-connections';
+import { KeyMask } from './key-mask';
 import { providerKey } from './provider-key';
 import { usageOf } from './usage';
 
@@ -39,7 +40,7 @@ const STATUS: Record<GatewayRefusal, number> = {
 
 /** Request headers passed on to the provider; everything else (the sandbox's key above all) stays behind. */
 const PASSED = ['content-type', 'accept', 'user-agent', 'openai-beta'];
-/** Answer headers not passed back: hop-by-hop, and the provider's cookies (the length stays: the bytes pass unchanged). */
+/** Answer headers not passed back: hop-by-hop, and the provider's cookies (the length stays: the bytes pass unchanged but for the key, masked in place). */
 const DROPPED = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'set-cookie']);
 /** What may go into a header line or a request target: no control characters, so nothing can start another line. */
 const HEADER_SAFE = /^[\t\x20-\x7e]*$/;
@@ -168,6 +169,10 @@ export class ModelGateway implements ProxiedGateway {
     let total = 0;
     let status = 502;
     let contentType: string | undefined;
+    const mask = new KeyMask(x.key);
+    const pass = (d: Buffer) => {
+      if (d.length > 0) reply.write(d);
+    };
     const finish = (error?: string) => {
       const text = Buffer.concat(chunks).toString('utf8');
       const { usage, model: reported } = usageOf(text, contentType);
@@ -196,7 +201,7 @@ export class ModelGateway implements ProxiedGateway {
         for (const kv of h.headers) {
           if (DROPPED.has(kv[0])) continue;
           if (kv[0] === 'content-type') contentType = kv[1];
-          out.push(kv);
+          out.push([kv[0], mask.maskText(kv[1])]);
         }
         reply.head(h.status, out, h.length);
       },
@@ -206,9 +211,10 @@ export class ModelGateway implements ProxiedGateway {
           chunks.push(d);
           kept += d.length;
         }
-        reply.write(d);
+        pass(mask.push(d));
       },
       end: () => {
+        pass(mask.end());
         reply.end();
         // The bookkeeping (usage parse, spend, entry, log line) waits for the next tick: the reply's
         // writes of this turn leave first (the proxy uncorks them on a tick queued before this one),
