@@ -179,7 +179,8 @@ export class ModelGateway implements ProxiedGateway {
       const model = reported ?? x.model;
       const end = this.now();
       const durationMs = end - x.at;
-      this.o.ledger.spend(x.runId, model, status < 400 ? usage : undefined);
+      const estimatedTokens = status < 400 && !usage ? estimateTokens(x.sent.length, total) : undefined;
+      this.o.ledger.spend(x.runId, model, status < 400 ? usage : undefined, estimatedTokens);
       this.o.ledger.entry(x.runId, GATEWAY_ENTRY.response, () => ({
         at: end,
         exchange: x.exchange(),
@@ -187,6 +188,7 @@ export class ModelGateway implements ProxiedGateway {
         model,
         status,
         usage: usage ?? null,
+        ...(estimatedTokens === undefined ? {} : { estimatedTokens }),
         durationMs,
         bytes: total,
         ...(error ? { error: scrub(error, x.secrets) } : {}),
@@ -251,6 +253,15 @@ export class ModelGateway implements ProxiedGateway {
     reply.end();
   }
 }
+
+/**
+ * What an answer that reported no usage counts against the budget: a stream its client stopped
+ * reading (or its provider cut) before the last event, or a provider that never reports usage.
+ * Counted as nothing, a sandbox that hung up before each stream's end spent without limit. Four
+ * bytes a token of the request and of the answer as far as it came: more than the provider counts
+ * (JSON and SSE framing are bytes too), which is the side a limit should err on.
+ */
+const estimateTokens = (requestBytes: number, answerBytes: number) => Math.ceil(requestBytes / 4) + Math.ceil(answerBytes / 4);
 
 /**
  * True when a request body might name its model twice or in a spelling a byte search cannot see
