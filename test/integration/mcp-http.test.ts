@@ -80,4 +80,19 @@ describe('berth mcp --http: Streamable HTTP on loopback with the serve token', {
     expect(text(read)).toBe('done\n');
     expect(w.service.counts().once).toBe(1);
   });
+
+  it('answers GET and DELETE at /mcp with 405 and a typed error at once, since a stateless server has no stream to hold open or session to end; clients go on with POSTs', async () => {
+    const w = (world = await mcpWorld());
+    const server = await w.startHttp(w.envArgs());
+    const auth = { authorization: `Bearer ${server.token()}` };
+    for (const method of ['GET', 'DELETE']) {
+      const res = await fetch(server.url, { method, headers: { ...auth, accept: 'text/event-stream' }, signal: AbortSignal.timeout(60_000) });
+      expect(res.status, method).toBe(405);
+      expect(res.headers.get('allow')).toBe('POST');
+      expect(await res.json()).toMatchObject({ error: { data: { code: 'method_not_allowed' } } });
+    }
+    const client = await w.connectHttp(server.url, server.token());
+    const wrote = (await client.callTool({ name: 'write_file', arguments: { path: 'post.txt', content: 'posted\n' } })) as CallToolResult;
+    expect(wrote.isError, text(wrote)).toBe(false);
+  });
 });
