@@ -23,6 +23,11 @@ import { pageRefusal } from './reconcile-refusals';
 /** `tag=a&tag=b` or `tag=a,b` (the form's one box): at most 10 tags. */
 export const tagsOf = (raw: string[] | undefined) => [...new Set((raw ?? []).flatMap((t) => t.split(',')).map((t) => t.trim()).filter(Boolean))].slice(0, 10);
 const positive = (v: string | undefined) => (v && /^\d+$/.test(v) ? Number(v) : undefined);
+/**
+ * Past any list a store can hold, and small enough that page × limit stays a whole number SQLite
+ * takes as an OFFSET: `?page=99999999999999999999` made one past the int64 range, a 500 (datatype mismatch).
+ */
+const MAX_PAGE = 1_000_000_000;
 
 /**
  * The HTTP app: pages, their live fragments, the JSON API, the event streams and the actions.
@@ -52,7 +57,7 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed, hosts: { allowed: ()
   app.get('/assets/style.css', (c) => c.body(STYLE_CSS, 200, { 'content-type': 'text/css; charset=utf-8', 'cache-control': 'no-cache' }));
 
   const filterOf = (c: Context): RunsFilter =>
-    runsFilterOf({ states: c.req.queries('state') ?? [], search: c.req.query('q'), tags: tagsOf(c.req.queries('tag')), from: c.req.query('from'), to: c.req.query('to'), page: positive(c.req.query('page')) ?? 1 });
+    runsFilterOf({ states: c.req.queries('state') ?? [], search: c.req.query('q'), tags: tagsOf(c.req.queries('tag')), from: c.req.query('from'), to: c.req.query('to'), page: Math.min(positive(c.req.query('page')) ?? 1, MAX_PAGE) });
   app.get('/', async (c) => {
     const f = filterOf(c);
     const after = await deps.store.lastCommitLogSeq();

@@ -98,4 +98,18 @@ describe('berth serve answers malformed and oversized requests with a typed refu
     expect(await fx.read((s) => s.listAcceptance({ runId }))).toEqual([]);
     expect(server.output()).not.toContain('request failed');
   });
+
+  it('answers a page number past every page (however many digits) with an empty page of the list, not a 500', async () => {
+    const { runId, server } = await servedRun();
+    for (const page of ['99999999999999999999', '9007199254740993', '1000000000000']) {
+      const api = await fetch(`${server.url}/api/runs?page=${page}&limit=1000`);
+      expect(api.status, page).toBe(200);
+      expect(await api.json(), page).toEqual({ runs: [], total: 1 });
+      const list = await fetch(`${server.url}/?page=${page}`);
+      expect(list.status, page).toBe(200);
+      expect(await list.text(), page).not.toContain(`data-run="${runId}"`);
+    }
+    expect(await (await fetch(`${server.url}/api/runs`)).json()).toMatchObject({ runs: [{ run: { id: runId } }], total: 1 });
+    expect(server.output()).not.toContain('request failed');
+  });
 });
