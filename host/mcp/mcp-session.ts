@@ -54,8 +54,10 @@ export class McpSessions {
   private readonly lock = new KeyedLock();
   private current: string | undefined;
   private rt: Promise<HostRuntime> | undefined;
-  /** Runs answered at their call's result commit and still ending (the root's phase and end), by session. */
+  /** Runs this server drives for a call, until they end (the session's next call waits for them), by session. */
   private readonly ending = new Map<string, Promise<unknown>>();
+  /** Of those, the runs already answered at their call's result commit, still ending (the root's phase and end). */
+  private readonly answeredEnding = new Map<string, Promise<unknown>>();
   /** The committed results those answers were made from, by run (taken once by `settle`). */
   private readonly early = new Map<string, ToolResultEntry>();
 
@@ -116,9 +118,14 @@ export class McpSessions {
     return this.settle(run, callId, tool, signal);
   }
 
-  /** Resolves once the session's runs answered at their result's commit have ended (what a reader of its runs' states must wait for). */
+  /**
+   * Resolves once the session's runs answered at their result's commit have ended (what a reader of
+   * its runs' states must wait for: the answer said the call ended). A call still running is not
+   * waited for: it is pending, and a reader asked while it runs (another client's `status`) must
+   * not wait for as long as its command does.
+   */
   async ended(sessionId: string): Promise<void> {
-    await this.ending.get(sessionId);
+    await this.answeredEnding.get(sessionId);
   }
 
   async requireSession(sessionId: string): Promise<void> {
@@ -180,6 +187,7 @@ export class McpSessions {
         void resultOf(this.o.berth.store, run, callId).then((r) => {
           if (!r || r.status === 'interrupted') return;
           this.early.set(run.id, r);
+          this.answeredEnding.set(run.sessionId, ending);
           resolve(run);
         }, () => {});
       });
@@ -189,6 +197,7 @@ export class McpSessions {
     void ending.finally(() => {
       off();
       if (this.ending.get(run.sessionId) === ending) this.ending.delete(run.sessionId);
+      if (this.answeredEnding.get(run.sessionId) === ending) this.answeredEnding.delete(run.sessionId);
     });
     const stopped = new Promise<never>((_, reject) => signal?.addEventListener('abort', () => reject(signal.reason), { once: true }));
     return Promise.race([settled, early, stopped]).finally(off);
