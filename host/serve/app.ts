@@ -131,7 +131,8 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed, hosts: { allowed: ()
       } catch (err) {
         if (!isBerthError(err)) throw err;
         said = `${err.code}: ${err.message}`;
-        status = 409;
+        // A run or approval that is not there is not a conflict with its state: a program tells them apart by status, as in /api/v1.
+        status = err.code.endsWith('not_found') ? 404 : 409;
       }
       if (c.req.header('accept')?.includes('application/json')) return c.json(forked ? { said, forkRunId: forked } : { said }, status as 200);
       return c.redirect(`/runs/${encodeURIComponent(c.req.param('id'))}?said=${encodeURIComponent(said)}${forked ? `&forked=${encodeURIComponent(forked)}` : ''}`, 303);

@@ -112,4 +112,21 @@ describe('berth serve answers malformed and oversized requests with a typed refu
     expect(await (await fetch(`${server.url}/api/runs`)).json()).toMatchObject({ runs: [{ run: { id: runId } }], total: 1 });
     expect(server.output()).not.toContain('request failed');
   });
+
+  it('answers an action on a run or an approval that does not exist with 404 naming it, not 409, and changes nothing', async () => {
+    const { fx, runId, server } = await servedRun();
+    const csrf = csrfOf(await (await fetch(`${server.url}/runs/${runId}`)).text())!;
+    const act = (path: string, body = '') => post(`${server.url}${path}`, { bytes: 0, body, headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json', 'x-csrf-token': csrf } });
+    for (const [action, body] of [['cancel', ''], ['accept', ''], ['reconcile', 'answer=accept'], ['fork', 'at=upload']]) {
+      const r = await act(`/runs/run_nope/${action}`, body);
+      expect(r.status, action).toBe(404);
+      expect(JSON.parse(r.body).said, action).toMatch(/^run_not_found: no run run_nope/);
+    }
+    const approval = await act(`/runs/${runId}/approve`, 'id=call_nope');
+    expect(approval.status).toBe(404);
+    expect(JSON.parse(approval.body).said).toMatch(/^approval_not_found: .*call_nope/);
+    // A refusal of something that exists stays a conflict.
+    expect((await act(`/runs/${runId}/cancel`)).status).toBe(409);
+    expect(await fx.read((s) => s.listAcceptance({ runId }))).toEqual([]);
+  });
 });
