@@ -4,3 +4,4 @@ export { usageOf, type GatewayUsage } from './usage';
 export { providerKey } from './provider-key';
 export { nodeReply, readNodeRequest, type GatewayReply, type GatewayRequest, type ProxiedGateway } from './exchange';
 export { KeptConnections, type Exchange, type ExchangeSink } from './kept-connections';
+export { KeyMask } from './key-mask';

@@ -20,8 +20,11 @@ export interface GatewayLedger {
    * waits for it. A function body is built only when written, off the request's path.
    */
   entry(runId: string | null, kind: GatewayEntryKind, body: object | (() => object)): void;
-  /** Counts an answer's tokens against its run's budget at once, and records them as the run's cost. */
-  spend(runId: string | null, model: string, usage: GatewayUsage | undefined): void;
+  /**
+   * Counts an answer's tokens against its run's budget at once, and records them as the run's cost.
+   * An answer without usage counts `estimatedTokens` against the budget only (cost is what was reported).
+   */
+  spend(runId: string | null, model: string, usage: GatewayUsage | undefined, estimatedTokens?: number): void;
   settle(): Promise<void>;
 }
 
@@ -50,8 +53,9 @@ export function storeLedger(store: GatewayStore, runOf: GatewayRunOf, log: Logge
     let n = 0;
     for (const e of all) {
       if (e.kind !== GATEWAY_ENTRY.response) continue;
-      const u = (e.body as { usage?: GatewayUsage | null }).usage;
-      if (u) n += u.prompt + u.completion;
+      const b = e.body as { usage?: GatewayUsage | null; estimatedTokens?: number };
+      if (b.usage) n += b.usage.prompt + b.usage.completion;
+      else if (typeof b.estimatedTokens === 'number') n += b.estimatedTokens;
     }
     return n;
   };
@@ -98,9 +102,9 @@ export function storeLedger(store: GatewayStore, runOf: GatewayRunOf, log: Logge
       entries.push({ sessionId, runId, kind, body });
       soon();
     },
-    spend(runId, model, usage) {
+    spend(runId, model, usage, estimatedTokens) {
       if (!runId) return;
-      const tokens = usage ? usage.prompt + usage.completion : 0;
+      const tokens = usage ? usage.prompt + usage.completion : (estimatedTokens ?? 0);
       const before = spent.get(runId) ?? Promise.resolve(0);
       spent.set(runId, before.then((n) => n + tokens));
       const key = `${runId}\0${model}`;

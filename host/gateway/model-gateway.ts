@@ -7,6 +7,7 @@ import { newId } from '../support';
 import { nodeReply, readNodeRequest, type GatewayReply, type GatewayRequest, type ProxiedGateway } from './exchange';
 import { GATEWAY_ENTRY, type GatewayLedger } from './ledger';
 import { KeptConnections } from './kept-connections';
+import { KeyMask } from './key-mask';
 import { providerKey } from './provider-key';
 import { usageOf } from './usage';
 
@@ -39,7 +40,7 @@ const STATUS: Record<GatewayRefusal, number> = {
 
 /** Request headers passed on to the provider; everything else (the sandbox's key above all) stays behind. */
 const PASSED = ['content-type', 'accept', 'user-agent', 'openai-beta'];
-/** Answer headers not passed back: hop-by-hop, and the provider's cookies (the length stays: the bytes pass unchanged). */
+/** Answer headers not passed back: hop-by-hop, and the provider's cookies (the length stays: the bytes pass unchanged but for the key, masked in place). */
 const DROPPED = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'set-cookie']);
 /** What may go into a header line or a request target: no control characters, so nothing can start another line. */
 const HEADER_SAFE = /^[\t\x20-\x7e]*$/;
@@ -168,13 +169,18 @@ export class ModelGateway implements ProxiedGateway {
     let total = 0;
     let status = 502;
     let contentType: string | undefined;
+    const mask = new KeyMask(x.key);
+    const pass = (d: Buffer) => {
+      if (d.length > 0) reply.write(d);
+    };
     const finish = (error?: string) => {
       const text = Buffer.concat(chunks).toString('utf8');
       const { usage, model: reported } = usageOf(text, contentType);
       const model = reported ?? x.model;
       const end = this.now();
       const durationMs = end - x.at;
-      this.o.ledger.spend(x.runId, model, status < 400 ? usage : undefined);
+      const estimatedTokens = status < 400 && !usage ? estimateTokens(x.sent.length, total) : undefined;
+      this.o.ledger.spend(x.runId, model, status < 400 ? usage : undefined, estimatedTokens);
       this.o.ledger.entry(x.runId, GATEWAY_ENTRY.response, () => ({
         at: end,
         exchange: x.exchange(),
@@ -182,6 +188,7 @@ export class ModelGateway implements ProxiedGateway {
         model,
         status,
         usage: usage ?? null,
+        ...(estimatedTokens === undefined ? {} : { estimatedTokens }),
         durationMs,
         bytes: total,
         ...(error ? { error: scrub(error, x.secrets) } : {}),
@@ -196,7 +203,7 @@ export class ModelGateway implements ProxiedGateway {
         for (const kv of h.headers) {
           if (DROPPED.has(kv[0])) continue;
           if (kv[0] === 'content-type') contentType = kv[1];
-          out.push(kv);
+          out.push([kv[0], mask.maskText(kv[1])]);
         }
         reply.head(h.status, out, h.length);
       },
@@ -206,9 +213,10 @@ export class ModelGateway implements ProxiedGateway {
           chunks.push(d);
           kept += d.length;
         }
-        reply.write(d);
+        pass(mask.push(d));
       },
       end: () => {
+        pass(mask.end());
         reply.end();
         // The bookkeeping (usage parse, spend, entry, log line) waits for the next tick: the reply's
         // writes of this turn leave first (the proxy uncorks them on a tick queued before this one),
@@ -245,6 +253,15 @@ export class ModelGateway implements ProxiedGateway {
     reply.end();
   }
 }
+
+/**
+ * What an answer that reported no usage counts against the budget: a stream its client stopped
+ * reading (or its provider cut) before the last event, or a provider that never reports usage.
+ * Counted as nothing, a sandbox that hung up before each stream's end spent without limit. Four
+ * bytes a token of the request and of the answer as far as it came: more than the provider counts
+ * (JSON and SSE framing are bytes too), which is the side a limit should err on.
+ */
+const estimateTokens = (requestBytes: number, answerBytes: number) => Math.ceil(requestBytes / 4) + Math.ceil(answerBytes / 4);
 
 /**
  * True when a request body might name its model twice or in a spelling a byte search cannot see

@@ -20,8 +20,8 @@ const same = (a: string, b: string) => {
   return x.length === y.length && timingSafeEqual(x, y);
 };
 
-function refuse(res: ServerResponse, status: number, code: string, message: string): void {
-  res.writeHead(status, { 'content-type': 'application/json' });
+function refuse(res: ServerResponse, status: number, code: string, message: string, headers: Record<string, string> = {}): void {
+  res.writeHead(status, { 'content-type': 'application/json', ...headers });
   res.end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32001, message: `${code}: ${message}`, data: { code } } }));
 }
 
@@ -40,6 +40,10 @@ export async function startMcpHttp(berth: Berth, sessions: McpSessions, o: McpHt
       const given = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1] ?? '';
       if (!same(given, o.token)) return refuse(res, 401, 'unauthorized', 'wrong or missing bearer token (the token is in the file berth mcp names)');
     }
+    // Stateless: a GET's stream would be held open with nothing ever to carry (each request has its
+    // own server, gone with it), and there is no HTTP session for a DELETE to end. The SDK client
+    // takes 405 as "no stream" and goes on.
+    if (req.method !== 'POST') return refuse(res, 405, 'method_not_allowed', `${req.method} /mcp: this server is stateless and takes POST only`, { allow: 'POST' });
     const server = createMcpServer(berth, sessions);
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     res.on('close', () => {

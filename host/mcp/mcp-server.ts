@@ -10,7 +10,7 @@ import { McpSessions, type CallOutcome } from './mcp-session';
 import { SANDBOX_TOOL_NAMES, SESSION_TOOLS, sandboxTools } from './mcp-tools';
 
 /** Codes that say the request itself was wrong (the client can fix it), as opposed to a host failure. */
-const CLIENT_ERRORS = new Set(['fork_invalid', 'snapshot_pruned', 'session_not_found', 'session_required', 'session_needs_reconciliation', 'session_busy', 'usage', 'run_not_reconcilable']);
+const CLIENT_ERRORS = new Set(['call_id_reused', 'fork_invalid', 'snapshot_pruned', 'session_not_found', 'session_required', 'session_needs_reconciliation', 'session_busy', 'usage', 'run_not_reconcilable']);
 
 /** A Berth error as a JSON-RPC error: the stable code, retryable and ids in `data`. */
 export function toMcpError(err: unknown): McpError {

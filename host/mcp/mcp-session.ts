@@ -1,12 +1,12 @@
-import type { Environment } from '../../environment';
-import { CALLER_DRIVEN_URL, continueSession, dictatedMessage, ENTRY, submitAgentRun, type ToolResultEntry, type ToolResultStatus } from '../agent';
+import { canonicalJson, type Environment } from '../../environment';
+import { CALLER_DRIVEN_URL, continueSession, dictatedMessage, ENTRY, parseDictated, submitAgentRun, type ToolResultEntry, type ToolResultStatus } from '../agent';
 import type { Berth } from '../api/berth';
 import { SETTLED, startHost, takeRun, whileHoldingRight } from '../api/drive';
 import { stopRuntime } from '../api/run-end';
 import type { Submitted } from '../kernel';
 import type { HostRuntime } from '../runtime/host-runtime';
 import { BerthError, isBerthError } from '../errors';
-import { isFinalRunState, OPEN_RUN_STATES, type Run } from '../model';
+import { isFinalRunState, OPEN_RUN_STATES, type Run, type Submission } from '../model';
 import { newId } from '../support';
 import type { Store } from '../store';
 import { KeyedLock } from '../agent/session-lock';
@@ -54,8 +54,10 @@ export class McpSessions {
   private readonly lock = new KeyedLock();
   private current: string | undefined;
   private rt: Promise<HostRuntime> | undefined;
-  /** Runs answered at their call's result commit and still ending (the root's phase and end), by session. */
+  /** Runs this server drives for a call, until they end (the session's next call waits for them), by session. */
   private readonly ending = new Map<string, Promise<unknown>>();
+  /** Of those, the runs already answered at their call's result commit, still ending (the root's phase and end). */
+  private readonly answeredEnding = new Map<string, Promise<unknown>>();
   /** The committed results those answers were made from, by run (taken once by `settle`). */
   private readonly early = new Map<string, ToolResultEntry>();
 
@@ -74,6 +76,7 @@ export class McpSessions {
     const existing = await store.findSubmission(requestId);
     if (existing) {
       const run = (await store.getRun(existing.runId))!;
+      sameCall(existing, run, { tool, args, sessionId: o.sessionId });
       return this.lock.run(run.sessionId, () => this.settle(run, callId, tool, o.signal));
     }
     const sessionId = o.sessionId ?? this.current;
@@ -115,9 +118,14 @@ export class McpSessions {
     return this.settle(run, callId, tool, signal);
   }
 
-  /** Resolves once the session's runs answered at their result's commit have ended (what a reader of its runs' states must wait for). */
+  /**
+   * Resolves once the session's runs answered at their result's commit have ended (what a reader of
+   * its runs' states must wait for: the answer said the call ended). A call still running is not
+   * waited for: it is pending, and a reader asked while it runs (another client's `status`) must
+   * not wait for as long as its command does.
+   */
   async ended(sessionId: string): Promise<void> {
-    await this.ending.get(sessionId);
+    await this.answeredEnding.get(sessionId);
   }
 
   async requireSession(sessionId: string): Promise<void> {
@@ -179,6 +187,7 @@ export class McpSessions {
         void resultOf(this.o.berth.store, run, callId).then((r) => {
           if (!r || r.status === 'interrupted') return;
           this.early.set(run.id, r);
+          this.answeredEnding.set(run.sessionId, ending);
           resolve(run);
         }, () => {});
       });
@@ -188,6 +197,7 @@ export class McpSessions {
     void ending.finally(() => {
       off();
       if (this.ending.get(run.sessionId) === ending) this.ending.delete(run.sessionId);
+      if (this.answeredEnding.get(run.sessionId) === ending) this.answeredEnding.delete(run.sessionId);
     });
     const stopped = new Promise<never>((_, reject) => signal?.addEventListener('abort', () => reject(signal.reason), { once: true }));
     return Promise.race([settled, early, stopped]).finally(off);
@@ -195,7 +205,10 @@ export class McpSessions {
 
   private drive(run: Run, signal?: AbortSignal): Promise<Run> {
     return this.owning(async (rt) => {
-      await takeRun(this.o.berth, rt, run);
+      // A call whose client went away keeps running on this server's runtime: its repeat waits for
+      // it there. Claiming the session again would be refused by our own live claim, and a refused
+      // claim stops the runtime, and with it every run it drives (the session then hung for good).
+      if (rt.kernel.epochOf(run.sessionId) === undefined) await takeRun(this.o.berth, rt, run);
       return this.settled(rt, run, signal);
     });
   }
@@ -240,3 +253,22 @@ async function resultEntryOf(store: Store, run: Run, callId: string): Promise<{ 
 }
 
 const resultOf = async (store: Store, run: Run, callId: string) => (await resultEntryOf(store, run, callId))?.body;
+
+/**
+ * A call_id names one call: asked again for another tool, other arguments or another session, the
+ * answer would be the first call's outcome under the new call's name (the client would take an
+ * `exec`'s output for the file it asked to read), so it is refused, naming the first call.
+ */
+function sameCall(first: Submission, run: Run, asked: { tool: string; args: Record<string, unknown>; sessionId?: string }): void {
+  const message = (first.input as { message?: unknown } | null)?.message;
+  const was = typeof message === 'string' ? parseDictated(message) : null;
+  if (!was) return;
+  const differs = was.tool !== asked.tool || canonicalJson(was.arguments) !== canonicalJson(asked.args) || (asked.sessionId !== undefined && asked.sessionId !== run.sessionId);
+  if (!differs) return;
+  const shown = (tool: string, args: unknown, sessionId: string) => `${tool} ${JSON.stringify(args).slice(0, 200)} in session ${sessionId}`;
+  throw new BerthError(
+    'call_id_reused',
+    `call_id ${was.id} was first used for ${shown(was.tool, was.arguments, run.sessionId)} (run ${run.id}); this call asks for ${shown(asked.tool, asked.args, asked.sessionId ?? run.sessionId)}: repeat the first call exactly, or use a new call_id for a new call`,
+    { ids: { sessionId: run.sessionId, runId: run.id } },
+  );
+}

@@ -15,6 +15,7 @@ import { filterQuery, listQuery, readRuns, runRow, runsFilterOf, runsFragment, t
 import { html } from './html';
 import { downloadArtifact } from './artifact-download';
 import { requireHost } from './host-check';
+import { limitBodies } from './body-limit';
 import { mountApiV1 } from './api-v1';
 import { metricsText } from './metrics';
 import { pageRefusal } from './reconcile-refusals';
@@ -22,6 +23,11 @@ import { pageRefusal } from './reconcile-refusals';
 /** `tag=a&tag=b` or `tag=a,b` (the form's one box): at most 10 tags. */
 export const tagsOf = (raw: string[] | undefined) => [...new Set((raw ?? []).flatMap((t) => t.split(',')).map((t) => t.trim()).filter(Boolean))].slice(0, 10);
 const positive = (v: string | undefined) => (v && /^\d+$/.test(v) ? Number(v) : undefined);
+/**
+ * Past any list a store can hold, and small enough that page × limit stays a whole number SQLite
+ * takes as an OFFSET: `?page=99999999999999999999` made one past the int64 range, a 500 (datatype mismatch).
+ */
+const MAX_PAGE = 1_000_000_000;
 
 /**
  * The HTTP app: pages, their live fragments, the JSON API, the event streams and the actions.
@@ -42,6 +48,7 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed, hosts: { allowed: ()
   // Host first: a rebound name gets nothing, in every mode (with a token the cookie is this origin's, but --no-token has none).
   app.use('*', requireHost(hosts.allowed, hosts.url));
   app.use('*', requireToken(deps.token));
+  app.use('*', limitBodies());
   app.use('*', requireCsrf(secret));
   // The versioned API for programs (Berth.connect): JSON in and out, typed errors.
   mountApiV1(app, deps, feed);
@@ -50,7 +57,7 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed, hosts: { allowed: ()
   app.get('/assets/style.css', (c) => c.body(STYLE_CSS, 200, { 'content-type': 'text/css; charset=utf-8', 'cache-control': 'no-cache' }));
 
   const filterOf = (c: Context): RunsFilter =>
-    runsFilterOf({ states: c.req.queries('state') ?? [], search: c.req.query('q'), tags: tagsOf(c.req.queries('tag')), from: c.req.query('from'), to: c.req.query('to'), page: positive(c.req.query('page')) ?? 1 });
+    runsFilterOf({ states: c.req.queries('state') ?? [], search: c.req.query('q'), tags: tagsOf(c.req.queries('tag')), from: c.req.query('from'), to: c.req.query('to'), page: Math.min(positive(c.req.query('page')) ?? 1, MAX_PAGE) });
   app.get('/', async (c) => {
     const f = filterOf(c);
     const after = await deps.store.lastCommitLogSeq();
@@ -124,7 +131,8 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed, hosts: { allowed: ()
       } catch (err) {
         if (!isBerthError(err)) throw err;
         said = `${err.code}: ${err.message}`;
-        status = 409;
+        // A run or approval that is not there is not a conflict with its state: a program tells them apart by status, as in /api/v1.
+        status = err.code.endsWith('not_found') ? 404 : 409;
       }
       if (c.req.header('accept')?.includes('application/json')) return c.json(forked ? { said, forkRunId: forked } : { said }, status as 200);
       return c.redirect(`/runs/${encodeURIComponent(c.req.param('id'))}?said=${encodeURIComponent(said)}${forked ? `&forked=${encodeURIComponent(forked)}` : ''}`, 303);

@@ -61,6 +61,15 @@ export function requireToken(token: string | null): MiddlewareHandler {
   };
 }
 
+/** An Origin header's host; one that is not a URL names no site, so it is no site of ours (it was a 500). */
+function hostOf(origin: string): string | null {
+  try {
+    return new URL(origin).host;
+  } catch {
+    return null;
+  }
+}
+
 /**
  * State changes are POST only and carry the CSRF token (form field `_csrf` or header
  * `x-csrf-token`); a request whose Origin is another site is refused even with a cookie.
@@ -71,7 +80,7 @@ export function requireCsrf(secret: string): MiddlewareHandler {
     if (c.req.method === 'GET' || c.req.method === 'HEAD') return next();
     if (c.req.method !== 'POST') return c.text('405: changes are POST requests', 405);
     const origin = c.req.header('origin');
-    if (origin && origin !== 'null' && new URL(origin).host !== c.req.header('host')) return c.text('403: cross-site request refused', 403);
+    if (origin && origin !== 'null' && hostOf(origin) !== c.req.header('host')) return c.text('403: cross-site request refused', 403);
     // The versioned API takes JSON only: a cross-site form cannot send it (a script would need CORS, never granted).
     if (new URL(c.req.url).pathname.startsWith('/api/v1/')) {
       if (!c.req.header('content-type')?.startsWith('application/json')) return c.json({ error: { code: 'invalid_request', message: 'API requests send application/json', retryable: false } }, 415);

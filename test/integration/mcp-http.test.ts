@@ -1,5 +1,6 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, describe, expect, it } from 'vitest';
+import { requireEngine } from '../support/docker-engine';
 import { mcpWorld } from '../support/mcp-world';
 import { readStore } from '../support/temp-store';
 
@@ -49,5 +50,77 @@ describe('berth mcp --http: Streamable HTTP on loopback with the serve token', {
     const read = (await client.callTool({ name: 'read_file', arguments: { path: 'kept.txt' } })) as CallToolResult;
     expect(text(read)).toBe('before the bad token\n');
     expect(read.structuredContent).toMatchObject({ session, status: 'ok' });
+  });
+
+  it("answers a call repeated by a new client after the first client disconnected mid-call with the one execution's outcome, and the session takes calls after it", async () => {
+    const w = (world = await mcpWorld());
+    const server = await w.startHttp(w.envArgs());
+    const first = await w.connectHttp(server.url, server.token());
+    const wrote = (await first.callTool({ name: 'write_file', arguments: { path: 'kept.txt', content: 'x\n' } })) as CallToolResult;
+    const session = (wrote.structuredContent as { session: string }).session;
+    // Still running when the client goes: it has reached the service and sleeps well past the reconnect.
+    const args = { command: `timeout 20 busybox wget -q -O - http://localhost:${w.port}/once && sleep 8 && echo done >> once.txt`, call_id: 'gone-1' };
+    const gone = new AbortController();
+    const lost = first.callTool({ name: 'exec', arguments: args }, undefined, { signal: gone.signal, timeout: 240_000 }).then(
+      () => 'answered',
+      () => 'lost',
+    );
+    const end = Date.now() + 120_000;
+    while ((w.service.counts().once ?? 0) === 0) {
+      if (Date.now() > end) throw new Error('the call never reached the service');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    gone.abort();
+    expect(await lost).toBe('lost');
+
+    const second = await w.connectHttp(server.url, server.token());
+    const again = (await second.callTool({ name: 'exec', arguments: args }, undefined, { timeout: 240_000 })) as CallToolResult;
+    expect(again.structuredContent).toMatchObject({ session, call_id: 'gone-1', status: 'ok' });
+    expect(again.isError, text(again)).toBe(false);
+    const read = (await second.callTool({ name: 'read_file', arguments: { path: 'once.txt' } }, undefined, { timeout: 60_000 })) as CallToolResult;
+    expect(text(read)).toBe('done\n');
+    expect(w.service.counts().once).toBe(1);
+  });
+
+  it('answers GET and DELETE at /mcp with 405 and a typed error at once, since a stateless server has no stream to hold open or session to end; clients go on with POSTs', async () => {
+    const w = (world = await mcpWorld());
+    const server = await w.startHttp(w.envArgs());
+    const auth = { authorization: `Bearer ${server.token()}` };
+    for (const method of ['GET', 'DELETE']) {
+      const res = await fetch(server.url, { method, headers: { ...auth, accept: 'text/event-stream' }, signal: AbortSignal.timeout(60_000) });
+      expect(res.status, method).toBe(405);
+      expect(res.headers.get('allow')).toBe('POST');
+      expect(await res.json()).toMatchObject({ error: { data: { code: 'method_not_allowed' } } });
+    }
+    const client = await w.connectHttp(server.url, server.token());
+    const wrote = (await client.callTool({ name: 'write_file', arguments: { path: 'post.txt', content: 'posted\n' } })) as CallToolResult;
+    expect(wrote.isError, text(wrote)).toBe(false);
+  });
+
+  it("answers status while another client's call is still running, showing that call pending, instead of waiting for it to end", async () => {
+    const w = (world = await mcpWorld());
+    const server = await w.startHttp(w.envArgs());
+    const first = await w.connectHttp(server.url, server.token());
+    const wrote = (await first.callTool({ name: 'write_file', arguments: { path: 'a.txt', content: 'a\n' } })) as CallToolResult;
+    const session = (wrote.structuredContent as { session: string }).session;
+    // Held until the test releases it: the status below is asked while it runs, however slow the machine.
+    const held = first.callTool({ name: 'exec', arguments: { command: `timeout 20 busybox wget -q -O - http://localhost:${w.port}/held && until [ -f /tmp/release ]; do sleep 0.2; done; echo released`, call_id: 'held-1' } }, undefined, { timeout: 240_000 });
+    held.catch(() => {}); // awaited below; a failure before that must not be unhandled
+    const end = Date.now() + 120_000;
+    while ((w.service.counts().held ?? 0) === 0) {
+      if (Date.now() > end) throw new Error('the held call never reached the service');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const other = await w.connectHttp(server.url, server.token());
+    const status = (await other.callTool({ name: 'status', arguments: { session } }, undefined, { timeout: 60_000 })) as CallToolResult;
+    const calls = (status.structuredContent as { calls: Array<{ run_state: string; status: string }> }).calls;
+    expect(calls).toHaveLength(2);
+    expect(calls.map((c) => c.status).sort()).toEqual(['ok', 'pending']);
+    expect(calls.find((c) => c.status === 'pending')!.run_state).toBe('running');
+
+    const docker = await requireEngine();
+    const [box] = await docker.listContainers({ filters: { label: [`berth.session=${session}`] } });
+    await (await docker.getContainer(box!.Id).exec({ Cmd: ['touch', '/tmp/release'] })).start({ hijack: true, stdin: false }).then((s) => new Promise((r) => (s.on('end', r), s.resume())));
+    expect(text((await held) as CallToolResult)).toContain('released');
   });
 });

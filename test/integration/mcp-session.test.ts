@@ -238,4 +238,26 @@ describe('berth mcp: a Berth session as the sandbox of an MCP client', { timeout
     expect((err as McpError).data).toMatchObject({ code: 'session_not_found', ids: { sessionId: 'ses_nope' } });
     expect((err as McpError).message).toContain('no session ses_nope');
   });
+
+  it('refuses a call_id used again for another call with a typed error naming the first call, running nothing, and repeats the first call exactly', async () => {
+    const w = (world = await mcpWorld());
+    const c = await w.connect(w.envArgs());
+    const args = { command: `timeout 20 busybox wget -q -O - http://localhost:${w.port}/dup && echo first-call`, call_id: 'dup-1' };
+    const first = await call(c, 'exec', args);
+    expect(first.text).toContain('first-call');
+    for (const [tool, other] of [
+      ['read_file', { path: 'hello.txt', call_id: 'dup-1' }],
+      ['exec', { ...args, command: 'echo another' }],
+    ] as const) {
+      const err = await c.client.callTool({ name: tool, arguments: other }).catch((e: unknown) => e);
+      expect(err, `${tool} ${JSON.stringify(other)}`).toBeInstanceOf(McpError);
+      expect((err as McpError).data).toMatchObject({ code: 'call_id_reused', ids: { runId: first.s.run, sessionId: first.s.session } });
+      expect((err as McpError).message).toContain('call_id dup-1 was first used for exec');
+    }
+    const again = await call(c, 'exec', args);
+    expect(again.s).toMatchObject({ run: first.s.run, tool: 'exec', status: 'ok' });
+    expect(again.text).toBe(first.text);
+    expect(w.service.counts().dup).toBe(1);
+    expect(await readStore(w.store, async (s) => (await s.listRuns()).length)).toBe(1);
+  });
 });

@@ -1,4 +1,4 @@
-import { request } from 'node:http';
+import { createServer, request, type Server } from 'node:http';
 import { readSync } from 'node:fs';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import pino from 'pino';
@@ -6,9 +6,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { parseEnvironment } from '../../environment';
 import { BerthError } from '../../host/errors';
 import { EgressProxy } from '../../host/egress';
-import { ModelGateway, usageOf, type GatewayLedger, type GatewayUsage } from '../../host/gateway';
+import { KeyMask, ModelGateway, storeLedger, usageOf, type GatewayLedger, type GatewayUsage } from '../../host/gateway';
 import type { SandboxGatewaySpec } from '../../host/sandbox';
 import { startModelServer, type ModelServer } from '../support/model-server';
+import { tempStore } from '../support/temp-store';
 
 const KEY = 'sk-unit-0123456789abcdef';
 const HEAD = 'kernel: { name: berth, version: 0.1.0, compatible: "^0.1.0" }\nimage: { ref: "berth/tiny:latest" }\n';
@@ -74,9 +75,9 @@ function memoryLedger(spent = 0) {
   const ledger: GatewayLedger = {
     account: async () => ({ runId: 'run_1', spentTokens: tokens }),
     entry: (_r, kind, body) => void entries.push({ kind, body: (typeof body === 'function' ? body() : body) as Record<string, unknown> }),
-    spend: (_r, model, usage) => {
+    spend: (_r, model, usage, estimated) => {
       spends.push({ model, usage });
-      tokens += usage ? usage.prompt + usage.completion : 0;
+      tokens += usage ? usage.prompt + usage.completion : (estimated ?? 0);
     },
     settle: async () => {},
   };
@@ -86,7 +87,10 @@ function memoryLedger(spent = 0) {
 let server: ModelServer | undefined;
 let proxy: EgressProxy | undefined;
 let gateway: ModelGateway | undefined;
+let echo: Server | undefined;
 afterEach(async () => {
+  await new Promise((r) => (echo ? echo.close(r) : r(undefined)));
+  echo = undefined;
   await proxy?.close();
   gateway?.close();
   await server?.close();
@@ -95,7 +99,7 @@ afterEach(async () => {
 
 /** The gateway served by a real egress proxy on loopback, as a sandbox reaches it. */
 async function serve(spec: Partial<SandboxGatewaySpec>, spent = 0, env: Record<string, string> = { GW_KEY: KEY }) {
-  server = await startModelServer(() => ({ content: 'hi there' }));
+  server ??= await startModelServer(() => ({ content: 'hi there' }));
   const mem = memoryLedger(spent);
   const g = new ModelGateway({
     spec: { providerBaseUrl: server.url, key: { env: 'GW_KEY' }, models: ['small'], budgetTokens: null, ...spec },
@@ -220,6 +224,130 @@ describe('the model gateway on the egress proxy', () => {
       expect([path, r.status, JSON.parse(r.text).error.code]).toEqual([path, 404, 'gateway_unsupported']);
     }
     expect(server!.requests).toEqual([]);
+  });
+
+  it("never hands the sandbox the provider key when the provider echoes it back, in an error's body, a header or a stream, while the answer's length stays true", async () => {
+    // A provider (or a proxy before it) that quotes the credential it was given, as some do in a 401.
+    echo = createServer((req, res) => {
+      const auth = req.headers.authorization ?? '';
+      req.resume();
+      req.on('end', () => {
+        if (req.url!.endsWith('/chat/completions')) {
+          const body = JSON.stringify({ error: { message: `Incorrect API key provided: ${auth.slice(7)} (${Buffer.from(auth.slice(7)).toString('base64')})`, type: 'invalid_request_error', code: 'invalid_api_key' } });
+          res.writeHead(401, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'x-echo': auth });
+          return void res.end(body);
+        }
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(`data: {"delta":"${auth.slice(0, 15)}`);
+        setImmediate(() => res.end(`${auth.slice(15)}"}\n\ndata: [DONE]\n\n`));
+      });
+    });
+    await new Promise<void>((r) => echo!.listen(0, '127.0.0.1', r));
+    const g = await serve({ providerBaseUrl: `http://127.0.0.1:${(echo.address() as AddressInfo).port}/v1` });
+    const answers: Array<{ status: number; headers: Record<string, unknown>; text: string }> = [];
+    for (const path of ['/v1/chat/completions', '/v1/responses']) {
+      answers.push(
+        await new Promise((resolve, reject) => {
+          const data = JSON.stringify({ ...ask, stream: path === '/v1/responses' });
+          const req = request({ host: '127.0.0.1', port: g.port, method: 'POST', path, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) } }, (res) => {
+            let text = '';
+            res.setEncoding('utf8').on('data', (d: string) => (text += d));
+            // Node's client checks the body against content-length: a masked answer of another length fails here.
+            res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, text }));
+            res.on('error', reject);
+          });
+          req.on('error', reject);
+          req.end(data);
+        }),
+      );
+    }
+    expect(answers[0]!.status).toBe(401);
+    expect(JSON.parse(answers[0]!.text).error.code).toBe('invalid_api_key');
+    expect(answers[0]!.text).toContain('Incorrect API key provided: ');
+    expect(answers[1]!.text).toContain('data: [DONE]');
+    const seen = JSON.stringify(answers);
+    expect(seen).not.toContain(KEY);
+    expect(seen).not.toContain(Buffer.from(KEY).toString('base64').slice(0, 24));
+    expect(JSON.stringify(g.entries)).not.toContain(KEY);
+  });
+
+  it("counts an answer its client cut off before the usage came against the budget, estimated from its bytes, so the next request past the budget is refused", async () => {
+    // A stream that never reports usage: a sandbox that stops reading before the last event (or a
+    // provider that cuts it) made the provider generate tokens the budget never saw.
+    echo = createServer((req, res) => {
+      let body = '';
+      req.on('data', (d) => (body += d));
+      req.on('end', () => {
+        if (!JSON.parse(body).stream) {
+          const answer = JSON.stringify({ choices: [{ message: { role: 'assistant', content: 'ok' } }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } });
+          res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(answer) });
+          return void res.end(answer);
+        }
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(`data: ${JSON.stringify({ choices: [{ delta: { content: 'x'.repeat(400) } }] })}\n\n`);
+        // ...and the rest never comes: the answer ends when its client goes.
+      });
+    });
+    await new Promise<void>((r) => echo!.listen(0, '127.0.0.1', r));
+    const g = await serve({ providerBaseUrl: `http://127.0.0.1:${(echo.address() as AddressInfo).port}/v1`, budgetTokens: 50 });
+    await new Promise<void>((resolve, reject) => {
+      const data = JSON.stringify({ ...ask, stream: true });
+      const req = request({ host: '127.0.0.1', port: g.port, method: 'POST', path: '/v1/chat/completions', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) } }, (res) => {
+        res.once('data', () => {
+          req.destroy();
+          resolve();
+        });
+      });
+      req.on('error', (err) => (req.destroyed ? undefined : reject(err)));
+      req.end(data);
+    });
+    const end = Date.now() + 10_000;
+    while (!g.entries.some((e) => e.kind === 'gateway.response')) {
+      if (Date.now() > end) throw new Error('the cut answer was never recorded');
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    const next = await post(g.port, '/v1/chat/completions', ask);
+    expect(next.status).toBe(429);
+    expect(JSON.parse(next.text).error.code).toBe('gateway_budget_exhausted');
+    const cut = g.entries.find((e) => e.kind === 'gateway.response')!.body;
+    expect(cut).toMatchObject({ usage: null });
+    expect(cut.estimatedTokens as number).toBeGreaterThanOrEqual(100);
+  });
+
+  it("keeps an estimated answer's tokens in the run's budget across a host restart, read back from the store", async () => {
+    const t = tempStore();
+    try {
+      const created = await t.store.commit({ sessionId: 'ses_gw', label: 'submit', createSession: {}, runs: [{ id: 'run_gw', kind: 'plan', submissionId: null, rootTaskId: null, versions: {} }] });
+      expect(created.ok).toBe(true);
+      const runOf = async () => ({ id: 'run_gw', sessionId: 'ses_gw' });
+      const first = storeLedger(t.store, runOf, pino({ level: 'silent' }));
+      expect((await first.account()).spentTokens).toBe(0);
+      first.spend('run_gw', 'small', undefined, 120);
+      first.entry('run_gw', 'gateway.response', { usage: null, estimatedTokens: 120 });
+      first.spend('run_gw', 'small', { prompt: 3, completion: 4, cached: 0 });
+      first.entry('run_gw', 'gateway.response', { usage: { prompt: 3, completion: 4, cached: 0 } });
+      expect((await first.account()).spentTokens).toBe(127);
+      await first.settle();
+      // Another host (or this one restarted) reads the run's spending back from its entries.
+      expect((await storeLedger(t.store, runOf, pino({ level: 'silent' })).account()).spentTokens).toBe(127);
+    } finally {
+      await t.cleanup();
+    }
+  });
+
+  it('masks every spelling of the key in an answer split anywhere, same length, holding back only what may begin one', () => {
+    const text = `before ${KEY} middle ${Buffer.from(KEY).toString('base64')} after s`;
+    for (let a = 0; a <= text.length; a++) {
+      for (const b of [a, Math.min(text.length, a + 3), Math.min(text.length, a + 17)]) {
+        const m = new KeyMask(KEY);
+        const out = Buffer.concat([m.push(Buffer.from(text.slice(0, a))), m.push(Buffer.from(text.slice(a, b))), m.push(Buffer.from(text.slice(b))), m.end()]).toString();
+        expect(out.length, `${a}/${b}`).toBe(text.length);
+        expect(out, `${a}/${b}`).not.toContain(KEY);
+        expect(out.startsWith('before ') && out.includes(' middle ') && out.endsWith(' after s'), out).toBe(true);
+      }
+    }
+    // Nothing that could begin the key is held back, so a stream's events pass as they come.
+    expect(new KeyMask(KEY).push(Buffer.from('data: {"x":1}\n\n')).toString()).toBe('data: {"x":1}\n\n');
   });
 
   it('lists only the allowed models', async () => {

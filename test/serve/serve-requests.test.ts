@@ -1,0 +1,132 @@
+import { request } from 'node:http';
+import { afterEach, describe, expect, it } from 'vitest';
+import { planFixture } from '../support/plan-fixture';
+import { startServeChild } from '../support/serve-browser';
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c().catch((e) => console.error(e));
+});
+
+async function servedRun() {
+  const fx = await planFixture([{ name: 'one', run: 'echo one' }]);
+  cleanups.push(() => fx.cleanup());
+  expect((await fx.cli(['run', fx.plan])).code).toBe(0);
+  const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+  const server = await startServeChild(fx.store, fx.hostId, ['--no-token']);
+  cleanups.push(() => server.stop());
+  return { fx, runId, server };
+}
+
+interface Answer {
+  status: number;
+  body: string;
+  /** Bytes of the body the client had written when the answer came. */
+  written: number;
+}
+
+/**
+ * A POST whose body is written in 64 KiB pieces until `bytes` or until the server answers,
+ * whichever comes first: an answer to an oversized body must not wait for the whole of it.
+ * With `declare`, the length is sent as content-length up front; without, the body is chunked.
+ */
+function post(url: string, o: { bytes: number; headers?: Record<string, string>; declare?: boolean; body?: string }): Promise<Answer> {
+  const u = new URL(url);
+  const piece = Buffer.alloc(64 * 1024, 'a');
+  return new Promise((resolve, reject) => {
+    let written = 0;
+    let answered = false;
+    const headers: Record<string, string | number> = { ...o.headers };
+    if (o.body !== undefined) headers['content-length'] = Buffer.byteLength(o.body);
+    else if (o.declare) headers['content-length'] = o.bytes;
+    const req = request({ hostname: u.hostname, port: u.port, path: u.pathname + u.search, method: 'POST', headers }, (res) => {
+      answered = true;
+      let body = '';
+      res.setEncoding('utf8').on('data', (d: string) => (body += d));
+      res.on('end', () => resolve({ status: res.statusCode!, body, written }));
+    });
+    // Once answered, the server may close the connection under the rest of the body: not an error of the test.
+    req.on('error', (err) => (answered ? undefined : reject(err)));
+    if (o.body !== undefined) return void req.end(o.body);
+    const more = () => {
+      while (!answered && written < o.bytes) {
+        written += piece.length;
+        if (!req.write(piece)) return void req.once('drain', more);
+      }
+      if (!answered) req.end();
+    };
+    more();
+  });
+}
+
+const csrfOf = (page: string) => /name="_csrf" value="([0-9a-f]{64})"/.exec(page)?.[1];
+
+describe('berth serve answers malformed and oversized requests with a typed refusal and keeps serving', { timeout: 300_000 }, () => {
+  it('refuses a body over the limit with 413 before reading the rest of it (declared or chunked, API or form), and serves the next request', async () => {
+    const { runId, server } = await servedRun();
+    const huge = 64 * 1024 * 1024;
+    const api = await post(`${server.url}/api/v1/runs`, { bytes: huge, declare: true, headers: { 'content-type': 'application/json' } });
+    expect(api.status).toBe(413);
+    expect(JSON.parse(api.body)).toMatchObject({ error: { code: 'request_too_large', retryable: false } });
+    expect(JSON.parse(api.body).error.message).toContain('1048576 bytes');
+    expect(api.written).toBeLessThan(huge);
+
+    const chunked = await post(`${server.url}/api/v1/runs`, { bytes: huge, headers: { 'content-type': 'application/json' } });
+    expect(chunked.status).toBe(413);
+    expect(JSON.parse(chunked.body)).toMatchObject({ error: { code: 'request_too_large' } });
+    expect(chunked.written).toBeLessThan(huge);
+
+    const form = await post(`${server.url}/runs/${runId}/accept`, { bytes: huge, headers: { 'content-type': 'application/x-www-form-urlencoded', origin: server.url } });
+    expect(form.status).toBe(413);
+    expect(form.body).toMatch(/^413: request body larger than 1048576 bytes/);
+    expect(form.written).toBeLessThan(huge);
+
+    expect((await fetch(`${server.url}/api/runs/${runId}`)).status).toBe(200);
+    expect(server.output()).not.toContain('request failed');
+  });
+
+  it('refuses a POST whose Origin is not a URL as cross-site (403), not as an internal error, and records nothing', async () => {
+    const { fx, runId, server } = await servedRun();
+    const page = await (await fetch(`${server.url}/runs/${runId}`)).text();
+    const csrf = csrfOf(page)!;
+    expect(csrf).toBeDefined();
+    for (const origin of ['garbage', 'http://', '://127.0.0.1']) {
+      const r = await post(`${server.url}/runs/${runId}/accept`, { bytes: 0, body: `_csrf=${csrf}`, headers: { 'content-type': 'application/x-www-form-urlencoded', origin } });
+      expect(r.status, origin).toBe(403);
+      expect(r.body, origin).toContain('cross-site request refused');
+    }
+    expect(await fx.read((s) => s.listAcceptance({ runId }))).toEqual([]);
+    expect(server.output()).not.toContain('request failed');
+  });
+
+  it('answers a page number past every page (however many digits) with an empty page of the list, not a 500', async () => {
+    const { runId, server } = await servedRun();
+    for (const page of ['99999999999999999999', '9007199254740993', '1000000000000']) {
+      const api = await fetch(`${server.url}/api/runs?page=${page}&limit=1000`);
+      expect(api.status, page).toBe(200);
+      expect(await api.json(), page).toEqual({ runs: [], total: 1 });
+      const list = await fetch(`${server.url}/?page=${page}`);
+      expect(list.status, page).toBe(200);
+      expect(await list.text(), page).not.toContain(`data-run="${runId}"`);
+    }
+    expect(await (await fetch(`${server.url}/api/runs`)).json()).toMatchObject({ runs: [{ run: { id: runId } }], total: 1 });
+    expect(server.output()).not.toContain('request failed');
+  });
+
+  it('answers an action on a run or an approval that does not exist with 404 naming it, not 409, and changes nothing', async () => {
+    const { fx, runId, server } = await servedRun();
+    const csrf = csrfOf(await (await fetch(`${server.url}/runs/${runId}`)).text())!;
+    const act = (path: string, body = '') => post(`${server.url}${path}`, { bytes: 0, body, headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json', 'x-csrf-token': csrf } });
+    for (const [action, body] of [['cancel', ''], ['accept', ''], ['reconcile', 'answer=accept'], ['fork', 'at=upload']]) {
+      const r = await act(`/runs/run_nope/${action}`, body);
+      expect(r.status, action).toBe(404);
+      expect(JSON.parse(r.body).said, action).toMatch(/^run_not_found: no run run_nope/);
+    }
+    const approval = await act(`/runs/${runId}/approve`, 'id=call_nope');
+    expect(approval.status).toBe(404);
+    expect(JSON.parse(approval.body).said).toMatch(/^approval_not_found: .*call_nope/);
+    // A refusal of something that exists stays a conflict.
+    expect((await act(`/runs/${runId}/cancel`)).status).toBe(409);
+    expect(await fx.read((s) => s.listAcceptance({ runId }))).toEqual([]);
+  });
+});
