@@ -1,10 +1,9 @@
 import { dirname, join, resolve } from 'node:path';
 import { stat } from 'node:fs/promises';
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { checkSupported, loadEnvironment, requireLocked } from '../../../environment';
 import { Berth } from '../../api/berth';
 import { BerthError } from '../../errors';
-import { createMcpServer, McpSessions, startMcpHttp } from '../../mcp';
+import { createMcpServer, LineStdioTransport, McpSessions, startMcpHttp } from '../../mcp';
 import { isLoopback, loadOrCreateToken } from '../../serve';
 import type { CliContext } from '../context';
 import { checkImageOnEngine } from './preflight';
@@ -44,11 +43,13 @@ export async function mcpCommand(ctx: CliContext, flags: McpFlags): Promise<numb
   if (flags.session) await sessions.requireSession(flags.session);
   if (flags.http) return serveHttp(ctx, berth, sessions, flags);
   const server = createMcpServer(berth, sessions);
-  const transport = new StdioServerTransport();
+  const transport = new LineStdioTransport();
   const closed = new Promise<void>((done) => {
     transport.onclose = () => done();
     process.stdin.once('end', () => done());
   });
+  // Stdout is the protocol's: a message refused (too large, not JSON-RPC) is said on stderr too.
+  transport.onerror = (err) => process.stderr.write(`berth mcp: ${err.message}\n`);
   await server.connect(transport);
   await closed;
   await server.close().catch(() => {});

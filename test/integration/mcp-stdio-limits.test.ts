@@ -1,0 +1,67 @@
+import { spawn } from 'node:child_process';
+import { McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { mcpWorld } from '../support/mcp-world';
+import { bundledCli } from '../support/plan-fixture';
+
+type World = Awaited<ReturnType<typeof mcpWorld>>;
+let world: World | undefined;
+afterEach(async () => {
+  await world?.cleanup();
+  world = undefined;
+});
+
+const text = (r: CallToolResult) => r.content.map((c) => (c.type === 'text' ? c.text : '')).join('\n');
+
+describe('berth mcp on stdio', { timeout: 300_000 }, () => {
+  it('answers a message over the size limit with a typed error to that request and goes on serving the session', async () => {
+    const w = (world = await mcpWorld());
+    const c = await w.connect(w.envArgs());
+    const first = (await c.client.callTool({ name: 'write_file', arguments: { path: 'small.txt', content: 'small\n' } })) as CallToolResult;
+    expect(first.isError, text(first)).toBe(false);
+    const big = 'x'.repeat(11 * 1024 * 1024);
+    const refused = await c.client.callTool({ name: 'write_file', arguments: { path: 'big.txt', content: big } }).then(
+      () => null,
+      (err: unknown) => err,
+    );
+    expect(refused).toBeInstanceOf(McpError);
+    expect((refused as McpError).code).toBe(-32600);
+    expect((refused as McpError).message).toMatch(/request_too_large: the message is \d+ bytes; berth mcp reads messages up to 10485760 bytes/);
+    expect(c.stderr()).toMatch(/over the limit of 10485760 bytes; answered with an error to request \d+/);
+    // The same server and session go on: the small file is there, the big one was never written.
+    const after = (await c.client.callTool({ name: 'exec', arguments: { command: 'cat small.txt; ls' } })) as CallToolResult;
+    expect(after.isError, text(after)).toBe(false);
+    expect(text(after)).toContain('small');
+    expect(text(after)).not.toContain('big.txt');
+  });
+
+  it('answers a line that is not a JSON-RPC message with a parse error and reads the next one', async () => {
+    const w = (world = await mcpWorld());
+    const child = spawn(process.execPath, [await bundledCli(), 'mcp', ...w.envArgs(), '--store', w.store], { stdio: ['pipe', 'pipe', 'pipe'] });
+    try {
+      const lines: string[] = [];
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => {
+        out += d.toString();
+        for (let nl = out.indexOf('\n'); nl >= 0; nl = out.indexOf('\n')) {
+          lines.push(out.slice(0, nl));
+          out = out.slice(nl + 1);
+        }
+      });
+      const next = async (n: number) => {
+        for (let i = 0; i < 600 && lines.length < n; i++) await new Promise((r) => setTimeout(r, 50));
+        return JSON.parse(lines[n - 1]!) as { id: unknown; error?: { code: number; message: string }; result?: { serverInfo?: { name: string } } };
+      };
+      child.stdin.write('this is not json\n');
+      const parse = await next(1);
+      expect(parse.error?.code).toBe(-32700);
+      expect(parse.error?.message).toMatch(/^parse_error: a line of stdin is not a JSON-RPC message/);
+      child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } })}\n`);
+      const init = await next(2);
+      expect(init.id).toBe(1);
+      expect(init.result?.serverInfo?.name).toBeTruthy();
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+});
