@@ -2,6 +2,7 @@ import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { ErrorCode, ListResourcesRequestSchema, ListResourceTemplatesRequestSchema, McpError, ReadResourceRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { Berth } from '../api/berth';
 import type { McpSessions } from './mcp-session';
+import { WireError } from './wire-error';
 
 const RESOURCE_URI = /^berth:\/\/session\/([A-Za-z0-9_]+)\/(record|workspace)$/;
 const uri = (sessionId: string, what: 'record' | 'workspace') => `berth://session/${sessionId}/${what}`;
@@ -38,13 +39,13 @@ export function addRecordResources(server: Server, berth: Berth, sessions: McpSe
   server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => ({ resourceTemplates: TEMPLATES }));
   server.setRequestHandler(ReadResourceRequestSchema, async (req, extra) => {
     const m = RESOURCE_URI.exec(req.params.uri);
-    if (!m) throw new McpError(ErrorCode.InvalidParams, `no resource ${req.params.uri}; resources are berth://session/{session}/record and /workspace`, { code: 'resource_unknown' });
+    if (!m) throw new WireError(ErrorCode.InvalidParams, `no resource ${req.params.uri}; resources are berth://session/{session}/record and /workspace`, { code: 'resource_unknown' });
     try {
       const sessionId = m[1]!;
       await sessions.requireSession(sessionId);
       if (m[2] === 'workspace') {
         const listed = await sessions.call('list_files', { path: '.', recursive: true }, { sessionId, signal: extra.signal });
-        if (listed.isError) throw new McpError(ErrorCode.InternalError, `workspace of session ${sessionId}: ${listed.content}`, { code: 'workspace_unreadable', ids: { sessionId, runId: listed.runId } });
+        if (listed.isError) throw new WireError(ErrorCode.InternalError, `workspace of session ${sessionId}: ${listed.content}`, { code: 'workspace_unreadable', ids: { sessionId, runId: listed.runId } });
         return { contents: [{ uri: req.params.uri, mimeType: 'text/plain', text: listed.content }] };
       }
       await sessions.ended(sessionId);

@@ -6,6 +6,7 @@ import { forkAgentSession } from '../api/forks';
 import { BerthError, isBerthError } from '../errors';
 import { KERNEL } from '../version';
 import { addRecordResources } from './mcp-resources';
+import { WireError } from './wire-error';
 import { McpSessions, type CallOutcome } from './mcp-session';
 import { SANDBOX_TOOL_NAMES, SESSION_TOOLS, sandboxTools } from './mcp-tools';
 
@@ -16,9 +17,9 @@ const CLIENT_ERRORS = new Set(['call_id_reused', 'fork_invalid', 'snapshot_prune
 export function toMcpError(err: unknown): McpError {
   if (err instanceof McpError) return err;
   if (isBerthError(err)) {
-    return new McpError(CLIENT_ERRORS.has(err.code) ? ErrorCode.InvalidParams : ErrorCode.InternalError, `${err.code}: ${err.message}`, { code: err.code, retryable: err.retryable, ids: err.ids ?? {} });
+    return new WireError(CLIENT_ERRORS.has(err.code) ? ErrorCode.InvalidParams : ErrorCode.InternalError, `${err.code}: ${err.message}`, { code: err.code, retryable: err.retryable, ids: err.ids ?? {} });
   }
-  return new McpError(ErrorCode.InternalError, err instanceof Error ? err.message : String(err), { code: 'internal' });
+  return new WireError(ErrorCode.InternalError, err instanceof Error ? err.message : String(err), { code: 'internal' });
 }
 
 function callResult(o: CallOutcome): CallToolResult {
@@ -31,7 +32,7 @@ function callResult(o: CallOutcome): CallToolResult {
 
 const str = (v: unknown, name: string): string | undefined => {
   if (v === undefined) return undefined;
-  if (typeof v !== 'string' || !v) throw new McpError(ErrorCode.InvalidParams, `${name} must be a non-empty string`, { code: 'usage' });
+  if (typeof v !== 'string' || !v) throw new WireError(ErrorCode.InvalidParams, `${name} must be a non-empty string`, { code: 'usage' });
   return v;
 };
 
@@ -48,7 +49,7 @@ export function createMcpServer(berth: Berth, sessions: McpSessions): Server {
       if (name === 'status') return await status(berth, sessions, sessionId);
       if (name === 'reconcile') return await reconcile(berth, sessions, sessionId, args.decision);
       if (name === 'fork') return await fork(berth, sessions, sessionId, args.after_call);
-      throw new McpError(ErrorCode.MethodNotFound, `no tool named ${name}`, { code: 'tool_unknown' });
+      throw new WireError(ErrorCode.MethodNotFound, `no tool named ${name}`, { code: 'tool_unknown' });
     } catch (err) {
       throw toMcpError(err);
     }
@@ -79,7 +80,7 @@ async function status(berth: Berth, sessions: McpSessions, given: string | undef
 }
 
 async function reconcile(berth: Berth, sessions: McpSessions, given: string | undefined, decision: unknown): Promise<CallToolResult> {
-  if (decision !== 'accept' && decision !== 'fail') throw new McpError(ErrorCode.InvalidParams, 'decision must be accept or fail', { code: 'usage' });
+  if (decision !== 'accept' && decision !== 'fail') throw new WireError(ErrorCode.InvalidParams, 'decision must be accept or fail', { code: 'usage' });
   const sessionId = await which(sessions, given);
   const run = (await berth.list({ sessionId })).find((r) => r.state === 'needs_reconciliation');
   if (!run) throw new BerthError('run_not_reconcilable', `session ${sessionId} has no call awaiting a decision`, { ids: { sessionId } });
@@ -90,7 +91,7 @@ async function reconcile(berth: Berth, sessions: McpSessions, given: string | un
 }
 
 async function fork(berth: Berth, sessions: McpSessions, given: string | undefined, afterCall: unknown): Promise<CallToolResult> {
-  if (typeof afterCall !== 'number' || !Number.isInteger(afterCall) || afterCall < 1) throw new McpError(ErrorCode.InvalidParams, 'after_call must be a whole number >= 1', { code: 'usage' });
+  if (typeof afterCall !== 'number' || !Number.isInteger(afterCall) || afterCall < 1) throw new WireError(ErrorCode.InvalidParams, 'after_call must be a whole number >= 1', { code: 'usage' });
   const sessionId = await which(sessions, given);
   const f = await forkAgentSession(berth, sessionId, String(afterCall), berth.actor);
   const out = { session: f.sessionId, forked_from: sessionId, after_call: afterCall, run: f.forkedFrom.runId, snapshot: f.forkedFrom.snapshotId };

@@ -64,4 +64,16 @@ describe('berth mcp on stdio', { timeout: 300_000 }, () => {
       child.kill('SIGKILL');
     }
   });
+
+  it("names an error's code once in the message a client reads (the SDK's prefix is not sent on the wire)", async () => {
+    const w = (world = await mcpWorld());
+    const c = await w.connect(w.envArgs());
+    const err = await c.client.callTool({ name: 'read_file', arguments: { path: 'hello.txt', session: 'ses_nope' } }).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(McpError);
+    expect((err as McpError).message).toMatch(/^MCP error -32602: session_not_found: /);
+    expect((err as McpError).data).toMatchObject({ code: 'session_not_found' });
+  });
 });
