@@ -41,13 +41,24 @@ export async function sandboxFound(p: HostParts, rt: HostRuntime, run: Run): Pro
     : { state: 'gone', leaseId: ptr.leaseId, containerId, reason: usable.reason, snapshotId: ptr.snapshotId };
 }
 
+/**
+ * The snapshots of the run's session before this host drives it: only these can have been
+ * restored from. A snapshot the drive takes itself (the upload of a run killed before its first
+ * commit) is the image of the lease it just made, which is a new sandbox, not a restore.
+ */
+export async function snapshotsBefore(p: HostParts, run: Run): Promise<ReadonlySet<string>> {
+  return new Set((await p.store.listSnapshots({ sessionId: run.sessionId })).map((s) => s.id));
+}
+
 /** What became of the sandbox: the pointer's lease after the drive, and the snapshot its image is (when it was restored). */
-export async function sandboxDid(p: HostParts, rt: HostRuntime, run: Run, found: SandboxFound): Promise<SandboxDid> {
+export async function sandboxDid(p: HostParts, rt: HostRuntime, run: Run, found: SandboxFound, before: ReadonlySet<string>): Promise<SandboxDid> {
   const ptr = await pointerOf(p, rt, run);
   if (!ptr?.leaseId) return { action: 'none', leaseId: null };
   if (ptr.leaseId === found.leaseId) return { action: found.state === 'alive' ? 'continued' : 'none', leaseId: ptr.leaseId };
   const lease = await p.store.getLease(ptr.leaseId);
-  const snap = lease ? (await p.store.listSnapshots({ sessionId: run.sessionId })).find((s) => s.imageId === lease.imageDigest) : undefined;
+  // A step that changed nothing shares its image with the one before: the snapshot the pointer named wins.
+  const candidates = lease ? (await p.store.listSnapshots({ sessionId: run.sessionId })).filter((s) => before.has(s.id) && s.imageId === lease.imageDigest) : [];
+  const snap = candidates.find((s) => s.id === found.snapshotId) ?? candidates.at(-1);
   return snap ? { action: 'restored', leaseId: ptr.leaseId, snapshotId: snap.id } : { action: 'new', leaseId: ptr.leaseId };
 }
 
