@@ -52,11 +52,17 @@ export async function importCommand(ctx: CliContext, file: string): Promise<numb
 export async function checkCommand(ctx: CliContext, runId: string | undefined, all: boolean): Promise<number> {
   if (!runId && !all) throw new BerthError('usage', 'berth check needs RUN or --all');
   const r = await checkStore(ctx.store, runId ? [runId] : 'all', ctx.clock.now());
-  emit(ctx.json, { ...r, ok: r.violations.length === 0 }, () =>
-    r.violations.length === 0
+  const ok = r.violations.length === 0 && r.unreadable.length === 0;
+  emit(ctx.json, { ...r, ok }, () =>
+    ok
       ? `${r.checked} run(s) checked: every invariant holds (${Object.keys(INVARIANTS).length} invariants)`
-      : [`${r.checked} run(s) checked: ${r.violations.length} violation(s)`, ...r.violations.map((v) => `  ${v.invariant}: ${v.runId}: ${v.message}\n    evidence: ${JSON.stringify(v.evidence)}`)].join('\n'),
+      : [
+          `${r.checked} run(s) checked: ${r.violations.length} violation(s)${r.unreadable.length ? `, ${r.unreadable.length} run(s) with unreadable rows` : ''}`,
+          ...r.unreadable.map((u) => `  ${u.runId}: its stored rows cannot be read (${u.code}): ${u.message}`),
+          ...r.violations.map((v) => `  ${v.invariant}: ${v.runId}: ${v.message}\n    evidence: ${JSON.stringify(v.evidence)}`),
+        ].join('\n'),
   );
-  if (r.violations.length && !ctx.json) process.stderr.write(`berth: ${r.violations.length} invariant violation(s): ${[...new Set(r.violations.map((v) => v.invariant))].join(', ')}\n`);
-  return r.violations.length ? 1 : 0;
+  if (!ctx.json && r.violations.length) process.stderr.write(`berth: ${r.violations.length} invariant violation(s): ${[...new Set(r.violations.map((v) => v.invariant))].join(', ')}\n`);
+  if (!ctx.json && r.unreadable.length) process.stderr.write(`berth: run(s) with unreadable rows: ${r.unreadable.map((u) => u.runId).join(', ')}\n`);
+  return ok ? 0 : 1;
 }
