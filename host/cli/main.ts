@@ -333,6 +333,11 @@ export async function main(argv: string[]): Promise<number> {
   }
   const flags = parsed.values as Flags & { help: boolean };
   const [name, ...args] = parsed.positionals;
+  if (flags.json && !flags.help && (!name || !commands[name])) {
+    // Nothing but JSON on stdout with --json: not even the help text a missing command gets.
+    reportError(true, new BerthError('usage', name ? `unknown command "${name}"` : 'missing command (berth --help lists them)'));
+    return EXIT.usage;
+  }
   if (flags.help || !name) {
     process.stdout.write(USAGE);
     return name || flags.help ? 0 : 2;

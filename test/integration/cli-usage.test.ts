@@ -62,8 +62,15 @@ describe('usage errors', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  it('with --json, a flag the parser refuses is a JSON usage error on stderr too, exit 2', async () => {
+  it('with --json, a missing or unknown command and a flag the parser refuses are JSON usage errors on stderr, nothing on stdout, exit 2', async () => {
     const cli = await bundledCli();
+    for (const [args, mentions] of [[['--json'], /missing command/], [['shwo', 'run_1', '--json'], /unknown command "shwo"/]] as const) {
+      const r = await runNode(cli, [...args]);
+      expect(r.code).toBe(2);
+      // Before: the whole help text on stdout (no command), or the unknown command and the help as text.
+      expect(r.stdout).toBe('');
+      expect(JSON.parse(r.stderr)).toMatchObject({ error: { code: 'usage', message: expect.stringMatching(mentions) } });
+    }
     for (const args of [['gc', '--keep', '-1', '--json'], ['show', 'run_a', '--json', '--nope']]) {
       const r = await runNode(cli, args);
       expect(r.code).toBe(2);
