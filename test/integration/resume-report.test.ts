@@ -78,6 +78,26 @@ describe('berth resume says what it found of the sandbox and what it did', { tim
     expect(human.stdout).toContain('sandbox leased anew');
     expect(human.stdout).not.toContain('restored from snapshot');
   });
+
+  it('a detached fork driven by resume: the summary says its sandbox was restored from the fork point\'s snapshot, as the live line does, not leased anew', async () => {
+    fx = await planFixture([
+      { name: 'one', run: 'echo one > one.txt' },
+      { name: 'two', run: 'cat one.txt' },
+    ]);
+    const end = await fx.cli(['run', fx.plan, '--json']);
+    expect(end.code, end.stderr.slice(-500)).toBe(0);
+    const parent = lastJson<{ run: { id: string } }>(end).run.id;
+    const detached = await fx.cli(['fork', parent, '--at', 'one', '--detach', '--json']);
+    expect(detached.code, detached.stderr).toBe(0);
+    const { runId, forkedFrom } = lastJson<{ runId: string; forkedFrom: { snapshotId: string } }>(detached);
+
+    const resumed = await fx.cli(['resume', runId, '--json']);
+    expect(resumed.code, resumed.stderr.slice(-800)).toBe(0);
+    const out = lastJson<Resumed>(resumed);
+    expect(out.resume.sandbox.found).toMatchObject({ state: 'none' });
+    // Before: { action: 'new' } and "sandbox leased anew", beside the live line naming the snapshot.
+    expect(out.resume.sandbox.did).toMatchObject({ action: 'restored', snapshotId: forkedFrom.snapshotId });
+  });
 });
 
 describe('berth resume of an agent run says what it found of the session sandbox and what it did', { timeout: 300_000 }, () => {
