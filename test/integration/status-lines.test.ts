@@ -40,3 +40,28 @@ describe('berth status says who can move a run that no host drives', { timeout: 
     expect((await fx.cli(['cancel', runId])).code).toBe(0);
   });
 });
+
+describe('a run command given an id of another kind', { timeout: 180_000 }, () => {
+  it('says what the id names (a session, snapshot or task of this store) and which run to name instead, still run_not_found', async () => {
+    fx = await planFixture([{ name: 'one', run: 'echo one' }]);
+    const end = await fx.cli(['run', fx.plan, '--json']);
+    expect(end.code, end.stderr).toBe(0);
+    const run = lastJson<{ run: { id: string; sessionId: string; rootTaskId: string } }>(end).run;
+    const snapshot = (await fx.read((s) => s.listSnapshots({ runId: run.id }))).at(-1)!;
+    for (const [command, id, says] of [
+      ['show', run.sessionId, `${run.sessionId} is a session; its runs: ${run.id}`],
+      ['cancel', run.sessionId, `${run.sessionId} is a session; its runs: ${run.id}`],
+      ['export', snapshot.id, `${snapshot.id} is a snapshot (${snapshot.checkpoint}) of run ${run.id}`],
+      ['logs', run.rootTaskId, `${run.rootTaskId} is a task (plan) of run ${run.id}`],
+    ] as const) {
+      const r = await fx.cli([command, id, '--json']);
+      expect(r.code).toBe(1);
+      const err = (JSON.parse(r.stderr) as { error: { code: string; message: string } }).error;
+      expect(err.code).toBe('run_not_found');
+      // Before: "no run ID in STORE (see berth status)", as for an id that names nothing.
+      expect(err.message, `${command} ${id}`).toContain(says);
+    }
+    const unknown = await fx.cli(['show', 'run_nope', '--json']);
+    expect((JSON.parse(unknown.stderr) as { error: { message: string } }).error.message).toContain('(see berth status)');
+  });
+});
