@@ -26,3 +26,25 @@ async function otherKind(store: Store, id: string): Promise<string | undefined> 
   }
   return undefined;
 }
+
+/**
+ * `session_not_found` for an agent session `id`, saying what it names instead when it is a run id
+ * or the session of a run of another kind (a plan run's session cannot be chatted with or forked by turn).
+ */
+export async function sessionNotFound(store: Store, id: string): Promise<BerthError> {
+  const hint = await notAgentSession(store, id).catch(() => undefined);
+  return new BerthError('session_not_found', `no agent session ${id} in ${store.location}${hint ? `: ${hint}` : ' (see berth status)'}`, { ids: { sessionId: id } });
+}
+
+async function notAgentSession(store: Store, id: string): Promise<string | undefined> {
+  if (id.startsWith('run_')) {
+    const run = await store.getRun(id);
+    if (run) return `${id} is a ${run.kind} run${run.kind === 'agent' ? `; its session is ${run.sessionId}` : ''}`;
+  }
+  if (id.startsWith('ses_') && (await store.getSession(id))) {
+    const runs = await store.listRuns({ sessionId: id });
+    const kinds = [...new Set(runs.map((r) => r.kind))];
+    if (runs.length && !kinds.includes('agent')) return `${id} is the session of ${kinds.join('/')} run ${runs.map((r) => r.id).join(', ')}, not of an agent (berth fork RUN --at STEP forks a plan run)`;
+  }
+  return undefined;
+}

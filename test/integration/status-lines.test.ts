@@ -42,7 +42,7 @@ describe('berth status says who can move a run that no host drives', { timeout: 
 });
 
 describe('a run command given an id of another kind', { timeout: 180_000 }, () => {
-  it('says what the id names (a session, snapshot or task of this store) and which run to name instead, still run_not_found', async () => {
+  it('says what the id names (a session, snapshot or task of this store) and which run to name instead, still run_not_found; berth chat and fork SESSION given a run or a plan\'s session say so, still session_not_found', async () => {
     fx = await planFixture([{ name: 'one', run: 'echo one' }]);
     const end = await fx.cli(['run', fx.plan, '--json']);
     expect(end.code, end.stderr).toBe(0);
@@ -60,6 +60,18 @@ describe('a run command given an id of another kind', { timeout: 180_000 }, () =
       expect(err.code).toBe('run_not_found');
       // Before: "no run ID in STORE (see berth status)", as for an id that names nothing.
       expect(err.message, `${command} ${id}`).toContain(says);
+    }
+    for (const [args, says] of [
+      [['chat', run.id, 'hello'], `${run.id} is a plan run`],
+      [['chat', run.sessionId, 'hello'], `${run.sessionId} is the session of plan run ${run.id}, not of an agent`],
+      [['fork', run.sessionId, '--at', '1'], `${run.sessionId} is the session of plan run ${run.id}, not of an agent`],
+    ] as const) {
+      const r = await fx.cli([...args, '--json']);
+      expect(r.code).toBe(1);
+      const err = (JSON.parse(r.stderr) as { error: { code: string; message: string } }).error;
+      expect(err.code).toBe('session_not_found');
+      // Before: "no agent session ID (see berth status)".
+      expect(err.message, args.join(' ')).toContain(says);
     }
     const unknown = await fx.cli(['show', 'run_nope', '--json']);
     expect((JSON.parse(unknown.stderr) as { error: { message: string } }).error.message).toContain('(see berth status)');
