@@ -36,6 +36,11 @@ describe('berth status says who can move a run that no host drives', { timeout: 
     expect(imported).not.toContain('berth resume');
     const json = lastJson<{ runs: Array<{ id: string; owner: unknown; imported: boolean }> }>(await on(['status', '--json']));
     expect(json.runs.find((r) => r.id === runId)).toMatchObject({ owner: null, imported: true });
+    // Before: berth logs -f of the imported run printed nothing and never ended (nothing can move it).
+    const followed = await runNode(await bundledCli(), ['logs', runId, '-f', '--store', other], {}, 30_000);
+    expect(followed.signal).toBeNull();
+    expect(followed.code, followed.stderr).toBe(0);
+    expect(followed.stdout).toContain(`run ${runId} is admitted (an imported record, read-only: nothing drives it in this store)`);
     // The store it was submitted to still has it to drive: the fixture's cleanup must find no leftovers.
     expect((await fx.cli(['cancel', runId])).code).toBe(0);
   });
