@@ -2,6 +2,7 @@ import { BerthError } from '../errors';
 import type { AcceptanceDecision, Json, Run } from '../model';
 import type { Store } from '../store';
 import { newId } from '../support';
+import { runNotFound } from '../store/missing-run';
 
 /**
  * A run's acceptance as `berth show` reports it. `none`: the run is not completed (only a
@@ -50,7 +51,7 @@ export async function decideAcceptance(store: Store, o: DecideAcceptance): Promi
     return { decision: before, repeated: true };
   }
   const run = await store.getRun(o.runId);
-  if (!run) throw new BerthError('run_not_found', `no run ${o.runId} in ${store.location} (see berth status)`, { ids: { runId: o.runId } });
+  if (!run) throw await runNotFound(store, o.runId);
   if (run.state !== 'completed') {
     throw new BerthError('run_not_completed', `run ${run.id} is ${run.state}: acceptance judges a completed run's outcome (a failed or cancelled run has none to accept)`, { ids: { runId: run.id } });
   }

@@ -10,6 +10,7 @@ import { AgentRunInputSchema, AgentSettingsSchema, type AgentRunInput, type Agen
 import { ENTRY, type UserEntry } from './entries';
 import { AGENT_KIND } from './root-task';
 import { checkAgentSecrets } from './run-secrets';
+import { sessionNotFound } from '../store/missing-run';
 
 /** `hostId`: this machine's host id, so that an owner process of this machine that is gone counts as gone at once. */
 type Deps = { store: Store; kernel: Kernel; registry: HandlerRegistry; toolNames: readonly string[]; hostId?: string };
@@ -115,7 +116,7 @@ export async function continueSession(deps: Deps, c: ContinueSession): Promise<S
   // A forked session has no run of its own before its first message: it continues with the settings of the turn it was forked at.
   const forkedFrom = newest ? undefined : ((await deps.store.getSession(c.sessionId))?.meta as { forkedFrom?: { runId: string } } | null)?.forkedFrom;
   const last = newest ?? (forkedFrom ? await deps.store.getRun(forkedFrom.runId) : undefined);
-  if (!last) throw new BerthError('session_not_found', `no agent session ${c.sessionId} (see berth status)`, { ids: { sessionId: c.sessionId } });
+  if (!last) throw await sessionNotFound(deps.store, c.sessionId);
   const [busy] = await deps.store.listRuns({ sessionId: c.sessionId, kind: 'agent', states: OPEN_RUN_STATES });
   if (busy) {
     // A run nobody drives any more (its host died or stopped) will never finish by waiting: say how to continue it.

@@ -7,11 +7,12 @@ import type { RunTransitionInput, Store } from '../store';
 import { newId } from '../support';
 import type { HostParts } from './assemble';
 import { readHost, type HostView } from './run-driver';
+import { runNotFound } from '../store/missing-run';
 
 /** The run, or `run_not_found` naming the store. */
 export async function getRunOrThrow(store: Store, runId: string): Promise<Run> {
   const run = await store.getRun(runId);
-  if (!run) throw new BerthError('run_not_found', `no run ${runId} in ${store.location} (see berth status)`, { ids: { runId } });
+  if (!run) throw await runNotFound(store, runId);
   return run;
 }
 

@@ -1,5 +1,6 @@
 import { sessionSandboxDocId } from '../agent';
-import { isFinalRunState, type Run } from '../model';
+import { forkedFrom } from '../fork';
+import { isFinalRunState, type Run, type Snapshot } from '../model';
 import { sandboxDocId, type SandboxPointer } from '../run-sandbox';
 import type { HostRuntime } from '../runtime/host-runtime';
 import type { HostParts } from './assemble';
@@ -41,13 +42,29 @@ export async function sandboxFound(p: HostParts, rt: HostRuntime, run: Run): Pro
     : { state: 'gone', leaseId: ptr.leaseId, containerId, reason: usable.reason, snapshotId: ptr.snapshotId };
 }
 
+/**
+ * The snapshots a drive of `run` can restore from, as they are before this host drives it: its
+ * session's, and a fork's fork point (its parent's snapshot, in another session). A snapshot the
+ * drive takes itself (the upload of a run killed before its first commit) is the image of the lease
+ * it just made, which is a new sandbox, not a restore.
+ */
+export async function snapshotsBefore(p: HostParts, run: Run): Promise<ReadonlyMap<string, Snapshot>> {
+  const out = new Map((await p.store.listSnapshots({ sessionId: run.sessionId })).map((s) => [s.id, s] as const));
+  const from = await forkedFrom(p.store, run);
+  const point = from && !out.has(from.snapshotId) ? await p.store.getSnapshot(from.snapshotId) : undefined;
+  if (point) out.set(point.id, point);
+  return out;
+}
+
 /** What became of the sandbox: the pointer's lease after the drive, and the snapshot its image is (when it was restored). */
-export async function sandboxDid(p: HostParts, rt: HostRuntime, run: Run, found: SandboxFound): Promise<SandboxDid> {
+export async function sandboxDid(p: HostParts, rt: HostRuntime, run: Run, found: SandboxFound, before: ReadonlyMap<string, Snapshot>): Promise<SandboxDid> {
   const ptr = await pointerOf(p, rt, run);
   if (!ptr?.leaseId) return { action: 'none', leaseId: null };
   if (ptr.leaseId === found.leaseId) return { action: found.state === 'alive' ? 'continued' : 'none', leaseId: ptr.leaseId };
   const lease = await p.store.getLease(ptr.leaseId);
-  const snap = lease ? (await p.store.listSnapshots({ sessionId: run.sessionId })).find((s) => s.imageId === lease.imageDigest) : undefined;
+  // A step that changed nothing shares its image with the one before: the snapshot the pointer named wins.
+  const candidates = lease ? [...before.values()].filter((s) => s.imageId === lease.imageDigest) : [];
+  const snap = candidates.find((s) => s.id === found.snapshotId) ?? candidates.at(-1);
   return snap ? { action: 'restored', leaseId: ptr.leaseId, snapshotId: snap.id } : { action: 'new', leaseId: ptr.leaseId };
 }
 

@@ -29,8 +29,9 @@ export function hostView(owner: SessionOwner | undefined, dbNow: number, localHo
 export function driverOf(run: Run, host: HostView | null, now: number): { owner: HostView | null; line: string } {
   if (!DRIVEN.includes(run.state)) return { owner: null, line: run.state };
   if (host?.live) return { owner: host, line: `${run.state} on host ${host.hostId}${host.pid ? ` (pid ${host.pid})` : ''} (heartbeat ${duration(now - host.lastHeartbeatAt)} ago)` };
-  const last = host ? (host.stoppedAt ?? host.lastHeartbeatAt) : run.updatedAt;
-  return { owner: host, line: `${run.state}, no live host (stopped ${duration(now - last)} ago): berth resume ${run.id}` };
+  // No owner row at all: submitted (--detach, a fork) and never claimed; nothing stopped.
+  if (!host) return { owner: null, line: `${run.state}, not claimed by any host yet (submitted ${duration(now - run.createdAt)} ago): a berth worker claims it, or berth resume ${run.id}` };
+  return { owner: host, line: `${run.state}, no live host (stopped ${duration(now - (host.stoppedAt ?? host.lastHeartbeatAt))} ago): berth resume ${run.id}` };
 }
 
 /** The host driving a run: the owner of its session, read once per call. */

@@ -186,6 +186,27 @@ const need = (args: string[], n: number, what: string) => {
   return args;
 };
 
+/**
+ * The most positional arguments each command takes. A word past them was silently dropped before
+ * (`berth cancel A B` cancelled A and exited 0; `berth agent fix the bug` asked the agent to "fix"),
+ * so it is a usage error, raised before the command reads or commits anything.
+ */
+const ARITY: Record<string, number> = {
+  status: 0, show: 1, gc: 0, run: 1, resume: 1, worker: 0, workers: 0, drain: 1, reconcile: 1, cancel: 1, fork: 1, tree: 1,
+  logs: 1, artifacts: 1, agent: 1, chat: 2, approve: 2, accept: 1, reject: 1, cost: 0, deny: 2, serve: 0, mcp: 0,
+  export: 1, import: 1, check: 1, env: 2,
+};
+
+const noExtra = (name: string, args: string[]) => {
+  const most = ARITY[name];
+  if (most === undefined || args.length <= most) return;
+  const extra = args.slice(most);
+  const quote = name === 'agent' || name === 'chat' ? ' (quote a message of several words)' : '';
+  const err = new BerthError('usage', `berth ${name} does not take ${extra.map((a) => JSON.stringify(a)).join(', ')}: it takes ${most === 0 ? 'no' : `at most ${most}`} argument(s)${quote}`, { details: { unexpected: extra } });
+  wantsSynopsis.add(err);
+  throw err;
+};
+
 const commands: Record<string, Handler> = {
   status: (ctx, _args, flags) => status(ctx(), { states: flags.state, tags: splitTags(flags.tags), search: flags.search, from: flags.from, to: flags.to }),
   show: (ctx, args, flags) => show(ctx(), need(args, 1, 'RUN')[0]!, flags.all),
@@ -301,12 +322,22 @@ export async function main(argv: string[]): Promise<number> {
       },
     });
   } catch (err) {
+    // A script that asked for JSON parses what it gets: the parser's refusal too.
+    if (argv.includes('--json')) {
+      reportError(true, new BerthError('usage', (err as Error).message));
+      return EXIT.usage;
+    }
     // The command is the first word that is not a flag (flags come after it in every synopsis).
     process.stderr.write(`berth: ${(err as Error).message}\n\n${commandUsage(argv.find((a) => !a.startsWith('-')))}`);
-    return 2;
+    return EXIT.usage;
   }
   const flags = parsed.values as Flags & { help: boolean };
   const [name, ...args] = parsed.positionals;
+  if (flags.json && !flags.help && (!name || !commands[name])) {
+    // Nothing but JSON on stdout with --json: not even the help text a missing command gets.
+    reportError(true, new BerthError('usage', name ? `unknown command "${name}"` : 'missing command (berth --help lists them)'));
+    return EXIT.usage;
+  }
   if (flags.help || !name) {
     process.stdout.write(USAGE);
     return name || flags.help ? 0 : 2;
@@ -328,6 +359,7 @@ export async function main(argv: string[]): Promise<number> {
     return ctx;
   };
   try {
+    noExtra(name, args);
     extensions = await loadExtensions(flags.extension ?? []);
     if (DRIVES_RUN.has(name) && args[0]) await assertDrivable(lazy().store, args[0]);
     if (name === 'chat' && args[0] && (await lazy().store.isImportedSession(args[0]))) {

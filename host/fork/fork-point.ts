@@ -42,6 +42,7 @@ export async function resolvePlanForkPoint(store: Store, imageExists: (id: strin
     if (index !== null && input.fork && index <= input.fork.index) {
       const parent = await store.getRun(input.fork.runId);
       if (parent) return resolvePlanForkPoint(store, imageExists, parent, at);
+      if ((await carriedHistory(store, input)).some((h) => h.id === s.id)) return usable(store, imageExists, run, s.runId ?? input.fork.runId, s, index, input);
     }
     throw new BerthError('fork_invalid', `--at ${at}: snapshot ${s.id} (${s.checkpoint}) is not a checkpoint of run ${run.id}`, { ids: { runId: run.id } });
   }
@@ -57,6 +58,8 @@ export async function resolvePlanForkPoint(store: Store, imageExists: (id: strin
   if (input.fork && wanted <= input.fork.index) {
     const parent = await store.getRun(input.fork.runId);
     if (parent) return resolvePlanForkPoint(store, imageExists, parent, at);
+    const h = (await carriedHistory(store, input)).find((x) => forkIndexOf(x.checkpoint) === wanted);
+    if (h) return usable(store, imageExists, run, h.runId ?? input.fork.runId, h, wanted, input);
   }
   const snaps = (await store.listSnapshots({ runId: run.id })).filter((s) => forkIndexOf(s.checkpoint) === wanted);
   const s = snaps.at(-1);
@@ -75,15 +78,38 @@ async function usable(store: Store, imageExists: (id: string) => Promise<boolean
   return { runId: owner, snapshot: s, index };
 }
 
+/**
+ * The history of a fork whose parent is not in this store (a fork imported alone): the snapshots its
+ * record carried, from its fork point back through their parents, newest first. Only this chain is
+ * its history; other rows of the parent run (another imported fork's) may lie past its fork point.
+ */
+async function carriedHistory(store: Store, input: PlanRunInput): Promise<Snapshot[]> {
+  const out: Snapshot[] = [];
+  const seen = new Set<string>();
+  for (let id: string | null = input.fork?.snapshotId ?? null; id && !seen.has(id); ) {
+    seen.add(id);
+    const s = await store.getSnapshot(id);
+    if (!s) break;
+    out.push(s);
+    id = s.parentId;
+  }
+  return out;
+}
+
 /** The checkpoints of `run` (and of its ancestors before its fork point) that can still be forked from. */
 export async function forkable(store: Store, imageExists: (id: string) => Promise<boolean>, run: Run): Promise<string> {
   const out: string[] = [];
+  const canFork = async (s: Snapshot) => forkIndexOf(s.checkpoint) !== null && s.prunedAt === null && ((s.registryRef && s.pushedAt !== null) || (await imageExists(s.imageId)));
   for (let r: Run | undefined = run; r; ) {
     const input = await planInputOf(store, r);
     for (const s of (await store.listSnapshots({ runId: r.id })).reverse()) {
-      if (forkIndexOf(s.checkpoint) !== null && s.prunedAt === null && ((s.registryRef && s.pushedAt !== null) || (await imageExists(s.imageId)))) out.push(`${s.id} (${s.checkpoint}${r.id === run.id ? '' : ` of ${r.id}`})`);
+      if (await canFork(s)) out.push(`${s.id} (${s.checkpoint}${r.id === run.id ? '' : ` of ${r.id}`})`);
     }
-    r = input?.fork ? await store.getRun(input.fork.runId) : undefined;
+    const parent = input?.fork ? await store.getRun(input.fork.runId) : undefined;
+    if (input?.fork && !parent) {
+      for (const s of await carriedHistory(store, input)) if (await canFork(s)) out.push(`${s.id} (${s.checkpoint} of ${s.runId ?? input.fork.runId})`);
+    }
+    r = parent;
   }
   return out.length ? `forkable: ${out.join(', ')}` : 'no checkpoint of it can be forked from any more';
 }

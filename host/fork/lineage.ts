@@ -1,8 +1,8 @@
-import { BerthError } from '../errors';
 import { storedValue } from '../kernel';
 import { isFinalRunState, OPEN_RUN_STATES, type Run } from '../model';
 import { PlanRunInputSchema, type PlanRunInput } from '../plan';
 import type { Store } from '../store';
+import { runNotFound } from '../store/missing-run';
 
 /** Where a run was forked from, as its root task's input records it (null for a run that is not a fork). */
 export interface ForkedFrom {
@@ -56,7 +56,7 @@ export interface LineageNode {
  */
 export async function lineageOf(store: Store, runId: string): Promise<{ root: LineageNode; parents: Map<string, ForkedFrom> }> {
   let top = await store.getRun(runId);
-  if (!top) throw new BerthError('run_not_found', `no run ${runId} in ${store.location} (see berth status)`, { ids: { runId } });
+  if (!top) throw await runNotFound(store, runId);
   const parents = new Map<string, ForkedFrom>();
   // A parent this store does not hold (an imported fork) ends the walk: the fork is the top.
   const seen = new Set<string>([top.id]);

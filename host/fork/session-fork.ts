@@ -6,6 +6,7 @@ import { SANDBOX_DOC } from '../run-sandbox';
 import type { Store } from '../store';
 import { newId } from '../support';
 import type { ForkedFrom } from './lineage';
+import { sessionNotFound } from '../store/missing-run';
 
 export interface SessionForkDeps {
   store: Store;
@@ -26,7 +27,7 @@ export interface SessionForkDeps {
  */
 export async function forkSession(d: SessionForkDeps, sessionId: string, at: string, actor: string): Promise<{ sessionId: string; forkedFrom: ForkedFrom; entries: number }> {
   const runs = (await d.store.listRuns({ sessionId })).filter((r) => r.kind === 'agent');
-  if (runs.length === 0) throw new BerthError('session_not_found', `no agent session ${sessionId} in ${d.store.location} (see berth status)`, { ids: { sessionId } });
+  if (runs.length === 0) throw await sessionNotFound(d.store, sessionId);
   const turn = /^\d+$/.test(at) ? Number(at) : NaN;
   if (!(turn >= 1 && turn <= runs.length)) throw new BerthError('fork_invalid', `--at ${at}: session ${sessionId} has turns 1-${runs.length} (one per message)`, { ids: { sessionId } });
   const run = runs[turn - 1]!;

@@ -1,4 +1,4 @@
-import { stat } from 'node:fs/promises';
+import { realpath, stat } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { BerthError } from '../errors';
 import { checkEgressPolicy, checkSupported, fingerprint, loadEnvironment, parseWithSchema, readInputFile, requireLocked, type Environment } from '../../environment';
@@ -31,11 +31,14 @@ export async function loadPlan(file: string): Promise<LoadedPlan> {
   checkSecretGrants(environment.secrets, plan.steps.map((s) => ({ kind: 'step' as const, name: s.name, secrets: s.secrets })), file);
   let workspaceDir: string | null = null;
   if (plan.workspace) {
-    workspaceDir = resolve(base, plan.workspace);
-    const info = await stat(workspaceDir).catch(() => null);
+    const named = resolve(base, plan.workspace);
+    const info = await stat(named).catch(() => null);
     if (!info?.isDirectory()) {
-      throw new BerthError('plan_invalid', `${file}: workspace: expected a directory, found ${info ? 'a file' : 'nothing'} at ${workspaceDir}`, { details: { file, path: 'workspace' } });
+      throw new BerthError('plan_invalid', `${file}: workspace: expected a directory, found ${info ? 'a file' : 'nothing'} at ${named}`, { details: { file, path: 'workspace' } });
     }
+    // The plan's author names the directory, through a link if they like (current -> releases/7):
+    // the run records and uploads the directory itself. Links inside it stay confined to it.
+    workspaceDir = await realpath(named);
     // The walk the upload does, done now: a symlink leaving the directory (path_escape) is refused
     // before anything is submitted or leased. The upload walks again and refuses one made since.
     await scanHostDir(workspaceDir);

@@ -10,6 +10,7 @@ import { sealRecord, sha256, canonicalJson } from './canonical';
 import { contractSections } from './sections';
 import { contractFields, type HandlerPolicies } from './contract-fields';
 import { RECORD_FORMAT, RECORD_SCHEMA_VERSION, type RunRecord } from './schema';
+import { runNotFound } from '../store/missing-run';
 
 /** Entry bodies, submissions and similar values above this many bytes are referenced by digest, never inlined. */
 export const INLINE_LIMIT = 16 * 1024;
@@ -96,7 +97,7 @@ const wholeLists = (store: Store): RunLists => ({
 export async function readRunRows(store: Store, runId: string, now = Date.now(), o: { for?: 'export' | 'check'; lists?: RunLists } = {}) {
   const lists = o.lists ?? wholeLists(store);
   const run = await store.getRun(runId);
-  if (!run) throw new BerthError('run_not_found', `no run ${runId} in ${store.location} (see berth status)`, { ids: { runId } });
+  if (!run) throw await runNotFound(store, runId);
   const all = o.for !== 'check';
   const transitions = await store.listRunTransitions(runId);
   const [session, submission, tasks, effects, snapshots, leases, documents, entries, egress, commits, imported, storeId] = await Promise.all([

@@ -5,5 +5,5 @@ export { exportRunToFile } from './stream-record';
 export { contractFields, registeredPolicies, type HandlerPolicies, type HandlerPolicy } from './contract-fields';
 export { verifyRecord, importRecord, recordRows } from './import-record';
 export { checkRecord, INVARIANTS, type InvariantName, type Violation } from './invariants';
-export { checkStore, assertDrivable } from './check-store';
+export { checkStore, assertDrivable, type UnreadableRun } from './check-store';
 export { runRecordJsonSchema, RECORD_JSON_SCHEMA_FILE } from './json-schema';

@@ -203,6 +203,9 @@ export const CostSectionSchema = z.strictObject({
   }),
 });
 
+/** Not absolute, no `..` component, no NUL byte (file names may hold any other character, newlines included). */
+const ARTIFACT_PATH = /^(?!\/)(?![\s\S]*(?:^|\/)\.\.(?:\/|$))[^\u0000]+$/;
+
 /** A file a plan step declared and the run recorded (every generation; a re-run step's newer one supersedes). */
 export const ArtifactRecordSchema = z.strictObject({
   id: z.string(),
@@ -210,7 +213,12 @@ export const ArtifactRecordSchema = z.strictObject({
   stepIndex: z.number().int(),
   generation: z.number().int(),
   step: z.string(),
-  path: z.string().describe('workspace-relative, `/`-separated'),
+  // No Berth writes any other path (globs are checked, copies confined); a record that holds one was
+  // made or edited by hand, and `berth artifacts --out` would be asked to write outside its directory.
+  path: z
+    .string()
+    .regex(ARTIFACT_PATH, 'a workspace-relative path with no ".." component (not absolute, no NUL)')
+    .describe('workspace-relative, `/`-separated'),
   sizeBytes: z.number(),
   sha256: z.string(),
   snapshotId: z.string().nullable(),

@@ -3,6 +3,7 @@ export type { CommitLogRecords, LoggedCommit } from './commit-log';
 export type { RunListQuery, ListedRun, RunListReads } from './run-list';
 export { calendarDayStart, dateWindow } from './run-list';
 export { pagesOf } from './pages';
+export { runNotFound } from './missing-run';
 export { nameFromMeta } from './run-list';
 export type { OutputRecords, OutputChunk, NewOutputChunk, OutputChannel } from './output';
 export type { OwnershipRecords, SessionOwner, ClaimResult, WorkerHost } from './ownership';

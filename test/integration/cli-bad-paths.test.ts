@@ -56,4 +56,17 @@ describe('a path that names the wrong kind of thing', () => {
       }
     }
   });
+  it('berth env lock of a manifest that does not exist or is a directory says so as env validate does (was an internal error, ENOENT)', async () => {
+    dir = await mkdtemp(join(tmpdir(), 'berth-bad-paths-'));
+    const cli = await bundledCli();
+    for (const [file, code, says] of [
+      [join(dir, 'none.yaml'), 'manifest_not_found', 'does not exist'],
+      [dir, 'manifest_unreadable', 'it is a directory'],
+    ] as const) {
+      const r = await runNode(cli, ['env', 'lock', file, '--json']);
+      expect(r.code).toBe(1);
+      expect(errorOf(r.stderr)).toMatchObject({ code, message: expect.stringContaining(says) });
+      expect(readdirSync(dir)).toEqual([]);
+    }
+  });
 });

@@ -41,4 +41,45 @@ describe('usage errors', () => {
     expect(unknown.stderr).toContain('usage: berth <command> [options]');
     await rm(dir, { recursive: true, force: true });
   });
+
+  it('refuses arguments a command does not take (berth cancel A B cancelled A only and exited 0), naming them, before anything is committed', async () => {
+    const cli = await bundledCli();
+    const dir = await mkdtemp(join(tmpdir(), 'berth-usage-'));
+    const store = join(dir, 'berth.db');
+    await (await openStore(store)).close();
+    for (const args of [['cancel', 'run_a', 'run_b'], ['accept', 'run_a', 'run_b'], ['show', 'run_a', 'run_b'], ['agent', 'fix', 'the', 'bug'], ['status', 'running']]) {
+      const r = await runNode(cli, [...args, '--store', store]);
+      // Before: the first argument was acted on (run_not_found here, a cancel of run_a with a real one) and the rest ignored.
+      expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(2);
+      expect(r.stderr).toContain(`berth: usage: berth ${args[0]} does not take `);
+      expect(r.stderr.split('\n')[0]).toContain(JSON.stringify(args.at(-1)));
+      expect(r.stderr).toContain(`usage: berth ${args[0]}`);
+    }
+    const json = await runNode(cli, ['cancel', 'run_a', 'run_b', '--json', '--store', store]);
+    expect(json.code).toBe(2);
+    expect(JSON.parse(json.stderr)).toMatchObject({ error: { code: 'usage', details: { unexpected: ['run_b'] } } });
+    expect(json.stdout).toBe('');
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('with --json, a missing or unknown command and a flag the parser refuses are JSON usage errors on stderr, nothing on stdout, exit 2', async () => {
+    const cli = await bundledCli();
+    for (const [args, mentions] of [[['--json'], /missing command/], [['shwo', 'run_1', '--json'], /unknown command "shwo"/]] as const) {
+      const r = await runNode(cli, [...args]);
+      expect(r.code).toBe(2);
+      // Before: the whole help text on stdout (no command), or the unknown command and the help as text.
+      expect(r.stdout).toBe('');
+      expect(JSON.parse(r.stderr)).toMatchObject({ error: { code: 'usage', message: expect.stringMatching(mentions) } });
+    }
+    for (const args of [['gc', '--keep', '-1', '--json'], ['show', 'run_a', '--json', '--nope']]) {
+      const r = await runNode(cli, args);
+      expect(r.code).toBe(2);
+      expect(r.stdout).toBe('');
+      // Before: "berth: Option '--keep' argument is ambiguous." and the synopsis, as text.
+      const err = JSON.parse(r.stderr) as { error: { code: string; message: string; retryable: boolean } };
+      expect(err.error.code).toBe('usage');
+      expect(err.error.retryable).toBe(false);
+      expect(err.error.message).toMatch(/--keep|--nope/);
+    }
+  });
 });

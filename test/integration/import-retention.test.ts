@@ -106,4 +106,34 @@ describe('an imported run\'s snapshots belong to the store that exported it', { 
     const held = await readStore(third, async (s) => ({ runs: (await s.listRuns()).map((r) => r.id), imported: (await s.listImportedRuns()).map((r) => r.runId), forkTasks: (await s.listTasks({ runId: forkId })).length }));
     expect(held).toEqual({ runs: [runId], imported: [runId], forkTasks: 0 });
   });
+
+  it('a fork imported without its parent can be forked again at any checkpoint of its history (before or at its own fork point), from the parent\'s snapshots its record carries', async () => {
+    fx = await planFixture([...TWO, { name: 'three', run: 'cat one.txt two.txt > three.txt' }]);
+    const end = await fx.cli(['run', fx.plan, '--json']);
+    expect(end.code, end.stderr).toBe(0);
+    const runId = lastJson<Summary>(end).run.id;
+    const forked = await fx.cli(['fork', runId, '--at', 'two', '--json']);
+    expect(forked.code, forked.stderr.slice(-800)).toBe(0);
+    const forkId = lastJson<Summary>(forked).run.id;
+    const forkFile = join(fx.dir, 'fork.json');
+    expect((await fx.cli(['export', forkId, '--out', forkFile])).code).toBe(0);
+
+    const alone = join(fx.dir, 'alone.db');
+    expect((await cliOn(alone, ['import', forkFile])).code).toBe(0);
+    // Before: fork_invalid "run FORK has no snapshot after step one; forkable: <only the fork's own step:2:three>".
+    for (const at of ['one', 'two', 'upload']) {
+      const again = await cliOn(alone, ['fork', forkId, '--at', at, '--json']);
+      expect(again.code, `--at ${at}: ${again.stderr.slice(-800)}`).toBe(0);
+      expect(lastJson<Summary>(again).run.state).toBe('completed');
+    }
+    const bySnapshot = readRecord(forkFile).isolation.snapshots.find((s) => s.checkpoint.startsWith('step:0:'))!;
+    const again = await cliOn(alone, ['fork', forkId, '--at', bySnapshot.id, '--json']);
+    expect(again.code, again.stderr.slice(-800)).toBe(0);
+    // The new forks' files are those of the history they started from.
+    const ran = await readStore(alone, async (s) => (await s.listRuns()).filter((r) => r.id !== forkId).map((r) => r.state));
+    expect(ran).toEqual(['completed', 'completed', 'completed', 'completed']);
+    const tree = await cliOn(alone, ['tree', forkId]);
+    expect(tree.code, tree.stderr).toBe(0);
+    expect(await invariantGuard().check(alone)).toBeUndefined();
+  });
 });

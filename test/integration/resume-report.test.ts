@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { cliWorld } from '../support/agent-cli-world';
 import { requireEngine } from '../support/docker-engine';
+import { unrecordedSnapshotImages } from '../support/leak-check';
 import { lastJson, planFixture } from '../support/plan-fixture';
 
 let fx: Awaited<ReturnType<typeof planFixture>> | undefined;
@@ -50,6 +51,52 @@ describe('berth resume says what it found of the sandbox and what it did', { tim
     expect(resumed.stdout).toContain(`continued in the same sandbox (lease ${lease.id})`);
     // No raw JSON log line on the console without --debug.
     expect(resumed.stderr).not.toMatch(/^\{"level"/m);
+  });
+
+  it('a run killed while its workspace was uploaded, before any sandbox was recorded: resume says it leased one anew, not that it restored one from the upload snapshot it made itself', async () => {
+    fx = await planFixture([{ name: 'one', run: 'cat README' }]);
+    fx.allowLeftovers('the kills before the upload\'s commit leave the uploaded layer\'s image unrecorded; `berth gc` removes it after its grace period', unrecordedSnapshotImages);
+    const killed = await fx.cli(['run', fx.plan], { BERTH_FAULT: 'plan:uploaded' });
+    expect(killed.signal, killed.stderr.slice(-500)).toBe('SIGKILL');
+    const runId = (await fx.read((s) => s.listRuns()))[0]!.id;
+    expect(await fx.read((s) => s.listSnapshots({ runId }))).toEqual([]);
+
+    const resumed = await fx.cli(['resume', runId, '--json']);
+    expect(resumed.code, resumed.stderr.slice(-800)).toBe(0);
+    const out = lastJson<Resumed>(resumed);
+    expect(out.run.state).toBe('completed');
+    expect(out.resume.sandbox.found).toMatchObject({ state: 'none', leaseId: null });
+    // Before: { action: 'restored', snapshotId: <the upload snapshot this resume took> }.
+    expect(out.resume.sandbox.did).toMatchObject({ action: 'new' });
+    expect(out.resume.sandbox.did.snapshotId).toBeUndefined();
+
+    const again = await fx.cli(['run', fx.plan], { BERTH_FAULT: 'plan:uploaded' });
+    expect(again.signal, again.stderr.slice(-500)).toBe('SIGKILL');
+    const second = (await fx.read((s) => s.listRuns())).find((r) => r.id !== runId)!.id;
+    const human = await fx.cli(['resume', second]);
+    expect(human.code, human.stderr.slice(-800)).toBe(0);
+    expect(human.stdout).toContain('sandbox leased anew');
+    expect(human.stdout).not.toContain('restored from snapshot');
+  });
+
+  it('a detached fork driven by resume: the summary says its sandbox was restored from the fork point\'s snapshot, as the live line does, not leased anew', async () => {
+    fx = await planFixture([
+      { name: 'one', run: 'echo one > one.txt' },
+      { name: 'two', run: 'cat one.txt' },
+    ]);
+    const end = await fx.cli(['run', fx.plan, '--json']);
+    expect(end.code, end.stderr.slice(-500)).toBe(0);
+    const parent = lastJson<{ run: { id: string } }>(end).run.id;
+    const detached = await fx.cli(['fork', parent, '--at', 'one', '--detach', '--json']);
+    expect(detached.code, detached.stderr).toBe(0);
+    const { runId, forkedFrom } = lastJson<{ runId: string; forkedFrom: { snapshotId: string } }>(detached);
+
+    const resumed = await fx.cli(['resume', runId, '--json']);
+    expect(resumed.code, resumed.stderr.slice(-800)).toBe(0);
+    const out = lastJson<Resumed>(resumed);
+    expect(out.resume.sandbox.found).toMatchObject({ state: 'none' });
+    // Before: { action: 'new' } and "sandbox leased anew", beside the live line naming the snapshot.
+    expect(out.resume.sandbox.did).toMatchObject({ action: 'restored', snapshotId: forkedFrom.snapshotId });
   });
 });
 

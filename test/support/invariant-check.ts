@@ -22,7 +22,12 @@ export function invariantGuard() {
     async check(store: string | StoreReader): Promise<Error | undefined> {
       // The same look also holds `berth export`'s streamed text equal to the whole export's, run by run.
       const look = async (s: StoreReader) => ({ ...(await checkStore(s, 'all', Date.now())), exportDiffs: await streamedExportDifferences(s) });
-      const { violations, exportDiffs } = typeof store === 'string' ? await readStore(store, look) : await look(store);
+      const { violations, unreadable, exportDiffs } = typeof store === 'string' ? await readStore(store, look) : await look(store);
+      if (unreadable.length) {
+        const text = unreadable.map((u) => `\n  ${u.runId}: ${u.message}`).join('');
+        console.error(`[invariant check] unreadable rows:${text}`);
+        return new Error(`[invariant check] unreadable rows:${text}`);
+      }
       if (exportDiffs.length) {
         console.error(`[export check] ${exportDiffs.join('\n')}`);
         return new Error(`[export check] ${exportDiffs.join('\n')}`);

@@ -23,4 +23,9 @@ describe('who drives a run', () => {
     expect(hostView({ ...owner, stoppedAt: 1_500 }, 2_000, 'this-machine', () => true)!.live).toBe(false);
     expect(driverOf({ ...run, state: 'completed' }, view, 2_000)).toEqual({ owner: null, line: 'completed' });
   });
+
+  it('a run no host has claimed yet (a detached submit) waits for one: the line says so and since when it was submitted, not that a host stopped', () => {
+    const submitted = { id: 'run_1', state: 'admitted', createdAt: 1_000, updatedAt: 1_000 } as Run;
+    expect(driverOf(submitted, null, 1_000 + 2 * 60_000).line).toBe('admitted, not claimed by any host yet (submitted 2m00s ago): a berth worker claims it, or berth resume run_1');
+  });
 });

@@ -35,9 +35,10 @@ export async function envValidate(file: string, json: boolean, docker?: Dockerod
  * that already pins `image.digest` itself has that line updated instead, keeping its comments.
  */
 export async function envLock(file: string, json: boolean, docker: Dockerode): Promise<number> {
+  // Loaded first: a missing, unreadable or invalid manifest is named as berth env validate names it.
+  const env = await loadEnvironment(file);
   const text = await readFile(file, 'utf8');
   const inline = parseEnvironment(text, file).image.digest !== undefined;
-  const env = await loadEnvironment(file);
   const digest = await resolveImageDigest(docker, env.image.ref);
   const before = env.image.digest;
   const target = inline ? file : lockFileFor(file);

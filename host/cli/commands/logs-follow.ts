@@ -20,6 +20,9 @@ type Line = { stream: 'stdout' | 'stderr' | 'berth'; text: string; attempt?: str
  */
 export async function followLogs(ctx: CliContext, runId: string): Promise<number> {
   let run = await getRunOrThrow(ctx.store, runId);
+  // An imported run is a record: the store refuses every commit to it, so in whatever state it was
+  // exported (admitted, running, parked) nothing more can arrive. Following it would wait forever.
+  const imported = await ctx.store.getImportedRun(runId);
   const [entries, transitions, chunks] = await Promise.all([ctx.store.listEntries(run.sessionId, { runId }), ctx.store.listRunTransitions(runId), ctx.store.listOutput({ runId })]);
   const attempts = attemptViews(chunks, run);
   const running = new Set(attempts.filter((a) => a.state === 'running').map((a) => a.attempt));
@@ -87,12 +90,12 @@ export async function followLogs(ctx: CliContext, runId: string): Promise<number
     run = (await ctx.store.getRun(runId))!;
     const moved = fresh.length > 0 || newEntries.length > 0;
     // Over, or parked for a person: one more quiet read after that, so nothing written just before is missed.
-    if (!isLive(run) || run.state === 'awaiting_approval') {
+    if (imported || !isLive(run) || run.state === 'awaiting_approval') {
       if (!moved && quietAfterEnd) break;
       quietAfterEnd = !moved;
     }
     if (fresh.length < 1000) await new Promise((r) => setTimeout(r, POLL_MS));
   }
-  write({ stream: 'berth', text: `run ${runId} is ${run.state}` });
+  write({ stream: 'berth', text: `run ${runId} is ${run.state}${imported ? ` (an imported record, read-only: nothing drives it in this store)` : ''}` });
   return 0;
 }

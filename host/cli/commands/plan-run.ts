@@ -1,4 +1,4 @@
-import { didLine, foundLine, sandboxDid, sandboxFound } from '../../api/resume-report';
+import { didLine, foundLine, sandboxDid, sandboxFound, snapshotsBefore } from '../../api/resume-report';
 import { drive, startHost, takeRun } from '../../api/drive';
 import { cancel } from '../../api/decisions';
 import { preparePlan, startPlan, stepCount, submitDetached } from '../../api/plans';
@@ -51,9 +51,10 @@ export async function resumeRun(ctx: CliContext, runId: string, opts: { takeOver
     const epoch = await takeRun(ctx, host.rt, run, { takeOver: opts.takeOver, actor: operator() });
     // What the resume finds of the session's sandbox (the next tool verifies it again, and restores it when gone).
     const found = await sandboxFound(ctx, host.rt, run);
+    const before = await snapshotsBefore(ctx, run);
     if (!ctx.json) process.stderr.write(`resuming run ${runId} (${run.state}) as its owner (epoch ${epoch}); ${foundLine(found, run)}\n`);
     const ended = await followRun(ctx, host, run);
-    const did = await sandboxDid(ctx, host.rt, run, found);
+    const did = await sandboxDid(ctx, host.rt, run, found, before);
     return finishAgentRun(ctx, ended, { json: { resume: { epoch, sandbox: { found, did } } }, line: didLine(did) }, opts.endsWell);
   }
   const total = await stepCount(ctx, run);
@@ -62,9 +63,10 @@ export async function resumeRun(ctx: CliContext, runId: string, opts: { takeOver
   const epoch = await takeRun(ctx, rt, run, { takeOver: opts.takeOver, actor: operator() });
   // What the resume finds of the sandbox (the driven run verifies it again, and restores it when gone).
   const found = await sandboxFound(ctx, rt, run);
+  const before = await snapshotsBefore(ctx, run);
   if (!ctx.json) process.stderr.write(`resuming run ${runId} (${run.state}) as its owner (epoch ${epoch}${total ? `, ${total} steps` : ''}); ${foundLine(found, run)}\n`);
   return finishDriven(ctx, rt, runId, async () => {
-    const did = await sandboxDid(ctx, rt, run, found);
+    const did = await sandboxDid(ctx, rt, run, found, before);
     return { json: { resume: { epoch, sandbox: { found, did } } }, line: didLine(did) };
   }, opts.endsWell);
 }

@@ -1,6 +1,6 @@
-import { createReadStream, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createReadStream, mkdtempSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { BerthError } from '../../errors';
 import { hostRuntime } from '../../api/runtime';
@@ -28,9 +28,38 @@ export async function exportCommand(ctx: CliContext, runId: string, out: string 
     }
     return 0;
   }
+  refuseStoreFile(ctx.store.location, out, runId);
   const { digest, bytes } = await exportRunToFile(ctx.store, runId, ctx.clock.now(), out, { policies });
   emit(ctx.json, { runId, file: out, digest, bytes }, () => `exported run ${runId} to ${out} (${digest})`);
   return 0;
+}
+
+/** `path` with its directory's links resolved (and its own, when it exists): two spellings of one file compare equal. */
+function canonicalPath(path: string): string {
+  const abs = resolve(path);
+  try {
+    return realpathSync(abs);
+  } catch {
+    try {
+      return join(realpathSync(dirname(abs)), basename(abs));
+    } catch {
+      return abs;
+    }
+  }
+}
+
+/**
+ * The record is written beside `out` and renamed over it: named the SQLite store (a slip for
+ * --store), or its WAL, it would replace every run's history with one run's record.
+ */
+function refuseStoreFile(location: string, out: string, runId: string): void {
+  if (/^postgres(ql)?:\/\//.test(location)) return;
+  const store = canonicalPath(location);
+  const target = canonicalPath(out);
+  const inode = (p: string) => statSync(p, { throwIfNoEntry: false });
+  const [a, b] = [inode(target), inode(store)];
+  const same = ['', '-wal', '-shm', '-journal'].some((suffix) => target === `${store}${suffix}`) || (a !== undefined && b !== undefined && a.dev === b.dev && a.ino === b.ino);
+  if (same) throw new BerthError('output_unwritable', `cannot write the record to ${out}: it is the store (${location}) or a file of it; name another file, such as ${runId}.json`, { ids: { runId }, details: { file: out } });
 }
 
 /** `berth import FILE`: verifies the record (schema version, digest) and loads it as a read-only run. */
@@ -52,11 +81,17 @@ export async function importCommand(ctx: CliContext, file: string): Promise<numb
 export async function checkCommand(ctx: CliContext, runId: string | undefined, all: boolean): Promise<number> {
   if (!runId && !all) throw new BerthError('usage', 'berth check needs RUN or --all');
   const r = await checkStore(ctx.store, runId ? [runId] : 'all', ctx.clock.now());
-  emit(ctx.json, { ...r, ok: r.violations.length === 0 }, () =>
-    r.violations.length === 0
+  const ok = r.violations.length === 0 && r.unreadable.length === 0;
+  emit(ctx.json, { ...r, ok }, () =>
+    ok
       ? `${r.checked} run(s) checked: every invariant holds (${Object.keys(INVARIANTS).length} invariants)`
-      : [`${r.checked} run(s) checked: ${r.violations.length} violation(s)`, ...r.violations.map((v) => `  ${v.invariant}: ${v.runId}: ${v.message}\n    evidence: ${JSON.stringify(v.evidence)}`)].join('\n'),
+      : [
+          `${r.checked} run(s) checked: ${r.violations.length} violation(s)${r.unreadable.length ? `, ${r.unreadable.length} run(s) with unreadable rows` : ''}`,
+          ...r.unreadable.map((u) => `  ${u.runId}: its stored rows cannot be read (${u.code}): ${u.message}`),
+          ...r.violations.map((v) => `  ${v.invariant}: ${v.runId}: ${v.message}\n    evidence: ${JSON.stringify(v.evidence)}`),
+        ].join('\n'),
   );
-  if (r.violations.length && !ctx.json) process.stderr.write(`berth: ${r.violations.length} invariant violation(s): ${[...new Set(r.violations.map((v) => v.invariant))].join(', ')}\n`);
-  return r.violations.length ? 1 : 0;
+  if (!ctx.json && r.violations.length) process.stderr.write(`berth: ${r.violations.length} invariant violation(s): ${[...new Set(r.violations.map((v) => v.invariant))].join(', ')}\n`);
+  if (!ctx.json && r.unreadable.length) process.stderr.write(`berth: run(s) with unreadable rows: ${r.unreadable.map((u) => u.runId).join(', ')}\n`);
+  return ok ? 0 : 1;
 }

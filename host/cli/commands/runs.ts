@@ -49,9 +49,15 @@ export async function status(ctx: CliContext, f: StatusFilter = {}): Promise<num
   const filtered = (f.states?.length ?? 0) > 0 || (f.tags?.length ?? 0) > 0 || !!f.search || !!f.from || !!f.to;
   const runs = filtered ? await filteredRuns(ctx.store, f) : await ctx.store.listRuns();
   const now = ctx.clock.now();
-  const rows: Array<{ run: (typeof runs)[number] } & ReturnType<typeof driverOf>> = [];
-  for (const r of runs) rows.push({ run: r, ...driverOf(r, await readHost(ctx.store, now, ctx.hostId, r.sessionId), now) });
-  emit(ctx.json, { runs: rows.map((r) => ({ ...r.run, owner: r.owner })) }, () =>
+  // An imported run is a record: no host drives it, and nothing may (berth resume would be refused).
+  const imported = new Set((await ctx.store.listImportedRuns()).map((i) => i.runId));
+  const rows: Array<{ run: (typeof runs)[number]; imported: boolean } & ReturnType<typeof driverOf>> = [];
+  for (const r of runs) {
+    rows.push(imported.has(r.id)
+      ? { run: r, imported: true, owner: null, line: `${r.state}, imported record (read-only)` }
+      : { run: r, imported: false, ...driverOf(r, await readHost(ctx.store, now, ctx.hostId, r.sessionId), now) });
+  }
+  emit(ctx.json, { runs: rows.map((r) => ({ ...r.run, owner: r.owner, imported: r.imported })) }, () =>
     runs.length === 0
       ? 'no runs'
       : table([['RUN', 'KIND', 'STATE', 'UPDATED'], ...rows.map((r) => [r.run.id, r.run.kind, r.line, `${duration(now - r.run.updatedAt)} ago`])]),

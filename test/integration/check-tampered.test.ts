@@ -1,0 +1,61 @@
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterEach, describe, expect, it } from 'vitest';
+import { runNode } from '../support/child';
+import { bundledCli, lastJson, planFixture } from '../support/plan-fixture';
+
+let fx: Awaited<ReturnType<typeof planFixture>> | undefined;
+afterEach(async () => {
+  await fx?.cleanup();
+  fx = undefined;
+});
+
+interface Checked {
+  checked: number;
+  ok: boolean;
+  violations: { invariant: string; runId: string }[];
+  unreadable: { runId: string; code: string; message: string; details: { table: string; rowId: string; field: string } }[];
+}
+
+describe('berth check on a store an operator edited by hand', { timeout: 180_000 }, () => {
+  it('names the run whose row no longer reads as a finding and still checks every other run, instead of stopping at the first bad row', async () => {
+    fx = await planFixture([{ name: 'one', run: 'echo one' }]);
+    const runs: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const r = await fx.cli(['run', fx.plan, '--json']);
+      expect(r.code, r.stderr.slice(-500)).toBe(0);
+      runs.push(lastJson<{ run: { id: string } }>(r).run.id);
+    }
+    const [garbled, lying] = runs as [string, string];
+    // The operator edits a copy: the fixture's own check of its store must still see the runs as they ran.
+    const edited = join(fx.dir, 'edited.db');
+    const db = new Database(fx.store);
+    try {
+      db.prepare('VACUUM INTO ?').run(edited);
+    } finally {
+      db.close();
+    }
+    const e = new Database(edited);
+    try {
+      e.prepare(`UPDATE effects SET status = 'bogus' WHERE run_id = ?`).run(garbled);
+      e.prepare(`UPDATE effects SET status = 'unknown' WHERE run_id = ?`).run(lying);
+    } finally {
+      e.close();
+    }
+
+    const check = async (args: string[]) => runNode(await bundledCli(), [...args, '--store', edited]);
+    const all = await check(['check', '--all', '--json']);
+    // Before: exit 1 with only `store_row_invalid` on stderr (no run named, the other run never checked) and nothing on stdout.
+    expect(all.code, all.stderr).toBe(1);
+    const out = lastJson<Checked>(all);
+    expect(out).toMatchObject({ checked: 2, ok: false });
+    expect(out.unreadable).toEqual([expect.objectContaining({ runId: garbled, code: 'store_row_invalid', details: expect.objectContaining({ table: 'effects', field: 'status' }) })]);
+    expect(out.violations).toEqual([expect.objectContaining({ invariant: 'completed_with_unresolved', runId: lying })]);
+
+    const human = await check(['check', garbled]);
+    expect(human.code).toBe(1);
+    expect(human.stdout).toContain(`${garbled}: its stored rows cannot be read`);
+    expect(human.stdout).toContain('status holds "bogus"');
+    expect(human.stderr).toContain(`berth: run(s) with unreadable rows: ${garbled}`);
+  });
+});
