@@ -35,6 +35,8 @@ export const CONTROL_MOUNTS: Record<string, string> = {
 export const IDLE_COMMAND = ['/bin/sh', '-c', 'while :; do sleep 2147483647; done'];
 
 const MIB = 1024 * 1024;
+/** The engine's own default size of /dev/shm. */
+const DEFAULT_SHM_BYTES = 64 * MIB;
 
 /**
  * The proxy address, and the model gateway's base URL for OpenAI-compatible clients, are no
@@ -80,6 +82,11 @@ export function containerCreateOptions(spec: SandboxSpec, labels: Record<string,
       Memory: memory,
       // Equal to Memory: no swap, so an allocation beyond the limit is an OOM kill, not a slowdown.
       MemorySwap: memory,
+      // /dev/shm is memory no process frees when it dies. At the engine's 64 MiB in a sandbox of
+      // 64 MiB, a command that filled it was OOM-killed and left the memory held: every later exec
+      // died at its start (runc's init OOM-killed, exit 126) until the file was removed by hand. At
+      // most half the limit, a full /dev/shm is a write's ENOSPC and the sandbox keeps room to run.
+      ShmSize: Math.min(DEFAULT_SHM_BYTES, Math.floor(memory / 2)),
       PidsLimit: r.pids,
       CapDrop: ['ALL'],
       SecurityOpt: ['no-new-privileges'],

@@ -25,16 +25,28 @@ describe('sandbox limits', () => {
     expect((await sandbox.host.verify(lease.record)).ok).toBe(true);
   });
 
-  test('filling /dev/shm to the memory limit kills the command, never the sandbox: it stays up and the exec is reported oomKilled', async ({ sandbox }) => {
+  test('filling /dev/shm stops at half the memory limit (a write error: busybox says I/O error, no OOM kill), and a command that then takes the rest is OOM-killed, never the sandbox: the next command runs', async ({ sandbox }) => {
     await using lease = await sandbox.host.lease(sandbox.spec({ resources: { memoryMb: 64 } }), { sessionId: 's' });
-    // Memory no process holds: every process left is small, docker-init and the idle loop as small
-    // as the command's. Before commands raised their OOM score the kernel took init (3 of 3).
-    const r = await lease.exec('cat /proc/self/oom_score_adj; head -c 100m /dev/zero > /dev/shm/fill');
+    // Before, /dev/shm had the engine's 64 MiB: the fill took the whole limit, the command was
+    // OOM-killed, and the memory stayed held (no process frees it): every later exec died at its
+    // start ("read init-p: connection reset by peer (possibly OOM-killed)", exit 126).
+    const fill = await lease.exec('head -c 100m /dev/zero > /dev/shm/fill');
+    expect({ exitCode: fill.exitCode, oomKilled: fill.oomKilled, stderr: fill.stderr }).toMatchObject({ exitCode: 1, oomKilled: false, stderr: expect.stringMatching(/No space left on device|I\/O error/) });
+    expect(await lease.exec('wc -c < /dev/shm/fill')).toMatchObject({ exitCode: 0, stdout: `${32 * 1024 * 1024}\n` });
+    // Memory no process holds, and a command that takes the rest: every process left is small,
+    // docker-init and the idle loop as small as the command's. Before commands raised their OOM
+    // score the kernel took init (3 of 3).
+    const r = await lease.exec('cat /proc/self/oom_score_adj; head -c 200m /dev/zero | tail');
     expect({ ...r, stderr: r.stderr.slice(0, 500) }).toMatchObject({ exitCode: 137, oomKilled: true, sandboxLost: false, stdout: `${COMMAND_OOM_SCORE_ADJ}\n` });
     const state = (await sandbox.docker.getContainer(lease.record.containerId).inspect()).State;
     expect({ running: state.Running, oomKilled: state.OOMKilled, exitCode: state.ExitCode }).toEqual({ running: true, oomKilled: false, exitCode: 0 });
-    // Slow by nature, not by a wait of ours: each control exec after the command is refused after ~10 s.
+    expect(await lease.exec('echo alive')).toMatchObject({ exitCode: 0, stdout: 'alive\n' });
   }, 180_000);
+
+  test('a sandbox of the default memory keeps the engine\'s 64 MiB /dev/shm', async ({ sandbox }) => {
+    await using lease = await sandbox.host.lease(sandbox.spec({ resources: { memoryMb: 256 } }), { sessionId: 's' });
+    expect(await lease.exec("df -k /dev/shm | awk 'NR==2 {print $2}'")).toMatchObject({ exitCode: 0, stdout: '65536\n' });
+  });
 
   test('an OOM kill of a child is reported even when the command itself exits 0', async ({ sandbox }) => {
     await using lease = await sandbox.host.lease(sandbox.spec({ resources: { memoryMb: 64 } }), { sessionId: 's' });
