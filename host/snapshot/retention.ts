@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { isFinalRunState, type Snapshot } from '../model';
 import type { Store } from '../store';
 import type { Clock } from '../support';
+import { faultAside } from '../support/faults';
 import { importedSessions, PendingDeltaParents } from './kept-images';
 
 export interface PruneDeps {
@@ -21,7 +22,8 @@ export interface PruneDeps {
 /**
  * Keeps the newest `keepLast` snapshots of each session and removes the rest, except that a
  * snapshot of a run that has not finished is never pruned: reconciliation may restore any of them.
- * Records stay (marked pruned) so that history still says what existed. Snapshots of imported runs
+ * Records stay (marked pruned) so that history still says what existed; each is marked before its
+ * image goes. Snapshots of imported runs
  * are another store's (their images too) and are never touched; an image a pending delta layer is
  * built on goes only once that layer is loaded ({@link PendingDeltaParents}).
  */
@@ -53,10 +55,16 @@ export async function pruneSnapshots(d: PruneDeps, opts: { keepLast: number; ses
     for (const s of newestFirst.slice(Math.max(0, opts.keepLast))) {
       if (!(await isFinished(s.runId)) || needed.has(s.id)) continue;
       if (!(await deltas.release(s.imageId, { snapshotId: s.id }))) continue;
-      const outcome = await d.removeSnapshot(s.id);
+      // The record first: a host killed between the two leaves a pruned record's tag (gc removes it),
+      // never a live record without its image, which a fork or a restore would trust.
       await d.store.markSnapshotPruned(s.id, d.clock.now());
-      d.logger.info({ snapshotId: s.id, imageId: s.imageId, outcome }, 'snapshot pruned');
       pruned.push(s);
+      faultAside('retention:marked');
+      const outcome = await d.removeSnapshot(s.id).catch((err: unknown) => {
+        d.logger.warn({ snapshotId: s.id, imageId: s.imageId, err }, 'snapshot pruned; its image could not be removed (berth gc removes it)');
+        return 'failed' as const;
+      });
+      d.logger.info({ snapshotId: s.id, imageId: s.imageId, outcome }, 'snapshot pruned');
     }
   }
   return pruned;

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { Snapshot } from '../model';
 import type { Store } from '../store';
 import type { Clock } from '../support';
-import { faultMark } from '../support/faults';
+import { faultAside, faultMark } from '../support/faults';
 import { importedSessions, PendingDeltaParents } from './kept-images';
 
 export interface RunningPruneDeps {
@@ -63,14 +63,22 @@ export async function pruneRunning(d: RunningPruneDeps, o: RunningPrune): Promis
   const pruned: Snapshot[] = [];
   const remove = async (s: Snapshot): Promise<void> => {
     try {
-      const outcome = await d.removeSnapshot(s.id);
+      // The record first (see pruneSnapshots): a kill between leaves a tag for gc, not a live record
+      // without its image.
       await d.store.markSnapshotPruned(s.id, d.clock.now());
-      faultMark('retention.running:pruned');
+      faultAside('retention.running:marked');
       pruned.push(s);
-      d.logger.debug({ runId: o.runId, snapshotId: s.id, outcome }, 'snapshot of the running run pruned');
     } catch (err) {
       // Left for the run end's retention (or gc): this pass only saves work.
       d.logger.warn({ runId: o.runId, snapshotId: s.id, err }, 'could not prune a snapshot of the running run; the run end retries');
+      return;
+    }
+    try {
+      const outcome = await d.removeSnapshot(s.id);
+      faultMark('retention.running:pruned');
+      d.logger.debug({ runId: o.runId, snapshotId: s.id, outcome }, 'snapshot of the running run pruned');
+    } catch (err) {
+      d.logger.warn({ runId: o.runId, snapshotId: s.id, err }, 'a pruned snapshot of the running run kept its image; berth gc removes it');
     }
   };
   // Oldest first (candidates are newest first), each removed as soon as it and the layer built

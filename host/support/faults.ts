@@ -39,6 +39,19 @@ export function faultPoint(name: string): void {
 }
 
 /**
+ * A kill point inside work that runs beside the commit boundaries (retention, a background pass):
+ * `BERTH_FAULT=name[#k]` kills there as at a {@link faultPoint}, but it is not a numbered boundary
+ * (`BERTH_FAULT_AT` and `BERTH_FAULT_LOG` do not see it), so suites that kill at every boundary
+ * neither gain kills from it nor see their numbering move with how much such work there was.
+ */
+export function faultAside(name: string): void {
+  if (!atName || atName !== name) return;
+  const n = (named.get(name) ?? 0) + 1;
+  named.set(name, n);
+  if (armName ? armed && n >= nameNth : n === nameNth) die();
+}
+
+/**
  * A point in work that runs beside the commit boundaries (a background pass): never a kill and not
  * counted among the boundaries (their numbering must not depend on the pass's speed); it only arms
  * `BERTH_FAULT` when `BERTH_FAULT_ARM` names it.
