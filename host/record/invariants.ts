@@ -1,4 +1,5 @@
 import { isLegalRunTransition, isUnresolvedEffect, SANDBOX_SWEPT, SANDBOX_VERIFIED, TASK_RESTARTED, type Json } from '../model';
+import { checkCompleteness } from './invariants-complete';
 import type { RunRecord } from './schema';
 
 /** One broken rule of one run, with what shows it. */
@@ -29,6 +30,8 @@ export const INVARIANTS = {
   cancel_matches_effects: 'a cancelled task\'s evidence covers the effects of its work (its own and its subtasks\'): every one that started is listed, `before` only when none did, `after` only when all happened (seed 004 #5)',
   approvals_closed: 'a run in a final state has no open approval: each request was decided, expired or closed by the cancel (seed 004 #1)',
   settled_provenance: 'every settled effect says how it was settled: each attempt it counts is in its attempt log, and the attempt that settled it names how (its reply, a status query, an operator\'s word with the operator, a restore, a cancel)',
+  final_run_settled: 'a run in a final state has no task still live, and a completed run\'s root task ended ok',
+  record_complete: 'every row the run\'s rows name is in the record (its root task, each task\'s parent, each effect\'s and snapshot\'s task, each snapshot\'s lease, the effect of each plan step that ended ok), and each transition of a plan or agent run records the versions in force',
   sweeps_accounted: 'a restart that took up a live sandbox an earlier owner left (adopted it, or removed it with a step caught mid-run) records the sweep: a sandbox.swept entry names that sandbox and what was stopped or removed, before the verification that used it',
 } as const;
 export type InvariantName = keyof typeof INVARIANTS;
@@ -99,7 +102,11 @@ export function checkRecord(r: RunRecord): Violation[] {
   for (const e of r.effects) {
     if (e.status !== 'confirmed' && e.status !== 'failed' && e.status !== 'compensated') continue;
     const log = e.attemptLog ?? [];
-    if (e.attempts === 0 && log.length === 0) continue;
+    if (e.attempts === 0 && log.length === 0) {
+      // Nothing attempted, so nothing happened: failed (refused, cancelled before it began) is the only settlement.
+      if (e.status !== 'failed') v('settled_provenance', `effect ${e.id} is ${e.status} but was never attempted: nothing on record did it`, { effect: e.id, status: e.status, attempts: 0 });
+      continue;
+    }
     const last = log.at(-1);
     const what = e.status === 'failed' ? 'that it did not happen' : 'that it happened';
     if (log.length < e.attempts || !last) v('settled_provenance', `effect ${e.id} is ${e.status} after ${e.attempts} attempt(s), but its record holds ${log.length} of them: nothing says how it was learnt ${what}, or by whom`, { effect: e.id, status: e.status, attempts: e.attempts, recorded: log.length, receipt: e.receipt, error: e.error });
@@ -278,6 +285,7 @@ export function checkRecord(r: RunRecord): Violation[] {
     }
   }
   for (const n of named) if (!snaps.has(n.id)) v('checkpoint_refs_exist', `${n.by} names snapshot ${n.id}, which the record does not hold`, n);
+  checkCompleteness(r, v);
   return out;
 }
 

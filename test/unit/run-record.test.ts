@@ -95,6 +95,10 @@ const CORRUPT: Record<InvariantName, (r: RunRecord) => void> = {
   // What a cancel of an agent run waiting for an approval used to leave: a final run, an open request.
   approvals_closed: (r) =>
     r.approvals.push({ approvalId: 'apr_1', toolCallId: 'call_0_0', tool: 'exec', scopeDigest: `sha256:${'0'.repeat(64)}`, expiresAt: 10, requestedAt: 1, decision: 'pending', approver: null, decidedAt: null }),
+  // A completed run with a step that never ended (found by tampering with a stored run).
+  final_run_settled: (r) => (r.tasks[1]!.status = 'running'),
+  // The step's task row lost: its effect, snapshot and output name a task the record does not hold.
+  record_complete: (r) => (r.tasks = [r.tasks[0]!]),
   // A restarted step that took up the sandbox a killed host left, with no word of what it stopped there.
   sweeps_accounted: (r) =>
     r.entries.unshift({ id: 'e0', seq: 0, conversationId: null, taskId: 'task_step', kind: 'sandbox.verified', body: { how: 'attached', kernel: 'berth@0.1.0', envFingerprint: r.run.versions.envFingerprint ?? 'sha256:x', leaseId: 'lease_1' }, commitSeq: 3, at: 3 }),
