@@ -24,7 +24,7 @@ export const INVARIANTS = {
   sandbox_cleanup_visible: 'an ended run releases its own sandbox leases, or the unreleased lease is visible as a violation (seed 004 #7)',
   acceptance_separate: 'acceptance is recorded apart from completion, never implied by the run state (seed 004 #8)',
   legal_transitions: 'every transition is an edge of the run state machine, starts where the previous one ended, and the last one is the run state',
-  monotonic_sequences: 'transition numbers run 1..n without gaps; commit, entry and transition commit numbers never go back',
+  monotonic_sequences: 'transition numbers and the session\'s commit numbers run 1..n without gaps; entry and transition commit numbers never go back',
   never_once: 'an action whose replay is never is confirmed at most once (one confirmed effect per kind and intent)',
   checkpoint_refs_exist: 'every snapshot a checkpoint, result or sandbox pointer names is in the record',
   cancel_matches_effects: 'a cancelled task\'s evidence covers the effects of its work (its own and its subtasks\'): every one that started is listed, `before` only when none did, `after` only when all happened (seed 004 #5)',
@@ -251,6 +251,10 @@ export function checkRecord(r: RunRecord): Violation[] {
     for (let i = 1; i < seqs.length; i++) if (seqs[i]! <= seqs[i - 1]!) return v('monotonic_sequences', `${what} ${seqs[i]} follows ${seqs[i - 1]}`, { what, at: i, seq: seqs[i]!, previous: seqs[i - 1]! });
   };
   rising('commit', r.commits.map((c) => c.seq));
+  // Each commit takes its session's last seq + 1 in its own transaction, and none is ever deleted:
+  // the session's log runs 1..n, so a gap is a commit lost from the record.
+  const gap = r.commits.findIndex((c, i) => c.seq !== i + 1);
+  if (gap >= 0) v('monotonic_sequences', `the session's commit log skips from ${gap === 0 ? 'its start' : `commit ${r.commits[gap - 1]!.seq}`} to ${r.commits[gap]!.seq}: ${gap === 0 ? 'the first commits are' : 'a commit is'} missing`, { at: gap, seq: r.commits[gap]!.seq, previous: gap === 0 ? null : r.commits[gap - 1]!.seq });
   rising('entry', r.entries.map((e) => e.seq));
   const lastCommit = r.commits.at(-1)?.seq ?? 0;
   const late = r.transitions.filter((t) => t.commitSeq > lastCommit).map((t) => t.n);

@@ -52,6 +52,7 @@ describe('berth check on a stored run with one row broken', { timeout: 300_000 }
     ["the effect of a step that ended ok deleted", "DELETE FROM effects WHERE id = '$R:step:1:g0'", 'record_complete'],
     ['the lease the snapshots were taken in deleted', "DELETE FROM leases WHERE run_id = '$R'", 'record_complete'],
     ['transitions without the versions in force', "UPDATE run_transitions SET versions_json = '{}' WHERE run_id = '$R' AND n = 3", 'record_complete'],
+    ['a commit row between two kept ones deleted', "DELETE FROM commits WHERE seq = 3 AND session_id = (SELECT session_id FROM runs WHERE id = '$R')", 'monotonic_sequences'],
     ['a confirmed effect with no attempt, counted or logged', "UPDATE effects SET attempts = 0, attempts_json = '[]' WHERE id = '$R:step:1:g0'", 'settled_provenance'],
   ];
   for (const [what, sql, invariant] of cases) {
