@@ -46,9 +46,20 @@ export function checkCompleteness(r: RunRecord, v: Report): void {
     if (s.taskId !== null && !tasks.has(s.taskId)) v('record_complete', `snapshot ${s.id} names task ${s.taskId}, which the record does not hold`, { snapshot: s.id, taskId: s.taskId });
     if (!leases.has(s.leaseId)) v('record_complete', `snapshot ${s.id} was taken in sandbox lease ${s.leaseId}, which the record does not hold`, { snapshot: s.id, leaseId: s.leaseId });
   }
+  const effects = new Map(r.effects.map((e) => [e.id, e]));
+  const settled = (id: string, by: string, evidence: Record<string, Json>) => {
+    const e = effects.get(id);
+    if (!e) v('record_complete', `${by} ended ok, but its effect ${id} is not in the record`, { ...evidence, effect: id });
+    else if (e.status !== 'confirmed' && e.status !== 'compensated') v('record_complete', `${by} ended ok, but its effect ${id} is ${e.status}`, { ...evidence, effect: id, status: e.status });
+  };
+  // An agent tool call runs under the effect its intent committed (the task's checkpoint names it).
+  for (const t of r.tasks) {
+    if (t.kind !== 'agent-tool' || t.status !== 'terminal' || obj(t.result).status !== 'ok') continue;
+    const id = obj(t.checkpoint).effectId;
+    if (typeof id === 'string') settled(id, `tool task ${t.id} (${String(obj(t.input).name)})`, { task: t.id });
+  }
   // A plan step that ended ok ran its command under an effect keyed by run, step and generation.
   if (r.run.kind === 'plan') {
-    const effects = new Map(r.effects.map((e) => [e.id, e]));
     for (const t of r.tasks) {
       if (t.kind !== 'plan-step' || t.status !== 'terminal' || t.outcome !== 'ok') continue;
       const { index, generation } = obj(t.input);
@@ -56,9 +67,7 @@ export function checkCompleteness(r: RunRecord, v: Report): void {
       // A never step whose effect happened in an earlier generation ends ok without running again, naming that effect.
       const done = obj(t.result).alreadyDone;
       const key = typeof done === 'string' ? done : `${runId}:step:${index}:g${typeof generation === 'number' ? generation : 0}`;
-      const e = effects.get(key);
-      if (!e) v('record_complete', `step task ${t.id} (step ${index}) ended ok, but its effect ${key} is not in the record`, { task: t.id, effect: key });
-      else if (e.status !== 'confirmed' && e.status !== 'compensated') v('record_complete', `step task ${t.id} (step ${index}) ended ok, but its effect ${key} is ${e.status}`, { task: t.id, effect: key, status: e.status });
+      settled(key, `step task ${t.id} (step ${index})`, { task: t.id });
     }
   }
 }

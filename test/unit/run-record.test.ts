@@ -123,6 +123,23 @@ describe('run invariants (berth check)', () => {
   }
 });
 
+describe('what a record must hold (record_complete)', () => {
+  const toolTask = (effectId: string): RunRecord['tasks'][number] => ({ ...task('task_tool', 'task_root', { toolCallId: 'call_0_0', status: 'ok' }), kind: 'agent-tool', checkpoint: { effectId }, input: { name: 'exec', toolCallId: 'call_0_0' } });
+
+  it('accepts an agent tool call that ended ok under its confirmed effect', () => {
+    const r = validRecord();
+    r.tasks.push(toolTask('run_1:step:0:g0'));
+    expect(checkRecord(r).filter((x) => x.invariant === 'record_complete')).toEqual([]);
+  });
+
+  it('flags an agent tool call that ended ok whose effect the record does not hold, naming the tool', () => {
+    const r = validRecord();
+    r.tasks.push(toolTask('run_1:task_tool:call_0_0'));
+    const [v] = checkRecord(r).filter((x) => x.invariant === 'record_complete');
+    expect(v?.message).toMatch(/tool task task_tool \(exec\) ended ok, but its effect run_1:task_tool:call_0_0 is not in the record/);
+  });
+});
+
 describe('provenance of settled effects (settled_provenance, retry_same_effect over generations)', () => {
   const found = (r: RunRecord, name: InvariantName) => checkRecord(r).filter((v) => v.invariant === name);
   /** The deploy step said not to have happened (g0) and run again (g1), as today's code records it. */
