@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { Berth } from '../api/berth';
 import { BerthError } from '../errors';
+import { allowedHosts, HOST_REFUSED_STATUS, hostAllowed, hostRefusal } from '../support/host-header';
 import { createMcpServer } from './mcp-server';
 import type { McpSessions } from './mcp-session';
 
@@ -29,13 +30,16 @@ function refuse(res: ServerResponse, status: number, code: string, message: stri
  * `berth mcp --http`: the same server over Streamable HTTP at `/mcp`, stateless (a server per
  * request): the Berth session, not the HTTP connection, is what a client continues. Every request
  * needs `Authorization: Bearer <token>` (the token of `berth serve`), and a Host header naming
- * the address it listens on, so a page on another origin (DNS rebinding) reaches nothing.
+ * this server by `berth serve`'s rule (host/support/host-header.ts), so a page on another origin
+ * (DNS rebinding) reaches nothing.
  */
 export async function startMcpHttp(berth: Berth, sessions: McpSessions, o: McpHttpOptions): Promise<{ url: string; close(): Promise<void> }> {
-  let allowedHosts: string[] = [];
+  // Filled once listening: the port may be 0 until then, and no request arrives before.
+  let hosts: ReadonlySet<string> = new Set();
+  let url = '';
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     if (new URL(req.url ?? '/', 'http://x').pathname !== '/mcp') return refuse(res, 404, 'not_found', 'the MCP endpoint is /mcp');
-    if (!allowedHosts.includes(req.headers.host ?? '')) return refuse(res, 403, 'host_refused', `Host ${req.headers.host ?? '(none)'} is not this server's address`);
+    if (!hostAllowed(req.headers.host, hosts)) return refuse(res, HOST_REFUSED_STATUS, 'host_refused', hostRefusal(req.headers.host, url, 'berth mcp'));
     if (o.token !== null) {
       const given = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1] ?? '';
       if (!same(given, o.token)) return refuse(res, 401, 'unauthorized', 'wrong or missing bearer token (the token is in the file berth mcp names)');
@@ -65,9 +69,10 @@ export async function startMcpHttp(berth: Berth, sessions: McpSessions, o: McpHt
   });
   const { port } = http.address() as AddressInfo;
   const name = o.host.includes(':') ? `[${o.host}]` : o.host;
-  allowedHosts = [`${name}:${port}`, ...(name.startsWith('127.') || name === '[::1]' ? [`localhost:${port}`] : [])];
+  hosts = allowedHosts(o.host, port);
+  url = `http://${name}:${port}/mcp`;
   return {
-    url: `http://${name}:${port}/mcp`,
+    url,
     close: () =>
       new Promise<void>((resolve) => {
         http.closeAllConnections();
