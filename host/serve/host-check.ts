@@ -1,8 +1,9 @@
 import type { MiddlewareHandler } from 'hono';
 import { HOST_REFUSED_STATUS, hostAllowed, hostRefusal } from '../support/host-header';
+import { refusal } from './api-errors';
 
 /**
- * Refuses (421, plain text) every request whose Host header is not one of `allowed()`, before any
+ * Refuses (421; JSON `host_refused` under /api, plain text elsewhere) every request whose Host header is not one of `allowed()`, before any
  * other check: a rebound name must get neither a page, nor its CSRF token, nor an action.
  * The rule itself is host/support/host-header.ts, shared with `berth mcp --http`.
  */
@@ -10,6 +11,6 @@ export function requireHost(allowed: () => ReadonlySet<string>, shown: () => str
   return async (c, next) => {
     const host = c.req.header('host');
     if (hostAllowed(host, allowed())) return next();
-    return c.text(`${HOST_REFUSED_STATUS}: ${hostRefusal(host, shown(), 'berth serve')}`, HOST_REFUSED_STATUS);
+    return refusal(c, HOST_REFUSED_STATUS, 'host_refused', hostRefusal(host, shown(), 'berth serve'));
   };
 }
