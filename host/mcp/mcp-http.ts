@@ -7,6 +7,8 @@ import { BerthError } from '../errors';
 import { allowedHosts, HOST_REFUSED_STATUS, hostAllowed, hostRefusal } from '../support/host-header';
 import { createMcpServer } from './mcp-server';
 import type { McpSessions } from './mcp-session';
+import { readBounded } from './http-body';
+import { STDIO_MAX_MESSAGE_BYTES } from './stdio-transport';
 
 export interface McpHttpOptions {
   host: string;
@@ -21,9 +23,31 @@ const same = (a: string, b: string) => {
   return x.length === y.length && timingSafeEqual(x, y);
 };
 
-function refuse(res: ServerResponse, status: number, code: string, message: string, headers: Record<string, string> = {}): void {
+function refuse(res: ServerResponse, status: number, code: string, message: string, headers: Record<string, string> = {}, rpcCode = -32001): void {
   res.writeHead(status, { 'content-type': 'application/json', ...headers });
-  res.end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32001, message: `${code}: ${message}`, data: { code } } }));
+  res.end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: rpcCode, message: `${code}: ${message}`, data: { code } } }));
+}
+
+/**
+ * The body of a POST as a JSON-RPC message, or the refusal already sent. One limit for both
+ * transports: the SDK's HTTP transport refused anything over 4 MiB (a 5 MiB write_file that stdio
+ * takes) with an untyped 413, and read what it took whole.
+ */
+async function messageOf(req: IncomingMessage, res: ServerResponse): Promise<{ message: unknown } | null> {
+  const body = await readBounded(req, STDIO_MAX_MESSAGE_BYTES);
+  if (body.kind === 'too_large') {
+    const size = body.bytes === null ? `over ${STDIO_MAX_MESSAGE_BYTES} bytes` : `${body.bytes} bytes`;
+    // The rest of a refused body is never read: the connection ends with the answer.
+    res.once('finish', () => req.destroy());
+    refuse(res, 413, 'request_too_large', `the message is ${size}; berth mcp reads messages up to ${STDIO_MAX_MESSAGE_BYTES} bytes (on stdio as over HTTP)`, { connection: 'close' }, -32600);
+    return null;
+  }
+  try {
+    return { message: JSON.parse(body.text) };
+  } catch (err) {
+    refuse(res, 400, 'parse_error', `the request body is not JSON (${(err as Error).message})`, {}, -32700);
+    return null;
+  }
 }
 
 /**
@@ -48,14 +72,16 @@ export async function startMcpHttp(berth: Berth, sessions: McpSessions, o: McpHt
     // own server, gone with it), and there is no HTTP session for a DELETE to end. The SDK client
     // takes 405 as "no stream" and goes on.
     if (req.method !== 'POST') return refuse(res, 405, 'method_not_allowed', `${req.method} /mcp: this server is stateless and takes POST only`, { allow: 'POST' });
+    const body = await messageOf(req, res);
+    if (!body) return;
     const server = createMcpServer(berth, sessions);
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true, maxRequestBodySize: STDIO_MAX_MESSAGE_BYTES });
     res.on('close', () => {
       void transport.close();
       void server.close();
     });
     await server.connect(transport);
-    await transport.handleRequest(req, res);
+    await transport.handleRequest(req, res, body.message);
   };
   const http = createServer((req, res) => {
     handle(req, res).catch((err: unknown) => {
