@@ -55,15 +55,16 @@ export async function decideAcceptance(store: Store, o: DecideAcceptance): Promi
   if (run.state !== 'completed') {
     throw new BerthError('run_not_completed', `run ${run.id} is ${run.state}: acceptance judges a completed run's outcome (a failed or cancelled run has none to accept)`, { ids: { runId: run.id } });
   }
+  const id = newId('acc');
   const r = await store.commit({
     sessionId: run.sessionId,
     label: `acceptance.${o.decision}`,
     actor: o.actor,
-    acceptance: [{ id: newId('acc'), runId: run.id, requestId: o.requestId, decision: o.decision, actor: o.actor, reason: o.reason, evidence: { by: 'operator' } }],
+    acceptance: [{ id, runId: run.id, requestId: o.requestId, decision: o.decision, actor: o.actor, reason: o.reason, evidence: { by: 'operator' } }],
   });
   if (!r.ok) throw new BerthError('commit_conflict', `acceptance of run ${run.id} not recorded: ${r.conflict.kind}`, { retryable: true, ids: { runId: run.id } });
   const decision = await store.findAcceptance(o.requestId);
   if (!decision) throw new BerthError('commit_conflict', `acceptance of run ${run.id} committed but not found`, { ids: { runId: run.id } });
-  // Same request id raced in by another process with another decision: that one stands.
-  return { decision, repeated: decision.decision !== o.decision || decision.runId !== o.runId };
+  // Same request id raced in by another request (the store kept its row, not ours): that one stands.
+  return { decision, repeated: decision.id !== id };
 }

@@ -1,1 +1,2 @@
+export { decideAcceptanceOnce } from './decide-once';
 export { acceptanceOf, decideAcceptance, type AcceptanceView, type DecideAcceptance } from './acceptance';

@@ -8,7 +8,7 @@ import { TOOL_KIND } from './agent-sandbox';
 import { runResumeTransition } from './approval-run-state';
 import { awaitsApproval, TIMER_KIND } from './approval-timer';
 import { ENTRY, type ApprovalDecidedEntry, type ApprovalRequestedEntry } from './entries';
-import { ApprovalRequestSchema, type ApprovalSignal } from './tool-checkpoint';
+import { ApprovalRequestSchema, ApprovalSignalSchema, type ApprovalSignal } from './tool-checkpoint';
 
 /** An approval request of a run, open or decided. */
 export interface ApprovalView extends ApprovalRequestedEntry {
@@ -30,6 +30,8 @@ export async function listApprovals(store: Store, runId: string): Promise<Approv
       return { approvalId: r.approvalId, toolCallId: r.toolCallId, tool: r.tool, arguments: r.arguments, digest: r.digest, expiresAt: r.expiresAt, state: d ? d.decision : 'pending', ...(d ? { by: d.by } : {}) };
     });
 }
+
+const DECIDED = { approve: 'approved', deny: 'denied', expired: 'expired' } as const;
 
 export interface DecideApproval {
   runId: string;
@@ -60,8 +62,11 @@ export async function decideApproval(store: Store, o: DecideApproval): Promise<A
     const tool = tasks.find((t) => t.kind === TOOL_KIND && storedValue(ToolCallInputSchema, t.input, { what: 'input', kind: TOOL_KIND, taskId: t.id }).toolCallId === toolCallId);
     if (!view || !tool) throw new BerthError('approval_not_found', `run ${o.runId} has no approval request ${o.id}`, { ids: { runId: o.runId } });
     if (!awaitsApproval(tool)) {
+      // Decided but not yet carried out (a double click's second request lands here): the decision is in the checkpoint only.
+      const signal = ApprovalSignalSchema.safeParse((tool.checkpoint as { approval?: unknown } | null)?.approval);
       const state =
-        view.state === 'pending' ? 'not open (the call is no longer waiting)'
+        view.state === 'pending' && signal.success ? `already ${DECIDED[signal.data.decision]}${signal.data.decision === 'expired' ? '' : ` by ${signal.data.by}`} at ${new Date(signal.data.at).toISOString()}`
+        : view.state === 'pending' ? 'not open (the call is no longer waiting)'
         : view.state === 'cancelled' ? `closed when the run was cancelled${view.by ? ` (by ${view.by})` : ''}`
         : `already ${view.state}${view.by ? ` by ${view.by}` : ''}`;
       throw new BerthError('approval_not_pending', `approval ${view.approvalId} (call ${view.toolCallId}) is ${state}; a decision cannot be changed`, { ids: { runId: o.runId, taskId: tool.id } });

@@ -6,11 +6,16 @@ import type { ToolCallInput } from './agent-input';
 import { TOOL_KIND } from './agent-sandbox';
 import type { ToolTaskResult } from './tool-result';
 
-/** The committed intent `execute` works from; nothing here is recomputed after `call`. */
+/**
+ * The committed intent `execute` works from; nothing here is recomputed after `call`. The
+ * arguments are the effect record's (`intent.args`, committed in the same commit): a copy here
+ * made every later commit of the task rewrite them with its row, a large `write_file`'s content
+ * included (SQLite writes a row whole). A checkpoint an older host committed still holds `args`.
+ */
 export const ExecuteCheckpointSchema = z.object({
   effectId: z.string(),
   replay: z.enum(REPLAY_POLICIES),
-  args: JsonSchema,
+  args: JsonSchema.optional(),
   plan: JsonSchema,
 });
 export type ExecuteCheckpoint = z.infer<typeof ExecuteCheckpointSchema>;

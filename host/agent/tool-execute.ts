@@ -4,7 +4,7 @@ import { resolveFlag, type ToolOutput } from '../../tools';
 import type { PerformOutcome } from '../kernel';
 import { plainJson, type Json, type ReplayPolicy } from '../model';
 import { runInputOf, type AgentDeps } from './agent-deps';
-import { toolState, type ToolContext, type ToolDecision } from './tool-checkpoint';
+import { toolState, type ExecuteCheckpoint, type ToolContext, type ToolDecision } from './tool-checkpoint';
 import type { ToolResultStatus } from './entries';
 import { resultEntry, type ToolTaskResult } from './tool-result';
 import { useTool } from './tool-use';
@@ -31,6 +31,15 @@ function failure(err: unknown, verifying: boolean): { status: ToolResultStatus; 
   return { status: 'error', out: { content: `error: the tool failed: ${msg}${ran}`, isError: true } };
 }
 
+/** The arguments the call's intent committed: in its effect record (or, from an older host, in the checkpoint). */
+async function committedArgs(ctx: ToolContext, cp: ExecuteCheckpoint): Promise<Json> {
+  if (cp.args !== undefined) return cp.args;
+  const effect = await ctx.store.getEffect(cp.effectId);
+  const args = (effect?.intent as { args?: Json } | null | undefined)?.args;
+  if (args === undefined) throw new BerthError('checkpoint_invalid', `tool task ${ctx.task.id}: effect ${cp.effectId}, named by its checkpoint, ${effect ? 'holds no arguments' : 'is not in the store'}`, { ids: { taskId: ctx.task.id, effectId: cp.effectId } });
+  return args;
+}
+
 /**
  * Runs the call once under its effect record, with the session's sandbox to itself. On recovery
  * `perform` decides: a confirmed receipt is reused, a `safe` call (safe then and now) runs again,
@@ -46,8 +55,9 @@ export async function executePhase(deps: AgentDeps, ctx: ToolContext): Promise<T
     const text = `error: tool ${call.name} is not available in this host any more; the call did not run`;
     return { type: 'interrupt', reason: text, result: { toolCallId: call.toolCallId, status: 'error' }, writes: { entries: [resultEntry(call, 'error', text, true)] } };
   }
-  const policyNow = resolveFlag(tool.replay, cp.args);
-  const mutates = tool.snapshots === true || resolveFlag(tool.mutates, cp.args);
+  const args = await committedArgs(ctx, cp);
+  const policyNow = resolveFlag(tool.replay, args);
+  const mutates = tool.snapshots === true || resolveFlag(tool.mutates, args);
   // After the calls before this one in the turn (call-order.ts).
   await deps.sandbox.order.turn(ctx, call);
   return deps.sandbox.exclusive(ctx.task.sessionId, async (): Promise<ToolDecision> => {
@@ -61,12 +71,12 @@ export async function executePhase(deps: AgentDeps, ctx: ToolContext): Promise<T
     const spec = {
       id: cp.effectId,
       kind: `tool.${call.name}`,
-      intent: plainJson({ tool: call.name, args: cp.args, plan: cp.plan }),
+      intent: plainJson({ tool: call.name, args, plan: cp.plan }),
       replay: policyNow,
       verify: tool.verify
         ? async () => {
             verifying = true;
-            const v = await use((tctx) => tool.verify!(tctx, cp.args, cp.plan));
+            const v = await use((tctx) => tool.verify!(tctx, args, cp.plan));
             verifying = false;
             return v.done ? { done: true as const, receipt: plainJson(v.output) } : { done: false as const };
           }
@@ -78,7 +88,7 @@ export async function executePhase(deps: AgentDeps, ctx: ToolContext): Promise<T
     try {
       const r: PerformOutcome<Json> = await ctx.perform(spec, async () => {
         try {
-          const output = await use((tctx) => tool.run(tctx, cp.args, cp.plan));
+          const output = await use((tctx) => tool.run(tctx, args, cp.plan));
           // A call cut off by a cancel (an exec killed mid-command) answers, but not with its outcome: uncertain.
           if (ctx.signal.aborted) throw new BerthError('tool_cancelled', `tool call ${call.toolCallId} (${call.name}) was stopped by cancel while running`);
           return plainJson(output);

@@ -6,12 +6,12 @@ import type { ToolCallInput } from './agent-input';
 import { TOOL_KIND } from './agent-sandbox';
 import type { ExecuteCheckpoint } from './tool-checkpoint';
 
-/** A call's committed intent: the checkpoint `execute` works from and its effect record (fixed arguments, effect id, replay policy). */
+/** A call's committed intent: the checkpoint `execute` works from and its effect record (the fixed arguments, effect id, replay policy). */
 export function toolIntent(runId: string | null, taskId: string, call: ToolCallInput, tool: AnyTool, args: unknown, plan: Json): { checkpoint: ExecuteCheckpoint; effect: EffectIntent } {
   const replay = resolveFlag(tool.replay, args);
   const effectId = `${runId}:${taskId}:${call.toolCallId}`;
   return {
-    checkpoint: { effectId, replay, args: plainJson(args), plan },
+    checkpoint: { effectId, replay, plan },
     effect: { id: effectId, kind: `tool.${call.name}`, intent: plainJson({ tool: call.name, args, plan }), replay },
   };
 }

@@ -1,4 +1,4 @@
-import { acceptanceOf, decideAcceptance, type AcceptanceView } from '../acceptance';
+import { acceptanceOf, decideAcceptance, decideAcceptanceOnce, type AcceptanceView } from '../acceptance';
 import { decideApproval } from '../agent';
 import { BerthError } from '../errors';
 import { isFinalRunState, type Run } from '../model';
@@ -75,11 +75,14 @@ export function acceptanceLine(a: AcceptanceView, runId?: string): string {
 /**
  * The judgement of a completed run (acceptance is apart from the run state): checks the reason,
  * commits the decision as `actor` (a repeated request id is the same decision), reads the acceptance it leaves.
+ * `once` (the web view and its API, which have no request id): a request asking for the acceptance
+ * the run already has is refused with `already_decided`, a double click included (decide-once.ts).
  */
-export async function judge(store: Store, runId: string, decision: 'accepted' | 'rejected', actor: string, o: { reason?: string; requestId?: string } = {}) {
+export async function judge(store: Store, runId: string, decision: 'accepted' | 'rejected', actor: string, o: { reason?: string; requestId?: string; once?: boolean } = {}) {
   if (decision === 'rejected' && !o.reason?.trim()) throw new BerthError('usage', 'berth reject RUN needs --reason "why the outcome is not acceptable"');
   await getRunOrThrow(store, runId);
-  const { decision: d, repeated } = await decideAcceptance(store, { runId, decision, actor, reason: o.reason?.trim() || null, requestId: o.requestId ?? newId('req') });
+  const asked = { runId, decision, actor, reason: o.reason?.trim() || null };
+  const { decision: d, repeated } = o.once && !o.requestId ? { decision: await decideAcceptanceOnce(store, asked), repeated: false } : await decideAcceptance(store, { ...asked, requestId: o.requestId ?? newId('req') });
   const acceptance: AcceptanceView = await acceptanceOf(store, await getRunOrThrow(store, runId));
   const line = `${repeated ? 'already recorded: ' : ''}${d.decision} run ${runId} as ${d.actor}${d.reason ? ` (${d.reason})` : ''}; acceptance is now ${acceptanceLine(acceptance)}`;
   return { decision: d, repeated, acceptance, line };

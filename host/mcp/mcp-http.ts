@@ -4,8 +4,11 @@ import type { AddressInfo } from 'node:net';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { Berth } from '../api/berth';
 import { BerthError } from '../errors';
+import { allowedHosts, HOST_REFUSED_STATUS, hostAllowed, hostRefusal } from '../support/host-header';
 import { createMcpServer } from './mcp-server';
 import type { McpSessions } from './mcp-session';
+import { readBounded } from './http-body';
+import { STDIO_MAX_MESSAGE_BYTES } from './stdio-transport';
 
 export interface McpHttpOptions {
   host: string;
@@ -20,22 +23,47 @@ const same = (a: string, b: string) => {
   return x.length === y.length && timingSafeEqual(x, y);
 };
 
-function refuse(res: ServerResponse, status: number, code: string, message: string, headers: Record<string, string> = {}): void {
+function refuse(res: ServerResponse, status: number, code: string, message: string, headers: Record<string, string> = {}, rpcCode = -32001): void {
   res.writeHead(status, { 'content-type': 'application/json', ...headers });
-  res.end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32001, message: `${code}: ${message}`, data: { code } } }));
+  res.end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: rpcCode, message: `${code}: ${message}`, data: { code } } }));
+}
+
+/**
+ * The body of a POST as a JSON-RPC message, or the refusal already sent. One limit for both
+ * transports: the SDK's HTTP transport refused anything over 4 MiB (a 5 MiB write_file that stdio
+ * takes) with an untyped 413, and read what it took whole.
+ */
+async function messageOf(req: IncomingMessage, res: ServerResponse): Promise<{ message: unknown } | null> {
+  const body = await readBounded(req, STDIO_MAX_MESSAGE_BYTES);
+  if (body.kind === 'too_large') {
+    const size = body.bytes === null ? `over ${STDIO_MAX_MESSAGE_BYTES} bytes` : `${body.bytes} bytes`;
+    // The rest of a refused body is never read: the connection ends with the answer.
+    res.once('finish', () => req.destroy());
+    refuse(res, 413, 'request_too_large', `the message is ${size}; berth mcp reads messages up to ${STDIO_MAX_MESSAGE_BYTES} bytes (on stdio as over HTTP)`, { connection: 'close' }, -32600);
+    return null;
+  }
+  try {
+    return { message: JSON.parse(body.text) };
+  } catch (err) {
+    refuse(res, 400, 'parse_error', `the request body is not JSON (${(err as Error).message})`, {}, -32700);
+    return null;
+  }
 }
 
 /**
  * `berth mcp --http`: the same server over Streamable HTTP at `/mcp`, stateless (a server per
  * request): the Berth session, not the HTTP connection, is what a client continues. Every request
  * needs `Authorization: Bearer <token>` (the token of `berth serve`), and a Host header naming
- * the address it listens on, so a page on another origin (DNS rebinding) reaches nothing.
+ * this server by `berth serve`'s rule (host/support/host-header.ts), so a page on another origin
+ * (DNS rebinding) reaches nothing.
  */
 export async function startMcpHttp(berth: Berth, sessions: McpSessions, o: McpHttpOptions): Promise<{ url: string; close(): Promise<void> }> {
-  let allowedHosts: string[] = [];
+  // Filled once listening: the port may be 0 until then, and no request arrives before.
+  let hosts: ReadonlySet<string> = new Set();
+  let url = '';
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     if (new URL(req.url ?? '/', 'http://x').pathname !== '/mcp') return refuse(res, 404, 'not_found', 'the MCP endpoint is /mcp');
-    if (!allowedHosts.includes(req.headers.host ?? '')) return refuse(res, 403, 'host_refused', `Host ${req.headers.host ?? '(none)'} is not this server's address`);
+    if (!hostAllowed(req.headers.host, hosts)) return refuse(res, HOST_REFUSED_STATUS, 'host_refused', hostRefusal(req.headers.host, url, 'berth mcp'));
     if (o.token !== null) {
       const given = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1] ?? '';
       if (!same(given, o.token)) return refuse(res, 401, 'unauthorized', 'wrong or missing bearer token (the token is in the file berth mcp names)');
@@ -44,14 +72,16 @@ export async function startMcpHttp(berth: Berth, sessions: McpSessions, o: McpHt
     // own server, gone with it), and there is no HTTP session for a DELETE to end. The SDK client
     // takes 405 as "no stream" and goes on.
     if (req.method !== 'POST') return refuse(res, 405, 'method_not_allowed', `${req.method} /mcp: this server is stateless and takes POST only`, { allow: 'POST' });
+    const body = await messageOf(req, res);
+    if (!body) return;
     const server = createMcpServer(berth, sessions);
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true, maxRequestBodySize: STDIO_MAX_MESSAGE_BYTES });
     res.on('close', () => {
       void transport.close();
       void server.close();
     });
     await server.connect(transport);
-    await transport.handleRequest(req, res);
+    await transport.handleRequest(req, res, body.message);
   };
   const http = createServer((req, res) => {
     handle(req, res).catch((err: unknown) => {
@@ -65,9 +95,10 @@ export async function startMcpHttp(berth: Berth, sessions: McpSessions, o: McpHt
   });
   const { port } = http.address() as AddressInfo;
   const name = o.host.includes(':') ? `[${o.host}]` : o.host;
-  allowedHosts = [`${name}:${port}`, ...(name.startsWith('127.') || name === '[::1]' ? [`localhost:${port}`] : [])];
+  hosts = allowedHosts(o.host, port);
+  url = `http://${name}:${port}/mcp`;
   return {
-    url: `http://${name}:${port}/mcp`,
+    url,
     close: () =>
       new Promise<void>((resolve) => {
         http.closeAllConnections();

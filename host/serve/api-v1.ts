@@ -7,16 +7,11 @@ import { entriesPage, outputPage, runsPage } from './api-v1-pages';
 import type { CommitFeed } from './commit-feed';
 import type { ServeDeps } from './deps';
 import { AttemptTracker } from '../output';
+import { apiError } from './api-errors';
 import { DecideBody, ForkBody, openApiDocument, ReconcileBody, RejectBody, ROUTES, SubmitPlanBody, type Route } from './api-v1-schema';
 
 const SETTLED: readonly RunState[] = ['completed', 'failed', 'cancelled', 'compensated', 'needs_reconciliation'];
 const KEEPALIVE_MS = 15_000;
-
-/** A BerthError as the API answers it: status by kind, body `{ error: { code, message, retryable, ids } }`. */
-export function apiError(c: Context, err: BerthError) {
-  const status = err.code.endsWith('not_found') ? 404 : err.code === 'usage' || err.code === 'invalid_request' ? 400 : 409;
-  return c.json({ error: { code: err.code, message: err.message, retryable: err.retryable, ids: err.ids } }, status);
-}
 
 async function body<T>(c: Context, schema: z.ZodType<T>): Promise<T> {
   const text = await c.req.text();

@@ -19,6 +19,8 @@ import { limitBodies } from './body-limit';
 import { mountApiV1 } from './api-v1';
 import { metricsText } from './metrics';
 import { pageRefusal } from './reconcile-refusals';
+import { apiError, isApiPath, refusal } from './api-errors';
+import { runNotFound } from '../store';
 
 /** `tag=a&tag=b` or `tag=a,b` (the form's one box): at most 10 tags. */
 export const tagsOf = (raw: string[] | undefined) => [...new Set((raw ?? []).flatMap((t) => t.split(',')).map((t) => t.trim()).filter(Boolean))].slice(0, 10);
@@ -56,6 +58,11 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed, hosts: { allowed: ()
   app.get('/assets/live.js', (c) => c.body(LIVE_JS, 200, { 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'no-cache' }));
   app.get('/assets/style.css', (c) => c.body(STYLE_CSS, 200, { 'content-type': 'text/css; charset=utf-8', 'cache-control': 'no-cache' }));
 
+  const runOf = async (c: Context) => {
+    const run = await deps.store.getRun(c.req.param('id')!);
+    if (!run) throw await runNotFound(deps.store, c.req.param('id')!);
+    return run;
+  };
   const filterOf = (c: Context): RunsFilter =>
     runsFilterOf({ states: c.req.queries('state') ?? [], search: c.req.query('q'), tags: tagsOf(c.req.queries('tag')), from: c.req.query('from'), to: c.req.query('to'), page: Math.min(positive(c.req.query('page')) ?? 1, MAX_PAGE) });
   app.get('/', async (c) => {
@@ -104,18 +111,10 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed, hosts: { allowed: ()
     return c.json({ runs: rows, total });
   });
   app.get('/api/runs/:id', async (c) => c.json(await readRunView(deps, c.req.param('id'), positive(c.req.query('before')))));
-  app.get('/api/runs/:id/events', async (c) => {
-    const run = await deps.store.getRun(c.req.param('id'));
-    if (!run) return c.json({ error: { code: 'run_not_found', message: `no run ${c.req.param('id')}` } }, 404);
-    return commitEvents(c, deps.store, feed, run.sessionId);
-  });
+  app.get('/api/runs/:id/events', async (c) => commitEvents(c, deps.store, feed, (await runOf(c)).sessionId));
   app.get('/api/events', (c) => commitEvents(c, deps.store, feed, undefined));
   // A run's live output, chunk by chunk, while its steps and tool calls run.
-  app.get('/api/runs/:id/output', async (c) => {
-    const run = await deps.store.getRun(c.req.param('id'));
-    if (!run) return c.json({ error: { code: 'run_not_found', message: `no run ${c.req.param('id')}` } }, 404);
-    return outputEvents(c, deps.store, feed, run.id);
-  });
+  app.get('/api/runs/:id/output', async (c) => outputEvents(c, deps.store, feed, (await runOf(c)).id));
 
   // Actions: POST + CSRF (checked above); each calls the CLI's own code path with the operator as actor.
   const act = (name: string, run: (c: Context, form: Record<string, string>) => Promise<string | { said: string; forkRunId: string | null }>) =>
@@ -154,10 +153,11 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed, hosts: { allowed: ()
   // An artifact's bytes, streamed from the artifact store and hashed on the way (artifact-download.ts).
   app.get('/runs/:id/artifacts/:artifactId', (c) => downloadArtifact(c, deps, c.req.param('id'), c.req.param('artifactId')));
 
+  app.notFound((c) => refusal(c, 404, 'not_found', `no route ${c.req.method} ${new URL(c.req.url).pathname}`));
   app.onError((err, c) => {
-    if (isBerthError(err)) return c.text(`${err.code}: ${err.message}`, err.code.endsWith('not_found') ? 404 : 400);
+    if (isBerthError(err)) return isApiPath(c) ? apiError(c, err) : c.text(`${err.code}: ${err.message}`, err.code.endsWith('not_found') ? 404 : 400);
     deps.logError?.(err);
-    return c.text('500: internal error (see the server log)', 500);
+    return refusal(c, 500, 'internal', 'internal error (see the server log)');
   });
   return app;
 }

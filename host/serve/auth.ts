@@ -5,6 +5,7 @@ import type { MiddlewareHandler } from 'hono';
 import { getCookie } from 'hono/cookie';
 import { BerthError } from '../errors';
 import { makeDirectories } from '../support/make-dirs';
+import { isApiPath, refusal } from './api-errors';
 
 /** The cookie a login link sets; it holds the access token (HttpOnly, SameSite=Strict). */
 export const SESSION_COOKIE = 'berth_session';
@@ -55,9 +56,9 @@ export function requireToken(token: string | null): MiddlewareHandler {
     }
     const bearer = /^Bearer (.+)$/.exec(c.req.header('authorization') ?? '')?.[1];
     const given = bearer ?? getCookie(c, SESSION_COOKIE) ?? '';
-    if (!same(given, token) && url.pathname.startsWith('/api/v1/')) return c.json({ error: { code: 'unauthorized', message: 'wrong or missing bearer token (the token is in the file berth serve names)', retryable: false } }, 401);
-    if (!same(given, token)) return c.text('401: sign in with the login link berth serve printed at its first start (the token is in its token file)', 401);
-    return next();
+    if (same(given, token)) return next();
+    if (isApiPath(c)) return refusal(c, 401, 'unauthorized', 'wrong or missing bearer token (the token is in the file berth serve names)');
+    return refusal(c, 401, 'unauthorized', 'sign in with the login link berth serve printed at its first start (the token is in its token file)');
   };
 }
 
@@ -78,9 +79,9 @@ export function requireCsrf(secret: string): MiddlewareHandler {
   const expected = csrfToken(secret);
   return async (c, next) => {
     if (c.req.method === 'GET' || c.req.method === 'HEAD') return next();
-    if (c.req.method !== 'POST') return c.text('405: changes are POST requests', 405);
+    if (c.req.method !== 'POST') return refusal(c, 405, 'method_not_allowed', `${c.req.method}: changes are POST requests`);
     const origin = c.req.header('origin');
-    if (origin && origin !== 'null' && hostOf(origin) !== c.req.header('host')) return c.text('403: cross-site request refused', 403);
+    if (origin && origin !== 'null' && hostOf(origin) !== c.req.header('host')) return refusal(c, 403, 'cross_site_refused', 'cross-site request refused');
     // The versioned API takes JSON only: a cross-site form cannot send it (a script would need CORS, never granted).
     if (new URL(c.req.url).pathname.startsWith('/api/v1/')) {
       if (!c.req.header('content-type')?.startsWith('application/json')) return c.json({ error: { code: 'invalid_request', message: 'API requests send application/json', retryable: false } }, 415);
@@ -91,7 +92,7 @@ export function requireCsrf(secret: string): MiddlewareHandler {
       const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
       given = typeof form._csrf === 'string' ? form._csrf : '';
     }
-    if (!same(given, expected)) return c.text('403: missing or wrong CSRF token', 403);
+    if (!same(given, expected)) return refusal(c, 403, 'csrf_refused', 'missing or wrong CSRF token (the pages send it as the form field _csrf or the header x-csrf-token)');
     return next();
   };
 }

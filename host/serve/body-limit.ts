@@ -1,5 +1,6 @@
 import type { MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
+import { refusal } from './api-errors';
 
 /**
  * Largest request body berth serve reads. Its POSTs carry a form's few fields or a small JSON
@@ -14,8 +15,7 @@ export function limitBodies(): MiddlewareHandler {
     maxSize: MAX_BODY_BYTES,
     onError: (c) => {
       const message = `request body larger than ${MAX_BODY_BYTES} bytes`;
-      if (new URL(c.req.url).pathname.startsWith('/api/')) return c.json({ error: { code: 'request_too_large', message, retryable: false, ids: {} } }, 413);
-      return c.text(`413: ${message}`, 413);
+      return refusal(c, 413, 'request_too_large', message);
     },
   });
 }

@@ -5,7 +5,7 @@ import { BerthError } from '../errors';
 import { serveApp } from './app';
 import { CommitFeed } from './commit-feed';
 import type { ServeDeps } from './deps';
-import { allowedHosts } from './host-check';
+import { allowedHosts } from '../support/host-header';
 
 /** True for 127.0.0.0/8, ::1 and `localhost`. */
 export function isLoopback(host: string): boolean {

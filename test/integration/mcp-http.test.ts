@@ -1,3 +1,4 @@
+import { request } from 'node:http';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { requireEngine } from '../support/docker-engine';
@@ -9,6 +10,20 @@ afterEach(async () => {
   await world?.cleanup();
   world = undefined;
 });
+
+/** One real POST to `url` with a Host header of our choosing (fetch forbids setting it). */
+function postWithHost(url: string, host: string, headers: Record<string, string>, body: string): Promise<{ status: number; body: string }> {
+  const u = new URL(url);
+  return new Promise((resolve, reject) => {
+    const req = request({ hostname: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { ...headers, host } }, (res) => {
+      let got = '';
+      res.setEncoding('utf8').on('data', (d: string) => (got += d));
+      res.on('end', () => resolve({ status: res.statusCode!, body: got }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
 
 const text = (r: CallToolResult) => r.content.map((c) => (c.type === 'text' ? c.text : '')).join('\n');
 
@@ -122,5 +137,54 @@ describe('berth mcp --http: Streamable HTTP on loopback with the serve token', {
     const [box] = await docker.listContainers({ filters: { label: [`berth.session=${session}`] } });
     await (await docker.getContainer(box!.Id).exec({ Cmd: ['touch', '/tmp/release'] })).start({ hijack: true, stdin: false }).then((s) => new Promise((r) => (s.on('end', r), s.resume())));
     expect(text((await held) as CallToolResult)).toContain('released');
+  });
+
+  it('takes the Host header as berth serve does: any letter case and [::1] with the port are this server, another name is refused with 421 and a typed error', async () => {
+    const w = (world = await mcpWorld());
+    const server = await w.startHttp(w.envArgs());
+    const port = new URL(server.url).port;
+    const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${server.token()}` };
+    const hello = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 'host-test', version: '1' } } });
+    for (const host of [`127.0.0.1:${port}`, `LOCALHOST:${port}`, `LocalHost:${port}`, `[::1]:${port}`]) {
+      const r = await postWithHost(server.url, host, headers, hello);
+      expect(r.status, `${host}: ${r.body}`).toBe(200);
+    }
+    for (const host of [`evil.example:${port}`, 'localhost', `127.0.0.1:${Number(port) + 1}`, `localhost.evil.example:${port}`]) {
+      const r = await postWithHost(server.url, host, headers, hello);
+      expect(r.status, host).toBe(421);
+      expect(JSON.parse(r.body), host).toMatchObject({ error: { data: { code: 'host_refused' } } });
+    }
+  });
+
+  it('takes a message as large as stdio does (a 6 MiB write_file) and refuses a larger one, declared or chunked, with 413 and the typed request_too_large error; the session goes on', async () => {
+    const w = (world = await mcpWorld());
+    const server = await w.startHttp(w.envArgs());
+    const client = await w.connectHttp(server.url, server.token());
+    const content = 'y'.repeat(6 * 1024 * 1024);
+    const wrote = (await client.callTool({ name: 'write_file', arguments: { path: 'six.txt', content } }, undefined, { timeout: 240_000 })) as CallToolResult;
+    expect(wrote.isError, text(wrote)).toBe(false);
+    const port = new URL(server.url).port;
+    const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${server.token()}` };
+    const huge = JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'write_file', arguments: { path: 'huge.txt', content: 'z'.repeat(11 * 1024 * 1024) } } });
+    const declared = await postWithHost(server.url, `127.0.0.1:${port}`, headers, huge);
+    const chunked = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const u = new URL(server.url);
+      const req = request({ hostname: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { ...headers, 'transfer-encoding': 'chunked' } }, (res) => {
+        let got = '';
+        res.setEncoding('utf8').on('data', (d: string) => (got += d));
+        res.on('end', () => resolve({ status: res.statusCode!, body: got }));
+      });
+      req.on('error', (err) => (err.message.includes('EPIPE') || err.message.includes('ECONNRESET') ? undefined : reject(err)));
+      for (let i = 0; i < huge.length; i += 1 << 20) req.write(huge.slice(i, i + (1 << 20)));
+      req.end();
+    });
+    for (const [how, r] of [['declared', declared], ['chunked', chunked]] as const) {
+      expect(r.status, how).toBe(413);
+      expect(JSON.parse(r.body), how).toMatchObject({ error: { data: { code: 'request_too_large' } } });
+      expect(JSON.parse(r.body).error.message, how).toMatch(/10485760 bytes/);
+    }
+    const after = (await client.callTool({ name: 'exec', arguments: { command: 'wc -c six.txt; ls' } })) as CallToolResult;
+    expect(text(after)).toContain('6291456 six.txt');
+    expect(text(after)).not.toContain('huge.txt');
   });
 });

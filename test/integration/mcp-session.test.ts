@@ -1,6 +1,7 @@
 import { McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { mcpWorld, type McpConnection } from '../support/mcp-world';
 import { bundledCli } from '../support/plan-fixture';
 import { readStore } from '../support/temp-store';
@@ -228,6 +229,22 @@ describe('berth mcp: a Berth session as the sandbox of an MCP client', { timeout
     expect(generationCommits).toBe(0);
     const run = await readStore(w.store, (s) => s.getRun(ran.s.run));
     expect(run?.state).toBe('completed');
+  });
+
+  it("writes a large file's content into the tool task's row once, in its input: the committed intent's arguments stay in the effect record and the checkpoint only names it", async () => {
+    const w = (world = await mcpWorld());
+    const c = await w.connect(w.envArgs());
+    const content = Array.from({ length: 20_000 }, (_, i) => `line ${i} of a large file\n`).join('');
+    const wrote = await call(c, 'write_file', { path: 'large.txt', content });
+    expect(wrote.s.status).toBe('ok');
+    const tool = await readStore(w.store, async (s) => (await s.listTasks({ sessionId: wrote.s.session })).find((t) => t.runId === wrote.s.run && t.kind === 'agent-tool')!);
+    // The checkpoint is what every later commit of the task rewrites with the row (SQLite writes a row whole).
+    expect(JSON.stringify(tool.checkpoint).length).toBeLessThan(4096);
+    const effect = await readStore(w.store, async (s) => (await s.listEffects({ runId: wrote.s.run }))[0]!);
+    expect((effect.intent as { args: { content: string } }).args.content).toBe(content);
+    const read = await call(c, 'read_file', { path: 'large.txt' });
+    expect(read.text.length).toBeGreaterThan(content.length / 2);
+    expect((await call(c, 'exec', { command: 'sha256sum large.txt' })).text).toContain(createHash('sha256').update(content).digest('hex'));
   });
 
   it('answers a call naming an unknown session with a typed error', async () => {

@@ -117,11 +117,12 @@ describe('the versioned HTTP API and its remote client', { timeout: 300_000 }, (
       const res = await fetch(`${server.url}${path.replace('{id}', 'run_nope')}`, { method: method.toUpperCase(), headers: { ...auth, 'content-type': 'application/json' }, body: method === 'post' ? '{}' : undefined });
       const type = res.headers.get('content-type') ?? '';
       expect(type, `${entry}: ${res.status}`).toMatch(/application\/json|text\/event-stream/);
-      await res.body?.cancel();
+      if (type.startsWith('application/json') && !res.ok) expect(((await res.json()) as { error: { code: string } }).error.code, entry).not.toBe('not_found');
+      else await res.body?.cancel();
     }
-    // A route the document does not list is the router's plain 404.
+    // A route the document does not list is the router's 404, typed as every error under /api is.
     const missing = await fetch(`${server.url}/api/v1/nothing-here`, { headers: auth });
     expect(missing.status).toBe(404);
-    expect(missing.headers.get('content-type') ?? '').not.toMatch(/application\/json/);
+    expect(await missing.json()).toMatchObject({ error: { code: 'not_found', message: 'no route GET /api/v1/nothing-here' } });
   });
 });

@@ -73,6 +73,32 @@ describe('acting on runs from the page', { timeout: 300_000 }, () => {
     expect(dialogs()).toBe(0);
   });
 
+  it('records one approval when approve is double-clicked on the page: the call runs once and the second click is answered as already approved', async () => {
+    const w: AgentWorld = await agentWorld([{ toolCalls: [{ name: 'exec', arguments: { command: 'echo ran >> /tmp/once.log; cat /tmp/once.log' } }] }, { content: 'done' }]);
+    cleanups.push(() => w.cleanup());
+    const { run } = await w.start('one call, clicked twice', { settings: { requireApproval: ['exec'] } });
+    await w.rt.kernel.waitForRun(run.id, { states: ['awaiting_approval'] });
+    const server = await startServeChild(w.storePath, w.hostId);
+    cleanups.push(() => server.stop());
+    const { page } = await browserPage(server.login!);
+    await page.goto(`${server.url}/runs/${run.id}`);
+    const button = page.locator('#approvals tr[data-approval] button:has-text("approve")');
+    await button.waitFor();
+    // A person's double click: two presses some tens of ms apart.
+    const box = (await button.boundingBox())!;
+    await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2, { clickCount: 1 });
+    await new Promise((r) => setTimeout(r, 60));
+    await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2, { clickCount: 2 }).catch(() => {});
+    await page.waitForSelector('#said');
+    await page.waitForLoadState('load');
+    expect(await page.locator('#said').textContent()).toMatch(/^(approved .* as user:web-tester|approval_not_pending: approval apr_\w+ \(call call_0_0\) is already approved by user:web-tester)/);
+    expect((await w.rt.kernel.waitForRun(run.id)).state).toBe('completed');
+    const approvals = (await w.rt.store.listCommitLog({ afterSeq: 0, sessionId: run.sessionId, limit: 1000 })).filter((c) => c.label === 'approval.approve');
+    expect(approvals).toHaveLength(1);
+    const results = (await w.rt.store.listEntries(run.sessionId)).filter((e) => e.kind === ENTRY.toolResult).map((e) => e.body as unknown as ToolResultEntry);
+    expect(results.map((r) => r.content.match(/^ran$/gm)?.length)).toEqual([1]);
+  });
+
   it('restores a chosen snapshot of a run in needs_reconciliation from the page and shows it finish', async () => {
     const fx = await planFixture([
       { name: 'one', run: 'echo one >> steps.log' },

@@ -42,7 +42,7 @@ describe('berth serve accepts only its own address as Host', { timeout: 300_000 
     const page = `${server.url}/runs/${runId}`;
 
     const evil = await send(page, { host: `evil.example:${port}` });
-    expect([421, 403]).toContain(evil.status);
+    expect(evil.status).toBe(421);
     expect(evil.body).toMatch(/Host/);
     expect(csrfOf(evil.body)).toBeUndefined();
     // The token from a page served to the right Host does not help a request with the wrong one.
@@ -51,13 +51,13 @@ describe('berth serve accepts only its own address as Host', { timeout: 300_000 
     const csrf = csrfOf(own.body)!;
     expect(csrf).toBeDefined();
     const post = await send(`${page}/accept`, { host: 'evil.example', method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: `_csrf=${csrf}` });
-    expect([421, 403]).toContain(post.status);
+    expect(post.status).toBe(421);
     expect(await fx.read((s) => s.listAcceptance({ runId }))).toEqual([]);
 
     // localhost, 127.0.0.1 and [::1] with the port are this server; without the port, or another port, they are not.
     for (const host of [`localhost:${port}`, `LOCALHOST:${port}`, `[::1]:${port}`]) expect((await send(`${server.url}/api/runs`, { host })).status, host).toBe(200);
     for (const host of ['localhost', `127.0.0.1:${Number(port) + 1}`, `127.0.0.1.evil.example:${port}`, `evil.example:${port}`]) {
-      expect([421, 403], host).toContain((await send(`${server.url}/api/runs`, { host })).status);
+      expect((await send(`${server.url}/api/runs`, { host })).status, host).toBe(421);
     }
   });
 
@@ -70,9 +70,9 @@ describe('berth serve accepts only its own address as Host', { timeout: 300_000 
     const auth = { authorization: `Bearer ${token}` };
     expect((await send(`${server.url}/api/runs`, { host: `127.0.0.1:${port}`, headers: auth })).status).toBe(200);
     const evil = await send(`${server.url}/api/runs`, { host: `evil.example:${port}`, headers: auth });
-    expect([421, 403]).toContain(evil.status);
+    expect(evil.status).toBe(421);
     expect(evil.body).not.toContain('"runs"');
-    expect([421, 403]).toContain((await send(server.login!, { host: `evil.example:${port}` })).status);
+    expect((await send(server.login!, { host: `evil.example:${port}` })).status).toBe(421);
   });
 
   it('a browser that opens the run page under a rebound name (evil.example resolving to 127.0.0.1) is shown the refusal, no page and no CSRF token', async () => {
@@ -84,7 +84,7 @@ describe('berth serve accepts only its own address as Host', { timeout: 300_000 
     const page = await chrome.browser.newPage();
     const port = new URL(server.url).port;
     const res = await page.goto(`http://evil.example:${port}/runs/${runId}`);
-    expect([421, 403]).toContain(res!.status());
+    expect(res!.status()).toBe(421);
     expect(await page.content()).not.toContain('_csrf');
     const ok = await page.goto(`http://localhost:${port}/runs/${runId}`);
     expect(ok!.status()).toBe(200);

@@ -148,4 +148,50 @@ describe('outcomes of runs on the page', { timeout: 400_000 }, () => {
     expect(refused.status()).toBe(409);
     expect(await refused.text()).toContain('artifact_altered: out/report.txt');
   });
+
+  it('records one decision when Accept is double-clicked or POSTed twice at once (form or API): the second answer is 409 already_decided and the page shows the decision', async () => {
+    const fx = await planFixture([{ name: 'build', run: 'echo built' }]);
+    cleanups.push(() => fx.cleanup());
+    for (let i = 0; i < 3; i++) expect((await fx.cli(['run', fx.plan])).code).toBe(0);
+    const [clicked, posted, api] = (await fx.read((s) => s.listRuns())).map((r) => r.id).sort();
+    const server = await startServeChild(fx.store, fx.hostId);
+    cleanups.push(() => server.stop());
+    const page = await browserPage(server.login!);
+    const decisions = (runId: string) => fx.read((s) => s.listAcceptance({ runId }));
+
+    await page.goto(`${server.url}/runs/${clicked}`);
+    // A person's double click: two presses some tens of ms apart (playwright's dblclick sends both
+    // in one go, which chromium folds into one submission before its request leaves).
+    const box = (await page.locator('#actions button:has-text("Accept")').boundingBox())!;
+    await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2, { clickCount: 1 });
+    await new Promise((r) => setTimeout(r, 60));
+    await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2, { clickCount: 2 }).catch(() => {});
+    await page.waitForSelector('#said');
+    await page.waitForLoadState('load');
+    expect((await decisions(clicked!)).map((d) => [d.decision, d.actor])).toEqual([['accepted', 'user:web-tester']]);
+    expect(await page.locator('#acceptance-state').textContent()).toContain('acceptance: accepted by user:web-tester');
+    expect(await page.locator('#acceptance-state').textContent()).not.toContain('decisions');
+
+    // Two POSTs in flight at once, as two tabs or a retrying client send them.
+    const auth = { authorization: `Bearer ${/token=([0-9a-f]+)/.exec(server.login!)![1]}` };
+    const csrf = /name="_csrf" value="([0-9a-f]{64})"/.exec(await (await fetch(`${server.url}/runs/${posted}`, { headers: auth })).text())![1]!;
+    const form = () => fetch(`${server.url}/runs/${posted}/accept`, { method: 'POST', headers: { ...auth, accept: 'application/json', 'x-csrf-token': csrf, 'content-type': 'application/x-www-form-urlencoded' }, body: '' });
+    const both = await Promise.all([form(), form()]);
+    expect(both.map((r) => r.status).sort()).toEqual([200, 409]);
+    const refused = (await both.find((r) => r.status === 409)!.json()) as { said: string };
+    expect(refused.said).toMatch(new RegExp(`^already_decided: run ${posted} is already accepted by user:web-tester at `));
+    expect(await decisions(posted!)).toHaveLength(1);
+
+    const v1 = () => fetch(`${server.url}/api/v1/runs/${api}/accept`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: '{}' });
+    const twice = await Promise.all([v1(), v1()]);
+    expect(twice.map((r) => r.status).sort()).toEqual([200, 409]);
+    expect(await twice.find((r) => r.status === 409)!.json()).toMatchObject({ error: { code: 'already_decided', retryable: false, ids: { runId: api } } });
+    expect(await decisions(api!)).toHaveLength(1);
+    // A decision that changes the acceptance is still taken: rejecting after the accept.
+    await page.goto(`${server.url}/runs/${clicked}`);
+    await page.locator('#actions form:has(button:has-text("Reject")) input[name="reason"]').fill('changed my mind');
+    await page.locator('#actions button:has-text("Reject")').click();
+    await page.waitForFunction(() => document.querySelector('#acceptance-state')?.textContent?.includes('rejected'));
+    expect((await decisions(clicked!)).map((d) => d.decision)).toEqual(['accepted', 'rejected']);
+  });
 });

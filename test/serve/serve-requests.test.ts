@@ -129,4 +129,43 @@ describe('berth serve answers malformed and oversized requests with a typed refu
     expect((await act(`/runs/${runId}/cancel`)).status).toBe(409);
     expect(await fx.read((s) => s.listAcceptance({ runId }))).toEqual([]);
   });
+
+  it('answers every error under /api in JSON with its code (a missing run, an unknown path, a method or a POST it does not take, a foreign Host, a missing token), while pages keep their text', async () => {
+    const { fx, server } = await servedRun();
+    const port = new URL(server.url).port;
+    const json = async (r: Answer, code: string, status: number, what: string) => {
+      expect(r.status, `${what}: ${r.body}`).toBe(status);
+      let body: { error?: { code?: string; message?: string; retryable?: boolean } } = {};
+      expect(() => (body = JSON.parse(r.body)), `${what}: ${r.body}`).not.toThrow();
+      expect(body.error, what).toMatchObject({ code, retryable: false });
+      expect(body.error!.message, what).toBeTruthy();
+    };
+    const ask = (path: string, o: { method?: string; headers?: Record<string, string>; body?: string } = {}) =>
+      new Promise<Answer>((resolve, reject) => {
+        const req = request({ hostname: '127.0.0.1', port, path, method: o.method ?? 'GET', headers: o.headers }, (res) => {
+          let body = '';
+          res.setEncoding('utf8').on('data', (d: string) => (body += d));
+          res.on('end', () => resolve({ status: res.statusCode!, body, written: 0 }));
+        });
+        req.on('error', reject);
+        req.end(o.body);
+      });
+    await json(await ask('/api/runs/run_nope'), 'run_not_found', 404, 'missing run');
+    expect(JSON.parse((await ask('/api/runs/run_nope')).body).error.ids).toEqual({ runId: 'run_nope' });
+    await json(await ask('/api/runs/run_nope/events'), 'run_not_found', 404, 'missing run events');
+    await json(await ask('/api/nothing-here'), 'not_found', 404, 'unknown path');
+    await json(await ask('/api/runs', { method: 'PUT' }), 'method_not_allowed', 405, 'PUT');
+    await json(await ask('/api/runs', { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'a=1' }), 'csrf_refused', 403, 'POST without CSRF');
+    await json(await ask('/api/runs', { headers: { host: `evil.example:${port}` } }), 'host_refused', 421, 'foreign Host');
+    // Pages keep their plain text.
+    const page = await ask('/runs/run_nope');
+    expect(page.status).toBe(404);
+    expect(page.body).toMatch(/^run_not_found: /);
+
+    const guarded = await startServeChild(fx.store, fx.hostId);
+    cleanups.push(() => guarded.stop());
+    const r = await fetch(`${guarded.url}/api/runs`);
+    await json({ status: r.status, body: await r.text(), written: 0 }, 'unauthorized', 401, 'no token');
+    expect(server.output()).not.toContain('request failed');
+  });
 });

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { acceptanceOf, decideAcceptance } from '../../host/acceptance';
+import { acceptanceOf, decideAcceptance, decideAcceptanceOnce } from '../../host/acceptance';
 import { emptyCost, HostConfigSchema, priceOf, PriceTableSchema } from '../../host/cost';
 import { isBerthError } from '../../host/errors';
 import { tempStore } from '../support/temp-store';
@@ -36,6 +36,19 @@ describe('acceptance records', () => {
     expect((await t.store.listAcceptance({ runId: run.id })).map((d) => [d.decision, d.actor])).toEqual([['rejected', 'user:ann'], ['accepted', 'user:bob']]);
     expect((await acceptanceOf(t.store, run)).state).toBe('accepted');
     expect((await t.store.getRun(run.id))!.state).toBe('completed');
+  });
+
+  it('records one decision for the same click sent many times at once, refusing the others as already_decided, and still takes a decision that changes the acceptance', async () => {
+    t = tempStore();
+    const run = await runIn(t.store, 'run_c', ['running', 'completed']);
+    const click = () => decideAcceptanceOnce(t!.store, { runId: run.id, decision: 'accepted', actor: 'user:ann', reason: null }).then((d) => d.id, (e: unknown) => (isBerthError(e) ? e.code : String(e)));
+    const answers = await Promise.all(Array.from({ length: 10 }, click));
+    expect(answers.filter((a) => a.startsWith('acc_'))).toHaveLength(1);
+    expect(answers.filter((a) => a === 'already_decided')).toHaveLength(9);
+    expect(await click()).toBe('already_decided');
+    await decideAcceptanceOnce(t.store, { runId: run.id, decision: 'rejected', actor: 'user:ann', reason: 'no' });
+    expect(await click()).toMatch(/^acc_/);
+    expect((await t.store.listAcceptance({ runId: run.id })).map((d) => d.decision)).toEqual(['accepted', 'rejected', 'accepted']);
   });
 
   it('refuses a run that is not completed (still running) and a request id reused for another decision', async () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { allowedHosts } from '../../host/serve/host-check';
+import { allowedHosts, hostAllowed } from '../../host/support/host-header';
 
 const ifaces = {
   lo: [{ address: '127.0.0.1', family: 'IPv4' }, { address: '::1', family: 'IPv6' }],
@@ -26,5 +26,12 @@ describe('the Host values berth serve answers', () => {
     expect(hosts.has('berth.internal:80')).toBe(true);
     expect(hosts.has('berth.internal')).toBe(true);
     expect(hosts.has('localhost')).toBe(true);
+  });
+
+  it('a Host header is matched in any letter case and any spelling of an IPv6 literal, with the port it must carry; anything not shaped as a host is refused', () => {
+    const hosts = allowedHosts('127.0.0.1', 7777, ifaces);
+    for (const h of ['LOCALHOST:7777', 'LocalHost:7777', '[::1]:7777', '[0:0:0:0:0:0:0:1]:7777', '[0::1]:7777', '127.0.0.1:7777']) expect(hostAllowed(h, hosts), h).toBe(true);
+    for (const h of [undefined, '', 'localhost', 'localhost:7778', 'evil.example:7777', 'localhost:7777@evil.example', 'user@localhost:7777', 'localhost:7777 x', '[::1]', '[::2]:7777', '[localhost]:7777', '[::1:7777'])
+      expect(hostAllowed(h, hosts), String(h)).toBe(false);
   });
 });

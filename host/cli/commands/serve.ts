@@ -102,7 +102,7 @@ function webActions(ctx: CliContext, drives: BackgroundDrives): ServeActions {
       }
       return r.kind === 'delivered' ? `reconciling run ${runId} as ${actor} (${how}): ${r.reason}; host ${r.owner.hostId} carries it out` : `reconciling run ${runId} as ${actor} (${how}): now ${now}`;
     },
-    judge: async (runId, decision, reason, actor) => (await judge(ctx.store, runId, decision, actor, { reason })).line,
+    judge: async (runId, decision, reason, actor) => (await judge(ctx.store, runId, decision, actor, { reason, once: true })).line,
     async fork(runId, snapshotId, actor) {
       if (!/^[A-Za-z0-9_:.-]+$/.test(snapshotId)) throw new BerthError('usage', `fork from here needs a snapshot id, found "${snapshotId}"`);
       const f = await fork(ctx, runId, { at: snapshotId, actor });
