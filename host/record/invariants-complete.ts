@@ -62,10 +62,13 @@ export function checkCompleteness(r: RunRecord, v: Report): void {
   if (r.run.kind === 'plan') {
     for (const t of r.tasks) {
       if (t.kind !== 'plan-step' || t.status !== 'terminal' || t.outcome !== 'ok') continue;
+      // Parked for reconciliation, or rewound to an older snapshot: ended, without having run.
+      const res = obj(t.result);
+      if (res.reconcile !== undefined || res.rewind !== undefined || res.interrupted !== undefined) continue;
       const { index, generation } = obj(t.input);
       if (typeof index !== 'number') continue;
       // A never step whose effect happened in an earlier generation ends ok without running again, naming that effect.
-      const done = obj(t.result).alreadyDone;
+      const done = res.alreadyDone;
       const key = typeof done === 'string' ? done : `${runId}:step:${index}:g${typeof generation === 'number' ? generation : 0}`;
       settled(key, `step task ${t.id} (step ${index})`, { task: t.id });
     }
