@@ -1,7 +1,7 @@
 import { acceptanceOf, decideAcceptance, decideAcceptanceOnce, type AcceptanceView } from '../acceptance';
 import { decideApproval } from '../agent';
-import { BerthError } from '../errors';
-import { isFinalRunState, type Run } from '../model';
+import { BerthError, isBerthError } from '../errors';
+import { isFinalRunState, type AcceptanceDecision, type Run } from '../model';
 import { releaseEndedRunLeases } from '../runtime/run-end-leases';
 import type { RunTransitionInput, Store } from '../store';
 import { newId } from '../support';
@@ -72,17 +72,29 @@ export function acceptanceLine(a: AcceptanceView, runId?: string): string {
   return `${a.state} by ${a.actor} at ${new Date(a.at!).toISOString()}${a.reason ? ` (${a.reason})` : ''}${evidence}`;
 }
 
+/** {@link decideAcceptanceOnce}; with `repeat`, the decision already in force is answered as a repeat instead of refused. */
+async function decideOnce(store: Store, asked: { runId: string; decision: 'accepted' | 'rejected'; actor: string; reason: string | null }, repeat: boolean): Promise<{ decision: AcceptanceDecision; repeated: boolean }> {
+  try {
+    return { decision: await decideAcceptanceOnce(store, asked), repeated: false };
+  } catch (err) {
+    const newest = repeat && isBerthError(err) && err.code === 'already_decided' ? (await store.listAcceptance({ runId: asked.runId })).at(-1) : undefined;
+    if (!newest) throw err;
+    return { decision: newest, repeated: true };
+  }
+}
+
 /**
  * The judgement of a completed run (acceptance is apart from the run state): checks the reason,
  * commits the decision as `actor` (a repeated request id is the same decision), reads the acceptance it leaves.
  * `once` (the web view and its API, which have no request id): a request asking for the acceptance
- * the run already has is refused with `already_decided`, a double click included (decide-once.ts).
+ * the run already has is refused with `already_decided`, a double click included (decide-once.ts);
+ * `once: 'repeat'` (`berth accept`/`reject` without `--request-id`) answers it as the repeat it is instead.
  */
-export async function judge(store: Store, runId: string, decision: 'accepted' | 'rejected', actor: string, o: { reason?: string; requestId?: string; once?: boolean } = {}) {
+export async function judge(store: Store, runId: string, decision: 'accepted' | 'rejected', actor: string, o: { reason?: string; requestId?: string; once?: boolean | 'repeat' } = {}) {
   if (decision === 'rejected' && !o.reason?.trim()) throw new BerthError('usage', 'berth reject RUN needs --reason "why the outcome is not acceptable"');
   await getRunOrThrow(store, runId);
   const asked = { runId, decision, actor, reason: o.reason?.trim() || null };
-  const { decision: d, repeated } = o.once && !o.requestId ? { decision: await decideAcceptanceOnce(store, asked), repeated: false } : await decideAcceptance(store, { ...asked, requestId: o.requestId ?? newId('req') });
+  const { decision: d, repeated } = o.once && !o.requestId ? await decideOnce(store, asked, o.once === 'repeat') : await decideAcceptance(store, { ...asked, requestId: o.requestId ?? newId('req') });
   const acceptance: AcceptanceView = await acceptanceOf(store, await getRunOrThrow(store, runId));
   const line = `${repeated ? 'already recorded: ' : ''}${d.decision} run ${runId} as ${d.actor}${d.reason ? ` (${d.reason})` : ''}; acceptance is now ${acceptanceLine(acceptance)}`;
   return { decision: d, repeated, acceptance, line };

@@ -72,6 +72,15 @@ describe('acceptance apart from completion', { timeout: 240_000 }, () => {
     const bare = await fx.cli(['reject', runId]);
     expect(bare.code).toBe(2);
     expect(await fx.read((s) => s.listAcceptance({ runId }))).toHaveLength(2);
+    // The same accept again without a request id (a command run twice from the shell's history) is
+    // the decision already in force: exit 0, said so, nothing recorded. Before, each one recorded a
+    // decision of its own (the run page then said "· 3 decisions").
+    const twice = await fx.cli(['accept', runId, '--json']);
+    expect(twice.code, twice.stderr).toBe(0);
+    expect(lastJson<{ repeated: boolean; decision: { requestId: string } }>(twice)).toMatchObject({ repeated: true, decision: { requestId: 'req-a1' } });
+    const text = await fx.cli(['accept', runId]);
+    expect(text.stdout).toMatch(/^already recorded: accepted run \S+ as user:tester/);
+    expect(await fx.read((s) => s.listAcceptance({ runId }))).toHaveLength(2);
   });
 });
 

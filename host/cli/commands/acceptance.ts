@@ -9,7 +9,8 @@ import { emit } from '../output';
  * retried command the same decision.
  */
 export async function judgeRun(ctx: CliContext, runId: string, decision: 'accepted' | 'rejected', o: { reason?: string; requestId?: string }): Promise<number> {
-  const r = await judge(ctx.store, runId, decision, operator(), o);
+  // Without --request-id, the same command run again is the decision already in force, not a new one.
+  const r = await judge(ctx.store, runId, decision, operator(), { ...o, once: 'repeat' });
   emit(ctx.json, { runId, decision: r.decision, repeated: r.repeated, acceptance: r.acceptance }, () => r.line);
   return 0;
 }
