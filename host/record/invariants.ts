@@ -26,6 +26,7 @@ export const INVARIANTS = {
   monotonic_sequences: 'transition numbers run 1..n without gaps; commit, entry and transition commit numbers never go back',
   never_once: 'an action whose replay is never is confirmed at most once (one confirmed effect per kind and intent)',
   checkpoint_refs_exist: 'every snapshot a checkpoint, result or sandbox pointer names is in the record',
+  task_refs_exist: 'every task the run names is in the record: its root task, each task\'s parent, and the task of each of its own effects',
   cancel_matches_effects: 'a cancelled task\'s evidence covers the effects of its work (its own and its subtasks\'): every one that started is listed, `before` only when none did, `after` only when all happened (seed 004 #5)',
   approvals_closed: 'a run in a final state has no open approval: each request was decided, expired or closed by the cancel (seed 004 #1)',
   settled_provenance: 'every settled effect says how it was settled: each attempt it counts is in its attempt log, and the attempt that settled it names how (its reply, a status query, an operator\'s word with the operator, a restore, a cancel)',
@@ -278,6 +279,14 @@ export function checkRecord(r: RunRecord): Violation[] {
     }
   }
   for (const n of named) if (!snaps.has(n.id)) v('checkpoint_refs_exist', `${n.by} names snapshot ${n.id}, which the record does not hold`, n);
+
+  // tasks named by the run, its tasks and its effects exist: a row deleted by hand leaves the rest
+  // of the run reading as whole (the state machine never looks past a missing row)
+  const missing: Array<{ id: string; by: string; as: string }> = [];
+  if (r.run.rootTaskId && !taskIds.has(r.run.rootTaskId)) missing.push({ id: r.run.rootTaskId, by: `run ${runId}`, as: 'root task' });
+  for (const t of r.tasks) if (t.parentId && !taskIds.has(t.parentId)) missing.push({ id: t.parentId, by: `task ${t.id}`, as: 'parent task' });
+  for (const e of own) if (e.taskId && !taskIds.has(e.taskId)) missing.push({ id: e.taskId, by: `effect ${e.id}`, as: 'task' });
+  for (const m of missing) v('task_refs_exist', `${m.by} names ${m.as} ${m.id}, which the record does not hold`, m);
   return out;
 }
 

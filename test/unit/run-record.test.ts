@@ -90,6 +90,8 @@ const CORRUPT: Record<InvariantName, (r: RunRecord) => void> = {
   monotonic_sequences: (r) => (r.transitions[2]!.n = 5),
   never_once: (r) => r.effects.push({ ...r.effects[0]!, id: 'run_1:step:0:g1' }),
   checkpoint_refs_exist: (r) => (r.isolation.snapshots = []),
+  // A root task row deleted by hand: the rest of the run still reads as whole.
+  task_refs_exist: (r) => (r.tasks = r.tasks.filter((t) => t.id !== r.run.rootTaskId)),
   // What a cancelled notify run used to say: its root stopped `before`, while its children had sent emails.
   cancel_matches_effects: (r) => Object.assign(r.tasks[0]!, { outcome: 'cancelled', result: { cancelled: { effect: 'before', effectIds: [] } } }),
   // What a cancel of an agent run waiting for an approval used to leave: a final run, an open request.
