@@ -29,6 +29,7 @@ import { cost } from './commands/cost';
 import { artifactsCommand } from './commands/artifacts';
 import { checkCommand, exportCommand, importCommand } from './commands/record';
 import { assertDrivable } from '../record';
+import { storeReadOnly } from '../store';
 
 const USAGE = `usage: berth <command> [options]
 
@@ -114,6 +115,8 @@ type Handler = (ctx: () => CliContext, args: string[], flags: Flags) => Promise<
 
 /** Commands that start work, and so may create the store; every other one needs it to exist. */
 const CREATES_STORE = new Set(['run', 'agent', 'import', 'worker', 'mcp']);
+/** Commands that only read the store: they work on one this user cannot write (opened read-only). */
+const READS_ONLY = new Set(['status', 'show', 'logs', 'artifacts', 'export', 'check', 'tree', 'cost', 'workers']);
 /** Commands that drive or decide a run: refused for an imported run, which is a record only. */
 const DRIVES_RUN = new Set(['resume', 'reconcile', 'cancel', 'approve', 'deny']);
 interface Flags extends AgentFlags, ForkFlags, ServeFlags, McpFlags {
@@ -353,6 +356,8 @@ export async function main(argv: string[]): Promise<number> {
     if (ctx) return ctx;
     const t0 = performance.now();
     ctx = buildContext({ store: flags.store, json: flags.json, debug: flags.debug, create: CREATES_STORE.has(name), extensions });
+    // Before the command reads or leases anything: it would fail at its first write, half done.
+    if (ctx.store.readOnly && !READS_ONLY.has(name)) throw storeReadOnly(ctx.store.location, `berth ${name}`);
     // The profile of a run (bench/plan.ts, BERTH_LOG_LEVEL=debug): process start, then the store's open.
     ctx.logger.debug({ phase: 'process.start', ms: Math.round(started) }, 'timing');
     ctx.logger.debug({ phase: 'store.open', ms: Math.round((performance.now() - t0) * 10) / 10 }, 'timing');

@@ -43,16 +43,23 @@ export function openDatabase(path: string, durability: Durability = 'full'): Dat
   // even switching to WAL or reading the schema must wait for it rather than fail.
   db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
   refuseForeign(db, path);
-  db.pragma('journal_mode = WAL');
-  db.pragma(`synchronous = ${durability === 'full' ? 'FULL' : 'NORMAL'}`);
-  db.pragma('foreign_keys = ON');
-  // SQLite's own default page cache (2 MB) rather than better-sqlite3's build default (16 MB): the
-  // cache filled with the store's pages as a long run's rows were read and written, so a host's
-  // memory grew with the store's size up to 16 MB per connection (a 3,000-step run's 18 MB store:
-  // `berth export` 120 against 131 MB peak RSS, bench/RESULTS.md session 18). The OS page cache
-  // keeps the file's pages either way; a commit touches the few pages at the lists' ends.
-  db.pragma(`cache_size = -${CACHE_KB}`);
-  migrate(db, path);
+  try {
+    db.pragma('journal_mode = WAL');
+    db.pragma(`synchronous = ${durability === 'full' ? 'FULL' : 'NORMAL'}`);
+    db.pragma('foreign_keys = ON');
+    // SQLite's own default page cache (2 MB) rather than better-sqlite3's build default (16 MB): the
+    // cache filled with the store's pages as a long run's rows were read and written, so a host's
+    // memory grew with the store's size up to 16 MB per connection (a 3,000-step run's 18 MB store:
+    // `berth export` 120 against 131 MB peak RSS, bench/RESULTS.md session 18). The OS page cache
+    // keeps the file's pages either way; a commit touches the few pages at the lists' ends.
+    db.pragma(`cache_size = -${CACHE_KB}`);
+    migrate(db, path);
+  } catch (err) {
+    // A store this process may not write fails here (a rollback-mode file's switch to WAL, a
+    // migration): the caller may open it read-only instead, so this connection must not linger.
+    db.close();
+    throw err;
+  }
   return db;
 }
 
