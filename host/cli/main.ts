@@ -102,7 +102,8 @@ options:
   --extension MODULE       load an application's task kinds and effect verifiers (repeatable; also
                            BERTH_EXTENSIONS=a.ts,b.mjs): its default export is extension(...) or a
                            function returning one, so resume/reconcile (--verify)/serve can carry its runs
-  --json                   machine-readable output on stdout
+  --json                   machine-readable output on stdout: one JSON object per line (NDJSON;
+                           a driven run's events, then its result); errors as one JSON line on stderr
   --debug                  show stack traces of internal errors
 
 exit codes:
