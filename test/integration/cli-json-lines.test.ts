@@ -52,4 +52,28 @@ describe('--json output as NDJSON', { timeout: 300_000 }, () => {
     expect(refused.code).toBe(1);
     expect(ndjson(refused.stderr, 'an error with --json')[0]).toMatchObject({ error: { code: 'run_not_found' } });
   });
+
+  it('answers run --detach --json and fork --detach --json in one shape: the same fields for the run, its session, its state and where it was forked from', async () => {
+    fx = await planFixture([{ name: 'one', run: 'echo one > one.txt' }, { name: 'two', run: 'echo two > two.txt' }]);
+    const ran = await fx.cli(['run', fx.plan, '--json']);
+    expect(ran.code, ran.stderr).toBe(0);
+    const parent = (ndjson(ran.stdout, 'run').at(-1) as { run: { id: string } }).run.id;
+    const submitted = await fx.cli(['run', fx.plan, '--detach', '--json']);
+    const forked = await fx.cli(['fork', parent, '--at', 'one', '--detach', '--json']);
+    expect(submitted.code, submitted.stderr).toBe(0);
+    expect(forked.code, forked.stderr).toBe(0);
+    const [a, b] = [ndjson(submitted.stdout, 'run --detach'), ndjson(forked.stdout, 'fork --detach')].map((lines) => {
+      expect(lines).toHaveLength(1);
+      return lines[0]!;
+    }) as [Record<string, unknown>, Record<string, unknown>];
+    // Before: run --detach gave {run, created, detached}, fork --detach {runId, forkedFrom, created}.
+    expect(Object.keys(a).sort()).toEqual(Object.keys(b).sort());
+    for (const [v, forkedFrom] of [[a, null], [b, expect.objectContaining({ runId: parent })]] as const) {
+      const run = v.run as { id: string; sessionId: string; state: string };
+      expect(v).toMatchObject({ detached: true, created: true, runId: run.id, sessionId: run.sessionId, state: 'admitted', forkedFrom });
+    }
+    // Both are left for somebody to drive: here, resumed, so the fixture's store ends with every run final.
+    for (const v of [a, b]) expect((await fx.cli(['resume', v.runId as string])).code).toBe(0);
+  });
 });
+
