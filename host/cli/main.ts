@@ -56,7 +56,8 @@ const USAGE = `usage: berth <command> [options]
                            decide a run that needs reconciliation, then continue it:
                            did the uncertain effect happen (--accept) or not (--reject-effect),
                            and continue in the current sandbox or from a snapshot (--restore);
-                           --verify asks the service about uncertain effects again
+                           --verify asks the service about uncertain effects again; --fail ends the run
+                           (an effect not answered stays uncertain on record, never run again)
   cancel RUN               cancel a run durably
   fork RUN --at STEP|SNAPSHOT [--plan FILE] [--detach]
                            a new run continuing from a checkpoint of RUN (after step STEP, or from a
