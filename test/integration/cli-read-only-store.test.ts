@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -101,4 +101,22 @@ describe('a store this user cannot write', { timeout: 300_000 }, () => {
     expect(err.error.message).toMatch(/schema/);
     expect(err.error.message).not.toContain('attempt to write');
   });
+
+  it('says a new store cannot be created in a directory this user cannot write, and that a read-only file with no Berth tables is no store', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'berth-ro-'));
+    dirs.push(dir);
+    const empty = join(dir, 'empty.db');
+    writeFileSync(empty, '');
+    chmodSync(empty, 0o444);
+    chmodSync(dir, 0o555);
+    const created = await reader(['run', join(dir, 'plan.yaml'), '--json', '--store', join(dir, 'new.db')]);
+    // Before: "internal error: EACCES: permission denied, open '.../new.db'".
+    expect(created.code).toBe(1);
+    expect(JSON.parse(created.stderr).error).toMatchObject({ code: 'store_open_failed', message: expect.stringContaining(`cannot create store ${join(dir, 'new.db')}: this user may not write ${dir}`) });
+    const none = await reader(['status', '--json', '--store', empty]);
+    // Before: store_read_only "... its schema is older than this berth reads (it needs schema version(s) 1, 2, ...".
+    expect(none.code).toBe(1);
+    expect(JSON.parse(none.stderr).error).toMatchObject({ code: 'store_not_berth', message: expect.stringContaining(`${empty} is not a Berth store: it holds no tables`) });
+  });
 });
+

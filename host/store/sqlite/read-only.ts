@@ -68,7 +68,11 @@ export function openReadOnlyDatabase(path: string): Database.Database {
 }
 
 function refuseUnmigrated(db: Database.Database, path: string): void {
-  const hasTable = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get() !== undefined;
+  const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").all() as Array<{ name: string }>).map((r) => r.name);
+  // An empty file (or /proc's) is no store of an older berth: a store would be made in it, a write.
+  if (tables.length === 0) throw new BerthError('store_not_berth', `${path} is not a Berth store: it holds no tables, and this user cannot write it to make one there; it was left as it was`, { details: { path } });
+  const hasTable = tables.includes('schema_migrations');
+  if (!hasTable) throw new BerthError('store_not_berth', `${path} is not a Berth store: it is another program's SQLite database (tables ${tables.slice(0, 5).join(', ')}); it was left as it was`, { details: { path, tables } });
   const applied = new Set(hasTable ? (db.prepare('SELECT version FROM schema_migrations').all() as Array<{ version: number }>).map((r) => r.version) : []);
   const unknown = [...applied].filter((v) => v > NEWEST_SCHEMA_VERSION);
   if (unknown.length > 0) throw storeTooNew(path, Math.max(...unknown));
