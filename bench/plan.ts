@@ -114,8 +114,10 @@ async function berthRun(dir: string, round: number, cliRoot = root): Promise<{ m
       // progress text, not a log line
     }
   }
-  // --json prints progress objects one per line, then the summary pretty-printed (it starts at a line that is just "{").
-  const summary = JSON.parse(out.slice(out.lastIndexOf('\n{\n') + 1)) as { steps: Array<{ step: string; durationMs: number; exitCode: number }> };
+  // --json prints progress objects one per line, then the summary as the last line; a baseline
+  // checkout from before that pretty-printed the summary (it starts at a line that is just "{").
+  const pretty = out.lastIndexOf('\n{\n');
+  const summary = JSON.parse(pretty >= 0 ? out.slice(pretty + 1) : out.trim().split('\n').at(-1)!) as { steps: Array<{ step: string; durationMs: number; exitCode: number }> };
   return { ms, timings, steps: summary.steps };
 }
 

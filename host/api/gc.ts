@@ -50,10 +50,10 @@ export async function gc(p: HostParts, o: GcOptions = {}) {
   const deltas = await settleSnapshotDeltas({ store: p.store, images, clock: p.clock, logger: p.logger }, { graceMs });
   // Layers inside the grace are left above, but an image one is built on is pruned only after it is loaded.
   const prune = { store: p.store, removeSnapshot: engine.removeSnapshot, clock: p.clock, logger: p.logger, inUse: () => forkPointsInUse(p.store), materialize: (id: string) => images.materialize(id) };
-  const forks = o.forksOlderThanMs === undefined ? null : await removeFinishedForks(prune, o.forksOlderThanMs);
+  const collected = o.forksOlderThanMs === undefined ? null : await removeFinishedForks(prune, o.forksOlderThanMs);
   const pruned = await pruneSnapshots(prune, { keepLast: keep });
   const registryManifests = await deletePrunedManifests(manifestGcDeps(p));
-  return { hostId: p.hostId, graceS: graceMs / 1000, removed, egress, unrecordedImages: orphans, keptImages, reclaimedBytes, pruned, snapshotDeltas: deltas, registryManifests, forks };
+  return { hostId: p.hostId, graceS: graceMs / 1000, removed, egress, unrecordedImages: orphans, keptImages, reclaimedBytes, pruned, snapshotDeltas: deltas, registryManifests, forks: collected?.forks ?? null, forksCollectedBefore: collected?.collectedBefore ?? null };
 }
 
 export type GcReport = Awaited<ReturnType<typeof gc>>;

@@ -31,7 +31,7 @@ export interface ReconcileChoice {
 export type Reconciled =
   | { kind: 'drive'; rt: HostRuntime; reason: string; verified?: Verified }
   | { kind: 'delivered'; run: Run; owner: HostView; reason: string }
-  | { kind: 'failed'; run: Run; owner: HostView | null }
+  | { kind: 'failed'; run: Run; owner: HostView | null; leftUncertain: string[] }
   | { kind: 'settled'; run: Run; to: Run['state']; answer: 'accepted' | 'rejected'; effectIds: string[] }
   | { kind: 'verified'; run: Run; verified: Verified };
 
@@ -80,16 +80,18 @@ export async function reconcile(p: RuntimeParts, runId: string, choice: Reconcil
   }
   const reject = choice.rejectEffect === true;
   const answer = choice.accept ? 'accepted' : reject ? 'rejected' : undefined;
-  if (uncertain.length && !answer) {
+  // Continuing needs the answer (a never step runs again only if it did not happen); ending the
+  // run does not: an operator who cannot know fails it, and the effects stay uncertain on record.
+  if (uncertain.length && !answer && !choice.fail) {
     const effectIds = uncertain.map((e) => e.id);
-    throw new BerthError('effect_answer_needed', `run ${runId} has ${uncertain.length} effect(s) that may or may not have happened (${effectIds.join(', ')}): add --accept if they did, --reject-effect if they did not`, { ids: { runId }, details: { effectIds, fail: choice.fail === true } });
+    throw new BerthError('effect_answer_needed', `run ${runId} has ${uncertain.length} effect(s) that may or may not have happened (${effectIds.join(', ')}): add --accept if they did, --reject-effect if they did not, or --fail to end the run leaving them uncertain`, { ids: { runId }, details: { effectIds, fail: false } });
   }
   const effects = answer ? settle(actor, p.clock.now(), uncertain, answer) : [];
   const waiting = (await p.store.listTasks({ runId, statuses: ['waiting'] })).find((t) => t.wait?.signal === 'reconcile');
   if (!waiting && !choice.fail && choice.restore === undefined && answer) return settleEndedRun(p, run, actor, effects, answer);
   if (choice.fail || !waiting) {
     if (!choice.fail) throw new BerthError('run_not_reconcilable', `run ${runId} has no task waiting for an operator; --accept, --reject-effect or --fail apply`, { ids: { runId }, details: { noWaiting: true } });
-    return failRun(p, run, actor, effects);
+    return failRun(p, run, actor, effects, answer ? [] : uncertain.map((e) => e.id));
   }
   if (choice.restore) {
     const snap = await p.store.getSnapshot(choice.restore);
@@ -135,9 +137,14 @@ function assertVerifiable(run: Run, uncertain: Effect[], known: (kind: string) =
   );
 }
 
-/** `fail`: the run ends failed; a live owner stops its tasks, otherwise this host does as the owner. */
-async function failRun(p: RuntimeParts, run: Run, actor: string, effects: EffectWrite[]): Promise<Reconciled> {
+/**
+ * `fail`: the run ends failed; a live owner stops its tasks, otherwise this host does as the owner.
+ * `leftUncertain`: effects failed without an answer, kept `unknown` (nobody knows whether they
+ * happened, and a failed run never runs them again); the final transition names them.
+ */
+async function failRun(p: RuntimeParts, run: Run, actor: string, effects: EffectWrite[], leftUncertain: string[]): Promise<Reconciled> {
   const runId = run.id;
+  const left = leftUncertain.length ? `; left uncertain: ${leftUncertain.join(', ')} (may or may not have happened; never run again)` : '';
   const r = await p.store.commit({
     sessionId: run.sessionId,
     label: 'reconcile.fail',
@@ -145,13 +152,13 @@ async function failRun(p: RuntimeParts, run: Run, actor: string, effects: Effect
     effects,
     runTransitions: [
       { runId, from: 'needs_reconciliation', to: 'reconciling', actor, reason: 'operator chose --fail' },
-      { runId, from: 'reconciling', to: 'failed', actor, reason: 'failed by operator' },
+      { runId, from: 'reconciling', to: 'failed', actor, reason: `failed by operator${left}`, leaveUncertain: leftUncertain },
     ],
     cancelTasks: run.rootTaskId ? [run.rootTaskId] : [],
   });
   if (!r.ok) throw new BerthError('reconcile_conflict', `run ${runId} changed meanwhile: ${r.conflict.kind}`, { retryable: true, ids: { runId } });
   const owner = await ownerOf(p, run);
-  if (owner?.live) return { kind: 'failed', run: (await p.store.getRun(runId))!, owner };
+  if (owner?.live) return { kind: 'failed', run: (await p.store.getRun(runId))!, owner, leftUncertain };
   const { rt } = await startHost(p);
   await takeRun(p, rt, run, { actor });
   await waitTerminal(p, run.rootTaskId);
@@ -161,7 +168,7 @@ async function failRun(p: RuntimeParts, run: Run, actor: string, effects: Effect
   }
   await p.sandbox.sweep();
   await releaseEndedRunLeases(p, [runId]);
-  return { kind: 'failed', run: (await p.store.getRun(runId))!, owner: null };
+  return { kind: 'failed', run: (await p.store.getRun(runId))!, owner: null, leftUncertain };
 }
 
 /** Keeping the current sandbox needs one that works: said before anything is committed, with what can be restored instead. */

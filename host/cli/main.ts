@@ -29,6 +29,7 @@ import { cost } from './commands/cost';
 import { artifactsCommand } from './commands/artifacts';
 import { checkCommand, exportCommand, importCommand } from './commands/record';
 import { assertDrivable } from '../record';
+import { storeReadOnly } from '../store';
 
 const USAGE = `usage: berth <command> [options]
 
@@ -55,7 +56,8 @@ const USAGE = `usage: berth <command> [options]
                            decide a run that needs reconciliation, then continue it:
                            did the uncertain effect happen (--accept) or not (--reject-effect),
                            and continue in the current sandbox or from a snapshot (--restore);
-                           --verify asks the service about uncertain effects again
+                           --verify asks the service about uncertain effects again; --fail ends the run
+                           (an effect not answered stays uncertain on record, never run again)
   cancel RUN               cancel a run durably
   fork RUN --at STEP|SNAPSHOT [--plan FILE] [--detach]
                            a new run continuing from a checkpoint of RUN (after step STEP, or from a
@@ -101,7 +103,8 @@ options:
   --extension MODULE       load an application's task kinds and effect verifiers (repeatable; also
                            BERTH_EXTENSIONS=a.ts,b.mjs): its default export is extension(...) or a
                            function returning one, so resume/reconcile (--verify)/serve can carry its runs
-  --json                   machine-readable output on stdout
+  --json                   machine-readable output on stdout: one JSON object per line (NDJSON;
+                           a driven run's events, then its result); errors as one JSON line on stderr
   --debug                  show stack traces of internal errors
 
 exit codes:
@@ -114,6 +117,8 @@ type Handler = (ctx: () => CliContext, args: string[], flags: Flags) => Promise<
 
 /** Commands that start work, and so may create the store; every other one needs it to exist. */
 const CREATES_STORE = new Set(['run', 'agent', 'import', 'worker', 'mcp']);
+/** Commands that only read the store: they work on one this user cannot write (opened read-only). */
+const READS_ONLY = new Set(['status', 'show', 'logs', 'artifacts', 'export', 'check', 'tree', 'cost', 'workers']);
 /** Commands that drive or decide a run: refused for an imported run, which is a record only. */
 const DRIVES_RUN = new Set(['resume', 'reconcile', 'cancel', 'approve', 'deny']);
 interface Flags extends AgentFlags, ForkFlags, ServeFlags, McpFlags {
@@ -353,6 +358,8 @@ export async function main(argv: string[]): Promise<number> {
     if (ctx) return ctx;
     const t0 = performance.now();
     ctx = buildContext({ store: flags.store, json: flags.json, debug: flags.debug, create: CREATES_STORE.has(name), extensions });
+    // Before the command reads or leases anything: it would fail at its first write, half done.
+    if (ctx.store.readOnly && !READS_ONLY.has(name)) throw storeReadOnly(ctx.store.location, `berth ${name}`);
     // The profile of a run (bench/plan.ts, BERTH_LOG_LEVEL=debug): process start, then the store's open.
     ctx.logger.debug({ phase: 'process.start', ms: Math.round(started) }, 'timing');
     ctx.logger.debug({ phase: 'store.open', ms: Math.round((performance.now() - t0) * 10) / 10 }, 'timing');

@@ -5,47 +5,72 @@ import { capLines } from './line-cap';
 
 export { capLines, LINE_CAP, LineCap, LiveLineCap } from './line-cap';
 
-/** Prints `value` as JSON (with --json) or as the human text `human` renders. */
+/**
+ * Prints `value` as JSON (with --json) or as the human text `human` renders. JSON is one line:
+ * with --json every line a command writes is one JSON object (NDJSON), the events of a driven run
+ * and its result alike, so a line reader and jq both read it (`jq .` pretty-prints).
+ */
 export function emit(json: boolean, value: unknown, human: () => string): void {
-  process.stdout.write(json ? `${JSON.stringify(value, null, 2)}\n` : `${human()}\n`);
+  process.stdout.write(json ? `${JSON.stringify(value)}\n` : `${human()}\n`);
 }
 
 /**
- * `emit` with --json for a value holding one long list: the same bytes as `JSON.stringify(value,
- * null, 2)`, written a batch of the list's elements at a time, so the text of a 3,000-step run's
- * summary (megabytes) is never one string beside the rows it came from (it was ~10 MB of that
+ * `emit` with --json for a value holding one long list: the same bytes as `JSON.stringify(value)`
+ * and a newline, written a batch of the list's elements at a time, so the text of a 3,000-step
+ * run's summary (megabytes) is never one string beside the rows it came from (it was ~10 MB of that
  * run's peak RSS, at its very end; bench/RESULTS.md session 18). Without --json, `human()`.
  */
 export function emitWithList<K extends string>(json: boolean, value: Record<string, unknown> & Record<K, unknown[]>, key: K, human: () => string, write: (s: string) => void = (s) => void process.stdout.write(s)): void {
   if (!json) return write(`${human()}\n`);
   const list = value[key];
-  if (list.length === 0) return write(`${JSON.stringify(value, null, 2)}\n`);
-  // The list's place in the text of the value without it: a top-level key is the only one indented
-  // by exactly two spaces, and a string holding a quote is written with it escaped.
-  const name = `\n  ${JSON.stringify(key)}: `;
-  const text = JSON.stringify({ ...value, [key]: 0 }, null, 2);
-  const at = text.indexOf(`${name}0`);
+  if (list.length === 0) return write(`${JSON.stringify(value)}\n`);
+  // The list's place in the text of the value without it: `"key":0` can only be that member, as a
+  // string holding it is written with its quotes escaped. A key of the value sits at depth one;
+  // a nested object's member of the same name comes inside braces of its own, so the first match
+  // at depth one is taken by counting them.
+  const text = JSON.stringify({ ...value, [key]: 0 });
+  const at = memberAt(text, `${JSON.stringify(key)}:0`);
+  const name = `${JSON.stringify(key)}:`;
   const [head, tail] = [text.slice(0, at), text.slice(at + name.length + 1)];
-  write(`${head}${name}[\n`);
+  write(`${head}${name}[`);
   const BATCH = 100;
   for (let i = 0; i < list.length; i += BATCH) {
-    const texts = list.slice(i, i + BATCH).map((v) => `    ${(JSON.stringify(v, null, 2) ?? 'null').replaceAll('\n', '\n    ')}`);
-    write(`${texts.join(',\n')}${i + BATCH < list.length ? ',\n' : '\n'}`);
+    const texts = list.slice(i, i + BATCH).map((v) => JSON.stringify(v) ?? 'null');
+    write(`${texts.join(',')}${i + BATCH < list.length ? ',' : ''}`);
   }
-  write(`  ]${tail}\n`);
+  write(`]${tail}\n`);
+}
+
+/** Where `member` starts as a member of the outermost object of the compact JSON `text`. */
+function memberAt(text: string, member: string): number {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (inString) {
+      if (c === '\\') i++;
+      else if (c === '"') inString = false;
+      continue;
+    }
+    if (depth === 1 && c === '"' && (text[i - 1] === '{' || text[i - 1] === ',') && text.startsWith(member, i)) return i;
+    if (c === '"') inString = true;
+    else if (c === '{' || c === '[') depth++;
+    else if (c === '}' || c === ']') depth--;
+  }
+  return -1;
 }
 
 /** One error, to stderr: its JSON with --json (an untyped one as `internal_error`), else `berth: code: message`; stack traces only with --debug. */
 export function reportError(json: boolean, err: unknown, debug = false): void {
   if (isBerthError(err)) {
-    process.stderr.write(json ? `${JSON.stringify({ error: err.toJSON() }, null, 2)}\n` : `berth: ${err.code}: ${err.message}\n`);
+    process.stderr.write(json ? `${JSON.stringify({ error: err.toJSON() })}\n` : `berth: ${err.code}: ${err.message}\n`);
     if (debug && err.stack) process.stderr.write(`${err.stack}\n`);
     return;
   }
   // A stack is for whoever debugs Berth, not for the operator: --debug shows it.
   const message = err instanceof Error ? (debug ? (err.stack ?? err.message) : err.message) : String(err);
   // A script that asked for JSON parses what it gets, a bug's report included.
-  if (json) return void process.stderr.write(`${JSON.stringify({ error: { code: 'internal_error', message, retryable: false, ids: {} } }, null, 2)}\n`);
+  if (json) return void process.stderr.write(`${JSON.stringify({ error: { code: 'internal_error', message, retryable: false, ids: {} } })}\n`);
   process.stderr.write(`berth: internal error: ${message}${debug ? '' : ' (run again with --debug for the stack trace)'}\n`);
 }
 

@@ -73,8 +73,30 @@ export function recordRows(r: RunRecord, source: string): ImportRows {
 /** `berth import`: verifies the record and loads it as a read-only run; returns the run id. */
 export async function importRecord(store: Store, text: string, file: string, now: number): Promise<{ runId: string; digest: string }> {
   const record = verifyRecord(text, file);
-  const existing = await store.getImportedRun(record.run.id);
-  if (existing) throw new BerthError('import_conflict', `run ${record.run.id} is already imported into ${store.location} (from ${existing.source})`, { ids: { runId: record.run.id } });
+  await refuseHeldRun(store, record);
   await store.importRun(recordRows(record, `${record.source.storeId}:${file}`), now);
   return { runId: record.run.id, digest: record.digest };
+}
+
+/**
+ * A record of a run the store already holds is not a conflict of ids to list one by one (every
+ * task, entry and snapshot of it collides): it is the same run, so say which copy is there.
+ */
+async function refuseHeldRun(store: Store, record: RunRecord): Promise<void> {
+  const runId = record.run.id;
+  const ids = { runId, sessionId: record.run.sessionId };
+  const existing = await store.getImportedRun(runId);
+  if (existing) {
+    const same = existing.digest === record.digest ? 'the same record (same digest): nothing to import' : `another record of it (digest ${existing.digest}; this one is ${record.digest}): a store keeps one record per run, so import this one into another store`;
+    throw new BerthError('import_conflict', `run ${runId} is already in this store as an imported record (${store.location}, from ${existing.source}), ${same}; berth show ${runId}`, {
+      ids,
+      details: { already: 'imported', digest: existing.digest, source: existing.source },
+    });
+  }
+  if (await store.getRun(runId)) {
+    throw new BerthError('import_conflict', `run ${runId} is already in this store as a live run (${store.location}): its record was exported from here; nothing to import (berth show ${runId}, berth export ${runId} --out FILE)`, {
+      ids,
+      details: { already: 'live' },
+    });
+  }
 }

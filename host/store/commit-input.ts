@@ -74,6 +74,13 @@ export interface RunTransitionInput {
    * a state change: `from` must equal `to` and the run must be in it. Not an edge of the state machine.
    */
   ownerChange?: boolean;
+  /**
+   * Effects an operator's `reconcile --fail` ends the run with while nobody knows whether they
+   * happened: a final state is otherwise refused while an effect of the run is `executing` or
+   * `unknown`. Only these ids are let through (one that turned uncertain meanwhile still
+   * conflicts); they stay uncertain on record, and a final run never runs them again.
+   */
+  leaveUncertain?: string[];
 }
 
 export interface NewEntry {

@@ -33,15 +33,21 @@ export function repeatedIds(ids: string[]): string[] {
   return [...twice];
 }
 
-const SNAPSHOT_FIELDS = ['runId', 'taskId', 'leaseId', 'imageId', 'workspaceDigest', 'sizeBytes', 'checkpoint', 'parentId', 'commitSeq', 'createdAt', 'prunedAt', 'registryRef', 'pushedAt'] as const;
+/** What makes a snapshot the one it is: fixed when it was taken. */
+const SNAPSHOT_IDENTITY = ['runId', 'taskId', 'leaseId', 'imageId', 'workspaceDigest', 'sizeBytes', 'checkpoint', 'parentId', 'commitSeq', 'createdAt'] as const;
+/** What the store that took it learns later (pruned, pushed), compared only between imported copies. */
+const SNAPSHOT_LATER = ['prunedAt', 'registryRef', 'pushedAt'] as const;
 
 /**
  * The record's snapshots the store already holds, split into those it may share and those that
  * collide. A fork's record carries the snapshots of the run it was forked from (its history), so
  * importing a run and then its fork meets the same snapshot twice: an imported copy with the very
  * same content is one fact, written once (imported rows never change, so the later record still
- * reads back as exported). A live row, or a copy that differs (the exporter pruned it between the
- * two exports), is a collision.
+ * reads back as exported); a copy that differs (the exporter pruned it between the two exports)
+ * collides. A fork coming back to the store its parent lives in (the parent exported, forked
+ * elsewhere, the fork exported again) meets the parent's live rows: the same snapshot when it was
+ * taken the same, and this store's row is the authority on whether it was pruned or pushed since,
+ * so it is shared too; a live row taken otherwise collides.
  */
 export function sharedSnapshots(
   record: ImportRows['snapshots'],
@@ -53,7 +59,8 @@ export function sharedSnapshots(
   for (const s of record) {
     const h = byId.get(s.id);
     if (!h) continue;
-    const same = h.imported && SNAPSHOT_FIELDS.every((f) => (h.snapshot[f] ?? null) === ((s as Partial<Snapshot>)[f] ?? null));
+    const equal = (fields: readonly (keyof Snapshot)[]) => fields.every((f) => (h.snapshot[f] ?? null) === ((s as Partial<Snapshot>)[f] ?? null));
+    const same = equal(SNAPSHOT_IDENTITY) && (!h.imported || equal(SNAPSHOT_LATER));
     if (same) shared.add(s.id);
     else colliding.push(s.id);
   }
@@ -94,7 +101,7 @@ export function judgeImportKeys(r: ImportRows, location: string, inUse: Map<stri
     if (held.length) found[k.what] = held;
   }
   const snaps = sharedSnapshots(r.snapshots, heldSnapshots);
-  if (snaps.colliding.length) found['snapshot (held with other content, or by a live run)'] = snaps.colliding;
+  if (snaps.colliding.length) found['snapshot (held with other content)'] = snaps.colliding;
   if (Object.keys(found).length) throw importConflict(r.run.id, location, found);
   return snaps.shared;
 }

@@ -32,6 +32,8 @@ export function lazyPostgresStore(url: string, opts: { clock?: Clock } = {}): St
   return new Proxy({} as Store, {
     get(_target, prop) {
       if (prop === 'location') return location;
+      // A shared database is writable or refuses its user at the open: never read-only here.
+      if (prop === 'readOnly') return false;
       // Not a thenable: `await store` must give the store, not wait for a method called `then`.
       if (prop === 'then' || typeof prop === 'symbol') return undefined;
       if (prop === 'close') return async () => (opened ? (await opened.catch(() => undefined))?.close() : undefined);

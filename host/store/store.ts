@@ -81,6 +81,8 @@ export interface EntryFilter {
  */
 export interface Store extends LeaseRecords, EgressAuditRecords, AcceptanceReads, CostRecords, CommitLogRecords, ImportedRunRecords, OwnershipRecords, ForkReads, RegistryDeleteRecords, OutputRecords, RunListReads {
   readonly location: string;
+  /** True when this process can only read the store (its file, directory or mount is read-only to it): every commit is refused. */
+  readonly readOnly?: boolean;
   commit(input: CommitInput): Promise<CommitResult>;
 
   getSession(id: string): Promise<Session | undefined>;

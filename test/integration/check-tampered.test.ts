@@ -58,4 +58,41 @@ describe('berth check on a store an operator edited by hand', { timeout: 180_000
     expect(human.stdout).toContain('status holds "bogus"');
     expect(human.stderr).toContain(`berth: run(s) with unreadable rows: ${garbled}`);
   });
+
+  it('reports a run whose root task row was deleted, and one whose step task row was deleted while its effect names it', async () => {
+    fx = await planFixture([{ name: 'one', run: 'echo one' }, { name: 'two', run: 'echo two' }]);
+    const runs: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const r = await fx.cli(['run', fx.plan, '--json']);
+      expect(r.code, r.stderr.slice(-500)).toBe(0);
+      runs.push(lastJson<{ run: { id: string } }>(r).run.id);
+    }
+    const [rootless, stepless] = runs as [string, string];
+    const edited = join(fx.dir, 'edited.db');
+    const db = new Database(fx.store);
+    try {
+      db.prepare('VACUUM INTO ?').run(edited);
+    } finally {
+      db.close();
+    }
+    const e = new Database(edited);
+    let stepTask = '';
+    try {
+      e.prepare('DELETE FROM tasks WHERE id = (SELECT root_task_id FROM runs WHERE id = ?)').run(rootless);
+      stepTask = (e.prepare(`SELECT id FROM tasks WHERE run_id = ? AND parent_id IS NOT NULL ORDER BY created_at LIMIT 1`).get(stepless) as { id: string }).id;
+      e.prepare('DELETE FROM tasks WHERE id = ?').run(stepTask);
+    } finally {
+      e.close();
+    }
+
+    const check = async (args: string[]) => runNode(await bundledCli(), [...args, '--store', edited]);
+    const one = await check(['check', rootless]);
+    // Before: exit 0, "1 run(s) checked: every invariant holds (16 invariants)".
+    expect(one.code, one.stdout).toBe(1);
+    expect(one.stdout).toContain('record_complete');
+    expect(one.stdout).toMatch(/root task task_\w+, which the record does not hold/);
+    const all = lastJson<Checked>(await check(['check', '--all', '--json']));
+    expect([...new Set(all.violations.filter((v) => v.invariant === 'record_complete').map((v) => v.runId))].sort()).toEqual([rootless, stepless].sort());
+    expect(JSON.stringify(all.violations)).toContain(stepTask);
+  });
 });

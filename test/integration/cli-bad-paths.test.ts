@@ -43,6 +43,16 @@ describe('a path that names the wrong kind of thing', () => {
     expect(readdirSync(dir).filter((f) => !f.startsWith('berth.db')).sort()).toEqual(['future.json', 'other.json']);
   });
 
+  it('--store naming a device (/dev/null) is store_open_failed saying it is no regular file, for a command that reads and one that creates', async () => {
+    const cli = await bundledCli();
+    for (const args of [['status'], ['run', 'plan.yaml']]) {
+      const r = await runNode(cli, [...args, '--json', '--store', '/dev/null']);
+      // Before: "internal error: database is locked".
+      expect(r.code, r.stderr).toBe(1);
+      expect(errorOf(r.stderr)).toMatchObject({ code: 'store_open_failed', message: 'cannot open store /dev/null: it is not a regular file (a character device); a store is a SQLite file or a postgres:// URL' });
+    }
+  });
+
   it('refuses a --port out of range for berth serve and berth mcp --http as a usage error (was an internal error from listen)', async () => {
     dir = await mkdtemp(join(tmpdir(), 'berth-bad-port-'));
     const store = join(dir, 'berth.db');

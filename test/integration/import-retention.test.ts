@@ -107,6 +107,44 @@ describe('an imported run\'s snapshots belong to the store that exported it', { 
     expect(held).toEqual({ runs: [runId], imported: [runId], forkTasks: 0 });
   });
 
+  it('imports a fork\'s record back into its parent\'s store, sharing the parent\'s own snapshots; a record the store already holds says so and what to do', async () => {
+    fx = await planFixture(TWO);
+    const end = await fx.cli(['run', fx.plan, '--json']);
+    expect(end.code, end.stderr).toBe(0);
+    const runId = lastJson<Summary>(end).run.id;
+    const runFile = join(fx.dir, 'run.json');
+    expect((await fx.cli(['export', runId, '--out', runFile])).code).toBe(0);
+    // Another store imports the run and forks it; the fork comes back to the run's own store.
+    const other = join(fx.dir, 'other.db');
+    expect((await cliOn(other, ['import', runFile])).code).toBe(0);
+    const forked = await cliOn(other, ['fork', runId, '--at', 'one', '--json']);
+    expect(forked.code, forked.stderr.slice(-800)).toBe(0);
+    const forkId = lastJson<Summary>(forked).run.id;
+    const forkFile = join(fx.dir, 'fork.json');
+    expect((await cliOn(other, ['export', forkId, '--out', forkFile])).code).toBe(0);
+
+    const back = await fx.cli(['import', forkFile]);
+    expect(back.code, back.stderr).toBe(0);
+    const tree = await fx.cli(['tree', runId]);
+    expect(tree.stdout).toContain(forkId);
+    expect((await fx.cli(['check', '--all'])).code).toBe(0);
+    const again = join(fx.dir, 'fork-again.json');
+    expect((await fx.cli(['export', forkId, '--out', again])).code).toBe(0);
+    expect(timeless(readRecord(again))).toEqual(timeless(readRecord(forkFile)));
+
+    // Twice, or a run's record into the store it came from: already there, nothing to import.
+    const twice = await fx.cli(['import', forkFile, '--json']);
+    expect(twice.code).toBe(1);
+    const err = JSON.parse(twice.stderr) as { error: { code: string; message: string; details: { already: string } } };
+    expect(err.error).toMatchObject({ code: 'import_conflict', details: { already: 'imported' } });
+    expect(err.error.message).toContain(`run ${forkId} is already in this store as an imported record`);
+    const home = await fx.cli(['import', runFile]);
+    expect(home.code).toBe(1);
+    expect(home.stderr).toContain(`run ${runId} is already in this store as a live run`);
+    expect(home.stderr).toContain(`berth show ${runId}`);
+    expect(home.stderr).not.toContain('task_');
+  });
+
   it('a fork imported without its parent can be forked again at any checkpoint of its history (before or at its own fork point), from the parent\'s snapshots its record carries', async () => {
     fx = await planFixture([...TWO, { name: 'three', run: 'cat one.txt two.txt > three.txt' }]);
     const end = await fx.cli(['run', fx.plan, '--json']);

@@ -159,4 +159,25 @@ describe('forks and retention', { timeout: 600_000 }, () => {
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('--forks-older-than expects a duration');
   });
+
+  it('a second gc --forks-older-than finds nothing left of the forks it collected, and says they were collected before', async () => {
+    fx = await planFixture(STEPS);
+    const first = await fx.cli(['run', fx.plan, '--json']);
+    const original = lastJson<Summary>(first).run.id;
+    const forked = await fx.cli(['fork', original, '--at', 'two', '--json']);
+    expect(forked.code, forked.stderr).toBe(0);
+    const forkId = lastJson<Summary>(forked).run.id;
+    type Gc = { forks: Array<{ runId: string; snapshots: string[] }>; forksCollectedBefore: number };
+    const once = lastJson<Gc>(await fx.cli(['gc', '--forks-older-than', '0s', '--json']));
+    expect(once.forks.map((f) => f.runId)).toEqual([forkId]);
+    expect(once.forks[0]!.snapshots.length).toBeGreaterThan(0);
+    expect(once.forksCollectedBefore).toBe(0);
+    // Before: {"runId": FORK, "snapshots": []} again, and "finished forks: 1, their 0 snapshot(s) removed (FORK)".
+    const twice = lastJson<Gc>(await fx.cli(['gc', '--forks-older-than', '0s', '--json']));
+    expect(twice.forks).toEqual([]);
+    expect(twice.forksCollectedBefore).toBe(1);
+    const human = await fx.cli(['gc', '--forks-older-than', '0s']);
+    expect(human.stdout).toContain('no finished forks that old with snapshots left to remove (1 collected before)');
+    expect(human.stdout).not.toContain(forkId);
+  });
 });

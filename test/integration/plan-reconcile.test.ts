@@ -118,4 +118,30 @@ describe('reconciliation has no dead end', { timeout: 300_000 }, () => {
     expect(rejected.attemptLog[0]!.actor).toMatch(/^user:/);
     expect(record.effects.find((e) => e.id === deploys[1]!.id)!.attemptLog.map((a) => [a.outcome, a.settledBy])).toEqual([['applied', 'reply']]);
   });
+
+  it('fails a run with an uncertain never step on --fail alone: the effect is left uncertain, never run again, and the run says so', async () => {
+    ({ fx, service } = await deployPlan('cat steps.log'));
+    fx.allowLeftovers('the kill before the deploy step\'s phase.complete leaves its snapshot image with no record (the record commits with the phase); by design (issue 12.2) `berth gc` removes it after its grace period, not the run\'s end', unrecordedSnapshotImages);
+    const first = await fx.cli(['run', fx.plan, '--json'], { BERTH_FAULT: 'before:phase.complete:plan-step#2' });
+    expect(first.signal, first.stderr).toBe('SIGKILL');
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    expect((await fx.cli(['resume', runId, '--json'])).code).toBe(3);
+    const deployId = await fx.read(async (s) => (await s.listEffects({ runId })).find((e) => (e.intent as { step: string }).step === 'deploy')!.id);
+
+    // Before: exit 1, "effect_answer_needed: run RUN has 1 effect(s) that may or may not have happened (...): add --accept if they did, --reject-effect if they did not".
+    const failed = await fx.cli(['reconcile', runId, '--fail', '--json']);
+    expect(failed.code, failed.stderr).toBe(0);
+    const out = lastJson<{ run: Run; leftUncertain: string[] }>(failed);
+    expect(out.run.state).toBe('failed');
+    expect(out.leftUncertain).toEqual([deployId]);
+    const human = await fx.cli(['show', runId]);
+    expect(human.stdout).toContain(`left uncertain: ${deployId}`);
+    const deploy = await fx.read(async (s) => (await s.listEffects({ runId })).find((e) => e.id === deployId)!);
+    expect(deploy.status).toBe('unknown');
+    // Failed for good: nothing resumes it, and the deploy ran once.
+    expect((await fx.cli(['resume', runId])).code).not.toBe(0);
+    expect(service.counts()).toEqual({ deploy: 1 });
+    expect(await state(fx, runId)).toBe('failed');
+  });
 });
+

@@ -6,6 +6,7 @@ import { BerthError } from '../../errors';
 import type { CliContext } from '../context';
 import { emit } from '../output';
 import { finishAgentRun, followRun, startAgentHost } from './agent-host';
+import { detachedAnswer } from './detached';
 
 export { finishAgentRun } from './agent-host';
 import { checkImageOnEngine } from './preflight';
@@ -83,7 +84,7 @@ export async function agentRun(ctx: CliContext, message: string, flags: AgentFla
   await checkImageOnEngine(ctx.docker, environment, resolve(flags.env));
   if (flags.detach) {
     const { run, created } = await submitAgent(ctx, { message, settings, environment, workspaceDir, requestId: flags['request-id'], environmentFile: flags.env });
-    emit(ctx.json, { run, created, detached: true }, () => `${created ? 'submitted' : 'already submitted as'} run ${run.id} in session ${run.sessionId}; a berth worker on ${ctx.store.location} drives it`);
+    emit(ctx.json, detachedAnswer(run, created), () => `${created ? 'submitted' : 'already submitted as'} run ${run.id} in session ${run.sessionId}; a berth worker on ${ctx.store.location} drives it`);
     return 0;
   }
   const host = await startAgentHost(ctx);

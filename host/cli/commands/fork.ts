@@ -4,6 +4,7 @@ import { operator } from '../../api/runtime';
 import { lineageOf, type LineageNode } from '../../fork';
 import type { CliContext } from '../context';
 import { duration, emit } from '../output';
+import { detachedAnswer } from './detached';
 import { progressPrinter } from './progress';
 import { finishDriven } from './run-summary';
 import { getRunOrThrow } from './runs';
@@ -32,7 +33,7 @@ export async function forkRun(ctx: CliContext, runId: string, flags: ForkFlags):
   total = f.planned.input.plan.steps.length;
   const { run: forked, point, created } = f;
   if (!f.rt) {
-    emit(ctx.json, { runId: forked.id, forkedFrom: f.planned.input.fork, created }, () => `${created ? 'forked' : 'already forked as'} run ${forked.id} from ${runId} at ${point.snapshot.checkpoint} (snapshot ${point.snapshot.id}); drive it with: berth resume ${forked.id}`);
+    emit(ctx.json, detachedAnswer(forked, created, f.planned.input.fork ?? null), () => `${created ? 'forked' : 'already forked as'} run ${forked.id} from ${runId} at ${point.snapshot.checkpoint} (snapshot ${point.snapshot.id}); drive it with: berth resume ${forked.id}`);
     return 0;
   }
   if (!ctx.json) process.stderr.write(`${created ? 'forked' : 'already forked as'} run ${forked.id} from ${runId} at ${point.snapshot.checkpoint} (snapshot ${point.snapshot.id}); ${stepsHere(point.index, total)}\n`);

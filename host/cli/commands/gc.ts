@@ -1,5 +1,6 @@
 import { gc as collect } from '../../api/gc';
 import type { CliContext } from '../context';
+import type { CollectedFork } from '../../fork';
 import { emit, table } from '../output';
 
 export { DEFAULT_GC_GRACE_S } from '../../api/gc';
@@ -8,12 +9,12 @@ export { manifestGcDeps } from '../../api/run-end';
 /** `berth gc [--keep N] [--grace S] [--forks-older-than D]`: see the API's `gc` for what goes; this prints it. */
 export async function gc(ctx: CliContext, keep?: number, graceS?: number, forksOlderThanMs?: number): Promise<number> {
   const r = await collect(ctx, { keep, graceS, forksOlderThanMs });
-  const { removed, egress, unrecordedImages: orphans, keptImages: kept, reclaimedBytes, pruned, snapshotDeltas: deltas, registryManifests, forks } = r;
+  const { removed, egress, unrecordedImages: orphans, keptImages: kept, reclaimedBytes, pruned, snapshotDeltas: deltas, registryManifests, forks, forksCollectedBefore } = r;
   const inGrace = kept.filter((k) => k.why === 'grace');
   const unfinished = kept.filter((k) => k.why === 'run_unfinished');
-  emit(ctx.json, { hostId: ctx.hostId, graceS: r.graceS, removed, egress, unrecordedImages: orphans, keptImages: kept, reclaimedBytes, pruned: pruned.map((s) => s.id), snapshotDeltas: deltas, registryManifests, ...(forks ? { forks } : {}) }, () =>
+  emit(ctx.json, { hostId: ctx.hostId, graceS: r.graceS, removed, egress, unrecordedImages: orphans, keptImages: kept, reclaimedBytes, pruned: pruned.map((s) => s.id), snapshotDeltas: deltas, registryManifests, ...(forks ? { forks, forksCollectedBefore } : {}) }, () =>
     [
-      ...(forks ? [forks.length === 0 ? 'no finished forks that old' : `finished forks: ${forks.length}, their ${forks.reduce((n, f) => n + f.snapshots.length, 0)} snapshot(s) removed (${forks.map((f) => f.runId).join(' ')})`] : []),
+      ...(forks ? [forksLine(forks, forksCollectedBefore ?? 0)] : []),
       removed.length === 0
         ? `no leftover containers in this store (host ${ctx.hostId})`
         : `removed ${removed.length} container(s):\n${table([['CONTAINER', 'LEASE', 'REASON'], ...removed.map((x) => [x.containerId.slice(0, 12), x.leaseId ?? '-', x.reason])])}`,
@@ -37,4 +38,15 @@ export async function gc(ctx: CliContext, keep?: number, graceS?: number, forksO
     ].join('\n'),
   );
   return 0;
+}
+
+function forksLine(forks: CollectedFork[], before: number): string {
+  const earlier = before ? ` (${before} collected before)` : '';
+  if (forks.length === 0) return `no finished forks that old with snapshots left to remove${earlier}`;
+  const removed = forks.filter((f) => f.snapshots.length);
+  const kept = forks.filter((f) => f.kept?.length);
+  return [
+    ...(removed.length ? [`finished forks: ${removed.length}, their ${removed.reduce((n, f) => n + f.snapshots.length, 0)} snapshot(s) removed (${removed.map((f) => f.runId).join(' ')})${earlier}`] : []),
+    ...(kept.length ? [`kept ${kept.reduce((n, f) => n + f.kept!.length, 0)} snapshot(s) of finished forks that an unfinished fork starts from: ${kept.map((f) => `${f.runId} (${f.kept!.join(' ')})`).join('; ')}`] : []),
+  ].join('\n');
 }

@@ -9,6 +9,7 @@ import type { CliContext } from '../context';
 import { emit } from '../output';
 import { EXIT } from '../host-right';
 import { getRunOrThrow } from './runs';
+import { detachedAnswer } from './detached';
 import { progressPrinter } from './progress';
 import { followRun, startAgentHost } from './agent-host';
 import { finishAgentRun } from './agent-run';
@@ -23,7 +24,7 @@ export async function runPlan(ctx: CliContext, file: string, requestId?: string,
   const loaded = await preparePlan(ctx, await loadPlan(file));
   if (detach) {
     const { run, created } = await submitDetached(ctx, loaded, { requestId, tags });
-    emit(ctx.json, { run, created, detached: true }, () => `${created ? 'submitted' : 'already submitted as'} run ${run.id} (${loaded.plan.steps.length} steps); a berth worker on ${ctx.store.location} drives it (berth show ${run.id})`);
+    emit(ctx.json, detachedAnswer(run, created), () => `${created ? 'submitted' : 'already submitted as'} run ${run.id} (${loaded.plan.steps.length} steps); a berth worker on ${ctx.store.location} drives it (berth show ${run.id})`);
     return EXIT.ok;
   }
   // The acceptance command, when the plan has one, runs as the last step.

@@ -32,7 +32,8 @@ export async function reconcileRun(ctx: CliContext, runId: string, choice: Recon
     return 0;
   }
   if (r.kind === 'failed') {
-    emit(ctx.json, r.owner ? { run: r.run, owner: r.owner } : { run: r.run }, () => (r.owner ? `run ${runId}: failed by ${actor}; ${who(r.owner)} drives it and stops its tasks` : `run ${runId}: failed by ${actor}`));
+    const left = r.leftUncertain.length ? `; left uncertain (may or may not have happened, never run again): ${r.leftUncertain.join(', ')}` : '';
+    emit(ctx.json, { run: r.run, ...(r.owner ? { owner: r.owner } : {}), leftUncertain: r.leftUncertain }, () => (r.owner ? `run ${runId}: failed by ${actor}${left}; ${who(r.owner)} drives it and stops its tasks` : `run ${runId}: failed by ${actor}${left}`));
     return 0;
   }
   if (r.kind === 'settled') {

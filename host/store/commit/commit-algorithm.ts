@@ -175,7 +175,8 @@ function* runTransition(t: RunTransitionInput, actor: string, seq: number, at: n
   // between a decider's read and its commit cannot slip under a final state. `completed` also
   // needs every intended effect done; other final states only need none possibly in progress.
   if (t.to === 'completed' || isFinalRunState(t.to)) {
-    const open = (yield* all<{ id: string }>(t.to === 'completed' ? S.unresolvedEffects : S.uncertainEffects, [t.runId])).map((r) => r.id);
+    const left = new Set(t.to === 'failed' ? (t.leaveUncertain ?? []) : []);
+    const open = (yield* all<{ id: string }>(t.to === 'completed' ? S.unresolvedEffects : S.uncertainEffects, [t.runId])).map((r) => r.id).filter((id) => !left.has(id));
     if (open.length > 0) throw new Conflict({ kind: 'unresolved_effects', runId: t.runId, effectIds: open });
   }
   // The versions in force carry over: a transition names what changed (the kernel names only

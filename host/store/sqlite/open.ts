@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { closeSync, existsSync, openSync, statSync } from 'node:fs';
+import { closeSync, existsSync, openSync, statSync, type Stats } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { BerthError } from '../../errors';
 import { makeDirectories } from '../../support/make-dirs';
@@ -25,13 +25,16 @@ export type Durability = 'full' | 'normal';
  */
 export function openDatabase(path: string, durability: Durability = 'full'): Database.Database {
   if (path !== ':memory:') {
-    if (statSync(path, { throwIfNoEntry: false })?.isDirectory()) {
+    const st = statSync(path, { throwIfNoEntry: false });
+    if (st?.isDirectory()) {
       throw new BerthError('store_open_failed', `cannot open store ${path}: it is a directory; a store is a SQLite file (such as ${join(path, 'berth.db')}) or a postgres:// URL`, { details: { path } });
     }
+    // SQLite cannot lock a device or a pipe: it failed with "database is locked", naming nothing.
+    if (st && !st.isFile()) throw new BerthError('store_open_failed', `cannot open store ${path}: it is not a regular file (${fileKind(st)}); a store is a SQLite file or a postgres:// URL`, { details: { path } });
     makeDirectories(dirname(path), 'store_open_failed', `store ${path}`);
     // Created 0600 before SQLite sees it: SQLite gives the WAL and shared-memory files the main
     // file's mode, and the store holds run output that only its owner should read.
-    if (!existsSync(path)) closeSync(openSync(path, 'a', 0o600));
+    if (!existsSync(path)) createStoreFile(path);
   }
   let db: Database.Database;
   try {
@@ -43,16 +46,23 @@ export function openDatabase(path: string, durability: Durability = 'full'): Dat
   // even switching to WAL or reading the schema must wait for it rather than fail.
   db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
   refuseForeign(db, path);
-  db.pragma('journal_mode = WAL');
-  db.pragma(`synchronous = ${durability === 'full' ? 'FULL' : 'NORMAL'}`);
-  db.pragma('foreign_keys = ON');
-  // SQLite's own default page cache (2 MB) rather than better-sqlite3's build default (16 MB): the
-  // cache filled with the store's pages as a long run's rows were read and written, so a host's
-  // memory grew with the store's size up to 16 MB per connection (a 3,000-step run's 18 MB store:
-  // `berth export` 120 against 131 MB peak RSS, bench/RESULTS.md session 18). The OS page cache
-  // keeps the file's pages either way; a commit touches the few pages at the lists' ends.
-  db.pragma(`cache_size = -${CACHE_KB}`);
-  migrate(db, path);
+  try {
+    db.pragma('journal_mode = WAL');
+    db.pragma(`synchronous = ${durability === 'full' ? 'FULL' : 'NORMAL'}`);
+    db.pragma('foreign_keys = ON');
+    // SQLite's own default page cache (2 MB) rather than better-sqlite3's build default (16 MB): the
+    // cache filled with the store's pages as a long run's rows were read and written, so a host's
+    // memory grew with the store's size up to 16 MB per connection (a 3,000-step run's 18 MB store:
+    // `berth export` 120 against 131 MB peak RSS, bench/RESULTS.md session 18). The OS page cache
+    // keeps the file's pages either way; a commit touches the few pages at the lists' ends.
+    db.pragma(`cache_size = -${CACHE_KB}`);
+    migrate(db, path);
+  } catch (err) {
+    // A store this process may not write fails here (a rollback-mode file's switch to WAL, a
+    // migration): the caller may open it read-only instead, so this connection must not linger.
+    db.close();
+    throw err;
+  }
   return db;
 }
 
@@ -92,5 +102,19 @@ function migrate(db: Database.Database, path: string): void {
       db.exec(m.sqlite);
       record.run(m.version, m.name, Date.now());
     }).immediate();
+  }
+}
+
+function fileKind(st: Stats): string {
+  return st.isCharacterDevice() ? 'a character device' : st.isBlockDevice() ? 'a block device' : st.isFIFO() ? 'a named pipe' : st.isSocket() ? 'a socket' : 'not a file';
+}
+
+function createStoreFile(path: string): void {
+  try {
+    closeSync(openSync(path, 'a', 0o600));
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === 'EACCES' || code === 'EPERM' ? `this user may not write ${dirname(path)}` : code === 'EROFS' ? `${dirname(path)} is on a read-only file system` : (err as Error).message;
+    throw new BerthError('store_open_failed', `cannot create store ${path}: ${why}; name a store in a directory you can write with --store PATH`, { details: { path }, cause: err });
   }
 }

@@ -14,6 +14,7 @@ import { sqliteEgressAudit } from './egress';
 import { sqliteOwnership } from './ownership';
 import { sqliteLeaseRecords } from './leases';
 import { BUSY_TIMEOUT_MS, openDatabase, type Durability } from './open';
+import { cannotWrite, openReadOnlyDatabase, storeReadOnly, writable } from './read-only';
 import { sqliteReads } from './reads';
 import { TaskInputs } from '../task-inputs';
 import { sqliteImportedRuns } from './imported';
@@ -34,11 +35,11 @@ export interface SqliteStoreOptions {
 /** A {@link Store} on one SQLite file (WAL). One writer process at a time; readers may be many. */
 export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): Store & { readonly db: Database.Database } {
   const clock = opts.clock ?? systemClock;
-  const db = openDatabase(path, opts.durability);
+  const { db, readOnly } = openForThisUser(path, opts.durability);
   // Commits are flushed to disk together (shared-sync.ts): each is applied in its call without a
   // flush of its own, and answered after one flush shared with the commits applied beside it. A
   // store opened at `normal` durability (or in memory) answers at once, as before.
-  const flushed = (opts.durability ?? 'full') === 'full' && path !== ':memory:';
+  const flushed = (opts.durability ?? 'full') === 'full' && path !== ':memory:' && !readOnly;
   const wal = walFlush(path);
   const shared = new SharedSync(wal.flush);
   const commitDb = flushed ? openCommitConnection(path) : null;
@@ -52,6 +53,7 @@ export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): St
   return {
     db,
     location: path,
+    readOnly,
     ...sqliteReads(db, inputs),
     ...sqliteLeaseRecords(db),
     ...sqliteSnapshots(db),
@@ -69,6 +71,7 @@ export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): St
     ...sqliteImportedRuns(db),
     ...sqliteOwnership(db, clock),
     async commit(input: CommitInput): Promise<CommitResult> {
+      if (readOnly) throw storeReadOnly(path, `the commit "${input.label}"`);
       faultPoint(`before:${input.label}`);
       // Another process holds the write lock: wait for it here, asynchronously (short jittered
       // sleeps), not in SQLite's busy handler, which would freeze this process meanwhile; past the
@@ -95,4 +98,19 @@ export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): St
       wal.close();
     },
   };
+}
+
+/**
+ * The store as this process may use it: read-write, or, when it may not write the file, its
+ * directory or the mount it is on, read-only (`readOnly`: commits are refused as `store_read_only`,
+ * and the CLI refuses a command that writes before it starts).
+ */
+function openForThisUser(path: string, durability: Durability | undefined): { db: Database.Database; readOnly: boolean } {
+  try {
+    const db = openDatabase(path, durability);
+    return { db, readOnly: path !== ':memory:' && !writable(path) };
+  } catch (err) {
+    if (path === ':memory:' || !cannotWrite(err)) throw err;
+    return { db: openReadOnlyDatabase(path), readOnly: true };
+  }
 }
