@@ -120,7 +120,9 @@ describe.each(STORE_KINDS)('store features ported to both stores, on %s', (kind)
 
   it('imports an exported run read-only: the record checks clean, every commit to it is refused, and a second import conflicts', async () => {
     const source = await fresh();
-    await source.commit({ ...admit, tasks: [{ id: 'task_1', runId: 'run_1', parentId: null, kind: 'k', kindVersion: 1, phase: 'p', input: {} }], entries: [{ id: 'e1', runId: 'run_1', kind: 'note', body: { hi: 1 } }] });
+    // A plan run as a host admits one: its root task and the versions in force (berth check wants both).
+    const planRun = { ...admit.runs[0]!, rootTaskId: 'task_1', versions: { kernel: 'k1', envFingerprint: 'sha256:env' } };
+    await source.commit({ ...admit, runs: [planRun], tasks: [{ id: 'task_1', runId: 'run_1', parentId: null, kind: 'k', kindVersion: 1, phase: 'p', input: {} }], entries: [{ id: 'e1', runId: 'run_1', kind: 'note', body: { hi: 1 } }] });
     await source.commit({ sessionId: 's1', label: 'go', runTransitions: [{ runId: 'run_1', from: 'admitted', to: 'running', actor: 'host:a', reason: 'go' }] });
     const { record } = await exportRun(source, 'run_1', 100);
     const target = await fresh();
