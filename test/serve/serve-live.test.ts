@@ -69,7 +69,7 @@ describe('live output and the run list in a real browser', { timeout: 400_000 },
           sessionId: `ses_${i}`,
           label: 'submit',
           createSession: { meta: { plan: 'p.yaml', name } },
-          runs: [{ id: `run_${String(i).padStart(3, '0')}`, kind: 'plan', submissionId: null, rootTaskId: `root_${i}`, versions: {} }],
+          runs: [{ id: `run_${String(i).padStart(3, '0')}`, kind: 'plan', submissionId: null, rootTaskId: `root_${i}`, versions: { kernel: 'berth@0.1.0', envFingerprint: 'sha256:env' } }],
           tasks: [{ id: `root_${i}`, runId: `run_${String(i).padStart(3, '0')}`, parentId: null, kind: 'plan', kindVersion: 1, phase: 'start', input }],
           runTransitions: [
             { runId: `run_${String(i).padStart(3, '0')}`, from: 'admitted', to: 'running', actor: 'test', reason: 'start' },
