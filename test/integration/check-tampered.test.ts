@@ -17,33 +17,40 @@ interface Checked {
   unreadable: { runId: string; code: string; message: string; details: { table: string; rowId: string; field: string } }[];
 }
 
+/**
+ * Two runs of `steps`, and a copy of the store for the operator to edit (the fixture's own check of
+ * its store must still see the runs as they ran); `edit` runs on the copy before it is closed.
+ */
+async function twoRunsEdited(steps: Parameters<typeof planFixture>[0], edit: (db: Database.Database, runs: [string, string]) => void) {
+  fx = await planFixture(steps);
+  const runs: string[] = [];
+  for (let i = 0; i < 2; i++) {
+    const r = await fx.cli(['run', fx.plan, '--json']);
+    expect(r.code, r.stderr.slice(-500)).toBe(0);
+    runs.push(lastJson<{ run: { id: string } }>(r).run.id);
+  }
+  const edited = join(fx.dir, 'edited.db');
+  const db = new Database(fx.store);
+  try {
+    db.prepare('VACUUM INTO ?').run(edited);
+  } finally {
+    db.close();
+  }
+  const e = new Database(edited);
+  try {
+    edit(e, runs as [string, string]);
+  } finally {
+    e.close();
+  }
+  return { runs: runs as [string, string], check: async (args: string[]) => runNode(await bundledCli(), [...args, '--store', edited]) };
+}
+
 describe('berth check on a store an operator edited by hand', { timeout: 180_000 }, () => {
   it('names the run whose row no longer reads as a finding and still checks every other run, instead of stopping at the first bad row', async () => {
-    fx = await planFixture([{ name: 'one', run: 'echo one' }]);
-    const runs: string[] = [];
-    for (let i = 0; i < 2; i++) {
-      const r = await fx.cli(['run', fx.plan, '--json']);
-      expect(r.code, r.stderr.slice(-500)).toBe(0);
-      runs.push(lastJson<{ run: { id: string } }>(r).run.id);
-    }
-    const [garbled, lying] = runs as [string, string];
-    // The operator edits a copy: the fixture's own check of its store must still see the runs as they ran.
-    const edited = join(fx.dir, 'edited.db');
-    const db = new Database(fx.store);
-    try {
-      db.prepare('VACUUM INTO ?').run(edited);
-    } finally {
-      db.close();
-    }
-    const e = new Database(edited);
-    try {
-      e.prepare(`UPDATE effects SET status = 'bogus' WHERE run_id = ?`).run(garbled);
-      e.prepare(`UPDATE effects SET status = 'unknown' WHERE run_id = ?`).run(lying);
-    } finally {
-      e.close();
-    }
-
-    const check = async (args: string[]) => runNode(await bundledCli(), [...args, '--store', edited]);
+    const { runs: [garbled, lying], check } = await twoRunsEdited([{ name: 'one', run: 'echo one' }], (e, [g, l]) => {
+      e.prepare(`UPDATE effects SET status = 'bogus' WHERE run_id = ?`).run(g);
+      e.prepare(`UPDATE effects SET status = 'unknown' WHERE run_id = ?`).run(l);
+    });
     const all = await check(['check', '--all', '--json']);
     // Before: exit 1 with only `store_row_invalid` on stderr (no run named, the other run never checked) and nothing on stdout.
     expect(all.code, all.stderr).toBe(1);
@@ -62,32 +69,12 @@ describe('berth check on a store an operator edited by hand', { timeout: 180_000
   });
 
   it('reports a run whose root task row was deleted, and one whose step task row was deleted while its effect names it', async () => {
-    fx = await planFixture([{ name: 'one', run: 'echo one' }, { name: 'two', run: 'echo two' }]);
-    const runs: string[] = [];
-    for (let i = 0; i < 2; i++) {
-      const r = await fx.cli(['run', fx.plan, '--json']);
-      expect(r.code, r.stderr.slice(-500)).toBe(0);
-      runs.push(lastJson<{ run: { id: string } }>(r).run.id);
-    }
-    const [rootless, stepless] = runs as [string, string];
-    const edited = join(fx.dir, 'edited.db');
-    const db = new Database(fx.store);
-    try {
-      db.prepare('VACUUM INTO ?').run(edited);
-    } finally {
-      db.close();
-    }
-    const e = new Database(edited);
     let stepTask = '';
-    try {
-      e.prepare('DELETE FROM tasks WHERE id = (SELECT root_task_id FROM runs WHERE id = ?)').run(rootless);
-      stepTask = (e.prepare(`SELECT id FROM tasks WHERE run_id = ? AND parent_id IS NOT NULL ORDER BY created_at LIMIT 1`).get(stepless) as { id: string }).id;
+    const { runs: [rootless, stepless], check } = await twoRunsEdited([{ name: 'one', run: 'echo one' }, { name: 'two', run: 'echo two' }], (e, [r, st]) => {
+      e.prepare('DELETE FROM tasks WHERE id = (SELECT root_task_id FROM runs WHERE id = ?)').run(r);
+      stepTask = (e.prepare(`SELECT id FROM tasks WHERE run_id = ? AND parent_id IS NOT NULL ORDER BY created_at LIMIT 1`).get(st) as { id: string }).id;
       e.prepare('DELETE FROM tasks WHERE id = ?').run(stepTask);
-    } finally {
-      e.close();
-    }
-
-    const check = async (args: string[]) => runNode(await bundledCli(), [...args, '--store', edited]);
+    });
     const one = await check(['check', rootless]);
     // Before: exit 0, "1 run(s) checked: every invariant holds (16 invariants)".
     expect(one.code, one.stdout).toBe(1);
