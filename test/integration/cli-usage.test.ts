@@ -55,6 +55,10 @@ describe('usage errors', () => {
       expect(r.stderr.split('\n')[0]).toContain(JSON.stringify(args.at(-1)));
       expect(r.stderr).toContain(`usage: berth ${args[0]}`);
     }
+    // `check RUN --all` checked RUN alone and said nothing of --all.
+    const both = await runNode(cli, ['check', 'run_a', '--all', '--store', store]);
+    expect(both.code, both.stderr).toBe(2);
+    expect(both.stderr).toContain('berth: usage: berth check takes RUN or --all, not both');
     const json = await runNode(cli, ['cancel', 'run_a', 'run_b', '--json', '--store', store]);
     expect(json.code).toBe(2);
     expect(JSON.parse(json.stderr)).toMatchObject({ error: { code: 'usage', details: { unexpected: ['run_b'] } } });

@@ -80,6 +80,7 @@ export async function importCommand(ctx: CliContext, file: string): Promise<numb
 /** `berth check [RUN | --all]`: exit 1 naming each violated invariant with its evidence. */
 export async function checkCommand(ctx: CliContext, runId: string | undefined, all: boolean): Promise<number> {
   if (!runId && !all) throw new BerthError('usage', 'berth check needs RUN or --all');
+  if (runId && all) throw new BerthError('usage', `berth check takes RUN or --all, not both (berth check ${runId} checks that run, berth check --all every run)`);
   const r = await checkStore(ctx.store, runId ? [runId] : 'all', ctx.clock.now());
   const ok = r.violations.length === 0 && r.unreadable.length === 0;
   emit(ctx.json, { ...r, ok }, () =>
