@@ -37,8 +37,8 @@ async function messageOf(req: IncomingMessage, res: ServerResponse): Promise<{ m
   const body = await readBounded(req, STDIO_MAX_MESSAGE_BYTES);
   if (body.kind === 'too_large') {
     const size = body.bytes === null ? `over ${STDIO_MAX_MESSAGE_BYTES} bytes` : `${body.bytes} bytes`;
-    // The rest of a refused body is never read: the connection ends with the answer.
-    res.once('finish', () => req.destroy());
+    // A body past what is drained was not read to its end: the connection ends with the answer.
+    if (!body.drained) res.once('finish', () => req.destroy());
     refuse(res, 413, 'request_too_large', `the message is ${size}; berth mcp reads messages up to ${STDIO_MAX_MESSAGE_BYTES} bytes (on stdio as over HTTP)`, { connection: 'close' }, -32600);
     return null;
   }
