@@ -3,6 +3,7 @@ import { isIP } from 'node:net';
 import { serve, type ServerType } from '@hono/node-server';
 import { BerthError } from '../errors';
 import { serveApp } from './app';
+import { answerClientErrors } from './client-errors';
 import { CommitFeed } from './commit-feed';
 import type { ServeDeps } from './deps';
 import { allowedHosts } from '../support/host-header';
@@ -43,6 +44,7 @@ export async function startServe(deps: ServeDeps, opts: { host: string; port: nu
   const port = (server.address() as AddressInfo).port;
   hosts = allowedHosts(opts.host, port);
   const http = server as unknown as import('node:http').Server;
+  answerClientErrors(http);
   const close = async () => {
     feed.close();
     http.closeAllConnections?.();
