@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { BerthError } from '../errors';
 import type { Json, Run, RunState, RunVersions } from '../model';
 import type { CommitInput, CommitResult, Store } from '../store';
 import type { Clock } from '../support/clock';
@@ -73,6 +74,8 @@ export class Kernel {
   private claiming: Promise<void> | null = null;
   /** Task rows this kernel's own commits wrote, trusted while nobody else commits to their session. */
   private readonly rows: SessionRows;
+  /** Aborted once the kernel stopped: a run it no longer drives never settles through it. */
+  private readonly halted = new AbortController();
 
   constructor(private readonly o: KernelOptions) {
     this.mode = o.claim ?? 'all';
@@ -142,6 +145,7 @@ export class Kernel {
     const first = this.scheduler.halt();
     await this.scheduler.idle();
     if (first) await this.owner.release();
+    this.halted.abort(new BerthError('host_stopped', 'this host stopped driving its runs; a run it was waiting for continues at its next drive (berth resume RUN, or the call asked again)', { retryable: true }));
   }
 
   /**
@@ -266,7 +270,10 @@ export class Kernel {
 
   /** Resolves when the run reaches one of `states` (default: a final state or needs_reconciliation). */
   waitForRun(runId: string, opts: { signal?: AbortSignal; states?: RunState[] } = {}): Promise<Run> {
-    return waitForRun({ store: this.o.store, logger: this.o.logger, onCommit: (l) => this.onCommit(l) }, runId, opts);
+    // A wait outliving the kernel polled a closed store forever, and its timer kept the process
+    // alive: `berth mcp` whose client was SIGKILLed mid-call never exited (the orphan spun warnings).
+    const signal = opts.signal ? AbortSignal.any([opts.signal, this.halted.signal]) : this.halted.signal;
+    return waitForRun({ store: this.o.store, logger: this.o.logger, onCommit: (l) => this.onCommit(l) }, runId, { ...opts, signal });
   }
 
   /**

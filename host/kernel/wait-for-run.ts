@@ -19,6 +19,8 @@ export function waitForRun(d: RunWaitDeps, runId: string, opts: { signal?: Abort
   const done = (r: Run | undefined) =>
     r && (opts.states ? opts.states.includes(r.state) : isFinalRunState(r.state) || r.state === 'needs_reconciliation');
   return new Promise((resolve, reject) => {
+    // An abort listener added to an already aborted signal never runs: the wait would poll forever.
+    if (opts.signal?.aborted) return reject(opts.signal.reason);
     let checking = false;
     const check = async () => {
       if (checking) return;

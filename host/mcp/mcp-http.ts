@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { Berth } from '../api/berth';
 import { BerthError } from '../errors';
+import { answerClientErrors } from '../support/client-errors';
 import { allowedHosts, HOST_REFUSED_STATUS, hostAllowed, hostRefusal } from '../support/host-header';
 import { createMcpServer } from './mcp-server';
 import type { McpSessions } from './mcp-session';
@@ -89,6 +90,7 @@ export async function startMcpHttp(berth: Berth, sessions: McpSessions, o: McpHt
       if (!res.headersSent) refuse(res, 500, 'internal', err instanceof Error ? err.message : String(err));
     });
   });
+  answerClientErrors(http, (r) => ({ contentType: 'application/json', body: JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32600, message: `${r.code}: ${r.message}`, data: { code: r.code } } }) }));
   await new Promise<void>((resolve, reject) => {
     http.once('error', (err) => reject(new BerthError('mcp_listen_failed', `cannot listen on ${o.host}:${o.port}: ${err.message}`)));
     http.listen(o.port, o.host, resolve);

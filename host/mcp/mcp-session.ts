@@ -164,7 +164,10 @@ export class McpSessions {
     return this.owning(async (rt) => {
       const s = await submit(rt);
       onRun?.(s.run);
-      if (!s.created) await takeRun(this.o.berth, rt, s.run);
+      // The same call sent again before its first answer (a client retrying) finds the run this
+      // runtime already drives: claiming it again was refused by our own live claim (run_owned),
+      // and that refusal stopped the runtime under the first call.
+      if (!s.created && rt.kernel.epochOf(s.run.sessionId) === undefined) await takeRun(this.o.berth, rt, s.run);
       return s.created && callId ? this.answered(rt, s.run, callId, signal) : this.settled(rt, s.run, signal);
     });
   }

@@ -83,6 +83,12 @@ export class LineStdioTransport implements Transport {
     }
   }
 
+  /** Answers a line that cannot be taken, with no id (none can be trusted), and says so on stderr. */
+  private refuse(code: number, name: string, what: string): void {
+    this.onerror?.(new Error(`${name}: ${what}`));
+    void this.send({ jsonrpc: '2.0', id: null as unknown as string, error: { code, message: `${name}: ${what}`, data: { code: name } } });
+  }
+
   private lineEnded(): void {
     if (this.over) {
       const { bytes, tail } = this.over;
@@ -96,15 +102,23 @@ export class LineStdioTransport implements Transport {
     this.chunks = [];
     this.size = 0;
     if (line.trim() === '') return;
-    let message: JSONRPCMessage;
+    let json: unknown;
     try {
-      message = JSONRPCMessageSchema.parse(JSON.parse(line));
+      json = JSON.parse(line);
     } catch (err) {
-      this.onerror?.(err instanceof Error ? err : new Error(String(err)));
-      void this.send({ jsonrpc: '2.0', id: null as unknown as string, error: { code: -32700, message: `parse_error: a line of stdin is not a JSON-RPC message: ${err instanceof Error ? err.message.slice(0, 200) : String(err)}`, data: { code: 'parse_error' } } });
+      this.refuse(-32700, 'parse_error', `a line of stdin is not a JSON-RPC message: it is not JSON (${err instanceof Error ? err.message.slice(0, 200) : String(err)})`);
       return;
     }
-    this.onmessage?.(message);
+    // JSON that is no JSON-RPC message (an object as id, a batch) is an invalid request (-32600),
+    // not a parse error; its zod issues went out as a multi-line dump of the whole union.
+    const parsed = JSONRPCMessageSchema.safeParse(json);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      const where = issue?.path.length ? ` at ${issue.path.join('.')}` : '';
+      this.refuse(-32600, 'invalid_request', `a line of stdin is JSON but not a JSON-RPC 2.0 message${where} (${Array.isArray(json) ? 'a batch: send one message a line' : (issue?.message ?? 'invalid')}); a request needs "jsonrpc":"2.0", a string or number "id" and a "method"`);
+      return;
+    }
+    this.onmessage?.(parsed.data);
   }
 }
 

@@ -5,6 +5,7 @@ import { BerthError } from '../errors';
 import { serveApp } from './app';
 import { CommitFeed } from './commit-feed';
 import type { ServeDeps } from './deps';
+import { answerClientErrors } from '../support/client-errors';
 import { allowedHosts } from '../support/host-header';
 
 /** True for 127.0.0.0/8, ::1 and `localhost`. */
@@ -43,6 +44,12 @@ export async function startServe(deps: ServeDeps, opts: { host: string; port: nu
   const port = (server.address() as AddressInfo).port;
   hosts = allowedHosts(opts.host, port);
   const http = server as unknown as import('node:http').Server;
+  // JSON under /api (and when the path is not known: a person reads it too), text for a page.
+  answerClientErrors(http, (r, path) =>
+    path === undefined || path.startsWith('/api/')
+      ? { contentType: 'application/json', body: JSON.stringify({ error: { code: r.code, message: r.message, retryable: false, ids: {} } }) }
+      : { contentType: 'text/plain; charset=UTF-8', body: `${r.status}: ${r.message}` },
+  );
   const close = async () => {
     feed.close();
     http.closeAllConnections?.();

@@ -65,6 +65,38 @@ describe('berth mcp on stdio', { timeout: 300_000 }, () => {
     }
   });
 
+  it('answers a line that is JSON but not a JSON-RPC message (an object as id, an empty batch) with -32600 invalid_request in one line, not a parse error, and reads the next one', async () => {
+    const w = (world = await mcpWorld());
+    const child = spawn(process.execPath, [await bundledCli(), 'mcp', ...w.envArgs(), '--store', w.store], { stdio: ['pipe', 'pipe', 'pipe'] });
+    try {
+      const lines: string[] = [];
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => {
+        out += d.toString();
+        for (let nl = out.indexOf('\n'); nl >= 0; nl = out.indexOf('\n')) {
+          lines.push(out.slice(0, nl));
+          out = out.slice(nl + 1);
+        }
+      });
+      const next = async (n: number) => {
+        for (let i = 0; i < 600 && lines.length < n; i++) await new Promise((r) => setTimeout(r, 50));
+        return JSON.parse(lines[n - 1]!) as { id: unknown; error?: { code: number; message: string; data?: { code: string } } };
+      };
+      child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id: { obj: 1 }, method: 'tools/list' })}\n`);
+      const objectId = await next(1);
+      expect(objectId.id).toBeNull();
+      expect(objectId.error).toMatchObject({ code: -32600, data: { code: 'invalid_request' } });
+      expect(objectId.error!.message).toMatch(/^invalid_request: /);
+      expect(objectId.error!.message).not.toContain('\n');
+      child.stdin.write('[]\n');
+      expect((await next(2)).error).toMatchObject({ code: -32600, data: { code: 'invalid_request' } });
+      child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } })}\n`);
+      expect((await next(3)).id).toBe(1);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+
   it("names an error's code once in the message a client reads (the SDK's prefix is not sent on the wire)", async () => {
     const w = (world = await mcpWorld());
     const c = await w.connect(w.envArgs());

@@ -1,4 +1,5 @@
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { planFixture } from '../support/plan-fixture';
 import { startServeChild } from '../support/serve-browser';
@@ -168,4 +169,42 @@ describe('berth serve answers malformed and oversized requests with a typed refu
     await json({ status: r.status, body: await r.text(), written: 0 }, 'unauthorized', 401, 'no token');
     expect(server.output()).not.toContain('request failed');
   });
+
+  it('answers request headers over the limit (a 100 KB cookie, thousands of headers, a 100 KB URL) with 431 in JSON under /api and in text for a page, and serves the next request', async () => {
+    const { server } = await servedRun();
+    const port = Number(new URL(server.url).port);
+    const host = `Host: 127.0.0.1:${port}\r\n`;
+    const cookie = `Cookie: a=${'a'.repeat(100_000)}\r\n`;
+    const many = Array.from({ length: 3000 }, (_, i) => `X-H${i}: v\r\n`).join('');
+    const api = [`GET /api/runs HTTP/1.1\r\n${host}${cookie}\r\n`, `GET /api/v1/runs HTTP/1.1\r\n${host}${many}\r\n`, `GET /api/runs?q=${'a'.repeat(100_000)} HTTP/1.1\r\n${host}\r\n`];
+    for (const head of api) {
+      const r = await raw(port, head);
+      expect(r.status, r.text.slice(0, 300)).toBe(431);
+      expect(r.headers).toMatch(/content-type: application\/json/i);
+      expect(JSON.parse(r.body).error).toMatchObject({ code: 'request_headers_too_large', retryable: false });
+    }
+    const page = await raw(port, `GET / HTTP/1.1\r\n${host}${cookie}\r\n`);
+    expect(page.status).toBe(431);
+    expect(page.body).toMatch(/^431: /);
+    const next = await fetch(`${server.url}/api/runs`);
+    expect(next.status).toBe(200);
+  });
 });
+
+/** Writes `head` on a new connection and reads the answer until the server closes it. */
+function raw(port: number, head: string): Promise<{ status: number; headers: string; body: string; text: string }> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    let text = '';
+    const done = () => {
+      const [headers = '', body = ''] = text.split('\r\n\r\n', 2);
+      resolve({ status: Number(/^HTTP\/1\.1 (\d+)/.exec(headers)?.[1] ?? 0), headers, body, text });
+    };
+    socket.setEncoding('utf8').on('data', (d: string) => (text += d));
+    // The server may close while the rest of the request is still being written.
+    socket.on('error', () => {});
+    socket.on('close', done);
+    socket.write(head);
+  });
+}
+

@@ -40,6 +40,8 @@ export async function mcpWorld(o: { snapshotPolicy?: 'never' | 'after-each-step'
   const bin = await bundledCli();
   const open: McpConnection[] = [];
   const children: ChildProcess[] = [];
+  /** Servers whose client was a child process: orphaned when it is killed, so ended here. */
+  const servers: number[] = [];
   const tokenFile = join(dir, 'serve-token');
   const childEnv = { ...(process.env as Record<string, string>), BERTH_HOST_ID: hostId, BERTH_OPERATOR: 'tester' };
   return {
@@ -87,10 +89,39 @@ export async function mcpWorld(o: { snapshotPolicy?: 'never' | 'after-each-step'
       open.push({ client, pid: 0, stderr: () => '', close: () => client.close() });
       return client;
     },
+    /**
+     * An MCP client in a child process of its own (test/support/mcp-client-child.mjs) that starts a
+     * server with `args` and makes one call: the client a test SIGKILLs, leaving its server orphaned.
+     */
+    async spawnClient(args: string[], call: { name: string; arguments: Record<string, unknown> }): Promise<{ child: ChildProcess; serverPid: number; stderr: () => string }> {
+      const script = join(import.meta.dirname, 'mcp-client-child.mjs');
+      const child = spawn(process.execPath, [script, bin, store, JSON.stringify(args), JSON.stringify(call)], { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+      children.push(child);
+      let out = '';
+      let err = '';
+      child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+      const serverPid = await new Promise<number>((resolve, reject) => {
+        child.stdout!.on('data', (d: Buffer) => {
+          out += d.toString();
+          const m = /\{"serverPid":(\d+)\}/.exec(out);
+          if (m) resolve(Number(m[1]));
+        });
+        child.once('exit', (code) => reject(new Error(`the client exited (${code}) before its server started: ${err}`)));
+      });
+      servers.push(serverPid);
+      return { child, serverPid, stderr: () => err };
+    },
     envArgs: () => ['--env', env, '--workspace', join(dir, 'ws')],
     async cleanup() {
       for (const c of open) await c.close().catch(() => {});
       for (const ch of children) if (ch.exitCode === null && ch.signalCode === null) ch.kill('SIGKILL');
+      for (const pid of servers) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // already gone
+        }
+      }
       await service.close();
       await removeHostArtifacts(docker, hostId);
       rmSync(dir, { recursive: true, force: true });

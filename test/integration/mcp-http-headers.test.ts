@@ -1,0 +1,41 @@
+import { connect } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { mcpWorld } from '../support/mcp-world';
+
+let world: Awaited<ReturnType<typeof mcpWorld>> | undefined;
+afterEach(async () => {
+  await world?.cleanup();
+  world = undefined;
+});
+
+/** Writes `raw` on a new connection to `url`'s port and reads until the server closes it. */
+function rawRequest(url: string, raw: string): Promise<string> {
+  const u = new URL(url);
+  return new Promise((resolve) => {
+    const socket = connect(Number(u.port), u.hostname);
+    let got = '';
+    socket.setEncoding('utf8').on('data', (d: string) => (got += d));
+    // The server may close while the rest of the request is still being written.
+    socket.on('error', () => {});
+    socket.on('close', () => resolve(got));
+    socket.write(raw);
+  });
+}
+
+describe('berth mcp --http: requests its parser refuses', { timeout: 300_000 }, () => {
+  it('answers request headers over the limit (a 100 KB cookie) with 431 and a typed JSON-RPC error, and serves the next client', async () => {
+    const w = (world = await mcpWorld());
+    const server = await w.startHttp(w.envArgs());
+    const u = new URL(server.url);
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' });
+    const answer = await rawRequest(
+      server.url,
+      `POST /mcp HTTP/1.1\r\nHost: ${u.host}\r\nAuthorization: Bearer ${server.token()}\r\nContent-Type: application/json\r\nCookie: a=${'a'.repeat(100_000)}\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+    );
+    expect(answer).toMatch(/^HTTP\/1\.1 431 /);
+    const json = JSON.parse(answer.split('\r\n\r\n', 2)[1] || 'null') as { error?: unknown } | null;
+    expect(json?.error, answer.slice(0, 300)).toMatchObject({ code: -32600, data: { code: 'request_headers_too_large' } });
+    const client = await w.connectHttp(server.url, server.token());
+    expect((await client.listTools()).tools.length).toBeGreaterThan(0);
+  });
+});
