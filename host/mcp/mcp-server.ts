@@ -84,10 +84,9 @@ async function reconcile(berth: Berth, sessions: McpSessions, given: string | un
   const sessionId = await which(sessions, given);
   const run = (await berth.list({ sessionId })).find((r) => r.state === 'needs_reconciliation');
   if (!run) throw new BerthError('run_not_reconcilable', `session ${sessionId} has no call awaiting a decision`, { ids: { sessionId } });
-  // `fail` says the call failed, so its uncertain effect is answered as not having happened: the
-  // host refuses to end a run whose effect nobody answered (effect_answer_needed), and the tool
-  // offers no third choice, so `fail` was refused for every call it exists for.
-  const r = await berth.reconcile(run.id, decision === 'accept' ? { accept: true } : { fail: true, rejectEffect: true });
+  // `fail` ends the call's run failed and leaves its effect uncertain: nobody said it did not happen
+  // (answering so would let a fork run a never call again), and a failed run runs nothing again.
+  const r = await berth.reconcile(run.id, decision === 'accept' ? { accept: true } : { fail: true });
   const after = await berth.get(run.id);
   const out = { session: sessionId, run: run.id, decision, run_state: after.state, outcome: r.kind };
   return { content: [{ type: 'text', text: JSON.stringify(out) }], structuredContent: out };

@@ -38,7 +38,7 @@ export const SESSION_TOOLS: McpToolListing[] = [
   {
     name: 'reconcile',
     description:
-      'Decide a call whose effect is uncertain (the server stopped while it ran and it may not be repeated): accept = it took effect (or its state is fine as it is), fail = end that call as failed, its effect recorded as not having happened. The session then takes calls again',
+      'Decide a call whose effect is uncertain (the server stopped while it ran and it may not be repeated): accept = it took effect (or its state is fine as it is), fail = end that call as failed, its effect left uncertain (it may or may not have happened; it never runs again). The session then takes calls again',
     inputSchema: { type: 'object', properties: { session: SESSION_PROPS.session, decision: { type: 'string', enum: ['accept', 'fail'] } }, required: ['decision'], additionalProperties: false },
   },
   {

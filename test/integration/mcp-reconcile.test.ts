@@ -21,7 +21,7 @@ async function until(what: string, ok: () => boolean, ms = 120_000): Promise<voi
 }
 
 describe('berth mcp reconcile', { timeout: 300_000 }, () => {
-  it('fails an uncertain call with decision fail: its run ends failed, its effect recorded as not happened, and the session takes calls again', async () => {
+  it('fails an uncertain call with decision fail: its run ends failed, its effect left uncertain (never run again), and the session takes calls again', async () => {
     const w = (world = await mcpWorld());
     const first = await w.connect(w.envArgs());
     const wrote = (await first.client.callTool({ name: 'write_file', arguments: { path: 'kept.txt', content: 'kept\n' } })) as CallToolResult;
@@ -41,7 +41,8 @@ describe('berth mcp reconcile', { timeout: 300_000 }, () => {
     expect(decided, decided instanceof McpError ? decided.message : '').not.toBeInstanceOf(McpError);
     expect((decided as CallToolResult).structuredContent).toMatchObject({ run, decision: 'fail', run_state: 'failed' });
     const effects = await readStore(w.store, (s) => s.listEffects({ runId: run }));
-    expect(effects.map((e) => e.status)).toEqual(['failed']);
+    // Nobody said it did not happen: it stays uncertain on record, and nothing runs it again.
+    expect(effects.map((e) => e.status)).toEqual(['unknown']);
     const read = (await next.client.callTool({ name: 'read_file', arguments: { path: 'kept.txt' } })) as CallToolResult;
     expect(text(read)).toBe('kept\n');
     expect(w.service.counts().never).toBe(1);
