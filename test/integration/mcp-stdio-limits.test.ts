@@ -13,6 +13,27 @@ afterEach(async () => {
 
 const text = (r: CallToolResult) => r.content.map((c) => (c.type === 'text' ? c.text : '')).join('\n');
 
+type Answer = { id: unknown; error?: { code: number; message: string; data?: { code: string } }; result?: { serverInfo?: { name: string } } };
+
+/** `berth mcp` on stdio with no SDK client: lines written as they are, `next(n)` the n-th line it answered, parsed. */
+async function rawServer(w: World) {
+  const child = spawn(process.execPath, [await bundledCli(), 'mcp', ...w.envArgs(), '--store', w.store], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const lines: string[] = [];
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => {
+    out += d.toString();
+    for (let nl = out.indexOf('\n'); nl >= 0; nl = out.indexOf('\n')) {
+      lines.push(out.slice(0, nl));
+      out = out.slice(nl + 1);
+    }
+  });
+  const next = async (n: number): Promise<Answer> => {
+    for (let i = 0; i < 600 && lines.length < n; i++) await new Promise((r) => setTimeout(r, 50));
+    return JSON.parse(lines[n - 1]!) as Answer;
+  };
+  return { child, next };
+}
+
 describe('berth mcp on stdio', { timeout: 300_000 }, () => {
   it('answers a message over the size limit with a typed error to that request and goes on serving the session', async () => {
     const w = (world = await mcpWorld());
@@ -37,21 +58,8 @@ describe('berth mcp on stdio', { timeout: 300_000 }, () => {
 
   it('answers a line that is not a JSON-RPC message with a parse error and reads the next one', async () => {
     const w = (world = await mcpWorld());
-    const child = spawn(process.execPath, [await bundledCli(), 'mcp', ...w.envArgs(), '--store', w.store], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const { child, next } = await rawServer(w);
     try {
-      const lines: string[] = [];
-      let out = '';
-      child.stdout.on('data', (d: Buffer) => {
-        out += d.toString();
-        for (let nl = out.indexOf('\n'); nl >= 0; nl = out.indexOf('\n')) {
-          lines.push(out.slice(0, nl));
-          out = out.slice(nl + 1);
-        }
-      });
-      const next = async (n: number) => {
-        for (let i = 0; i < 600 && lines.length < n; i++) await new Promise((r) => setTimeout(r, 50));
-        return JSON.parse(lines[n - 1]!) as { id: unknown; error?: { code: number; message: string }; result?: { serverInfo?: { name: string } } };
-      };
       child.stdin.write('this is not json\n');
       const parse = await next(1);
       expect(parse.error?.code).toBe(-32700);
@@ -67,21 +75,8 @@ describe('berth mcp on stdio', { timeout: 300_000 }, () => {
 
   it('answers a line that is JSON but not a JSON-RPC message (an object as id, an empty batch) with -32600 invalid_request in one line, not a parse error, and reads the next one', async () => {
     const w = (world = await mcpWorld());
-    const child = spawn(process.execPath, [await bundledCli(), 'mcp', ...w.envArgs(), '--store', w.store], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const { child, next } = await rawServer(w);
     try {
-      const lines: string[] = [];
-      let out = '';
-      child.stdout.on('data', (d: Buffer) => {
-        out += d.toString();
-        for (let nl = out.indexOf('\n'); nl >= 0; nl = out.indexOf('\n')) {
-          lines.push(out.slice(0, nl));
-          out = out.slice(nl + 1);
-        }
-      });
-      const next = async (n: number) => {
-        for (let i = 0; i < 600 && lines.length < n; i++) await new Promise((r) => setTimeout(r, 50));
-        return JSON.parse(lines[n - 1]!) as { id: unknown; error?: { code: number; message: string; data?: { code: string } } };
-      };
       child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id: { obj: 1 }, method: 'tools/list' })}\n`);
       const objectId = await next(1);
       expect(objectId.id).toBeNull();
