@@ -78,7 +78,7 @@ function reconcileChoices(v: RunView, csrf: string): SafeHtml[] {
   const open = v.effects.filter(uncertain).length;
   const restore = v.snapshots.some((s) => !s.prunedAt) ? html`<span class="muted">or restore a snapshot below</span>` : html``;
   if (!open) return [postForm(`/runs/${id}/reconcile`, csrf, 'accept: continue in the current sandbox', { answer: 'accept' }), postForm(`/runs/${id}/reconcile`, csrf, 'fail the run', { fail: '1' }), restore];
-  const answer = html`<select name="answer" required><option value="" selected disabled>did the uncertain effects happen?</option><option value="accept">they happened</option><option value="reject-effect">they did not happen</option></select> `;
+  const answer = html`<select name="answer" required><option value="" selected disabled>did the uncertain effects happen?</option><option value="accept">they happened</option><option value="reject-effect">they did not happen</option><option value="unknown">not known: leave them uncertain (never run again)</option></select> `;
   return [
     postForm(`/runs/${id}/reconcile`, csrf, 'accept: the uncertain effects happened, continue here', { answer: 'accept' }),
     postForm(`/runs/${id}/reconcile`, csrf, 'reject: they did not happen, continue', { answer: 'reject-effect' }),

@@ -11,7 +11,7 @@ afterEach(async () => {
 }, 120_000);
 
 describe('reconcile choices on the page', { timeout: 300_000 }, () => {
-  it('offers accept, reject, verify and fail for a run with an uncertain effect; refuses verify and an unanswered fail in words a web user can act on; fails the run with the answer given beside the button', async () => {
+  it('offers accept, reject, verify and fail for a run with an uncertain effect; refuses verify in words a web user can act on; fails the run with the answer given beside the button (happened, did not, or not known)', async () => {
     const fx = await planFixture([{ name: 'long', run: 'echo started; sleep 120', replay: 'never' }]);
     cleanups.push(() => fx.cleanup());
     const running = fx.cli(['run', fx.plan]);
@@ -50,13 +50,10 @@ describe('reconcile choices on the page', { timeout: 300_000 }, () => {
     expect(said).not.toMatch(/--accept|--reject-effect/);
     expect((await fx.read((s) => s.getRun(runId!)))!.state).toBe('needs_reconciliation');
 
-    // Fail without saying whether the effect happened (a form posted without the answer): refused in the page's words.
-    const csrf = await page.locator('#actions input[name="_csrf"]').first().inputValue();
-    const bare = await page.request.post(`${server.url}/runs/${runId}/reconcile`, { form: { _csrf: csrf, fail: '1' }, headers: { accept: 'application/json' } });
-    expect(bare.status()).toBe(409);
-    const refusal = ((await bare.json()) as { said: string }).said;
-    expect(refusal).toContain('choose "they happened" or "they did not happen" beside "fail the run"');
-    expect(refusal).not.toMatch(/--accept|--reject-effect|--fail/);
+    // Fail asks beside its button whether the effects happened; "not known" leaves them uncertain
+    // (as berth reconcile --fail alone does: the run ends failed and never runs them again).
+    const answers = await page.locator('#actions form:has(button:has-text("fail the run")) select[name="answer"] option').allTextContents();
+    expect(answers).toEqual(['did the uncertain effects happen?', 'they happened', 'they did not happen', 'not known: leave them uncertain (never run again)']);
 
     // Fail, answering beside the button that the step's effect did not happen.
     await page.locator('#actions form:has(button:has-text("fail the run")) select[name="answer"]').selectOption('reject-effect');
