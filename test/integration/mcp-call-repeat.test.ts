@@ -1,19 +1,13 @@
 import { type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { afterEach, describe, expect, it } from 'vitest';
-import { mcpWorld } from '../support/mcp-world';
+import { describe, expect, it } from 'vitest';
+import { mcpWorldPerTest, toolText } from '../support/mcp-world';
 
-type World = Awaited<ReturnType<typeof mcpWorld>>;
-let world: World | undefined;
-afterEach(async () => {
-  await world?.cleanup();
-  world = undefined;
-});
-
-const text = (r: CallToolResult) => r.content.map((c) => (c.type === 'text' ? c.text : '')).join('\n');
+const newWorld = mcpWorldPerTest();
+const text = toolText;
 
 describe('berth mcp: a call asked again while it runs', { timeout: 300_000 }, () => {
   it('answers a call sent twice at once with the same call_id (a client retrying before the first answer) with its one outcome, run once, and the server goes on', async () => {
-    const w = (world = await mcpWorld());
+    const w = await newWorld();
     const c = await w.connect(w.envArgs());
     const first = (await c.client.callTool({ name: 'write_file', arguments: { path: 'a.txt', content: 'a\n' } })) as CallToolResult;
     expect(first.isError, text(first)).toBe(false);

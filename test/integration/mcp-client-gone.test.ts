@@ -1,15 +1,9 @@
 import { McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { afterEach, describe, expect, it } from 'vitest';
-import { mcpWorld } from '../support/mcp-world';
+import { describe, expect, it } from 'vitest';
+import { mcpWorldPerTest, toolText } from '../support/mcp-world';
 
-type World = Awaited<ReturnType<typeof mcpWorld>>;
-let world: World | undefined;
-afterEach(async () => {
-  await world?.cleanup();
-  world = undefined;
-});
-
-const text = (r: CallToolResult) => r.content.map((c) => (c.type === 'text' ? c.text : '')).join('\n');
+const newWorld = mcpWorldPerTest();
+const text = toolText;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const alive = (pid: number) => {
   try {
@@ -30,7 +24,7 @@ async function until(what: string, ok: () => boolean, ms: number): Promise<void>
 
 describe('berth mcp on stdio when its client is SIGKILLed', { timeout: 300_000 }, () => {
   it('ends the server whose client was killed during a long exec, and a new server answers that call as uncertain without running it again', async () => {
-    const w = (world = await mcpWorld());
+    const w = await newWorld();
     const setup = await w.connect(w.envArgs());
     const first = (await setup.client.callTool({ name: 'write_file', arguments: { path: 'a.txt', content: 'before the kill\n' } })) as CallToolResult;
     expect(first.isError, text(first)).toBe(false);

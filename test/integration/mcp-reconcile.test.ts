@@ -1,16 +1,10 @@
 import { McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { afterEach, describe, expect, it } from 'vitest';
-import { mcpWorld } from '../support/mcp-world';
+import { describe, expect, it } from 'vitest';
+import { mcpWorldPerTest, toolText } from '../support/mcp-world';
 import { readStore } from '../support/temp-store';
 
-type World = Awaited<ReturnType<typeof mcpWorld>>;
-let world: World | undefined;
-afterEach(async () => {
-  await world?.cleanup();
-  world = undefined;
-});
-
-const text = (r: CallToolResult) => r.content.map((c) => (c.type === 'text' ? c.text : '')).join('\n');
+const newWorld = mcpWorldPerTest();
+const text = toolText;
 
 async function until(what: string, ok: () => boolean, ms = 120_000): Promise<void> {
   const end = Date.now() + ms;
@@ -22,7 +16,7 @@ async function until(what: string, ok: () => boolean, ms = 120_000): Promise<voi
 
 describe('berth mcp reconcile', { timeout: 300_000 }, () => {
   it('fails an uncertain call with decision fail: its run ends failed, its effect left uncertain (never run again), and the session takes calls again', async () => {
-    const w = (world = await mcpWorld());
+    const w = await newWorld();
     const first = await w.connect(w.envArgs());
     const wrote = (await first.client.callTool({ name: 'write_file', arguments: { path: 'kept.txt', content: 'kept\n' } })) as CallToolResult;
     const session = (wrote.structuredContent as { session: string }).session;

@@ -1,22 +1,16 @@
 import { spawn } from 'node:child_process';
 import { McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { afterEach, describe, expect, it } from 'vitest';
-import { mcpWorld } from '../support/mcp-world';
+import { describe, expect, it } from 'vitest';
+import { mcpWorldPerTest, toolText, type McpWorld } from '../support/mcp-world';
 import { bundledCli } from '../support/plan-fixture';
 
-type World = Awaited<ReturnType<typeof mcpWorld>>;
-let world: World | undefined;
-afterEach(async () => {
-  await world?.cleanup();
-  world = undefined;
-});
-
-const text = (r: CallToolResult) => r.content.map((c) => (c.type === 'text' ? c.text : '')).join('\n');
+const newWorld = mcpWorldPerTest();
+const text = toolText;
 
 type Answer = { id: unknown; error?: { code: number; message: string; data?: { code: string } }; result?: { serverInfo?: { name: string } } };
 
 /** `berth mcp` on stdio with no SDK client: lines written as they are, `next(n)` the n-th line it answered, parsed. */
-async function rawServer(w: World) {
+async function rawServer(w: McpWorld) {
   const child = spawn(process.execPath, [await bundledCli(), 'mcp', ...w.envArgs(), '--store', w.store], { stdio: ['pipe', 'pipe', 'pipe'] });
   const lines: string[] = [];
   let out = '';
@@ -36,7 +30,7 @@ async function rawServer(w: World) {
 
 describe('berth mcp on stdio', { timeout: 300_000 }, () => {
   it('answers a message over the size limit with a typed error to that request and goes on serving the session', async () => {
-    const w = (world = await mcpWorld());
+    const w = await newWorld();
     const c = await w.connect(w.envArgs());
     const first = (await c.client.callTool({ name: 'write_file', arguments: { path: 'small.txt', content: 'small\n' } })) as CallToolResult;
     expect(first.isError, text(first)).toBe(false);
@@ -57,7 +51,7 @@ describe('berth mcp on stdio', { timeout: 300_000 }, () => {
   });
 
   it('answers a line that is not a JSON-RPC message with a parse error and reads the next one', async () => {
-    const w = (world = await mcpWorld());
+    const w = await newWorld();
     const { child, next } = await rawServer(w);
     try {
       child.stdin.write('this is not json\n');
@@ -74,7 +68,7 @@ describe('berth mcp on stdio', { timeout: 300_000 }, () => {
   });
 
   it('answers a line that is JSON but not a JSON-RPC message (an object as id, an empty batch) with -32600 invalid_request in one line, not a parse error, and reads the next one', async () => {
-    const w = (world = await mcpWorld());
+    const w = await newWorld();
     const { child, next } = await rawServer(w);
     try {
       child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id: { obj: 1 }, method: 'tools/list' })}\n`);
@@ -93,7 +87,7 @@ describe('berth mcp on stdio', { timeout: 300_000 }, () => {
   });
 
   it("names an error's code once in the message a client reads (the SDK's prefix is not sent on the wire)", async () => {
-    const w = (world = await mcpWorld());
+    const w = await newWorld();
     const c = await w.connect(w.envArgs());
     const err = await c.client.callTool({ name: 'read_file', arguments: { path: 'hello.txt', session: 'ses_nope' } }).then(
       () => null,

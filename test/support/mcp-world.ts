@@ -3,6 +3,8 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { afterEach } from 'vitest';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { startCountingService } from './counting-service';
@@ -127,4 +129,22 @@ export async function mcpWorld(o: { snapshotPolicy?: 'never' | 'after-each-step'
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+export type McpWorld = Awaited<ReturnType<typeof mcpWorld>>;
+
+/** A tool result's text parts, joined. */
+export const toolText = (r: CallToolResult): string => r.content.map((c) => (c.type === 'text' ? c.text : '')).join('\n');
+
+/**
+ * Called at a test file's top level: a function making the test's world, which is cleaned up after
+ * each test (servers, containers, store), whatever the test's outcome.
+ */
+export function mcpWorldPerTest(): (o?: Parameters<typeof mcpWorld>[0]) => Promise<McpWorld> {
+  let current: McpWorld | undefined;
+  afterEach(async () => {
+    await current?.cleanup();
+    current = undefined;
+  });
+  return async (o) => (current = await mcpWorld(o));
 }
