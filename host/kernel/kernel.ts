@@ -79,7 +79,12 @@ export class Kernel {
 
   constructor(private readonly o: KernelOptions) {
     this.mode = o.claim ?? 'all';
-    this.owner = new SessionFencing(o.store, o.logger, o.ownership ?? DEFAULT_OWNERSHIP, { hostId: o.hostId, pid: process.pid }, (sessionId, why) => this.scheduler.abortSession(sessionId, why));
+    this.owner = new SessionFencing(o.store, o.logger, o.ownership ?? DEFAULT_OWNERSHIP, { hostId: o.hostId, pid: process.pid }, (sessionId, why) => {
+      // Released or lost, a session's kept rows are never trusted again (a later claim starts from a
+      // read): keeping them made a worker's memory grow with every run it ever drove.
+      this.rows.forget(sessionId);
+      return this.scheduler.abortSession(sessionId, why);
+    });
     this.rows = new SessionRows((sessionId) => this.owner.epochOf(sessionId));
     this.deps = {
       ...o,
@@ -181,6 +186,21 @@ export class Kernel {
     return this.owner.list();
   }
 
+  /** Aborted (reason `host_stopped`) once this kernel has stopped driving its runs. */
+  get stopped(): AbortSignal {
+    return this.halted.signal;
+  }
+
+  /**
+   * What this kernel holds in memory for the sessions it drives: the sessions it owns, and the
+   * sessions and task rows it keeps to spare reads. A long-lived host (a worker, `berth mcp`)
+   * holds these for the sessions it owns now, never for every session it ever drove.
+   */
+  held(): { owned: number; keptSessions: number; keptTasks: number } {
+    const kept = this.rows.size();
+    return { owned: this.owner.list().length, keptSessions: kept.sessions, keptTasks: kept.tasks };
+  }
+
   /** The epoch under which this kernel holds the session, if it does. */
   epochOf(sessionId: string): number | undefined {
     return this.owner.epochOf(sessionId);
@@ -272,8 +292,9 @@ export class Kernel {
   waitForRun(runId: string, opts: { signal?: AbortSignal; states?: RunState[] } = {}): Promise<Run> {
     // A wait outliving the kernel polled a closed store forever, and its timer kept the process
     // alive: `berth mcp` whose client was SIGKILLed mid-call never exited (the orphan spun warnings).
-    const signal = opts.signal ? AbortSignal.any([opts.signal, this.halted.signal]) : this.halted.signal;
-    return waitForRun({ store: this.o.store, logger: this.o.logger, onCommit: (l) => this.onCommit(l) }, runId, { ...opts, signal });
+    // Not AbortSignal.any: on Node 20 a combined signal with a listener stays reachable from its
+    // sources until one aborts, so one per wait piled up on the kernel's signal.
+    return waitForRun({ store: this.o.store, logger: this.o.logger, onCommit: (l) => this.onCommit(l) }, runId, { states: opts.states, signals: [opts.signal, this.halted.signal] });
   }
 
   /**

@@ -105,6 +105,11 @@ export class SessionRows {
     if (kept && (kept.version !== task.version || kept.cancelRequested !== task.cancelRequested || kept.status !== task.status)) this.forget(task.sessionId);
   }
 
+  /** How much is kept: the sessions and the task rows of all of them. */
+  size(): { sessions: number; tasks: number } {
+    return { sessions: this.sessions.size, tasks: this.sessionOf.size };
+  }
+
   /** Reads the session again from now on (a claim, a loss, a commit whose outcome is unknown). */
   forget(sessionId: string): void {
     const kept = this.sessions.get(sessionId);

@@ -13,14 +13,16 @@ export interface RunWaitDeps {
 /**
  * Resolves when the run reaches one of `states` (default: a final state or needs_reconciliation).
  * Checked at every commit of this host that touches the run, and every 250 ms for the commits
- * of other processes.
+ * of other processes. Rejects with the reason of the first of `signals` to abort.
  */
-export function waitForRun(d: RunWaitDeps, runId: string, opts: { signal?: AbortSignal; states?: RunState[] } = {}): Promise<Run> {
+export function waitForRun(d: RunWaitDeps, runId: string, opts: { signals?: Array<AbortSignal | undefined>; states?: RunState[] } = {}): Promise<Run> {
   const done = (r: Run | undefined) =>
     r && (opts.states ? opts.states.includes(r.state) : isFinalRunState(r.state) || r.state === 'needs_reconciliation');
   return new Promise((resolve, reject) => {
+    const signals = (opts.signals ?? []).filter((s): s is AbortSignal => s !== undefined);
     // An abort listener added to an already aborted signal never runs: the wait would poll forever.
-    if (opts.signal?.aborted) return reject(opts.signal.reason);
+    const early = signals.find((s) => s.aborted);
+    if (early) return reject(early.reason);
     let checking = false;
     const check = async () => {
       if (checking) return;
@@ -37,14 +39,25 @@ export function waitForRun(d: RunWaitDeps, runId: string, opts: { signal?: Abort
         checking = false;
       }
       if (done(run)) {
-        off();
-        clearInterval(iv);
+        end();
         resolve(run!);
       }
     };
+    // Each listener is taken off when the wait ends, however it ends: the signals outlive it (the
+    // kernel's own lives as long as the kernel), and a listener left on one kept each wait's
+    // closures for the life of the process, ~8 KB per MCP call (bench/_wait-leak.ts).
+    const end = () => {
+      off();
+      clearInterval(iv);
+      for (const s of signals) s.removeEventListener('abort', aborted);
+    };
+    function aborted(this: AbortSignal) {
+      end();
+      reject(this.reason);
+    }
     const off = d.onCommit((e) => void (e.runIds.includes(runId) && check()));
     const iv = setInterval(() => void check(), 250);
-    opts.signal?.addEventListener('abort', () => (off(), clearInterval(iv), reject(opts.signal!.reason)), { once: true });
+    for (const s of signals) s.addEventListener('abort', aborted, { once: true });
     void check();
   });
 }

@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { afterEach, describe, expect, it } from 'vitest';
 import { submit, type TaskHandler } from '../../host/kernel';
 import { tempKernel } from '../support/temp-store';
@@ -283,5 +284,45 @@ describe('kernel scheduler', () => {
     while ((await k.store.getTask(r.rootTaskId!))?.status !== 'terminal') await new Promise((res) => setTimeout(res, 10));
     expect((await k.store.getTask(r.rootTaskId!))?.result).toEqual({ asked: true, operator: { action: 'accept' } });
     expect((await k.store.getRun(r.id))?.state).toBe('completed');
+  });
+});
+
+describe('a long-lived kernel (a worker, berth mcp)', () => {
+  it('holds nothing of the runs it drove once their sessions are released: no kept rows, no listener per wait on its own or the caller\'s signal', async () => {
+    k = tempKernel();
+    k.registry.register({
+      kind: 'three',
+      version: 1,
+      initialPhase: 'a',
+      phases: { a: async () => ({ type: 'next', phase: 'b', checkpoint: { at: 'a' } }), b: async () => ({ type: 'complete', result: { ok: true } }) },
+    });
+    await k.kernel.start();
+    const callerLives = new AbortController();
+    for (let i = 0; i < 30; i++) {
+      const { run: r } = await run('three');
+      // Half the waits with the caller's long-lived signal, half with none (the kernel's own only).
+      expect((await k.kernel.waitForRun(r.id, i % 2 ? { signal: callerLives.signal } : {})).state).toBe('completed');
+      await k.kernel.release(r.sessionId);
+    }
+    // Before: each wait left its listener on the kernel's signal (30 here, ~8 KB of closures each in a
+    // process that lives for days), and the released sessions' task rows stayed kept.
+    expect(getEventListeners(k.kernel.stopped, 'abort')).toHaveLength(0);
+    expect(getEventListeners(callerLives.signal, 'abort')).toHaveLength(0);
+    expect(k.kernel.held()).toEqual({ owned: 0, keptSessions: 0, keptTasks: 0 });
+  });
+
+  it('still ends a wait with host_stopped when it stops, and a caller\'s abort with the caller\'s reason', async () => {
+    k = tempKernel();
+    k.registry.register({ kind: 'parked', version: 1, initialPhase: 'a', phases: { a: async () => ({ type: 'await', signal: 'go', phase: 'a' }) } });
+    await k.kernel.start();
+    const { run: r } = await run('parked');
+    const caller = new AbortController();
+    const byCaller = k.kernel.waitForRun(r.id, { signal: caller.signal, states: ['completed'] });
+    caller.abort(new Error('client left'));
+    await expect(byCaller).rejects.toThrow('client left');
+    const byStop = k.kernel.waitForRun(r.id, { states: ['completed'] });
+    await k.kernel.stop();
+    await expect(byStop).rejects.toMatchObject({ code: 'host_stopped' });
+    expect(getEventListeners(k.kernel.stopped, 'abort')).toHaveLength(0);
   });
 });
