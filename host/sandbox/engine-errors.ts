@@ -17,6 +17,15 @@ export function isConflict(err: unknown): boolean {
   return asHttp(err).statusCode === 409;
 }
 
+/**
+ * The engine is removing the container already: another process asked first (two berth processes
+ * of one store sweeping at once). That process removes it and records its sweep.
+ */
+export function isRemovalInProgress(err: unknown): boolean {
+  const e = asHttp(err) as EngineHttpError & { json?: { message?: string } };
+  return e.statusCode === 409 && /removal of container .* is already in progress/.test(`${e.message ?? ''} ${e.json?.message ?? ''}`);
+}
+
 const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOENT', 'EACCES', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND']);
 
 /** True when the error says the engine could not be talked to at all (not that it refused). */

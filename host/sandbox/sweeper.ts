@@ -1,7 +1,7 @@
 import type Dockerode from 'dockerode';
 import type { Logger } from 'pino';
 import type { Clock } from '../support/clock';
-import { engineError, isNotFound } from './engine-errors';
+import { engineError, isNotFound, isRemovalInProgress } from './engine-errors';
 import { LABEL } from './labels';
 import type { LeaseRecords, SweepRecord } from './lease-records';
 import { sweepEgress, type EgressSweep } from './sandbox-network';
@@ -64,7 +64,8 @@ export async function sweep(ctx: SweepContext, signal?: AbortSignal): Promise<Sw
     try {
       await ctx.docker.getContainer(c.Id).remove({ force: true, v: true });
     } catch (err) {
-      if (isNotFound(err)) continue;
+      // Gone, or going under another sweeper (a parallel berth of this store, which records it).
+      if (isNotFound(err) || isRemovalInProgress(err)) continue;
       ctx.logger.warn({ err, containerId: c.Id }, 'sweeper could not remove container');
       continue;
     }
@@ -104,7 +105,7 @@ async function sweepOthers(ctx: SweepContext, signal?: AbortSignal): Promise<Swe
     try {
       await ctx.docker.getContainer(c.Id).remove({ force: true, v: true });
     } catch (err) {
-      if (!isNotFound(err)) ctx.logger.warn({ err, containerId: c.Id }, 'sweeper could not remove container');
+      if (!isNotFound(err) && !isRemovalInProgress(err)) ctx.logger.warn({ err, containerId: c.Id }, 'sweeper could not remove container');
       continue;
     }
     const entry: SweepRecord = { containerId: c.Id, leaseId: record.id, hostId: record.hostId, reason, at: now };
