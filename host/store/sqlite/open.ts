@@ -96,9 +96,14 @@ function migrate(db: Database.Database, path: string): void {
   const unknown = [...applied].filter((v) => v > NEWEST_SCHEMA_VERSION);
   if (unknown.length > 0) throw storeTooNew(path, Math.max(...unknown));
   const record = db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)');
+  const done = db.prepare('SELECT 1 FROM schema_migrations WHERE version = ?');
   for (const m of SCHEMA_VERSIONS) {
     if (applied.has(m.version)) continue;
     db.transaction(() => {
+      // Asked again under the write lock: processes opening one fresh store at once (parallel
+      // `berth run`s of a CI job) all read "nothing applied" above, and all but the first failed
+      // with "duplicate column name" or "table ... already exists" applying what it had applied.
+      if (done.get(m.version)) return;
       db.exec(m.sqlite);
       record.run(m.version, m.name, Date.now());
     }).immediate();
