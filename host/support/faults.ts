@@ -1,4 +1,4 @@
-import { appendFileSync } from 'node:fs';
+import { appendFileSync, existsSync, writeFileSync } from 'node:fs';
 import { BerthError } from '../errors';
 
 /**
@@ -11,6 +11,9 @@ import { BerthError } from '../errors';
  * - `BERTH_FAULT_ARM=mark` with `BERTH_FAULT=name#k`: kill at the first hit of `name` that is its
  *   k-th or later and comes once the {@link faultMark} `mark` was passed: a kill that must follow
  *   work running beside the boundaries (a background pass) lands after it whatever the machine's speed.
+ *
+ * {@link faultHold} points hold the process instead, to order it against another one:
+ * - `BERTH_FAULT_HOLD=name=path[,name=path…]` at `name`, write `path.held` and wait until `path` exists.
  *
  * {@link faultError} points instead throw, for failures the host must survive without dying:
  * - `BERTH_FAULT_ERROR=name[#k][,name#k…]` throw a retryable `engine_error` at the k-th hit of `name`.
@@ -83,4 +86,19 @@ export function faultError(name: string): void {
   const n = (errorHits.get(name) ?? 0) + 1;
   errorHits.set(name, n);
   if (wanted.includes(n)) throw new BerthError('engine_error', `injected fault at ${name} (hit ${n})`, { retryable: true });
+}
+
+const holds = new Map((env.BERTH_FAULT_HOLD ?? '').split(',').filter(Boolean).map((t) => [t.slice(0, t.indexOf('=')), t.slice(t.indexOf('=') + 1)] as const));
+
+/**
+ * A point where a test holds this process until it lets it go: a race between two processes (a
+ * claim taken between another command's read and its own claim) replayed in a fixed order, with
+ * no sleep. Armed by `BERTH_FAULT_HOLD`, it writes `path.held` (the process reached the point) and
+ * resolves once `path` exists; unarmed, it resolves at once.
+ */
+export async function faultHold(name: string): Promise<void> {
+  const path = holds.get(name);
+  if (!path) return;
+  writeFileSync(`${path}.held`, String(process.pid));
+  while (!existsSync(path)) await new Promise((r) => setTimeout(r, 25));
 }

@@ -1,3 +1,3 @@
 export { type Clock, systemClock } from './clock';
 export { newId } from './ids';
-export { faultError, faultPoint } from './faults';
+export { faultError, faultHold, faultPoint } from './faults';

@@ -1,3 +1,6 @@
+import { existsSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { commitCancel } from '../../host/api/decisions';
 import { openStore } from '../../host/store';
@@ -66,5 +69,30 @@ describe('berth cancel, repeated and after a cancel that did not finish', { time
     const late = await fx.cli(['cancel', done]);
     expect(late.code).toBe(1);
     expect(late.stderr).toContain('run_not_cancellable');
+  });
+
+  it('a cancel whose carry-out claim loses to a resume that took the run meanwhile says the resume carries it out, exit 0, and the resume ends the run cancelled', async () => {
+    fx = await planFixture(STEPS);
+    const runId = await submitDetached(fx);
+    const go = (name: string) => join(fx!.dir, name);
+    const held = async (name: string) => {
+      while (!existsSync(`${go(name)}.held`)) await sleep(50);
+    };
+    // The race replayed in order: the cancel has committed and found no live host; before its own
+    // claim, a resume claims the run; then the cancel claims, and is refused.
+    const cancelling = fx.cli(['cancel', runId, '--json'], { BERTH_FAULT_HOLD: `cancel.committed=${go('cancel-go')}` });
+    await held('cancel-go');
+    const resuming = fx.cli(['resume', runId, '--json'], { BERTH_FAULT_HOLD: `resume.claimed=${go('resume-go')}` });
+    await held('resume-go');
+    writeFileSync(go('cancel-go'), '');
+    const cancelled = await cancelling;
+    // Before: exit 1, run_owned "... it is alive, so nothing was changed", after its cancel had been committed.
+    expect(cancelled.code, cancelled.stderr).toBe(0);
+    const owner = await fx.read(async (s) => s.getSessionOwner((await s.getRun(runId))!.sessionId));
+    expect(lastJson(cancelled)).toMatchObject({ runId, requested: true, owner: { hostId: owner!.holder, pid: owner!.pid, live: true } });
+    writeFileSync(go('resume-go'), '');
+    await resuming;
+    expect((await fx.read((s) => s.getRun(runId)))!.state).toBe('cancelled');
+    expect((await fx.read((s) => s.listRunTransitions(runId))).filter((t) => t.to === 'cancelling')).toHaveLength(1);
   });
 });

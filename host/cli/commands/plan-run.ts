@@ -3,7 +3,9 @@ import { drive, startHost, takeRun } from '../../api/drive';
 import { cancel } from '../../api/decisions';
 import { preparePlan, startPlan, stepCount, submitDetached } from '../../api/plans';
 import { leaseTtlMs, operator } from '../../api/runtime';
+import { isBerthError } from '../../errors';
 import { isFinalRunState, type RunState } from '../../model';
+import { faultHold } from '../../support';
 import { loadPlan, runSteps } from '../../plan';
 import type { CliContext } from '../context';
 import { emit } from '../output';
@@ -62,6 +64,7 @@ export async function resumeRun(ctx: CliContext, runId: string, opts: { takeOver
   const { rt, swept } = await startHost(ctx, { ttlMs, onProgress: progressPrinter(ctx.json, () => total) });
   sayswept(ctx, swept);
   const epoch = await takeRun(ctx, rt, run, { takeOver: opts.takeOver, actor: operator() });
+  await faultHold('resume.claimed');
   // What the resume finds of the sandbox (the driven run verifies it again, and restores it when gone).
   const found = await sandboxFound(ctx, rt, run);
   const before = await snapshotsBefore(ctx, run);
@@ -91,9 +94,22 @@ export async function cancelRun(ctx: CliContext, runId: string): Promise<number>
     );
     return EXIT.ok;
   }
+  await faultHold('cancel.committed');
   if (!ctx.json) process.stderr.write(`${committed}; no live host drives it, so this one carries it out\n`);
-  // The cancel did what it was asked: a run that ends cancelled is this command's success, not a failure to report.
-  return resumeRun(ctx, runId, { endsWell: 'cancelled' });
+  try {
+    // The cancel did what it was asked: a run that ends cancelled is this command's success, not a failure to report.
+    return await resumeRun(ctx, runId, { endsWell: 'cancelled' });
+  } catch (err) {
+    // A host claimed the run between the read above and this one's claim (a resume, a worker): it
+    // drives the run now and carries the committed cancel out. Reported as refused ("nothing was
+    // changed", exit 1), the cancel that had been committed read as one that had not.
+    if (!isBerthError(err, 'run_owned')) throw err;
+    const o = (err.details as { owner?: { holder: string; pid: number | null } } | undefined)?.owner;
+    emit(ctx.json, { runId, requested: true, already: already ?? null, owner: o ? { hostId: o.holder, pid: o.pid, live: true } : null }, () =>
+      `${committed}; host ${o?.holder ?? '?'}${o?.pid ? ` (pid ${o.pid})` : ''} took the run meanwhile: it drives it and carries the cancel out`,
+    );
+    return EXIT.ok;
+  }
 }
 
 export { drive };
