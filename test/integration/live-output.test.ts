@@ -61,6 +61,30 @@ describe('a running step\'s output is written while it runs', { timeout: 300_000
     expect(lines.at(-2)).toBe(`berth │ run ${runId} is completed`);
   });
 
+  it('berth logs -f says when no live host drives the run any more and when a resume drives it again, and follows it on to its end', async () => {
+    fx = await planFixture([{ name: 'ticking', run: TICKING }]);
+    const host = await started(['run', fx.plan]);
+    const runId = await runIdOf();
+    const follower = await started(['logs', runId, '-f']);
+    await until('tick 2 from the follower', async () => follower.out().includes('  out │ tick 2\n'));
+    host.child.kill('SIGKILL');
+    await host.ended;
+    // Before: the follower printed nothing more and waited for ever, with no word of why.
+    const gone = `berth │ run ${runId} is running, no live host`;
+    await until('the follower to say the host is gone', async () => follower.out().includes(gone));
+    const resumed = await started(['resume', runId]);
+    await until('the follower to name the resume as the run\'s host', async () => follower.out().includes(`berth │ run ${runId} is running on host ${fx!.hostId} (pid ${resumed.child.pid})`));
+    await until('a second attempt', () => fx!.read(async (s) => attemptsOf(await s.listOutput({ runId })).length === 2 && attemptsOf(await s.listOutput({ runId }))[1]!.parts.length > 0));
+    await containerStdout(fx.docker, await containerOf(runId), ['touch', '/tmp/release']);
+    expect(await resumed.ended, resumed.err()).toBe(0);
+    expect(await follower.ended, follower.err()).toBe(0);
+    const lines = follower.out().split('\n');
+    const at = (prefix: string) => lines.findIndex((l) => l.startsWith(prefix));
+    expect(lines[at(gone)]).toContain(`berth resume ${runId}; following on`);
+    expect(at(gone)).toBeLessThan(at(`berth │ run ${runId} is running on host`));
+    expect(lines.at(-2)).toBe(`berth │ run ${runId} is completed`);
+  });
+
   it('keeps the output of a step whose host was SIGKILLed mid-step, and after resume berth logs shows it as interrupted beside the new attempt', async () => {
     fx = await planFixture([{ name: 'ticking', run: TICKING }]);
     const host = await started(['run', fx.plan]);

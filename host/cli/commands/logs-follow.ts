@@ -4,10 +4,13 @@ import type { OutputChunk } from '../../store';
 import type { CliContext } from '../context';
 import { LineCap } from '../line-cap';
 import { duration, escapeControl, LOG_COLUMN } from '../output';
+import { driverOf, readHost } from '../../api/run-driver';
 import { getRunOrThrow } from './runs';
 import { agentHistory, attemptViews, decisionLine, decisionsOf, isLive, planHistory } from './logs-history';
 
 const POLL_MS = 200;
+/** Polls between two reads of who drives the run (two store reads each). */
+const HOST_EVERY = 5;
 
 type Line = { stream: 'stdout' | 'stderr' | 'berth'; text: string; attempt?: string; label?: string };
 
@@ -64,7 +67,23 @@ export async function followLogs(ctx: CliContext, runId: string): Promise<number
   };
 
   let quietAfterEnd = false;
+  // Said when no live host drives the run any more (a SIGKILLed \`berth run\`, a dead worker) and when
+  // one does again: nothing else would tell a follower why the output stopped, and it keeps
+  // following, because a resume or a worker's claim continues the same run.
+  let driven: 'live' | 'none' | undefined;
+  let polls = 0;
+  const sayHost = async () => {
+    if (imported || !isLive(run)) return;
+    const now = Date.now();
+    const host = await readHost(ctx.store, now, ctx.hostId, run.sessionId);
+    const seen = host?.live ? 'live' : 'none';
+    if (seen === driven || (driven === undefined && seen === 'live')) return void (driven = seen);
+    driven = seen;
+    const { line } = driverOf(run, host, now);
+    write({ stream: 'berth', text: seen === 'live' ? `run ${runId} is ${line}` : `run ${runId} is ${line}; following on` });
+  };
   for (;;) {
+    if (polls++ % HOST_EVERY === 0) await sayHost();
     const fresh = await ctx.store.listOutput({ runId, afterSeq: afterOutput, limit: 1000 });
     for (const c of fresh) {
       print(c);
