@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { Logger } from 'pino';
 import { BerthError } from '../errors';
 import type { Json, Run, RunState, RunVersions } from '../model';
@@ -78,6 +79,9 @@ export class Kernel {
   private readonly halted = new AbortController();
 
   constructor(private readonly o: KernelOptions) {
+    // One listener per wait in progress, each taken off when its wait ends: a server waiting for
+    // more than ten runs at once is no leak, and Node's warning said it was.
+    setMaxListeners(0, this.halted.signal);
     this.mode = o.claim ?? 'all';
     this.owner = new SessionFencing(o.store, o.logger, o.ownership ?? DEFAULT_OWNERSHIP, { hostId: o.hostId, pid: process.pid }, (sessionId, why) => {
       // Released or lost, a session's kept rows are never trusted again (a later claim starts from a
