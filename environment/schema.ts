@@ -114,7 +114,7 @@ const resources = z
     pids: z.number().int().min(8).default(256),
     diskMb: z.number().int().min(1).default(1024),
     commandTimeoutS: positiveInt.default(600).describe('Longest one command may run'),
-    runBudgetS: positiveInt.default(86400).describe('Longest a whole run may take'),
+    runBudgetS: positiveInt.default(86400).describe('Longest the commands of a whole run may take in all (the sum of its steps\' command times; time waiting for a person or a resume does not count); the step that reaches it is stopped and the run fails run_budget_exceeded'),
   })
   .prefault({});
 

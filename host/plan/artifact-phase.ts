@@ -52,7 +52,7 @@ export async function checkArtifacts(ctx: PlanContext, sb: RunSandbox, store: Ar
   return {
     type: 'next',
     phase: 'step',
-    checkpoint: { index: from, generation: cp.generation + 1 },
+    checkpoint: { index: from, generation: cp.generation + 1, ...(cp.usedMs !== undefined ? { usedMs: cp.usedMs } : {}) },
     writes: {
       documents: [{ documentId: sandboxDocId(runId), op: ensured.pointer as Json }],
       entries: [{ kind: ARTIFACTS_RERUN, body: plainJson({ problems: problems.map(problemBody), from, snapshotId: snap.id }) }],

@@ -143,7 +143,8 @@ export function planHandlers(sb: RunSandbox, progress: (p: PlanProgress) => void
           done.sort((a, b) => stepOrder(a) - stepOrder(b));
           return { type: 'complete', result: { steps: done.map((d) => d.result) }, writes: { acceptance: commandAcceptance(ctx.task.runId!, input.plan, done) } };
         }
-        return { type: 'spawn', join: 'allSettled', phase: 'stepped', tasks: [{ kind: STEP_KIND, input: { index: cp.index, generation: cp.generation } satisfies StepInput }] };
+        const budgetMs = input.environment.resources.runBudgetS * 1000 - (cp.usedMs ?? 0);
+        return { type: 'spawn', join: 'allSettled', phase: 'stepped', tasks: [{ kind: STEP_KIND, input: { index: cp.index, generation: cp.generation, budgetMs } satisfies StepInput }] };
       },
       stepped: async (ctx) => {
         const input = ctx.value;
@@ -168,14 +169,16 @@ export function planHandlers(sb: RunSandbox, progress: (p: PlanProgress) => void
         }
         if (result?.reconcile) return park('reconcile', `before step ${step.name}: ${result.reconcile}`);
         // Steps from `rewind` on run again on the restored sandbox, under new effect ids.
-        if (typeof result?.rewind === 'number') return { type: 'next', phase: 'step', checkpoint: { index: result.rewind, generation: cp.generation + 1 } };
-        // Over the disk limit the sandbox cannot be snapshotted or trusted: allowFailure does not go on.
-        const stop = child.error?.code === 'disk_exceeded';
+        const usedMs = (cp.usedMs ?? 0) + (result?.durationMs ?? 0);
+        if (typeof result?.rewind === 'number') return { type: 'next', phase: 'step', checkpoint: { index: result.rewind, generation: cp.generation + 1, usedMs } };
+        // Over the disk limit the sandbox cannot be snapshotted or trusted, and a run over its budget
+        // may run nothing more: allowFailure does not go on.
+        const stop = child.error?.code === 'disk_exceeded' || child.error?.code === 'run_budget_exceeded' ? child.error.code : undefined;
         if (child.outcome === 'error' && (!step.allowFailure || stop)) {
           await sb.finish(ctx.task.runId!);
-          return { type: 'fail', error: { code: stop ? 'disk_exceeded' : 'step_failed', message: `step ${step.name} failed: ${child.error?.message ?? 'unknown'}` } };
+          return { type: 'fail', error: { code: stop ?? 'step_failed', message: `step ${step.name} failed: ${child.error?.message ?? 'unknown'}` } };
         }
-        return { type: 'next', phase: 'step', checkpoint: { index: cp.index + 1, generation: cp.generation } };
+        return { type: 'next', phase: 'step', checkpoint: { index: cp.index + 1, generation: cp.generation, usedMs } };
       },
       reconciled: async (ctx) => reconciled(ctx, sb),
     },

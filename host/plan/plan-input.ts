@@ -25,6 +25,8 @@ export const PlanRootCheckpointSchema = z.object({
   index: z.number().int().min(0),
   /** Bumped by each reconcile-restore, so re-run steps get new effect ids. */
   generation: z.number().int().min(0),
+  /** Milliseconds the run's finished step commands took in all: what `resources.runBudgetS` counts (absent: none yet). */
+  usedMs: z.number().min(0).optional(),
   /** Why the run waits for an operator, when it does. */
   pending: z
     .object({
@@ -50,6 +52,8 @@ export type PlanRootCheckpoint = z.infer<typeof PlanRootCheckpointSchema>;
 export const StepInputSchema = z.object({
   index: z.number().int().min(0),
   generation: z.number().int().min(0),
+  /** What is left of the run's budget (`resources.runBudgetS`) when the step was spawned; absent in steps of older hosts. */
+  budgetMs: z.number().optional(),
 });
 export type StepInput = z.infer<typeof StepInputSchema>;
 

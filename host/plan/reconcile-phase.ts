@@ -47,7 +47,7 @@ export async function reconciled(ctx: PlanContext, sb: RunSandbox): Promise<Plan
   const decision = cp.reconcile ?? {};
   const pending = cp.pending ?? { kind: 'reconcile' as const, index: cp.index, reason: '' };
   const again = async (why: string) => parkRun(cp, { ...pending, reason: `${why}; ${await sandboxAdvice(ctx, sb, runId)}` });
-  const next: PlanRootCheckpoint = { index: cp.index, generation: cp.generation + 1 };
+  const next: PlanRootCheckpoint = { index: cp.index, generation: cp.generation + 1, ...(cp.usedMs !== undefined ? { usedMs: cp.usedMs } : {}) };
   // The operator decided with the missing artifacts named: they are not checked again.
   const waived = pending.artifacts?.length ? [{ kind: ARTIFACTS_WAIVED, body: { artifacts: pending.artifacts } }] : [];
   const snapshotId = decision.snapshotId ?? null;

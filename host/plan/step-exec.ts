@@ -49,6 +49,8 @@ export async function execStep(
     tag?: string;
     /** Where the scrubbed output is written while the command runs (host/output); ended here with how the command ended. */
     output?: OutputWriter;
+    /** The command's longest run; default the step's `timeoutS`, else the environment's `commandTimeoutS`. */
+    timeoutMs?: number;
   },
 ): Promise<StepReceipt> {
   // Output is scrubbed as it streams and only then cut to the tail the receipt keeps: scrubbing the
@@ -65,7 +67,7 @@ export async function execStep(
     lease.exec(['sh', '-c', step.run], {
       // Secrets last: a step's plain `env` must not shadow what the manifest grants.
       env: { ...step.env, ...secretEnv },
-      timeoutMs: (step.timeoutS ?? env.resources.commandTimeoutS) * 1000,
+      timeoutMs: o.timeoutMs ?? (step.timeoutS ?? env.resources.commandTimeoutS) * 1000,
       signal: o.signal,
       keepProcesses: step.keepProcesses,
       tag: o.tag ?? stepExecTag(o.runId, o.index),

@@ -91,6 +91,14 @@ export async function runStep(ctx: TypedPhaseContext<StepInput>, sb: RunSandbox,
   const env = input.environment;
   const effectId = stepEffectId(runId, index, generation);
   const spec = { id: effectId, kind: 'plan.step', intent: { step: step.name, run: step.run } as Json, replay: step.replay };
+  // resources.runBudgetS: the commands of the run's steps may take that long in all. A step gets
+  // what its predecessors left as its longest run; with nothing left it is not started.
+  const budgetMs = ctx.value.budgetMs;
+  const ownTimeoutMs = (step.timeoutS ?? env.resources.commandTimeoutS) * 1000;
+  const timeoutMs = budgetMs === undefined ? ownTimeoutMs : Math.max(0, Math.min(ownTimeoutMs, budgetMs));
+  const byBudget = timeoutMs < ownTimeoutMs;
+  const overBudget = `the run's budget of ${env.resources.runBudgetS} s (resources.runBudgetS: its steps' commands in all)`;
+  if (timeoutMs <= 0) return { type: 'fail', error: { code: 'run_budget_exceeded', message: `${step.name} was not started: the earlier steps used up ${overBudget}` } };
   const prior = await ctx.store.getEffect(effectId);
   const ptr = await readPointer(ctx, runId);
 
@@ -168,7 +176,7 @@ export async function runStep(ctx: TypedPhaseContext<StepInput>, sb: RunSandbox,
     // BERTH_LIVE_OUTPUT=off keeps only the receipt's tails (the buffered capture of before; the bench compares the two).
     const output = process.env.BERTH_LIVE_OUTPUT === 'off' ? undefined : new OutputWriter(ctx.store, { runId, source: `step:${index}`, label: step.name, now: () => ctx.now(), onError: (err) => ctx.log.warn({ runId, err }, 'live output of a step could not be written; its receipt keeps the tails') });
     const out = await ctx.perform({ ...spec, id: actionId }, async (signal) =>
-      profiled(ctx, index, output, () => execStep(held, step, env, secrets, { runId, index, signal, progress, output }))
+      profiled(ctx, index, output, () => execStep(held, step, env, secrets, { runId, index, signal, progress, output, timeoutMs }))
         .then(async (r) => {
           // Recorded before the receipt's commit: a command that ran is paid for, even when the
           // host dies before its result is committed and the step runs again.
@@ -225,6 +233,7 @@ export async function runStep(ctx: TypedPhaseContext<StepInput>, sb: RunSandbox,
   }
   // The acceptance command's exit is a judgement, not a failure: the plan root records it.
   if ((r.exitCode === 0 && !r.timedOut) || isAcceptanceStep(input.plan, index)) return { type: 'complete', result, writes };
+  if (r.timedOut && byBudget) return { type: 'fail', error: { code: 'run_budget_exceeded', message: `${step.name} was stopped after ${(r.durationMs / 1000).toFixed(1)} s: it used up ${overBudget}`, details: plainJson(result) }, writes };
   const why = r.timedOut ? 'timed out' : r.oomKilled ? `was killed for memory (exit ${r.exitCode})` : r.pidsLimited ? `could not fork: the sandbox's pids limit of ${env.resources.pids} was reached (exit ${r.exitCode})` : `exited ${r.exitCode}`;
   return { type: 'fail', error: { code: r.pidsLimited ? 'pids_exceeded' : 'step_failed', message: `${step.name} ${why}`, details: plainJson(result) }, writes };
 }

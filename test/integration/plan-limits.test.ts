@@ -47,6 +47,33 @@ describe('resource limits end a plan step with a typed result', { timeout: 180_0
     expect(end.stdout).toContain('disk_exceeded');
   });
 
+  it('a run over its runBudgetS is stopped in the step that reaches it: run_budget_exceeded, even with allowFailure, and no later step runs', async () => {
+    // Before: resources.runBudgetS was recorded in the run's record and enforced nowhere (a 5 s
+    // budget, steps of 3 s + 3 s + 0.1 s: the run completed in 7.7 s).
+    const fx = await limitedPlan('{ memoryMb: 256, commandTimeoutS: 120, runBudgetS: 3 }', [
+      { name: 'first', run: 'sleep 1; echo first-ran' },
+      { name: 'long', run: 'sleep 60; echo long-ended', allowFailure: true },
+      { name: 'after', run: 'echo after-ran' },
+    ]);
+    const t0 = Date.now();
+    const end = await fx.cli(['run', fx.plan, '--json']);
+    expect(end.code, end.stderr).toBe(1);
+    // The long step was cut at what the first left of the 3 s, not at commandTimeoutS (120 s).
+    expect(Date.now() - t0).toBeLessThan(60_000);
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    const { run, steps, root } = await fx.read(async (s) => {
+      const run = (await s.getRun(runId))!;
+      const tasks = await s.listTasks({ runId });
+      return { run, steps: tasks.filter((t) => t.kind === 'plan-step'), root: tasks.find((t) => t.id === run.rootTaskId)! };
+    });
+    expect(run.state).toBe('failed');
+    expect(steps.map((t) => t.outcome)).toEqual(['ok', 'error']);
+    expect(steps[1]!.error?.code).toBe('run_budget_exceeded');
+    expect(steps[1]!.error?.message).toMatch(/^long was stopped after \d+\.\d s: it used up the run's budget of 3 s \(resources.runBudgetS/);
+    expect(root.error?.code).toBe('run_budget_exceeded');
+    expect(end.stdout + end.stderr).not.toContain('after-ran');
+  });
+
   it('an agent tool call that takes the sandbox over diskMb gets disk_exceeded and its state is not snapshotted', async () => {
     const fx = await limitedPlan('{ memoryMb: 256, commandTimeoutS: 120, diskMb: 40 }', []);
     const model = await startModelServer([
