@@ -35,12 +35,20 @@ export async function settleEndedRuns(p: RuntimeParts): Promise<EndedRunsSettled
   const out: EndedRunsSettled = { settled: [], left: [] };
   const ended = await endedRunsWithLiveTasks(p.store);
   if (!ended.length) return out;
+  const endedIds = new Set(ended.map((r) => r.id));
   const { rt } = await startHost(p);
   try {
     for (const run of ended) {
       const owner = await ownerOf(p, run);
       if (owner?.live) {
         out.left.push({ runId: run.id, reason: `host ${owner.hostId} drives it and settles its tasks` });
+        continue;
+      }
+      // Taking the session drives every task of it: never a later run of an agent session that
+      // nobody resumed (gc would carry on its work); resuming that run settles both.
+      const other = (await p.store.listTasks({ sessionId: run.sessionId, statuses: LIVE })).find((t) => t.runId === null || !endedIds.has(t.runId));
+      if (other) {
+        out.left.push({ runId: run.id, reason: `its session has unfinished run ${other.runId ?? '(none)'}: berth resume ${other.runId ?? run.id} settles both` });
         continue;
       }
       try {
