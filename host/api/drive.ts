@@ -111,12 +111,12 @@ export async function drive(p: RuntimeParts, rt: HostRuntime, runId: string, sig
   } finally {
     signal?.removeEventListener('abort', onAbort);
   }
-  // The outcome is known: the caller reports it (the CLI prints its summary) while the sandbox's
-  // release, which the final commit started, and the run-end policy below still run. Neither can
-  // change the outcome; a host killed meanwhile leaves them to the next host's start and gc.
   // An ended run's tasks may still be live (the root of a run `reconcile --fail` ended): this host
   // is their owner now and carries out the cancel before it stops, or nobody would.
   if (isFinalRunState(run.state)) await timed(p.logger, 'drive.tasks_settled', () => tasksSettled(p.store, rt.kernel, runId));
+  // The outcome is known: the caller reports it (the CLI prints its summary) while the sandbox's
+  // release, which the final commit started, and the run-end policy below still run. Neither can
+  // change the outcome; a host killed meanwhile leaves them to the next host's start and gc.
   if (o.settled) await o.settled(run).catch(async (err: unknown) => {
     await stopRuntime(p, rt);
     throw err;
