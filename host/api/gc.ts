@@ -2,7 +2,8 @@ import { forkPointsInUse, removeFinishedForks } from '../fork';
 import { releaseEndedRunLeases } from '../runtime/run-end-leases';
 import { snapshotEngine, type EgressSweep } from '../sandbox';
 import { assertKeepAllowed, DeltaImages, type KeptOrphan, deletePrunedManifests, pruneSnapshots, removeOrphanSnapshots, settleSnapshotDeltas } from '../snapshot';
-import type { HostParts } from './assemble';
+import { settleEndedRuns } from './ended-runs';
+import type { RuntimeParts } from './runtime';
 import { manifestGcDeps } from './run-end';
 
 /** Unrecorded snapshot images younger than this are left alone by default: their record may be about to commit. */
@@ -18,7 +19,8 @@ export interface GcOptions {
 }
 
 /**
- * Removes this store's containers whose lease is released, expired or unknown, and at once every
+ * Settles the tasks a killed host left live in an ended run ({@link settleEndedRuns}); removes
+ * this store's containers whose lease is released, expired or unknown, and at once every
  * sandbox of a run that reached a final state (an agent session's own sandbox stays with the
  * session); removes snapshot images of this store no record names (older than the grace, of
  * finished runs); loads or deletes snapshot layers a stopped host left in the store; prunes
@@ -27,10 +29,13 @@ export interface GcOptions {
  * leaves them pending for the next gc). `keep: 0` is refused while an unfinished run's session
  * holds snapshots. An imported run's snapshots and images are never touched.
  */
-export async function gc(p: HostParts, o: GcOptions = {}) {
+export async function gc(p: RuntimeParts, o: GcOptions = {}) {
   const keep = o.keep ?? 5;
   const graceMs = (o.graceS ?? DEFAULT_GC_GRACE_S) * 1000;
   await assertKeepAllowed(p.store, keep);
+  // Before the sandboxes of ended runs go: a run ended with a task still live (a host killed right
+  // after `reconcile --fail` committed) has its tasks settled first, as its owner would have.
+  const endedRuns = await settleEndedRuns(p);
   const ended = await releaseEndedRunLeases(p);
   const sweeps: EgressSweep[] = [];
   const removed = [...ended, ...(await p.sandbox.sweep({ egress: sweeps }))];
@@ -53,7 +58,7 @@ export async function gc(p: HostParts, o: GcOptions = {}) {
   const collected = o.forksOlderThanMs === undefined ? null : await removeFinishedForks(prune, o.forksOlderThanMs);
   const pruned = await pruneSnapshots(prune, { keepLast: keep });
   const registryManifests = await deletePrunedManifests(manifestGcDeps(p));
-  return { hostId: p.hostId, graceS: graceMs / 1000, removed, egress, unrecordedImages: orphans, keptImages, reclaimedBytes, pruned, snapshotDeltas: deltas, registryManifests, forks: collected?.forks ?? null, forksCollectedBefore: collected?.collectedBefore ?? null };
+  return { hostId: p.hostId, graceS: graceMs / 1000, endedRuns, removed, egress, unrecordedImages: orphans, keptImages, reclaimedBytes, pruned, snapshotDeltas: deltas, registryManifests, forks: collected?.forks ?? null, forksCollectedBefore: collected?.collectedBefore ?? null };
 }
 
 export type GcReport = Awaited<ReturnType<typeof gc>>;

@@ -6,6 +6,7 @@ import type { HostRuntime } from '../runtime/host-runtime';
 import { releaseEndedRunLeases } from '../runtime/run-end-leases';
 import type { EffectWrite } from '../store';
 import { getRunOrThrow, ownerOf } from './decisions';
+import { tasksSettled } from './tasks-settled';
 import { assertKindsKnown, startHost, takeRun } from './drive';
 import type { HostView } from './run-driver';
 import { hostRuntime, type RuntimeOptions, type RuntimeParts } from './runtime';
@@ -161,7 +162,7 @@ async function failRun(p: RuntimeParts, run: Run, actor: string, effects: Effect
   if (owner?.live) return { kind: 'failed', run: (await p.store.getRun(runId))!, owner, leftUncertain };
   const { rt } = await startHost(p);
   await takeRun(p, rt, run, { actor });
-  await waitTerminal(p, run.rootTaskId);
+  await tasksSettled(p.store, rt.kernel, runId);
   await rt.kernel.stop();
   for (const lease of await p.store.listLeases({ sessionId: run.sessionId })) {
     if (lease.releasedAt === null) await p.store.releaseLease(lease.id, p.clock.now());
@@ -226,12 +227,4 @@ async function settleEndedRun(p: RuntimeParts, run: Run, actor: string, effects:
   if (!r.ok) throw new BerthError('reconcile_conflict', `run ${run.id} changed meanwhile: ${r.conflict.kind}`, { retryable: true, ids: { runId: run.id } });
   await releaseEndedRunLeases(p, [run.id]);
   return { kind: 'settled', run: (await p.store.getRun(run.id))!, to, answer, effectIds: effects.map((e) => e.id) };
-}
-
-async function waitTerminal(p: RuntimeParts, taskId: string | null): Promise<void> {
-  if (!taskId) return;
-  for (let i = 0; i < 600; i++) {
-    if ((await p.store.getTask(taskId))?.status === 'terminal') return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }

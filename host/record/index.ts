@@ -2,6 +2,7 @@ export { RECORD_FORMAT, RECORD_SCHEMA_VERSION, RunRecordSchema, ContractFieldsSc
 export { canonicalJson, environmentCanonical, recordDigest, sealRecord, sha256 } from './canonical';
 export { exportRun, readRunRows, INLINE_LIMIT } from './build-record';
 export { exportRunToFile } from './stream-record';
+export { removeStalePartials } from './stale-partials';
 export { contractFields, registeredPolicies, type HandlerPolicies, type HandlerPolicy } from './contract-fields';
 export { verifyRecord, importRecord, recordRows } from './import-record';
 export { checkRecord, INVARIANTS, type InvariantName, type Violation } from './invariants';

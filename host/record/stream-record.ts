@@ -1,5 +1,5 @@
 import { closeSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { BerthError } from '../errors';
 import type { CommitRecord, Entry, Run, RunTransition, Snapshot, Task } from '../model';
 import { isUnresolvedEffect } from '../model';
@@ -10,6 +10,8 @@ import { StreamedArray, writeSealedRecord } from './canonical-stream';
 import { contractFields, type HandlerPolicies } from './contract-fields';
 import { collectIfGrown } from '../support/heap-bound';
 import { contractSections } from './sections';
+import { removeStalePartials } from './stale-partials';
+import { faultAside } from '../support/faults';
 
 /** Rows per page; entries are read in smaller pages (an agent's entry bodies can be large). */
 const PAGE = 200;
@@ -157,6 +159,8 @@ export async function exportRunToFile(store: Store, runId: string, now: number, 
   // Opened before any row is read: a destination that cannot be written is said at once, by its path.
   // Written beside the file and renamed over it: a failed or cancelled export leaves no half record.
   const partial = `${file}.partial-${process.pid}`;
+  // An earlier export to this file killed before its rename left its half record: removed here.
+  removeStalePartials(dirname(file), `${basename(file)}.partial-`);
   const unwritable = (e: NodeJS.ErrnoException) => {
     const why = e.code === 'ENOENT' ? `its directory ${dirname(file)} does not exist` : e.code === 'EACCES' || e.code === 'EPERM' ? `no permission to write in ${dirname(file)}` : e.code === 'EISDIR' ? `it is a directory; name a file, such as ${join(file, `${runId}.json`)}` : e.message;
     return new BerthError('output_unwritable', `cannot write the record to ${file}: ${why}`, { ids: { runId }, details: { file, errno: e.code ?? null } });
@@ -173,6 +177,7 @@ export async function exportRunToFile(store: Store, runId: string, now: number, 
     const written = await writeRecord(store, runId, now, fd, o);
     closeSync(fd);
     fd = undefined;
+    faultAside('export:written');
     try {
       renameSync(partial, file);
     } catch (err) {

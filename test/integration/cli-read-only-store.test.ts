@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -22,10 +22,19 @@ afterEach(async () => {
 // another user's (or a read-only mount's) store would.
 const asReader = process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : {};
 
-async function reader(args: string[]): Promise<ChildEnd> {
+// The owner of a shared store, when root runs the tests: another user than the reader (uid 65533
+// needs no passwd entry; BERTH_OPERATOR names the actor).
+const OWNER = 65533;
+const asOwner = process.getuid?.() === 0 ? { uid: OWNER, gid: OWNER } : {};
+
+function reader(args: string[], as: { uid?: number; gid?: number } = asReader, name = 'reader'): Promise<ChildEnd> {
+  return cliAs(args, as, name);
+}
+
+async function cliAs(args: string[], as: { uid?: number; gid?: number }, name: string): Promise<ChildEnd> {
   const script = await bundledCli();
   return new Promise((resolve) => {
-    execFile(process.execPath, [script, ...args], { ...asReader, env: { ...process.env, BERTH_OPERATOR: 'reader' }, timeout: 120_000 }, (err, stdout, stderr) => {
+    execFile(process.execPath, [script, ...args], { ...as, env: { ...process.env, BERTH_OPERATOR: name }, timeout: 120_000 }, (err, stdout, stderr) => {
       const e = err as (NodeJS.ErrnoException & { code?: number | string }) | null;
       resolve({ code: e ? (typeof e.code === 'number' ? e.code : null) : 0, signal: null, stdout, stderr });
     });
@@ -118,5 +127,56 @@ describe('a store this user cannot write', { timeout: 300_000 }, () => {
     expect(none.code).toBe(1);
     expect(JSON.parse(none.stderr).error).toMatchObject({ code: 'store_not_berth', message: expect.stringContaining(`${empty} is not a Berth store: it holds no tables`) });
   });
-});
+  it('a reader in a directory it may write leaves no -wal or -shm file behind, so the store\'s owner writes next as before', async ({ skip }) => {
+    if (process.getuid?.() !== 0) skip();
+    fx = await planFixture([{ name: 'one', run: 'echo one' }]);
+    const end = await fx.cli(['run', fx.plan, '--json']);
+    expect(end.code, end.stderr).toBe(0);
+    const runId = lastJson<{ run: { id: string } }>(end).run.id;
+    // The owner's store, readable by all, in a directory everybody may write (a shared folder).
+    const dir = mkdtempSync(join(tmpdir(), 'berth-shared-'));
+    dirs.push(dir);
+    const store = join(dir, 'berth.db');
+    const db = new Database(fx.store);
+    try {
+      db.prepare('VACUUM INTO ?').run(store);
+    } finally {
+      db.close();
+    }
+    // In WAL mode, as Berth keeps a store (a VACUUM INTO copy is in rollback mode).
+    const copy = new Database(store);
+    copy.pragma('journal_mode = wal');
+    copy.close();
+    chownSync(store, OWNER, OWNER);
+    chmodSync(store, 0o644);
+    chmodSync(dir, 0o777);
 
+    for (const args of [['status'], ['show', runId], ['export', runId]]) {
+      const r = await reader([...args, '--store', store]);
+      expect(r.code, `${args[0]}: ${r.stderr}`).toBe(0);
+    }
+    // Before: berth.db-shm and berth.db-wal, the reader's, mode 0644, and the owner's next write
+    // failed: "internal error: attempt to write a readonly database".
+    expect(readdirSync(dir)).toEqual(['berth.db']);
+    const wrote = await reader(['reject', runId, '--reason', 'shared', '--store', store], asOwner, 'owner');
+    expect(wrote.code, wrote.stderr).toBe(0);
+
+    // Files such a reader of an older berth left: the owner is told what they are and what to do.
+    for (const f of [`${store}-wal`, `${store}-shm`]) {
+      writeFileSync(f, '');
+      chownSync(f, 65534, 65534);
+      chmodSync(f, 0o644);
+    }
+    const refused = await reader(['accept', runId, '--store', store, '--json'], asOwner, 'owner');
+    expect(refused.code).toBe(1);
+    const err = (JSON.parse(refused.stderr) as { error: { code: string; message: string } }).error;
+    expect(err.code).toBe('store_read_only');
+    expect(err.message).toContain(`remove ${store}-wal and ${store}-shm`);
+    expect((await reader(['show', runId, '--store', store], asOwner, 'owner')).code).toBe(0);
+    rmSync(`${store}-wal`);
+    rmSync(`${store}-shm`);
+    const after = await reader(['accept', runId, '--store', store], asOwner, 'owner');
+    expect(after.code, after.stderr).toBe(0);
+    expect(existsSync(`${store}-wal`)).toBe(false);
+  });
+});

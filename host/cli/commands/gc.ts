@@ -9,12 +9,14 @@ export { manifestGcDeps } from '../../api/run-end';
 /** `berth gc [--keep N] [--grace S] [--forks-older-than D]`: see the API's `gc` for what goes; this prints it. */
 export async function gc(ctx: CliContext, keep?: number, graceS?: number, forksOlderThanMs?: number): Promise<number> {
   const r = await collect(ctx, { keep, graceS, forksOlderThanMs });
-  const { removed, egress, unrecordedImages: orphans, keptImages: kept, reclaimedBytes, pruned, snapshotDeltas: deltas, registryManifests, forks, forksCollectedBefore } = r;
+  const { endedRuns, removed, egress, unrecordedImages: orphans, keptImages: kept, reclaimedBytes, pruned, snapshotDeltas: deltas, registryManifests, forks, forksCollectedBefore } = r;
   const inGrace = kept.filter((k) => k.why === 'grace');
   const unfinished = kept.filter((k) => k.why === 'run_unfinished');
-  emit(ctx.json, { hostId: ctx.hostId, graceS: r.graceS, removed, egress, unrecordedImages: orphans, keptImages: kept, reclaimedBytes, pruned: pruned.map((s) => s.id), snapshotDeltas: deltas, registryManifests, ...(forks ? { forks, forksCollectedBefore } : {}) }, () =>
+  emit(ctx.json, { hostId: ctx.hostId, graceS: r.graceS, endedRuns, removed, egress, unrecordedImages: orphans, keptImages: kept, reclaimedBytes, pruned: pruned.map((s) => s.id), snapshotDeltas: deltas, registryManifests, ...(forks ? { forks, forksCollectedBefore } : {}) }, () =>
     [
       ...(forks ? [forksLine(forks, forksCollectedBefore ?? 0)] : []),
+      ...(endedRuns.settled.length ? [`settled the tasks a stopped host left live in ${endedRuns.settled.length} ended run(s): ${endedRuns.settled.join(' ')}`] : []),
+      ...endedRuns.left.map((l) => `ended run ${l.runId} still has live tasks: ${l.reason}`),
       removed.length === 0
         ? `no leftover containers in this store (host ${ctx.hostId})`
         : `removed ${removed.length} container(s):\n${table([['CONTAINER', 'LEASE', 'REASON'], ...removed.map((x) => [x.containerId.slice(0, 12), x.leaseId ?? '-', x.reason])])}`,

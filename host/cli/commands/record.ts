@@ -4,7 +4,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { BerthError } from '../../errors';
 import { hostRuntime } from '../../api/runtime';
-import { checkStore, exportRunToFile, importRecord, INVARIANTS, registeredPolicies } from '../../record';
+import { checkStore, exportRunToFile, importRecord, INVARIANTS, registeredPolicies, removeStalePartials } from '../../record';
 import type { CliContext } from '../context';
 import { emit } from '../output';
 
@@ -18,7 +18,9 @@ export async function exportCommand(ctx: CliContext, runId: string, out: string 
   const { registry } = hostRuntime(ctx, { claim: 'none' });
   const policies = registeredPolicies(registry);
   if (!out) {
-    const dir = mkdtempSync(join(tmpdir(), 'berth-export-'));
+    // Named by this process, so that the next export removes what one killed before its cleanup left.
+    removeStalePartials(tmpdir(), 'berth-export-', { random: true });
+    const dir = mkdtempSync(join(tmpdir(), `berth-export-${process.pid}-`));
     try {
       const file = join(dir, 'record.json');
       await exportRunToFile(ctx.store, runId, ctx.clock.now(), file, { policies });

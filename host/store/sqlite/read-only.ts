@@ -28,34 +28,54 @@ export function writable(path: string): boolean {
 }
 
 /**
+ * The store's `-wal` and `-shm` files that exist and this user may not write: left by another user
+ * who read the store with a berth that let SQLite create them. Through them SQLite can only read,
+ * so the store is read-only to this user too until they are gone.
+ */
+export function unwritableLogFiles(path: string): string[] {
+  return [`${path}-wal`, `${path}-shm`].filter((f) => existsSync(f) && !writable(f));
+}
+
+/**
  * `store_read_only`: a command that writes, on a store this process can only read. Reading
  * commands work on it (they open it read-only); the fix is the store's permissions, not Berth's.
  */
 export function storeReadOnly(path: string, what: string): BerthError {
+  const logs = writable(path) ? unwritableLogFiles(path) : [];
+  const why = logs.length
+    ? `its ${logs.join(' and ')} belong to another user, who read the store with an older berth, and this user may not write them`
+    : `the file or its directory ${dirname(path)} cannot be written`;
+  const fix = logs.length
+    ? `remove ${logs.join(' and ')} while no berth reads the store (an empty -wal holds no commit), or have their owner do it`
+    : 'run the rest as the store\'s owner or make it writable';
   return new BerthError(
     'store_read_only',
-    `store ${path} is read-only for this user (the file or its directory ${dirname(path)} cannot be written): ${what} writes to it. ` +
-      'berth status, show, logs, artifacts, export, check, tree, cost and workers read it as it is; run the rest as the store\'s owner or make it writable',
-    { details: { path } },
+    `store ${path} is read-only for this user (${why}): ${what} writes to it. ` +
+      `berth status, show, logs, artifacts, export, check, tree, cost and workers read it as it is; ${fix}`,
+    { details: { path, ...(logs.length ? { files: logs } : {}) } },
   );
 }
 
 /**
- * The store opened for reading only, when this process cannot write it. In WAL mode SQLite needs
- * the `-shm` file beside the store, and creates it when it is missing, which a read-only directory
- * refuses; with no `-wal` file there is no write-ahead log to read (the last connection folded it
- * into the file and removed it), so the file alone is the whole store and is opened `immutable`,
- * creating nothing. With a `-wal` file the log is read through the `-shm` file already there.
- * A store whose schema this build would migrate is refused: migrating is a write.
+ * The store opened for reading only, when this process cannot write it. With no `-wal` file there
+ * is no write-ahead log to read (the last connection folded it into the file and removed it), so
+ * the file alone is the whole store and is opened `immutable`, creating nothing. With a `-wal` file
+ * (a host writing now, or one killed) the log is read through the `-shm` file already there, which
+ * SQLite is told never to create (`readonly_shm`): made by this user in a directory it may write,
+ * it would carry the store's mode and this user as owner, and the store's owner could not write it
+ * (its next commit failed: `attempt to write a readonly database`). A store whose schema this
+ * build would migrate is refused: migrating is a write.
  */
 export function openReadOnlyDatabase(path: string): Database.Database {
-  const name = existsSync(`${path}-wal`) ? path : `file:${path.replace(/[%?#]/g, (c) => `%${c.charCodeAt(0).toString(16)}`)}?immutable=1`;
+  const wal = existsSync(`${path}-wal`);
+  const name = `file:${path.replace(/[%?#]/g, (c) => `%${c.charCodeAt(0).toString(16)}`)}?${wal ? 'readonly_shm=1' : 'immutable=1'}`;
   let db: Database.Database;
   try {
     db = new Database(name, { readonly: true, fileMustExist: true });
     db.prepare('SELECT 1 FROM sqlite_master LIMIT 1').all();
   } catch (cause) {
-    throw new BerthError('store_open_failed', `cannot open store ${path} for reading: ${(cause as Error).message}${name === path ? ' (its write-ahead log is unreadable without write access to the directory)' : ''}`, { cause, details: { path } });
+    const why = !wal ? '' : existsSync(`${path}-shm`) ? ' (its write-ahead log is unreadable to this user)' : ` (its write-ahead log ${path}-wal has no ${path}-shm beside it, which this user does not create: the store's owner could not write it; one berth command run by the owner, such as berth status, folds the log into the store)`;
+    throw new BerthError('store_open_failed', `cannot open store ${path} for reading: ${(cause as Error).message}${why}`, { cause, details: { path } });
   }
   try {
     refuseUnmigrated(db, path);

@@ -1,4 +1,5 @@
 import type Database from 'better-sqlite3';
+import { statSync } from 'node:fs';
 import { faultPoint } from '../../support/faults';
 import type { Clock } from '../../support/clock';
 import { systemClock } from '../../support/clock';
@@ -14,7 +15,7 @@ import { sqliteEgressAudit } from './egress';
 import { sqliteOwnership } from './ownership';
 import { sqliteLeaseRecords } from './leases';
 import { BUSY_TIMEOUT_MS, openDatabase, type Durability } from './open';
-import { cannotWrite, openReadOnlyDatabase, storeReadOnly, writable } from './read-only';
+import { cannotWrite, openReadOnlyDatabase, storeReadOnly, unwritableLogFiles, writable } from './read-only';
 import { sqliteReads } from './reads';
 import { TaskInputs } from '../task-inputs';
 import { sqliteImportedRuns } from './imported';
@@ -106,6 +107,13 @@ export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): St
  * and the CLI refuses a command that writes before it starts).
  */
 function openForThisUser(path: string, durability: Durability | undefined): { db: Database.Database; readOnly: boolean } {
+  // A file this user may not write is opened read-only at once: opened read-write, SQLite falls
+  // back to reading it and still creates the `-wal` and `-shm` files in a directory this user may
+  // write, owned by this user and with the store's mode, which the store's owner then cannot write:
+  // its next commit failed (`attempt to write a readonly database`).
+  // A store whose `-wal`/`-shm` another user made (a reader of an older berth) is read-only here
+  // too: SQLite would open it read-write and fail at the first commit.
+  if (path !== ':memory:' && statSync(path, { throwIfNoEntry: false })?.isFile() && (!writable(path) || unwritableLogFiles(path).length)) return { db: openReadOnlyDatabase(path), readOnly: true };
   try {
     const db = openDatabase(path, durability);
     return { db, readOnly: path !== ':memory:' && !writable(path) };

@@ -1,0 +1,71 @@
+import { BerthError } from '../errors';
+import { isFinalRunState, type Run } from '../model';
+import type { Store } from '../store';
+import { ownerOf } from './decisions';
+import { assertKindsKnown, startHost, takeRun } from './drive';
+import type { RuntimeParts } from './runtime';
+import { LIVE, tasksSettled } from './tasks-settled';
+
+/** Runs in a final state that still have a live task: a host that was to settle them was killed first. */
+export async function endedRunsWithLiveTasks(store: Pick<Store, 'listTasks' | 'getRun' | 'getImportedRun'>): Promise<Run[]> {
+  const runIds = [...new Set((await store.listTasks({ statuses: LIVE })).map((t) => t.runId).filter((id): id is string => id !== null))];
+  const ended: Run[] = [];
+  for (const runId of runIds) {
+    const run = await store.getRun(runId);
+    // An imported run is another store's record: nothing here drives it.
+    if (run && isFinalRunState(run.state) && !(await store.getImportedRun(runId))) ended.push(run);
+  }
+  return ended;
+}
+
+/** What {@link settleEndedRuns} did: the runs whose tasks it settled, and those it left (with why). */
+export interface EndedRunsSettled {
+  settled: string[];
+  left: Array<{ runId: string; reason: string }>;
+}
+
+/**
+ * `berth gc`: finishes what a host killed right after ending a run left undone (the root task of a
+ * run `reconcile --fail` ended, still `waiting`): this host takes each such run whose owner is
+ * gone and lets its kernel carry out the recorded cancel, as `berth resume` would. A run a live
+ * host owns is that host's to settle; one with tasks of a kind this host has no handler for is
+ * named and left. Their sandboxes are released afterwards with every ended run's.
+ */
+export async function settleEndedRuns(p: RuntimeParts): Promise<EndedRunsSettled> {
+  const out: EndedRunsSettled = { settled: [], left: [] };
+  const ended = await endedRunsWithLiveTasks(p.store);
+  if (!ended.length) return out;
+  const endedIds = new Set(ended.map((r) => r.id));
+  const { rt } = await startHost(p);
+  try {
+    for (const run of ended) {
+      const owner = await ownerOf(p, run);
+      if (owner?.live) {
+        out.left.push({ runId: run.id, reason: `host ${owner.hostId} drives it and settles its tasks` });
+        continue;
+      }
+      // Taking the session drives every task of it: never a later run of an agent session that
+      // nobody resumed (gc would carry on its work); resuming that run settles both.
+      const other = (await p.store.listTasks({ sessionId: run.sessionId, statuses: LIVE })).find((t) => t.runId === null || !endedIds.has(t.runId));
+      if (other) {
+        out.left.push({ runId: run.id, reason: `its session has unfinished run ${other.runId ?? '(none)'}: berth resume ${other.runId ?? run.id} settles both` });
+        continue;
+      }
+      try {
+        await assertKindsKnown(p, rt, run);
+        await takeRun(p, rt, run);
+      } catch (err) {
+        if (!(err instanceof BerthError)) throw err;
+        out.left.push({ runId: run.id, reason: `${err.code}: ${err.message}` });
+        // A refused claim (another host took the run meanwhile) stops this kernel: the rest is the next gc's.
+        if (err.code === 'run_owned') break;
+        continue;
+      }
+      if (await tasksSettled(p.store, rt.kernel, run.id)) out.settled.push(run.id);
+      else out.left.push({ runId: run.id, reason: `its tasks did not settle in time; berth resume ${run.id} carries out the rest` });
+    }
+  } finally {
+    await rt.kernel.stop();
+  }
+  return out;
+}
