@@ -6,6 +6,7 @@ import { forkAgentSession } from '../api/forks';
 import { BerthError, isBerthError } from '../errors';
 import { KERNEL } from '../version';
 import { addRecordResources } from './mcp-resources';
+import { setCheckedHandler } from './checked-handler';
 import { WireError } from './wire-error';
 import { McpSessions, type CallOutcome } from './mcp-session';
 import { SANDBOX_TOOL_NAMES, SESSION_TOOLS, sandboxTools } from './mcp-tools';
@@ -39,8 +40,8 @@ const str = (v: unknown, name: string): string | undefined => {
 /** An MCP server over one Berth host: the sandbox tools, `status` and `reconcile`, for any transport. */
 export function createMcpServer(berth: Berth, sessions: McpSessions): Server {
   const server = new Server({ name: 'berth', version: KERNEL.version }, { capabilities: { tools: {}, resources: {} } });
-  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [...sandboxTools(), ...SESSION_TOOLS] }));
-  server.setRequestHandler(CallToolRequestSchema, async (req, extra) => {
+  setCheckedHandler(server, 'tools/list', ListToolsRequestSchema, async () => ({ tools: [...sandboxTools(), ...SESSION_TOOLS] }));
+  setCheckedHandler(server, 'tools/call', CallToolRequestSchema, async (req, extra) => {
     const { name } = req.params;
     const { session, call_id, ...args } = (req.params.arguments ?? {}) as Record<string, unknown>;
     try {
@@ -49,7 +50,8 @@ export function createMcpServer(berth: Berth, sessions: McpSessions): Server {
       if (name === 'status') return await status(berth, sessions, sessionId);
       if (name === 'reconcile') return await reconcile(berth, sessions, sessionId, args.decision);
       if (name === 'fork') return await fork(berth, sessions, sessionId, args.after_call);
-      throw new WireError(ErrorCode.MethodNotFound, `no tool named ${name}`, { code: 'tool_unknown' });
+      // -32602 as the MCP spec has it: tools/call exists (-32601 told a client the method did not).
+      throw new WireError(ErrorCode.InvalidParams, `no tool named ${JSON.stringify(name).slice(0, 200)}; the tools are ${[...SANDBOX_TOOL_NAMES, ...SESSION_TOOLS.map((t) => t.name)].join(', ')}`, { code: 'tool_unknown' });
     } catch (err) {
       throw toMcpError(err);
     }

@@ -1,4 +1,4 @@
-import { McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { CallToolResultSchema, McpError, ReadResourceResultSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -277,4 +277,30 @@ describe('berth mcp: a Berth session as the sandbox of an MCP client', { timeout
     expect(w.service.counts().dup).toBe(1);
     expect(await readStore(w.store, async (s) => (await s.listRuns()).length)).toBe(1);
   });
+  it('answers a tools/call whose arguments are no object (an array, a string, null) or whose name is no string, and a resources/read whose uri is no string, with -32602 naming the field; an unknown tool with -32602 naming the tools; nothing runs', async () => {
+    const w = (world = await mcpWorld());
+    const c = await w.connect(w.envArgs());
+    const refused = async (method: string, params: Record<string, unknown>) => {
+      const schema = method === 'tools/call' ? CallToolResultSchema : ReadResourceResultSchema;
+      const err = await c.client.request({ method, params } as never, schema).catch((e: unknown) => e);
+      expect(err, JSON.stringify(params)).toBeInstanceOf(McpError);
+      return err as McpError;
+    };
+    for (const [args, kind] of [[[1, 2], 'an array'], ['ls', 'a string'], [null, 'null']] as const) {
+      const err = await refused('tools/call', { name: 'exec', arguments: args });
+      expect(err.code).toBe(-32602);
+      expect(err.message).toBe(`MCP error -32602: invalid tools/call request: params.arguments must be a JSON object, not ${kind}`);
+      expect(err.data).toEqual({ code: 'usage', field: 'params.arguments' });
+    }
+    const name = await refused('tools/call', { name: 42, arguments: {} });
+    expect([name.code, name.message]).toEqual([-32602, 'MCP error -32602: invalid tools/call request: params.name must be a string, not a number']);
+    const uri = await refused('resources/read', { uri: 42 });
+    expect([uri.code, uri.message]).toEqual([-32602, 'MCP error -32602: invalid resources/read request: params.uri must be a string, not a number']);
+    const unknown = await refused('tools/call', { name: 'deploy', arguments: {} });
+    expect(unknown.code).toBe(-32602);
+    expect(unknown.data).toMatchObject({ code: 'tool_unknown' });
+    expect(unknown.message).toContain('no tool named "deploy"; the tools are exec, read_file');
+    expect(await readStore(w.store, (s) => s.listRuns())).toEqual([]);
+  });
+
 });
