@@ -7,6 +7,7 @@ import { BerthError, isBerthError } from '../errors';
 import { KERNEL } from '../version';
 import { addRecordResources } from './mcp-resources';
 import { setCheckedHandler } from './checked-handler';
+import { MAX_ARGUMENT_DEPTH, nestsDeeperThan } from './json-depth';
 import { WireError } from './wire-error';
 import { McpSessions, type CallOutcome } from './mcp-session';
 import { SANDBOX_TOOL_NAMES, SESSION_TOOLS, sandboxTools } from './mcp-tools';
@@ -43,6 +44,9 @@ export function createMcpServer(berth: Berth, sessions: McpSessions): Server {
   setCheckedHandler(server, 'tools/list', ListToolsRequestSchema, async () => ({ tools: [...sandboxTools(), ...SESSION_TOOLS] }));
   setCheckedHandler(server, 'tools/call', CallToolRequestSchema, async (req, extra) => {
     const { name } = req.params;
+    if (nestsDeeperThan(req.params.arguments, MAX_ARGUMENT_DEPTH)) {
+      throw new WireError(ErrorCode.InvalidParams, `invalid tools/call request: params.arguments nest deeper than ${MAX_ARGUMENT_DEPTH} levels of arrays and objects`, { code: 'usage', field: 'params.arguments' });
+    }
     const { session, call_id, ...args } = (req.params.arguments ?? {}) as Record<string, unknown>;
     try {
       const sessionId = str(session, 'session');
