@@ -31,7 +31,7 @@ export const listFiles: ToolDefinition<ListFilesInput> = {
         signal: ctx.signal,
         timeoutMs: ctx.commandTimeoutMs,
       });
-      if (r.exitCode !== 0 && !r.stdout) return { content: `error: cannot list ${args.path}: ${r.stderr.trim() || `exit ${r.exitCode}`}`, isError: true };
+      if (r.exitCode !== 0 && !r.stdout) return { content: `error: cannot list ${args.path}: ${r.stderr.trim() || `exit ${r.exitCode}`}`, isError: true, refused: true };
       const lines = r.stdout
         .split('\n')
         .filter(Boolean)

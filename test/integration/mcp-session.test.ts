@@ -303,4 +303,25 @@ describe('berth mcp: a Berth session as the sandbox of an MCP client', { timeout
     expect(await readStore(w.store, (s) => s.listRuns())).toEqual([]);
   });
 
+  it('reports a read_file refused for leaving the workspace (.., an absolute path, a symlink out) or for a name too long as status error with isError, in its answer and in the record; an exec that exits non-zero ran: status ok with isError', async () => {
+    const w = (world = await mcpWorld());
+    const c = await w.connect(w.envArgs());
+    expect((await call(c, 'exec', { command: 'ln -s /etc esc' })).s.status).toBe('ok');
+    const refusals: Array<[string, RegExp]> = [
+      ['../etc/passwd', /leaves the workspace/],
+      ['/etc/passwd', /leaves the workspace/],
+      ['esc/passwd', /is a symlink to \/etc, outside the workspace/],
+      ['x'.repeat(300), /has a name of 300 bytes; a file name is at most 255 bytes/],
+    ];
+    for (const [path, why] of refusals) {
+      const r = await call(c, 'read_file', { path });
+      expect([r.s.status, r.isError], path).toEqual(['error', true]);
+      expect(r.text, path).toMatch(why);
+      const entries = await readStore(w.store, (s) => s.listEntries(r.s.session, { runId: r.s.run }));
+      expect(entries.find((e) => e.kind === 'agent.tool_result')?.body, path).toMatchObject({ status: 'error', isError: true });
+    }
+    const failed = await call(c, 'exec', { command: 'exit 3' });
+    expect([failed.s.status, failed.isError]).toEqual(['ok', true]);
+  });
+
 });
