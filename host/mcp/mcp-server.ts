@@ -13,13 +13,25 @@ import { McpSessions, type CallOutcome } from './mcp-session';
 import { SANDBOX_TOOL_NAMES, SESSION_TOOLS, sandboxTools } from './mcp-tools';
 
 /** Codes that say the request itself was wrong (the client can fix it), as opposed to a host failure. */
-const CLIENT_ERRORS = new Set(['call_id_reused', 'fork_invalid', 'snapshot_pruned', 'session_not_found', 'session_required', 'session_needs_reconciliation', 'session_busy', 'usage', 'run_not_reconcilable']);
+const CLIENT_ERRORS = new Set([
+  'call_id_reused',
+  'fork_invalid',
+  'snapshot_pruned',
+  'session_not_found',
+  'session_required',
+  'session_needs_reconciliation',
+  'session_busy',
+  'session_served_elsewhere',
+  'usage',
+  'run_not_reconcilable',
+]);
 
-/** A Berth error as a JSON-RPC error: the stable code, retryable and ids in `data`. */
+/** A Berth error as a JSON-RPC error: the stable code, retryable and ids in `data` (and, for the client's own errors, their details). */
 export function toMcpError(err: unknown): McpError {
   if (err instanceof McpError) return err;
   if (isBerthError(err)) {
-    return new WireError(CLIENT_ERRORS.has(err.code) ? ErrorCode.InvalidParams : ErrorCode.InternalError, `${err.code}: ${err.message}`, { code: err.code, retryable: err.retryable, ids: err.ids ?? {} });
+    const mine = CLIENT_ERRORS.has(err.code);
+    return new WireError(mine ? ErrorCode.InvalidParams : ErrorCode.InternalError, `${err.code}: ${err.message}`, { code: err.code, retryable: err.retryable, ids: err.ids ?? {}, ...(mine && err.details ? { details: err.details } : {}) });
   }
   return new WireError(ErrorCode.InternalError, err instanceof Error ? err.message : String(err), { code: 'internal' });
 }

@@ -11,6 +11,7 @@ import { newId } from '../support';
 import type { Store } from '../store';
 import { KeyedLock } from '../agent/session-lock';
 import { SANDBOX_TOOL_NAMES } from './mcp-tools';
+import { servedElsewhere } from './served-elsewhere';
 
 /** How an MCP client's call ended, from the committed tool result (never from memory). */
 export interface CallOutcome {
@@ -152,7 +153,7 @@ export class McpSessions {
         this.rt = undefined;
         await stopRuntime(this.o.berth, rt).catch(() => {});
       }
-      throw err;
+      throw isBerthError(err, 'run_owned') ? await servedElsewhere(this.o.berth.store, err) : err;
     }
   }
 

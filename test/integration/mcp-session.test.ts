@@ -324,4 +324,20 @@ describe('berth mcp: a Berth session as the sandbox of an MCP client', { timeout
     expect([failed.s.status, failed.isError]).toEqual(['ok', true]);
   });
 
+  it('tells a client whose server finds its session held by another live server who holds it and to wait (a typed, retryable error, nothing run), and tells berth chat that a berth mcp session takes calls from an MCP client, not messages', async () => {
+    const w = (world = await mcpWorld());
+    const first = await w.connect(w.envArgs());
+    const wrote = await call(first, 'write_file', { path: 'a.txt', content: 'a\n' });
+    const session = wrote.s.session;
+    const second = await w.connect(['--session', session]);
+    const err = await second.client.callTool({ name: 'exec', arguments: { command: 'true' } }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(McpError);
+    const refused = err as McpError;
+    expect(refused.code).toBe(-32602);
+    expect(refused.data).toMatchObject({ code: 'session_served_elsewhere', retryable: true, ids: { sessionId: session }, details: { owner: { pid: first.pid } } });
+    expect(refused.message).toContain(`session ${session} is served by another live Berth process: host `);
+    expect(refused.message).toContain(`pid ${first.pid}`);
+    expect(refused.message).toContain('Wait until that process ends');
+    expect(refused.message).not.toContain('--take-over');
+    expect((await readStore(w.store, (s) => s.listRuns())).map((r) => r.id)).toEqual([wrote.s.run]);
 });
