@@ -22,6 +22,7 @@ const CLIENT_ERRORS = new Set([
   'session_needs_reconciliation',
   'session_busy',
   'session_served_elsewhere',
+  'session_model_driven',
   'usage',
   'run_not_reconcilable',
 ]);

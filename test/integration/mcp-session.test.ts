@@ -1,6 +1,6 @@
 import { CallToolResultSchema, McpError, ReadResourceResultSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mcpWorld, type McpConnection } from '../support/mcp-world';
 import { bundledCli } from '../support/plan-fixture';
@@ -340,4 +340,13 @@ describe('berth mcp: a Berth session as the sandbox of an MCP client', { timeout
     expect(refused.message).toContain('Wait until that process ends');
     expect(refused.message).not.toContain('--take-over');
     expect((await readStore(w.store, (s) => s.listRuns())).map((r) => r.id)).toEqual([wrote.s.run]);
+    await first.close();
+    await second.close();
+    const chat = spawnSync(process.execPath, [await bundledCli(), 'chat', session, 'hello there', '--store', w.store], { encoding: 'utf8', env: { ...process.env, BERTH_OPERATOR: 'tester' } });
+    expect(chat.status, chat.stderr).toBe(1);
+    expect(chat.stderr).toContain(`session_caller_driven: session ${session} was created by berth mcp`);
+    expect(chat.stderr).toContain(`berth mcp --session ${session}`);
+    expect(chat.stderr).not.toContain('api_key_missing');
+    expect(await readStore(w.store, async (s) => (await s.listRuns()).length)).toBe(1);
+  });
 });
