@@ -4,9 +4,12 @@ import { ENTRY, type ToolResultEntry } from '../agent';
 import type { Berth } from '../api/berth';
 import { forkAgentSession } from '../api/forks';
 import { BerthError, isBerthError } from '../errors';
+import { isFinalRunState, type Run } from '../model';
 import { KERNEL } from '../version';
+import { cutShort, dictatedCallOf } from './cut-short';
 import { addRecordResources } from './mcp-resources';
 import { setCheckedHandler } from './checked-handler';
+import { cancelledByClient } from './client-cancel';
 import { MAX_ARGUMENT_DEPTH, nestsDeeperThan } from './json-depth';
 import { WireError } from './wire-error';
 import { McpSessions, type CallOutcome } from './mcp-session';
@@ -63,7 +66,7 @@ export function createMcpServer(berth: Berth, sessions: McpSessions): Server {
     const { session, call_id, ...args } = (req.params.arguments ?? {}) as Record<string, unknown>;
     try {
       const sessionId = str(session, 'session');
-      if (SANDBOX_TOOL_NAMES.has(name)) return callResult(await sessions.call(name, args, { sessionId, callId: str(call_id, 'call_id'), signal: extra.signal }));
+      if (SANDBOX_TOOL_NAMES.has(name)) return callResult(await sessions.call(name, args, { sessionId, callId: str(call_id, 'call_id'), signal: extra.signal, cancel: cancelledByClient(server, extra.signal) }));
       if (name === 'status') return await status(berth, sessions, sessionId);
       if (name === 'reconcile') return await reconcile(berth, sessions, sessionId, args.decision);
       if (name === 'fork') return await fork(berth, sessions, sessionId, args.after_call);
@@ -89,13 +92,22 @@ async function status(berth: Berth, sessions: McpSessions, given: string | undef
   await sessions.ended(sessionId);
   const runs = await berth.list({ sessionId });
   const results = new Map((await berth.store.listEntries(sessionId)).filter((e) => e.kind === ENTRY.toolResult).map((e) => [e.runId, e.body as unknown as ToolResultEntry]));
-  const calls = runs.map((r) => {
+  const calls = [];
+  for (const r of runs) {
     const res = results.get(r.id);
-    return { run: r.id, run_state: r.state, call_id: res?.toolCallId ?? null, tool: res?.name ?? null, status: res ? (res.status === 'interrupted' ? 'uncertain' : res.status) : 'pending' };
-  });
+    if (res) calls.push({ run: r.id, run_state: r.state, call_id: res.toolCallId, tool: res.name, status: res.status === 'interrupted' ? 'uncertain' : res.status });
+    else calls.push({ run: r.id, run_state: r.state, ...(await unanswered(berth, r)) });
+  }
   const awaiting = runs.find((r) => r.state === 'needs_reconciliation');
   const summary = { session: sessionId, calls, awaiting_reconcile: awaiting?.id ?? null };
   return { content: [{ type: 'text', text: JSON.stringify(summary, null, 2) }], structuredContent: summary };
+}
+
+/** A call without a result: running (`pending`), or cut short by a cancel (cut-short.ts). */
+async function unanswered(berth: Berth, run: Run): Promise<{ call_id: string | null; tool: string | null; status: string }> {
+  const call = await dictatedCallOf(berth.store, run);
+  const short = isFinalRunState(run.state) || run.state === 'needs_reconciliation' ? await cutShort(berth.store, run) : null;
+  return { call_id: call?.callId ?? null, tool: call?.tool ?? null, status: short?.status ?? (isFinalRunState(run.state) ? run.state : 'pending') };
 }
 
 async function reconcile(berth: Berth, sessions: McpSessions, given: string | undefined, decision: unknown): Promise<CallToolResult> {
