@@ -172,19 +172,20 @@ describe('berth mcp: a Berth session as the sandbox of an MCP client', { timeout
     expect((late as McpError).message).toContain('no snapshot call');
   });
 
-  it("reads the session's workspace tree as a resource: the files as they are now, through a recorded list_files call", async () => {
+  it("reads the session's workspace tree as a resource: the files as they are now (a name with a newline as one entry), through a recorded list_files call", async () => {
     const w = (world = await mcpWorld());
     const c = await w.connect(w.envArgs());
     const wrote = await call(c, 'write_file', { path: 'src/main.txt', content: 'twelve bytes' });
+    await call(c, 'write_file', { path: 'two\nlines.txt', content: 'ab' });
     const uri = `berth://session/${wrote.s.session}/workspace`;
     const templates = (await c.client.listResourceTemplates()).resourceTemplates.map((t) => t.uriTemplate);
     expect(templates).toEqual(['berth://session/{session}/record', 'berth://session/{session}/workspace']);
     const read = await c.client.readResource({ uri });
     expect(read.contents[0]).toMatchObject({ uri, mimeType: 'text/plain' });
-    expect((read.contents[0] as { text: string }).text.split('\n')).toEqual(['hello.txt  20', 'src/', 'src/main.txt  12']);
+    expect((read.contents[0] as { text: string }).text.split('\n')).toEqual(['hello.txt  20', 'src/', 'src/main.txt  12', '"two\\nlines.txt"  2']);
     // The read went through the session's sandbox as a call, so the record shows it.
     const runs = await readStore(w.store, (s) => s.listRuns());
-    expect(runs).toHaveLength(2);
+    expect(runs).toHaveLength(3);
     const bad = await c.client.readResource({ uri: 'berth://session/ses_nope/workspace' }).catch((e: unknown) => e);
     expect((bad as McpError).data).toMatchObject({ code: 'session_not_found' });
   });
