@@ -323,6 +323,9 @@ describe('berth mcp: a Berth session as the sandbox of an MCP client', { timeout
     }
     const failed = await call(c, 'exec', { command: 'exit 3' });
     expect([failed.s.status, failed.isError]).toEqual(['ok', true]);
+    // A NUL byte no process argument can hold: refused before it runs, not `exec /bin/sh: invalid argument` as a command that failed.
+    const nul = await call(c, 'exec', { command: 'echo a\u0000b' });
+    expect([nul.s.status, nul.isError, nul.text]).toEqual(['invalid', true, 'error: invalid arguments for exec: command: a shell command cannot hold a NUL byte.']);
   });
 
   it('tells a client whose server finds its session held by another live server who holds it and to wait (a typed, retryable error, nothing run), and tells berth chat that a berth mcp session takes calls from an MCP client, not messages', async () => {
