@@ -26,7 +26,7 @@ const edited = (p: EditPlan): ToolOutput => ({
   isError: false,
   detail: { path: p.path, sha256: p.after },
 });
-const fail = (content: string): ToolOutput => ({ content: `error: ${content}`, isError: true });
+const fail = (content: string): ToolOutput => ({ content: `error: ${content}`, isError: true, refused: true });
 
 /**
  * `edit`: replaces text in a file as a compare-and-swap. The plan (made when the call is

@@ -3,7 +3,12 @@ import type { ExecResult } from '../host/sandbox';
 import type { ToolDefinition } from './tool';
 
 const Input = z.strictObject({
-  command: z.string().min(1).describe('A shell command, run with sh -c in the workspace directory'),
+  command: z
+    .string()
+    .min(1)
+    // No process argument can hold one: the engine answered `exec /bin/sh: invalid argument` as if the command had run and failed.
+    .refine((c) => !c.includes('\0'), 'a shell command cannot hold a NUL byte')
+    .describe('A shell command, run with sh -c in the workspace directory'),
   timeout_s: z.number().int().positive().optional().describe('Seconds before the command is killed (capped by the environment)'),
   safe: z
     .boolean()

@@ -10,6 +10,19 @@ const Input = z.strictObject({
 export type ListFilesInput = z.infer<typeof Input>;
 
 const MAX_ENTRIES = 2000;
+/** Lines of stat output read: entries beyond them are not listed (a name with newlines takes several). */
+const READ_LINES = 20 * MAX_ENTRIES;
+
+/** `stat -c '%F|%s|%n'` lines as entries: a line that does not start one (`TYPE|SIZE|./`) continues the name before it. */
+export function statEntries(out: string): Array<{ type: string; size: string; name: string }> {
+  const entries: Array<{ type: string; size: string; name: string }> = [];
+  for (const line of out.replace(/\n$/, '').split('\n')) {
+    const m = /^([a-z ]+)\|(\d+)\|\.\/(.*)$/.exec(line);
+    if (m) entries.push({ type: m[1]!, size: m[2]!, name: m[3]! });
+    else if (entries.length > 0) entries[entries.length - 1]!.name += `\n${line}`;
+  }
+  return entries;
+}
 
 /** `list_files`: names (directories end in `/`) and sizes, sorted. Reads only, so replay `safe`. */
 export const listFiles: ToolDefinition<ListFilesInput> = {
@@ -27,18 +40,18 @@ export const listFiles: ToolDefinition<ListFilesInput> = {
         return { content: lines.length ? lines.join('\n') : '(empty directory)', isError: false };
       }
       // One exec for the whole tree (busybox find has no -printf, so stat prints type and size).
-      const r = await ctx.sandbox.exec(['sh', '-c', `cd ${shellQuote(args.path)} && find . -mindepth 1 -exec stat -c '%F|%s|%n' {} + | sort -t '|' -k 3 | head -n ${MAX_ENTRIES + 1}`], {
+      // Sorted here, not by sort(1): a name may hold a newline, which splits its entry over two lines.
+      const r = await ctx.sandbox.exec(['sh', '-c', `cd ${shellQuote(args.path)} && find . -mindepth 1 -exec stat -c '%F|%s|%n' {} + | head -n ${READ_LINES}`], {
         signal: ctx.signal,
         timeoutMs: ctx.commandTimeoutMs,
       });
-      if (r.exitCode !== 0 && !r.stdout) return { content: `error: cannot list ${args.path}: ${r.stderr.trim() || `exit ${r.exitCode}`}`, isError: true };
-      const lines = r.stdout
-        .split('\n')
-        .filter(Boolean)
-        .map((l) => {
-          const [type, size, ...name] = l.split('|');
-          const rel = name.join('|').replace(/^\.\//, '');
-          return type === 'directory' ? `${rel}/` : `${rel}  ${size}`;
+      if (r.exitCode !== 0 && !r.stdout) return { content: `error: cannot list ${args.path}: ${r.stderr.trim() || `exit ${r.exitCode}`}`, isError: true, refused: true };
+      const lines = statEntries(r.stdout)
+        .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+        .map((e) => {
+          // A name with a newline or another control character is shown quoted, so it reads as one entry.
+          const shown = /[\u0000-\u001f\u007f]/.test(e.name) ? JSON.stringify(e.name) : e.name;
+          return e.type === 'directory' ? `${shown}/` : `${shown}  ${e.size}`;
         });
       const more = lines.length > MAX_ENTRIES ? `\n[... more entries not shown ...]` : '';
       return { content: (lines.slice(0, MAX_ENTRIES).join('\n') || '(empty directory)') + more, isError: false };

@@ -30,7 +30,7 @@ export const readFile: ToolDefinition<ReadFileInput> = {
     answerOrUserError(async () => {
       const bytes = await ctx.sandbox.readFile(args.path, { maxBytes: MAX_BYTES });
       // Decoded, a binary file is megabytes of replacement characters in the model's context and the record.
-      if (looksBinary(bytes)) return { content: `error: ${args.path} is a binary file (${bytes.length} bytes); read_file shows text. Look into it with exec (od -c, head -c, file).`, isError: true };
+      if (looksBinary(bytes)) return { content: `error: ${args.path} is a binary file (${bytes.length} bytes); read_file shows text. Look into it with exec (od -c, head -c, file).`, isError: true, refused: true };
       const text = bytes.toString('utf8');
       if (args.offset === undefined && args.limit === undefined) return { content: text, isError: false };
       const lines = text.split('\n');

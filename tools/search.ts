@@ -28,7 +28,7 @@ export const search: ToolDefinition<SearchInput> = {
     if (lines.length === 0) {
       // grep exits 1 for "no match" and 2 for an error; only the error is the call's fault.
       const err = r.stderr.trim();
-      return err ? { content: `error: ${err}`, isError: true } : { content: 'no matches', isError: false };
+      return err ? { content: `error: ${err}`, isError: true, refused: true } : { content: 'no matches', isError: false };
     }
     const more = lines.length > MAX_LINES ? '\n[... more matches not shown ...]' : '';
     return { content: lines.slice(0, MAX_LINES).join('\n') + more, isError: false, detail: { matches: Math.min(lines.length, MAX_LINES) } };

@@ -28,6 +28,12 @@ export interface ToolOutput {
   content: string;
   isError: boolean;
   detail?: Json;
+  /**
+   * The call was refused and did nothing (a path leaving the workspace, a missing file, a binary
+   * file to read): its result's status is `error`, not `ok`. Without it an `isError` answer is a
+   * call that ran and failed (a command exiting non-zero): status `ok`.
+   */
+  refused?: true;
 }
 
 /** A plan is the fixed expectation of a call, or the reason the call cannot be made at all. */

@@ -11,6 +11,7 @@ import { ENTRY, type UserEntry } from './entries';
 import { AGENT_KIND } from './root-task';
 import { checkAgentSecrets } from './run-secrets';
 import { sessionNotFound } from '../store/missing-run';
+import { wrongSessionKind } from './model/caller-driven';
 
 /** `hostId`: this machine's host id, so that an owner process of this machine that is gone counts as gone at once. */
 type Deps = { store: Store; kernel: Kernel; registry: HandlerRegistry; toolNames: readonly string[]; hostId?: string };
@@ -117,6 +118,10 @@ export async function continueSession(deps: Deps, c: ContinueSession): Promise<S
   const forkedFrom = newest ? undefined : ((await deps.store.getSession(c.sessionId))?.meta as { forkedFrom?: { runId: string } } | null)?.forkedFrom;
   const last = newest ?? (forkedFrom ? await deps.store.getRun(forkedFrom.runId) : undefined);
   if (!last) throw await sessionNotFound(deps.store, c.sessionId);
+  const root = (await deps.store.getTask(last.rootTaskId!))!;
+  const prev = lastInput(root);
+  const wrongKind = wrongSessionKind(c.sessionId, prev.settings.model, c.message);
+  if (wrongKind) throw wrongKind;
   const [busy] = await deps.store.listRuns({ sessionId: c.sessionId, kind: 'agent', states: OPEN_RUN_STATES });
   if (busy) {
     // A run nobody drives any more (its host died or stopped) will never finish by waiting: say how to continue it.
@@ -128,8 +133,6 @@ export async function continueSession(deps: Deps, c: ContinueSession): Promise<S
     const what = busy.state === 'needs_reconciliation' ? `decide it first (berth show ${busy.id}; berth reconcile ${busy.id} --fail)` : 'let it finish, approve or deny its calls, or cancel it';
     throw new BerthError('session_busy', `run ${busy.id} of session ${c.sessionId} is ${busy.state}; ${what}`, { ids: { sessionId: c.sessionId, runId: busy.id } });
   }
-  const root = (await deps.store.getTask(last.rootTaskId!))!;
-  const prev = lastInput(root);
   const settings = AgentSettingsSchema.parse({ ...prev.settings, ...c.settings, model: { ...prev.settings.model, ...c.settings?.model } });
   checkTools(deps.toolNames, settings);
   await checkAgentSecrets(prev.environment, deps.toolNames, `the environment of session ${c.sessionId}`);

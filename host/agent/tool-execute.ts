@@ -104,7 +104,8 @@ export async function executePhase(deps: AgentDeps, ctx: ToolContext): Promise<T
         out = { content: interruptedText(r.effect.replay, why), isError: true };
       } else {
         out = r.receipt as unknown as ToolOutput;
-        status = 'ok';
+        // A refused call (a path leaving the workspace) answered, but did nothing: not `ok`.
+        status = out.refused ? 'error' : 'ok';
       }
     } catch (err) {
       if (ctx.signal.aborted) throw err;

@@ -2,6 +2,7 @@ import { timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { JSONRPCMessageSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { Berth } from '../api/berth';
 import { BerthError } from '../errors';
 import { answerClientErrors } from '../support/client-errors';
@@ -9,7 +10,7 @@ import { allowedHosts, HOST_REFUSED_STATUS, hostAllowed, hostRefusal } from '../
 import { createMcpServer } from './mcp-server';
 import type { McpSessions } from './mcp-session';
 import { readBounded } from './http-body';
-import { STDIO_MAX_MESSAGE_BYTES } from './stdio-transport';
+import { notJsonRpc, STDIO_MAX_MESSAGE_BYTES } from './stdio-transport';
 
 export interface McpHttpOptions {
   host: string;
@@ -43,12 +44,26 @@ async function messageOf(req: IncomingMessage, res: ServerResponse): Promise<{ m
     refuse(res, 413, 'request_too_large', `the message is ${size}; berth mcp reads messages up to ${STDIO_MAX_MESSAGE_BYTES} bytes (on stdio as over HTTP)`, { connection: 'close' }, -32600);
     return null;
   }
+  let message: unknown;
   try {
-    return { message: JSON.parse(body.text) };
+    message = JSON.parse(body.text);
   } catch (err) {
     refuse(res, 400, 'parse_error', `the request body is not JSON (${(err as Error).message})`, {}, -32700);
     return null;
   }
+  // As on stdio: JSON that is no JSON-RPC message is an invalid request; the SDK called it a parse error.
+  const items = Array.isArray(message) ? message : [message];
+  if (items.length === 0) {
+    refuse(res, 400, 'invalid_request', 'the request body is an empty batch; send a JSON-RPC 2.0 message', {}, -32600);
+    return null;
+  }
+  for (const [i, item] of items.entries()) {
+    const parsed = JSONRPCMessageSchema.safeParse(item);
+    if (parsed.success) continue;
+    refuse(res, 400, 'invalid_request', `${Array.isArray(message) ? `message ${i} of the batch` : 'the request body'} ${notJsonRpc(item, parsed.error.issues[0], '')}`, {}, -32600);
+    return null;
+  }
+  return { message };
 }
 
 /**

@@ -2,6 +2,7 @@ import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { ErrorCode, ListResourcesRequestSchema, ListResourceTemplatesRequestSchema, McpError, ReadResourceRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { Berth } from '../api/berth';
 import type { McpSessions } from './mcp-session';
+import { setCheckedHandler } from './checked-handler';
 import { WireError } from './wire-error';
 
 const RESOURCE_URI = /^berth:\/\/session\/([A-Za-z0-9_]+)\/(record|workspace)$/;
@@ -26,7 +27,7 @@ const TEMPLATES = [
  * this server works in; any session of the store can be read by its URI (the templates).
  */
 export function addRecordResources(server: Server, berth: Berth, sessions: McpSessions, toMcpError: (err: unknown) => McpError): void {
-  server.setRequestHandler(ListResourcesRequestSchema, async () => {
+  setCheckedHandler(server, 'resources/list', ListResourcesRequestSchema, async () => {
     const id = sessions.sessionId;
     if (!id) return { resources: [] };
     return {
@@ -36,8 +37,8 @@ export function addRecordResources(server: Server, berth: Berth, sessions: McpSe
       ],
     };
   });
-  server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => ({ resourceTemplates: TEMPLATES }));
-  server.setRequestHandler(ReadResourceRequestSchema, async (req, extra) => {
+  setCheckedHandler(server, 'resources/templates/list', ListResourceTemplatesRequestSchema, async () => ({ resourceTemplates: TEMPLATES }));
+  setCheckedHandler(server, 'resources/read', ReadResourceRequestSchema, async (req, extra) => {
     const m = RESOURCE_URI.exec(req.params.uri);
     if (!m) throw new WireError(ErrorCode.InvalidParams, `no resource ${req.params.uri}; resources are berth://session/{session}/record and /workspace`, { code: 'resource_unknown' });
     try {

@@ -4,20 +4,38 @@ import { ENTRY, type ToolResultEntry } from '../agent';
 import type { Berth } from '../api/berth';
 import { forkAgentSession } from '../api/forks';
 import { BerthError, isBerthError } from '../errors';
+import { isFinalRunState, type Run } from '../model';
 import { KERNEL } from '../version';
+import { cutShort, dictatedCallOf } from './cut-short';
 import { addRecordResources } from './mcp-resources';
+import { setCheckedHandler } from './checked-handler';
+import { cancelledByClient } from './client-cancel';
+import { MAX_ARGUMENT_DEPTH, nestsDeeperThan } from './json-depth';
 import { WireError } from './wire-error';
 import { McpSessions, type CallOutcome } from './mcp-session';
 import { SANDBOX_TOOL_NAMES, SESSION_TOOLS, sandboxTools } from './mcp-tools';
 
 /** Codes that say the request itself was wrong (the client can fix it), as opposed to a host failure. */
-const CLIENT_ERRORS = new Set(['call_id_reused', 'fork_invalid', 'snapshot_pruned', 'session_not_found', 'session_required', 'session_needs_reconciliation', 'session_busy', 'usage', 'run_not_reconcilable']);
+const CLIENT_ERRORS = new Set([
+  'call_id_reused',
+  'fork_invalid',
+  'snapshot_pruned',
+  'session_not_found',
+  'session_required',
+  'session_needs_reconciliation',
+  'session_busy',
+  'session_served_elsewhere',
+  'session_model_driven',
+  'usage',
+  'run_not_reconcilable',
+]);
 
-/** A Berth error as a JSON-RPC error: the stable code, retryable and ids in `data`. */
+/** A Berth error as a JSON-RPC error: the stable code, retryable and ids in `data` (and, for the client's own errors, their details). */
 export function toMcpError(err: unknown): McpError {
   if (err instanceof McpError) return err;
   if (isBerthError(err)) {
-    return new WireError(CLIENT_ERRORS.has(err.code) ? ErrorCode.InvalidParams : ErrorCode.InternalError, `${err.code}: ${err.message}`, { code: err.code, retryable: err.retryable, ids: err.ids ?? {} });
+    const mine = CLIENT_ERRORS.has(err.code);
+    return new WireError(mine ? ErrorCode.InvalidParams : ErrorCode.InternalError, `${err.code}: ${err.message}`, { code: err.code, retryable: err.retryable, ids: err.ids ?? {}, ...(mine && err.details ? { details: err.details } : {}) });
   }
   return new WireError(ErrorCode.InternalError, err instanceof Error ? err.message : String(err), { code: 'internal' });
 }
@@ -39,17 +57,21 @@ const str = (v: unknown, name: string): string | undefined => {
 /** An MCP server over one Berth host: the sandbox tools, `status` and `reconcile`, for any transport. */
 export function createMcpServer(berth: Berth, sessions: McpSessions): Server {
   const server = new Server({ name: 'berth', version: KERNEL.version }, { capabilities: { tools: {}, resources: {} } });
-  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [...sandboxTools(), ...SESSION_TOOLS] }));
-  server.setRequestHandler(CallToolRequestSchema, async (req, extra) => {
+  setCheckedHandler(server, 'tools/list', ListToolsRequestSchema, async () => ({ tools: [...sandboxTools(), ...SESSION_TOOLS] }));
+  setCheckedHandler(server, 'tools/call', CallToolRequestSchema, async (req, extra) => {
     const { name } = req.params;
+    if (nestsDeeperThan(req.params.arguments, MAX_ARGUMENT_DEPTH)) {
+      throw new WireError(ErrorCode.InvalidParams, `invalid tools/call request: params.arguments nest deeper than ${MAX_ARGUMENT_DEPTH} levels of arrays and objects`, { code: 'usage', field: 'params.arguments' });
+    }
     const { session, call_id, ...args } = (req.params.arguments ?? {}) as Record<string, unknown>;
     try {
       const sessionId = str(session, 'session');
-      if (SANDBOX_TOOL_NAMES.has(name)) return callResult(await sessions.call(name, args, { sessionId, callId: str(call_id, 'call_id'), signal: extra.signal }));
+      if (SANDBOX_TOOL_NAMES.has(name)) return callResult(await sessions.call(name, args, { sessionId, callId: str(call_id, 'call_id'), signal: extra.signal, cancel: cancelledByClient(server, extra.signal) }));
       if (name === 'status') return await status(berth, sessions, sessionId);
       if (name === 'reconcile') return await reconcile(berth, sessions, sessionId, args.decision);
       if (name === 'fork') return await fork(berth, sessions, sessionId, args.after_call);
-      throw new WireError(ErrorCode.MethodNotFound, `no tool named ${name}`, { code: 'tool_unknown' });
+      // -32602 as the MCP spec has it: tools/call exists (-32601 told a client the method did not).
+      throw new WireError(ErrorCode.InvalidParams, `no tool named ${JSON.stringify(name).slice(0, 200)}; the tools are ${[...SANDBOX_TOOL_NAMES, ...SESSION_TOOLS.map((t) => t.name)].join(', ')}`, { code: 'tool_unknown' });
     } catch (err) {
       throw toMcpError(err);
     }
@@ -70,13 +92,22 @@ async function status(berth: Berth, sessions: McpSessions, given: string | undef
   await sessions.ended(sessionId);
   const runs = await berth.list({ sessionId });
   const results = new Map((await berth.store.listEntries(sessionId)).filter((e) => e.kind === ENTRY.toolResult).map((e) => [e.runId, e.body as unknown as ToolResultEntry]));
-  const calls = runs.map((r) => {
+  const calls = [];
+  for (const r of runs) {
     const res = results.get(r.id);
-    return { run: r.id, run_state: r.state, call_id: res?.toolCallId ?? null, tool: res?.name ?? null, status: res ? (res.status === 'interrupted' ? 'uncertain' : res.status) : 'pending' };
-  });
+    if (res) calls.push({ run: r.id, run_state: r.state, call_id: res.toolCallId, tool: res.name, status: res.status === 'interrupted' ? 'uncertain' : res.status });
+    else calls.push({ run: r.id, run_state: r.state, ...(await unanswered(berth, r)) });
+  }
   const awaiting = runs.find((r) => r.state === 'needs_reconciliation');
   const summary = { session: sessionId, calls, awaiting_reconcile: awaiting?.id ?? null };
   return { content: [{ type: 'text', text: JSON.stringify(summary, null, 2) }], structuredContent: summary };
+}
+
+/** A call without a result: running (`pending`), or cut short by a cancel (cut-short.ts). */
+async function unanswered(berth: Berth, run: Run): Promise<{ call_id: string | null; tool: string | null; status: string }> {
+  const call = await dictatedCallOf(berth.store, run);
+  const short = isFinalRunState(run.state) || run.state === 'needs_reconciliation' ? await cutShort(berth.store, run) : null;
+  return { call_id: call?.callId ?? null, tool: call?.tool ?? null, status: short?.status ?? (isFinalRunState(run.state) ? run.state : 'pending') };
 }
 
 async function reconcile(berth: Berth, sessions: McpSessions, given: string | undefined, decision: unknown): Promise<CallToolResult> {

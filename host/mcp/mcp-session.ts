@@ -1,5 +1,5 @@
 import { canonicalJson, type Environment } from '../../environment';
-import { CALLER_DRIVEN_URL, continueSession, dictatedMessage, ENTRY, parseDictated, submitAgentRun, type ToolResultEntry, type ToolResultStatus } from '../agent';
+import { CALLER_DRIVEN_URL, continueSession, dictatedMessage, ENTRY, parseDictated, submitAgentRun, type ToolResultEntry } from '../agent';
 import type { Berth } from '../api/berth';
 import { SETTLED, startHost, takeRun, whileHoldingRight } from '../api/drive';
 import { stopRuntime } from '../api/run-end';
@@ -11,20 +11,11 @@ import { newId } from '../support';
 import type { Store } from '../store';
 import { KeyedLock } from '../agent/session-lock';
 import { SANDBOX_TOOL_NAMES } from './mcp-tools';
+import { servedElsewhere } from './served-elsewhere';
+import { cutShort } from './cut-short';
+import type { CallOptions, CallOutcome } from './call-outcome';
 
-/** How an MCP client's call ended, from the committed tool result (never from memory). */
-export interface CallOutcome {
-  sessionId: string;
-  runId: string;
-  callId: string;
-  tool: string;
-  /** `uncertain`: the host stopped while a call that may not be repeated was running; it was not run again. */
-  status: ToolResultStatus | 'uncertain';
-  isError: boolean;
-  content: string;
-  /** The tool's structured detail (e.g. `exec`: exitCode, timedOut), when it gave one. */
-  detail?: unknown;
-}
+export type { CallOptions, CallOutcome } from './call-outcome';
 
 export interface McpSessionOptions {
   berth: Berth;
@@ -69,7 +60,7 @@ export class McpSessions {
     return this.current;
   }
 
-  async call(tool: string, args: Record<string, unknown>, o: { sessionId?: string; callId?: string; signal?: AbortSignal } = {}): Promise<CallOutcome> {
+  async call(tool: string, args: Record<string, unknown>, o: CallOptions = {}): Promise<CallOutcome> {
     const callId = o.callId ?? newId('call');
     const requestId = `mcp:${callId}`;
     const store = this.o.berth.store;
@@ -80,13 +71,13 @@ export class McpSessions {
       return this.lock.run(run.sessionId, () => this.settle(run, callId, tool, o.signal));
     }
     const sessionId = o.sessionId ?? this.current;
-    if (!sessionId) return this.lock.run('new', () => this.start(tool, args, callId, requestId, o.signal));
+    if (!sessionId) return this.lock.run('new', () => this.start(tool, args, callId, requestId, o));
     await this.requireSession(sessionId);
     return this.lock.run(sessionId, async () => {
       await this.ending.get(sessionId);
       await this.settleOpenRuns(sessionId, o.signal);
       const message = dictatedMessage({ id: callId, tool, arguments: args });
-      const run = await this.submitAndDrive((rt) => continueSession({ ...rt, toolNames: [...rt.agent.tools.keys()], hostId: this.o.berth.hostId }, { sessionId, message, requestId, start: true }), o.signal, undefined, callId);
+      const run = await this.submitAndDrive((rt) => continueSession({ ...rt, toolNames: [...rt.agent.tools.keys()], hostId: this.o.berth.hostId }, { sessionId, message, requestId, start: true }), o, undefined, callId);
       return this.settle(run, callId, tool, o.signal);
     });
   }
@@ -104,18 +95,18 @@ export class McpSessions {
     }
   }
 
-  private async start(tool: string, args: Record<string, unknown>, callId: string, requestId: string, signal?: AbortSignal): Promise<CallOutcome> {
-    if (this.current) return this.call(tool, args, { sessionId: this.current, callId, signal });
+  private async start(tool: string, args: Record<string, unknown>, callId: string, requestId: string, o: CallOptions): Promise<CallOutcome> {
+    if (this.current) return this.call(tool, args, { ...o, sessionId: this.current, callId });
     if (!this.o.environment) throw new BerthError('session_required', 'this server has no environment to create a session from (berth mcp --env FILE): pass the id of an existing session as `session`');
     const message = dictatedMessage({ id: callId, tool, arguments: args });
     const environment = this.o.environment;
     const run = await this.submitAndDrive(
       (rt) => submitAgentRun({ ...rt, toolNames: [...rt.agent.tools.keys()] }, { message, settings: { ...SETTINGS, requireApproval: this.o.requireApproval ?? [] }, environment, workspaceDir: this.o.workspaceDir ?? null, requestId, start: true }),
-      signal,
+      o,
       (r) => (this.current = r.sessionId),
       callId,
     );
-    return this.settle(run, callId, tool, signal);
+    return this.settle(run, callId, tool, o.signal);
   }
 
   /**
@@ -152,7 +143,7 @@ export class McpSessions {
         this.rt = undefined;
         await stopRuntime(this.o.berth, rt).catch(() => {});
       }
-      throw err;
+      throw isBerthError(err, 'run_owned') ? await servedElsewhere(this.o.berth.store, err) : err;
     }
   }
 
@@ -160,10 +151,13 @@ export class McpSessions {
    * Submits with the server's runtime and waits for the run to settle, or (a new run) for the
    * call's result to commit; a repeated request id takes the run over from a dead owner.
    */
-  private submitAndDrive(submit: (rt: HostRuntime) => Promise<Submitted>, signal?: AbortSignal, onRun?: (run: Run) => void, callId?: string): Promise<Run> {
+  private submitAndDrive(submit: (rt: HostRuntime) => Promise<Submitted>, o: CallOptions, onRun?: (run: Run) => void, callId?: string): Promise<Run> {
+    const signal = o.signal;
     return this.owning(async (rt) => {
+      if (o.cancel?.aborted) throw new BerthError('call_cancelled', 'the client cancelled this call before it was submitted; nothing ran');
       const s = await submit(rt);
       onRun?.(s.run);
+      if (s.created) this.cancelOnRequest(s.run, o.cancel);
       // The same call sent again before its first answer (a client retrying) finds the run this
       // runtime already drives: claiming it again was refused by our own live claim (run_owned),
       // and that refusal stopped the runtime under the first call.
@@ -206,6 +200,19 @@ export class McpSessions {
     return Promise.race([settled, early, stopped]).finally(off);
   }
 
+  /**
+   * A client's cancel of the call it submitted cancels the call's run, as `berth cancel RUN` does:
+   * the command is stopped, and a call stopped mid-way leaves its effect uncertain (the session then
+   * awaits a reconcile decision), as any interrupted call does. Before, the call ran on to its end
+   * and the client's next call waited for it without a word.
+   */
+  private cancelOnRequest(run: Run, cancel: AbortSignal | undefined): void {
+    if (!cancel) return;
+    const stop = () => void this.o.berth.cancel(run.id).catch(() => {});
+    if (cancel.aborted) stop();
+    else cancel.addEventListener('abort', stop, { once: true });
+  }
+
   private drive(run: Run, signal?: AbortSignal): Promise<Run> {
     return this.owning(async (rt) => {
       // A call whose client went away keeps running on this server's runtime: its repeat waits for
@@ -239,6 +246,8 @@ export class McpSessions {
     const result = early ? { body: early } : await resultEntryOf(this.o.berth.store, settled, callId);
     const base = { sessionId: settled.sessionId, runId: settled.id, callId, tool };
     if (!result) {
+      const short = await cutShort(this.o.berth.store, settled);
+      if (short) return { ...base, ...short };
       const why = `${settled.state}: ${(await this.o.berth.store.listRunTransitions(settled.id)).at(-1)?.reason ?? ''}`;
       throw new BerthError('call_failed', `call ${callId} ended without a result (run ${settled.id} ${why})`, { ids: { sessionId: settled.sessionId, runId: settled.id } });
     }

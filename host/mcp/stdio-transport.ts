@@ -113,13 +113,17 @@ export class LineStdioTransport implements Transport {
     // not a parse error; its zod issues went out as a multi-line dump of the whole union.
     const parsed = JSONRPCMessageSchema.safeParse(json);
     if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      const where = issue?.path.length ? ` at ${issue.path.join('.')}` : '';
-      this.refuse(-32600, 'invalid_request', `a line of stdin is JSON but not a JSON-RPC 2.0 message${where} (${Array.isArray(json) ? 'a batch: send one message a line' : (issue?.message ?? 'invalid')}); a request needs "jsonrpc":"2.0", a string or number "id" and a "method"`);
+      this.refuse(-32600, 'invalid_request', `a line of stdin ${notJsonRpc(json, parsed.error.issues[0], 'a batch: send one message a line')}`);
       return;
     }
     this.onmessage?.(parsed.data);
   }
+}
+
+/** Why a JSON value is no JSON-RPC message, in one line (shared with `berth mcp --http`). */
+export function notJsonRpc(json: unknown, issue: { path: PropertyKey[]; message: string } | undefined, batch: string): string {
+  const where = issue?.path.length ? ` at ${issue.path.map(String).join('.')}` : '';
+  return `is JSON but not a JSON-RPC 2.0 message${where} (${Array.isArray(json) ? batch : (issue?.message ?? 'invalid')}); a request needs "jsonrpc":"2.0", a string or number "id" and a "method"`;
 }
 
 /** The request id a JSON object ends with (`..., "id": 7}`), or null. */

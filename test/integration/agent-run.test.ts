@@ -82,7 +82,8 @@ describe('agent run', { timeout: 180_000 }, () => {
     expect(byId.get('call_0_0')).toMatchObject({ status: 'invalid', content: expect.stringContaining('no tool named "deploy"') });
     expect(byId.get('call_0_1')).toMatchObject({ status: 'invalid', content: expect.stringContaining('not valid JSON') });
     expect(byId.get('call_0_2')).toMatchObject({ status: 'invalid', content: expect.stringMatching(/invalid arguments for read_file: path/) });
-    expect(byId.get('call_0_3')).toMatchObject({ status: 'ok', isError: true, content: expect.stringContaining('does not exist') });
+    // Refused (no such file): it did nothing, so it is not `ok`.
+    expect(byId.get('call_0_3')).toMatchObject({ status: 'error', isError: true, content: expect.stringContaining('does not exist') });
     const tools = w.model.requests.at(-1)!.body.messages.filter((m) => m.role === 'tool');
     expect(tools).toHaveLength(4);
     expect(tools[1]!.content).toContain('[invalid]');

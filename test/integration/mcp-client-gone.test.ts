@@ -49,4 +49,45 @@ describe('berth mcp on stdio when its client is SIGKILLed', { timeout: 300_000 }
     expect(text(read)).toBe('before the kill\n');
     expect(w.service.counts().long).toBe(1);
   });
+
 });
+
+describe('berth mcp when its client cancels a call (notifications/cancelled)', { timeout: 300_000 }, () => {
+  it('stops the cancelled long exec at once and reports it uncertain (status, a repeat of its call_id) for a reconcile decision instead of running it on; the session goes on after the decision', async () => {
+    const w = await newWorld();
+    const c = await w.connect(w.envArgs());
+    const first = (await c.client.callTool({ name: 'write_file', arguments: { path: 'a.txt', content: 'a\n' } })) as CallToolResult;
+    const session = (first.structuredContent as { session: string }).session;
+    const stop = new AbortController();
+    const args = { command: `timeout 20 busybox wget -q -O - http://localhost:${w.port}/cancel; sleep 300; echo late > late.txt`, call_id: 'cancel-1' };
+    const asked = c.client.callTool({ name: 'exec', arguments: args }, undefined, { signal: stop.signal, timeout: 400_000 }).then(
+      () => 'answered',
+      () => 'cancelled',
+    );
+    await until('the long exec to start', () => (w.service.counts().cancel ?? 0) >= 1, 120_000);
+    stop.abort('the user gave up');
+    expect(await asked).toBe('cancelled');
+    // Not the 300 s the command would take: the run is cancelled, and the command with it.
+    type Status = { awaiting_reconcile: string | null; calls: Array<{ call_id: string | null; tool: string | null; run: string; run_state: string; status: string }> };
+    let status: Status | undefined;
+    const end = Date.now() + 90_000;
+    while (!status?.awaiting_reconcile) {
+      if (Date.now() > end) throw new Error(`the cancelled call was not stopped within 90 s: ${JSON.stringify(status)}`);
+      await sleep(500);
+      status = ((await c.client.callTool({ name: 'status', arguments: {} })) as CallToolResult).structuredContent as Status;
+    }
+    const cancelled = status.calls.find((x) => x.run === status!.awaiting_reconcile);
+    expect(cancelled).toMatchObject({ call_id: 'cancel-1', tool: 'exec', run_state: 'needs_reconciliation', status: 'uncertain' });
+    const repeated = (await c.client.callTool({ name: 'exec', arguments: args })) as CallToolResult;
+    expect(repeated.structuredContent).toMatchObject({ session, call_id: 'cancel-1', status: 'uncertain' });
+    expect(text(repeated)).toContain('cancelled while it ran, so it may or may not have taken effect');
+    const refused = await c.client.callTool({ name: 'exec', arguments: { command: 'true' } }).catch((e: unknown) => e);
+    expect((refused as McpError).data).toMatchObject({ code: 'session_needs_reconciliation' });
+    await c.client.callTool({ name: 'reconcile', arguments: { decision: 'fail' } });
+    const after = (await c.client.callTool({ name: 'exec', arguments: { command: 'ls; cat a.txt' } })) as CallToolResult;
+    expect(after.structuredContent).toMatchObject({ session, status: 'ok' });
+    expect(text(after)).not.toContain('late.txt');
+    expect(w.service.counts().cancel).toBe(1);
+  });
+});
+

@@ -38,4 +38,20 @@ describe('berth mcp --http: requests its parser refuses', { timeout: 300_000 }, 
     const client = await w.connectHttp(server.url, server.token());
     expect((await client.listTools()).tools.length).toBeGreaterThan(0);
   });
+
+  it('answers a body that is JSON but no JSON-RPC message (an object as id, an empty batch) with 400 and -32600 invalid_request in one line, as stdio does, not a parse error', async () => {
+    const w = (world = await mcpWorld());
+    const server = await w.startHttp(w.envArgs());
+    const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${server.token()}` };
+    for (const body of [{ jsonrpc: '2.0', id: { a: 1 }, method: 'tools/list' }, []]) {
+      const res = await fetch(server.url, { method: 'POST', headers, body: JSON.stringify(body) });
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      const json = (await res.json()) as { error: { code: number; message: string; data: { code: string } } };
+      expect(json.error, JSON.stringify(body)).toMatchObject({ code: -32600, data: { code: 'invalid_request' } });
+      expect(json.error.message).toMatch(/^invalid_request: the request body /);
+      expect(json.error.message).not.toContain('\n');
+    }
+    const client = await w.connectHttp(server.url, server.token());
+    expect((await client.listTools()).tools.length).toBeGreaterThan(0);
+  });
 });

@@ -1,6 +1,6 @@
-import { McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { CallToolResultSchema, McpError, ReadResourceResultSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mcpWorld, type McpConnection } from '../support/mcp-world';
 import { bundledCli } from '../support/plan-fixture';
@@ -172,19 +172,20 @@ describe('berth mcp: a Berth session as the sandbox of an MCP client', { timeout
     expect((late as McpError).message).toContain('no snapshot call');
   });
 
-  it("reads the session's workspace tree as a resource: the files as they are now, through a recorded list_files call", async () => {
+  it("reads the session's workspace tree as a resource: the files as they are now (a name with a newline as one entry), through a recorded list_files call", async () => {
     const w = (world = await mcpWorld());
     const c = await w.connect(w.envArgs());
     const wrote = await call(c, 'write_file', { path: 'src/main.txt', content: 'twelve bytes' });
+    await call(c, 'write_file', { path: 'two\nlines.txt', content: 'ab' });
     const uri = `berth://session/${wrote.s.session}/workspace`;
     const templates = (await c.client.listResourceTemplates()).resourceTemplates.map((t) => t.uriTemplate);
     expect(templates).toEqual(['berth://session/{session}/record', 'berth://session/{session}/workspace']);
     const read = await c.client.readResource({ uri });
     expect(read.contents[0]).toMatchObject({ uri, mimeType: 'text/plain' });
-    expect((read.contents[0] as { text: string }).text.split('\n')).toEqual(['hello.txt  20', 'src/', 'src/main.txt  12']);
+    expect((read.contents[0] as { text: string }).text.split('\n')).toEqual(['hello.txt  20', 'src/', 'src/main.txt  12', '"two\\nlines.txt"  2']);
     // The read went through the session's sandbox as a call, so the record shows it.
     const runs = await readStore(w.store, (s) => s.listRuns());
-    expect(runs).toHaveLength(2);
+    expect(runs).toHaveLength(3);
     const bad = await c.client.readResource({ uri: 'berth://session/ses_nope/workspace' }).catch((e: unknown) => e);
     expect((bad as McpError).data).toMatchObject({ code: 'session_not_found' });
   });
@@ -275,6 +276,81 @@ describe('berth mcp: a Berth session as the sandbox of an MCP client', { timeout
     expect(again.s).toMatchObject({ run: first.s.run, tool: 'exec', status: 'ok' });
     expect(again.text).toBe(first.text);
     expect(w.service.counts().dup).toBe(1);
+    expect(await readStore(w.store, async (s) => (await s.listRuns()).length)).toBe(1);
+  });
+  it('answers a tools/call whose arguments are no object (an array, a string, null) or whose name is no string, and a resources/read whose uri is no string, with -32602 naming the field; an unknown tool with -32602 naming the tools; nothing runs', async () => {
+    const w = (world = await mcpWorld());
+    const c = await w.connect(w.envArgs());
+    const refused = async (method: string, params: Record<string, unknown>) => {
+      const schema = method === 'tools/call' ? CallToolResultSchema : ReadResourceResultSchema;
+      const err = await c.client.request({ method, params } as never, schema).catch((e: unknown) => e);
+      expect(err, JSON.stringify(params)).toBeInstanceOf(McpError);
+      return err as McpError;
+    };
+    for (const [args, kind] of [[[1, 2], 'an array'], ['ls', 'a string'], [null, 'null']] as const) {
+      const err = await refused('tools/call', { name: 'exec', arguments: args });
+      expect(err.code).toBe(-32602);
+      expect(err.message).toBe(`MCP error -32602: invalid tools/call request: params.arguments must be a JSON object, not ${kind}`);
+      expect(err.data).toEqual({ code: 'usage', field: 'params.arguments' });
+    }
+    const name = await refused('tools/call', { name: 42, arguments: {} });
+    expect([name.code, name.message]).toEqual([-32602, 'MCP error -32602: invalid tools/call request: params.name must be a string, not a number']);
+    const uri = await refused('resources/read', { uri: 42 });
+    expect([uri.code, uri.message]).toEqual([-32602, 'MCP error -32602: invalid resources/read request: params.uri must be a string, not a number']);
+    const unknown = await refused('tools/call', { name: 'deploy', arguments: {} });
+    expect(unknown.code).toBe(-32602);
+    expect(unknown.data).toMatchObject({ code: 'tool_unknown' });
+    expect(unknown.message).toContain('no tool named "deploy"; the tools are exec, read_file');
+    expect(await readStore(w.store, (s) => s.listRuns())).toEqual([]);
+  });
+
+  it('reports a read_file refused for leaving the workspace (.., an absolute path, a symlink out) or for a name too long as status error with isError, in its answer and in the record; an exec that exits non-zero ran: status ok with isError', async () => {
+    const w = (world = await mcpWorld());
+    const c = await w.connect(w.envArgs());
+    expect((await call(c, 'exec', { command: 'ln -s /etc esc' })).s.status).toBe('ok');
+    const refusals: Array<[string, RegExp]> = [
+      ['../etc/passwd', /leaves the workspace/],
+      ['/etc/passwd', /leaves the workspace/],
+      ['esc/passwd', /is a symlink to \/etc, outside the workspace/],
+      ['x'.repeat(300), /has a name of 300 bytes; a file name is at most 255 bytes/],
+    ];
+    for (const [path, why] of refusals) {
+      const r = await call(c, 'read_file', { path });
+      expect([r.s.status, r.isError], path).toEqual(['error', true]);
+      expect(r.text, path).toMatch(why);
+      const entries = await readStore(w.store, (s) => s.listEntries(r.s.session, { runId: r.s.run }));
+      expect(entries.find((e) => e.kind === 'agent.tool_result')?.body, path).toMatchObject({ status: 'error', isError: true });
+    }
+    const failed = await call(c, 'exec', { command: 'exit 3' });
+    expect([failed.s.status, failed.isError]).toEqual(['ok', true]);
+    // A NUL byte no process argument can hold: refused before it runs, not `exec /bin/sh: invalid argument` as a command that failed.
+    const nul = await call(c, 'exec', { command: 'echo a\u0000b' });
+    expect([nul.s.status, nul.isError, nul.text]).toEqual(['invalid', true, 'error: invalid arguments for exec: command: a shell command cannot hold a NUL byte.']);
+  });
+
+  it('tells a client whose server finds its session held by another live server who holds it and to wait (a typed, retryable error, nothing run), and tells berth chat that a berth mcp session takes calls from an MCP client, not messages', async () => {
+    const w = (world = await mcpWorld());
+    const first = await w.connect(w.envArgs());
+    const wrote = await call(first, 'write_file', { path: 'a.txt', content: 'a\n' });
+    const session = wrote.s.session;
+    const second = await w.connect(['--session', session]);
+    const err = await second.client.callTool({ name: 'exec', arguments: { command: 'true' } }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(McpError);
+    const refused = err as McpError;
+    expect(refused.code).toBe(-32602);
+    expect(refused.data).toMatchObject({ code: 'session_served_elsewhere', retryable: true, ids: { sessionId: session }, details: { owner: { pid: first.pid } } });
+    expect(refused.message).toContain(`session ${session} is served by another live Berth process: host `);
+    expect(refused.message).toContain(`pid ${first.pid}`);
+    expect(refused.message).toContain('Wait until that process ends');
+    expect(refused.message).not.toContain('--take-over');
+    expect((await readStore(w.store, (s) => s.listRuns())).map((r) => r.id)).toEqual([wrote.s.run]);
+    await first.close();
+    await second.close();
+    const chat = spawnSync(process.execPath, [await bundledCli(), 'chat', session, 'hello there', '--store', w.store], { encoding: 'utf8', env: { ...process.env, BERTH_OPERATOR: 'tester' } });
+    expect(chat.status, chat.stderr).toBe(1);
+    expect(chat.stderr).toContain(`session_caller_driven: session ${session} was created by berth mcp`);
+    expect(chat.stderr).toContain(`berth mcp --session ${session}`);
+    expect(chat.stderr).not.toContain('api_key_missing');
     expect(await readStore(w.store, async (s) => (await s.listRuns()).length)).toBe(1);
   });
 });

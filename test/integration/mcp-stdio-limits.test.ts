@@ -97,4 +97,23 @@ describe('berth mcp on stdio', { timeout: 300_000 }, () => {
     expect((err as McpError).message).toMatch(/^MCP error -32602: session_not_found: /);
     expect((err as McpError).data).toMatchObject({ code: 'session_not_found' });
   });
+
+  it('answers a tools/call whose arguments nest 20,000 levels deep with -32602 naming the field, not a stack overflow as a server fault, and reads the next line', async () => {
+    const w = await newWorld();
+    const { child, next } = await rawServer(w);
+    try {
+      child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } })}\n`);
+      expect((await next(1)).id).toBe(1);
+      const deep = `${'['.repeat(20_000)}1${']'.repeat(20_000)}`;
+      child.stdin.write(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"d.txt","content":${deep}}}}\n`);
+      const refused = await next(2);
+      expect(refused.id).toBe(2);
+      expect(refused.error).toMatchObject({ code: -32602, data: { code: 'usage', field: 'params.arguments' } });
+      expect(refused.error!.message).toBe('invalid tools/call request: params.arguments nest deeper than 64 levels of arrays and objects');
+      child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'tools/list' })}\n`);
+      expect((await next(3)).id).toBe(3);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
 });

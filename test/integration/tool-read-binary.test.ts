@@ -20,8 +20,8 @@ describe('read_file', { timeout: 180_000 }, () => {
     const results = (await w.rt.store.listEntries(run.sessionId)).filter((e) => e.kind === ENTRY.toolResult).map((e) => e.body as unknown as ToolResultEntry);
     const [, whole, range, latin1] = results;
     for (const r of [whole!, range!]) {
-      // The call ran (its answer confirms it); the answer is an error for the model.
-      expect([r.status, r.isError]).toEqual(['ok', true]);
+      // The call answered (its effect is confirmed), refusing: status error, not ok, and an error for the model.
+      expect([r.status, r.isError]).toEqual(['error', true]);
       expect(r.content).toBe('error: head.bin is a binary file (300008 bytes); read_file shows text. Look into it with exec (od -c, head -c, file).');
     }
     expect([latin1!.status, latin1!.isError]).toEqual(['ok', false]);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { callerDrivenChatClient, dictatedMessage, parseDictated, type ChatMessage, type ChatRequest } from '../../host/agent/model';
+import { CALLER_DRIVEN_URL, callerDrivenChatClient, dictatedMessage, parseDictated, wrongSessionKind, type ChatMessage, type ChatRequest } from '../../host/agent/model';
 
 const req = (messages: ChatMessage[]): ChatRequest => ({ model: 'caller', messages, tools: [], stream: false });
 const opts = { signal: new AbortController().signal, timeoutMs: 1000 };
@@ -30,5 +30,17 @@ describe('the caller-driven model', () => {
     expect(r.toolCalls).toEqual([]);
     expect(r.content).toContain('dictated calls only');
     expect(parseDictated('{"berth.dictated-call": {"id": 1}}')).toBeNull();
+  });
+
+  it('refuses free text to a session an MCP client drives and a dictated call to one a model drives, saying what each session is and what to do', () => {
+    const mcp = wrongSessionKind('ses_1', { baseUrl: CALLER_DRIVEN_URL }, 'please run the tests');
+    expect(mcp?.code).toBe('session_caller_driven');
+    expect(mcp?.message).toContain('session ses_1 was created by berth mcp');
+    expect(mcp?.message).toContain('berth mcp --session ses_1');
+    const model = wrongSessionKind('ses_2', { baseUrl: 'https://api.openai.com/v1' }, dictatedMessage(call));
+    expect(model?.code).toBe('session_model_driven');
+    expect(model?.message).toContain('berth chat ses_2 MESSAGE');
+    expect(wrongSessionKind('ses_1', { baseUrl: CALLER_DRIVEN_URL }, dictatedMessage(call))).toBeNull();
+    expect(wrongSessionKind('ses_2', { baseUrl: 'https://api.openai.com/v1' }, 'please run the tests')).toBeNull();
   });
 });

@@ -1,3 +1,4 @@
+import { BerthError } from '../../errors';
 import type { ChatClient } from './chat-client';
 import type { ModelConfig } from './model-config';
 import type { ChatMessage, ModelReply } from './model-types';
@@ -59,4 +60,31 @@ export function callerDrivenChatClient(): ChatClient {
       return reply(last?.role === 'tool' ? 'done' : null, []);
     },
   };
+}
+
+/**
+ * A message that does not fit the session's kind, said with what to do instead: free text
+ * (`berth chat`, the web view) to a session whose calls an MCP client dictates has no model to
+ * answer it (`berth chat` used to fail on the absent key of that non-model, `api_key_missing`), and
+ * a dictated call (`berth mcp --session`) to a session a model drives would be read by the model
+ * as a user message. Null when the message fits.
+ */
+export function wrongSessionKind(sessionId: string, model: Pick<ModelConfig, 'baseUrl'>, message: string): BerthError | null {
+  const dictated = parseDictated(message) !== null;
+  if (isCallerDriven(model) && !dictated) {
+    return new BerthError(
+      'session_caller_driven',
+      `session ${sessionId} was created by berth mcp: its calls come from an MCP client, one tool call at a time, and there is no model to send a message to. ` +
+        `Continue it from an MCP client (berth mcp --session ${sessionId}); its calls are listed by berth status and shown by berth logs RUN`,
+      { ids: { sessionId } },
+    );
+  }
+  if (!isCallerDriven(model) && dictated) {
+    return new BerthError(
+      'session_model_driven',
+      `session ${sessionId} is an agent session driven by a model (${model.baseUrl}), not by an MCP client: berth mcp makes calls only in sessions it created. Continue it with berth chat ${sessionId} MESSAGE, or fork it (berth fork ${sessionId} --at TURN)`,
+      { ids: { sessionId } },
+    );
+  }
+  return null;
 }

@@ -5,4 +5,4 @@ export { openAiChatClient, type ChatClient, type ChatCallOptions } from './chat-
 export { ModelCallError, classifyModelError, type ModelFailure } from './model-errors';
 export type { ChatMessage, ChatRequest, ModelReply, ModelToolCall, ModelUsage } from './model-types';
 export { backoffMs } from './backoff';
-export { CALLER_DRIVEN_URL, callerDrivenChatClient, dictatedMessage, parseDictated, isCallerDriven, type DictatedCall } from './caller-driven';
+export { CALLER_DRIVEN_URL, callerDrivenChatClient, dictatedMessage, parseDictated, isCallerDriven, wrongSessionKind, type DictatedCall } from './caller-driven';

@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import { stat } from 'node:fs/promises';
 import { checkSupported, loadEnvironment, requireLocked } from '../../../environment';
-import { continueSession, readApiKey, submitAgentRun, type AgentSettingsInput } from '../../agent';
+import { continueSession, readApiKey, submitAgentRun, wrongSessionKind, type AgentSettingsInput } from '../../agent';
 import { BerthError } from '../../errors';
 import type { CliContext } from '../context';
 import { emit } from '../output';
@@ -100,7 +100,10 @@ export async function agentRun(ctx: CliContext, message: string, flags: AgentFla
 export async function agentChat(ctx: CliContext, sessionId: string, message: string, flags: AgentFlags): Promise<number> {
   const overrides = settingsFrom(flags, false);
   const [last] = await ctx.store.listRuns({ sessionId, kind: 'agent', newest: 1 });
-  const previous = last?.rootTaskId ? ((await ctx.store.getTask(last.rootTaskId))?.input as unknown as { settings: { model: { apiKeyEnv: string } } } | undefined) : undefined;
+  const previous = last?.rootTaskId ? ((await ctx.store.getTask(last.rootTaskId))?.input as unknown as { settings: { model: { apiKeyEnv: string; baseUrl: string } } } | undefined) : undefined;
+  // A session an MCP client drives has no model (nor key) to chat with: say what it is first.
+  const wrongKind = previous ? wrongSessionKind(sessionId, previous.settings.model, message) : null;
+  if (wrongKind) throw wrongKind;
   // Fail before anything is submitted when the key's variable is not set in this shell.
   if (previous) readApiKey({ apiKeyEnv: overrides.model?.apiKeyEnv ?? previous.settings.model.apiKeyEnv });
   const host = await startAgentHost(ctx);
