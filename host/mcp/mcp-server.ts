@@ -10,10 +10,13 @@ import { cutShort, dictatedCallOf } from './cut-short';
 import { addRecordResources } from './mcp-resources';
 import { setCheckedHandler } from './checked-handler';
 import { cancelledByClient } from './client-cancel';
-import { MAX_ARGUMENT_DEPTH, nestsDeeperThan } from './json-depth';
+import { deeperThan } from '../support/json-depth';
 import { WireError } from './wire-error';
 import { McpSessions, type CallOutcome } from './mcp-session';
 import { SANDBOX_TOOL_NAMES, SESSION_TOOLS, sandboxTools } from './mcp-tools';
+
+/** The deepest nesting of tool arguments taken: far beyond any tool's schema, far below the stack's limit (a 40 KB line nesting 20,000 deep overflowed it). */
+const MAX_ARGUMENT_DEPTH = 64;
 
 /** Codes that say the request itself was wrong (the client can fix it), as opposed to a host failure. */
 const CLIENT_ERRORS = new Set([
@@ -60,13 +63,13 @@ export function createMcpServer(berth: Berth, sessions: McpSessions): Server {
   setCheckedHandler(server, 'tools/list', ListToolsRequestSchema, async () => ({ tools: [...sandboxTools(), ...SESSION_TOOLS] }));
   setCheckedHandler(server, 'tools/call', CallToolRequestSchema, async (req, extra) => {
     const { name } = req.params;
-    if (nestsDeeperThan(req.params.arguments, MAX_ARGUMENT_DEPTH)) {
+    if (deeperThan(req.params.arguments, MAX_ARGUMENT_DEPTH)) {
       throw new WireError(ErrorCode.InvalidParams, `invalid tools/call request: params.arguments nest deeper than ${MAX_ARGUMENT_DEPTH} levels of arrays and objects`, { code: 'usage', field: 'params.arguments' });
     }
     const { session, call_id, ...args } = (req.params.arguments ?? {}) as Record<string, unknown>;
     try {
       const sessionId = str(session, 'session');
-      if (SANDBOX_TOOL_NAMES.has(name)) return callResult(await sessions.call(name, args, { sessionId, callId: str(call_id, 'call_id'), signal: extra.signal, cancel: cancelledByClient(server, extra.signal) }));
+      if (SANDBOX_TOOL_NAMES.has(name)) return callResult(await sessions.call(name, args, { sessionId, callId: str(call_id, 'call_id'), signal: extra.signal, cancel: cancelledByClient(server, extra.signal, () => process.stderr.write(`berth mcp: the client stopped waiting for call ${str(call_id, 'call_id') ?? '(no call_id)'} (its own request timeout); the call goes on, and a repeat with the same call_id gets its outcome\n`)) }));
       if (name === 'status') return await status(berth, sessions, sessionId);
       if (name === 'reconcile') return await reconcile(berth, sessions, sessionId, args.decision);
       if (name === 'fork') return await fork(berth, sessions, sessionId, args.after_call);

@@ -1,8 +1,12 @@
 import { BerthError } from '../errors';
+import { deeperThan } from '../support/json-depth';
 import type { Store } from '../store';
 import type { ImportRows } from '../store';
 import { legacyRecordDigest, recordDigest } from './canonical';
 import { RECORD_FORMAT, RECORD_SCHEMA_VERSION, RunRecordSchema, type RunRecord } from './schema';
+
+/** The deepest nesting of arrays and objects a record file may have. */
+const MAX_RECORD_DEPTH = 1_000;
 
 /**
  * Reads an exported record and proves it is one this build understands and that nobody changed:
@@ -17,6 +21,10 @@ export function verifyRecord(text: string, file = 'the record'): RunRecord {
     throw new BerthError('record_unreadable', `${file} is not JSON (${(err as Error).message}); it was truncated or altered`, { details: { file } });
   }
   if (doc === null || typeof doc !== 'object' || Array.isArray(doc)) throw new BerthError('record_unreadable', `${file} is not a run record (not a JSON object)`, { details: { file } });
+  // Far deeper than any record Berth writes (its own structure is a few levels; a tool call's
+  // arguments are bounded by their tool's schema), far shallower than the stack of the walks below.
+  const deep = deeperThan(doc, MAX_RECORD_DEPTH);
+  if (deep) throw new BerthError('record_unreadable', `${file} is not a run record Berth wrote: it nests deeper than ${MAX_RECORD_DEPTH} levels of arrays and objects at ${deep}`, { details: { file, at: deep } });
   const d = doc as Record<string, unknown>;
   // No format at all: some other JSON file, not a record of another version.
   if (d.format === undefined) throw new BerthError('record_unreadable', `${file} is not a run record: it has no "format" field (a record from berth export has "format": "${RECORD_FORMAT}")`, { details: { file } });

@@ -1,5 +1,6 @@
 import { McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it } from 'vitest';
+import { containerStdout } from '../support/agent-observe';
 import { mcpWorldPerTest, toolText } from '../support/mcp-world';
 
 const newWorld = mcpWorldPerTest();
@@ -89,5 +90,30 @@ describe('berth mcp when its client cancels a call (notifications/cancelled)', {
     expect(text(after)).not.toContain('late.txt');
     expect(w.service.counts().cancel).toBe(1);
   });
-});
 
+  it('lets a call whose client stopped waiting (the SDK client\'s own request timeout) run on: its repeat gets the outcome, and the session needs no decision', async () => {
+    const w = await newWorld();
+    const c = await w.connect(w.envArgs());
+    const first = (await c.client.callTool({ name: 'write_file', arguments: { path: 'a.txt', content: 'a\n' } })) as CallToolResult;
+    const session = (first.structuredContent as { session: string }).session;
+    const args = { command: `timeout 20 busybox wget -q -O - http://localhost:${w.port}/slow; while [ ! -e /tmp/released ]; do sleep 0.2; done; echo ran-to-its-end`, call_id: 'slow-1' };
+    // The SDK's client cancels its request when its timeout passes (60 s by default, 2 s here).
+    const timedOut = await c.client.callTool({ name: 'exec', arguments: args }, undefined, { timeout: 2_000 }).then(() => null, (e: unknown) => e as McpError);
+    expect(timedOut?.code).toBe(-32001);
+    await until('the exec to start', () => (w.service.counts().slow ?? 0) >= 1, 120_000);
+    // Before: the timeout's cancel cancelled the call's run; the server now says it lets it run on.
+    await until('the server to say the call goes on', () => c.stderr().includes('berth mcp: the client stopped waiting for call slow-1 (its own request timeout); the call goes on'), 120_000);
+    const now = ((await c.client.callTool({ name: 'status', arguments: {} })) as CallToolResult).structuredContent as { calls: Array<{ call_id: string | null; status: string }> };
+    expect(now.calls.find((x) => x.call_id === 'slow-1')?.status).toBe('pending');
+    const container = (await w.docker.listContainers({ filters: { label: [`berth.host=${w.hostId}`] } })).find((x) => x.Names.some((n) => n.startsWith('/berth-lease_')));
+    await containerStdout(w.docker, container!.Id, ['touch', '/tmp/released']);
+    // Before (the cancel carried out first): the repeat said 'cancelled while it ran ...' (uncertain)
+    // and the next call was refused until a reconcile decision.
+    const repeated = (await c.client.callTool({ name: 'exec', arguments: args })) as CallToolResult;
+    expect(repeated.structuredContent).toMatchObject({ session, call_id: 'slow-1', status: 'ok' });
+    expect(text(repeated)).toContain('ran-to-its-end');
+    const next = (await c.client.callTool({ name: 'exec', arguments: { command: 'cat a.txt' } })) as CallToolResult;
+    expect(next.structuredContent).toMatchObject({ session, status: 'ok' });
+    expect(w.service.counts().slow).toBe(1);
+  });
+});

@@ -51,6 +51,8 @@ export async function mcpWorld(o: { snapshotPolicy?: 'never' | 'after-each-step'
     store,
     service,
     port,
+    docker,
+    hostId,
     /** Starts a server (`--env` for a new session, or `--session ID`) and connects a client to it; `env` adds to the server's environment (a fault point to arm). */
     async connect(args: string[], env: Record<string, string> = {}): Promise<McpConnection> {
       const transport = new StdioClientTransport({

@@ -12,6 +12,8 @@ import {
   runRecordJsonSchema,
   sealRecord,
   verifyRecord,
+  RECORD_FORMAT,
+  RECORD_SCHEMA_VERSION,
   type InvariantName,
   type RunRecord,
 } from '../../host/record';
@@ -480,5 +482,21 @@ describe('what a restart and an attempt must show (berth check)', () => {
     };
     expect(judge([attempt(1, 'not_applied'), attempt(2, 'applied')])).toBe(0);
     expect(judge([attempt(1, 'unknown'), attempt(2, 'applied')])).toBe(1);
+  });
+});
+
+describe('a record file from outside', () => {
+  it('nested thousands of levels deep is record_unreadable naming where, not a stack overflow reported as an internal error', () => {
+    const deep = `${'{"x":'.repeat(100_000)}1${'}'.repeat(100_000)}`;
+    const text = `{"format":"${RECORD_FORMAT}","schemaVersion":${RECORD_SCHEMA_VERSION},"digest":"sha256:0","entries":[{"body":${deep}}]}`;
+    // Before: RangeError "Maximum call stack size exceeded" from the digest's canonical form (berth import said "internal error").
+    let thrown: unknown;
+    try {
+      verifyRecord(text, 'deep.json');
+    } catch (err) {
+      thrown = err;
+    }
+    expect(thrown).toBeInstanceOf(BerthError);
+    expect(thrown).toMatchObject({ code: 'record_unreadable', message: 'deep.json is not a run record Berth wrote: it nests deeper than 1000 levels of arrays and objects at $.entries[0].body.x.x.x…' });
   });
 });
