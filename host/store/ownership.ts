@@ -61,6 +61,8 @@ export interface OwnershipRecords {
    * lapsed on the database clock (what a host checks for owners of its own machine that died).
    */
   listSessionOwners(filter?: { liveHeldBy?: string }): Promise<SessionOwner[]>;
+  /** Claims of sessions after their first (take-overs, drains, restarts), summed over every session: one aggregate read. */
+  ownershipChanges(): Promise<number>;
   /**
    * Sessions with unfinished tasks and no live owner, oldest first; `orphaned`: only those whose
    * owner neither released them nor renews them (its lease ran out: a take-over, not a new run).

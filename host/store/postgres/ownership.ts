@@ -83,6 +83,11 @@ export function postgresOwnership(pool: pg.Pool, dbClock?: DbClock): OwnershipRe
       }
       return (await query<OwnerRow>(pool, `SELECT ${COLS} FROM fencing WHERE scope LIKE 'session:%' AND epoch > 0 ORDER BY scope`)).map(toOwner);
     },
+    async ownershipChanges() {
+      // SUM of a BIGINT is a NUMERIC, which pg hands over as a string.
+      const [r] = await query<{ n: string }>(pool, "SELECT COALESCE(SUM(GREATEST(epoch - 1, 0)), 0) AS n FROM fencing WHERE scope LIKE 'session:%'");
+      return Number(r!.n);
+    },
     async claimableSessions(limit, opts = {}) {
       // Sessions with unfinished tasks whose owner (if any) stopped or let its lease run out
       // (`orphaned`: only the latter). Ties on the clock go to the session whose task was inserted

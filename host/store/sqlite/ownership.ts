@@ -53,6 +53,7 @@ export function sqliteOwnership(db: Database.Database, clock: Clock) {
   const now: DbClock = () => clock.now();
   const cols = 'scope, epoch, holder, pid, at, heartbeat_at, stopped_at, lease_until';
   const get = db.prepare(`SELECT ${cols} FROM fencing WHERE scope = ?`);
+  const changes = db.prepare("SELECT COALESCE(SUM(MAX(epoch - 1, 0)), 0) AS n FROM fencing WHERE scope LIKE 'session:%'");
   const all = db.prepare(`SELECT ${cols} FROM fencing WHERE scope LIKE 'session:%' ORDER BY scope`);
   const liveOf = db.prepare(`SELECT ${cols} FROM fencing WHERE scope LIKE 'session:%' AND holder = ? AND epoch > 0 AND stopped_at IS NULL AND lease_until >= ? ORDER BY scope`);
   const take = db.prepare(
@@ -114,6 +115,9 @@ export function sqliteOwnership(db: Database.Database, clock: Clock) {
     async listSessionOwners(filter: { liveHeldBy?: string } = {}): Promise<SessionOwner[]> {
       const rows = filter.liveHeldBy === undefined ? all.all() : liveOf.all(filter.liveHeldBy, now());
       return (rows as OwnerRow[]).map(toOwner);
+    },
+    async ownershipChanges(): Promise<number> {
+      return (changes.get() as { n: number }).n;
     },
     async claimableSessions(limit: number, opts: { orphaned?: boolean } = {}): Promise<string[]> {
       return ((opts.orphaned ? orphaned : claimable).all(now(), limit) as Array<{ session_id: string }>).map((r) => r.session_id);
