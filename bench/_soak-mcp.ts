@@ -85,3 +85,5 @@ await server.close();
 await sessions.close();
 await sample('closed');
 await parts.store.close();
+// The session's sandbox stays leased for the next server (by design): removed here.
+for (const c of await docker.listContainers({ all: true, filters: { label: [`berth.host=${hostId}`] } })) await docker.getContainer(c.Id).remove({ force: true });
