@@ -75,4 +75,6 @@ export interface OwnershipRecords {
   /** Asks the live workers named by `id` (a worker id `host:pid`, or a host id: all its workers) to drain; the ids asked. */
   requestDrain(id: string): Promise<string[]>;
   listHosts(): Promise<WorkerHost[]>;
+  /** One worker process's row (`host:pid`): what a worker reads of itself at each beat (the rows of stopped workers stay). */
+  getHost(id: string): Promise<WorkerHost | undefined>;
 }

@@ -83,7 +83,10 @@ describe.each(STORE_KINDS)('run ownership in the store on %s', (kind) => {
     await a.heartbeatHost({ id: 'h:2', hostId: 'h', pid: 2, tags: [], concurrency: 1 });
     await a.heartbeatHost({ id: 'g:3', hostId: 'g', pid: 3, tags: [], concurrency: 1 });
     expect((await b.listHosts()).find((h) => h.id === 'h:1')).toMatchObject({ report, drainRequestedAt: null });
+    expect(await b.getHost('h:1')).toMatchObject({ id: 'h:1', report, drainRequestedAt: null });
+    expect(await b.getHost('h:99')).toBeUndefined();
     expect(await b.requestDrain('h:1')).toEqual(['h:1']);
+    expect((await b.getHost('h:1'))?.drainRequestedAt).not.toBeNull();
     // Asked already: not again; the host id asks its other live worker.
     expect(await b.requestDrain('h:1')).toEqual([]);
     expect(await b.requestDrain('h')).toEqual(['h:2']);

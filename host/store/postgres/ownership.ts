@@ -121,6 +121,10 @@ export function postgresOwnership(pool: pg.Pool, dbClock?: DbClock): OwnershipRe
     async listHosts(): Promise<WorkerHost[]> {
       return (await query<HostRow>(pool, `SELECT ${HOST_COLUMNS} FROM hosts ORDER BY started_at`)).map(toHost);
     },
+    async getHost(id) {
+      const [row] = await query<HostRow>(pool, `SELECT ${HOST_COLUMNS} FROM hosts WHERE id = $1`, [id]);
+      return row ? toHost(row) : undefined;
+    },
     async requestDrain(id) {
       const rows = await query<{ id: string }>(
         pool,

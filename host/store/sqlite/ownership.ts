@@ -84,6 +84,7 @@ export function sqliteOwnership(db: Database.Database, clock: Clock) {
   );
   const hostStop = db.prepare('UPDATE hosts SET stopped_at = ?, heartbeat_at = ? WHERE id = ?');
   const hostsAll = db.prepare(`SELECT ${HOST_COLUMNS} FROM hosts ORDER BY started_at`);
+  const hostOne = db.prepare(`SELECT ${HOST_COLUMNS} FROM hosts WHERE id = ?`);
   const drainAsk = db.prepare('UPDATE hosts SET drain_requested_at = ? WHERE (id = ? OR host_id = ?) AND stopped_at IS NULL AND drain_requested_at IS NULL RETURNING id');
   return {
     async claimSession(sessionId: string, holder: { hostId: string; pid: number | null }, ttlMs: number, opts: { takeOver?: boolean } = {}): Promise<ClaimResult> {
@@ -135,6 +136,10 @@ export function sqliteOwnership(db: Database.Database, clock: Clock) {
     },
     async listHosts(): Promise<WorkerHost[]> {
       return (hostsAll.all() as HostRow[]).map(toHost);
+    },
+    async getHost(id: string): Promise<WorkerHost | undefined> {
+      const row = hostOne.get(id) as HostRow | undefined;
+      return row ? toHost(row) : undefined;
     },
     async requestDrain(id: string): Promise<string[]> {
       return (drainAsk.all(now(), id, id) as Array<{ id: string }>).map((r) => r.id);
