@@ -31,10 +31,34 @@ export interface RemoteRunFilter extends PageOptions {
 
 type Said = { said: string; forkRunId?: string | null };
 const SETTLED: readonly Run['state'][] = ['completed', 'failed', 'cancelled', 'compensated', 'needs_reconciliation'];
-const pause = (ms: number, signal?: AbortSignal) => new Promise<void>((r) => {
-  const t = setTimeout(r, ms);
-  signal?.addEventListener('abort', () => (clearTimeout(t), r()), { once: true });
+/**
+ * Waits `ms`, or until `signal` aborts. The abort listener goes with the pause: one follow or wait
+ * holds one signal for hours and pauses at every poll and reconnect.
+ */
+const pause = (ms: number, signal?: AbortSignal) => new Promise<void>((resolve) => {
+  if (signal?.aborted) return resolve();
+  const done = () => {
+    clearTimeout(t);
+    signal?.removeEventListener('abort', done);
+    resolve();
+  };
+  const t = setTimeout(done, ms);
+  signal?.addEventListener('abort', done, { once: true });
 });
+
+/**
+ * A signal for one request that aborts with `signal`, and its unlink. fetch's own listener on a
+ * signal it is given leaves only when the request is garbage collected: given a caller's long-lived
+ * signal, every poll, page and reconnect would add one more to it.
+ */
+function requestSignal(signal: AbortSignal | undefined): { signal: AbortSignal | undefined; release: () => void } {
+  if (!signal) return { signal: undefined, release: () => {} };
+  const ctl = new AbortController();
+  const abort = () => ctl.abort(signal.reason);
+  if (signal.aborted) abort();
+  else signal.addEventListener('abort', abort, { once: true });
+  return { signal: ctl.signal, release: () => signal.removeEventListener('abort', abort) };
+}
 
 /**
  * A client of `berth serve`'s `/api/v1` with the host's interface for what makes sense remotely:
@@ -51,13 +75,19 @@ export class RemoteBerth {
 
   private async call<T>(method: 'GET' | 'POST', path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
     let res: Response;
+    const request = requestSignal(signal);
+    let text: string;
     try {
-      res = await fetch(new URL(path, this.o.url), { method, headers: this.headers(method === 'POST' ? { 'content-type': 'application/json' } : {}), body: method === 'POST' ? JSON.stringify(body ?? {}) : undefined, signal });
-    } catch (err) {
-      if (signal?.aborted) throw err;
-      throw new BerthError('server_unreachable', `berth serve at ${this.o.url} did not answer: ${(err as Error).message}`, { retryable: true, cause: err });
+      try {
+        res = await fetch(new URL(path, this.o.url), { method, headers: this.headers(method === 'POST' ? { 'content-type': 'application/json' } : {}), body: method === 'POST' ? JSON.stringify(body ?? {}) : undefined, signal: request.signal });
+      } catch (err) {
+        if (signal?.aborted) throw err;
+        throw new BerthError('server_unreachable', `berth serve at ${this.o.url} did not answer: ${(err as Error).message}`, { retryable: true, cause: err });
+      }
+      text = await res.text();
+    } finally {
+      request.release();
     }
-    const text = await res.text();
     const json = (() => { try { return JSON.parse(text) as unknown; } catch { return undefined; } })();
     if (!res.ok) {
       const e = (json as { error?: { code?: string; message?: string; retryable?: boolean; ids?: Record<string, string> } } | undefined)?.error;
@@ -131,53 +161,59 @@ export class RemoteBerth {
     const path = `/api/v1/runs/${encodeURIComponent(runId)}/events${o.output ? '?output=1' : ''}`;
     for (;;) {
       if (o.signal?.aborted) return;
-      let res: Response | undefined;
+      // Released as the attempt ends, however it ends (the end event, an error, the caller's break).
+      const request = requestSignal(o.signal);
       try {
-        const last = o.output ? `${after}.${afterOutput}` : String(after);
-        res = await fetch(new URL(path, this.o.url), { headers: this.headers({ 'last-event-id': last, accept: 'text/event-stream' }), signal: o.signal });
-      } catch {
-        // The server is restarting, or the network dropped: try again after a pause.
-      }
-      if (res && !res.ok) {
-        await this.call('GET', `/api/v1/runs/${encodeURIComponent(runId)}`); // throws the typed error
-        throw new BerthError(`http_${res.status}`, `event stream of ${runId}: ${res.status}`);
-      }
-      if (res?.body) {
-        let buf = '';
-        const decoder = new TextDecoder();
+        let res: Response | undefined;
         try {
-          for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-            buf += decoder.decode(chunk, { stream: true });
-            let cut: number;
-            while ((cut = buf.indexOf('\n\n')) >= 0) {
-              const block = buf.slice(0, cut);
-              buf = buf.slice(cut + 2);
-              const field = (name: string) => block.split('\n').filter((l) => l.startsWith(`${name}:`)).map((l) => l.slice(name.length + 1).replace(/^ /, '')).join('\n');
-              const event = field('event');
-              if (event === 'end') {
-                yield* attempts.settle();
-                return;
-              }
-              if (event === 'commit') {
-                const e = JSON.parse(field('data')) as Omit<RunEvent, 'type'>;
-                if (e.seq <= after) continue;
-                after = e.seq;
-                yield { ...e, type: 'commit' };
-              } else if (event === 'output' && o.output) {
-                const e = JSON.parse(field('data')) as OutputEvent;
-                if (e.seq <= afterOutput) continue;
-                afterOutput = e.seq;
-                const { type: _t, ...chunk } = e;
-                yield* attempts.see(chunk);
-              } else if (event === 'interrupted' && o.output) {
-                const told = attempts.adopt(JSON.parse(field('data')) as InterruptedEvent);
-                if (told) yield told;
+          const last = o.output ? `${after}.${afterOutput}` : String(after);
+          res = await fetch(new URL(path, this.o.url), { headers: this.headers({ 'last-event-id': last, accept: 'text/event-stream' }), signal: request.signal });
+        } catch {
+          // The server is restarting, or the network dropped: try again after a pause.
+        }
+        if (res && !res.ok) {
+          await this.call('GET', `/api/v1/runs/${encodeURIComponent(runId)}`); // throws the typed error
+          throw new BerthError(`http_${res.status}`, `event stream of ${runId}: ${res.status}`);
+        }
+        if (res?.body) {
+          let buf = '';
+          const decoder = new TextDecoder();
+          try {
+            for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+              buf += decoder.decode(chunk, { stream: true });
+              let cut: number;
+              while ((cut = buf.indexOf('\n\n')) >= 0) {
+                const block = buf.slice(0, cut);
+                buf = buf.slice(cut + 2);
+                const field = (name: string) => block.split('\n').filter((l) => l.startsWith(`${name}:`)).map((l) => l.slice(name.length + 1).replace(/^ /, '')).join('\n');
+                const event = field('event');
+                if (event === 'end') {
+                  yield* attempts.settle();
+                  return;
+                }
+                if (event === 'commit') {
+                  const e = JSON.parse(field('data')) as Omit<RunEvent, 'type'>;
+                  if (e.seq <= after) continue;
+                  after = e.seq;
+                  yield { ...e, type: 'commit' };
+                } else if (event === 'output' && o.output) {
+                  const e = JSON.parse(field('data')) as OutputEvent;
+                  if (e.seq <= afterOutput) continue;
+                  afterOutput = e.seq;
+                  const { type: _t, ...chunk } = e;
+                  yield* attempts.see(chunk);
+                } else if (event === 'interrupted' && o.output) {
+                  const told = attempts.adopt(JSON.parse(field('data')) as InterruptedEvent);
+                  if (told) yield told;
+                }
               }
             }
+          } catch {
+            // Dropped mid-stream: reconnect after the last id seen.
           }
-        } catch {
-          // Dropped mid-stream: reconnect after the last id seen.
         }
+      } finally {
+        request.release();
       }
       if (o.signal?.aborted) return;
       await pause(this.o.reconnectMs ?? 500, o.signal);

@@ -104,10 +104,12 @@ export class Worker {
     return this.o.store.heartbeatHost({ id: this.id, hostId: this.o.hostId, pid: this.o.pid, tags: this.o.tags, concurrency: this.o.concurrency, report });
   }
 
-  /** Whether an operator asked this worker to drain (`berth drain`, recorded on its hosts row). */
+  /**
+   * Whether an operator asked this worker to drain (`berth drain`, recorded on its hosts row). Its
+   * own row only: the rows of stopped worker processes stay, one more at each restart of a worker.
+   */
   private async drainRequested(): Promise<boolean> {
-    const me = (await this.o.store.listHosts()).find((h) => h.id === this.id);
-    return me?.drainRequestedAt != null;
+    return (await this.o.store.getHost(this.id))?.drainRequestedAt != null;
   }
 
   private async round(): Promise<void> {

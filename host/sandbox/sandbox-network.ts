@@ -172,10 +172,10 @@ export async function listRuleTags(): Promise<string[]> {
   return [...tags];
 }
 
-/** Deletes every Berth rule (IPv4 and IPv6, every chain) whose tag `which` selects; returns how many it deleted. */
-export async function removeBridgeRules(which: (tag: string) => boolean, onRemoved?: (rule: string) => void): Promise<number> {
+/** Deletes every Berth rule (IPv4 and IPv6, every chain) whose tag `which` selects (among `listed`, when the caller listed them); returns how many it deleted. */
+export async function removeBridgeRules(which: (tag: string) => boolean, onRemoved?: (rule: string) => void, listed?: Array<[RuleTool, string[]]>): Promise<number> {
   let n = 0;
-  for (const [tool, lines] of await listAllRules()) {
+  for (const [tool, lines] of listed ?? (await listAllRules())) {
     for (const line of lines) {
       const m = TAG.exec(line);
       if (!m || !which(m[1]!)) continue;
@@ -190,22 +190,34 @@ export async function removeBridgeRules(which: (tag: string) => boolean, onRemov
   return n;
 }
 
+/** What a sweep knows of the leases named by the objects it found: whether each is active, and whether the store records it. */
+export interface LeaseView {
+  isActive(leaseId: string): boolean;
+  isKnown(leaseId: string): boolean;
+}
+
 /**
  * Removes what a dead process left of this host's egress: networks and INPUT rules of leases that
  * are no longer active. Networks younger than `minAgeMs` are kept with their rules (their lease may
  * still be being written); the container sweep runs first, so a removable network holds no container.
  * With `scope`, only one store's leftovers are taken: networks labelled with its id (or unlabelled
  * ones of leases it knows), and rules of leases it knows or whose network it owns. Another store
- * under the same host id keeps its own.
+ * under the same host id keeps its own. `leasesOf` is asked about the leases the networks and
+ * rules found name, and only those: a host's lease records only grow, one or more a run.
  */
 export async function sweepEgress(
   docker: Dockerode,
   hostId: string,
-  isActive: (leaseId: string) => boolean,
+  leasesOf: (leaseIds: string[]) => Promise<LeaseView>,
   minAgeMs = 120_000,
-  scope?: { storeId: string; isKnown: (leaseId: string) => boolean },
+  scope?: { storeId: string },
 ): Promise<EgressSweep> {
   const nets = await docker.listNetworks({ filters: { label: [`${EGRESS_LABEL}=1`, `${LABEL.host}=${hostId}`] } });
+  const prefix = `berth:${hostId}:`;
+  const leaseOf = (t: string) => t.slice(prefix.length).replace(/:hold$/, '');
+  const listed = await listAllRules();
+  const ruleLeases = listed.flatMap(([, lines]) => lines.map((l) => TAG.exec(l)?.[1]).filter((t): t is string => t?.startsWith(prefix) === true).map(leaseOf));
+  const { isActive, isKnown } = await leasesOf([...new Set([...nets.map((n) => n.Labels?.[LABEL.lease] ?? ''), ...ruleLeases])].filter(Boolean));
   let networks = 0;
   const report: EgressSweep = { networks: 0, rules: 0, removedNetworks: [], removedRules: [], keptNetworks: [] };
   const kept = new Set<string>();
@@ -214,13 +226,13 @@ export async function sweepEgress(
     const leaseId = n.Labels?.[LABEL.lease] ?? '';
     if (scope) {
       const store = n.Labels?.[LABEL.store];
-      if (store ? store !== scope.storeId : !scope.isKnown(leaseId)) continue;
+      if (store ? store !== scope.storeId : !isKnown(leaseId)) continue;
       ours.add(leaseId);
     }
     // A young network may belong to a lease being created, whose record is not written yet; one
     // whose lease the store records (and is not active) was released or expired, young or not.
     const ageMs = Date.now() - Date.parse(n.Created);
-    const young = ageMs < minAgeMs && !(scope?.isKnown(leaseId) ?? false);
+    const young = ageMs < minAgeMs && !(scope ? isKnown(leaseId) : false);
     if (isActive(leaseId) || young) {
       kept.add(leaseId);
       report.keptNetworks.push({ id: n.Id, name: n.Name, leaseId, why: isActive(leaseId) ? 'its lease is active' : `younger than ${Math.round(minAgeMs / 1000)} s and no lease record names it yet` });
@@ -228,10 +240,8 @@ export async function sweepEgress(
     }
     await removeSandboxNetwork(docker, n.Id).then(() => (networks += 1, report.removedNetworks.push({ id: n.Id, name: n.Name, leaseId })), () => {});
   }
-  const prefix = `berth:${hostId}:`;
-  const leaseOf = (t: string) => t.slice(prefix.length).replace(/:hold$/, '');
-  const mine = (lease: string) => !scope || scope.isKnown(lease) || ours.has(lease);
-  const rules = await removeBridgeRules((t) => t.startsWith(prefix) && mine(leaseOf(t)) && !isActive(leaseOf(t)) && !kept.has(leaseOf(t)), (r) => report.removedRules.push(r));
+  const mine = (lease: string) => !scope || isKnown(lease) || ours.has(lease);
+  const rules = await removeBridgeRules((t) => t.startsWith(prefix) && mine(leaseOf(t)) && !isActive(leaseOf(t)) && !kept.has(leaseOf(t)), (r) => report.removedRules.push(r), listed);
   return { ...report, networks, rules };
 }
 

@@ -3,8 +3,8 @@ import type { Logger } from 'pino';
 import type { Clock } from '../support/clock';
 import { engineError, isNotFound, isRemovalInProgress } from './engine-errors';
 import { LABEL } from './labels';
-import type { LeaseRecords, SweepRecord } from './lease-records';
-import { sweepEgress, type EgressSweep } from './sandbox-network';
+import type { LeaseRecord, LeaseRecords, SweepRecord } from './lease-records';
+import { sweepEgress, type EgressSweep, type LeaseView } from './sandbox-network';
 
 export interface SweepContext {
   docker: Dockerode;
@@ -39,7 +39,7 @@ export async function sweep(ctx: SweepContext, signal?: AbortSignal): Promise<Sw
   } catch (err) {
     throw engineError('list containers for sweep', err);
   }
-  const records = await ctx.records.listLeases({ hostId: ctx.hostId });
+  const records = await leaseRecordsOf(ctx, containers);
   const byContainer = new Map(records.filter((r) => r.containerId !== '').map((r) => [r.containerId, r]));
   // An intent names no container yet; its container is found by the lease label.
   const intents = new Map(records.filter((r) => r.containerId === '').map((r) => [r.id, r]));
@@ -75,6 +75,30 @@ export async function sweep(ctx: SweepContext, signal?: AbortSignal): Promise<Sw
     removed.push(entry);
   }
   return [...removed, ...(await sweepOthers(ctx, signal))];
+}
+
+/**
+ * The lease records of this host that name the containers found: by each one's lease label. Every
+ * lease the host id ever recorded (which only grow, one or more a run, across restarts) is read
+ * only when a container has no lease label: a pool container, whose record names it by id.
+ */
+async function leaseRecordsOf(ctx: SweepContext, containers: Dockerode.ContainerInfo[]): Promise<LeaseRecord[]> {
+  if (containers.some((c) => !c.Labels[LABEL.lease])) return ctx.records.listLeases({ hostId: ctx.hostId });
+  return leasesOfHost(ctx, ctx.hostId, containers.map((c) => c.Labels[LABEL.lease]!));
+}
+
+async function leasesOfHost(ctx: SweepContext, hostId: string, ids: string[]): Promise<LeaseRecord[]> {
+  const found = await Promise.all([...new Set(ids)].map((id) => ctx.records.getLease(id)));
+  return found.filter((r): r is LeaseRecord => r !== undefined && r.hostId === hostId);
+}
+
+/** Whether each of `ids` is an active lease of `hostId`, and whether the store records it as that host's. */
+async function leaseView(ctx: SweepContext, hostId: string, ids: string[]): Promise<LeaseView> {
+  const leases = await leasesOfHost(ctx, hostId, ids);
+  const now = ctx.clock.now();
+  const active = new Set(leases.filter((l) => l.releasedAt === null && l.expiresAt > now).map((l) => l.id));
+  const known = new Set(leases.map((l) => l.id));
+  return { isActive: (id) => active.has(id), isKnown: (id) => known.has(id) };
 }
 
 /**
@@ -127,11 +151,7 @@ export async function sweepStore(ctx: SweepContext, options: { signal?: AbortSig
   // This host's egress leftovers, and those of every other host whose container went just now.
   const hosts = new Set([ctx.hostId, ...removed.map((r) => r.hostId)]);
   for (const hostId of hosts) {
-    const leases = await ctx.records.listLeases({ hostId });
-    const now = ctx.clock.now();
-    const active = new Set(leases.filter((l) => l.releasedAt === null && l.expiresAt > now).map((l) => l.id));
-    const known = new Set(leases.map((l) => l.id));
-    await sweepEgress(ctx.docker, hostId, (id) => active.has(id), options.egressMinAgeMs, { storeId: ctx.storeId, isKnown: (id) => known.has(id) }).then(
+    await sweepEgress(ctx.docker, hostId, (ids) => leaseView(ctx, hostId, ids), options.egressMinAgeMs, { storeId: ctx.storeId }).then(
       (r) => options.egress?.push(r),
       (err: unknown) => ctx.logger.warn({ err, hostId }, 'egress sweep failed'),
     );

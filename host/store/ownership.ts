@@ -61,6 +61,8 @@ export interface OwnershipRecords {
    * lapsed on the database clock (what a host checks for owners of its own machine that died).
    */
   listSessionOwners(filter?: { liveHeldBy?: string }): Promise<SessionOwner[]>;
+  /** Claims of sessions after their first (take-overs, drains, restarts), summed over every session: one aggregate read. */
+  ownershipChanges(): Promise<number>;
   /**
    * Sessions with unfinished tasks and no live owner, oldest first; `orphaned`: only those whose
    * owner neither released them nor renews them (its lease ran out: a take-over, not a new run).
@@ -73,4 +75,6 @@ export interface OwnershipRecords {
   /** Asks the live workers named by `id` (a worker id `host:pid`, or a host id: all its workers) to drain; the ids asked. */
   requestDrain(id: string): Promise<string[]>;
   listHosts(): Promise<WorkerHost[]>;
+  /** One worker process's row (`host:pid`): what a worker reads of itself at each beat (the rows of stopped workers stay). */
+  getHost(id: string): Promise<WorkerHost | undefined>;
 }

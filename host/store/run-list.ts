@@ -35,6 +35,8 @@ export interface ListedRun extends Run {
 /** Runs waiting for a person first, then newest first (the runs page's order), one page at a time. */
 export interface RunListReads {
   listRunPage(q: RunListQuery): Promise<{ runs: ListedRun[]; total: number }>;
+  /** How many runs are in each state (a state no run is in is absent): one aggregate read, whatever the store holds. */
+  countRunsByState(): Promise<Partial<Record<RunState, number>>>;
 }
 
 /** States listed first: they wait for a person. */

@@ -122,6 +122,11 @@ export interface Store extends LeaseRecords, EgressAuditRecords, AcceptanceReads
    * long run left. `page` (with `runId` or `sessionId`, not with `newest`): a page of that answer.
    */
   listSnapshots(filter: { runId?: string; sessionId?: string; newest?: number; page?: Page; pruned?: boolean; pushed?: true }): Promise<Snapshot[]>;
+  /**
+   * Of the snapshot records not pruned: how many have a registry copy, how many not, and the bytes
+   * recorded for those that do. One aggregate read (a `/metrics` scrape), whatever the store holds.
+   */
+  snapshotTotals(): Promise<{ pushed: number; unpushed: number; pushedBytes: number }>;
   /** Retention bookkeeping: the snapshot's image was removed. Not session state, so not a commit. */
   markSnapshotPruned(id: string, at: number): Promise<void>;
   /**

@@ -121,13 +121,17 @@ describe('egress from an internal sandbox network', { timeout: 120_000 }, () => 
     cleanups.push(() => removeBridgeRules((t) => t === tag));
     await isolateBridge(net.bridge, [{ address: net.gateway, port: EGRESS_PROXY_PORT }], tag);
 
-    const active = await sweepEgress(docker, hostId, (id) => id === leaseId, 0);
+    // The sweep asks about the leases its network and rules name, and only those.
+    const asked: string[][] = [];
+    const view = (active: boolean) => async (ids: string[]) => (asked.push(ids), { isActive: (id: string) => active && id === leaseId, isKnown: () => false });
+    const active = await sweepEgress(docker, hostId, view(true), 0);
+    expect(asked).toEqual([[leaseId]]);
     expect(active).toMatchObject({ networks: 0, rules: 0, keptNetworks: [{ leaseId, why: 'its lease is active' }] });
     // A network this young may belong to a lease whose record is not written yet: kept by default, and said so.
-    const young = await sweepEgress(docker, hostId, () => false);
+    const young = await sweepEgress(docker, hostId, view(false));
     expect(young).toMatchObject({ networks: 0, rules: 0, removedNetworks: [], removedRules: [] });
     expect(young.keptNetworks.map((n) => n.why)).toEqual([expect.stringContaining('no lease record names it yet')]);
-    const swept = await sweepEgress(docker, hostId, () => false, 0);
+    const swept = await sweepEgress(docker, hostId, view(false), 0);
     expect(swept).toMatchObject({ networks: 1, rules: 5, removedNetworks: [{ id: net.id, leaseId }], keptNetworks: [] });
     expect(swept.removedRules).toHaveLength(5);
     expect(swept.removedRules.every((r) => r.endsWith(tag))).toBe(true);

@@ -69,6 +69,40 @@ describe('sandbox sweeper', () => {
     }
   });
 
+  test('a sweep reads the lease records of what is on the engine, not every lease its host ever had: 300 released leases of earlier runs cost it no read', async ({ sandbox }) => {
+    // A worker sweeps at every run end: reading each lease its host id ever recorded made every
+    // sweep longer than the last, for as long as the host id lives (across restarts too).
+    let rows = 0;
+    const counted = new Proxy(sandbox.store, {
+      get(target, key, recv) {
+        const v = Reflect.get(target, key, recv) as unknown;
+        if (typeof v !== 'function') return v;
+        return async (...args: unknown[]) => {
+          const out = await (v as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+          if ((key === 'listLeases' || key === 'getLease') && out) rows += Array.isArray(out) ? out.length : 1;
+          return out;
+        };
+      },
+    });
+    const host = createSandboxHost({ docker: sandbox.docker, records: counted, clock: systemClock, logger: sandbox.logger, hostId: sandbox.hostId });
+    const spec = sandbox.spec();
+    const live = await host.lease(spec, { sessionId: 's' });
+    try {
+      const at = Date.now();
+      for (let i = 0; i < 300; i++) {
+        await sandbox.store.insertLease({ id: `lease_old${i}`, sessionId: `s${i}`, hostId: sandbox.hostId, containerId: `gone${i}`, imageDigest: sandbox.imageId, envFingerprint: spec.envFingerprint, createdAt: at, expiresAt: at + 60_000, releasedAt: null, runId: null });
+        await sandbox.store.releaseLease(`lease_old${i}`, at);
+      }
+      rows = 0;
+      expect(await host.sweep()).toEqual([]);
+      // The live lease's container (and its network, when it has one): its record, read once or twice.
+      expect(rows).toBeLessThanOrEqual(4);
+      expect(await exists(sandbox.docker, live.containerId)).toBe(true);
+    } finally {
+      await live.release();
+    }
+  });
+
   test('a sweep honours its abort signal', async ({ sandbox }) => {
     sandbox.allowLeftovers('plants a dead host\'s container by hand and aborts the sweep before it runs, so that container stays on purpose', (l) => l.kind === 'container' && l.labels['berth.instance'] === 'inst_dead');
     const spec = sandbox.spec();
@@ -117,4 +151,5 @@ describe('sandbox warm pool', () => {
     expect(await exists(sandbox.docker, assigned.containerId)).toBe(true);
     await assigned.release();
   });
+
 });

@@ -80,4 +80,36 @@ describe.each(STORE_KINDS)('a full worker (%s store)', (kind) => {
       await t.cleanup();
     }
   });
+
+  it('a worker\'s beat reads its own hosts row, not the row of every worker process the store ever recorded (200 stopped ones here)', { timeout: 60_000 }, async () => {
+    const t = await tempStoreOf(kind);
+    try {
+      // A row per worker process (host:pid) is kept after it stops: a fleet that restarts its workers only adds rows.
+      for (let pid = 1; pid <= 200; pid++) {
+        await t.store.heartbeatHost({ id: `old:${pid}`, hostId: 'old', pid, tags: [], concurrency: 1 });
+        await t.store.stopHost(`old:${pid}`);
+      }
+      let rows = 0;
+      const store = new Proxy(await t.open(), {
+        get(target, prop, receiver) {
+          const v = Reflect.get(target, prop, receiver) as unknown;
+          if (typeof v !== 'function' || (prop !== 'listHosts' && prop !== 'getHost')) return v;
+          return async (...args: unknown[]) => {
+            const out = await (v as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+            rows += Array.isArray(out) ? out.length : out ? 1 : 0;
+            return out;
+          };
+        },
+      });
+      const logger = pino({ level: 'silent' });
+      const kernel = new Kernel({ store, registry: shortRuns(), documents: new DocumentTypes(), clock: systemClock, logger, hostId: 'w', claim: 'none', ownership: { leaseTtlMs: 30_000 } });
+      const worker = new Worker({ store, kernel, logger, hostId: 'w', pid: process.pid, concurrency: 1, tags: [], leaseTtlMs: 30_000, claimEveryMs: 600_000 });
+      // The start's round beats and asks whether an operator asked this worker to drain.
+      await worker.start();
+      await worker.drain(0);
+      expect(rows).toBe(1);
+    } finally {
+      await t.cleanup();
+    }
+  });
 });

@@ -1,4 +1,5 @@
 import SwaggerParser from '@apidevtools/swagger-parser';
+import { getEventListeners } from 'node:events';
 import { existsSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Berth, BerthError, type RunEvent } from '../../host/index';
@@ -41,9 +42,13 @@ describe('the versioned HTTP API and its remote client', { timeout: 300_000 }, (
     expect(created).toBe(true);
     expect((await remote.submitPlan(fx.plan, { requestId: 'remote-1' })).run.id).toBe(run.id);
 
+    // One signal for a whole follow and wait, as a long-lived client passes: each pause between
+    // polls and reconnects used to leave its abort listener on it, one more per poll.
+    const follow = new AbortController();
+    const waiting = remote.wait(run.id, { signal: follow.signal, pollMs: 20 });
     const seen: RunEvent[] = [];
     let restarted = false;
-    for await (const e of remote.events(run.id)) {
+    for await (const e of remote.events(run.id, { signal: follow.signal })) {
       seen.push(e);
       if (!restarted && (await stepRunning(fx, run.id, 1))) {
         // The server goes away while the run goes on; the client reconnects with Last-Event-ID.
@@ -53,8 +58,9 @@ describe('the versioned HTTP API and its remote client', { timeout: 300_000 }, (
       }
     }
     expect(restarted).toBe(true);
-    const end = await remote.wait(run.id);
+    const end = await waiting;
     expect(end.state).toBe('completed');
+    expect(getEventListeners(follow.signal, 'abort')).toHaveLength(0);
     expect(seen.at(-1)!.state).toBe('completed');
     const logged = await fx.read((s) => s.listCommitLog({ sessionId: run.sessionId }));
     expect(seen.map((e) => e.seq)).toEqual(logged.map((c) => c.seq));

@@ -54,7 +54,7 @@ describe.each(STORE_KINDS)('run ownership in the store on %s', (kind) => {
     await close();
   });
 
-  it('an operator take-over claims a live session at once; a released session is claimable at once; claimable lists only sessions with unfinished tasks and no live owner', async () => {
+  it('an operator take-over claims a live session at once; a released session is claimable at once; claimable lists only sessions with unfinished tasks and no live owner; the claims after each session\'s first are counted', async () => {
     const { a, b, close } = await twoHosts(kind);
     for (const s of ['ses_1', 'ses_2']) {
       await a.commit({ sessionId: s, label: 'submit', createSession: {}, tasks: [{ id: `task_${s}`, runId: null, parentId: null, kind: 'k', kindVersion: 1, phase: 'p', input: {} }] });
@@ -67,6 +67,9 @@ describe.each(STORE_KINDS)('run ownership in the store on %s', (kind) => {
     expect(await b.releaseSession('ses_1', 2)).toBe(true);
     expect(await b.claimableSessions(10)).toEqual(['ses_1', 'ses_2']);
     expect(await a.claimSession('ses_1', { hostId: 'h', pid: 1 }, 60_000)).toMatchObject({ ok: true, epoch: 3 });
+    // Claims after each session's first (what /metrics counts): ses_1's take-over and its claim after the release.
+    await a.claimSession('ses_2', { hostId: 'h', pid: 1 }, 60_000);
+    expect(await b.ownershipChanges()).toBe(2);
     await a.heartbeatHost({ id: 'h:1', hostId: 'h', pid: 1, tags: ['gpu'], concurrency: 2 });
     expect(await b.listHosts()).toMatchObject([{ id: 'h:1', tags: ['gpu'], stoppedAt: null }]);
     await close();
@@ -80,7 +83,10 @@ describe.each(STORE_KINDS)('run ownership in the store on %s', (kind) => {
     await a.heartbeatHost({ id: 'h:2', hostId: 'h', pid: 2, tags: [], concurrency: 1 });
     await a.heartbeatHost({ id: 'g:3', hostId: 'g', pid: 3, tags: [], concurrency: 1 });
     expect((await b.listHosts()).find((h) => h.id === 'h:1')).toMatchObject({ report, drainRequestedAt: null });
+    expect(await b.getHost('h:1')).toMatchObject({ id: 'h:1', report, drainRequestedAt: null });
+    expect(await b.getHost('h:99')).toBeUndefined();
     expect(await b.requestDrain('h:1')).toEqual(['h:1']);
+    expect((await b.getHost('h:1'))?.drainRequestedAt).not.toBeNull();
     // Asked already: not again; the host id asks its other live worker.
     expect(await b.requestDrain('h:1')).toEqual([]);
     expect(await b.requestDrain('h')).toEqual(['h:2']);

@@ -28,11 +28,13 @@ describe.each(STORE_KINDS)('store features ported to both stores, on %s', (kind)
     expect(await store.getSnapshot('snap_1')).toMatchObject({ registryRef: 'r@sha256:1', pushedAt: 5 });
   });
 
-  it('lists a run\'s or session\'s snapshots pruned or not, pushed or not, whole, newest and by page, in the same order as unfiltered', async () => {
+  it('lists a run\'s or session\'s snapshots pruned or not, pushed or not, whole, newest and by page, in the same order as unfiltered, and totals the kept ones', async () => {
     const store = await fresh();
     const ids = ['a', 'b', 'c', 'd', 'e', 'f'];
-    await store.commit({ ...admit, snapshots: ids.map((id, i) => snap(id, i % 2 ? { registryRef: `r@sha256:${id}`, pushedAt: i } : {})) });
+    await store.commit({ ...admit, snapshots: ids.map((id, i) => snap(id, { sizeBytes: i + 1, ...(i % 2 ? { registryRef: `r@sha256:${id}`, pushedAt: i } : {}) })) });
     for (const id of ['a', 'b', 'e']) await store.markSnapshotPruned(id, 9);
+    // What /metrics reports, counted by the store: c kept locally, d (4 bytes) and f (6) pushed.
+    expect(await store.snapshotTotals()).toEqual({ pushed: 2, unpushed: 1, pushedBytes: 10 });
     const names = (l: Array<{ id: string }>) => l.map((s) => s.id);
     expect(names(await store.listSnapshots({ runId: 'run_1' }))).toEqual(ids);
     expect(names(await store.listSnapshots({ runId: 'run_1', pruned: false }))).toEqual(['c', 'd', 'f']);
@@ -100,7 +102,7 @@ describe.each(STORE_KINDS)('store features ported to both stores, on %s', (kind)
     await expect(store.commit({ sessionId: 's1', label: 'bad', runTransitions: [{ runId: 'run_1', from: 'running', to: 'running', actor: 'x', reason: 'no owner change' }] })).rejects.toThrow();
   });
 
-  it('lists a session\'s runs of one kind, in some states, or its newest n, in creation order', async () => {
+  it('lists a session\'s runs of one kind, in some states, or its newest n, in creation order, and counts every run by state', async () => {
     const store = await fresh();
     // One commit: one created_at, so the ids (which sort as created) give the order.
     const run = (id: string, kind: string) => ({ id, kind, submissionId: null, rootTaskId: null, versions: { kernel: 'k1' } });
@@ -116,6 +118,7 @@ describe.each(STORE_KINDS)('store features ported to both stores, on %s', (kind)
     expect(ids(await store.listRuns({ sessionId: 's1', kind: 'plan', newest: 5 }))).toEqual(['run_2p']);
     expect(ids(await store.listRuns({ sessionId: 's1', states: ['running', 'admitted'] }))).toEqual(['run_3b']);
     expect(ids(await store.listRuns({ kind: 'agent', newest: 1 }))).toEqual(['run_9z']);
+    expect(await store.countRunsByState()).toEqual({ completed: 3, running: 1, admitted: 1 });
   });
 
   it('imports an exported run read-only: the record checks clean, every commit to it is refused, and a second import conflicts', async () => {

@@ -83,6 +83,11 @@ export function postgresOwnership(pool: pg.Pool, dbClock?: DbClock): OwnershipRe
       }
       return (await query<OwnerRow>(pool, `SELECT ${COLS} FROM fencing WHERE scope LIKE 'session:%' AND epoch > 0 ORDER BY scope`)).map(toOwner);
     },
+    async ownershipChanges() {
+      // SUM of a BIGINT is a NUMERIC, which pg hands over as a string.
+      const [r] = await query<{ n: string }>(pool, "SELECT COALESCE(SUM(GREATEST(epoch - 1, 0)), 0) AS n FROM fencing WHERE scope LIKE 'session:%'");
+      return Number(r!.n);
+    },
     async claimableSessions(limit, opts = {}) {
       // Sessions with unfinished tasks whose owner (if any) stopped or let its lease run out
       // (`orphaned`: only the latter). Ties on the clock go to the session whose task was inserted
@@ -115,6 +120,10 @@ export function postgresOwnership(pool: pg.Pool, dbClock?: DbClock): OwnershipRe
     },
     async listHosts(): Promise<WorkerHost[]> {
       return (await query<HostRow>(pool, `SELECT ${HOST_COLUMNS} FROM hosts ORDER BY started_at`)).map(toHost);
+    },
+    async getHost(id) {
+      const [row] = await query<HostRow>(pool, `SELECT ${HOST_COLUMNS} FROM hosts WHERE id = $1`, [id]);
+      return row ? toHost(row) : undefined;
     },
     async requestDrain(id) {
       const rows = await query<{ id: string }>(

@@ -7,6 +7,9 @@ import { query } from './open';
 /** The runs page's reads (see the SQLite twin). */
 export function postgresRunList(pool: pg.Pool): RunListReads {
   return {
+    async countRunsByState() {
+      return Object.fromEntries((await query<{ state: string; n: number }>(pool, 'SELECT state, COUNT(*) AS n FROM runs GROUP BY state')).map((r) => [r.state, Number(r.n)]));
+    },
     async listRunPage(q) {
       const where: string[] = [];
       const args: unknown[] = [];

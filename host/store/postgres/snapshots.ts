@@ -5,7 +5,7 @@ import { json, toSnapshot } from './rows';
 import { query } from './open';
 import { stateFilter } from '../sqlite/snapshots';
 
-type SnapshotMethods = Pick<Store, 'getSnapshot' | 'listSnapshots' | 'markSnapshotPruned' | 'putWorkspaceManifest' | 'getWorkspaceManifest'>;
+type SnapshotMethods = Pick<Store, 'getSnapshot' | 'listSnapshots' | 'snapshotTotals' | 'markSnapshotPruned' | 'putWorkspaceManifest' | 'getWorkspaceManifest'>;
 
 /** Snapshot reads and the non-session bookkeeping beside them (see the SQLite twin). */
 export function postgresSnapshots(pool: pg.Pool): SnapshotMethods {
@@ -28,6 +28,11 @@ export function postgresSnapshots(pool: pg.Pool): SnapshotMethods {
       }
       const out = (await query(pool, `SELECT * FROM snapshots WHERE ${cond} ORDER BY ${order}`, args)).map(toSnapshot);
       return filter.newest !== undefined ? out.slice(Math.max(0, out.length - Math.floor(filter.newest))) : out;
+    },
+    async snapshotTotals() {
+      // SUM of a BIGINT is a NUMERIC, which pg hands over as a string.
+      const [r] = await query<{ pushed: number; unpushed: number; bytes: string }>(pool, 'SELECT COUNT(registry_ref) AS pushed, COUNT(*) - COUNT(registry_ref) AS unpushed, COALESCE(SUM(CASE WHEN registry_ref IS NOT NULL THEN size_bytes END), 0) AS bytes FROM snapshots WHERE pruned_at IS NULL');
+      return { pushed: Number(r!.pushed), unpushed: Number(r!.unpushed), pushedBytes: Number(r!.bytes) };
     },
     async markSnapshotPruned(id, at) {
       await query(pool, 'UPDATE snapshots SET pruned_at = $1 WHERE id = $2 AND pruned_at IS NULL', [at, id]);

@@ -53,6 +53,7 @@ export function sqliteOwnership(db: Database.Database, clock: Clock) {
   const now: DbClock = () => clock.now();
   const cols = 'scope, epoch, holder, pid, at, heartbeat_at, stopped_at, lease_until';
   const get = db.prepare(`SELECT ${cols} FROM fencing WHERE scope = ?`);
+  const changes = db.prepare("SELECT COALESCE(SUM(MAX(epoch - 1, 0)), 0) AS n FROM fencing WHERE scope LIKE 'session:%'");
   const all = db.prepare(`SELECT ${cols} FROM fencing WHERE scope LIKE 'session:%' ORDER BY scope`);
   const liveOf = db.prepare(`SELECT ${cols} FROM fencing WHERE scope LIKE 'session:%' AND holder = ? AND epoch > 0 AND stopped_at IS NULL AND lease_until >= ? ORDER BY scope`);
   const take = db.prepare(
@@ -83,6 +84,7 @@ export function sqliteOwnership(db: Database.Database, clock: Clock) {
   );
   const hostStop = db.prepare('UPDATE hosts SET stopped_at = ?, heartbeat_at = ? WHERE id = ?');
   const hostsAll = db.prepare(`SELECT ${HOST_COLUMNS} FROM hosts ORDER BY started_at`);
+  const hostOne = db.prepare(`SELECT ${HOST_COLUMNS} FROM hosts WHERE id = ?`);
   const drainAsk = db.prepare('UPDATE hosts SET drain_requested_at = ? WHERE (id = ? OR host_id = ?) AND stopped_at IS NULL AND drain_requested_at IS NULL RETURNING id');
   return {
     async claimSession(sessionId: string, holder: { hostId: string; pid: number | null }, ttlMs: number, opts: { takeOver?: boolean } = {}): Promise<ClaimResult> {
@@ -115,6 +117,9 @@ export function sqliteOwnership(db: Database.Database, clock: Clock) {
       const rows = filter.liveHeldBy === undefined ? all.all() : liveOf.all(filter.liveHeldBy, now());
       return (rows as OwnerRow[]).map(toOwner);
     },
+    async ownershipChanges(): Promise<number> {
+      return (changes.get() as { n: number }).n;
+    },
     async claimableSessions(limit: number, opts: { orphaned?: boolean } = {}): Promise<string[]> {
       return ((opts.orphaned ? orphaned : claimable).all(now(), limit) as Array<{ session_id: string }>).map((r) => r.session_id);
     },
@@ -131,6 +136,10 @@ export function sqliteOwnership(db: Database.Database, clock: Clock) {
     },
     async listHosts(): Promise<WorkerHost[]> {
       return (hostsAll.all() as HostRow[]).map(toHost);
+    },
+    async getHost(id: string): Promise<WorkerHost | undefined> {
+      const row = hostOne.get(id) as HostRow | undefined;
+      return row ? toHost(row) : undefined;
     },
     async requestDrain(id: string): Promise<string[]> {
       return (drainAsk.all(now(), id, id) as Array<{ id: string }>).map((r) => r.id);

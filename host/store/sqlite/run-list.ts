@@ -4,7 +4,11 @@ import { toRun, type Row } from './rows';
 
 /** The runs page's reads (see ../run-list.ts): one indexed, ordered, limited query and a count. */
 export function sqliteRunList(db: Database.Database): RunListReads {
+  const byState = db.prepare('SELECT state, COUNT(*) AS n FROM runs GROUP BY state');
   return {
+    async countRunsByState() {
+      return Object.fromEntries((byState.all() as Array<{ state: string; n: number }>).map((r) => [r.state, r.n]));
+    },
     async listRunPage(q) {
       const where: string[] = [];
       const args: unknown[] = [];

@@ -3,7 +3,7 @@ import type { Store } from '../store';
 import { decodeJson } from '../stored-json';
 import { json, toSnapshot, type Row } from './rows';
 
-type SnapshotMethods = Pick<Store, 'getSnapshot' | 'listSnapshots' | 'markSnapshotPruned' | 'putWorkspaceManifest' | 'getWorkspaceManifest'>;
+type SnapshotMethods = Pick<Store, 'getSnapshot' | 'listSnapshots' | 'snapshotTotals' | 'markSnapshotPruned' | 'putWorkspaceManifest' | 'getWorkspaceManifest'>;
 
 /** The SQL of `listSnapshots`' `pruned` and `pushed` filters (the same on PostgreSQL). */
 export function stateFilter(f: { pruned?: boolean; pushed?: true }): string {
@@ -16,6 +16,7 @@ export function sqliteSnapshots(db: Database.Database): SnapshotMethods {
   // One statement per shape of filter, prepared on first use (a handful: by run, session or all, each with or without a page and the state filters).
   const prepared = new Map<string, Database.Statement>();
   const stmt = (sql: string) => prepared.get(sql) ?? prepared.set(sql, db.prepare(sql)).get(sql)!;
+  const totals = db.prepare('SELECT COUNT(registry_ref) AS pushed, COUNT(*) - COUNT(registry_ref) AS unpushed, COALESCE(SUM(CASE WHEN registry_ref IS NOT NULL THEN size_bytes END), 0) AS bytes FROM snapshots WHERE pruned_at IS NULL');
   const prune = db.prepare('UPDATE snapshots SET pruned_at = ? WHERE id = ? AND pruned_at IS NULL');
   const putManifest = db.prepare('INSERT OR REPLACE INTO workspace_manifests (image_id, manifest_json, created_at) VALUES (?, ?, ?)');
   const getManifest = db.prepare('SELECT manifest_json FROM workspace_manifests WHERE image_id = ?');
@@ -35,6 +36,10 @@ export function sqliteSnapshots(db: Database.Database): SnapshotMethods {
       }
       const out = (stmt(`SELECT * FROM snapshots WHERE ${cond} ORDER BY ${order}`).all(...args) as Row[]).map(toSnapshot);
       return filter.newest !== undefined ? out.slice(Math.max(0, out.length - Math.floor(filter.newest))) : out;
+    },
+    async snapshotTotals() {
+      const r = totals.get() as { pushed: number; unpushed: number; bytes: number };
+      return { pushed: r.pushed, unpushed: r.unpushed, pushedBytes: r.bytes };
     },
     async markSnapshotPruned(id, at) {
       prune.run(at, id);
