@@ -6,8 +6,9 @@
  * Samples: heap after gc, RSS, open fds, active handles, the sessions' private maps, the runtime
  * kernel's held() and the listeners on its stop signal, containers and networks of this host id.
  */
+import { processFigures } from './_soak-probe';
 import { getEventListeners } from 'node:events';
-import { mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -38,14 +39,8 @@ const berth = Berth.from(parts);
 const sessions = new McpSessions({ berth, environment, workspaceDir: join(dir, 'ws') });
 const server = await startMcpHttp(berth, sessions, { host: '127.0.0.1', port: 0, token: null });
 
-const gc = (globalThis as { gc?: () => void }).gc ?? (() => {});
-const fds = () => readdirSync('/proc/self/fd').length;
-const handles = () => (process as unknown as { _getActiveHandles(): unknown[] })._getActiveHandles().length;
 async function sample(what: string) {
-  gc();
-  await new Promise((r) => setTimeout(r, 100));
-  gc();
-  const m = process.memoryUsage();
+  const figures = await processFigures(100);
   const s = sessions as unknown as Record<string, unknown>;
   const maps = Object.fromEntries(Object.entries(s).filter(([, v]) => v instanceof Map || v instanceof Set).map(([k, v]) => [k, (v as Map<unknown, unknown>).size]));
   const lock = s.lock as Record<string, unknown>;
@@ -55,7 +50,7 @@ async function sample(what: string) {
   const label = [`berth.host=${hostId}`];
   const containers = (await docker.listContainers({ all: true, filters: { label } })).length;
   const networks = (await docker.listNetworks({ filters: { label } })).length;
-  console.log(JSON.stringify({ what, heapMB: +(m.heapUsed / 1e6).toFixed(2), rssMB: +(m.rss / 1e6).toFixed(1), fds: fds(), handles: handles(), maps, held: kernel?.held?.(), stopListeners: kernel?.stopped ? getEventListeners(kernel.stopped, 'abort').length : null, containers, networks }));
+  console.log(JSON.stringify({ what, ...figures, maps, held: kernel?.held?.(), stopListeners: kernel?.stopped ? getEventListeners(kernel.stopped, 'abort').length : null, containers, networks }));
 }
 async function connect() {
   const client = new Client({ name: 'soak', version: '1.0.0' });

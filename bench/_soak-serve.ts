@@ -7,7 +7,8 @@
  * 3. /metrics scrapes at 1,000 / 5,000 / 20,000 runs: ms per scrape and rows the scrape read.
  * Samples: heap after gc, RSS, open fds, active handles, the commit feed's waiters and timer.
  */
-import { mkdtempSync, readdirSync } from 'node:fs';
+import { processFigures } from './_soak-probe';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { RunState } from '../host/model';
@@ -51,15 +52,9 @@ const server = await startServe(
   },
   { host: '127.0.0.1', port: 0 },
 );
-const gc = (globalThis as { gc?: () => void }).gc ?? (() => {});
-const fds = () => readdirSync('/proc/self/fd').length;
-const handles = () => (process as unknown as { _getActiveHandles(): unknown[] })._getActiveHandles().length;
 async function sample(what: string) {
-  gc();
-  await new Promise((r) => setTimeout(r, 100));
-  gc();
-  const m = process.memoryUsage();
-  console.log(JSON.stringify({ what, heapMB: +(m.heapUsed / 1e6).toFixed(2), rssMB: +(m.rss / 1e6).toFixed(1), fds: fds(), handles: handles(), resources: process.getActiveResourcesInfo().length }));
+  const figures = await processFigures(100);
+  console.log(JSON.stringify({ what, ...figures }));
 }
 const get = async (path: string) => {
   const r = await fetch(server.url + path);

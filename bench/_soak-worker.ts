@@ -7,7 +7,7 @@
  * containers and networks of this host id left on the engine, unreleased leases.
  * SOAK_HEAPSNAP=DIR also writes heap snapshots after 25 runs and after the last.
  */
-import { readdirSync } from 'node:fs';
+import { processFigures } from './_soak-probe';
 import { writeHeapSnapshot } from 'node:v8';
 import { Berth } from '../host/index';
 import { assemble } from '../host/api/assemble';
@@ -31,10 +31,6 @@ process.env.BERTH_HOST_ID = fx.hostId;
 const parts = assemble({ store: fx.store, hostId: fx.hostId, logger: (await import('pino')).default({ level: 'silent' }) });
 const berth = Berth.from(parts);
 const worker = await startWorker(parts, { concurrency: 2 });
-const gc = (globalThis as { gc?: () => void }).gc ?? (() => {});
-const fds = () => readdirSync('/proc/self/fd').length;
-const handles = () => (process as unknown as { _getActiveHandles(): unknown[] })._getActiveHandles().length;
-const resources = () => process.getActiveResourcesInfo().reduce<Record<string, number>>((m, r) => ((m[r] = (m[r] ?? 0) + 1), m), {});
 const procListeners = () => process.eventNames().reduce((k, e) => k + process.listenerCount(e), 0);
 async function engine() {
   const label = [`berth.host=${fx.hostId}`];
@@ -43,12 +39,9 @@ async function engine() {
   return { containers, networks };
 }
 async function sample(i: number, t0: number) {
-  gc();
-  await new Promise((r) => setTimeout(r, 50));
-  gc();
-  const m = process.memoryUsage();
+  const figures = await processFigures(50);
   const leases = (await parts.store.listLeases({ unreleased: true })).length;
-  console.log(JSON.stringify({ runs: i, heapMB: +(m.heapUsed / 1e6).toFixed(2), rssMB: +(m.rss / 1e6).toFixed(1), fds: fds(), handles: handles(), resources: resources(), procListeners: procListeners(), leases, pgConnections: await pgConnections(), ...(await engine()), msPerRun: i ? Math.round((Date.now() - t0) / i) : 0 }));
+  console.log(JSON.stringify({ runs: i, ...figures, procListeners: procListeners(), leases, pgConnections: await pgConnections(), ...(await engine()), msPerRun: i ? Math.round((Date.now() - t0) / i) : 0 }));
 }
 const t0 = Date.now();
 await sample(0, t0);
