@@ -44,6 +44,11 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed, hosts: { allowed: ()
     await next();
     c.header('X-Content-Type-Options', 'nosniff');
     c.header('Referrer-Policy', 'no-referrer');
+    // Every answer but the two assets shows a run (output, file names, receipts): no browser disk
+    // cache or proxy keeps it after the tab closes (an event stream's no-cache still allowed storing).
+    if (!new URL(c.req.url).pathname.startsWith('/assets/')) c.header('Cache-Control', 'no-store');
+    // frame-ancestors below is the CSP spelling; this one is for what reads no CSP (and the event streams, which send none).
+    c.header('X-Frame-Options', 'DENY');
     // Only this origin's own script and style: an injected inline <script> would not run anyway.
     if (!c.res.headers.get('content-type')?.startsWith('text/event-stream')) c.header('Content-Security-Policy', "default-src 'self'; script-src 'self'; style-src 'self'; frame-ancestors 'none'");
   });
