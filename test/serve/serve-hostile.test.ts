@@ -1,12 +1,35 @@
+/// <reference lib="dom" />
+import { writeFileSync, readFileSync } from 'node:fs';
+import type { Page } from 'playwright-core';
 import { afterEach, describe, expect, it } from 'vitest';
+import { containerStdout } from '../support/agent-observe';
 import { planFixture } from '../support/plan-fixture';
-import { startServeChild } from '../support/serve-browser';
+import { cliChild, Cleanups, waitFor } from '../support/live-step';
+import { launchChromium, startServeChild } from '../support/serve-browser';
 
 // berth serve (a child process, real store and engine) read as a hostile page or a nosy cache would.
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c().catch((e) => console.error(e));
-});
+const cleanups = new Cleanups();
+afterEach(() => cleanups.run(), 240_000);
+
+/** What a sandbox or an operator writes, meant to break out of text, an attribute or a textarea, or to be a link. */
+const P = `"'><script>alert(1)</script><img src=x onerror=alert(2)></textarea><iframe src=javascript:alert(3)>`;
+/** A file name the sandbox makes (no slash in a name). */
+const F = `"'><img src=x onerror=alert(4)>`;
+const EVIL = `while [ ! -e /tmp/release ]; do sleep 0.2; done
+printf '%s\\n' "$(cat payload.txt)"; printf '%s\\n' "$(cat payload.txt)" >&2
+printf 'a\\n\\ndata: {"injected":1}\\n\\nevent: commit\\nid: 999\\n\\r\\rnul:\\000 bad:\\377\\376\\n'
+mkdir -p out; printf x > "out/$(cat fname.txt).txt"; printf y > "out/javascript:alert(5)"
+`;
+
+/** Elements, handlers and links a page has that its own markup never makes: all empty on a page that rendered everything as text. */
+const foreign = (page: Page) =>
+  page.evaluate(() => ({
+    scripts: Array.from(document.scripts).map((s) => new URL(s.src || 'inline:', location.href).pathname).filter((p) => p !== '/assets/live.js'),
+    elements: Array.from(document.querySelectorAll('img, iframe, textarea, object, embed, svg, math')).map((e) => e.outerHTML.slice(0, 80)),
+    handlers: Array.from(document.querySelectorAll('*')).flatMap((e) => Array.from(e.attributes).filter((a) => a.name.startsWith('on')).map((a) => `${e.tagName} ${a.name}`)),
+    links: Array.from(document.querySelectorAll('[href], [src], [action]')).map((e) => e.getAttribute('href') ?? e.getAttribute('src') ?? e.getAttribute('action')!).filter((h) => !h.startsWith('/')),
+  }));
+const NONE = { scripts: [], elements: [], handlers: [], links: [] };
 
 async function servedRun(extra: string[] = ['--no-token']) {
   const fx = await planFixture([{ name: 'one', run: 'echo secret-ish-output; echo kept > out.txt', artifacts: ['out.txt'] }]);
@@ -57,5 +80,51 @@ describe('berth serve against a hostile page', { timeout: 300_000 }, () => {
     expect(acted.status).toBe(303);
     const shown = await (await fetch(new URL(acted.headers.get('location')!, server.url))).text();
     expect(shown).toMatch(/<p class="said" id="said">[^<]*completed/);
+  });
+  it('renders what a sandbox and an operator wrote (plan name, live and kept output with SSE framing, NUL and bad UTF-8, artifact names, a reject reason, a workspace diff) as text in chromium: nothing runs, no element or handler or link is made', async () => {
+    const fx = await planFixture([{ name: 'evil', run: EVIL, artifacts: ['out/**'] }], { 'payload.txt': P, 'fname.txt': F });
+    cleanups.push(() => fx.cleanup());
+    writeFileSync(fx.plan, readFileSync(fx.plan, 'utf8').replace('name: fixture', `name: ${JSON.stringify(P)}`));
+    await fx.read(async () => undefined);
+    const server = await startServeChild(fx.store, fx.hostId);
+    cleanups.push(() => server.stop());
+    const chrome = await launchChromium();
+    cleanups.push(() => chrome.close());
+    const page = await chrome.browser.newPage();
+    const refused: string[] = [];
+    let dialogs = 0;
+    page.on('dialog', (d) => (dialogs++, void d.dismiss()));
+    page.on('console', (m) => void (/Content Security Policy/.test(m.text()) && refused.push(m.text())));
+    await page.goto(server.login!);
+
+    const host = await cliChild(fx, ['run', fx.plan], cleanups);
+    const runId = await waitFor('the run', async () => (await fx.read((s) => s.listRuns()))[0]?.id);
+    await page.goto(`${server.url}/runs/${runId}`);
+    await page.waitForFunction(() => (window as unknown as { berthLive: { state: string } }).berthLive.state === 'open');
+    const container = await waitFor('the sandbox', () => fx.read(async (s) => (await s.listLeases({})).find((l) => l.runId === runId && l.releasedAt === null && l.containerId)?.containerId));
+    // The page is open before the step prints: its output arrives over the event stream.
+    await containerStdout(fx.docker, container, ['touch', '/tmp/release']);
+    await page.waitForFunction((p) => document.querySelector('#steps')?.textContent?.includes(p), P, { timeout: 120_000 });
+    expect(await foreign(page)).toEqual(NONE);
+    expect(await host.ended).toBe(0);
+    expect((await fx.cli(['reject', runId, '--reason', P])).code).toBe(0);
+
+    await page.goto(`${server.url}/runs/${runId}`);
+    expect(await page.locator('#run-name').textContent()).toBe(P);
+    expect(await page.locator('#steps pre.stdout').textContent()).toContain(`${P}\na\n\ndata: {"injected":1}\n\nevent: commit\nid: 999`);
+    expect(await page.locator('#steps pre.stderr').textContent()).toContain(P);
+    expect(await page.locator('#artifacts [data-artifact] code:not(.sha256)').allTextContents()).toEqual(expect.arrayContaining([`out/${F}.txt`, 'out/javascript:alert(5)']));
+    expect(await page.locator('#acceptance').textContent()).toContain(P);
+    expect(await foreign(page)).toEqual(NONE);
+    await page.goto(`${server.url}/`);
+    expect(await page.locator(`tr[data-run="${runId}"] a`).first().textContent()).toBe(P);
+    expect(await foreign(page)).toEqual(NONE);
+    await page.goto(`${server.url}/runs/${runId}`);
+    await page.locator('#diff-form button').click();
+    await page.waitForSelector('#diff');
+    expect(await page.locator('#diff').textContent()).toContain(`out/${F}.txt`);
+    expect(await foreign(page)).toEqual(NONE);
+    expect(dialogs).toBe(0);
+    expect(refused).toEqual([]);
   });
 });
