@@ -1,5 +1,7 @@
 /// <reference lib="dom" />
 import { writeFileSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { containerStdout } from '../support/agent-observe';
@@ -126,5 +128,28 @@ describe('berth serve against a hostile page', { timeout: 300_000 }, () => {
     expect(await foreign(page)).toEqual(NONE);
     expect(dialogs).toBe(0);
     expect(refused).toEqual([]);
+  });
+  it('keeps two servers on one host signed in side by side, and a browser sends no access token to another web server on the same host', async () => {
+    const { fx, runId, server } = await servedRun([]);
+    const second = await startServeChild(fx.store, fx.hostId, ['--token-file', join(fx.dir, 'second-token')]);
+    cleanups.push(() => second.stop());
+    const tokens = [server.login!, second.login!].map((l) => new URL(l).searchParams.get('token')!);
+    // Any other local web server the operator opens (a dev server, a forwarded port): the browser sends it this host's cookies, whatever their port.
+    const cookies: string[] = [];
+    const other = createServer((req, res) => res.end(void cookies.push(req.headers.cookie ?? '')));
+    await new Promise<void>((r) => other.listen(0, '127.0.0.1', () => r()));
+    cleanups.push(() => new Promise((r) => other.close(() => r())));
+    const chrome = await launchChromium();
+    cleanups.push(() => chrome.close());
+    const page = await chrome.browser.newPage();
+    await page.goto(server.login!);
+    await page.goto(second.login!);
+    const first = await page.goto(`${server.url}/runs/${runId}`);
+    expect(first!.status()).toBe(200);
+    expect((await page.goto(`${second.url}/runs/${runId}`))!.status()).toBe(200);
+    await page.goto(`http://127.0.0.1:${(other.address() as { port: number }).port}/`);
+    // It does get this host's berth cookies (browsers keep no cookie to its port), but never a token.
+    expect(cookies.join(' ')).toContain('berth_session');
+    for (const t of tokens) expect(cookies.join(' ')).not.toContain(t);
   });
 });
