@@ -7,6 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { containerStdout } from '../support/agent-observe';
 import { planFixture } from '../support/plan-fixture';
 import { cliChild, Cleanups, waitFor } from '../support/live-step';
+import { ATTEMPT_TAIL } from '../../host/serve/run-view';
 import { launchChromium, startServeChild } from '../support/serve-browser';
 
 // berth serve (a child process, real store and engine) read as a hostile page or a nosy cache would.
@@ -151,5 +152,37 @@ describe('berth serve against a hostile page', { timeout: 300_000 }, () => {
     // It does get this host's berth cookies (browsers keep no cookie to its port), but never a token.
     expect(cookies.join(' ')).toContain('berth_session');
     for (const t of tokens) expect(cookies.join(' ')).not.toContain(t);
+  });
+  it('keeps the end of a step\'s output on the open page while the step floods it (4 MB in a second or two), never the whole of it: the page\'s live output holds at most what the server renders', async () => {
+    const FLOOD = `while [ ! -e /tmp/release ]; do sleep 0.2; done
+i=0; while [ $i -lt 40 ]; do yes 'a line of output from a busy step' | head -c 100000; i=$((i+1)); done; echo flood-end
+while [ ! -e /tmp/release2 ]; do sleep 0.2; done`;
+    const fx = await planFixture([{ name: 'flood', run: FLOOD }]);
+    cleanups.push(() => fx.cleanup());
+    await fx.read(async () => undefined);
+    const server = await startServeChild(fx.store, fx.hostId);
+    cleanups.push(() => server.stop());
+    const chrome = await launchChromium();
+    cleanups.push(() => chrome.close());
+    const page = await chrome.browser.newPage();
+    await page.goto(server.login!);
+    const host = await cliChild(fx, ['run', fx.plan], cleanups);
+    const runId = await waitFor('the run', async () => (await fx.read((s) => s.listRuns()))[0]?.id);
+    await page.goto(`${server.url}/runs/${runId}`);
+    await page.waitForFunction(() => (window as unknown as { berthLive: { state: string } }).berthLive.state === 'open');
+    // The most characters a live <pre> ever held, whatever fragment swaps happen in between.
+    await page.evaluate(() => {
+      const w = window as unknown as { most: number };
+      w.most = 0;
+      new MutationObserver((ms) => {
+        for (const m of ms) if (m.target instanceof HTMLElement && m.target.matches('pre.live')) w.most = Math.max(w.most, m.target.textContent!.length);
+      }).observe(document.body, { childList: true, subtree: true });
+    });
+    const container = await waitFor('the sandbox', () => fx.read(async (s) => (await s.listLeases({})).find((l) => l.runId === runId && l.releasedAt === null && l.containerId)?.containerId));
+    await containerStdout(fx.docker, container, ['touch', '/tmp/release']);
+    await page.waitForFunction(() => Array.from(document.querySelectorAll('#steps pre.live')).some((p) => p.textContent!.endsWith('flood-end\n')), null, { timeout: 240_000 });
+    expect(await page.evaluate(() => (window as unknown as { most: number }).most)).toBeLessThanOrEqual(ATTEMPT_TAIL);
+    await containerStdout(fx.docker, container, ['touch', '/tmp/release2']);
+    expect(await host.ended).toBe(0);
   });
 });
