@@ -1,5 +1,12 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 
+/**
+ * Most characters of a note in a redirect. What an action says can quote a reason or an effect's
+ * reason of any length; a 20,000-character one made a Location the server's own 16 KiB header limit
+ * then refused (431). Encoded, 1,000 characters stay under 9 KiB.
+ */
+export const MAX_SAID = 1_000;
+
 /** What an action said, and the run a fork made, as the run page shows them after the action's redirect. */
 export interface SaidNote {
   said: string;
@@ -16,8 +23,9 @@ export interface SaidNote {
 export function saidNotes(secret: string) {
   const mac = (n: SaidNote) => createHmac('sha256', secret).update(`berth-serve-said\0${n.said}\0${n.forked ?? ''}`).digest('hex');
   return {
-    /** The query string (no `?`) of a redirect that shows `n`. */
-    query(n: SaidNote): string {
+    /** The query string (no `?`) of a redirect that shows `n`, its words cut to {@link MAX_SAID} characters. */
+    query(full: SaidNote): string {
+      const n = { ...full, said: full.said.length > MAX_SAID ? `${full.said.slice(0, MAX_SAID - 1)}…` : full.said };
       return `said=${encodeURIComponent(n.said)}${n.forked ? `&forked=${encodeURIComponent(n.forked)}` : ''}&sig=${mac(n)}`;
     },
     /** The note a page URL carries, when this server signed it. */

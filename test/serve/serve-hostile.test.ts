@@ -185,4 +185,15 @@ while [ ! -e /tmp/release2 ]; do sleep 0.2; done`;
     await containerStdout(fx.docker, container, ['touch', '/tmp/release2']);
     expect(await host.ended).toBe(0);
   });
+  it('answers a reject whose reason is 20,000 characters with the run page and what it did, cut to fit a URL, not a 431 for the redirect it made', async () => {
+    const { fx, runId, server } = await servedRun();
+    const page = await (await fetch(`${server.url}/runs/${runId}`)).text();
+    const csrf = /name="_csrf" value="([0-9a-f]{64})"/.exec(page)![1]!;
+    const reason = `too long ${'r'.repeat(20_000)} end-of-reason`;
+    const acted = await fetch(`${server.url}/runs/${runId}/reject`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: server.url }, body: new URLSearchParams({ _csrf: csrf, reason }).toString() });
+    expect(acted.status).toBe(200);
+    const shown = await acted.text();
+    expect(shown).toMatch(/<p class="said" id="said">[^<]*rejected[^<]*too long r+…<\/p>/);
+    expect((await fx.read((s) => s.listAcceptance({ runId })))[0]).toMatchObject({ decision: 'rejected', reason });
+  });
 });
