@@ -15,6 +15,7 @@ import { filterQuery, listQuery, readRuns, runRow, runsFilterOf, runsFragment, t
 import { html } from './html';
 import { downloadArtifact } from './artifact-download';
 import { requireHost } from './host-check';
+import { refuseCrossSiteLoads } from './fetch-site';
 import { limitBodies } from './body-limit';
 import { mountApiV1 } from './api-v1';
 import { metricsText } from './metrics';
@@ -56,6 +57,8 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed, hosts: { allowed: ()
   });
   // Host first: a rebound name gets nothing, in every mode (with a token the cookie is this origin's, but --no-token has none).
   app.use('*', requireHost(hosts.allowed, hosts.url));
+  // Before the token: a page of another site gets no work done by loading our URLs (fetch-site.ts).
+  app.use('*', refuseCrossSiteLoads());
   app.use('*', requireToken(deps.token));
   app.use('*', limitBodies());
   app.use('*', requireCsrf(secret));

@@ -196,4 +196,33 @@ while [ ! -e /tmp/release2 ]; do sleep 0.2; done`;
     expect(shown).toMatch(/<p class="said" id="said">[^<]*rejected[^<]*too long r+…<\/p>/);
     expect((await fx.read((s) => s.listAcceptance({ runId })))[0]).toMatchObject({ decision: 'rejected', reason });
   });
+  it('answers a page of another site (another host, or another port of this one) that loads its URLs as an image, a script, a style or a frame with 403, without a token too, while links into it still open', async () => {
+    const { fx, runId, server } = await servedRun();
+    const snaps = await fx.read((s) => s.listSnapshots({ runId }));
+    const diff = `${server.url}/runs/${runId}/diff?from=${snaps[0]!.id}&to=${snaps[snaps.length - 1]!.id}`;
+    const evil = createServer((_req, res) => {
+      res.setHeader('content-type', 'text/html');
+      res.end(`<img src="${diff}"><script src="${server.url}/api/runs/${runId}"></script><link rel="stylesheet" href="${server.url}/runs/${runId}"><iframe src="${server.url}/"></iframe><a id="go" href="${server.url}/runs/${runId}">open</a>`);
+    });
+    await new Promise<void>((r) => evil.listen(0, '127.0.0.1', () => r()));
+    cleanups.push(() => new Promise((r) => evil.close(() => r())));
+    const port = (evil.address() as { port: number }).port;
+    const chrome = await launchChromium();
+    cleanups.push(() => chrome.close());
+    for (const site of [`http://localhost:${port}/`, `http://127.0.0.1:${port}/`]) {
+      const page = await chrome.browser.newPage();
+      // The status line as it came off the wire, also for what chromium then blocked (ORB, frame-ancestors): the server did the work either way.
+      const answers: number[] = [];
+      const cdp = await page.context().newCDPSession(page);
+      await cdp.send('Network.enable');
+      cdp.on('Network.responseReceivedExtraInfo', (e) => void (e.headersText?.includes('x-frame-options') && answers.push(e.statusCode)));
+      await page.goto(site);
+      await waitFor(`four answers to ${site}`, async () => answers.length >= 4);
+      expect(answers.filter((status) => status !== 403), site).toEqual([]);
+      // A link is a navigation the operator chose: it opens the run.
+      const [opened] = await Promise.all([page.waitForNavigation(), page.click('#go')]);
+      expect(opened!.status(), site).toBe(200);
+      await page.close();
+    }
+  });
 });
