@@ -15,12 +15,14 @@ import { filterQuery, listQuery, readRuns, runRow, runsFilterOf, runsFragment, t
 import { html } from './html';
 import { downloadArtifact } from './artifact-download';
 import { requireHost } from './host-check';
+import { refuseCrossSiteLoads } from './fetch-site';
 import { limitBodies } from './body-limit';
 import { mountApiV1 } from './api-v1';
 import { metricsText } from './metrics';
 import { pageRefusal } from './reconcile-refusals';
 import { apiError, isApiPath, refusal } from './api-errors';
 import { runNotFound } from '../store';
+import { saidNotes } from './said-note';
 
 /** `tag=a&tag=b` or `tag=a,b` (the form's one box): at most 10 tags. */
 export const tagsOf = (raw: string[] | undefined) => [...new Set((raw ?? []).flatMap((t) => t.split(',')).map((t) => t.trim()).filter(Boolean))].slice(0, 10);
@@ -40,15 +42,23 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed, hosts: { allowed: ()
   // CSRF is derived from the token; without a token (loopback, --no-token) from a per-process secret.
   const secret = deps.token ?? crypto.randomUUID() + crypto.randomUUID();
   const csrf = csrfToken(secret);
+  const notes = saidNotes(secret);
   app.use('*', async (c, next) => {
     await next();
     c.header('X-Content-Type-Options', 'nosniff');
     c.header('Referrer-Policy', 'no-referrer');
+    // Every answer but the two assets shows a run (output, file names, receipts): no browser disk
+    // cache or proxy keeps it after the tab closes (an event stream's no-cache still allowed storing).
+    if (!new URL(c.req.url).pathname.startsWith('/assets/')) c.header('Cache-Control', 'no-store');
+    // frame-ancestors below is the CSP spelling; this one is for what reads no CSP (and the event streams, which send none).
+    c.header('X-Frame-Options', 'DENY');
     // Only this origin's own script and style: an injected inline <script> would not run anyway.
     if (!c.res.headers.get('content-type')?.startsWith('text/event-stream')) c.header('Content-Security-Policy', "default-src 'self'; script-src 'self'; style-src 'self'; frame-ancestors 'none'");
   });
   // Host first: a rebound name gets nothing, in every mode (with a token the cookie is this origin's, but --no-token has none).
   app.use('*', requireHost(hosts.allowed, hosts.url));
+  // Before the token: a page of another site gets no work done by loading our URLs (fetch-site.ts).
+  app.use('*', refuseCrossSiteLoads());
   app.use('*', requireToken(deps.token));
   app.use('*', limitBodies());
   app.use('*', requireCsrf(secret));
@@ -89,10 +99,12 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed, hosts: { allowed: ()
     if (c.req.query('fragment')) return c.html(body.value);
     // An older page is a fixed view; the newest page follows the run.
     const live = before === undefined ? { events: `/api/runs/${encodeURIComponent(id)}/events`, fragment: `/runs/${encodeURIComponent(id)}?fragment=1`, after: view.commitSeq } : undefined;
-    // `forked=RUN` (after "fork from here"): a link to the new run beside what the action said.
-    const forked = c.req.query('forked');
+    // What the action just taken said (signed: a link from another site shows nothing), and after
+    // "fork from here" a link to the new run.
+    const note = notes.read({ said: c.req.query('said'), forked: c.req.query('forked'), sig: c.req.query('sig') });
+    const forked = note?.forked;
     const link = forked && /^[A-Za-z0-9_-]+$/.test(forked) ? { href: `/runs/${forked}`, text: `open run ${forked}` } : undefined;
-    return c.html(layout(`run ${id}`, body, live, c.req.query('said'), link).value);
+    return c.html(layout(`run ${id}`, body, live, note?.said, link).value);
   });
 
   // What changed in the workspace between two snapshots of the run, from their manifests (no sandbox).
@@ -134,7 +146,7 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed, hosts: { allowed: ()
         status = err.code.endsWith('not_found') ? 404 : 409;
       }
       if (c.req.header('accept')?.includes('application/json')) return c.json(forked ? { said, forkRunId: forked } : { said }, status as 200);
-      return c.redirect(`/runs/${encodeURIComponent(c.req.param('id'))}?said=${encodeURIComponent(said)}${forked ? `&forked=${encodeURIComponent(forked)}` : ''}`, 303);
+      return c.redirect(`/runs/${encodeURIComponent(c.req.param('id'))}?${notes.query({ said, forked })}`, 303);
     });
   act('approve', (c, f) => deps.actions.approve(c.req.param('id')!, f.id ?? '', f.digest || undefined, deps.operator));
   act('deny', (c, f) => deps.actions.deny(c.req.param('id')!, f.id ?? '', deps.operator));

@@ -1,3 +1,5 @@
+import { ATTEMPT_TAIL } from './run-view';
+
 /**
  * The page's only script and style, served from this process (`/assets/…`): no CDN, no build step,
  * so pages work offline. Kept as strings so the bundled CLI carries them.
@@ -8,6 +10,7 @@
  * `window.berthLive.events` lists the event ids received (tests compare it with the commit log).
  */
 export const LIVE_JS = `(() => {
+  const TAIL = ${ATTEMPT_TAIL};
   const live = { events: [], state: 'idle', refreshes: 0 };
   window.berthLive = live;
   const root = document.querySelector('[data-live]');
@@ -81,6 +84,7 @@ export const LIVE_JS = `(() => {
   if (outHost) {
     live.output = [];
     const recent = [];
+    const scrolling = new Set();
     const place = (c) => {
       let pre = root.querySelector('pre.live[data-attempt="' + CSS.escape(c.attempt) + '"]');
       if (!pre) {
@@ -114,7 +118,15 @@ export const LIVE_JS = `(() => {
       }
       if (c.channel === 'stderr') { const s = document.createElement('span'); s.className = 'err'; s.textContent = c.text; pre.append(s); }
       else pre.append(document.createTextNode(c.text));
-      pre.scrollTop = pre.scrollHeight;
+      // The end of the output only, as the server renders it: a step printing megabytes made every
+      // chunk lay out all of them again (4 MB froze the tab for a minute and a half).
+      let over = pre.textContent.length - TAIL;
+      while (over > 0 && pre.firstChild) {
+        const n = pre.firstChild, len = n.textContent.length;
+        if (len <= over) { n.remove(); over -= len; } else { n.textContent = n.textContent.slice(over); over = 0; }
+      }
+      // One scroll a frame, not one per chunk: each forces a layout.
+      if (!scrolling.has(pre)) { scrolling.add(pre); requestAnimationFrame(() => { scrolling.delete(pre); pre.scrollTop = pre.scrollHeight; }); }
     };
     live.replay = () => { for (const c of recent) place(c); };
     const osep = outHost.dataset.output.includes('?') ? '&' : '?';

@@ -7,8 +7,22 @@ import { BerthError } from '../errors';
 import { makeDirectories } from '../support/make-dirs';
 import { isApiPath, refusal } from './api-errors';
 
-/** The cookie a login link sets; it holds the access token (HttpOnly, SameSite=Strict). */
+/** The prefix of the cookie a login link sets (HttpOnly, SameSite=Strict); {@link sessionCookie} names it. */
 export const SESSION_COOKIE = 'berth_session';
+
+/**
+ * The cookie of the server answering on `port`. A browser keeps a host's cookies apart by name and
+ * path, never by port: with one name, signing in to a second `berth serve` on the machine (another
+ * store, another token) replaced the first one's cookie and signed it out.
+ */
+export const sessionCookie = (port: string) => `${SESSION_COOKIE}_${port || 'default'}`;
+
+/**
+ * What the cookie holds: a value derived from the token, never the token. The browser sends the
+ * cookie to every web server on the host, whatever its port; the token itself is also the Bearer
+ * of /api/v1 and of `berth mcp --http` (same token file), which such a server must not get.
+ */
+export const sessionValue = (token: string) => createHmac('sha256', token).update('berth-serve-session').digest('hex');
 
 /**
  * The access token of `berth serve`: read from `path`, or generated on first start and written
@@ -41,22 +55,23 @@ const same = (a: string, b: string) => {
 export const csrfToken = (secret: string) => createHmac('sha256', secret).update('berth-serve-csrf').digest('hex');
 
 /**
- * Every request needs the token (cookie from the login link, or `Authorization: Bearer`), else 401.
- * `/login?token=` checks it and sets the cookie. With `token` null (loopback only) nothing is asked.
+ * Every request needs the token (`Authorization: Bearer`) or the cookie the login link set, else
+ * 401. `/login?token=` checks the token and sets the cookie. With `token` null (loopback only) nothing is asked.
  */
 export function requireToken(token: string | null): MiddlewareHandler {
+  const session = token === null ? '' : sessionValue(token);
   return async (c, next) => {
     if (token === null) return next();
     const url = new URL(c.req.url);
+    const cookie = sessionCookie(url.port);
     if (url.pathname === '/login') {
       const given = url.searchParams.get('token') ?? '';
       if (!same(given, token)) return c.text('wrong or missing token: open the login link berth serve printed', 401);
-      c.header('Set-Cookie', `${SESSION_COOKIE}=${token}; HttpOnly; SameSite=Strict; Path=/`);
+      c.header('Set-Cookie', `${cookie}=${session}; HttpOnly; SameSite=Strict; Path=/`);
       return c.redirect('/', 303);
     }
     const bearer = /^Bearer (.+)$/.exec(c.req.header('authorization') ?? '')?.[1];
-    const given = bearer ?? getCookie(c, SESSION_COOKIE) ?? '';
-    if (same(given, token)) return next();
+    if (bearer !== undefined ? same(bearer, token) : same(getCookie(c, cookie) ?? '', session)) return next();
     if (isApiPath(c)) return refusal(c, 401, 'unauthorized', 'wrong or missing bearer token (the token is in the file berth serve names)');
     return refusal(c, 401, 'unauthorized', 'sign in with the login link berth serve printed at its first start (the token is in its token file)');
   };

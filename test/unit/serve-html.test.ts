@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Hono } from 'hono';
-import { csrfToken, escapeHtml, html, isLoopback } from '../../host/serve';
+import { csrfToken, escapeHtml, html, isLoopback, sessionCookie, sessionValue } from '../../host/serve';
 import { requireCsrf, requireToken } from '../../host/serve/auth';
 import { emptyCost } from '../../host/cost';
 import { runFragment } from '../../host/serve/run-page';
@@ -35,7 +35,10 @@ describe('serve: HTML escaping and access checks', () => {
     expect((await app.request('/x')).status).toBe(401);
     expect((await app.request('/x', { headers: { authorization: 'Bearer wrong' } })).status).toBe(401);
     expect((await app.request('/x', { headers: auth })).status).toBe(200);
-    expect((await app.request('/x', { headers: { cookie: `berth_session=${token}` } })).status).toBe(200);
+    // The cookie holds a value derived from the token, under a name of the port: the token itself is no cookie.
+    expect((await app.request('/x', { headers: { cookie: `${sessionCookie('')}=${sessionValue(token)}` } })).status).toBe(200);
+    expect((await app.request('/x', { headers: { cookie: `${sessionCookie('')}=${token}` } })).status).toBe(401);
+    expect((await app.request('http://localhost:7777/x', { headers: { cookie: `${sessionCookie('')}=${sessionValue(token)}` } })).status).toBe(401);
     expect((await app.request('/x', { method: 'POST', headers: auth })).status).toBe(403);
     expect((await app.request('/x', { method: 'POST', headers: { ...auth, 'x-csrf-token': 'nope' } })).status).toBe(403);
     expect((await app.request('/x', { method: 'POST', headers: { ...auth, 'x-csrf-token': csrfToken(token), origin: 'http://evil.example' } })).status).toBe(403);
