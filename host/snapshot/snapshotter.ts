@@ -246,6 +246,10 @@ export class Snapshotter {
 
   /** Removes the image tag of a snapshot whose record will never commit. */
   async discard(snapshotId: string): Promise<void> {
+    // A delta image is loaded into the engine in the background, tagged as it lands: removed before
+    // its load ended, the tag came back after, an image no record names (berth-api's stopped drive,
+    // under load: "no snapshot record snap_..."). The loads of this process end first.
+    await this.images.settle();
     await this.d.engine.removeSnapshot?.(snapshotId).catch((err: unknown) => this.d.logger.warn({ err, snapshotId }, 'could not remove an unrecorded snapshot image; gc will'));
   }
 
