@@ -81,17 +81,23 @@ describe('berth cancel, repeated and after a cancel that did not finish', { time
     // The race replayed in order: the cancel has committed and found no live host; before its own
     // claim, a resume claims the run; then the cancel claims, and is refused.
     const cancelling = fx.cli(['cancel', runId, '--json'], { BERTH_FAULT_HOLD: `cancel.committed=${go('cancel-go')}` });
-    await held('cancel-go');
-    const resuming = fx.cli(['resume', runId, '--json'], { BERTH_FAULT_HOLD: `resume.claimed=${go('resume-go')}` });
-    await held('resume-go');
-    writeFileSync(go('cancel-go'), '');
-    const cancelled = await cancelling;
-    // Before: exit 1, run_owned "... it is alive, so nothing was changed", after its cancel had been committed.
-    expect(cancelled.code, cancelled.stderr).toBe(0);
-    const owner = await fx.read(async (s) => s.getSessionOwner((await s.getRun(runId))!.sessionId));
-    expect(lastJson(cancelled)).toMatchObject({ runId, requested: true, owner: { hostId: owner!.holder, pid: owner!.pid, live: true } });
-    writeFileSync(go('resume-go'), '');
-    await resuming;
+    let resuming: ReturnType<typeof fx.cli> | undefined;
+    try {
+      await held('cancel-go');
+      resuming = fx.cli(['resume', runId, '--json'], { BERTH_FAULT_HOLD: `resume.claimed=${go('resume-go')}` });
+      await held('resume-go');
+      writeFileSync(go('cancel-go'), '');
+      const cancelled = await cancelling;
+      // Before: exit 1, run_owned "... it is alive, so nothing was changed", after its cancel had been committed.
+      expect(cancelled.code, cancelled.stderr).toBe(0);
+      const owner = await fx.read(async (s) => s.getSessionOwner((await s.getRun(runId))!.sessionId));
+      expect(lastJson(cancelled)).toMatchObject({ runId, requested: true, owner: { hostId: owner!.holder, pid: owner!.pid, live: true } });
+    } finally {
+      // Never leave a held process behind, whatever failed above.
+      writeFileSync(go('cancel-go'), '');
+      writeFileSync(go('resume-go'), '');
+      await Promise.all([cancelling, resuming]);
+    }
     expect((await fx.read((s) => s.getRun(runId)))!.state).toBe('cancelled');
     expect((await fx.read((s) => s.listRunTransitions(runId))).filter((t) => t.to === 'cancelling')).toHaveLength(1);
   });
