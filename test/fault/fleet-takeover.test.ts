@@ -3,7 +3,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { startCountingService } from '../support/counting-service';
 import { sharedPostgres, stopSharedPostgres } from '../support/store-kinds';
 import { lastJson, planFixture, type PlanStepDef } from '../support/plan-fixture';
-import { finishedStepCounts, keepReleasing, runDigest, runSettled, sleep, startWorker, stepRunning, stopWorker, submitDetached, waitFor, type WorkerProcess } from '../support/fleet';
+import { finishedStepCounts, keepReleasing, runDigest, freezeOutsideWrite, runSettled, sleep, startWorker, stepRunning, stopWorker, submitDetached, waitFor, type WorkerProcess } from '../support/fleet';
 import { leftoversOf } from './fleet-leftover-probe';
 
 /** Short enough that a takeover happens within seconds here; long against the renewals (every TTL/3). */
@@ -160,7 +160,7 @@ describe('two workers on one store', { timeout: 600_000 }, () => {
     const stale = workers.find((w) => w.pid === owner.pid)!;
     const other = workers.find((w) => w !== stale)!;
     const [oldLease] = await fx.read((s) => s.listLeases({ runId: run.id, unreleased: true }));
-    stale.child.kill('SIGSTOP');
+    await freezeOutsideWrite(stale.child, fx.store);
     // While the stale owner is frozen, the new owner removes what it left on the engine: the old
     // lease's container, its network and its INPUT rules (the commands in it stop with it).
     await waitFor('the run to be taken over', async () => ((await fx!.read((s) => s.getSessionOwner(run.sessionId)))!.epoch > owner.epoch ? true : undefined));

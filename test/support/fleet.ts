@@ -126,3 +126,30 @@ export async function keepReleasing(fx: Fixture, sessionId: string, until: Promi
     await Promise.race([until.catch(() => {}), sleep(500)]);
   }
 }
+
+/**
+ * SIGSTOPs `child`, again and again until it is frozen outside a write transaction of the SQLite
+ * store at `storePath`: a process frozen inside one holds the file's write lock, and no other
+ * process can write the store (claim, commit) until it runs again. That is a limit of a file store,
+ * not what a take-over test tests, and a freeze landing there made fleet-takeover wait 240 s for a
+ * claim that could not happen (full suite, load ~10). Checked by taking the write lock here
+ * (BEGIN IMMEDIATE, waiting up to 2 s for a live writer) and letting it go at once.
+ */
+export async function freezeOutsideWrite(child: ChildProcess, storePath: string): Promise<void> {
+  const { default: Database } = await import('better-sqlite3');
+  for (let attempt = 0; ; attempt++) {
+    child.kill('SIGSTOP');
+    const db = new Database(storePath, { timeout: 2000 });
+    try {
+      db.exec('BEGIN IMMEDIATE');
+      db.exec('ROLLBACK');
+      return;
+    } catch (err) {
+      if ((err as { code?: string }).code !== 'SQLITE_BUSY' || attempt >= 20) throw err;
+    } finally {
+      db.close();
+    }
+    child.kill('SIGCONT');
+    await sleep(150);
+  }
+}
