@@ -131,8 +131,9 @@ export async function keepReleasing(fx: Fixture, sessionId: string, until: Promi
  * SIGSTOPs `child`, again and again until it is frozen outside a write transaction of the SQLite
  * store at `storePath`: a process frozen inside one holds the file's write lock, and no other
  * process can write the store (claim, commit) until it runs again. That is a limit of a file store,
- * not what a take-over test tests, and a freeze landing there made fleet-takeover wait 240 s for a
- * claim that could not happen (full suite, load ~10). Checked by taking the write lock here
+ * not what a take-over test tests (one-owner's frozen worker runs on PostgreSQL for this reason),
+ * and a freeze landing there made fleet-takeover wait 240 s for a claim that could not happen (full
+ * suite, load ~10). Checked by taking the write lock here
  * (BEGIN IMMEDIATE, waiting up to 2 s for a live writer) and letting it go at once.
  */
 export async function freezeOutsideWrite(child: ChildProcess, storePath: string): Promise<void> {
