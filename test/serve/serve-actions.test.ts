@@ -102,7 +102,11 @@ describe('acting on runs from the page', { timeout: 300_000 }, () => {
   it('restores a chosen snapshot of a run in needs_reconciliation from the page and shows it finish', async () => {
     const fx = await planFixture([
       { name: 'one', run: 'echo one >> steps.log' },
-      { name: 'two', run: 'echo two >> steps.log' },
+      // Over the 1 MiB delta cap, so step two's snapshot is an engine commit, whole before its step
+      // commits. As a delta its image was loaded into the engine in the background, and a load the
+      // killed host had sent could finish after the test removed the image below: the resume then
+      // restored it and completed (`expected +0 to be 3`, once in a loaded full suite).
+      { name: 'two', run: 'echo two >> steps.log; head -c 1500000 /dev/urandom > pad.bin' },
       { name: 'three', run: 'cat steps.log' },
     ]);
     cleanups.push(() => fx.cleanup());
@@ -115,6 +119,8 @@ describe('acting on runs from the page', { timeout: 300_000 }, () => {
     const snaps = await fx.read((s) => s.listSnapshots({ runId }));
     const newest = snaps.find((s) => s.checkpoint === 'step:1:two')!;
     const older = snaps.find((s) => s.checkpoint === 'step:0:one')!;
+    const history = (await fx.docker.getImage(newest.imageId).history()) as Array<{ CreatedBy: string }>;
+    expect(history[0]!.CreatedBy).not.toBe('berth snapshot delta');
     await fx.removeSnapshotImage(newest.id);
     expect((await fx.cli(['resume', runId])).code).toBe(3);
 
