@@ -79,7 +79,11 @@ export class AgentSandbox {
     const pointer = (await ctx.readDocument<SandboxPointer & Json>(docId))?.state as SandboxPointer | undefined;
     if (!pointer) return { kind: 'reconcile', reason: `session ${sessionId} has no sandbox record` };
     const held = this.d.plan.held(sessionId);
-    if (held && held.id === pointer.leaseId && !held.lost && !held.isReleased) return { kind: 'ok', lease: held, writes: {} };
+    if (held && held.id === pointer.leaseId && !held.lost && !held.isReleased) {
+      // What an earlier phase of this process verified, when its decision did not commit (it threw, was refused).
+      const entries = this.d.plan.takeEntriesFor(ctx, sessionId);
+      return { kind: 'ok', lease: held, writes: entries.length ? { entries } : {} };
+    }
     const latest = await this.latest(sessionId);
     this.lastMeasured.set(sessionId, Math.max(this.lastMeasured.get(sessionId) ?? 0, latest?.measuredAt ?? 0));
     const expected: SandboxPointer = latest ? { leaseId: pointer.leaseId, snapshotId: latest.snapshotId, workspaceDigest: latest.workspaceDigest } : pointer;
@@ -90,7 +94,7 @@ export class AgentSandbox {
     const op = ensured.pointer;
     const writes: NonNullable<Decision['writes']> = Object.keys(op).length ? { documents: [{ documentId: docId, op: op as Json }] } : {};
     // What this process verified of the sandbox (after a restart): committed with the tool that used it, the run's evidence that it checked.
-    const entries = this.d.plan.takeEntries(sessionId);
+    const entries = this.d.plan.takeEntriesFor(ctx, sessionId);
     if (entries.length) writes.entries = entries;
     return { kind: 'ok', lease: ensured.lease, writes };
   }

@@ -102,7 +102,12 @@ async function intend(deps: AgentDeps, ctx: ToolContext, input: AgentRunInput, c
         return { ok: false as const, output: { content: `error: ${err.message}; the call did not run`, isError: true } };
       });
     });
-    if (!planned.ok) return finishWithout(call, 'error', planned.output.content, entries);
+    // What the acquisition wrote (a sandbox.verified, a moved pointer) commits with the refusal too.
+    if (!planned.ok) {
+      const refused = finishWithout(call, 'error', planned.output.content, writes.entries);
+      if (writes.documents) refused.writes = { ...refused.writes, documents: writes.documents };
+      return refused;
+    }
     plan = planned.plan;
   }
   const { checkpoint, effect } = toolIntent(ctx.task.runId, ctx.task.id, call, tool, args, plan);

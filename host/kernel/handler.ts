@@ -143,6 +143,13 @@ export interface PhaseContext {
    * slot to waiters and the awaited task queued behind them for good).
    */
   idle<T>(waiting: Promise<T>): Promise<T>;
+  /**
+   * Calls `fn` once this phase's decision is settled: `true` when the decision it returned was
+   * committed, `false` when it was not (refused, dropped as the host stopped, replaced because the
+   * phase threw or a cancel came). Something a phase took from this process to be recorded once
+   * (what a resume verified of the sandbox) goes back for the next phase to record when it is `false`.
+   */
+  onSettled(fn: (committed: boolean) => void): void;
 }
 
 export type Phase = (ctx: PhaseContext) => Promise<Decision>;

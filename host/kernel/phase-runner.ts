@@ -47,6 +47,34 @@ export async function runPhase(
   handler: TaskHandler,
   opts: { signal: AbortSignal; recovered: boolean; stopping: () => boolean; park?: (parked: boolean) => void },
 ): Promise<PhaseEnd> {
+  const settled: Array<(committed: boolean) => void> = [];
+  // Whether the decision being committed is the one the phase returned (not a retry, failure or
+  // cancel put in its place): only then did its writes reach the store.
+  const own = { decision: false };
+  let end: PhaseEnd | undefined;
+  try {
+    end = await runOnce(d, task, handler, opts, settled, own);
+    return end;
+  } finally {
+    const committed = end?.committed === true && own.decision;
+    for (const fn of settled) {
+      try {
+        fn(committed);
+      } catch (err) {
+        d.logger.error({ taskId: task.id, err }, 'a phase\'s settle callback threw');
+      }
+    }
+  }
+}
+
+async function runOnce(
+  d: PhaseRunnerDeps,
+  task: Task,
+  handler: TaskHandler,
+  opts: { signal: AbortSignal; recovered: boolean; stopping: () => boolean; park?: (parked: boolean) => void },
+  settled: Array<(committed: boolean) => void>,
+  own: { decision: boolean },
+): Promise<PhaseEnd> {
   // Built when first used: a child logger serialises its bindings, and most phases log nothing.
   let child: Logger | undefined;
   const log = () => (child ??= d.logger.child({ runId: task.runId, taskId: task.id, kind: task.kind, phase: task.phase }));
@@ -85,6 +113,7 @@ export async function runPhase(
         opts.park?.(false);
       }
     },
+    onSettled: (fn) => void settled.push(fn),
   };
   const phase = handler.phases[task.phase];
   let decision: Decision;
@@ -92,6 +121,7 @@ export async function runPhase(
   try {
     if (!phase) throw new BerthError('phase_unknown', `handler ${handler.kind}@${handler.version} has no phase ${task.phase}`);
     decision = await phase(ctx);
+    own.decision = true;
   } catch (err) {
     if (opts.stopping()) return { committed: false, reason: 'host stopping' };
     if (isBerthError(err, 'ownership_lost')) return { committed: false, reason: err.message };
@@ -113,6 +143,7 @@ export async function runPhase(
   if (opts.signal.aborted && decision.type !== 'complete' && (await d.store.getTask(task.id))?.cancelRequested) {
     task = { ...task, cancelRequested: true };
     retry = false;
+    own.decision = false;
     decision = { type: 'next', phase: task.phase };
   }
 
@@ -123,6 +154,7 @@ export async function runPhase(
     // An invalid document write or an unknown subtask kind is the phase's bug: the task fails, naming it.
     const e = isBerthError(err) ? err : null;
     retry = false;
+    own.decision = false;
     decision = { type: 'fail', error: { code: e?.code ?? 'decision_invalid', message: err instanceof Error ? err.message : String(err) } };
     built = await decisionCommit(d, task, decision, pending);
   }

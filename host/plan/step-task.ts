@@ -161,7 +161,7 @@ export async function runStep(ctx: TypedPhaseContext<StepInput>, sb: RunSandbox,
   }
   const held = lease;
   // What this process verified of the sandbox before the step used it (after a restart): committed with the step, the run's evidence that it checked.
-  const verifiedEntry = sb.takeEntries(runId);
+  const verifiedEntry = sb.takeEntriesFor(ctx, runId);
   if (!receipt) {
     progress({ type: 'step-start', runId, index, step: step.name, command: step.run });
     let secrets: ResolvedSecret[];

@@ -16,6 +16,7 @@ import { canUploadAsLayer, dropUpload, uploadAsLayer, type UploadImage } from '.
 import { sandboxEntries, SweepLog, type SweepEntry } from './sweep-log';
 import { countCutOffCpu } from './cut-off-cpu';
 import type { Json } from '../model';
+import type { PhaseContext } from '../kernel';
 
 export interface RunSandboxDeps {
   store: Store;
@@ -77,6 +78,8 @@ export class RunSandbox {
   /** Why the sandbox the run's pointer named could not be used (gone, removed, expired), until a restore records it. */
   private readonly replaced = new Map<string, NonNullable<SandboxVerification['replaced']>>();
   private readonly sweeps = new SweepLog();
+  /** Entries taken by phases whose decisions did not commit, for the next phase of the run to record. */
+  private readonly returned = new Map<string, Array<{ kind: string; body: Json }>>();
 
   constructor(private readonly d: RunSandboxDeps) {}
 
@@ -85,12 +88,37 @@ export class RunSandbox {
    * process swept of the run's sandboxes, then what it verified (a restarted run's evidence).
    */
   takeEntries(runId: string): Array<{ kind: string; body: Json }> {
-    return sandboxEntries(this.sweeps.take(runId), this.takeVerification(runId));
+    return [...this.takeReturned(runId), ...sandboxEntries(this.sweeps.take(runId), this.takeVerification(runId))];
   }
 
   /** Only the sweeps, for a decision that used no sandbox after them (a park, an interrupt). */
   takeSweeps(runId: string): Array<{ kind: string; body: Json }> {
-    return sandboxEntries(this.sweeps.take(runId), undefined);
+    return [...this.takeReturned(runId), ...sandboxEntries(this.sweeps.take(runId), undefined)];
+  }
+
+  /**
+   * Gives back entries a phase took whose decision did not commit (it threw, was refused or
+   * replaced): the sandbox stays held here, so no later phase verifies it again, and without them
+   * the record would show a restarted step's output from a sandbox nothing verified.
+   */
+  returnEntries(runId: string, entries: Array<{ kind: string; body: Json }>): void {
+    if (entries.length) this.returned.set(runId, [...entries, ...(this.returned.get(runId) ?? [])]);
+  }
+
+  /**
+   * {@link takeEntries} for a phase: entries its decision does not commit come back (see
+   * {@link returnEntries}).
+   */
+  takeEntriesFor(ctx: Pick<PhaseContext, 'onSettled'>, runId: string): Array<{ kind: string; body: Json }> {
+    const entries = this.takeEntries(runId);
+    if (entries.length) ctx.onSettled((committed) => committed || this.returnEntries(runId, entries));
+    return entries;
+  }
+
+  private takeReturned(runId: string): Array<{ kind: string; body: Json }> {
+    const r = this.returned.get(runId) ?? [];
+    this.returned.delete(runId);
+    return r;
   }
 
   /** The sweeps not yet taken (a reader that reports a resume). */

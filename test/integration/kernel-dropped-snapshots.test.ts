@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import pino from 'pino';
 import { DocumentTypes, HandlerRegistry, Kernel, submit, type Decision } from '../../host/kernel';
+import { BerthError } from '../../host/errors';
 import { systemClock } from '../../host/support';
 import { storeWithKernels } from '../support/store-kernels';
 import { STORE_KINDS } from '../support/store-kinds';
@@ -60,5 +61,33 @@ describe.each(STORE_KINDS)('snapshots of a decision that never commits (%s store
     await k.kernel.stop();
     expect(k.discarded).toEqual([]);
     expect((await k.store.getSnapshot('snap_kept'))?.imageId).toBe('sha256:snap_kept');
+  });
+
+  it('tell the phase that its decision did not commit when it threw after taking something, and that it did once its retry committed', async () => {
+    // What a resumed phase verified of the sandbox is taken once and must reach the record: a phase
+    // that throws after taking it gives it back on `false` (host/run-sandbox takeEntriesFor).
+    const { store } = await t.store();
+    const settled: boolean[] = [];
+    const registry = new HandlerRegistry();
+    registry.register({
+      kind: 'throws-once-typed',
+      version: 1,
+      initialPhase: 'start',
+      phases: {
+        start: async (ctx) => {
+          ctx.onSettled((committed) => settled.push(committed));
+          if (ctx.task.attempts === 0) throw new BerthError('engine_error', 'injected engine 5xx', { retryable: true });
+          return { type: 'complete', result: {} };
+        },
+      },
+      maxRetries: 2,
+    });
+    const kernel = new Kernel({ store, registry, documents: new DocumentTypes(), clock: systemClock, logger: pino({ level: 'silent' }), hostId: 'settled-host', pollMs: 50 });
+    t.kernels.push(kernel);
+    await kernel.start();
+    const { run } = await submit({ kernel, store, registry }, { requestId: 'settled', runKind: 'test', root: { kind: 'throws-once-typed', input: {} } });
+    expect((await kernel.waitForRun(run.id)).state).toBe('completed');
+    await kernel.stop();
+    expect(settled).toEqual([false, true]);
   });
 });

@@ -145,4 +145,26 @@ describe('what an agent tool\'s restart verified is part of the record', { timeo
     expect(caught.stdout).toContain('resume_verified');
     expect(caught.stdout).toContain('nothing verified since the restart');
   });
+
+  it('a tool whose first try after the restart failed once it had verified the sandbox still records that verification before its result, and berth check passes', async () => {
+    w = await cliWorld([{ toolCalls: [{ name: 'write_file', arguments: { path: 'out.txt', content: 'written\n' } }] }, { content: 'done' }], { snapshotPolicy: 'after-each-step' });
+    const killed = await w.cli(w.agentArgs('write it'), { BERTH_FAULT: 'before:phase.complete:agent-tool#1' });
+    expect(killed.signal, killed.stderr.slice(-500)).toBe('SIGKILL');
+    const runId = await w.read(async (s) => (await s.listRuns())[0]!.id);
+    // The resumed tool verifies the sandbox, then its snapshot fails (an engine 5xx): the phase throws
+    // and is retried. Before: the retry found the sandbox held, and the verification the failed try
+    // had taken was in no commit (berth check: resume_verified ... nothing verified since the restart).
+    const resumed = await w.cli(['resume', runId], { BERTH_FAULT_ERROR: 'snapshot.take#1' });
+    expect(resumed.code, resumed.stderr.slice(-800)).toBe(0);
+    const r = JSON.parse((await w.cli(['export', runId])).stdout) as Exported;
+    const tool = r.entries.find((e) => e.kind === 'agent.tool_result')!.taskId!;
+    const ofTool = r.entries.filter((e) => e.taskId === tool).map((e) => e.kind);
+    expect(ofTool.filter((k) => k === 'sandbox.verified')).toHaveLength(1);
+    expect(ofTool.indexOf('task.restarted')).toBeLessThan(ofTool.indexOf('sandbox.verified'));
+    expect(ofTool.indexOf('sandbox.verified')).toBeLessThan(ofTool.indexOf('agent.tool_result'));
+    // The failed try is on record: the phase threw once and was retried.
+    expect((await w.read((s) => s.getTask(tool)))?.attempts).toBe(1);
+    const check = await w.cli(['check', runId]);
+    expect(check.code, check.stdout + check.stderr).toBe(0);
+  });
 });
