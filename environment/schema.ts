@@ -114,7 +114,7 @@ const resources = z
     pids: z.number().int().min(8).default(256),
     diskMb: z.number().int().min(1).default(1024),
     commandTimeoutS: positiveInt.default(600).describe('Longest one command may run'),
-    runBudgetS: positiveInt.default(86400).describe('Longest the commands of a whole run may take in all (the sum of its steps\' command times; time waiting for a person or a resume does not count); the step that reaches it is stopped and the run fails run_budget_exceeded'),
+    runBudgetS: positiveInt.default(86400).describe('Longest the commands of a whole run may take in all (the sum of the command times of its plan steps, or of an agent run\'s tool calls; time waiting for a person, a model or a resume does not count); the step or tool call that reaches it is stopped, no command starts after it, and the run fails run_budget_exceeded'),
   })
   .prefault({});
 

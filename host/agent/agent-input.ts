@@ -54,7 +54,11 @@ export const AgentRunInputSchema = z.object({
 });
 export type AgentRunInput = z.infer<typeof AgentRunInputSchema>;
 
-export const GenerationInputSchema = z.object({ turn: z.number().int().positive() });
+export const GenerationInputSchema = z.object({
+  turn: z.number().int().positive(),
+  /** What was left of the run's budget (`resources.runBudgetS`) when the turn began; absent in turns of older hosts. */
+  budgetMs: z.number().optional(),
+});
 export type GenerationInput = z.infer<typeof GenerationInputSchema>;
 
 /** One tool call as the generation task committed it; `arguments` is the model's raw text. */
@@ -66,6 +70,8 @@ export const ToolCallInputSchema = z.object({
   index: z.number().int(),
   /** Set when the call needs an approval: the moment the request expires. */
   approvalExpiresAt: z.number().nullable(),
+  /** The turn's budget (`resources.runBudgetS` less what earlier turns' commands took); absent in calls of older hosts. */
+  budgetMs: z.number().optional(),
 });
 export type ToolCallInput = z.infer<typeof ToolCallInputSchema>;
 

@@ -25,8 +25,8 @@ const FINISHED_KEPT = 4_096;
  * one, between its plan and its run, queued behind them.
  */
 export class CallOrder {
-  /** Tool tasks whose sandbox work ended here (their result may still be committing). */
-  private readonly finished = new Set<string>();
+  /** Tool tasks whose sandbox work ended here (their result may still be committing), with that result. */
+  private readonly finished = new Map<string, unknown>();
   private readonly listeners = new Set<() => void>();
 
   /** `toolKind`: the tool task's kind, whose siblings of one turn are ordered. */
@@ -42,15 +42,23 @@ export class CallOrder {
   async during<D extends { type: string }>(taskId: string, phase: () => Promise<D>): Promise<D> {
     try {
       const decision = await phase();
-      if (decision.type === 'complete' || decision.type === 'fail' || decision.type === 'interrupt') this.finished.add(taskId);
+      if (decision.type === 'complete' || decision.type === 'fail' || decision.type === 'interrupt') this.finished.set(taskId, (decision as { result?: unknown }).result);
       return decision;
     } finally {
       if (this.finished.size > FINISHED_KEPT) {
         // Insertion order: the oldest are long committed (a turn's calls finish within its run).
-        for (const id of [...this.finished].slice(0, FINISHED_KEPT / 2)) this.finished.delete(id);
+        for (const id of [...this.finished.keys()].slice(0, FINISHED_KEPT / 2)) this.finished.delete(id);
       }
       this.changed();
     }
+  }
+
+  /**
+   * The result a tool task's phase decided here, before its commit may have landed (the run's
+   * budget counts a sibling's command time from it: run-budget.ts); undefined if none did.
+   */
+  finishedResult(taskId: string): unknown {
+    return this.finished.get(taskId);
   }
 
   /**

@@ -15,6 +15,7 @@ import { backoffMs, isCallerDriven, ModelCallError, type ChatRequest, type Model
 import { checkToolCall } from './tool-call-check';
 import { begunToolTask } from './tool-intent';
 import { networkHint } from './network-hint';
+import { turnBudgetUse } from './run-budget';
 import { secretHint } from './run-secrets';
 
 export const GENERATE_KIND = 'agent-generate';
@@ -44,6 +45,10 @@ export const GenerationResultSchema = z.object({
   final: z.boolean(),
   content: z.string().nullable(),
   toolCalls: z.number().int(),
+  /** Milliseconds the turn's tool calls' commands took: the root adds them to the run's `resources.runBudgetS` count. */
+  commandMs: z.number().min(0).optional(),
+  /** The call the run's budget stopped or did not start, as the run's failure names it. */
+  budgetStop: z.string().optional(),
 });
 export type GenerationResult = z.infer<typeof GenerationResultSchema>;
 
@@ -79,7 +84,8 @@ export function generationHandler(deps: AgentDeps): TaskHandler {
       tools: (ctx) => tools(deps, ctx),
       settled: async (ctx) => {
         const cp = ctx.state;
-        const result: GenerationResult = { final: false, content: cp.reply?.content ?? null, toolCalls: cp.reply?.toolCalls.length ?? 0 };
+        const use = turnBudgetUse(await ctx.children());
+        const result: GenerationResult = { final: false, content: cp.reply?.content ?? null, toolCalls: cp.reply?.toolCalls.length ?? 0, commandMs: use.commandMs, ...(use.stop ? { budgetStop: use.stop } : {}) };
         return { type: 'complete', result };
       },
     },
@@ -248,7 +254,7 @@ async function tools(deps: AgentDeps, ctx: GenerationContext): Promise<Generatio
   const cp = ctx.state;
   const input = await runInputOf(deps.store, ctx.task);
   const reply = cp.reply!;
-  const t = turnOf(deps, input, turn, reply, ctx.now(), ctx.task.runId);
+  const t = turnOf(deps, input, turn, reply, ctx.now(), ctx.task.runId, ctx.value.budgetMs);
   if (t.tasks.length === 0) {
     const result: GenerationResult = { final: true, content: reply.content, toolCalls: 0 };
     return { type: 'complete', result, writes: { entries: t.entries } };
@@ -260,8 +266,9 @@ async function tools(deps: AgentDeps, ctx: GenerationContext): Promise<Generatio
  * What a turn's answer commits: its model entry, and one tool task per call it makes (with an
  * approval timer for each call that waits for an operator). No tasks: the answer is final. A call
  * that needs no approval and no plan commits its intent here too (see {@link begunToolTask}).
+ * `budgetMs`: what is left of the run's `resources.runBudgetS` for the turn's commands.
  */
-export function turnOf(deps: Pick<AgentDeps, 'tools'>, input: AgentRunInput, turn: number, reply: ModelReply, now: number, runId: string | null): { entries: Array<{ kind: string; body: ReturnType<typeof plainJson> }>; tasks: SpawnSpec[] } {
+export function turnOf(deps: Pick<AgentDeps, 'tools'>, input: AgentRunInput, turn: number, reply: ModelReply, now: number, runId: string | null, budgetMs?: number): { entries: Array<{ kind: string; body: ReturnType<typeof plainJson> }>; tasks: SpawnSpec[] } {
   const calls = reply.toolCalls.map((c, i) => ({ ...c, id: c.id || `call_${turn}_${i}` }));
   const body: ModelEntry = { turn, content: reply.content, toolCalls: calls, finishReason: reply.finishReason, model: reply.model, usage: reply.usage };
   const entries = [{ kind: ENTRY.model, body: plainJson(body) }];
@@ -272,7 +279,7 @@ export function turnOf(deps: Pick<AgentDeps, 'tools'>, input: AgentRunInput, tur
   calls.forEach((c, index) => {
     const checked = checkToolCall(available, c.name, c.arguments);
     const expiresAt = checked.ok && needsApproval(input, checked.tool, checked.args) ? now + input.settings.approvalTtlMs : null;
-    const tc: ToolCallInput = { toolCallId: c.id, name: c.name, arguments: c.arguments, turn, index, approvalExpiresAt: expiresAt };
+    const tc: ToolCallInput = { toolCallId: c.id, name: c.name, arguments: c.arguments, turn, index, approvalExpiresAt: expiresAt, ...(budgetMs === undefined ? {} : { budgetMs }) };
     tasks.push(checked.ok && expiresAt === null && !checked.tool.plan ? begunToolTask(runId, tc, checked.tool, checked.args) : { kind: TOOL_KIND, input: tc });
     if (expiresAt !== null) timers.push({ kind: TIMER_KIND, input: { toolCallId: c.id, expiresAt } satisfies ApprovalTimerInput });
   });

@@ -8,8 +8,12 @@ import { toolState, type ExecuteCheckpoint, type ToolContext, type ToolDecision 
 import type { ToolResultStatus } from './entries';
 import { resultEntry, type ToolTaskResult } from './tool-result';
 import { useTool } from './tool-use';
+import { callBudgetLeft, CommandBudget, refusedUntouched } from './run-budget';
 
 export type { ExecuteCheckpoint } from './tool-checkpoint';
+
+/** A tool's answer as its receipt keeps it: with what its commands took of the run's budget (run-budget.ts). */
+type RanOutput = ToolOutput & { commandMs?: number; budget?: 'stopped' };
 
 const interruptedText = (policy: ReplayPolicy, why = 'the host stopped while this call was running') =>
   `error: ${why}, so it may or may not have taken effect. ` +
@@ -21,6 +25,8 @@ const interruptedText = (policy: ReplayPolicy, why = 'the host stopped while thi
  * that attempt stays uncertain.
  */
 function failure(err: unknown, verifying: boolean): { status: ToolResultStatus; out: ToolOutput } {
+  // The run's budget was used up before this call's command (run-budget.ts): it did not run.
+  if (isBerthError(err, 'run_budget_exceeded')) return { status: 'error', out: { content: `error: ${err.message}`, isError: true, detail: { code: err.code } } };
   if (isBerthError(err, 'secret_unavailable')) {
     if (verifying) return { status: 'interrupted', out: { content: `error: ${err.message}. ${interruptedText('verify')}`, isError: true, detail: { code: err.code } } };
     return { status: 'error', out: { content: `error: ${err.message}; the call did not run`, isError: true, detail: { code: err.code } } };
@@ -67,7 +73,9 @@ export async function executePhase(deps: AgentDeps, ctx: ToolContext): Promise<T
       return { type: 'interrupt', reason: acq.reason, result: { toolCallId: call.toolCallId, status: 'error' }, writes: { entries: [resultEntry(call, 'error', text, true)] } };
     }
     let verifying = false;
-    const use = <T>(fn: Parameters<typeof useTool<T>>[5]) => useTool(deps, ctx, input, call, acq.lease, fn);
+    // What is left of the run's resources.runBudgetS for this call's commands, read with the sandbox held.
+    const budget = new CommandBudget(await callBudgetLeft(ctx, deps.sandbox.order, input, call), input.environment, input.environment.resources.commandTimeoutS * 1000);
+    const use = <T>(fn: Parameters<typeof useTool<T>>[5], b?: CommandBudget) => useTool(deps, ctx, input, call, acq.lease, fn, b);
     const spec = {
       id: cp.effectId,
       kind: `tool.${call.name}`,
@@ -84,36 +92,46 @@ export async function executePhase(deps: AgentDeps, ctx: ToolContext): Promise<T
     };
     let status: ToolResultStatus;
     let out: ToolOutput;
+    const result: ToolTaskResult = { toolCallId: call.toolCallId, status: 'ok' };
     let decision: 'complete' | 'interrupt' = 'complete';
     try {
       const r: PerformOutcome<Json> = await ctx.perform(spec, async () => {
         try {
-          const output = await use((tctx) => tool.run(tctx, args, cp.plan));
+          const output: RanOutput = await use((tctx) => tool.run(tctx, args, cp.plan), budget);
           // A call cut off by a cancel (an exec killed mid-command) answers, but not with its outcome: uncertain.
           if (ctx.signal.aborted) throw new BerthError('tool_cancelled', `tool call ${call.toolCallId} (${call.name}) was stopped by cancel while running`);
+          // Kept in the receipt, so a receipt reused on recovery still counts the time and says why it stopped.
+          if (budget.usedMs > 0) output.commandMs = budget.usedMs;
+          if (budget.stopped) Object.assign(output, { content: `${budget.stoppedText()}\n${output.content}`, isError: true, budget: 'stopped' });
           return plainJson(output);
         } catch (err) {
-          // A secret that cannot be read stops the use before anything runs: provably not applied.
-          throw isBerthError(err, 'secret_unavailable') ? withDelivery(err, 'not_sent', false) : err;
+          // A secret that cannot be read, or a budget used up before the call's first command, stops the use before anything runs: provably not applied.
+          throw isBerthError(err, 'secret_unavailable') || refusedUntouched(err) ? withDelivery(err, 'not_sent', false) : err;
         }
       });
       if (r.status === 'uncertain') {
         status = 'interrupted';
+        if (budget.usedMs > 0) result.commandMs = budget.usedMs;
         decision = 'interrupt';
         const why = r.effect.status === 'executing' ? undefined : `the call ended without an answer (${r.reason})`;
         out = { content: interruptedText(r.effect.replay, why), isError: true };
       } else {
-        out = r.receipt as unknown as ToolOutput;
+        const ran = r.receipt as unknown as RanOutput;
+        out = ran;
+        if (ran.commandMs) result.commandMs = ran.commandMs;
+        if (ran.budget) result.budget = ran.budget;
         // A refused call (a path leaving the workspace) answered, but did nothing: not `ok`.
         status = out.refused ? 'error' : 'ok';
       }
     } catch (err) {
       if (ctx.signal.aborted) throw err;
       ({ status, out } = failure(err, verifying));
+      if (isBerthError(err, 'run_budget_exceeded')) result.budget = 'refused';
+      if (budget.usedMs > 0) result.commandMs = budget.usedMs;
       if (status === 'interrupted') decision = 'interrupt';
     }
     const writes: NonNullable<ToolDecision['writes']> = { ...acq.writes };
-    const result: ToolTaskResult = { toolCallId: call.toolCallId, status };
+    result.status = status;
     if (mutates) {
       const rec = await deps.sandbox.record(ctx, input, acq.lease, call.toolCallId, tool.snapshots === true && status === 'ok');
       result.sandbox = rec.state;

@@ -7,6 +7,7 @@ import type { AgentRunInput, ToolCallInput } from './agent-input';
 import { resolveToolSecrets } from './run-secrets';
 import { secretSandbox, sweepSecretFiles } from './secret-sandbox';
 import { meteredSandbox } from './metered-sandbox';
+import type { CommandBudget } from './run-budget';
 import { OutputWriter } from '../output';
 
 /**
@@ -14,9 +15,10 @@ import { OutputWriter } from '../output';
  * secrets are read for this use only: the tool's commands get the ones granted to it, and what
  * the use returns or throws, and its live output, is scrubbed of all of them before anything
  * commits, logs or shows it. Throws `secret_unavailable` (naming the secret and its source, and
- * before anything runs) when a secret cannot be read.
+ * before anything runs) when a secret cannot be read. With a `budget` (a call's run) its commands
+ * are held to the run's `resources.runBudgetS` and counted (run-budget.ts).
  */
-export async function useTool<T>(deps: AgentDeps, ctx: PhaseContext, input: AgentRunInput, call: ToolCallInput, lease: Lease, fn: (tctx: ToolRunContext) => Promise<T>): Promise<T> {
+export async function useTool<T>(deps: AgentDeps, ctx: PhaseContext, input: AgentRunInput, call: ToolCallInput, lease: Lease, fn: (tctx: ToolRunContext) => Promise<T>, budget?: CommandBudget): Promise<T> {
   const runId = ctx.task.runId!;
   const secrets = await resolveToolSecrets(input.environment, call.name, { runId, taskId: ctx.task.id, sessionId: ctx.task.sessionId });
   const live = deps.onLive;
@@ -30,7 +32,7 @@ export async function useTool<T>(deps: AgentDeps, ctx: PhaseContext, input: Agen
   };
   const ended = async (how: string) => output.end(how);
   const base = { signal: ctx.signal, commandTimeoutMs: input.environment.resources.commandTimeoutS * 1000 };
-  const metered = (sandbox: ToolRunContext['sandbox']) => meteredSandbox(sandbox, { store: ctx.store, runId, lease, now: () => ctx.now() });
+  const metered = (sandbox: ToolRunContext['sandbox']) => meteredSandbox(sandbox, { store: ctx.store, runId, lease, now: () => ctx.now(), budget });
   if (secrets.all.length === 0) {
     try {
       const r = await fn({ ...base, sandbox: metered(lease), onOutput: emit });

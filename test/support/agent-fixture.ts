@@ -30,7 +30,7 @@ export interface AgentWorld {
   rt: HostRuntime;
   sandbox: SandboxHost;
   settings(over?: Partial<AgentSettingsInput>): AgentSettingsInput;
-  start(message: string, o?: { settings?: Partial<AgentSettingsInput>; requestId?: string; snapshot?: 'after-each-step' | 'never' }): ReturnType<typeof submitAgentRun>;
+  start(message: string, o?: { settings?: Partial<AgentSettingsInput>; requestId?: string; snapshot?: 'after-each-step' | 'never'; runBudgetS?: number }): ReturnType<typeof submitAgentRun>;
   /** A new host process's view: the same store and host id, a fresh kernel. */
   restart(): Promise<HostRuntime>;
   /** Opts this test out of the leak check, with the reason it leaves objects behind on purpose. */
@@ -91,7 +91,7 @@ export async function agentWorld(script: ScriptedTurn[] | Parameters<typeof star
     start: (message, s = {}) =>
       submitAgentRun(
         { ...world.rt, toolNames: [...world.rt.agent.tools.keys()] },
-        { message, settings: settings(s.settings), environment: tinyEnvironment(imageId, { snapshot: s.snapshot }), requestId: s.requestId },
+        { message, settings: settings(s.settings), environment: tinyEnvironment(imageId, { snapshot: s.snapshot, runBudgetS: s.runBudgetS }), requestId: s.requestId },
       ),
     async restart() {
       await world.rt.kernel.stop();
