@@ -448,6 +448,7 @@ export class RunSandbox {
       this.live.delete(runId);
       this.epochs.delete(runId);
       this.sessions.delete(runId);
+      this.returned.delete(runId);
     }
   }
 
@@ -470,6 +471,7 @@ export class RunSandbox {
   async finish(runId: string, o: { release?: 'now' | 'at-run-end' } = {}): Promise<void> {
     const lease = this.live.get(runId);
     this.live.delete(runId);
+    this.returned.delete(runId);
     if (lease) this.d.snapshots.forget(lease.containerId);
     // The images need no container: the sandbox is removed while the engine loads the last layers
     // (the last step's load and the removal were each ~150 ms of a short run's end, one after the other).
