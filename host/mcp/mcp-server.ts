@@ -12,6 +12,7 @@ import { setCheckedHandler } from './checked-handler';
 import { cancelledByClient } from './client-cancel';
 import { deeperThan } from '../support/json-depth';
 import { WireError } from './wire-error';
+import { checkArgumentSizes } from './argument-limits';
 import { McpSessions, type CallOutcome } from './mcp-session';
 import { SANDBOX_TOOL_NAMES, SESSION_TOOLS, sandboxTools } from './mcp-tools';
 
@@ -66,6 +67,7 @@ export function createMcpServer(berth: Berth, sessions: McpSessions): Server {
     if (deeperThan(req.params.arguments, MAX_ARGUMENT_DEPTH)) {
       throw new WireError(ErrorCode.InvalidParams, `invalid tools/call request: params.arguments nest deeper than ${MAX_ARGUMENT_DEPTH} levels of arrays and objects`, { code: 'usage', field: 'params.arguments' });
     }
+    checkArgumentSizes(req.params.arguments ?? {});
     const { session, call_id, ...args } = (req.params.arguments ?? {}) as Record<string, unknown>;
     try {
       const sessionId = str(session, 'session');
