@@ -91,6 +91,23 @@ describe('berth mcp when its client cancels a call (notifications/cancelled)', {
     expect(w.service.counts().cancel).toBe(1);
   });
 
+  it('keeps a call alive past the SDK client\'s own short timeout while its command runs, when the client asks for progress (resetTimeoutOnProgress): the server sends notifications/progress at its interval', async () => {
+    const w = await newWorld();
+    // An interval 20 times shorter than the client's timeout: only a server stalled for 5 s could miss it.
+    const c = await w.connect(w.envArgs(), { BERTH_MCP_PROGRESS_MS: '250' });
+    const progress: Array<{ progress: number; message?: string }> = [];
+    const args = { command: 'sleep 12; echo outlived-the-timeout', call_id: 'progress-1' };
+    const r = (await c.client.callTool({ name: 'exec', arguments: args }, undefined, { timeout: 5_000, resetTimeoutOnProgress: true, onprogress: (p) => progress.push(p) }).catch((e: unknown) => e)) as CallToolResult;
+    // Before: MCP error -32001: Request timed out, 5 s into the 12 s command.
+    expect(r, String(r)).not.toBeInstanceOf(Error);
+    expect(r.structuredContent).toMatchObject({ call_id: 'progress-1', status: 'ok' });
+    expect(text(r)).toContain('outlived-the-timeout');
+    expect(progress.length).toBeGreaterThan(2);
+    // Progress only grows (the SDK's and the spec's rule), and says what it counts.
+    expect(progress.every((p, i) => i === 0 || p.progress > progress[i - 1]!.progress)).toBe(true);
+    expect(progress.at(-1)!.message).toMatch(/^exec running for \d+ s$/);
+  });
+
   it('lets a call whose client stopped waiting (the SDK client\'s own request timeout) run on: its repeat gets the outcome, and the session needs no decision', async () => {
     const w = await newWorld();
     const c = await w.connect(w.envArgs());
