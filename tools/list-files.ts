@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { shellQuote } from './shell-quote';
 import type { ToolDefinition } from './tool';
 import { answerOrUserError } from './user-errors';
+import { confinedPrelude, confineRefusal } from './workspace-confine';
 
 const Input = z.strictObject({
   path: z.string().min(1).default('.').describe('Directory, relative to the workspace; default the workspace itself'),
@@ -41,10 +41,13 @@ export const listFiles: ToolDefinition<ListFilesInput> = {
       }
       // One exec for the whole tree (busybox find has no -printf, so stat prints type and size).
       // Sorted here, not by sort(1): a name may hold a newline, which splits its entry over two lines.
-      const r = await ctx.sandbox.exec(['sh', '-c', `cd ${shellQuote(args.path)} && find . -mindepth 1 -exec stat -c '%F|%s|%n' {} + | head -n ${READ_LINES}`], {
+      // Confined in the same command (workspace-confine.ts): `cd` would follow `..`, `/etc` or a symlink out.
+      const r = await ctx.sandbox.exec(['sh', '-c', `${confinedPrelude(args.path)}\ncd "$p" && find . -mindepth 1 -exec stat -c '%F|%s|%n' {} + | head -n ${READ_LINES}`], {
         signal: ctx.signal,
         timeoutMs: ctx.commandTimeoutMs,
       });
+      const refused = confineRefusal(r, args.path);
+      if (refused) return refused;
       if (r.exitCode !== 0 && !r.stdout) return { content: `error: cannot list ${args.path}: ${r.stderr.trim() || `exit ${r.exitCode}`}`, isError: true, refused: true };
       const lines = statEntries(r.stdout)
         .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))

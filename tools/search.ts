@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { shellQuote } from './shell-quote';
 import type { ToolDefinition } from './tool';
+import { confinedPrelude, confineRefusal } from './workspace-confine';
 
 const Input = z.strictObject({
   pattern: z.string().min(1).describe('A basic regular expression (grep syntax); set fixed=true for a literal string'),
@@ -21,9 +22,13 @@ export const search: ToolDefinition<SearchInput> = {
   mutates: false,
   contextCap: 12_000,
   async run(ctx, args) {
-    const flags = ['-rnI', args.fixed ? '-F' : '', args.ignore_case ? '-i' : ''].filter(Boolean).join(' ');
-    const cmd = `grep ${flags} -e ${shellQuote(args.pattern)} -- ${shellQuote(args.path)} | head -n ${MAX_LINES + 1}`;
+    const flags = ['-nHI', args.fixed ? '-F' : '', args.ignore_case ? '-i' : ''].filter(Boolean).join(' ');
+    // Not `grep -r`: busybox's follows a symlink to a file anywhere in the tree (`ln -s /etc/shadow x`
+    // searched /etc/shadow). find -H follows only the path argument, which the prelude confined.
+    const cmd = `${confinedPrelude(args.path)}\nfind -H "$p" -type f -exec grep ${flags} -e ${shellQuote(args.pattern)} {} + | head -n ${MAX_LINES + 1}`;
     const r = await ctx.sandbox.exec(['sh', '-c', cmd], { signal: ctx.signal, timeoutMs: ctx.commandTimeoutMs });
+    const refused = confineRefusal(r, args.path);
+    if (refused) return refused;
     const lines = r.stdout.split('\n').filter(Boolean).map((l) => l.replace(/^\.\//, ''));
     if (lines.length === 0) {
       // grep exits 1 for "no match" and 2 for an error; only the error is the call's fault.

@@ -17,6 +17,7 @@ import { toolIntent } from './tool-intent';
 import { executePhase } from './tool-execute';
 import { finishWithout, ToolTaskResultSchema } from './tool-result';
 import { useTool } from './tool-use';
+import { settleCancelledCall } from './tool-cancel';
 
 export type { ApprovalRequest, ApprovalSignal } from './tool-checkpoint';
 
@@ -37,6 +38,7 @@ export function toolHandler(deps: AgentDeps): TaskHandler {
     initialPhase: 'call',
     restartLimit: 10,
     cancelEntries: closeApprovalOnCancel,
+    settleOnCancel: settleCancelledCall(deps),
     phases: {
       call: (ctx) => deps.sandbox.order.during(ctx.task.id, async () => {
         const call = ctx.value;

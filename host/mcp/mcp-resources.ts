@@ -5,7 +5,10 @@ import type { McpSessions } from './mcp-session';
 import { setCheckedHandler } from './checked-handler';
 import { WireError } from './wire-error';
 
-const RESOURCE_URI = /^berth:\/\/session\/([A-Za-z0-9_]+)\/(record|workspace)$/;
+/** A session id of at most 256 characters, as a tools/call's `session` (argument-limits.ts). */
+const RESOURCE_URI = /^berth:\/\/session\/([A-Za-z0-9_]{1,256})\/(record|workspace)$/;
+/** A URI as an error names it: a client's 1 MB URI came back whole. */
+const shown = (u: string) => (u.length > 200 ? `${JSON.stringify(u.slice(0, 200))}... (${u.length} characters)` : u);
 const uri = (sessionId: string, what: 'record' | 'workspace') => `berth://session/${sessionId}/${what}`;
 
 const TEMPLATES = [
@@ -40,7 +43,7 @@ export function addRecordResources(server: Server, berth: Berth, sessions: McpSe
   setCheckedHandler(server, 'resources/templates/list', ListResourceTemplatesRequestSchema, async () => ({ resourceTemplates: TEMPLATES }));
   setCheckedHandler(server, 'resources/read', ReadResourceRequestSchema, async (req, extra) => {
     const m = RESOURCE_URI.exec(req.params.uri);
-    if (!m) throw new WireError(ErrorCode.InvalidParams, `no resource ${req.params.uri}; resources are berth://session/{session}/record and /workspace`, { code: 'resource_unknown' });
+    if (!m) throw new WireError(ErrorCode.InvalidParams, `no resource ${shown(req.params.uri)}; resources are berth://session/{session}/record and /workspace`, { code: 'resource_unknown' });
     try {
       const sessionId = m[1]!;
       await sessions.requireSession(sessionId);

@@ -12,6 +12,8 @@ import { setCheckedHandler } from './checked-handler';
 import { cancelledByClient } from './client-cancel';
 import { deeperThan } from '../support/json-depth';
 import { WireError } from './wire-error';
+import { checkArgumentSizes } from './argument-limits';
+import { progressIntervalMs, reportProgress } from './call-progress';
 import { McpSessions, type CallOutcome } from './mcp-session';
 import { SANDBOX_TOOL_NAMES, SESSION_TOOLS, sandboxTools } from './mcp-tools';
 
@@ -57,8 +59,14 @@ const str = (v: unknown, name: string): string | undefined => {
   return v;
 };
 
+export interface McpServerOptions {
+  /** How often a call whose request has a progress token gets `notifications/progress` (call-progress.ts); default `BERTH_MCP_PROGRESS_MS` or 5 s. */
+  progressMs?: number;
+}
+
 /** An MCP server over one Berth host: the sandbox tools, `status` and `reconcile`, for any transport. */
-export function createMcpServer(berth: Berth, sessions: McpSessions): Server {
+export function createMcpServer(berth: Berth, sessions: McpSessions, o: McpServerOptions = {}): Server {
+  const progressMs = o.progressMs ?? progressIntervalMs();
   const server = new Server({ name: 'berth', version: KERNEL.version }, { capabilities: { tools: {}, resources: {} } });
   setCheckedHandler(server, 'tools/list', ListToolsRequestSchema, async () => ({ tools: [...sandboxTools(), ...SESSION_TOOLS] }));
   setCheckedHandler(server, 'tools/call', CallToolRequestSchema, async (req, extra) => {
@@ -66,7 +74,9 @@ export function createMcpServer(berth: Berth, sessions: McpSessions): Server {
     if (deeperThan(req.params.arguments, MAX_ARGUMENT_DEPTH)) {
       throw new WireError(ErrorCode.InvalidParams, `invalid tools/call request: params.arguments nest deeper than ${MAX_ARGUMENT_DEPTH} levels of arrays and objects`, { code: 'usage', field: 'params.arguments' });
     }
+    checkArgumentSizes(req.params.arguments ?? {});
     const { session, call_id, ...args } = (req.params.arguments ?? {}) as Record<string, unknown>;
+    const stopProgress = SANDBOX_TOOL_NAMES.has(name) ? reportProgress(extra, name, progressMs) : () => {};
     try {
       const sessionId = str(session, 'session');
       if (SANDBOX_TOOL_NAMES.has(name)) return callResult(await sessions.call(name, args, { sessionId, callId: str(call_id, 'call_id'), signal: extra.signal, cancel: cancelledByClient(server, extra.signal, () => process.stderr.write(`berth mcp: the client stopped waiting for call ${str(call_id, 'call_id') ?? '(no call_id)'} (its own request timeout); the call goes on, and a repeat with the same call_id gets its outcome\n`)) }));
@@ -77,6 +87,8 @@ export function createMcpServer(berth: Berth, sessions: McpSessions): Server {
       throw new WireError(ErrorCode.InvalidParams, `no tool named ${JSON.stringify(name).slice(0, 200)}; the tools are ${[...SANDBOX_TOOL_NAMES, ...SESSION_TOOLS.map((t) => t.name)].join(', ')}`, { code: 'tool_unknown' });
     } catch (err) {
       throw toMcpError(err);
+    } finally {
+      stopProgress();
     }
   });
   addRecordResources(server, berth, sessions, toMcpError);

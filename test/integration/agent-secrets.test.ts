@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { EnvironmentSchema, type Environment } from '../../environment';
 import { ENTRY, submitAgentRun, type ToolResultEntry } from '../../host/agent';
 import { agentWorld, tinyEnvironment, type AgentWorld } from '../support/agent-fixture';
+import { containerStdout } from '../support/agent-observe';
 import { startModelServer, type ScriptedTurn } from '../support/model-server';
 import { planFixture } from '../support/plan-fixture';
 import { expectNoLeaks, saveImage, storeFiles, type Scanned } from '../support/secret-scan';
@@ -64,7 +65,7 @@ describe('secrets given to agent tools', { timeout: 180_000 }, () => {
   it('an exec tool call granted a secret uses it; the store file, the CLI output/logs, the committed entries, the requests sent to the model and `docker save` of the snapshot images hold neither the value nor its base64', async () => {
     const { fx, model, agent } = await cliAgent([
       { toolCalls: [{ name: 'exec', arguments: { command: USE } }] },
-      { toolCalls: [{ name: 'list_files', arguments: { path: '/dev/shm', recursive: true } }] },
+      { toolCalls: [{ name: 'list_files', arguments: { path: '.', recursive: true } }] },
       { content: 'Deployed.' },
     ]);
     const end = await agent('deploy with the token', { BERTH_AGENT_TEST_TOKEN: TOKEN, BERTH_LOG_LEVEL: 'debug' });
@@ -81,8 +82,7 @@ describe('secrets given to agent tools', { timeout: 180_000 }, () => {
     const calls = new Map(entries.filter((e) => e.kind === ENTRY.toolResult).map((e) => [(e.body as unknown as ToolResultEntry).toolCallId, e.body as unknown as ToolResultEntry]));
     // Exit 0: the hashes matched, so the command had the real values; it shows only markers.
     expect(calls.get('call_0_0')).toMatchObject({ status: 'ok', isError: false, content: 'exit code 0\n--- stdout ---\ntoken=[redacted:TOKEN]\n[redacted:TOKEN]\n--- stderr ---\n[redacted:DEPLOY_KEY]' });
-    // The tmpfs file was removed after that exec (the directory may stay, empty).
-    expect(calls.get('call_1_0')!.content).not.toMatch(/^berth-secrets\/./m);
+    expect(calls.get('call_1_0')).toMatchObject({ status: 'ok' });
     expect(effects.map((e) => [e.kind, e.status])).toEqual([['tool.exec', 'confirmed'], ['tool.list_files', 'confirmed']]);
     // The model was told the names, never given the values.
     const exec = (model.requests[0]!.body.tools as Array<{ function: { name: string; description: string } }>).find((t) => t.function.name === 'exec')!;
@@ -91,6 +91,11 @@ describe('secrets given to agent tools', { timeout: 180_000 }, () => {
 
     const containers = await fx.docker.listContainers({ all: true, filters: { label: [`berth.host=${fx.hostId}`] } });
     expect(containers.length).toBeGreaterThanOrEqual(1);
+    // The tmpfs file was removed after that exec (the directory may stay, empty). Looked at from
+    // outside the tools: list_files, like every tool but exec, sees only the workspace.
+    const leased = containers.filter((c) => c.State === 'running');
+    expect(leased.length).toBeGreaterThanOrEqual(1);
+    for (const c of leased) expect(await containerStdout(fx.docker, c.Id, ['find', '/dev/shm', '-path', '*berth-secrets/*'])).toBe('');
     const scanned: Scanned = [
       ['stdout', Buffer.from(end.stdout)],
       ['stderr', Buffer.from(end.stderr)],
@@ -145,8 +150,9 @@ describe('secrets given to agent tools', { timeout: 180_000 }, () => {
     expect((await w.rt.kernel.waitForRun(run.id)).state).toBe('completed');
     const r = await byId(w, run.sessionId);
     expect(r.get('call_0_0')!.content).toBe('exit code 0\n--- stdout ---\ntoken=unset file=unset\n0');
-    // Even the tool granted the file cannot list the secret directory: only $DEPLOY_KEY_FILE names it.
-    expect(r.get('call_0_1')!.content).toMatch(/^error: grep: \/dev\/berth: Permission denied$/);
+    // Even the tool granted the file cannot list the secret directory: search sees only the workspace
+    // (a process that tries, with exec, is refused by the directory's mode: sandbox-processes.test.ts).
+    expect(r.get('call_0_1')!.content).toMatch(/^error: path "\/dev\/berth" leaves the workspace \/\S+$/);
     const tools = w.model.requests[0]!.body.tools as Array<{ function: { name: string; description: string } }>;
     expect(tools.find((t) => t.function.name === 'search')!.function.description).toContain('$TOKEN (environment variable), $DEPLOY_KEY_FILE');
     expect(tools.find((t) => t.function.name === 'exec')!.function.description).not.toContain('Secrets');

@@ -2,6 +2,7 @@ import { McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.j
 import { describe, expect, it } from 'vitest';
 import { containerStdout } from '../support/agent-observe';
 import { mcpWorldPerTest, toolText } from '../support/mcp-world';
+import { readStore } from '../support/temp-store';
 
 const newWorld = mcpWorldPerTest();
 const text = toolText;
@@ -15,11 +16,11 @@ const alive = (pid: number) => {
   }
 };
 
-async function until(what: string, ok: () => boolean, ms: number): Promise<void> {
+async function until(what: string, ok: () => boolean, ms: number, refresh?: () => Promise<unknown>): Promise<void> {
   const end = Date.now() + ms;
-  while (!ok()) {
+  while ((await refresh?.(), !ok())) {
     if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await sleep(100);
+    await sleep(refresh ? 300 : 100);
   }
 }
 
@@ -89,6 +90,57 @@ describe('berth mcp when its client cancels a call (notifications/cancelled)', {
     expect(after.structuredContent).toMatchObject({ session, status: 'ok' });
     expect(text(after)).not.toContain('late.txt');
     expect(w.service.counts().cancel).toBe(1);
+  });
+
+  it('ends a cancelled safe call in a sandbox with no network cancelled, without asking for a decision: it changed nothing, and the session goes on at once', async () => {
+    const w = await newWorld({ network: 'none' });
+    const c = await w.connect(w.envArgs());
+    const first = (await c.client.callTool({ name: 'write_file', arguments: { path: 'a.txt', content: 'a\n' } })) as CallToolResult;
+    const session = (first.structuredContent as { session: string }).session;
+    const stop = new AbortController();
+    const args = { command: 'sleep 300; cat a.txt', safe: true, call_id: 'safe-cancel-1' };
+    const asked = c.client.callTool({ name: 'exec', arguments: args }, undefined, { signal: stop.signal, timeout: 400_000 }).then(() => 'answered', () => 'cancelled');
+    let running: string | undefined;
+    await until('the safe exec to be executing', () => running !== undefined, 120_000, async () => {
+      const runs = await readStore(w.store, (s) => s.listRuns({ sessionId: session }));
+      for (const r of runs) if ((await readStore(w.store, (s) => s.listEffects({ runId: r.id }))).some((e) => e.status === 'executing')) running = r.id;
+    });
+    stop.abort('the user gave up');
+    expect(await asked).toBe('cancelled');
+    type Status = { awaiting_reconcile: string | null; calls: Array<{ call_id: string | null; run: string; run_state: string; status: string }> };
+    let call: Status['calls'][number] | undefined;
+    let status: Status | undefined;
+    await until('the cancelled call to end', () => call !== undefined && !['running', 'cancelling', 'pending'].includes(call.run_state), 90_000, async () => {
+      status = ((await c.client.callTool({ name: 'status', arguments: {} })) as CallToolResult).structuredContent as Status;
+      call = status.calls.find((x) => x.run === running);
+    });
+    // Before: needs_reconciliation, status uncertain, and no further call until a reconcile decision.
+    expect(call).toMatchObject({ call_id: 'safe-cancel-1', run_state: 'cancelled', status: 'error' });
+    expect(status!.awaiting_reconcile).toBeNull();
+    const effect = (await readStore(w.store, (s) => s.listEffects({ runId: running! })))[0];
+    expect(effect).toMatchObject({ status: 'failed', error: { code: 'cancelled_not_applied' } });
+    const repeated = (await c.client.callTool({ name: 'exec', arguments: args })) as CallToolResult;
+    expect(repeated.structuredContent).toMatchObject({ session, call_id: 'safe-cancel-1', status: 'error' });
+    expect(text(repeated)).toContain('cancelled while it ran; a safe call in a sandbox with no network changed nothing');
+    const next = (await c.client.callTool({ name: 'exec', arguments: { command: 'cat a.txt' } })) as CallToolResult;
+    expect(next.structuredContent).toMatchObject({ session, status: 'ok' });
+  });
+
+  it('keeps a call alive past the SDK client\'s own short timeout while its command runs, when the client asks for progress (resetTimeoutOnProgress): the server sends notifications/progress at its interval', async () => {
+    const w = await newWorld();
+    // An interval 20 times shorter than the client's timeout: only a server stalled for 5 s could miss it.
+    const c = await w.connect(w.envArgs(), { BERTH_MCP_PROGRESS_MS: '250' });
+    const progress: Array<{ progress: number; message?: string }> = [];
+    const args = { command: 'sleep 12; echo outlived-the-timeout', call_id: 'progress-1' };
+    const r = (await c.client.callTool({ name: 'exec', arguments: args }, undefined, { timeout: 5_000, resetTimeoutOnProgress: true, onprogress: (p) => progress.push(p) }).catch((e: unknown) => e)) as CallToolResult;
+    // Before: MCP error -32001: Request timed out, 5 s into the 12 s command.
+    expect(r, String(r)).not.toBeInstanceOf(Error);
+    expect(r.structuredContent).toMatchObject({ call_id: 'progress-1', status: 'ok' });
+    expect(text(r)).toContain('outlived-the-timeout');
+    expect(progress.length).toBeGreaterThan(2);
+    // Progress only grows (the SDK's and the spec's rule), and says what it counts.
+    expect(progress.every((p, i) => i === 0 || p.progress > progress[i - 1]!.progress)).toBe(true);
+    expect(progress.at(-1)!.message).toMatch(/^exec running for \d+ s$/);
   });
 
   it('lets a call whose client stopped waiting (the SDK client\'s own request timeout) run on: its repeat gets the outcome, and the session needs no decision', async () => {

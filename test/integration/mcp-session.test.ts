@@ -304,7 +304,7 @@ describe('berth mcp: a Berth session as the sandbox of an MCP client', { timeout
     expect(await readStore(w.store, (s) => s.listRuns())).toEqual([]);
   });
 
-  it('reports a read_file refused for leaving the workspace (.., an absolute path, a symlink out) or for a name too long as status error with isError, in its answer and in the record; an exec that exits non-zero ran: status ok with isError', async () => {
+  it('reports a read_file, a recursive list_files or a search refused for leaving the workspace (.., an absolute path, a symlink out; a search never reads through a symlink out) or for a name too long as status error with isError, in its answer and in the record; an exec that exits non-zero ran: status ok with isError', async () => {
     const w = (world = await mcpWorld());
     const c = await w.connect(w.envArgs());
     expect((await call(c, 'exec', { command: 'ln -s /etc esc' })).s.status).toBe('ok');
@@ -321,6 +321,30 @@ describe('berth mcp: a Berth session as the sandbox of an MCP client', { timeout
       const entries = await readStore(w.store, (s) => s.listEntries(r.s.session, { runId: r.s.run }));
       expect(entries.find((e) => e.kind === 'agent.tool_result')?.body, path).toMatchObject({ status: 'error', isError: true });
     }
+    // list_files (recursive) and search walk the tree with a command of their own: confined as read_file is.
+    expect((await call(c, 'exec', { command: 'ln -s /etc/passwd pw' })).s.status).toBe('ok');
+    const walks: Array<[string, Record<string, unknown>]> = [
+      ['list_files', { recursive: true }],
+      ['search', { pattern: 'root' }],
+    ];
+    for (const [tool, args] of walks) {
+      for (const [path, why] of [
+        ['../..', /^error: path "\.\.\/\.\." leaves the workspace \/\S+ \(it resolves to \/\)$/],
+        ['/etc', /^error: path "\/etc" leaves the workspace \/\S+$/],
+        ['esc', /^error: path "esc" leaves the workspace \/\S+ \(it resolves to \/etc\)$/],
+        ['nope', /^error: nope does not exist in the sandbox$/],
+      ] as const) {
+        const r = await call(c, tool, { ...args, path });
+        expect([r.s.status, r.isError], `${tool} ${path}: ${r.text.slice(0, 300)}`).toEqual(['error', true]);
+        expect(r.text, `${tool} ${path}`).toMatch(why);
+      }
+    }
+    // A symlink inside the workspace to a file outside it is listed, never searched through.
+    const tree = await call(c, 'list_files', { recursive: true });
+    expect(tree.text.split('\n')).toEqual(expect.arrayContaining(['hello.txt  20', 'pw  11']));
+    const searched = await call(c, 'search', { pattern: 'root:' });
+    expect([searched.s.status, searched.text]).toEqual(['ok', 'no matches']);
+    expect((await call(c, 'search', { pattern: 'from the' })).text).toBe('hello.txt:1:hello from the host');
     const failed = await call(c, 'exec', { command: 'exit 3' });
     expect([failed.s.status, failed.isError]).toEqual(['ok', true]);
     // A NUL byte no process argument can hold: refused before it runs, not `exec /bin/sh: invalid argument` as a command that failed.

@@ -1,8 +1,11 @@
 import { spawn } from 'node:child_process';
+import { readdirSync, statSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 import { McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it } from 'vitest';
 import { mcpWorldPerTest, toolText, type McpWorld } from '../support/mcp-world';
 import { bundledCli } from '../support/plan-fixture';
+import { readStore } from '../support/temp-store';
 
 const newWorld = mcpWorldPerTest();
 const text = toolText;
@@ -48,6 +51,37 @@ describe('berth mcp on stdio', { timeout: 300_000 }, () => {
     expect(after.isError, text(after)).toBe(false);
     expect(text(after)).toContain('small');
     expect(text(after)).not.toContain('big.txt');
+  });
+
+  it('refuses an id or a path over its size limit (a 1 MB call_id, session, path or resource URI) with -32602 naming the field and the limit, before anything of it reaches the store, and goes on serving', async () => {
+    const w = await newWorld();
+    const c = await w.connect(w.envArgs());
+    const huge = 'x'.repeat(1_000_000);
+    const cases: Array<[string, Record<string, unknown>, string, RegExp]> = [
+      ['read_file', { path: 'hello.txt', call_id: huge }, 'call_id', /params\.arguments\.call_id is 1000000 characters long; it is at most 256 characters$/],
+      ['read_file', { path: 'hello.txt', session: huge }, 'session', /params\.arguments\.session is 1000000 characters long; it is at most 256 characters$/],
+      ['status', { session: huge }, 'session', /params\.arguments\.session is 1000000 characters long/],
+      ['read_file', { path: huge }, 'path', /params\.arguments\.path is 1000000 bytes long; it is at most 4095 bytes \(a Linux path\)$/],
+      ['search', { pattern: huge }, 'pattern', /params\.arguments\.pattern is 1000000 bytes long; it is at most 65536 bytes$/],
+      ['exec', { command: huge }, 'command', /params\.arguments\.command is 1000000 bytes long; it is at most 131071 bytes \(one argument of a Linux process\)$/],
+    ];
+    for (const [name, args, field, why] of cases) {
+      const err = await c.client.callTool({ name, arguments: args }).then(() => null, (e: unknown) => e);
+      expect(err, `${name} ${field}`).toBeInstanceOf(McpError);
+      expect((err as McpError).code).toBe(-32602);
+      expect((err as McpError).data).toMatchObject({ code: 'usage', field: `params.arguments.${field}` });
+      expect((err as McpError).message).toMatch(why);
+      // The value is not echoed back.
+      expect((err as McpError).message.length).toBeLessThan(400);
+    }
+    const uri = await c.client.readResource({ uri: `berth://session/${huge}/workspace` }).then(() => null, (e: unknown) => e);
+    expect((uri as McpError).data).toMatchObject({ code: 'resource_unknown' });
+    expect((uri as McpError).message).toMatch(/no resource "berth:\/\/session\/x+"\.\.\. \(1000026 characters\); resources are/);
+    expect(await readStore(w.store, (s) => s.listRuns())).toEqual([]);
+    const stored = readdirSync(dirname(w.store)).filter((f) => f.startsWith(basename(w.store))).reduce((n, f) => n + statSync(join(dirname(w.store), f)).size, 0);
+    expect(stored).toBeLessThan(1_000_000);
+    const ok = (await c.client.callTool({ name: 'read_file', arguments: { path: 'hello.txt', call_id: 'c'.repeat(256) } })) as CallToolResult;
+    expect([ok.isError, text(ok)]).toEqual([false, 'hello from the host\n']);
   });
 
   it('answers a line that is not a JSON-RPC message with a parse error and reads the next one', async () => {

@@ -20,9 +20,9 @@ export interface McpConnection {
 
 /**
  * `berth mcp` spawned by the MCP SDK's own stdio client, over berth/tiny with its own store and
- * host id; the sandbox may reach a loopback counting service (through the egress proxy).
+ * host id; the sandbox may reach a loopback counting service (through the egress proxy), or nothing (`network: 'none'`).
  */
-export async function mcpWorld(o: { snapshotPolicy?: 'never' | 'after-each-step' | 'on-demand' } = {}) {
+export async function mcpWorld(o: { snapshotPolicy?: 'never' | 'after-each-step' | 'on-demand'; network?: 'none' } = {}) {
   const docker = await requireEngine();
   const image = await requireTinyImage(docker);
   const service = await startCountingService();
@@ -35,7 +35,7 @@ export async function mcpWorld(o: { snapshotPolicy?: 'never' | 'after-each-step'
     env,
     `kernel: { name: berth, version: 0.1.0, compatible: ">=0.1.0 <0.2.0" }\nimage: { ref: "berth/tiny:latest", digest: "${image}" }\n` +
       `resources: { memoryMb: 256, commandTimeoutS: 600 }\nlease: { ttlS: 600, heartbeatS: 10 }\nsnapshot: { policy: ${o.snapshotPolicy ?? 'never'} }\n` +
-      `network: { mode: allowlist, allow: ["localhost:${port}"], allowOverride: ["localhost:${port}"] }\n`,
+      (o.network === 'none' ? 'network: { mode: none }\n' : `network: { mode: allowlist, allow: ["localhost:${port}"], allowOverride: ["localhost:${port}"] }\n`),
   );
   const hostId = `mcptest-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
   const store = join(dir, 'berth.db');
