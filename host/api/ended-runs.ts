@@ -1,5 +1,5 @@
 import { BerthError } from '../errors';
-import { isFinalRunState, type Run } from '../model';
+import { isFinalRunState, type Run, type Task } from '../model';
 import type { Store } from '../store';
 import { ownerOf } from './decisions';
 import { assertKindsKnown, startHost, takeRun } from './drive';
@@ -16,6 +16,50 @@ export async function endedRunsWithLiveTasks(store: Pick<Store, 'listTasks' | 'g
     if (run && isFinalRunState(run.state) && !(await store.getImportedRun(runId))) ended.push(run);
   }
   return ended;
+}
+
+/** One task a stopped host left live in an ended run, as it was before a resume and as it is after. */
+export interface LeftoverTask {
+  id: string;
+  kind: string;
+  /** Its status when the resume found it. */
+  was: Task['status'];
+  status: Task['status'];
+  outcome: Task['outcome'];
+}
+
+/** What a resume of an ended run did with the tasks a stopped host left live in it (null: it had none). */
+export interface LeftoversSettled {
+  tasks: LeftoverTask[];
+  /** Every one of them is terminal now. */
+  settled: boolean;
+}
+
+/** The live tasks of an ended run (a host killed right after `reconcile --fail` committed); none for a run that has not ended. */
+export async function leftoverTasks(store: Pick<Store, 'listTasks'>, run: Pick<Run, 'id' | 'state'>): Promise<Task[]> {
+  return isFinalRunState(run.state) ? store.listTasks({ runId: run.id, statuses: LIVE }) : [];
+}
+
+/** What became of `before` (the leftovers a resume found): read again once the resume settled the run. */
+export async function leftoversAfter(store: Pick<Store, 'getTask'>, before: Task[]): Promise<LeftoversSettled | null> {
+  if (!before.length) return null;
+  const tasks: LeftoverTask[] = [];
+  for (const t of before) {
+    const now = (await store.getTask(t.id)) ?? t;
+    tasks.push({ id: t.id, kind: t.kind, was: t.status, status: now.status, outcome: now.outcome });
+  }
+  return { tasks, settled: tasks.every((t) => t.status === 'terminal') };
+}
+
+/** "1 task" / "2 tasks". */
+export const tasksWord = (n: number) => `${n} task${n === 1 ? '' : 's'}`;
+
+/** One line for the operator: what a resume did with an ended run's leftovers. */
+export function leftoversLine(runId: string, l: LeftoversSettled): string {
+  const all = `${tasksWord(l.tasks.length)} a stopped host left live in ended run ${runId}`;
+  if (l.settled) return `settled the ${all}: ${l.tasks.map((t) => `${t.id} (${t.outcome ?? t.status})`).join(', ')}`;
+  const live = l.tasks.filter((t) => t.status !== 'terminal');
+  return `${live.length} of the ${all} did not settle: ${live.map((t) => `${t.id} (${t.kind}, ${t.status})`).join(', ')}; berth resume ${runId} carries out the rest`;
 }
 
 /** What {@link settleEndedRuns} did: the runs whose tasks it settled, and those it left (with why). */

@@ -37,7 +37,8 @@ const USAGE = `usage: berth <command> [options]
                            run a build/test plan durably (live progress; Ctrl-C stops, resume continues);
                            --detach submits it for a berth worker (one with all the tags) and returns
   resume RUN [--take-over] continue a run after a crash, a stop or a reconcile; a run a live worker
-                           owns needs --take-over (recorded with you as the actor; the worker stops)
+                           owns needs --take-over (recorded with you as the actor; the worker stops);
+                           an ended run whose tasks a killed host left live: settles them (exit 0)
   worker [--concurrency N] [--tags a,b] [--lease-ttl S] [--grace S]
                            claim and drive submitted runs and runs whose owner's lease ran out;
                            SIGTERM drains (no new claims, running steps get S seconds, leases released)

@@ -184,6 +184,38 @@ describe('the final table after an operator decision', { timeout: 300_000 }, () 
   });
 });
 
+describe('berth resume of a run a killed host had just ended', { timeout: 300_000 }, () => {
+  it('settles the tasks the host killed right after reconcile --fail left live, says so and exits 0; a resume of the settled run ends 1 as before', async () => {
+    fx = await planFixture([
+      { name: 'one', run: 'echo one >> steps.log' },
+      { name: 'deploy', run: 'echo deployed >> steps.log', replay: 'never' },
+    ]);
+    fx.allowLeftovers('the kill before the deploy step\'s phase.complete leaves its snapshot image with no record (the record commits with the phase); by design (issue 12.2) `berth gc` removes it after its grace period, not the run\'s end', unrecordedSnapshotImages);
+    expect((await fx.cli(['run', fx.plan], { BERTH_FAULT: 'before:phase.complete:plan-step#2' })).signal).toBe('SIGKILL');
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    expect((await fx.cli(['resume', runId])).code).toBe(3);
+    const killed = await fx.cli(['reconcile', runId, '--fail'], { BERTH_FAULT: 'after:reconcile.fail' });
+    expect(killed.signal, killed.stderr).toBe('SIGKILL');
+    const root = async () => fx!.read(async (s) => (await s.getTask((await s.getRun(runId))!.rootTaskId!))!);
+    expect((await root()).status).toBe('waiting');
+
+    // Before: exit 1, "it already ended (failed): nothing is run again ..." and "berth: run RUN is failed", its root settled all the same.
+    const resumed = await fx.cli(['resume', runId]);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(await root()).toMatchObject({ status: 'terminal', outcome: 'cancelled' });
+    const said = resumed.stderr + resumed.stdout;
+    expect(said).toContain(`it already ended (failed) with 1 task a stopped host left live: settling it`);
+    expect(said).toContain(`settled the 1 task a stopped host left live in ended run ${runId}: ${(await root()).id} (cancelled)`);
+    expect(resumed.stderr).not.toContain(`berth: run ${runId} is failed`);
+    expect((await fx.read((s) => s.listLeases({ runId }))).filter((l) => l.releasedAt === null)).toEqual([]);
+
+    const again = await fx.cli(['resume', runId, '--json']);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain(`berth: run ${runId} is failed`);
+    expect(lastJson<{ resume: { leftovers: unknown } }>(again).resume.leftovers).toBeNull();
+  });
+});
+
 describe('berth logs tells what the operator decided', { timeout: 300_000 }, () => {
   it('berth logs of a run parked after a kill and settled by --reject-effect shows the park and the decision with who made it, and no command printed a raw log line without --debug', async () => {
     fx = await planFixture([

@@ -1,5 +1,6 @@
 import { didLine, foundLine, sandboxDid, sandboxFound, snapshotsBefore } from '../../api/resume-report';
 import { drive, startHost, takeRun } from '../../api/drive';
+import { leftoverTasks, leftoversAfter, leftoversLine } from '../../api/ended-runs';
 import { cancel } from '../../api/decisions';
 import { preparePlan, startPlan, stepCount, submitDetached } from '../../api/plans';
 import { leaseTtlMs, operator } from '../../api/runtime';
@@ -52,26 +53,33 @@ export async function resumeRun(ctx: CliContext, runId: string, opts: { takeOver
     // An agent run continues with the same live view as berth agent: conversation and tool calls.
     const host = await startAgentHost(ctx, ttlMs);
     const epoch = await takeRun(ctx, host.rt, run, { takeOver: opts.takeOver, actor: operator() });
+    const leftovers = await leftoverTasks(ctx.store, run);
     // What the resume finds of the session's sandbox (the next tool verifies it again, and restores it when gone).
     const found = await sandboxFound(ctx, host.rt, run);
     const before = await snapshotsBefore(ctx, run);
-    if (!ctx.json) process.stderr.write(`resuming run ${runId} (${run.state}) as its owner (epoch ${epoch}); ${foundLine(found, run)}\n`);
+    if (!ctx.json) process.stderr.write(`resuming run ${runId} (${run.state}) as its owner (epoch ${epoch}); ${foundLine(found, run, leftovers.length)}\n`);
     const ended = await followRun(ctx, host, run);
     const did = await sandboxDid(ctx, host.rt, run, found, before);
-    return finishAgentRun(ctx, ended, { json: { resume: { epoch, sandbox: { found, did } } }, line: didLine(did) }, opts.endsWell);
+    const settled = await leftoversAfter(ctx.store, leftovers);
+    return finishAgentRun(ctx, ended, { json: { resume: { epoch, sandbox: { found, did }, leftovers: settled } }, line: [didLine(did), settled ? leftoversLine(runId, settled) : ''].filter(Boolean).join('\n') }, settled?.settled ? ended.state : opts.endsWell);
   }
   const total = await stepCount(ctx, run);
   const { rt, swept } = await startHost(ctx, { ttlMs, onProgress: progressPrinter(ctx.json, () => total) });
   sayswept(ctx, swept);
   const epoch = await takeRun(ctx, rt, run, { takeOver: opts.takeOver, actor: operator() });
   await faultHold('resume.claimed');
+  // An ended run with live tasks (its host was killed right after `reconcile --fail` committed):
+  // settling them is what this resume is for, and when it does, the command did its job (exit 0)
+  // whatever state the run ended in. Read after the claim: a host that settled them meanwhile has.
+  const leftovers = await leftoverTasks(ctx.store, run);
   // What the resume finds of the sandbox (the driven run verifies it again, and restores it when gone).
   const found = await sandboxFound(ctx, rt, run);
   const before = await snapshotsBefore(ctx, run);
-  if (!ctx.json) process.stderr.write(`resuming run ${runId} (${run.state}) as its owner (epoch ${epoch}${total ? `, ${total} steps` : ''}); ${foundLine(found, run)}\n`);
+  if (!ctx.json) process.stderr.write(`resuming run ${runId} (${run.state}) as its owner (epoch ${epoch}${total ? `, ${total} steps` : ''}); ${foundLine(found, run, leftovers.length)}\n`);
   return finishDriven(ctx, rt, runId, async () => {
     const did = await sandboxDid(ctx, rt, run, found, before);
-    return { json: { resume: { epoch, sandbox: { found, did } } }, line: didLine(did) };
+    const settled = await leftoversAfter(ctx.store, leftovers);
+    return { json: { resume: { epoch, sandbox: { found, did }, leftovers: settled } }, line: [didLine(did), settled ? leftoversLine(runId, settled) : ''].filter(Boolean).join('\n'), ok: settled?.settled === true };
   }, opts.endsWell);
 }
 
