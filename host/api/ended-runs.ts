@@ -65,7 +65,28 @@ export function leftoversLine(runId: string, l: LeftoversSettled): string {
 /** What {@link settleEndedRuns} did: the runs whose tasks it settled, and those it left (with why). */
 export interface EndedRunsSettled {
   settled: string[];
-  left: Array<{ runId: string; reason: string }>;
+  /** `unfinishedRunId`: the session's unfinished run whose host would settle this one (gc does not drive it). */
+  left: Array<{ runId: string; reason: string; unfinishedRunId?: string | null }>;
+}
+
+/** Why an ended run's tasks are left while its session holds an unfinished run, and the two commands that settle them. */
+export function unfinishedRunReason(otherRunId: string | null): string {
+  if (!otherRunId) return 'its session has a live task of no run, which gc does not drive';
+  return `its session has unfinished run ${otherRunId}, which gc does not drive (that would carry on its work): berth resume ${otherRunId} continues it, berth cancel ${otherRunId} stops it; either settles this run's tasks too`;
+}
+
+/**
+ * Another run of `run`'s session with a live task, that is not an ended run (or a live task of no
+ * run): a host that takes the session drives it too.
+ */
+export async function unfinishedInSession(store: Pick<Store, 'listTasks' | 'getRun'>, run: Pick<Run, 'id' | 'sessionId'>): Promise<{ runId: string | null } | undefined> {
+  for (const t of await store.listTasks({ sessionId: run.sessionId, statuses: LIVE })) {
+    if (t.runId === run.id) continue;
+    if (t.runId === null) return { runId: null };
+    const other = await store.getRun(t.runId);
+    if (other && !isFinalRunState(other.state)) return { runId: other.id };
+  }
+  return undefined;
 }
 
 /**
@@ -89,10 +110,12 @@ export async function settleEndedRuns(p: RuntimeParts): Promise<EndedRunsSettled
         continue;
       }
       // Taking the session drives every task of it: never a later run of an agent session that
-      // nobody resumed (gc would carry on its work); resuming that run settles both.
+      // nobody resumed (gc would carry on that run's work: model calls, commands, a recovery
+      // deciding its call in flight). The operator chooses: continue it or stop it; the host that
+      // does either owns this run's tasks too and settles them before it stops (drive.ts).
       const other = (await p.store.listTasks({ sessionId: run.sessionId, statuses: LIVE })).find((t) => t.runId === null || !endedIds.has(t.runId));
       if (other) {
-        out.left.push({ runId: run.id, reason: `its session has unfinished run ${other.runId ?? '(none)'}: berth resume ${other.runId ?? run.id} settles both` });
+        out.left.push({ runId: run.id, reason: unfinishedRunReason(other.runId), unfinishedRunId: other.runId });
         continue;
       }
       try {

@@ -70,7 +70,9 @@ const USAGE = `usage: berth <command> [options]
   gc [--keep N] [--grace S] [--forks-older-than DURATION]
                            remove this host's leftover containers and unrecorded snapshot images
                            (older than S seconds, default 600); keep N snapshots per session (default 5);
-                           remove the sandboxes and snapshots of finished forks idle for DURATION (30m, 2d)
+                           remove the sandboxes and snapshots of finished forks idle for DURATION (30m, 2d);
+                           settle the tasks a killed host left live in an ended run (not while its session
+                           has an unfinished run: it names berth resume/cancel of that run, which settle both)
   gc --orphans [--remove]  list the containers, networks and snapshot images of other stores on this engine,
                            by store, and which stores are gone (file deleted, no process that made them alive
                            or holding it open); --remove removes a gone store's, never another's

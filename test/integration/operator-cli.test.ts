@@ -2,13 +2,17 @@ import { spawn } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { unrecordedSnapshotImages } from '../support/leak-check';
 import { bundledCli, lastJson, planFixture } from '../support/plan-fixture';
+import { cliWorld, type CliWorld } from '../support/agent-cli-world';
 
 // The operator's view through the real CLI: child processes on a real SQLite store and engine.
 type Fixture = Awaited<ReturnType<typeof planFixture>>;
 let fx: Fixture | undefined;
+let w: CliWorld | undefined;
 afterEach(async () => {
   await fx?.cleanup();
+  await w?.cleanup();
   fx = undefined;
+  w = undefined;
 });
 
 /** `berth ARGS` in the background, to be stopped or killed; its end is awaited from the start. */
@@ -213,6 +217,27 @@ describe('berth resume of a run a killed host had just ended', { timeout: 300_00
     expect(again.code).toBe(1);
     expect(again.stderr).toContain(`berth: run ${runId} is failed`);
     expect(lastJson<{ resume: { leftovers: unknown } }>(again).resume.leftovers).toBeNull();
+  });
+});
+
+describe('berth resume of an ended run whose session has an unfinished run', { timeout: 300_000 }, () => {
+  it('does not take the session (which would carry on the other run and decide its call in flight): it says the run ended and names the commands for the other one', async () => {
+    w = await cliWorld([{ content: 'First answer.' }, { toolCalls: [{ name: 'exec', arguments: { command: 'echo sent >> /tmp/sent.log' } }] }]);
+    const first = lastJson<{ run: { id: string; sessionId: string } }>(await w.cli([...w.agentArgs('first question'), '--json']));
+    const { id: done, sessionId } = first.run;
+    // The next message's host is killed with its call in flight: nobody knows whether it ran.
+    const killed = await w.cli(['chat', sessionId, 'send it'], { BERTH_FAULT: 'after:effect.begin:agent-tool' });
+    expect(killed.signal, killed.stderr).toBe('SIGKILL');
+    const open = await w.read(async (s) => (await s.listRuns({ sessionId })).find((r) => r.id !== done)!.id);
+    const before = await w.read(async (s) => ({ owner: (await s.getSessionOwner(sessionId))!.epoch, effects: (await s.listEffects({ runId: open })).map((e) => e.status) }));
+    expect(before.effects).toEqual(['executing']);
+
+    // Before: the resume of the completed run claimed the session, whose kernel took the other run's call in flight up too.
+    const resumed = await w.cli(['resume', done]);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(resumed.stdout + resumed.stderr).toContain(`run ${done} already ended (completed): nothing is run again. Its session's run ${open} is unfinished and was not driven here: berth resume ${open} continues it, berth cancel ${open} stops it`);
+    const after = await w.read(async (s) => ({ owner: (await s.getSessionOwner(sessionId))!.epoch, effects: (await s.listEffects({ runId: open })).map((e) => e.status), state: (await s.getRun(open))!.state }));
+    expect(after).toEqual({ ...before, state: 'running' });
   });
 });
 
