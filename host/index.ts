@@ -25,6 +25,7 @@ export type { RunEvent, FollowOptions, RunOrOutputEvent } from './api/events';
 export type { OutputEvent, InterruptedEvent, FollowedOutput } from './output';
 export type { ReconcileChoice, Reconciled } from './api/reconcile';
 export type { GcOptions, GcReport } from './api/gc';
+export type { OrphansReport } from './api/orphans';
 export type { WorkerOptions, RunningWorker } from './api/worker';
 export type { ForkOptions } from './api/forks';
 export type { HostView } from './api/run-driver';

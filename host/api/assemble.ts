@@ -136,7 +136,7 @@ export function assemble(o: OpenOptions): HostParts {
   const store = isPostgresUrl(o.store) ? lazyPostgresStore(o.store, { clock }) : openSqliteStore(o.store, { clock });
   const docker = o.docker ?? dockerClient();
   const hostId = o.hostId ?? process.env.BERTH_HOST_ID ?? hostname();
-  const sandbox = new SandboxHost({ docker, records: store, clock, logger, hostId, egress: egressPort(store, logger) });
+  const sandbox = new SandboxHost({ docker, records: store, clock, logger, hostId, egress: egressPort(store, logger), storeLocation: store.location });
   const registry = o.registry ?? process.env.BERTH_REGISTRY;
   return { store, docker, sandbox, artifacts: o.artifacts ?? artifactStore(o.store), logger, clock, hostId, ...(registry ? { registry } : {}) };
 }

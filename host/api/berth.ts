@@ -13,6 +13,7 @@ import { drive, startHost, takeRun, type Driven } from './drive';
 import { followRun, waitForRun, type FollowOptions, type RunEvent, type RunOrOutputEvent } from './events';
 import { fork, type ForkOptions } from './forks';
 import { gc, type GcOptions } from './gc';
+import { orphans } from './orphans';
 import { preparePlan, startPlan, submitDetached, type PlanSource } from './plans';
 import { reconcile, type ReconcileChoice } from './reconcile';
 import { connect, type ConnectOptions, type RemoteBerth } from './remote';
@@ -220,6 +221,11 @@ export class Berth implements HostParts, AsyncDisposable {
 
   gc(o: GcOptions = {}) {
     return gc(this, o);
+  }
+
+  /** `berth gc --orphans`: other stores' leftovers on this engine, by store; `remove` takes a gone store's. */
+  orphans(o: { remove?: boolean } = {}) {
+    return orphans(this, o);
   }
 
   /** Starts a fleet worker on this host (the same runtime `runPlan` uses); `drain` stops it. */

@@ -4,7 +4,7 @@ import type { HostRuntime } from '../runtime/host-runtime';
 import { releaseEndedRunLeases } from '../runtime/run-end-leases';
 import type { Kernel } from '../kernel';
 import { duration } from './duration';
-import { tasksSettled } from './tasks-settled';
+import { sessionLeftoversSettled, tasksSettled } from './tasks-settled';
 import { endRun, stopRuntime } from './run-end';
 import { hostRuntime, operator, type RuntimeOptions, type RuntimeParts } from './runtime';
 import { timed } from '../snapshot/timing';
@@ -114,6 +114,8 @@ export async function drive(p: RuntimeParts, rt: HostRuntime, runId: string, sig
   // An ended run's tasks may still be live (the root of a run `reconcile --fail` ended): this host
   // is their owner now and carries out the cancel before it stops, or nobody would.
   if (isFinalRunState(run.state)) await timed(p.logger, 'drive.tasks_settled', () => tasksSettled(p.store, rt.kernel, runId));
+  // So may another ended run's of the same session: this host owns them too, and nobody else would.
+  await sessionLeftoversSettled(p.store, rt.kernel, run.sessionId, runId);
   // The outcome is known: the caller reports it (the CLI prints its summary) while the sandbox's
   // release, which the final commit started, and the run-end policy below still run. Neither can
   // change the outcome; a host killed meanwhile leaves them to the next host's start and gc.

@@ -69,9 +69,12 @@ export async function sandboxDid(p: HostParts, rt: HostRuntime, run: Run, found:
 }
 
 /** One line each for the operator. A run that already ended runs nothing again: its sandbox is not restored, whatever is left of it. */
-export const foundLine = (f: SandboxFound, run: Pick<Run, 'state'>) =>
+/** `leftovers`: the live tasks a stopped host left in the run when it has ended (the resume settles them). */
+export const foundLine = (f: SandboxFound, run: Pick<Run, 'state'>, leftovers = 0) =>
   isFinalRunState(run.state)
-    ? `it already ended (${run.state}): nothing is run again and no sandbox is restored`
+    ? leftovers
+      ? `it already ended (${run.state}) with ${leftovers === 1 ? '1 task' : `${leftovers} tasks`} a stopped host left live: settling ${leftovers === 1 ? 'it' : 'them'}; nothing else is run again and no sandbox is restored`
+      : `it already ended (${run.state}): nothing is run again and no sandbox is restored`
     : f.state === 'alive'
     ? `found the sandbox alive (lease ${f.leaseId}, container ${f.containerId?.slice(0, 12) ?? '-'}): continuing in it`
     : f.state === 'gone'

@@ -1,5 +1,5 @@
 import type { Kernel } from '../kernel';
-import type { Task } from '../model';
+import { isFinalRunState, type Task } from '../model';
 import type { Store } from '../store';
 
 /** The statuses of a task that has not ended. */
@@ -44,4 +44,18 @@ export function tasksSettled(store: Pick<Store, 'listTasks'>, kernel: Pick<Kerne
     const limit = setTimeout(() => end(false), limitMs);
     void check();
   });
+}
+
+/**
+ * The session's other runs that ended with a task still live (a host killed right after
+ * `reconcile --fail` committed one of them): the host that drives any run of the session owns
+ * those tasks too and carries their cancel out, so it waits for them as well before it stops
+ * (`berth resume B` or `berth cancel B` settle an ended run A of B's session, as gc says).
+ */
+export async function sessionLeftoversSettled(store: Pick<Store, 'listTasks' | 'getRun'>, kernel: Pick<Kernel, 'onCommit'>, sessionId: string, exceptRunId: string): Promise<void> {
+  const runIds = new Set((await store.listTasks({ sessionId, statuses: LIVE })).map((t) => t.runId).filter((id): id is string => id !== null && id !== exceptRunId));
+  for (const id of runIds) {
+    const run = await store.getRun(id);
+    if (run && isFinalRunState(run.state)) await tasksSettled(store, kernel, id);
+  }
 }

@@ -10,7 +10,7 @@ import { buildContext, dockerClient, type CliContext } from './context';
 import { loadExtensions } from './extensions';
 import type { Extension } from '../agent/custom-tasks';
 import { envLock, envValidate } from './commands/env';
-import { gc } from './commands/gc';
+import { gc, gcOrphans } from './commands/gc';
 import { show, status } from './commands/runs';
 import { cancelRun, resumeRun, runPlan } from './commands/plan-run';
 import { logs } from './commands/logs';
@@ -37,7 +37,8 @@ const USAGE = `usage: berth <command> [options]
                            run a build/test plan durably (live progress; Ctrl-C stops, resume continues);
                            --detach submits it for a berth worker (one with all the tags) and returns
   resume RUN [--take-over] continue a run after a crash, a stop or a reconcile; a run a live worker
-                           owns needs --take-over (recorded with you as the actor; the worker stops)
+                           owns needs --take-over (recorded with you as the actor; the worker stops);
+                           an ended run whose tasks a killed host left live: settles them (exit 0)
   worker [--concurrency N] [--tags a,b] [--lease-ttl S] [--grace S]
                            claim and drive submitted runs and runs whose owner's lease ran out;
                            SIGTERM drains (no new claims, running steps get S seconds, leases released)
@@ -69,7 +70,12 @@ const USAGE = `usage: berth <command> [options]
   gc [--keep N] [--grace S] [--forks-older-than DURATION]
                            remove this host's leftover containers and unrecorded snapshot images
                            (older than S seconds, default 600); keep N snapshots per session (default 5);
-                           remove the sandboxes and snapshots of finished forks idle for DURATION (30m, 2d)
+                           remove the sandboxes and snapshots of finished forks idle for DURATION (30m, 2d);
+                           settle the tasks a killed host left live in an ended run (not while its session
+                           has an unfinished run: it names berth resume/cancel of that run, which settle both)
+  gc --orphans [--remove]  list the containers, networks and snapshot images of other stores on this engine,
+                           by store, and which stores are gone (file deleted, no process that made them alive
+                           or holding it open); --remove removes a gone store's, never another's
   env validate FILE [--engine]
                            check an environment manifest (--engine: and that its pinned image is on this engine)
   env lock FILE            pin the manifest's image to the local image id
@@ -144,6 +150,8 @@ interface Flags extends AgentFlags, ForkFlags, ServeFlags, McpFlags {
   all: boolean;
   'take-over': boolean;
   follow: boolean;
+  orphans: boolean;
+  remove: boolean;
   concurrency?: string;
   tags?: string;
   'lease-ttl'?: string;
@@ -216,6 +224,11 @@ const commands: Record<string, Handler> = {
   status: (ctx, _args, flags) => status(ctx(), { states: flags.state, tags: splitTags(flags.tags), search: flags.search, from: flags.from, to: flags.to }),
   show: (ctx, args, flags) => show(ctx(), need(args, 1, 'RUN')[0]!, flags.all),
   gc: (ctx, _args, flags) => {
+    if (flags.remove && !flags.orphans) throw new BerthError('usage', '--remove goes with --orphans (berth gc --orphans --remove); berth gc alone removes this store\'s leftovers');
+    if (flags.orphans) {
+      if (flags.keep !== undefined || flags.grace !== undefined || flags['forks-older-than'] !== undefined) throw new BerthError('usage', '--orphans looks only at other stores\' leftovers: it takes no --keep, --grace or --forks-older-than (run berth gc for this store)');
+      return gcOrphans(ctx(), flags.remove);
+    }
     if (flags.keep !== undefined && !/^\d+$/.test(flags.keep)) throw new BerthError('usage', `--keep expects a whole number of snapshots, found "${flags.keep}"`);
     if (flags.grace !== undefined && !/^\d+$/.test(flags.grace)) throw new BerthError('usage', `--grace expects whole seconds, found "${flags.grace}"`);
     const forks = flags['forks-older-than'];
@@ -301,6 +314,8 @@ export async function main(argv: string[]): Promise<number> {
         out: { type: 'string' },
         all: { type: 'boolean', default: false },
         'take-over': { type: 'boolean', default: false },
+        orphans: { type: 'boolean', default: false },
+        remove: { type: 'boolean', default: false },
         follow: { type: 'boolean', short: 'f', default: false },
         concurrency: { type: 'string' },
         tags: { type: 'string' },

@@ -163,7 +163,7 @@ export class RunSandbox {
       this.d.logger.debug({ runId, reason: not }, 'workspace uploaded into the fresh sandbox, not as a layer');
       return undefined;
     }
-    const up = await uploadAsLayer({ snapshots: this.d.snapshots, store: this.d.store, logger: this.d.logger, hostId: this.d.sandbox.hostId }, { env, hostDir, runId, sessionId, signal });
+    const up = await uploadAsLayer({ snapshots: this.d.snapshots, store: this.d.store, logger: this.d.logger, hostId: this.d.sandbox.hostId, storeLabels: await this.d.sandbox.storeLabels() }, { env, hostDir, runId, sessionId, signal });
     if (!up) return undefined;
     let lease: Lease | undefined;
     try {
@@ -365,10 +365,12 @@ export class RunSandbox {
     const early = target && !Object.keys(held).length ? this.d.transport!.earlyLayer(target, signal) : undefined;
     let taken: Awaited<ReturnType<Snapshotter['take']>> | undefined;
     let record: NewSnapshotRecord;
+    const origin = await this.d.sandbox.storeLabels();
     try {
       taken = await timed(this.d.logger, 'snapshot', () => this.d.snapshots.take(this.target(lease, env), {
         snapshotId: id,
-        labels: { 'berth.snapshot': id, 'berth.session': sessionId, 'berth.run': runId, 'berth.host': this.d.sandbox.hostId, ...held },
+        // The store's labels too: a delta image inherits only its parent's, and `berth gc --orphans` finds a deleted store's images by them.
+        labels: { ...origin, 'berth.snapshot': id, 'berth.session': sessionId, 'berth.run': runId, 'berth.host': this.d.sandbox.hostId, ...held },
         signal,
         onCommit: early && ((upper) => early.start(upper)),
       }), { checkpoint });

@@ -45,7 +45,7 @@ export function canUploadAsLayer(env: Environment, snapshots: Snapshotter, regis
  * image: a host killed in between leaves it for gc, like any unrecorded snapshot.
  */
 export async function uploadAsLayer(
-  d: { snapshots: Snapshotter; store: Store; logger: import('pino').Logger; hostId: string },
+  d: { snapshots: Snapshotter; store: Store; logger: import('pino').Logger; hostId: string; storeLabels?: Record<string, string> },
   o: { env: Environment; hostDir: string; runId: string; sessionId: string; signal: AbortSignal },
 ): Promise<UploadImage | undefined> {
   const parent = o.env.image.digest;
@@ -58,7 +58,7 @@ export async function uploadAsLayer(
   const { tar, diffId } = await timed(d.logger, 'upload.layer_pack', () => collect(packHostDir(resolve(o.hostDir), scan.entries, [ws], parseOwner(o.env.workspace.owner)) as unknown as AsyncIterable<Buffer>));
   o.signal.throwIfAborted();
   const snapshotId = newId('snap');
-  const labels = { 'berth.snapshot': snapshotId, 'berth.session': o.sessionId, 'berth.run': o.runId, 'berth.host': d.hostId };
+  const labels = { ...d.storeLabels, 'berth.snapshot': snapshotId, 'berth.session': o.sessionId, 'berth.run': o.runId, 'berth.host': d.hostId };
   const layer = { tar, diffId, bytes: tar.length, entries: scan.entries.length + 1, whiteouts: 0 };
   // Straight into the engine: nothing names the image before the lease made from it, so the store
   // never needs the layer (writing, reading back and deleting the whole workspace there was ~0.15 s).

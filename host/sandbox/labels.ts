@@ -11,6 +11,15 @@ export const LABEL = {
   host: 'berth.host',
   /** The store whose lease this is (see LeaseRecords.storeId); only that store's sweeper removes it. */
   store: 'berth.store',
+  /**
+   * Where that store is (a SQLite file's absolute path, a PostgreSQL URL without its password), the
+   * machine (hostname) and the pid of the process that made the container or image: what
+   * `berth gc --orphans` needs to tell a store whose file was deleted, and whose host is gone, from
+   * one that still exists (no store's records reach another store's leftovers).
+   */
+  storeLocation: 'berth.store.location',
+  machine: 'berth.machine',
+  pid: 'berth.pid',
   fingerprint: 'berth.env.fingerprint',
   created: 'berth.created',
   /** Set on warm-pool containers; labels cannot change after create, so it stays after assignment. */
@@ -35,11 +44,19 @@ export interface LabelInput {
   pool?: boolean;
   /** The epoch of the session's owner that leased it. */
   epoch?: number;
+  /** `berth.store.location`, `berth.machine` and `berth.pid` (see {@link storeLabels}). */
+  origin?: Record<string, string>;
+}
+
+/** The labels that say which store, machine and process made a container or snapshot image. */
+export function storeLabels(storeId: string, storeLocation: string | undefined, machine: string, pid: number): Record<string, string> {
+  return { [LABEL.store]: storeId, ...(storeLocation ? { [LABEL.storeLocation]: storeLocation } : {}), [LABEL.machine]: machine, [LABEL.pid]: String(pid) };
 }
 
 /** The labels of a sandbox container; pool containers get empty session and lease labels. */
 export function containerLabels(input: LabelInput): Record<string, string> {
   const labels: Record<string, string> = {
+    ...input.origin,
     [LABEL.managed]: '1',
     [LABEL.host]: input.hostId,
     [LABEL.store]: input.storeId,

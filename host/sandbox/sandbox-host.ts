@@ -1,4 +1,5 @@
-import type { networkInterfaces } from 'node:os';
+import { hostname, type networkInterfaces } from 'node:os';
+import { resolve as resolvePath } from 'node:path';
 import type Dockerode from 'dockerode';
 import type { Logger } from 'pino';
 import { BerthError } from '../errors';
@@ -10,7 +11,7 @@ import type { DiskGuardOptions } from './disk-guard';
 import { engineError, isNotFound } from './engine-errors';
 import { EngineEvents, type ExitWatch } from './engine-events';
 import { assertImagePresent, resolveImageDigest } from './image';
-import { containerLabels } from './labels';
+import { containerLabels, storeLabels } from './labels';
 import { releaseLeases } from './lease-release';
 import { Lease } from './lease';
 import type { LeaseRecord, LeaseRecords, SweepRecord } from './lease-records';
@@ -28,6 +29,8 @@ export interface SandboxHostOptions {
   logger: Logger;
   /** Stable id of this host; every container carries it so the sweeper finds them after a crash. */
   hostId: string;
+  /** Where the store is (`Store.location`), labelled on every container and snapshot image for `berth gc --orphans`. */
+  storeLocation?: string;
   /** Bytes of output kept per stream and exec (head and tail halves). Default 64 KiB. */
   outputCapBytes?: number;
   disk?: DiskGuardOptions;
@@ -139,7 +142,7 @@ export class SandboxHost {
     const pool = who.sessionId === undefined;
     // A pool container is watched from before it starts, so a lease can trust it runs without an inspect.
     if (pool) await this.events.ensureConnected();
-    const labels = containerLabels({ hostId: this.hostId, storeId, instanceId: this.instanceId, envFingerprint: spec.envFingerprint, createdAt, sessionId: who.sessionId, runId: who.runId, leaseId: who.leaseId, pool, epoch: who.epoch });
+    const labels = containerLabels({ hostId: this.hostId, storeId, instanceId: this.instanceId, envFingerprint: spec.envFingerprint, createdAt, sessionId: who.sessionId, runId: who.runId, leaseId: who.leaseId, pool, epoch: who.epoch, origin: await this.storeLabels() });
     const name = pool ? `berth-pool-${newId('c').slice(2)}` : `berth-${who.leaseId}`;
     let container: Dockerode.Container;
     try {
@@ -255,6 +258,12 @@ export class SandboxHost {
   }
 
   /** The id of the store this host records its leases in; labels and sweeps are scoped to it. */
+  /** `berth.store`, `berth.store.location`, `berth.machine` and `berth.pid` of what this host makes (containers, snapshot images). */
+  async storeLabels(): Promise<Record<string, string>> {
+    const loc = this.opts.storeLocation;
+    return storeLabels(await this.storeId(), loc && !/^[a-z]+:\/\//i.test(loc) ? resolvePath(loc) : loc, hostname(), process.pid);
+  }
+
   storeId(): Promise<string> {
     this.storeIdP ??= this.opts.records.storeId().catch((err: unknown) => {
       this.storeIdP = undefined;

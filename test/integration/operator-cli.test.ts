@@ -2,13 +2,17 @@ import { spawn } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { unrecordedSnapshotImages } from '../support/leak-check';
 import { bundledCli, lastJson, planFixture } from '../support/plan-fixture';
+import { cliWorld, type CliWorld } from '../support/agent-cli-world';
 
 // The operator's view through the real CLI: child processes on a real SQLite store and engine.
 type Fixture = Awaited<ReturnType<typeof planFixture>>;
 let fx: Fixture | undefined;
+let w: CliWorld | undefined;
 afterEach(async () => {
   await fx?.cleanup();
+  await w?.cleanup();
   fx = undefined;
+  w = undefined;
 });
 
 /** `berth ARGS` in the background, to be stopped or killed; its end is awaited from the start. */
@@ -181,6 +185,59 @@ describe('the final table after an operator decision', { timeout: 300_000 }, () 
     expect(again.stderr).toContain('it already ended (completed): nothing is run again and no sandbox is restored');
     expect(again.stderr).not.toContain('restoring');
     expect(await fx.read((s) => s.listEffects({ runId })).then((es) => es.length)).toBe(3);
+  });
+});
+
+describe('berth resume of a run a killed host had just ended', { timeout: 300_000 }, () => {
+  it('settles the tasks the host killed right after reconcile --fail left live, says so and exits 0; a resume of the settled run ends 1 as before', async () => {
+    fx = await planFixture([
+      { name: 'one', run: 'echo one >> steps.log' },
+      { name: 'deploy', run: 'echo deployed >> steps.log', replay: 'never' },
+    ]);
+    fx.allowLeftovers('the kill before the deploy step\'s phase.complete leaves its snapshot image with no record (the record commits with the phase); by design (issue 12.2) `berth gc` removes it after its grace period, not the run\'s end', unrecordedSnapshotImages);
+    expect((await fx.cli(['run', fx.plan], { BERTH_FAULT: 'before:phase.complete:plan-step#2' })).signal).toBe('SIGKILL');
+    const runId = await fx.read(async (s) => (await s.listRuns())[0]!.id);
+    expect((await fx.cli(['resume', runId])).code).toBe(3);
+    const killed = await fx.cli(['reconcile', runId, '--fail'], { BERTH_FAULT: 'after:reconcile.fail' });
+    expect(killed.signal, killed.stderr).toBe('SIGKILL');
+    const root = async () => fx!.read(async (s) => (await s.getTask((await s.getRun(runId))!.rootTaskId!))!);
+    expect((await root()).status).toBe('waiting');
+
+    // Before: exit 1, "it already ended (failed): nothing is run again ..." and "berth: run RUN is failed", its root settled all the same.
+    const resumed = await fx.cli(['resume', runId]);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(await root()).toMatchObject({ status: 'terminal', outcome: 'cancelled' });
+    const said = resumed.stderr + resumed.stdout;
+    expect(said).toContain(`it already ended (failed) with 1 task a stopped host left live: settling it`);
+    expect(said).toContain(`settled the 1 task a stopped host left live in ended run ${runId}: ${(await root()).id} (cancelled)`);
+    expect(resumed.stderr).not.toContain(`berth: run ${runId} is failed`);
+    expect((await fx.read((s) => s.listLeases({ runId }))).filter((l) => l.releasedAt === null)).toEqual([]);
+
+    const again = await fx.cli(['resume', runId, '--json']);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain(`berth: run ${runId} is failed`);
+    expect(lastJson<{ resume: { leftovers: unknown } }>(again).resume.leftovers).toBeNull();
+  });
+});
+
+describe('berth resume of an ended run whose session has an unfinished run', { timeout: 300_000 }, () => {
+  it('does not take the session (which would carry on the other run and decide its call in flight): it says the run ended and names the commands for the other one', async () => {
+    w = await cliWorld([{ content: 'First answer.' }, { toolCalls: [{ name: 'exec', arguments: { command: 'echo sent >> /tmp/sent.log' } }] }]);
+    const first = lastJson<{ run: { id: string; sessionId: string } }>(await w.cli([...w.agentArgs('first question'), '--json']));
+    const { id: done, sessionId } = first.run;
+    // The next message's host is killed with its call in flight: nobody knows whether it ran.
+    const killed = await w.cli(['chat', sessionId, 'send it'], { BERTH_FAULT: 'after:effect.begin:agent-tool' });
+    expect(killed.signal, killed.stderr).toBe('SIGKILL');
+    const open = await w.read(async (s) => (await s.listRuns({ sessionId })).find((r) => r.id !== done)!.id);
+    const before = await w.read(async (s) => ({ owner: (await s.getSessionOwner(sessionId))!.epoch, effects: (await s.listEffects({ runId: open })).map((e) => e.status) }));
+    expect(before.effects).toEqual(['executing']);
+
+    // Before: the resume of the completed run claimed the session, whose kernel took the other run's call in flight up too.
+    const resumed = await w.cli(['resume', done]);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(resumed.stdout + resumed.stderr).toContain(`run ${done} already ended (completed): nothing is run again. Its session's run ${open} is unfinished and was not driven here: berth resume ${open} continues it, berth cancel ${open} stops it`);
+    const after = await w.read(async (s) => ({ owner: (await s.getSessionOwner(sessionId))!.epoch, effects: (await s.listEffects({ runId: open })).map((e) => e.status), state: (await s.getRun(open))!.state }));
+    expect(after).toEqual({ ...before, state: 'running' });
   });
 });
 

@@ -3,7 +3,7 @@ import { isFinalRunState, type Run, type RunState } from '../../model';
 import type { HostRuntime } from '../../runtime/host-runtime';
 import { startHost, whileHoldingRight } from '../../api/drive';
 import { stopRuntime } from '../../api/run-end';
-import { tasksSettled } from '../../api/tasks-settled';
+import { sessionLeftoversSettled, tasksSettled } from '../../api/tasks-settled';
 import type { CliContext } from '../context';
 import { agentPrinter } from './agent-output';
 import { emit, runExit } from '../output';
@@ -54,6 +54,8 @@ export async function followRun(ctx: CliContext, host: Awaited<ReturnType<typeof
     const done = await whileHoldingRight(rt.kernel, run.id, rt.kernel.waitForRun(run.id, { signal: stop.signal, states: SETTLED }), run.sessionId);
     // An ended run's live tasks (a resumed run `reconcile --fail` ended) are settled before this host stops.
     if (isFinalRunState(done.state)) await tasksSettled(ctx.store, rt.kernel, run.id);
+    // And those of the session's other ended runs, which this host owns as well (see sessionLeftoversSettled).
+    await sessionLeftoversSettled(ctx.store, rt.kernel, run.sessionId, run.id);
     await chain;
     await catchUp();
     return done;

@@ -1,4 +1,6 @@
 import { gc as collect } from '../../api/gc';
+import { orphans as findOrphans } from '../../api/orphans';
+import type { OrphanStore } from '../../sandbox';
 import type { CliContext } from '../context';
 import type { CollectedFork } from '../../fork';
 import { emit, table } from '../output';
@@ -51,4 +53,28 @@ function forksLine(forks: CollectedFork[], before: number): string {
     ...(removed.length ? [`finished forks: ${removed.length}, their ${removed.reduce((n, f) => n + f.snapshots.length, 0)} snapshot(s) removed (${removed.map((f) => f.runId).join(' ')})${earlier}`] : []),
     ...(kept.length ? [`kept ${kept.reduce((n, f) => n + f.kept!.length, 0)} snapshot(s) of finished forks that an unfinished fork starts from: ${kept.map((f) => `${f.runId} (${f.kept!.join(' ')})`).join('; ')}`] : []),
   ].join('\n');
+}
+
+/**
+ * `berth gc --orphans [--remove]`: what stores other than this one left on the engine, and which
+ * of those stores are gone; `--remove` removes a gone store's (see the API's `orphans`).
+ */
+export async function gcOrphans(ctx: CliContext, remove: boolean): Promise<number> {
+  const r = await findOrphans(ctx, { remove });
+  const gone = r.stores.filter((s) => s.state === 'gone');
+  const count = (s: OrphanStore) => `${s.containers.length} container(s), ${s.networks.length} network(s), ${s.images.length} snapshot image(s)`;
+  emit(ctx.json, { orphans: r }, () =>
+    [
+      r.stores.length === 0 ? 'no containers or snapshot images of another store on this engine' : '',
+      ...r.stores.map((s) =>
+        s.removed
+          ? `removed store ${s.storeId}'s ${s.removed.containers} container(s), ${s.removed.networks} network(s), ${s.removed.images} snapshot image(s): ${s.why}`
+          : s.state === 'gone'
+            ? `store ${s.storeId} (${s.location}): ${count(s)} can go: ${s.why}`
+            : `left store ${s.storeId}${s.location ? ` (${s.location})` : ''}: ${count(s)}: ${s.why}`,
+      ),
+      ...(gone.length && !remove ? [`nothing was removed; berth gc --orphans --remove removes the ${gone.length} gone store(s)' leftovers`] : []),
+    ].filter(Boolean).join('\n'),
+  );
+  return 0;
 }

@@ -1,5 +1,9 @@
 import { didLine, foundLine, sandboxDid, sandboxFound, snapshotsBefore } from '../../api/resume-report';
 import { drive, startHost, takeRun } from '../../api/drive';
+import { leftoverTasks, leftoversAfter, leftoversLine, tasksWord, unfinishedInSession } from '../../api/ended-runs';
+import { ownerOf } from '../../api/decisions';
+import { BerthError } from '../../errors';
+import type { Run } from '../../model';
 import { cancel } from '../../api/decisions';
 import { preparePlan, startPlan, stepCount, submitDetached } from '../../api/plans';
 import { leaseTtlMs, operator } from '../../api/runtime';
@@ -8,7 +12,7 @@ import { isFinalRunState, type RunState } from '../../model';
 import { faultHold } from '../../support';
 import { loadPlan, runSteps } from '../../plan';
 import type { CliContext } from '../context';
-import { emit } from '../output';
+import { emit, runExit } from '../output';
 import { EXIT } from '../host-right';
 import { getRunOrThrow } from './runs';
 import { detachedAnswer } from './detached';
@@ -48,31 +52,69 @@ const sayswept = (ctx: CliContext, n: number) => {
 export async function resumeRun(ctx: CliContext, runId: string, opts: { takeOver?: boolean; leaseTtl?: string; endsWell?: RunState } = {}): Promise<number> {
   const run = await getRunOrThrow(ctx.store, runId);
   const ttlMs = leaseTtlMs(opts.leaseTtl);
+  const alone = isFinalRunState(run.state) ? await endedRunAlone(ctx, run) : undefined;
+  if (alone !== undefined) return alone;
   if (run.kind === 'agent') {
     // An agent run continues with the same live view as berth agent: conversation and tool calls.
     const host = await startAgentHost(ctx, ttlMs);
     const epoch = await takeRun(ctx, host.rt, run, { takeOver: opts.takeOver, actor: operator() });
+    const leftovers = await leftoverTasks(ctx.store, run);
     // What the resume finds of the session's sandbox (the next tool verifies it again, and restores it when gone).
     const found = await sandboxFound(ctx, host.rt, run);
     const before = await snapshotsBefore(ctx, run);
-    if (!ctx.json) process.stderr.write(`resuming run ${runId} (${run.state}) as its owner (epoch ${epoch}); ${foundLine(found, run)}\n`);
+    if (!ctx.json) process.stderr.write(`resuming run ${runId} (${run.state}) as its owner (epoch ${epoch}); ${foundLine(found, run, leftovers.length)}\n`);
     const ended = await followRun(ctx, host, run);
     const did = await sandboxDid(ctx, host.rt, run, found, before);
-    return finishAgentRun(ctx, ended, { json: { resume: { epoch, sandbox: { found, did } } }, line: didLine(did) }, opts.endsWell);
+    const settled = await leftoversAfter(ctx.store, leftovers);
+    return finishAgentRun(ctx, ended, { json: { resume: { epoch, sandbox: { found, did }, leftovers: settled } }, line: [didLine(did), settled ? leftoversLine(runId, settled) : ''].filter(Boolean).join('\n') }, settled?.settled ? ended.state : opts.endsWell);
   }
   const total = await stepCount(ctx, run);
   const { rt, swept } = await startHost(ctx, { ttlMs, onProgress: progressPrinter(ctx.json, () => total) });
   sayswept(ctx, swept);
   const epoch = await takeRun(ctx, rt, run, { takeOver: opts.takeOver, actor: operator() });
   await faultHold('resume.claimed');
+  // An ended run with live tasks (its host was killed right after `reconcile --fail` committed):
+  // settling them is what this resume is for, and when it does, the command did its job (exit 0)
+  // whatever state the run ended in. Read after the claim: a host that settled them meanwhile has.
+  const leftovers = await leftoverTasks(ctx.store, run);
   // What the resume finds of the sandbox (the driven run verifies it again, and restores it when gone).
   const found = await sandboxFound(ctx, rt, run);
   const before = await snapshotsBefore(ctx, run);
-  if (!ctx.json) process.stderr.write(`resuming run ${runId} (${run.state}) as its owner (epoch ${epoch}${total ? `, ${total} steps` : ''}); ${foundLine(found, run)}\n`);
+  if (!ctx.json) process.stderr.write(`resuming run ${runId} (${run.state}) as its owner (epoch ${epoch}${total ? `, ${total} steps` : ''}); ${foundLine(found, run, leftovers.length)}\n`);
   return finishDriven(ctx, rt, runId, async () => {
     const did = await sandboxDid(ctx, rt, run, found, before);
-    return { json: { resume: { epoch, sandbox: { found, did } } }, line: didLine(did) };
+    const settled = await leftoversAfter(ctx.store, leftovers);
+    return { json: { resume: { epoch, sandbox: { found, did }, leftovers: settled } }, line: [didLine(did), settled ? leftoversLine(runId, settled) : ''].filter(Boolean).join('\n'), ok: settled?.settled === true };
   }, opts.endsWell);
+}
+
+/**
+ * A resume of an ended run whose session holds another unfinished run that no live host drives (an
+ * agent session: an earlier message's run, the newer one's host killed): taking the session would
+ * drive that run too (carry on its work, decide its call in flight) and stop it again once this one
+ * settled. So the session is not taken: with nothing of this run left to do the resume says so and
+ * exits as the run ended; with tasks a killed host left live in it, it is refused naming the two
+ * commands that settle both. Undefined: resume as usual.
+ */
+async function endedRunAlone(ctx: CliContext, run: Run): Promise<number | undefined> {
+  const other = await unfinishedInSession(ctx.store, run);
+  if (!other || (await ownerOf(ctx, run))?.live) return undefined;
+  const b = other.runId;
+  const commands = b ? `berth resume ${b} continues it, berth cancel ${b} stops it` : 'a host that drives the session settles it';
+  const leftovers = await leftoverTasks(ctx.store, run);
+  if (leftovers.length) {
+    throw new BerthError(
+      'session_run_unfinished',
+      `run ${run.id} ended (${run.state}) with ${tasksWord(leftovers.length)} a stopped host left live, but its session has unfinished run ${b ?? '(none)'} that no host drives, and taking the session here would carry on its work: nothing was changed. ${commands}; either settles this run's tasks too`,
+      { ids: { runId: run.id, sessionId: run.sessionId }, details: { unfinishedRunId: b, leftovers: leftovers.map((t) => t.id) } },
+    );
+  }
+  const reason = (await ctx.store.listRunTransitions(run.id)).at(-1)?.reason ?? '';
+  const line = `run ${run.id} already ended (${run.state}): nothing is run again. Its session's run ${b ?? '(none)'} is unfinished and was not driven here: ${commands}`;
+  const json = { resume: { claimed: false, unfinishedRunId: b, leftovers: null } };
+  if (run.kind === 'agent') return finishAgentRun(ctx, run, { json, line });
+  emit(ctx.json, { run, reason, ...json }, () => line);
+  return runExit(run, reason);
 }
 
 /**

@@ -16,8 +16,12 @@ import { timed } from '../../snapshot/timing';
  * Drives the run through the API until it settles (run-end policy included there) and prints its
  * summary; Ctrl-C or SIGTERM stops the host without deciding anything (`berth resume` continues).
  */
-/** `after`, when given, adds what the caller has to say once the run settled (a resume: what it did with the sandbox). */
-export async function finishDriven(ctx: CliContext, rt: HostRuntime, runId: string, after?: () => Promise<{ json: Record<string, unknown>; line: string }>, endsWell?: RunState): Promise<number> {
+/**
+ * `after`, when given, adds what the caller has to say once the run settled (a resume: what it did
+ * with the sandbox); its `ok` makes the run's final state, whatever it is, this command's success
+ * (a resume that settled what a killed host left live in an ended run).
+ */
+export async function finishDriven(ctx: CliContext, rt: HostRuntime, runId: string, after?: () => Promise<After>, endsWell?: RunState): Promise<number> {
   const stop = new AbortController();
   const onSignal = () => stop.abort(new BerthError('interrupted', 'stopped by signal'));
   process.once('SIGINT', onSignal);
@@ -25,16 +29,30 @@ export async function finishDriven(ctx: CliContext, rt: HostRuntime, runId: stri
   try {
     // The summary is printed as soon as the run settled, before its sandbox's removal and retention end.
     let printed: string | undefined;
-    const d = await drive(ctx, rt, runId, stop.signal, { settled: async (run) => void (printed = await timed(ctx.logger, 'cli.summary', async () => summary(ctx, run, await after?.()))) });
+    let ok = false;
+    const extra = async () => {
+      const a = await after?.();
+      ok = a?.ok === true;
+      return a;
+    };
+    const d = await drive(ctx, rt, runId, stop.signal, { settled: async (run) => void (printed = await timed(ctx.logger, 'cli.summary', async () => summary(ctx, run, await extra()))) });
     if (!d.settled) {
       process.stderr.write(`\nstopped; the run keeps its sandbox. Continue with: berth resume ${runId}\n`);
       return EXIT.signal;
     }
-    return runExit(d.run, printed ?? (await summary(ctx, d.run, await after?.())), endsWell);
+    const reason = printed ?? (await summary(ctx, d.run, await extra()));
+    return runExit(d.run, reason, ok ? d.run.state : endsWell);
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
   }
+}
+
+/** What a caller of {@link finishDriven} adds to the summary. */
+export interface After {
+  json: Record<string, unknown>;
+  line: string;
+  ok?: boolean;
 }
 
 /** Rows per read of the summary's lists. */

@@ -1,0 +1,26 @@
+import { hostname } from 'node:os';
+import { processAlive } from '../kernel';
+import { storeOrphans, type OrphanStore } from '../sandbox';
+import type { RuntimeParts } from './runtime';
+
+/** What `berth gc --orphans` found (and, with `remove`, removed) of stores other than this one. */
+export interface OrphansReport {
+  storeId: string;
+  remove: boolean;
+  stores: OrphanStore[];
+}
+
+/**
+ * `berth gc --orphans [--remove]`: the containers, sandbox networks and snapshot images on this
+ * engine that another store made, by store, and whether that store is gone (its SQLite file deleted
+ * on this machine, and no process that made them alive or holding the deleted file open). No
+ * store's records name another's leftovers, so a deleted store's would stay for ever: only these
+ * labels find them. Nothing is removed without `remove`, and then only a gone store's; a store
+ * that exists, a live host's, one on PostgreSQL or another machine, or one whose things carry no
+ * location label (an older berth) is listed with why it is left.
+ */
+export async function orphans(p: RuntimeParts, o: { remove?: boolean } = {}): Promise<OrphansReport> {
+  const storeId = await p.sandbox.storeId();
+  const stores = await storeOrphans(p.docker, { storeId, machine: hostname(), remove: o.remove === true, logger: p.logger, alive: (pid) => pid !== process.pid && processAlive(pid) });
+  return { storeId, remove: o.remove === true, stores };
+}

@@ -1,0 +1,163 @@
+import { existsSync, readdirSync, readlinkSync } from 'node:fs';
+import { isAbsolute } from 'node:path';
+import type Dockerode from 'dockerode';
+import type { Logger } from 'pino';
+import { engineError, isNotFound, isRemovalInProgress } from './engine-errors';
+import { LABEL } from './labels';
+import { EGRESS_LABEL } from './sandbox-network';
+import { discardImage, imageExists, listSnapshotImages, removeSnapshotImage } from './snapshot-image';
+
+/** Why the leftovers of one other store are left, or that they may go (`gone`). */
+export type OrphanStoreState =
+  /** The store's file is gone and no process of this machine holds it or made them: they may go. */
+  | 'gone'
+  /** A file is at the store's path: that store's own gc takes them. */
+  | 'exists'
+  /** A process that made them is alive, or a process still holds the deleted file open. */
+  | 'live'
+  /** A PostgreSQL store: nothing here can say whether it exists. */
+  | 'unchecked'
+  /** Made on another machine: its path means nothing here. */
+  | 'other_machine'
+  /** No location label (made by an older berth): nothing says where its store was. */
+  | 'unknown';
+
+/** The berth containers, sandbox networks and snapshot images of one store that is not this one. */
+export interface OrphanStore {
+  storeId: string;
+  location: string | null;
+  machine: string | null;
+  state: OrphanStoreState;
+  /** Why, in words, for the operator. */
+  why: string;
+  containers: Array<{ id: string; name: string; runId: string | null; pid: number | null }>;
+  networks: Array<{ id: string; name: string }>;
+  images: Array<{ imageId: string; tags: string[]; runId: string | null; createdAt: number }>;
+  /** Set when they were removed (`remove: true` and state `gone`). */
+  removed?: { containers: number; networks: number; images: number };
+}
+
+export interface OrphanScan {
+  /** This store's id: its own leftovers are its gc's, never listed here. */
+  storeId: string;
+  /** This machine's name (`berth.machine` of what berth makes here). */
+  machine: string;
+  remove: boolean;
+  logger: Logger;
+  /** Whether a process of this machine with this pid exists. */
+  alive(pid: number): boolean;
+}
+
+/**
+ * Every berth container, sandbox network and snapshot image on this engine that belongs to another
+ * store than this one, grouped by store, with whether that store is gone: a SQLite file whose path
+ * no longer exists, made on this machine, with no process alive among those that made them and
+ * none holding the deleted file open (a host still running on a store whose file was removed). Only
+ * a `gone` store's are removed, and only with `remove`; every other state leaves them, saying why.
+ */
+export async function storeOrphans(docker: Dockerode, o: OrphanScan): Promise<OrphanStore[]> {
+  let containers: Dockerode.ContainerInfo[];
+  let networks: Dockerode.NetworkInspectInfo[];
+  try {
+    containers = await docker.listContainers({ all: true, filters: { label: [`${LABEL.managed}=1`, LABEL.store] } });
+    networks = await docker.listNetworks({ filters: { label: [`${EGRESS_LABEL}=1`, LABEL.store] } });
+  } catch (err) {
+    throw engineError('list berth containers', err);
+  }
+  const images = await listSnapshotImages(docker);
+  const stores = new Map<string, { labels: Array<Record<string, string>>; out: OrphanStore }>();
+  const of = (labels: Record<string, string>) => {
+    const id = labels[LABEL.store];
+    if (!id || id === o.storeId) return undefined;
+    let s = stores.get(id);
+    if (!s) stores.set(id, (s = { labels: [], out: { storeId: id, location: null, machine: null, state: 'unknown', why: '', containers: [], networks: [], images: [] } }));
+    s.labels.push(labels);
+    return s.out;
+  };
+  const pidOf = (l: Record<string, string>) => (l[LABEL.pid] ? Number(l[LABEL.pid]) : null);
+  for (const c of containers) of(c.Labels)?.containers.push({ id: c.Id, name: (c.Names[0] ?? '').replace(/^\//, ''), runId: c.Labels[LABEL.run] || null, pid: pidOf(c.Labels) });
+  for (const n of networks) of(n.Labels ?? {})?.networks.push({ id: n.Id, name: n.Name });
+  for (const i of images) of(i.labels)?.images.push({ imageId: i.imageId, tags: i.tags, runId: i.labels[LABEL.run] || null, createdAt: i.createdAt });
+  const out: OrphanStore[] = [];
+  for (const { labels, out: s } of stores.values()) {
+    s.location = labels.map((l) => l[LABEL.storeLocation]).find(Boolean) ?? null;
+    s.machine = labels.map((l) => l[LABEL.machine]).find(Boolean) ?? null;
+    [s.state, s.why] = judge(s, labels.map(pidOf).filter((p): p is number => p !== null), o);
+    if (o.remove && s.state === 'gone') s.removed = await removeAll(docker, s, o.logger);
+    out.push(s);
+  }
+  return out;
+}
+
+function judge(s: OrphanStore, pids: number[], o: OrphanScan): [OrphanStoreState, string] {
+  if (!s.location || !s.machine) return ['unknown', 'no berth.store.location label (made by an older berth): nothing says where its store was'];
+  if (!isAbsolute(s.location)) return ['unchecked', `store ${s.location} is not a file on this machine: it cannot be checked from here`];
+  if (s.machine !== o.machine) return ['other_machine', `made on machine ${s.machine}: its store path cannot be checked from ${o.machine}`];
+  if (existsSync(s.location)) return ['exists', `store ${s.location} exists: its own berth gc takes them`];
+  const living = [...new Set(pids)].filter((p) => o.alive(p));
+  if (living.length) return ['live', `store ${s.location} was deleted, but process ${living.join(', ')} that made them is alive`];
+  const holders = holdersOf(s.location);
+  if (holders.length) return ['live', `store ${s.location} was deleted, but process ${holders.join(', ')} still holds it open`];
+  return ['gone', `store ${s.location} no longer exists and no process that made them is alive`];
+}
+
+/** Processes of this machine (those this user may look at) with `path` open, deleted or not. */
+function holdersOf(path: string): number[] {
+  const out: number[] = [];
+  let pids: string[];
+  try {
+    pids = readdirSync('/proc').filter((d) => /^\d+$/.test(d));
+  } catch {
+    return out;
+  }
+  for (const pid of pids) {
+    let fds: string[];
+    try {
+      fds = readdirSync(`/proc/${pid}/fd`);
+    } catch {
+      continue; // gone meanwhile, or another user's
+    }
+    for (const fd of fds) {
+      let target: string;
+      try {
+        target = readlinkSync(`/proc/${pid}/fd/${fd}`);
+      } catch {
+        continue;
+      }
+      if (target === path || target === `${path} (deleted)` || target.startsWith(`${path}-`)) {
+        out.push(Number(pid));
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+/** Containers first (a network is removable only once its container is gone), then networks and images. */
+async function removeAll(docker: Dockerode, s: OrphanStore, logger: Logger): Promise<NonNullable<OrphanStore['removed']>> {
+  const n = { containers: 0, networks: 0, images: 0 };
+  const gone = (err: unknown) => isNotFound(err) || isRemovalInProgress(err);
+  for (const c of s.containers) {
+    try {
+      await docker.getContainer(c.id).remove({ force: true, v: true });
+      n.containers++;
+    } catch (err) {
+      if (!gone(err)) logger.warn({ err, containerId: c.id }, 'could not remove a deleted store\'s container');
+    }
+  }
+  for (const net of s.networks) {
+    try {
+      await docker.getNetwork(net.id).remove();
+      n.networks++;
+    } catch (err) {
+      if (!gone(err)) logger.warn({ err, network: net.name }, 'could not remove a deleted store\'s network');
+    }
+  }
+  // Newest first: an image a newer one is built on can go only once that one has.
+  for (const img of [...s.images].sort((a, b) => b.createdAt - a.createdAt)) {
+    for (const tag of img.tags) await removeSnapshotImage(docker, tag).catch((err: unknown) => logger.warn({ err, tag }, 'could not remove a deleted store\'s snapshot tag'));
+    await discardImage(docker, img.imageId).catch((err: unknown) => logger.warn({ err, imageId: img.imageId }, 'could not remove a deleted store\'s snapshot image'));
+    if (!(await imageExists(docker, img.imageId))) n.images++;
+  }
+  return n;
+}

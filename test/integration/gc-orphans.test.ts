@@ -1,0 +1,88 @@
+import { spawn } from 'node:child_process';
+import { rmSync } from 'node:fs';
+import { afterEach, describe, expect, it } from 'vitest';
+import { bundledCli, lastJson, planFixture } from '../support/plan-fixture';
+
+// What a store whose file was deleted left on the engine: no other store's records name it, so only
+// `berth gc --orphans` finds it, by the labels every container and snapshot image carries.
+type Fixture = Awaited<ReturnType<typeof planFixture>>;
+const fixtures: Fixture[] = [];
+const children: Array<{ kill(): void; exited: Promise<unknown> }> = [];
+afterEach(async () => {
+  for (const c of children.splice(0)) {
+    c.kill();
+    await c.exited;
+  }
+  for (const f of fixtures.splice(0)) await f.cleanup();
+});
+
+interface Orphans {
+  orphans: { storeId: string; remove: boolean; stores: Array<{ storeId: string; state: string; why: string; containers: unknown[]; images: unknown[]; removed?: { containers: number; images: number } }> };
+}
+
+const deleteStore = (f: Fixture) => {
+  for (const suffix of ['', '-wal', '-shm']) rmSync(`${f.store}${suffix}`, { force: true });
+};
+const onEngine = async (f: Fixture) => ({
+  containers: (await f.docker.listContainers({ all: true, filters: { label: [`berth.host=${f.hostId}`] } })).length,
+  images: (await f.docker.listImages({ filters: { label: [`berth.host=${f.hostId}`, 'berth.snapshot'] } })).length,
+});
+
+describe('berth gc --orphans', { timeout: 300_000 }, () => {
+  it('removes, only with --remove, what a store whose file was deleted left (its host killed mid-run), and never a store that exists or one whose host still runs', async () => {
+    const steps = [{ name: 'one', run: 'echo one >> steps.log' }];
+    const [dead, kept, live] = await Promise.all([planFixture(steps), planFixture(steps), planFixture([{ name: 'slow', run: 'sleep 300' }])]);
+    fixtures.push(dead!, kept!, live!);
+    const kills = [dead!, kept!].map((f) => {
+      f.allowLeftovers('its host is killed in its step and never resumed: the run keeps its sandbox and upload snapshot (the dead store\'s are removed by the gc under test)');
+      // Before the step's commit: its snapshot layer is not loaded into the engine in the background, so what the host left stays as it was.
+      return f.cli(['run', f.plan], { BERTH_FAULT: 'before:phase.complete:plan-step#1' });
+    });
+    // A host still driving a run on a store whose file is then deleted: it holds the file open.
+    live!.allowLeftovers('its store file is deleted while its host runs; the host is killed at the end and nothing records its sandbox');
+    const child = spawn(process.execPath, [await bundledCli(), 'run', live!.plan, '--store', live!.store], { env: { ...process.env, BERTH_HOST_ID: live!.hostId }, stdio: ['ignore', 'ignore', 'pipe'] });
+    const exited = new Promise((r) => child.once('exit', r));
+    children.push({ kill: () => child.kill('SIGKILL'), exited });
+    let stderr = '';
+    child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    for (let waited = 0; !stderr.includes('▶ [1/1] slow'); waited += 50) {
+      if (waited > 120_000) throw new Error(`the live host never started its step:\n${stderr}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    for (const killed of await Promise.all(kills)) expect(killed.signal, killed.stderr).toBe('SIGKILL');
+    const ids = { dead: await dead!.read((s) => s.storeId()), kept: await kept!.read((s) => s.storeId()), live: await live!.read((s) => s.storeId()) };
+    const left = await onEngine(dead!);
+    expect(left.containers).toBeGreaterThan(0);
+    expect(left.images).toBeGreaterThan(0);
+
+    // Before it was deleted, the dead store is a store that exists: --remove takes nothing of it.
+    const before = await kept!.cli(['gc', '--orphans', '--remove', '--json']);
+    expect(before.code, before.stderr).toBe(0);
+    expect(lastJson<Orphans>(before).orphans.stores.find((s) => s.storeId === ids.dead)).toMatchObject({ state: 'exists' });
+    expect(await onEngine(dead!)).toEqual(left);
+
+    deleteStore(dead!);
+    deleteStore(live!);
+    // Without --remove it only says what it would take, and why it leaves the others.
+    const dry = await kept!.cli(['gc', '--orphans']);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.stdout).toContain(`store ${ids.dead} (${dead!.store}): ${left.containers} container(s)`);
+    expect(dry.stdout).toContain('berth gc --orphans --remove');
+    expect(dry.stdout).toMatch(new RegExp(`left store ${ids.live} \\(${live!.store}\\): .*(is alive|holds it open)`));
+    expect(await onEngine(dead!)).toEqual(left);
+
+    // From another store (one that exists, whose own leftovers are its plain gc's business).
+    const liveBefore = await onEngine(live!);
+    const keptBefore = await onEngine(kept!);
+    const removed = await kept!.cli(['gc', '--orphans', '--remove', '--json']);
+    expect(removed.code, removed.stderr).toBe(0);
+    const stores = lastJson<Orphans>(removed).orphans.stores;
+    expect(stores.find((s) => s.storeId === ids.kept)).toBeUndefined();
+    expect(stores.find((s) => s.storeId === ids.dead)).toMatchObject({ state: 'gone', removed: { containers: left.containers, images: left.images } });
+    expect(stores.find((s) => s.storeId === ids.live)).toMatchObject({ state: 'live' });
+    expect(stores.find((s) => s.storeId === ids.live)!.removed).toBeUndefined();
+    expect(await onEngine(dead!)).toEqual({ containers: 0, images: 0 });
+    expect(await onEngine(live!)).toEqual(liveBefore);
+    expect(await onEngine(kept!)).toEqual(keptBefore);
+  });
+});
