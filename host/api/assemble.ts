@@ -136,7 +136,9 @@ export function assemble(o: OpenOptions): HostParts {
   const store = isPostgresUrl(o.store) ? lazyPostgresStore(o.store, { clock }) : openSqliteStore(o.store, { clock });
   const docker = o.docker ?? dockerClient();
   const hostId = o.hostId ?? process.env.BERTH_HOST_ID ?? hostname();
-  const sandbox = new SandboxHost({ docker, records: store, clock, logger, hostId, egress: egressPort(store, logger), storeLocation: store.location });
+  // The location goes into labels of images that may be pushed to a registry: a file path only,
+  // never a server's address (a PostgreSQL store is not checked by `gc --orphans` anyway).
+  const sandbox = new SandboxHost({ docker, records: store, clock, logger, hostId, egress: egressPort(store, logger), storeLocation: isPostgresUrl(o.store) ? 'postgresql' : store.location });
   const registry = o.registry ?? process.env.BERTH_REGISTRY;
   return { store, docker, sandbox, artifacts: o.artifacts ?? artifactStore(o.store), logger, clock, hostId, ...(registry ? { registry } : {}) };
 }
