@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { Decision, PhaseContext } from '../kernel';
-import { plainJson, type Json } from '../model';
+import { BerthError } from '../errors';
+import { plainJson, type Json, type Task } from '../model';
 import { SANDBOX_DOC, type RunSandbox, type SandboxPointer } from '../run-sandbox';
 import type { Lease } from '../sandbox';
 import type { Store } from '../store';
@@ -97,6 +98,25 @@ export class AgentSandbox {
     const entries = this.d.plan.takeEntriesFor(ctx, sessionId);
     if (entries.length) writes.entries = entries;
     return { kind: 'ok', lease: ensured.lease, writes };
+  }
+
+  /**
+   * Stops what a tool call left running when the host running it died, before its cancel is
+   * recorded (a `berth cancel` carried out with no live host; plan steps: host/plan/step-cancel.ts):
+   * attaching each live sandbox of the session stops every command an earlier host started there
+   * and waits for them to be gone, as a resume's attach does. A sandbox that is gone has nothing
+   * left to stop; an engine that cannot be reached throws, so the cancel waits.
+   */
+  async stopAbandoned(task: Task, input: AgentRunInput): Promise<void> {
+    for (const record of await this.d.store.listLeases({ sessionId: task.sessionId })) {
+      if (record.releasedAt !== null) continue;
+      const v = await this.d.plan.verifyRecord(record);
+      if (!v.ok) {
+        if (v.code === 'engine_unreachable') throw new BerthError('engine_unreachable', `cannot stop what call task ${task.id} left running: ${v.reason}`, { retryable: true, ids: { taskId: task.id, ...(task.runId ? { runId: task.runId } : {}) } });
+        continue;
+      }
+      await this.exclusive(task.sessionId, () => this.d.plan.attachRecord(task.sessionId, record, input.environment));
+    }
   }
 
   /** Measures (and, under policy `after-each-step` or when `snapshot` demands it, snapshots) the state a mutating tool left. */

@@ -39,6 +39,13 @@ export function toolHandler(deps: AgentDeps): TaskHandler {
     restartLimit: 10,
     cancelEntries: closeApprovalOnCancel,
     settleOnCancel: settleCancelledCall(deps),
+    // A call whose action was in flight when its host died: its command may still run in the
+    // session's sandbox, and must be stopped before the cancel records where the call stopped.
+    stopAbandoned: async (task) => {
+      const effectId = (task.checkpoint as { effectId?: unknown } | null)?.effectId;
+      if (typeof effectId !== 'string' || (await deps.store.getEffect(effectId))?.status !== 'executing') return;
+      await deps.sandbox.stopAbandoned(task, await runInputOf(deps.store, task));
+    },
     phases: {
       call: (ctx) => deps.sandbox.order.during(ctx.task.id, async () => {
         const call = ctx.value;

@@ -4,6 +4,7 @@ import { ENTRY, type ToolResultEntry } from '../../host/agent';
 import { runNode } from '../support/child';
 import { bundledCli, lastJson } from '../support/plan-fixture';
 import { cliWorld, SECRET, startInBackground, type CliWorld } from '../support/agent-cli-world';
+import { requireEngine } from '../support/docker-engine';
 
 let w: CliWorld | undefined;
 afterEach(async () => {
@@ -148,5 +149,40 @@ describe('berth agent, chat, approve and deny', { timeout: 180_000 }, () => {
     const next = await w.cli(['chat', session, 'next task', '--json']);
     expect(next.code, next.stderr).toBe(0);
     expect(lastJson<{ answer: string }>(next).answer).toBe('Next task done.');
+  });
+
+  it('berth cancel with no live host stops the command a killed agent host left running in the session sandbox before it records the cancel', async () => {
+    w = await cliWorld([{ toolCalls: [{ name: 'exec', arguments: { command: 'sleep 47' } }] }, { content: 'done' }]);
+    const docker = await requireEngine();
+    const host = await startInBackground(w, w.agentArgs('wait a while'));
+    const sleeping = async (containerId: string) => {
+      const exec = await docker.getContainer(containerId).exec({ Cmd: ['ps', '-o', 'args'], AttachStdout: true, AttachStderr: true });
+      const stream = await exec.start({});
+      const out = await new Promise<string>((resolve) => {
+        let text = '';
+        stream.on('data', (d: Buffer) => (text += d.toString('latin1')));
+        stream.on('end', () => resolve(text));
+        stream.on('error', () => resolve(text));
+      });
+      return out.split('\n').some((l) => l.includes('sleep 47'));
+    };
+    // The call's command runs in the sandbox: the host dies with it in flight.
+    let found: { runId: string; containerId: string } | undefined;
+    for (let i = 0; i < 600 && !found; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      const seen = await w.read(async (s) => ({ run: (await s.listRuns())[0], lease: (await s.listLeases({})).find((l) => l.releasedAt === null && /^[0-9a-f]{12,}$/.test(l.containerId)) })).catch(() => undefined);
+      if (seen?.run && seen.lease && (await sleeping(seen.lease.containerId).catch(() => false))) found = { runId: seen.run.id, containerId: seen.lease.containerId };
+    }
+    expect(found, host.stderr()).toBeDefined();
+    host.child.kill('SIGKILL');
+    await host.exited;
+    const cancel = await w.cli(['cancel', found!.runId, '--json']);
+    // A `never` call caught in flight: cancelled, its effect unknown, the run waits for a person (exit 3).
+    expect(cancel.code, cancel.stderr.slice(-800)).toBe(3);
+    expect(cancel.stderr).toContain('needs_reconciliation');
+    // Before: the cancel was recorded while `sleep 47` went on in the sandbox the session keeps.
+    expect(await sleeping(found!.containerId)).toBe(false);
+    const effects = await w.read((s) => s.listEffects({ runId: found!.runId }));
+    expect(effects.map((e) => e.status)).toEqual(['unknown']);
   });
 });

@@ -109,7 +109,7 @@ describe('what an agent tool\'s restart verified is part of the record', { timeo
   afterEach(async () => {
     await w?.cleanup();
     w = undefined;
-  });
+  }, 400_000);
 
   it('a tool restarted after a kill records what its process verified of the session sandbox before its result, and berth check passes', async () => {
     w = await cliWorld([{ toolCalls: [{ name: 'read_file', arguments: { path: 'hello.txt' } }] }, { content: 'done' }]);
