@@ -7,9 +7,10 @@ import { launchChromium, startServeChild } from '../support/serve-browser';
 
 // Actions clicked in Debian's headless chromium on `berth serve` (a child process), on a real store and engine.
 const cleanups: Array<() => Promise<void>> = [];
+// The cleanups remove each test's containers and images and check its store: over a minute on a loaded machine.
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c().catch((e) => console.error(e));
-});
+}, 300_000);
 
 async function browserPage(login: string) {
   const chrome = await launchChromium();
