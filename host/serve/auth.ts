@@ -18,11 +18,14 @@ export const SESSION_COOKIE = 'berth_session';
 export const sessionCookie = (port: string) => `${SESSION_COOKIE}_${port || 'default'}`;
 
 /**
- * What the cookie holds: a value derived from the token, never the token. The browser sends the
- * cookie to every web server on the host, whatever its port; the token itself is also the Bearer
- * of /api/v1 and of `berth mcp --http` (same token file), which such a server must not get.
+ * What the cookie of the server on `port` holds: a value derived from the token and the port, never
+ * the token. The browser sends the cookie to every web server on the host, whatever its port; the
+ * token itself is also the Bearer of /api/v1 and of `berth mcp --http` (same token file), which such
+ * a server must not get. With the port in it, the cookie one `berth serve` set signs nobody in to
+ * another one of the same token (a second server of the store): it was accepted there under the
+ * other port's cookie name.
  */
-export const sessionValue = (token: string) => createHmac('sha256', token).update('berth-serve-session').digest('hex');
+export const sessionValue = (token: string, port = '') => createHmac('sha256', token).update(`berth-serve-session:${port || 'default'}`).digest('hex');
 
 /**
  * The access token of `berth serve`: read from `path`, or generated on first start and written
@@ -59,11 +62,11 @@ export const csrfToken = (secret: string) => createHmac('sha256', secret).update
  * 401. `/login?token=` checks the token and sets the cookie. With `token` null (loopback only) nothing is asked.
  */
 export function requireToken(token: string | null): MiddlewareHandler {
-  const session = token === null ? '' : sessionValue(token);
   return async (c, next) => {
     if (token === null) return next();
     const url = new URL(c.req.url);
     const cookie = sessionCookie(url.port);
+    const session = sessionValue(token, url.port);
     if (url.pathname === '/login') {
       const given = url.searchParams.get('token') ?? '';
       if (!same(given, token)) return c.text('wrong or missing token: open the login link berth serve printed', 401);

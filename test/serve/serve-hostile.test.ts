@@ -153,6 +153,26 @@ describe('berth serve against a hostile page', { timeout: 300_000 }, () => {
     expect(cookies.join(' ')).toContain('berth_session');
     for (const t of tokens) expect(cookies.join(' ')).not.toContain(t);
   });
+  it('refuses on its pages and its API a session cookie another port\'s server set, even when both serve one token', async () => {
+    const fx = await planFixture([{ name: 'one', run: 'true' }]);
+    cleanups.push(() => fx.cleanup());
+    await fx.read(async () => undefined);
+    const first = await startServeChild(fx.store, fx.hostId);
+    cleanups.push(() => first.stop());
+    // A second server of the same store: the same token file, another port.
+    const second = await startServeChild(fx.store, fx.hostId);
+    cleanups.push(() => second.stop());
+    expect(second.login).toBeNull();
+    const set = (await fetch(first.login!, { redirect: 'manual' })).headers.get('set-cookie')!.split(';')[0]!;
+    const [name, value] = set.split('=') as [string, string];
+    const portOf = (url: string) => new URL(url).port;
+    expect(name).toBe(`berth_session_${portOf(first.url)}`);
+    for (const path of ['/', '/api/runs', '/api/v1/runs']) {
+      expect((await fetch(first.url + path, { headers: { cookie: set } })).status, path).toBe(200);
+      // The first server's cookie, replayed to the second under the second's name.
+      expect((await fetch(second.url + path, { headers: { cookie: `berth_session_${portOf(second.url)}=${value}` } })).status, path).toBe(401);
+    }
+  });
   it('keeps the end of a step\'s output on the open page while the step floods it (4 MB in a second or two), never the whole of it: the page\'s live output holds at most what the server renders', async () => {
     const FLOOD = `while [ ! -e /tmp/release ]; do sleep 0.2; done
 i=0; while [ $i -lt 40 ]; do yes 'a line of output from a busy step' | head -c 100000; i=$((i+1)); done; echo flood-end
