@@ -18,10 +18,19 @@ afterEach(() => cleanups.run(), 240_000);
 const P = `"'><script>alert(1)</script><img src=x onerror=alert(2)></textarea><iframe src=javascript:alert(3)>`;
 /** A file name the sandbox makes (no slash in a name). */
 const F = `"'><img src=x onerror=alert(4)>`;
+/** Names that read as another name once a browser applies their bidi controls ("…exe.png", "reportexe.pdf"); the page shows the controls. */
+const B = '\u202Egnp.exe';
+/** The plan's name (at most 100 characters): markup, then a bidi override. */
+const NAME = `${P.slice(0, 60)}${B}`;
+const NAME_SHOWN = `${P.slice(0, 60)}\\u202Egnp.exe`;
+const BF = 'report\u2066\u202Efdp.exe';
+/** A bidi control, mark or isolate as a character: none may reach the page's text raw. */
+const BIDI = /[\u202A-\u202E\u2066-\u2069\u200E\u200F]/;
+const bidiShown = (page: Page) => page.evaluate((re) => new RegExp(re).test(document.body.innerText), BIDI.source);
 const EVIL = `while [ ! -e /tmp/release ]; do sleep 0.2; done
 printf '%s\\n' "$(cat payload.txt)"; printf '%s\\n' "$(cat payload.txt)" >&2
 printf 'a\\n\\ndata: {"injected":1}\\n\\nevent: commit\\nid: 999\\n\\r\\rnul:\\000 bad:\\377\\376\\n'
-mkdir -p out; printf x > "out/$(cat fname.txt).txt"; printf y > "out/javascript:alert(5)"
+mkdir -p out; printf x > "out/$(cat fname.txt).txt"; printf y > "out/javascript:alert(5)"; printf z > "out/$(cat fname2.txt)"
 `;
 
 /** Elements, handlers and links a page has that its own markup never makes: all empty on a page that rendered everything as text. */
@@ -85,9 +94,9 @@ describe('berth serve against a hostile page', { timeout: 300_000 }, () => {
     expect(shown).toMatch(/<p class="said" id="said">[^<]*completed/);
   });
   it('renders what a sandbox and an operator wrote (plan name, live and kept output with SSE framing, NUL and bad UTF-8, artifact names, a reject reason, a workspace diff) as text in chromium: nothing runs, no element or handler or link is made', async () => {
-    const fx = await planFixture([{ name: 'evil', run: EVIL, artifacts: ['out/**'] }], { 'payload.txt': P, 'fname.txt': F });
+    const fx = await planFixture([{ name: 'evil', run: EVIL, artifacts: ['out/**'] }], { 'payload.txt': P, 'fname.txt': F, 'fname2.txt': BF });
     cleanups.push(() => fx.cleanup());
-    writeFileSync(fx.plan, readFileSync(fx.plan, 'utf8').replace('name: fixture', `name: ${JSON.stringify(P)}`));
+    writeFileSync(fx.plan, readFileSync(fx.plan, 'utf8').replace('name: fixture', `name: ${JSON.stringify(NAME)}`));
     await fx.read(async () => undefined);
     const server = await startServeChild(fx.store, fx.hostId);
     cleanups.push(() => server.stop());
@@ -113,19 +122,23 @@ describe('berth serve against a hostile page', { timeout: 300_000 }, () => {
     expect((await fx.cli(['reject', runId, '--reason', P])).code).toBe(0);
 
     await page.goto(`${server.url}/runs/${runId}`);
-    expect(await page.locator('#run-name').textContent()).toBe(P);
+    expect(await page.locator('#run-name').textContent()).toBe(NAME_SHOWN);
     expect(await page.locator('#steps pre.stdout').textContent()).toContain(`${P}\na\n\ndata: {"injected":1}\n\nevent: commit\nid: 999`);
     expect(await page.locator('#steps pre.stderr').textContent()).toContain(P);
-    expect(await page.locator('#artifacts [data-artifact] code:not(.sha256)').allTextContents()).toEqual(expect.arrayContaining([`out/${F}.txt`, 'out/javascript:alert(5)']));
+    expect(await page.locator('#artifacts [data-artifact] code:not(.sha256)').allTextContents()).toEqual(expect.arrayContaining([`out/${F}.txt`, 'out/javascript:alert(5)', 'out/report\\u2066\\u202Efdp.exe']));
+    expect(await bidiShown(page)).toBe(false);
     expect(await page.locator('#acceptance').textContent()).toContain(P);
     expect(await foreign(page)).toEqual(NONE);
     await page.goto(`${server.url}/`);
-    expect(await page.locator(`tr[data-run="${runId}"] a`).first().textContent()).toBe(P);
+    expect(await page.locator(`tr[data-run="${runId}"] a`).first().textContent()).toBe(NAME_SHOWN);
+    expect(await bidiShown(page)).toBe(false);
     expect(await foreign(page)).toEqual(NONE);
     await page.goto(`${server.url}/runs/${runId}`);
     await page.locator('#diff-form button').click();
     await page.waitForSelector('#diff');
     expect(await page.locator('#diff').textContent()).toContain(`out/${F}.txt`);
+    expect(await page.locator('#diff').textContent()).toContain('out/report\\u2066\\u202Efdp.exe');
+    expect(await bidiShown(page)).toBe(false);
     expect(await foreign(page)).toEqual(NONE);
     expect(dialogs).toBe(0);
     expect(refused).toEqual([]);
