@@ -6,6 +6,8 @@ import { getCookie } from 'hono/cookie';
 import { BerthError } from '../errors';
 import { makeDirectories } from '../support/make-dirs';
 import { isApiPath, refusal } from './api-errors';
+import { signInAttempt, signInPage } from './sign-in';
+import { hostOf } from './host-check';
 
 /** The prefix of the cookie a login link sets (HttpOnly, SameSite=Strict); {@link sessionCookie} names it. */
 export const SESSION_COOKIE = 'berth_session';
@@ -58,8 +60,8 @@ const same = (a: string, b: string) => {
 export const csrfToken = (secret: string) => createHmac('sha256', secret).update('berth-serve-csrf').digest('hex');
 
 /**
- * Every request needs the token (`Authorization: Bearer`) or the cookie the login link set, else
- * 401. `/login?token=` checks the token and sets the cookie. With `token` null (loopback only) nothing is asked.
+ * Every request needs the token (`Authorization: Bearer`) or the cookie a sign-in set, else 401.
+ * `/login` signs in (sign-in.ts). With `token` null (loopback only) nothing is asked.
  */
 export function requireToken(token: string | null): MiddlewareHandler {
   return async (c, next) => {
@@ -68,8 +70,10 @@ export function requireToken(token: string | null): MiddlewareHandler {
     const cookie = sessionCookie(url.port);
     const session = sessionValue(token, url.port);
     if (url.pathname === '/login') {
-      const given = url.searchParams.get('token') ?? '';
-      if (!same(given, token)) return c.text('wrong or missing token: open the login link berth serve printed', 401);
+      const given = await signInAttempt(c);
+      if (given === 'form') return c.html(signInPage().value);
+      if (given instanceof Response) return given;
+      if (!same(given, token)) return c.html(signInPage('wrong token: paste the token berth serve printed at its first start (it is in its token file)').value, 401);
       c.header('Set-Cookie', `${cookie}=${session}; HttpOnly; SameSite=Strict; Path=/`);
       return c.redirect('/', 303);
     }
@@ -78,15 +82,6 @@ export function requireToken(token: string | null): MiddlewareHandler {
     if (isApiPath(c)) return refusal(c, 401, 'unauthorized', 'wrong or missing bearer token (the token is in the file berth serve names)');
     return refusal(c, 401, 'unauthorized', 'sign in with the login link berth serve printed at its first start (the token is in its token file)');
   };
-}
-
-/** An Origin header's host; one that is not a URL names no site, so it is no site of ours (it was a 500). */
-function hostOf(origin: string): string | null {
-  try {
-    return new URL(origin).host;
-  } catch {
-    return null;
-  }
 }
 
 /**

@@ -2,13 +2,14 @@
 import { writeFileSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
-import type { Page } from 'playwright-core';
+import Database from 'better-sqlite3';
+import { chromium, type Page } from 'playwright-core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { containerStdout } from '../support/agent-observe';
 import { planFixture } from '../support/plan-fixture';
 import { cliChild, Cleanups, waitFor } from '../support/live-step';
 import { ATTEMPT_TAIL } from '../../host/serve/run-view';
-import { launchChromium, startServeChild } from '../support/serve-browser';
+import { CHROMIUM, launchChromium, startServeChild } from '../support/serve-browser';
 
 // berth serve (a child process, real store and engine) read as a hostile page or a nosy cache would.
 const cleanups = new Cleanups();
@@ -185,6 +186,41 @@ describe('berth serve against a hostile page', { timeout: 300_000 }, () => {
       // The first server's cookie, replayed to the second under the second's name.
       expect((await fetch(second.url + path, { headers: { cookie: `berth_session_${portOf(second.url)}=${value}` } })).status, path).toBe(401);
     }
+  });
+  it('signs in with the token in a form, so that no URL the browser visits holds it: not the tab\'s history, its address, a referrer nor the browser\'s own history', async () => {
+    const fx = await planFixture([{ name: 'one', run: 'true' }]);
+    cleanups.push(() => fx.cleanup());
+    await fx.read(async () => undefined);
+    const server = await startServeChild(fx.store, fx.hostId);
+    cleanups.push(() => server.stop());
+    const token = server.token!;
+    // What berth serve printed names the sign-in page and the token, never a URL holding the token.
+    expect(server.output()).toContain(`sign in at ${server.url}/login `);
+    expect(server.output()).not.toMatch(/token=/);
+    // A profile of its own: the browser's history database is a file in it.
+    const profile = join(fx.dir, 'chromium-profile');
+    const context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-sync'] });
+    cleanups.push(() => context.close().catch(() => {}));
+    const page = await context.newPage();
+    expect((await page.goto(`${server.url}/login`))!.status()).toBe(200);
+    await page.fill('input[name=token]', '0'.repeat(64));
+    const [wrong] = await Promise.all([page.waitForResponse((r) => r.request().method() === 'POST'), page.click('button[type=submit]')]);
+    expect(wrong.status()).toBe(401);
+    await page.goto(`${server.url}/login`);
+    await page.fill('input[name=token]', token);
+    await Promise.all([page.waitForURL(`${server.url}/`), page.click('button[type=submit]')]);
+    expect(await page.locator('header').textContent()).toContain('runs');
+    await page.goto(`${server.url}/runs-rows?session=x`);
+    const cdp = await context.newCDPSession(page);
+    const tab = (await cdp.send('Page.getNavigationHistory')).entries.map((e) => e.url);
+    expect(tab).toContain(`${server.url}/`);
+    expect(JSON.stringify({ tab, url: page.url(), referrer: await page.evaluate(() => document.referrer) })).not.toContain(token);
+    await context.close();
+    const db = new Database(join(profile, 'Default', 'History'), { readonly: true });
+    const visited = (db.prepare('SELECT url FROM urls').all() as Array<{ url: string }>).map((r) => r.url);
+    db.close();
+    expect(visited).toContain(`${server.url}/login`);
+    expect(visited.filter((u) => u.includes(token))).toEqual([]);
   });
   it('keeps the end of a step\'s output on the open page while the step floods it (4 MB in a second or two), never the whole of it: the page\'s live output holds at most what the server renders', async () => {
     const FLOOD = `while [ ! -e /tmp/release ]; do sleep 0.2; done
