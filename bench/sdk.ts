@@ -97,7 +97,7 @@ const suite: Suite = async (report) => {
     server.stdout.on('data', (d) => (out += d));
     while (!/berth serve: http/.test(out)) await new Promise((r) => setTimeout(r, 50));
     const url = /berth serve: (http:\/\/\S+)/.exec(out)![1]!;
-    const token = /login\?token=([0-9a-f]+)/.exec(out)![1]!;
+    const token = /with this token[^\n]*\n\s+([0-9a-f]{64})/.exec(out)![1]!;
     try {
       const client = Berth.connect({ url, token });
       for (let i = 0; i < ROUNDS; i++) {

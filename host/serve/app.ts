@@ -59,8 +59,9 @@ export function serveApp(deps: ServeDeps, feed: CommitFeed, hosts: { allowed: ()
   app.use('*', requireHost(hosts.allowed, hosts.url));
   // Before the token: a page of another site gets no work done by loading our URLs (fetch-site.ts).
   app.use('*', refuseCrossSiteLoads());
-  app.use('*', requireToken(deps.token));
+  // Before the token: the sign-in form's POST is read before any cookie exists.
   app.use('*', limitBodies());
+  app.use('*', requireToken(deps.token));
   app.use('*', requireCsrf(secret));
   // The versioned API for programs (Berth.connect): JSON in and out, typed errors.
   mountApiV1(app, deps, feed);

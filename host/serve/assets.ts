@@ -168,6 +168,7 @@ pre { background: #0f1720; color: #e6edf3; padding: 6px 8px; overflow-x: auto; m
 .textdiff .del { background: #ffebe9; display: block; }
 .textdiff .ctx { display: block; }
 .textdiff .gap { color: #6a7580; display: block; }
+.ctl { font-family: monospace; font-size: 0.85em; color: #a40000; border: 1px solid #d99; border-radius: 2px; padding: 0 1px; }
 .tag { display: inline-block; font-size: 0.8em; background: #e4ecf5; border-radius: 3px; padding: 0 4px; margin-left: 4px; }
 .said { margin: 12px 16px 0; background: #fff7d6; border: 1px solid #f0d27a; padding: 6px 10px; border-radius: 4px; margin-bottom: 12px; }
 form.inline { display: inline; }

@@ -6,6 +6,8 @@ import { getCookie } from 'hono/cookie';
 import { BerthError } from '../errors';
 import { makeDirectories } from '../support/make-dirs';
 import { isApiPath, refusal } from './api-errors';
+import { signInAttempt, signInPage } from './sign-in';
+import { hostOf } from './host-check';
 
 /** The prefix of the cookie a login link sets (HttpOnly, SameSite=Strict); {@link sessionCookie} names it. */
 export const SESSION_COOKIE = 'berth_session';
@@ -18,11 +20,14 @@ export const SESSION_COOKIE = 'berth_session';
 export const sessionCookie = (port: string) => `${SESSION_COOKIE}_${port || 'default'}`;
 
 /**
- * What the cookie holds: a value derived from the token, never the token. The browser sends the
- * cookie to every web server on the host, whatever its port; the token itself is also the Bearer
- * of /api/v1 and of `berth mcp --http` (same token file), which such a server must not get.
+ * What the cookie of the server on `port` holds: a value derived from the token and the port, never
+ * the token. The browser sends the cookie to every web server on the host, whatever its port; the
+ * token itself is also the Bearer of /api/v1 and of `berth mcp --http` (same token file), which such
+ * a server must not get. With the port in it, the cookie one `berth serve` set signs nobody in to
+ * another one of the same token (a second server of the store): it was accepted there under the
+ * other port's cookie name.
  */
-export const sessionValue = (token: string) => createHmac('sha256', token).update('berth-serve-session').digest('hex');
+export const sessionValue = (token: string, port = '') => createHmac('sha256', token).update(`berth-serve-session:${port || 'default'}`).digest('hex');
 
 /**
  * The access token of `berth serve`: read from `path`, or generated on first start and written
@@ -55,18 +60,20 @@ const same = (a: string, b: string) => {
 export const csrfToken = (secret: string) => createHmac('sha256', secret).update('berth-serve-csrf').digest('hex');
 
 /**
- * Every request needs the token (`Authorization: Bearer`) or the cookie the login link set, else
- * 401. `/login?token=` checks the token and sets the cookie. With `token` null (loopback only) nothing is asked.
+ * Every request needs the token (`Authorization: Bearer`) or the cookie a sign-in set, else 401.
+ * `/login` signs in (sign-in.ts). With `token` null (loopback only) nothing is asked.
  */
 export function requireToken(token: string | null): MiddlewareHandler {
-  const session = token === null ? '' : sessionValue(token);
   return async (c, next) => {
     if (token === null) return next();
     const url = new URL(c.req.url);
     const cookie = sessionCookie(url.port);
+    const session = sessionValue(token, url.port);
     if (url.pathname === '/login') {
-      const given = url.searchParams.get('token') ?? '';
-      if (!same(given, token)) return c.text('wrong or missing token: open the login link berth serve printed', 401);
+      const given = await signInAttempt(c);
+      if (given === 'form') return c.html(signInPage().value);
+      if (given instanceof Response) return given;
+      if (!same(given, token)) return c.html(signInPage('wrong token: paste the token berth serve printed at its first start (it is in its token file)').value, 401);
       c.header('Set-Cookie', `${cookie}=${session}; HttpOnly; SameSite=Strict; Path=/`);
       return c.redirect('/', 303);
     }
@@ -75,15 +82,6 @@ export function requireToken(token: string | null): MiddlewareHandler {
     if (isApiPath(c)) return refusal(c, 401, 'unauthorized', 'wrong or missing bearer token (the token is in the file berth serve names)');
     return refusal(c, 401, 'unauthorized', 'sign in with the login link berth serve printed at its first start (the token is in its token file)');
   };
-}
-
-/** An Origin header's host; one that is not a URL names no site, so it is no site of ours (it was a 500). */
-function hostOf(origin: string): string | null {
-  try {
-    return new URL(origin).host;
-  } catch {
-    return null;
-  }
 }
 
 /**

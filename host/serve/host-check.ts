@@ -14,3 +14,12 @@ export function requireHost(allowed: () => ReadonlySet<string>, shown: () => str
     return refusal(c, HOST_REFUSED_STATUS, 'host_refused', hostRefusal(host, shown(), 'berth serve'));
   };
 }
+
+/** An Origin header's host; one that is not a URL names no site, so it is no site of ours (it was a 500). */
+export function hostOf(origin: string): string | null {
+  try {
+    return new URL(origin).host;
+  } catch {
+    return null;
+  }
+}

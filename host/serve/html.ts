@@ -17,6 +17,28 @@ export function escapeHtml(text: string): string {
   return text.replace(/[&<>"'`]/g, (c) => ESCAPES[c]!);
 }
 
+/**
+ * What shows nothing or changes how the text after it is shown: controls (C0, DEL, C1), format
+ * characters (bidi embeddings, overrides, isolates and marks, zero-width ones, the BOM, soft hyphen)
+ * the line and paragraph separators, and a lone surrogate.
+ */
+const INVISIBLE = /[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}]/gu;
+
+const escapeOf = (ch: string) => {
+  const cp = ch.codePointAt(0)!;
+  return cp > 0xffff ? `\\u{${cp.toString(16).toUpperCase()}}` : `\\u${cp.toString(16).toUpperCase().padStart(4, '0')}`;
+};
+
+/**
+ * A name (a run's, a file's, a step's or a tool's, an artifact path, a tag) as escaped text with
+ * every invisible or reordering character shown as its `\uXXXX` escape, marked: shown as they
+ * are, `report\u202Efdp.exe` read "reportexe.pdf" and `a\u200Bb` passed for `ab`. Output and
+ * messages keep their characters; a name is what an operator tells things apart by.
+ */
+export function nameText(name: string): SafeHtml {
+  return new SafeHtml(escapeHtml(name).replace(INVISIBLE, (ch) => `<span class="ctl">${escapeOf(ch)}</span>`));
+}
+
 type Part = SafeHtml | string | number | boolean | null | undefined | Part[];
 
 const render = (v: Part): string => {

@@ -1,4 +1,4 @@
-import { html, jsonText, type SafeHtml } from './html';
+import { html, jsonText, nameText, type SafeHtml } from './html';
 import { when } from './layout';
 import { section } from './run-sections';
 import type { RunView, TreeNode } from './run-view';
@@ -32,21 +32,21 @@ export function costSection(v: RunView): SafeHtml {
 /** Artifacts as they stand, each downloadable (streamed from the artifact store, digest checked). */
 export function artifactsSection(v: RunView): SafeHtml {
   return section('artifacts', 'Artifacts', v.artifacts.length === 0 ? none('no artifacts recorded') : html`<table><thead><tr><th>path</th><th>step</th><th>size</th><th>sha256</th><th></th></tr></thead><tbody>${v.artifacts.map(
-    (a) => html`<tr data-artifact="${a.path}"><td><code>${a.path}</code></td><td>${a.step}</td><td>${a.sizeBytes} bytes</td><td><code class="sha256">${a.sha256}</code></td><td><a class="download" href="${a.href}" download>download</a></td></tr>`,
+    (a) => html`<tr data-artifact="${a.path}"><td><code>${nameText(a.path)}</code></td><td>${nameText(a.step)}</td><td>${a.sizeBytes} bytes</td><td><code class="sha256">${a.sha256}</code></td><td><a class="download" href="${a.href}" download>download</a></td></tr>`,
   )}</tbody></table>`);
 }
 
 /** Lineage: the run this one was forked from, and the runs forked from it. */
 export function lineageSection(v: RunView): SafeHtml {
   const parent = v.forkedFrom
-    ? html`<p id="forked-from">forked from <a href="/runs/${v.forkedFrom.runId}">${v.forkedFrom.runId}</a> at ${v.forkedFrom.checkpoint} (snapshot <code>${v.forkedFrom.snapshotId}</code>)</p>`
+    ? html`<p id="forked-from">forked from <a href="/runs/${v.forkedFrom.runId}">${v.forkedFrom.runId}</a> at ${nameText(v.forkedFrom.checkpoint)} (snapshot <code>${v.forkedFrom.snapshotId}</code>)</p>`
     : html``;
   const forks = v.forks.length
     ? html`<p>forks:</p><ul id="forks">${v.forks.map((f) => html`<li data-fork="${f.runId}"><a href="/runs/${f.runId}">${f.runId}</a> ${f.state}</li>`)}</ul>`
     : html``;
   // The whole tree, every depth, this run marked: a fork of a fork is reachable from any run in it.
   const node = (n: TreeNode): SafeHtml =>
-    html`<li data-tree-run="${n.runId}"${n.runId === v.run.id ? html` class="current"` : ''}><a href="/runs/${n.runId}">${n.runId}</a> ${n.state}${n.checkpoint ? html` <span class="muted">at ${n.checkpoint}</span>` : ''}${n.children.length ? html`<ul>${n.children.map(node)}</ul>` : ''}</li>`;
+    html`<li data-tree-run="${n.runId}"${n.runId === v.run.id ? html` class="current"` : ''}><a href="/runs/${n.runId}">${n.runId}</a> ${n.state}${n.checkpoint ? html` <span class="muted">at ${nameText(n.checkpoint)}</span>` : ''}${n.children.length ? html`<ul>${n.children.map(node)}</ul>` : ''}</li>`;
   const tree = v.tree ? html`<p>fork tree:</p><ul id="fork-tree">${node(v.tree)}</ul>` : html``;
   return section('lineage', 'Lineage', v.forkedFrom || v.forks.length ? html`${parent}${forks}${tree}` : none('an original run with no forks'));
 }

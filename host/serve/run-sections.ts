@@ -1,7 +1,7 @@
 import { forkIndexOf } from '../fork';
 import { ENTRY, type ApprovalDecidedEntry, type ApprovalRequestedEntry, type ModelEntry, type ToolResultEntry, type UserEntry } from '../agent';
 import type { Effect, Entry } from '../model';
-import { html, jsonText, type SafeHtml } from './html';
+import { html, jsonText, nameText, type SafeHtml } from './html';
 import { duration, postForm, stateBadge, when } from './layout';
 import type { RunView } from './run-view';
 import { receiptTable } from './receipt-table';
@@ -30,14 +30,14 @@ const uncertain = (e: Effect) => e.status === 'unknown' || e.status === 'executi
 
 export function effectsSection(v: RunView): SafeHtml {
   return section('effects', 'Effects', v.effects.length === 0 ? none('no effects') : html`<table><thead><tr><th>key</th><th>kind</th><th>replay</th><th>status</th><th>attempts</th><th>receipt</th></tr></thead><tbody>${v.effects.map(
-    (e) => html`<tr${uncertain(e) ? html` class="attention"` : ''}><td><code>${e.id}</code></td><td>${e.kind}</td><td>${e.replay}</td><td>${e.status}</td><td>${e.attempts}</td><td>${e.receipt === null ? '—' : receiptTable(e.receipt)}</td></tr>`,
+    (e) => html`<tr${uncertain(e) ? html` class="attention"` : ''}><td><code>${nameText(e.id)}</code></td><td>${e.kind}</td><td>${e.replay}</td><td>${e.status}</td><td>${e.attempts}</td><td>${e.receipt === null ? '—' : receiptTable(e.receipt)}</td></tr>`,
   )}</tbody></table>`);
 }
 
 export function approvalsSection(v: RunView, csrf: string): SafeHtml {
   if (v.run.kind !== 'agent') return html``;
   return section('approvals', 'Approvals', v.approvals.length === 0 ? none('no tool call asked for approval') : html`<table><thead><tr><th>tool call</th><th>arguments</th><th>scope digest</th><th>state</th><th></th></tr></thead><tbody>${v.approvals.map(
-    (a) => html`<tr data-approval="${a.approvalId}"><td>${a.tool} <code>${a.toolCallId}</code></td><td><pre>${jsonText(a.arguments)}</pre></td><td><code class="digest">${a.digest}</code></td><td class="approval-state">${a.state}${a.by ? html` by <span class="actor">${a.by}</span>` : ''}</td><td>${a.state === 'pending'
+    (a) => html`<tr data-approval="${a.approvalId}"><td>${nameText(a.tool)} <code>${a.toolCallId}</code></td><td><pre>${jsonText(a.arguments)}</pre></td><td><code class="digest">${a.digest}</code></td><td class="approval-state">${a.state}${a.by ? html` by <span class="actor">${a.by}</span>` : ''}</td><td>${a.state === 'pending'
       ? html`${postForm(`/runs/${v.run.id}/approve`, csrf, 'approve', { id: a.approvalId, digest: a.digest })} ${postForm(`/runs/${v.run.id}/deny`, csrf, 'deny', { id: a.approvalId })}<br><span class="muted">approves exactly digest ${a.digest.slice(0, 19)}…; expires ${when(a.expiresAt)}</span>`
       : ''}</td></tr>`,
   )}</tbody></table>`);
@@ -48,7 +48,7 @@ export function snapshotsSection(v: RunView, csrf: string): SafeHtml {
   const open = v.effects.filter(uncertain).length > 0;
   const answer = open ? html`<select name="answer"><option value="accept">the uncertain effect happened (--accept)</option><option value="reject-effect">it did not happen (--reject-effect)</option></select> ` : undefined;
   return section('snapshots', 'Snapshots', v.snapshots.length === 0 ? none('no snapshots') : html`<table><thead><tr><th>snapshot</th><th>checkpoint</th><th>size</th><th>digest</th><th>image</th><th>pushed</th><th></th></tr></thead><tbody>${v.snapshots.map(
-    (s) => html`<tr data-snapshot="${s.id}"><td><code>${s.id}</code></td><td>${s.checkpoint}</td><td>${(s.sizeBytes / 1e6).toFixed(1)} MB</td><td><code>${s.workspaceDigest.slice(0, 23)}</code></td><td><code>${s.imageId.slice(0, 19)}</code>${s.prunedAt ? ' (pruned)' : ''}</td><td class="pushed">${s.registryRef && s.pushedAt !== null ? html`<code>${s.registryRef}</code> ${when(s.pushedAt)}` : html`<span class="muted">local only</span>`}</td><td>${reconcilable && !s.prunedAt ? postForm(`/runs/${v.run.id}/reconcile`, csrf, 'restore this snapshot', { restore: s.id }, answer) : ''}${forkableHere(v, s) ? postForm(`/runs/${v.run.id}/fork`, csrf, 'fork from here', { at: s.id }) : ''}</td></tr>`,
+    (s) => html`<tr data-snapshot="${s.id}"><td><code>${s.id}</code></td><td>${nameText(s.checkpoint)}</td><td>${(s.sizeBytes / 1e6).toFixed(1)} MB</td><td><code>${s.workspaceDigest.slice(0, 23)}</code></td><td><code>${s.imageId.slice(0, 19)}</code>${s.prunedAt ? ' (pruned)' : ''}</td><td class="pushed">${s.registryRef && s.pushedAt !== null ? html`<code>${s.registryRef}</code> ${when(s.pushedAt)}` : html`<span class="muted">local only</span>`}</td><td>${reconcilable && !s.prunedAt ? postForm(`/runs/${v.run.id}/reconcile`, csrf, 'restore this snapshot', { restore: s.id }, answer) : ''}${forkableHere(v, s) ? postForm(`/runs/${v.run.id}/fork`, csrf, 'fork from here', { at: s.id }) : ''}</td></tr>`,
   )}</tbody></table>`);
 }
 
@@ -120,16 +120,16 @@ export function entriesSection(v: RunView): SafeHtml {
       case ENTRY.model: {
         const m = e.body as unknown as ModelEntry;
         return html`<div class="entry model">${head} turn ${m.turn} · ${m.model}${m.usage ? ` · ${m.usage.totalTokens} tokens` : ''}${m.content ? html`<pre class="model-text">${m.content}</pre>` : ''}${m.toolCalls.map(
-          (c) => html`<div>tool call <strong>${c.name}</strong> <code>${c.id}</code> replay ${replayOf.get(c.id) ?? '— (never ran)'}<pre>${c.arguments}</pre></div>`,
+          (c) => html`<div>tool call <strong>${nameText(c.name)}</strong> <code>${c.id}</code> replay ${replayOf.get(c.id) ?? '— (never ran)'}<pre>${c.arguments}</pre></div>`,
         )}</div>`;
       }
       case ENTRY.toolResult: {
         const r = e.body as unknown as ToolResultEntry;
-        return html`<div class="entry tool-result">${head} ${r.name} <code>${r.toolCallId}</code> ${r.status}<pre>${r.content}</pre></div>`;
+        return html`<div class="entry tool-result">${head} ${nameText(r.name)} <code>${r.toolCallId}</code> ${r.status}<pre>${r.content}</pre></div>`;
       }
       case ENTRY.approvalRequested: {
         const r = e.body as unknown as ApprovalRequestedEntry;
-        return html`<div class="entry">${head} ${r.tool} <code>${r.toolCallId}</code> digest <code>${r.digest}</code></div>`;
+        return html`<div class="entry">${head} ${nameText(r.tool)} <code>${r.toolCallId}</code> digest <code>${r.digest}</code></div>`;
       }
       case ENTRY.approvalDecided: {
         const r = e.body as unknown as ApprovalDecidedEntry;

@@ -1,4 +1,4 @@
-import { html, type SafeHtml } from './html';
+import { html, nameText, type SafeHtml } from './html';
 import { duration, when } from './layout';
 import type { AttemptView, RunView, StepView } from './run-view';
 
@@ -19,7 +19,7 @@ export function attemptBlock(kind: string, a: AttemptView, now: number): SafeHtm
       : a.state === 'running'
         ? html`<span class="attempt-state running">running</span> for <span class="elapsed" data-since="${a.startedAt}">${duration(now - a.startedAt)}</span>`
         : html`<span class="attempt-state ended">${a.end}</span>`;
-  return html`<div class="attempt" data-attempt="${a.attempt}" data-attempt-state="${a.state}"><p class="muted">${kind} ${a.label} · attempt started ${when(a.startedAt)} · ${head}${a.cutBytes ? ` · ${a.cutBytes} bytes cut by the cap` : ''}</p>${attemptOutput(a)}</div>`;
+  return html`<div class="attempt" data-attempt="${a.attempt}" data-attempt-state="${a.state}"><p class="muted">${kind} ${nameText(a.label)} · attempt started ${when(a.startedAt)} · ${head}${a.cutBytes ? ` · ${a.cutBytes} bytes cut by the cap` : ''}</p>${attemptOutput(a)}</div>`;
 }
 
 /**
@@ -27,7 +27,7 @@ export function attemptBlock(kind: string, a: AttemptView, now: number): SafeHtm
  * page's script which of its chunks are shown already (by the tails below), so none is added again.
  */
 function endedLine(kind: string, a: AttemptView): SafeHtml {
-  return html`<div class="attempt" data-attempt="${a.attempt}" data-attempt-state="ended"><p class="muted">${kind} ${a.label} · attempt started ${when(a.startedAt)} · <span class="attempt-state ended">${a.end}</span>${a.cutBytes ? ` · ${a.cutBytes} bytes cut by the cap` : ''}</p><pre class="live" data-attempt="${a.attempt}" data-seq="${a.lastSeq}" hidden></pre></div>`;
+  return html`<div class="attempt" data-attempt="${a.attempt}" data-attempt-state="ended"><p class="muted">${kind} ${nameText(a.label)} · attempt started ${when(a.startedAt)} · <span class="attempt-state ended">${a.end}</span>${a.cutBytes ? ` · ${a.cutBytes} bytes cut by the cap` : ''}</p><pre class="live" data-attempt="${a.attempt}" data-seq="${a.lastSeq}" hidden></pre></div>`;
 }
 
 function stepHead(s: StepView, now: number): SafeHtml {
@@ -36,7 +36,7 @@ function stepHead(s: StepView, now: number): SafeHtml {
     s.state === 'running' && running
       ? html`running for <span class="elapsed" data-since="${running.startedAt}">${duration(now - running.startedAt)}</span>`
       : html`${s.status}`;
-  return html`<strong>${s.name}</strong> <span class="step-state">${state}</span>${s.exitCode !== null ? ` · exit ${s.exitCode}` : ''}${s.durationMs !== null ? ` · ${duration(s.durationMs)}` : ''}${s.snapshotId ? html` · snapshot <code>${s.snapshotId}</code>` : ''}`;
+  return html`<strong>${nameText(s.name)}</strong> <span class="step-state">${state}</span>${s.exitCode !== null ? ` · exit ${s.exitCode}` : ''}${s.durationMs !== null ? ` · ${duration(s.durationMs)}` : ''}${s.snapshotId ? html` · snapshot <code>${s.snapshotId}</code>` : ''}`;
 }
 
 /**

@@ -191,7 +191,8 @@ export async function readRunView(deps: ServeDeps, runId: string, before?: numbe
   const d = await deps.describe(runId);
   const page = await deps.store.listEntriesNewest(d.run.sessionId, { runId, beforeSeq: before, limit: ENTRY_PAGE + 1 });
   const name = nameFromMeta((await deps.store.getSession(d.run.sessionId))?.meta ?? null);
-  const output = attemptViews(await deps.store.listOutput({ runId }), runIsLive(d.run.state));
+  // Only the tails it shows: a step that printed 64 MB made every render read all of it.
+  const output = attemptViews(await deps.store.listOutputTails(runId, ATTEMPT_TAIL), runIsLive(d.run.state));
   const steps = stepsOf(d, output);
   const outputSeq = output.reduce((m, a) => Math.max(m, a.lastSeq), 0);
   const entries = page.slice(0, ENTRY_PAGE);

@@ -3,7 +3,7 @@ import { costOfRun, type RunCost } from '../cost';
 import { RUN_STATES, type Run, type RunState } from '../model';
 import { calendarDayStart, type RunListQuery } from '../store';
 import type { ServeDeps } from './deps';
-import { html, type SafeHtml } from './html';
+import { html, nameText, type SafeHtml } from './html';
 import { duration, stateBadge, when } from './layout';
 
 /** States that wait for a person: listed first. */
@@ -113,7 +113,7 @@ export function filterQuery(f: RunsFilter, page = f.page): string {
 
 /** One run's row: the live list replaces it by `data-run` when a commit of its session lands. */
 export function runRow(r: RunRow): SafeHtml {
-  return html`<tr class="${r.needsPerson ? 'attention' : ''}" data-run="${r.run.id}" data-session="${r.run.sessionId}" data-created="${r.run.createdAt}"><td><a href="/runs/${r.run.id}">${r.name ?? r.run.id}</a>${r.name ? html`<br><code class="muted">${r.run.id}</code>` : ''}${r.tags.map((t) => html` <span class="tag">${t}</span>`)}</td><td>${r.run.kind}</td><td>${stateBadge(r.run.state)}</td><td>${r.owner}</td><td>${when(r.run.createdAt)}</td><td>${duration(r.durationMs)}</td><td class="acceptance">${r.acceptance.state === 'none' ? '—' : r.acceptance.state}</td><td class="cost">${costLine(r.cost)}</td></tr>`;
+  return html`<tr class="${r.needsPerson ? 'attention' : ''}" data-run="${r.run.id}" data-session="${r.run.sessionId}" data-created="${r.run.createdAt}"><td><a href="/runs/${r.run.id}">${r.name ? nameText(r.name) : r.run.id}</a>${r.name ? html`<br><code class="muted">${r.run.id}</code>` : ''}${r.tags.map((t) => html` <span class="tag">${nameText(t)}</span>`)}</td><td>${r.run.kind}</td><td>${stateBadge(r.run.state)}</td><td>${r.owner}</td><td>${when(r.run.createdAt)}</td><td>${duration(r.durationMs)}</td><td class="acceptance">${r.acceptance.state === 'none' ? '—' : r.acceptance.state}</td><td class="cost">${costLine(r.cost)}</td></tr>`;
 }
 
 /** The filter form: a search box, a state choice and a creation window (a GET form: the filter is the URL). */

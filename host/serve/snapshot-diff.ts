@@ -1,6 +1,6 @@
 import type { Snapshot } from '../model';
 import type { Store } from '../store';
-import { html, type SafeHtml } from './html';
+import { html, nameText, type SafeHtml } from './html';
 import { when } from './layout';
 import { asText, lineDiff, type DiffLine } from './text-diff';
 
@@ -92,9 +92,9 @@ async function textChanges(changes: PathChange[], from: Snapshot, to: Snapshot, 
 
 /** One file's text diff: every line is text (escaped), its operation a class. */
 function textFragment(t: TextChange): SafeHtml {
-  if ('none' in t) return html`<div class="textdiff" data-path="${t.path}" data-none="1"><h3><code>${t.path}</code></h3><p class="muted">no text diff: ${t.none}</p></div>`;
+  if ('none' in t) return html`<div class="textdiff" data-path="${t.path}" data-none="1"><h3><code>${nameText(t.path)}</code></h3><p class="muted">no text diff: ${t.none}</p></div>`;
   const line = (l: DiffLine) => (l.op === 'gap' ? html`<span class="gap">… ${l.lines} unchanged line${l.lines === 1 ? '' : 's'}\n</span>` : html`<span class="${l.op === '+' ? 'add' : l.op === '-' ? 'del' : 'ctx'}">${l.op}${l.text}\n</span>`);
-  return html`<div class="textdiff" data-path="${t.path}"><h3><code>${t.path}</code></h3><pre>${t.lines.map(line)}</pre></div>`;
+  return html`<div class="textdiff" data-path="${t.path}"><h3><code>${nameText(t.path)}</code></h3><pre>${t.lines.map(line)}</pre></div>`;
 }
 
 const what = (v: string | null) => {
@@ -102,7 +102,7 @@ const what = (v: string | null) => {
   const [kind, ...rest] = v.split(':');
   if (kind === 'f') return `file, mode ${rest[0]}, sha256 ${(rest[1] ?? '').slice(0, 12)}`;
   if (kind === 'd') return `directory, mode ${rest[0]}`;
-  if (kind === 'l') return `symlink to ${rest.join(':')}`;
+  if (kind === 'l') return html`symlink to ${nameText(rest.join(':'))}`;
   return `other, mode ${rest[0]}`;
 };
 
@@ -111,10 +111,10 @@ export function diffFragment(runId: string, d: Awaited<ReturnType<typeof readSna
   if ('refused' in d) return html`<section id="diff"><h2>Workspace diff</h2><p class="attention">${d.refused}</p><p><a href="/runs/${runId}">back to the run</a></p></section>`;
   const count = (c: PathChange['change']) => d.changes.filter((x) => x.change === c).length;
   return html`<section id="diff"><h2>Workspace diff of run <a href="/runs/${runId}"><code>${runId}</code></a></h2>
-<p>from <code>${d.from.id}</code> (${d.from.checkpoint}, ${when(d.from.createdAt)}) to <code>${d.to.id}</code> (${d.to.checkpoint}, ${when(d.to.createdAt)}):
+<p>from <code>${d.from.id}</code> (${nameText(d.from.checkpoint)}, ${when(d.from.createdAt)}) to <code>${d.to.id}</code> (${nameText(d.to.checkpoint)}, ${when(d.to.createdAt)}):
 <strong class="added">${count('added')} added</strong>, <strong class="changed">${count('changed')} changed</strong>, <strong class="removed">${count('removed')} removed</strong></p>
 ${d.changes.length === 0 ? html`<p class="muted">the two workspaces are the same</p>` : html`<table><thead><tr><th>path</th><th>change</th><th>before</th><th>after</th></tr></thead><tbody>${d.changes.map(
-    (c) => html`<tr data-path="${c.path}" data-change="${c.change}"><td><code>${c.path}</code></td><td>${c.change}</td><td>${what(c.before)}</td><td>${what(c.after)}</td></tr>`,
+    (c) => html`<tr data-path="${c.path}" data-change="${c.change}"><td><code>${nameText(c.path)}</code></td><td>${c.change}</td><td>${what(c.before)}</td><td>${what(c.after)}</td></tr>`,
   )}</tbody></table>`}
 ${d.texts.length ? html`<h2 id="texts">Text changes${d.texts.length === TEXT_DIFF_MAX_FILES ? html` <span class="muted">(the first ${TEXT_DIFF_MAX_FILES} files)</span>` : ''}</h2>${d.texts.map(textFragment)}` : ''}</section>`;
 }
@@ -122,6 +122,6 @@ ${d.texts.length ? html`<h2 id="texts">Text changes${d.texts.length === TEXT_DIF
 /** A GET form choosing two of the run's snapshots to compare. */
 export function diffForm(runId: string, snaps: readonly Snapshot[]): SafeHtml {
   if (snaps.length < 2) return html``;
-  const options = (selected: string) => snaps.map((s) => html`<option value="${s.id}"${s.id === selected ? html` selected` : ''}>${s.checkpoint} (${s.id})</option>`);
+  const options = (selected: string) => snaps.map((s) => html`<option value="${s.id}"${s.id === selected ? html` selected` : ''}>${nameText(s.checkpoint)} (${s.id})</option>`);
   return html`<section id="compare"><h2>Compare workspaces</h2><form id="diff-form" method="get" action="/runs/${runId}/diff">what changed from <select name="from">${options(snaps[snaps.length - 2]!.id)}</select> to <select name="to">${options(snaps[snaps.length - 1]!.id)}</select> <button type="submit">diff</button></form></section>`;
 }

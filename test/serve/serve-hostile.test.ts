@@ -2,13 +2,14 @@
 import { writeFileSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
-import type { Page } from 'playwright-core';
+import Database from 'better-sqlite3';
+import { chromium, type Page } from 'playwright-core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { containerStdout } from '../support/agent-observe';
 import { planFixture } from '../support/plan-fixture';
 import { cliChild, Cleanups, waitFor } from '../support/live-step';
 import { ATTEMPT_TAIL } from '../../host/serve/run-view';
-import { launchChromium, startServeChild } from '../support/serve-browser';
+import { CHROMIUM, launchChromium, startServeChild } from '../support/serve-browser';
 
 // berth serve (a child process, real store and engine) read as a hostile page or a nosy cache would.
 const cleanups = new Cleanups();
@@ -18,10 +19,19 @@ afterEach(() => cleanups.run(), 240_000);
 const P = `"'><script>alert(1)</script><img src=x onerror=alert(2)></textarea><iframe src=javascript:alert(3)>`;
 /** A file name the sandbox makes (no slash in a name). */
 const F = `"'><img src=x onerror=alert(4)>`;
+/** Names that read as another name once a browser applies their bidi controls ("…exe.png", "reportexe.pdf"); the page shows the controls. */
+const B = '\u202Egnp.exe';
+/** The plan's name (at most 100 characters): markup, then a bidi override. */
+const NAME = `${P.slice(0, 60)}${B}`;
+const NAME_SHOWN = `${P.slice(0, 60)}\\u202Egnp.exe`;
+const BF = 'report\u2066\u202Efdp.exe';
+/** A bidi control, mark or isolate as a character: none may reach the page's text raw. */
+const BIDI = /[\u202A-\u202E\u2066-\u2069\u200E\u200F]/;
+const bidiShown = (page: Page) => page.evaluate((re) => new RegExp(re).test(document.body.innerText), BIDI.source);
 const EVIL = `while [ ! -e /tmp/release ]; do sleep 0.2; done
 printf '%s\\n' "$(cat payload.txt)"; printf '%s\\n' "$(cat payload.txt)" >&2
 printf 'a\\n\\ndata: {"injected":1}\\n\\nevent: commit\\nid: 999\\n\\r\\rnul:\\000 bad:\\377\\376\\n'
-mkdir -p out; printf x > "out/$(cat fname.txt).txt"; printf y > "out/javascript:alert(5)"
+mkdir -p out; printf x > "out/$(cat fname.txt).txt"; printf y > "out/javascript:alert(5)"; printf z > "out/$(cat fname2.txt)"
 `;
 
 /** Elements, handlers and links a page has that its own markup never makes: all empty on a page that rendered everything as text. */
@@ -85,9 +95,9 @@ describe('berth serve against a hostile page', { timeout: 300_000 }, () => {
     expect(shown).toMatch(/<p class="said" id="said">[^<]*completed/);
   });
   it('renders what a sandbox and an operator wrote (plan name, live and kept output with SSE framing, NUL and bad UTF-8, artifact names, a reject reason, a workspace diff) as text in chromium: nothing runs, no element or handler or link is made', async () => {
-    const fx = await planFixture([{ name: 'evil', run: EVIL, artifacts: ['out/**'] }], { 'payload.txt': P, 'fname.txt': F });
+    const fx = await planFixture([{ name: 'evil', run: EVIL, artifacts: ['out/**'] }], { 'payload.txt': P, 'fname.txt': F, 'fname2.txt': BF });
     cleanups.push(() => fx.cleanup());
-    writeFileSync(fx.plan, readFileSync(fx.plan, 'utf8').replace('name: fixture', `name: ${JSON.stringify(P)}`));
+    writeFileSync(fx.plan, readFileSync(fx.plan, 'utf8').replace('name: fixture', `name: ${JSON.stringify(NAME)}`));
     await fx.read(async () => undefined);
     const server = await startServeChild(fx.store, fx.hostId);
     cleanups.push(() => server.stop());
@@ -113,19 +123,23 @@ describe('berth serve against a hostile page', { timeout: 300_000 }, () => {
     expect((await fx.cli(['reject', runId, '--reason', P])).code).toBe(0);
 
     await page.goto(`${server.url}/runs/${runId}`);
-    expect(await page.locator('#run-name').textContent()).toBe(P);
+    expect(await page.locator('#run-name').textContent()).toBe(NAME_SHOWN);
     expect(await page.locator('#steps pre.stdout').textContent()).toContain(`${P}\na\n\ndata: {"injected":1}\n\nevent: commit\nid: 999`);
     expect(await page.locator('#steps pre.stderr').textContent()).toContain(P);
-    expect(await page.locator('#artifacts [data-artifact] code:not(.sha256)').allTextContents()).toEqual(expect.arrayContaining([`out/${F}.txt`, 'out/javascript:alert(5)']));
+    expect(await page.locator('#artifacts [data-artifact] code:not(.sha256)').allTextContents()).toEqual(expect.arrayContaining([`out/${F}.txt`, 'out/javascript:alert(5)', 'out/report\\u2066\\u202Efdp.exe']));
+    expect(await bidiShown(page)).toBe(false);
     expect(await page.locator('#acceptance').textContent()).toContain(P);
     expect(await foreign(page)).toEqual(NONE);
     await page.goto(`${server.url}/`);
-    expect(await page.locator(`tr[data-run="${runId}"] a`).first().textContent()).toBe(P);
+    expect(await page.locator(`tr[data-run="${runId}"] a`).first().textContent()).toBe(NAME_SHOWN);
+    expect(await bidiShown(page)).toBe(false);
     expect(await foreign(page)).toEqual(NONE);
     await page.goto(`${server.url}/runs/${runId}`);
     await page.locator('#diff-form button').click();
     await page.waitForSelector('#diff');
     expect(await page.locator('#diff').textContent()).toContain(`out/${F}.txt`);
+    expect(await page.locator('#diff').textContent()).toContain('out/report\\u2066\\u202Efdp.exe');
+    expect(await bidiShown(page)).toBe(false);
     expect(await foreign(page)).toEqual(NONE);
     expect(dialogs).toBe(0);
     expect(refused).toEqual([]);
@@ -152,6 +166,61 @@ describe('berth serve against a hostile page', { timeout: 300_000 }, () => {
     // It does get this host's berth cookies (browsers keep no cookie to its port), but never a token.
     expect(cookies.join(' ')).toContain('berth_session');
     for (const t of tokens) expect(cookies.join(' ')).not.toContain(t);
+  });
+  it('refuses on its pages and its API a session cookie another port\'s server set, even when both serve one token', async () => {
+    const fx = await planFixture([{ name: 'one', run: 'true' }]);
+    cleanups.push(() => fx.cleanup());
+    await fx.read(async () => undefined);
+    const first = await startServeChild(fx.store, fx.hostId);
+    cleanups.push(() => first.stop());
+    // A second server of the same store: the same token file, another port.
+    const second = await startServeChild(fx.store, fx.hostId);
+    cleanups.push(() => second.stop());
+    expect(second.login).toBeNull();
+    const set = (await fetch(first.login!, { redirect: 'manual' })).headers.get('set-cookie')!.split(';')[0]!;
+    const [name, value] = set.split('=') as [string, string];
+    const portOf = (url: string) => new URL(url).port;
+    expect(name).toBe(`berth_session_${portOf(first.url)}`);
+    for (const path of ['/', '/api/runs', '/api/v1/runs']) {
+      expect((await fetch(first.url + path, { headers: { cookie: set } })).status, path).toBe(200);
+      // The first server's cookie, replayed to the second under the second's name.
+      expect((await fetch(second.url + path, { headers: { cookie: `berth_session_${portOf(second.url)}=${value}` } })).status, path).toBe(401);
+    }
+  });
+  it('signs in with the token in a form, so that no URL the browser visits holds it: not the tab\'s history, its address, a referrer nor the browser\'s own history', async () => {
+    const fx = await planFixture([{ name: 'one', run: 'true' }]);
+    cleanups.push(() => fx.cleanup());
+    await fx.read(async () => undefined);
+    const server = await startServeChild(fx.store, fx.hostId);
+    cleanups.push(() => server.stop());
+    const token = server.token!;
+    // What berth serve printed names the sign-in page and the token, never a URL holding the token.
+    expect(server.output()).toContain(`sign in at ${server.url}/login `);
+    expect(server.output()).not.toMatch(/token=/);
+    // A profile of its own: the browser's history database is a file in it.
+    const profile = join(fx.dir, 'chromium-profile');
+    const context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-sync'] });
+    cleanups.push(() => context.close().catch(() => {}));
+    const page = await context.newPage();
+    expect((await page.goto(`${server.url}/login`))!.status()).toBe(200);
+    await page.fill('input[name=token]', '0'.repeat(64));
+    const [wrong] = await Promise.all([page.waitForResponse((r) => r.request().method() === 'POST'), page.click('button[type=submit]')]);
+    expect(wrong.status()).toBe(401);
+    await page.goto(`${server.url}/login`);
+    await page.fill('input[name=token]', token);
+    await Promise.all([page.waitForURL(`${server.url}/`), page.click('button[type=submit]')]);
+    expect(await page.locator('header').textContent()).toContain('runs');
+    await page.goto(`${server.url}/runs-rows?session=x`);
+    const cdp = await context.newCDPSession(page);
+    const tab = (await cdp.send('Page.getNavigationHistory')).entries.map((e) => e.url);
+    expect(tab).toContain(`${server.url}/`);
+    expect(JSON.stringify({ tab, url: page.url(), referrer: await page.evaluate(() => document.referrer) })).not.toContain(token);
+    await context.close();
+    const db = new Database(join(profile, 'Default', 'History'), { readonly: true });
+    const visited = (db.prepare('SELECT url FROM urls').all() as Array<{ url: string }>).map((r) => r.url);
+    db.close();
+    expect(visited).toContain(`${server.url}/login`);
+    expect(visited.filter((u) => u.includes(token))).toEqual([]);
   });
   it('keeps the end of a step\'s output on the open page while the step floods it (4 MB in a second or two), never the whole of it: the page\'s live output holds at most what the server renders', async () => {
     const FLOOD = `while [ ! -e /tmp/release ]; do sleep 0.2; done

@@ -33,8 +33,8 @@ export function testOutputDir(name: string): string {
   return dir;
 }
 
-/** `berth serve --port 0` on a store, as a child process; resolves with its URL and the login link it printed. */
-export async function startServeChild(store: string, hostId: string, extra: string[] = [], env: Record<string, string> = {}): Promise<{ child: ChildProcess; url: string; login: string | null; output: () => string; stop(): Promise<void> }> {
+/** `berth serve --port 0` on a store, as a child process; resolves with its URL, the token it printed and a link signing in with it. */
+export async function startServeChild(store: string, hostId: string, extra: string[] = [], env: Record<string, string> = {}): Promise<{ child: ChildProcess; url: string; login: string | null; token: string | null; output: () => string; stop(): Promise<void> }> {
   const child = spawn(process.execPath, [await bundledCli(), 'serve', '--port', '0', '--store', store, ...extra], { env: { ...process.env, BERTH_HOST_ID: hostId, BERTH_OPERATOR: 'web-tester', ...env } });
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
@@ -45,11 +45,15 @@ export async function startServeChild(store: string, hostId: string, extra: stri
     await new Promise((r) => setTimeout(r, 50));
   }
   const url = /berth serve: (http:\/\/\S+)/.exec(out)![1]!;
-  const login = /(http:\/\/\S+\/login\?token=[0-9a-f]+)/.exec(out)?.[1] ?? null;
+  // Printed once, at the first start: the sign-in page and the token (a link holding it stayed in the browser's history).
+  const token = /\/login\?token=([0-9a-f]+)/.exec(out)?.[1] ?? /^sign in at \S+ with this token[^\n]*\n\s+([0-9a-f]{64})$/m.exec(out)?.[1] ?? null;
+  // A link that signs a test's browser in in one step (the server still takes one; nothing prints it).
+  const login = token ? `${url}/login?token=${token}` : null;
   return {
     child,
     url,
     login,
+    token,
     output: () => out,
     async stop() {
       if (child.exitCode === null) child.kill('SIGTERM');

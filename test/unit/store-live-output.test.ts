@@ -1,5 +1,6 @@
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { attemptsOf, attemptState, OutputWriter } from '../../host/output';
+import { CHUNK, loudRun, RUN } from '../support/loud-output';
 import { STORE_KINDS, stopSharedPostgres, tempStoreOf } from '../support/store-kinds';
 
 afterAll(stopSharedPostgres, 60_000);
@@ -58,6 +59,18 @@ describe.each(STORE_KINDS)('live output on %s', (kind) => {
     expect(text).toContain(`[... ${500 * 10 - 1000} bytes cut ...]`);
     expect(text.endsWith('line 0499\n')).toBe(true);
     expect(a!.end).toBe('exit 0');
+  });
+
+  it('reads a run\'s output tails without the rest: per attempt its start, its end and its newest chunks back to the characters asked, the same attempts and tails as all chunks give', async () => {
+    t = await tempStoreOf(kind);
+    await loudRun(t.store);
+    const tails = await t.store.listOutputTails(RUN, 16_000);
+    // Three attempts (6.4 MB, 1,500 rows, one line): a few chunks each beyond what is asked.
+    expect(tails.reduce((n, c) => n + c.text.length, 0)).toBeLessThanOrEqual(3 * (16_000 + 4 * CHUNK));
+    expect(tails.map((c) => c.seq)).toEqual([...tails.map((c) => c.seq)].sort((x, y) => x - y));
+    const end = (a: ReturnType<typeof attemptsOf>[number]) => ({ ...a, parts: a.parts.map((p) => p.text).join('').slice(-16_000) });
+    expect(attemptsOf(tails).map(end)).toEqual(attemptsOf(await t.store.listOutput({ runId: RUN })).map(end));
+    expect(await t.store.listOutputTails('run_other', 16_000)).toEqual([]);
   });
 
   it('counts the store writes of an attempt and the time they took, the figure a step profile reads', async () => {

@@ -59,8 +59,9 @@ export async function serveCommand(ctx: CliContext, flags: ServeFlags): Promise<
     },
     { host, port, signal: stop.signal },
   );
-  // The login link is printed once, when the token is made; afterwards the token file holds it.
-  if (access?.created) process.stdout.write(`login (once; the token is kept in ${tokenFile}, mode 0600):\n  ${server.url}/login?token=${access.token}\n`);
+  // The token is printed once, when it is made; afterwards the token file holds it. Never as a link
+  // holding it: the browser keeps every URL it visits in its history (host/serve/sign-in.ts).
+  if (access?.created) process.stdout.write(`sign in at ${server.url}/login with this token (printed once; kept in ${tokenFile}, mode 0600):\n  ${access.token}\n`);
   process.stdout.write(`berth serve: ${server.url} (store ${ctx.store.location}; actions recorded as ${actor}${access ? `; token in ${tokenFile}` : '; no token'})\n`);
   await new Promise<void>((resolve) => {
     const done = () => resolve();

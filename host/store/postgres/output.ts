@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { OutputRecords } from '../output';
+import { outputTails, type OutputRecords } from '../output';
 import { toOutputChunk } from '../sqlite/output';
 import { numberByReaders } from './commit-log';
 import { query } from './open';
@@ -55,6 +55,15 @@ export function postgresOutput(pool: pg.Pool): OutputRecords {
         ? await query(pool, 'SELECT * FROM run_output WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3', [filter.runId, filter.afterSeq ?? 0, limit])
         : await query(pool, 'SELECT * FROM run_output WHERE seq > $1 ORDER BY seq LIMIT $2', [filter.afterSeq ?? 0, limit]);
       return rows.map(toOutputChunk);
+    },
+    async listOutputTails(runId, chars) {
+      await numberOutput(pool);
+      // Numbered rows only, as listOutput reads: what a reader following `seq` has seen or will see next.
+      const attempts = (await query<{ attempt: string }>(pool, 'SELECT attempt, MIN(seq) AS first FROM run_output WHERE run_id = $1 AND seq IS NOT NULL GROUP BY attempt ORDER BY first', [runId])).map((r) => r.attempt);
+      return outputTails(attempts, {
+        first: async (attempt) => (await query(pool, 'SELECT * FROM run_output WHERE attempt = $1 AND seq IS NOT NULL ORDER BY n LIMIT 1', [attempt])).map(toOutputChunk)[0],
+        newest: async (attempt, beforeN, limit) => (await query(pool, 'SELECT * FROM run_output WHERE attempt = $1 AND n < $2 AND seq IS NOT NULL ORDER BY n DESC LIMIT $3', [attempt, beforeN, limit])).map(toOutputChunk),
+      }, chars);
     },
     async lastOutputSeq() {
       await numberOutput(pool);

@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import type { OutputChannel, OutputChunk, OutputRecords } from '../output';
+import { outputTails, type OutputChannel, type OutputChunk, type OutputRecords } from '../output';
 import type { Row } from './rows';
 
 /**
@@ -44,6 +44,11 @@ export function sqliteOutput(db: Database.Database): OutputRecords {
   const all = db.prepare('SELECT * FROM run_output WHERE seq > ? ORDER BY seq LIMIT ?');
   const byRun = db.prepare('SELECT * FROM run_output WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?');
   const last = db.prepare('SELECT COALESCE(MAX(seq), 0) AS seq FROM run_output');
+  // The attempts of a run read only the columns before `text`: a long chunk's overflow pages stay unread.
+  const attemptsOfRun = db.prepare('SELECT attempt, MIN(seq) AS first FROM run_output WHERE run_id = ? GROUP BY attempt ORDER BY first');
+  // By the (attempt, n) key: an attempt's newest chunks without touching its older ones.
+  const firstOf = db.prepare('SELECT * FROM run_output WHERE attempt = ? ORDER BY n LIMIT 1');
+  const newestOf = db.prepare('SELECT * FROM run_output WHERE attempt = ? AND n < ? ORDER BY n DESC LIMIT ?');
   return {
     async appendOutput(chunks) {
       if (chunks.length) append(chunks);
@@ -52,6 +57,13 @@ export function sqliteOutput(db: Database.Database): OutputRecords {
       const limit = Math.floor(filter.limit ?? 1_000_000);
       const rows = filter.runId ? byRun.all(filter.runId, filter.afterSeq ?? 0, limit) : all.all(filter.afterSeq ?? 0, limit);
       return (rows as Row[]).map(toOutputChunk);
+    },
+    async listOutputTails(runId, chars) {
+      const attempts = (attemptsOfRun.all(runId) as Array<{ attempt: string }>).map((r) => r.attempt);
+      return outputTails(attempts, {
+        first: async (attempt) => ((r) => (r ? toOutputChunk(r) : undefined))(firstOf.get(attempt) as Row | undefined),
+        newest: async (attempt, beforeN, limit) => (newestOf.all(attempt, beforeN, limit) as Row[]).map(toOutputChunk),
+      }, chars);
     },
     async lastOutputSeq() {
       return (last.get() as { seq: number }).seq;
