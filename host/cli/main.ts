@@ -98,7 +98,8 @@ const USAGE = `usage: berth <command> [options]
                            an MCP server on stdio: a durable Berth session as another agent's sandbox
                            (tools exec, read_file, write_file, edit, list_files, search, status, reconcile, fork)
   serve [--port 7777] [--host 127.0.0.1] [--token-file F] [--no-token]
-                           live web view of the runs (sign in at /login with the token printed on first start)
+                           live web view of the runs (sign in at /login with the token printed
+                           on first start)
   export RUN [--out FILE]  the run's record: one versioned JSON document with the digest of its canonical form
   import FILE              load an exported record into this store as a read-only run (refused if altered)
   check [RUN | --all]      evaluate the run invariants; exit 1 naming each violation with its evidence
