@@ -102,14 +102,16 @@ export function runDigest(fx: Fixture, runId: string): Promise<string | undefine
 
 /**
  * Lets a step waiting for `release` in its workspace (`while [ ! -e release ]; do sleep 0.2; done`)
- * go on, in every running container of the session: tests hold a step open this way until what
+ * go on, in every running container of the session (but those in `except`; `file` another path to
+ * touch, e.g. one outside the workspace that a resume's digest check does not see): tests hold a step open this way until what
  * they race against has happened, instead of hoping a sleep is long enough on a loaded machine.
  */
-export async function releaseStep(fx: Fixture, sessionId: string): Promise<void> {
+export async function releaseStep(fx: Fixture, sessionId: string, file = 'release', except: string[] = []): Promise<void> {
   for (const c of await fx.docker.listContainers({ filters: { label: [`berth.session=${sessionId}`] } })) {
+    if (except.includes(c.Id)) continue;
     // As the command user: root holds no capabilities in a sandbox, so it cannot write the user's workspace.
     const container = fx.docker.getContainer(c.Id);
-    const stream = await unlessPaused(container, async () => (await container.exec({ Cmd: ['sh', '-c', 'touch release'], User: 'berth', AttachStdout: true, AttachStderr: true })).start({}));
+    const stream = await unlessPaused(container, async () => (await container.exec({ Cmd: ['touch', file], User: 'berth', AttachStdout: true, AttachStderr: true })).start({}));
     await new Promise<void>((resolve, reject) => stream.on('data', () => {}).on('end', resolve).on('error', reject));
   }
 }
@@ -118,11 +120,11 @@ export async function releaseStep(fx: Fixture, sessionId: string): Promise<void>
  * {@link releaseStep} again and again until `until` settles: a step that is re-run on a restored
  * sandbox (a safe step caught in flight by a take-over goes back to its snapshot) waits anew.
  */
-export async function keepReleasing(fx: Fixture, sessionId: string, until: Promise<unknown>): Promise<void> {
+export async function keepReleasing(fx: Fixture, sessionId: string, until: Promise<unknown>, file = 'release', except: string[] = []): Promise<void> {
   let done = false;
   void until.finally(() => (done = true));
   while (!done) {
-    await releaseStep(fx, sessionId).catch(() => {});
+    await releaseStep(fx, sessionId, file, except).catch(() => {});
     await Promise.race([until.catch(() => {}), sleep(500)]);
   }
 }
