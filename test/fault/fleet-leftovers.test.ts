@@ -1,7 +1,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { lastJson, planFixture } from '../support/plan-fixture';
-import { finishedStepCounts, runSettled, startCli, startWorker, stepRunning, stopWorker, submitDetached, waitFor, type WorkerProcess } from '../support/fleet';
+import { finishedStepCounts, keepReleasing, runSettled, startCli, startWorker, stepRunning, stopWorker, submitDetached, waitFor, type WorkerProcess } from '../support/fleet';
 import { startRegistry, type TestRegistry } from '../support/registry';
 import { startSecondEngine, type SecondEngine } from '../support/second-engine';
 import { leftoversOf as leftoversOnEngine, networkedShortLease, nothingLeft } from './fleet-leftover-probe';
@@ -29,6 +29,20 @@ async function leftoversOf(f: NonNullable<typeof fx>, leaseId: string) {
 
 const none = { containers: 0, networks: 0, rules: 0 };
 
+/**
+ * A step held open until the test lets it go (outside the workspace, which a restore verifies):
+ * the dead owner's copy never ends by itself however slow the machine, and the new owner's copy
+ * ends once the test sees it, where a sleep long enough for the first was sat out again by the second.
+ */
+const HELD = 'while [ ! -e /tmp/release ]; do sleep 0.2; done; echo two >> steps.log';
+
+/** Waits for the run to settle, releasing the held step in the sandboxes of the engine `f.docker` drives. */
+async function settledReleasing(f: NonNullable<typeof fx>, run: { id: string; sessionId: string }) {
+  const settled = runSettled(f, run.id);
+  await keepReleasing(f, run.sessionId, settled, '/tmp/release');
+  return settled;
+}
+
 /** The registry and engine B, started once for the tests that move a run to another engine. */
 async function otherEngine(): Promise<{ registry: TestRegistry; engineB: SecondEngine }> {
   registry ??= await startRegistry();
@@ -40,7 +54,7 @@ describe('no sandbox outlives its lease', { timeout: 400_000 }, () => {
   it('a SIGTERM-drained worker removes the sandbox of the run it gives up (container, network, INPUT rules), and another worker finishes the run from its snapshot', async () => {
     fx = await planFixture([
       { name: 'one', run: 'echo one >> steps.log' },
-      { name: 'mid', run: 'sleep 4 && echo mid >> steps.log' },
+      { name: 'mid', run: 'while [ ! -e /tmp/release ]; do sleep 0.2; done; echo mid >> steps.log' },
       { name: 'three', run: 'echo three >> steps.log' },
     ]);
     const envFile = `${fx.dir}/env.yaml`;
@@ -54,6 +68,9 @@ describe('no sandbox outlives its lease', { timeout: 400_000 }, () => {
     expect(await leftoversOf(fx, lease!.id)).toMatchObject({ containers: 1, networks: 1 });
     expect((await leftoversOf(fx, lease!.id)).rules).toBeGreaterThan(0);
     first.child.kill('SIGTERM');
+    // The held step is released once the drain has begun (the worker says so as it starts it).
+    await waitFor('the worker to start draining', async () => (first.stderr().includes('draining:') ? true : undefined));
+    await keepReleasing(fx, run.sessionId, first.exited, '/tmp/release');
     expect(await first.exited).toBe(0);
     expect(await leftoversOf(fx, lease!.id)).toEqual(none);
     expect((await fx.read((s) => s.getLease(lease!.id)))!.releasedAt).not.toBeNull();
@@ -73,7 +90,7 @@ describe('no sandbox outlives its lease', { timeout: 400_000 }, () => {
     const { registry, engineB } = await otherEngine();
     fx = await planFixture([
       { name: 'one', run: 'echo one >> steps.log' },
-      { name: 'two', run: 'sleep 6 && echo two >> steps.log' },
+      { name: 'two', run: HELD },
     ]);
     const ttl = { BERTH_LEASE_TTL_MS: '3000', BERTH_REGISTRY: registry.address };
     const run = await submitDetached(fx);
@@ -87,7 +104,7 @@ describe('no sandbox outlives its lease', { timeout: 400_000 }, () => {
     // B runs on its own engine: it restores the run from the registry and cannot reach A's sandbox.
     const b = await startCli(fx, ['worker', '--grace', '5'], { ...ttl, DOCKER_HOST: engineB.dockerHost, BERTH_HOST_ID: `${fx.hostId}-b` });
     workers.push(b);
-    const end = await runSettled(fx, run.id);
+    const end = await settledReleasing({ ...fx, docker: engineB.docker }, run);
     expect(end.state, b.stderr()).toBe('completed');
     expect((await fx.read((s) => s.getLease(lease!.id)))!.releasedAt).not.toBeNull();
     expect((await leftoversOf(fx, lease!.id)).containers).toBe(1);
@@ -108,8 +125,8 @@ describe('no sandbox outlives its lease', { timeout: 400_000 }, () => {
     const { registry, engineB } = await otherEngine();
     fx = await planFixture([
       { name: 'one', run: 'echo one >> steps.log' },
-      // Long beyond the sandbox's TTL: only the watchdog can stop it on engine A.
-      { name: 'two', run: 'sleep 30 && echo two >> steps.log' },
+      // Held until released (never, on engine A): only the watchdog can stop it there.
+      { name: 'two', run: HELD },
     ]);
     const envFile = `${fx.dir}/env.yaml`;
     writeFileSync(envFile, networkedShortLease(readFileSync(envFile, 'utf8'), 4));
@@ -134,7 +151,7 @@ describe('no sandbox outlives its lease', { timeout: 400_000 }, () => {
     }, 120_000, 250);
     console.log(`old sandbox stopped ${((Date.parse(stopped.State.FinishedAt) - killedAt) / 1000).toFixed(1)} s after its host was SIGKILLed (sandbox lease TTL 4 s)`);
     expect((await fx.docker.getContainer(container!.Id).logs({ stdout: true, stderr: true })).toString()).toContain('the lease was not renewed');
-    // Its step was cut off there (the watchdog fired long before the step's 30 s): the workspace on engine A never got step two's line.
+    // Its step was cut off there (nothing released it): the workspace on engine A never got step two's line.
     const tar = (await new Promise<Buffer>((resolve, reject) => {
       fx!.docker.getContainer(container!.Id).getArchive({ path: '/workspace/steps.log' }, (err, stream) => {
         if (err || !stream) return reject(err);
@@ -146,7 +163,7 @@ describe('no sandbox outlives its lease', { timeout: 400_000 }, () => {
     })).toString('latin1');
     expect(tar).toContain('one\n');
     expect(tar).not.toContain('two\n');
-    const end = await runSettled(fx, run.id);
+    const end = await settledReleasing({ ...fx, docker: engineB.docker }, run);
     expect(end.state, b.stderr()).toBe('completed');
     expect(await finishedStepCounts(fx, run.id)).toEqual({ one: 1, two: 1 });
     expect((await fx.read((s) => s.getLease(lease!.id)))!.releasedAt).not.toBeNull();
@@ -164,7 +181,7 @@ describe('no sandbox outlives its lease', { timeout: 400_000 }, () => {
   it('a worker SIGKILLed mid-step, its run taken over by a worker on the same engine: the new owner removes the old lease\'s container, network and INPUT rules while the run goes on', async () => {
     fx = await planFixture([
       { name: 'one', run: 'echo one >> steps.log' },
-      { name: 'two', run: 'sleep 30 && echo two >> steps.log' },
+      { name: 'two', run: HELD },
       { name: 'three', run: 'echo three >> steps.log' },
     ]);
     const envFile = `${fx.dir}/env.yaml`;
@@ -187,7 +204,7 @@ describe('no sandbox outlives its lease', { timeout: 400_000 }, () => {
     }, 120_000, 250);
     console.log(`old lease cleaned up ${((gone - killedAt) / 1000).toFixed(1)} s after its host was SIGKILLed (ownership TTL 3 s, sandbox TTL 4 s)`);
     expect((await fx.read((s) => s.getLease(lease!.id)))!.releasedAt).not.toBeNull();
-    const end = await runSettled(fx, run.id);
+    const end = await settledReleasing(fx, run);
     expect(end.state, other.stderr()).toBe('completed');
     expect(await finishedStepCounts(fx, run.id)).toEqual({ one: 1, two: 1, three: 1 });
   });

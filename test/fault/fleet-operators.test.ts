@@ -1,11 +1,25 @@
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { lastJson, planFixture } from '../support/plan-fixture';
-import { runSettled, startCli, startWorker, stepRunning, stopWorker, submitDetached, waitFor, type WorkerProcess } from '../support/fleet';
+import { keepReleasing, runSettled, startCli, startWorker, stepRunning, stopWorker, submitDetached, waitFor, type WorkerProcess } from '../support/fleet';
 import { startRegistry, type TestRegistry } from '../support/registry';
 import { startSecondEngine, type SecondEngine } from '../support/second-engine';
 import { pushImage } from '../../host/sandbox/registry';
 
 const TTL_MS = 3000;
+
+/**
+ * A step held open until the test lets it go (a file outside the workspace, which a restore
+ * verifies): it runs as long as the test needs however slow the machine, and the copy a takeover
+ * runs again ends once the test sees it, where a sleep long enough for the first was sat out again.
+ */
+const HELD = 'while [ ! -e /tmp/release ]; do sleep 0.2; done; echo done >> steps.log';
+
+/** Waits for the run to settle, releasing held steps in its sandboxes but those in `except`. */
+async function settledReleasing(f: NonNullable<typeof fx>, run: { id: string; sessionId: string }, except: string[] = []) {
+  const settled = runSettled(f, run.id);
+  await keepReleasing(f, run.sessionId, settled, '/tmp/release', except);
+  return settled;
+}
 
 let fx: Awaited<ReturnType<typeof planFixture>> | undefined;
 let workers: WorkerProcess[] = [];
@@ -31,20 +45,21 @@ const workersOf = async (f: NonNullable<typeof fx>) => {
 
 describe('operators see and steer the fleet; workers claim only what they can start', { timeout: 400_000 }, () => {
   it('berth workers shows a live worker with its slot in use and its run, and the same worker SIGKILLed as dead, never running', async () => {
-    fx = await planFixture([{ name: 'long', run: 'sleep 30' }]);
+    fx = await planFixture([{ name: 'long', run: HELD }]);
     const run = await submitDetached(fx);
     const w = await startWorker(fx, TTL_MS);
     workers = [w];
     await waitFor('the step to run', () => stepRunning(fx!, run.id, 0));
     await waitFor('the worker to report its slot', async () => ((await workersOf(fx!)).find((h) => h.pid === w.pid)?.slotsInUse === 1 ? true : undefined));
     expect((await workersOf(fx)).find((h) => h.pid === w.pid)).toMatchObject({ state: 'live', slotsInUse: 1, owns: [{ runId: run.id }] });
+    const [dead] = await fx.read((s) => s.listLeases({ runId: run.id, unreleased: true }));
     w.child.kill('SIGKILL');
     await w.exited;
     expect((await workersOf(fx)).find((h) => h.pid === w.pid)).toMatchObject({ state: 'dead', slotsInUse: 0 });
     // Another worker finishes the run (and its sandbox with it).
     const next = await startWorker(fx, TTL_MS);
     workers.push(next);
-    expect((await runSettled(fx, run.id)).state, next.stderr()).toBe('completed');
+    expect((await settledReleasing(fx, run, [dead!.containerId])).state, next.stderr()).toBe('completed');
   });
 
   it('berth drain WORKER from another process is recorded and honoured: the worker drains, releases its run and stops; another worker finishes the run', async () => {
@@ -75,7 +90,8 @@ describe('operators see and steer the fleet; workers claim only what they can st
   });
 
   it('a take-over does not wait for a busy slot: a worker at its --concurrency takes over a dead worker\'s run with one slot more, while its own run goes on', async () => {
-    fx = await planFixture([{ name: 'long', run: 'sleep 25 && echo done >> steps.log' }]);
+    // Held: run two is still running at the take-over however slow the machine (a sleep was a bet).
+    fx = await planFixture([{ name: 'long', run: HELD }]);
     const first = await submitDetached(fx);
     const a = await startWorker(fx, TTL_MS, ['--concurrency', '1']);
     workers = [a];
@@ -85,6 +101,7 @@ describe('operators see and steer the fleet; workers claim only what they can st
     workers.push(b);
     await waitFor('run two to run on worker B', () => stepRunning(fx!, second.id, 0));
     expect((await fx.read((s) => s.getSessionOwner(second.sessionId)))!.pid).toBe(b.pid);
+    const [deadA] = await fx.read((s) => s.listLeases({ runId: first.id, unreleased: true }));
     a.child.kill('SIGKILL');
     await a.exited;
     // B owns both runs at once: run one was taken over while run two still ran.
@@ -93,8 +110,10 @@ describe('operators see and steer the fleet; workers claim only what they can st
     );
     expect((await fx.read((s) => s.getRun(second.id)))!.state).toBe('running');
     expect((await fx.read((s) => s.getSessionOwner(second.sessionId)))!.pid).toBe(b.pid);
-    expect((await runSettled(fx, first.id)).state).toBe('completed');
-    expect((await runSettled(fx, second.id)).state).toBe('completed');
+    const both = Promise.all([settledReleasing(fx, first, [deadA!.containerId]), settledReleasing(fx, second)]);
+    const [one, two] = await both;
+    expect(one.state).toBe('completed');
+    expect(two.state).toBe('completed');
   });
 
   it('a worker on an engine with no images and an empty registry claims nothing it cannot start, says why in berth workers, and starts the run once the base image is pushed', async () => {

@@ -9,10 +9,24 @@ import { leftoversOf } from './fleet-leftover-probe';
 /** Short enough that a takeover happens within seconds here; long against the renewals (every TTL/3). */
 const TTL_MS = 3000;
 
+/**
+ * A step held open until the test lets it go (a file outside the workspace, which a restore
+ * verifies): its first owner is killed, frozen or drained in the middle of it however slow the
+ * machine, and the copy run again after a takeover ends once the test sees it, where a sleep long
+ * enough for the first was sat out again by the second.
+ */
+const held = (line: string) => `while [ ! -e /tmp/release ]; do sleep 0.2; done; echo ${line} >> steps.log`;
+
+/** Waits for `until`, releasing held steps in every sandbox of the session but those in `except`. */
+async function releasing<T>(f: NonNullable<typeof fx>, sessionId: string, until: Promise<T>, except: string[] = []): Promise<T> {
+  await keepReleasing(f, sessionId, until, '/tmp/release', except);
+  return until;
+}
+
 // Twelve steps, each appending to a log: a finished step run again on the same sandbox would show
-// in the final digest; step 8 sleeps so that its owner can be killed in the middle of it, with
+// in the final digest; step 8 is held so that its owner can be killed in the middle of it, with
 // seven finished before it and four to go (CI time: twenty, on two stores with their twins, took 150 s).
-const STEPS: PlanStepDef[] = Array.from({ length: 12 }, (_, i) => ({ name: `s${i + 1}`, run: i === 7 ? `sleep 4 && echo s${i + 1} >> steps.log` : `echo s${i + 1} >> steps.log` }));
+const STEPS: PlanStepDef[] = Array.from({ length: 12 }, (_, i) => ({ name: `s${i + 1}`, run: i === 7 ? held(`s${i + 1}`) : `echo s${i + 1} >> steps.log` }));
 
 let fx: Awaited<ReturnType<typeof planFixture>> | undefined;
 afterAll(stopSharedPostgres, 60_000);
@@ -41,7 +55,9 @@ function uninterruptedDigest(): Promise<string> {
 async function runTwin(): Promise<string> {
   const twin = await planFixture(STEPS);
   try {
-    const end = await twin.cli(['run', twin.plan, '--json']);
+    const running = twin.cli(['run', twin.plan, '--json']);
+    const sessionId = await waitFor('the twin run to start', () => twin.read(async (s) => (await s.listRuns())[0]?.sessionId));
+    const end = await releasing(twin, sessionId, running);
     expect(end.code, end.stderr).toBe(0);
     return (await twin.read(async (s) => (await s.listSnapshots({})).at(-1)!.workspaceDigest));
   } finally {
@@ -65,10 +81,12 @@ async function ownerKilledMidStep(store?: string): Promise<void> {
   const victim = workers.find((w) => w.pid === owner.pid)!;
   const other = workers.find((w) => w !== victim)!;
   expect(victim, `owner pid ${owner.pid} is one of the workers`).toBeDefined();
+  const [victimLease] = await fx.read((s) => s.listLeases({ runId: run.id, unreleased: true }));
   victim.child.kill('SIGKILL');
   await victim.exited;
 
-  const end = await runSettled(fx, run.id);
+  // The killed owner's copy of step 8 is never released: only the survivor's ends.
+  const end = await releasing(fx, run.sessionId, runSettled(fx, run.id), [victimLease!.containerId]);
   expect(end.state, other.stderr()).toBe('completed');
   const now = (await fx.read((s) => s.getSessionOwner(run.sessionId)))!;
   // The survivor claimed the session under a new epoch.
@@ -146,7 +164,7 @@ describe('two workers on one store', { timeout: 600_000 }, () => {
     const port = new URL(service.url).port;
     fx = await planFixture([
       { name: 'one', run: 'echo one >> steps.log' },
-      { name: 'slow', run: 'sleep 5 && echo slow >> steps.log' },
+      { name: 'slow', run: held('slow') },
       { name: 'deploy', run: `timeout 20 busybox wget -q -O - http://localhost:${port}/deploy && echo deployed >> steps.log`, replay: 'never' },
       { name: 'four', run: 'echo four >> steps.log' },
     ]);
@@ -171,7 +189,7 @@ describe('two workers on one store', { timeout: 600_000 }, () => {
     expect(stale.child.signalCode ?? stale.child.exitCode).toBeNull();
     expect((await fx.read((s) => s.getLease(oldLease!.id)))!.releasedAt).not.toBeNull();
     // On a timeout, what the live worker was doing (its log) is the evidence.
-    const end = await runSettled(fx, run.id).catch((err: unknown) => {
+    const end = await releasing(fx, run.sessionId, runSettled(fx, run.id), [oldLease!.containerId]).catch((err: unknown) => {
       throw new Error(`${(err as Error).message}; the live worker's log:\n${other.stderr().slice(-4000)}`);
     });
     expect(end.state, other.stderr()).toBe('completed');
@@ -204,7 +222,7 @@ describe('two workers on one store', { timeout: 600_000 }, () => {
   it('SIGTERM drains a worker: the step in flight finishes and commits, no new step starts, the run is released at once (no wait for the lease), and another worker finishes it', async () => {
     fx = await planFixture([
       { name: 'one', run: 'echo one >> steps.log' },
-      { name: 'mid', run: 'sleep 4 && echo mid >> steps.log' },
+      { name: 'mid', run: held('mid') },
       { name: 'three', run: 'echo three >> steps.log' },
     ]);
     const run = await submitDetached(fx);
@@ -213,7 +231,10 @@ describe('two workers on one store', { timeout: 600_000 }, () => {
     workers = [first];
     await waitFor('the middle step to run', () => stepRunning(fx!, run.id, 1));
     first.child.kill('SIGTERM');
-    expect(await first.exited).toBe(0);
+    // Released only once the drain has begun (the worker says so as it starts it): the step is in
+    // flight when the drain starts, however slow the machine.
+    await waitFor('the worker to start draining', async () => (first.stderr().includes('draining:') ? true : undefined));
+    expect(await releasing(fx, run.sessionId, first.exited)).toBe(0);
     expect(first.stderr()).toContain('drained; leases released');
     const owner = (await fx.read((s) => s.getSessionOwner(run.sessionId)))!;
     expect(owner.stoppedAt).not.toBeNull();

@@ -39,6 +39,15 @@ async function stepRunning(f: NonNullable<typeof fx>) {
   }
 }
 
+/** Waits until no process of the deploy step's command (its shell or its sleep) is left in the sandbox. */
+async function commandGone(f: NonNullable<typeof fx>, containerId: string) {
+  for (const until = Date.now() + 120_000; ; await sleep(200)) {
+    const ps = await containerStdout(f.docker, containerId, ['ps', '-o', 'args']);
+    if (!ps.includes('touch late') && !ps.includes('sleep 20')) return;
+    if (Date.now() > until) throw new Error(`the step's command still runs in the sandbox:\n${ps}`);
+  }
+}
+
 /** The story a cancel mid-step must tell, whichever host applied it. */
 async function expectCancelledMidStep(f: NonNullable<typeof fx>, runId: string, containerId: string) {
   const run = await f.read((s) => s.getRun(runId));
@@ -54,8 +63,10 @@ async function expectCancelledMidStep(f: NonNullable<typeof fx>, runId: string, 
   expect(deployEffect.status).toBe('unknown');
   expect(deploy.result).toEqual({ cancelled: { effect: 'unknown', effectIds: [deployEffect.id] } });
   expect(tasks.find((t) => t.kind === 'plan')!.outcome).toBe('cancelled');
-  // The step's process was stopped: long past its sleep, its side effect never appears, and nothing after it ran.
-  await sleep(22_000);
+  // The step's process was stopped: once nothing of its command is left in the sandbox, its side
+  // effect never appeared (a command that was not stopped is gone only after writing it), and
+  // nothing after it ran. Waited for as a state, not by sitting out the step's 20 s.
+  await commandGone(f, containerId);
   expect(await exists(f, containerId, 'late')).toBe(false);
   expect(await exists(f, containerId, 'after-ran')).toBe(false);
   // Once the operator settles the effect, the run ends as what it is: cancelled.

@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Run } from '../../host/model';
 import { containerStdout, readContainerFile } from '../support/agent-observe';
 import { unrecordedSnapshotImages } from '../support/leak-check';
+import { keepReleasing } from '../support/fleet';
 import { planFixture, lastJson } from '../support/plan-fixture';
 
 type Summary = { run: Run; reason: string; steps: Array<{ step: string; outcome: string; exitCode: number; snapshotId: string | null }> };
@@ -19,7 +20,14 @@ afterEach(async () => {
   fx = undefined;
 });
 
-async function uninterruptedDigest(steps = STEPS): Promise<string> {
+let twinDigest: Promise<string> | undefined;
+/** The final workspace digest of STEPS run with nothing killed (once per file: two cases compare with it). */
+function uninterruptedDigest(): Promise<string> {
+  twinDigest ??= runTwin();
+  return twinDigest;
+}
+
+async function runTwin(steps = STEPS): Promise<string> {
   const base = await planFixture(steps);
   try {
     const end = await base.cli(['run', base.plan, '--json']);
@@ -88,9 +96,10 @@ describe('plan runs resume from their last committed step', { timeout: 180_000 }
   it('refuses to continue on a workspace changed while the host was down', async () => {
     const { fx, runId, lease } = await killedAfterStep(1);
     const c = fx.docker.getContainer(lease.containerId);
-    const exec = await c.exec({ Cmd: ['sh', '-c', 'echo tampered >> /workspace/out/a'], User: '1000:1000' });
-    await exec.start({ Detach: true });
-    await new Promise((r) => setTimeout(r, 300));
+    const exec = await c.exec({ Cmd: ['sh', '-c', 'echo tampered >> /workspace/out/a'], User: '1000:1000', AttachStdout: true, AttachStderr: true });
+    // Attached: the write has happened once its output ends (no sleep hoping it has).
+    const stream = await exec.start({});
+    await new Promise<void>((resolve, reject) => stream.on('data', () => {}).on('end', resolve).on('error', reject));
     const end = await fx.cli(['resume', runId, '--json']);
     expect(end.code, end.stderr).toBe(3);
     const summary = lastJson<Summary>(end);
@@ -166,7 +175,10 @@ describe('stopping a plan run with Ctrl-C', { timeout: 300_000 }, () => {
   it('stops without deciding the step in flight, keeps the sandbox, and finishes on resume', async () => {
     const { spawn } = await import('node:child_process');
     const { bundledCli } = await import('../support/plan-fixture');
-    fx = await planFixture([{ name: 'first', run: 'echo first >> steps.log' }, { name: 'slow', run: 'sleep 25 && echo slow >> steps.log' }]);
+    // The slow step waits for a file the test writes only during the resume (outside the workspace,
+    // which the resume verifies): however slow the machine, it is still running at the Ctrl-C, and
+    // the resume need not sit out a fixed sleep.
+    fx = await planFixture([{ name: 'first', run: 'echo first >> steps.log' }, { name: 'slow', run: 'while [ ! -e /tmp/release ]; do sleep 0.2; done; echo slow >> steps.log' }]);
     const child = spawn(process.execPath, [await bundledCli(), 'run', fx.plan, '--store', fx.store], { env: { ...process.env, BERTH_HOST_ID: fx.hostId } });
     let stderr = '';
     child.stderr.on('data', (d) => (stderr += d));
@@ -186,9 +198,11 @@ describe('stopping a plan run with Ctrl-C', { timeout: 300_000 }, () => {
     // The stop signalled the step rather than waiting for it: nothing of it runs in the kept
     // sandbox, and it never got to write its line.
     const ps = await containerStdout(fx.docker, live[0]!.containerId, ['ps', '-o', 'args']);
-    expect(ps).not.toContain('sleep 25');
+    expect(ps).not.toContain('! -e /tmp/release');
     expect(await readContainerFile(fx.docker, live[0]!.containerId, '/workspace/steps.log')).toBe('first\n');
-    const end = await fx.cli(['resume', runId, '--json']);
+    const resuming = fx.cli(['resume', runId, '--json']);
+    await keepReleasing(fx, mid.run.sessionId, resuming, '/tmp/release');
+    const end = await resuming;
     expect(end.code, end.stderr).toBe(0);
     expect(lastJson<Summary>(end).steps.map((s) => [s.step, s.outcome])).toEqual([['first', 'ok'], ['slow', 'ok']]);
   });

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { containerStdout } from '../support/agent-observe';
+import { keepReleasing } from '../support/fleet';
 import { bundledCli, planFixture } from '../support/plan-fixture';
 import { rawSql, sharedPostgres, STORE_KINDS, stopSharedPostgres, type StoreKind } from '../support/store-kinds';
 
@@ -40,6 +41,22 @@ async function secondStepRunning(f: Fx) {
   }
 }
 
+/**
+ * A step held open until the test lets it go: the killed host's copy runs on in its sandbox however
+ * slow the machine, and the resume's copy (on a restored sandbox) ends as soon as the test sees it,
+ * where a fixed sleep had to outlast the wait and was then sat out again by the resume. The file is
+ * outside the workspace, which the resume verifies before the step runs.
+ */
+const HELD = 'touch began && while [ ! -e /tmp/release ]; do sleep 0.2; done; echo two > two.txt';
+
+/** `berth resume`, releasing the held step in every sandbox of the run but the killed host's. */
+async function resumeReleasing(f: Fx, runId: string, oldContainerId: string) {
+  const sessionId = (await f.read((s) => s.getRun(runId)))!.sessionId;
+  const resuming = f.cli(['resume', runId, '--json']);
+  await keepReleasing(f, sessionId, resuming, '/tmp/release', [oldContainerId]);
+  return resuming;
+}
+
 const exportOf = async (f: Fx, runId: string) => {
   const out = await f.cli(['export', runId]);
   expect(out.code, out.stderr).toBe(0);
@@ -62,7 +79,7 @@ describe.each(STORE_KINDS)('sweeps are entries of the run (%s store)', { timeout
     fx = await planFixture(
       [
         { name: 'one', run: 'echo one > one.txt' },
-        { name: 'two', run: 'touch began && sleep 12 && echo two > two.txt' },
+        { name: 'two', run: HELD },
       ],
       undefined,
       await storeFor(kind),
@@ -74,7 +91,7 @@ describe.each(STORE_KINDS)('sweeps are entries of the run (%s store)', { timeout
     // The killed host's sandbox still runs the step's command (its lease has not run out).
     expect(await containerGone(fx, lease.containerId)).toBe(false);
 
-    const resumed = await fx.cli(['resume', runId, '--json']);
+    const resumed = await resumeReleasing(fx, runId, lease.containerId);
     expect(resumed.code, resumed.stderr.slice(-800)).toBe(0);
     expect(await containerGone(fx, lease.containerId)).toBe(true);
 
@@ -171,7 +188,7 @@ describe.each(['postgres'] as const)('a host-wide sweep is in the record of the 
     fx = await planFixture(
       [
         { name: 'one', run: 'echo one > one.txt' },
-        { name: 'two', run: 'touch began && sleep 30 && echo two > two.txt' },
+        { name: 'two', run: HELD },
       ],
       undefined,
       await storeFor(kind),
@@ -194,7 +211,7 @@ describe.each(['postgres'] as const)('a host-wide sweep is in the record of the 
     const sweeps = await fx.read((s) => s.listSweeps({ leaseId: lease.id }));
     expect(sweeps).toEqual([expect.objectContaining({ leaseId: lease.id, containerId: lease.containerId, reason: 'expired', hostId: fx.hostId })]);
 
-    const resumed = await fx.cli(['resume', runId, '--json']);
+    const resumed = await resumeReleasing(fx, runId, lease.containerId);
     expect(resumed.code, resumed.stderr.slice(-800)).toBe(0);
     const record = await exportOf(fx, runId);
     const lost = record.entries.filter((e) => e.kind === 'sandbox.swept' && e.body.what === 'lost');

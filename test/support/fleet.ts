@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { basename, dirname, isAbsolute } from 'node:path';
 import type { Run } from '../../host/model';
 import { unlessPaused } from '../../host/sandbox/paused-wait';
 import { bundledCli, lastJson, type planFixture } from './plan-fixture';
@@ -102,27 +103,55 @@ export function runDigest(fx: Fixture, runId: string): Promise<string | undefine
 
 /**
  * Lets a step waiting for `release` in its workspace (`while [ ! -e release ]; do sleep 0.2; done`)
- * go on, in every running container of the session: tests hold a step open this way until what
+ * go on, in every running container of the session (but those in `except`; `file` another path to
+ * touch, e.g. an absolute one outside the workspace that a resume's digest check does not see,
+ * created by the engine as root): tests hold a step open this way until what
  * they race against has happened, instead of hoping a sleep is long enough on a loaded machine.
  */
-export async function releaseStep(fx: Fixture, sessionId: string): Promise<void> {
+export async function releaseStep(fx: Fixture, sessionId: string, file = 'release', except: string[] = []): Promise<void> {
   for (const c of await fx.docker.listContainers({ filters: { label: [`berth.session=${sessionId}`] } })) {
+    if (except.includes(c.Id)) continue;
+    if (isAbsolute(file)) {
+      // Copied in by the engine, no process in the sandbox: an exec racing a snapshot's pause had
+      // its `runc init` frozen inside the container's cgroup, and the engine hung on that container
+      // (docker inspect, unpause and remove all waited) until the cgroup was thawed by hand.
+      await fx.docker.getContainer(c.Id).putArchive(emptyFileTar(basename(file)), { path: dirname(file) });
+      continue;
+    }
     // As the command user: root holds no capabilities in a sandbox, so it cannot write the user's workspace.
     const container = fx.docker.getContainer(c.Id);
-    const stream = await unlessPaused(container, async () => (await container.exec({ Cmd: ['sh', '-c', 'touch release'], User: 'berth', AttachStdout: true, AttachStderr: true })).start({}));
+    const stream = await unlessPaused(container, async () => (await container.exec({ Cmd: ['touch', file], User: 'berth', AttachStdout: true, AttachStderr: true })).start({}));
     await new Promise<void>((resolve, reject) => stream.on('data', () => {}).on('end', resolve).on('error', reject));
   }
+}
+
+/** A tar of one empty file named `name` (ustar: one header block, then two zero blocks). */
+function emptyFileTar(name: string): Buffer {
+  const header = Buffer.alloc(512);
+  header.write(name, 0, 100, 'utf8');
+  header.write('0000644\0', 100, 'ascii');
+  header.write('0000000\0', 108, 'ascii');
+  header.write('0000000\0', 116, 'ascii');
+  header.write('00000000000\0', 124, 'ascii');
+  header.write(`${Math.floor(Date.now() / 1000).toString(8).padStart(11, '0')}\0`, 136, 'ascii');
+  header.write('        ', 148, 'ascii');
+  header.write('0', 156, 'ascii');
+  header.write('ustar\0' + '00', 257, 'ascii');
+  let sum = 0;
+  for (const b of header) sum += b;
+  header.write(`${sum.toString(8).padStart(6, '0')}\0 `, 148, 'ascii');
+  return Buffer.concat([header, Buffer.alloc(1024)]);
 }
 
 /**
  * {@link releaseStep} again and again until `until` settles: a step that is re-run on a restored
  * sandbox (a safe step caught in flight by a take-over goes back to its snapshot) waits anew.
  */
-export async function keepReleasing(fx: Fixture, sessionId: string, until: Promise<unknown>): Promise<void> {
+export async function keepReleasing(fx: Fixture, sessionId: string, until: Promise<unknown>, file = 'release', except: string[] = []): Promise<void> {
   let done = false;
   void until.finally(() => (done = true));
   while (!done) {
-    await releaseStep(fx, sessionId).catch(() => {});
+    await releaseStep(fx, sessionId, file, except).catch(() => {});
     await Promise.race([until.catch(() => {}), sleep(500)]);
   }
 }
