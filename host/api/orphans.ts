@@ -5,7 +5,8 @@ import type { RuntimeParts } from './runtime';
 
 /** What `berth gc --orphans` found (and, with `remove`, removed) of stores other than this one. */
 export interface OrphansReport {
-  storeId: string;
+  /** The store it ran from, whose own leftovers are its plain gc's; null when it ran from none. */
+  storeId: string | null;
   remove: boolean;
   stores: OrphanStore[];
 }
@@ -20,7 +21,15 @@ export interface OrphansReport {
  * location label (an older berth) is listed with why it is left.
  */
 export async function orphans(p: RuntimeParts, o: { remove?: boolean } = {}): Promise<OrphansReport> {
-  const storeId = await p.sandbox.storeId();
-  const stores = await storeOrphans(p.docker, { storeId, machine: hostname(), remove: o.remove === true, logger: p.logger, alive: (pid) => pid !== process.pid && processAlive(pid) });
+  return orphansOnEngine(p, { ...o, storeId: await p.sandbox.storeId() });
+}
+
+/**
+ * {@link orphans} with no store of the caller's (`storeId` null: every store's leftovers are
+ * looked at): `berth gc --orphans` where the operator's only store was deleted, which opens none.
+ */
+export async function orphansOnEngine(p: Pick<RuntimeParts, 'docker' | 'logger'>, o: { remove?: boolean; storeId?: string | null } = {}): Promise<OrphansReport> {
+  const storeId = o.storeId ?? null;
+  const stores = await storeOrphans(p.docker, { storeId: storeId ?? '', machine: hostname(), remove: o.remove === true, logger: p.logger, alive: (pid) => pid !== process.pid && processAlive(pid) });
   return { storeId, remove: o.remove === true, stores };
 }

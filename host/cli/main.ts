@@ -228,7 +228,7 @@ const commands: Record<string, Handler> = {
     if (flags.remove && !flags.orphans) throw new BerthError('usage', '--remove goes with --orphans (berth gc --orphans --remove); berth gc alone removes this store\'s leftovers');
     if (flags.orphans) {
       if (flags.keep !== undefined || flags.grace !== undefined || flags['forks-older-than'] !== undefined) throw new BerthError('usage', '--orphans looks only at other stores\' leftovers: it takes no --keep, --grace or --forks-older-than (run berth gc for this store)');
-      return gcOrphans(ctx(), flags.remove);
+      return gcOrphans(ctx, { store: flags.store, json: flags.json, debug: flags.debug, remove: flags.remove });
     }
     if (flags.keep !== undefined && !/^\d+$/.test(flags.keep)) throw new BerthError('usage', `--keep expects a whole number of snapshots, found "${flags.keep}"`);
     if (flags.grace !== undefined && !/^\d+$/.test(flags.grace)) throw new BerthError('usage', `--grace expects whole seconds, found "${flags.grace}"`);

@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
-import { rmSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
+import { runNode } from '../support/child';
 import { bundledCli, lastJson, planFixture } from '../support/plan-fixture';
 
 // What a store whose file was deleted left on the engine: no other store's records name it, so only
@@ -17,7 +18,7 @@ afterEach(async () => {
 });
 
 interface Orphans {
-  orphans: { storeId: string; remove: boolean; stores: Array<{ storeId: string; state: string; why: string; containers: unknown[]; images: unknown[]; removed?: { containers: number; images: number } }> };
+  orphans: { storeId: string | null; remove: boolean; stores: Array<{ storeId: string; state: string; why: string; containers: unknown[]; images: unknown[]; removed?: { containers: number; images: number } }> };
 }
 
 const deleteStore = (f: Fixture) => {
@@ -69,6 +70,16 @@ describe('berth gc --orphans', { timeout: 300_000 }, () => {
     expect(dry.stdout).toContain(`store ${ids.dead} (${dead!.store}): ${left.containers} container(s)`);
     expect(dry.stdout).toContain('berth gc --orphans --remove');
     expect(dry.stdout).toMatch(new RegExp(`left store ${ids.live} \\(${live!.store}\\): .*(is alive|holds it open)`));
+    expect(await onEngine(dead!)).toEqual(left);
+    // With no store where it runs (an operator whose only store was deleted): it looks at the engine
+    // alone and creates no store. Before: store_not_found, so such an operator had to make one first.
+    const nowhere = `${kept!.dir}/none/berth.db`;
+    const bare = await runNode(await bundledCli(), ['gc', '--orphans', '--json', '--store', nowhere], { BERTH_HOST_ID: kept!.hostId }, 120_000);
+    expect(bare.code, bare.stderr).toBe(0);
+    expect(lastJson<Orphans>(bare).orphans.storeId).toBeNull();
+    expect(lastJson<Orphans>(bare).orphans.stores.find((s) => s.storeId === ids.dead)).toMatchObject({ state: 'gone' });
+    expect(lastJson<Orphans>(bare).orphans.stores.find((s) => s.storeId === ids.kept)).toMatchObject({ state: 'exists' });
+    expect(existsSync(nowhere)).toBe(false);
     expect(await onEngine(dead!)).toEqual(left);
 
     // From another store (one that exists, whose own leftovers are its plain gc's business).

@@ -1,7 +1,10 @@
 import { gc as collect } from '../../api/gc';
-import { orphans as findOrphans } from '../../api/orphans';
+import { existsSync } from 'node:fs';
+import { defaultLogger } from '../../api/assemble';
+import { orphans as findOrphans, orphansOnEngine } from '../../api/orphans';
 import type { OrphanStore } from '../../sandbox';
-import type { CliContext } from '../context';
+import { isPostgresUrl } from '../../store';
+import { dockerClient, storePath, type CliContext } from '../context';
 import type { CollectedFork } from '../../fork';
 import { emit, table } from '../output';
 
@@ -59,11 +62,15 @@ function forksLine(forks: CollectedFork[], before: number): string {
  * `berth gc --orphans [--remove]`: what stores other than this one left on the engine, and which
  * of those stores are gone; `--remove` removes a gone store's (see the API's `orphans`).
  */
-export async function gcOrphans(ctx: CliContext, remove: boolean): Promise<number> {
-  const r = await findOrphans(ctx, { remove });
+export async function gcOrphans(ctx: () => CliContext, o: { store?: string; json: boolean; debug?: boolean; remove: boolean }): Promise<number> {
+  const { remove } = o;
+  const path = storePath(o.store);
+  // No store at the path (the operator's only store was deleted): the engine alone is looked at,
+  // every store's leftovers listed, and no store is created for it.
+  const r = !isPostgresUrl(path) && !existsSync(path) ? await orphansOnEngine({ docker: dockerClient(), logger: defaultLogger({ debug: o.debug }) }, { remove }) : await findOrphans(ctx(), { remove });
   const gone = r.stores.filter((s) => s.state === 'gone');
   const count = (s: OrphanStore) => `${s.containers.length} container(s), ${s.networks.length} network(s), ${s.images.length} snapshot image(s)`;
-  emit(ctx.json, { orphans: r }, () =>
+  emit(o.json, { orphans: r }, () =>
     [
       r.stores.length === 0 ? 'no containers or snapshot images of another store on this engine' : '',
       ...r.stores.map((s) =>
