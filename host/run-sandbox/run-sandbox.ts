@@ -191,6 +191,26 @@ export class RunSandbox {
   }
 
   /**
+   * The `upload` snapshot of a fresh sandbox into which nothing was uploaded: the environment's image
+   * itself (Snapshotter.ofFreshImage), read back from the container; `undefined` when it cannot be
+   * (the caller takes the snapshot by an engine commit, as before). Under the same conditions as an
+   * upload built as a layer: no registry takes the snapshots (the base image's push is the fresh
+   * lease's), no secrets are declared (a snapshot's secret check reads the container's changes).
+   * Call it right after {@link leaseFresh}: no command may have run in the container.
+   */
+  async freshImageSnapshot(runId: string, sessionId: string, env: Environment, lease: Lease, signal: AbortSignal): Promise<{ record: NewSnapshotRecord; pointer: SandboxPointer } | undefined> {
+    if (this.d.transport?.target(env.snapshot) !== undefined || env.secrets.length > 0 || !lease.record.imageDigest?.startsWith('sha256:')) return undefined;
+    const createdAt = Date.now();
+    await this.assertOwner(runId, sessionId);
+    faultError('snapshot.take');
+    const id = newId('snap');
+    const state = await timed(this.d.logger, 'snapshot', () => this.d.snapshots.ofFreshImage(this.target(lease, env), id, createdAt, signal), { checkpoint: 'upload' });
+    if (!state) return undefined;
+    faultPoint('after:snapshot.take');
+    return { record: { id, leaseId: lease.id, imageId: state.imageId, workspaceDigest: state.digest, sizeBytes: 0, checkpoint: 'upload', parentId: null }, pointer: { leaseId: lease.id, snapshotId: id, workspaceDigest: state.digest } };
+  }
+
+  /**
    * The sandbox a step may run in. Within one process the held lease is trusted. After a restart:
    * the kernel must be compatible; the container must exist, run, and match image and fingerprint;
    * and, with no step in flight, its workspace digest must equal the newest snapshot's. A gone or

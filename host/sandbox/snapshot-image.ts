@@ -141,6 +141,21 @@ export async function imageExists(docker: Dockerode, imageId: string): Promise<b
 }
 
 /**
+ * Whether the image has a name of its own besides snapshot tags (an environment's `ref`): removing
+ * every snapshot tag then leaves it on the engine. An image with no such name would go with the
+ * last snapshot tag that retention removes.
+ */
+export async function imageNamedElsewhere(docker: Dockerode, imageId: string): Promise<boolean> {
+  try {
+    const info = await docker.getImage(imageId).inspect();
+    return (info.RepoTags ?? []).some((t) => !t.startsWith(`${SNAPSHOT_REPO}:`) && t !== '<none>:<none>');
+  } catch (err) {
+    if (isNotFound(err)) return false;
+    throw engineError(`inspect image ${imageId}`, err);
+  }
+}
+
+/**
  * Removes a snapshot's tag, and the image with it when nothing else needs it. An image that later
  * snapshots are built on stays as their parent layer (the engine refuses to delete it); it is then
  * only untagged, which frees its space once its children go.
@@ -328,6 +343,7 @@ export function snapshotEngine(docker: Dockerode) {
     flatten: (imageId: string, opts: { tag: string; labels: Record<string, string>; signal?: AbortSignal }) => flattenImage(docker, imageId, opts),
     changes: (containerId: string) => containerChanges(docker, containerId),
     imageExists: (imageId: string) => imageExists(docker, imageId),
+    imageNamedElsewhere: (imageId: string) => imageNamedElsewhere(docker, imageId),
     removeSnapshot: (tag: string) => removeSnapshotImage(docker, tag),
     discardImage: (imageId: string) => discardImage(docker, imageId),
     setPaused: (containerId: string, paused: boolean) => setPaused(docker, containerId, paused),

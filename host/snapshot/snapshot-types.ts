@@ -21,6 +21,8 @@ export interface SnapshotEngine {
   /** The container's overlay directories, when this machine can read them; `undefined` makes every scan an exec in the container. */
   layerDirs?(containerId: string): Promise<LayerDirs | undefined>;
   imageExists(imageId: string): Promise<boolean>;
+  /** Whether the image keeps a name of its own (not a snapshot tag) once every snapshot tag is gone. */
+  imageNamedElsewhere?(imageId: string): Promise<boolean>;
   /** A local image's exact config bytes, read on this machine; `undefined` makes every snapshot a commit. */
   imageConfig?(imageId: string): Promise<Buffer | undefined>;
   /** Loads an image from its config and its one new layer (the engine holds its parents). */

@@ -244,6 +244,23 @@ export class Snapshotter {
     });
   }
 
+  /**
+   * The snapshot of a container just made from its image, with no command run in it yet: that image
+   * itself, tagged for `snapshotId` (no engine commit, which copied the image's state at ~160 ms
+   * here). Its workspace is read from the container, as a restore reads it, and what is known of
+   * the container builds on the image, so the next snapshot is a tag or a delta over it.
+   * `undefined` when the image has no name of its own besides snapshot tags: retention removing the
+   * last snapshot tag would then remove the image under everything else made from it.
+   * @param createdAt a time after the container started (the engine's own mount points are in its layer by then).
+   */
+  async ofFreshImage(t: SnapshotTarget, snapshotId: string, createdAt: number, signal?: AbortSignal): Promise<(WorkspaceState & { imageId: string }) | undefined> {
+    if (!this.d.engine.imageNamedElsewhere || !(await this.d.engine.imageNamedElsewhere(t.imageId))) return undefined;
+    const state = await this.workspaceState(t, signal, { trust: false, imageId: t.imageId, createdAt });
+    await this.d.store.putWorkspaceManifest(t.imageId, state.manifest as Json);
+    await timed(this.d.logger, 'snapshot.tag', () => this.d.engine.tag(t.imageId, snapshotId));
+    return { ...state, imageId: t.imageId };
+  }
+
   /** Removes the image tag of a snapshot whose record will never commit. */
   async discard(snapshotId: string): Promise<void> {
     // A delta image is loaded into the engine in the background, tagged as it lands: removed before

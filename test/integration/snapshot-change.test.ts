@@ -50,6 +50,44 @@ describe('snapshot cost follows the change', { timeout: 180_000 }, () => {
     if (restored.kind === 'ok') expect(restored.pointer.workspaceDigest).toBe(second.record.workspaceDigest);
   });
 
+  test('a fresh sandbox with nothing uploaded is its image: the upload snapshot names the environment\'s image with no commit, the next change builds on it, both restore and verify, and their tags going leaves the image; an image with no name of its own is committed instead', async ({ sandbox, onTestFinished }) => {
+    const w = world(sandbox, 'run_fresh_image', onTestFinished);
+    await sandbox.store.commit({ sessionId: w.session, label: 'seed', createSession: {} });
+    const lease = await w.plan.leaseFresh('run_fresh_image', w.session, w.env, signal());
+    const upload = await w.plan.freshImageSnapshot('run_fresh_image', w.session, w.env, lease, signal());
+    expect(upload, 'the environment image has its own name: no commit needed').toBeDefined();
+    w.tags.push(upload!.record.id);
+    expect(upload!.record.imageId).toBe(sandbox.imageId);
+    expect(await w.images(), 'no image was committed for the upload snapshot').toEqual([]);
+    await sandbox.store.commit({ sessionId: w.session, label: 'snap', snapshots: [{ ...upload!.record, runId: 'run_fresh_image', taskId: null }] });
+    expect((await lease.exec(['sh', '-c', 'echo built > /workspace/out.txt'])).exitCode).toBe(0);
+    const step = await w.snap(lease, 'step:0:build');
+    expect(step.record.imageId).not.toBe(sandbox.imageId);
+    expect(step.record.workspaceDigest).not.toBe(upload!.record.workspaceDigest);
+    const before = await w.plan.restore('run_fresh_image', w.session, w.env, upload!.record.id, signal());
+    expect(before.kind, before.kind === 'reconcile' ? before.reason : '').toBe('ok');
+    if (before.kind === 'ok') expect((await before.lease.exec(['sh', '-c', 'test -e /workspace/out.txt'])).exitCode, 'the state before the step has no output').toBe(1);
+    const after = await w.plan.restore('run_fresh_image', w.session, w.env, step.record.id, signal());
+    expect(after.kind, after.kind === 'reconcile' ? after.reason : '').toBe('ok');
+    if (after.kind === 'ok') expect((await after.lease.exec(['cat', '/workspace/out.txt'])).stdout.trim()).toBe('built');
+    await w.plan.finish('run_fresh_image');
+    expect(await w.engine.removeSnapshot(upload!.record.id)).toBe('untagged');
+    expect(await w.engine.imageExists(sandbox.imageId), 'the environment image stays').toBe(true);
+
+    // The same image under no name but a snapshot tag: retention removing that tag would remove it.
+    const maker = await sandbox.docker.createContainer({ Image: sandbox.imageId, Cmd: ['true'], Labels: { 'berth.host': sandbox.hostId } });
+    const unnamed = ((await maker.commit({ changes: 'LABEL berth.test.unnamed=1' })) as { Id: string }).Id;
+    await maker.remove({ force: true });
+    try {
+      const env2 = parseEnvironment(`kernel: { name: berth, version: 0.1.0, compatible: ">=0.1.0 <0.2.0" }\nimage: { ref: "berth/tiny:latest", digest: "${unnamed}" }\n`, 'env.yaml');
+      const lease2 = await w.plan.leaseFresh('run_fresh_unnamed', w.session, env2, signal());
+      expect(await w.plan.freshImageSnapshot('run_fresh_unnamed', w.session, env2, lease2, signal()), 'an image only snapshot tags would name is committed').toBeUndefined();
+      await w.plan.finish('run_fresh_unnamed');
+    } finally {
+      await sandbox.docker.getImage(unnamed).remove({ force: true }).catch(() => {});
+    }
+  });
+
   test('a verification that trusts nothing hashes every file on the host from the layer, with no exec in the sandbox, and names a byte changed behind the same size and mtime', async ({ sandbox, onTestFinished }) => {
     const w = world(sandbox, 'run_verify_host', onTestFinished);
     await sandbox.store.commit({ sessionId: w.session, label: 'seed', createSession: {} });
