@@ -59,7 +59,9 @@ export class AgentSandbox {
       if (up.skipped.length) writes.entries = [{ kind: 'sandbox.upload', body: plainJson({ from: input.workspaceDir, files: up.files, bytes: up.bytes, skipped: up.skipped }) }];
     }
     if (env.snapshot.policy === 'after-each-step') {
-      const s = await this.d.plan.snapshot(sessionId, sessionId, env, lease, 'agent:start', null, ctx.signal);
+      // Nothing uploaded: the fresh sandbox is its image, and that image is the snapshot (no commit).
+      const fresh = input.workspaceDir ? undefined : await this.d.plan.freshImageSnapshot(sessionId, sessionId, env, lease, 'agent:start', ctx.signal);
+      const s = fresh ? { ...fresh, lease } : await this.d.plan.snapshot(sessionId, sessionId, env, lease, 'agent:start', null, ctx.signal);
       writes.snapshots = [s.record];
       writes.documents!.push({ documentId: docId, op: s.pointer });
       return { kind: 'ok', lease: s.lease, writes };

@@ -119,7 +119,7 @@ export function planHandlers(sb: RunSandbox, progress: (p: PlanProgress) => void
           writes.documents!.push({ documentId: sandboxDocId(runId), op: { leaseId: lease.id, workspaceDigest: digest } });
         } else {
           // Nothing uploaded: the fresh sandbox is its image, and that image is the snapshot (no commit).
-          const s = (input.workspaceDir ? undefined : await sb.freshImageSnapshot(runId, ctx.task.sessionId, input.environment, lease, ctx.signal)) ?? (await sb.snapshot(runId, ctx.task.sessionId, input.environment, lease, 'upload', null, ctx.signal));
+          const s = (input.workspaceDir ? undefined : await sb.freshImageSnapshot(runId, ctx.task.sessionId, input.environment, lease, 'upload', ctx.signal)) ?? (await sb.snapshot(runId, ctx.task.sessionId, input.environment, lease, 'upload', null, ctx.signal));
           writes.snapshots = [s.record];
           writes.documents!.push({ documentId: sandboxDocId(runId), op: s.pointer });
         }

@@ -198,16 +198,16 @@ export class RunSandbox {
    * lease's), no secrets are declared (a snapshot's secret check reads the container's changes).
    * Call it right after {@link leaseFresh}: no command may have run in the container.
    */
-  async freshImageSnapshot(runId: string, sessionId: string, env: Environment, lease: Lease, signal: AbortSignal): Promise<{ record: NewSnapshotRecord; pointer: SandboxPointer } | undefined> {
+  async freshImageSnapshot(runId: string, sessionId: string, env: Environment, lease: Lease, checkpoint: string, signal: AbortSignal): Promise<{ record: NewSnapshotRecord; pointer: SandboxPointer } | undefined> {
     if (this.d.transport?.target(env.snapshot) !== undefined || env.secrets.length > 0 || !lease.record.imageDigest?.startsWith('sha256:')) return undefined;
     const createdAt = Date.now();
     await this.assertOwner(runId, sessionId);
     faultError('snapshot.take');
     const id = newId('snap');
-    const state = await timed(this.d.logger, 'snapshot', () => this.d.snapshots.ofFreshImage(this.target(lease, env), id, createdAt, signal), { checkpoint: 'upload' });
+    const state = await timed(this.d.logger, 'snapshot', () => this.d.snapshots.ofFreshImage(this.target(lease, env), id, createdAt, signal), { checkpoint });
     if (!state) return undefined;
     faultPoint('after:snapshot.take');
-    return { record: { id, leaseId: lease.id, imageId: state.imageId, workspaceDigest: state.digest, sizeBytes: 0, checkpoint: 'upload', parentId: null }, pointer: { leaseId: lease.id, snapshotId: id, workspaceDigest: state.digest } };
+    return { record: { id, leaseId: lease.id, imageId: state.imageId, workspaceDigest: state.digest, sizeBytes: 0, checkpoint, parentId: null }, pointer: { leaseId: lease.id, snapshotId: id, workspaceDigest: state.digest } };
   }
 
   /**

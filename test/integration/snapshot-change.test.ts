@@ -54,7 +54,7 @@ describe('snapshot cost follows the change', { timeout: 180_000 }, () => {
     const w = world(sandbox, 'run_fresh_image', onTestFinished);
     await sandbox.store.commit({ sessionId: w.session, label: 'seed', createSession: {} });
     const lease = await w.plan.leaseFresh('run_fresh_image', w.session, w.env, signal());
-    const upload = await w.plan.freshImageSnapshot('run_fresh_image', w.session, w.env, lease, signal());
+    const upload = await w.plan.freshImageSnapshot('run_fresh_image', w.session, w.env, lease, 'upload', signal());
     expect(upload, 'the environment image has its own name: no commit needed').toBeDefined();
     w.tags.push(upload!.record.id);
     expect(upload!.record.imageId).toBe(sandbox.imageId);
@@ -81,7 +81,7 @@ describe('snapshot cost follows the change', { timeout: 180_000 }, () => {
     try {
       const env2 = parseEnvironment(`kernel: { name: berth, version: 0.1.0, compatible: ">=0.1.0 <0.2.0" }\nimage: { ref: "berth/tiny:latest", digest: "${unnamed}" }\n`, 'env.yaml');
       const lease2 = await w.plan.leaseFresh('run_fresh_unnamed', w.session, env2, signal());
-      expect(await w.plan.freshImageSnapshot('run_fresh_unnamed', w.session, env2, lease2, signal()), 'an image only snapshot tags would name is committed').toBeUndefined();
+      expect(await w.plan.freshImageSnapshot('run_fresh_unnamed', w.session, env2, lease2, 'upload', signal()), 'an image only snapshot tags would name is committed').toBeUndefined();
       await w.plan.finish('run_fresh_unnamed');
     } finally {
       await sandbox.docker.getImage(unnamed).remove({ force: true }).catch(() => {});
