@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { processAlive } from '../kernel';
 import { storeOrphans, type OrphanStore } from '../sandbox';
+import { sqliteStoreIdentity } from '../store';
 import type { RuntimeParts } from './runtime';
 
 /** What `berth gc --orphans` found (and, with `remove`, removed) of stores other than this one. */
@@ -30,6 +31,6 @@ export async function orphans(p: RuntimeParts, o: { remove?: boolean } = {}): Pr
  */
 export async function orphansOnEngine(p: Pick<RuntimeParts, 'docker' | 'logger'>, o: { remove?: boolean; storeId?: string | null } = {}): Promise<OrphansReport> {
   const storeId = o.storeId ?? null;
-  const stores = await storeOrphans(p.docker, { storeId: storeId ?? '', machine: hostname(), remove: o.remove === true, logger: p.logger, alive: (pid) => pid !== process.pid && processAlive(pid) });
+  const stores = await storeOrphans(p.docker, { storeId: storeId ?? '', machine: hostname(), remove: o.remove === true, logger: p.logger, alive: (pid) => pid !== process.pid && processAlive(pid), storeIdAt: sqliteStoreIdentity });
   return { storeId, remove: o.remove === true, stores };
 }

@@ -46,6 +46,11 @@ export interface OrphanScan {
   logger: Logger;
   /** Whether a process of this machine with this pid exists. */
   alive(pid: number): boolean;
+  /**
+   * The id of the store whose file is at `location` now; undefined when it cannot be read (not a
+   * store, unreadable). A store re-created at a deleted one's path has another id.
+   */
+  storeIdAt?(location: string): string | undefined;
 }
 
 /**
@@ -93,16 +98,20 @@ function judge(s: OrphanStore, pids: number[], o: OrphanScan): [OrphanStoreState
   if (!s.location || !s.machine) return ['unknown', 'no berth.store.location label (made by an older berth): nothing says where its store was'];
   if (!isAbsolute(s.location)) return ['unchecked', `store ${s.location} is not a file on this machine: it cannot be checked from here`];
   if (s.machine !== o.machine) return ['other_machine', `made on machine ${s.machine}: its store path cannot be checked from ${o.machine}`];
-  if (existsSync(s.location)) return ['exists', `store ${s.location} exists: its own berth gc takes them`];
+  // A file at the path may be another store made there since (its own id): the one that made these is gone then.
+  const now = existsSync(s.location) ? (o.storeIdAt?.(s.location) ?? s.storeId) : undefined;
+  if (now === s.storeId) return ['exists', `store ${s.location} exists: its own berth gc takes them`];
+  const was = now === undefined ? `store ${s.location} was deleted` : `store ${s.location} is another store now (${now})`;
   const living = [...new Set(pids)].filter((p) => o.alive(p));
-  if (living.length) return ['live', `store ${s.location} was deleted, but process ${living.join(', ')} that made them is alive`];
-  const holders = holdersOf(s.location);
-  if (holders.length) return ['live', `store ${s.location} was deleted, but process ${holders.join(', ')} still holds it open`];
-  return ['gone', `store ${s.location} no longer exists and no process that made them is alive`];
+  if (living.length) return ['live', `${was}, but process ${living.join(', ')} that made them is alive`];
+  // The new store's own hosts hold the path open too: only a handle on the deleted file counts then.
+  const holders = holdersOf(s.location, now !== undefined);
+  if (holders.length) return ['live', `${was}, but process ${holders.join(', ')} still holds the deleted file open`];
+  return ['gone', now === undefined ? `store ${s.location} no longer exists and no process that made them is alive` : `${was}: the store that made them was deleted and no process that made them is alive`];
 }
 
-/** Processes of this machine (those this user may look at) with `path` open, deleted or not. */
-function holdersOf(path: string): number[] {
+/** Processes of this machine (those this user may look at) with `path` open, deleted or not (`deletedOnly`: deleted). */
+function holdersOf(path: string, deletedOnly = false): number[] {
   const out: number[] = [];
   let pids: string[];
   try {
@@ -124,7 +133,8 @@ function holdersOf(path: string): number[] {
       } catch {
         continue;
       }
-      if (target === path || target === `${path} (deleted)` || target.startsWith(`${path}-`)) {
+      const deleted = target.endsWith(' (deleted)');
+      if ((deleted || !deletedOnly) && (target === path || target === `${path} (deleted)` || target.startsWith(`${path}-`))) {
         out.push(Number(pid));
         break;
       }

@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync, rmSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
+import { openSqliteStore } from '../../host/store';
 import { runNode } from '../support/child';
 import { bundledCli, lastJson, planFixture } from '../support/plan-fixture';
 
@@ -64,12 +65,19 @@ describe('berth gc --orphans', { timeout: 300_000 }, () => {
 
     deleteStore(dead!);
     deleteStore(live!);
+    // The operator starts afresh at the deleted store's path: the new store has an id of its own, so
+    // the old one's leftovers are still a gone store's. Before: listed `exists` and left for ever.
+    const afresh = openSqliteStore(dead!.store);
+    const newId = await afresh.storeId();
+    await afresh.close();
+    expect(newId).not.toBe(ids.dead);
     // Without --remove it only says what it would take, and why it leaves the others.
     const dry = await kept!.cli(['gc', '--orphans']);
     expect(dry.code, dry.stderr).toBe(0);
     expect(dry.stdout).toContain(`store ${ids.dead} (${dead!.store}): ${left.containers} container(s)`);
+    expect(dry.stdout).toContain(`is another store now (${newId})`);
     expect(dry.stdout).toContain('berth gc --orphans --remove');
-    expect(dry.stdout).toMatch(new RegExp(`left store ${ids.live} \\(${live!.store}\\): .*(is alive|holds it open)`));
+    expect(dry.stdout).toMatch(new RegExp(`left store ${ids.live} \\(${live!.store}\\): .*(is alive|holds the deleted file open)`));
     expect(await onEngine(dead!)).toEqual(left);
     // With no store where it runs (an operator whose only store was deleted): it looks at the engine
     // alone and creates no store. Before: store_not_found, so such an operator had to make one first.
