@@ -3,7 +3,7 @@ import { BerthError } from '../errors';
 import type { ContinueSession, StartAgentRun } from '../agent';
 import { submit } from '../kernel';
 import type { Json, Run } from '../model';
-import { newId } from '../support';
+import { linkSignals, newId } from '../support';
 import { submitAgent, submitChat } from './agents';
 import { checkStore, exportRun, importRecord, registeredPolicies } from '../record';
 import type { HostRuntime } from '../runtime/host-runtime';
@@ -73,10 +73,9 @@ export class Berth implements HostParts, AsyncDisposable {
     this.signal = o.signal;
   }
 
-  /** The caller's signal and the host's, whichever aborts first. */
-  private either(signal?: AbortSignal): AbortSignal | undefined {
-    const all = [signal, this.signal].filter((s): s is AbortSignal => s !== undefined);
-    return all.length > 1 ? AbortSignal.any(all) : all[0];
+  /** The caller's signal and the host's, whichever aborts first; detached from both when disposed (see linkSignals). */
+  private either(signal?: AbortSignal) {
+    return linkSignals([signal, this.signal]);
   }
 
   /** Opens a host over a SQLite path or a PostgreSQL URL; Docker from `DOCKER_HOST`, registry from `BERTH_REGISTRY` by default. */
@@ -132,7 +131,8 @@ export class Berth implements HostParts, AsyncDisposable {
   async runPlan(plan: PlanSource, o: DriveOptions & { requestId?: string } = {}): Promise<Driven & { created: boolean }> {
     const loaded = await preparePlan(this, plan);
     const { rt, run, created } = await startPlan(this, loaded, o);
-    return { ...(await drive(this, rt, run.id, this.either(o.signal))), created };
+    using link = this.either(o.signal);
+    return { ...(await drive(this, rt, run.id, link.signal)), created };
   }
 
   /** Claims the run (a live owner only with `takeOver`) and drives it here until it settles; works for plan and agent runs. */
@@ -140,7 +140,8 @@ export class Berth implements HostParts, AsyncDisposable {
     const run = await getRunOrThrow(this.store, runId);
     const { rt } = await startHost(this, { ttlMs: o.leaseTtlMs, onProgress: o.onProgress });
     await takeRun(this, rt, run, { takeOver: o.takeOver, actor: this.actor });
-    return drive(this, rt, runId, this.either(o.signal));
+    using link = this.either(o.signal);
+    return await drive(this, rt, runId, link.signal);
   }
 
   /** {@link drive} after a crash, a stop or a reconcile. */
@@ -161,12 +162,21 @@ export class Berth implements HostParts, AsyncDisposable {
   events(runId: string, o: FollowOptions & { output: true }): AsyncIterable<RunOrOutputEvent>;
   events(runId: string, o?: FollowOptions): AsyncIterable<RunEvent>;
   events(runId: string, o: FollowOptions = {}): AsyncIterable<RunOrOutputEvent> {
-    return followRun(this.store, runId, { ...o, signal: this.either(o.signal) } as FollowOptions & { output: true });
+    const store = this.store;
+    const link = () => this.either(o.signal);
+    return {
+      async *[Symbol.asyncIterator]() {
+        // Linked when iteration starts and detached when it ends, however it ends.
+        using l = link();
+        yield* followRun(store, runId, { ...o, signal: l.signal } as FollowOptions & { output: true });
+      },
+    };
   }
 
   /** Resolves once the run settles (whoever drives it). */
-  wait(runId: string, o: { signal?: AbortSignal } = {}): Promise<Run> {
-    return waitForRun(this.store, runId, { ...o, signal: this.either(o.signal) });
+  async wait(runId: string, o: { signal?: AbortSignal } = {}): Promise<Run> {
+    using link = this.either(o.signal);
+    return await waitForRun(this.store, runId, { ...o, signal: link.signal });
   }
 
   cancel(runId: string) {
@@ -193,14 +203,16 @@ export class Berth implements HostParts, AsyncDisposable {
   async reconcile(runId: string, choice: ReconcileChoice, o: DriveOptions = {}) {
     const r = await reconcile(this, runId, choice, this.actor, { onProgress: o.onProgress });
     if (r.kind !== 'drive') return r;
-    return { kind: 'driven' as const, reason: r.reason, verified: r.verified, ...(await drive(this, r.rt, runId, this.either(o.signal))) };
+    using link = this.either(o.signal);
+    return { kind: 'driven' as const, reason: r.reason, verified: r.verified, ...(await drive(this, r.rt, runId, link.signal)) };
   }
 
   /** A new run from a checkpoint of `runId` (see {@link ForkOptions}); driven here unless `detach`. */
   async fork(runId: string, o: Omit<ForkOptions, 'actor'>, d: DriveOptions = {}) {
     const f = await fork(this, runId, { ...o, actor: this.actor });
     if (!f.rt) return { run: f.run, created: f.created, point: f.point, driven: null };
-    return { run: f.run, created: f.created, point: f.point, driven: await drive(this, f.rt, f.run.id, this.either(d.signal)) };
+    using link = this.either(d.signal);
+    return { run: f.run, created: f.created, point: f.point, driven: await drive(this, f.rt, f.run.id, link.signal) };
   }
 
   /** The run's record: one versioned document with the digest of its canonical form. */
