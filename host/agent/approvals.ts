@@ -20,7 +20,8 @@ export interface ApprovalView extends ApprovalRequestedEntry {
 export async function listApprovals(store: Store, runId: string): Promise<ApprovalView[]> {
   const run = await store.getRun(runId);
   if (!run) throw new BerthError('run_not_found', `no run ${runId}`, { ids: { runId } });
-  const entries = await store.listEntries(run.sessionId, { runId });
+  // The two kinds it reads, not every entry of the run (a long run's page read thousands at each render).
+  const entries = await store.listEntries(run.sessionId, { runId, kinds: [ENTRY.approvalRequested, ENTRY.approvalDecided] });
   const decided = new Map(entries.filter((e) => e.kind === ENTRY.approvalDecided).map((e) => [(e.body as unknown as ApprovalDecidedEntry).approvalId, e.body as unknown as ApprovalDecidedEntry]));
   return entries
     .filter((e) => e.kind === ENTRY.approvalRequested)

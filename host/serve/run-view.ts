@@ -198,18 +198,8 @@ export async function readRunView(deps: ServeDeps, runId: string, before?: numbe
   const entries = page.slice(0, ENTRY_PAGE);
   const agent = d.run.kind === 'agent';
   const approvals = agent ? await listApprovals(deps.store, runId) : [];
-  let tokens: RunView['tokens'] = null;
-  if (agent) {
-    tokens = { prompt: 0, completion: 0, total: 0 };
-    for (const e of await deps.store.listEntries(d.run.sessionId, { runId })) {
-      if (e.kind !== ENTRY.model) continue;
-      const u = (e.body as unknown as ModelEntry).usage;
-      if (!u) continue;
-      tokens.prompt += u.promptTokens ?? 0;
-      tokens.completion += u.completionTokens ?? 0;
-      tokens.total += u.totalTokens ?? 0;
-    }
-  }
+  // Summed by the store: the page read every entry of the run for these three numbers at each render.
+  const tokens: RunView['tokens'] = agent ? await deps.store.sumEntryUsage(d.run.sessionId, { runId, kind: ENTRY.model }) : null;
   return {
     ...d,
     owner: await deps.ownerLine(d.run),

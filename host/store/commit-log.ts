@@ -23,4 +23,10 @@ export interface CommitLogRecords {
   lastCommitLogSeq(): Promise<number>;
   /** A page of entries newest first (for pages that show the newest and load older on demand). */
   listEntriesNewest(sessionId: string, filter: { runId?: string; beforeSeq?: number; limit: number }): Promise<Entry[]>;
+  /**
+   * The token counts (`body.usage.promptTokens`, `completionTokens`, `totalTokens`) of one run's
+   * entries of `kind`, summed by the store: a long agent run's page showed them by reading every
+   * entry of the run at each render.
+   */
+  sumEntryUsage(sessionId: string, filter: { runId: string; kind: string }): Promise<{ prompt: number; completion: number; total: number }>;
 }

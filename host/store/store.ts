@@ -71,6 +71,8 @@ export interface EntryFilter {
   afterSeq?: number;
   runId?: string;
   conversationId?: string;
+  /** Only entries of these kinds (a reader that needs two kinds of a long run's thousands of entries). */
+  kinds?: string[];
   limit?: number;
 }
 

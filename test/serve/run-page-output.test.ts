@@ -1,10 +1,11 @@
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { describeRun } from '../../host/cli/commands/runs';
-import { ATTEMPT_TAIL, attemptViews, readRunView, runIsLive } from '../../host/serve/run-view';
+import { ATTEMPT_TAIL, ENTRY_PAGE, attemptViews, readRunView, runIsLive } from '../../host/serve/run-view';
+import { ENTRY } from '../../host/agent/entries';
 import type { ServeDeps } from '../../host/serve/deps';
 import type { Store } from '../../host/store';
 import { CHUNK, loudRun, RUN } from '../support/loud-output';
-import { freshStores } from '../support/store-kinds';
+import { freshStores, STORE_KINDS, stopSharedPostgres } from '../support/store-kinds';
 
 /** The store as the page uses it, counting the characters of output chunks each read hands back. */
 function counting(store: Store): { store: Store; chars: () => number } {
@@ -44,5 +45,52 @@ describe('a run page of a run that printed megabytes', () => {
     expect(big!).toMatchObject({ end: 'exit 0 after 9000 ms', cutBytes: 5000, state: 'ended' });
     expect(lines!.parts.at(-1)!.text.endsWith('line 1499 of a step printing a line at a time\n')).toBe(true);
     expect(one!.parts).toEqual([{ channel: 'stdout', text: 'one line\n' }]);
+  });
+});
+
+afterAll(stopSharedPostgres);
+
+/** The store as the page uses it, counting the entries its reads hand back. */
+function countingEntries(store: Store): { store: Store; entries: () => number } {
+  let entries = 0;
+  const wrapped = new Proxy(store, {
+    get(target, prop) {
+      const v = Reflect.get(target, prop) as unknown;
+      if (typeof v !== 'function') return v;
+      return async (...args: unknown[]) => {
+        const r = (await (v as (...a: unknown[]) => unknown).apply(target, args)) as unknown;
+        if (Array.isArray(r)) entries += r.filter((x) => x && typeof x === 'object' && 'kind' in x && 'body' in x && 'seq' in x).length;
+        return r;
+      };
+    },
+  });
+  return { store: wrapped, entries: () => entries };
+}
+
+describe.each(STORE_KINDS)('a run page of a long agent run (%s store)', (kind) => {
+  const fresh = freshStores(kind);
+  it('shows the run\'s token totals summed by the store, reading only the newest page of entries', async () => {
+    const t = await fresh();
+    const run = 'run_chatty';
+    await t.store.commit({ sessionId: 'ses_chatty', label: 'submit', createSession: {}, runs: [{ id: run, kind: 'agent', submissionId: null, rootTaskId: null, versions: {} }] });
+    const calls = 3 * ENTRY_PAGE;
+    for (let k = 0; k < calls; k += 50) {
+      const entries = Array.from({ length: 50 }, (_, i) => {
+        const n = k + i;
+        const usage = n % 10 === 9 ? null : { promptTokens: 100 + n, completionTokens: 10 + (n % 7), totalTokens: 110 + n + (n % 7) };
+        return { id: `ent_m${n}`, conversationId: null, runId: run, taskId: null, kind: ENTRY.model, body: { turn: n, content: 'x'.repeat(2000), toolCalls: [], finishReason: 'stop', model: 'm', usage } };
+      });
+      await t.store.commit({ sessionId: 'ses_chatty', label: 'model', entries });
+    }
+    let prompt = 0;
+    let completion = 0;
+    let total = 0;
+    for (let n = 0; n < calls; n++) if (n % 10 !== 9) (prompt += 100 + n, completion += 10 + (n % 7), total += 110 + n + (n % 7));
+    const seen = countingEntries(t.store);
+    const deps = { store: seen.store, describe: (id: string) => describeRun(t.store, id), ownerLine: async () => 'owner', operator: 'user:t', token: null } as unknown as ServeDeps;
+    const view = await readRunView(deps, run);
+    expect(view.tokens).toEqual({ prompt, completion, total });
+    // Before: every entry of the run (300 here, thousands in a long run) at each render.
+    expect(seen.entries()).toBeLessThanOrEqual(ENTRY_PAGE + 1);
   });
 });

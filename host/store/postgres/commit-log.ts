@@ -67,5 +67,14 @@ export function postgresCommitLog(pool: pg.Pool): CommitLogRecords {
       args.push(Math.floor(filter.limit));
       return (await query(pool, `SELECT * FROM entries WHERE ${clauses.join(' AND ')} ORDER BY seq DESC LIMIT $${args.length}`, args)).map(toEntry);
     },
+    async sumEntryUsage(sessionId, filter) {
+      // Summed by the server from each body's `usage`: three numbers come back, however long the run.
+      const [r] = await query(
+        pool,
+        "SELECT COALESCE(SUM((body_json::jsonb -> 'usage' ->> 'promptTokens')::bigint), 0) AS prompt, COALESCE(SUM((body_json::jsonb -> 'usage' ->> 'completionTokens')::bigint), 0) AS completion, COALESCE(SUM((body_json::jsonb -> 'usage' ->> 'totalTokens')::bigint), 0) AS total FROM entries WHERE session_id = $1 AND run_id = $2 AND kind = $3",
+        [sessionId, filter.runId, filter.kind],
+      );
+      return { prompt: Number(r?.prompt ?? 0), completion: Number(r?.completion ?? 0), total: Number(r?.total ?? 0) };
+    },
   };
 }

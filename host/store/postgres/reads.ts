@@ -104,6 +104,7 @@ export function postgresReads(pool: pg.Pool, inputs = new TaskInputs()): Reads {
       const args: unknown[] = [sessionId, filter.afterSeq ?? 0];
       if (filter.runId) (args.push(filter.runId), clauses.push(`run_id = $${args.length}`));
       if (filter.conversationId) (args.push(filter.conversationId), clauses.push(`conversation_id = $${args.length}`));
+      if (filter.kinds) (args.push(filter.kinds), clauses.push(`kind = ANY($${args.length}::text[])`));
       const limit = filter.limit ? ` LIMIT ${Math.floor(filter.limit)}` : '';
       return (await query(pool, `SELECT * FROM entries WHERE ${clauses.join(' AND ')} ORDER BY seq${limit}`, args)).map(toEntry);
     },

@@ -39,6 +39,10 @@ export function sqliteCommitLog(db: Database.Database): CommitLogRecords {
   const all = db.prepare(`${base} WHERE l.seq > ? ORDER BY l.seq LIMIT ?`);
   const bySession = db.prepare(`${base} WHERE l.seq > ? AND l.session_id = ? ORDER BY l.seq LIMIT ?`);
   const last = db.prepare('SELECT COALESCE(MAX(seq), 0) AS seq FROM commit_log');
+  // Summed in SQL from each body's `usage`: only three numbers cross into JavaScript, however long the run.
+  const usage = db.prepare(
+    "SELECT COALESCE(SUM(json_extract(body_json, '$.usage.promptTokens')), 0) AS prompt, COALESCE(SUM(json_extract(body_json, '$.usage.completionTokens')), 0) AS completion, COALESCE(SUM(json_extract(body_json, '$.usage.totalTokens')), 0) AS total FROM entries WHERE session_id = ? AND run_id = ? AND kind = ?",
+  );
   return {
     async listCommitLog(filter = {}) {
       const limit = Math.floor(filter.limit ?? 1_000_000);
@@ -55,6 +59,10 @@ export function sqliteCommitLog(db: Database.Database): CommitLogRecords {
       if (filter.beforeSeq !== undefined) (clauses.push('seq < ?'), args.push(filter.beforeSeq));
       args.push(Math.floor(filter.limit));
       return (db.prepare(`SELECT * FROM entries WHERE ${clauses.join(' AND ')} ORDER BY seq DESC LIMIT ?`).all(...args) as Row[]).map(toEntry);
+    },
+    async sumEntryUsage(sessionId, filter) {
+      const r = usage.get(sessionId, filter.runId, filter.kind) as { prompt: number; completion: number; total: number };
+      return { prompt: r.prompt, completion: r.completion, total: r.total };
     },
   };
 }

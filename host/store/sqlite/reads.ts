@@ -147,6 +147,7 @@ export function sqliteReads(db: Database.Database, inputs = new TaskInputs()): R
       const args: unknown[] = [sessionId, filter.afterSeq ?? 0];
       if (filter.runId) (clauses.push('run_id = ?'), args.push(filter.runId));
       if (filter.conversationId) (clauses.push('conversation_id = ?'), args.push(filter.conversationId));
+      if (filter.kinds) (clauses.push(`kind IN (${filter.kinds.map(() => '?').join(', ') || 'NULL'})`), args.push(...filter.kinds));
       const limit = filter.limit ? ` LIMIT ${Math.floor(filter.limit)}` : '';
       return (p(`SELECT * FROM entries WHERE ${clauses.join(' AND ')} ORDER BY seq${limit}`).all(...args) as Row[]).map(toEntry);
     },
