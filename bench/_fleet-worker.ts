@@ -55,5 +55,10 @@ process.once('SIGTERM', () => {
   if (countTo) writeFileSync(`${countTo}.${process.pid}.json`, JSON.stringify(counts));
   void worker.drain(0).then(() => store.close()).then(() => process.exit(0));
 });
-await worker.start();
+// `ready` once the process is loaded and its store open; the work starts at the `go` line on stdin,
+// so several workers start together (the bench's first worker drove most of the runs while the
+// others were still loading, on the same cores, and its figures counted that as N workers' work).
 process.stdout.write('ready\n');
+await new Promise<void>((resolve) => process.stdin.once('data', () => resolve()));
+await worker.start();
+process.stdout.write('started\n');
