@@ -30,6 +30,12 @@ try {
       first = Math.min(first, tr.find((t) => t.to === 'running')!.at);
       last = Math.max(last, tr.at(-1)!.at);
     }
+    // Who ran what: each session's last claim (its pid and when), per worker process.
+    const owners = await reader.listSessionOwners();
+    const byPid = new Map<number, number[]>();
+    for (const o of owners) (byPid.get(o.pid!) ?? byPid.set(o.pid!, []).get(o.pid!)!).push(o.takenAt - t0);
+    const who = children.map((c) => { const at = (byPid.get(c.pid!) ?? []).sort((a, b) => a - b); return `${at.length} runs from ${at[0] ?? '-'} ms`; }).join('; ');
+    console.log(`${n}w: ${who}`);
     console.log(`${n}w: ready at ${ready.join(', ')} ms; runs from ${first - t0} to ${last - t0} ms (${(200 / ((last - first) / 1000)).toFixed(1)} runs/s); all completed seen at ${doneSeen} ms; CPU at ready ${cpuAtReady.map((x) => x.toFixed(2)).join(', ')} s, at end ${children.map((c) => cpuSeconds(c.pid!).toFixed(2)).join(', ')} s`);
     await stopAll(children);
     await reader.close();
