@@ -1,9 +1,10 @@
 /**
  * A/B of the PostgreSQL worker-scaling figure: `npx tsx bench/_fleet-pg-ab.ts ROUNDS A.ts B.ts`,
  * each a `_fleet-worker.ts` entry (e.g. one whose `../host` is another checkout's). Alternates
- * A and B with 1 then 2 workers on one throwaway cluster, ROUNDS times, printing each measurement
+ * A and B with 1 then 2 workers (`BENCH_WORKERS=1,2,3`: those counts) on one throwaway cluster, ROUNDS times, printing each measurement
  * (runs/s, each worker's CPU, the server's) and the best of each.
  */
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { build } from 'esbuild';
 import { startPostgres } from '../test/support/postgres';
@@ -23,11 +24,11 @@ const best = new Map<string, Scaling>();
 const fmt = (s: Scaling) => `${s.runsPerSecond.toFixed(1)} runs/s, workers ${s.workerCores.map((c) => c.toFixed(2)).join(' + ')} cores, server ${s.serverCores?.toFixed(2)}`;
 try {
   for (let round = 0; round < Number(roundsArg); round++) {
-    for (const n of [1, 2]) {
+    for (const n of (process.env.BENCH_WORKERS ?? '1,2').split(',').map(Number)) {
       for (const [i, script] of scripts.entries()) {
         const s = await throughput(script, await cluster.createDatabase('ab'), n, postmaster);
         const key = `${'AB'[i]} ${n}w`;
-        console.log(`round ${round + 1} ${key}: ${fmt(s)}`);
+        console.log(`round ${round + 1} ${key}: ${fmt(s)}   (load ${loadavg()[0]!.toFixed(1)})`);
         if (!best.has(key) || best.get(key)!.runsPerSecond < s.runsPerSecond) best.set(key, s);
       }
     }

@@ -22,13 +22,23 @@ export async function submitRuns(location: string, kind: string, n: number): Pro
   return ids;
 }
 
-export async function startWorker(script: string, location: string, ttl: number, concurrency: number, hostId = 'bench'): Promise<ChildProcess> {
+/**
+ * A worker process of `script` (bench/_fleet-worker.ts bundled), its store open; it starts working
+ * at once, or, `held`, at {@link go}.
+ */
+export async function startWorker(script: string, location: string, ttl: number, concurrency: number, hostId = 'bench', held = false): Promise<ChildProcess> {
   // BERTH_BENCH_WORKER_PROF=DIR: each worker writes a V8 CPU profile there (where a run's CPU goes);
   // BERTH_BENCH_WORKER_NODE: the program started instead of node (a wrapper such as strace).
   const prof = process.env.BERTH_BENCH_WORKER_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BERTH_BENCH_WORKER_PROF] : [];
-  const child = spawn(process.env.BERTH_BENCH_WORKER_NODE ?? process.execPath, [...prof, script, location, String(ttl), String(concurrency), hostId], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.env.BERTH_BENCH_WORKER_NODE ?? process.execPath, [...prof, script, location, String(ttl), String(concurrency), hostId], { stdio: ['pipe', 'pipe', 'inherit'] });
   await new Promise<void>((resolve) => child.stdout!.once('data', () => resolve()));
+  if (!held) go([child]);
   return child;
+}
+
+/** Held workers ({@link startWorker}) start working, all in the same moment. */
+export function go(children: ChildProcess[]): void {
+  for (const c of children) c.stdin!.write('go\n');
 }
 
 export const stopAll = async (children: ChildProcess[]) => {
@@ -57,9 +67,11 @@ export async function throughput(script: string, location: string, workers: numb
   const wall0 = performance.now();
   const server0 = postmaster ? serverCpuSeconds(postmaster) : 0;
   try {
-    children.push(...(await Promise.all(Array.from({ length: workers }, () => startWorker(script, location, 5000, 8)))));
+    // Held until all are loaded: a worker that starts alone drives runs while the others load.
+    children.push(...(await Promise.all(Array.from({ length: workers }, () => startWorker(script, location, 5000, 8, 'bench', true)))));
     const cpu0 = children.map((c) => cpuSeconds(c.pid!));
     const ready = performance.now();
+    go(children);
     while ((await reader.listRuns({ states: ['completed'] })).length < ids.length) await sleep(100);
     const wall = (performance.now() - ready) / 1000;
     const workerCores = children.map((c, i) => (cpuSeconds(c.pid!) - cpu0[i]!) / wall);

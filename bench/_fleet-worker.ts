@@ -49,11 +49,21 @@ const store = countTo ? counted(raw) : raw;
 const registry = new HandlerRegistry();
 registerFleetKinds(registry);
 const logger = pino({ level: process.env.BERTH_BENCH_LOG ?? 'silent' }, pino.destination(2));
-const kernel = new Kernel({ store, registry, documents: new DocumentTypes(), clock: systemClock, logger, hostId, claim: 'none', concurrency: concurrency * 2, pollMs: 100, heartbeatMs: Math.floor(ttl / 3), ownership: { leaseTtlMs: ttl } });
-const worker = new Worker({ store, kernel, logger, hostId, pid: process.pid, concurrency, tags: [], leaseTtlMs: ttl, claimEveryMs: 50 });
+// Faster timers than `berth worker`'s (the kernel's default poll 500 ms, a claim round at
+// min(1 s, TTL/3)): an idle worker makes ~75 store transactions a second here, ~4 with the CLI's.
+// BERTH_BENCH_POLL_MS / BERTH_BENCH_CLAIM_MS replace them (e.g. 500 and 1000, as the CLI).
+const pollMs = Number(process.env.BERTH_BENCH_POLL_MS ?? 100);
+const claimEveryMs = Number(process.env.BERTH_BENCH_CLAIM_MS ?? 50);
+const kernel = new Kernel({ store, registry, documents: new DocumentTypes(), clock: systemClock, logger, hostId, claim: 'none', concurrency: concurrency * 2, pollMs, heartbeatMs: Math.floor(ttl / 3), ownership: { leaseTtlMs: ttl } });
+const worker = new Worker({ store, kernel, logger, hostId, pid: process.pid, concurrency, tags: [], leaseTtlMs: ttl, claimEveryMs });
 process.once('SIGTERM', () => {
   if (countTo) writeFileSync(`${countTo}.${process.pid}.json`, JSON.stringify(counts));
   void worker.drain(0).then(() => store.close()).then(() => process.exit(0));
 });
-await worker.start();
+// `ready` once the process is loaded and its store open; the work starts at the `go` line on stdin,
+// so several workers start together (the bench's first worker drove most of the runs while the
+// others were still loading, on the same cores, and its figures counted that as N workers' work).
 process.stdout.write('ready\n');
+await new Promise<void>((resolve) => process.stdin.once('data', () => resolve()));
+await worker.start();
+process.stdout.write('started\n');

@@ -48,6 +48,8 @@ export class Worker {
   private left: Array<{ sessionId: string; runId: string | null; why: string }> = [];
   private lastBeatAt = 0;
   private lastRecoveryScanAt = 0;
+  /** Told when the next round ends (start() waits for the first). */
+  private roundEnded: (() => void) | null = null;
   /** Tags each candidate session asked for (fixed at submission): read once, not at every round. */
   private readonly wantedTags = new Map<string, string[]>();
   readonly id: string;
@@ -61,8 +63,14 @@ export class Worker {
     await this.o.kernel.start();
     // A run that moved (often: ended) frees a slot now rather than at the next round.
     this.o.kernel.onCommit((e) => void (e.runIds.length > 0 && !this.draining && this.tick()));
-    await this.tick();
     this.timer = setInterval(() => void this.tick(), this.o.claimEveryMs);
+    // The first round, not the rounds it leads to: while runs keep moving, each commit asks for
+    // one more round (tick), and a start that awaited all of them returned only once the store had
+    // no work left (`berth worker` printed its start line and heeded SIGTERM only then).
+    await new Promise<void>((resolve) => {
+      this.roundEnded = resolve;
+      void this.tick();
+    });
   }
 
   /** SIGTERM: no new claims; phases in flight get `graceMs`; leases are released. */
@@ -94,6 +102,8 @@ export class Worker {
       do {
         this.again = false;
         await this.round().catch((err: unknown) => this.o.logger.warn({ err }, 'worker round failed; trying again'));
+        this.roundEnded?.();
+        this.roundEnded = null;
       } while (this.again && !this.draining);
     })().finally(() => (this.ticking = null));
     return this.ticking;

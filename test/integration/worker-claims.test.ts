@@ -81,6 +81,38 @@ describe.each(STORE_KINDS)('a full worker (%s store)', (kind) => {
     }
   });
 
+  it('start() returns after the first round while runs keep moving, and a drain then stops the claims (berth worker heeded SIGTERM only once the queue was empty)', { timeout: 60_000 }, async () => {
+    const t = await tempStoreOf(kind);
+    try {
+      const registry = shortRuns();
+      const submitter = new Kernel({ store: t.store, registry, documents: new DocumentTypes(), clock: systemClock, logger: pino({ level: 'silent' }), hostId: 'submit', claim: 'none' });
+      for (let i = 0; i < RUNS; i++) await submit({ store: t.store, kernel: submitter, registry }, { requestId: `r${i}`, runKind: 'short', root: { kind: 'short', input: {} } });
+      const store = await t.open();
+      const logger = pino({ level: 'silent' });
+      const kernel = new Kernel({ store, registry, documents: new DocumentTypes(), clock: systemClock, logger, hostId: 'w', claim: 'none', concurrency: 4, ownership: { leaseTtlMs: 30_000 } });
+      // A busy store, made certain: every round ends only once a run moved since the last round
+      // ended (so each round asks for one more), until no run is left to move.
+      let moves = 0;
+      let movesSeen = 0;
+      kernel.onCommit((e) => void (e.runIds.length > 0 && moves++));
+      const unfinished = async () => (await t.store.listRuns({ states: ['completed'] })).length < RUNS;
+      const onTick = async () => {
+        while (moves === movesSeen && (await unfinished())) await new Promise((r) => setTimeout(r, 5));
+        movesSeen = moves;
+      };
+      const worker = new Worker({ store, kernel, logger, hostId: 'w', pid: process.pid, concurrency: 2, tags: [], leaseTtlMs: 30_000, claimEveryMs: 600_000, onTick });
+      await worker.start();
+      const completedAtStart = (await t.store.listRuns({ states: ['completed'] })).length;
+      await worker.drain(0);
+      expect(completedAtStart, 'runs completed when start() returned').toBeLessThan(RUNS);
+      const owners = await t.store.listSessionOwners();
+      expect(owners.length, 'sessions ever claimed: none after the drain').toBeLessThan(RUNS);
+      expect(owners.filter((o) => o.stoppedAt === null), 'every claim released by the drain').toEqual([]);
+    } finally {
+      await t.cleanup();
+    }
+  });
+
   it('a worker\'s beat reads its own hosts row, not the row of every worker process the store ever recorded (200 stopped ones here)', { timeout: 60_000 }, async () => {
     const t = await tempStoreOf(kind);
     try {
