@@ -48,4 +48,17 @@ describe('the bundled berth CLI', () => {
     expect(refused.status).not.toBe(0);
     expect(refused.stderr + refused.stdout).toContain('image.ref');
   }, 300_000);
+
+  it('talks to the engine without loading ssh2, which only an ssh:// DOCKER_HOST needs', () => {
+    // CommonJS modules (dockerode's) are not seen by the ESM hooks: a preload lists require's cache at exit.
+    const listed = join(dir, 'required.txt');
+    const preload = join(dir, 'list-required.cjs');
+    writeFileSync(preload, `process.on('exit', () => require('node:fs').writeFileSync(${JSON.stringify(listed)}, Object.keys(require.cache).join('\\n')));\n`);
+    const r = spawnSync(process.execPath, ['--require', preload, join(root, 'host/cli/bin.mjs'), 'gc', '--orphans', '--json', '--store', join(dir, 'none', 'berth.db')], { encoding: 'utf8', env: { ...process.env, BERTH_NO_BUNDLE: '' } });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    const required = readFileSync(listed, 'utf8').split('\n');
+    expect(required.some((f) => f.includes('/node_modules/dockerode/'))).toBe(true);
+    expect(required.filter((f) => f.includes('/node_modules/ssh2/'))).toEqual([]);
+  }, 180_000);
 });
