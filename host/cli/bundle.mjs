@@ -2,7 +2,7 @@
 // every command loads inlined, the other dependencies in node_modules), and dist/index.mjs: the package's library face (host/index.ts), every dependency left in node_modules (a program's own zod schemas meet the library's zod). `npm ci` runs it as `prepare`; host/cli/bin.mjs uses it while it is newer than
 // every source file. Written beside its final name and renamed, so a CLI starting meanwhile never
 // loads half a file.
-import { mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
@@ -49,6 +49,37 @@ const inlineStartupPackages = {
 };
 
 /**
+ * zod's locales in the CLI's bundle: English alone. zod exports every locale (~45, 366 KB of the
+ * bundle's 2 MB, parsed at each start) on its `z` namespace, so no bundler drops them; Berth
+ * never selects one, and English is the one zod uses when none is selected (zod/v4/classic/schemas
+ * registers it), so every message stays word for word what it was.
+ */
+const englishOnlyZod = {
+  name: 'english-only-zod',
+  setup(b) {
+    b.onResolve({ filter: /^\.\.\/locales\/index\.js$/ }, (args) =>
+      args.importer.includes('/node_modules/zod/') ? { path: join(dirname(args.importer), '../locales/index.js'), namespace: 'zod-english' } : undefined,
+    );
+    b.onLoad({ filter: /.*/, namespace: 'zod-english' }, (args) => ({
+      contents: `export { default as en } from ${JSON.stringify(join(dirname(args.path), 'en.js'))};`,
+      resolveDir: dirname(args.path),
+    }));
+  },
+};
+
+/**
+ * Makes a bundle file ASCII: node decodes an all-ASCII module to a one-byte string (its start
+ * decoded the 2 MB chunk ~10 ms faster), while a single other character (an em dash in a comment)
+ * made the whole text two-byte. esbuild escapes every non-ASCII character of code (its default
+ * charset) but copies the comments it keeps as they are, so what is left is in comments: each
+ * UTF-16 unit becomes one `?`, which keeps every column of the source map.
+ */
+function asciiOnly(file) {
+  const text = readFileSync(file, 'utf8');
+  if (/[^\x00-\x7f]/.test(text)) writeFileSync(file, text.replace(/[^\x00-\x7f]/g, '?'));
+}
+
+/**
  * The CLI: its entry in `dist/berth.mjs`, and what only some commands import (serve, mcp) in
  * `dist/chunks/`, loaded when such a command runs, so every other command starts without them.
  * Chunk names carry their content's hash: they are moved in before the entry that names them.
@@ -63,7 +94,7 @@ async function bundleCli() {
     format: 'esm',
     target: 'node20',
     // The pure-JS packages every command loads are inlined (below); every other one stays in node_modules.
-    plugins: [inlineStartupPackages],
+    plugins: [englishOnlyZod, inlineStartupPackages],
     // Inlined CommonJS (pino, tar-stream) calls require() for Node's own modules.
     banner: { js: "import { createRequire as __berthCreateRequire } from 'node:module'; const require = __berthCreateRequire(import.meta.url);" },
     outdir: tmp,
@@ -72,6 +103,8 @@ async function bundleCli() {
     sourcemap: 'linked',
     logLevel: 'warning',
   });
+  for (const f of readdirSync(join(tmp, 'chunks'))) if (f.endsWith('.mjs')) asciiOnly(join(tmp, 'chunks', f));
+  asciiOnly(join(tmp, 'berth.mjs'));
   mkdirSync(join(root, 'dist/chunks'), { recursive: true });
   for (const f of readdirSync(join(tmp, 'chunks'))) renameSync(join(tmp, 'chunks', f), join(root, 'dist/chunks', f));
   renameSync(join(tmp, 'berth.mjs.map'), join(root, 'dist/berth.mjs.map'));

@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -60,5 +60,21 @@ describe('the bundled berth CLI', () => {
     const required = readFileSync(listed, 'utf8').split('\n');
     expect(required.some((f) => f.includes('/node_modules/dockerode/'))).toBe(true);
     expect(required.filter((f) => f.includes('/node_modules/ssh2/'))).toEqual([]);
+  }, 180_000);
+
+  it("keeps zod's English messages with its other locales left out of the bundle", async () => {
+    const { RECORD_FORMAT, RECORD_SCHEMA_VERSION, recordDigest } = await import('../../host/record');
+    const doc: Record<string, unknown> = { format: RECORD_FORMAT, schemaVersion: RECORD_SCHEMA_VERSION, run: 42 };
+    doc.digest = recordDigest(doc);
+    const file = join(dir, 'record.json');
+    writeFileSync(file, JSON.stringify(doc));
+    const r = berth(['import', file, '--store', join(dir, 'import.db')]);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain('does not match run record version 1: exportedAt: Invalid input: expected number, received undefined');
+    const chunks = readdirSync(join(root, 'dist/chunks')).filter((f) => f.endsWith('.mjs'));
+    const loaded = chunks.filter((f) => r.loaded.some((u) => u.endsWith(`/dist/chunks/${f}`)));
+    expect(loaded.length).toBeGreaterThan(0);
+    // zod's Dutch message for the same issue (nl.js): no other locale is loaded.
+    for (const f of loaded) expect(readFileSync(join(root, 'dist/chunks', f), 'utf8')).not.toContain('Ongeldige invoer');
   }, 180_000);
 });
