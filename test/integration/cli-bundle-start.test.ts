@@ -77,4 +77,12 @@ describe('the bundled berth CLI', () => {
     // zod's Dutch message for the same issue (nl.js): no other locale is loaded.
     for (const f of loaded) expect(readFileSync(join(root, 'dist/chunks', f), 'utf8')).not.toContain('Ongeldige invoer');
   }, 180_000);
+
+  it('serves MCP on stdio without loading the HTTP transport or the web server (hono)', () => {
+    // stdin at its end at once: the server starts, then ends as a client that closed would end it.
+    const r = berth(['mcp', '--store', join(dir, 'mcp.db')]);
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    expect(r.loaded.filter((u) => /\/node_modules\/(hono|@hono)\/|streamableHttp/.test(u))).toEqual([]);
+  }, 180_000);
 });
