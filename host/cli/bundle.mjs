@@ -32,9 +32,12 @@ async function bundle(entry, name) {
  * module files (zod ~100 with its locales, yaml ~70, pino and tar-stream with their helpers) their
  * resolution, reads and compiles were most of the CLI's start (bench/RESULTS.md, build session 12).
  * Only pure JavaScript: native modules (better-sqlite3) and what few commands load (dockerode
- * through createRequire, pg, openai, the MCP SDK, hono) stay in node_modules.
+ * through createRequire, pg, openai, hono) stay in node_modules. The MCP SDK is inlined too, in the
+ * chunks only `berth mcp` loads: from node_modules it loaded its own copy of zod (`zod/v4`, ~100
+ * files again, every locale) and Ajv file by file, ~300 ms of CPU of a server's start on a loaded
+ * machine, which a client reconnecting after a crash waits for; inlined, it uses the bundle's zod.
  */
-const INLINE = new Set(['zod', 'yaml', 'pino', 'tar-stream']);
+const INLINE = new Set(['zod', 'yaml', 'pino', 'tar-stream', '@modelcontextprotocol/sdk']);
 const packageName = (spec) => spec.split('/').slice(0, spec.startsWith('@') ? 2 : 1).join('/');
 const inlineStartupPackages = {
   name: 'inline-startup-packages',

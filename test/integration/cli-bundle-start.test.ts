@@ -84,5 +84,7 @@ describe('the bundled berth CLI', () => {
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
     expect(r.loaded.filter((u) => /\/node_modules\/(hono|@hono)\/|streamableHttp/.test(u))).toEqual([]);
+    // The SDK is inlined in the mcp chunks, on the bundle's zod: no second zod from node_modules.
+    expect(r.loaded.filter((u) => /\/node_modules\/(@modelcontextprotocol|zod|ajv)\//.test(u))).toEqual([]);
   }, 180_000);
 });
