@@ -43,6 +43,7 @@ export async function mcpCommand(ctx: CliContext, flags: McpFlags): Promise<numb
   const requireApproval = (flags['require-approval'] ?? '').split(',').map((t) => t.trim()).filter(Boolean);
   const sessions = new McpSessions({ berth, environment, workspaceDir, sessionId: flags.session, requireApproval });
   if (flags.session) await sessions.requireSession(flags.session);
+  sessions.startEarly();
   if (flags.http) return serveHttp(ctx, berth, sessions, flags);
   const server = createMcpServer(berth, sessions);
   const transport = new LineStdioTransport();
