@@ -1,4 +1,6 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
+import type { jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { ENTRY, type ToolResultEntry } from '../agent';
 import type { Berth } from '../api/berth';
@@ -64,10 +66,20 @@ export interface McpServerOptions {
   progressMs?: number;
 }
 
+/**
+ * The SDK's JSON Schema validator, made at its first use: the server validates only what a client
+ * answers to an elicitation, which Berth never asks for, and the default one (Ajv with its formats)
+ * was made with every server, ~10 ms of CPU in a start a reconnecting client waits for.
+ */
+function validatorOnFirstUse(): jsonSchemaValidator {
+  let real: AjvJsonSchemaValidator | undefined;
+  return { getValidator: (schema) => (real ??= new AjvJsonSchemaValidator()).getValidator(schema) };
+}
+
 /** An MCP server over one Berth host: the sandbox tools, `status` and `reconcile`, for any transport. */
 export function createMcpServer(berth: Berth, sessions: McpSessions, o: McpServerOptions = {}): Server {
   const progressMs = o.progressMs ?? progressIntervalMs();
-  const server = new Server({ name: 'berth', version: KERNEL.version }, { capabilities: { tools: {}, resources: {} } });
+  const server = new Server({ name: 'berth', version: KERNEL.version }, { capabilities: { tools: {}, resources: {} }, jsonSchemaValidator: validatorOnFirstUse() });
   setCheckedHandler(server, 'tools/list', ListToolsRequestSchema, async () => ({ tools: [...sandboxTools(), ...SESSION_TOOLS] }));
   setCheckedHandler(server, 'tools/call', CallToolRequestSchema, async (req, extra) => {
     const { name } = req.params;

@@ -228,13 +228,26 @@ export class McpSessions {
     return whileHoldingRight(rt.kernel, run.id, waiting, run.sessionId);
   }
 
-  /** Stops the server's runtime (the sessions' sandboxes stay leased for the next server). */
+  /**
+   * Starts the host runtime (this host's sweep, the kernel) while the client's handshake and first
+   * request are on their way, not at the first call, which waited for it (issue 30's reconnect).
+   * A start that fails is left to the first call, which starts it again and meets the error itself.
+   */
+  startEarly(): void {
+    const rt = this.runtime();
+    rt.catch(() => {
+      if (this.rt === rt) this.rt = undefined;
+    });
+  }
+
+  /** Stops the server's runtime, if its start succeeded (the sessions' sandboxes stay leased for the next server). */
   async close(): Promise<void> {
     // Runs answered early end first (a stop now would leave them to the next server's first call).
     await Promise.race([Promise.all(this.ending.values()), new Promise((r) => setTimeout(r, 10_000).unref())]);
     const rt = this.rt;
     this.rt = undefined;
-    if (rt) await stopRuntime(this.o.berth, await rt);
+    const started = await rt?.catch(() => undefined);
+    if (started) await stopRuntime(this.o.berth, started);
   }
 
   /** Drives the call's run to its end (here or, after a crash, from where the dead host left it) and reads the result it committed. */

@@ -5,31 +5,41 @@ import type Dockerode from 'dockerode';
 const require = createRequire(import.meta.url);
 
 /**
- * The dockerode class, loaded without its BuildKit session module. dockerode requires
- * `lib/session.js` (gRPC and a protobuf loader, ~150 ms, half of every `berth` command's start)
- * at load, but only `buildImage` with a session ever calls it, and Berth never does: a stand-in
- * sits in its place in the module cache and loads the real module on first call.
+ * Puts a stand-in for the CommonJS module `file` in the module cache: the real module is loaded,
+ * and takes its place, at the stand-in's first call. Only for a module whose export is one
+ * function, called by a path Berth does not take at start.
+ */
+function loadOnFirstCall(file: string): void {
+  if (require.cache[file]) return;
+  const standIn = (...args: unknown[]) => {
+    delete require.cache[file];
+    return (require(file) as (...a: unknown[]) => unknown)(...args);
+  };
+  require.cache[file] = { id: file, filename: file, loaded: true, exports: standIn } as unknown as NodeJS.Module;
+}
+
+/**
+ * The dockerode class, loaded without two modules no Berth command needs at start. dockerode
+ * requires `lib/session.js` (gRPC and a protobuf loader, ~150 ms, half of every `berth` command's
+ * start) at load, but only `buildImage` with a session ever calls it, and Berth never does.
+ * docker-modem requires `lib/ssh.js`, and with it ssh2 (~40 ms of CPU at a quiet start, more on a
+ * loaded machine, and ~17 MB of native memory its crypto reserves), but calls it only for an
+ * `ssh://` DOCKER_HOST, which still works: its first connection loads the real module.
  */
 function load(): typeof Dockerode {
-  const lib = join(dirname(require.resolve('dockerode/package.json')), 'lib');
-  const session = join(lib, 'session.js');
-  if (!require.cache[session]) {
-    const standIn = (...args: unknown[]) => {
-      delete require.cache[session];
-      return (require(session) as (...a: unknown[]) => unknown)(...args);
-    };
-    require.cache[session] = { id: session, filename: session, loaded: true, exports: standIn } as unknown as NodeJS.Module;
-  }
+  loadOnFirstCall(join(dirname(require.resolve('dockerode/package.json')), 'lib', 'session.js'));
+  // docker-modem as dockerode resolves it (the one under dockerode's own node_modules when there is one).
+  const fromDockerode = createRequire(require.resolve('dockerode'));
+  loadOnFirstCall(join(dirname(fromDockerode.resolve('docker-modem/package.json')), 'lib', 'ssh.js'));
   return require('dockerode') as typeof Dockerode;
 }
 
 let loaded: typeof Dockerode | undefined;
 
 /**
- * A Docker client over `opts` (a socket path, or DOCKER_HOST's defaults when none). dockerode (and
- * ssh2 under it, whose crypto reserves ~17 MB of native memory at load) is loaded at the client's
- * first use, so a command that never talks to the engine (`berth export`, `check`, `show`) never
- * loads it.
+ * A Docker client over `opts` (a socket path, or DOCKER_HOST's defaults when none). dockerode is
+ * loaded at the client's first use, so a command that never talks to the engine (`berth export`,
+ * `check`, `show`) never loads it.
  */
 export function newDockerClient(opts?: Dockerode.DockerOptions): Dockerode {
   let real: Dockerode | undefined;

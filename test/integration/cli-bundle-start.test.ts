@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -48,4 +48,43 @@ describe('the bundled berth CLI', () => {
     expect(refused.status).not.toBe(0);
     expect(refused.stderr + refused.stdout).toContain('image.ref');
   }, 300_000);
+
+  it('talks to the engine without loading ssh2, which only an ssh:// DOCKER_HOST needs', () => {
+    // CommonJS modules (dockerode's) are not seen by the ESM hooks: a preload lists require's cache at exit.
+    const listed = join(dir, 'required.txt');
+    const preload = join(dir, 'list-required.cjs');
+    writeFileSync(preload, `process.on('exit', () => require('node:fs').writeFileSync(${JSON.stringify(listed)}, Object.keys(require.cache).join('\\n')));\n`);
+    const r = spawnSync(process.execPath, ['--require', preload, join(root, 'host/cli/bin.mjs'), 'gc', '--orphans', '--json', '--store', join(dir, 'none', 'berth.db')], { encoding: 'utf8', env: { ...process.env, BERTH_NO_BUNDLE: '' } });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    const required = readFileSync(listed, 'utf8').split('\n');
+    expect(required.some((f) => f.includes('/node_modules/dockerode/'))).toBe(true);
+    expect(required.filter((f) => f.includes('/node_modules/ssh2/'))).toEqual([]);
+  }, 180_000);
+
+  it("keeps zod's English messages with its other locales left out of the bundle", async () => {
+    const { RECORD_FORMAT, RECORD_SCHEMA_VERSION, recordDigest } = await import('../../host/record');
+    const doc: Record<string, unknown> = { format: RECORD_FORMAT, schemaVersion: RECORD_SCHEMA_VERSION, run: 42 };
+    doc.digest = recordDigest(doc);
+    const file = join(dir, 'record.json');
+    writeFileSync(file, JSON.stringify(doc));
+    const r = berth(['import', file, '--store', join(dir, 'import.db')]);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain('does not match run record version 1: exportedAt: Invalid input: expected number, received undefined');
+    const chunks = readdirSync(join(root, 'dist/chunks')).filter((f) => f.endsWith('.mjs'));
+    const loaded = chunks.filter((f) => r.loaded.some((u) => u.endsWith(`/dist/chunks/${f}`)));
+    expect(loaded.length).toBeGreaterThan(0);
+    // zod's Dutch message for the same issue (nl.js): no other locale is loaded.
+    for (const f of loaded) expect(readFileSync(join(root, 'dist/chunks', f), 'utf8')).not.toContain('Ongeldige invoer');
+  }, 180_000);
+
+  it('serves MCP on stdio without loading the HTTP transport or the web server (hono)', () => {
+    // stdin at its end at once: the server starts, then ends as a client that closed would end it.
+    const r = berth(['mcp', '--store', join(dir, 'mcp.db')]);
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    expect(r.loaded.filter((u) => /\/node_modules\/(hono|@hono)\/|streamableHttp/.test(u))).toEqual([]);
+    // The SDK is inlined in the mcp chunks, on the bundle's zod: no second zod from node_modules.
+    expect(r.loaded.filter((u) => /\/node_modules\/(@modelcontextprotocol|zod|ajv)\//.test(u))).toEqual([]);
+  }, 180_000);
 });

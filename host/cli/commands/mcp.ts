@@ -3,8 +3,10 @@ import { stat } from 'node:fs/promises';
 import { checkSupported, loadEnvironment, requireLocked } from '../../../environment';
 import { Berth } from '../../api/berth';
 import { BerthError } from '../../errors';
-import { createMcpServer, LineStdioTransport, McpSessions, startMcpHttp } from '../../mcp';
-import { isLoopback, loadOrCreateToken } from '../../serve';
+// The modules themselves, not host/mcp's index: it names mcp-http, which the bundle would then load with them.
+import { createMcpServer } from '../../mcp/mcp-server';
+import { McpSessions } from '../../mcp/mcp-session';
+import { LineStdioTransport } from '../../mcp/stdio-transport';
 import type { CliContext } from '../context';
 import { checkImageOnEngine } from './preflight';
 import { portFlag } from '../port-flag';
@@ -41,6 +43,7 @@ export async function mcpCommand(ctx: CliContext, flags: McpFlags): Promise<numb
   const requireApproval = (flags['require-approval'] ?? '').split(',').map((t) => t.trim()).filter(Boolean);
   const sessions = new McpSessions({ berth, environment, workspaceDir, sessionId: flags.session, requireApproval });
   if (flags.session) await sessions.requireSession(flags.session);
+  sessions.startEarly();
   if (flags.http) return serveHttp(ctx, berth, sessions, flags);
   const server = createMcpServer(berth, sessions);
   const transport = new LineStdioTransport();
@@ -58,6 +61,9 @@ export async function mcpCommand(ctx: CliContext, flags: McpFlags): Promise<numb
 }
 
 async function serveHttp(ctx: CliContext, berth: Berth, sessions: McpSessions, flags: McpFlags): Promise<number> {
+  // Loaded here, not with the command: the SDK's HTTP transport and the web server's token code
+  // (hono under it) are ~25 ms of a stdio server's start, which a client reconnecting waits for.
+  const [{ startMcpHttp }, { isLoopback, loadOrCreateToken }] = await Promise.all([import('../../mcp/mcp-http'), import('../../serve')]);
   const host = flags.host ?? '127.0.0.1';
   if (flags['no-token'] && !isLoopback(host)) throw new BerthError('serve_needs_token', `refusing to serve ${host} without a token: only loopback addresses may go without one (drop --no-token)`);
   const tokenFile = flags['token-file'] ?? join(dirname(ctx.store.location), 'serve-token');
