@@ -41,7 +41,7 @@ export interface EarlierCommands {
  * Run as root: makes the control mounts of a container that predates them (only root can create
  * anything in /dev), removes stale secret directories when `$0` is `clean`, then lists what an
  * `earlier` kill would take (`p PID UID`), the kept processes (`k PID NAME`), the exec registry
- * (`e ID`), `s` when /dev/shm/berth-secrets (older versions' secret files) exists, and the counters.
+ * (`e ID`; not an entry marked forgotten, `ID.ok`, nor the mark itself), `s` when /dev/shm/berth-secrets (older versions' secret files) exists, and the counters.
  */
 const LIST_SCRIPT = `
 ${PROC_LIB}
@@ -63,7 +63,7 @@ done 2>/dev/null
 if [ -r ${KEPT_FILE} ]; then
   while read -r kp ks; do pl_get "$kp" && [ "$g_start" = "$ks" ] && pst "$kp" && echo "k $kp $ps_comm"; done <${KEPT_FILE}
 fi
-for f in ${EXEC_REGISTRY_DIR}/*; do [ -f "$f" ] && echo "e \${f##*/}"; done
+for f in ${EXEC_REGISTRY_DIR}/*; do [ -f "$f" ] && [ ! -e "$f.ok" ] && echo "e \${f##*/}"; done
 ${COUNTERS}
 `;
 

@@ -16,6 +16,8 @@ export class ExecActivity {
   private readonly live = new Set<CommandToken>();
   private owed = false;
   private acknowledged: string[] = [];
+  /** Forgotten by a mark in the registry (`<id>.ok`), not yet removed from it. */
+  private marked: string[] = [];
   /** Exec ids of the commands this lease started: never an earlier host's. */
   readonly started = new Set<string>();
 
@@ -45,15 +47,27 @@ export class ExecActivity {
     this.acknowledged.push(execId);
   }
 
-  /** The acknowledged exec ids not yet handed to a wrapper (at most a few dozen at a time). */
+  /**
+   * What the next wrapper forgets (exec-scripts.ts): the acknowledged exec ids not yet handed to a
+   * wrapper, each marked as forgotten, and, once {@link FORGET_BATCH} marked ones have piled up,
+   * `-<id>` for each of those, removed with their marks by one `rm` (at most a few dozen of each).
+   */
   takeAcknowledged(): string[] {
-    const ids = this.acknowledged.slice(0, 32);
-    this.acknowledged = this.acknowledged.slice(ids.length);
-    return ids;
+    const marks = this.acknowledged.slice(0, 32);
+    this.acknowledged = this.acknowledged.slice(marks.length);
+    const removes = this.marked.length >= FORGET_BATCH ? this.marked.slice(0, 32) : [];
+    this.marked = [...this.marked.slice(removes.length), ...marks];
+    return [...marks, ...removes.map((id) => `-${id}`)];
   }
 
-  /** Gives ids back when the wrapper they were handed to never started. */
+  /** Gives what {@link takeAcknowledged} handed out back when the wrapper it was handed to never started. */
   returnAcknowledged(ids: string[]): void {
-    this.acknowledged.unshift(...ids);
+    const marks = ids.filter((id) => !id.startsWith('-'));
+    const removes = ids.filter((id) => id.startsWith('-')).map((id) => id.slice(1));
+    this.marked = [...removes, ...this.marked.filter((id) => !marks.includes(id))];
+    this.acknowledged.unshift(...marks);
   }
 }
+
+/** Marked registry entries a wrapper removes at once: one `rm` in this many execs. */
+export const FORGET_BATCH = 16;

@@ -23,8 +23,12 @@ export const WRAPPER_NAME = 'berth-exec';
  * Runs the command (`"$@"` after `$1` keep flag and `$2` tag). Its first stdin line, written by the
  * host, is `<exec id> <1 when the command has stdin> <exec ids to forget>`: the wrapper records its
  * exec id in the exec registry (a directory no command can list, so a later host finds the
- * commands whose end it may not have seen) and removes the entries of commands whose results the
- * host has. Its first stdout line, `berth-exec <pid> <start time>`, printed before the command
+ * commands whose end it may not have seen) and forgets the entries of commands whose results the
+ * host has. A plain id is forgotten by an empty `<id>.ok` beside its entry (a redirection, which
+ * the shell makes itself: an `rm` per exec was a fork and exec of its own in the container, about
+ * 6% of a short exec's wall time at load 10); a `-<id>` removes the entry and its mark. The host
+ * sends the removals in batches (exec-activity.ts), so a wrapper runs `rm` once in many execs, and
+ * a listing skips marked entries (earlier-commands.ts). Its first stdout line, `berth-exec <pid> <start time>`, printed before the command
  * exists (so the command cannot forge it) and taken off the output by the host, names the process
  * a kill must take. When the command ends the wrapper kills what it left (a sweep of the process
  * list: `setsid` does not save a process), unless `$1` is 1 (`keepProcesses`), and exits with the
@@ -47,7 +51,9 @@ read -r b_eid b_in b_forget
 b_keep=$1; shift 2
 echo ${COMMAND_OOM_SCORE_ADJ} 2>/dev/null >/proc/self/oom_score_adj
 case $b_eid in ''|*[!0-9a-f]*) ;; *) : 2>/dev/null >"${EXEC_REGISTRY_DIR}/$b_eid" ;; esac
-for b_f in $b_forget; do case $b_f in *[!0-9a-f]*) ;; *) rm -f "${EXEC_REGISTRY_DIR}/$b_f" 2>/dev/null ;; esac; done
+b_rm=
+for b_f in $b_forget; do case $b_f in -*) b_f=\${b_f#-}; case $b_f in ''|*[!0-9a-f]*) ;; *) b_rm="$b_rm ${EXEC_REGISTRY_DIR}/$b_f ${EXEC_REGISTRY_DIR}/$b_f.ok" ;; esac ;; *[!0-9a-f]*) ;; *) : 2>/dev/null >"${EXEC_REGISTRY_DIR}/$b_f.ok" ;; esac; done
+[ -z "$b_rm" ] || rm -f $b_rm 2>/dev/null
 pst $$ && echo "${WRAPPER_NAME} $$ $ps_start"
 if [ "$b_in" = 1 ]; then "$@"; else "$@" </dev/null; fi
 b_rc=$?

@@ -1,4 +1,5 @@
 import { describe, expect, test } from '../support/sandbox-fixture';
+import { FORGET_BATCH } from '../../host/sandbox/exec-activity';
 
 describe('sandbox exec', () => {
   test('a command returns its exit code and separated stdout and stderr as a value', async ({ sandbox }) => {
@@ -112,6 +113,25 @@ describe('sandbox exec', () => {
     } finally {
       await sandbox.docker.getImage(committed.Id).remove({ force: true }).catch(() => undefined);
     }
+  });
+
+  test('an exec forgets the commands before it by a mark, not an rm of their entries, and the marked entries go in one batch', async ({ sandbox }) => {
+    await using lease = await sandbox.host.lease(sandbox.spec(), { sessionId: 's' });
+    const registry = async () => {
+      const files = (await lease.exec(['sh', '-c', 'cd /dev/berth-execs && for f in *; do echo "$f"; done'], { user: '0:0' })).stdout.trim().split('\n');
+      return { files, marked: files.filter((f) => files.includes(`${f}.ok`)), unmarked: files.filter((f) => !f.endsWith('.ok') && !files.includes(`${f}.ok`)) };
+    };
+    for (let i = 0; i < FORGET_BATCH; i++) await lease.exec('true');
+    // Each exec marked the one before it (a redirection: no process of its own); only the listing's own entry is not forgotten.
+    const before = await registry();
+    expect(before.marked).toHaveLength(FORGET_BATCH);
+    expect(before.unmarked).toHaveLength(1);
+    await lease.exec('true');
+    // That exec removed the batch (one rm); what is left is the last two execs, marked, and the listing's own entry.
+    const after = await registry();
+    expect(after.marked).toHaveLength(2);
+    expect(after.unmarked).toHaveLength(1);
+    expect(after.files).toHaveLength(5);
   });
 
   test('commands on one lease may run at the same time', async ({ sandbox }) => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ExecActivity } from '../../host/sandbox/exec-activity';
+import { ExecActivity, FORGET_BATCH } from '../../host/sandbox/exec-activity';
 import { WrapperLine } from '../../host/sandbox/wrapper-line';
 
 function line(chunks: string[]) {
@@ -64,5 +64,20 @@ describe('the commands of a lease', () => {
     expect(a.takeAcknowledged()).toEqual([]);
     a.returnAcknowledged(ids);
     expect(a.takeAcknowledged()).toEqual(['a', 'b']);
+  });
+
+  it('has the marked exec ids removed once a batch has piled up, and takes a removal back when its wrapper never started', () => {
+    const a = new ExecActivity();
+    const ids = Array.from({ length: FORGET_BATCH + 1 }, (_, i) => `e${i}`);
+    for (const id of ids.slice(0, FORGET_BATCH)) {
+      a.acknowledge(id);
+      expect(a.takeAcknowledged()).toEqual([id]);
+    }
+    a.acknowledge(ids[FORGET_BATCH]!);
+    const handed = a.takeAcknowledged();
+    expect(handed).toEqual([ids[FORGET_BATCH], ...ids.slice(0, FORGET_BATCH).map((id) => `-${id}`)]);
+    a.returnAcknowledged(handed);
+    expect(a.takeAcknowledged()).toEqual(handed);
+    expect(a.takeAcknowledged()).toEqual([]);
   });
 });
