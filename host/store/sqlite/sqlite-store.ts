@@ -42,7 +42,7 @@ export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): St
   // store opened at `normal` durability (or in memory) answers at once, as before.
   const flushed = (opts.durability ?? 'full') === 'full' && path !== ':memory:' && !readOnly;
   const wal = walFlush(path);
-  const shared = new SharedSync(wal.flush);
+  const shared = new SharedSync(wal.flush, wal.flushNow);
   const commitDb = flushed ? openCommitConnection(path) : null;
   const inputs = new TaskInputs();
   const writer = commitDb ? new CommitWriter(commitDb, undefined, true, inputs) : new CommitWriter(db, undefined, false, inputs);
