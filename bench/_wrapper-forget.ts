@@ -5,9 +5,9 @@
  * container's CPU per exec from its cgroup (which load stretches far less).
  * `npx tsx bench/_wrapper-forget.ts [ROUNDS]`
  */
-import { cgroupCounters } from '../host/sandbox/cgroup-counters';
 import { WRAPPER_NAME, WRAPPER_SCRIPT } from '../host/sandbox/exec-scripts';
 import { benchSandbox } from './_bench-sandbox';
+import { containerRounds, mean } from './_container-rounds';
 import { median } from './_stats';
 
 const ROUNDS = Number(process.argv[2] ?? 48);
@@ -39,20 +39,7 @@ try {
     if (kind === 'now') last.now!.push(ex.id);
   };
   const kinds: Record<string, () => Promise<void>> = { raw: run(undefined, 'raw'), old: run(OLD, 'old'), now: run(WRAPPER_SCRIPT, 'now') };
-  const t: Record<string, number[]> = {};
-  const cpu: Record<string, number[]> = {};
-  for (const f of Object.values(kinds)) await f();
-  for (let i = 0; i < ROUNDS; i++) {
-    const names = Object.keys(kinds);
-    for (const k of i % 2 ? names.reverse() : names) {
-      const c0 = (await cgroupCounters(c))?.cpuNs ?? NaN;
-      const t0 = performance.now();
-      await kinds[k]!();
-      (t[k] ??= []).push(performance.now() - t0);
-      (cpu[k] ??= []).push((((await cgroupCounters(c))?.cpuNs ?? NaN) - c0) / 1e6);
-    }
-  }
-  const mean = (v: number[]) => v.reduce((a, b) => a + b, 0) / v.length;
+  const { wall: t, cpu } = await containerRounds(c, kinds, ROUNDS);
   for (const [k, v] of Object.entries(t)) console.log(`${k.padEnd(4)} wall p50 ${median(v).toFixed(1)} ms (vs old ${median(v.map((x, i) => x / t.old![i]!)).toFixed(3)}x)   container CPU mean ${mean(cpu[k]!).toFixed(2)} ms, p50 ${median(cpu[k]!).toFixed(2)} ms`);
   await lease.release();
 } finally {

@@ -7,9 +7,9 @@
  * Measures only: none of these variants is safe to ship (see exec-scripts.ts).
  * `npx tsx bench/_wrapper-parts.ts [ROUNDS]`
  */
-import { cgroupCounters } from '../host/sandbox/cgroup-counters';
 import { COMMAND_OOM_SCORE_ADJ, WRAPPER_NAME, WRAPPER_SCRIPT } from '../host/sandbox/exec-scripts';
 import { benchSandbox } from './_bench-sandbox';
+import { containerRounds, mean } from './_container-rounds';
 import { median } from './_stats';
 
 const ROUNDS = Number(process.argv[2] ?? 30);
@@ -48,20 +48,7 @@ try {
     if ((await ex.inspect()).ExitCode !== 0) throw new Error('failed');
   };
   const kinds = Object.fromEntries(Object.entries(scripts).map(([k, s]) => [k, run(s)]));
-  const t: Record<string, number[]> = {};
-  const cpu: Record<string, number[]> = {};
-  for (const f of Object.values(kinds)) await f();
-  for (let i = 0; i < ROUNDS; i++) {
-    const names = Object.keys(kinds);
-    for (const k of i % 2 ? names.reverse() : names) {
-      const c0 = (await cgroupCounters(c))?.cpuNs ?? NaN;
-      const t0 = performance.now();
-      await kinds[k]!();
-      (t[k] ??= []).push(performance.now() - t0);
-      (cpu[k] ??= []).push((((await cgroupCounters(c))?.cpuNs ?? NaN) - c0) / 1e6);
-    }
-  }
-  const mean = (v: number[]) => v.reduce((a, b) => a + b, 0) / v.length;
+  const { wall: t, cpu } = await containerRounds(c, kinds, ROUNDS);
   for (const [k, v] of Object.entries(t)) console.log(`${k.padEnd(13)} wall p50 ${median(v).toFixed(1)} ms (vs wrapper ${median(v.map((x, i) => x / t.wrapper![i]!)).toFixed(3)}x)   container CPU mean ${mean(cpu[k]!).toFixed(2)} ms`);
   await lease.release();
 } finally {
