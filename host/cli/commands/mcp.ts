@@ -43,8 +43,10 @@ export async function mcpCommand(ctx: CliContext, flags: McpFlags): Promise<numb
   const requireApproval = (flags['require-approval'] ?? '').split(',').map((t) => t.trim()).filter(Boolean);
   const sessions = new McpSessions({ berth, environment, workspaceDir, sessionId: flags.session, requireApproval });
   if (flags.session) await sessions.requireSession(flags.session);
-  sessions.startEarly();
   if (flags.http) return serveHttp(ctx, berth, sessions, flags);
+  // After the HTTP branch: a refused --port there returned while the early start's sweep still used
+  // the store it then closed ("egress sweep failed (The database connection is not open)").
+  sessions.startEarly();
   const server = createMcpServer(berth, sessions);
   const transport = new LineStdioTransport();
   const closed = new Promise<void>((done) => {
