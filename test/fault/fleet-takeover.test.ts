@@ -17,6 +17,15 @@ const TTL_MS = 3000;
  */
 const held = (line: string) => `while [ ! -e /tmp/release ]; do sleep 0.2; done; echo ${line} >> steps.log`;
 
+/** True once /tmp/began exists in a sandbox of the session (read by the engine: no process in the sandbox). */
+async function commandBegan(f: NonNullable<typeof fx>, sessionId: string): Promise<true | undefined> {
+  for (const c of await f.docker.listContainers({ filters: { label: [`berth.session=${sessionId}`] } })) {
+    const found = await f.docker.getContainer(c.Id).infoArchive({ path: '/tmp/began' }).then(() => true, () => false);
+    if (found) return true;
+  }
+  return undefined;
+}
+
 /** Waits for `until`, releasing held steps in every sandbox of the session but those in `except`. */
 async function releasing<T>(f: NonNullable<typeof fx>, sessionId: string, until: Promise<T>, except: string[] = []): Promise<T> {
   await keepReleasing(f, sessionId, until, '/tmp/release', except);
@@ -222,7 +231,7 @@ describe('two workers on one store', { timeout: 600_000 }, () => {
   it('SIGTERM drains a worker: the step in flight finishes and commits, no new step starts, the run is released at once (no wait for the lease), and another worker finishes it', async () => {
     fx = await planFixture([
       { name: 'one', run: 'echo one >> steps.log' },
-      { name: 'mid', run: held('mid') },
+      { name: 'mid', run: `touch /tmp/began; ${held('mid')}` },
       { name: 'three', run: 'echo three >> steps.log' },
     ]);
     const run = await submitDetached(fx);
@@ -230,6 +239,10 @@ describe('two workers on one store', { timeout: 600_000 }, () => {
     const first = await startWorker(fx, 600_000, ['--grace', '60']);
     workers = [first];
     await waitFor('the middle step to run', () => stepRunning(fx!, run.id, 1));
+    // Its command, not only its task: a SIGTERM between the step's phases (the task running, its
+    // command not started) drains with no phase in flight, and the step rightly never starts (seen
+    // in a full suite: `expected { one: 1 } to deeply equal { one: 1, mid: 1 }`).
+    await waitFor('the middle step\'s command to run', () => commandBegan(fx!, run.sessionId));
     first.child.kill('SIGTERM');
     // Released only once the drain has begun (the worker says so as it starts it): the step is in
     // flight when the drain starts, however slow the machine.
