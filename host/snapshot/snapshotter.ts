@@ -256,7 +256,14 @@ export class Snapshotter {
   async ofFreshImage(t: SnapshotTarget, snapshotId: string, createdAt: number, signal?: AbortSignal): Promise<(WorkspaceState & { imageId: string }) | undefined> {
     if (!this.d.engine.imageNamedElsewhere || !(await this.d.engine.imageNamedElsewhere(t.imageId))) return undefined;
     const state = await this.workspaceState(t, signal, { trust: false, imageId: t.imageId, createdAt });
-    await this.d.store.putWorkspaceManifest(t.imageId, state.manifest as Json);
+    // Manifests are kept per image: another environment on the same image with another workspace
+    // (path, owner) already gave this image a different one, which its snapshots' diffs read.
+    const kept = (await this.d.store.getWorkspaceManifest(t.imageId)) as WorkspaceManifest | undefined;
+    if (kept && manifestDigest(kept) !== state.digest) {
+      this.known.delete(t.containerId);
+      return undefined;
+    }
+    if (!kept) await this.d.store.putWorkspaceManifest(t.imageId, state.manifest as Json);
     await timed(this.d.logger, 'snapshot.tag', () => this.d.engine.tag(t.imageId, snapshotId));
     return { ...state, imageId: t.imageId };
   }

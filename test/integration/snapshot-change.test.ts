@@ -70,6 +70,12 @@ describe('snapshot cost follows the change', { timeout: 180_000 }, () => {
     const after = await w.plan.restore('run_fresh_image', w.session, w.env, step.record.id, signal());
     expect(after.kind, after.kind === 'reconcile' ? after.reason : '').toBe('ok');
     if (after.kind === 'ok') expect((await after.lease.exec(['cat', '/workspace/out.txt'])).stdout.trim()).toBe('built');
+    // Another environment on the same image with another workspace: its fresh state is not the
+    // manifest this image already has (a diff of its snapshots would read the wrong one): committed.
+    const other = parseEnvironment(`kernel: { name: berth, version: 0.1.0, compatible: ">=0.1.0 <0.2.0" }\nimage: { ref: "berth/tiny:latest", digest: "${sandbox.imageId}" }\nworkspace: { path: /bin }\n`, 'env.yaml');
+    const otherLease = await w.plan.leaseFresh('run_fresh_other', w.session, other, signal());
+    expect(await w.plan.freshImageSnapshot('run_fresh_other', w.session, other, otherLease, 'upload', signal()), 'a fresh state unlike the image\'s kept manifest is committed').toBeUndefined();
+    await w.plan.finish('run_fresh_other');
     await w.plan.finish('run_fresh_image');
     expect(await w.engine.removeSnapshot(upload!.record.id)).toBe('untagged');
     expect(await w.engine.imageExists(sandbox.imageId), 'the environment image stays').toBe(true);
