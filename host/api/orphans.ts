@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import { processAlive } from '../kernel';
+import { processAlive } from '../support/process-alive';
 import { storeOrphans, type OrphanStore } from '../sandbox';
 import { sqliteStoreIdentity } from '../store';
 import type { RuntimeParts } from './runtime';

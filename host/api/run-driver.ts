@@ -1,5 +1,6 @@
 import type { Run, RunState } from '../model';
-import { ownerGone, processAlive } from '../kernel';
+import { ownerGone } from '../kernel';
+import { processAlive } from '../support/process-alive';
 import type { SessionOwner, Store } from '../store';
 import { duration } from './duration';
 

@@ -1,19 +1,11 @@
 import type { WorkerHost } from '../store';
+import { processAlive } from '../support/process-alive';
 
 /** A worker whose heartbeat (about once a second) is older than this is stale; older than DEAD_MS, dead. */
 const STALE_MS = 5_000;
 const DEAD_MS = 30_000;
 
 export type WorkerLiveness = 'live' | 'stale' | 'dead' | 'stopped' | 'draining';
-
-const processAlive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-};
 
 /**
  * What a worker is now, from its record: `stopped` (it drained and said so), `dead` (a process of

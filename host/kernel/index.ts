@@ -21,7 +21,7 @@ export { HandlerRegistry } from './registry';
 export { DocumentTypes, type DocumentType, BASELINE_EVERY } from './documents';
 export { Kernel, type KernelOptions, type CommitEvent } from './kernel';
 export { deliverAsOperator } from './idle-transitions';
-export { SessionOwners, ownerGone, processAlive, sessionScope, DEFAULT_OWNERSHIP, type SessionLost, type SessionOwnershipOptions } from './session-owners';
+export { SessionOwners, ownerGone, sessionScope, DEFAULT_OWNERSHIP, type SessionLost, type SessionOwnershipOptions } from './session-owners';
 export { submit, type SubmitInput, type Submitted } from './submit';
 export { applyDecision, type ResolvedSpawn, type DecisionEffect } from './decide';
 export { runTransitionsForRoot } from './run-outcome';

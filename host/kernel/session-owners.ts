@@ -1,4 +1,5 @@
 import type { ClaimResult, CommitInput, SessionOwner, Store } from '../store';
+import { processAlive } from '../support/process-alive';
 
 /** How a kernel owns the sessions it drives (DESIGN.md "More than one host": one model for every host). */
 export interface SessionOwnershipOptions {
@@ -19,16 +20,6 @@ export interface SessionLost {
 }
 
 export const sessionScope = (sessionId: string) => `session:${sessionId}`;
-
-/** Whether a process of this machine exists (EPERM: it does, under another user). */
-export function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 /**
  * Whether a session's owner can no longer act: it released the session, its lease ran out on the

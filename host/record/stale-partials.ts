@@ -1,6 +1,6 @@
 import { lstatSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { processAlive } from '../kernel';
+import { processAlive } from '../support/process-alive';
 
 /**
  * Removes what an export killed before it finished left in `dir`: entries named `<prefix><pid>`

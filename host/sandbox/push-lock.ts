@@ -2,18 +2,10 @@ import { createHash } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { processAlive as alive } from '../support/process-alive';
 
 /** Pushes of one image under one name that this process runs now, per engine: a second caller joins the first. */
 const inFlight = new Map<string, Promise<unknown>>();
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-};
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -1,10 +1,11 @@
-import { existsSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { commitCancel } from '../../host/api/decisions';
 import { openStore } from '../../host/store';
-import { lastJson, planFixture } from '../support/plan-fixture';
+import { bundledCli, lastJson, planFixture } from '../support/plan-fixture';
 
 let fx: Awaited<ReturnType<typeof planFixture>> | undefined;
 afterEach(async () => {
@@ -100,5 +101,43 @@ describe('berth cancel, repeated and after a cancel that did not finish', { time
     }
     expect((await fx.read((s) => s.getRun(runId)))!.state).toBe('cancelled');
     expect((await fx.read((s) => s.listRunTransitions(runId))).filter((t) => t.to === 'cancelling')).toHaveLength(1);
+  });
+
+  it('carries the cancel out itself when the host that drove the run was SIGKILLed and is a zombie its parent has not reaped', async () => {
+    fx = await planFixture([{ name: 'hold', run: 'sleep 120' }]);
+    const f = fx;
+    // The host's parent is a shell that `exec`s a program that never waits: a SIGKILLed host stays
+    // a zombie (as under an init that reaps late), which `kill(pid, 0)` still finds.
+    const parent = spawn('sh', ['-c', `"${process.execPath}" "${await bundledCli()}" run "${f.plan}" --store "${f.store}" >/dev/null 2>&1 & echo $!; exec sleep 600`], {
+      env: { ...process.env, BERTH_HOST_ID: f.hostId, BERTH_OPERATOR: 'tester' },
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
+    try {
+      const pid = Number(await new Promise<string>((resolve) => parent.stdout.once('data', (d: Buffer) => resolve(d.toString().trim()))));
+      let runId: string | undefined;
+      while (!runId) {
+        runId = await f.read(async (s) => {
+          const runs = existsSync(f.store) ? await s.listRuns({}) : [];
+          for (const r of runs) if ((await s.listEffects({ runId: r.id })).some((e) => e.status === 'executing')) return r.id;
+          return undefined;
+        }).catch(() => undefined);
+        if (!runId) await sleep(100);
+      }
+      process.kill(pid, 'SIGKILL');
+      const state = () => {
+        const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+        return stat.charAt(stat.lastIndexOf(')') + 2);
+      };
+      while (state() !== 'Z') await sleep(20);
+
+      const cancelled = await f.cli(['cancel', runId]);
+      // Before: exit 0 with "host H (pid P) drives it and stops it now", and the run stayed `cancelling`.
+      expect(cancelled.stderr).toContain('no live host drives it, so this one carries it out');
+      expect(cancelled.code, cancelled.stderr).toBe(0);
+      expect(state()).toBe('Z');
+      expect((await f.read((s) => s.getRun(runId!)))!.state).toBe('cancelled');
+    } finally {
+      parent.kill('SIGKILL');
+    }
   });
 });
