@@ -206,4 +206,31 @@ describe('stopping a plan run with Ctrl-C', { timeout: 300_000 }, () => {
     expect(end.code, end.stderr).toBe(0);
     expect(lastJson<Summary>(end).steps.map((s) => [s.step, s.outcome])).toEqual([['first', 'ok'], ['slow', 'ok']]);
   });
+
+  it('with --json, a SIGTERM still ends stdout with a result line saying the run stopped and how to continue', async () => {
+    const { spawn } = await import('node:child_process');
+    const { bundledCli } = await import('../support/plan-fixture');
+    fx = await planFixture([{ name: 'wait', run: 'while [ ! -e /tmp/release ]; do sleep 0.2; done' }]);
+    const child = spawn(process.execPath, [await bundledCli(), 'run', fx.plan, '--json', '--store', fx.store], { env: { ...process.env, BERTH_HOST_ID: fx.hostId } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+    for (let waited = 0; !stdout.includes('"step-start"'); waited += 50) {
+      if (waited > 120_000) throw new Error(`the step never started:\n${stdout}\n${stderr}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    child.kill('SIGTERM');
+    expect(await exited).toBe(130);
+    const last = JSON.parse(stdout.trim().split('\n').at(-1)!) as { run?: { id: string; state: string }; stopped?: { signal: string; resume: string } };
+    // Before: the last line was the step's start event; the stop was a text line on stderr.
+    expect(last.stopped).toEqual({ signal: 'SIGTERM', resume: `berth resume ${last.run?.id}` });
+    expect(last.run?.state).toBe('running');
+    expect(stderr).not.toContain('stopped; the run keeps its sandbox');
+    // No host drives it now: the cancel carries itself out.
+    const cancelled = await fx.cli(['cancel', last.run!.id]);
+    expect(cancelled.code, cancelled.stderr).toBe(0);
+    expect((await fx.read((s) => s.getRun(last.run!.id)))!.state).toBe('cancelled');
+  });
 });

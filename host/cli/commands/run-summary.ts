@@ -9,7 +9,7 @@ import { runSteps, type PlanRunInput, type StepResult } from '../../plan';
 import type { HostRuntime } from '../../runtime/host-runtime';
 import type { CliContext } from '../context';
 import { EXIT } from '../host-right';
-import { duration, emitWithList, runExit, table } from '../output';
+import { duration, emit, emitWithList, runExit, table } from '../output';
 import { timed } from '../../snapshot/timing';
 
 /**
@@ -23,7 +23,11 @@ import { timed } from '../../snapshot/timing';
  */
 export async function finishDriven(ctx: CliContext, rt: HostRuntime, runId: string, after?: () => Promise<After>, endsWell?: RunState): Promise<number> {
   const stop = new AbortController();
-  const onSignal = () => stop.abort(new BerthError('interrupted', 'stopped by signal'));
+  let by: NodeJS.Signals | undefined;
+  const onSignal = (signal: NodeJS.Signals) => {
+    by = signal;
+    stop.abort(new BerthError('interrupted', 'stopped by signal'));
+  };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   try {
@@ -37,7 +41,9 @@ export async function finishDriven(ctx: CliContext, rt: HostRuntime, runId: stri
     };
     const d = await drive(ctx, rt, runId, stop.signal, { settled: async (run) => void (printed = await timed(ctx.logger, 'cli.summary', async () => summary(ctx, run, await extra()))) });
     if (!d.settled) {
-      process.stderr.write(`\nstopped; the run keeps its sandbox. Continue with: berth resume ${runId}\n`);
+      // With --json the result line is still the last one (a script reads it to learn the run stopped, not ended).
+      if (ctx.json) emit(true, { run: d.run, stopped: { signal: by ?? null, resume: `berth resume ${runId}` } }, () => '');
+      else process.stderr.write(`\nstopped; the run keeps its sandbox. Continue with: berth resume ${runId}\n`);
       return EXIT.signal;
     }
     const reason = printed ?? (await summary(ctx, d.run, await extra()));
