@@ -109,10 +109,35 @@ async function bundleCli() {
   for (const f of readdirSync(join(tmp, 'chunks'))) if (f.endsWith('.mjs')) asciiOnly(join(tmp, 'chunks', f));
   asciiOnly(join(tmp, 'berth.mjs'));
   mkdirSync(join(root, 'dist/chunks'), { recursive: true });
-  for (const f of readdirSync(join(tmp, 'chunks'))) renameSync(join(tmp, 'chunks', f), join(root, 'dist/chunks', f));
+  const made = readdirSync(join(tmp, 'chunks'));
+  for (const f of made) renameSync(join(tmp, 'chunks', f), join(root, 'dist/chunks', f));
   renameSync(join(tmp, 'berth.mjs.map'), join(root, 'dist/berth.mjs.map'));
   renameSync(join(tmp, 'berth.mjs'), join(root, 'dist/berth.mjs'));
   rmSync(tmp, { recursive: true, force: true });
+  pruneChunks(made);
+}
+
+/** How many builds' chunks stay in dist/chunks (a `berth serve` of an earlier build still loads its own lazily). */
+const KEPT_BUILDS = 3;
+
+/**
+ * Removes the chunks no recent build named. Each build's chunks differ by their hash, and they
+ * were never removed: a developer's checkout held 584 of them (294 MB), which `npm pack` packed
+ * and gzipped (40 s of the package test). The last builds' chunks stay for processes still running them.
+ */
+function pruneChunks(made) {
+  const dir = join(root, 'dist/chunks');
+  const list = join(dir, '.builds.json');
+  let builds = [];
+  try {
+    builds = JSON.parse(readFileSync(list, 'utf8'));
+  } catch {
+    // No record yet (or a broken one): only this build's chunks are known.
+  }
+  builds = [...(Array.isArray(builds) ? builds : []), made].slice(-KEPT_BUILDS);
+  const keep = new Set(builds.flat());
+  for (const f of readdirSync(dir)) if (f !== '.builds.json' && !keep.has(f)) rmSync(join(dir, f), { force: true });
+  writeFileSync(list, JSON.stringify(builds));
 }
 
 await bundle('host/index.ts', 'index');
