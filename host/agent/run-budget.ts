@@ -10,8 +10,9 @@ import { ToolTaskResultSchema } from './tool-result';
 
 /*
  * resources.runBudgetS: the commands of a run's tool calls may take that long in all, as the
- * commands of a plan run's steps may. The time used is committed state: each tool task's result
- * holds what its commands took (`commandMs`), the root's checkpoint the sum of the finished turns
+ * commands of a plan run's steps may, plus the ending of the one command running when it runs
+ * out (README). The time used is committed state: each tool task's result holds what its
+ * commands took (`commandMs`), the root's checkpoint the sum of the finished turns
  * (`usedMs`), and each turn's generation task and tool task inputs what was left when the turn
  * began (`budgetMs`). A call gets what is left of its turn's budget after its siblings' commands;
  * a host that dies and resumes reads all of it back from the store.
@@ -45,39 +46,70 @@ export async function callBudgetLeft(ctx: Pick<PhaseContext, 'task' | 'store'>, 
 }
 
 /**
- * One call's share of the budget while it runs: every command it starts is cut to what is left,
- * and counted. A command cut off at the budget `stopped` the call; a command asked for with
- * nothing left is not started (`run_budget_exceeded`).
+ * One call's share of the budget: every command the call makes in the sandbox (its plan's, its
+ * run's, its verification's, the exposure of its secret files) is timed from when it is asked
+ * for to when its answer is back, and that is what is counted; a command of the plan or the run
+ * is killed at the instant that clock reaches what is left (`deadline`, the same clock), so a
+ * cut command counts what was left plus only its own ending (the kill and the exec's tear-down).
+ * A command, or a call without one, asked for with nothing left does not run
+ * (`run_budget_exceeded`).
  */
 export class CommandBudget {
-  usedMs = 0;
+  usedMs: number;
   stopped = false;
+  /** Settling the record of an earlier attempt (verify): counted, but never cut nor refused (see README). */
+  settling = false;
   /** Something ran or was written before a command was refused: the call did not end untouched. */
   private touched = false;
 
+  /** `leftMs`: what the call's turn left it; `usedMs`: what the call already used (its plan, in an earlier phase). */
   constructor(
     readonly leftMs: number,
     private readonly env: Environment,
-    private readonly defaultTimeoutMs: number,
-  ) {}
-
-  /** The command's options with its time cut to the budget left; throws when nothing is left. */
-  limit(opts: ExecOptions): { opts: ExecOptions; cut: boolean } {
-    const left = this.leftMs - this.usedMs;
-    if (left <= 0) {
-      const err = new BerthError('run_budget_exceeded', `this call did not run: the run's commands used up ${budgetBound(this.env)}`);
-      throw Object.assign(err, { untouched: !this.touched });
-    }
-    const asked = opts.timeoutMs === undefined ? this.defaultTimeoutMs : opts.timeoutMs;
-    // 0 asks for no timeout at all; the budget still bounds it. Never 0 here: that would lift the bound.
-    const cut = asked <= 0 || asked > left;
-    return { opts: cut ? { ...opts, timeoutMs: Math.max(1, Math.ceil(left)) } : opts, cut };
+    usedMs = 0,
+  ) {
+    this.usedMs = usedMs;
   }
 
-  counted(r: ExecResult, cut: boolean): void {
+  /** What is left now, in milliseconds (0 or less: spent). */
+  get left(): number {
+    return this.leftMs - this.usedMs;
+  }
+
+  /**
+   * Throws when the budget is spent: no call acts after that, whether it runs a command or not
+   * (a `write_file`, and a `read_file` too: the run ends at this turn, so nothing would read it).
+   */
+  assertLeft(): void {
+    if (this.left > 0) return;
+    const err = new BerthError('run_budget_exceeded', `this call did not run: the run's commands used up ${budgetBound(this.env)}`);
+    throw Object.assign(err, { untouched: !this.touched });
+  }
+
+  /**
+   * The command's options with a deadline where what is left runs out, on the clock `counted`
+   * uses (`askedAt`, `performance.now()` before anything of the exec): its setup is counted, so
+   * it is not given to the command again. Throws when nothing is left.
+   */
+  limit(opts: ExecOptions, askedAt: number): ExecOptions {
+    if (this.settling) return opts;
+    this.assertLeft();
+    return { ...opts, deadline: askedAt + this.left };
+  }
+
+  /**
+   * A command's answer, `ms` from asked to answered. Killed with the budget spent: it was stopped
+   * at the budget (by the deadline, or by its own timeout when that came as late).
+   */
+  counted(ms: number, r: ExecResult): void {
     this.touched = true;
-    this.usedMs += r.durationMs;
-    if (cut && r.timedOut) this.stopped = true;
+    this.usedMs += ms;
+    if (r.timedOut && !this.settling && this.left <= 0) this.stopped = true;
+  }
+
+  /** Time the call spent in the sandbox outside a command of its own (a sweep of stale secret files). */
+  spent(ms: number): void {
+    this.usedMs += ms;
   }
 
   wrote(): void {

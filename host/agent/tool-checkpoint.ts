@@ -17,6 +17,8 @@ export const ExecuteCheckpointSchema = z.object({
   replay: z.enum(REPLAY_POLICIES),
   args: JsonSchema.optional(),
   plan: JsonSchema,
+  /** Milliseconds the plan's commands took (in `call`): the call's first share of `resources.runBudgetS`. */
+  planMs: z.number().min(0).optional(),
 });
 export type ExecuteCheckpoint = z.infer<typeof ExecuteCheckpointSchema>;
 

@@ -73,8 +73,8 @@ export async function executePhase(deps: AgentDeps, ctx: ToolContext): Promise<T
       return { type: 'interrupt', reason: acq.reason, result: { toolCallId: call.toolCallId, status: 'error' }, writes: { entries: [resultEntry(call, 'error', text, true)] } };
     }
     let verifying = false;
-    // What is left of the run's resources.runBudgetS for this call's commands, read with the sandbox held.
-    const budget = new CommandBudget(await callBudgetLeft(ctx, deps.sandbox.order, input, call), input.environment, input.environment.resources.commandTimeoutS * 1000);
+    // What is left of the run's resources.runBudgetS for this call's commands, read with the sandbox held; its plan's commands (in `call`) count too.
+    const budget = new CommandBudget(await callBudgetLeft(ctx, deps.sandbox.order, input, call), input.environment, cp.planMs ?? 0);
     const use = <T>(fn: Parameters<typeof useTool<T>>[5], b?: CommandBudget) => useTool(deps, ctx, input, call, acq.lease, fn, b);
     const spec = {
       id: cp.effectId,
@@ -84,7 +84,9 @@ export async function executePhase(deps: AgentDeps, ctx: ToolContext): Promise<T
       verify: tool.verify
         ? async () => {
             verifying = true;
-            const v = await use((tctx) => tool.verify!(tctx, args, cp.plan));
+            // Settling what an earlier attempt did: its commands count, but are not cut (run-budget.ts).
+            budget.settling = true;
+            const v = await use((tctx) => tool.verify!(tctx, args, cp.plan), budget).finally(() => (budget.settling = false));
             verifying = false;
             return v.done ? { done: true as const, receipt: plainJson(v.output) } : { done: false as const };
           }
@@ -94,9 +96,12 @@ export async function executePhase(deps: AgentDeps, ctx: ToolContext): Promise<T
     let out: ToolOutput;
     const result: ToolTaskResult = { toolCallId: call.toolCallId, status: 'ok' };
     let decision: 'complete' | 'interrupt' = 'complete';
+    let untouched = false;
     try {
       const r: PerformOutcome<Json> = await ctx.perform(spec, async () => {
         try {
+          // Spent: no call acts any more, with a command or without (run-budget.ts).
+          budget.assertLeft();
           const output: RanOutput = await use((tctx) => tool.run(tctx, args, cp.plan), budget);
           // A call cut off by a cancel (an exec killed mid-command) answers, but not with its outcome: uncertain.
           if (ctx.signal.aborted) throw new BerthError('tool_cancelled', `tool call ${call.toolCallId} (${call.name}) was stopped by cancel while running`);
@@ -106,6 +111,7 @@ export async function executePhase(deps: AgentDeps, ctx: ToolContext): Promise<T
           return plainJson(output);
         } catch (err) {
           // A secret that cannot be read, or a budget used up before the call's first command, stops the use before anything runs: provably not applied.
+          if (refusedUntouched(err)) untouched = true;
           throw isBerthError(err, 'secret_unavailable') || refusedUntouched(err) ? withDelivery(err, 'not_sent', false) : err;
         }
       });
@@ -132,8 +138,12 @@ export async function executePhase(deps: AgentDeps, ctx: ToolContext): Promise<T
     }
     const writes: NonNullable<ToolDecision['writes']> = { ...acq.writes };
     result.status = status;
-    if (mutates) {
+    // A call refused at the budget changed nothing: nothing to measure, and nothing more may run.
+    if (mutates && !untouched) {
+      // Measuring the state the call left (a digest, or a snapshot) is sandbox time the call made: counted, never cut.
+      const at = performance.now();
       const rec = await deps.sandbox.record(ctx, input, acq.lease, call.toolCallId, tool.snapshots === true && status === 'ok');
+      result.commandMs = (result.commandMs ?? 0) + (performance.now() - at);
       result.sandbox = rec.state;
       if (rec.writes.snapshots) writes.snapshots = rec.writes.snapshots;
       // A demanded snapshot is the call's answer: the result names it.

@@ -7,11 +7,11 @@ import { TOOL_KIND } from './agent-sandbox';
 import type { ExecuteCheckpoint } from './tool-checkpoint';
 
 /** A call's committed intent: the checkpoint `execute` works from and its effect record (the fixed arguments, effect id, replay policy). */
-export function toolIntent(runId: string | null, taskId: string, call: ToolCallInput, tool: AnyTool, args: unknown, plan: Json): { checkpoint: ExecuteCheckpoint; effect: EffectIntent } {
+export function toolIntent(runId: string | null, taskId: string, call: ToolCallInput, tool: AnyTool, args: unknown, plan: Json, planMs = 0): { checkpoint: ExecuteCheckpoint; effect: EffectIntent } {
   const replay = resolveFlag(tool.replay, args);
   const effectId = `${runId}:${taskId}:${call.toolCallId}`;
   return {
-    checkpoint: { effectId, replay, plan },
+    checkpoint: { effectId, replay, plan, ...(planMs > 0 ? { planMs } : {}) },
     effect: { id: effectId, kind: `tool.${call.name}`, intent: plainJson({ tool: call.name, args, plan }), replay },
   };
 }

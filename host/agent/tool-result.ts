@@ -10,7 +10,11 @@ export const ToolTaskResultSchema = z.object({
   toolCallId: z.string(),
   status: z.enum(['ok', 'error', 'invalid', 'interrupted', 'denied', 'expired']) satisfies z.ZodType<ToolResultStatus>,
   sandbox: z.object({ measuredAt: z.number(), workspaceDigest: z.string(), snapshotId: z.string().nullable() }).optional() satisfies z.ZodType<SandboxState | undefined>,
-  /** Milliseconds the call's commands took: what `resources.runBudgetS` counts (absent: none ran). */
+  /**
+   * Milliseconds the call took in the sandbox: what `resources.runBudgetS` counts (absent: nothing).
+   * Its plan's, run's and verify's commands, each from asked to answered, and the measurement of
+   * the state it left (README: The run's command budget).
+   */
   commandMs: z.number().min(0).optional(),
   /** The run's budget ended with this call: its command was stopped at it, or the call was not started. The run then fails. */
   budget: z.enum(['stopped', 'refused']).optional(),

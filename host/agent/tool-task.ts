@@ -15,7 +15,8 @@ import { z } from 'zod';
 import { ApprovalRequestSchema, toolState, ToolCheckpointSchema, type ApprovalRequest, type ToolContext, type ToolDecision } from './tool-checkpoint';
 import { toolIntent } from './tool-intent';
 import { executePhase } from './tool-execute';
-import { finishWithout, ToolTaskResultSchema } from './tool-result';
+import { finishWithout, ToolTaskResultSchema, type ToolTaskResult } from './tool-result';
+import { callBudgetLeft, CommandBudget } from './run-budget';
 import { useTool } from './tool-use';
 import { settleCancelledCall } from './tool-cancel';
 
@@ -97,29 +98,48 @@ function askApproval(ctx: ToolContext, call: ToolCallInput, args: unknown): Tool
 /** Commits the intent and moves to `execute`; a tool with a plan fixes its expected result first. */
 async function intend(deps: AgentDeps, ctx: ToolContext, input: AgentRunInput, call: ToolCallInput, tool: AnyTool, args: unknown, entries: EntryWrites): Promise<ToolDecision> {
   let plan: Json = null;
+  let intended = 0;
   const writes: NonNullable<ToolDecision['writes']> = { entries };
   if (tool.plan) {
     // The plan reads the sandbox as the calls before this one in the turn left it.
     await deps.sandbox.order.turn(ctx, call);
+    let planMs = 0;
+    let stop: ToolTaskResult['budget'];
     const planned = await deps.sandbox.exclusive(ctx.task.sessionId, async () => {
       const acq = await deps.sandbox.ensure(ctx, input);
       if (acq.kind === 'reconcile') return { ok: false as const, output: { content: `error: the sandbox cannot be used (${acq.reason}); the call did not run`, isError: true } };
       Object.assign(writes, { documents: acq.writes.documents });
       if (acq.writes.entries) writes.entries = [...(acq.writes.entries ?? []), ...(writes.entries ?? [])];
-      return useTool(deps, ctx, input, call, acq.lease, (tctx) => tool.plan!(tctx, args)).catch((err: unknown) => {
+      // The plan's commands are the call's too: held to what is left of the run's budget, and counted (run-budget.ts).
+      const budget = new CommandBudget(await callBudgetLeft(ctx, deps.sandbox.order, input, call), input.environment);
+      try {
+        budget.assertLeft();
+        const p = await useTool(deps, ctx, input, call, acq.lease, (tctx) => tool.plan!(tctx, args), budget);
+        if (!budget.stopped) return p;
+        stop = 'stopped';
+        return { ok: false as const, output: { content: `${budget.stoppedText()} It was this call's plan: the call did not run.`, isError: true } };
+      } catch (err) {
+        if (isBerthError(err, 'run_budget_exceeded')) {
+          stop = 'refused';
+          return { ok: false as const, output: { content: `error: ${err.message}`, isError: true } };
+        }
         if (!isBerthError(err, 'secret_unavailable')) throw err;
         return { ok: false as const, output: { content: `error: ${err.message}; the call did not run`, isError: true } };
-      });
+      } finally {
+        planMs = budget.usedMs;
+      }
     });
     // What the acquisition wrote (a sandbox.verified, a moved pointer) commits with the refusal too.
     if (!planned.ok) {
       const refused = finishWithout(call, 'error', planned.output.content, writes.entries);
       if (writes.documents) refused.writes = { ...refused.writes, documents: writes.documents };
+      if (refused.type === 'complete' && refused.result) Object.assign(refused.result, { ...(planMs > 0 ? { commandMs: planMs } : {}), ...(stop ? { budget: stop } : {}) });
       return refused;
     }
     plan = planned.plan;
+    intended = planMs;
   }
-  const { checkpoint, effect } = toolIntent(ctx.task.runId, ctx.task.id, call, tool, args, plan);
+  const { checkpoint, effect } = toolIntent(ctx.task.runId, ctx.task.id, call, tool, args, plan, intended);
   writes.effects = [effect];
   return { type: 'next', phase: 'execute', checkpoint, writes };
 }

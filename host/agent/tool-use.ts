@@ -15,8 +15,8 @@ import { OutputWriter } from '../output';
  * secrets are read for this use only: the tool's commands get the ones granted to it, and what
  * the use returns or throws, and its live output, is scrubbed of all of them before anything
  * commits, logs or shows it. Throws `secret_unavailable` (naming the secret and its source, and
- * before anything runs) when a secret cannot be read. With a `budget` (a call's run) its commands
- * are held to the run's `resources.runBudgetS` and counted (run-budget.ts).
+ * before anything runs) when a secret cannot be read. With a `budget` its commands are held to the
+ * run's `resources.runBudgetS` and counted (run-budget.ts).
  */
 export async function useTool<T>(deps: AgentDeps, ctx: PhaseContext, input: AgentRunInput, call: ToolCallInput, lease: Lease, fn: (tctx: ToolRunContext) => Promise<T>, budget?: CommandBudget): Promise<T> {
   const runId = ctx.task.runId!;
@@ -44,7 +44,12 @@ export async function useTool<T>(deps: AgentDeps, ctx: PhaseContext, input: Agen
     }
   }
 
-  if (secrets.all.some((s) => s.expose === 'file')) await sweepSecretFiles(lease);
+  if (secrets.all.some((s) => s.expose === 'file')) {
+    // Commands in the sandbox on the call's behalf: counted (once per lease and process).
+    const at = performance.now();
+    await sweepSecretFiles(lease);
+    budget?.spent(performance.now() - at);
+  }
   // Execs through the sandbox are scrubbed already; these catch what a tool reports by itself.
   const scrubbers = { stdout: new StreamScrubber(secrets.all), stderr: new StreamScrubber(secrets.all) };
   const tctx: ToolRunContext = {

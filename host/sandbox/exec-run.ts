@@ -215,8 +215,9 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
         });
       },
     };
-    const timeoutMs = opts.timeoutMs ?? host.defaultTimeoutMs;
-    const timer = timeoutMs > 0 && Number.isFinite(timeoutMs) ? setTimeout(() => run.kill('timeout'), timeoutMs) : undefined;
+    const asked = opts.timeoutMs ?? host.defaultTimeoutMs;
+    const timeoutMs = Math.min(asked > 0 ? asked : Infinity, opts.deadline === undefined ? Infinity : Math.max(0, opts.deadline - performance.now()));
+    const timer = Number.isFinite(timeoutMs) ? setTimeout(() => run.kill('timeout'), timeoutMs) : undefined;
     const onAbort = () => run.kill('cancel');
     opts.signal?.addEventListener('abort', onAbort, { once: true });
     // An abort during the engine calls above found no listener, and an aborted signal never calls

@@ -11,6 +11,13 @@ export interface ExecOptions {
   stdin?: string | Buffer;
   /** Kill the whole process tree after this long. Default: the spec's commandTimeoutS; 0 = none. */
   timeoutMs?: number;
+  /**
+   * A `performance.now()` instant at which the tree is killed too (`timedOut`), whatever
+   * `timeoutMs` says: a caller's clock that began before this exec's setup (an agent run's
+   * command budget), so the time the setup took is not given to the command again. Already
+   * passed: the command is killed as soon as it starts.
+   */
+  deadline?: number;
   /** Aborting kills the whole process tree; the result says `cancelled`. */
   signal?: AbortSignal;
   /** Receives every chunk as it arrives, before any truncation. */
