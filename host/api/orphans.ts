@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { processAlive } from '../kernel';
-import { storeOrphans, type OrphanStore } from '../sandbox';
+import { storeOrphans, type OrphanRule, type OrphanStore } from '../sandbox';
 import { sqliteStoreIdentity } from '../store';
 import type { RuntimeParts } from './runtime';
 
@@ -10,11 +10,13 @@ export interface OrphansReport {
   storeId: string | null;
   remove: boolean;
   stores: OrphanStore[];
+  /** Firewall rules of sandbox networks that nothing on the engine attributes to a store: listed, never removed. */
+  unattributedRules: OrphanRule[];
 }
 
 /**
- * `berth gc --orphans [--remove]`: the containers, sandbox networks and snapshot images on this
- * engine that another store made, by store, and whether that store is gone (its SQLite file deleted
+ * `berth gc --orphans [--remove]`: the containers, sandbox networks (and their firewall rules) and
+ * snapshot images on this engine that another store made, by store, and whether that store is gone (its SQLite file deleted
  * on this machine, and no process that made them alive or holding the deleted file open). No
  * store's records name another's leftovers, so a deleted store's would stay for ever: only these
  * labels find them. Nothing is removed without `remove`, and then only a gone store's; a store
@@ -31,6 +33,6 @@ export async function orphans(p: RuntimeParts, o: { remove?: boolean } = {}): Pr
  */
 export async function orphansOnEngine(p: Pick<RuntimeParts, 'docker' | 'logger'>, o: { remove?: boolean; storeId?: string | null } = {}): Promise<OrphansReport> {
   const storeId = o.storeId ?? null;
-  const stores = await storeOrphans(p.docker, { storeId: storeId ?? '', machine: hostname(), remove: o.remove === true, logger: p.logger, alive: (pid) => pid !== process.pid && processAlive(pid), storeIdAt: sqliteStoreIdentity });
-  return { storeId, remove: o.remove === true, stores };
+  const { stores, unattributedRules } = await storeOrphans(p.docker, { storeId: storeId ?? '', machine: hostname(), remove: o.remove === true, logger: p.logger, alive: (pid) => pid !== process.pid && processAlive(pid), storeIdAt: sqliteStoreIdentity });
+  return { storeId, remove: o.remove === true, stores, unattributedRules };
 }

@@ -1,5 +1,5 @@
-import { spawn } from 'node:child_process';
-import { existsSync, rmSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { appendFileSync, existsSync, rmSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openSqliteStore } from '../../host/store';
 import { runNode } from '../support/child';
@@ -19,7 +19,12 @@ afterEach(async () => {
 });
 
 interface Orphans {
-  orphans: { storeId: string | null; remove: boolean; stores: Array<{ storeId: string; state: string; why: string; containers: unknown[]; images: unknown[]; removed?: { containers: number; images: number } }> };
+  orphans: {
+    storeId: string | null;
+    remove: boolean;
+    stores: Array<{ storeId: string; state: string; why: string; containers: unknown[]; images: unknown[]; rules: Array<{ tag: string; leaseId: string; network: string | null }>; removed?: { containers: number; images: number; rules: number } }>;
+    unattributedRules: Array<{ tag: string }>;
+  };
 }
 
 const deleteStore = (f: Fixture) => {
@@ -28,13 +33,18 @@ const deleteStore = (f: Fixture) => {
 const onEngine = async (f: Fixture) => ({
   containers: (await f.docker.listContainers({ all: true, filters: { label: [`berth.host=${f.hostId}`] } })).length,
   images: (await f.docker.listImages({ filters: { label: [`berth.host=${f.hostId}`, 'berth.snapshot'] } })).length,
+  // The iptables and ip6tables rules of its allowlist sandboxes (tagged `berth:<host>:<lease>`).
+  rules: ['iptables', 'ip6tables'].flatMap((tool) => execFileSync(tool, ['-w', '-S'], { encoding: 'utf8' }).split('\n')).filter((l) => l.includes(`berth:${f.hostId}:`)).length,
 });
+// Its sandboxes are on an internal bridge with INPUT/FORWARD rules and the egress proxy.
+const allowlist = (f: Fixture) => appendFileSync(`${f.dir}/env.yaml`, 'network: { mode: allowlist, allow: [] }\n');
 
 describe('berth gc --orphans', { timeout: 300_000 }, () => {
   it('removes, only with --remove, what a store whose file was deleted left (its host killed mid-run), and never a store that exists or one whose host still runs', async () => {
     const steps = [{ name: 'one', run: 'echo one >> steps.log' }];
     const [dead, kept, live] = await Promise.all([planFixture(steps), planFixture(steps), planFixture([{ name: 'slow', run: 'sleep 300' }])]);
     fixtures.push(dead!, kept!, live!);
+    for (const f of [dead!, kept!, live!]) allowlist(f);
     const kills = [dead!, kept!].map((f) => {
       f.allowLeftovers('its host is killed in its step and never resumed: the run keeps its sandbox and upload snapshot (the dead store\'s are removed by the gc under test)');
       // Before the step's commit: its snapshot layer is not loaded into the engine in the background, so what the host left stays as it was.
@@ -53,9 +63,15 @@ describe('berth gc --orphans', { timeout: 300_000 }, () => {
     }
     for (const killed of await Promise.all(kills)) expect(killed.signal, killed.stderr).toBe('SIGKILL');
     const ids = { dead: await dead!.read((s) => s.storeId()), kept: await kept!.read((s) => s.storeId()), live: await live!.read((s) => s.storeId()) };
+    // A rule of the dead host whose lease no network or container names (its network removed by an
+    // older gc --orphans): which store put it in cannot be told, so it is listed and left. Inert: no such bridge.
+    const stray = `berth:${dead!.hostId}:lease_nonetwork`;
+    execFileSync('iptables', ['-w', '-I', 'INPUT', '-i', 'br-000000000000', '-j', 'DROP', '-m', 'comment', '--comment', stray]);
     const left = await onEngine(dead!);
     expect(left.containers).toBeGreaterThan(0);
     expect(left.images).toBeGreaterThan(0);
+    expect(left.rules).toBeGreaterThan(1);
+    expect((await onEngine(live!)).rules).toBeGreaterThan(0);
 
     // Before it was deleted, the dead store is a store that exists: --remove takes nothing of it.
     const before = await kept!.cli(['gc', '--orphans', '--remove', '--json']);
@@ -75,6 +91,8 @@ describe('berth gc --orphans', { timeout: 300_000 }, () => {
     const dry = await kept!.cli(['gc', '--orphans']);
     expect(dry.code, dry.stderr).toBe(0);
     expect(dry.stdout).toContain(`store ${ids.dead} (${dead!.store}): ${left.containers} container(s)`);
+    expect(dry.stdout).toMatch(new RegExp(`store ${ids.dead} .*, ${left.rules - 1} firewall rule\\(s\\)`));
+    expect(dry.stdout).toMatch(new RegExp(`left \\d+ firewall rule\\(s\\) no network or container on this engine attributes to a store \\(which store put them in cannot be told\\): .*${stray} \\(br-000000000000\\)`));
     expect(dry.stdout).toContain(`is another store now (${newId})`);
     expect(dry.stdout).toContain('berth gc --orphans --remove');
     expect(dry.stdout).toMatch(new RegExp(`left store ${ids.live} \\(${live!.store}\\): .*(is alive|holds the deleted file open)`));
@@ -97,10 +115,15 @@ describe('berth gc --orphans', { timeout: 300_000 }, () => {
     expect(removed.code, removed.stderr).toBe(0);
     const stores = lastJson<Orphans>(removed).orphans.stores;
     expect(stores.find((s) => s.storeId === ids.kept)).toBeUndefined();
-    expect(stores.find((s) => s.storeId === ids.dead)).toMatchObject({ state: 'gone', removed: { containers: left.containers, images: left.images } });
+    const deadOnes = stores.find((s) => s.storeId === ids.dead)!;
+    expect(deadOnes).toMatchObject({ state: 'gone', removed: { containers: left.containers, images: left.images, rules: left.rules - 1 } });
+    // Each rule says what it belonged to: the lease of its tag and that lease's network.
+    expect(deadOnes.rules.length).toBe(left.rules - 1);
+    for (const r of deadOnes.rules) expect(r).toMatchObject({ tag: `berth:${dead!.hostId}:${r.leaseId}`, network: `berth-net-${r.leaseId}` });
+    expect(lastJson<Orphans>(removed).orphans.unattributedRules.map((r) => r.tag)).toContain(stray);
     expect(stores.find((s) => s.storeId === ids.live)).toMatchObject({ state: 'live' });
     expect(stores.find((s) => s.storeId === ids.live)!.removed).toBeUndefined();
-    expect(await onEngine(dead!)).toEqual({ containers: 0, images: 0 });
+    expect(await onEngine(dead!)).toEqual({ containers: 0, images: 0, rules: 1 });
     expect(await onEngine(live!)).toEqual(liveBefore);
     expect(await onEngine(kept!)).toEqual(keptBefore);
   });
