@@ -43,7 +43,12 @@ export interface OrphanStore {
   why: string;
   containers: Array<{ id: string; name: string; runId: string | null; pid: number | null }>;
   networks: Array<{ id: string; name: string }>;
-  images: Array<{ imageId: string; tags: string[]; runId: string | null; createdAt: number }>;
+  /**
+   * `neededBy`: what still needs the image, which is then never removed: a store that exists names
+   * it in a snapshot record (it imported the run, or pulled the image from a registry: an image
+   * keeps the labels of the store that committed it), or another store's container runs from it.
+   */
+  images: Array<{ imageId: string; tags: string[]; runId: string | null; createdAt: number; neededBy?: string }>;
   rules: OrphanRule[];
   /** Set when they were removed (`remove: true` and state `gone`). */
   removed?: { containers: number; networks: number; images: number; rules: number };
@@ -73,6 +78,11 @@ export interface OrphanScan {
    * store, unreadable). A store re-created at a deleted one's path has another id.
    */
   storeIdAt?(location: string): string | undefined;
+  /**
+   * Which of `imageIds` a store that exists still names, and which store (in words): this store,
+   * and the SQLite stores at `locations` (files of this machine that other stores' labels name).
+   */
+  imagesNamed?(imageIds: string[], locations: string[]): Promise<Map<string, string>>;
 }
 
 /**
@@ -114,10 +124,30 @@ export async function storeOrphans(docker: Dockerode, o: OrphanScan): Promise<Or
     s.location = labels.map((l) => l[LABEL.storeLocation]).find(Boolean) ?? null;
     s.machine = labels.map((l) => l[LABEL.machine]).find(Boolean) ?? null;
     [s.state, s.why] = judge(s, labels.map(pidOf).filter((p): p is number => p !== null), o);
-    if (o.remove && s.state === 'gone') s.removed = await removeAll(docker, s, o.logger);
     out.push(s);
   }
+  await markNeeded(out, containers, o);
+  for (const s of out) if (o.remove && s.state === 'gone') s.removed = await removeAll(docker, s, o.logger);
   return { stores: out, unattributedRules };
+}
+
+/**
+ * Sets `neededBy` on the gone stores' images that something else needs: the label says which store
+ * committed an image, not which stores use it (a store that imported the run, or pulled it from a
+ * registry onto this engine, records it by id and tags it with the same snapshot id).
+ */
+async function markNeeded(stores: OrphanStore[], containers: Dockerode.ContainerInfo[], o: OrphanScan): Promise<void> {
+  const gone = stores.filter((s) => s.state === 'gone' && s.images.length);
+  if (!gone.length) return;
+  const ids = [...new Set(gone.flatMap((s) => s.images.map((i) => i.imageId)))];
+  // Every store file a label names that is there now: a store that exists, or one made since at a deleted one's path.
+  const locations = [...new Set(stores.map((s) => s.location).filter((l): l is string => !!l && isAbsolute(l) && existsSync(l)))];
+  const named = (await o.imagesNamed?.(ids, locations)) ?? new Map<string, string>();
+  for (const s of gone) for (const img of s.images) {
+    const user = containers.find((c) => c.ImageID === img.imageId && c.Labels[LABEL.store] !== s.storeId);
+    img.neededBy = named.get(img.imageId) ?? (user ? `container ${(user.Names[0] ?? user.Id).replace(/^\//, '')} of store ${user.Labels[LABEL.store]} runs from it` : undefined);
+    if (!img.neededBy) delete img.neededBy;
+  }
 }
 
 /**
@@ -227,7 +257,7 @@ async function removeAll(docker: Dockerode, s: OrphanStore, logger: Logger): Pro
   const tags = new Set(s.rules.map((r) => r.tag));
   if (tags.size) n.rules = await removeBridgeRules((t) => tags.has(t)).catch((err: unknown) => (logger.warn({ err, storeId: s.storeId }, 'could not remove a deleted store\'s firewall rules'), 0));
   // Newest first: an image a newer one is built on can go only once that one has.
-  for (const img of [...s.images].sort((a, b) => b.createdAt - a.createdAt)) {
+  for (const img of [...s.images].filter((i) => !i.neededBy).sort((a, b) => b.createdAt - a.createdAt)) {
     for (const tag of img.tags) await removeSnapshotImage(docker, tag).catch((err: unknown) => logger.warn({ err, tag }, 'could not remove a deleted store\'s snapshot tag'));
     await discardImage(docker, img.imageId).catch((err: unknown) => logger.warn({ err, imageId: img.imageId }, 'could not remove a deleted store\'s snapshot image'));
     if (!(await imageExists(docker, img.imageId))) n.images++;

@@ -3,6 +3,7 @@ import { appendFileSync, existsSync, rmSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openSqliteStore } from '../../host/store';
 import { runNode } from '../support/child';
+import { readStore } from '../support/temp-store';
 import { bundledCli, lastJson, planFixture } from '../support/plan-fixture';
 
 // What a store whose file was deleted left on the engine: no other store's records name it, so only
@@ -22,13 +23,13 @@ interface Orphans {
   orphans: {
     storeId: string | null;
     remove: boolean;
-    stores: Array<{ storeId: string; state: string; why: string; containers: unknown[]; images: unknown[]; rules: Array<{ tag: string; leaseId: string; network: string | null }>; removed?: { containers: number; images: number; rules: number } }>;
+    stores: Array<{ storeId: string; state: string; why: string; containers: unknown[]; images: Array<{ imageId: string; neededBy?: string }>; rules: Array<{ tag: string; leaseId: string; network: string | null }>; removed?: { containers: number; images: number; rules: number } }>;
     unattributedRules: Array<{ tag: string }>;
   };
 }
 
-const deleteStore = (f: Fixture) => {
-  for (const suffix of ['', '-wal', '-shm']) rmSync(`${f.store}${suffix}`, { force: true });
+const deleteStore = (store: string) => {
+  for (const suffix of ['', '-wal', '-shm']) rmSync(`${store}${suffix}`, { force: true });
 };
 const onEngine = async (f: Fixture) => ({
   containers: (await f.docker.listContainers({ all: true, filters: { label: [`berth.host=${f.hostId}`] } })).length,
@@ -41,14 +42,15 @@ const allowlist = (f: Fixture) => appendFileSync(`${f.dir}/env.yaml`, 'network: 
 
 describe('berth gc --orphans', { timeout: 300_000 }, () => {
   it('removes, only with --remove, what a store whose file was deleted left (its host killed mid-run), and never a store that exists or one whose host still runs', async () => {
-    const steps = [{ name: 'one', run: 'echo one >> steps.log' }];
+    // `zero` changes nothing: its snapshot is the upload snapshot's image, on the engine and recorded (exported below).
+    const steps = [{ name: 'zero', run: 'true' }, { name: 'one', run: 'echo one >> steps.log' }];
     const [dead, kept, live] = await Promise.all([planFixture(steps), planFixture(steps), planFixture([{ name: 'slow', run: 'sleep 300' }])]);
     fixtures.push(dead!, kept!, live!);
     for (const f of [dead!, kept!, live!]) allowlist(f);
     const kills = [dead!, kept!].map((f) => {
       f.allowLeftovers('its host is killed in its step and never resumed: the run keeps its sandbox and upload snapshot (the dead store\'s are removed by the gc under test)');
       // Before the step's commit: its snapshot layer is not loaded into the engine in the background, so what the host left stays as it was.
-      return f.cli(['run', f.plan], { BERTH_FAULT: 'before:phase.complete:plan-step#1' });
+      return f.cli(['run', f.plan], { BERTH_FAULT: 'before:phase.complete:plan-step#2' });
     });
     // A host still driving a run on a store whose file is then deleted: it holds the file open.
     live!.allowLeftovers('its store file is deleted while its host runs; the host is killed at the end and nothing records its sandbox');
@@ -72,6 +74,20 @@ describe('berth gc --orphans', { timeout: 300_000 }, () => {
     expect(left.images).toBeGreaterThan(0);
     expect(left.rules).toBeGreaterThan(1);
     expect((await onEngine(live!)).rules).toBeGreaterThan(0);
+    // Another store imported the dead store's run (berth export / import): its records name the dead
+    // store's snapshot image, which keeps the dead store's labels (as one pulled from a registry onto
+    // another engine does: labels are part of the image id), and that store has nothing else here.
+    const record = `${kept!.dir}/dead-run.json`;
+    const exported = await dead!.cli(['export', (await dead!.read((s) => s.listRuns()))[0]!.id, '--out', record]);
+    expect(exported.code, exported.stderr).toBe(0);
+    const importer = `${kept!.dir}/importer.db`;
+    const cli = await bundledCli();
+    const onImporter = (args: string[]) => runNode(cli, [...args, '--store', importer], { BERTH_HOST_ID: kept!.hostId, BERTH_OPERATOR: 'tester' }, 120_000);
+    const imported = await onImporter(['import', record]);
+    expect(imported.code, imported.stderr).toBe(0);
+    const named = await readStore(importer, async (s) => new Set((await s.listSnapshots({ pruned: false })).map((x) => x.imageId)));
+    const needed = (await dead!.docker.listImages({ filters: { label: [`berth.host=${dead!.hostId}`, 'berth.snapshot'] } })).filter((i) => named.has(i.Id)).map((i) => i.Id);
+    expect(needed.length).toBeGreaterThan(0);
 
     // Before it was deleted, the dead store is a store that exists: --remove takes nothing of it.
     const before = await kept!.cli(['gc', '--orphans', '--remove', '--json']);
@@ -79,8 +95,8 @@ describe('berth gc --orphans', { timeout: 300_000 }, () => {
     expect(lastJson<Orphans>(before).orphans.stores.find((s) => s.storeId === ids.dead)).toMatchObject({ state: 'exists' });
     expect(await onEngine(dead!)).toEqual(left);
 
-    deleteStore(dead!);
-    deleteStore(live!);
+    deleteStore(dead!.store);
+    deleteStore(live!.store);
     // The operator starts afresh at the deleted store's path: the new store has an id of its own, so
     // the old one's leftovers are still a gone store's. Before: listed `exists` and left for ever.
     const afresh = openSqliteStore(dead!.store);
@@ -108,21 +124,33 @@ describe('berth gc --orphans', { timeout: 300_000 }, () => {
     expect(existsSync(nowhere)).toBe(false);
     expect(await onEngine(dead!)).toEqual(left);
 
-    // From another store (one that exists, whose own leftovers are its plain gc's business).
+    // From the importing store: the dead store's image it names stays, saying why; the rest goes.
     const liveBefore = await onEngine(live!);
     const keptBefore = await onEngine(kept!);
-    const removed = await kept!.cli(['gc', '--orphans', '--remove', '--json']);
-    expect(removed.code, removed.stderr).toBe(0);
-    const stores = lastJson<Orphans>(removed).orphans.stores;
-    expect(stores.find((s) => s.storeId === ids.kept)).toBeUndefined();
+    const fromImporter = await onImporter(['gc', '--orphans', '--remove', '--json']);
+    expect(fromImporter.code, fromImporter.stderr).toBe(0);
+    const stores = lastJson<Orphans>(fromImporter).orphans.stores;
+    expect(stores.find((s) => s.storeId === ids.kept)).toMatchObject({ state: 'exists' });
     const deadOnes = stores.find((s) => s.storeId === ids.dead)!;
-    expect(deadOnes).toMatchObject({ state: 'gone', removed: { containers: left.containers, images: left.images, rules: left.rules - 1 } });
+    expect(deadOnes).toMatchObject({ state: 'gone', removed: { containers: left.containers, images: left.images - needed.length, rules: left.rules - 1 } });
+    for (const id of needed) expect(deadOnes.images.find((i) => i.imageId === id)?.neededBy).toMatch(/^this store \(store_\w+\) names it in snapshot snap_/);
     // Each rule says what it belonged to: the lease of its tag and that lease's network.
     expect(deadOnes.rules.length).toBe(left.rules - 1);
     for (const r of deadOnes.rules) expect(r).toMatchObject({ tag: `berth:${dead!.hostId}:${r.leaseId}`, network: `berth-net-${r.leaseId}` });
-    expect(lastJson<Orphans>(removed).orphans.unattributedRules.map((r) => r.tag)).toContain(stray);
+    expect(lastJson<Orphans>(fromImporter).orphans.unattributedRules.map((r) => r.tag)).toContain(stray);
     expect(stores.find((s) => s.storeId === ids.live)).toMatchObject({ state: 'live' });
     expect(stores.find((s) => s.storeId === ids.live)!.removed).toBeUndefined();
+    expect(await onEngine(dead!)).toEqual({ containers: 0, images: needed.length, rules: 1 });
+    expect(await onEngine(live!)).toEqual(liveBefore);
+    expect(await onEngine(kept!)).toEqual(keptBefore);
+
+    // Once the importing store is deleted too, nothing names it: from another store (one that
+    // exists, whose own leftovers are its plain gc's business) it goes.
+    deleteStore(importer);
+    const removed = await kept!.cli(['gc', '--orphans', '--remove', '--json']);
+    expect(removed.code, removed.stderr).toBe(0);
+    expect(lastJson<Orphans>(removed).orphans.stores.find((s) => s.storeId === ids.kept)).toBeUndefined();
+    expect(lastJson<Orphans>(removed).orphans.stores.find((s) => s.storeId === ids.dead)).toMatchObject({ state: 'gone', removed: { containers: 0, images: needed.length, rules: 0 } });
     expect(await onEngine(dead!)).toEqual({ containers: 0, images: 0, rules: 1 });
     expect(await onEngine(live!)).toEqual(liveBefore);
     expect(await onEngine(kept!)).toEqual(keptBefore);

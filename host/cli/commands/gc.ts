@@ -83,7 +83,9 @@ export async function gcOrphans(ctx: () => CliContext, o: { store?: string; json
           ? `removed store ${s.storeId}'s ${s.removed.containers} container(s), ${s.removed.networks} network(s), ${s.removed.rules} firewall rule(s), ${s.removed.images} snapshot image(s): ${s.why}`
           : s.state === 'gone'
             ? `store ${s.storeId} (${s.location}): ${count(s)} can go: ${s.why}`
-            : `left store ${s.storeId}${s.location ? ` (${s.location})` : ''}: ${count(s)}: ${s.why}`) + (s.rules.length ? `\n  firewall rules: ${leases(s.rules)}` : ''),
+            : `left store ${s.storeId}${s.location ? ` (${s.location})` : ''}: ${count(s)}: ${s.why}`) +
+          (s.rules.length ? `\n  firewall rules: ${leases(s.rules)}` : '') +
+          s.images.filter((i) => i.neededBy).map((i) => `\n  kept snapshot image ${i.imageId.replace(/^sha256:/, '').slice(0, 12)} (${i.tags.join(' ') || 'untagged'}): ${i.neededBy}`).join(''),
       ),
       ...(r.unattributedRules.length
         ? [`left ${r.unattributedRules.length} firewall rule(s) no network or container on this engine attributes to a store (which store put them in cannot be told): ${leases(r.unattributedRules)}`]
