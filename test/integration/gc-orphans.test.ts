@@ -78,19 +78,20 @@ describe('berth gc --orphans', { timeout: 300_000 }, () => {
     // store's snapshot image, which keeps the dead store's labels (as one pulled from a registry onto
     // another engine does: labels are part of the image id), and that store has nothing else here.
     const record = `${kept!.dir}/dead-run.json`;
-    const exported = await dead!.cli(['export', (await dead!.read((s) => s.listRuns()))[0]!.id, '--out', record]);
-    expect(exported.code, exported.stderr).toBe(0);
     const importer = `${kept!.dir}/importer.db`;
     const cli = await bundledCli();
     const onImporter = (args: string[]) => runNode(cli, [...args, '--store', importer], { BERTH_HOST_ID: kept!.hostId, BERTH_OPERATOR: 'tester' }, 120_000);
-    const imported = await onImporter(['import', record]);
+    const runId = (await dead!.read((s) => s.listRuns()))[0]!.id;
+    // Before it was deleted, the dead store is a store that exists: --remove takes nothing of it (meanwhile the import: neither changes the engine).
+    const [before, [exported, imported]] = await Promise.all([
+      kept!.cli(['gc', '--orphans', '--remove', '--json']),
+      dead!.cli(['export', runId, '--out', record]).then(async (e) => [e, e.code === 0 ? await onImporter(['import', record]) : e] as const),
+    ]);
+    expect(exported.code, exported.stderr).toBe(0);
     expect(imported.code, imported.stderr).toBe(0);
     const named = await readStore(importer, async (s) => new Set((await s.listSnapshots({ pruned: false })).map((x) => x.imageId)));
     const needed = (await dead!.docker.listImages({ filters: { label: [`berth.host=${dead!.hostId}`, 'berth.snapshot'] } })).filter((i) => named.has(i.Id)).map((i) => i.Id);
     expect(needed.length).toBeGreaterThan(0);
-
-    // Before it was deleted, the dead store is a store that exists: --remove takes nothing of it.
-    const before = await kept!.cli(['gc', '--orphans', '--remove', '--json']);
     expect(before.code, before.stderr).toBe(0);
     expect(lastJson<Orphans>(before).orphans.stores.find((s) => s.storeId === ids.dead)).toMatchObject({ state: 'exists' });
     expect(await onEngine(dead!)).toEqual(left);
@@ -104,7 +105,10 @@ describe('berth gc --orphans', { timeout: 300_000 }, () => {
     await afresh.close();
     expect(newId).not.toBe(ids.dead);
     // Without --remove it only says what it would take, and why it leaves the others.
-    const dry = await kept!.cli(['gc', '--orphans']);
+    // With no store where it runs (an operator whose only store was deleted): it looks at the engine
+    // alone and creates no store. Before: store_not_found, so such an operator had to make one first.
+    const nowhere = `${kept!.dir}/none/berth.db`;
+    const [dry, bare] = await Promise.all([kept!.cli(['gc', '--orphans']), runNode(cli, ['gc', '--orphans', '--json', '--store', nowhere], { BERTH_HOST_ID: kept!.hostId }, 120_000)]);
     expect(dry.code, dry.stderr).toBe(0);
     expect(dry.stdout).toContain(`store ${ids.dead} (${dead!.store}): ${left.containers} container(s)`);
     expect(dry.stdout).toMatch(new RegExp(`store ${ids.dead} .*, ${left.rules - 1} firewall rule\\(s\\)`));
@@ -113,10 +117,6 @@ describe('berth gc --orphans', { timeout: 300_000 }, () => {
     expect(dry.stdout).toContain('berth gc --orphans --remove');
     expect(dry.stdout).toMatch(new RegExp(`left store ${ids.live} \\(${live!.store}\\): .*(is alive|holds the deleted file open)`));
     expect(await onEngine(dead!)).toEqual(left);
-    // With no store where it runs (an operator whose only store was deleted): it looks at the engine
-    // alone and creates no store. Before: store_not_found, so such an operator had to make one first.
-    const nowhere = `${kept!.dir}/none/berth.db`;
-    const bare = await runNode(await bundledCli(), ['gc', '--orphans', '--json', '--store', nowhere], { BERTH_HOST_ID: kept!.hostId }, 120_000);
     expect(bare.code, bare.stderr).toBe(0);
     expect(lastJson<Orphans>(bare).orphans.storeId).toBeNull();
     expect(lastJson<Orphans>(bare).orphans.stores.find((s) => s.storeId === ids.dead)).toMatchObject({ state: 'gone' });
