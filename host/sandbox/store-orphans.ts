@@ -31,6 +31,8 @@ export interface OrphanRule extends InstalledRule {
   hostId: string;
   leaseId: string;
   network: string | null;
+  /** Of an unattributed rule: its bridge is no interface of this machine now, so it matches no packet. */
+  bridgeGone?: boolean;
 }
 
 /** The berth containers, sandbox networks, their firewall rules and snapshot images of one store that is not this one. */
@@ -175,7 +177,7 @@ function attributeRules(
     const owner = byLease.get(key(t.hostId, t.leaseId));
     const rule: OrphanRule = { ...r, hostId: t.hostId, leaseId: t.leaseId, network: owner?.network ?? null };
     const store = owner?.labels[LABEL.store];
-    if (!store) unattributed.push(rule);
+    if (!store) unattributed.push(r.bridge ? { ...rule, bridgeGone: !existsSync(`/sys/class/net/${r.bridge}`) } : rule);
     else if (store !== self) of(owner.labels)!.rules.push(rule);
   }
   return unattributed;

@@ -112,7 +112,7 @@ describe('berth gc --orphans', { timeout: 300_000 }, () => {
     expect(dry.code, dry.stderr).toBe(0);
     expect(dry.stdout).toContain(`store ${ids.dead} (${dead!.store}): ${left.containers} container(s)`);
     expect(dry.stdout).toMatch(new RegExp(`store ${ids.dead} .*, ${left.rules - 1} firewall rule\\(s\\)`));
-    expect(dry.stdout).toMatch(new RegExp(`left \\d+ firewall rule\\(s\\) no network or container on this engine attributes to a store \\(which store put them in cannot be told\\): .*${stray} \\(br-000000000000\\)`));
+    expect(dry.stdout).toMatch(new RegExp(`left \\d+ firewall rule\\(s\\) no network or container on this engine attributes to a store \\(which store put them in cannot be told\\): .*${stray} \\(br-000000000000, gone\\)`));
     expect(dry.stdout).toContain(`is another store now (${newId})`);
     expect(dry.stdout).toContain('berth gc --orphans --remove');
     expect(dry.stdout).toMatch(new RegExp(`left store ${ids.live} \\(${live!.store}\\): .*(is alive|holds the deleted file open)`));

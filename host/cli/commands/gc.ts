@@ -72,8 +72,8 @@ export async function gcOrphans(ctx: () => CliContext, o: { store?: string; json
   const count = (s: OrphanStore) => `${s.containers.length} container(s), ${s.networks.length} network(s), ${s.rules.length} firewall rule(s), ${s.images.length} snapshot image(s)`;
   // One entry a tag (a lease's rules: IPv4 and IPv6, INPUT and forwarding), with the bridge they match.
   const leases = (rules: OrphanStore['rules']) => [...new Set(rules.map((x) => x.tag))].map((t) => {
-    const bridge = rules.find((x) => x.tag === t && x.bridge)?.bridge;
-    return `${t}${bridge ? ` (${bridge})` : ''}`;
+    const on = rules.find((x) => x.tag === t && x.bridge);
+    return `${t}${on ? ` (${on.bridge}${on.bridgeGone ? ', gone' : ''})` : ''}`;
   }).join(' ');
   emit(o.json, { orphans: r }, () =>
     [
