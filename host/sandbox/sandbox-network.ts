@@ -172,6 +172,31 @@ export async function listRuleTags(): Promise<string[]> {
   return [...tags];
 }
 
+/** What a rule's tag says: the host and lease whose rules it is (`hold`: the one held while its rules are rebuilt). */
+export function parseRuleTag(tag: string): { hostId: string; leaseId: string; hold: boolean } | undefined {
+  const hold = tag.endsWith(':hold');
+  const m = /^berth:(.+):([^:]+)$/.exec(hold ? tag.slice(0, -':hold'.length) : tag);
+  return m ? { hostId: m[1]!, leaseId: m[2]!, hold } : undefined;
+}
+
+/** One installed Berth rule: its tool and chain, its tag, and the bridge it matches (`-i`), if any. */
+export interface InstalledRule {
+  tool: RuleTool;
+  chain: string;
+  tag: string;
+  bridge: string | null;
+}
+
+/** Every Berth rule now installed (IPv4 and IPv6, Berth's chains), one entry a rule. */
+export async function listBerthRules(): Promise<InstalledRule[]> {
+  const out: InstalledRule[] = [];
+  for (const [tool, lines] of await listAllRules()) for (const line of lines) {
+    const tag = TAG.exec(line)?.[1];
+    if (tag) out.push({ tool, chain: /^-A (\S+) /.exec(line)![1]!, tag, bridge: /(?:^| )-i (\S+)/.exec(line)?.[1] ?? null });
+  }
+  return out;
+}
+
 /** Deletes every Berth rule (IPv4 and IPv6, every chain) whose tag `which` selects (among `listed`, when the caller listed them); returns how many it deleted. */
 export async function removeBridgeRules(which: (tag: string) => boolean, onRemoved?: (rule: string) => void, listed?: Array<[RuleTool, string[]]>): Promise<number> {
   let n = 0;

@@ -4,7 +4,7 @@ import type Dockerode from 'dockerode';
 import type { Logger } from 'pino';
 import { engineError, isNotFound, isRemovalInProgress } from './engine-errors';
 import { LABEL } from './labels';
-import { EGRESS_LABEL } from './sandbox-network';
+import { EGRESS_LABEL, listBerthRules, parseRuleTag, removeBridgeRules, type InstalledRule } from './sandbox-network';
 import { discardImage, imageExists, listSnapshotImages, removeSnapshotImage } from './snapshot-image';
 
 /** Why the leftovers of one other store are left, or that they may go (`gone`). */
@@ -22,7 +22,20 @@ export type OrphanStoreState =
   /** No location label (made by an older berth): nothing says where its store was. */
   | 'unknown';
 
-/** The berth containers, sandbox networks and snapshot images of one store that is not this one. */
+/**
+ * A firewall rule (iptables or ip6tables) put in for a sandbox network: its tag names the host and
+ * lease it was put in for (`berth:<host>:<lease>`), nothing more, so its store is the one whose
+ * network or container carries that host and lease (`network`: that network's name, when it is there).
+ */
+export interface OrphanRule extends InstalledRule {
+  hostId: string;
+  leaseId: string;
+  network: string | null;
+  /** Of an unattributed rule: its bridge is no interface of this machine now, so it matches no packet. */
+  bridgeGone?: boolean;
+}
+
+/** The berth containers, sandbox networks, their firewall rules and snapshot images of one store that is not this one. */
 export interface OrphanStore {
   storeId: string;
   location: string | null;
@@ -32,9 +45,25 @@ export interface OrphanStore {
   why: string;
   containers: Array<{ id: string; name: string; runId: string | null; pid: number | null }>;
   networks: Array<{ id: string; name: string }>;
-  images: Array<{ imageId: string; tags: string[]; runId: string | null; createdAt: number }>;
+  /**
+   * `neededBy`: what still needs the image, which is then never removed: a store that exists names
+   * it in a snapshot record (it imported the run, or pulled the image from a registry: an image
+   * keeps the labels of the store that committed it), or another store's container runs from it.
+   */
+  images: Array<{ imageId: string; tags: string[]; runId: string | null; createdAt: number; neededBy?: string }>;
+  rules: OrphanRule[];
   /** Set when they were removed (`remove: true` and state `gone`). */
-  removed?: { containers: number; networks: number; images: number };
+  removed?: { containers: number; networks: number; images: number; rules: number };
+}
+
+/** What {@link storeOrphans} found: by store, and the rules no network or container on the engine attributes to a store. */
+export interface OrphanFindings {
+  stores: OrphanStore[];
+  /**
+   * Rules whose host and lease no berth network or container on this engine names (or only one
+   * with no store label): which store put them in cannot be told, so they are listed, never removed.
+   */
+  unattributedRules: OrphanRule[];
 }
 
 export interface OrphanScan {
@@ -51,6 +80,11 @@ export interface OrphanScan {
    * store, unreadable). A store re-created at a deleted one's path has another id.
    */
   storeIdAt?(location: string): string | undefined;
+  /**
+   * Which of `imageIds` a store that exists still names, and which store (in words): this store,
+   * and the SQLite stores at `locations` (files of this machine that other stores' labels name).
+   */
+  imagesNamed?(imageIds: string[], locations: string[]): Promise<Map<string, string>>;
 }
 
 /**
@@ -60,7 +94,7 @@ export interface OrphanScan {
  * none holding the deleted file open (a host still running on a store whose file was removed). Only
  * a `gone` store's are removed, and only with `remove`; every other state leaves them, saying why.
  */
-export async function storeOrphans(docker: Dockerode, o: OrphanScan): Promise<OrphanStore[]> {
+export async function storeOrphans(docker: Dockerode, o: OrphanScan): Promise<OrphanFindings> {
   let containers: Dockerode.ContainerInfo[];
   let networks: Dockerode.NetworkInspectInfo[];
   try {
@@ -70,12 +104,15 @@ export async function storeOrphans(docker: Dockerode, o: OrphanScan): Promise<Or
     throw engineError('list berth containers', err);
   }
   const images = await listSnapshotImages(docker);
+  // After the networks: a lease's network is made before its rules and removed after them, so a
+  // rule listed now whose lease has a network has it in the listing above.
+  const installed = await listBerthRules();
   const stores = new Map<string, { labels: Array<Record<string, string>>; out: OrphanStore }>();
   const of = (labels: Record<string, string>) => {
     const id = labels[LABEL.store];
     if (!id || id === o.storeId) return undefined;
     let s = stores.get(id);
-    if (!s) stores.set(id, (s = { labels: [], out: { storeId: id, location: null, machine: null, state: 'unknown', why: '', containers: [], networks: [], images: [] } }));
+    if (!s) stores.set(id, (s = { labels: [], out: { storeId: id, location: null, machine: null, state: 'unknown', why: '', containers: [], networks: [], images: [], rules: [] } }));
     s.labels.push(labels);
     return s.out;
   };
@@ -83,15 +120,67 @@ export async function storeOrphans(docker: Dockerode, o: OrphanScan): Promise<Or
   for (const c of containers) of(c.Labels)?.containers.push({ id: c.Id, name: (c.Names[0] ?? '').replace(/^\//, ''), runId: c.Labels[LABEL.run] || null, pid: pidOf(c.Labels) });
   for (const n of networks) of(n.Labels ?? {})?.networks.push({ id: n.Id, name: n.Name });
   for (const i of images) of(i.labels)?.images.push({ imageId: i.imageId, tags: i.tags, runId: i.labels[LABEL.run] || null, createdAt: i.createdAt });
+  const unattributedRules = attributeRules(installed, [...networks.map((n) => ({ labels: n.Labels ?? {}, network: n.Name })), ...containers.map((c) => ({ labels: c.Labels, network: null }))], o.storeId, of);
   const out: OrphanStore[] = [];
   for (const { labels, out: s } of stores.values()) {
     s.location = labels.map((l) => l[LABEL.storeLocation]).find(Boolean) ?? null;
     s.machine = labels.map((l) => l[LABEL.machine]).find(Boolean) ?? null;
     [s.state, s.why] = judge(s, labels.map(pidOf).filter((p): p is number => p !== null), o);
-    if (o.remove && s.state === 'gone') s.removed = await removeAll(docker, s, o.logger);
     out.push(s);
   }
-  return out;
+  await markNeeded(out, containers, o);
+  for (const s of out) if (o.remove && s.state === 'gone') s.removed = await removeAll(docker, s, o.logger);
+  return { stores: out, unattributedRules };
+}
+
+/**
+ * Sets `neededBy` on the gone stores' images that something else needs: the label says which store
+ * committed an image, not which stores use it (a store that imported the run, or pulled it from a
+ * registry onto this engine, records it by id and tags it with the same snapshot id).
+ */
+async function markNeeded(stores: OrphanStore[], containers: Dockerode.ContainerInfo[], o: OrphanScan): Promise<void> {
+  const gone = stores.filter((s) => s.state === 'gone' && s.images.length);
+  if (!gone.length) return;
+  const ids = [...new Set(gone.flatMap((s) => s.images.map((i) => i.imageId)))];
+  // Every store file a label names that is there now: a store that exists, or one made since at a deleted one's path.
+  const locations = [...new Set(stores.map((s) => s.location).filter((l): l is string => !!l && isAbsolute(l) && existsSync(l)))];
+  const named = (await o.imagesNamed?.(ids, locations)) ?? new Map<string, string>();
+  for (const s of gone) for (const img of s.images) {
+    const user = containers.find((c) => c.ImageID === img.imageId && c.Labels[LABEL.store] !== s.storeId);
+    img.neededBy = named.get(img.imageId) ?? (user ? `container ${(user.Names[0] ?? user.Id).replace(/^\//, '')} of store ${user.Labels[LABEL.store]} runs from it` : undefined);
+    if (!img.neededBy) delete img.neededBy;
+  }
+}
+
+/**
+ * Gives each rule to the store whose network (or container) carries the host and lease of its tag;
+ * this store's own are left out (its plain gc's). Returns the rules nothing here attributes: a
+ * network gone with its rules left (a gc that removed networks only), or made by an older berth.
+ */
+function attributeRules(
+  rules: InstalledRule[],
+  owners: Array<{ labels: Record<string, string>; network: string | null }>,
+  self: string,
+  of: (labels: Record<string, string>) => OrphanStore | undefined,
+): OrphanRule[] {
+  const byLease = new Map<string, { labels: Record<string, string>; network: string | null }>();
+  const key = (hostId: string, leaseId: string) => `${hostId}\n${leaseId}`;
+  // Networks first: a warm-pool container is labelled with no lease, and a network names its bridge.
+  for (const x of owners) {
+    const k = key(x.labels[LABEL.host] ?? '', x.labels[LABEL.lease] ?? '');
+    if (x.labels[LABEL.lease] && !byLease.has(k)) byLease.set(k, x);
+  }
+  const unattributed: OrphanRule[] = [];
+  for (const r of rules) {
+    const t = parseRuleTag(r.tag);
+    if (!t) continue;
+    const owner = byLease.get(key(t.hostId, t.leaseId));
+    const rule: OrphanRule = { ...r, hostId: t.hostId, leaseId: t.leaseId, network: owner?.network ?? null };
+    const store = owner?.labels[LABEL.store];
+    if (!store) unattributed.push(r.bridge ? { ...rule, bridgeGone: !existsSync(`/sys/class/net/${r.bridge}`) } : rule);
+    else if (store !== self) of(owner.labels)!.rules.push(rule);
+  }
+  return unattributed;
 }
 
 function judge(s: OrphanStore, pids: number[], o: OrphanScan): [OrphanStoreState, string] {
@@ -143,9 +232,12 @@ function holdersOf(path: string, deletedOnly = false): number[] {
   return out;
 }
 
-/** Containers first (a network is removable only once its container is gone), then networks and images. */
+/**
+ * Containers first (a network is removable only once its container is gone), then networks, their
+ * rules (after the container: never a moment with the container up and the host open to it) and images.
+ */
 async function removeAll(docker: Dockerode, s: OrphanStore, logger: Logger): Promise<NonNullable<OrphanStore['removed']>> {
-  const n = { containers: 0, networks: 0, images: 0 };
+  const n = { containers: 0, networks: 0, images: 0, rules: 0 };
   const gone = (err: unknown) => isNotFound(err) || isRemovalInProgress(err);
   for (const c of s.containers) {
     try {
@@ -163,8 +255,11 @@ async function removeAll(docker: Dockerode, s: OrphanStore, logger: Logger): Pro
       if (!gone(err)) logger.warn({ err, network: net.name }, 'could not remove a deleted store\'s network');
     }
   }
+  // Listed again: another gc may have taken some since, and deleting a rule that is gone fails.
+  const tags = new Set(s.rules.map((r) => r.tag));
+  if (tags.size) n.rules = await removeBridgeRules((t) => tags.has(t)).catch((err: unknown) => (logger.warn({ err, storeId: s.storeId }, 'could not remove a deleted store\'s firewall rules'), 0));
   // Newest first: an image a newer one is built on can go only once that one has.
-  for (const img of [...s.images].sort((a, b) => b.createdAt - a.createdAt)) {
+  for (const img of [...s.images].filter((i) => !i.neededBy).sort((a, b) => b.createdAt - a.createdAt)) {
     for (const tag of img.tags) await removeSnapshotImage(docker, tag).catch((err: unknown) => logger.warn({ err, tag }, 'could not remove a deleted store\'s snapshot tag'));
     await discardImage(docker, img.imageId).catch((err: unknown) => logger.warn({ err, imageId: img.imageId }, 'could not remove a deleted store\'s snapshot image'));
     if (!(await imageExists(docker, img.imageId))) n.images++;

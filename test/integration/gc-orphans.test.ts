@@ -1,8 +1,9 @@
-import { spawn } from 'node:child_process';
-import { existsSync, rmSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { appendFileSync, existsSync, rmSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openSqliteStore } from '../../host/store';
 import { runNode } from '../support/child';
+import { readStore } from '../support/temp-store';
 import { bundledCli, lastJson, planFixture } from '../support/plan-fixture';
 
 // What a store whose file was deleted left on the engine: no other store's records name it, so only
@@ -19,26 +20,37 @@ afterEach(async () => {
 });
 
 interface Orphans {
-  orphans: { storeId: string | null; remove: boolean; stores: Array<{ storeId: string; state: string; why: string; containers: unknown[]; images: unknown[]; removed?: { containers: number; images: number } }> };
+  orphans: {
+    storeId: string | null;
+    remove: boolean;
+    stores: Array<{ storeId: string; state: string; why: string; containers: unknown[]; images: Array<{ imageId: string; neededBy?: string }>; rules: Array<{ tag: string; leaseId: string; network: string | null }>; removed?: { containers: number; images: number; rules: number } }>;
+    unattributedRules: Array<{ tag: string }>;
+  };
 }
 
-const deleteStore = (f: Fixture) => {
-  for (const suffix of ['', '-wal', '-shm']) rmSync(`${f.store}${suffix}`, { force: true });
+const deleteStore = (store: string) => {
+  for (const suffix of ['', '-wal', '-shm']) rmSync(`${store}${suffix}`, { force: true });
 };
 const onEngine = async (f: Fixture) => ({
   containers: (await f.docker.listContainers({ all: true, filters: { label: [`berth.host=${f.hostId}`] } })).length,
   images: (await f.docker.listImages({ filters: { label: [`berth.host=${f.hostId}`, 'berth.snapshot'] } })).length,
+  // The iptables and ip6tables rules of its allowlist sandboxes (tagged `berth:<host>:<lease>`).
+  rules: ['iptables', 'ip6tables'].flatMap((tool) => execFileSync(tool, ['-w', '-S'], { encoding: 'utf8' }).split('\n')).filter((l) => l.includes(`berth:${f.hostId}:`)).length,
 });
+// Its sandboxes are on an internal bridge with INPUT/FORWARD rules and the egress proxy.
+const allowlist = (f: Fixture) => appendFileSync(`${f.dir}/env.yaml`, 'network: { mode: allowlist, allow: [] }\n');
 
 describe('berth gc --orphans', { timeout: 300_000 }, () => {
   it('removes, only with --remove, what a store whose file was deleted left (its host killed mid-run), and never a store that exists or one whose host still runs', async () => {
-    const steps = [{ name: 'one', run: 'echo one >> steps.log' }];
+    // `zero` changes nothing: its snapshot is the upload snapshot's image, on the engine and recorded (exported below).
+    const steps = [{ name: 'zero', run: 'true' }, { name: 'one', run: 'echo one >> steps.log' }];
     const [dead, kept, live] = await Promise.all([planFixture(steps), planFixture(steps), planFixture([{ name: 'slow', run: 'sleep 300' }])]);
     fixtures.push(dead!, kept!, live!);
+    for (const f of [dead!, kept!, live!]) allowlist(f);
     const kills = [dead!, kept!].map((f) => {
       f.allowLeftovers('its host is killed in its step and never resumed: the run keeps its sandbox and upload snapshot (the dead store\'s are removed by the gc under test)');
       // Before the step's commit: its snapshot layer is not loaded into the engine in the background, so what the host left stays as it was.
-      return f.cli(['run', f.plan], { BERTH_FAULT: 'before:phase.complete:plan-step#1' });
+      return f.cli(['run', f.plan], { BERTH_FAULT: 'before:phase.complete:plan-step#2' });
     });
     // A host still driving a run on a store whose file is then deleted: it holds the file open.
     live!.allowLeftovers('its store file is deleted while its host runs; the host is killed at the end and nothing records its sandbox');
@@ -53,18 +65,39 @@ describe('berth gc --orphans', { timeout: 300_000 }, () => {
     }
     for (const killed of await Promise.all(kills)) expect(killed.signal, killed.stderr).toBe('SIGKILL');
     const ids = { dead: await dead!.read((s) => s.storeId()), kept: await kept!.read((s) => s.storeId()), live: await live!.read((s) => s.storeId()) };
+    // A rule of the dead host whose lease no network or container names (its network removed by an
+    // older gc --orphans): which store put it in cannot be told, so it is listed and left. Inert: no such bridge.
+    const stray = `berth:${dead!.hostId}:lease_nonetwork`;
+    execFileSync('iptables', ['-w', '-I', 'INPUT', '-i', 'br-000000000000', '-j', 'DROP', '-m', 'comment', '--comment', stray]);
     const left = await onEngine(dead!);
     expect(left.containers).toBeGreaterThan(0);
     expect(left.images).toBeGreaterThan(0);
-
-    // Before it was deleted, the dead store is a store that exists: --remove takes nothing of it.
-    const before = await kept!.cli(['gc', '--orphans', '--remove', '--json']);
+    expect(left.rules).toBeGreaterThan(1);
+    expect((await onEngine(live!)).rules).toBeGreaterThan(0);
+    // Another store imported the dead store's run (berth export / import): its records name the dead
+    // store's snapshot image, which keeps the dead store's labels (as one pulled from a registry onto
+    // another engine does: labels are part of the image id), and that store has nothing else here.
+    const record = `${kept!.dir}/dead-run.json`;
+    const importer = `${kept!.dir}/importer.db`;
+    const cli = await bundledCli();
+    const onImporter = (args: string[]) => runNode(cli, [...args, '--store', importer], { BERTH_HOST_ID: kept!.hostId, BERTH_OPERATOR: 'tester' }, 120_000);
+    const runId = (await dead!.read((s) => s.listRuns()))[0]!.id;
+    // Before it was deleted, the dead store is a store that exists: --remove takes nothing of it (meanwhile the import: neither changes the engine).
+    const [before, [exported, imported]] = await Promise.all([
+      kept!.cli(['gc', '--orphans', '--remove', '--json']),
+      dead!.cli(['export', runId, '--out', record]).then(async (e) => [e, e.code === 0 ? await onImporter(['import', record]) : e] as const),
+    ]);
+    expect(exported.code, exported.stderr).toBe(0);
+    expect(imported.code, imported.stderr).toBe(0);
+    const named = await readStore(importer, async (s) => new Set((await s.listSnapshots({ pruned: false })).map((x) => x.imageId)));
+    const needed = (await dead!.docker.listImages({ filters: { label: [`berth.host=${dead!.hostId}`, 'berth.snapshot'] } })).filter((i) => named.has(i.Id)).map((i) => i.Id);
+    expect(needed.length).toBeGreaterThan(0);
     expect(before.code, before.stderr).toBe(0);
     expect(lastJson<Orphans>(before).orphans.stores.find((s) => s.storeId === ids.dead)).toMatchObject({ state: 'exists' });
     expect(await onEngine(dead!)).toEqual(left);
 
-    deleteStore(dead!);
-    deleteStore(live!);
+    deleteStore(dead!.store);
+    deleteStore(live!.store);
     // The operator starts afresh at the deleted store's path: the new store has an id of its own, so
     // the old one's leftovers are still a gone store's. Before: listed `exists` and left for ever.
     const afresh = openSqliteStore(dead!.store);
@@ -72,17 +105,18 @@ describe('berth gc --orphans', { timeout: 300_000 }, () => {
     await afresh.close();
     expect(newId).not.toBe(ids.dead);
     // Without --remove it only says what it would take, and why it leaves the others.
-    const dry = await kept!.cli(['gc', '--orphans']);
+    // With no store where it runs (an operator whose only store was deleted): it looks at the engine
+    // alone and creates no store. Before: store_not_found, so such an operator had to make one first.
+    const nowhere = `${kept!.dir}/none/berth.db`;
+    const [dry, bare] = await Promise.all([kept!.cli(['gc', '--orphans']), runNode(cli, ['gc', '--orphans', '--json', '--store', nowhere], { BERTH_HOST_ID: kept!.hostId }, 120_000)]);
     expect(dry.code, dry.stderr).toBe(0);
     expect(dry.stdout).toContain(`store ${ids.dead} (${dead!.store}): ${left.containers} container(s)`);
+    expect(dry.stdout).toMatch(new RegExp(`store ${ids.dead} .*, ${left.rules - 1} firewall rule\\(s\\)`));
+    expect(dry.stdout).toMatch(new RegExp(`left \\d+ firewall rule\\(s\\) no network or container on this engine attributes to a store \\(which store put them in cannot be told\\): .*${stray} \\(br-000000000000, gone\\)`));
     expect(dry.stdout).toContain(`is another store now (${newId})`);
     expect(dry.stdout).toContain('berth gc --orphans --remove');
     expect(dry.stdout).toMatch(new RegExp(`left store ${ids.live} \\(${live!.store}\\): .*(is alive|holds the deleted file open)`));
     expect(await onEngine(dead!)).toEqual(left);
-    // With no store where it runs (an operator whose only store was deleted): it looks at the engine
-    // alone and creates no store. Before: store_not_found, so such an operator had to make one first.
-    const nowhere = `${kept!.dir}/none/berth.db`;
-    const bare = await runNode(await bundledCli(), ['gc', '--orphans', '--json', '--store', nowhere], { BERTH_HOST_ID: kept!.hostId }, 120_000);
     expect(bare.code, bare.stderr).toBe(0);
     expect(lastJson<Orphans>(bare).orphans.storeId).toBeNull();
     expect(lastJson<Orphans>(bare).orphans.stores.find((s) => s.storeId === ids.dead)).toMatchObject({ state: 'gone' });
@@ -90,17 +124,34 @@ describe('berth gc --orphans', { timeout: 300_000 }, () => {
     expect(existsSync(nowhere)).toBe(false);
     expect(await onEngine(dead!)).toEqual(left);
 
-    // From another store (one that exists, whose own leftovers are its plain gc's business).
+    // From the importing store: the dead store's image it names stays, saying why; the rest goes.
     const liveBefore = await onEngine(live!);
     const keptBefore = await onEngine(kept!);
-    const removed = await kept!.cli(['gc', '--orphans', '--remove', '--json']);
-    expect(removed.code, removed.stderr).toBe(0);
-    const stores = lastJson<Orphans>(removed).orphans.stores;
-    expect(stores.find((s) => s.storeId === ids.kept)).toBeUndefined();
-    expect(stores.find((s) => s.storeId === ids.dead)).toMatchObject({ state: 'gone', removed: { containers: left.containers, images: left.images } });
+    const fromImporter = await onImporter(['gc', '--orphans', '--remove', '--json']);
+    expect(fromImporter.code, fromImporter.stderr).toBe(0);
+    const stores = lastJson<Orphans>(fromImporter).orphans.stores;
+    expect(stores.find((s) => s.storeId === ids.kept)).toMatchObject({ state: 'exists' });
+    const deadOnes = stores.find((s) => s.storeId === ids.dead)!;
+    expect(deadOnes).toMatchObject({ state: 'gone', removed: { containers: left.containers, images: left.images - needed.length, rules: left.rules - 1 } });
+    for (const id of needed) expect(deadOnes.images.find((i) => i.imageId === id)?.neededBy).toMatch(/^this store \(store_\w+\) names it in snapshot snap_/);
+    // Each rule says what it belonged to: the lease of its tag and that lease's network.
+    expect(deadOnes.rules.length).toBe(left.rules - 1);
+    for (const r of deadOnes.rules) expect(r).toMatchObject({ tag: `berth:${dead!.hostId}:${r.leaseId}`, network: `berth-net-${r.leaseId}` });
+    expect(lastJson<Orphans>(fromImporter).orphans.unattributedRules.map((r) => r.tag)).toContain(stray);
     expect(stores.find((s) => s.storeId === ids.live)).toMatchObject({ state: 'live' });
     expect(stores.find((s) => s.storeId === ids.live)!.removed).toBeUndefined();
-    expect(await onEngine(dead!)).toEqual({ containers: 0, images: 0 });
+    expect(await onEngine(dead!)).toEqual({ containers: 0, images: needed.length, rules: 1 });
+    expect(await onEngine(live!)).toEqual(liveBefore);
+    expect(await onEngine(kept!)).toEqual(keptBefore);
+
+    // Once the importing store is deleted too, nothing names it: from another store (one that
+    // exists, whose own leftovers are its plain gc's business) it goes.
+    deleteStore(importer);
+    const removed = await kept!.cli(['gc', '--orphans', '--remove', '--json']);
+    expect(removed.code, removed.stderr).toBe(0);
+    expect(lastJson<Orphans>(removed).orphans.stores.find((s) => s.storeId === ids.kept)).toBeUndefined();
+    expect(lastJson<Orphans>(removed).orphans.stores.find((s) => s.storeId === ids.dead)).toMatchObject({ state: 'gone', removed: { containers: 0, images: needed.length, rules: 0 } });
+    expect(await onEngine(dead!)).toEqual({ containers: 0, images: 0, rules: 1 });
     expect(await onEngine(live!)).toEqual(liveBefore);
     expect(await onEngine(kept!)).toEqual(keptBefore);
   });

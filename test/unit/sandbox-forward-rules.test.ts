@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { openModeBlockedRanges } from '../../environment';
 import { forwardingRules, hostResolvers, nameservers } from '../../host/sandbox/forward-rules';
 import { dropReason } from '../../host/sandbox/sandbox-egress';
+import { parseRuleTag, ruleTag } from '../../host/sandbox/sandbox-network';
 
 // A host whose LAN is 10.1.0.0/16 (so all of 10/8 is closed to open sandboxes) and whose resolver is 10.255.255.53.
 const IFACES = { eth0: [{ address: '10.1.2.3', netmask: '255.255.0.0', family: 'IPv4', internal: false, cidr: '10.1.2.3/16', mac: '', }] } as never;
@@ -58,5 +59,13 @@ describe('why a dropped packet was dropped', () => {
     expect(dropReason({ proto: 'TCP', dst: '169.254.169.254', out: 'eth0' }, 'allowlist', blocked)).toMatch(/out of the allowlist sandbox refused/);
     expect(dropReason({ proto: 'TCP', dst: '172.18.0.2', out: 'br-0123456789ab' }, 'open', blocked)).toMatch(/another Docker network \(br-0123456789ab\)/);
     expect(dropReason({ proto: 'UDP', dst: '10.9.9.9', out: 'eth0' }, 'open', blocked)).toMatch(/10\.0\.0\.0\/8/);
+  });
+});
+
+describe("a firewall rule's tag", () => {
+  it('names the host and lease it was put in for (berth gc --orphans attributes it by them), a held bridge\'s too, whatever colons the host id has', () => {
+    expect(parseRuleTag(ruleTag('vm', 'lease_01'))).toEqual({ hostId: 'vm', leaseId: 'lease_01', hold: false });
+    expect(parseRuleTag(`${ruleTag('ci:runner:3', 'lease_02')}:hold`)).toEqual({ hostId: 'ci:runner:3', leaseId: 'lease_02', hold: true });
+    for (const other of ['berth:', 'berth:vm', 'docker:vm:lease_01']) expect(parseRuleTag(other)).toBeUndefined();
   });
 });

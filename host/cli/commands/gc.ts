@@ -69,17 +69,27 @@ export async function gcOrphans(ctx: () => CliContext, o: { store?: string; json
   // every store's leftovers listed, and no store is created for it.
   const r = !isPostgresUrl(path) && !existsSync(path) ? await orphansOnEngine({ docker: dockerClient(), logger: defaultLogger({ debug: o.debug }) }, { remove }) : await findOrphans(ctx(), { remove });
   const gone = r.stores.filter((s) => s.state === 'gone');
-  const count = (s: OrphanStore) => `${s.containers.length} container(s), ${s.networks.length} network(s), ${s.images.length} snapshot image(s)`;
+  const count = (s: OrphanStore) => `${s.containers.length} container(s), ${s.networks.length} network(s), ${s.rules.length} firewall rule(s), ${s.images.length} snapshot image(s)`;
+  // One entry a tag (a lease's rules: IPv4 and IPv6, INPUT and forwarding), with the bridge they match.
+  const leases = (rules: OrphanStore['rules']) => [...new Set(rules.map((x) => x.tag))].map((t) => {
+    const on = rules.find((x) => x.tag === t && x.bridge);
+    return `${t}${on ? ` (${on.bridge}${on.bridgeGone ? ', gone' : ''})` : ''}`;
+  }).join(' ');
   emit(o.json, { orphans: r }, () =>
     [
       r.stores.length === 0 ? 'no containers or snapshot images of another store on this engine' : '',
       ...r.stores.map((s) =>
-        s.removed
-          ? `removed store ${s.storeId}'s ${s.removed.containers} container(s), ${s.removed.networks} network(s), ${s.removed.images} snapshot image(s): ${s.why}`
+        (s.removed
+          ? `removed store ${s.storeId}'s ${s.removed.containers} container(s), ${s.removed.networks} network(s), ${s.removed.rules} firewall rule(s), ${s.removed.images} snapshot image(s): ${s.why}`
           : s.state === 'gone'
             ? `store ${s.storeId} (${s.location}): ${count(s)} can go: ${s.why}`
-            : `left store ${s.storeId}${s.location ? ` (${s.location})` : ''}: ${count(s)}: ${s.why}`,
+            : `left store ${s.storeId}${s.location ? ` (${s.location})` : ''}: ${count(s)}: ${s.why}`) +
+          (s.rules.length ? `\n  firewall rules: ${leases(s.rules)}` : '') +
+          s.images.filter((i) => i.neededBy).map((i) => `\n  kept snapshot image ${i.imageId.replace(/^sha256:/, '').slice(0, 12)} (${i.tags.join(' ') || 'untagged'}): ${i.neededBy}`).join(''),
       ),
+      ...(r.unattributedRules.length
+        ? [`left ${r.unattributedRules.length} firewall rule(s) no network or container on this engine attributes to a store (which store put them in cannot be told): ${leases(r.unattributedRules)}`]
+        : []),
       ...(gone.length && !remove ? [`nothing was removed; berth gc --orphans --remove removes the ${gone.length} gone store(s)' leftovers`] : []),
     ].filter(Boolean).join('\n'),
   );

@@ -16,3 +16,22 @@ export function sqliteStoreIdentity(path: string): string | undefined {
     db?.close();
   }
 }
+
+/**
+ * Which of `imageIds` an unpruned snapshot record of the SQLite store at `path` names (its own
+ * runs' and imported ones'), read without writing anything; undefined when it cannot be read. How
+ * `berth gc --orphans` keeps a deleted store's snapshot image that a store that exists still needs
+ * (imported, or pulled from a registry: the image keeps the labels of the store that committed it).
+ */
+export function sqliteImagesNamed(path: string, imageIds: readonly string[]): Set<string> | undefined {
+  let db: Database.Database | undefined;
+  try {
+    db = new Database(path, { readonly: true, fileMustExist: true });
+    const named = db.prepare('SELECT 1 FROM snapshots WHERE image_id = ? AND pruned_at IS NULL LIMIT 1');
+    return new Set(imageIds.filter((id) => named.get(id) !== undefined));
+  } catch {
+    return undefined;
+  } finally {
+    db?.close();
+  }
+}
