@@ -24,6 +24,9 @@ export function statEntries(out: string): Array<{ type: string; size: string; na
   return entries;
 }
 
+/** A name as the listing shows it: quoted when it holds a newline or another control character, so it reads as one entry. */
+export const shownName = (name: string) => (/[\u0000-\u001f\u007f]/.test(name) ? JSON.stringify(name) : name);
+
 /** `list_files`: names (directories end in `/`) and sizes, sorted. Reads only, so replay `safe`. */
 export const listFiles: ToolDefinition<ListFilesInput> = {
   name: 'list_files',
@@ -36,7 +39,7 @@ export const listFiles: ToolDefinition<ListFilesInput> = {
     answerOrUserError(async () => {
       if (!args.recursive) {
         const entries = await ctx.sandbox.list(args.path);
-        const lines = entries.map((e) => (e.type === 'dir' ? `${e.name}/` : `${e.name}  ${e.size}`));
+        const lines = entries.map((e) => (e.type === 'dir' ? `${shownName(e.name)}/` : `${shownName(e.name)}  ${e.size}`));
         return { content: lines.length ? lines.join('\n') : '(empty directory)', isError: false };
       }
       // One exec for the whole tree (busybox find has no -printf, so stat prints type and size).
@@ -51,11 +54,7 @@ export const listFiles: ToolDefinition<ListFilesInput> = {
       if (r.exitCode !== 0 && !r.stdout) return { content: `error: cannot list ${args.path}: ${r.stderr.trim() || `exit ${r.exitCode}`}`, isError: true, refused: true };
       const lines = statEntries(r.stdout)
         .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
-        .map((e) => {
-          // A name with a newline or another control character is shown quoted, so it reads as one entry.
-          const shown = /[\u0000-\u001f\u007f]/.test(e.name) ? JSON.stringify(e.name) : e.name;
-          return e.type === 'directory' ? `${shown}/` : `${shown}  ${e.size}`;
-        });
+        .map((e) => (e.type === 'directory' ? `${shownName(e.name)}/` : `${shownName(e.name)}  ${e.size}`));
       const more = lines.length > MAX_ENTRIES ? `\n[... more entries not shown ...]` : '';
       return { content: (lines.slice(0, MAX_ENTRIES).join('\n') || '(empty directory)') + more, isError: false };
     }),

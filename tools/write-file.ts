@@ -1,3 +1,4 @@
+import { shownName } from './list-files';
 import { z } from 'zod';
 import { sha256 } from './file-digest';
 import type { ToolDefinition, ToolOutput } from './tool';
@@ -10,7 +11,7 @@ const Input = z.strictObject({
 export type WriteFileInput = z.infer<typeof Input>;
 
 const done = (a: WriteFileInput, digest: string): ToolOutput => ({
-  content: `wrote ${Buffer.byteLength(a.content)} bytes to ${a.path}`,
+  content: `wrote ${Buffer.byteLength(a.content)} bytes to ${shownName(a.path)}`,
   isError: false,
   detail: { path: a.path, sha256: digest },
 });

@@ -176,7 +176,11 @@ describe('berth mcp: a Berth session as the sandbox of an MCP client', { timeout
     const w = (world = await mcpWorld());
     const c = await w.connect(w.envArgs());
     const wrote = await call(c, 'write_file', { path: 'src/main.txt', content: 'twelve bytes' });
-    await call(c, 'write_file', { path: 'two\nlines.txt', content: 'ab' });
+    const odd = await call(c, 'write_file', { path: 'two\nlines.txt', content: 'ab' });
+    // A name with a newline is one quoted entry in every answer, not two lines a model reads as two names.
+    expect(odd.text).toBe('wrote 2 bytes to "two\\nlines.txt"');
+    // Before: ['hello.txt  20', 'src/', 'two', 'lines.txt  2'] (only the recursive listing quoted it).
+    expect((await call(c, 'list_files', { path: '.' })).text.split('\n')).toEqual(['hello.txt  20', 'src/', '"two\\nlines.txt"  2']);
     const uri = `berth://session/${wrote.s.session}/workspace`;
     const templates = (await c.client.listResourceTemplates()).resourceTemplates.map((t) => t.uriTemplate);
     expect(templates).toEqual(['berth://session/{session}/record', 'berth://session/{session}/workspace']);
@@ -185,7 +189,7 @@ describe('berth mcp: a Berth session as the sandbox of an MCP client', { timeout
     expect((read.contents[0] as { text: string }).text.split('\n')).toEqual(['hello.txt  20', 'src/', 'src/main.txt  12', '"two\\nlines.txt"  2']);
     // The read went through the session's sandbox as a call, so the record shows it.
     const runs = await readStore(w.store, (s) => s.listRuns());
-    expect(runs).toHaveLength(3);
+    expect(runs).toHaveLength(4);
     const bad = await c.client.readResource({ uri: 'berth://session/ses_nope/workspace' }).catch((e: unknown) => e);
     expect((bad as McpError).data).toMatchObject({ code: 'session_not_found' });
   });
