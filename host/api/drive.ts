@@ -69,7 +69,9 @@ export async function whileHoldingRight<T>(kernel: Kernel, runId: string, work: 
       const by = `host ${l.holder ?? '?'}${l.pid ? `, pid ${l.pid}` : ''}`;
       const what =
         l.why === 'expired'
-          ? `this host's lease on run ${runId} ran out before a renewal reached the store (the process was paused or the store did not answer); it stopped all work on it and commits nothing more for it. Continue with: berth resume ${runId}`
+          ? l.renewError
+            ? `this host's lease on run ${runId} ran out: its renewals failed (${l.renewError}); it stopped all work on it and commits nothing more for it. Once the store takes writes again, continue with: berth resume ${runId}`
+            : `this host's lease on run ${runId} ran out before a renewal reached the store (the process was paused or the store did not answer); it stopped all work on it and commits nothing more for it. Continue with: berth resume ${runId}`
           : `another berth process (${by}) took run ${runId} over (epoch ${l.epoch} is no longer current); this one stopped all work on it and commits nothing more for it. If that host is gone, continue with: berth resume ${runId}`;
       reject(new BerthError('execution_right_lost', what, { ids: { runId, sessionId }, details: { ...l } }));
     });

@@ -4,6 +4,9 @@ import { cancelIdle, checkCompleting, checkWait, countRestart, startTask, transi
 import { runPhase } from './phase-runner';
 
 const ACTIVE: Task['status'][] = ['pending', 'running', 'waiting', 'sleeping', 'completing'];
+/** The pause before a task whose phase runner failed runs again, doubled per failure in a row, and its bound. */
+const RETRY_FIRST_MS = 50;
+const RETRY_MAX_MS = 5_000;
 
 /**
  * What runs next, in memory: the tasks to examine, the phases executing (at most `concurrency`)
@@ -28,6 +31,9 @@ export class Scheduler {
   private readonly ready: string[] = [];
   /** Executing phases that wait without holding a slot (PhaseContext.idle). */
   private readonly parked = new Set<string>();
+  /** Tasks whose phase runner failed (a store that refused the write: full, read-only), with how many times in a row. */
+  private readonly failing = new Map<string, number>();
+  private readonly retryTimers = new Set<NodeJS.Timeout>();
   private pumping: Promise<void> | null = null;
   private timer: NodeJS.Timeout | null = null;
   /** When each sleeping task of the driven sessions wakes, from every row this scheduler saw (reads and commit answers). */
@@ -53,6 +59,8 @@ export class Scheduler {
     const first = !this.halted;
     this.halted = true;
     if (this.timer) clearTimeout(this.timer);
+    for (const t of this.retryTimers) clearTimeout(t);
+    this.retryTimers.clear();
     for (const c of this.executing.values()) c.abort(new Error('host stopping'));
     return first;
   }
@@ -262,15 +270,38 @@ export class Scheduler {
         // of waitForRun) goes out before the parent's next phase and commit take the loop.
         if (end.committed && end.task.parentId && end.task.status === 'terminal') setImmediate(() => this.markDirty(end.task.parentId!));
       })
-      .catch((err) => this.d.logger.error({ taskId: current.id, err }, 'phase runner failed'))
+      .then(
+        () => void this.failing.delete(current.id),
+        (err: unknown) => {
+          const n = (this.failing.get(current.id) ?? 0) + 1;
+          this.failing.set(current.id, n);
+          this.d.logger.error({ taskId: current.id, err, failures: n }, 'phase runner failed');
+        },
+      )
       .finally(() => {
         this.parked.delete(current.id);
         this.executing.delete(current.id);
         this.executingSession.delete(current.id);
-        this.markDirty(current.id);
+        this.retryOrExamine(current.id);
         const next = this.ready.shift();
         if (next) this.markDirty(next);
       });
+  }
+
+  /**
+   * Examines a task whose phase ended; one whose runner failed, only after a pause that doubles
+   * with each failure in a row (up to {@link RETRY_MAX_MS}). A store on a full disk failed every
+   * commit at once, and the task was examined and run again at once: 74,593 tries and as many
+   * error lines in 30 s, until the lease (whose renewals failed too) ran out.
+   */
+  private retryOrExamine(id: string): void {
+    const n = this.failing.get(id);
+    if (n === undefined) return this.markDirty(id);
+    const timer = setTimeout(() => {
+      this.retryTimers.delete(timer);
+      this.markDirty(id);
+    }, Math.min(RETRY_MAX_MS, RETRY_FIRST_MS * 2 ** (n - 1)));
+    this.retryTimers.add(timer);
   }
 
   /**

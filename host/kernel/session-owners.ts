@@ -17,6 +17,8 @@ export interface SessionLost {
   pid: number | null;
   /** `taken`: another host (or an operator) holds it now; `expired`: no renewal reached the store in time. */
   why: 'taken' | 'expired' | 'released';
+  /** With `expired`: why the last renewal before it failed (a store on a full disk, unreachable), when one did. */
+  renewError?: string;
 }
 
 export const sessionScope = (sessionId: string) => `session:${sessionId}`;
@@ -41,6 +43,8 @@ export function ownerGone(owner: SessionOwner, now: number, localHostId: string,
  */
 export class SessionOwners {
   private readonly owned = new Map<string, number>();
+  /** The failure of each session's last renewal, while the next has not succeeded: the reason a lease then ran out. */
+  private readonly renewErrors = new Map<string, string>();
 
   constructor(
     private readonly store: Store,
@@ -119,7 +123,10 @@ export class SessionOwners {
     for (const { sessionId, epoch } of this.list()) {
       try {
         if (!(await this.store.renewSession(sessionId, epoch, this.options.leaseTtlMs))) lost.push({ sessionId, epoch });
+        this.renewErrors.delete(sessionId);
       } catch (err) {
+        const code = (err as { code?: unknown }).code;
+        this.renewErrors.set(sessionId, err instanceof Error ? `${typeof code === 'string' ? `${code}: ` : ''}${err.message}` : String(err));
         onError(err);
       }
     }
@@ -130,6 +137,8 @@ export class SessionOwners {
   async describeLoss(sessionId: string, epoch: number): Promise<SessionLost> {
     const now = await this.store.getSessionOwner(sessionId).catch(() => undefined);
     const why = !now || now.epoch !== epoch ? 'taken' : now.stoppedAt !== null ? 'released' : 'expired';
-    return { sessionId, epoch, holder: now?.holder ?? null, pid: now?.pid ?? null, why };
+    const renewError = why === 'expired' ? this.renewErrors.get(sessionId) : undefined;
+    this.renewErrors.delete(sessionId);
+    return { sessionId, epoch, holder: now?.holder ?? null, pid: now?.pid ?? null, why, ...(renewError ? { renewError } : {}) };
   }
 }
