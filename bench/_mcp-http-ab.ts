@@ -4,8 +4,10 @@
  * beside each figure:
  *   npx tsx bench/_mcp-http-ab.ts OLD_ROOT NEW_ROOT [ROUNDS=5] [CALLS=100]
  * Per round and side: CALLS `exec true` through one SDK client, then CALLS/4 more that ask for
- * progress (`onprogress`: the answer is an SSE stream on a server that streams progress). Figures:
- * wall ms per call (the client's) and the server's CPU ms per call (/proc utime+stime).
+ * progress (`onprogress`: the answer is an SSE stream on a server that streams progress), then
+ * CALLS*2 `tools/list` each way (no sandbox, no store: the HTTP path's own cost, less of the
+ * machine's noise). Figures: wall ms per request (the client's) and the server's CPU ms per
+ * request (/proc utime+stime).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -37,6 +39,10 @@ interface Side {
   cpu: number[];
   wallProgress: number[];
   cpuProgress: number[];
+  list: number[];
+  listCpu: number[];
+  listProgress: number[];
+  listProgressCpu: number[];
 }
 
 const cpuMs = (pid: number) => {
@@ -61,7 +67,7 @@ async function start(name: string, root: string): Promise<Side> {
   });
   const client = new Client({ name: 'ab', version: '1' });
   await client.connect(new StreamableHTTPClientTransport(new URL(url)));
-  return { name, hostId, child, client, wall: [], cpu: [], wallProgress: [], cpuProgress: [] };
+  return { name, hostId, child, client, wall: [], cpu: [], wallProgress: [], cpuProgress: [], list: [], listCpu: [], listProgress: [], listProgressCpu: [] };
 }
 
 async function exec(s: Side, progress: boolean) {
@@ -69,12 +75,14 @@ async function exec(s: Side, progress: boolean) {
   if (r.isError) throw new Error(`${s.name}: exec failed: ${JSON.stringify(r.content)}`);
 }
 
-async function round(s: Side, progress: boolean, n: number): Promise<[number, number]> {
+async function round(s: Side, progress: boolean, n: number, one: (s: Side, progress: boolean) => Promise<unknown> = exec): Promise<[number, number]> {
   const c0 = cpuMs(s.child.pid!);
   const t0 = performance.now();
-  for (let i = 0; i < n; i++) await exec(s, progress);
+  for (let i = 0; i < n; i++) await one(s, progress);
   return [(performance.now() - t0) / n, (cpuMs(s.child.pid!) - c0) / n];
 }
+
+const list = (s: Side, progress: boolean) => s.client.listTools(undefined, progress ? { onprogress: () => {} } : undefined);
 
 const sides = [await start('old', oldRoot), await start('new', newRoot)];
 // The session's first call leases its sandbox: warmed up outside the figures.
@@ -88,11 +96,20 @@ for (let r = 0; r < rounds; r++) {
     s.cpu.push(cpu);
     s.wallProgress.push(wallP);
     s.cpuProgress.push(cpuP);
-    console.log(`round ${r + 1} ${s.name}: exec true ${wall.toFixed(1)} ms/call wall, ${cpu.toFixed(2)} ms/call server CPU; with progress asked ${wallP.toFixed(1)} ms wall, ${cpuP.toFixed(2)} ms CPU (load ${load()})`);
+    const [l, lCpu] = await round(s, false, calls * 2, list);
+    const [lP, lPCpu] = await round(s, true, calls * 2, list);
+    s.list.push(l);
+    s.listCpu.push(lCpu);
+    s.listProgress.push(lP);
+    s.listProgressCpu.push(lPCpu);
+    console.log(
+      `round ${r + 1} ${s.name}: exec true ${wall.toFixed(1)} ms/call wall, ${cpu.toFixed(2)} ms/call server CPU; with progress asked ${wallP.toFixed(1)} ms wall, ${cpuP.toFixed(2)} ms CPU; ` +
+        `tools/list ${l.toFixed(2)} ms wall, ${lCpu.toFixed(2)} ms CPU; with progress asked ${lP.toFixed(2)} ms wall, ${lPCpu.toFixed(2)} ms CPU (load ${load()})`,
+    );
   }
 }
 for (const s of sides) {
-  console.log(`median ${s.name}: exec true ${median(s.wall).toFixed(1)} ms wall, ${median(s.cpu).toFixed(2)} ms CPU; with progress asked ${median(s.wallProgress).toFixed(1)} ms wall, ${median(s.cpuProgress).toFixed(2)} ms CPU`);
+  console.log(`median ${s.name}: exec true ${median(s.wall).toFixed(1)} ms wall, ${median(s.cpu).toFixed(2)} ms CPU; with progress asked ${median(s.wallProgress).toFixed(1)} ms wall, ${median(s.cpuProgress).toFixed(2)} ms CPU; tools/list ${median(s.list).toFixed(2)} ms wall, ${median(s.listCpu).toFixed(2)} ms CPU; with progress asked ${median(s.listProgress).toFixed(2)} ms wall, ${median(s.listProgressCpu).toFixed(2)} ms CPU`);
 }
 for (const s of sides) {
   await s.client.close();
