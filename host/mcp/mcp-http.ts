@@ -67,6 +67,21 @@ async function messageOf(req: IncomingMessage, res: ServerResponse): Promise<{ m
 }
 
 /**
+ * Whether a POST is answered as an SSE stream rather than one JSON body: when a request in it asked
+ * for progress (`_meta.progressToken`, call-progress.ts) from a client that reads streams. In one
+ * JSON body a notification has no place, so an HTTP client that resets its request timeout on
+ * progress (the SDK's `resetTimeoutOnProgress`) gave up on any command longer than that timeout
+ * (60 s by default). Progress is all such a stream would carry (this stateless server sends nothing
+ * else while a request runs: no logging, sampling or elicitation), so every other answer stays the
+ * one JSON body it was, at its cost.
+ */
+function streamsProgress(req: IncomingMessage, message: unknown): boolean {
+  if (!(req.headers.accept ?? '').includes('text/event-stream')) return false;
+  const asked = (m: unknown) => (m as { params?: { _meta?: { progressToken?: unknown } } } | null)?.params?._meta?.progressToken !== undefined;
+  return Array.isArray(message) ? message.some(asked) : asked(message);
+}
+
+/**
  * `berth mcp --http`: the same server over Streamable HTTP at `/mcp`, stateless (a server per
  * request): the Berth session, not the HTTP connection, is what a client continues. Every request
  * needs `Authorization: Bearer <token>` (the token of `berth serve`), and a Host header naming
@@ -91,7 +106,7 @@ export async function startMcpHttp(berth: Berth, sessions: McpSessions, o: McpHt
     const body = await messageOf(req, res);
     if (!body) return;
     const server = createMcpServer(berth, sessions);
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true, maxRequestBodySize: STDIO_MAX_MESSAGE_BYTES });
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: !streamsProgress(req, body.message), maxRequestBodySize: STDIO_MAX_MESSAGE_BYTES });
     res.on('close', () => {
       void transport.close();
       void server.close();

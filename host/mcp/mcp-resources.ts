@@ -2,6 +2,7 @@ import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { ErrorCode, ListResourcesRequestSchema, ListResourceTemplatesRequestSchema, McpError, ReadResourceRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { Berth } from '../api/berth';
 import type { McpSessions } from './mcp-session';
+import { reportProgress } from './call-progress';
 import { setCheckedHandler } from './checked-handler';
 import { WireError } from './wire-error';
 
@@ -26,10 +27,12 @@ const TEMPLATES = [
  * as `berth export` writes it, read from the store alone. `berth://session/{id}/workspace` is the
  * workspace tree now: reading it is a `list_files` call of the session (recursive, replay `safe`),
  * because only a call may use the session's sandbox (leased, verified after a restart, restored
- * from its snapshot); so the read shows in the record like any call. Both are listed for the session
- * this server works in; any session of the store can be read by its URI (the templates).
+ * from its snapshot); so the read shows in the record like any call, and like a call it gets
+ * `notifications/progress` every `progressMs` when its request asks for them (it may wait behind
+ * the session's running call, or list a large tree). Both are listed for the session this server
+ * works in; any session of the store can be read by its URI (the templates).
  */
-export function addRecordResources(server: Server, berth: Berth, sessions: McpSessions, toMcpError: (err: unknown) => McpError): void {
+export function addRecordResources(server: Server, berth: Berth, sessions: McpSessions, toMcpError: (err: unknown) => McpError, progressMs: number): void {
   setCheckedHandler(server, 'resources/list', ListResourcesRequestSchema, async () => {
     const id = sessions.sessionId;
     if (!id) return { resources: [] };
@@ -48,7 +51,8 @@ export function addRecordResources(server: Server, berth: Berth, sessions: McpSe
       const sessionId = m[1]!;
       await sessions.requireSession(sessionId);
       if (m[2] === 'workspace') {
-        const listed = await sessions.call('list_files', { path: '.', recursive: true }, { sessionId, signal: extra.signal });
+        const stopProgress = reportProgress(extra, 'list_files', progressMs);
+        const listed = await sessions.call('list_files', { path: '.', recursive: true }, { sessionId, signal: extra.signal }).finally(stopProgress);
         if (listed.isError) throw new WireError(ErrorCode.InternalError, `workspace of session ${sessionId}: ${listed.content}`, { code: 'workspace_unreadable', ids: { sessionId, runId: listed.runId } });
         return { contents: [{ uri: req.params.uri, mimeType: 'text/plain', text: listed.content }] };
       }

@@ -103,7 +103,7 @@ export function createMcpServer(berth: Berth, sessions: McpSessions, o: McpServe
       stopProgress();
     }
   });
-  addRecordResources(server, berth, sessions, toMcpError);
+  addRecordResources(server, berth, sessions, toMcpError, progressMs);
   return server;
 }
 

@@ -139,6 +139,46 @@ describe('berth mcp --http: Streamable HTTP on loopback with the serve token', {
     expect(text((await held) as CallToolResult)).toContain('released');
   });
 
+  it("keeps a call and a workspace read alive past the client's short request timeout when it asks for progress (resetTimeoutOnProgress): the answer is an SSE stream of notifications/progress, then the result", async () => {
+    const w = (world = await mcpWorld());
+    // An interval 20 times shorter than the client's timeout: only a server stalled for 2 s could miss it.
+    const server = await w.startHttp(w.envArgs(), { BERTH_MCP_PROGRESS_MS: '100' });
+    const client = await w.connectHttp(server.url, server.token());
+    const wrote = (await client.callTool({ name: 'write_file', arguments: { path: 'a.txt', content: 'a\n' } })) as CallToolResult;
+    const session = (wrote.structuredContent as { session: string }).session;
+    const timeout = 2_000;
+    const progress = { exec: 0, read: 0 };
+    const settled = { exec: false, read: false };
+    const asking = (k: 'exec' | 'read') => ({ timeout, resetTimeoutOnProgress: true, onprogress: () => void (progress[k] += 1) });
+    // Held until the test releases it, once both requests have outlived their timeout: not a sleep's luck.
+    const command = `timeout 20 busybox wget -q -O - http://localhost:${w.port}/held && until [ -f /tmp/release ]; do sleep 0.1; done; echo outlived-the-timeout`;
+    const held = client.callTool({ name: 'exec', arguments: { command } }, undefined, asking('exec')).then((r) => r as CallToolResult, (e: unknown) => e as Error).finally(() => (settled.exec = true));
+    const waitFor = async (what: string, ok: () => boolean) => {
+      const end = Date.now() + 120_000;
+      while (!ok()) {
+        if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    };
+    await waitFor('the held call to reach the service', () => (w.service.counts().held ?? 0) > 0 || settled.exec);
+    // The session takes one call at a time: the workspace read (a list_files call) waits behind the held one.
+    const readFrom = Date.now();
+    const read = client.readResource({ uri: `berth://session/${session}/workspace` }, asking('read')).then((r) => r, (e: unknown) => e as Error).finally(() => (settled.read = true));
+    // Before: no progress over HTTP, and each request failed at its timeout ("MCP error -32001: Request timed out").
+    await waitFor('both requests to outlive their timeout', () => (progress.exec > 0 && progress.read > 0 && Date.now() - readFrom > 1.5 * timeout) || settled.exec || settled.read);
+    const docker = await requireEngine();
+    const [box] = await docker.listContainers({ filters: { label: [`berth.session=${session}`] } });
+    await (await docker.getContainer(box!.Id).exec({ Cmd: ['touch', '/tmp/release'] })).start({ hijack: true, stdin: false }).then((s) => new Promise((r) => (s.on('end', r), s.resume())));
+    const ran = await held;
+    expect(ran, String(ran)).not.toBeInstanceOf(Error);
+    expect(text(ran as CallToolResult)).toContain('outlived-the-timeout');
+    const listed = await read;
+    expect(listed, String(listed)).not.toBeInstanceOf(Error);
+    expect((listed as { contents: Array<{ text?: string }> }).contents[0]!.text).toContain('a.txt');
+    expect(progress.exec).toBeGreaterThanOrEqual(1);
+    expect(progress.read).toBeGreaterThanOrEqual(1);
+  });
+
   it('takes the Host header as berth serve does: any letter case and [::1] with the port are this server, another name is refused with 421 and a typed error', async () => {
     const w = (world = await mcpWorld());
     const server = await w.startHttp(w.envArgs());
@@ -148,6 +188,8 @@ describe('berth mcp --http: Streamable HTTP on loopback with the serve token', {
     for (const host of [`127.0.0.1:${port}`, `LOCALHOST:${port}`, `LocalHost:${port}`, `[::1]:${port}`]) {
       const r = await postWithHost(server.url, host, headers, hello);
       expect(r.status, `${host}: ${r.body}`).toBe(200);
+      // A request that asks for no progress is answered as one JSON body, not a stream.
+      expect(JSON.parse(r.body), host).toMatchObject({ id: 1, result: { serverInfo: { name: 'berth' } } });
     }
     for (const host of [`evil.example:${port}`, 'localhost', `127.0.0.1:${Number(port) + 1}`, `localhost.evil.example:${port}`]) {
       const r = await postWithHost(server.url, host, headers, hello);

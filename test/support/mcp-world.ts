@@ -69,9 +69,9 @@ export async function mcpWorld(o: { snapshotPolicy?: 'never' | 'after-each-step'
       open.push(c);
       return c;
     },
-    /** Starts `berth mcp --http` on a free loopback port; resolves with its URL once it listens. */
-    async startHttp(args: string[]): Promise<{ url: string; child: ChildProcess; token: () => string }> {
-      const child = spawn(process.execPath, [bin, 'mcp', '--http', '--port', '0', '--token-file', tokenFile, ...args, '--store', store], { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+    /** Starts `berth mcp --http` on a free loopback port; resolves with its URL once it listens. `env` adds to the server's environment. */
+    async startHttp(args: string[], env: Record<string, string> = {}): Promise<{ url: string; child: ChildProcess; token: () => string }> {
+      const child = spawn(process.execPath, [bin, 'mcp', '--http', '--port', '0', '--token-file', tokenFile, ...args, '--store', store], { env: { ...childEnv, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
       children.push(child);
       let out = '';
       let err = '';
