@@ -106,12 +106,14 @@ export async function list(ctx: FileContext, path: string): Promise<DirEntry[]> 
   const entries: DirEntry[] = [];
   const prefix = `${r.real === '/' ? '' : r.real}/`;
   const line = new RegExp(`^([0-9a-f]+):(\\d+):(\\d+):${escapeRe(prefix)}`);
-  for (const text of res.stdout.split('\n')) {
+  // Every entry's line ends with a newline: only the text after the last one is not part of a name.
+  for (const text of res.stdout.replace(/\n$/, '').split('\n')) {
     const m = line.exec(text);
     if (!m) {
-      // A name containing a newline continues the previous entry.
+      // A name containing a newline continues the previous entry; an empty piece is part of it too
+      // (a name ending in a newline, or holding two in a row, lost them).
       const last = entries[entries.length - 1];
-      if (last && text !== '') last.name += `\n${text}`;
+      if (last) last.name += `\n${text}`;
       continue;
     }
     const rawMode = parseInt(m[1]!, 16);

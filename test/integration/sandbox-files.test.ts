@@ -34,12 +34,16 @@ describe('sandbox files', () => {
 
   test('list reports names, types and sizes of one directory', async ({ sandbox }) => {
     await using lease = await sandbox.host.lease(sandbox.spec(), { sessionId: 's' });
-    await lease.exec('mkdir d; printf 12345 > f; ln -s f l; touch "with space"');
+    // `$(...)` drops trailing newlines: the names end in a dot that is then taken off.
+    await lease.exec(`a=$(printf 'e\\n\\nx\\n.'); n=$(printf 'n\\n.'); mkdir d "\${a%.}"; printf 12345 > f; ln -s f l; touch "with space" "\${n%.}"`);
     const entries = await lease.list('.');
+    // A name ending in a newline, or holding two in a row, is kept whole (before: 'e\nx' and 'n').
     expect(entries.map((e) => [e.name, e.type])).toEqual([
       ['d', 'dir'],
+      ['e\n\nx\n', 'dir'],
       ['f', 'file'],
       ['l', 'symlink'],
+      ['n\n', 'file'],
       ['with space', 'file'],
     ]);
     expect(entries.find((e) => e.name === 'f')!.size).toBe(5);
