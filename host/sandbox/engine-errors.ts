@@ -34,6 +34,20 @@ export function isEngineUnreachable(err: unknown): boolean {
   return e.statusCode === undefined && e.code !== undefined && UNREACHABLE.has(e.code);
 }
 
+/** Where the connection was tried, as Node's socket error names it (a socket path, or host and port). */
+function unreachableAt(err: unknown): string {
+  const { address, port } = err as { address?: unknown; port?: unknown };
+  if (typeof address !== 'string') return '';
+  return typeof port === 'number' ? ` at ${address}:${port}` : ` at ${address}`;
+}
+
+/** What a user can do about it: said once, where the code means one thing. */
+const UNREACHABLE_HINT: Record<string, string> = {
+  ENOENT: ': no socket there; is dockerd running, and is DOCKER_HOST right?',
+  ECONNREFUSED: ': nothing listens there; is dockerd running, and is DOCKER_HOST right?',
+  EACCES: ': permission denied; run as a user that may use the Docker socket (the docker group) or as root',
+};
+
 /**
  * Wraps an unexpected engine failure in a typed error. Unreachable engines are retryable: the same
  * call may work once the daemon is back.
@@ -42,7 +56,7 @@ export function engineError(action: string, err: unknown, ids: ErrorIds = {}): B
   if (err instanceof BerthError) return err;
   const e = asHttp(err);
   if (isEngineUnreachable(err)) {
-    return new BerthError('engine_unreachable', `${action}: Docker engine unreachable (${e.code})`, { retryable: true, ids, cause: err });
+    return new BerthError('engine_unreachable', `${action}: Docker engine unreachable${unreachableAt(err)} (${e.code})${UNREACHABLE_HINT[e.code!] ?? ''}`, { retryable: true, ids, cause: err });
   }
   return new BerthError('engine_error', `${action}: ${e.message ?? String(err)}`, {
     retryable: e.statusCode !== undefined && e.statusCode >= 500,

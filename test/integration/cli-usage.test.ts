@@ -1,10 +1,11 @@
+import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openStore } from '../../host/store';
 import { runNode } from '../support/child';
-import { bundledCli } from '../support/plan-fixture';
+import { bundledCli, planFixture } from '../support/plan-fixture';
 
 describe('usage errors', () => {
   it('show the synopsis of the command that was mistyped, not every command; --json keeps the error alone; an unknown command still lists them all', async () => {
@@ -84,6 +85,22 @@ describe('usage errors', () => {
       expect(err.error.code).toBe('usage');
       expect(err.error.retryable).toBe(false);
       expect(err.error.message).toMatch(/--keep|--nope/);
+    }
+  });
+});
+
+describe('an engine that cannot be reached', { timeout: 120_000 }, () => {
+  it('berth run names where it tried and what to check, and creates no run', async () => {
+    const fx = await planFixture([{ name: 'one', run: 'true' }]);
+    try {
+      const sock = join(fx.dir, 'no-such.sock');
+      const r = await fx.cli(['run', fx.plan], { DOCKER_HOST: `unix://${sock}` });
+      expect(r.code).toBe(1);
+      // Before: "engine_unreachable: read engine info: Docker engine unreachable (ENOENT)".
+      expect(r.stderr).toContain(`Docker engine unreachable at ${sock} (ENOENT): no socket there; is dockerd running, and is DOCKER_HOST right?`);
+      expect(existsSync(fx.store) ? await fx.read((s) => s.listRuns()) : []).toEqual([]);
+    } finally {
+      await fx.cleanup();
     }
   });
 });
