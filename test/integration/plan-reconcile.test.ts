@@ -1,5 +1,7 @@
+import { existsSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Run } from '../../host/model';
+import { containerStdout } from '../support/agent-observe';
 import { startCountingService } from '../support/counting-service';
 import { deployPlan } from '../support/deploy-plan';
 import { unrecordedSnapshotImages } from '../support/leak-check';
@@ -171,5 +173,28 @@ describe('reconciliation has no dead end', { timeout: 300_000 }, () => {
     const check = await fx.cli(['check', runId]);
     expect(check.code, check.stdout + check.stderr).toBe(0);
     expect(await state(fx, runId)).toBe('failed');
+  });
+
+  it("a never step whose sandbox is killed under a live host parks the run saying the step was interrupted and its sandbox is gone, not that the host stopped", async () => {
+    fx = await planFixture([{ name: 'hold', run: 'touch began; sleep 60', replay: 'never' }]);
+    const f = fx;
+    const running = f.cli(['run', f.plan, '--json']);
+    const lease = await (async () => {
+      for (let waited = 0; ; waited += 100) {
+        if (waited > 120_000) throw new Error('the step never started');
+        // A lease is recorded before its container exists: only one with a container is looked into.
+        const live = existsSync(f.store) ? (await f.read((s) => s.listLeases({}))).find((l) => l.releasedAt === null && l.containerId) : undefined;
+        const began = live ? (await containerStdout(f.docker, live.containerId, ['ls', '/workspace'])).includes('began') : false;
+        if (live && began) return live;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    })();
+    await f.docker.getContainer(lease.containerId).kill();
+    const end = await running;
+    expect(end.code, end.stderr).toBe(3);
+    const { reason } = lastJson<Summary>(end);
+    // Before: "step hold (replay never) was in flight when the host stopped; ..." while the host ran on.
+    expect(reason).toMatch(/^step hold \(replay never\) was interrupted in flight; it may or may not have run \(its sandbox is gone/);
+    expect(reason).not.toContain('host stopped');
   });
 });
