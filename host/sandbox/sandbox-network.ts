@@ -31,9 +31,15 @@ export interface SandboxNetwork {
 /**
  * Creates the network of one lease: `--internal` for allowlist mode (no forwarding to the outside),
  * a plain bridge with NAT for open mode. Either way the host itself stays reachable through the
- * gateway and every other host address, which {@link isolateBridge} closes.
+ * gateway and every other host address, which {@link isolateBridge} closes. `who.origin` (the
+ * store's location, machine and pid labels) says which store made it, as a container's do: a host
+ * killed between the network and its container leaves nothing else that does.
  */
-export async function createSandboxNetwork(docker: Dockerode, who: { hostId: string; leaseId: string; runId?: string | null; sessionId?: string | null; storeId?: string }, o: { internal: boolean } = { internal: true }): Promise<SandboxNetwork> {
+export async function createSandboxNetwork(
+  docker: Dockerode,
+  who: { hostId: string; leaseId: string; runId?: string | null; sessionId?: string | null; storeId?: string; origin?: Record<string, string> },
+  o: { internal: boolean } = { internal: true },
+): Promise<SandboxNetwork> {
   const name = `berth-net-${who.leaseId}`;
   try {
     const created = await docker.createNetwork({
@@ -41,7 +47,7 @@ export async function createSandboxNetwork(docker: Dockerode, who: { hostId: str
       Driver: 'bridge',
       Internal: o.internal,
       CheckDuplicate: true,
-      Labels: { [LABEL.managed]: '1', [LABEL.host]: who.hostId, [LABEL.lease]: who.leaseId, [LABEL.store]: who.storeId ?? '', [EGRESS_LABEL]: '1', 'berth.run': who.runId ?? '', 'berth.session': who.sessionId ?? '' },
+      Labels: { ...who.origin, [LABEL.managed]: '1', [LABEL.host]: who.hostId, [LABEL.lease]: who.leaseId, [LABEL.store]: who.storeId ?? '', [EGRESS_LABEL]: '1', 'berth.run': who.runId ?? '', 'berth.session': who.sessionId ?? '' },
     });
     const info = (await created.inspect()) as { Id: string; IPAM?: { Config?: Array<{ Subnet?: string; Gateway?: string }> } };
     const cfg = info.IPAM?.Config?.[0];
