@@ -3,6 +3,7 @@ import type Dockerode from 'dockerode';
 import type { Logger } from 'pino';
 import { blockedRangeOf, openModeBlockedRanges, type BlockedRange } from '../../environment';
 import { BerthError } from '../errors';
+import { faultAside } from '../support/faults';
 import { DropAudit, type DroppedAttempt } from './drop-audit';
 import { followDropLog, type DropLine } from './drop-log';
 import { hostResolvers } from './forward-rules';
@@ -89,11 +90,15 @@ export class SandboxEgress {
     this.audit = new DropAudit({ now: d.now ?? Date.now, flush: (leaseId, attempts) => this.record(leaseId, attempts) });
   }
 
-  async open(leaseId: string, who: { runId: string | null; sessionId: string | null; storeId?: string }, spec: NetworkedSpec): Promise<EgressAttachment> {
+  /**
+   * `who.origin`: the store labels (see storeLabels) the network carries, so that `berth gc --orphans`
+   * can judge a store from its network alone (a host killed before its container existed).
+   */
+  async open(leaseId: string, who: { runId: string | null; sessionId: string | null; storeId?: string; origin?: Record<string, string> }, spec: NetworkedSpec): Promise<EgressAttachment> {
     this.proxyPort(spec, leaseId);
     this.follow();
     const net = await createSandboxNetwork(this.d.docker, { hostId: this.d.hostId, leaseId, ...who }, { internal: spec.mode === 'allowlist' });
-    const entry: Live = { net, mode: spec.mode, tag: ruleTag(this.d.hostId, leaseId), who, proxy: undefined, address: undefined, blocked: [] };
+    const entry: Live = { net, mode: spec.mode, tag: ruleTag(this.d.hostId, leaseId), who: { runId: who.runId, sessionId: who.sessionId }, proxy: undefined, address: undefined, blocked: [] };
     this.live.set(leaseId, entry);
     try {
       await this.guard(entry, spec, leaseId);
@@ -101,6 +106,8 @@ export class SandboxEgress {
       await this.close(leaseId);
       throw err;
     }
+    // Network and rules in place, no container yet: what a host killed here leaves is only these.
+    faultAside('sandbox:egress-open');
     if (spec.mode !== 'allowlist') return { networkName: net.name };
     const proxyUrl = `http://${net.gateway}:${EGRESS_PROXY_PORT}`;
     return { networkName: net.name, proxyUrl, ...(spec.gateway ? { gatewayUrl: `${proxyUrl}/v1` } : {}) };

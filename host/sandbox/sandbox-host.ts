@@ -254,7 +254,7 @@ export class SandboxHost {
   private async openEgress(spec: SandboxSpec, who: { leaseId?: string; runId?: string; sessionId?: string; storeId: string }): Promise<EgressAttachment | undefined> {
     if (spec.network.mode === 'none') return undefined;
     if (!who.leaseId) throw new BerthError('invalid_spec', `${spec.network.mode} sandboxes are not pooled: each needs its own network, made for its lease`);
-    return this.egress.open(who.leaseId, { runId: who.runId ?? null, sessionId: who.sessionId ?? null, storeId: who.storeId }, spec.network);
+    return this.egress.open(who.leaseId, { runId: who.runId ?? null, sessionId: who.sessionId ?? null, storeId: who.storeId, origin: await this.storeLabels() }, spec.network);
   }
 
   /** The id of the store this host records its leases in; labels and sweeps are scoped to it. */

@@ -31,9 +31,15 @@ export interface SandboxNetwork {
 /**
  * Creates the network of one lease: `--internal` for allowlist mode (no forwarding to the outside),
  * a plain bridge with NAT for open mode. Either way the host itself stays reachable through the
- * gateway and every other host address, which {@link isolateBridge} closes.
+ * gateway and every other host address, which {@link isolateBridge} closes. `who.origin` (the
+ * store's location, machine and pid labels) says which store made it, as a container's do: a host
+ * killed between the network and its container leaves nothing else that does.
  */
-export async function createSandboxNetwork(docker: Dockerode, who: { hostId: string; leaseId: string; runId?: string | null; sessionId?: string | null; storeId?: string }, o: { internal: boolean } = { internal: true }): Promise<SandboxNetwork> {
+export async function createSandboxNetwork(
+  docker: Dockerode,
+  who: { hostId: string; leaseId: string; runId?: string | null; sessionId?: string | null; storeId?: string; origin?: Record<string, string> },
+  o: { internal: boolean } = { internal: true },
+): Promise<SandboxNetwork> {
   const name = `berth-net-${who.leaseId}`;
   try {
     const created = await docker.createNetwork({
@@ -41,7 +47,7 @@ export async function createSandboxNetwork(docker: Dockerode, who: { hostId: str
       Driver: 'bridge',
       Internal: o.internal,
       CheckDuplicate: true,
-      Labels: { [LABEL.managed]: '1', [LABEL.host]: who.hostId, [LABEL.lease]: who.leaseId, [LABEL.store]: who.storeId ?? '', [EGRESS_LABEL]: '1', 'berth.run': who.runId ?? '', 'berth.session': who.sessionId ?? '' },
+      Labels: { ...who.origin, [LABEL.managed]: '1', [LABEL.host]: who.hostId, [LABEL.lease]: who.leaseId, [LABEL.store]: who.storeId ?? '', [EGRESS_LABEL]: '1', 'berth.run': who.runId ?? '', 'berth.session': who.sessionId ?? '' },
     });
     const info = (await created.inspect()) as { Id: string; IPAM?: { Config?: Array<{ Subnet?: string; Gateway?: string }> } };
     const cfg = info.IPAM?.Config?.[0];
@@ -152,8 +158,11 @@ const CHAINS = ['INPUT', 'DOCKER-USER', 'FORWARD'] as const;
  * rather than one per chain: every `berth` start and run end sweeps, and each spawn of the tool
  * costs ~10 ms of the run's fixed time (a chain that does not exist simply has no lines).
  */
-async function listRules(tool: RuleTool): Promise<string[]> {
-  const out = await run(tool, ['-w', '-S']).then((r) => r.stdout, () => '');
+async function listRules(tool: RuleTool, strict = false): Promise<string[]> {
+  const out = await run(tool, ['-w', '-S']).then((r) => r.stdout, (err: unknown) => {
+    if (strict) throw err;
+    return '';
+  });
   return out.split('\n').filter((l) => CHAINS.some((chain) => l.startsWith(`-A ${chain} `)));
 }
 
@@ -197,9 +206,17 @@ export async function listBerthRules(): Promise<InstalledRule[]> {
   return out;
 }
 
-/** Deletes every Berth rule (IPv4 and IPv6, every chain) whose tag `which` selects (among `listed`, when the caller listed them); returns how many it deleted. */
+/**
+ * Deletes every Berth rule (IPv4 and IPv6, every chain) whose tag `which` selects (among `listed`,
+ * when the caller listed them); returns how many of them are gone now. Each rule's deletion stands
+ * alone: one that fails does not keep the others in. A rule that is no longer installed when its
+ * deletion fails (another process removed it after the listing: a concurrent gc, the lease's own
+ * release) counts as done; those still installed are reported together once every other rule was
+ * tried (`rule_removal_failed`, `details.removed` the count and `details.failed` each rule and why).
+ */
 export async function removeBridgeRules(which: (tag: string) => boolean, onRemoved?: (rule: string) => void, listed?: Array<[RuleTool, string[]]>): Promise<number> {
   let n = 0;
+  const failed: Array<{ tool: RuleTool; line: string; rule: string; error: string }> = [];
   for (const [tool, lines] of listed ?? (await listAllRules())) {
     for (const line of lines) {
       const m = TAG.exec(line);
@@ -207,12 +224,29 @@ export async function removeBridgeRules(which: (tag: string) => boolean, onRemov
       // `-S` prints rules in `-A CHAIN` form; the same arguments after `-D CHAIN` delete exactly that rule.
       const [, chain, rest] = /^-A (\S+) (.*)$/.exec(line)!;
       const args = rest!.match(/"[^"]*"|\S+/g)!.map((a) => a.replace(/^"|"$/g, ''));
-      await run(tool, ['-w', '-D', chain!, ...args]);
-      onRemoved?.(`${tool} ${chain} ${m[1]}`);
+      const rule = `${tool} ${chain} ${m[1]}`;
+      try {
+        await run(tool, ['-w', '-D', chain!, ...args]);
+      } catch (err) {
+        failed.push({ tool, line, rule, error: ((err as { stderr?: string }).stderr || (err as Error).message).trim() });
+        continue;
+      }
+      onRemoved?.(rule);
       n += 1;
     }
   }
-  return n;
+  if (!failed.length) return n;
+  // Listed again, once, rather than trusting the tool's message: a rule absent now was removed by someone else.
+  // A listing that fails proves nothing gone: that tool's failed rules are all reported then.
+  const tools = [...new Set(failed.map((f) => f.tool))];
+  const now = new Map(await Promise.all(tools.map(async (t) => [t, await listRules(t, true).then((l) => new Set(l), () => undefined)] as const)));
+  const still = failed.filter((f) => now.get(f.tool)?.has(f.line) ?? true);
+  for (const f of failed) if (!still.includes(f)) (onRemoved?.(f.rule), (n += 1));
+  if (!still.length) return n;
+  throw new BerthError('rule_removal_failed', `could not remove ${still.length} firewall rule(s): ${still.map((f) => `${f.rule} (${f.error})`).join('; ')}`, {
+    retryable: true,
+    details: { removed: n, failed: still.map((f) => ({ rule: f.rule, error: f.error })) },
+  });
 }
 
 /** What a sweep knows of the leases named by the objects it found: whether each is active, and whether the store records it. */

@@ -2,6 +2,7 @@ import { existsSync, readdirSync, readlinkSync } from 'node:fs';
 import { isAbsolute } from 'node:path';
 import type Dockerode from 'dockerode';
 import type { Logger } from 'pino';
+import { isBerthError } from '../errors';
 import { engineError, isNotFound, isRemovalInProgress } from './engine-errors';
 import { LABEL } from './labels';
 import { EGRESS_LABEL, listBerthRules, parseRuleTag, removeBridgeRules, type InstalledRule } from './sandbox-network';
@@ -257,7 +258,8 @@ async function removeAll(docker: Dockerode, s: OrphanStore, logger: Logger): Pro
   }
   // Listed again: another gc may have taken some since, and deleting a rule that is gone fails.
   const tags = new Set(s.rules.map((r) => r.tag));
-  if (tags.size) n.rules = await removeBridgeRules((t) => tags.has(t)).catch((err: unknown) => (logger.warn({ err, storeId: s.storeId }, 'could not remove a deleted store\'s firewall rules'), 0));
+  // One that failed is named in the warning; the others were still removed and are counted.
+  if (tags.size) n.rules = await removeBridgeRules((t) => tags.has(t)).catch((err: unknown) => (logger.warn({ err, storeId: s.storeId }, 'could not remove some of a deleted store\'s firewall rules'), isBerthError(err, 'rule_removal_failed') ? Number(err.details?.removed ?? 0) : 0));
   // Newest first: an image a newer one is built on can go only once that one has.
   for (const img of [...s.images].filter((i) => !i.neededBy).sort((a, b) => b.createdAt - a.createdAt)) {
     for (const tag of img.tags) await removeSnapshotImage(docker, tag).catch((err: unknown) => logger.warn({ err, tag }, 'could not remove a deleted store\'s snapshot tag'));

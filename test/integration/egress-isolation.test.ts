@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -137,5 +138,22 @@ describe('egress from an internal sandbox network', { timeout: 120_000 }, () => 
     expect(swept.removedRules.every((r) => r.endsWith(tag))).toBe(true);
     expect(await listRuleTags()).not.toContain(tag);
     expect(await docker.listNetworks({ filters: { label: [`berth.host=${hostId}`] } })).toEqual([]);
+  });
+
+  it('removes every rule of a stale listing: one another process deleted meanwhile counts as done, and the rest still go', async () => {
+    // No network needed: rules on an interface that does not exist are inert.
+    const bridge = `br-${Math.random().toString(16).slice(2, 14).padEnd(12, '0')}`;
+    const tag = ruleTag(hostId, `lease_${Math.random().toString(36).slice(2, 10)}`);
+    cleanups.push(() => removeBridgeRules((t) => t === tag));
+    await isolateBridge(bridge, [], tag);
+    const tools = ['iptables', 'ip6tables'] as const;
+    const listing = tools.map((tool): [(typeof tools)[number], string[]] => [tool, execFileSync(tool, ['-w', '-S'], { encoding: 'utf8' }).split('\n').filter((l) => l.includes(tag))]);
+    expect(listing.flatMap(([, lines]) => lines)).toHaveLength(4);
+    // Another gc (or the lease's own release) deletes its IPv4 DROP between the listing and the removal.
+    execFileSync('iptables', ['-w', '-D', 'INPUT', '-i', bridge, '-j', 'DROP', '-m', 'comment', '--comment', tag]);
+    const removed: string[] = [];
+    expect(await removeBridgeRules((t) => t === tag, (r) => removed.push(r), listing)).toBe(4);
+    expect(removed).toHaveLength(4);
+    expect(await listRuleTags()).not.toContain(tag);
   });
 });

@@ -23,7 +23,7 @@ interface Orphans {
   orphans: {
     storeId: string | null;
     remove: boolean;
-    stores: Array<{ storeId: string; state: string; why: string; containers: unknown[]; images: Array<{ imageId: string; neededBy?: string }>; rules: Array<{ tag: string; leaseId: string; network: string | null }>; removed?: { containers: number; images: number; rules: number } }>;
+    stores: Array<{ storeId: string; state: string; why: string; containers: unknown[]; images: Array<{ imageId: string; neededBy?: string }>; networks: Array<{ id: string; name: string }>; rules: Array<{ tag: string; leaseId: string; network: string | null }>; removed?: { containers: number; networks: number; images: number; rules: number } }>;
     unattributedRules: Array<{ tag: string }>;
   };
 }
@@ -34,6 +34,7 @@ const deleteStore = (store: string) => {
 const onEngine = async (f: Fixture) => ({
   containers: (await f.docker.listContainers({ all: true, filters: { label: [`berth.host=${f.hostId}`] } })).length,
   images: (await f.docker.listImages({ filters: { label: [`berth.host=${f.hostId}`, 'berth.snapshot'] } })).length,
+  networks: (await f.docker.listNetworks({ filters: { label: [`berth.host=${f.hostId}`] } })).length,
   // The iptables and ip6tables rules of its allowlist sandboxes (tagged `berth:<host>:<lease>`).
   rules: ['iptables', 'ip6tables'].flatMap((tool) => execFileSync(tool, ['-w', '-S'], { encoding: 'utf8' }).split('\n')).filter((l) => l.includes(`berth:${f.hostId}:`)).length,
 });
@@ -44,14 +45,18 @@ describe('berth gc --orphans', { timeout: 300_000 }, () => {
   it('removes, only with --remove, what a store whose file was deleted left (its host killed mid-run), and never a store that exists or one whose host still runs', async () => {
     // `zero` changes nothing: its snapshot is the upload snapshot's image, on the engine and recorded (exported below).
     const steps = [{ name: 'zero', run: 'true' }, { name: 'one', run: 'echo one >> steps.log' }];
-    const [dead, kept, live] = await Promise.all([planFixture(steps), planFixture(steps), planFixture([{ name: 'slow', run: 'sleep 300' }])]);
-    fixtures.push(dead!, kept!, live!);
-    for (const f of [dead!, kept!, live!]) allowlist(f);
+    const [dead, kept, live, early] = await Promise.all([planFixture(steps), planFixture(steps), planFixture([{ name: 'slow', run: 'sleep 300' }]), planFixture([{ name: 'one', run: 'true' }])]);
+    fixtures.push(dead!, kept!, live!, early!);
+    for (const f of [dead!, kept!, live!, early!]) allowlist(f);
     const kills = [dead!, kept!].map((f) => {
       f.allowLeftovers('its host is killed in its step and never resumed: the run keeps its sandbox and upload snapshot (the dead store\'s are removed by the gc under test)');
       // Before the step's commit: its snapshot layer is not loaded into the engine in the background, so what the host left stays as it was.
       return f.cli(['run', f.plan], { BERTH_FAULT: 'before:phase.complete:plan-step#2' });
     });
+    // A host killed once its sandbox's network and rules are in and before its container exists:
+    // a network and its rules are all it leaves on the engine (its upload layer is in its store only).
+    early!.allowLeftovers('its host is killed between its sandbox network and its container; the gc under test removes them');
+    const earlyKill = early!.cli(['run', early!.plan], { BERTH_FAULT: 'sandbox:egress-open' });
     // A host still driving a run on a store whose file is then deleted: it holds the file open.
     live!.allowLeftovers('its store file is deleted while its host runs; the host is killed at the end and nothing records its sandbox');
     const child = spawn(process.execPath, [await bundledCli(), 'run', live!.plan, '--store', live!.store], { env: { ...process.env, BERTH_HOST_ID: live!.hostId }, stdio: ['ignore', 'ignore', 'pipe'] });
@@ -63,8 +68,13 @@ describe('berth gc --orphans', { timeout: 300_000 }, () => {
       if (waited > 120_000) throw new Error(`the live host never started its step:\n${stderr}`);
       await new Promise((r) => setTimeout(r, 50));
     }
-    for (const killed of await Promise.all(kills)) expect(killed.signal, killed.stderr).toBe('SIGKILL');
-    const ids = { dead: await dead!.read((s) => s.storeId()), kept: await kept!.read((s) => s.storeId()), live: await live!.read((s) => s.storeId()) };
+    for (const killed of await Promise.all([...kills, earlyKill])) expect(killed.signal, killed.stderr).toBe('SIGKILL');
+    const ids = { dead: await dead!.read((s) => s.storeId()), kept: await kept!.read((s) => s.storeId()), live: await live!.read((s) => s.storeId()), early: await early!.read((s) => s.storeId()) };
+    // Its upload snapshot's image, the sandbox's image, goes as an operator's `docker rmi` takes it: nothing on the engine names the store's location but the network then.
+    for (const img of await early!.docker.listImages({ filters: { label: [`berth.host=${early!.hostId}`, 'berth.snapshot'] } })) await early!.docker.getImage(img.Id).remove({ force: true });
+    const earlyLeft = await onEngine(early!);
+    expect(earlyLeft).toMatchObject({ containers: 0, images: 0, networks: 1 });
+    expect(earlyLeft.rules).toBeGreaterThan(0);
     // A rule of the dead host whose lease no network or container names (its network removed by an
     // older gc --orphans): which store put it in cannot be told, so it is listed and left. Inert: no such bridge.
     const stray = `berth:${dead!.hostId}:lease_nonetwork`;
@@ -98,6 +108,7 @@ describe('berth gc --orphans', { timeout: 300_000 }, () => {
 
     deleteStore(dead!.store);
     deleteStore(live!.store);
+    deleteStore(early!.store);
     // The operator starts afresh at the deleted store's path: the new store has an id of its own, so
     // the old one's leftovers are still a gone store's. Before: listed `exists` and left for ever.
     const afresh = openSqliteStore(dead!.store);
@@ -121,6 +132,9 @@ describe('berth gc --orphans', { timeout: 300_000 }, () => {
     expect(lastJson<Orphans>(bare).orphans.storeId).toBeNull();
     expect(lastJson<Orphans>(bare).orphans.stores.find((s) => s.storeId === ids.dead)).toMatchObject({ state: 'gone' });
     expect(lastJson<Orphans>(bare).orphans.stores.find((s) => s.storeId === ids.kept)).toMatchObject({ state: 'exists' });
+    // A store whose network is all it left is judged by the network's own labels. Before: 'unknown' (no location label), left for ever.
+    expect(lastJson<Orphans>(bare).orphans.stores.find((s) => s.storeId === ids.early)).toMatchObject({ state: 'gone', location: early!.store, containers: [], images: [], networks: [{ name: expect.stringMatching(/^berth-net-lease_/) }] });
+    expect(await onEngine(early!)).toEqual(earlyLeft);
     expect(existsSync(nowhere)).toBe(false);
     expect(await onEngine(dead!)).toEqual(left);
 
@@ -138,9 +152,11 @@ describe('berth gc --orphans', { timeout: 300_000 }, () => {
     expect(deadOnes.rules.length).toBe(left.rules - 1);
     for (const r of deadOnes.rules) expect(r).toMatchObject({ tag: `berth:${dead!.hostId}:${r.leaseId}`, network: `berth-net-${r.leaseId}` });
     expect(lastJson<Orphans>(fromImporter).orphans.unattributedRules.map((r) => r.tag)).toContain(stray);
+    expect(stores.find((s) => s.storeId === ids.early)).toMatchObject({ state: 'gone', removed: { containers: 0, networks: 1, images: 0, rules: earlyLeft.rules } });
+    expect(await onEngine(early!)).toEqual({ containers: 0, images: 0, networks: 0, rules: 0 });
     expect(stores.find((s) => s.storeId === ids.live)).toMatchObject({ state: 'live' });
     expect(stores.find((s) => s.storeId === ids.live)!.removed).toBeUndefined();
-    expect(await onEngine(dead!)).toEqual({ containers: 0, images: needed.length, rules: 1 });
+    expect(await onEngine(dead!)).toEqual({ containers: 0, images: needed.length, networks: 0, rules: 1 });
     expect(await onEngine(live!)).toEqual(liveBefore);
     expect(await onEngine(kept!)).toEqual(keptBefore);
 
@@ -151,7 +167,7 @@ describe('berth gc --orphans', { timeout: 300_000 }, () => {
     expect(removed.code, removed.stderr).toBe(0);
     expect(lastJson<Orphans>(removed).orphans.stores.find((s) => s.storeId === ids.kept)).toBeUndefined();
     expect(lastJson<Orphans>(removed).orphans.stores.find((s) => s.storeId === ids.dead)).toMatchObject({ state: 'gone', removed: { containers: 0, images: needed.length, rules: 0 } });
-    expect(await onEngine(dead!)).toEqual({ containers: 0, images: 0, rules: 1 });
+    expect(await onEngine(dead!)).toEqual({ containers: 0, images: 0, networks: 0, rules: 1 });
     expect(await onEngine(live!)).toEqual(liveBefore);
     expect(await onEngine(kept!)).toEqual(keptBefore);
   });
