@@ -122,8 +122,9 @@ export class SessionOwners {
     const lost: Array<{ sessionId: string; epoch: number }> = [];
     for (const { sessionId, epoch } of this.list()) {
       try {
+        // Refused: the lease ran out (or was taken); a failure before it stays its reason.
         if (!(await this.store.renewSession(sessionId, epoch, this.options.leaseTtlMs))) lost.push({ sessionId, epoch });
-        this.renewErrors.delete(sessionId);
+        else this.renewErrors.delete(sessionId);
       } catch (err) {
         const code = (err as { code?: unknown }).code;
         this.renewErrors.set(sessionId, err instanceof Error ? `${typeof code === 'string' ? `${code}: ` : ''}${err.message}` : String(err));
