@@ -115,12 +115,17 @@ describe('berth gc --orphans', { timeout: 300_000 }, () => {
     const newId = await afresh.storeId();
     await afresh.close();
     expect(newId).not.toBe(ids.dead);
+    const logs = () => ['-wal', '-shm'].filter((x) => existsSync(`${dead!.store}${x}`));
+    expect(logs()).toEqual([]);
     // Without --remove it only says what it would take, and why it leaves the others.
     // With no store where it runs (an operator whose only store was deleted): it looks at the engine
     // alone and creates no store. Before: store_not_found, so such an operator had to make one first.
     const nowhere = `${kept!.dir}/none/berth.db`;
     const [dry, bare] = await Promise.all([kept!.cli(['gc', '--orphans']), runNode(cli, ['gc', '--orphans', '--json', '--store', nowhere], { BERTH_HOST_ID: kept!.hostId }, 120_000)]);
     expect(dry.code, dry.stderr).toBe(0);
+    // Reading the store now at that path created no file beside it (a -wal or -shm of another
+    // user's would stop that store's next write). Before: both, left behind by the identity read.
+    expect(logs()).toEqual([]);
     expect(dry.stdout).toContain(`store ${ids.dead} (${dead!.store}): ${left.containers} container(s)`);
     expect(dry.stdout).toMatch(new RegExp(`store ${ids.dead} .*, ${left.rules - 1} firewall rule\\(s\\)`));
     expect(dry.stdout).toMatch(new RegExp(`left \\d+ firewall rule\\(s\\) no network or container on this engine attributes to a store \\(which store put them in cannot be told\\): .*${stray} \\(br-000000000000, gone\\)`));

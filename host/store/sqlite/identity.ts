@@ -1,4 +1,11 @@
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
+import { openReadOnlyDatabase } from './read-only';
+
+/*
+ * Both read another store's file as `berth gc --orphans` finds it, creating nothing beside it: a
+ * plain read-only open of a WAL store made its -wal and -shm files and left them (root's, when gc
+ * ran as root), and the store's owner could then no longer write it.
+ */
 
 /**
  * The id of the SQLite store at `path`, read without writing anything; undefined when the file is
@@ -8,7 +15,7 @@ import Database from 'better-sqlite3';
 export function sqliteStoreIdentity(path: string): string | undefined {
   let db: Database.Database | undefined;
   try {
-    db = new Database(path, { readonly: true, fileMustExist: true });
+    db = openReadOnlyDatabase(path);
     return (db.prepare('SELECT id FROM store_identity LIMIT 1').get() as { id?: string } | undefined)?.id;
   } catch {
     return undefined;
@@ -26,7 +33,7 @@ export function sqliteStoreIdentity(path: string): string | undefined {
 export function sqliteImagesNamed(path: string, imageIds: readonly string[]): Set<string> | undefined {
   let db: Database.Database | undefined;
   try {
-    db = new Database(path, { readonly: true, fileMustExist: true });
+    db = openReadOnlyDatabase(path);
     const named = db.prepare('SELECT 1 FROM snapshots WHERE image_id = ? AND pruned_at IS NULL LIMIT 1');
     return new Set(imageIds.filter((id) => named.get(id) !== undefined));
   } catch {
