@@ -195,4 +195,22 @@ describe('the run record: export, import, check', { timeout: 240_000 }, () => {
     const check = await cliOn(other, ['check', runId, '--json']);
     expect(check.code, check.stdout + check.stderr).toBe(0);
   });
+
+  it('says when the run exported has not ended: the file is the run as it stands, not its end', async () => {
+    fx = await planFixture([{ name: 'one', run: 'true' }]);
+    const sub = await fx.cli(['run', fx.plan, '--detach', '--json']);
+    expect(sub.code, sub.stderr).toBe(0);
+    const runId = lastJson<{ runId: string }>(sub).runId;
+    const out = join(fx.dir, 'admitted.json');
+    const text = await fx.cli(['export', runId, '--out', out]);
+    expect(text.code, text.stderr).toBe(0);
+    // Before: only "exported run RUN to FILE (sha256:...)", as for a run that had ended.
+    expect(text.stdout).toContain('; the run is admitted, not ended: the record is as it stands now (export it again once it ends)');
+    const json = await fx.cli(['export', runId, '--out', out, '--json']);
+    expect(lastJson(json)).toMatchObject({ runId, state: 'admitted', final: false });
+    const ended = await fx.cli(['resume', runId]);
+    expect(ended.code, ended.stderr).toBe(0);
+    const after = await fx.cli(['export', runId, '--out', out, '--json']);
+    expect(lastJson(after)).toMatchObject({ runId, state: 'completed', final: true });
+  });
 });

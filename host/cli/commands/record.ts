@@ -6,6 +6,7 @@ import { BerthError } from '../../errors';
 import { hostRuntime } from '../../api/runtime';
 import { checkStore, exportRunToFile, importRecord, INVARIANTS, registeredPolicies, removeStalePartials } from '../../record';
 import type { CliContext } from '../context';
+import { isFinalRunState } from '../../model';
 import { emit } from '../output';
 
 /**
@@ -31,8 +32,14 @@ export async function exportCommand(ctx: CliContext, runId: string, out: string 
     return 0;
   }
   refuseStoreFile(ctx.store.location, out, runId);
+  // A run that has not ended is exported as it is now: said, so the file is not taken for its end.
+  // Read first: a run final then is final in the record (a final state never changes).
+  const state = (await ctx.store.getRun(runId))?.state;
   const { digest, bytes } = await exportRunToFile(ctx.store, runId, ctx.clock.now(), out, { policies });
-  emit(ctx.json, { runId, file: out, digest, bytes }, () => `exported run ${runId} to ${out} (${digest})`);
+  const unfinished = state !== undefined && !isFinalRunState(state);
+  emit(ctx.json, { runId, file: out, digest, bytes, state: state ?? null, final: !unfinished }, () =>
+    `exported run ${runId} to ${out} (${digest})${unfinished ? `; the run is ${state}, not ended: the record is as it stands now (export it again once it ends)` : ''}`,
+  );
   return 0;
 }
 
