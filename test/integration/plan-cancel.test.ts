@@ -1,4 +1,7 @@
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import { closeSync, constants, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { open } from 'node:fs/promises';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Run } from '../../host/model';
@@ -134,5 +137,76 @@ describe('cancel tells one story, with or without a live host', { timeout: 240_0
       await fx.cleanup();
       fx = undefined;
     }
+  });
+
+  it('a cancel that reaches a never step waiting for its paused sandbox records the step cancelled with nothing run, never a broken sandbox', async () => {
+    fx = await planFixture([STEPS[0]!, { name: 'deploy', run: 'touch began', replay: 'never' }, STEPS[2]!]);
+    const f = fx;
+    // The run's one secret is read from a FIFO at each step's start: the test's writer opens only
+    // once berth reads it, so the sandbox is paused exactly between the first step's end and the
+    // second step's command (as a snapshot commit of another process pauses it).
+    const fifo = join(f.dir, 'token.fifo');
+    execFileSync('mkfifo', [fifo]);
+    const envFile = join(f.dir, 'env.yaml');
+    writeFileSync(envFile, readFileSync(envFile, 'utf8') + `secrets:\n  - { name: TOKEN, from: { file: ${fifo} }, expose: env, to: [deploy] }\n`);
+    writeFileSync(f.plan, readFileSync(f.plan, 'utf8').replace("replay: never", "replay: never\n    secrets: [TOKEN]"));
+    const { ended } = await startRun(f);
+    let paused = '';
+    let serving = true;
+    let onPaused = () => undefined as void;
+    const pausedNow = new Promise<void>((resolve) => (onPaused = resolve));
+    // Serves every read of the secret, pausing the sandbox before the first answer given once the
+    // first step is confirmed (its snapshot taken): that read is the second step's, whose command
+    // cannot be asked for before it has its answer.
+    const served = (async () => {
+      while (serving) {
+        const w = await open(fifo, 'w');
+        try {
+          if (!paused && serving) {
+            const state = await f.read(async (s) => ({ effects: await s.listEffects({}), lease: (await s.listLeases({})).find((l) => l.releasedAt === null && l.containerId !== '') }));
+            if (state.lease && state.effects.some((e) => e.id.endsWith(':step:0:g0') && e.status === 'confirmed')) {
+              paused = state.lease.containerId;
+              execFileSync('docker', ['pause', paused]);
+              onPaused();
+            }
+          }
+          // EPIPE: the reader was the previous one, leaving after its end of file.
+          await w.writeFile('tok').catch(() => undefined);
+        } finally {
+          await w.close();
+        }
+      }
+    })();
+    await pausedNow;
+    const runId = await f.read(async (s) => (await s.listRuns())[0]!.id);
+    const deployId = `${runId}:step:1:g0`;
+    try {
+      // The step's effect is marked executing just before its command is asked of the engine.
+      while ((await f.read((s) => s.getEffect(deployId)))?.status !== 'executing') await sleep(100);
+      const cancel = await f.cli(['cancel', runId, '--json']);
+      expect(cancel.code, cancel.stderr).toBe(0);
+      expect((await ended).code).toBe(3);
+      expect(JSON.parse(execFileSync('docker', ['inspect', '-f', '{{json .State.Paused}}', paused], { encoding: 'utf8' }))).toBe(true);
+    } finally {
+      execFileSync('docker', ['unpause', paused]);
+      serving = false;
+      // Ends the server's wait for a reader that is not coming (it may be just about to wait).
+      for (let over = false; !over; ) {
+        closeSync(openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK));
+        over = await Promise.race([served.then(() => true), sleep(50).then(() => false)]);
+      }
+    }
+    const { tasks, effects, output } = await f.read(async (s) => ({ tasks: await s.listTasks({ runId }), effects: await s.listEffects({ runId }), output: await s.listOutput({ runId }) }));
+    const deploy = tasks.find((t) => t.kind === 'plan-step' && (t.input as { index?: number }).index === 1)!;
+    expect(deploy.outcome).toBe('cancelled');
+    expect(tasks.find((t) => t.kind === 'plan')!.outcome).toBe('cancelled');
+    // Before: the effect's error was sandbox_unavailable ("the sandbox container cannot run commands (HTTP 409)").
+    const record = JSON.stringify({ tasks, effects, output });
+    expect(record).not.toContain('sandbox_unavailable');
+    expect(record).not.toContain('HTTP 409');
+    expect(effects.find((e) => e.id === deployId)!.error).toMatchObject({ code: 'step_cancelled' });
+    // Nothing of it ran, nor after it.
+    expect(await exists(f, paused, 'began')).toBe(false);
+    expect(await exists(f, paused, 'after-ran')).toBe(false);
   });
 });
