@@ -11,7 +11,7 @@ import type { ExecActivity } from './exec-activity';
 import { WRAPPER_NAME, WRAPPER_SCRIPT, type ControlReport } from './exec-scripts';
 import type { ExecOptions, ExecResult } from './exec-types';
 import { settleOutcome, waitForExit, wrapperStartBound } from './exec-outcome';
-import { isPausedRefusal, unlessPaused } from './paused-wait';
+import { CancelledWhilePaused, isPausedRefusal, unlessPaused } from './paused-wait';
 import { whyNotRunning } from './container-gone';
 import { enterExecSetup } from './exec-gate';
 import { killTree } from './process-tree-kill';
@@ -103,7 +103,7 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
     truncated: stdout.truncated || stderr.truncated,
     ...over,
   });
-  if (opts.signal?.aborted) return result({ cancelled: true });
+  if (opts.signal?.aborted) return result({ cancelled: true, notStarted: true });
 
   if (opts.tag !== undefined && !TAG.test(opts.tag)) throw new BerthError('invalid_argument', 'an exec tag is 1-200 printable ASCII characters');
 
@@ -124,7 +124,7 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
     // exec-gate.ts); the setup ends when the wrapper speaks or the exec ends.
     leaveSetup = await enterExecSetup(host.containerId);
     // A paused sandbox (another process's snapshot commit) is waited for, not taken for a dead one.
-    const { exec, exitWait, stream } = await unlessPaused(
+    const begun = await unlessPaused(
       host.container,
       async () => {
         let exec: Dockerode.Exec;
@@ -154,8 +154,12 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
       { signal: opts.signal },
     ).catch((err: unknown) => {
       leaveSetup();
+      // Cancelled while the sandbox was frozen: the command never started, and the sandbox is not broken.
+      if (err instanceof CancelledWhilePaused) return undefined;
       throw err;
     });
+    if (!begun) return result({ cancelled: true, notStarted: true });
+    const { exec, exitWait, stream } = begun;
     startedExec = true;
     host.activity.started.add(exec.id);
     const setupMs = performance.now() - started;

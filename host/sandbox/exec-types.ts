@@ -68,6 +68,11 @@ export interface ExecResult {
    * its work. The lease is `lost` from then on.
    */
   sandboxLost: boolean;
+  /**
+   * The command was never started: cancelled before the engine started it (the signal was already
+   * aborted, or aborted while the sandbox was paused). Nothing of it ran; `cancelled` is true too.
+   */
+  notStarted?: boolean;
   durationMs: number;
   stdout: string;
   stderr: string;

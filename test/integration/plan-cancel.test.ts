@@ -1,4 +1,7 @@
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import { closeSync, constants, openSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { open } from 'node:fs/promises';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Run } from '../../host/model';
@@ -76,6 +79,78 @@ async function expectCancelledMidStep(f: NonNullable<typeof fx>, runId: string, 
   expect((await f.read((s) => s.getEffect(deployEffect.id)))!.receipt).toMatchObject({ type: 'operator-decision', decision: 'accept', by: 'user:tester' });
 }
 
+/**
+ * Starts `berth run` of a plan whose second step is `deploy` and has the sandbox paused exactly
+ * between the first step's end and deploy's command, with no timing: the run's secret (granted to
+ * deploy) is a FIFO served here, and the container is paused (`docker pause`, as a snapshot commit
+ * of another process pauses it) before the answer to the first read made once the first step is
+ * confirmed, which is deploy's: its command cannot be asked for before that answer.
+ */
+async function runPausedBeforeDeploy(f: NonNullable<typeof fx>) {
+  const fifo = join(f.dir, 'token.fifo');
+  execFileSync('mkfifo', [fifo]);
+  const envFile = join(f.dir, 'env.yaml');
+  writeFileSync(envFile, readFileSync(envFile, 'utf8') + `secrets:\n  - { name: TOKEN, from: { file: ${fifo} }, expose: env, to: [deploy] }\n`);
+  writeFileSync(f.plan, readFileSync(f.plan, 'utf8').replace('  - name: deploy\n', '  - name: deploy\n    secrets: [TOKEN]\n'));
+  const { child, ended } = await startRun(f);
+  let paused = '';
+  let serving = true;
+  let onPaused = () => undefined as void;
+  const pausedNow = new Promise<void>((resolve) => (onPaused = resolve));
+  const served = (async () => {
+    while (serving) {
+      const w = await open(fifo, 'w');
+      try {
+        if (!paused && serving) {
+          const state = await f.read(async (s) => ({ effects: await s.listEffects({}), lease: (await s.listLeases({})).find((l) => l.releasedAt === null && l.containerId !== '') }));
+          if (state.lease && state.effects.some((e) => e.id.endsWith(':step:0:g0') && e.status === 'confirmed')) {
+            paused = state.lease.containerId;
+            execFileSync('docker', ['pause', paused]);
+            onPaused();
+          }
+        }
+        // EPIPE: the reader was the previous one, leaving after its end of file.
+        await w.writeFile('tok').catch(() => undefined);
+      } finally {
+        await w.close();
+      }
+    }
+  })();
+  await pausedNow;
+  const runId = await f.read(async (s) => (await s.listRuns())[0]!.id);
+  const deployId = `${runId}:step:1:g0`;
+  return {
+    child,
+    ended,
+    runId,
+    deployId,
+    containerId: paused,
+    /** Whether the engine still has the container paused. */
+    isPaused: () => JSON.parse(execFileSync('docker', ['inspect', '-f', '{{json .State.Paused}}', paused], { encoding: 'utf8' })) as boolean,
+    /** Resolves once deploy's effect is `executing`: marked just before its command is asked of the engine. */
+    async deployAsked() {
+      while ((await f.read((s) => s.getEffect(deployId)))?.status !== 'executing') await sleep(100);
+    },
+    /** Unpauses the sandbox and stops serving the secret from the FIFO. */
+    async end() {
+      execFileSync('docker', ['unpause', paused]);
+      serving = false;
+      // Ends the server's wait for a reader that is not coming (it may be just about to wait).
+      for (let over = false; !over; ) {
+        closeSync(openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK));
+        over = await Promise.race([served.then(() => true), sleep(50).then(() => false)]);
+      }
+      // A plain file from now on, for the reads of a resume.
+      unlinkSync(fifo);
+      writeFileSync(fifo, 'tok');
+    },
+  };
+}
+
+/** Everything the store records of a run, as one text: tasks, effects and live output. */
+const recordText = (f: NonNullable<typeof fx>, runId: string) =>
+  f.read(async (s) => JSON.stringify({ tasks: await s.listTasks({ runId }), effects: await s.listEffects({ runId }), output: await s.listOutput({ runId }) }));
+
 describe('cancel tells one story, with or without a live host', { timeout: 240_000 }, () => {
   it('a cancel while the host runs a never step kills it and records the step cancelled with its effect unknown; the run needs reconciliation, and ends cancelled once accepted', async () => {
     fx = await planFixture(STEPS);
@@ -134,5 +209,58 @@ describe('cancel tells one story, with or without a live host', { timeout: 240_0
       await fx.cleanup();
       fx = undefined;
     }
+  });
+
+  it('a cancel that reaches a never step waiting for its paused sandbox records the step cancelled with nothing run, never a broken sandbox', async () => {
+    fx = await planFixture([STEPS[0]!, { name: 'deploy', run: 'touch began', replay: 'never' }, STEPS[2]!]);
+    const f = fx;
+    const p = await runPausedBeforeDeploy(f);
+    try {
+      await p.deployAsked();
+      const cancel = await f.cli(['cancel', p.runId, '--json']);
+      expect(cancel.code, cancel.stderr).toBe(0);
+      expect((await p.ended).code).toBe(3);
+      expect(p.isPaused()).toBe(true);
+    } finally {
+      await p.end();
+    }
+    const tasks = await f.read((s) => s.listTasks({ runId: p.runId }));
+    expect(tasks.find((t) => t.kind === 'plan-step' && (t.input as { index?: number }).index === 1)!.outcome).toBe('cancelled');
+    expect(tasks.find((t) => t.kind === 'plan')!.outcome).toBe('cancelled');
+    // Before: the effect's error was sandbox_unavailable ("the sandbox container cannot run
+    // commands (HTTP 409)"), and so was the end of its output.
+    const record = await recordText(f, p.runId);
+    expect(record).not.toContain('sandbox_unavailable');
+    expect(record).not.toContain('HTTP 409');
+    expect((await f.read((s) => s.getEffect(p.deployId)))!.error).toMatchObject({ code: 'step_cancelled' });
+    // Nothing of it ran, nor after it.
+    expect(await exists(f, p.containerId, 'began')).toBe(false);
+    expect(await exists(f, p.containerId, 'after-ran')).toBe(false);
+  });
+
+  it('a Ctrl-C while a step waits for its paused sandbox stops the host as any Ctrl-C does, and berth resume runs the step once', async () => {
+    fx = await planFixture([STEPS[0]!, { name: 'deploy', run: 'echo x >> began && cat began' }, STEPS[2]!]);
+    const f = fx;
+    const p = await runPausedBeforeDeploy(f);
+    try {
+      await p.deployAsked();
+      p.child.kill('SIGINT');
+      expect((await p.ended).code).toBe(130);
+      expect(p.isPaused()).toBe(true);
+    } finally {
+      await p.end();
+    }
+    // Before: the step's output ended "stopped: the sandbox container cannot run commands (HTTP 409)".
+    expect(await recordText(f, p.runId)).not.toContain('HTTP 409');
+    expect(await exists(f, p.containerId, 'began')).toBe(false);
+    const resumed = await f.cli(['resume', p.runId, '--json']);
+    expect(resumed.code, resumed.stderr.slice(-800)).toBe(0);
+    expect((await f.read((s) => s.getRun(p.runId)))!.state).toBe('completed');
+    const record = await recordText(f, p.runId);
+    expect(record).not.toContain('sandbox_unavailable');
+    expect(record).not.toContain('HTTP 409');
+    // It ran once: it appends to a file and prints it.
+    const deploy = (await f.read((s) => s.listTasks({ runId: p.runId }))).find((t) => t.kind === 'plan-step' && (t.input as { index?: number }).index === 1)!;
+    expect(deploy.result).toMatchObject({ exitCode: 0, stdoutTail: 'x\n' });
   });
 });

@@ -33,4 +33,21 @@ describe('a sandbox paused by a snapshot commit', { timeout: 120_000 }, () => {
     expect(report.killed).toBeGreaterThanOrEqual(1);
     expect(await running()).toBe(false);
   });
+
+  test('a command cancelled while it waits for the pause to end is not started and comes back cancelled, not as a broken sandbox', async ({ sandbox }) => {
+    await using lease = await sandbox.host.lease(sandbox.spec(), { sessionId: 's' });
+    const container = sandbox.docker.getContainer(lease.containerId);
+    await container.pause();
+    const ac = new AbortController();
+    // exec checks its signal before its first await: this abort finds it past that check, on its
+    // way to (or in) the wait for the pause, whichever the machine's load made it.
+    const ran = lease.exec('touch marker', { signal: ac.signal });
+    ac.abort(new Error('berth cancel'));
+    const r = await ran;
+    expect((await container.inspect()).State.Paused).toBe(true);
+    expect(r).toMatchObject({ cancelled: true, notStarted: true, exitCode: -1, sandboxLost: false });
+    await container.unpause();
+    expect(lease.lost).toBe(false);
+    expect(await lease.exec('test -e marker && echo started || echo absent')).toMatchObject({ exitCode: 0, stdout: 'absent\n' });
+  });
 });
