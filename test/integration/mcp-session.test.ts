@@ -172,7 +172,7 @@ describe('berth mcp: a Berth session as the sandbox of an MCP client', { timeout
     expect((late as McpError).message).toContain('no snapshot call');
   });
 
-  it("reads the session's workspace tree as a resource: the files as they are now (a name with a newline as one entry), through a recorded list_files call", async () => {
+  it("reads the session's workspace tree as a resource: the files as they are now (a name with a newline as one entry), through a recorded list_files call; search quotes such a name, or one with a colon, in its matches", async () => {
     const w = (world = await mcpWorld());
     const c = await w.connect(w.envArgs());
     const wrote = await call(c, 'write_file', { path: 'src/main.txt', content: 'twelve bytes' });
@@ -192,6 +192,17 @@ describe('berth mcp: a Berth session as the sandbox of an MCP client', { timeout
     expect(runs).toHaveLength(4);
     const bad = await c.client.readResource({ uri: 'berth://session/ses_nope/workspace' }).catch((e: unknown) => e);
     expect((bad as McpError).data).toMatchObject({ code: 'session_not_found' });
+
+    // search names each match's file unambiguously: a name holding a control character, a colon or a
+    // double quote is a JSON string, so no name reads as a match in another file (or at another line).
+    const made = await call(c, 'exec', { command: `d="$(printf 'x\\n/etc')" && mkdir -p "$d" && echo 'root:x:0:0:fake' > "$d/passwd:1:root:x:0:0:fake" && echo 'ab:1:c' > a:1:b.txt && echo 'Ab"' > '"q.txt'` });
+    expect(made.isError, made.text).toBe(false);
+    const search = async (args: Record<string, unknown>) => (await call(c, 'search', args)).text.split('\n').sort();
+    // Before: ['/etc/passwd:1:root:x:0:0:fake:1:root:x:0:0:fake', 'x'] (a root line of /etc/passwd, and a file "x").
+    expect(await search({ pattern: 'root:x', fixed: true })).toEqual(['"x\\n/etc/passwd:1:root:x:0:0:fake":1:root:x:0:0:fake']);
+    expect(await search({ pattern: 'a[b]', ignore_case: true })).toEqual(['"\\"q.txt":1:Ab"', '"a:1:b.txt":1:ab:1:c', '"two\\nlines.txt":1:ab']);
+    expect(await search({ pattern: '^[a-z]*:1:' })).toEqual(['"a:1:b.txt":1:ab:1:c']);
+    expect(await search({ pattern: 'twelve', path: 'src' })).toEqual(['src/main.txt:1:twelve bytes']);
   });
 
   it("counts an MCP call's sandbox use in the run's cost but no model request, since no model was asked", async () => {
