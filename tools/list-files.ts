@@ -24,8 +24,11 @@ export function statEntries(out: string): Array<{ type: string; size: string; na
   return entries;
 }
 
-/** A name as the listing shows it: quoted when it holds a newline or another control character, so it reads as one entry. */
-export const shownName = (name: string) => (/[\u0000-\u001f\u007f]/.test(name) ? JSON.stringify(name) : name);
+/**
+ * A name as the listing shows it: quoted when it holds a newline or another control character, so
+ * it reads as one entry, or a double quote, so no plain name reads as another one quoted.
+ */
+export const shownName = (name: string) => (/[\u0000-\u001f\u007f"]/.test(name) ? JSON.stringify(name) : name);
 
 /** `list_files`: names (directories end in `/`) and sizes, sorted. Reads only, so replay `safe`. */
 export const listFiles: ToolDefinition<ListFilesInput> = {

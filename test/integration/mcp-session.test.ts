@@ -203,6 +203,9 @@ describe('berth mcp: a Berth session as the sandbox of an MCP client', { timeout
     expect(await search({ pattern: 'a[b]', ignore_case: true })).toEqual(['"\\"q.txt":1:Ab"', '"a:1:b.txt":1:ab:1:c', '"two\\nlines.txt":1:ab']);
     expect(await search({ pattern: '^[a-z]*:1:' })).toEqual(['"a:1:b.txt":1:ab:1:c']);
     expect(await search({ pattern: 'twelve', path: 'src' })).toEqual(['src/main.txt:1:twelve bytes']);
+    // list_files quotes a name with a double quote too: a file literally named `"two\nlines.txt"` would
+    // otherwise read as the quoted form of the name with a newline. Before: '"q.txt  4' unquoted.
+    expect((await call(c, 'list_files', { path: '.' })).text.split('\n')).toContain('"\\"q.txt"  4');
   });
 
   it("counts an MCP call's sandbox use in the run's cost but no model request, since no model was asked", async () => {
