@@ -165,7 +165,7 @@ export function planHandlers(sb: RunSandbox, progress: (p: PlanProgress) => void
           const carried = ((await ctx.store.getEffect(stepEffectId(runId, cp.index, cp.generation)))?.intent as { carriedFrom?: string } | null)?.carriedFrom;
           const what = carried
             ? `step ${step.name} (replay never) may have run as ${carried} in run ${input.fork?.runId}, which this run was forked from while it was in flight; it is not started again`
-            : `step ${step.name} (replay never) was interrupted in flight; it may or may not have run${earlierOf(child)}`;
+            : `step ${step.name} (replay never) was in flight when it was interrupted; it may or may not have run${earlierOf(child)}`;
           return park('interrupted', `${what}: say so with --accept (it did) or --reject-effect (it did not)`);
         }
         if (result?.reconcile) return park('reconcile', `before step ${step.name}: ${result.reconcile}`);

@@ -194,7 +194,7 @@ describe('reconciliation has no dead end', { timeout: 300_000 }, () => {
     expect(end.code, end.stderr).toBe(3);
     const { reason } = lastJson<Summary>(end);
     // Before: "step hold (replay never) was in flight when the host stopped; ..." while the host ran on.
-    expect(reason).toMatch(/^step hold \(replay never\) was interrupted in flight; it may or may not have run \(its sandbox is gone/);
+    expect(reason).toMatch(/^step hold \(replay never\) was in flight when it was interrupted; it may or may not have run \(its sandbox is gone/);
     expect(reason).not.toContain('host stopped');
   });
 });
