@@ -34,6 +34,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Dockerode from 'dockerode';
+import { removeStoreSnapshotTags } from '../test/support/snapshot-tags';
 import pino from 'pino';
 import { parseEnvironment, type Environment } from '../environment';
 import { RunSandbox } from '../host/run-sandbox';
@@ -299,6 +300,8 @@ export default async function planBench(report: Report): Promise<void> {
     await shortBuild(root, dir, docker, hostId, report);
   } finally {
     for (const c of await docker.listContainers({ all: true, filters: { label: [`berth.host=${hostId}`] } })) await docker.getContainer(c.Id).remove({ force: true }).catch(() => {});
+    // Snapshot tags on an environment image (a fresh sandbox's first snapshot) carry no host label.
+    for (const f of readdirSync(dir, { recursive: true, withFileTypes: true })) if (f.isFile() && f.name.endsWith('.db')) await removeStoreSnapshotTags(docker, join(f.parentPath, f.name));
     // Snapshot images of this bench (the CLI keeps the newest ones of each run).
     // Children before parents: a few passes, each removing what nothing builds on any more.
     for (let pass = 0; pass < 5; pass++) {

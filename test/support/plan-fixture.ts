@@ -6,6 +6,7 @@ import type { Store } from '../../host/store';
 import { removeBridgeRules } from '../../host/sandbox/sandbox-network';
 import { bundleScript } from './bundle-script';
 import { readStore } from './temp-store';
+import { removeStoreSnapshotTags } from './snapshot-tags';
 import { runNode, type ChildEnd } from './child';
 import { leakGuard, type Leftover } from './leak-check';
 import { invariantGuard } from './invariant-check';
@@ -99,6 +100,7 @@ export async function planFixture(
       } catch (err) {
         broken = err;
       }
+      await removeStoreSnapshotTags(docker, store);
       await removeHostArtifacts(docker, hostId);
       rmSync(dir, { recursive: true, force: true });
       if (leak) throw leak;
