@@ -122,7 +122,7 @@ describe('two workers on one store', { timeout: 600_000 }, () => {
       { name: 'one', run: 'echo one >> steps.log' },
       // Waits for a file the test writes once the take-over is recorded: however slow the machine,
       // the worker cannot finish the run before the operator takes it (it could, with a fixed sleep).
-      { name: 'long', run: 'while [ ! -e release ]; do sleep 0.2; done; echo long >> steps.log' },
+      { name: 'long', run: 'while [ ! -e /tmp/release ]; do sleep 0.2; done; echo long >> steps.log' },
       { name: 'three', run: 'echo three >> steps.log' },
     ]);
     const run = await submitDetached(fx);
@@ -152,7 +152,7 @@ describe('two workers on one store', { timeout: 600_000 }, () => {
 
     const taking = fx.cli(['resume', run.id, '--take-over', '--json']);
     await waitFor('the take-over to be recorded', () => fx!.read(async (s) => ((await s.listRunTransitions(run.id)).some((t) => t.reason.startsWith('taken over')) ? true : undefined)));
-    await keepReleasing(fx, run.sessionId, taking);
+    await keepReleasing(fx, run.sessionId, taking, '/tmp/release');
     const taken = await taking;
     expect(taken.code, taken.stderr).toBe(0);
     const end = (await fx.read((s) => s.getRun(run.id)))!;

@@ -61,7 +61,7 @@ describe('one owner per run', { timeout: 300_000 }, () => {
     const { fx, service } = await withService((port) => [
       { name: 'one', run: 'echo one >> steps.log' },
       // Posts only once the test releases it: the old command is alive at the resume however slow the machine.
-      { name: 'deploy', run: `while [ ! -e release ]; do sleep 0.2; done; ${post(port)} && echo deployed >> steps.log`, replay: 'never' },
+      { name: 'deploy', run: `while [ ! -e /tmp/release ]; do sleep 0.2; done; ${post(port)} && echo deployed >> steps.log`, replay: 'never' },
       { name: 'three', run: 'echo three >> steps.log' },
     ]);
     const host = await startCli(fx, ['run', fx.plan]);
@@ -79,12 +79,12 @@ describe('one owner per run', { timeout: 300_000 }, () => {
     const reason = (await fx.read((s) => s.listRunTransitions(run.id))).at(-1)!.reason;
     expect(reason).toMatch(/its command was still running and was stopped before this was decided/);
     // Released now: an old command still alive would post at once. It never does.
-    await releaseStep(fx, run.sessionId);
+    await releaseStep(fx, run.sessionId, '/tmp/release');
     await sleep(3000);
     expect(service.counts().deploy).toBeUndefined();
 
     const reconciling = fx.cli(['reconcile', run.id, '--reject-effect', '--json']);
-    await keepReleasing(fx, run.sessionId, reconciling);
+    await keepReleasing(fx, run.sessionId, reconciling, '/tmp/release');
     const done = await reconciling;
     expect(done.code, done.stderr).toBe(0);
     expect(lastJson<{ run: Run }>(done).run.state).toBe('completed');
@@ -134,7 +134,7 @@ describe('one owner per run', { timeout: 300_000 }, () => {
     // the machine, the run cannot finish before the take-over (it used to, under load, with a sleep).
     fx = await planFixture([
       { name: 'one', run: 'echo one >> steps.log' },
-      { name: 'wait', run: 'while [ ! -e release ]; do sleep 0.2; done; echo waited >> steps.log' },
+      { name: 'wait', run: 'while [ ! -e /tmp/release ]; do sleep 0.2; done; echo waited >> steps.log' },
     ]);
     const ttl = { BERTH_LEASE_TTL_MS: '3000' };
     const first = await startCli(fx, ['run', fx.plan], ttl);
@@ -151,7 +151,9 @@ describe('one owner per run', { timeout: 300_000 }, () => {
     const firstEnd = await Promise.race([first.exited, sleep(120_000).then(() => 'still running' as const)]);
     expect(firstEnd, first.stderr()).toBe(4);
     expect(first.stderr()).toContain('execution_right_lost');
-    await keepReleasing(fx, run.sessionId, taking.exited);
+    // Outside the workspace: a file written there could land in the sandbox the take-over restores
+    // between its creation and its digest check, and the restore would rightly refuse it (seen in CI).
+    await keepReleasing(fx, run.sessionId, taking.exited, '/tmp/release');
     expect(await taking.exited, taking.stderr()).toBe(0);
     const transitions = await fx.read((s) => s.listRunTransitions(run.id));
     expect(transitions.some((t) => t.actor === 'user:tester' && /taken over by user:tester from host/.test(t.reason))).toBe(true);
