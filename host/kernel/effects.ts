@@ -83,13 +83,16 @@ export async function performEffect<R extends Json>(
 
 /** Records what an action that threw proves, then retries, reports it uncertain, or fails the phase. */
 async function afterThrow<R extends Json>(d: PerformDeps, spec: PerformSpec<R>, err: unknown): Promise<PerformOutcome<R>> {
-  // Cancelled or stopping mid-action: whatever was written may have arrived.
-  const delivery: Delivery = d.signal.aborted ? 'unknown' : deliveryOf(err);
+  // Cancelled or stopping mid-action: whatever was written may have arrived, unless the action
+  // itself says it provably sent nothing (an ActionError, or a BerthError carrying its delivery:
+  // the command that was never started). A fetch's classified error is no such proof under abort.
+  const delivery: Delivery = d.signal.aborted ? (statedNotSent(err) ? 'not_sent' : 'unknown') : deliveryOf(err);
   const error = errorJson(err, delivery);
   if (delivery !== 'unknown') {
     // A refused connection proven by a fetch error's causes may well be accepted later.
     const retryable = err instanceof BerthError ? err.retryable : delivery === 'not_sent';
-    const retry = retryable && d.retriesLeft;
+    // Never retried once cancelled or stopping: the attempt is settled, the phase ends.
+    const retry = retryable && d.retriesLeft && !d.signal.aborted;
     // Not applied: back to `intended` while a retry is scheduled, `failed` once none is left.
     d.pending.push({ id: spec.id, expectStatus: 'executing', set: { status: retry ? 'intended' : 'failed', error } });
     if (retry) throw retryWait(err, `${spec.kind} ${spec.id} not applied (${delivery}): ${error.message}`);
@@ -109,6 +112,11 @@ async function afterThrow<R extends Json>(d: PerformDeps, spec: PerformSpec<R>, 
   }
   d.pending.push({ id: spec.id, expectStatus: 'executing', set: { status: 'unknown', error } });
   return { status: 'uncertain', effect: { ...(await d.store.getEffect(spec.id))!, status: 'unknown' }, reason: `${spec.kind} ${spec.id} may or may not have happened: ${error.message}` };
+}
+
+/** Whether the error itself states that nothing was sent (not what a fetch error's causes suggest). */
+function statedNotSent(err: unknown): boolean {
+  return err instanceof BerthError && (err instanceof ActionError ? err.delivery : err.details?.delivery) === 'not_sent';
 }
 
 /** A retryable error the phase runner waits out in `retry_wait`, naming the reason. */

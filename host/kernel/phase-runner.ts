@@ -123,7 +123,10 @@ async function runOnce(
     decision = await phase(ctx);
     own.decision = true;
   } catch (err) {
-    if (opts.stopping()) return { committed: false, reason: 'host stopping' };
+    if (opts.stopping()) {
+      await settleUnstarted(d, task, pending, log());
+      return { committed: false, reason: 'host stopping' };
+    }
     if (isBerthError(err, 'ownership_lost')) return { committed: false, reason: err.message };
     const e = isBerthError(err) ? err : null;
     const message = err instanceof Error ? err.message : String(err);
@@ -137,7 +140,10 @@ async function runOnce(
     log().warn({ err: message, stack: err instanceof Error ? err.stack : undefined, retry }, 'phase threw');
   }
   // A host that is shutting down leaves the task `running`: recovery re-enters this phase.
-  if (opts.stopping()) return dropped(d, decision, 'host stopping');
+  if (opts.stopping()) {
+    await settleUnstarted(d, task, pending, log());
+    return dropped(d, decision, 'host stopping');
+  }
   // Cancelled mid-phase (the cancel commit does not move the task's version): whatever the phase
   // threw because of it, the task ends `cancelled`, recording where its effects stood.
   if (opts.signal.aborted && decision.type !== 'complete' && (await d.store.getTask(task.id))?.cancelRequested) {
@@ -190,6 +196,22 @@ async function runOnce(
   // The commit answers the row it wrote: exact, with no read.
   const after = result.tasks?.find((t) => t.id === task.id) ?? (await d.store.getTask(task.id))!;
   return { committed: true, task: after, terminal: after.status === 'terminal' };
+}
+
+/**
+ * What a stopping host still commits of the phase it drops: attempts the action itself proved were
+ * never started (a command cancelled before the sandbox got it). Left `executing`, a `never` step's
+ * attempt would be judged in flight after the restart and wait for an operator. Only the effect
+ * rows move, under the task's version: the phase itself is re-entered by recovery as before.
+ */
+async function settleUnstarted(d: PhaseRunnerDeps, task: Task, pending: readonly EffectWrite[], log: Logger): Promise<void> {
+  const unsent = pending.filter((p) => p.expectStatus === 'executing' && p.set?.status === 'failed' && (p.set.error as { delivery?: unknown } | undefined)?.delivery === 'not_sent');
+  if (unsent.length === 0) return;
+  const r = await d.commit({ sessionId: task.sessionId, label: `effect.unstarted:${task.kind}`, expectTasks: [{ taskId: task.id, version: task.version }], effects: unsent }).catch((err: unknown) => {
+    log.warn({ err, effectIds: unsent.map((p) => p.id) }, 'could not record actions that never started; recovery judges them in flight');
+    return undefined;
+  });
+  if (r && !r.ok) log.warn({ conflict: r.conflict }, 'actions that never started not recorded');
 }
 
 /** A decision that will not commit: the images of its snapshots go now, not at the next gc. */

@@ -5,6 +5,7 @@ import { ScrubbedStream, withSecrets, type ResolvedSecret } from '../secrets';
 import type { PlanStep } from './plan-schema';
 import type { PlanProgress } from './plan-input';
 import type { OutputWriter } from '../output';
+import { notSent } from '../kernel';
 
 const TAIL = 4000;
 const tail = (s: string) => (s.length > TAIL ? s.slice(-TAIL) : s);
@@ -83,6 +84,9 @@ export async function execStep(
   emit('stdout', streams.stdout.end());
   emit('stderr', streams.stderr.end());
   await o.output?.end(endLine(r));
+  // Proof, not a guess: the command was never handed to the sandbox (see exec-run.ts), so even a
+  // `never` step cancelled here is settled as not sent instead of waiting for an operator.
+  if (r.notStarted) throw notSent(`step ${step.name} was cancelled before its command started; nothing ran`, { code: 'step_not_started', retryable: false });
   return {
     exitCode: r.exitCode,
     timedOut: r.timedOut,
@@ -99,7 +103,8 @@ export async function execStep(
 }
 
 /** How a command ended, as its output's `end` chunk says it. */
-function endLine(r: { exitCode: number; timedOut: boolean; cancelled: boolean; oomKilled: boolean; sandboxLost: boolean; durationMs: number }): string {
+function endLine(r: { exitCode: number; timedOut: boolean; cancelled: boolean; notStarted?: boolean; oomKilled: boolean; sandboxLost: boolean; durationMs: number }): string {
+  if (r.notStarted) return 'cancelled before it started';
   const how = r.timedOut ? 'timed out' : r.cancelled ? 'cancelled' : r.sandboxLost ? 'sandbox lost' : r.oomKilled ? `killed for memory (exit ${r.exitCode})` : `exit ${r.exitCode}`;
   return `${how} after ${r.durationMs.toFixed(0)} ms`;
 }

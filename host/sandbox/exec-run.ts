@@ -160,6 +160,14 @@ export async function runExec(host: ExecHost, cmd: string | string[], opts: Exec
     });
     if (!begun) return result({ cancelled: true, notStarted: true });
     const { exec, exitWait, stream } = begun;
+    if (opts.signal?.aborted) {
+      // Cancelled while the exec was being set up (no listener was armed yet): the wrapper starts
+      // the command only once it has read the host's line, and exits at end of input without it.
+      exitWait.cancel();
+      stream.resume();
+      stream.end();
+      return result({ cancelled: true, notStarted: true });
+    }
     startedExec = true;
     host.activity.started.add(exec.id);
     const setupMs = performance.now() - started;

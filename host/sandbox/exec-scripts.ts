@@ -47,7 +47,7 @@ export const WRAPPER_NAME = 'berth-exec';
  */
 export const WRAPPER_SCRIPT = `${WRAPPER_MARK}
 ${PROC_LIB}
-read -r b_eid b_in b_forget
+read -r b_eid b_in b_forget || exit 0
 b_keep=$1; shift 2
 echo ${COMMAND_OOM_SCORE_ADJ} 2>/dev/null >/proc/self/oom_score_adj
 case $b_eid in ''|*[!0-9a-f]*) ;; *) : 2>/dev/null >"${EXEC_REGISTRY_DIR}/$b_eid" ;; esac

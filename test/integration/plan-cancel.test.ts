@@ -125,6 +125,8 @@ async function runPausedBeforeDeploy(f: NonNullable<typeof fx>) {
     runId,
     deployId,
     containerId: paused,
+    /** Whether the engine still has the container. */
+    exists: () => execFileSync('docker', ['ps', '-aq', '--no-trunc', '--filter', `id=${paused}`], { encoding: 'utf8' }).trim() !== '',
     /** Whether the engine still has the container paused. */
     isPaused: () => JSON.parse(execFileSync('docker', ['inspect', '-f', '{{json .State.Paused}}', paused], { encoding: 'utf8' })) as boolean,
     /** Resolves once deploy's effect is `executing`: marked just before its command is asked of the engine. */
@@ -133,7 +135,8 @@ async function runPausedBeforeDeploy(f: NonNullable<typeof fx>) {
     },
     /** Unpauses the sandbox and stops serving the secret from the FIFO. */
     async end() {
-      execFileSync('docker', ['unpause', paused]);
+      // A run that ended removes its sandbox, paused or not.
+      if (this.exists()) execFileSync('docker', ['unpause', paused]);
       serving = false;
       // Ends the server's wait for a reader that is not coming (it may be just about to wait).
       for (let over = false; !over; ) {
@@ -211,7 +214,7 @@ describe('cancel tells one story, with or without a live host', { timeout: 240_0
     }
   });
 
-  it('a cancel that reaches a never step waiting for its paused sandbox records the step cancelled with nothing run, never a broken sandbox', async () => {
+  it('a cancel that reaches a never step waiting for its paused sandbox settles it as not sent (nothing ran): the run ends cancelled without asking anybody, never with a broken sandbox', async () => {
     fx = await planFixture([STEPS[0]!, { name: 'deploy', run: 'touch began', replay: 'never' }, STEPS[2]!]);
     const f = fx;
     const p = await runPausedBeforeDeploy(f);
@@ -219,27 +222,29 @@ describe('cancel tells one story, with or without a live host', { timeout: 240_0
       await p.deployAsked();
       const cancel = await f.cli(['cancel', p.runId, '--json']);
       expect(cancel.code, cancel.stderr).toBe(0);
-      expect((await p.ended).code).toBe(3);
-      expect(p.isPaused()).toBe(true);
+      // A cancelled run is not berth run's success (1); before, it waited for an operator (3).
+      expect((await p.ended).code).toBe(1);
+      // Removed while still paused, as the test never unpaused it: nothing ran in it after the pause.
+      expect(p.exists()).toBe(false);
     } finally {
       await p.end();
     }
+    expect((await f.read((s) => s.getRun(p.runId)))!.state).toBe('cancelled');
     const tasks = await f.read((s) => s.listTasks({ runId: p.runId }));
     expect(tasks.find((t) => t.kind === 'plan-step' && (t.input as { index?: number }).index === 1)!.outcome).toBe('cancelled');
     expect(tasks.find((t) => t.kind === 'plan')!.outcome).toBe('cancelled');
     // Before: the effect's error was sandbox_unavailable ("the sandbox container cannot run
-    // commands (HTTP 409)"), and so was the end of its output.
+    // commands (HTTP 409)"), then step_cancelled with the effect unknown.
     const record = await recordText(f, p.runId);
     expect(record).not.toContain('sandbox_unavailable');
     expect(record).not.toContain('HTTP 409');
-    expect((await f.read((s) => s.getEffect(p.deployId)))!.error).toMatchObject({ code: 'step_cancelled' });
-    // Nothing of it ran, nor after it.
-    expect(await exists(f, p.containerId, 'began')).toBe(false);
-    expect(await exists(f, p.containerId, 'after-ran')).toBe(false);
+    expect(record).toContain('cancelled before it started');
+    expect(await f.read((s) => s.getEffect(p.deployId))).toMatchObject({ status: 'failed', error: { code: 'step_not_started', delivery: 'not_sent' } });
   });
 
-  it('a Ctrl-C while a step waits for its paused sandbox stops the host as any Ctrl-C does, and berth resume runs the step once', async () => {
-    fx = await planFixture([STEPS[0]!, { name: 'deploy', run: 'echo x >> began && cat began' }, STEPS[2]!]);
+  it('a Ctrl-C while a never step waits for its paused sandbox stops the host as any Ctrl-C does, and berth resume runs the step once without asking', async () => {
+    // replay never: the step was provably not started, so the resume needs no operator (it used to park the run).
+    fx = await planFixture([STEPS[0]!, { name: 'deploy', run: 'echo x >> began && cat began', replay: 'never' }, STEPS[2]!]);
     const f = fx;
     const p = await runPausedBeforeDeploy(f);
     try {

@@ -50,4 +50,19 @@ describe('a sandbox paused by a snapshot commit', { timeout: 120_000 }, () => {
     expect(lease.lost).toBe(false);
     expect(await lease.exec('test -e marker && echo started || echo absent')).toMatchObject({ exitCode: 0, stdout: 'absent\n' });
   });
+
+  test('a command cancelled while its exec is being set up, the sandbox running, is not started: the wrapper never gets its line', async ({ sandbox }) => {
+    await using lease = await sandbox.host.lease(sandbox.spec(), { sessionId: 's' });
+    const ac = new AbortController();
+    // Past exec's first check (see above), before any listener is armed: the engine calls go on.
+    // Before, the exec was started and the cancel only killed a command that had already run.
+    const ran = lease.exec('touch marker', { signal: ac.signal });
+    ac.abort(new Error('berth cancel'));
+    expect(await ran).toMatchObject({ cancelled: true, notStarted: true, exitCode: -1, sandboxLost: false });
+    expect(lease.lost).toBe(false);
+    expect(await lease.exec('test -e marker && echo started || echo absent')).toMatchObject({ exitCode: 0, stdout: 'absent\n' });
+    // The wrapper that was never told to start is gone too, not waiting for its line.
+    const wrappers = await lease.exec("ps -o args | grep -c '^/bin/sh -c # berth-exec' || true");
+    expect(wrappers.stdout.trim()).toBe('1');
+  });
 });
