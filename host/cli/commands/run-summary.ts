@@ -9,6 +9,7 @@ import { runSteps, type PlanRunInput, type StepResult } from '../../plan';
 import type { HostRuntime } from '../../runtime/host-runtime';
 import type { CliContext } from '../context';
 import { EXIT } from '../host-right';
+import { stopSignals } from '../stop-signals';
 import { duration, emit, emitWithList, runExit, table } from '../output';
 import { timed } from '../../snapshot/timing';
 
@@ -24,12 +25,10 @@ import { timed } from '../../snapshot/timing';
 export async function finishDriven(ctx: CliContext, rt: HostRuntime, runId: string, after?: () => Promise<After>, endsWell?: RunState): Promise<number> {
   const stop = new AbortController();
   let by: NodeJS.Signals | undefined;
-  const onSignal = (signal: NodeJS.Signals) => {
+  const signals = stopSignals(runId, (signal) => {
     by = signal;
     stop.abort(new BerthError('interrupted', 'stopped by signal'));
-  };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  });
   try {
     // The summary is printed as soon as the run settled, before its sandbox's removal and retention end.
     let printed: string | undefined;
@@ -49,8 +48,7 @@ export async function finishDriven(ctx: CliContext, rt: HostRuntime, runId: stri
     const reason = printed ?? (await summary(ctx, d.run, await extra()));
     return runExit(d.run, reason, ok ? d.run.state : endsWell);
   } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    signals.dispose();
   }
 }
 
