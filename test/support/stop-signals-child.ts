@@ -1,8 +1,8 @@
 // A command stopping slowly under host/cli/stop-signals.ts: says when its stop began, then never
 // finishes it, so the test's second signal always lands while it is still stopping.
-import { stopSignals } from '../../host/cli/stop-signals';
+import { runLeft, stopSignals } from '../../host/cli/stop-signals';
 
 const keep = setInterval(() => {}, 1000);
-stopSignals(process.argv[2] ?? 'run_x', (signal) => process.stdout.write(`stopping on ${signal}\n`));
+stopSignals(runLeft(process.argv[2] ?? 'run_x'), (signal) => process.stdout.write(`stopping on ${signal}\n`));
 process.stdout.write('ready\n');
 void keep;

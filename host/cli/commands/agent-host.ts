@@ -7,7 +7,7 @@ import { sessionLeftoversSettled, tasksSettled } from '../../api/tasks-settled';
 import type { CliContext } from '../context';
 import { agentPrinter } from './agent-output';
 import { emit, runExit } from '../output';
-import { stopSignals } from '../stop-signals';
+import { runLeft, stopSignals } from '../stop-signals';
 
 /** The host of one `berth agent|chat` invocation with live output wired to its commits. */
 export async function startAgentHost(ctx: CliContext, ttlMs?: number): Promise<{ rt: HostRuntime; printer: ReturnType<typeof agentPrinter> }> {
@@ -48,7 +48,7 @@ export async function followRun(ctx: CliContext, host: Awaited<ReturnType<typeof
   // Decisions by other processes (approve, deny, cancel) commit outside this kernel.
   const poll = setInterval(() => (chain = chain.then(safeCatchUp)), 500);
   const stop = new AbortController();
-  const signals = stopSignals(run.id, () => stop.abort(new BerthError('interrupted', 'stopped by signal')));
+  const signals = stopSignals(runLeft(run.id), () => stop.abort(new BerthError('interrupted', 'stopped by signal')));
   try {
     const done = await whileHoldingRight(rt.kernel, run.id, rt.kernel.waitForRun(run.id, { signal: stop.signal, states: SETTLED }), run.sessionId);
     // An ended run's live tasks (a resumed run `reconcile --fail` ended) are settled before this host stops.

@@ -9,7 +9,7 @@ import { runSteps, type PlanRunInput, type StepResult } from '../../plan';
 import type { HostRuntime } from '../../runtime/host-runtime';
 import type { CliContext } from '../context';
 import { EXIT } from '../host-right';
-import { stopSignals } from '../stop-signals';
+import { runLeft, stopSignals } from '../stop-signals';
 import { duration, emit, emitWithList, runExit, table } from '../output';
 import { timed } from '../../snapshot/timing';
 
@@ -25,7 +25,7 @@ import { timed } from '../../snapshot/timing';
 export async function finishDriven(ctx: CliContext, rt: HostRuntime, runId: string, after?: () => Promise<After>, endsWell?: RunState): Promise<number> {
   const stop = new AbortController();
   let by: NodeJS.Signals | undefined;
-  const signals = stopSignals(runId, (signal) => {
+  const signals = stopSignals(runLeft(runId), (signal) => {
     by = signal;
     stop.abort(new BerthError('interrupted', 'stopped by signal'));
   });

@@ -3,6 +3,7 @@ import { leaseTtlMs } from '../../api/runtime';
 import { BerthError } from '../../errors';
 import type { CliContext } from '../context';
 import { EXIT } from '../host-right';
+import { stopSignals } from '../stop-signals';
 
 export { DEFAULT_LEASE_TTL_MS, leaseTtlMs, heartbeatEvery } from '../../api/runtime';
 
@@ -15,9 +16,10 @@ export async function workerCommand(ctx: CliContext, flags: { concurrency?: stri
   const tags = (flags.tags ?? '').split(',').map((t) => t.trim()).filter(Boolean);
   const ttl = leaseTtlMs(flags['lease-ttl']);
   let drainAsked = () => {};
+  const left = `The runs this worker owns stay claimed until their lease ends (${ttl / 1000} s), then another worker (or berth resume) takes them over and stops what this one left running.`;
   const stop = new Promise<void>((resolve) => {
-    process.once('SIGTERM', () => resolve());
-    process.once('SIGINT', () => resolve());
+    // A drain waits for the running steps (up to --grace): a second signal quits at once, saying what that leaves.
+    stopSignals(left, () => resolve());
     drainAsked = resolve;
   });
   const worker = await startWorker(ctx, {
