@@ -71,7 +71,9 @@ export async function sandboxDid(p: HostParts, rt: HostRuntime, run: Run, found:
 /** One line each for the operator. A run that already ended runs nothing again: its sandbox is not restored, whatever is left of it. */
 /** `leftovers`: the live tasks a stopped host left in the run when it has ended (the resume settles them). */
 export const foundLine = (f: SandboxFound, run: Pick<Run, 'state'>, leftovers = 0) =>
-  isFinalRunState(run.state)
+  run.state === 'cancelling'
+    ? cancelFoundLine(f)
+    : isFinalRunState(run.state)
     ? leftovers
       ? `it already ended (${run.state}) with ${leftovers === 1 ? '1 task' : `${leftovers} tasks`} a stopped host left live: settling ${leftovers === 1 ? 'it' : 'them'}; nothing else is run again and no sandbox is restored`
       : `it already ended (${run.state}): nothing is run again and no sandbox is restored`
@@ -80,5 +82,18 @@ export const foundLine = (f: SandboxFound, run: Pick<Run, 'state'>, leftovers = 
     : f.state === 'gone'
       ? `found the sandbox gone (${f.reason}): ${f.snapshotId ? `restoring it from snapshot ${f.snapshotId}, or asking when that cannot be done` : 'no snapshot to restore it from'}`
       : 'no sandbox yet';
-export const didLine = (d: SandboxDid) =>
+/** A cancel carried out runs nothing again: it stops what still runs in a live sandbox and restores none. */
+const cancelFoundLine = (f: SandboxFound) =>
+  f.state === 'alive'
+    ? `found the sandbox alive (lease ${f.leaseId}, container ${f.containerId?.slice(0, 12) ?? '-'}): stopping what still runs in it`
+    : f.state === 'gone'
+      ? `found the sandbox gone (${f.reason}): a cancel restores nothing`
+      : 'no sandbox yet';
+
+/** How the operator's command reads in the first line: a resume, or the carrying out of a committed cancel. */
+export const resumeVerb = (runId: string, run: Pick<Run, 'state'>) => (run.state === 'cancelling' ? `carrying out the cancel of run ${runId}` : `resuming run ${runId} (${run.state})`);
+
+/** `cancelling`: the run was a cancel carried out, whose sandbox was only stopped and released, not continued in. */
+export const didLine = (d: SandboxDid, cancelling = false) =>
+  cancelling && d.action === 'continued' ? '' :
   d.action === 'restored' ? `sandbox restored from snapshot ${d.snapshotId} (lease ${d.leaseId})` : d.action === 'continued' ? `continued in the same sandbox (lease ${d.leaseId})` : d.action === 'new' ? `sandbox leased anew (lease ${d.leaseId})` : '';

@@ -178,6 +178,10 @@ describe('cancel tells one story, with or without a live host', { timeout: 240_0
     // What it found is said in words, not as a raw log line (before: {"level":40,...,"msg":"stopped what ..."}).
     expect(cancel.stderr).toContain('berth: warning: stopped what an earlier host left running in the sandbox');
     expect(cancel.stderr).not.toContain('"level":');
+    // Said as the cancel it is (before: 'resuming run R (cancelling) ...: continuing in it' and 'continued in the same sandbox').
+    expect(cancel.stderr).toContain(`carrying out the cancel of run ${runId} as its owner`);
+    expect(cancel.stderr).toContain('stopping what still runs in it');
+    expect(cancel.stderr + cancel.stdout).not.toMatch(/resuming run|continuing in it|continued in the same sandbox/);
     await expectCancelledMidStep(fx, runId, containerId);
   });
 

@@ -36,6 +36,28 @@ describe('berth resume says what it found of the sandbox and what it did', { tim
     expect(resumed.stdout.trim().split('\n').every((l) => l.startsWith('{') || l.startsWith(' ') || l.startsWith('}') || l === '')).toBe(true);
   });
 
+  it('a cancel carried out while the sandbox is gone restores nothing, and says so instead of promising a restore', async () => {
+    fx = await planFixture([
+      { name: 'one', run: 'echo one > one.txt' },
+      { name: 'two', run: 'cat one.txt' },
+    ]);
+    const killed = await fx.cli(['run', fx.plan], { BERTH_FAULT: 'after:phase.complete:plan-step#1' });
+    expect(killed.signal, killed.stderr.slice(-500)).toBe('SIGKILL');
+    const runId = (await fx.read((s) => s.listRuns()))[0]!.id;
+    const lease = (await fx.read((s) => s.listLeases({ unreleased: true })))[0]!;
+    await fx.docker.getContainer(lease.containerId).remove({ force: true });
+    const cancel = await fx.cli(['cancel', runId]);
+    expect(cancel.code, cancel.stderr.slice(-800)).toBe(0);
+    // Before: 'resuming run R (cancelling) ...: restoring it from snapshot S, or asking when that cannot be done'.
+    expect(cancel.stderr).toContain(`carrying out the cancel of run ${runId} as its owner`);
+    expect(cancel.stderr).toContain('found the sandbox gone');
+    expect(cancel.stderr).toContain('a cancel restores nothing');
+    expect(cancel.stderr).not.toContain('restoring it from snapshot');
+    expect((await fx.read((s) => s.getRun(runId)))!.state).toBe('cancelled');
+    // And it did restore nothing: the killed host's lease is the only one the run ever had.
+    expect((await fx.read((s) => s.listLeases({ runId }))).map((l) => l.id)).toEqual([lease.id]);
+  });
+
   it('a sandbox still alive: resume says it found it alive and continued in it', async () => {
     fx = await planFixture([
       { name: 'one', run: 'echo one > one.txt' },

@@ -1,4 +1,4 @@
-import { didLine, foundLine, sandboxDid, sandboxFound, snapshotsBefore } from '../../api/resume-report';
+import { didLine, foundLine, resumeVerb, sandboxDid, sandboxFound, snapshotsBefore } from '../../api/resume-report';
 import { drive, startHost, takeRun } from '../../api/drive';
 import { leftoverTasks, leftoversAfter, leftoversLine, tasksWord, unfinishedInSession } from '../../api/ended-runs';
 import { ownerOf } from '../../api/decisions';
@@ -62,11 +62,11 @@ export async function resumeRun(ctx: CliContext, runId: string, opts: { takeOver
     // What the resume finds of the session's sandbox (the next tool verifies it again, and restores it when gone).
     const found = await sandboxFound(ctx, host.rt, run);
     const before = await snapshotsBefore(ctx, run);
-    if (!ctx.json) process.stderr.write(`resuming run ${runId} (${run.state}) as its owner (epoch ${epoch}); ${foundLine(found, run, leftovers.length)}\n`);
+    if (!ctx.json) process.stderr.write(`${resumeVerb(runId, run)} as its owner (epoch ${epoch}); ${foundLine(found, run, leftovers.length)}\n`);
     const ended = await followRun(ctx, host, run);
     const did = await sandboxDid(ctx, host.rt, run, found, before);
     const settled = await leftoversAfter(ctx.store, leftovers);
-    return finishAgentRun(ctx, ended, { json: { resume: { epoch, sandbox: { found, did }, leftovers: settled } }, line: [didLine(did), settled ? leftoversLine(runId, settled) : ''].filter(Boolean).join('\n') }, settled?.settled ? ended.state : opts.endsWell);
+    return finishAgentRun(ctx, ended, { json: { resume: { epoch, sandbox: { found, did }, leftovers: settled } }, line: [didLine(did, run.state === 'cancelling'), settled ? leftoversLine(runId, settled) : ''].filter(Boolean).join('\n') }, settled?.settled ? ended.state : opts.endsWell);
   }
   const total = await stepCount(ctx, run);
   const { rt, swept } = await startHost(ctx, { ttlMs, onProgress: progressPrinter(ctx.json, () => total) });
@@ -80,11 +80,11 @@ export async function resumeRun(ctx: CliContext, runId: string, opts: { takeOver
   // What the resume finds of the sandbox (the driven run verifies it again, and restores it when gone).
   const found = await sandboxFound(ctx, rt, run);
   const before = await snapshotsBefore(ctx, run);
-  if (!ctx.json) process.stderr.write(`resuming run ${runId} (${run.state}) as its owner (epoch ${epoch}${total ? `, ${total} steps` : ''}); ${foundLine(found, run, leftovers.length)}\n`);
+  if (!ctx.json) process.stderr.write(`${resumeVerb(runId, run)} as its owner (epoch ${epoch}${total ? `, ${total} steps` : ''}); ${foundLine(found, run, leftovers.length)}\n`);
   return finishDriven(ctx, rt, runId, async () => {
     const did = await sandboxDid(ctx, rt, run, found, before);
     const settled = await leftoversAfter(ctx.store, leftovers);
-    return { json: { resume: { epoch, sandbox: { found, did }, leftovers: settled } }, line: [didLine(did), settled ? leftoversLine(runId, settled) : ''].filter(Boolean).join('\n'), ok: settled?.settled === true };
+    return { json: { resume: { epoch, sandbox: { found, did }, leftovers: settled } }, line: [didLine(did, run.state === 'cancelling'), settled ? leftoversLine(runId, settled) : ''].filter(Boolean).join('\n'), ok: settled?.settled === true };
   }, opts.endsWell);
 }
 
