@@ -9,6 +9,7 @@ import { newDockerClient, SandboxHost } from '../sandbox';
 import { LOG_REDACT_PATHS } from '../secrets';
 import { isPostgresUrl, lazyPostgresStore, openSqliteStore, type Store } from '../store';
 import { systemClock, type Clock } from '../support';
+import { RepeatCollapser } from './log-repeats';
 
 /**
  * The parts every way of driving runs shares, built once: the store, the Docker client and the
@@ -92,8 +93,19 @@ export function defaultLogger(opts: { debug?: boolean } = {}): Logger {
       // Without --debug no stack reaches the operator: errors are brief and `stack` fields dropped.
       ...(opts.debug ? {} : { serializers: { err: briefError }, formatters: { log: withoutStack } }),
     },
-    human ? { write: (line: string) => writeFully(2, humanLogLine(line)) } : pino.destination({ dest: 2, sync: true }),
+    human ? { write: (line: string) => consoleLines().line(humanLogLine(line)) } : pino.destination({ dest: 2, sync: true }),
   );
+}
+
+let humanSink: RepeatCollapser | undefined;
+/** The process's one human log sink (stderr): repeated lines folded, their count said at exit. */
+function consoleLines(): RepeatCollapser {
+  if (!humanSink) {
+    const sink = new RepeatCollapser((text) => writeFully(2, text));
+    process.once('exit', () => sink.flush());
+    humanSink = sink;
+  }
+  return humanSink;
 }
 
 const LEVEL_WORD: Record<number, string> = { 10: 'trace', 20: 'debug', 30: 'info', 40: 'warning', 50: 'error', 60: 'fatal' };
