@@ -11,6 +11,7 @@ import { createMcpServer } from './mcp-server';
 import type { McpSessions } from './mcp-session';
 import { readBounded } from './http-body';
 import { acceptable, notAcceptable, presentBoth, type Acceptable } from './http-accept';
+import { CALLER_HEADER, callerOf, InFlight, initializes, newCaller } from './http-cancel';
 import { notJsonRpc, STDIO_MAX_MESSAGE_BYTES } from './stdio-transport';
 
 export interface McpHttpOptions {
@@ -91,12 +92,15 @@ function streams(accepts: Acceptable, message: unknown): boolean {
  * request): the Berth session, not the HTTP connection, is what a client continues. Every request
  * needs `Authorization: Bearer <token>` (the token of `berth serve`), and a Host header naming
  * this server by `berth serve`'s rule (host/support/host-header.ts), so a page on another origin
- * (DNS rebinding) reaches nothing.
+ * (DNS rebinding) reaches nothing. Its `initialize` answer names the caller (`Mcp-Session-Id`,
+ * http-cancel.ts), so that a `notifications/cancelled` in a later POST reaches the request it names
+ * among that caller's requests in flight, and no other client's.
  */
 export async function startMcpHttp(berth: Berth, sessions: McpSessions, o: McpHttpOptions): Promise<{ url: string; close(): Promise<void> }> {
   // Filled once listening: the port may be 0 until then, and no request arrives before.
   let hosts: ReadonlySet<string> = new Set();
   let url = '';
+  const inFlight = new InFlight();
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     if (new URL(req.url ?? '/', 'http://x').pathname !== '/mcp') return refuse(res, 404, 'not_found', 'the MCP endpoint is /mcp');
     if (!hostAllowed(req.headers.host, hosts)) return refuse(res, HOST_REFUSED_STATUS, 'host_refused', hostRefusal(req.headers.host, url, 'berth mcp'));
@@ -112,12 +116,18 @@ export async function startMcpHttp(berth: Berth, sessions: McpSessions, o: McpHt
     if (!accepts.json && !accepts.sse) return refuse(res, 406, 'not_acceptable', notAcceptable(req.headers.accept), {}, -32600);
     const body = await messageOf(req, res);
     if (!body) return;
+    const caller = callerOf(req);
+    // Before the POST's own requests are held: a batch cancels only requests of other POSTs.
+    inFlight.cancel(caller, body.message);
     const server = createMcpServer(berth, sessions);
+    const release = inFlight.hold(caller, body.message, server);
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: !streams(accepts, body.message), maxRequestBodySize: STDIO_MAX_MESSAGE_BYTES });
     res.on('close', () => {
+      release();
       void transport.close();
       void server.close();
     });
+    if (initializes(body.message)) res.setHeader(CALLER_HEADER, newCaller());
     presentBoth(req);
     await server.connect(transport);
     await transport.handleRequest(req, res, body.message);
