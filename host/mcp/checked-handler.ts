@@ -3,6 +3,7 @@ import { Protocol, type RequestHandlerExtra } from '@modelcontextprotocol/sdk/sh
 import { ErrorCode, type ServerNotification, type ServerRequest, type ServerResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { WireError } from './wire-error';
+import { withOutsideCancel } from './client-cancel';
 
 type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
 type Issue = { code: string; path: PropertyKey[]; message: string; expected?: string };
@@ -30,7 +31,9 @@ export function describeIssue(issue: Issue, request: unknown): string {
  * another parse, -32602 with the same dump): a client that sent `arguments: []` read a server fault.
  * Here the request reaches the handler as it came, and one that does not fit is answered -32602
  * naming the field (`data.code: "usage"`, `data.field`), as the tools' own argument errors are.
- * Registered on the protocol directly: the Server's tools/call wrapper would parse first.
+ * Registered on the protocol directly: the Server's tools/call wrapper would parse first. The
+ * handler's signal also aborts on a cancel that reaches the request from outside its transport
+ * (over HTTP, client-cancel.ts `cancelRequest`).
  */
 export function setCheckedHandler<S extends z.ZodType<{ method: string }>>(
   server: Server,
@@ -45,6 +48,6 @@ export function setCheckedHandler<S extends z.ZodType<{ method: string }>>(
       const issue = parsed.error.issues[0] as Issue;
       throw new WireError(ErrorCode.InvalidParams, `invalid ${method} request: ${describeIssue(issue, req)}`, { code: 'usage', field: issue.path.map(String).join('.') });
     }
-    return (await handler(parsed.data, extra)) as ServerResult;
+    return (await withOutsideCancel(server, extra, (signal) => handler(parsed.data, { ...extra, signal }))) as ServerResult;
   });
 }

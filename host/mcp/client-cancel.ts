@@ -1,4 +1,6 @@
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import type { RequestId } from '@modelcontextprotocol/sdk/types.js';
+import { WireError } from './wire-error';
 
 /**
  * A signal that aborts when the client cancels the request (`notifications/cancelled`, which the
@@ -28,3 +30,68 @@ export function cancelledByClient(server: Server, request: AbortSignal, onTimedO
 export function clientTimedOut(reason: unknown): boolean {
   return /\bMCP error -32001\b/.test(String(reason));
 }
+
+/**
+ * Cancels that reach a server's request from outside its own transport, by request id. Over HTTP
+ * every POST has its own server, so a `notifications/cancelled` POSTed on its own lands on a server
+ * that never saw the request it names (the SDK's protocol ignores it there): mcp-http.ts finds the
+ * server holding that request (http-cancel.ts) and cancels it here. A controller is made by
+ * whichever comes first, the request's handler or the cancel (one may arrive while the request's
+ * POST is still on its way to its handler).
+ */
+const outside = new WeakMap<Server, Map<RequestId, AbortController>>();
+
+function controllerOf(server: Server, id: RequestId): AbortController {
+  let byId = outside.get(server);
+  if (!byId) outside.set(server, (byId = new Map()));
+  let c = byId.get(id);
+  if (!c) byId.set(id, (c = new AbortController()));
+  return c;
+}
+
+/** Cancels request `id` of `server` as its client's `notifications/cancelled` would on its own transport. */
+export function cancelRequest(server: Server, id: RequestId, reason: unknown): void {
+  controllerOf(server, id).abort(reason);
+}
+
+/**
+ * Runs a request's handler with a signal that aborts as the request's own does (a cancel on its
+ * transport, the connection's end) and also on `cancelRequest`. A request cancelled that way is
+ * answered `request_cancelled` whatever its handler ends with, once it has ended (so its call's
+ * run is cancelled, or let run on after the client's own timeout, before the answer lets the HTTP
+ * exchange and its server close): the SDK's protocol answers nothing to a request cancelled on its
+ * transport, but an HTTP POST must be answered, or it stays open until the client goes.
+ */
+export async function withOutsideCancel<T>(server: Server, extra: { signal: AbortSignal; requestId: RequestId }, run: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const own = controllerOf(server, extra.requestId);
+  try {
+    if (own.signal.aborted) throw cancelledError(extra.requestId, own.signal.reason, false);
+    const settled = await run(AbortSignal.any([extra.signal, own.signal])).then(
+      (v) => ({ ok: true as const, v }),
+      (err: unknown) => ({ ok: false as const, err }),
+    );
+    if (own.signal.aborted) {
+      // cancelledByClient decides a cancel one turn after the abort (setImmediate): that turn is
+      // waited for, or the answer could close the server first and the cancel read as a client gone.
+      await new Promise((r) => setImmediate(r));
+      throw cancelledError(extra.requestId, own.signal.reason, true);
+    }
+    if (!settled.ok) throw settled.err;
+    return settled.v;
+  } finally {
+    outside.get(server)?.delete(extra.requestId);
+  }
+}
+
+function cancelledError(id: RequestId, reason: unknown, started: boolean): WireError {
+  const why = reason === undefined ? '' : ` (${String(reason).slice(0, 200)})`;
+  const what = !started
+    ? 'before it started; nothing ran'
+    : clientTimedOut(reason)
+      ? 'because its own request timeout passed; a call goes on, and a repeat of its call_id gets its outcome'
+      : 'while it ran; a call is stopped, and status or a repeat of its call_id tells how it ended';
+  return new WireError(REQUEST_CANCELLED, `request_cancelled: the client cancelled request ${JSON.stringify(id)}${why} ${what}`, { code: 'request_cancelled', requestId: id });
+}
+
+/** The JSON-RPC code of an answer to a cancelled request (MCP names none; LSP's RequestCancelled). */
+const REQUEST_CANCELLED = -32800;

@@ -10,6 +10,8 @@ import { allowedHosts, HOST_REFUSED_STATUS, hostAllowed, hostRefusal } from '../
 import { createMcpServer } from './mcp-server';
 import type { McpSessions } from './mcp-session';
 import { readBounded } from './http-body';
+import { acceptable, notAcceptable, presentBoth, type Acceptable } from './http-accept';
+import { CALLER_HEADER, callerOf, InFlight, initializes, newCaller } from './http-cancel';
 import { notJsonRpc, STDIO_MAX_MESSAGE_BYTES } from './stdio-transport';
 
 export interface McpHttpOptions {
@@ -66,19 +68,23 @@ async function messageOf(req: IncomingMessage, res: ServerResponse): Promise<{ m
   return { message };
 }
 
-/**
- * Whether a POST is answered as an SSE stream rather than one JSON body: when a request in it asked
- * for progress (`_meta.progressToken`, call-progress.ts) from a client that reads streams. In one
- * JSON body a notification has no place, so an HTTP client that resets its request timeout on
- * progress (the SDK's `resetTimeoutOnProgress`) gave up on any command longer than that timeout
- * (60 s by default). Progress is all such a stream would carry (this stateless server sends nothing
- * else while a request runs: no logging, sampling or elicitation), so every other answer stays the
- * one JSON body it was, at its cost.
- */
-function streamsProgress(req: IncomingMessage, message: unknown): boolean {
-  if (!(req.headers.accept ?? '').includes('text/event-stream')) return false;
+/** Whether a POST's message is (or its batch holds) a request asking for progress (`_meta.progressToken`, call-progress.ts). */
+function asksProgress(message: unknown): boolean {
   const asked = (m: unknown) => (m as { params?: { _meta?: { progressToken?: unknown } } } | null)?.params?._meta?.progressToken !== undefined;
   return Array.isArray(message) ? message.some(asked) : asked(message);
+}
+
+/**
+ * Whether a POST is answered as an SSE stream rather than one JSON body: when a request in it asked
+ * for progress from a client that names streams in its Accept, or the client takes nothing else. In one JSON
+ * body a notification has no place, so an HTTP client that resets its request timeout on progress
+ * (the SDK's `resetTimeoutOnProgress`) gave up on any command longer than that timeout (60 s by
+ * default). Progress is all such a stream would carry (this stateless server sends nothing else
+ * while a request runs: no logging, sampling or elicitation), so every other answer is one JSON
+ * body, and a client that takes JSON alone gets its result without progress.
+ */
+function streams(accepts: Acceptable, message: unknown): boolean {
+  return accepts.sse && (!accepts.json || (accepts.sseNamed && asksProgress(message)));
 }
 
 /**
@@ -86,12 +92,15 @@ function streamsProgress(req: IncomingMessage, message: unknown): boolean {
  * request): the Berth session, not the HTTP connection, is what a client continues. Every request
  * needs `Authorization: Bearer <token>` (the token of `berth serve`), and a Host header naming
  * this server by `berth serve`'s rule (host/support/host-header.ts), so a page on another origin
- * (DNS rebinding) reaches nothing.
+ * (DNS rebinding) reaches nothing. Its `initialize` answer names the caller (`Mcp-Session-Id`,
+ * http-cancel.ts), so that a `notifications/cancelled` in a later POST reaches the request it names
+ * among that caller's requests in flight, and no other client's.
  */
 export async function startMcpHttp(berth: Berth, sessions: McpSessions, o: McpHttpOptions): Promise<{ url: string; close(): Promise<void> }> {
   // Filled once listening: the port may be 0 until then, and no request arrives before.
   let hosts: ReadonlySet<string> = new Set();
   let url = '';
+  const inFlight = new InFlight();
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     if (new URL(req.url ?? '/', 'http://x').pathname !== '/mcp') return refuse(res, 404, 'not_found', 'the MCP endpoint is /mcp');
     if (!hostAllowed(req.headers.host, hosts)) return refuse(res, HOST_REFUSED_STATUS, 'host_refused', hostRefusal(req.headers.host, url, 'berth mcp'));
@@ -103,14 +112,23 @@ export async function startMcpHttp(berth: Berth, sessions: McpSessions, o: McpHt
     // own server, gone with it), and there is no HTTP session for a DELETE to end. The SDK client
     // takes 405 as "no stream" and goes on.
     if (req.method !== 'POST') return refuse(res, 405, 'method_not_allowed', `${req.method} /mcp: this server is stateless and takes POST only`, { allow: 'POST' });
+    const accepts = acceptable(req.headers.accept);
+    if (!accepts.json && !accepts.sse) return refuse(res, 406, 'not_acceptable', notAcceptable(req.headers.accept), {}, -32600);
     const body = await messageOf(req, res);
     if (!body) return;
+    const caller = callerOf(req);
+    // Before the POST's own requests are held: a batch cancels only requests of other POSTs.
+    inFlight.cancel(caller, body.message);
     const server = createMcpServer(berth, sessions);
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: !streamsProgress(req, body.message), maxRequestBodySize: STDIO_MAX_MESSAGE_BYTES });
+    const release = inFlight.hold(caller, body.message, server);
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: !streams(accepts, body.message), maxRequestBodySize: STDIO_MAX_MESSAGE_BYTES });
     res.on('close', () => {
+      release();
       void transport.close();
       void server.close();
     });
+    if (initializes(body.message)) res.setHeader(CALLER_HEADER, newCaller());
+    presentBoth(req);
     await server.connect(transport);
     await transport.handleRequest(req, res, body.message);
   };

@@ -1,3 +1,4 @@
+import { request } from 'node:http';
 import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { mcpWorld } from '../support/mcp-world';
@@ -21,6 +22,48 @@ function rawRequest(url: string, raw: string): Promise<string> {
     socket.write(raw);
   });
 }
+
+/** One POST through node:http, which sends no Accept header unless given one (fetch always adds one). */
+function post(url: string, headers: Record<string, string>, body: string): Promise<{ status: number; type: string; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method: 'POST', headers }, (res) => {
+      let got = '';
+      res.setEncoding('utf8').on('data', (d: string) => (got += d));
+      res.on('end', () => resolve({ status: res.statusCode!, type: String(res.headers['content-type']), body: got }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+describe('berth mcp --http: what a client accepts (Accept)', { timeout: 120_000 }, () => {
+  it('answers a client that accepts JSON alone (curl, a plain HTTP client) with one JSON body, also when it asks for progress, and an SSE-only one with a stream; refuses one that accepts neither with 406 naming what Accept must include', async () => {
+    const w = (world = await mcpWorld());
+    const server = await w.startHttp(w.envArgs());
+    const base = { 'content-type': 'application/json', authorization: `Bearer ${server.token()}` };
+    // A progress token asks for a stream; a client that cannot read one gets the result alone.
+    const list = JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'tools/list', params: { _meta: { progressToken: 'p' } } });
+    for (const accept of ['application/json', '*/*', 'application/*;q=0.9', 'text/html, application/json;q=0.5', undefined]) {
+      const r = await post(server.url, accept === undefined ? base : { ...base, accept }, list);
+      // Before: 406 'Not Acceptable: Client must accept both application/json and text/event-stream'.
+      expect(r.status, `${accept}: ${r.body}`).toBe(200);
+      expect(r.type, String(accept)).toMatch(/^application\/json/);
+      expect(JSON.parse(r.body).result.tools.length, String(accept)).toBeGreaterThan(0);
+    }
+    const sse = await post(server.url, { ...base, accept: 'text/event-stream' }, JSON.stringify({ jsonrpc: '2.0', id: 4, method: 'tools/list' }));
+    expect(sse.status, sse.body).toBe(200);
+    expect(sse.type).toMatch(/^text\/event-stream/);
+    expect(sse.body).toMatch(/^data: .*"id":4/m);
+    for (const accept of ['text/html', 'application/json;q=0', 'image/*, text/plain']) {
+      const r = await post(server.url, { ...base, accept }, list);
+      expect(r.status, accept).toBe(406);
+      const error = JSON.parse(r.body).error as { message: string; data: { code: string } };
+      expect(error.data.code, accept).toBe('not_acceptable');
+      expect(error.message, accept).toContain('Accept must include application/json or text/event-stream');
+      expect(error.message, accept).toContain(JSON.stringify(accept));
+    }
+  });
+});
 
 describe('berth mcp --http: requests its parser refuses', { timeout: 300_000 }, () => {
   it('answers request headers over the limit (a 100 KB cookie) with 431 and a typed JSON-RPC error, and serves the next client', async () => {

@@ -75,8 +75,7 @@ describe('berth mcp --http: Streamable HTTP on loopback with the serve token', {
     const session = (wrote.structuredContent as { session: string }).session;
     // Still running when the client goes: it has reached the service and sleeps well past the reconnect.
     const args = { command: `timeout 20 busybox wget -q -O - http://localhost:${w.port}/once && sleep 8 && echo done >> once.txt`, call_id: 'gone-1' };
-    const gone = new AbortController();
-    const lost = first.callTool({ name: 'exec', arguments: args }, undefined, { signal: gone.signal, timeout: 240_000 }).then(
+    const lost = first.callTool({ name: 'exec', arguments: args }, undefined, { timeout: 240_000 }).then(
       () => 'answered',
       () => 'lost',
     );
@@ -85,7 +84,9 @@ describe('berth mcp --http: Streamable HTTP on loopback with the serve token', {
       if (Date.now() > end) throw new Error('the call never reached the service');
       await new Promise((r) => setTimeout(r, 50));
     }
-    gone.abort();
+    // The client goes (its connections are cut), sending no cancel: aborting the call's signal
+    // would send notifications/cancelled, which now reaches the call over HTTP as over stdio.
+    await first.close();
     expect(await lost).toBe('lost');
 
     const second = await w.connectHttp(server.url, server.token());
