@@ -88,7 +88,7 @@ export function planHandlers(sb: RunSandbox, progress: (p: PlanProgress) => void
         const input = ctx.value;
         if (input.fork) return prepareFork(ctx, sb, progress);
         const runId = ctx.task.runId!;
-        const uploaded = input.workspaceDir ? await sb.leaseUploaded(runId, ctx.task.sessionId, input.environment, input.workspaceDir, ctx.signal) : undefined;
+        const uploaded = input.workspaceDir ? await sb.leaseUploaded(runId, ctx.task.sessionId, input.environment, input.workspaceDir, ctx.signal, (message) => progress({ type: 'sandbox', runId, message })) : undefined;
         if (uploaded) {
           // The workspace came in the lease's own image: that image is the upload snapshot.
           const { lease, upload: up } = uploaded;

@@ -157,13 +157,13 @@ export class RunSandbox {
    * container itself; `undefined` when this upload cannot be a layer here (the caller uploads
    * into a fresh lease and snapshots that, as before).
    */
-  async leaseUploaded(runId: string, sessionId: string, env: Environment, hostDir: string, signal: AbortSignal): Promise<{ lease: Lease; upload: UploadImage; record: NewSnapshotRecord; pointer: SandboxPointer } | undefined> {
+  async leaseUploaded(runId: string, sessionId: string, env: Environment, hostDir: string, signal: AbortSignal, onProgress?: (message: string) => void): Promise<{ lease: Lease; upload: UploadImage; record: NewSnapshotRecord; pointer: SandboxPointer } | undefined> {
     const not = canUploadAsLayer(env, this.d.snapshots, this.d.transport?.target(env.snapshot) !== undefined);
     if (not) {
       this.d.logger.debug({ runId, reason: not }, 'workspace uploaded into the fresh sandbox, not as a layer');
       return undefined;
     }
-    const up = await uploadAsLayer({ snapshots: this.d.snapshots, store: this.d.store, logger: this.d.logger, hostId: this.d.sandbox.hostId, storeLabels: await this.d.sandbox.storeLabels() }, { env, hostDir, runId, sessionId, signal });
+    const up = await uploadAsLayer({ snapshots: this.d.snapshots, store: this.d.store, logger: this.d.logger, hostId: this.d.sandbox.hostId, storeLabels: await this.d.sandbox.storeLabels() }, { env, hostDir, runId, sessionId, signal, onProgress });
     if (!up) return undefined;
     let lease: Lease | undefined;
     try {

@@ -46,7 +46,7 @@ export function canUploadAsLayer(env: Environment, snapshots: Snapshotter, regis
  */
 export async function uploadAsLayer(
   d: { snapshots: Snapshotter; store: Store; logger: import('pino').Logger; hostId: string; storeLabels?: Record<string, string> },
-  o: { env: Environment; hostDir: string; runId: string; sessionId: string; signal: AbortSignal },
+  o: { env: Environment; hostDir: string; runId: string; sessionId: string; signal: AbortSignal; onProgress?: (message: string) => void },
 ): Promise<UploadImage | undefined> {
   const parent = o.env.image.digest;
   if (!parent) return undefined;
@@ -54,6 +54,10 @@ export async function uploadAsLayer(
   const limit = o.env.resources.diskMb;
   // Over the disk limit: the upload into a container says so, with its own error.
   if (limit !== undefined && scan.bytes > limit * 1024 * 1024) return undefined;
+  // A big workspace takes seconds to pack, load and read back (20,000 files: ~5 s here): said
+  // before, so the operator does not watch a silent terminal.
+  const files = scan.entries.filter((e) => e.kind === 'file').length;
+  if (files >= BIG_UPLOAD_FILES || scan.bytes >= BIG_UPLOAD_BYTES) o.onProgress?.(`uploading ${files} files (${megabytes(scan.bytes)}) from ${o.hostDir} as a layer of the sandbox's image`);
   const ws = o.env.workspace.path.replace(/\/+$/, '').slice(1);
   const { tar, diffId } = await timed(d.logger, 'upload.layer_pack', () => collect(packHostDir(resolve(o.hostDir), scan.entries, [ws], parseOwner(o.env.workspace.owner)) as unknown as AsyncIterable<Buffer>));
   o.signal.throwIfAborted();
@@ -64,8 +68,14 @@ export async function uploadAsLayer(
   // never needs the layer (writing, reading back and deleting the whole workspace there was ~0.15 s).
   const image = await timed(d.logger, 'upload.layer_load', () => d.snapshots.images.loadDirect({ parentImageId: parent, layer, labels, snapshotId, maxLayers: FLATTEN_DEPTH, signal: o.signal, beforeLoad: () => faultPoint('plan:upload-layer') }));
   if (!image) return undefined;
-  return { snapshotId, imageId: image.imageId, layerBytes: tar.length, files: scan.entries.filter((e) => e.kind === 'file').length, bytes: scan.bytes, skipped: scan.skipped };
+  return { snapshotId, imageId: image.imageId, layerBytes: tar.length, files, bytes: scan.bytes, skipped: scan.skipped };
 }
+
+/** An upload this big is announced before it starts. */
+const BIG_UPLOAD_FILES = 5_000;
+const BIG_UPLOAD_BYTES = 50 * 1024 * 1024;
+
+const megabytes = (n: number) => `${(n / 1024 / 1024).toFixed(1)} MB`;
 
 /** The whole tar in memory (the engine's load takes it with a length), hashed as it is packed: its digest names the layer. */
 async function collect(stream: AsyncIterable<Buffer>): Promise<{ tar: Buffer; diffId: string }> {

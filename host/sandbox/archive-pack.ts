@@ -1,6 +1,7 @@
-import { constants as fsc, createReadStream } from 'node:fs';
-import { lstat, open, readdir, readlink } from 'node:fs/promises';
-import { join, posix, relative, resolve, sep } from 'node:path';
+import { closeSync, constants as fsc, createReadStream, fstatSync, lstatSync, openSync, readdirSync, readlinkSync, readSync } from 'node:fs';
+import { lstat } from 'node:fs/promises';
+import { setImmediate as turn } from 'node:timers/promises';
+import { join, posix, resolve, sep } from 'node:path';
 import { pack, type Pack } from 'tar-stream';
 import { BerthError } from '../errors';
 
@@ -69,28 +70,37 @@ export async function scanHostDir(root: string): Promise<{ entries: HostEntry[];
   const entries: HostEntry[] = [];
   const skipped: SkippedEntry[] = [];
   let bytes = 0;
-  const walk = async (dir: string): Promise<void> => {
+  // Synchronous calls, the event loop given back every YIELD_EVERY entries: each promise-based
+  // lstat went through the thread pool (~70-90 us each, measured: 1.4-1.9 s for 20,000 files),
+  // where a synchronous one takes a few microseconds.
+  let sinceYield = 0;
+  // `relDir` by concatenation: path.relative on every entry was a third of the walk.
+  const walk = async (dir: string, relDir: string): Promise<void> => {
     const names: string[] = [];
-    for (const raw of await readdir(dir, { encoding: 'buffer' })) {
+    for (const raw of readdirSync(dir, { encoding: 'buffer' })) {
       const name = raw.toString('utf8');
       if (!Buffer.from(name, 'utf8').equals(raw)) {
-        const shown = [...relative(base, dir).split(sep).filter(Boolean), escapedBytes(raw)].join('/');
+        const shown = relDir ? `${relDir}/${escapedBytes(raw)}` : escapedBytes(raw);
         throw new BerthError('upload_unrepresentable', `${shown} in ${root}: a name that is not UTF-8 cannot be uploaded into the sandbox; rename it`, { details: { root, path: shown } });
       }
       names.push(name);
     }
     for (const name of names.sort()) {
-      const abs = join(dir, name);
-      const rel = relative(base, abs).split(sep).join('/');
-      const st = await lstat(abs);
+      if (++sinceYield >= YIELD_EVERY) {
+        sinceYield = 0;
+        await turn();
+      }
+      const abs = `${dir}${sep}${name}`;
+      const rel = relDir ? `${relDir}/${name}` : name;
+      const st = lstatSync(abs);
       if (st.isDirectory()) {
         entries.push({ rel, kind: 'dir', size: 0, mode: st.mode & 0o777, mtime: st.mtime });
-        await walk(abs);
+        await walk(abs, rel);
       } else if (st.isFile()) {
         entries.push({ rel, kind: 'file', size: st.size, mode: st.mode & 0o777, mtime: st.mtime });
         bytes += st.size;
       } else if (st.isSymbolicLink()) {
-        const target = await readlink(abs, { encoding: 'buffer' });
+        const target = readlinkSync(abs, { encoding: 'buffer' });
         const linkname = target.toString('utf8');
         if (!Buffer.from(linkname, 'utf8').equals(target)) {
           throw new BerthError('upload_unrepresentable', `symlink ${rel} in ${root} points at a name that is not UTF-8 (${escapedBytes(target)}): it cannot be uploaded into the sandbox; change it`, { details: { root, path: rel } });
@@ -102,7 +112,7 @@ export async function scanHostDir(root: string): Promise<{ entries: HostEntry[];
       }
     }
   };
-  await walk(base);
+  await walk(base, '');
   return { entries, bytes, skipped };
 }
 
@@ -126,6 +136,29 @@ function escapedBytes(raw: Buffer): string {
   return out;
 }
 
+/** Entries scanned or files packed between two turns of the event loop. */
+const YIELD_EVERY = 512;
+/** Small files handed to the pack before waiting for it to take them (at most IN_FLIGHT x SMALL_FILE bytes held). */
+const IN_FLIGHT = 64;
+/** Files up to this size are read whole and added as one buffer; larger ones are streamed. */
+const SMALL_FILE = 256 * 1024;
+
+/** Exactly `size` bytes of the open file: one that shrank since its stat is refused, not packed short. */
+function readExactly(fd: number, size: number, rel: string): Buffer {
+  const buf = Buffer.allocUnsafe(size);
+  for (let off = 0; off < size; ) {
+    const n = readSync(fd, buf, off, size - off, off);
+    if (n === 0) throw new BerthError('path_escape', `host file ${rel} changed during upload (it shrank while it was read)`);
+    off += n;
+  }
+  return buf;
+}
+
+/** Adds a whole entry and waits until the pack took it (its backpressure holds a slow reader's memory down). */
+function added(p: Pack, header: Parameters<Pack['entry']>[0], data: Buffer): Promise<void> {
+  return new Promise((res, rej) => p.entry(header, data, (err?: Error | null) => (err ? rej(err) : res())));
+}
+
 function checkHostLink(rel: string, linkname: string): void {
   const target = posix.normalize(posix.join(posix.dirname(rel), linkname));
   if (linkname.startsWith('/') || target === '..' || target.startsWith('../')) {
@@ -141,6 +174,7 @@ function checkHostLink(rel: string, linkname: string): void {
 export function packHostDir(root: string, entries: HostEntry[], missing: string[], owner: Owner): Pack {
   const p = pack();
   const prefix = missing.length > 0 ? `${missing.join('/')}/` : '';
+  let sinceYield = 0;
   const run = async () => {
     addDirs(p, missing, owner, new Date());
     for (const e of entries) {
@@ -151,28 +185,42 @@ export function packHostDir(root: string, entries: HostEntry[], missing: string[
       } else if (e.kind === 'symlink') {
         p.entry({ ...common, name, type: 'symlink', linkname: e.linkname ?? '' });
       } else {
-        const fh = await open(join(root, e.rel), fsc.O_RDONLY | fsc.O_NOFOLLOW).catch((err: NodeJS.ErrnoException) => {
-          throw new BerthError('path_escape', `host file ${e.rel} changed during upload (${err.code})`);
-        });
-        const st = await fh.stat();
-        if (!st.isFile()) {
-          await fh.close();
-          throw new BerthError('path_escape', `host file ${e.rel} changed during upload`);
+        let fd: number;
+        try {
+          // O_NONBLOCK: a fifo swapped in since the scan opens at once (and is refused below) instead of blocking the event loop.
+          fd = openSync(join(root, e.rel), fsc.O_RDONLY | fsc.O_NOFOLLOW | fsc.O_NONBLOCK);
+        } catch (err) {
+          throw new BerthError('path_escape', `host file ${e.rel} changed during upload (${(err as NodeJS.ErrnoException).code})`);
         }
-        if (st.size === 0) {
-          p.entry({ ...common, name, type: 'file', size: 0 }, Buffer.alloc(0));
-          await fh.close();
-          continue;
+        try {
+          const st = fstatSync(fd);
+          if (!st.isFile()) throw new BerthError('path_escape', `host file ${e.rel} changed during upload`);
+          const header = { ...common, name, type: 'file' as const, size: st.size };
+          // A small file in one read and one entry: the per-file stream (its events, its
+          // promise) cost ~180 us a file, 3.6 s of a 20,000-file workspace's upload.
+          if (st.size <= SMALL_FILE) {
+            // Waited for every IN_FLIGHT files (the last one's callback means all before it were
+            // taken): a promise per file was a third of the packing.
+            const taken = added(p, header, readExactly(fd, st.size, e.rel));
+            if (++sinceYield >= IN_FLIGHT) {
+              sinceYield = 0;
+              await taken;
+            } else taken.catch(() => {});
+            continue;
+          }
+          sinceYield = 0;
+          const sink = p.entry(header);
+          await new Promise<void>((res, rej) => {
+            // Read exactly the size announced in the header, even if the file grows meanwhile.
+            const src = createReadStream('', { fd, autoClose: false, start: 0, end: st.size - 1 });
+            src.on('error', rej);
+            sink.on('error', rej);
+            sink.on('finish', () => res());
+            src.pipe(sink as unknown as NodeJS.WritableStream);
+          });
+        } finally {
+          closeSync(fd);
         }
-        const sink = p.entry({ ...common, name, type: 'file', size: st.size });
-        await new Promise<void>((res, rej) => {
-          // Read exactly the size announced in the header, even if the file grows meanwhile.
-          const src = createReadStream('', { fd: fh.fd, autoClose: false, start: 0, end: st.size - 1 });
-          src.on('error', rej);
-          sink.on('error', rej);
-          sink.on('finish', () => res());
-          src.pipe(sink as unknown as NodeJS.WritableStream);
-        }).finally(() => fh.close());
       }
     }
     p.finalize();

@@ -44,4 +44,32 @@ describe('a plan workspace uploaded as a layer of the sandbox image', { timeout:
     expect(cat.stdout).toBe('hello\nint main(void) { return 0; }\n1000:1000\n');
     expect(up!.record.workspaceDigest).toBe(await plan.digest(up!.lease, env, AbortSignal.timeout(60_000)));
   });
+
+  test('a workspace of 5,000 small files and one large one is announced before it is packed, and the sandbox holds every byte of it', async ({ sandbox, onTestFinished }) => {
+    const ws = join(sandbox.dir, 'big');
+    for (let d = 0; d < 50; d++) {
+      mkdirSync(join(ws, `d${d}`), { recursive: true });
+      for (let f = 0; f < 100; f++) writeFileSync(join(ws, `d${d}`, `f${f}`), `${d}/${f}\n`);
+    }
+    // Over the size read whole (archive-pack.ts SMALL_FILE): streamed.
+    writeFileSync(join(ws, 'large.bin'), Buffer.alloc(600 * 1024, 7));
+    const env = parseEnvironment(`kernel: { name: berth, version: 0.1.0, compatible: ">=0.1.0 <0.2.0" }\nimage: { ref: "berth/tiny:latest", digest: "${sandbox.imageId}" }\nworkspace: { path: /workspace, owner: "1000:1000" }\n`, 'env.yaml');
+    const engine = snapshotEngine(sandbox.docker);
+    const snapshots = new Snapshotter({ engine, store: sandbox.store, logger: sandbox.logger });
+    const plan = new RunSandbox({ store: sandbox.store, sandbox: sandbox.host, snapshots, clock: systemClock, logger: sandbox.logger });
+    const runId = 'run_upload_big';
+    const session = `sess_${runId}`;
+    await sandbox.store.commit({ sessionId: session, label: 'seed', createSession: {} });
+    const said: string[] = [];
+    const up = await plan.leaseUploaded(runId, session, env, ws, AbortSignal.timeout(120_000), (m) => said.push(m));
+    onTestFinished(async () => {
+      await plan.finish(runId).catch(() => {});
+      await engine.removeSnapshot?.(up!.upload.snapshotId).catch(() => {});
+    });
+    await sandbox.store.commit({ sessionId: session, label: 'upload', snapshots: [{ ...up!.record, runId, taskId: null }] });
+    expect(said).toEqual([`uploading 5001 files (0.6 MB) from ${ws} as a layer of the sandbox's image`]);
+    expect(up!.upload.files).toBe(5001);
+    const check = await up!.lease.exec(['sh', '-c', 'find /workspace -type f | wc -l; cat /workspace/d49/f99 /workspace/d0/f0; wc -c < /workspace/large.bin; od -An -tu1 -N1 -j614399 /workspace/large.bin']);
+    expect(check.stdout.split('\n').map((l) => l.trim())).toEqual(['5001', '49/99', '0/0', String(600 * 1024), '7', '']);
+  });
 });

@@ -1,9 +1,10 @@
-import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { scanHostDir } from '../../host/sandbox/archive-pack';
+import { collect, packHostDir, scanHostDir } from '../../host/sandbox/archive-pack';
 
 let dir = '';
 afterEach(async () => {
@@ -34,4 +35,17 @@ describe('a host workspace with names that are not UTF-8', () => {
     const { entries } = await scanHostDir(dir);
     expect(entries.map((e) => e.rel)).toEqual(['a\nb', 'ünï']);
   });
+});
+
+describe('a host workspace that changes while it is packed', () => {
+  it('refuses a file swapped for a fifo after the scan, at once, instead of waiting for a writer that never comes', async () => {
+    dir = await mkdtemp(join(tmpdir(), 'berth-upload-fifo-'));
+    writeFileSync(join(dir, 'a.txt'), 'a');
+    writeFileSync(join(dir, 'b.txt'), 'b');
+    const { entries } = await scanHostDir(dir);
+    rmSync(join(dir, 'b.txt'));
+    execFileSync('mkfifo', [join(dir, 'b.txt')]);
+    // Before: opening the fifo for reading waited for a writer (the test timed out).
+    await expect(collect(packHostDir(dir, entries, ['workspace'], { uid: 1000, gid: 1000 }))).rejects.toMatchObject({ code: 'path_escape', message: 'host file b.txt changed during upload' });
+  }, 10_000);
 });
