@@ -29,6 +29,12 @@ export async function earlierEffects(ctx: PhaseContext, runId: string, index: nu
   return (await ctx.store.listEffects({ runId })).filter((e) => ids.has(e.id)).reverse();
 }
 
+/** A step's snapshot taking longer than this is announced (its end line waits for it); `BERTH_SLOW_SNAPSHOT_MS` sets it (tests: 0). */
+function slowSnapshotMs(): number {
+  const v = Number(process.env.BERTH_SLOW_SNAPSHOT_MS);
+  return process.env.BERTH_SLOW_SNAPSHOT_MS && Number.isFinite(v) && v >= 0 ? v : 2_000;
+}
+
 /**
  * A sandbox that stopped answering mid-step (engine restart, container gone) is a reason to retry
  * the phase, not to fail the step: the retry finds the step in flight and verifies, restores or
@@ -211,9 +217,12 @@ export async function runStep(ctx: TypedPhaseContext<StepInput>, sb: RunSandbox,
       })
     : undefined;
   if (env.snapshot.policy === 'after-each-step') {
+    // A big layer takes seconds to copy, and the step's end line waits for its snapshot: said
+    // when it is slow, so the operator does not take a finished command for a running one.
+    const slow = setTimeout(() => progress({ type: 'sandbox', runId, message: `${step.name} ended (exit ${r.exitCode} in ${(r.durationMs / 1000).toFixed(1)}s); taking its snapshot` }), slowSnapshotMs());
     const s = await sb.snapshot(runId, ctx.task.sessionId, env, sb.held(runId) ?? held, `step:${index}:${step.name}`, ptr.snapshotId, ctx.signal).catch((err: unknown) => {
       throw sandboxLost(err, sb, runId);
-    });
+    }).finally(() => clearTimeout(slow));
     snapshotId = s.record.id;
     writes.snapshots = [s.record];
     docOps.push(s.pointer as Json);
