@@ -96,7 +96,7 @@ export function openAiChatClient(o: { baseUrl: string; apiKey: () => string }): 
         if (timeout.aborted && !call.signal.aborted) {
           throw new ModelCallError('model_timeout', `no complete answer within ${call.timeoutMs} ms`, { retryable: true, partialText: partial, cause: err });
         }
-        throw classifyModelError(err, partial, call.signal);
+        throw classifyModelError(err, partial, call.signal, o.baseUrl);
       }
     },
   };

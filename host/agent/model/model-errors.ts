@@ -38,6 +38,27 @@ export class ModelCallError extends BerthError {
   }
 }
 
+/**
+ * What the transport said under the client's "Connection error.": the code (and address) deepest
+ * in the cause chain, e.g. ` (ECONNREFUSED 127.0.0.1:59999)`, else its innermost message, `` when none. The operator
+ * needs it to tell a server that is down from a name that does not resolve or a TLS refusal.
+ */
+export function transportCause(err: unknown): string {
+  let found: { code: string; address?: unknown; port?: unknown; hostname?: unknown } | undefined;
+  let deepest = '';
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
+    if (depth > 0) deepest = e.message;
+    const inner = e instanceof AggregateError ? e.errors[0] : undefined;
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string') found = e as unknown as typeof found;
+    if (inner instanceof Error && typeof (inner as { code?: unknown }).code === 'string') found = inner as unknown as typeof found;
+  }
+  // No code: the innermost message says it (undici's 'bad port' for a port fetch refuses to use).
+  if (!found) return deepest && deepest !== 'fetch failed' ? ` (${deepest})` : '';
+  const where = typeof found.address === 'string' ? ` ${found.address}${found.port !== undefined ? `:${String(found.port)}` : ''}` : typeof found.hostname === 'string' ? ` ${found.hostname}` : '';
+  return ` (${found.code}${where})`;
+}
+
 function retryAfter(headers: Headers | undefined): number | null {
   const ms = Number(headers?.get('retry-after-ms'));
   if (Number.isFinite(ms) && ms >= 0 && headers?.get('retry-after-ms') !== null) return ms;
@@ -54,7 +75,7 @@ function retryAfter(headers: Headers | undefined): number | null {
  * connections are retryable; other 4xx are the request's fault and are not; an abort is the
  * host stopping, which recovery handles, so it is not retried here either.
  */
-export function classifyModelError(err: unknown, partialText: string, signal?: AbortSignal): ModelCallError {
+export function classifyModelError(err: unknown, partialText: string, signal?: AbortSignal, endpoint?: string): ModelCallError {
   const msg = err instanceof Error ? err.message : String(err);
   // The client's error classes; none is loaded before a request was made (no such error exists then).
   const api = openAiModuleIfLoaded();
@@ -63,7 +84,7 @@ export function classifyModelError(err: unknown, partialText: string, signal?: A
     return new ModelCallError('model_aborted', 'the request was aborted (host stopping or task cancelled)', { retryable: false, partialText, cause: err });
   }
   if (is(api?.APIConnectionTimeoutError)) return new ModelCallError('model_timeout', `model request timed out: ${msg}`, { retryable: true, partialText, cause: err });
-  if (is(api?.APIConnectionError)) return new ModelCallError('model_connection', `connection to the model endpoint failed: ${msg}`, { retryable: true, partialText, cause: err });
+  if (is(api?.APIConnectionError)) return new ModelCallError('model_connection', `connection to the model endpoint${endpoint ? ` ${endpoint}` : ''} failed: ${msg}${transportCause(err)}`, { retryable: true, partialText, cause: err });
   if (is(api?.APIError) && typeof (err as APIError).status === 'number') {
     const e = err as APIError & { status: number };
     const status = e.status;
