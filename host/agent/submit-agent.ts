@@ -69,7 +69,7 @@ async function submitRun(deps: Deps, input: AgentRunInput, requestId: string, se
  * cannot be read now, is refused (see {@link checkAgentSecrets}).
  */
 export async function submitAgentRun(deps: Deps, s: StartAgentRun): Promise<Submitted> {
-  const settings = AgentSettingsSchema.parse(s.settings);
+  const settings = parsedSettings(s.settings);
   checkTools(deps.toolNames, settings);
   await checkAgentSecrets(s.environment, deps.toolNames, s.environmentFile ?? 'environment');
   const input: AgentRunInput = { settings, environment: s.environment, envFingerprint: fingerprint(s.environment), workspaceDir: s.workspaceDir ?? null, message: s.message };
@@ -138,4 +138,22 @@ export async function continueSession(deps: Deps, c: ContinueSession): Promise<S
   await checkAgentSecrets(prev.environment, deps.toolNames, `the environment of session ${c.sessionId}`);
   // A forked session's first run is the fork: its row names the run the session was forked from.
   return submitRun(deps, { ...prev, settings, workspaceDir: null, message: c.message }, requestId, c.sessionId, forkedFrom?.runId, c.start);
+}
+
+/** The command-line flag each setting comes from, to name in an error. */
+const FLAG_OF: Record<string, string> = { 'model.baseUrl': '--base-url', 'model.model': '--model', 'model.apiKeyEnv': '--api-key-env', 'model.contextTokens': '--context-tokens', maxTurns: '--max-turns', approvalTtlMs: '--approval-ttl', requireApproval: '--require-approval' };
+
+/**
+ * The settings, or `invalid_settings` naming each bad field (and its flag) with what was expected.
+ * The value found is not repeated: a base URL refused for carrying credentials would print them.
+ * Before, a bad --base-url ended as 'internal error' and zod's JSON.
+ */
+function parsedSettings(input: unknown): ReturnType<typeof AgentSettingsSchema.parse> {
+  const r = AgentSettingsSchema.safeParse(input);
+  if (r.success) return r.data;
+  const lines = r.error.issues.map((i) => {
+    const path = i.path.map(String).join('.');
+    return `  ${path || '(settings)'}${FLAG_OF[path] ? ` (${FLAG_OF[path]})` : ''}: ${i.message}`;
+  });
+  throw new BerthError('invalid_settings', `invalid agent settings (${lines.length} problem${lines.length === 1 ? '' : 's'}):\n${lines.join('\n')}`, { details: { fields: r.error.issues.map((i) => i.path.map(String).join('.')) } });
 }

@@ -96,8 +96,21 @@ export function openAiChatClient(o: { baseUrl: string; apiKey: () => string }): 
         if (timeout.aborted && !call.signal.aborted) {
           throw new ModelCallError('model_timeout', `no complete answer within ${call.timeoutMs} ms`, { retryable: true, partialText: partial, cause: err });
         }
-        throw classifyModelError(err, partial, call.signal, o.baseUrl);
+        throw classifyModelError(err, partial, call.signal, shownEndpoint(o.baseUrl));
       }
     },
   };
+}
+
+/**
+ * The endpoint as an error may name it (it is recorded with the run): without credentials in its
+ * user part or its query (`?api-key=...`, as some gateways take them), which must never reach the store.
+ */
+export function shownEndpoint(baseUrl: string): string {
+  try {
+    const u = new URL(baseUrl);
+    return `${u.protocol}//${u.host}${u.pathname}`;
+  } catch {
+    return '(the configured base URL)';
+  }
 }

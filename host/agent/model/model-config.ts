@@ -6,7 +6,11 @@ import { z } from 'zod';
  * store, the logs or an entry.
  */
 export const ModelConfigSchema = z.strictObject({
-  baseUrl: z.string().url().describe('OpenAI-compatible endpoint, e.g. https://api.openai.com/v1'),
+  baseUrl: z
+    .string()
+    .url()
+    .refine((u) => !carriesCredentials(u), 'an endpoint without credentials: no user:password@ and no key, token, secret or password in its query (the key is read from the variable apiKeyEnv names, so it never reaches the store)')
+    .describe('OpenAI-compatible endpoint, e.g. https://api.openai.com/v1'),
   model: z.string().min(1),
   apiKeyEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name').default('OPENAI_API_KEY'),
   stream: z.boolean().default(true),
@@ -26,5 +30,15 @@ export const ModelConfigSchema = z.strictObject({
    */
   contextTokens: z.number().int().positive().optional(),
 });
+/** Whether a URL holds what looks like a credential: a user part, or a query parameter named like one. */
+export function carriesCredentials(url: string): boolean {
+  try {
+    const u = new URL(url);
+    return u.username !== '' || u.password !== '' || [...u.searchParams.keys()].some((k) => /key|token|secret|passw|sig|auth/i.test(k));
+  } catch {
+    return false;
+  }
+}
+
 export type ModelConfig = z.infer<typeof ModelConfigSchema>;
 export type ModelConfigInput = z.input<typeof ModelConfigSchema>;

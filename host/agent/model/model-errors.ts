@@ -53,8 +53,10 @@ export function transportCause(err: unknown): string {
     if (typeof code === 'string') found = e as unknown as typeof found;
     if (inner instanceof Error && typeof (inner as { code?: unknown }).code === 'string') found = inner as unknown as typeof found;
   }
-  // No code: the innermost message says it (undici's 'bad port' for a port fetch refuses to use).
-  if (!found) return deepest && deepest !== 'fetch failed' ? ` (${deepest})` : '';
+  // No code: the innermost message says it (undici's 'bad port' for a port fetch refuses to use),
+  // unless it quotes a URL: undici's refusal of a URL with credentials quotes them, and this
+  // message is recorded with the run.
+  if (!found) return deepest && deepest !== 'fetch failed' && !deepest.includes('://') && deepest.length <= 80 ? ` (${deepest})` : '';
   const where = typeof found.address === 'string' ? ` ${found.address}${found.port !== undefined ? `:${String(found.port)}` : ''}` : typeof found.hostname === 'string' ? ` ${found.hostname}` : '';
   return ` (${found.code}${where})`;
 }
