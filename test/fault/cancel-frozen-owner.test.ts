@@ -106,9 +106,13 @@ describe('berth cancel of a run whose owner is alive but not working', { timeout
     // all work on the run without committing anything: the cancel stands as carried out.
     host.child.kill('SIGCONT');
     const code = await Promise.race([host.exited, sleep(30_000).then(() => 'still running' as const)]);
-    // Whichever it learns first: the run ended cancelled (exit 1, a run that did not complete), or
-    // its lease ran out (exit 4, execution_right_lost).
-    expect([1, 4], host.stderr()).toContain(code);
+    // It stops as a host that lost the run (exit 4), whichever it learns first: that its renewal
+    // is refused, or that the run ended by the host that took it (it used to report that end as
+    // its own: "run R is cancelled", exit 1).
+    expect(code, host.stderr()).toBe(4);
+    expect(host.stderr()).toContain('execution_right_lost');
+    expect(host.stderr()).toMatch(new RegExp(`run ${run.id} ended \\(cancelled\\) by host ${f.hostId} .*after this host's lease ran out|lease on run ${run.id} ran out`));
+    expect(host.stderr()).not.toContain(`run ${run.id} is cancelled`);
     const after = await f.read(async (s) => ({ run: (await s.getRun(run.id))!, commits: (await s.listCommits(run.sessionId)).length, owner: (await s.getSessionOwner(run.sessionId))! }));
     expect(after.run.state).toBe('cancelled');
     expect(after.commits).toBe(before.commits);
