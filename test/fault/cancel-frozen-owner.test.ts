@@ -57,14 +57,14 @@ interface CancelJson {
 
 describe('berth cancel of a run whose owner is alive but not working', { timeout: 90_000 }, () => {
   it('says a frozen owner has not renewed its claim and when it expires; cancel --wait then carries the cancel out, and the woken owner commits nothing', async () => {
-    // 12 s: the two cancels below fit between overdue (6 s) and expiry on a loaded machine.
-    const { f, host, run, ttl } = await longRun(12_000);
+    // 15 s: the two cancels and the status below fit between overdue (7.5 s) and expiry on a loaded machine.
+    const { f, host, run, ttl } = await longRun(15_000);
     // Frozen outside a write of the SQLite file, which would hold every other writer back.
     await freezeOutsideWrite(host.child, f.store);
     // Past half the TTL without a renewal (it renews every third): overdue, the claim still holding.
     await waitFor('the claim to be overdue', () => f.read(async (s) => {
       const o = (await s.getSessionOwner(run.sessionId))!;
-      return (await s.databaseNow()) - o.heartbeatAt > 6200 ? true : undefined;
+      return (await s.databaseNow()) - o.heartbeatAt > 7700 ? true : undefined;
     }), 20_000, 100);
 
     const said = await f.cli(['cancel', run.id], ttl);
@@ -79,9 +79,12 @@ describe('berth cancel of a run whose owner is alive but not working', { timeout
     const j = lastJson<CancelJson>(asJson);
     expect(j.case).toBe('owner_overdue');
     expect(j.owner).toMatchObject({ pid: host.pid, live: true });
-    expect(j.claim).toMatchObject({ state: 'overdue', ttlMs: 12_000 });
-    expect(j.claim!.heartbeatAgeMs).toBeGreaterThan(6000);
+    expect(j.claim).toMatchObject({ state: 'overdue', ttlMs: 15_000 });
+    expect(j.claim!.heartbeatAgeMs).toBeGreaterThan(7500);
     expect(j.claim!.expiresInMs).toBeGreaterThan(0);
+    // berth status says the same of the owner.
+    const status = await f.cli(['status'], ttl);
+    expect(status.stdout).toMatch(new RegExp(`cancelling on host ${f.hostId} \\(pid ${host.pid}\\) \\(heartbeat [\\d.]+s ago: not renewing, claim expires in [\\d.]+s\\)`));
     // Nobody carried it out: the run is cancelling and its command still runs.
     expect((await f.read((s) => s.getRun(run.id)))!.state).toBe('cancelling');
     expect(await processesOf(f, run.sessionId, 'sleep 61')).toBe(1);
@@ -121,6 +124,8 @@ describe('berth cancel of a run whose owner is alive but not working', { timeout
 
   it('leaves a cancel of a run whose owner renews to that owner, saying which case it was', async () => {
     const { f, host, run, ttl } = await longRun(8000);
+    const status = await f.cli(['status'], ttl);
+    expect(status.stdout).toMatch(new RegExp(`running on host ${f.hostId} \\(pid ${host.pid}\\) \\(heartbeat [\\d.]+s ago\\)`));
     const said = await f.cli(['cancel', run.id, '--json'], ttl);
     expect(said.code, said.stderr).toBe(0);
     const j = lastJson<CancelJson>(said);
