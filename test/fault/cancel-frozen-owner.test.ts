@@ -138,4 +138,16 @@ describe('berth cancel of a run whose owner is alive but not working', { timeout
     expect((await f.read((s) => s.getRun(run.id)))!.state).toBe('cancelled');
     expect(await processesOf(f, run.sessionId, 'sleep 61')).toBe(0);
   });
+  it('cancel --wait of a run whose owner renews returns once that owner ended the run cancelled', async () => {
+    const { f, host, run, ttl } = await longRun(8000);
+    const said = await f.cli(['cancel', run.id, '--wait', '--json'], ttl);
+    expect(said.code, said.stderr).toBe(0);
+    const j = lastJson<CancelJson & { state: string; wait: { outcome: string; waitedMs: number } }>(said);
+    expect(j).toMatchObject({ case: 'owner_renews', state: 'cancelled', wait: { outcome: 'ended' } });
+    expect(j.owner).toMatchObject({ pid: host.pid, live: true });
+    // The owner did it, not this command: no second epoch.
+    expect((await f.read((s) => s.getSessionOwner(run.sessionId)))!.epoch).toBe(1);
+    expect(await host.exited, host.stderr()).toBe(1);
+    expect(await processesOf(f, run.sessionId, 'sleep 61')).toBe(0);
+  });
 });
