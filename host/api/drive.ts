@@ -90,10 +90,11 @@ export async function whileHoldingRight<T>(kernel: Kernel, runId: string, work: 
  * its own ("run R is cancelled"), and applied run-end policy to sandboxes it no longer owned. Now it
  * stops as a host that lost the run does (`execution_right_lost`), saying who ended it.
  */
-async function endedElsewhere(p: RuntimeParts, run: Run, epoch: number | undefined): Promise<void> {
+async function endedElsewhere(p: RuntimeParts, kernel: Kernel, run: Run, epoch: number | undefined): Promise<void> {
   if (epoch === undefined) return;
   const now = await p.store.getSessionOwner(run.sessionId);
-  if (!now || now.epoch === epoch) return;
+  // The same epoch, or a newer one this kernel claimed itself (a host driving several runs of a session): its own.
+  if (!now || now.epoch === epoch || kernel.epochOf(run.sessionId) === now.epoch) return;
   throw new BerthError(
     'execution_right_lost',
     `run ${run.id} ended (${run.state}) by host ${now.holder}${now.pid ? ` (pid ${now.pid})` : ''}, which took it (epoch ${now.epoch}) after this host's lease ran out without a renewal (the process was paused or too busy); this host committed nothing more for it`,
@@ -120,7 +121,7 @@ export async function drive(p: RuntimeParts, rt: HostRuntime, runId: string, sig
     const sessionId = (await p.store.getRun(runId))?.sessionId;
     const epoch = sessionId === undefined ? undefined : rt.kernel.epochOf(sessionId);
     run = await timed(p.logger, 'drive.steps', () => whileHoldingRight(rt.kernel, runId, rt.kernel.waitForRun(runId, { signal: stop.signal, states: [...SETTLED] }), sessionId));
-    await endedElsewhere(p, run, epoch);
+    await endedElsewhere(p, rt.kernel, run, epoch);
   } catch (err) {
     const bySignal = signal?.aborted === true;
     stop.abort(); // also ends waitForRun's polling when the right was lost
