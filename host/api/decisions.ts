@@ -8,6 +8,7 @@ import { newId } from '../support';
 import type { HostParts } from './assemble';
 import { readHost, type HostView } from './run-driver';
 import { runNotFound } from '../store/missing-run';
+import { readOwnerClaim, type OwnerClaim } from './owner-claim';
 
 /** The run, or `run_not_found` naming the store. */
 export async function getRunOrThrow(store: Store, runId: string): Promise<Run> {
@@ -47,13 +48,31 @@ export async function commitCancel(store: Store, runId: string, actor: string): 
  * stands) and `already` says so: a cancel repeated by a script, or after a `berth cancel` that was
  * killed before it carried the cancellation out, is not an error.
  */
-export async function cancel(p: HostParts, runId: string, actor: string): Promise<{ run: Run; owner: HostView | null; already?: 'cancelled' | 'cancelling' }> {
+export async function cancel(p: HostParts, runId: string, actor: string): Promise<Cancelled> {
   const before = await getRunOrThrow(p.store, runId);
-  if (before.state === 'cancelled' || before.state === 'cancelling') return { run: before, owner: await ownerOf(p, before), already: before.state };
+  if (before.state === 'cancelled' || before.state === 'cancelling') return { run: before, ...(await ownerAndClaim(p, before)), already: before.state };
   const transitions = await commitCancel(p.store, runId, actor);
   if (transitions.some((t) => isFinalRunState(t.to))) await releaseEndedRunLeases(p, [runId]);
   const run = await getRunOrThrow(p.store, runId);
-  return { run, owner: await ownerOf(p, run) };
+  return { run, ...(await ownerAndClaim(p, run)) };
+}
+
+/**
+ * What {@link cancel} left: the run, its owner, and the owner's claim when that owner is live: a
+ * live owner whose claim is `overdue` (frozen, paused, overloaded) carries nothing out until it
+ * runs again or its claim expires and another host takes the run.
+ */
+export interface Cancelled {
+  run: Run;
+  owner: HostView | null;
+  claim: OwnerClaim | null;
+  already?: 'cancelled' | 'cancelling';
+}
+
+/** The run's owner and, while that owner is live, its claim (read after it, so never older). */
+export async function ownerAndClaim(p: HostParts, run: Run): Promise<{ owner: HostView | null; claim: OwnerClaim | null }> {
+  const owner = await ownerOf(p, run);
+  return { owner, claim: owner?.live ? await readOwnerClaim(p.store, run.sessionId) : null };
 }
 
 /** Approves or denies a tool call waiting for approval (by call id or approval id); the run's owner continues it. */

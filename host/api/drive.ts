@@ -83,6 +83,25 @@ export async function whileHoldingRight<T>(kernel: Kernel, runId: string, work: 
   }
 }
 
+/**
+ * Refuses a settle this host only read: a host frozen (SIGSTOP, a paused VM) past its lease wakes
+ * to find the run ended by the host that took it meanwhile (a `berth cancel` that waited for the
+ * claim's expiry), often before its own renewal tells it the lease is lost. It reported that end as
+ * its own ("run R is cancelled"), and applied run-end policy to sandboxes it no longer owned. Now it
+ * stops as a host that lost the run does (`execution_right_lost`), saying who ended it.
+ */
+async function endedElsewhere(p: RuntimeParts, kernel: Kernel, run: Run, epoch: number | undefined): Promise<void> {
+  if (epoch === undefined) return;
+  const now = await p.store.getSessionOwner(run.sessionId);
+  // The same epoch, or a newer one this kernel claimed itself (a host driving several runs of a session): its own.
+  if (!now || now.epoch === epoch || kernel.epochOf(run.sessionId) === now.epoch) return;
+  throw new BerthError(
+    'execution_right_lost',
+    `run ${run.id} ended (${run.state}) by host ${now.holder}${now.pid ? ` (pid ${now.pid})` : ''}, which took it (epoch ${now.epoch}) after this host's lease ran out without a renewal (the process was paused or too busy); this host committed nothing more for it`,
+    { ids: { runId: run.id, sessionId: run.sessionId }, details: { sessionId: run.sessionId, epoch, holder: now.holder, pid: now.pid, why: 'taken', endedAs: run.state } },
+  );
+}
+
 /** What {@link drive} ends with: the run as it settled, or `interrupted` when the signal stopped the host first. */
 export type Driven = { settled: true; run: Run } | { settled: false; run: Run; reason: unknown };
 
@@ -100,7 +119,9 @@ export async function drive(p: RuntimeParts, rt: HostRuntime, runId: string, sig
   let run: Run;
   try {
     const sessionId = (await p.store.getRun(runId))?.sessionId;
+    const epoch = sessionId === undefined ? undefined : rt.kernel.epochOf(sessionId);
     run = await timed(p.logger, 'drive.steps', () => whileHoldingRight(rt.kernel, runId, rt.kernel.waitForRun(runId, { signal: stop.signal, states: [...SETTLED] }), sessionId));
+    await endedElsewhere(p, rt.kernel, run, epoch);
   } catch (err) {
     const bySignal = signal?.aborted === true;
     stop.abort(); // also ends waitForRun's polling when the right was lost

@@ -59,7 +59,10 @@ const USAGE = `usage: berth <command> [options]
                            and continue in the current sandbox or from a snapshot (--restore);
                            --verify asks the service about uncertain effects again; --fail ends the run
                            (an effect not answered stays uncertain on record, never run again)
-  cancel RUN               cancel a run durably
+  cancel RUN [--wait]      cancel a run durably; its owner stops it, or this command when no live host
+                           drives it; an owner that stopped renewing its claim (frozen, overloaded) is
+                           named with the claim's expiry; --wait waits until the run ended, carrying the
+                           cancel out here once that claim expired
   fork RUN --at STEP|SNAPSHOT [--plan FILE] [--detach]
                            a new run continuing from a checkpoint of RUN (after step STEP, or from a
                            snapshot), its sandbox leased from that checkpoint's snapshot and verified;
@@ -150,6 +153,8 @@ interface Flags extends AgentFlags, ForkFlags, ServeFlags, McpFlags {
   out?: string;
   all: boolean;
   'take-over': boolean;
+  /** berth cancel --wait: until the run ended (carried out here once its owner's claim expired). */
+  wait: boolean;
   follow: boolean;
   orphans: boolean;
   remove: boolean;
@@ -245,7 +250,7 @@ const commands: Record<string, Handler> = {
   workers: (ctx) => workersList(ctx()),
   drain: (ctx, args) => drainCommand(ctx(), need(args, 1, 'WORKER or HOST')[0]!),
   reconcile: (ctx, args, flags) => reconcileRun(ctx(), need(args, 1, 'RUN')[0]!, flags),
-  cancel: (ctx, args) => cancelRun(ctx(), need(args, 1, 'RUN')[0]!),
+  cancel: (ctx, args, flags) => cancelRun(ctx(), need(args, 1, 'RUN')[0]!, { wait: flags.wait }),
   fork: (ctx, args, flags) => forkRun(ctx(), need(args, 1, 'RUN')[0]!, flags),
   tree: (ctx, args) => tree(ctx(), need(args, 1, 'RUN')[0]!),
   logs: (ctx, args, flags) => logs(ctx(), need(args, 1, 'RUN')[0]!, { follow: flags.follow }),
@@ -315,6 +320,7 @@ export async function main(argv: string[]): Promise<number> {
         out: { type: 'string' },
         all: { type: 'boolean', default: false },
         'take-over': { type: 'boolean', default: false },
+        wait: { type: 'boolean', default: false },
         orphans: { type: 'boolean', default: false },
         remove: { type: 'boolean', default: false },
         follow: { type: 'boolean', short: 'f', default: false },

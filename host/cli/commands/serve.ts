@@ -10,6 +10,7 @@ import { fork } from '../../api/forks';
 import { preparePlan, submitDetached } from '../../api/plans';
 import { reconcile } from '../../api/reconcile';
 import { cancel, decideCall, judge } from '../../api/decisions';
+import { duration } from '../../api/duration';
 import { operator } from '../../api/runtime';
 import { BerthError } from '../../errors';
 import { isLoopback, loadOrCreateToken, startServe, type ServeActions } from '../../serve';
@@ -85,9 +86,11 @@ function webActions(ctx: CliContext, drives: BackgroundDrives): ServeActions {
       return `${v.state} ${v.tool} call ${v.toolCallId} as ${v.by}`;
     },
     async cancel(runId, actor) {
-      const { owner: host, already } = await cancel(ctx, runId, actor);
+      const { owner: host, claim, already } = await cancel(ctx, runId, actor);
       if (already === 'cancelled') return `run ${runId} is already cancelled`;
       const committed = already ? `cancel of run ${runId} was committed before` : `cancel of run ${runId} committed`;
+      // A live owner that stopped renewing (frozen, overloaded) stops nothing now: said as it is.
+      if (host?.live && claim?.state === 'overdue') return `${committed}; host ${host.hostId} has not renewed its claim for ${duration(claim.heartbeatAgeMs)} (frozen or overloaded): it stops the run when it runs again; after its claim expires at ${new Date(claim.leaseUntil).toISOString()}, berth cancel ${runId} carries it out`;
       return host?.live ? `${committed}; host ${host.hostId} stops it now` : `${committed}; no live host drives it: berth resume ${runId} finishes it`;
     },
     async reconcile(runId, choice, actor) {
