@@ -28,6 +28,10 @@ describe('a model endpoint the real openai client cannot reach', { timeout: 60_0
     expect(refused?.message).toBe(`connection to the model endpoint http://127.0.0.1:${port}/v1 failed: Connection error. (ECONNREFUSED 127.0.0.1:${port})`);
     const unresolved = await ask('http://no-such-host.invalid/v1');
     expect(unresolved?.message).toMatch(/^connection to the model endpoint http:\/\/no-such-host\.invalid\/v1 failed: Connection error\. \((ENOTFOUND|EAI_AGAIN) no-such-host\.invalid\)$/);
+    // Credentials in the URL never reach the message (it is recorded with the run).
+    const withSecrets = await ask(`http://user:hunter2@127.0.0.1:${port}/v1?api-key=s3cret`);
+    expect(withSecrets?.message).toContain(`endpoint http://127.0.0.1:${port}/v1 failed`);
+    expect(withSecrets?.message).not.toMatch(/hunter2|s3cret/);
     // A port fetch refuses to use says so (it has no code of its own).
     expect((await ask('http://127.0.0.1:9/v1'))?.message).toContain('(bad port)');
   });
