@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import { isBerthError } from '../errors';
 import { engineError, isNotFound, isRemovalInProgress } from './engine-errors';
 import { LABEL } from './labels';
+import { listStoreMarkers, removeStoreMarker } from './store-marker';
 import { EGRESS_LABEL, listBerthRules, parseRuleTag, removeBridgeRules, type InstalledRule } from './sandbox-network';
 import { discardImage, imageExists, listSnapshotImages, listStoreTags, removeSnapshotImage, SNAPSHOT_REPO } from './snapshot-image';
 
@@ -61,8 +62,13 @@ export interface OrphanStore {
    * of its own: removing its last tags would remove it).
    */
   tags: Array<{ snapshotId: string; imageId: string; names: string[]; neededBy?: string }>;
+  /**
+   * Its marker volumes (`berth-store-<id>`): left by a store that imported a run, so that one with
+   * nothing else here is still found and its records read before what they name is removed.
+   */
+  markers: string[];
   /** Set when they were removed (`remove: true` and state `gone`). */
-  removed?: { containers: number; networks: number; images: number; rules: number; tags: number };
+  removed?: { containers: number; networks: number; images: number; rules: number; tags: number; markers: number };
 }
 
 /** What {@link storeOrphans} found: by store, and the rules no network or container on the engine attributes to a store. */
@@ -118,6 +124,7 @@ export async function storeOrphans(docker: Dockerode, o: OrphanScan): Promise<Or
   }
   const images = await listSnapshotImages(docker);
   const storeTags = await listStoreTags(docker);
+  const markers = await listStoreMarkers(docker);
   // After the networks: a lease's network is made before its rules and removed after them, so a
   // rule listed now whose lease has a network has it in the listing above.
   const installed = await listBerthRules();
@@ -126,7 +133,7 @@ export async function storeOrphans(docker: Dockerode, o: OrphanScan): Promise<Or
     const id = labels[LABEL.store];
     if (!id || id === o.storeId) return undefined;
     let s = stores.get(id);
-    if (!s) stores.set(id, (s = { labels: [], out: { storeId: id, location: null, machine: null, state: 'unknown', why: '', containers: [], networks: [], images: [], rules: [], tags: [] } }));
+    if (!s) stores.set(id, (s = { labels: [], out: { storeId: id, location: null, machine: null, state: 'unknown', why: '', containers: [], networks: [], images: [], rules: [], tags: [], markers: [] } }));
     s.labels.push(labels);
     return s.out;
   };
@@ -135,6 +142,7 @@ export async function storeOrphans(docker: Dockerode, o: OrphanScan): Promise<Or
   for (const n of networks) of(n.Labels ?? {})?.networks.push({ id: n.Id, name: n.Name });
   for (const i of images) of(i.labels)?.images.push({ imageId: i.imageId, tags: i.tags, runId: i.labels[LABEL.run] || null, createdAt: i.createdAt });
   // A twin tag names its store's id only: where the store is comes from its other things here, if any.
+  for (const m of markers) of(m.labels)?.markers.push(m.name);
   for (const t of storeTags) of({ [LABEL.store]: t.storeId })?.tags.push({ snapshotId: t.snapshotId, imageId: t.imageId, names: t.names });
   const unattributedRules = attributeRules(installed, [...networks.map((n) => ({ labels: n.Labels ?? {}, network: n.Name })), ...containers.map((c) => ({ labels: c.Labels, network: null }))], o.storeId, of);
   const out: OrphanStore[] = [];
@@ -220,7 +228,7 @@ function attributeRules(
 }
 
 function judge(s: OrphanStore, pids: number[], o: OrphanScan): [OrphanStoreState, string] {
-  const tagsOnly = !s.containers.length && !s.networks.length && !s.images.length && !s.rules.length;
+  const tagsOnly = !s.containers.length && !s.networks.length && !s.images.length && !s.rules.length && !s.markers.length;
   if (tagsOnly && (!s.location || !s.machine)) return ['unknown', 'only snapshot tags on environment images name it (berth-snapshot/<store>:<snapshot>): nothing on this engine says where its store was'];
   if (!s.location || !s.machine) return ['unknown', 'no berth.store.location label (made by an older berth): nothing says where its store was'];
   if (!isAbsolute(s.location)) return ['unchecked', `store ${s.location} is not a file on this machine: it cannot be checked from here`];
@@ -275,7 +283,7 @@ function holdersOf(path: string, deletedOnly = false): number[] {
  * rules (after the container: never a moment with the container up and the host open to it) and images.
  */
 async function removeAll(docker: Dockerode, s: OrphanStore, logger: Logger): Promise<NonNullable<OrphanStore['removed']>> {
-  const n = { containers: 0, networks: 0, images: 0, rules: 0, tags: 0 };
+  const n = { containers: 0, networks: 0, images: 0, rules: 0, tags: 0, markers: 0 };
   const gone = (err: unknown) => isNotFound(err) || isRemovalInProgress(err);
   for (const c of s.containers) {
     try {
@@ -304,6 +312,10 @@ async function removeAll(docker: Dockerode, s: OrphanStore, logger: Logger): Pro
     if (!(await imageExists(docker, img.imageId))) n.images++;
   }
   for (const t of s.tags.filter((x) => !x.neededBy)) n.tags += await removeEnvironmentTags(docker, s.storeId, t, logger);
+  // Last: until the rest is gone, the marker is what says where the store was.
+  for (const m of s.markers) {
+    if (await removeStoreMarker(docker, m).catch((err: unknown) => (logger.warn({ err, volume: m }, 'could not remove a deleted store\'s marker'), false))) n.markers++;
+  }
   return n;
 }
 

@@ -11,16 +11,18 @@ import { bundledCli, lastJson, planFixture } from '../support/plan-fixture';
 type Fixture = Awaited<ReturnType<typeof planFixture>>;
 const fixtures: Fixture[] = [];
 const extraTags: string[] = [];
+const markers: string[] = [];
 afterEach(async () => {
   // Whatever the gc under test left of the deleted store (the fixture's clean-up reads the store, which is gone).
   for (const t of extraTags.splice(0)) await fixtures[0]?.docker.getImage(t).remove({ noprune: true }).catch(() => {});
+  for (const m of markers.splice(0)) await fixtures[0]?.docker.getVolume(m).remove().catch(() => {});
   // Every fixture is cleaned up even when one's leak check fails (it throws after its own clean-up).
   const ends = await Promise.allSettled(fixtures.splice(0).map((f) => f.cleanup()));
   for (const e of ends) if (e.status === 'rejected') throw e.reason;
 });
 
 interface Orphans {
-  orphans: { stores: Array<{ storeId: string; state: string; why: string; tags: Array<{ snapshotId: string; neededBy?: string }>; removed?: { images: number; tags: number } }> };
+  orphans: { stores: Array<{ storeId: string; state: string; why: string; tags: Array<{ snapshotId: string; neededBy?: string }>; removed?: { images: number; tags: number; markers: number } }> };
 }
 
 /** A plan with no workspace: its upload snapshot is the environment's image tagged, and `zero` changes nothing. */
@@ -30,7 +32,7 @@ const deleteStore = (store: string) => {
 };
 
 describe('berth gc --orphans and snapshot tags on an environment image', { timeout: 120_000 }, () => {
-  it('attributes a deleted store\'s tags on berth/tiny to it and removes only those tags, never the image, a tag a store that exists records, or another store\'s', async () => {
+  it('attributes a deleted store\'s tags on berth/tiny to it and removes only those tags, never the image, a tag or image a store that exists records (even one with nothing else on the engine), or another store\'s', async () => {
     const steps = [{ name: 'zero', run: 'true' }, { name: 'one', run: 'echo one >> /tmp/steps.log' }];
     const [dead, kept] = await Promise.all([planFixture(steps), planFixture(steps)]);
     fixtures.push(dead!, kept!);
@@ -63,7 +65,20 @@ describe('berth gc --orphans and snapshot tags on an environment image', { timeo
     expect(imported.code, imported.stderr).toBe(0);
     expect(await readStore(importer, async (s) => (await s.getSnapshot(onTiny(d)[0]!))?.id)).toBe(onTiny(d)[0]);
 
+    const importerId = await readStore(importer, (s) => s.storeId());
+    markers.push(`berth-store-${importerId}`);
+
     deleteStore(dead!.store);
+    // From the store that exists, which knows nothing of the importer: the importer has nothing on
+    // the engine but its marker (left by the import), which says where its records are. Before:
+    // the dead store's image and tags it records were removed from under it.
+    const fromKept = await kept!.cli(['gc', '--orphans', '--remove', '--only', d.id, '--json']);
+    expect(fromKept.code, fromKept.stderr).toBe(0);
+    const seenFromKept = lastJson<Orphans>(fromKept).orphans.stores.find((s) => s.storeId === d.id);
+    expect(seenFromKept, fromKept.stdout).toMatchObject({ state: 'gone', removed: { images: 0, tags: 0 } });
+    for (const t of seenFromKept!.tags) expect(t.neededBy).toBe(`store ${importer} records snapshot ${t.snapshotId}`);
+    expect(await docker.getImage(committed.imageId).inspect().then(() => true, () => false)).toBe(true);
+    expect(await names()).toEqual(expect.arrayContaining([...plain(onTiny(d)), ...twins(d)]));
     // --only: this engine is shared with other stores' tests; only the dead store's leftovers are taken.
     const fromImporter = await onImporter(['gc', '--orphans', '--remove', '--only', d.id, '--json']);
     expect(fromImporter.code, fromImporter.stderr).toBe(0);
@@ -76,10 +91,13 @@ describe('berth gc --orphans and snapshot tags on an environment image', { timeo
 
     // Once the importer is deleted too, nothing records them: from the store that exists, they go, and only they.
     deleteStore(importer);
-    const removed = await kept!.cli(['gc', '--orphans', '--remove', '--only', d.id, '--json']);
+    const removed = await kept!.cli(['gc', '--orphans', '--remove', '--only', d.id, '--only', importerId, '--json']);
     expect(removed.code, removed.stderr).toBe(0);
     const gone = lastJson<Orphans>(removed).orphans.stores.find((s) => s.storeId === d.id);
     expect(gone).toMatchObject({ state: 'gone', removed: { tags: 2, images: 1 } });
+    // The importer's marker goes with it, as its store is gone too.
+    expect(lastJson<Orphans>(removed).orphans.stores.find((s) => s.storeId === importerId)).toMatchObject({ state: 'gone', removed: { markers: 1 } });
+    expect(await docker.getVolume(`berth-store-${importerId}`).inspect().then(() => true, () => false)).toBe(false);
     const after = await names();
     for (const t of [...plain(onTiny(d)), ...twins(d)]) expect(after).not.toContain(t);
     // The environment's image and its own names stay; the store that exists keeps its tags and its committed image.

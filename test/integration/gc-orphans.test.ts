@@ -23,7 +23,7 @@ interface Orphans {
   orphans: {
     storeId: string | null;
     remove: boolean;
-    stores: Array<{ storeId: string; state: string; why: string; containers: unknown[]; images: Array<{ imageId: string; neededBy?: string }>; networks: Array<{ id: string; name: string }>; rules: Array<{ tag: string; leaseId: string; network: string | null }>; removed?: { containers: number; networks: number; images: number; rules: number } }>;
+    stores: Array<{ storeId: string; state: string; why: string; containers: unknown[]; images: Array<{ imageId: string; neededBy?: string }>; networks: Array<{ id: string; name: string }>; rules: Array<{ tag: string; leaseId: string; network: string | null }>; removed?: { containers: number; networks: number; images: number; rules: number; markers?: number } }>;
     unattributedRules: Array<{ tag: string }>;
   };
 }
@@ -102,6 +102,7 @@ describe('berth gc --orphans', { timeout: 300_000 }, () => {
     expect(exported.code, exported.stderr).toBe(0);
     expect(imported.code, imported.stderr).toBe(0);
     const named = await readStore(importer, async (s) => new Set((await s.listSnapshots({ pruned: false })).map((x) => x.imageId)));
+    const importerId = await readStore(importer, (s) => s.storeId());
     const needed = (await dead!.docker.listImages({ filters: { label: [`berth.host=${dead!.hostId}`, 'berth.snapshot'] } })).filter((i) => named.has(i.Id)).map((i) => i.Id);
     expect(needed.length).toBeGreaterThan(0);
     expect(before.code, before.stderr).toBe(0);
@@ -170,10 +171,12 @@ describe('berth gc --orphans', { timeout: 300_000 }, () => {
     // Once the importing store is deleted too, nothing names it: from another store (one that
     // exists, whose own leftovers are its plain gc's business) it goes.
     deleteStore(importer);
-    const removed = await kept!.cli(['gc', '--orphans', '--remove', ...only, '--json']);
+    // The importer's marker (left by its import) goes with it.
+    const removed = await kept!.cli(['gc', '--orphans', '--remove', ...only, '--only', importerId, '--json']);
     expect(removed.code, removed.stderr).toBe(0);
     expect(lastJson<Orphans>(removed).orphans.stores.find((s) => s.storeId === ids.kept)).toBeUndefined();
     expect(lastJson<Orphans>(removed).orphans.stores.find((s) => s.storeId === ids.dead)).toMatchObject({ state: 'gone', removed: { containers: 0, images: needed.length, rules: 0 } });
+    expect(lastJson<Orphans>(removed).orphans.stores.find((s) => s.storeId === importerId)).toMatchObject({ state: 'gone', removed: { markers: 1 } });
     expect(await onEngine(dead!)).toEqual({ containers: 0, images: 0, networks: 0, rules: 1 });
     expect(await onEngine(live!)).toEqual(liveBefore);
     expect(await onEngine(kept!)).toEqual(keptBefore);

@@ -11,7 +11,9 @@ import { removeSnapshotImage } from '../../host/sandbox/snapshot-image';
  */
 export async function removeStoreSnapshotTags(docker: Dockerode, store: string): Promise<void> {
   if (!existsSync(store)) return;
-  const ids = await readStore(store, async (s) => (await s.listSnapshots({})).map((x) => x.id)).catch(() => [] as string[]);
+  const [storeId, ids] = await readStore(store, async (s) => [await s.storeId(), (await s.listSnapshots({})).map((x) => x.id)] as const).catch(() => ['', [] as string[]] as const);
+  // Its marker, when it imported a run (host/sandbox/store-marker.ts).
+  if (storeId) await docker.getVolume(`berth-store-${storeId}`).remove().catch(() => {});
   // With its twin naming the store (`berth-snapshot/<store>:<id>`, on an environment's image).
   for (const id of ids) await removeSnapshotImage(docker, id).catch(() => {});
 }
