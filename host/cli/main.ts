@@ -229,6 +229,7 @@ const commands: Record<string, Handler> = {
   show: (ctx, args, flags) => show(ctx(), need(args, 1, 'RUN')[0]!, flags.all),
   gc: (ctx, _args, flags) => {
     if (flags.remove && !flags.orphans) throw new BerthError('usage', '--remove goes with --orphans (berth gc --orphans --remove); berth gc alone removes this store\'s leftovers');
+    if (flags.only?.length && !flags.orphans) throw new BerthError('usage', '--only goes with --orphans --remove (berth gc --orphans --remove --only STORE_ID)');
     if (flags.orphans) {
       if (flags.keep !== undefined || flags.grace !== undefined || flags['forks-older-than'] !== undefined) throw new BerthError('usage', '--orphans looks only at other stores\' leftovers: it takes no --keep, --grace or --forks-older-than (run berth gc for this store)');
       if (flags.only?.length && !flags.remove) throw new BerthError('usage', '--only goes with --remove (berth gc --orphans --remove --only STORE_ID)');

@@ -72,7 +72,9 @@ describe('berth gc --orphans and snapshot tags on an environment image', { timeo
     // From the store that exists, which knows nothing of the importer: the importer has nothing on
     // the engine but its marker (left by the import), which says where its records are. Before:
     // the dead store's image and tags it records were removed from under it.
-    const fromKept = await kept!.cli(['gc', '--orphans', '--remove', '--only', d.id, '--json']);
+    const [dry, fromKept] = [await kept!.cli(['gc', '--orphans']), await kept!.cli(['gc', '--orphans', '--remove', '--only', d.id, '--json'])];
+    expect(dry.stdout).toContain(`store ${d.id} (${dead!.store}): 0 container(s), 0 network(s), 0 firewall rule(s), 1 snapshot image(s), 2 snapshot tag(s) on environment images can go`);
+    for (const id of onTiny(d)) expect(dry.stdout).toMatch(new RegExp(`kept snapshot tag ${id} on berth/tiny:\\S+: store ${importer} records snapshot ${id}`));
     expect(fromKept.code, fromKept.stderr).toBe(0);
     const seenFromKept = lastJson<Orphans>(fromKept).orphans.stores.find((s) => s.storeId === d.id);
     expect(seenFromKept, fromKept.stdout).toMatchObject({ state: 'gone', removed: { images: 0, tags: 0 } });
