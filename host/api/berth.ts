@@ -222,8 +222,12 @@ export class Berth implements HostParts, AsyncDisposable {
   }
 
   /** Loads an exported record as a read-only run (refused if altered). */
-  import(text: string, source = 'import') {
-    return importRecord(this.store, text, source, this.clock.now());
+  async import(text: string, source = 'import') {
+    const r = await importRecord(this.store, text, source, this.clock.now());
+    // Its snapshot images here carry the exporting store's labels only: this store's marker lets
+    // `berth gc --orphans` read its records before removing them (host/sandbox/store-marker.ts).
+    await this.sandbox.markStore().catch((err: unknown) => this.logger.debug({ err }, 'no store marker left on the engine'));
+    return r;
   }
 
   /** Evaluates the run invariants over the given runs (or all). */

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { processAlive } from '../support/process-alive';
 import { storeOrphans, type OrphanRule, type OrphanStore } from '../sandbox';
-import { sqliteImagesNamed, sqliteStoreIdentity, type Store } from '../store';
+import { sqliteImagesNamed, sqliteSnapshotsNamed, sqliteStoreIdentity, type Store } from '../store';
 import type { RuntimeParts } from './runtime';
 
 /** What `berth gc --orphans` found (and, with `remove`, removed) of stores other than this one. */
@@ -23,7 +23,7 @@ export interface OrphansReport {
  * that exists, a live host's, one on PostgreSQL or another machine, or one whose things carry no
  * location label (an older berth) is listed with why it is left.
  */
-export async function orphans(p: RuntimeParts, o: { remove?: boolean } = {}): Promise<OrphansReport> {
+export async function orphans(p: RuntimeParts, o: { remove?: boolean; only?: string[] } = {}): Promise<OrphansReport> {
   return orphansOnEngine(p, { ...o, storeId: await p.sandbox.storeId(), store: p.store });
 }
 
@@ -31,7 +31,7 @@ export async function orphans(p: RuntimeParts, o: { remove?: boolean } = {}): Pr
  * {@link orphans} with no store of the caller's (`storeId` null: every store's leftovers are
  * looked at): `berth gc --orphans` where the operator's only store was deleted, which opens none.
  */
-export async function orphansOnEngine(p: Pick<RuntimeParts, 'docker' | 'logger'>, o: { remove?: boolean; storeId?: string | null; store?: Store } = {}): Promise<OrphansReport> {
+export async function orphansOnEngine(p: Pick<RuntimeParts, 'docker' | 'logger'>, o: { remove?: boolean; only?: string[]; storeId?: string | null; store?: Store } = {}): Promise<OrphansReport> {
   const storeId = o.storeId ?? null;
   const imagesNamed = async (ids: string[], locations: string[]) => {
     const out = new Map<string, string>();
@@ -44,6 +44,18 @@ export async function orphansOnEngine(p: Pick<RuntimeParts, 'docker' | 'logger'>
     }
     return out;
   };
-  const { stores, unattributedRules } = await storeOrphans(p.docker, { storeId: storeId ?? '', machine: hostname(), remove: o.remove === true, logger: p.logger, alive: (pid) => pid !== process.pid && processAlive(pid), storeIdAt: sqliteStoreIdentity, imagesNamed });
+  const snapshotsNamed = async (ids: string[], locations: string[]) => {
+    const out = new Map<string, string>();
+    if (o.store) for (const id of ids) {
+      const snap = await o.store.getSnapshot(id);
+      if (snap && snap.prunedAt == null) out.set(id, `this store (${storeId}) records snapshot ${id}`);
+    }
+    for (const location of locations) {
+      const named = sqliteSnapshotsNamed(location, ids);
+      for (const id of ids) if (!out.has(id) && (named === undefined || named.has(id))) out.set(id, named ? `store ${location} records snapshot ${id}` : `store ${location} exists and could not be read`);
+    }
+    return out;
+  };
+  const { stores, unattributedRules } = await storeOrphans(p.docker, { storeId: storeId ?? '', machine: hostname(), remove: o.remove === true, only: o.only, logger: p.logger, alive: (pid) => pid !== process.pid && processAlive(pid), storeIdAt: sqliteStoreIdentity, imagesNamed, snapshotsNamed });
   return { storeId, remove: o.remove === true, stores, unattributedRules };
 }

@@ -76,9 +76,11 @@ const USAGE = `usage: berth <command> [options]
                            remove the sandboxes and snapshots of finished forks idle for DURATION (30m, 2d);
                            settle the tasks a killed host left live in an ended run (not while its session
                            has an unfinished run: it names berth resume/cancel of that run, which settle both)
-  gc --orphans [--remove]  list the containers, networks and snapshot images of other stores on this engine,
-                           by store, and which stores are gone (file deleted, no process that made them alive
-                           or holding it open); --remove removes a gone store's, never another's
+  gc --orphans [--remove [--only STORE_ID]...]
+                           list the containers, networks and snapshot images (and snapshot tags on environment
+                           images) of other stores on this engine, by store, and which stores are gone (file
+                           deleted, no process that made them alive or holding it open); --remove removes a gone
+                           store's, never another's; --only: only those gone stores' (an engine shared with others)
   env validate FILE [--engine]
                            check an environment manifest (--engine: and that its pinned image is on this engine)
   env lock FILE            pin the manifest's image to the local image id
@@ -157,6 +159,7 @@ interface Flags extends AgentFlags, ForkFlags, ServeFlags, McpFlags {
   wait: boolean;
   follow: boolean;
   orphans: boolean;
+  only?: string[];
   remove: boolean;
   concurrency?: string;
   tags?: string;
@@ -231,9 +234,11 @@ const commands: Record<string, Handler> = {
   show: (ctx, args, flags) => show(ctx(), need(args, 1, 'RUN')[0]!, flags.all),
   gc: (ctx, _args, flags) => {
     if (flags.remove && !flags.orphans) throw new BerthError('usage', '--remove goes with --orphans (berth gc --orphans --remove); berth gc alone removes this store\'s leftovers');
+    if (flags.only?.length && !flags.orphans) throw new BerthError('usage', '--only goes with --orphans --remove (berth gc --orphans --remove --only STORE_ID)');
     if (flags.orphans) {
       if (flags.keep !== undefined || flags.grace !== undefined || flags['forks-older-than'] !== undefined) throw new BerthError('usage', '--orphans looks only at other stores\' leftovers: it takes no --keep, --grace or --forks-older-than (run berth gc for this store)');
-      return gcOrphans(ctx, { store: flags.store, json: flags.json, debug: flags.debug, remove: flags.remove });
+      if (flags.only?.length && !flags.remove) throw new BerthError('usage', '--only goes with --remove (berth gc --orphans --remove --only STORE_ID)');
+      return gcOrphans(ctx, { store: flags.store, json: flags.json, debug: flags.debug, remove: flags.remove, only: flags.only });
     }
     if (flags.keep !== undefined && !/^\d+$/.test(flags.keep)) throw new BerthError('usage', `--keep expects a whole number of snapshots, found "${flags.keep}"`);
     if (flags.grace !== undefined && !/^\d+$/.test(flags.grace)) throw new BerthError('usage', `--grace expects whole seconds, found "${flags.grace}"`);
@@ -323,6 +328,7 @@ export async function main(argv: string[]): Promise<number> {
         wait: { type: 'boolean', default: false },
         orphans: { type: 'boolean', default: false },
         remove: { type: 'boolean', default: false },
+        only: { type: 'string', multiple: true },
         follow: { type: 'boolean', short: 'f', default: false },
         concurrency: { type: 'string' },
         tags: { type: 'string' },

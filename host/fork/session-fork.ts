@@ -13,7 +13,7 @@ export interface SessionForkDeps {
   kernel: Pick<Kernel, 'commit'>;
   imageExists(imageId: string): Promise<boolean>;
   /** Gives the snapshot image one more name, so the fork's own snapshot record keeps it alive. */
-  tag(imageId: string, snapshotId: string): Promise<void>;
+  tag(imageId: string, snapshotId: string, o?: { storeId?: string }): Promise<void>;
 }
 
 /**
@@ -42,7 +42,8 @@ export async function forkSession(d: SessionForkDeps, sessionId: string, at: str
   const own = newId('snap');
   // Image name first, record second: a crash between leaves a tag no record names, which gc removes.
   // An image this engine lacks but a registry holds is pulled by the first restore; it is tagged there.
-  if (await d.imageExists(snap.imageId)) await d.tag(snap.imageId, own);
+  // An environment's image (a fresh sandbox's snapshot) also gets a tag naming this store.
+  if (await d.imageExists(snap.imageId)) await d.tag(snap.imageId, own, { storeId: await d.store.storeId() });
   else if (!(snap.registryRef && snap.pushedAt !== null)) throw new BerthError('snapshot_pruned', `snapshot ${snap.id} has no image on this engine (${snap.imageId}) and was not pushed to a registry`, { ids: { sessionId, snapshotId: snap.id } });
   const entries = (await d.store.listEntries(sessionId)).filter((e) => e.runId !== null && upTo.has(e.runId));
   const pointer = { leaseId: null, snapshotId: own, workspaceDigest: snap.workspaceDigest };

@@ -1,3 +1,4 @@
+import { markStore } from './store-marker';
 import { hostname, type networkInterfaces } from 'node:os';
 import { resolve as resolvePath } from 'node:path';
 import type Dockerode from 'dockerode';
@@ -262,6 +263,11 @@ export class SandboxHost {
   async storeLabels(): Promise<Record<string, string>> {
     const loc = this.opts.storeLocation;
     return storeLabels(await this.storeId(), loc && !/^[a-z]+:\/\//i.test(loc) ? resolvePath(loc) : loc, hostname(), process.pid);
+  }
+
+  /** Leaves this store's marker on the engine (see markStore): a store that imported a run may have nothing else here. */
+  async markStore(): Promise<void> {
+    await markStore(this.opts.docker, await this.storeLabels());
   }
 
   storeId(): Promise<string> {

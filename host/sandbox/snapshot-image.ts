@@ -9,6 +9,8 @@ import { loadLayerImage, rawImageConfig } from './image-load';
 
 /** The repository snapshot images are tagged into, so that `docker image prune` never takes them as dangling. */
 export const SNAPSHOT_REPO = 'berth-snapshot';
+/** The label every image berth commits or loads for a snapshot carries (its record id). */
+const SNAPSHOT_LABEL = 'berth.snapshot';
 
 export interface CommittedImage {
   imageId: string;
@@ -162,6 +164,12 @@ export async function imageNamedElsewhere(docker: Dockerode, imageId: string): P
  */
 export async function removeSnapshotImage(docker: Dockerode, tag: string): Promise<'removed' | 'untagged' | 'absent'> {
   try {
+    // Its twin naming the store first (an environment image's tag; see tagSnapshotImage): left, it
+    // would keep naming a snapshot no record has.
+    const names = await docker.getImage(`${SNAPSHOT_REPO}:${tag}`).inspect().then((i) => i.RepoTags ?? [], () => [] as string[]);
+    for (const twin of names.filter((n) => parseStoreTag(n)?.snapshotId === tag)) await docker.getImage(twin).remove().catch((err: unknown) => {
+      if (!isNotFound(err) && !isConflict(err)) throw err;
+    });
     const out = (await docker.getImage(`${SNAPSHOT_REPO}:${tag}`).remove()) as Array<{ Deleted?: string; Untagged?: string }>;
     return out.some((o) => o.Deleted) ? 'removed' : 'untagged';
   } catch (err) {
@@ -216,10 +224,36 @@ export async function archivePath(docker: Dockerode, containerId: string, path: 
   }
 }
 
-/** Adds the tag `berth-snapshot:<tag>` to an existing snapshot image (a second record that shares it). */
-export async function tagSnapshotImage(docker: Dockerode, imageId: string, tag: string): Promise<void> {
+/**
+ * The repository of the twin tag `berth-snapshot/<store id>:<snapshot id>` that names the store of
+ * a snapshot tag put on an image that does not carry that store's labels (an environment's image:
+ * a fresh sandbox's first snapshot, and unchanged snapshots after it); undefined for an id that is
+ * not a valid repository path component (ids berth makes always are: `store_<hex>`).
+ */
+export function storeTagRepo(storeId: string): string | undefined {
+  return /^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$/.test(storeId) ? `${SNAPSHOT_REPO}/${storeId}` : undefined;
+}
+
+/** A twin tag's store and snapshot ids (see {@link storeTagRepo}); undefined for any other name. */
+export function parseStoreTag(name: string): { storeId: string; snapshotId: string } | undefined {
+  const m = /^berth-snapshot\/([a-z0-9._-]+):([\w][\w.-]*)$/.exec(name);
+  return m ? { storeId: m[1]!, snapshotId: m[2]! } : undefined;
+}
+
+/**
+ * Adds the tag `berth-snapshot:<tag>` to an existing image (a second record that shares it, a
+ * fresh sandbox's environment image). With `storeId`, an image that is not a snapshot image of
+ * berth's (no `berth.snapshot` label: an environment's image, whose labels name no store) also
+ * gets the twin tag `berth-snapshot/<store>:<tag>`, put first: labels are part of the image id and
+ * cannot be added, and without the twin nothing on the engine tells which store the tag is of
+ * once that store's file is deleted (`berth gc --orphans` finds tags by it).
+ */
+export async function tagSnapshotImage(docker: Dockerode, imageId: string, tag: string, o: { storeId?: string } = {}): Promise<void> {
   try {
-    await docker.getImage(imageId).tag({ repo: SNAPSHOT_REPO, tag });
+    const image = docker.getImage(imageId);
+    const repo = o.storeId ? storeTagRepo(o.storeId) : undefined;
+    if (repo && (await image.inspect()).Config?.Labels?.[SNAPSHOT_LABEL] === undefined) await image.tag({ repo, tag });
+    await image.tag({ repo: SNAPSHOT_REPO, tag });
   } catch (err) {
     if (isNotFound(err)) throw new BerthError('image_missing', `snapshot image ${imageId.slice(7, 19)} is gone`, { details: { imageId } });
     throw engineError(`tag image ${imageId.slice(7, 19)}`, err);
@@ -330,6 +364,29 @@ export async function listSnapshotImages(docker: Dockerode): Promise<SnapshotIma
   }));
 }
 
+/** A twin tag on the engine (see {@link tagSnapshotImage}): the store and snapshot it names, and its image. */
+export interface StoreTagInfo {
+  storeId: string;
+  snapshotId: string;
+  imageId: string;
+  /** Every name the image has (its environment's own among them). */
+  names: string[];
+}
+
+/**
+ * Every twin tag `berth-snapshot/<store>:<snapshot>` on this engine: snapshot tags on images whose
+ * labels name no store (an environment's image), which {@link listSnapshotImages} never lists.
+ */
+export async function listStoreTags(docker: Dockerode): Promise<StoreTagInfo[]> {
+  const images = await docker.listImages().catch((err: unknown) => {
+    throw engineError('list images', err);
+  });
+  return images.flatMap((i) => (i.RepoTags ?? []).flatMap((name) => {
+    const t = parseStoreTag(name);
+    return t ? [{ ...t, imageId: i.Id, names: i.RepoTags ?? [] }] : [];
+  }));
+}
+
 /** Bytes of the image's own layer (what removing it frees once no other image uses it). */
 export async function imageLayerBytes(docker: Dockerode, imageId: string): Promise<number> {
   const history = (await docker.getImage(imageId).history().catch(() => [])) as Array<{ Size: number }>;
@@ -348,7 +405,7 @@ export function snapshotEngine(docker: Dockerode) {
     discardImage: (imageId: string) => discardImage(docker, imageId),
     setPaused: (containerId: string, paused: boolean) => setPaused(docker, containerId, paused),
     archive: (containerId: string, path: string) => archivePath(docker, containerId, path),
-    tag: (imageId: string, tag: string) => tagSnapshotImage(docker, imageId, tag),
+    tag: (imageId: string, tag: string, o?: { storeId?: string }) => tagSnapshotImage(docker, imageId, tag, o),
     listSnapshotImages: () => listSnapshotImages(docker),
     imageLayerBytes: (imageId: string) => imageLayerBytes(docker, imageId),
     changedOutsideSince: (containerId: string, sinceMs: number, skip: string[]) => changedOutsideSince(docker, containerId, sinceMs, skip),

@@ -5,8 +5,9 @@ import type { Logger } from 'pino';
 import { isBerthError } from '../errors';
 import { engineError, isNotFound, isRemovalInProgress } from './engine-errors';
 import { LABEL } from './labels';
+import { listStoreMarkers, removeStoreMarker } from './store-marker';
 import { EGRESS_LABEL, listBerthRules, parseRuleTag, removeBridgeRules, type InstalledRule } from './sandbox-network';
-import { discardImage, imageExists, listSnapshotImages, removeSnapshotImage } from './snapshot-image';
+import { discardImage, imageExists, listSnapshotImages, listStoreTags, removeSnapshotImage, SNAPSHOT_REPO } from './snapshot-image';
 
 /** Why the leftovers of one other store are left, or that they may go (`gone`). */
 export type OrphanStoreState =
@@ -53,8 +54,21 @@ export interface OrphanStore {
    */
   images: Array<{ imageId: string; tags: string[]; runId: string | null; createdAt: number; neededBy?: string }>;
   rules: OrphanRule[];
+  /**
+   * Its snapshot tags on images whose labels name no store (an environment's image: a fresh
+   * sandbox's first snapshot, and unchanged ones after it), found by their twin
+   * `berth-snapshot/<store>:<snapshot>`. Only the two tags are ever removed, never the image.
+   * `neededBy`: why they stay (a store that exists records the snapshot, or the image has no name
+   * of its own: removing its last tags would remove it).
+   */
+  tags: Array<{ snapshotId: string; imageId: string; names: string[]; neededBy?: string }>;
+  /**
+   * Its marker volumes (`berth-store-<id>`): left by a store that imported a run, so that one with
+   * nothing else here is still found and its records read before what they name is removed.
+   */
+  markers: string[];
   /** Set when they were removed (`remove: true` and state `gone`). */
-  removed?: { containers: number; networks: number; images: number; rules: number };
+  removed?: { containers: number; networks: number; images: number; rules: number; tags: number; markers: number };
 }
 
 /** What {@link storeOrphans} found: by store, and the rules no network or container on the engine attributes to a store. */
@@ -86,6 +100,10 @@ export interface OrphanScan {
    * and the SQLite stores at `locations` (files of this machine that other stores' labels name).
    */
   imagesNamed?(imageIds: string[], locations: string[]): Promise<Map<string, string>>;
+  /** Which of `snapshotIds` a store that exists records unpruned, and which store (in words), as {@link imagesNamed}. */
+  snapshotsNamed?(snapshotIds: string[], locations: string[]): Promise<Map<string, string>>;
+  /** Removes the leftovers of these stores only (by id); the others are listed as ever. Unset: every gone store's. */
+  only?: string[];
 }
 
 /**
@@ -105,6 +123,8 @@ export async function storeOrphans(docker: Dockerode, o: OrphanScan): Promise<Or
     throw engineError('list berth containers', err);
   }
   const images = await listSnapshotImages(docker);
+  const storeTags = await listStoreTags(docker);
+  const markers = await listStoreMarkers(docker);
   // After the networks: a lease's network is made before its rules and removed after them, so a
   // rule listed now whose lease has a network has it in the listing above.
   const installed = await listBerthRules();
@@ -113,7 +133,7 @@ export async function storeOrphans(docker: Dockerode, o: OrphanScan): Promise<Or
     const id = labels[LABEL.store];
     if (!id || id === o.storeId) return undefined;
     let s = stores.get(id);
-    if (!s) stores.set(id, (s = { labels: [], out: { storeId: id, location: null, machine: null, state: 'unknown', why: '', containers: [], networks: [], images: [], rules: [] } }));
+    if (!s) stores.set(id, (s = { labels: [], out: { storeId: id, location: null, machine: null, state: 'unknown', why: '', containers: [], networks: [], images: [], rules: [], tags: [], markers: [] } }));
     s.labels.push(labels);
     return s.out;
   };
@@ -121,6 +141,9 @@ export async function storeOrphans(docker: Dockerode, o: OrphanScan): Promise<Or
   for (const c of containers) of(c.Labels)?.containers.push({ id: c.Id, name: (c.Names[0] ?? '').replace(/^\//, ''), runId: c.Labels[LABEL.run] || null, pid: pidOf(c.Labels) });
   for (const n of networks) of(n.Labels ?? {})?.networks.push({ id: n.Id, name: n.Name });
   for (const i of images) of(i.labels)?.images.push({ imageId: i.imageId, tags: i.tags, runId: i.labels[LABEL.run] || null, createdAt: i.createdAt });
+  // A twin tag names its store's id only: where the store is comes from its other things here, if any.
+  for (const m of markers) of(m.labels)?.markers.push(m.name);
+  for (const t of storeTags) of({ [LABEL.store]: t.storeId })?.tags.push({ snapshotId: t.snapshotId, imageId: t.imageId, names: t.names });
   const unattributedRules = attributeRules(installed, [...networks.map((n) => ({ labels: n.Labels ?? {}, network: n.Name })), ...containers.map((c) => ({ labels: c.Labels, network: null }))], o.storeId, of);
   const out: OrphanStore[] = [];
   for (const { labels, out: s } of stores.values()) {
@@ -130,7 +153,7 @@ export async function storeOrphans(docker: Dockerode, o: OrphanScan): Promise<Or
     out.push(s);
   }
   await markNeeded(out, containers, o);
-  for (const s of out) if (o.remove && s.state === 'gone') s.removed = await removeAll(docker, s, o.logger);
+  for (const s of out) if (o.remove && s.state === 'gone' && (!o.only || o.only.includes(s.storeId))) s.removed = await removeAll(docker, s, o.logger);
   return { stores: out, unattributedRules };
 }
 
@@ -140,6 +163,7 @@ export async function storeOrphans(docker: Dockerode, o: OrphanScan): Promise<Or
  * registry onto this engine, records it by id and tags it with the same snapshot id).
  */
 async function markNeeded(stores: OrphanStore[], containers: Dockerode.ContainerInfo[], o: OrphanScan): Promise<void> {
+  await markTagsNeeded(stores, o);
   const gone = stores.filter((s) => s.state === 'gone' && s.images.length);
   if (!gone.length) return;
   const ids = [...new Set(gone.flatMap((s) => s.images.map((i) => i.imageId)))];
@@ -150,6 +174,25 @@ async function markNeeded(stores: OrphanStore[], containers: Dockerode.Container
     const user = containers.find((c) => c.ImageID === img.imageId && c.Labels[LABEL.store] !== s.storeId);
     img.neededBy = named.get(img.imageId) ?? (user ? `container ${(user.Names[0] ?? user.Id).replace(/^\//, '')} of store ${user.Labels[LABEL.store]} runs from it` : undefined);
     if (!img.neededBy) delete img.neededBy;
+  }
+}
+
+/**
+ * Sets `neededBy` on the gone stores' tags on environment images that must stay: a store that
+ * exists records the snapshot (its id is the tag: an imported run keeps it), or the image has no
+ * name of its own (not a snapshot tag), so removing the tags could remove the image. The image
+ * id says nothing here: every store that ran on that environment names it.
+ */
+async function markTagsNeeded(stores: OrphanStore[], o: OrphanScan): Promise<void> {
+  const gone = stores.filter((s) => s.state === 'gone' && s.tags.length);
+  if (!gone.length) return;
+  const ids = [...new Set(gone.flatMap((s) => s.tags.map((t) => t.snapshotId)))];
+  const locations = [...new Set(stores.map((s) => s.location).filter((l): l is string => !!l && isAbsolute(l) && existsSync(l)))];
+  const named = (await o.snapshotsNamed?.(ids, locations)) ?? new Map<string, string>();
+  for (const s of gone) for (const t of s.tags) {
+    const own = t.names.some((n) => !n.startsWith(`${SNAPSHOT_REPO}:`) && !n.startsWith(`${SNAPSHOT_REPO}/`) && n !== '<none>:<none>');
+    const why = named.get(t.snapshotId) ?? (own ? undefined : 'the image has no name of its own besides snapshot tags: removing them would remove it');
+    if (why) t.neededBy = why;
   }
 }
 
@@ -185,6 +228,8 @@ function attributeRules(
 }
 
 function judge(s: OrphanStore, pids: number[], o: OrphanScan): [OrphanStoreState, string] {
+  const tagsOnly = !s.containers.length && !s.networks.length && !s.images.length && !s.rules.length && !s.markers.length;
+  if (tagsOnly && (!s.location || !s.machine)) return ['unknown', 'only snapshot tags on environment images name it (berth-snapshot/<store>:<snapshot>): nothing on this engine says where its store was'];
   if (!s.location || !s.machine) return ['unknown', 'no berth.store.location label (made by an older berth): nothing says where its store was'];
   if (!isAbsolute(s.location)) return ['unchecked', `store ${s.location} is not a file on this machine: it cannot be checked from here`];
   if (s.machine !== o.machine) return ['other_machine', `made on machine ${s.machine}: its store path cannot be checked from ${o.machine}`];
@@ -238,7 +283,7 @@ function holdersOf(path: string, deletedOnly = false): number[] {
  * rules (after the container: never a moment with the container up and the host open to it) and images.
  */
 async function removeAll(docker: Dockerode, s: OrphanStore, logger: Logger): Promise<NonNullable<OrphanStore['removed']>> {
-  const n = { containers: 0, networks: 0, images: 0, rules: 0 };
+  const n = { containers: 0, networks: 0, images: 0, rules: 0, tags: 0, markers: 0 };
   const gone = (err: unknown) => isNotFound(err) || isRemovalInProgress(err);
   for (const c of s.containers) {
     try {
@@ -266,5 +311,38 @@ async function removeAll(docker: Dockerode, s: OrphanStore, logger: Logger): Pro
     await discardImage(docker, img.imageId).catch((err: unknown) => logger.warn({ err, imageId: img.imageId }, 'could not remove a deleted store\'s snapshot image'));
     if (!(await imageExists(docker, img.imageId))) n.images++;
   }
+  for (const t of s.tags.filter((x) => !x.neededBy)) n.tags += await removeEnvironmentTags(docker, s.storeId, t, logger);
+  // Last: until the rest is gone, the marker is what says where the store was.
+  for (const m of s.markers) {
+    if (await removeStoreMarker(docker, m).catch((err: unknown) => (logger.warn({ err, volume: m }, 'could not remove a deleted store\'s marker'), false))) n.markers++;
+  }
   return n;
+}
+
+/**
+ * Removes a gone store's snapshot tag on an environment's image and its twin, never the image: the
+ * image is looked at again just before (another store may have removed its own name meanwhile),
+ * and the tags are untagged only while it keeps a name that is not a snapshot tag.
+ */
+async function removeEnvironmentTags(docker: Dockerode, storeId: string, t: OrphanStore['tags'][number], logger: Logger): Promise<number> {
+  const plain = `${SNAPSHOT_REPO}:${t.snapshotId}`;
+  const twin = `${SNAPSHOT_REPO}/${storeId}:${t.snapshotId}`;
+  let removed = 0;
+  for (const name of [plain, twin]) {
+    const names = await docker.getImage(t.imageId).inspect().then((i) => i.RepoTags ?? [], () => [] as string[]);
+    if (!names.includes(name)) continue;
+    if (!names.some((n) => !n.startsWith(`${SNAPSHOT_REPO}:`) && !n.startsWith(`${SNAPSHOT_REPO}/`) && n !== '<none>:<none>')) {
+      logger.warn({ tag: name, imageId: t.imageId }, 'left a deleted store\'s snapshot tag: the image has no other name now');
+      break;
+    }
+    try {
+      // noprune: only the name goes, whatever the engine would otherwise take with it.
+      await docker.getImage(name).remove({ noprune: true });
+      removed++;
+    } catch (err) {
+      if (!isNotFound(err)) logger.warn({ err, tag: name }, 'could not remove a deleted store\'s snapshot tag');
+    }
+  }
+  // The twin and the plain tag are one snapshot's: counted once.
+  return removed ? 1 : 0;
 }

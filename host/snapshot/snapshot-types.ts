@@ -12,8 +12,11 @@ export interface SnapshotEngine {
   setPaused(containerId: string, paused: boolean): Promise<void>;
   /** A tar stream of a path in the container (works while it is paused). */
   archive(containerId: string, path: string): Promise<NodeJS.ReadableStream>;
-  /** Adds the snapshot tag `tag` to an existing image. */
-  tag(imageId: string, tag: string): Promise<void>;
+  /**
+   * Adds the snapshot tag `tag` to an existing image; with `storeId`, an image whose labels name no
+   * store (an environment's image) also gets a tag naming that store (`berth gc --orphans` finds it by it).
+   */
+  tag(imageId: string, tag: string, o?: { storeId?: string }): Promise<void>;
   /** Removes the snapshot tag `tag` (and the image, when that was its last tag and nothing builds on it). */
   removeSnapshot?(tag: string): Promise<'removed' | 'untagged' | 'absent'>;
   /** Whether the container's layer changed outside `skip` since `sinceMs`; `undefined` when the engine's files cannot be read here. */

@@ -92,6 +92,15 @@ export class Snapshotter {
   private readonly known = new Map<string, Known>();
   /** The fallback to listing execs is logged once per process. */
   private saidFallback = false;
+  /** The store's id, asked once (a PostgreSQL store answers it with a query): a store keeps its id. */
+  private storeIdP?: Promise<string>;
+  private storeId(): Promise<string> {
+    this.storeIdP ??= this.d.store.storeId().catch((err: unknown) => {
+      this.storeIdP = undefined;
+      throw err;
+    });
+    return this.storeIdP;
+  }
 
   /** Snapshot images built as one small layer by this host (no `docker commit`), kept in the store until the engine loads them. */
   readonly images: DeltaImages;
@@ -209,7 +218,9 @@ export class Snapshotter {
   /** Tags the previous image for this snapshot: nothing changed since it was taken. */
   private async reuse(containerId: string, prev: Known, stats: Map<string, StatEntry>, snapshotId: string): Promise<TakenSnapshot> {
     // A delta image still in the store is loaded first (its background load is usually done by now).
-    await timed(this.d.logger, 'snapshot.tag', () => this.images.tag(prev.imageId!, snapshotId));
+    // The previous image may be the environment's (a fresh sandbox's first snapshot): its tag names the store too.
+    const storeId = await this.storeId();
+    await timed(this.d.logger, 'snapshot.tag', () => this.images.tag(prev.imageId!, snapshotId, { storeId }));
     this.known.set(containerId, { ...prev, stats });
     this.d.logger.debug({ snapshotId, imageId: prev.imageId }, 'snapshot unchanged: the previous image is reused');
     return { imageId: prev.imageId!, workspaceDigest: manifestDigest(prev.manifest), layerBytes: 0, layers: 0, flattened: false, reused: true, manifest: prev.manifest, scan: 'none', hashed: 0 };
@@ -264,7 +275,9 @@ export class Snapshotter {
       return undefined;
     }
     if (!kept) await this.d.store.putWorkspaceManifest(t.imageId, state.manifest as Json);
-    await timed(this.d.logger, 'snapshot.tag', () => this.d.engine.tag(t.imageId, snapshotId));
+    // The environment's labels name no store: a twin tag names it (what `berth gc --orphans` finds once its file is deleted).
+    const storeId = await this.storeId();
+    await timed(this.d.logger, 'snapshot.tag', () => this.d.engine.tag(t.imageId, snapshotId, { storeId }));
     return { ...state, imageId: t.imageId };
   }
 

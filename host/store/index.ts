@@ -33,7 +33,7 @@ export type { ImportedRun, ImportRows, ImportedRunRecords } from './imported';
 export { openSqliteStore, type SqliteStoreOptions } from './sqlite/sqlite-store';
 export type { Durability } from './sqlite/open';
 export { storeReadOnly } from './sqlite/read-only';
-export { sqliteImagesNamed, sqliteStoreIdentity } from './sqlite/identity';
+export { sqliteImagesNamed, sqliteSnapshotsNamed, sqliteStoreIdentity } from './sqlite/identity';
 export { openPostgresStore, type PostgresStoreOptions } from './postgres/postgres-store';
 export { openStore, isPostgresUrl, lazyPostgresStore } from './open-store';
 export { SCHEMA_VERSIONS, NEWEST_SCHEMA_VERSION, type SchemaVersion } from './schema-versions';

@@ -23,7 +23,7 @@ interface Orphans {
   orphans: {
     storeId: string | null;
     remove: boolean;
-    stores: Array<{ storeId: string; state: string; why: string; containers: unknown[]; images: Array<{ imageId: string; neededBy?: string }>; networks: Array<{ id: string; name: string }>; rules: Array<{ tag: string; leaseId: string; network: string | null }>; removed?: { containers: number; networks: number; images: number; rules: number } }>;
+    stores: Array<{ storeId: string; state: string; why: string; containers: unknown[]; images: Array<{ imageId: string; neededBy?: string }>; networks: Array<{ id: string; name: string }>; rules: Array<{ tag: string; leaseId: string; network: string | null }>; removed?: { containers: number; networks: number; images: number; rules: number; markers?: number } }>;
     unattributedRules: Array<{ tag: string }>;
   };
 }
@@ -70,6 +70,8 @@ describe('berth gc --orphans', { timeout: 300_000 }, () => {
     }
     for (const killed of await Promise.all([...kills, earlyKill])) expect(killed.signal, killed.stderr).toBe('SIGKILL');
     const ids = { dead: await dead!.read((s) => s.storeId()), kept: await kept!.read((s) => s.storeId()), live: await live!.read((s) => s.storeId()), early: await early!.read((s) => s.storeId()) };
+    // The engine is shared with other stores' tests: --remove takes only this test's stores' (the live one's is never taken: it is checked below).
+    const only = [ids.dead, ids.live, ids.early].flatMap((id) => ['--only', id]);
     // Its upload snapshot's image, the sandbox's image, goes as an operator's `docker rmi` takes it: nothing on the engine names the store's location but the network then.
     for (const img of await early!.docker.listImages({ filters: { label: [`berth.host=${early!.hostId}`, 'berth.snapshot'] } })) await early!.docker.getImage(img.Id).remove({ force: true });
     const earlyLeft = await onEngine(early!);
@@ -94,12 +96,13 @@ describe('berth gc --orphans', { timeout: 300_000 }, () => {
     const runId = (await dead!.read((s) => s.listRuns()))[0]!.id;
     // Before it was deleted, the dead store is a store that exists: --remove takes nothing of it (meanwhile the import: neither changes the engine).
     const [before, [exported, imported]] = await Promise.all([
-      kept!.cli(['gc', '--orphans', '--remove', '--json']),
+      kept!.cli(['gc', '--orphans', '--remove', ...only, '--json']),
       dead!.cli(['export', runId, '--out', record]).then(async (e) => [e, e.code === 0 ? await onImporter(['import', record]) : e] as const),
     ]);
     expect(exported.code, exported.stderr).toBe(0);
     expect(imported.code, imported.stderr).toBe(0);
     const named = await readStore(importer, async (s) => new Set((await s.listSnapshots({ pruned: false })).map((x) => x.imageId)));
+    const importerId = await readStore(importer, (s) => s.storeId());
     const needed = (await dead!.docker.listImages({ filters: { label: [`berth.host=${dead!.hostId}`, 'berth.snapshot'] } })).filter((i) => named.has(i.Id)).map((i) => i.Id);
     expect(needed.length).toBeGreaterThan(0);
     expect(before.code, before.stderr).toBe(0);
@@ -146,7 +149,7 @@ describe('berth gc --orphans', { timeout: 300_000 }, () => {
     // From the importing store: the dead store's image it names stays, saying why; the rest goes.
     const liveBefore = await onEngine(live!);
     const keptBefore = await onEngine(kept!);
-    const fromImporter = await onImporter(['gc', '--orphans', '--remove', '--json']);
+    const fromImporter = await onImporter(['gc', '--orphans', '--remove', ...only, '--json']);
     expect(fromImporter.code, fromImporter.stderr).toBe(0);
     const stores = lastJson<Orphans>(fromImporter).orphans.stores;
     expect(stores.find((s) => s.storeId === ids.kept)).toMatchObject({ state: 'exists' });
@@ -168,10 +171,12 @@ describe('berth gc --orphans', { timeout: 300_000 }, () => {
     // Once the importing store is deleted too, nothing names it: from another store (one that
     // exists, whose own leftovers are its plain gc's business) it goes.
     deleteStore(importer);
-    const removed = await kept!.cli(['gc', '--orphans', '--remove', '--json']);
+    // The importer's marker (left by its import) goes with it.
+    const removed = await kept!.cli(['gc', '--orphans', '--remove', ...only, '--only', importerId, '--json']);
     expect(removed.code, removed.stderr).toBe(0);
     expect(lastJson<Orphans>(removed).orphans.stores.find((s) => s.storeId === ids.kept)).toBeUndefined();
     expect(lastJson<Orphans>(removed).orphans.stores.find((s) => s.storeId === ids.dead)).toMatchObject({ state: 'gone', removed: { containers: 0, images: needed.length, rules: 0 } });
+    expect(lastJson<Orphans>(removed).orphans.stores.find((s) => s.storeId === importerId)).toMatchObject({ state: 'gone', removed: { markers: 1 } });
     expect(await onEngine(dead!)).toEqual({ containers: 0, images: 0, networks: 0, rules: 1 });
     expect(await onEngine(live!)).toEqual(liveBefore);
     expect(await onEngine(kept!)).toEqual(keptBefore);

@@ -102,6 +102,9 @@ export async function planFixture(
       }
       await removeStoreSnapshotTags(docker, store);
       await removeHostArtifacts(docker, hostId);
+      // The markers a `berth import` into any store of this fixture's directory left (host/sandbox/store-marker.ts).
+      const markers = ((await docker.listVolumes({ filters: { label: ['berth.store.marker'] } })) as { Volumes?: Array<{ Name: string; Labels?: Record<string, string> | null }> | null }).Volumes ?? [];
+      for (const v of markers) if (v.Labels?.['berth.store.location']?.startsWith(`${dir}/`)) await docker.getVolume(v.Name).remove().catch(() => {});
       rmSync(dir, { recursive: true, force: true });
       if (leak) throw leak;
       if (broken) throw broken;

@@ -62,14 +62,15 @@ function forksLine(forks: CollectedFork[], before: number): string {
  * `berth gc --orphans [--remove]`: what stores other than this one left on the engine, and which
  * of those stores are gone; `--remove` removes a gone store's (see the API's `orphans`).
  */
-export async function gcOrphans(ctx: () => CliContext, o: { store?: string; json: boolean; debug?: boolean; remove: boolean }): Promise<number> {
-  const { remove } = o;
+export async function gcOrphans(ctx: () => CliContext, o: { store?: string; json: boolean; debug?: boolean; remove: boolean; only?: string[] }): Promise<number> {
+  const { remove, only } = o;
   const path = storePath(o.store);
   // No store at the path (the operator's only store was deleted): the engine alone is looked at,
   // every store's leftovers listed, and no store is created for it.
-  const r = !isPostgresUrl(path) && !existsSync(path) ? await orphansOnEngine({ docker: dockerClient(), logger: defaultLogger({ debug: o.debug }) }, { remove }) : await findOrphans(ctx(), { remove });
+  const r = !isPostgresUrl(path) && !existsSync(path) ? await orphansOnEngine({ docker: dockerClient(), logger: defaultLogger({ debug: o.debug }) }, { remove, only }) : await findOrphans(ctx(), { remove, only });
   const gone = r.stores.filter((s) => s.state === 'gone');
-  const count = (s: OrphanStore) => `${s.containers.length} container(s), ${s.networks.length} network(s), ${s.rules.length} firewall rule(s), ${s.images.length} snapshot image(s)`;
+  const envTags = (n: number) => (n ? `, ${n} snapshot tag(s) on environment images` : '');
+  const count = (s: OrphanStore) => `${s.containers.length} container(s), ${s.networks.length} network(s), ${s.rules.length} firewall rule(s), ${s.images.length} snapshot image(s)${envTags(s.tags.length)}`;
   // One entry a tag (a lease's rules: IPv4 and IPv6, INPUT and forwarding), with the bridge they match.
   const leases = (rules: OrphanStore['rules']) => [...new Set(rules.map((x) => x.tag))].map((t) => {
     const on = rules.find((x) => x.tag === t && x.bridge);
@@ -80,16 +81,18 @@ export async function gcOrphans(ctx: () => CliContext, o: { store?: string; json
       r.stores.length === 0 ? 'no containers or snapshot images of another store on this engine' : '',
       ...r.stores.map((s) =>
         (s.removed
-          ? `removed store ${s.storeId}'s ${s.removed.containers} container(s), ${s.removed.networks} network(s), ${s.removed.rules} firewall rule(s), ${s.removed.images} snapshot image(s): ${s.why}`
+          ? `removed store ${s.storeId}'s ${s.removed.containers} container(s), ${s.removed.networks} network(s), ${s.removed.rules} firewall rule(s), ${s.removed.images} snapshot image(s)${envTags(s.removed.tags)}: ${s.why}`
           : s.state === 'gone'
             ? `store ${s.storeId} (${s.location}): ${count(s)} can go: ${s.why}`
             : `left store ${s.storeId}${s.location ? ` (${s.location})` : ''}: ${count(s)}: ${s.why}`) +
           (s.rules.length ? `\n  firewall rules: ${leases(s.rules)}` : '') +
-          s.images.filter((i) => i.neededBy).map((i) => `\n  kept snapshot image ${i.imageId.replace(/^sha256:/, '').slice(0, 12)} (${i.tags.join(' ') || 'untagged'}): ${i.neededBy}`).join(''),
+          s.images.filter((i) => i.neededBy).map((i) => `\n  kept snapshot image ${i.imageId.replace(/^sha256:/, '').slice(0, 12)} (${i.tags.join(' ') || 'untagged'}): ${i.neededBy}`).join('') +
+          s.tags.filter((t) => t.neededBy).map((t) => `\n  kept snapshot tag ${t.snapshotId} on ${t.names.find((n) => !n.startsWith('berth-snapshot')) ?? t.imageId.replace(/^sha256:/, '').slice(0, 12)}: ${t.neededBy}`).join(''),
       ),
       ...(r.unattributedRules.length
         ? [`left ${r.unattributedRules.length} firewall rule(s) no network or container on this engine attributes to a store (which store put them in cannot be told): ${leases(r.unattributedRules)}`]
         : []),
+      ...(remove && only ? [`removed only the leftovers of ${only.join(' ')} (--only)`] : []),
       ...(gone.length && !remove ? [`nothing was removed; berth gc --orphans --remove removes the ${gone.length} gone store(s)' leftovers`] : []),
     ].filter(Boolean).join('\n'),
   );

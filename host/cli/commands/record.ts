@@ -82,6 +82,7 @@ export async function importCommand(ctx: CliContext, file: string): Promise<numb
     throw new BerthError('record_unreadable', `cannot read ${file}: ${why}`, { details: { file, errno: code ?? null } });
   }
   const r = await importRecord(ctx.store, text, file, ctx.clock.now());
+  await markImporter(ctx);
   emit(ctx.json, r, () => `imported run ${r.runId} (${r.digest}) into ${ctx.store.location}: read-only (berth show ${r.runId}, berth check ${r.runId})`);
   return 0;
 }
@@ -104,4 +105,17 @@ export async function checkCommand(ctx: CliContext, runId: string | undefined, a
   if (!ctx.json && r.violations.length) process.stderr.write(`berth: ${r.violations.length} invariant violation(s): ${[...new Set(r.violations.map((v) => v.invariant))].join(', ')}\n`);
   if (!ctx.json && r.unreadable.length) process.stderr.write(`berth: run(s) with unreadable rows: ${r.unreadable.map((u) => u.runId).join(', ')}\n`);
   return ok ? 0 : 1;
+}
+
+/**
+ * The imported run's snapshot images and tags on this engine carry the exporting store's labels
+ * only: this store's marker lets `berth gc --orphans` read its records before removing them once
+ * that store is deleted. Without an engine there is nothing to mark (nor to remove).
+ */
+async function markImporter(ctx: CliContext): Promise<void> {
+  try {
+    await ctx.sandbox.markStore();
+  } catch (err) {
+    ctx.logger.debug({ err }, 'no store marker left on the engine');
+  }
 }

@@ -7,7 +7,7 @@ import type { DeltaLayer } from './delta-layer';
 /** The engine calls a delta image needs (the sandbox adapter's `snapshotEngine`). */
 export interface DeltaEngine {
   imageExists(imageId: string): Promise<boolean>;
-  tag(imageId: string, tag: string): Promise<void>;
+  tag(imageId: string, tag: string, o?: { storeId?: string }): Promise<void>;
   /** A local image's exact config bytes; `undefined` when they cannot be read on this machine. */
   imageConfig?(imageId: string): Promise<Buffer | undefined>;
   /** Loads an image from its config and its last layer (the engine holds the others); its id. */
@@ -145,8 +145,8 @@ export class DeltaImages {
   readonly exists = async (imageId: string): Promise<boolean> => (await this.d.engine.imageExists(imageId)) || (await this.d.store.getSnapshotDelta(imageId)) !== undefined;
 
   /** Tags the image for a snapshot, loading it first when it is only in the store. */
-  readonly tag = async (imageId: string, tag: string): Promise<void> => {
+  readonly tag = async (imageId: string, tag: string, o?: { storeId?: string }): Promise<void> => {
     await this.materialize(imageId);
-    await this.d.engine.tag(imageId, tag);
+    await this.d.engine.tag(imageId, tag, o);
   };
 }

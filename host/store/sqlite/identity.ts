@@ -42,3 +42,22 @@ export function sqliteImagesNamed(path: string, imageIds: readonly string[]): Se
     db?.close();
   }
 }
+
+/**
+ * Which of `snapshotIds` the SQLite store at `path` records unpruned, read without writing
+ * anything; undefined when it cannot be read. How `berth gc --orphans` keeps a deleted store's
+ * snapshot tag on an environment's image that a store that exists records (an imported run keeps
+ * its snapshot ids): the image id cannot say it, every store run on that environment names it.
+ */
+export function sqliteSnapshotsNamed(path: string, snapshotIds: readonly string[]): Set<string> | undefined {
+  let db: Database.Database | undefined;
+  try {
+    db = openReadOnlyDatabase(path);
+    const named = db.prepare('SELECT 1 FROM snapshots WHERE id = ? AND pruned_at IS NULL LIMIT 1');
+    return new Set(snapshotIds.filter((id) => named.get(id) !== undefined));
+  } catch {
+    return undefined;
+  } finally {
+    db?.close();
+  }
+}
