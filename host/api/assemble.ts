@@ -5,7 +5,7 @@ import type Dockerode from 'dockerode';
 import pino, { type Logger } from 'pino';
 import { LocalArtifactStore, RegistryArtifactStore, type ArtifactStore } from '../artifacts';
 import { egressPort } from '../egress';
-import { newDockerClient, SandboxHost } from '../sandbox';
+import { newDockerClient, SandboxHost, SERVER_STORE_LOCATION } from '../sandbox';
 import { LOG_REDACT_PATHS } from '../secrets';
 import { isPostgresUrl, lazyPostgresStore, openSqliteStore, type Store } from '../store';
 import { systemClock, type Clock } from '../support';
@@ -150,7 +150,7 @@ export function assemble(o: OpenOptions): HostParts {
   const hostId = o.hostId ?? process.env.BERTH_HOST_ID ?? hostname();
   // The location goes into labels of images that may be pushed to a registry: a file path only,
   // never a server's address (a PostgreSQL store is not checked by `gc --orphans` anyway).
-  const sandbox = new SandboxHost({ docker, records: store, clock, logger, hostId, egress: egressPort(store, logger), storeLocation: isPostgresUrl(o.store) ? 'postgresql' : store.location });
+  const sandbox = new SandboxHost({ docker, records: store, clock, logger, hostId, egress: egressPort(store, logger), storeLocation: isPostgresUrl(o.store) ? SERVER_STORE_LOCATION : store.location });
   const registry = o.registry ?? process.env.BERTH_REGISTRY;
   return { store, docker, sandbox, artifacts: o.artifacts ?? artifactStore(o.store), logger, clock, hostId, ...(registry ? { registry } : {}) };
 }

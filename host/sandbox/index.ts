@@ -17,7 +17,7 @@ export type { LeaseRecord, LeaseRecords, SweepRecord } from './lease-records';
 export type { EgressSweep } from './sandbox-network';
 export { assertImagePresent, resolveImageDigest } from './image';
 export { containerCreateOptions } from './container-options';
-export { LABEL, containerLabels } from './labels';
+export { LABEL, containerLabels, SERVER_STORE_LOCATION } from './labels';
 export { storeOrphans, type OrphanFindings, type OrphanRule, type OrphanStore, type OrphanStoreState } from './store-orphans';
 export { snapshotEngine, SNAPSHOT_REPO, type SnapshotEngineCalls, type CommittedImage, type Change } from './snapshot-image';
 export { readImageFilesByDigest, type ImageFiles } from './image-files';

@@ -48,6 +48,20 @@ export interface LabelInput {
   origin?: Record<string, string>;
 }
 
+/** The `berth.store.location` of a store on a database server: never its address (labels reach registries), and no file either. */
+export const SERVER_STORE_LOCATION = 'postgresql';
+
+/**
+ * The location as labelled: a SQLite file's path made absolute (gc --orphans checks that file), a
+ * URL or {@link SERVER_STORE_LOCATION} as it is. Resolving 'postgresql' against the working
+ * directory made a live PostgreSQL store's sandboxes and snapshot images look like those of a
+ * deleted file (`/cwd/postgresql`), which `berth gc --orphans --remove` from any other store took.
+ */
+export function labelledLocation(location: string | undefined, resolveFile: (p: string) => string): string | undefined {
+  if (!location || location === SERVER_STORE_LOCATION || /^[a-z]+:\/\//i.test(location)) return location;
+  return resolveFile(location);
+}
+
 /** The labels that say which store, machine and process made a container or snapshot image. */
 export function storeLabels(storeId: string, storeLocation: string | undefined, machine: string, pid: number): Record<string, string> {
   return { [LABEL.store]: storeId, ...(storeLocation ? { [LABEL.storeLocation]: storeLocation } : {}), [LABEL.machine]: machine, [LABEL.pid]: String(pid) };

@@ -12,7 +12,7 @@ import type { DiskGuardOptions } from './disk-guard';
 import { engineError, isNotFound } from './engine-errors';
 import { EngineEvents, type ExitWatch } from './engine-events';
 import { assertImagePresent, resolveImageDigest } from './image';
-import { containerLabels, storeLabels } from './labels';
+import { containerLabels, labelledLocation, storeLabels } from './labels';
 import { releaseLeases } from './lease-release';
 import { Lease } from './lease';
 import type { LeaseRecord, LeaseRecords, SweepRecord } from './lease-records';
@@ -261,8 +261,7 @@ export class SandboxHost {
   /** The id of the store this host records its leases in; labels and sweeps are scoped to it. */
   /** `berth.store`, `berth.store.location`, `berth.machine` and `berth.pid` of what this host makes (containers, snapshot images). */
   async storeLabels(): Promise<Record<string, string>> {
-    const loc = this.opts.storeLocation;
-    return storeLabels(await this.storeId(), loc && !/^[a-z]+:\/\//i.test(loc) ? resolvePath(loc) : loc, hostname(), process.pid);
+    return storeLabels(await this.storeId(), labelledLocation(this.opts.storeLocation, resolvePath), hostname(), process.pid);
   }
 
   /** Leaves this store's marker on the engine (see markStore): a store that imported a run may have nothing else here. */

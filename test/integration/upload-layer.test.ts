@@ -6,7 +6,18 @@ import { RunSandbox } from '../../host/run-sandbox';
 import { snapshotEngine } from '../../host/sandbox';
 import { Snapshotter } from '../../host/snapshot';
 import { systemClock } from '../../host/support/clock';
-import { describe, expect, test } from '../support/sandbox-fixture';
+import { describe, expect, test, type SandboxWorld } from '../support/sandbox-fixture';
+
+/** A run's sandbox manager over the fixture's engine and store, the run's session seeded. */
+async function uploader(sandbox: SandboxWorld, runId: string) {
+  const env = parseEnvironment(`kernel: { name: berth, version: 0.1.0, compatible: ">=0.1.0 <0.2.0" }\nimage: { ref: "berth/tiny:latest", digest: "${sandbox.imageId}" }\nworkspace: { path: /workspace, owner: "1000:1000" }\n`, 'env.yaml');
+  const engine = snapshotEngine(sandbox.docker);
+  const snapshots = new Snapshotter({ engine, store: sandbox.store, logger: sandbox.logger });
+  const plan = new RunSandbox({ store: sandbox.store, sandbox: sandbox.host, snapshots, clock: systemClock, logger: sandbox.logger });
+  const session = `sess_${runId}`;
+  await sandbox.store.commit({ sessionId: session, label: 'seed', createSession: {} });
+  return { env, engine, plan, runId, session };
+}
 
 describe('a plan workspace uploaded as a layer of the sandbox image', { timeout: 180_000 }, () => {
   test('goes straight into the engine, never through the store, and the sandbox leased from it holds the workspace the upload snapshot records', async ({ sandbox, onTestFinished }) => {
@@ -14,13 +25,7 @@ describe('a plan workspace uploaded as a layer of the sandbox image', { timeout:
     mkdirSync(join(ws, 'src'), { recursive: true });
     writeFileSync(join(ws, 'src/main.c'), 'int main(void) { return 0; }\n');
     writeFileSync(join(ws, 'README'), 'hello\n');
-    const env = parseEnvironment(`kernel: { name: berth, version: 0.1.0, compatible: ">=0.1.0 <0.2.0" }\nimage: { ref: "berth/tiny:latest", digest: "${sandbox.imageId}" }\nworkspace: { path: /workspace, owner: "1000:1000" }\n`, 'env.yaml');
-    const engine = snapshotEngine(sandbox.docker);
-    const snapshots = new Snapshotter({ engine, store: sandbox.store, logger: sandbox.logger });
-    const plan = new RunSandbox({ store: sandbox.store, sandbox: sandbox.host, snapshots, clock: systemClock, logger: sandbox.logger });
-    const runId = 'run_upload_layer';
-    const session = `sess_${runId}`;
-    await sandbox.store.commit({ sessionId: session, label: 'seed', createSession: {} });
+    const { env, engine, plan, runId, session } = await uploader(sandbox, 'run_upload_layer');
     // Every write of a layer into the store, whatever its image.
     const stored = vi.spyOn(sandbox.store, 'putSnapshotDelta');
 
@@ -53,13 +58,7 @@ describe('a plan workspace uploaded as a layer of the sandbox image', { timeout:
     }
     // Over the size read whole (archive-pack.ts SMALL_FILE): streamed.
     writeFileSync(join(ws, 'large.bin'), Buffer.alloc(600 * 1024, 7));
-    const env = parseEnvironment(`kernel: { name: berth, version: 0.1.0, compatible: ">=0.1.0 <0.2.0" }\nimage: { ref: "berth/tiny:latest", digest: "${sandbox.imageId}" }\nworkspace: { path: /workspace, owner: "1000:1000" }\n`, 'env.yaml');
-    const engine = snapshotEngine(sandbox.docker);
-    const snapshots = new Snapshotter({ engine, store: sandbox.store, logger: sandbox.logger });
-    const plan = new RunSandbox({ store: sandbox.store, sandbox: sandbox.host, snapshots, clock: systemClock, logger: sandbox.logger });
-    const runId = 'run_upload_big';
-    const session = `sess_${runId}`;
-    await sandbox.store.commit({ sessionId: session, label: 'seed', createSession: {} });
+    const { env, engine, plan, runId, session } = await uploader(sandbox, 'run_upload_big');
     const said: string[] = [];
     const up = await plan.leaseUploaded(runId, session, env, ws, AbortSignal.timeout(120_000), (m) => said.push(m));
     onTestFinished(async () => {
