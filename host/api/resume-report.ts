@@ -16,9 +16,9 @@ export interface SandboxFound {
   snapshotId: string | null;
 }
 
-/** What the resume did with it: continued in it, restored one from a snapshot, or leased a new one. */
+/** What the resume did with it: continued in it, restored one from a snapshot, or leased a new one; `stopped`: a cancel carried out stopped what still ran in it (the run's end then released it). */
 export interface SandboxDid {
-  action: 'continued' | 'restored' | 'new' | 'none';
+  action: 'continued' | 'stopped' | 'restored' | 'new' | 'none';
   leaseId: string | null;
   snapshotId?: string;
 }
@@ -60,7 +60,7 @@ export async function snapshotsBefore(p: HostParts, run: Run): Promise<ReadonlyM
 export async function sandboxDid(p: HostParts, rt: HostRuntime, run: Run, found: SandboxFound, before: ReadonlyMap<string, Snapshot>): Promise<SandboxDid> {
   const ptr = await pointerOf(p, rt, run);
   if (!ptr?.leaseId) return { action: 'none', leaseId: null };
-  if (ptr.leaseId === found.leaseId) return { action: found.state === 'alive' ? 'continued' : 'none', leaseId: ptr.leaseId };
+  if (ptr.leaseId === found.leaseId) return { action: found.state === 'alive' ? (run.state === 'cancelling' ? 'stopped' : 'continued') : 'none', leaseId: ptr.leaseId };
   const lease = await p.store.getLease(ptr.leaseId);
   // A step that changed nothing shares its image with the one before: the snapshot the pointer named wins.
   const candidates = lease ? [...before.values()].filter((s) => s.imageId === lease.imageDigest) : [];
@@ -93,7 +93,6 @@ const cancelFoundLine = (f: SandboxFound) =>
 /** How the operator's command reads in the first line: a resume, or the carrying out of a committed cancel. */
 export const resumeVerb = (runId: string, run: Pick<Run, 'state'>) => (run.state === 'cancelling' ? `carrying out the cancel of run ${runId}` : `resuming run ${runId} (${run.state})`);
 
-/** `cancelling`: the run was a cancel carried out, whose sandbox was only stopped and released, not continued in. */
-export const didLine = (d: SandboxDid, cancelling = false) =>
-  cancelling && d.action === 'continued' ? '' :
+/** Nothing for a sandbox a cancel only stopped: the found line said so. */
+export const didLine = (d: SandboxDid) =>
   d.action === 'restored' ? `sandbox restored from snapshot ${d.snapshotId} (lease ${d.leaseId})` : d.action === 'continued' ? `continued in the same sandbox (lease ${d.leaseId})` : d.action === 'new' ? `sandbox leased anew (lease ${d.leaseId})` : '';

@@ -208,6 +208,8 @@ describe('cancel tells one story, with or without a live host', { timeout: 240_0
       const check = await fx.cli(['check', runId, '--json']);
       expect(check.code, check.stdout + check.stderr).toBe(0);
       if (!live) {
+        // Its --json says the sandbox was stopped, not continued in (before: did.action 'continued').
+        expect(lastJson<{ resume: { sandbox: { did: { action: string } } } }>(cancel).resume.sandbox.did.action).toBe('stopped');
         // No container of the run is left running the step's command.
         const containers = await fx.docker.listContainers({ all: true, filters: { label: [`berth.run=${runId}`] } });
         for (const c of containers.filter((c) => c.State === 'running')) expect(await exists(fx, c.Id, 'late')).toBe(false);

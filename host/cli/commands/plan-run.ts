@@ -70,7 +70,7 @@ export async function resumeRun(ctx: CliContext, runId: string, opts: { takeOver
     const ended = await followRun(ctx, host, run);
     const did = await sandboxDid(ctx, host.rt, run, found, before);
     const settled = await leftoversAfter(ctx.store, leftovers);
-    return finishAgentRun(ctx, ended, { json: { resume: { epoch, sandbox: { found, did }, leftovers: settled }, ...opts.json }, line: [didLine(did, run.state === 'cancelling'), settled ? leftoversLine(runId, settled) : ''].filter(Boolean).join('\n') }, settled?.settled ? ended.state : opts.endsWell);
+    return finishAgentRun(ctx, ended, { json: { resume: { epoch, sandbox: { found, did }, leftovers: settled }, ...opts.json }, line: [didLine(did), settled ? leftoversLine(runId, settled) : ''].filter(Boolean).join('\n') }, settled?.settled ? ended.state : opts.endsWell);
   }
   const total = await stepCount(ctx, run);
   const { rt, swept } = await startHost(ctx, { ttlMs, onProgress: progressPrinter(ctx.json, () => total) });
@@ -88,7 +88,7 @@ export async function resumeRun(ctx: CliContext, runId: string, opts: { takeOver
   return finishDriven(ctx, rt, runId, async () => {
     const did = await sandboxDid(ctx, rt, run, found, before);
     const settled = await leftoversAfter(ctx.store, leftovers);
-    return { json: { resume: { epoch, sandbox: { found, did }, leftovers: settled }, ...opts.json }, line: [didLine(did, run.state === 'cancelling'), settled ? leftoversLine(runId, settled) : ''].filter(Boolean).join('\n'), ok: settled?.settled === true };
+    return { json: { resume: { epoch, sandbox: { found, did }, leftovers: settled }, ...opts.json }, line: [didLine(did), settled ? leftoversLine(runId, settled) : ''].filter(Boolean).join('\n'), ok: settled?.settled === true };
   }, opts.endsWell);
 }
 
