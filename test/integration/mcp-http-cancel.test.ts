@@ -34,7 +34,8 @@ describe('berth mcp --http when its client cancels a call (notifications/cancell
       return run !== undefined;
     }, 60_000);
     const [box] = await w.docker.listContainers({ filters: { label: [`berth.session=${session}`] } });
-    expect(await containerStdout(w.docker, box!.Id, ['ps'])).toContain('sleep 30');
+    // The effect is marked executing before the command is asked of the engine: its process comes a moment later.
+    await until('the exec\'s process to run', async () => (await containerStdout(w.docker, box!.Id, ['ps'])).includes('sleep 30'), 60_000);
 
     // Another caller (its own Mcp-Session-Id, or none) cancelling every request id this client may have used: nothing stops.
     const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${server.token()}` };
@@ -50,13 +51,14 @@ describe('berth mcp --http when its client cancels a call (notifications/cancell
     await sleep(1_000);
     expect((await readStore(w.store, (s) => s.getRun(run!)))?.state).toBe('running');
 
-    // The client's own cancel (the SDK client POSTs it with its Mcp-Session-Id) stops the call at once.
-    const cancelledAt = Date.now();
+    // The client's own cancel (the SDK client POSTs it with its Mcp-Session-Id) stops the call.
     stop.abort('the user gave up');
     expect(await asked).toBe('cancelled');
-    // Before: the cancel reached a new server that knew no such request; the call slept its 30 s.
-    await until('the run to end cancelled', async () => (await readStore(w.store, (s) => s.getRun(run!)))?.state === 'cancelled', 10_000);
-    expect(Date.now() - cancelledAt).toBeLessThan(10_000);
+    // Before: the cancel reached a new server that knew no such request; the call slept its 30 s and
+    // its run ended `completed`. Judged by how the run ended, not by a clock (load only delays it).
+    const ended = async () => (await readStore(w.store, (s) => s.getRun(run!)))?.state;
+    await until('the run to end', async () => ['cancelled', 'completed', 'failed'].includes((await ended()) ?? ''), 90_000);
+    expect(await ended()).toBe('cancelled');
     expect(await containerStdout(w.docker, box!.Id, ['ps'])).not.toContain('sleep 30');
     // The client's cancels of its finished requests and of one it never made are ignored, and the session takes the next call at once.
     const own = (client.transport as StreamableHTTPClientTransport).sessionId!;
@@ -67,17 +69,16 @@ describe('berth mcp --http when its client cancels a call (notifications/cancell
     // A plain HTTP client taking JSON alone cancels its call the same way, and its call's POST is answered, not left open.
     const json = { ...headers, accept: 'application/json', 'mcp-session-id': other! };
     const call = fetch(server.url, { method: 'POST', headers: json, body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'exec', arguments: { command: 'sleep 30', safe: true, session }, _meta: { progressToken: 'p' } } }) });
-    await until('the second exec to start', async () => (await containerStdout(w.docker, box!.Id, ['ps'])).includes('sleep 30'), 30_000);
-    const from = Date.now();
+    await until('the second exec to start', async () => (await containerStdout(w.docker, box!.Id, ['ps'])).includes('sleep 30'), 60_000);
     const cancel = await fetch(server.url, { method: 'POST', headers: json, body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 7, reason: 'enough' } }) });
     expect(cancel.status).toBe(202);
     const answered = await call;
     expect(answered.headers.get('content-type')).toMatch(/^application\/json/);
     const answer = (await answered.json()) as { id: number; error: { code: number; message: string; data: { code: string } } };
     expect(answer).toMatchObject({ id: 7, error: { code: -32800, data: { code: 'request_cancelled' } } });
+    // A cancel error, not the exec's result: the call did not sleep its 30 s.
     expect(answer.error.message).toContain('(enough)');
-    expect(Date.now() - from).toBeLessThan(10_000);
-    await until('the second sleep to be gone', async () => !(await containerStdout(w.docker, box!.Id, ['ps'])).includes('sleep 30'), 10_000);
+    await until('the second sleep to be gone', async () => !(await containerStdout(w.docker, box!.Id, ['ps'])).includes('sleep 30'), 60_000);
   });
 
   it("lets a call run on when the SDK client's cancel says only that its own request timeout passed (-32001), as over stdio", async () => {
