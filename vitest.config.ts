@@ -16,5 +16,7 @@ export default defineConfig({
     // fills those gaps. Full suite, same machine: 2,892 s with two workers, 2,117 s with three.
     maxWorkers: 3,
     sequence: { sequencer: SlowFirstSequencer },
+    // Store markers that imports into tests' temporary stores left (test/support/global-teardown.ts).
+    globalSetup: ['test/support/global-teardown.ts'],
   },
 });
