@@ -33,18 +33,18 @@ async function processesOf(f: Fixture, sessionId: string, pattern: string): Prom
   return n;
 }
 
-/** `berth run` of a plan whose second step runs `sleep 61`, with the ownership TTL `ttlMs`; resolves once that command runs. */
+/** `berth run` of a plan whose second step runs `sleep 121`, with the ownership TTL `ttlMs`; resolves once that command runs. */
 async function longRun(ttlMs: number): Promise<{ f: Fixture; host: WorkerProcess; run: Run; ttl: Record<string, string> }> {
   const f = (fx = await planFixture([
     { name: 'one', run: 'echo one >> steps.log' },
-    { name: 'long', run: 'sleep 61 && echo long >> steps.log' },
+    { name: 'long', run: 'sleep 121 && echo long >> steps.log' },
   ]));
   const ttl = { BERTH_LEASE_TTL_MS: String(ttlMs) };
   const host = await startCli(f, ['run', f.plan], ttl);
   children.push(host);
   const run = await waitFor('the run to exist', () => f.read(async (s) => (await s.listRuns())[0]), 60_000);
   await waitFor('the long step to run', () => stepRunning(f, run.id, 1), 60_000);
-  await waitFor('its command to start', async () => ((await processesOf(f, run.sessionId, 'sleep 61')) > 0 ? true : undefined), 60_000);
+  await waitFor('its command to start', async () => ((await processesOf(f, run.sessionId, 'sleep 121')) > 0 ? true : undefined), 60_000);
   return { f, host, run, ttl };
 }
 
@@ -55,18 +55,21 @@ interface CancelJson {
   wait: unknown;
 }
 
-describe('berth cancel of a run whose owner is alive but not working', { timeout: 90_000 }, () => {
+describe('berth cancel of a run whose owner is alive but not working', { timeout: 180_000 }, () => {
   it('says a frozen owner has not renewed its claim and when it expires; cancel --wait then carries the cancel out, and the woken owner commits nothing', async () => {
-    // 15 s: the two cancels and the status below fit between overdue (7.5 s) and expiry on a loaded machine.
-    const { f, host, run, ttl } = await longRun(15_000);
+    // 40 s: the two cancels and the status below run side by side between overdue (20 s) and expiry
+    // (40 s); with 15 s they ran one after another in a 7.5 s window, which a loaded machine's three
+    // CLI starts overran (full suite, load ~6: the claim had expired and the case was no_live_host).
+    const { f, host, run, ttl } = await longRun(40_000);
     // Frozen outside a write of the SQLite file, which would hold every other writer back.
     await freezeOutsideWrite(host.child, f.store);
     // Past half the TTL without a renewal (it renews every third): overdue, the claim still holding.
     await waitFor('the claim to be overdue', () => f.read(async (s) => {
       const o = (await s.getSessionOwner(run.sessionId))!;
-      return (await s.databaseNow()) - o.heartbeatAt > 7700 ? true : undefined;
-    }), 20_000, 100);
+      return (await s.databaseNow()) - o.heartbeatAt > 20_200 ? true : undefined;
+    }), 40_000, 100);
 
+    // The text first (its commit of the cancel), then the JSON and the status together: both only read.
     const said = await f.cli(['cancel', run.id], ttl);
     expect(said.code, said.stderr).toBe(0);
     expect(said.stdout).toContain(`has not renewed its claim for`);
@@ -74,20 +77,19 @@ describe('berth cancel of a run whose owner is alive but not working', { timeout
     expect(said.stdout).toMatch(/it stops the run when it runs again\. Its claim expires at \d{4}-\d\d-\d\dT[\d:.]+Z \(in [\d.]+s, store clock\)/);
     expect(said.stdout).toContain(`berth cancel ${run.id} --wait waits for that and does it`);
     expect(said.stdout).not.toContain('stops it now');
-    const asJson = await f.cli(['cancel', run.id, '--json'], ttl);
+    const [asJson, status] = await Promise.all([f.cli(['cancel', run.id, '--json'], ttl), f.cli(['status'], ttl)]);
     expect(asJson.code, asJson.stderr).toBe(0);
     const j = lastJson<CancelJson>(asJson);
     expect(j.case).toBe('owner_overdue');
     expect(j.owner).toMatchObject({ pid: host.pid, live: true });
-    expect(j.claim).toMatchObject({ state: 'overdue', ttlMs: 15_000 });
-    expect(j.claim!.heartbeatAgeMs).toBeGreaterThan(7500);
+    expect(j.claim).toMatchObject({ state: 'overdue', ttlMs: 40_000 });
+    expect(j.claim!.heartbeatAgeMs).toBeGreaterThan(20_000);
     expect(j.claim!.expiresInMs).toBeGreaterThan(0);
     // berth status says the same of the owner.
-    const status = await f.cli(['status'], ttl);
     expect(status.stdout).toMatch(new RegExp(`cancelling on host ${f.hostId} \\(pid ${host.pid}\\) \\(heartbeat [\\d.]+s ago: not renewing, claim expires in [\\d.]+s\\)`));
     // Nobody carried it out: the run is cancelling and its command still runs.
     expect((await f.read((s) => s.getRun(run.id)))!.state).toBe('cancelling');
-    expect(await processesOf(f, run.sessionId, 'sleep 61')).toBe(1);
+    expect(await processesOf(f, run.sessionId, 'sleep 121')).toBe(1);
 
     const started = Date.now();
     const waited = await f.cli(['cancel', run.id, '--wait', '--json'], ttl);
@@ -101,7 +103,7 @@ describe('berth cancel of a run whose owner is alive but not working', { timeout
     expect(ended.to).toBe('cancelled');
     expect(ended.at).toBeGreaterThan(done.cancel.claim.leaseUntil);
     expect(Date.now() - started).toBeLessThan(30_000);
-    expect(await processesOf(f, run.sessionId, 'sleep 61')).toBe(0);
+    expect(await processesOf(f, run.sessionId, 'sleep 121')).toBe(0);
     const before = await f.read(async (s) => ({ commits: (await s.listCommits(run.sessionId)).length, owner: (await s.getSessionOwner(run.sessionId))! }));
     expect(done.resume.epoch).toBe(before.owner.epoch);
 
@@ -136,7 +138,7 @@ describe('berth cancel of a run whose owner is alive but not working', { timeout
     expect(await host.exited, host.stderr()).toBe(1);
     expect(host.stderr()).toContain(`run ${run.id} is cancelled: root task cancelled`);
     expect((await f.read((s) => s.getRun(run.id)))!.state).toBe('cancelled');
-    expect(await processesOf(f, run.sessionId, 'sleep 61')).toBe(0);
+    expect(await processesOf(f, run.sessionId, 'sleep 121')).toBe(0);
   });
   it('cancel --wait of a run whose owner renews returns once that owner ended the run cancelled', async () => {
     const { f, host, run, ttl } = await longRun(8000);
@@ -148,6 +150,6 @@ describe('berth cancel of a run whose owner is alive but not working', { timeout
     // The owner did it, not this command: no second epoch.
     expect((await f.read((s) => s.getSessionOwner(run.sessionId)))!.epoch).toBe(1);
     expect(await host.exited, host.stderr()).toBe(1);
-    expect(await processesOf(f, run.sessionId, 'sleep 61')).toBe(0);
+    expect(await processesOf(f, run.sessionId, 'sleep 121')).toBe(0);
   });
 });
