@@ -12,6 +12,19 @@ afterEach(async () => {
 
 type Resumed = { run: { state: string }; resume: { sandbox: { found: { state: string; leaseId: string | null; reason?: string }; did: { action: string; snapshotId?: string; leaseId: string | null } } } };
 
+/** A two-step plan whose host was SIGKILLed right after step one's commit: its run and its live lease. */
+async function killedAfterStepOne() {
+  fx = await planFixture([
+    { name: 'one', run: 'echo one > one.txt' },
+    { name: 'two', run: 'cat one.txt' },
+  ]);
+  const killed = await fx.cli(['run', fx.plan], { BERTH_FAULT: 'after:phase.complete:plan-step#1' });
+  expect(killed.signal, killed.stderr.slice(-500)).toBe('SIGKILL');
+  const runId = (await fx.read((s) => s.listRuns()))[0]!.id;
+  const lease = (await fx.read((s) => s.listLeases({ unreleased: true })))[0]!;
+  return { fx, runId, lease };
+}
+
 describe('berth resume says what it found of the sandbox and what it did', { timeout: 300_000 }, () => {
   it('a sandbox removed while the host was down: resume says it found it gone and restored it from the newest snapshot, in its human output and --json', async () => {
     fx = await planFixture([
@@ -37,14 +50,7 @@ describe('berth resume says what it found of the sandbox and what it did', { tim
   });
 
   it('a cancel carried out while the sandbox is gone restores nothing, and says so instead of promising a restore', async () => {
-    fx = await planFixture([
-      { name: 'one', run: 'echo one > one.txt' },
-      { name: 'two', run: 'cat one.txt' },
-    ]);
-    const killed = await fx.cli(['run', fx.plan], { BERTH_FAULT: 'after:phase.complete:plan-step#1' });
-    expect(killed.signal, killed.stderr.slice(-500)).toBe('SIGKILL');
-    const runId = (await fx.read((s) => s.listRuns()))[0]!.id;
-    const lease = (await fx.read((s) => s.listLeases({ unreleased: true })))[0]!;
+    const { fx, runId, lease } = await killedAfterStepOne();
     await fx.docker.getContainer(lease.containerId).remove({ force: true });
     const cancel = await fx.cli(['cancel', runId]);
     expect(cancel.code, cancel.stderr.slice(-800)).toBe(0);
@@ -59,14 +65,7 @@ describe('berth resume says what it found of the sandbox and what it did', { tim
   });
 
   it('a sandbox still alive: resume says it found it alive and continued in it', async () => {
-    fx = await planFixture([
-      { name: 'one', run: 'echo one > one.txt' },
-      { name: 'two', run: 'cat one.txt' },
-    ]);
-    const killed = await fx.cli(['run', fx.plan], { BERTH_FAULT: 'after:phase.complete:plan-step#1' });
-    expect(killed.signal, killed.stderr.slice(-500)).toBe('SIGKILL');
-    const runId = (await fx.read((s) => s.listRuns()))[0]!.id;
-    const lease = (await fx.read((s) => s.listLeases({ unreleased: true })))[0]!;
+    const { fx, runId, lease } = await killedAfterStepOne();
     const resumed = await fx.cli(['resume', runId]);
     expect(resumed.code, resumed.stderr.slice(-800)).toBe(0);
     expect(resumed.stderr).toContain(`found the sandbox alive (lease ${lease.id}`);
