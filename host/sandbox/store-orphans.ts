@@ -157,6 +157,11 @@ export async function storeOrphans(docker: Dockerode, o: OrphanScan): Promise<Or
   return { stores: out, unattributedRules };
 }
 
+/** Every store file a label names that is there now: a store that exists, or one made since at a deleted one's path. */
+function storeFilesHere(stores: OrphanStore[]): string[] {
+  return [...new Set(stores.map((s) => s.location).filter((l): l is string => !!l && isAbsolute(l) && existsSync(l)))];
+}
+
 /**
  * Sets `neededBy` on the gone stores' images that something else needs: the label says which store
  * committed an image, not which stores use it (a store that imported the run, or pulled it from a
@@ -167,8 +172,7 @@ async function markNeeded(stores: OrphanStore[], containers: Dockerode.Container
   const gone = stores.filter((s) => s.state === 'gone' && s.images.length);
   if (!gone.length) return;
   const ids = [...new Set(gone.flatMap((s) => s.images.map((i) => i.imageId)))];
-  // Every store file a label names that is there now: a store that exists, or one made since at a deleted one's path.
-  const locations = [...new Set(stores.map((s) => s.location).filter((l): l is string => !!l && isAbsolute(l) && existsSync(l)))];
+  const locations = storeFilesHere(stores);
   const named = (await o.imagesNamed?.(ids, locations)) ?? new Map<string, string>();
   for (const s of gone) for (const img of s.images) {
     const user = containers.find((c) => c.ImageID === img.imageId && c.Labels[LABEL.store] !== s.storeId);
@@ -187,7 +191,7 @@ async function markTagsNeeded(stores: OrphanStore[], o: OrphanScan): Promise<voi
   const gone = stores.filter((s) => s.state === 'gone' && s.tags.length);
   if (!gone.length) return;
   const ids = [...new Set(gone.flatMap((s) => s.tags.map((t) => t.snapshotId)))];
-  const locations = [...new Set(stores.map((s) => s.location).filter((l): l is string => !!l && isAbsolute(l) && existsSync(l)))];
+  const locations = storeFilesHere(stores);
   const named = (await o.snapshotsNamed?.(ids, locations)) ?? new Map<string, string>();
   for (const s of gone) for (const t of s.tags) {
     const own = t.names.some((n) => !n.startsWith(`${SNAPSHOT_REPO}:`) && !n.startsWith(`${SNAPSHOT_REPO}/`) && n !== '<none>:<none>');

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Run } from '../../host/model';
 import { lastJson, planFixture } from '../support/plan-fixture';
-import { freezeOutsideWrite, sleep, startCli, stepRunning, stopWorker, waitFor, type WorkerProcess } from '../support/fleet';
+import { freezeOutsideWrite, sleep, startCli, stepRunning, stopChildren, waitFor, type WorkerProcess } from '../support/fleet';
 
 /**
  * `berth cancel` of a run whose owner is alive but not working (SIGSTOP: a frozen host, a paused
@@ -14,10 +14,7 @@ type Fixture = Awaited<ReturnType<typeof planFixture>>;
 let fx: Fixture | undefined;
 let children: WorkerProcess[] = [];
 afterEach(async () => {
-  for (const c of children) {
-    c.child.kill('SIGCONT');
-    await stopWorker(c, 20_000);
-  }
+  await stopChildren(children, 20_000);
   children = [];
   await fx?.cleanup();
   fx = undefined;

@@ -3,7 +3,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { startCountingService } from '../support/counting-service';
 import { sharedPostgres, stopSharedPostgres } from '../support/store-kinds';
 import { lastJson, planFixture, type PlanStepDef } from '../support/plan-fixture';
-import { finishedStepCounts, keepReleasing, runDigest, freezeOutsideWrite, runSettled, sleep, startWorker, stepRunning, stopWorker, submitDetached, waitFor, type WorkerProcess } from '../support/fleet';
+import { finishedStepCounts, keepReleasing, runDigest, freezeOutsideWrite, runSettled, sleep, startWorker, stepRunning, stopChildren, stopWorker, submitDetached, waitFor, type WorkerProcess } from '../support/fleet';
 import { leftoversOf } from './fleet-leftover-probe';
 
 /** Short enough that a takeover happens within seconds here; long against the renewals (every TTL/3). */
@@ -42,11 +42,7 @@ afterAll(stopSharedPostgres, 60_000);
 let workers: WorkerProcess[] = [];
 let service: Awaited<ReturnType<typeof startCountingService>> | undefined;
 afterEach(async () => {
-  for (const w of workers) {
-    // A test that fails with a worker stopped must not leave it stopped forever.
-    w.child.kill('SIGCONT');
-    await stopWorker(w, 30_000);
-  }
+  await stopChildren(workers, 30_000);
   workers = [];
   await service?.close();
   service = undefined;

@@ -5,7 +5,7 @@ import type { Run } from '../../host/model';
 import { startCountingService } from '../support/counting-service';
 import { sharedPostgres, stopSharedPostgres } from '../support/store-kinds';
 import { lastJson, planFixture, type PlanStepDef } from '../support/plan-fixture';
-import { keepReleasing, releaseStep, runSettled, sleep, startCli, startWorker, stepRunning, stopWorker, waitFor, type WorkerProcess } from '../support/fleet';
+import { keepReleasing, releaseStep, runSettled, sleep, startCli, startWorker, stepRunning, stopChildren, waitFor, type WorkerProcess } from '../support/fleet';
 
 /**
  * Issue 24: one owner per run, for every host (`berth run`, `resume`, `reconcile`, `worker`), and
@@ -19,10 +19,7 @@ let service: Awaited<ReturnType<typeof startCountingService>> | undefined;
 let children: WorkerProcess[] = [];
 afterAll(stopSharedPostgres, 60_000);
 afterEach(async () => {
-  for (const c of children) {
-    c.child.kill('SIGCONT');
-    await stopWorker(c, 20_000);
-  }
+  await stopChildren(children, 20_000);
   children = [];
   await service?.close();
   service = undefined;

@@ -44,6 +44,14 @@ export async function stopWorker(w: WorkerProcess, ms = 60_000): Promise<number 
   return 'killed';
 }
 
+/** Stops every child process a test left (thawing a SIGSTOPped one first: a failed test must not leave it frozen), each within `ms`. */
+export async function stopChildren(children: readonly WorkerProcess[], ms: number): Promise<void> {
+  for (const c of children) {
+    c.child.kill('SIGCONT');
+    await stopWorker(c, ms);
+  }
+}
+
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Polls until `probe` returns a value (not undefined), or fails after `ms` naming `what`. */

@@ -31,16 +31,7 @@ export function sqliteStoreIdentity(path: string): string | undefined {
  * (imported, or pulled from a registry: the image keeps the labels of the store that committed it).
  */
 export function sqliteImagesNamed(path: string, imageIds: readonly string[]): Set<string> | undefined {
-  let db: Database.Database | undefined;
-  try {
-    db = openReadOnlyDatabase(path);
-    const named = db.prepare('SELECT 1 FROM snapshots WHERE image_id = ? AND pruned_at IS NULL LIMIT 1');
-    return new Set(imageIds.filter((id) => named.get(id) !== undefined));
-  } catch {
-    return undefined;
-  } finally {
-    db?.close();
-  }
+  return namedUnpruned(path, 'image_id', imageIds);
 }
 
 /**
@@ -50,11 +41,16 @@ export function sqliteImagesNamed(path: string, imageIds: readonly string[]): Se
  * its snapshot ids): the image id cannot say it, every store run on that environment names it.
  */
 export function sqliteSnapshotsNamed(path: string, snapshotIds: readonly string[]): Set<string> | undefined {
+  return namedUnpruned(path, 'id', snapshotIds);
+}
+
+/** The `values` an unpruned snapshot row of the store at `path` holds in `column` (one of the two above, never input). */
+function namedUnpruned(path: string, column: 'id' | 'image_id', values: readonly string[]): Set<string> | undefined {
   let db: Database.Database | undefined;
   try {
     db = openReadOnlyDatabase(path);
-    const named = db.prepare('SELECT 1 FROM snapshots WHERE id = ? AND pruned_at IS NULL LIMIT 1');
-    return new Set(snapshotIds.filter((id) => named.get(id) !== undefined));
+    const named = db.prepare(`SELECT 1 FROM snapshots WHERE ${column} = ? AND pruned_at IS NULL LIMIT 1`);
+    return new Set(values.filter((v) => named.get(v) !== undefined));
   } catch {
     return undefined;
   } finally {
