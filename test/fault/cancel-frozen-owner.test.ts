@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Run } from '../../host/model';
 import { lastJson, planFixture } from '../support/plan-fixture';
-import { freezeOutsideWrite, sleep, startCli, stepRunning, stopChildren, waitFor, type WorkerProcess } from '../support/fleet';
+import { freezeOutsideWrite, sleep, startCli, stepRunning, processesOf, stopChildren, waitFor, type WorkerProcess } from '../support/fleet';
 
 /**
  * `berth cancel` of a run whose owner is alive but not working (SIGSTOP: a frozen host, a paused
@@ -20,15 +20,6 @@ afterEach(async () => {
   fx = undefined;
 });
 
-/** How many of the session's containers run a process whose command line holds `pattern`. */
-async function processesOf(f: Fixture, sessionId: string, pattern: string): Promise<number> {
-  let n = 0;
-  for (const c of await f.docker.listContainers({ filters: { label: [`berth.session=${sessionId}`] } })) {
-    const top = await f.docker.getContainer(c.Id).top({ ps_args: '-eo pid,args' }).catch(() => ({ Processes: [] as string[][] }));
-    if ((top.Processes ?? []).some((p: string[]) => p.join(' ').includes(pattern))) n += 1;
-  }
-  return n;
-}
 
 /** `berth run` of a plan whose second step runs `sleep 121`, with the ownership TTL `ttlMs`; resolves once that command runs. */
 async function longRun(ttlMs: number): Promise<{ f: Fixture; host: WorkerProcess; run: Run; ttl: Record<string, string> }> {

@@ -5,7 +5,7 @@ import type { Run } from '../../host/model';
 import { startCountingService } from '../support/counting-service';
 import { sharedPostgres, stopSharedPostgres } from '../support/store-kinds';
 import { lastJson, planFixture, type PlanStepDef } from '../support/plan-fixture';
-import { keepReleasing, releaseStep, runSettled, sleep, startCli, startWorker, stepRunning, stopChildren, waitFor, type WorkerProcess } from '../support/fleet';
+import { keepReleasing, releaseStep, runSettled, sleep, startCli, startWorker, stepRunning, processesOf, stopChildren, waitFor, type WorkerProcess } from '../support/fleet';
 
 /**
  * Issue 24: one owner per run, for every host (`berth run`, `resume`, `reconcile`, `worker`), and
@@ -43,15 +43,6 @@ async function theRun(f: Fixture): Promise<Run> {
   return waitFor('the run to exist', () => f.read(async (s) => (await s.listRuns())[0]));
 }
 
-/** How many of the session's containers run a process whose command line holds `pattern` (a step's command: its shell and its child count once). */
-async function processesOf(f: Fixture, sessionId: string, pattern: string): Promise<number> {
-  let n = 0;
-  for (const c of await f.docker.listContainers({ filters: { label: [`berth.session=${sessionId}`] } })) {
-    const top = await f.docker.getContainer(c.Id).top({ ps_args: '-eo pid,args' }).catch(() => ({ Processes: [] as string[][] }));
-    if ((top.Processes ?? []).some((p: string[]) => p.join(' ').includes(pattern))) n += 1;
-  }
-  return n;
-}
 
 describe('one owner per run', { timeout: 300_000 }, () => {
   it('stops the command a SIGKILLed host left running before parking its never step, so --reject-effect runs it exactly once', async () => {

@@ -44,6 +44,16 @@ export async function stopWorker(w: WorkerProcess, ms = 60_000): Promise<number 
   return 'killed';
 }
 
+/** How many of the session's containers run a process whose command line holds `pattern` (a step's command: its shell and its child count once). */
+export async function processesOf(f: Fixture, sessionId: string, pattern: string): Promise<number> {
+  let n = 0;
+  for (const c of await f.docker.listContainers({ filters: { label: [`berth.session=${sessionId}`] } })) {
+    const top = await f.docker.getContainer(c.Id).top({ ps_args: '-eo pid,args' }).catch(() => ({ Processes: [] as string[][] }));
+    if ((top.Processes ?? []).some((p: string[]) => p.join(' ').includes(pattern))) n += 1;
+  }
+  return n;
+}
+
 /** Stops every child process a test left (thawing a SIGSTOPped one first: a failed test must not leave it frozen), each within `ms`. */
 export async function stopChildren(children: readonly WorkerProcess[], ms: number): Promise<void> {
   for (const c of children) {
