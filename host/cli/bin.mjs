@@ -6,8 +6,8 @@
 // it starts (the helper threads exist by the time this file runs), so it is given here, where
 // the `berth` command starts node; `node host/cli/bin.mjs` runs without it.
 //
-// The `berth` command. It runs dist/berth.mjs (the sources bundled by `npm run build`, which
-// `npm ci` runs as `prepare`: it starts in ~0.6 s) while no source file is newer than it, else the
+// The `berth` command. It runs dist/berth.cjs (the sources bundled by `npm run build`, which
+// `npm ci` runs as `prepare`, with V8's code cache: code-cache.mjs) while no source file is newer than it, else the
 // sources themselves through tsx (~1.9 s: every file is transpiled at each start). An edit is
 // therefore never run stale. BERTH_NO_BUNDLE=1 always takes the sources.
 import { readdirSync, statSync } from 'node:fs';
@@ -15,7 +15,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
-const bundle = join(root, 'dist/berth.mjs');
+const bundle = join(root, 'dist/berth.cjs');
 
 /**
  * The newest mtime of the files the bundle is built from (~450 stats). Paths are joined by
@@ -56,7 +56,12 @@ const youngAtStartingSize = () => setFlagsFromString('--semi-space-growth-factor
 youngAtStartingSize();
 process.on('worker', (worker) => worker.once('online', youngAtStartingSize));
 if (fresh) {
-  await import(bundle);
+  // Set now, as host/support/heap-bound.ts sets it later in a run: V8 keys a code cache by its
+  // flags, and a cache made at the exit of a run (with this flag) was rejected at every next start
+  // (without it). It exposes nothing here: only contexts created later get `gc`.
+  setFlagsFromString('--expose-gc');
+  const { runCached } = await import('./code-cache.mjs');
+  runCached(bundle, process.argv.slice(2).find((a) => !a.startsWith('-')));
 } else {
   const { register } = await import('tsx/esm/api');
   register();

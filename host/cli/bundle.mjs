@@ -1,8 +1,8 @@
-// Builds dist/berth.mjs: the CLI's TypeScript sources in one ES module (with the few pure-JS packages
+// Builds dist/berth.cjs: the CLI's TypeScript sources in one CommonJS script (with the few pure-JS packages
 // every command loads inlined, the other dependencies in node_modules), and dist/index.mjs: the package's library face (host/index.ts), every dependency left in node_modules (a program's own zod schemas meet the library's zod). `npm ci` runs it as `prepare`; host/cli/bin.mjs uses it while it is newer than
 // every source file. Written beside its final name and renamed, so a CLI starting meanwhile never
 // loads half a file.
-import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
@@ -83,64 +83,42 @@ function asciiOnly(file) {
 }
 
 /**
- * The CLI: its entry in `dist/berth.mjs`, and what only some commands import (serve, mcp) in
- * `dist/chunks/`, loaded when such a command runs, so every other command starts without them.
- * Chunk names carry their content's hash: they are moved in before the entry that names them.
+ * The CLI: every source and inlined package in one CommonJS file, `dist/berth.cjs`, which
+ * host/cli/code-cache.mjs runs with V8's code cache (Node 20 keeps none for ES modules: compiling
+ * the bundle was ~70 ms of every start). What only some commands use (serve, mcp) is in the same
+ * file but evaluated only when imported (esbuild's lazy module wrappers), and with the cache its
+ * compile costs nothing either. Built beside its final name and renamed, map first.
  */
 async function bundleCli() {
-  const tmp = join(root, `dist/.berth-${process.pid}`);
+  const tmp = join(root, `dist/.berth-${process.pid}.cjs`);
   await build({
-    entryPoints: { berth: join(root, 'host/cli/main.ts') },
+    entryPoints: [join(root, 'host/cli/main.ts')],
     bundle: true,
-    splitting: true,
     platform: 'node',
-    format: 'esm',
+    format: 'cjs',
     target: 'node20',
     // The pure-JS packages every command loads are inlined (below); every other one stays in node_modules.
     plugins: [englishOnlyZod, inlineStartupPackages],
-    // Inlined CommonJS (pino, tar-stream) calls require() for Node's own modules.
-    banner: { js: "import { createRequire as __berthCreateRequire } from 'node:module'; const require = __berthCreateRequire(import.meta.url);" },
-    outdir: tmp,
-    outExtension: { '.js': '.mjs' },
-    chunkNames: 'chunks/[name]-[hash]',
+    // The one use (docker-client.ts's createRequire) needs the bundle's own URL.
+    define: { 'import.meta.url': '__berthBundleUrl' },
+    banner: { js: "const __berthBundleUrl = require('node:url').pathToFileURL(__filename).href;" },
+    outfile: tmp,
     sourcemap: 'linked',
     logLevel: 'warning',
   });
-  for (const f of readdirSync(join(tmp, 'chunks'))) if (f.endsWith('.mjs')) asciiOnly(join(tmp, 'chunks', f));
-  asciiOnly(join(tmp, 'berth.mjs'));
-  mkdirSync(join(root, 'dist/chunks'), { recursive: true });
-  const made = readdirSync(join(tmp, 'chunks'));
-  for (const f of made) renameSync(join(tmp, 'chunks', f), join(root, 'dist/chunks', f));
-  renameSync(join(tmp, 'berth.mjs.map'), join(root, 'dist/berth.mjs.map'));
-  renameSync(join(tmp, 'berth.mjs'), join(root, 'dist/berth.mjs'));
-  rmSync(tmp, { recursive: true, force: true });
-  pruneChunks(made);
-}
-
-/** How many builds' chunks stay in dist/chunks (a `berth serve` of an earlier build still loads its own lazily). */
-const KEPT_BUILDS = 3;
-
-/**
- * Removes the chunks no recent build named. Each build's chunks differ by their hash, and they
- * were never removed: a developer's checkout held 584 of them (294 MB), which `npm pack` packed
- * and gzipped (40 s of the package test). The last builds' chunks stay for processes still running them.
- */
-function pruneChunks(made) {
-  const dir = join(root, 'dist/chunks');
-  const list = join(dir, '.builds.json');
-  let builds = [];
-  try {
-    builds = JSON.parse(readFileSync(list, 'utf8'));
-  } catch {
-    // No record yet (or a broken one): only this build's chunks are known.
-  }
-  builds = [...(Array.isArray(builds) ? builds : []), made].slice(-KEPT_BUILDS);
-  const keep = new Set(builds.flat());
-  for (const f of readdirSync(dir)) if (f !== '.builds.json' && !keep.has(f)) rmSync(join(dir, f), { force: true });
-  writeFileSync(list, JSON.stringify(builds));
+  asciiOnly(tmp);
+  // The map keeps its final name (the bundle's last line names `berth.cjs.map`... of the tmp name: fix it).
+  const text = readFileSync(tmp, 'utf8').replace(/\/\/# sourceMappingURL=\S+\s*$/, '//# sourceMappingURL=berth.cjs.map\n');
+  writeFileSync(tmp, text);
+  renameSync(`${tmp}.map`, join(root, 'dist/berth.cjs.map'));
+  renameSync(tmp, join(root, 'dist/berth.cjs'));
+  // What earlier builds made for the ES-module CLI (dist/berth.mjs and its chunks): gone, so a
+  // packed package never carries them.
+  rmSync(join(root, 'dist/chunks'), { recursive: true, force: true });
+  for (const f of ['berth.mjs', 'berth.mjs.map']) rmSync(join(root, 'dist', f), { force: true });
 }
 
 await bundle('host/index.ts', 'index');
 await bundle('host/integrations/openai-agents.ts', 'openai-agents');
-// Last: bin.mjs takes dist/berth.mjs as fresh once it is newer than every source.
+// Last: bin.mjs takes dist/berth.cjs as fresh once it is newer than every source.
 await bundleCli();

@@ -389,7 +389,7 @@ export async function main(argv: string[]): Promise<number> {
     // Before the command reads or leases anything: it would fail at its first write, half done.
     if (ctx.store.readOnly && !READS_ONLY.has(name)) throw storeReadOnly(ctx.store.location, `berth ${name}`);
     // The profile of a run (bench/plan.ts, BERTH_LOG_LEVEL=debug): process start, then the store's open.
-    ctx.logger.debug({ phase: 'process.start', ms: Math.round(started) }, 'timing');
+    ctx.logger.debug({ phase: 'process.start', ms: Math.round(started), codeCache: (globalThis as Record<symbol, unknown>)[Symbol.for('berth.codeCache')] ?? 'none' }, 'timing');
     ctx.logger.debug({ phase: 'store.open', ms: Math.round((performance.now() - t0) * 10) / 10 }, 'timing');
     return ctx;
   };
@@ -439,4 +439,7 @@ const quietWhenClosed = (stream: NodeJS.WriteStream) =>
 quietWhenClosed(process.stdout);
 process.on('uncaughtException', lastResort);
 process.on('unhandledRejection', lastResort);
-process.exitCode = await main(process.argv.slice(2));
+// Not a top-level await: the CLI's bundle is a CommonJS script (host/cli/code-cache.mjs), which has none.
+void main(process.argv.slice(2)).then((code) => {
+  process.exitCode = code;
+});

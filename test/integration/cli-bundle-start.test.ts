@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -12,18 +12,23 @@ const seen = join(dir, 'resolved.txt');
 // Records every module the ESM loader resolves (the hooks run on their own thread: a file is the channel).
 const hooks = join(dir, 'hooks.mjs');
 const register = join(dir, 'register.mjs');
+// And every file CommonJS's require loaded (the bundle's own requires), listed at exit.
+const listed = join(dir, 'required.txt');
+const preload = join(dir, 'list-required.cjs');
 
 beforeAll(() => {
   execFileSync(process.execPath, [join(root, 'host/cli/bundle.mjs')], { stdio: 'ignore' });
   writeFileSync(hooks, `import { appendFileSync } from 'node:fs';\nexport async function resolve(spec, ctx, next) {\n  const r = await next(spec, ctx);\n  appendFileSync(${JSON.stringify(seen)}, r.url + '\\n');\n  return r;\n}\n`);
   writeFileSync(register, `import { register } from 'node:module';\nregister(${JSON.stringify(`file://${hooks}`)});\n`);
+  writeFileSync(preload, `process.on('exit', () => require('node:fs').writeFileSync(${JSON.stringify(listed)}, Object.keys(require.cache).join('\\n')));\n`);
 }, 120_000);
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-const berth = (args: string[]) => {
+const berth = (args: string[], env: Record<string, string> = {}) => {
   rmSync(seen, { force: true });
-  const r = spawnSync(process.execPath, ['--import', register, join(root, 'host/cli/bin.mjs'), ...args], { encoding: 'utf8', env: { ...process.env, BERTH_NO_BUNDLE: '' } });
-  const loaded = readFileSync(seen, 'utf8').split('\n').filter(Boolean);
+  rmSync(listed, { force: true });
+  const r = spawnSync(process.execPath, ['--import', register, '--require', preload, join(root, 'host/cli/bin.mjs'), ...args], { encoding: 'utf8', maxBuffer: 256 * 1024 * 1024, env: { ...process.env, BERTH_NO_BUNDLE: '', ...env } });
+  const loaded = [...readFileSync(seen, 'utf8').split('\n'), ...readFileSync(listed, 'utf8').split('\n')].filter(Boolean);
   return { ...r, loaded };
 };
 
@@ -31,7 +36,8 @@ describe('the bundled berth CLI', () => {
   it('starts from the bundle without loading a module file of the packages it inlines (zod, yaml, pino, tar-stream)', () => {
     const r = berth(['--help']);
     expect(r.status).toBe(0);
-    expect(r.loaded.some((u) => u.endsWith('/dist/berth.mjs'))).toBe(true);
+    expect(r.loaded.some((u) => u.endsWith('/host/cli/code-cache.mjs'))).toBe(true);
+    expect(r.loaded.filter((u) => u.endsWith('.ts'))).toEqual([]);
     const inlined = r.loaded.filter((u) => /\/node_modules\/(zod|yaml|pino|tar-stream|streamx|sonic-boom)\//.test(u));
     expect(inlined).toEqual([]);
   }, 180_000);
@@ -50,16 +56,11 @@ describe('the bundled berth CLI', () => {
   }, 300_000);
 
   it('talks to the engine without loading ssh2, which only an ssh:// DOCKER_HOST needs', () => {
-    // CommonJS modules (dockerode's) are not seen by the ESM hooks: a preload lists require's cache at exit.
-    const listed = join(dir, 'required.txt');
-    const preload = join(dir, 'list-required.cjs');
-    writeFileSync(preload, `process.on('exit', () => require('node:fs').writeFileSync(${JSON.stringify(listed)}, Object.keys(require.cache).join('\\n')));\n`);
-    const r = spawnSync(process.execPath, ['--require', preload, join(root, 'host/cli/bin.mjs'), 'gc', '--orphans', '--json', '--store', join(dir, 'none', 'berth.db')], { encoding: 'utf8', env: { ...process.env, BERTH_NO_BUNDLE: '' } });
+    const r = berth(['gc', '--orphans', '--json', '--store', join(dir, 'none', 'berth.db')]);
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
-    const required = readFileSync(listed, 'utf8').split('\n');
-    expect(required.some((f) => f.includes('/node_modules/dockerode/'))).toBe(true);
-    expect(required.filter((f) => f.includes('/node_modules/ssh2/'))).toEqual([]);
+    expect(r.loaded.some((f) => f.includes('/node_modules/dockerode/'))).toBe(true);
+    expect(r.loaded.filter((f) => f.includes('/node_modules/ssh2/'))).toEqual([]);
   }, 180_000);
 
   it("keeps zod's English messages with its other locales left out of the bundle", async () => {
@@ -71,11 +72,9 @@ describe('the bundled berth CLI', () => {
     const r = berth(['import', file, '--store', join(dir, 'import.db')]);
     expect(r.status).toBe(1);
     expect(r.stderr).toContain('does not match run record version 1: exportedAt: Invalid input: expected number, received undefined');
-    const chunks = readdirSync(join(root, 'dist/chunks')).filter((f) => f.endsWith('.mjs'));
-    const loaded = chunks.filter((f) => r.loaded.some((u) => u.endsWith(`/dist/chunks/${f}`)));
-    expect(loaded.length).toBeGreaterThan(0);
-    // zod's Dutch message for the same issue (nl.js): no other locale is loaded.
-    for (const f of loaded) expect(readFileSync(join(root, 'dist/chunks', f), 'utf8')).not.toContain('Ongeldige invoer');
+    // zod's Dutch message for the same issue (nl.js): no other locale is in the bundle, and none was loaded.
+    expect(readFileSync(join(root, 'dist/berth.cjs'), 'utf8')).not.toContain('Ongeldige invoer');
+    expect(r.loaded.filter((u) => /\/node_modules\/zod\//.test(u))).toEqual([]);
   }, 180_000);
 
   it('serves MCP on stdio without loading the HTTP transport or the web server (hono)', () => {
@@ -86,5 +85,50 @@ describe('the bundled berth CLI', () => {
     expect(r.loaded.filter((u) => /\/node_modules\/(hono|@hono)\/|streamableHttp/.test(u))).toEqual([]);
     // The SDK is inlined in the mcp chunks, on the bundle's zod: no second zod from node_modules.
     expect(r.loaded.filter((u) => /\/node_modules\/(@modelcontextprotocol|zod|ajv)\//.test(u))).toEqual([]);
+  }, 180_000);
+});
+
+describe("the CLI's V8 code cache", () => {
+  const timingOf = (stderr: string) => {
+    const line = stderr.split('\n').find((l) => l.includes('"process.start"'));
+    return line ? (JSON.parse(line) as { codeCache: string }) : undefined;
+  };
+
+  it('compiles the bundle from the cache of an earlier start of the same command, and replaces a cache that does not match instead of trusting it', async () => {
+    const { openSqliteStore } = await import('../../host/store');
+    const store = join(dir, 'cache.db');
+    await openSqliteStore(store).close();
+    const cache = join(dir, 'v8');
+    const status = () => berth(['status', '--store', store], { BERTH_CODE_CACHE_DIR: cache, BERTH_LOG_LEVEL: 'debug' });
+
+    const first = status();
+    expect(first.status).toBe(0);
+    expect(timingOf(first.stderr)?.codeCache).toBe('miss');
+    const files = readdirSync(cache);
+    expect(files).toHaveLength(1);
+    expect(files[0]).toMatch(/^berth-[0-9a-f]{8}-status-[0-9a-f]{16}\.bin$/);
+    expect(timingOf(status().stderr)?.codeCache).toBe('hit');
+
+    // Bytes V8 cannot take (a disk error, a cache from another build under the same name): the
+    // bundle compiles from source, the command does its work, and the cache is written anew.
+    writeFileSync(join(cache, files[0]!), Buffer.alloc(4096, 7), { mode: 0o600 });
+    const altered = status();
+    expect(altered.status).toBe(0);
+    expect(altered.stdout).toBe(first.stdout);
+    expect(timingOf(altered.stderr)?.codeCache).toBe('rejected');
+    expect(timingOf(status().stderr)?.codeCache).toBe('hit');
+  }, 180_000);
+
+  it('never reads a cache from a directory other users may write, and works without one', async () => {
+    const { openSqliteStore } = await import('../../host/store');
+    const store = join(dir, 'open.db');
+    await openSqliteStore(store).close();
+    const shared = join(dir, 'shared');
+    mkdirSync(shared, { mode: 0o777 });
+    chmodSync(shared, 0o777);
+    const r = berth(['status', '--store', store], { BERTH_CODE_CACHE_DIR: shared, BERTH_LOG_LEVEL: 'debug' });
+    expect(r.status).toBe(0);
+    expect(timingOf(r.stderr)?.codeCache).toBe('off');
+    expect(readdirSync(shared)).toEqual([]);
   }, 180_000);
 });

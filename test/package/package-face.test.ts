@@ -25,7 +25,7 @@ function distFresh(): boolean {
   };
   for (const d of ['host', 'environment', 'tools']) walk(join(repo, d));
   try {
-    return ['dist/index.mjs', 'dist/openai-agents.mjs', 'dist/berth.mjs', 'dist/types/host/index.d.ts', 'dist/types/host/integrations/openai-agents.d.ts'].every((f) => statSync(join(repo, f)).mtimeMs >= newest);
+    return ['dist/index.mjs', 'dist/openai-agents.mjs', 'dist/berth.cjs', 'dist/types/host/index.d.ts', 'dist/types/host/integrations/openai-agents.d.ts'].every((f) => statSync(join(repo, f)).mtimeMs >= newest);
   } catch {
     return false;
   }
