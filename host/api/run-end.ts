@@ -45,6 +45,26 @@ export async function endRun(p: HostParts, run: Run): Promise<void> {
   await p.sandbox.sweep().catch((err: unknown) => p.logger.warn({ err, runId: run.id }, 'end-of-run sweep failed; berth gc removes what is left'));
   faultPoint('run-end:prune');
   await retain(p, run).catch((err: unknown) => p.logger.warn({ err, runId: run.id }, 'retention at run end failed; berth gc prunes later'));
+  await removePrunedTags(p, run).catch((err: unknown) => p.logger.warn({ err, runId: run.id }, 'could not remove the images of pruned snapshots; berth gc will'));
+}
+
+/**
+ * Retention marks a record pruned, then removes its tag: a host killed between the two (or an
+ * engine that refused the removal) left the tag of a pruned record, which only `berth gc` removed,
+ * so a run resumed after a kill ended with images nothing names again. The run's end removes them
+ * (its snapshot images, by label: one engine call, made only when the run has a pruned snapshot).
+ */
+async function removePrunedTags(p: HostParts, run: Run): Promise<void> {
+  if ((await p.store.listSnapshots({ runId: run.id, pruned: true, newest: 1 })).length === 0) return;
+  const engine = snapshotEngine(p.docker);
+  for (const img of await engine.listSnapshotImages({ runId: run.id })) {
+    for (const tag of img.tags) {
+      const snap = await p.store.getSnapshot(tag);
+      if (snap?.prunedAt == null || snap.runId !== run.id) continue;
+      const outcome = await engine.removeSnapshot(tag);
+      p.logger.info({ runId: run.id, snapshotId: tag, imageId: img.imageId, outcome }, 'image of a pruned snapshot removed at run end');
+    }
+  }
 }
 
 /** Retention at the end of a run: the environment's `snapshot.keepLast` per session. */

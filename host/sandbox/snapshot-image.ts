@@ -352,8 +352,9 @@ export interface SnapshotImageInfo {
  * of the image id, which a pull verifies), so `berth.host` names that host, not this one. Which
  * store owns an image is decided by its `berth.store` and `berth.session` labels (host/snapshot).
  */
-export async function listSnapshotImages(docker: Dockerode): Promise<SnapshotImageInfo[]> {
-  const images = await docker.listImages({ filters: { label: ['berth.snapshot'] } }).catch((err: unknown) => {
+export async function listSnapshotImages(docker: Dockerode, o: { runId?: string } = {}): Promise<SnapshotImageInfo[]> {
+  const label = ['berth.snapshot', ...(o.runId ? [`berth.run=${o.runId}`] : [])];
+  const images = await docker.listImages({ filters: { label } }).catch((err: unknown) => {
     throw engineError('list snapshot images', err);
   });
   return images.map((i) => ({
@@ -406,7 +407,7 @@ export function snapshotEngine(docker: Dockerode) {
     setPaused: (containerId: string, paused: boolean) => setPaused(docker, containerId, paused),
     archive: (containerId: string, path: string) => archivePath(docker, containerId, path),
     tag: (imageId: string, tag: string, o?: { storeId?: string }) => tagSnapshotImage(docker, imageId, tag, o),
-    listSnapshotImages: () => listSnapshotImages(docker),
+    listSnapshotImages: (o?: { runId?: string }) => listSnapshotImages(docker, o),
     imageLayerBytes: (imageId: string) => imageLayerBytes(docker, imageId),
     changedOutsideSince: (containerId: string, sinceMs: number, skip: string[]) => changedOutsideSince(docker, containerId, sinceMs, skip),
     layerDirs: (containerId: string) => layerDirs(docker, containerId),
