@@ -198,10 +198,14 @@ describe('no sandbox outlives its lease', { timeout: 400_000 }, () => {
     await victim.exited;
     const killedAt = Date.now();
     await waitFor('the run to be taken over', async () => ((await fx!.read((s) => s.getSessionOwner(run.sessionId)))!.epoch > owner.epoch ? true : undefined));
+    // On a timeout, what was left and what each worker said (seen once under a full suite's load, not since).
+    let left: Awaited<ReturnType<typeof leftoversOnEngine>> | undefined;
     const gone = await waitFor('the old lease\'s container, network and rules to be removed', async () => {
-      const left = await leftoversOnEngine(fx!.docker, lease!.id);
+      left = await leftoversOnEngine(fx!.docker, lease!.id);
       return left.containers + left.networks + left.rules === 0 ? Date.now() : undefined;
-    }, 120_000, 250);
+    }, 120_000, 250).catch((err: Error) => {
+      throw new Error(`${err.message}: left ${JSON.stringify(left)}; lease ${lease!.id}; new owner's log:\n${other.stderr().slice(-4000)}`);
+    });
     console.log(`old lease cleaned up ${((gone - killedAt) / 1000).toFixed(1)} s after its host was SIGKILLed (ownership TTL 3 s, sandbox TTL 4 s)`);
     expect((await fx.read((s) => s.getLease(lease!.id)))!.releasedAt).not.toBeNull();
     const end = await settledReleasing(fx, run);
