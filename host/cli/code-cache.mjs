@@ -126,6 +126,9 @@ export function runCached(bundle, command) {
       }
     });
   }
+  // A script compiled from a cache keeps no dynamic-import callback: the bundle's imports of what
+  // it leaves outside (openai, pg, extensions) go through this module's own (host/support/load-module.ts).
+  globalThis[Symbol.for('berth.import')] = (specifier) => import(specifier);
   // Read by the command's `process.start` timing line (BERTH_LOG_LEVEL=debug).
   globalThis[Symbol.for('berth.codeCache')] = state;
   const mod = new Module(bundle, null);

@@ -2,6 +2,7 @@ import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Extension } from '../agent/custom-tasks';
 import { BerthError } from '../errors';
+import { loadModule } from '../support/load-module';
 
 /**
  * The application task kinds (and their effect verifiers) this CLI carries, from `--extension
@@ -16,10 +17,10 @@ export async function loadExtensions(flags: readonly string[], env: string | und
   for (const m of modules) {
     const path = isAbsolute(m) ? m : resolve(m);
     // A TypeScript module is read through tsx (a dependency), as `npm run berth` reads the CLI itself.
-    if (/\.[cm]?ts$/.test(path)) (await import('tsx/esm/api')).register();
+    if (/\.[cm]?ts$/.test(path)) (await loadModule<typeof import('tsx/esm/api')>('tsx/esm/api')).register();
     let mod: Record<string, unknown>;
     try {
-      mod = (await import(pathToFileURL(path).href)) as Record<string, unknown>;
+      mod = await loadModule(pathToFileURL(path).href);
     } catch (err) {
       throw new BerthError('extension_unloadable', `extension module ${m} could not be loaded: ${err instanceof Error ? err.message : String(err)}`, { details: { module: m } });
     }

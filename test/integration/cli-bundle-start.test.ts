@@ -108,6 +108,16 @@ describe("the CLI's V8 code cache", () => {
     expect(files).toHaveLength(1);
     expect(files[0]).toMatch(/^berth-[0-9a-f]{8}-status-[0-9a-f]{16}\.bin$/);
     expect(timingOf(status().stderr)?.codeCache).toBe('hit');
+    // A script compiled from a cache has no dynamic-import callback of its own: what the bundle
+    // imports from outside (an extension here; openai, pg) goes through the loader's (failed before:
+    // "A dynamic import callback was not specified").
+    const ext = join(dir, 'noop-extension.mjs');
+    writeFileSync(ext, "export default { name: 'noop', register() {}, tasks: [] };\n");
+    const withExt = () => berth(['status', '--store', store, '--extension', ext], { BERTH_CODE_CACHE_DIR: cache, BERTH_LOG_LEVEL: 'debug' });
+    withExt();
+    const extended = withExt();
+    expect(timingOf(extended.stderr)?.codeCache, extended.stderr).toBe('hit');
+    expect(extended.status, extended.stderr).toBe(0);
 
     // Bytes V8 cannot take (a disk error, a cache from another build under the same name): the
     // bundle compiles from source, the command does its work, and the cache is written anew.

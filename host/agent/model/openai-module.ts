@@ -1,4 +1,5 @@
 import type * as OpenAiModule from 'openai';
+import { loadModule } from '../../support/load-module';
 
 let loaded: typeof OpenAiModule | undefined;
 
@@ -7,7 +8,7 @@ let loaded: typeof OpenAiModule | undefined;
  * (every `berth run`) does not pay its ~45 ms of loading at start.
  */
 export async function openAiModule(): Promise<typeof OpenAiModule> {
-  return (loaded ??= await import('openai'));
+  return (loaded ??= await loadModule<typeof OpenAiModule>('openai'));
 }
 
 /** The module if a request loaded it; before that, no error can be one of its classes. */

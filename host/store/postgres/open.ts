@@ -8,6 +8,7 @@ let driver: typeof pg | undefined;
 import { BerthError } from '../../errors';
 import { NEWEST_SCHEMA_VERSION, SCHEMA_VERSIONS, storeTooNew } from '../schema-versions';
 import { pgStatementName } from '../commit/transaction';
+import { loadModule } from '../../support/load-module';
 
 /** A pool or one of its checked-out clients: both answer `query`. */
 export type Queryable = Pick<pg.Pool, 'query'> | pg.PoolClient;
@@ -105,7 +106,7 @@ export async function transaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) 
 
 export async function openPool(url: string, opts: { max?: number } = {}): Promise<pg.Pool> {
   const where = redactUrl(url);
-  driver ??= (await import('pg')).default;
+  driver ??= (await loadModule<typeof import('pg')>('pg')).default;
   // pipeline: a statement is sent without waiting for the previous one's answer, so a commit's
   // BEGIN travels with its first statement and its last statement with the COMMIT (one network
   // round trip each instead of two). Results still come back, and are checked, in order.
