@@ -15,7 +15,7 @@ const dir = mkdtempSync(join(tmpdir(), 'mcp-calls-'));
 const log = join(dir, 'modem.log');
 const transport = new StdioClientTransport({
   command: 'sh',
-  args: ['-c', `exec node dist/berth.mjs mcp --env ${env} --store ${join(dir, 'b.db')} 2>>${log}`],
+  args: ['-c', `exec node host/cli/bin.mjs mcp --env ${env} --store ${join(dir, 'b.db')} 2>>${log}`],
   env: { ...(process.env as Record<string, string>), DEBUG: 'modem', DEBUG_DEPTH: '0' },
 });
 const client = new Client({ name: 'probe', version: '1' });

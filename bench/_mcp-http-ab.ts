@@ -54,7 +54,7 @@ async function start(name: string, root: string): Promise<Side> {
   const ws = join(dir, `ws-${name}`);
   mkdirSync(ws);
   const hostId = `mcp-http-ab-${name}-${process.pid}`;
-  const args = [join(root, 'dist/berth.mjs'), 'mcp', '--http', '--port', '0', '--no-token', '--env', envFile, '--workspace', ws, '--store', join(dir, `${name}.db`)];
+  const args = [join(root, 'host/cli/bin.mjs'), 'mcp', '--http', '--port', '0', '--no-token', '--env', envFile, '--workspace', ws, '--store', join(dir, `${name}.db`)];
   const child = spawn(process.execPath, args, { env: { ...process.env, BERTH_HOST_ID: hostId }, stdio: ['ignore', 'pipe', 'inherit'] });
   const url = await new Promise<string>((resolve, reject) => {
     let out = '';

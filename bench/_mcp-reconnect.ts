@@ -3,7 +3,7 @@
  * created, then each round SIGKILLs its server and starts `berth mcp --session S` again (as
  * bench/mcp.ts does), with BERTH_LOG_LEVEL=debug: the client's marks (spawned, connected, answered)
  * and the server's `timing` logs and log lines, each as ms since the spawn; medians over the rounds.
- * BENCH_BERTH_BIN: the CLI to run (default dist/berth.mjs); several, comma-separated, to compare
+ * BENCH_BERTH_BIN: the CLI to run (default host/cli/bin.mjs); several, comma-separated, to compare
  * builds: round r's new server runs the (r mod n)-th, its order turning each cycle, medians per build.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -15,7 +15,7 @@ import Dockerode from 'dockerode';
 import { median } from './_stats';
 
 const rounds = Number(process.argv[2] ?? 7);
-const bins = (process.env.BENCH_BERTH_BIN ?? 'dist/berth.mjs').split(',');
+const bins = (process.env.BENCH_BERTH_BIN ?? 'host/cli/bin.mjs').split(',');
 const hostId = `bench-mcp-rc-${process.pid}`;
 const docker = new Dockerode({ socketPath: '/var/run/docker.sock' });
 const digest = (await docker.getImage('berth/tiny:latest').inspect()).Id;

@@ -20,7 +20,7 @@ writeFileSync(join(dir, 'env.yaml'), `kernel: { name: berth, version: 0.1.0, com
 try {
   const transport = new StdioClientTransport({
     command: process.execPath,
-    args: [...(process.env.BENCH_MCP_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_MCP_PROF] : []), process.env.BIN ?? 'dist/berth.mjs', 'mcp', '--env', join(dir, 'env.yaml'), '--store', join(dir, 'berth.db')],
+    args: [...(process.env.BENCH_MCP_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_MCP_PROF] : []), process.env.BIN ?? 'host/cli/bin.mjs', 'mcp', '--env', join(dir, 'env.yaml'), '--store', join(dir, 'berth.db')],
     env: { ...(process.env as Record<string, string>), BERTH_HOST_ID: hostId },
     stderr: process.env.TL_STDERR ? 'inherit' : 'ignore',
   });

@@ -1,7 +1,7 @@
 /**
  * Probe: what a large `write_file` costs through `berth mcp` on stdio, per MiB, against a raw
  * `putArchive` of the same bytes into a container of the same image.
- * `npx tsx bench/_mcp-write-size.ts [MIB,...] [REPEATS]` (after `npm run build`; it runs dist/berth.mjs).
+ * `npx tsx bench/_mcp-write-size.ts [MIB,...] [REPEATS]` (after `npm run build`; it runs host/cli/bin.mjs).
  * `BIN=PATH` runs another bundle (an A/B against a build of another commit); `KEEP=1` keeps the store and names it; `PROF=1` writes a CPU profile of the server to .prof/ when it exits; `HTTP=1` uses `berth mcp --http`.
  */
 import { spawn } from 'node:child_process';
@@ -23,7 +23,7 @@ const dir = mkdtempSync(join(tmpdir(), 'berth-mcp-write-'));
 writeFileSync(join(dir, 'env.yaml'), `kernel: { name: berth, version: 0.1.0, compatible: ">=0.1.0 <0.2.0" }\nimage: { ref: "berth/tiny:latest", digest: "${digest}" }\nresources: { diskMb: 2048 }\nsnapshot: { policy: never }\n`);
 const prof = process.env.PROF ? ['--cpu-prof', '--cpu-prof-dir', '.prof'] : [];
 const env = { ...(process.env as Record<string, string>), BERTH_HOST_ID: hostId };
-const args = [process.env.BIN ?? 'dist/berth.mjs', 'mcp', '--env', join(dir, 'env.yaml'), '--store', join(dir, 'berth.db')];
+const args = [process.env.BIN ?? 'host/cli/bin.mjs', 'mcp', '--env', join(dir, 'env.yaml'), '--store', join(dir, 'berth.db')];
 
 async function connect(): Promise<{ client: Client; stop(): Promise<void> }> {
   const client = new Client({ name: 'bench', version: '1.0.0' });

@@ -1,5 +1,5 @@
 /**
- * Soak of a real `berth mcp` on stdio (dist/berth.mjs, spawned by the MCP SDK's stdio client) on
+ * Soak of a real `berth mcp` on stdio (host/cli/bin.mjs, spawned by the MCP SDK's stdio client) on
  * berth/tiny with a SQLite store: CALLS `exec true` one after another, sampling the server
  * process's RSS (VmRSS) and open fds from /proc every CALLS/5 calls (npm run -s build first).
  *   node --import tsx bench/_soak-mcp-stdio.ts [CALLS=300]
@@ -22,7 +22,7 @@ writeFileSync(env, `kernel: { name: berth, version: 0.1.0, compatible: ">=0.1.0 
 const hostId = `soak-mcp-stdio-${process.pid}`;
 const transport = new StdioClientTransport({
   command: process.execPath,
-  args: ['dist/berth.mjs', 'mcp', '--env', env, '--workspace', join(dir, 'ws'), '--store', join(dir, 'berth.db')],
+  args: ['host/cli/bin.mjs', 'mcp', '--env', env, '--workspace', join(dir, 'ws'), '--store', join(dir, 'berth.db')],
   env: { ...(process.env as Record<string, string>), BERTH_HOST_ID: hostId },
   stderr: 'ignore',
 });

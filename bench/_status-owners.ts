@@ -1,4 +1,4 @@
-/** `BINS=a/berth.mjs,b/berth.mjs npx tsx bench/_status-owners.ts`: berth status --json of 1,000 runs on a throwaway PostgreSQL store, three times per build. */
+/** `BINS=a/host/cli/bin.mjs,b/host/cli/bin.mjs npx tsx bench/_status-owners.ts`: berth status --json of 1,000 runs on a throwaway PostgreSQL store, three times per build. */
 import { execFileSync } from 'node:child_process';
 import pino from 'pino';
 import { DocumentTypes, Kernel, submit } from '../host/kernel';
@@ -19,7 +19,7 @@ try {
   }
   await kernel.stop();
   await store.close();
-  for (const bin of (process.env.BINS ?? 'dist/berth.mjs').split(',')) {
+  for (const bin of (process.env.BINS ?? 'host/cli/bin.mjs').split(',')) {
     for (let r = 0; r < 3; r++) {
       const t0 = performance.now();
       execFileSync(process.execPath, [bin, 'status', '--store', url, '--json'], { stdio: ['ignore', 'ignore', 'inherit'] });

@@ -19,7 +19,7 @@ writeFileSync(join(dir, 'env.yaml'), `kernel: { name: berth, version: 0.1.0, com
 async function connect(args: string[]): Promise<Client> {
   const transport = new StdioClientTransport({
     command: process.execPath,
-    args: ['--cpu-prof', '--cpu-prof-dir', '.prof', 'dist/berth.mjs', 'mcp', ...args, '--store', join(dir, 'berth.db')],
+    args: ['--cpu-prof', '--cpu-prof-dir', '.prof', 'host/cli/bin.mjs', 'mcp', ...args, '--store', join(dir, 'berth.db')],
     env: { ...(process.env as Record<string, string>), BERTH_HOST_ID: hostId },
     stderr: 'inherit',
   });

@@ -29,7 +29,7 @@ async function connect(store: string, args: string[]): Promise<{ client: Client;
   const transport = new StdioClientTransport({
     command: process.execPath,
     // BENCH_MCP_PROF=DIR: the server writes a CPU profile there (node --cpu-prof) when it exits.
-    args: [...(process.env.BENCH_MCP_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_MCP_PROF] : []), process.env.BENCH_BERTH_BIN ?? 'dist/berth.mjs', 'mcp', ...args, '--store', store],
+    args: [...(process.env.BENCH_MCP_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_MCP_PROF] : []), process.env.BENCH_BERTH_BIN ?? 'host/cli/bin.mjs', 'mcp', ...args, '--store', store],
     env: { ...(process.env as Record<string, string>), BERTH_HOST_ID: hostId },
     stderr: 'ignore',
   });
