@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { BerthError } from '../host/errors';
 import type { ExecResult } from '../host/sandbox';
 import type { ToolDefinition } from './tool';
 
@@ -53,6 +54,9 @@ export const exec: ToolDefinition<ExecInput> = {
       signal: ctx.signal,
       onOutput: ctx.onOutput ? (stream, chunk) => ctx.onOutput!(stream, chunk.toString('utf8')) : undefined,
     });
+    // Cancelled before the sandbox got the command (the host withholds the wrapper's first line once
+    // its signal aborted): nothing ran, which the call's caller records as not sent.
+    if (r.notStarted) throw new BerthError('command_not_started', 'the call was cancelled before its command started; nothing ran');
     return {
       content: describeExec(r),
       isError: r.exitCode !== 0 || r.timedOut,

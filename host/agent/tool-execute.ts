@@ -110,9 +110,11 @@ export async function executePhase(deps: AgentDeps, ctx: ToolContext): Promise<T
           if (budget.stopped) Object.assign(output, { content: `${budget.stoppedText()}\n${output.content}`, isError: true, budget: 'stopped' });
           return plainJson(output);
         } catch (err) {
-          // A secret that cannot be read, or a budget used up before the call's first command, stops the use before anything runs: provably not applied.
-          if (refusedUntouched(err)) untouched = true;
-          throw isBerthError(err, 'secret_unavailable') || refusedUntouched(err) ? withDelivery(err, 'not_sent', false) : err;
+          // A secret that cannot be read, a budget used up before the call's first command, or a
+          // cancel that came before its command reached the sandbox stops the use before anything
+          // runs: provably not applied (a cancelled `never` call ends the run `cancelled`, not parked).
+          if (refusedUntouched(err) || isBerthError(err, 'command_not_started')) untouched = true;
+          throw isBerthError(err, 'secret_unavailable') || isBerthError(err, 'command_not_started') || refusedUntouched(err) ? withDelivery(err, 'not_sent', false) : err;
         }
       });
       if (r.status === 'uncertain') {

@@ -39,7 +39,7 @@ describe('cancelling an agent run mid tool call', { timeout: 180_000 }, () => {
     expect(world.model.requests).toHaveLength(1);
   });
 
-  it('a cancel that reaches a call waiting for its paused sandbox records the call cancelled with nothing run, never a broken sandbox', async () => {
+  it('a cancel that reaches a never call waiting for its paused sandbox settles it as not sent (nothing ran): the run ends cancelled without asking anybody, never with a broken sandbox', async () => {
     let containerId = '';
     w = await agentWorld((turn) => {
       if (turn > 0) return { content: 'never asked' };
@@ -55,7 +55,9 @@ describe('cancelling an agent run mid tool call', { timeout: 180_000 }, () => {
       while (!(await world.rt.store.listEffects({ runId: run.id })).some((e) => e.status === 'executing')) await sleep(50);
       const r = await world.rt.store.commit({ sessionId: run.sessionId, label: 'run.cancel', actor: 'user:test', runTransitions: [{ runId: run.id, from: 'running', to: 'cancelling', actor: 'user:test', reason: 'test' }], cancelTasks: [run.rootTaskId!] });
       expect(r.ok).toBe(true);
-      await world.rt.kernel.waitForRun(run.id, { states: ['cancelled', 'needs_reconciliation', 'failed', 'completed'] });
+      const ended = await world.rt.kernel.waitForRun(run.id, { states: ['cancelled', 'needs_reconciliation', 'failed', 'completed'] });
+      // Before: needs_reconciliation, the exec's effect unknown, though the command never reached the sandbox.
+      expect(ended.state).toBe('cancelled');
       expect(JSON.parse(execFileSync('docker', ['inspect', '-f', '{{json .State.Paused}}', containerId], { encoding: 'utf8' }))).toBe(true);
     } finally {
       if (containerId) execFileSync('docker', ['unpause', containerId]);
@@ -67,6 +69,8 @@ describe('cancelling an agent run mid tool call', { timeout: 180_000 }, () => {
     expect(record).not.toContain('sandbox_unavailable');
     expect(record).not.toContain('HTTP 409');
     expect(await exists(world, containerId, 'ran')).toBe(false);
+    const effect = (await world.rt.store.listEffects({ runId: run.id })).find((e) => e.kind === 'tool.exec')!;
+    expect(effect).toMatchObject({ replay: 'never', status: 'failed', error: { code: 'command_not_started', delivery: 'not_sent' } });
     expect(world.model.requests).toHaveLength(1);
   });
 });
