@@ -68,7 +68,9 @@ function cacheFile(dir, bundle, st, command) {
 /** Removes this command's caches of earlier builds of the same bundle (one file per command stays). */
 function pruneOthers(dir, prefix, keep) {
   try {
-    for (const f of readdirSync(dir)) if (f.startsWith(prefix) && join(dir, f) !== keep) rmSync(join(dir, f), { force: true });
+    for (const f of readdirSync(dir)) {
+      if (f.startsWith(prefix) && /^[0-9a-f]{16}\.bin$/.test(f.slice(prefix.length)) && join(dir, f) !== keep) rmSync(join(dir, f), { force: true });
+    }
   } catch {
     // Left for the next write.
   }
