@@ -71,15 +71,19 @@ const englishOnlyZod = {
 };
 
 /**
- * Makes a bundle file ASCII: node decodes an all-ASCII module to a one-byte string (its start
+ * Makes a bundle file ASCII: node decodes an all-ASCII file to a one-byte string (its start
  * decoded the 2 MB chunk ~10 ms faster), while a single other character (an em dash in a comment)
- * made the whole text two-byte. esbuild escapes every non-ASCII character of code (its default
- * charset) but copies the comments it keeps as they are, so what is left is in comments: each
- * UTF-16 unit becomes one `?`, which keeps every column of the source map.
+ * made the whole text two-byte. esbuild escapes the non-ASCII characters of strings (its default
+ * charset) but not those of a tagged template, whose raw text is the tag's to read, nor of the
+ * comments it keeps. Each UTF-16 unit left becomes its `\uXXXX` escape, which means the same
+ * character in a template's cooked text (what the web view's `html` tag reads), a string, a regular
+ * expression or an identifier, and is inert in a comment. (They were `?` until session 32: the
+ * CLI's web view showed "runs ? berth" and "from ? to".) Columns after one on its line move in the
+ * source map; stacks only name such lines in the web view's templates.
  */
 function asciiOnly(file) {
   const text = readFileSync(file, 'utf8');
-  if (/[^\x00-\x7f]/.test(text)) writeFileSync(file, text.replace(/[^\x00-\x7f]/g, '?'));
+  if (/[^\x00-\x7f]/.test(text)) writeFileSync(file, text.replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`));
 }
 
 /**

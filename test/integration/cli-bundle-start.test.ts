@@ -1,4 +1,4 @@
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -141,4 +141,31 @@ describe("the CLI's V8 code cache", () => {
     expect(timingOf(r.stderr)?.codeCache).toBe('off');
     expect(readdirSync(shared)).toEqual([]);
   }, 180_000);
+});
+
+describe("the bundled CLI's text", () => {
+  it("keeps the web view's non-ASCII characters (its pages' tagged templates, which esbuild leaves as they are): berth serve's title reads 'runs · berth'", async () => {
+    const { openSqliteStore } = await import('../../host/store');
+    const store = join(dir, 'serve.db');
+    await openSqliteStore(store).close();
+    const child = spawn(process.execPath, [join(root, 'host/cli/bin.mjs'), 'serve', '--store', store, '--port', '0', '--no-token'], { env: { ...process.env, BERTH_NO_BUNDLE: '' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    try {
+      let out = '';
+      const port = await new Promise<string>((resolve, reject) => {
+        child.stdout.on('data', (c: Buffer) => {
+          out += c.toString();
+          const m = /http:\/\/127\.0\.0\.1:(\d+)/.exec(out);
+          if (m) resolve(m[1]!);
+        });
+        child.once('exit', (code) => reject(new Error(`berth serve exited ${code}: ${out}`)));
+      });
+      const page = await (await fetch(`http://127.0.0.1:${port}/`)).text();
+      // Before: every such character was a '?' in the bundle ("runs ? berth", "from ? to").
+      expect(page).toContain('<title>runs \u00b7 berth</title>');
+      expect(page).not.toContain('runs ? berth');
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+    }
+  }, 120_000);
 });
