@@ -68,6 +68,13 @@ describe('berth gc --orphans and snapshot tags on an environment image', { timeo
     const importerId = await readStore(importer, (s) => s.storeId());
     markers.push(`berth-store-${importerId}`);
 
+    // The name a registry transport leaves on a base it pulled (`HOST:PORT/berth-base:<id>`) sorts
+    // before berth/tiny:latest: a registry test running beside this one had left one, and gc named
+    // the image by it ("on 127.0.0.1:34427/berth-base:7312..."). Its operator knows it as berth/tiny.
+    const transportName = `127.0.0.1:9/berth-base:${tiny.Id.replace(/^sha256:/, '')}`;
+    await docker.getImage(tiny.Id).tag({ repo: '127.0.0.1:9/berth-base', tag: tiny.Id.replace(/^sha256:/, '') });
+    extraTags.push(transportName);
+
     deleteStore(dead!.store);
     // From the store that exists, which knows nothing of the importer: the importer has nothing on
     // the engine but its marker (left by the import), which says where its records are. Before:

@@ -7,6 +7,18 @@ import { isPostgresUrl } from '../../store';
 import { dockerClient, storePath, type CliContext } from '../context';
 import type { CollectedFork } from '../../fork';
 import { emit, table } from '../output';
+import { BASE_REPOSITORY } from '../../snapshot';
+
+/**
+ * The name an operator knows an environment's image by: not a snapshot tag, and not the name a
+ * registry transport gave it (`HOST:PORT/berth-base:<id>`, left on the image once it was pushed),
+ * which the first of its names could be (a run that pushed berth/tiny showed "on 127.0.0.1:34427/berth-base:7312..."
+ * instead of berth/tiny:latest); any name before the image's short id.
+ */
+export function environmentName(names: string[], imageId: string): string {
+  const own = names.filter((n) => !n.startsWith('berth-snapshot') && n !== '<none>:<none>');
+  return own.find((n) => !n.includes(`/${BASE_REPOSITORY}:`)) ?? own[0] ?? imageId.replace(/^sha256:/, '').slice(0, 12);
+}
 
 export { DEFAULT_GC_GRACE_S } from '../../api/gc';
 export { manifestGcDeps } from '../../api/run-end';
@@ -87,7 +99,7 @@ export async function gcOrphans(ctx: () => CliContext, o: { store?: string; json
             : `left store ${s.storeId}${s.location ? ` (${s.location})` : ''}: ${count(s)}: ${s.why}`) +
           (s.rules.length ? `\n  firewall rules: ${leases(s.rules)}` : '') +
           s.images.filter((i) => i.neededBy).map((i) => `\n  kept snapshot image ${i.imageId.replace(/^sha256:/, '').slice(0, 12)} (${i.tags.join(' ') || 'untagged'}): ${i.neededBy}`).join('') +
-          s.tags.filter((t) => t.neededBy).map((t) => `\n  kept snapshot tag ${t.snapshotId} on ${t.names.find((n) => !n.startsWith('berth-snapshot')) ?? t.imageId.replace(/^sha256:/, '').slice(0, 12)}: ${t.neededBy}`).join(''),
+          s.tags.filter((t) => t.neededBy).map((t) => `\n  kept snapshot tag ${t.snapshotId} on ${environmentName(t.names, t.imageId)}: ${t.neededBy}`).join(''),
       ),
       ...(r.unattributedRules.length
         ? [`left ${r.unattributedRules.length} firewall rule(s) no network or container on this engine attributes to a store (which store put them in cannot be told): ${leases(r.unattributedRules)}`]
