@@ -129,6 +129,24 @@ describe("the CLI's V8 code cache", () => {
     expect(timingOf(status().stderr)?.codeCache).toBe('hit');
   }, 180_000);
 
+  it("a plan run starts from the cache the previous run left at its exit, though a run turns on V8's --expose-gc as it goes", async () => {
+    // A run's heap bound (host/support/heap-bound.ts) sets --expose-gc; V8 keys a cache by its flags,
+    // so a cache made at a run's exit was rejected at every next start (8 of 8) until bin.mjs set it first.
+    const { planFixture } = await import('../support/plan-fixture');
+    const fx = await planFixture([{ name: 't', run: 'true' }]);
+    try {
+      const run = () => berth(['run', fx.plan, '--store', fx.store], { BERTH_HOST_ID: fx.hostId, BERTH_CODE_CACHE_DIR: join(dir, 'v8-run'), BERTH_LOG_LEVEL: 'debug' });
+      const first = run();
+      expect(first.status, first.stderr.slice(-2000)).toBe(0);
+      expect(timingOf(first.stderr)?.codeCache).toBe('miss');
+      const second = run();
+      expect(second.status, second.stderr.slice(-2000)).toBe(0);
+      expect(timingOf(second.stderr)?.codeCache).toBe('hit');
+    } finally {
+      await fx.cleanup();
+    }
+  }, 300_000);
+
   it('never reads a cache from a directory other users may write, and works without one', async () => {
     const { openSqliteStore } = await import('../../host/store');
     const store = join(dir, 'open.db');
