@@ -16,7 +16,8 @@ export default defineConfig({
     // fills those gaps. Full suite, same machine: 2,892 s with two workers, 2,117 s with three.
     maxWorkers: 3,
     sequence: { sequencer: SlowFirstSequencer },
-    // Store markers that imports into tests' temporary stores left (test/support/global-teardown.ts).
-    globalSetup: ['test/support/global-teardown.ts'],
+    // The CLI's bundle rebuilt if a source is newer (tests start the real `berth`), and, after the
+    // run, store markers that imports into tests' temporary stores left (test/support/global-teardown.ts).
+    globalSetup: ['test/support/global-build.ts', 'test/support/global-teardown.ts'],
   },
 });

@@ -10,38 +10,14 @@
 // `npm ci` runs as `prepare`, with V8's code cache: code-cache.mjs) while no source file is newer than it, else the
 // sources themselves through tsx (~1.9 s: every file is transpiled at each start). An edit is
 // therefore never run stale. BERTH_NO_BUNDLE=1 always takes the sources.
-import { readdirSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { bundleIsFresh } from './bundle-fresh.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
 const bundle = join(root, 'dist/berth.cjs');
-
-/**
- * The newest mtime of the files the bundle is built from (~450 stats). Paths are joined by
- * concatenation: path.join normalised every one of them again, a third of this walk's time.
- */
-function newestSource() {
-  let newest = statSync(join(root, 'package-lock.json')).mtimeMs;
-  const walk = (dir) => {
-    for (const e of readdirSync(dir, { withFileTypes: true })) {
-      if (e.isDirectory()) walk(`${dir}/${e.name}`);
-      else if (e.name.endsWith('.ts')) {
-        const m = statSync(`${dir}/${e.name}`).mtimeMs;
-        if (m > newest) newest = m;
-      }
-    }
-  };
-  for (const d of ['host', 'environment', 'tools']) walk(join(root, d));
-  return newest;
-}
-
-let fresh = false;
-try {
-  fresh = !process.env.BERTH_NO_BUNDLE && statSync(bundle).mtimeMs >= newestSource();
-} catch {
-  // No bundle (not built yet): the sources.
-}
+// No bundle (not built yet) or a stale one: the sources.
+const fresh = !process.env.BERTH_NO_BUNDLE && bundleIsFresh(root);
 if (process.argv.includes('--debug')) process.setSourceMapsEnabled(true);
 // The young generation stays at its starting size (2 MB) in every command instead of growing to
 // 32 MB under a burst of allocation: loading a 3,000-step plan grew it to 32 MB in the run's first

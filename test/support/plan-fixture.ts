@@ -4,7 +4,6 @@ import { join } from 'node:path';
 import type Dockerode from 'dockerode';
 import type { Store } from '../../host/store';
 import { removeBridgeRules } from '../../host/sandbox/sandbox-network';
-import { bundleScript } from './bundle-script';
 import { readStore } from './temp-store';
 import { removeStoreSnapshotTags } from './snapshot-tags';
 import { runNode, type ChildEnd } from './child';
@@ -12,11 +11,12 @@ import { leakGuard, type Leftover } from './leak-check';
 import { invariantGuard } from './invariant-check';
 import { requireEngine, requireTinyImage } from './docker-engine';
 
-let cliScript: Promise<string> | undefined;
-/** The `berth` CLI bundled once per test file, so each start costs a plain `node` start. */
+/**
+ * The `berth` command as a user runs it (host/cli/bin.mjs: dist/berth.cjs with V8's code cache),
+ * kept fresh by the suite's setup (test/support/global-build.ts).
+ */
 export function bundledCli(): Promise<string> {
-  cliScript ??= bundleScript(join(process.cwd(), 'host', 'cli', 'main.ts'));
-  return cliScript;
+  return Promise.resolve(join(process.cwd(), 'host', 'cli', 'bin.mjs'));
 }
 
 export interface PlanStepDef {
