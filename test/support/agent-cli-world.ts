@@ -49,7 +49,7 @@ export async function cliWorld(script: Parameters<typeof startModelServer>[0], o
     read: (f) => readStore(store, f),
     async cleanup() {
       await model.close();
-      await removeHostArtifacts(docker, hostId);
+      await removeHostArtifacts(docker, hostId, [store]);
       rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -120,7 +120,7 @@ export async function agentWorld(script: ScriptedTurn[] | Parameters<typeof star
       } catch (err) {
         broken = err;
       }
-      await removeHostArtifacts(docker, hostId);
+      await removeHostArtifacts(docker, hostId, [storePath]);
       for (const s of stores) await s.close().catch(() => {});
       rmSync(dir, { recursive: true, force: true });
       if (leak) throw leak;

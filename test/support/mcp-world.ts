@@ -127,7 +127,7 @@ export async function mcpWorld(o: { snapshotPolicy?: 'never' | 'after-each-step'
         }
       }
       await service.close();
-      await removeHostArtifacts(docker, hostId);
+      await removeHostArtifacts(docker, hostId, [store]);
       rmSync(dir, { recursive: true, force: true });
     },
   };

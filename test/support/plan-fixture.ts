@@ -100,8 +100,7 @@ export async function planFixture(
       } catch (err) {
         broken = err;
       }
-      await removeStoreSnapshotTags(docker, store);
-      await removeHostArtifacts(docker, hostId);
+      await removeHostArtifacts(docker, hostId, [store]);
       // The markers a `berth import` into any store of this fixture's directory left (host/sandbox/store-marker.ts).
       const markers = ((await docker.listVolumes({ filters: { label: ['berth.store.marker'] } })) as { Volumes?: Array<{ Name: string; Labels?: Record<string, string> | null }> | null }).Volumes ?? [];
       for (const v of markers) if (v.Labels?.['berth.store.location']?.startsWith(`${dir}/`)) await docker.getVolume(v.Name).remove().catch(() => {});
@@ -112,8 +111,12 @@ export async function planFixture(
   };
 }
 
-/** Removes every container, sandbox network, INPUT rule and snapshot image of the host id. */
-export async function removeHostArtifacts(docker: Dockerode, hostId: string): Promise<void> {
+/**
+ * Removes every container, sandbox network, INPUT rule and snapshot image of the host id, and the
+ * snapshot tags the `stores` (SQLite files) record: a fresh sandbox's first snapshot is a tag on the
+ * environment's image, which carries no host label (snapshot-tags.ts).
+ */
+export async function removeHostArtifacts(docker: Dockerode, hostId: string, stores: string[] = []): Promise<void> {
   for (const c of await docker.listContainers({ all: true, filters: { label: [`berth.host=${hostId}`] } })) {
     await docker.getContainer(c.Id).remove({ force: true }).catch(() => {});
   }
@@ -127,6 +130,8 @@ export async function removeHostArtifacts(docker: Dockerode, hostId: string): Pr
     // An untagged snapshot image has no other name to lose; only this host made it.
     if (tags.length === 0 && img.Labels?.['berth.snapshot'] !== undefined) await docker.getImage(img.Id).remove().catch(() => {});
   }
+  // Last: no container of the host holds their images any more.
+  for (const s of stores) await removeStoreSnapshotTags(docker, s);
 }
 
 /** The JSON a `--json` command printed last on stdout. */

@@ -68,7 +68,7 @@ export const test = base.extend<{ sandbox: SandboxWorld }>({
       const ids = await containersWithLabel(docker, `berth.host=${hostId}`).catch(() => []);
       removedIds = ids;
       await Promise.all(ids.map((id) => docker.getContainer(id).remove({ force: true, v: true }).catch(() => undefined)));
-      await removeHostArtifacts(docker, hostId).catch(() => undefined);
+      await removeHostArtifacts(docker, hostId, [storePath]).catch(() => undefined);
       await store.close();
       rmSync(dir, { recursive: true, force: true });
       if (leak) throw leak;

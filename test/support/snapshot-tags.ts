@@ -1,7 +1,7 @@
 import type Dockerode from 'dockerode';
 import { existsSync } from 'node:fs';
 import { readStore } from './temp-store';
-import { removeSnapshotImage } from '../../host/sandbox/snapshot-image';
+import { listStoreTags, removeSnapshotImage } from '../../host/sandbox/snapshot-image';
 
 /**
  * Removes the `berth-snapshot:<id>` tag (and its twin naming the store) of every snapshot the store at `store` records. A fresh
@@ -16,4 +16,20 @@ export async function removeStoreSnapshotTags(docker: Dockerode, store: string):
   if (storeId) await docker.getVolume(`berth-store-${storeId}`).remove().catch(() => {});
   // With its twin naming the store (`berth-snapshot/<store>:<id>`, on an environment's image).
   for (const id of ids) await removeSnapshotImage(docker, id).catch(() => {});
+  // A tag the store never recorded (a host killed between the tag and its commit) still names the
+  // store by its twin: nothing else on the engine would ever say whose it was.
+  // Snapshot images of this store that another host id made (a second engine's `-b` host, whose
+  // snapshot a resume here pulled from a registry, by digest: no tag, labels naming that host).
+  const own = storeId ? await docker.listImages({ filters: { label: [`berth.store=${storeId}`] } }).catch(() => []) : [];
+  for (const img of own) {
+    const tags = (img.RepoTags ?? []).filter((t) => t !== '<none>:<none>');
+    for (const tag of tags) if (tag.startsWith('berth-snapshot:')) await docker.getImage(tag).remove().catch(() => {});
+    // Only registry digests left: nothing of anyone else's to lose by a forced removal.
+    if (tags.every((t) => t.startsWith('berth-snapshot:'))) await docker.getImage(img.Id).remove({ force: true }).catch(() => {});
+  }
+  for (const t of storeId ? await listStoreTags(docker).catch(() => []) : []) {
+    if (t.storeId !== storeId) continue;
+    await docker.getImage(`berth-snapshot/${t.storeId}:${t.snapshotId}`).remove().catch(() => {});
+    await removeSnapshotImage(docker, t.snapshotId).catch(() => {});
+  }
 }
