@@ -47,7 +47,7 @@ export async function gc(p: RuntimeParts, o: GcOptions = {}) {
   const engine = snapshotEngine(p.docker);
   const keptImages: KeptOrphan[] = [];
   const orphans = await removeOrphanSnapshots(
-    { store: p.store, storeId: await p.sandbox.storeId(), clock: p.clock, logger: p.logger, listSnapshotImages: engine.listSnapshotImages, removeSnapshot: engine.removeSnapshot, imageLayerBytes: engine.imageLayerBytes },
+    { store: p.store, storeId: await p.sandbox.storeId(), clock: p.clock, logger: p.logger, listSnapshotImages: engine.listSnapshotImages, removeSnapshot: engine.removeSnapshot, imageLayerBytes: engine.imageLayerBytes, listStoreTags: engine.listStoreTags },
     { graceMs, kept: keptImages },
   );
   const reclaimedBytes = orphans.reduce((n, x) => n + x.bytes, 0);

@@ -408,6 +408,7 @@ export function snapshotEngine(docker: Dockerode) {
     archive: (containerId: string, path: string) => archivePath(docker, containerId, path),
     tag: (imageId: string, tag: string, o?: { storeId?: string }) => tagSnapshotImage(docker, imageId, tag, o),
     listSnapshotImages: (o?: { runId?: string }) => listSnapshotImages(docker, o),
+    listStoreTags: () => listStoreTags(docker),
     imageLayerBytes: (imageId: string) => imageLayerBytes(docker, imageId),
     changedOutsideSince: (containerId: string, sinceMs: number, skip: string[]) => changedOutsideSince(docker, containerId, sinceMs, skip),
     layerDirs: (containerId: string) => layerDirs(docker, containerId),

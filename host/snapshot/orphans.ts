@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { BerthError } from '../errors';
 import { isFinalRunState } from '../model';
 import type { Store } from '../store';
-import type { Clock } from '../support';
+import { idTimeMs, type Clock } from '../support';
 import { importedSessions, PendingDeltaParents } from './kept-images';
 
 /** A snapshot image on the engine as the sandbox adapter lists it. */
@@ -23,6 +23,8 @@ export interface OrphanDeps {
   listSnapshotImages(): Promise<SnapshotImageSeen[]>;
   removeSnapshot(tag: string): Promise<'removed' | 'untagged' | 'absent'>;
   imageLayerBytes(imageId: string): Promise<number>;
+  /** Every twin tag `berth-snapshot/<store>:<snapshot>` on the engine (tags on environment images). */
+  listStoreTags?(): Promise<Array<{ storeId: string; snapshotId: string; imageId: string }>>;
 }
 
 export interface RemovedOrphan {
@@ -111,6 +113,22 @@ export async function removeOrphanSnapshots(d: OrphanDeps, o: { graceMs: number;
       out.push({ snapshotId: tag, imageId: img.imageId, outcome, bytes: outcome === 'removed' ? bytes : 0 });
       d.logger.info({ snapshotId: tag, imageId: img.imageId, outcome }, 'unrecorded snapshot image removed');
     }
+  }
+  // A fresh sandbox's first snapshot is a tag on its environment's image, which carries no snapshot
+  // labels, so the listing above never sees it; its twin names this store. One whose record never
+  // committed (the host was killed between the tag and the commit) is named by nothing else, and its
+  // age is its id's: nothing will record it after the grace (a resumed step snapshots anew).
+  for (const t of d.listStoreTags ? await d.listStoreTags() : []) {
+    if (t.storeId !== d.storeId || (await d.store.getSnapshot(t.snapshotId))) continue;
+    const made = idTimeMs(t.snapshotId);
+    if (made === undefined) continue;
+    if (now - made < o.graceMs) {
+      o.kept?.push({ snapshotId: t.snapshotId, imageId: t.imageId, why: 'grace', ageMs: now - made, runId: null });
+      continue;
+    }
+    const outcome = await d.removeSnapshot(t.snapshotId);
+    out.push({ snapshotId: t.snapshotId, imageId: t.imageId, outcome, bytes: 0 });
+    d.logger.info({ snapshotId: t.snapshotId, imageId: t.imageId, outcome }, 'unrecorded snapshot tag on an environment image removed');
   }
   return out;
 }

@@ -16,3 +16,9 @@ export function newId(prefix: string): string {
   }
   return `${prefix}_${ms.toString(16).padStart(12, '0')}${(counter & 0xffff).toString(16).padStart(4, '0')}${randomBytes(4).toString('hex')}`;
 }
+
+/** The creation time (ms) a {@link newId} id carries, or undefined when `id` is not one. */
+export function idTimeMs(id: string): number | undefined {
+  const m = /^[a-z]+_([0-9a-f]{12})[0-9a-f]{12}$/.exec(id);
+  return m ? parseInt(m[1]!, 16) : undefined;
+}

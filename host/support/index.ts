@@ -1,4 +1,4 @@
 export { type Clock, systemClock } from './clock';
-export { newId } from './ids';
+export { idTimeMs, newId } from './ids';
 export { faultError, faultHold, faultPoint } from './faults';
 export { linkSignals } from './linked-signal';

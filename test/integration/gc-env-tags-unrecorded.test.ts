@@ -1,0 +1,59 @@
+import { randomBytes } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { afterEach, describe, expect, it } from 'vitest';
+import { tagSnapshotImage } from '../../host/sandbox/snapshot-image';
+import { lastJson, planFixture } from '../support/plan-fixture';
+
+// A fresh sandbox's first snapshot is its environment's image tagged (`berth-snapshot:<id>` and the
+// twin `berth-snapshot/<store>:<id>`), with no labels of its own. A host killed after the tag and
+// before the snapshot's record committed left both: `berth gc` listed snapshot images by their labels
+// only, so nothing ever removed them (the twin names the store, the id its time).
+let fx: Awaited<ReturnType<typeof planFixture>> | undefined;
+afterEach(async () => {
+  await fx?.cleanup();
+  fx = undefined;
+});
+
+/** A snapshot id as the host makes them (host/support/ids.ts), made at `ms`. */
+const snapshotIdAt = (ms: number) => `snap_${ms.toString(16).padStart(12, '0')}0000${Math.floor(Math.random() * 2 ** 32).toString(16).padStart(8, '0')}`;
+
+interface Gc {
+  unrecordedImages: Array<{ snapshotId: string; outcome: string }>;
+  keptImages: Array<{ snapshotId: string; why: string }>;
+}
+
+describe('berth gc and snapshot tags on an environment image that no record names', { timeout: 180_000 }, () => {
+  it("removes this store's unrecorded tags on berth/tiny once older than the grace, keeps a young one and every recorded one, and never the image or another store's", async () => {
+    fx = await planFixture([{ name: 'zero', run: 'true' }]);
+    // No workspace: the run's snapshots are berth/tiny tagged, recorded by the store.
+    writeFileSync(fx.plan, readFileSync(fx.plan, 'utf8').replace(/^workspace: ws\n/m, ''));
+    const run = await fx.cli(['run', fx.plan]);
+    expect(run.code, run.stderr).toBe(0);
+    const { storeId, recorded } = await fx.read(async (s) => ({ storeId: await s.storeId(), recorded: (await s.listSnapshots({})).map((x) => x.id) }));
+    expect(recorded.length).toBeGreaterThan(0);
+    const tiny = (await fx.docker.getImage('berth/tiny:latest').inspect()).Id;
+    const old = snapshotIdAt(Date.now() - 3_600_000);
+    const young = snapshotIdAt(Date.now());
+    const elsewhere = snapshotIdAt(Date.now() - 3_600_000);
+    const other = `store_${randomBytes(8).toString('hex')}`;
+    await tagSnapshotImage(fx.docker, tiny, old, { storeId });
+    await tagSnapshotImage(fx.docker, tiny, young, { storeId });
+    await tagSnapshotImage(fx.docker, tiny, elsewhere, { storeId: other });
+    try {
+      const gc = await fx.cli(['gc', '--json']);
+      expect(gc.code, gc.stderr).toBe(0);
+      const out = lastJson<Gc>(gc);
+      // Before: neither listed, and both of the old one's names still on berth/tiny.
+      expect(out.unrecordedImages.map((o) => o.snapshotId)).toEqual([old]);
+      expect(out.keptImages).toContainEqual(expect.objectContaining({ snapshotId: young, why: 'grace' }));
+      const names = (await fx.docker.getImage(tiny).inspect()).RepoTags ?? [];
+      expect(names).not.toContain(`berth-snapshot:${old}`);
+      expect(names).not.toContain(`berth-snapshot/${storeId}:${old}`);
+      for (const kept of [young, ...recorded]) expect(names).toContain(`berth-snapshot:${kept}`);
+      expect(names).toContain(`berth-snapshot/${other}:${elsewhere}`);
+      expect(names).toContain('berth/tiny:latest');
+    } finally {
+      for (const n of [`berth-snapshot:${elsewhere}`, `berth-snapshot/${other}:${elsewhere}`]) await fx.docker.getImage(n).remove({ noprune: true }).catch(() => {});
+    }
+  });
+});
