@@ -1,6 +1,6 @@
-import { afterEach } from 'vitest';
+import { afterAll, afterEach } from 'vitest';
 import type { Kernel } from '../../host/kernel';
-import { tempStoreOf, type StoreKind } from './store-kinds';
+import { stopSharedPostgres, tempStoreOf, type StoreKind } from './store-kinds';
 
 /**
  * A fresh store of `kind` per test and the kernels the test starts on it, stopped and removed
@@ -15,6 +15,9 @@ export function storeWithKernels(kind: StoreKind) {
     await t?.cleanup();
     t = undefined;
   });
+  // The cluster is a daemon of its own (pg_ctl): the test process's exit does not stop it
+  // (kernel-dropped-snapshots left one running after every suite).
+  afterAll(stopSharedPostgres);
   return {
     kernels,
     async store() {
