@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { BerthError } from '../errors';
-import { isFinalRunState } from '../model';
+import { isFinalRunState, RUN_STATES } from '../model';
 import type { Store } from '../store';
 import { idTimeMs, type Clock } from '../support';
 import { importedSessions, PendingDeltaParents } from './kept-images';
@@ -118,12 +118,16 @@ export async function removeOrphanSnapshots(d: OrphanDeps, o: { graceMs: number;
   // labels, so the listing above never sees it; its twin names this store. One whose record never
   // committed (the host was killed between the tag and the commit) is named by nothing else, and its
   // age is its id's: nothing will record it after the grace (a resumed step snapshots anew).
+  // A twin names no run: while any run of the store is unfinished, one of them may be about to
+  // record it (what the run check above does for labelled images, under `--grace 0` too).
+  let unfinished: boolean | undefined;
   for (const t of d.listStoreTags ? await d.listStoreTags() : []) {
     if (t.storeId !== d.storeId || (await d.store.getSnapshot(t.snapshotId))) continue;
     const made = idTimeMs(t.snapshotId);
     if (made === undefined) continue;
-    if (now - made < o.graceMs) {
-      o.kept?.push({ snapshotId: t.snapshotId, imageId: t.imageId, why: 'grace', ageMs: now - made, runId: null });
+    unfinished ??= (await d.store.listRuns({ states: RUN_STATES.filter((st) => !isFinalRunState(st)), newest: 1 })).length > 0;
+    if (now - made < o.graceMs || unfinished) {
+      o.kept?.push({ snapshotId: t.snapshotId, imageId: t.imageId, why: now - made < o.graceMs ? 'grace' : 'run_unfinished', ageMs: now - made, runId: null });
       continue;
     }
     const outcome = await d.removeSnapshot(t.snapshotId);

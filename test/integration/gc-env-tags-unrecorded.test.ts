@@ -52,6 +52,22 @@ describe('berth gc and snapshot tags on an environment image that no record name
       for (const kept of [young, ...recorded]) expect(names).toContain(`berth-snapshot:${kept}`);
       expect(names).toContain(`berth-snapshot/${other}:${elsewhere}`);
       expect(names).toContain('berth/tiny:latest');
+
+      // While a run of the store is unfinished (submitted, no worker yet), it may be about to record
+      // such a tag: kept, even with --grace 0; once that run has ended, taken.
+      const submitted = await fx.cli(['run', fx.plan, '--detach', '--json']);
+      expect(submitted.code, submitted.stderr).toBe(0);
+      const pending = lastJson<{ runId: string }>(submitted).runId;
+      const older = snapshotIdAt(Date.now() - 3_600_000);
+      await tagSnapshotImage(fx.docker, tiny, older, { storeId });
+      const held = lastJson<Gc>(await fx.cli(['gc', '--grace', '0', '--json']));
+      expect(held.unrecordedImages.map((o) => o.snapshotId)).not.toContain(older);
+      expect(held.keptImages).toContainEqual(expect.objectContaining({ snapshotId: older, why: 'run_unfinished' }));
+      const cancelled = await fx.cli(['cancel', pending, '--wait']);
+      expect(cancelled.code, cancelled.stderr).toBe(0);
+      const taken = lastJson<Gc>(await fx.cli(['gc', '--grace', '0', '--json']));
+      expect(taken.unrecordedImages.map((o) => o.snapshotId).sort()).toEqual([older, young].sort());
+      expect((await fx.docker.getImage(tiny).inspect()).RepoTags ?? []).not.toContain(`berth-snapshot/${storeId}:${older}`);
     } finally {
       for (const n of [`berth-snapshot:${elsewhere}`, `berth-snapshot/${other}:${elsewhere}`]) await fx.docker.getImage(n).remove({ noprune: true }).catch(() => {});
     }

@@ -47,7 +47,7 @@ export async function gc(ctx: CliContext, keep?: number, graceS?: number, forksO
       ...(inGrace.length
         ? [`kept ${inGrace.length} unrecorded snapshot image tag(s) inside the ${r.graceS} s grace (their record may be about to commit; --grace 0 takes them once their run is final): ${inGrace.map((k) => `${k.snapshotId} (${Math.round(k.ageMs / 1000)} s old)`).join(' ')}`]
         : []),
-      ...(unfinished.length ? [`kept ${unfinished.length} unrecorded snapshot image tag(s) of unfinished runs: ${unfinished.map((k) => `${k.snapshotId} (run ${k.runId})`).join(' ')}`] : []),
+      ...(unfinished.length ? [`kept ${unfinished.length} unrecorded snapshot image tag(s) of unfinished runs: ${unfinished.map((k) => (k.runId ? `${k.snapshotId} (run ${k.runId})` : `${k.snapshotId} (a tag on an environment image: the store has an unfinished run)`)).join(' ')}`] : []),
       ...(deltas.loaded.length + deltas.dropped.length === 0 ? [] : [`snapshot layers kept in the store: ${deltas.loaded.length} loaded into the engine, ${deltas.dropped.length} no record needs removed`]),
       pruned.length === 0 ? 'no snapshots to prune' : `pruned ${pruned.length} snapshot(s): ${pruned.map((s) => s.id).join(' ')}`,
       ...(registryManifests.deleted.length ? [`deleted ${registryManifests.deleted.length} pruned snapshot manifest(s) from the registry`] : []),
