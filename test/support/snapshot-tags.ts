@@ -10,7 +10,8 @@ import { listStoreTags, removeSnapshotImage } from '../../host/sandbox/snapshot-
  * sees the tag; 158 such tags had piled up on berth/tiny (24 per `bench -- plan` run, a few per suite).
  */
 export async function removeStoreSnapshotTags(docker: Dockerode, store: string): Promise<void> {
-  if (!existsSync(store)) return;
+  // A PostgreSQL store (postgres://) is read as it is; a SQLite file already removed has nothing to say.
+  if (!/^postgres(ql)?:\/\//.test(store) && !existsSync(store)) return;
   const [storeId, ids] = await readStore(store, async (s) => [await s.storeId(), (await s.listSnapshots({})).map((x) => x.id)] as const).catch(() => ['', [] as string[]] as const);
   // Its marker, when it imported a run (host/sandbox/store-marker.ts).
   if (storeId) await docker.getVolume(`berth-store-${storeId}`).remove().catch(() => {});
