@@ -5,6 +5,7 @@ import { BerthError } from '../errors';
 import { engineError, isConflict, isNotFound } from './engine-errors';
 import { releaseHeld, takeHeld, underPause } from './exec-gate';
 import { LABEL } from './labels';
+import { faultAside } from '../support/faults';
 import { loadLayerImage, rawImageConfig } from './image-load';
 
 /** The repository snapshot images are tagged into, so that `docker image prune` never takes them as dangling. */
@@ -163,18 +164,35 @@ export async function imageNamedElsewhere(docker: Dockerode, imageId: string): P
  * only untagged, which frees its space once its children go.
  */
 export async function removeSnapshotImage(docker: Dockerode, tag: string): Promise<'removed' | 'untagged' | 'absent'> {
+  const plain = `${SNAPSHOT_REPO}:${tag}`;
   try {
-    // Its twin naming the store first (an environment image's tag; see tagSnapshotImage): left, it
-    // would keep naming a snapshot no record has.
-    const names = await docker.getImage(`${SNAPSHOT_REPO}:${tag}`).inspect().then((i) => i.RepoTags ?? [], () => [] as string[]);
-    for (const twin of names.filter((n) => parseStoreTag(n)?.snapshotId === tag)) await docker.getImage(twin).remove().catch((err: unknown) => {
-      if (!isNotFound(err) && !isConflict(err)) throw err;
-    });
-    const out = (await docker.getImage(`${SNAPSHOT_REPO}:${tag}`).remove()) as Array<{ Deleted?: string; Untagged?: string }>;
-    return out.some((o) => o.Deleted) ? 'removed' : 'untagged';
+    // Its twins naming a store (an environment image's tag; see tagSnapshotImage) go after the
+    // plain tag, each by its own name: a host killed in between leaves a twin, which names its
+    // store and is found again by `berth gc`; the plain tag left alone would name no store, and
+    // nothing would ever find it. The plain tag already gone (a kill after it, or at the tag's
+    // making, which puts the twin first): the twins are looked up by name.
+    const names = await docker.getImage(plain).inspect().then(
+      (i) => i.RepoTags ?? [],
+      async () => (await docker.listImages({ filters: JSON.stringify({ reference: [`${SNAPSHOT_REPO}/*:${tag}`] }) })).flatMap((i) => i.RepoTags ?? []),
+    );
+    const twins = names.filter((n) => parseStoreTag(n)?.snapshotId === tag);
+    let outcome: 'removed' | 'untagged' | 'absent' = 'absent';
+    for (const name of [plain, ...twins]) {
+      if (name !== plain) faultAside('snapshot:plain-untagged');
+      const out = await docker.getImage(name).remove().then(
+        (o) => o as Array<{ Deleted?: string; Untagged?: string }>,
+        (err: unknown) => {
+          if (isNotFound(err)) return undefined;
+          if (isConflict(err)) return [] as Array<{ Deleted?: string }>;
+          throw err;
+        },
+      );
+      if (out === undefined) continue;
+      if (out.some((o) => o.Deleted)) outcome = 'removed';
+      else if (outcome === 'absent') outcome = 'untagged';
+    }
+    return outcome;
   } catch (err) {
-    if (isNotFound(err)) return 'absent';
-    if (isConflict(err)) return 'untagged';
     throw engineError(`remove snapshot image ${tag}`, err);
   }
 }
@@ -252,7 +270,10 @@ export async function tagSnapshotImage(docker: Dockerode, imageId: string, tag: 
   try {
     const image = docker.getImage(imageId);
     const repo = o.storeId ? storeTagRepo(o.storeId) : undefined;
-    if (repo && (await image.inspect()).Config?.Labels?.[SNAPSHOT_LABEL] === undefined) await image.tag({ repo, tag });
+    if (repo && (await image.inspect()).Config?.Labels?.[SNAPSHOT_LABEL] === undefined) {
+      await image.tag({ repo, tag });
+      faultAside('snapshot:twin-tagged');
+    }
     await image.tag({ repo: SNAPSHOT_REPO, tag });
   } catch (err) {
     if (isNotFound(err)) throw new BerthError('image_missing', `snapshot image ${imageId.slice(7, 19)} is gone`, { details: { imageId } });

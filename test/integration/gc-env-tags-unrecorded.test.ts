@@ -72,4 +72,36 @@ describe('berth gc and snapshot tags on an environment image that no record name
       for (const n of [`berth-snapshot:${elsewhere}`, `berth-snapshot/${other}:${elsewhere}`]) await fx.docker.getImage(n).remove({ noprune: true }).catch(() => {});
     }
   });
+  it("leaves nothing a later gc cannot find when a host is killed between an environment image's two snapshot tags or between their removals", async () => {
+    fx = await planFixture([{ name: 'zero', run: 'true' }]);
+    writeFileSync(fx.plan, readFileSync(fx.plan, 'utf8').replace(/^workspace: ws\n/m, ''));
+    const tiny = (await fx.docker.getImage('berth/tiny:latest').inspect()).Id;
+    const names = async () => (await fx!.docker.getImage(tiny).inspect()).RepoTags ?? [];
+
+    // Killed at its first snapshot, after the twin naming the store and before the plain tag.
+    const killed = await fx.cli(['run', fx.plan], { BERTH_FAULT: 'snapshot:twin-tagged' });
+    expect(killed.signal, killed.stderr).toBe('SIGKILL');
+    const { storeId, runId } = await fx.read(async (s) => ({ storeId: await s.storeId(), runId: (await s.listRuns())[0]!.id }));
+    const left = (await names()).filter((n) => n.startsWith(`berth-snapshot/${storeId}:`));
+    expect(left).toHaveLength(1);
+    const snap = left[0]!.split(':')[1]!;
+    expect(await names()).not.toContain(`berth-snapshot:${snap}`);
+    // The killed run is unfinished, so its twin is kept; cancelled (no host is left to drive it), taken.
+    const cancelled = await fx.cli(['cancel', runId, '--wait']);
+    expect(cancelled.code, cancelled.stderr).toBe(0);
+    const gc = lastJson<Gc>(await fx.cli(['gc', '--grace', '0', '--json']));
+    expect(gc.unrecordedImages).toContainEqual(expect.objectContaining({ snapshotId: snap, outcome: 'untagged' }));
+    expect(await names()).not.toContain(`berth-snapshot/${storeId}:${snap}`);
+
+    // Killed inside gc, between the removal of one tag and the other's: the next gc finishes it.
+    const old = snapshotIdAt(Date.now() - 3_600_000);
+    await tagSnapshotImage(fx.docker, tiny, old, { storeId });
+    const cut = await fx.cli(['gc', '--grace', '0', '--json'], { BERTH_FAULT: 'snapshot:plain-untagged' });
+    expect(cut.signal, cut.stderr).toBe('SIGKILL');
+    expect((await names()).filter((n) => n.endsWith(`:${old}`))).toHaveLength(1);
+    const again = lastJson<Gc>(await fx.cli(['gc', '--grace', '0', '--json']));
+    expect(again.unrecordedImages.map((o) => o.snapshotId)).toEqual([old]);
+    expect((await names()).filter((n) => n.endsWith(`:${old}`))).toEqual([]);
+    expect(await names()).toContain('berth/tiny:latest');
+  });
 });
