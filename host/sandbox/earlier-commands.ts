@@ -139,8 +139,14 @@ export async function stopEarlierCommands(
     if (c) found.set(id, c);
   }
   let killedProcesses = 0;
-  let stopped = false;
-  for (;;) {
+  // Nothing to kill (no process but the sandbox's own and the kept ones, no earlier command the
+  // engine still runs): that listing is the proof, and listing again after no kill would only
+  // repeat it, one more exec (70-220 ms, by the load) in every attach: each resume, take-over and
+  // MCP reconnect. What an earlier owner could start after it, it could start after a second
+  // listing as well: such an owner is kept out by the session's fence (its commits are refused),
+  // never by listing twice.
+  let stopped = listing.targets.length === 0 && !listing.oldSecrets && ![...found.values()].some((c) => c.running);
+  while (!stopped) {
     const uids = [...new Set(listing.targets.map((t) => t.uid))];
     if (listing.oldSecrets && !uids.includes(h.owner.split(':')[0]!)) uids.push(h.owner.split(':')[0]!);
     for (const uid of uids) {
