@@ -1,6 +1,7 @@
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import type { RequestId } from '@modelcontextprotocol/sdk/types.js';
 import { WireError } from './wire-error';
+import { CALL_CANCELLED } from './queued-turn';
 
 /**
  * A signal that aborts when the client cancels the request (`notifications/cancelled`, which the
@@ -74,7 +75,7 @@ export async function withOutsideCancel<T>(server: Server, extra: { signal: Abor
       // cancelledByClient decides a cancel one turn after the abort (setImmediate): that turn is
       // waited for, or the answer could close the server first and the cancel read as a client gone.
       await new Promise((r) => setImmediate(r));
-      throw cancelledError(extra.requestId, own.signal.reason, true);
+      throw cancelledError(extra.requestId, own.signal.reason, !notSubmitted(settled.ok ? undefined : settled.err));
     }
     if (!settled.ok) throw settled.err;
     return settled.v;
@@ -82,6 +83,14 @@ export async function withOutsideCancel<T>(server: Server, extra: { signal: Abor
     outside.get(server)?.delete(extra.requestId);
   }
 }
+
+/**
+ * Whether a handler's error says its call was cancelled before it was submitted (queued-turn.ts: it
+ * waited for its session's turn, or the cancel came before its submit), so the answer says nothing
+ * ran rather than that a running call was stopped. Seen as the handler throws it: a wire error
+ * (mcp-server.ts `toMcpError`) with the Berth code in `data.code`.
+ */
+const notSubmitted = (err: unknown): boolean => (err as { data?: { code?: unknown } } | undefined)?.data?.code === CALL_CANCELLED;
 
 function cancelledError(id: RequestId, reason: unknown, started: boolean): WireError {
   const why = reason === undefined ? '' : ` (${String(reason).slice(0, 200)})`;

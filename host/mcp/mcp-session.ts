@@ -13,6 +13,7 @@ import { KeyedLock } from '../agent/session-lock';
 import { SANDBOX_TOOL_NAMES } from './mcp-tools';
 import { servedElsewhere } from './served-elsewhere';
 import { cutShort } from './cut-short';
+import { cancelledBeforeSubmit, inTurn } from './queued-turn';
 import type { CallOptions, CallOutcome } from './call-outcome';
 
 export type { CallOptions, CallOutcome } from './call-outcome';
@@ -71,9 +72,9 @@ export class McpSessions {
       return this.lock.run(run.sessionId, () => this.settle(run, callId, tool, o.signal));
     }
     const sessionId = o.sessionId ?? this.current;
-    if (!sessionId) return this.lock.run('new', () => this.start(tool, args, callId, requestId, o));
+    if (!sessionId) return inTurn(this.lock, 'new', o, () => this.start(tool, args, callId, requestId, o));
     await this.requireSession(sessionId);
-    return this.lock.run(sessionId, async () => {
+    return inTurn(this.lock, sessionId, o, async () => {
       await this.ending.get(sessionId);
       await this.settleOpenRuns(sessionId, o.signal);
       const message = dictatedMessage({ id: callId, tool, arguments: args });
@@ -154,7 +155,7 @@ export class McpSessions {
   private submitAndDrive(submit: (rt: HostRuntime) => Promise<Submitted>, o: CallOptions, onRun?: (run: Run) => void, callId?: string): Promise<Run> {
     const signal = o.signal;
     return this.owning(async (rt) => {
-      if (o.cancel?.aborted) throw new BerthError('call_cancelled', 'the client cancelled this call before it was submitted; nothing ran');
+      if (o.cancel?.aborted) throw cancelledBeforeSubmit();
       const s = await submit(rt);
       onRun?.(s.run);
       if (s.created) this.cancelOnRequest(s.run, o.cancel);

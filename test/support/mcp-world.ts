@@ -7,6 +7,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach } from 'vitest';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { startCountingService } from './counting-service';
 import { requireEngine, requireTinyImage } from './docker-engine';
 import { bundledCli, removeHostArtifacts } from './plan-fixture';
@@ -86,10 +87,10 @@ export async function mcpWorld(o: { snapshotPolicy?: 'never' | 'after-each-step'
       });
       return { url, child, token: () => readFileSync(tokenFile, 'utf8').trim() };
     },
-    /** A client of a `berth mcp --http` server with this bearer token. */
-    async connectHttp(url: string, token: string): Promise<Client> {
+    /** A client of a `berth mcp --http` server with this bearer token; `fetch` sees every HTTP exchange of its transport (when each POST is answered). */
+    async connectHttp(url: string, token: string, o: { fetch?: FetchLike } = {}): Promise<Client> {
       const client = new Client({ name: 'berth-test', version: '1.0.0' });
-      await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+      await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { authorization: `Bearer ${token}` } }, ...(o.fetch ? { fetch: o.fetch } : {}) }));
       open.push({ client, pid: 0, stderr: () => '', close: () => client.close() });
       return client;
     },
