@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { bundleScript } from '../test/support/bundle-script';
 import { throughput } from './_fleet-scaling';
-const script = process.argv[3] ?? (await bundleScript(join('/work/wt-fleet', 'bench', '_fleet-worker.ts')));
+const script = process.argv[3] ?? (await bundleScript(join(process.cwd(), 'bench', '_fleet-worker.ts')));
 const dir = mkdtempSync(join(tmpdir(), 'sqprobe-'));
 for (const n of (process.argv[2] ?? '1,2').split(',').map(Number)) {
   const prefix = join(dir, `n${n}-${Date.now()}`);
