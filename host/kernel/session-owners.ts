@@ -104,16 +104,23 @@ export class SessionOwners {
    * them). Skips imported runs' sessions, which are records, not work.
    */
   async available(limit: number, opts: { orphaned?: boolean } = {}): Promise<string[]> {
-    const out = new Set(await this.store.claimableSessions(limit, opts));
+    // The three reads asked together: one after another they were three round trips on the path of
+    // every worker round (a freed slot waits for them), on a store that answers each in 2-5 ms.
+    const [claimable, liveHere, importedRuns] = await Promise.all([
+      this.store.claimableSessions(limit, opts),
+      this.store.listSessionOwners({ liveHeldBy: this.holder.hostId }),
+      this.store.listImportedRuns(),
+    ]);
+    const out = new Set(claimable);
     // Live claims of this machine's host id only (the store judges live on its clock): those whose process is gone.
-    const dead = (await this.store.listSessionOwners({ liveHeldBy: this.holder.hostId })).filter((o) => !this.owned.has(o.sessionId) && o.pid !== null && o.pid !== process.pid && !processAlive(o.pid));
+    const dead = liveHere.filter((o) => !this.owned.has(o.sessionId) && o.pid !== null && o.pid !== process.pid && !processAlive(o.pid));
     if (dead.length > 0) {
       const open = new Set((await this.store.listTasks({ sessionIds: dead.map((o) => o.sessionId), statuses: ['pending', 'running', 'waiting', 'sleeping', 'completing'] })).map((t) => t.sessionId));
       for (const o of dead) if (open.has(o.sessionId)) out.add(o.sessionId);
     }
     for (const id of this.owned.keys()) out.delete(id);
     if (out.size === 0) return [];
-    const imported = new Set((await this.store.listImportedRuns()).map((r) => r.sessionId));
+    const imported = new Set(importedRuns.map((r) => r.sessionId));
     return [...out].filter((s) => !imported.has(s));
   }
 

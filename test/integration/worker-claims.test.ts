@@ -81,6 +81,51 @@ describe.each(STORE_KINDS)('a full worker (%s store)', (kind) => {
     }
   });
 
+  it('claims the runs for its free slots together, not one claim after another (each claim a flushed write the next one waited for)', { timeout: 60_000 }, async () => {
+    const t = await tempStoreOf(kind);
+    try {
+      const registry = shortRuns();
+      const submitter = new Kernel({ store: t.store, registry, documents: new DocumentTypes(), clock: systemClock, logger: pino({ level: 'silent' }), hostId: 'submit', claim: 'none' });
+      for (let i = 0; i < RUNS; i++) await submit({ store: t.store, kernel: submitter, registry }, { requestId: `r${i}`, runKind: 'short', root: { kind: 'short', input: {} } });
+      const inner = await t.open();
+      // Claims and releases in flight at once, at most.
+      const most = { claimSession: 0, releaseSession: 0 };
+      const now = { claimSession: 0, releaseSession: 0 };
+      const store = new Proxy(inner, {
+        get(target, prop, receiver) {
+          const v = Reflect.get(target, prop, receiver) as unknown;
+          if (typeof v !== 'function' || (prop !== 'claimSession' && prop !== 'releaseSession')) return v;
+          return async (...args: unknown[]) => {
+            most[prop] = Math.max(most[prop], ++now[prop]);
+            try {
+              return await (v as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+            } finally {
+              now[prop]--;
+            }
+          };
+        },
+      });
+      const logger = pino({ level: 'silent' });
+      const kernel = new Kernel({ store, registry, documents: new DocumentTypes(), clock: systemClock, logger, hostId: 'w', claim: 'none', concurrency: 8, ownership: { leaseTtlMs: 30_000 } });
+      const worker = new Worker({ store, kernel, logger, hostId: 'w', pid: process.pid, concurrency: 4, tags: [], leaseTtlMs: 30_000, claimEveryMs: 600_000 });
+      await worker.start();
+      try {
+        while ((await t.store.listRuns({ states: ['completed'] })).length < RUNS) await new Promise((r) => setTimeout(r, 20));
+        while (kernel.ownedSessions().length > 0) await new Promise((r) => setTimeout(r, 20));
+      } finally {
+        await worker.drain(0);
+      }
+      // The first round alone has 4 free slots and 12 candidates: its claims go out together.
+      expect(most.claimSession, 'claims in flight at once').toBeGreaterThanOrEqual(2);
+      expect(most.claimSession, 'never more than the free slots').toBeLessThanOrEqual(4);
+      const owners = await t.store.listSessionOwners();
+      expect(owners.length, 'every run claimed once').toBe(RUNS);
+      expect(owners.filter((o) => o.stoppedAt === null), 'every claim released').toEqual([]);
+    } finally {
+      await t.cleanup();
+    }
+  });
+
   it('start() returns after the first round while runs keep moving, and a drain then stops the claims (berth worker heeded SIGTERM only once the queue was empty)', { timeout: 60_000 }, async () => {
     const t = await tempStoreOf(kind);
     try {
@@ -96,8 +141,11 @@ describe.each(STORE_KINDS)('a full worker (%s store)', (kind) => {
       let movesSeen = 0;
       kernel.onCommit((e) => void (e.runIds.length > 0 && moves++));
       const unfinished = async () => (await t.store.listRuns({ states: ['completed'] })).length < RUNS;
+      // A run moves only while the worker owns it: a round of the draining worker, which claims no
+      // more, would otherwise wait here for ever once its last runs ended (claims made together end
+      // their runs sooner, and the test hung so at times).
       const onTick = async () => {
-        while (moves === movesSeen && (await unfinished())) await new Promise((r) => setTimeout(r, 5));
+        while (moves === movesSeen && kernel.ownedSessions().length > 0 && (await unfinished())) await new Promise((r) => setTimeout(r, 5));
         movesSeen = moves;
       };
       const worker = new Worker({ store, kernel, logger, hostId: 'w', pid: process.pid, concurrency: 2, tags: [], leaseTtlMs: 30_000, claimEveryMs: 600_000, onTick });

@@ -49,21 +49,37 @@ export const toHost = (r: HostRow): WorkerHost => ({
  * release, all compare-and-set on the epoch, in portable SQL. A claim bumps the epoch, so every
  * commit the previous owner still tries is refused by commit()'s fence check in its own transaction.
  */
-export function sqliteOwnership(db: Database.Database, clock: Clock) {
+/**
+ * How the ownership writes (claim, renew, release, a worker's heartbeat and stop) reach the file:
+ * `db` is the connection they run on, `write` runs one of them there and answers once it is
+ * durable. The store passes its commit connection and the shared flush (sqlite-store.ts): on the
+ * main connection each was a write flushed on its own, inside the call, holding the file's write
+ * lock through the fsync (~2 ms) and sleeping in SQLite's busy handler while another worker held
+ * it, the whole process frozen meanwhile.
+ */
+export interface OwnershipWrites {
+  db: Database.Database;
+  write<T>(apply: () => T): Promise<T>;
+}
+
+export function sqliteOwnership(db: Database.Database, clock: Clock, writes: OwnershipWrites = { db, write: async (apply) => apply() }) {
   const now: DbClock = () => clock.now();
+  const w = writes.db;
   const cols = 'scope, epoch, holder, pid, at, heartbeat_at, stopped_at, lease_until';
   const get = db.prepare(`SELECT ${cols} FROM fencing WHERE scope = ?`);
+  // The claim reads the row it replaces inside its own write transaction, on the writing connection.
+  const getW = w.prepare(`SELECT ${cols} FROM fencing WHERE scope = ?`);
   const changes = db.prepare("SELECT COALESCE(SUM(MAX(epoch - 1, 0)), 0) AS n FROM fencing WHERE scope LIKE 'session:%'");
   const all = db.prepare(`SELECT ${cols} FROM fencing WHERE scope LIKE 'session:%' ORDER BY scope`);
   const liveOf = db.prepare(`SELECT ${cols} FROM fencing WHERE scope LIKE 'session:%' AND holder = ? AND epoch > 0 AND stopped_at IS NULL AND lease_until >= ? ORDER BY scope`);
-  const take = db.prepare(
+  const take = w.prepare(
     `INSERT INTO fencing (scope, epoch, holder, pid, at, heartbeat_at, stopped_at, lease_until) VALUES (?, ?, ?, ?, ?, ?, NULL, ?)
      ON CONFLICT (scope) DO UPDATE SET epoch = excluded.epoch, holder = excluded.holder, pid = excluded.pid, at = excluded.at,
        heartbeat_at = excluded.heartbeat_at, stopped_at = NULL, lease_until = excluded.lease_until`,
   );
   // A lapsed lease is never revived: its owner may already be judged dead, and its commits are refused (commit's fence).
-  const renew = db.prepare('UPDATE fencing SET heartbeat_at = ?, lease_until = ? WHERE scope = ? AND epoch = ? AND stopped_at IS NULL AND lease_until >= ?');
-  const release = db.prepare('UPDATE fencing SET heartbeat_at = ?, stopped_at = ?, lease_until = ? WHERE scope = ? AND epoch = ?');
+  const renew = w.prepare('UPDATE fencing SET heartbeat_at = ?, lease_until = ? WHERE scope = ? AND epoch = ? AND stopped_at IS NULL AND lease_until >= ?');
+  const release = w.prepare('UPDATE fencing SET heartbeat_at = ?, stopped_at = ?, lease_until = ? WHERE scope = ? AND epoch = ?');
   // Sessions with unfinished tasks whose owner (if any) stopped or let its lease run out.
   const claimable = db.prepare(
     `SELECT t.session_id AS session_id, MIN(t.created_at) AS first FROM tasks t
@@ -78,36 +94,42 @@ export function sqliteOwnership(db: Database.Database, clock: Clock) {
       WHERE t.status <> 'terminal' AND f.epoch > 0 AND f.stopped_at IS NULL AND f.lease_until < ?
       GROUP BY t.session_id ORDER BY first LIMIT ?`,
   );
-  const hostUpsert = db.prepare(
+  const hostUpsert = w.prepare(
     `INSERT INTO hosts (id, host_id, pid, tags, concurrency, started_at, heartbeat_at, stopped_at, report_json) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?)
      ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, tags = excluded.tags, concurrency = excluded.concurrency, stopped_at = NULL, report_json = COALESCE(excluded.report_json, hosts.report_json)`,
   );
-  const hostStop = db.prepare('UPDATE hosts SET stopped_at = ?, heartbeat_at = ? WHERE id = ?');
+  const hostStop = w.prepare('UPDATE hosts SET stopped_at = ?, heartbeat_at = ? WHERE id = ?');
   const hostsAll = db.prepare(`SELECT ${HOST_COLUMNS} FROM hosts ORDER BY started_at`);
   const hostOne = db.prepare(`SELECT ${HOST_COLUMNS} FROM hosts WHERE id = ?`);
   const drainAsk = db.prepare('UPDATE hosts SET drain_requested_at = ? WHERE (id = ? OR host_id = ?) AND stopped_at IS NULL AND drain_requested_at IS NULL RETURNING id');
   return {
     async claimSession(sessionId: string, holder: { hostId: string; pid: number | null }, ttlMs: number, opts: { takeOver?: boolean } = {}): Promise<ClaimResult> {
-      return db
-        .transaction((): ClaimResult => {
-          const row = get.get(sessionScope(sessionId)) as OwnerRow | undefined;
-          const t = now();
-          const previous = row ? toOwner(row) : null;
-          const live = previous !== null && previous.stoppedAt === null && previous.leaseUntil >= t;
-          if (live && !opts.takeOver) return { ok: false, owner: previous, now: t };
-          const epoch = (row?.epoch ?? 0) + 1;
-          take.run(sessionScope(sessionId), epoch, holder.hostId, holder.pid, t, t, t + ttlMs);
-          return { ok: true, epoch, previous, now: t };
-        })
-        .immediate();
+      return writes.write(() =>
+        w
+          .transaction((): ClaimResult => {
+            const row = getW.get(sessionScope(sessionId)) as OwnerRow | undefined;
+            const t = now();
+            const previous = row ? toOwner(row) : null;
+            const live = previous !== null && previous.stoppedAt === null && previous.leaseUntil >= t;
+            if (live && !opts.takeOver) return { ok: false, owner: previous, now: t };
+            const epoch = (row?.epoch ?? 0) + 1;
+            take.run(sessionScope(sessionId), epoch, holder.hostId, holder.pid, t, t, t + ttlMs);
+            return { ok: true, epoch, previous, now: t };
+          })
+          .immediate(),
+      );
     },
     async renewSession(sessionId: string, epoch: number, ttlMs: number): Promise<boolean> {
-      const t = now();
-      return renew.run(t, t + ttlMs, sessionScope(sessionId), epoch, t).changes === 1;
+      return writes.write(() => {
+        const t = now();
+        return renew.run(t, t + ttlMs, sessionScope(sessionId), epoch, t).changes === 1;
+      });
     },
     async releaseSession(sessionId: string, epoch: number): Promise<boolean> {
-      const t = now();
-      return release.run(t, t, t, sessionScope(sessionId), epoch).changes === 1;
+      return writes.write(() => {
+        const t = now();
+        return release.run(t, t, t, sessionScope(sessionId), epoch).changes === 1;
+      });
     },
     async getSessionOwner(sessionId: string): Promise<SessionOwner | undefined> {
       const row = get.get(sessionScope(sessionId)) as OwnerRow | undefined;
@@ -127,12 +149,16 @@ export function sqliteOwnership(db: Database.Database, clock: Clock) {
       return now();
     },
     async heartbeatHost(h: { id: string; hostId: string; pid: number | null; tags: string[]; concurrency: number; report?: WorkerReport }): Promise<void> {
-      const t = now();
-      hostUpsert.run(h.id, h.hostId, h.pid, JSON.stringify(h.tags), h.concurrency, t, t, h.report ? JSON.stringify(h.report) : null);
+      await writes.write(() => {
+        const t = now();
+        hostUpsert.run(h.id, h.hostId, h.pid, JSON.stringify(h.tags), h.concurrency, t, t, h.report ? JSON.stringify(h.report) : null);
+      });
     },
     async stopHost(id: string): Promise<void> {
-      const t = now();
-      hostStop.run(t, t, id);
+      await writes.write(() => {
+        const t = now();
+        hostStop.run(t, t, id);
+      });
     },
     async listHosts(): Promise<WorkerHost[]> {
       return (hostsAll.all() as HostRow[]).map(toHost);
