@@ -87,6 +87,10 @@ export async function collectArtifacts(lease: Lease, o: CollectOptions): Promise
   const skipped: SkippedArtifact[] = [];
   let total = 0;
   for (const m of matched) {
+    // The record keeps a path as text, and a name that is not UTF-8 has none that names the file again.
+    if (m.unrepresentable !== undefined) {
+      throw refused('artifact_refused', `${m.unrepresentable} (glob "${m.glob}") has a name that is not UTF-8, which no artifact record can name; rename it`, o, { glob: m.glob, path: m.unrepresentable });
+    }
     let real = m.real;
     let size = m.size;
     if (m.type === 'other') {

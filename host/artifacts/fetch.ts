@@ -7,7 +7,6 @@ import { BerthError } from '../errors';
 import { makeDirectories } from '../support/make-dirs';
 import type { StoredArtifact } from '../store';
 import type { ArtifactStore } from './artifact-store';
-import { globProblem } from './glob';
 import { hashing } from './local-store';
 
 /** What happened to one artifact on fetch. */
@@ -30,7 +29,7 @@ export async function fetchArtifacts(store: ArtifactStore, records: readonly Sto
   for (const a of records) {
     const dest = resolve(root, a.path);
     const rel = relative(root, dest);
-    if (globProblem(a.path) !== undefined || rel.startsWith(`..${sep}`) || rel === '..' || rel === '') {
+    if (pathProblem(a.path) || rel.startsWith(`..${sep}`) || rel === '..' || rel === '') {
       throw new BerthError('path_escape', `artifact path "${a.path}" would land outside ${root}`, { details: { path: a.path } });
     }
     let source;
@@ -66,3 +65,12 @@ export async function fetchArtifacts(store: ArtifactStore, records: readonly Sto
   return out;
 }
 
+/**
+ * Whether a recorded path is not one Berth writes: empty, absolute, with a NUL, an empty or a `..`
+ * component. A file name may hold any other character, a newline or a backslash included (the
+ * record's rule, host/record/schema.ts), and the sandbox's files are named so.
+ */
+function pathProblem(path: string): boolean {
+  if (path.length === 0 || path.includes('\0') || path.startsWith('/')) return true;
+  return path.split('/').some((p) => p === '' || p === '..');
+}

@@ -50,7 +50,8 @@ export function globRegExp(glob: string): RegExp {
     if (seg === '**') src += last ? '.*' : '(?:[^/]+/)*';
     else src += segmentSource(seg) + (last ? '' : '/');
   });
-  return new RegExp(`^${src}$`);
+  // dotAll: a trailing `**` takes every name below, also one that holds a newline (as `*` does).
+  return new RegExp(`^${src}$`, 's');
 }
 
 /**

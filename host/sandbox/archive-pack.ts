@@ -117,7 +117,7 @@ export async function scanHostDir(root: string): Promise<{ entries: HostEntry[];
 }
 
 /** A name's bytes for a message: UTF-8 where it is, `\xNN` for each byte of what is not. */
-function escapedBytes(raw: Buffer): string {
+export function escapedBytes(raw: Buffer): string {
   let out = '';
   for (let i = 0; i < raw.length; ) {
     let n = 1;

@@ -4,6 +4,7 @@ import { pipeline } from 'node:stream/promises';
 import { extract } from 'tar-stream';
 import { BerthError } from '../errors';
 import { safeEntryName } from './archive-extract';
+import { escapedBytes } from './archive-pack';
 import { engineError } from './engine-errors';
 import type { FileContext } from './file-ops';
 import { isDir, isRegular, resolveInContainer } from './path-resolver';
@@ -16,6 +17,8 @@ export interface TreeFile {
   real: string;
   type: 'file' | 'symlink' | 'other';
   size: number;
+  /** Set when the name is not UTF-8: its bytes as a message shows them (`out/u\\xff.bin`); `path` is then lossy. */
+  unrepresentable?: string;
 }
 
 /** Where a listed path really is: a regular file inside the workspace, or why it is not one. */
@@ -27,6 +30,12 @@ export type RealFile = { ok: true; real: string; size: number } | { ok: false; w
  * symlinks, so a listed regular file lies in a real directory below the one listed; each listed
  * directory itself is resolved first, so a symlinked directory on the way that leads outside the
  * workspace is refused (`path_escape`) before anything below it is read.
+ *
+ * Names are read as bytes: a name may hold a newline (a line per entry would split it, and what
+ * follows the newline may spell another entry) or bytes that are not UTF-8 (decoded, the name
+ * names no file). Each batch of `find` says how many entries it has, their mode and size a line
+ * each, then their paths NUL-terminated (the one byte no path holds). A path that is not UTF-8
+ * is listed with `unrepresentable` set to its bytes as shown in a message.
  */
 export async function listTree(ctx: FileContext, dirs: Array<{ dir: string; maxDepth?: number }>): Promise<TreeFile[]> {
   const ws = ctx.workspace;
@@ -44,18 +53,62 @@ export async function listTree(ctx: FileContext, dirs: Array<{ dir: string; maxD
   }
   const out: TreeFile[] = [];
   for (const root of roots) {
-    const argv = ['find', root.real, '-mindepth', '1', ...(root.maxDepth === undefined ? [] : ['-maxdepth', String(root.maxDepth)]), '!', '-type', 'd', '-exec', 'stat', '-c', '%f:%s:%n', '{}', '+'];
-    const res = await ctx.exec(argv);
+    const chunks: Buffer[] = [];
+    let bytes = 0;
+    const argv = ['find', root.real, '-mindepth', '1', ...(root.maxDepth === undefined ? [] : ['-maxdepth', String(root.maxDepth)]), '!', '-type', 'd', '-exec', 'sh', '-c', BATCH, 'sh', '{}', '+'];
+    // The exec's own output is capped (head and tail kept); a listing cut in the middle would lose entries unsaid.
+    const res = await ctx.exec(argv, {
+      onOutput: (s, chunk) => {
+        if (s !== 'stdout') return;
+        bytes += chunk.length;
+        if (bytes <= MAX_LISTING_BYTES) chunks.push(chunk);
+      },
+    });
     if (res.exitCode !== 0) throw new BerthError('artifact_list_failed', `listing ${root.rel || 'the workspace'} failed: ${res.stderr.trim().slice(0, 300)}`, { ids: ctx.ids });
+    if (bytes > MAX_LISTING_BYTES) throw new BerthError('artifact_list_failed', `listing ${root.rel || 'the workspace'} is more than ${MAX_LISTING_BYTES} bytes; declare narrower artifact globs`, { ids: ctx.ids });
     const prefix = `${root.real === '/' ? '' : root.real}/`;
-    for (const line of res.stdout.split('\n')) {
-      const m = /^([0-9a-f]+):(\d+):(.*)$/.exec(line);
-      // A name holding a newline splits across lines: it matches no glob anyway and is not listed.
-      if (!m || !m[3]!.startsWith(prefix)) continue;
-      const fmt = parseInt(m[1]!, 16) & 0o170000;
-      const below = m[3]!.slice(prefix.length);
-      out.push({ path: root.rel ? `${root.rel}/${below}` : below, real: m[3]!, type: fmt === 0o100000 ? 'file' : fmt === 0o120000 ? 'symlink' : 'other', size: Number(m[2]) });
+    for (const e of parseBatches(Buffer.concat(chunks), root.rel || 'the workspace', ctx)) {
+      const real = e.path.toString('utf8');
+      if (!real.startsWith(prefix)) continue;
+      const below = real.slice(prefix.length);
+      const fmt = e.mode & 0o170000;
+      const file: TreeFile = { path: root.rel ? `${root.rel}/${below}` : below, real, type: fmt === 0o100000 ? 'file' : fmt === 0o120000 ? 'symlink' : 'other', size: e.size };
+      if (!Buffer.from(real, 'utf8').equals(e.path)) {
+        const rel = escapedBytes(e.path.subarray(Buffer.byteLength(prefix)));
+        file.unrepresentable = root.rel ? `${root.rel}/${rel}` : rel;
+      }
+      out.push(file);
     }
+  }
+  return out;
+}
+
+/** Run by `find -exec ... {} +` for each batch of paths: their count, a mode:size line each, the paths NUL-terminated. */
+const BATCH = 'printf "%d\\n" "$#" && stat -c "%f:%s" -- "$@" && printf "%s\\0" "$@"';
+/** A listing bigger than this is refused rather than held in memory (about 300,000 entries of 200 bytes). */
+const MAX_LISTING_BYTES = 64 * 1024 * 1024;
+
+function parseBatches(buf: Buffer, what: string, ctx: FileContext): Array<{ mode: number; size: number; path: Buffer }> {
+  const bad = () => new BerthError('artifact_list_failed', `listing ${what} failed: the listing is not in the expected form (the workspace changed while it was listed?)`, { ids: ctx.ids });
+  const out: Array<{ mode: number; size: number; path: Buffer }> = [];
+  let at = 0;
+  const upTo = (byte: number) => {
+    const end = buf.indexOf(byte, at);
+    if (end < 0) throw bad();
+    const part = buf.subarray(at, end);
+    at = end + 1;
+    return part;
+  };
+  while (at < buf.length) {
+    const count = Number(upTo(0x0a).toString('latin1'));
+    if (!Number.isSafeInteger(count) || count < 1) throw bad();
+    const stats: Array<{ mode: number; size: number }> = [];
+    for (let i = 0; i < count; i++) {
+      const m = /^([0-9a-f]+):(\d+)$/.exec(upTo(0x0a).toString('latin1'));
+      if (!m) throw bad();
+      stats.push({ mode: parseInt(m[1]!, 16), size: Number(m[2]) });
+    }
+    for (const st of stats) out.push({ ...st, path: upTo(0x00) });
   }
   return out;
 }

@@ -9,7 +9,7 @@ import { extractArchive, readSingleFile } from './archive-extract';
 import { packHostDir, scanHostDir, singleFileTar, type Owner, type SkippedEntry } from './archive-pack';
 import type { DiskGuard } from './disk-guard';
 import { engineError } from './engine-errors';
-import type { ExecResult } from './exec-types';
+import type { ExecOptions, ExecResult } from './exec-types';
 import { isDir, isRegular, isSymlink, resolveInContainer, type ResolvedPath } from './path-resolver';
 import { workspacePath } from './workspace-path';
 
@@ -28,7 +28,7 @@ export interface FileContext {
   disk: DiskGuard;
   ids: ErrorIds;
   /** Runs a helper command as the workspace owner (used by `list`). */
-  exec(argv: string[]): Promise<ExecResult>;
+  exec(argv: string[], opts?: Pick<ExecOptions, 'onOutput'>): Promise<ExecResult>;
 }
 
 const DEFAULT_MAX_READ = 256 * 1024 * 1024;

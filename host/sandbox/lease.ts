@@ -101,7 +101,7 @@ export class Lease implements AsyncDisposable {
       owner,
       disk: this.disk,
       ids,
-      exec: (argv) => this.exec(argv, { timeoutMs: 60_000 }),
+      exec: (argv, opts) => this.exec(argv, { ...opts, timeoutMs: 60_000 }),
     };
     if (deps.autoHeartbeat) this.scheduleHeartbeat();
   }
