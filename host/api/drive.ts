@@ -34,7 +34,12 @@ export async function takeRun(p: RuntimeParts, rt: HostRuntime, run: Run, opts: 
     await rt.kernel.stop();
     throw err;
   });
-  const claim = await rt.kernel.claim(run.sessionId, { takeOver: opts.takeOver });
+  // A claim that throws (a store whose write lock another process holds) stops the kernel too:
+  // left running, its timers kept the command alive after it had said why it failed.
+  const claim = await rt.kernel.claim(run.sessionId, { takeOver: opts.takeOver }).catch(async (err: unknown) => {
+    await rt.kernel.stop();
+    throw err;
+  });
   if (!claim.ok) {
     await rt.kernel.stop();
     const o = claim.owner;

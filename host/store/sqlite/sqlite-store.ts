@@ -13,6 +13,7 @@ import { SharedSync, walFlush } from './shared-sync';
 import { sqliteCommitLog } from './commit-log';
 import { sqliteEgressAudit } from './egress';
 import { sqliteOwnership } from './ownership';
+import { typedBusy } from './busy';
 import { sqliteLeaseRecords } from './leases';
 import { BUSY_TIMEOUT_MS, openDatabase, type Durability } from './open';
 import { cannotWrite, openReadOnlyDatabase, storeReadOnly, unwritableLogFiles, writable } from './read-only';
@@ -55,8 +56,13 @@ export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): St
    */
   async function ownershipWrite<T>(apply: () => T): Promise<T> {
     let out: T;
-    if (!commitDb) out = apply();
-    else {
+    if (!commitDb) {
+      try {
+        out = apply();
+      } catch (err) {
+        throw typedBusy(path, err);
+      }
+    } else {
       const giveUpAt = Date.now() + BUSY_TIMEOUT_MS;
       for (let pause = 1; ; pause = Math.min(pause * 2, 16)) {
         try {
@@ -72,7 +78,7 @@ export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): St
           }
           break;
         } catch (err) {
-          if ((err as { code?: string }).code !== 'SQLITE_BUSY' || Date.now() >= giveUpAt) throw err;
+          if ((err as { code?: string }).code !== 'SQLITE_BUSY' || Date.now() >= giveUpAt) throw typedBusy(path, err);
         }
         await new Promise((r) => setTimeout(r, pause * (0.5 + Math.random())));
       }
@@ -116,7 +122,13 @@ export function openSqliteStore(path: string, opts: SqliteStoreOptions = {}): St
       for (let pause = 1; (result = writer.tryApply(input, clock.now())) === 'busy' && Date.now() < giveUpAt; pause = Math.min(pause * 2, 16)) {
         await new Promise((r) => setTimeout(r, pause * (0.5 + Math.random())));
       }
-      if (result === 'busy') result = writer.apply(input, clock.now());
+      if (result === 'busy') {
+        try {
+          result = writer.apply(input, clock.now());
+        } catch (err) {
+          throw typedBusy(path, err);
+        }
+      }
       if (result.ok && flushed) {
         if (unflushedArmed) faultPoint(`unflushed:${input.label}`);
         await shared.after();
