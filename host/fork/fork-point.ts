@@ -28,7 +28,9 @@ export function forkIndexOf(checkpoint: string): number | null {
  * parent, since that is where the history came from. A snapshot that is pruned or whose image is
  * gone is refused, naming the nearest one that can still be forked from.
  */
-export async function resolvePlanForkPoint(store: Store, imageExists: (id: string) => Promise<boolean>, run: Run, at: string): Promise<ForkPoint> {
+export async function resolvePlanForkPoint(store: Store, imageExists: (id: string) => Promise<boolean>, run: Run, at: string, origin: Run = run): Promise<ForkPoint> {
+  // `origin` is the run the operator named: a refusal lists its forkable checkpoints, also when the
+  // point was looked up in an ancestor (whose own later checkpoints are no history of `origin`).
   const input = await planInputOf(store, run);
   if (!input) throw new BerthError('fork_invalid', `run ${run.id} is not a plan run (kind ${run.kind})`, { ids: { runId: run.id } });
   const steps = input.plan.steps;
@@ -37,12 +39,12 @@ export async function resolvePlanForkPoint(store: Store, imageExists: (id: strin
     const s = await store.getSnapshot(at);
     if (!s) throw new BerthError('fork_invalid', `--at ${at}: no such snapshot in ${store.location}`, { ids: { runId: run.id } });
     const index = forkIndexOf(s.checkpoint);
-    if (index !== null && s.runId === run.id) return usable(store, imageExists, run, run.id, s, index, input);
+    if (index !== null && s.runId === run.id) return usable(store, imageExists, origin, run.id, s, index, input);
     // A checkpoint of an ancestor is this run's history only up to this run's fork point.
     if (index !== null && input.fork && index <= input.fork.index) {
       const parent = await store.getRun(input.fork.runId);
-      if (parent) return resolvePlanForkPoint(store, imageExists, parent, at);
-      if ((await carriedHistory(store, input)).some((h) => h.id === s.id)) return usable(store, imageExists, run, s.runId ?? input.fork.runId, s, index, input);
+      if (parent) return resolvePlanForkPoint(store, imageExists, parent, at, origin);
+      if ((await carriedHistory(store, input)).some((h) => h.id === s.id)) return usable(store, imageExists, origin, s.runId ?? input.fork.runId, s, index, input);
     }
     throw new BerthError('fork_invalid', `--at ${at}: snapshot ${s.id} (${s.checkpoint}) is not a checkpoint of run ${run.id}`, { ids: { runId: run.id } });
   }
@@ -57,15 +59,15 @@ export async function resolvePlanForkPoint(store: Store, imageExists: (id: strin
   // Before the run's own fork point, the checkpoints are the parent's.
   if (input.fork && wanted <= input.fork.index) {
     const parent = await store.getRun(input.fork.runId);
-    if (parent) return resolvePlanForkPoint(store, imageExists, parent, at);
+    if (parent) return resolvePlanForkPoint(store, imageExists, parent, at, origin);
     const h = (await carriedHistory(store, input)).find((x) => forkIndexOf(x.checkpoint) === wanted);
-    if (h) return usable(store, imageExists, run, h.runId ?? input.fork.runId, h, wanted, input);
+    if (h) return usable(store, imageExists, origin, h.runId ?? input.fork.runId, h, wanted, input);
   }
   const snaps = (await store.listSnapshots({ runId: run.id })).filter((s) => forkIndexOf(s.checkpoint) === wanted);
   const s = snaps.at(-1);
   const what = wanted === 0 ? 'before the first step' : `after step ${steps[wanted - 1]!.name}`;
-  if (!s) throw new BerthError('fork_invalid', `--at ${at}: run ${run.id} has no snapshot ${what}; ${await forkable(store, imageExists, run)}`, { ids: { runId: run.id } });
-  return usable(store, imageExists, run, run.id, s, wanted, input);
+  if (!s) throw new BerthError('fork_invalid', `--at ${at}: run ${run.id} has no snapshot ${what}; ${await forkable(store, imageExists, origin)}`, { ids: { runId: run.id } });
+  return usable(store, imageExists, origin, run.id, s, wanted, input);
 }
 
 async function usable(store: Store, imageExists: (id: string) => Promise<boolean>, run: Run, owner: string, s: Snapshot, index: number, input: PlanRunInput): Promise<ForkPoint> {
@@ -100,11 +102,14 @@ async function carriedHistory(store: Store, input: PlanRunInput): Promise<Snapsh
 export async function forkable(store: Store, imageExists: (id: string) => Promise<boolean>, run: Run): Promise<string> {
   const out: string[] = [];
   const canFork = async (s: Snapshot) => forkIndexOf(s.checkpoint) !== null && s.prunedAt === null && ((s.registryRef && s.pushedAt !== null) || (await imageExists(s.imageId)));
+  // An ancestor's checkpoints are history only up to the fork point of the run forked from it.
+  let upTo = Number.POSITIVE_INFINITY;
   for (let r: Run | undefined = run; r; ) {
     const input = await planInputOf(store, r);
     for (const s of (await store.listSnapshots({ runId: r.id })).reverse()) {
-      if (await canFork(s)) out.push(`${s.id} (${s.checkpoint}${r.id === run.id ? '' : ` of ${r.id}`})`);
+      if ((forkIndexOf(s.checkpoint) ?? Number.POSITIVE_INFINITY) <= upTo && (await canFork(s))) out.push(`${s.id} (${s.checkpoint}${r.id === run.id ? '' : ` of ${r.id}`})`);
     }
+    if (input?.fork) upTo = Math.min(upTo, input.fork.index);
     const parent = input?.fork ? await store.getRun(input.fork.runId) : undefined;
     if (input?.fork && !parent) {
       for (const s of await carriedHistory(store, input)) if (await canFork(s)) out.push(`${s.id} (${s.checkpoint} of ${s.runId ?? input.fork.runId})`);
