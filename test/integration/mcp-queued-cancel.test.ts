@@ -45,15 +45,21 @@ function watchedFetch(ended: Exchanges): FetchLike {
   };
 }
 
-/** A first call making the session, then a long exec whose `sleep 20` is running in the sandbox. */
+/**
+ * A first call making the session, then a long exec running in the sandbox that ends only once
+ * `release` is called (a gate file, not a sleep: the call ahead must still be running when the
+ * queued call's POST is looked at, however slow the machine).
+ */
 async function longCallRunning(w: McpWorld, client: Client) {
   const first = (await client.callTool({ name: 'write_file', arguments: { path: 'a.txt', content: 'a\n' } })) as CallToolResult;
   const session = (first.structuredContent as { session: string }).session;
   let longDone = false;
-  const long = client.callTool({ name: 'exec', arguments: { command: 'sleep 20; echo long-done', safe: true, call_id: 'long-1' } }, undefined, { timeout: 180_000 }).finally(() => (longDone = true));
+  const command = 'echo up > /tmp/long-up; until [ -e /tmp/long-go ]; do sleep 0.1; done; echo long-done';
+  const long = client.callTool({ name: 'exec', arguments: { command, safe: true, call_id: 'long-1' } }, undefined, { timeout: 180_000 }).finally(() => (longDone = true));
   const [box] = await w.docker.listContainers({ filters: { label: [`berth.session=${session}`] } });
-  await until("the long exec's sleep to run", async () => (await containerStdout(w.docker, box!.Id, ['ps'])).includes('sleep 20'), 90_000);
-  return { session, long: long as Promise<CallToolResult>, longDone: () => longDone };
+  await until('the long exec to run', async () => (await containerStdout(w.docker, box!.Id, ['cat', '/tmp/long-up'])).includes('up'), 90_000);
+  const release = async () => void (await containerStdout(w.docker, box!.Id, ['touch', '/tmp/long-go']));
+  return { session, long: long as Promise<CallToolResult>, longDone: () => longDone, release };
 }
 
 /** The queued call never ran: no submission of its call_id, no run in `status`, and the file its command writes is absent. */
@@ -72,7 +78,7 @@ describe('berth mcp when its client cancels a call queued behind another call of
     const server = await w.startHttp(w.envArgs(), { BERTH_MCP_PROGRESS_MS: '100' });
     const ended: Exchanges = new Map();
     const client = await w.connectHttp(server.url, server.token(), { fetch: watchedFetch(ended) });
-    const { session, long, longDone } = await longCallRunning(w, client);
+    const { session, long, longDone, release } = await longCallRunning(w, client);
 
     // Progress on the queued call says its POST is held by the server and its handler waits for the session's turn.
     const stop = new AbortController();
@@ -89,12 +95,13 @@ describe('berth mcp when its client cancels a call queued behind another call of
     const answer = ended.get('queued-2')!;
     const waited = answer.endedAt - abortedAt;
     console.log(`queued call's POST answered ${waited} ms after its cancel: ${answer.text.trim().split('\n').at(-1)}`);
-    // Before: the POST stayed open until the call ahead ended (its 20 s), and only then said request_cancelled.
+    // Before: the POST stayed open until the call ahead ended (here: never, until released), and only then said request_cancelled.
     expect(longDone(), `the queued call's POST was answered ${waited} ms after its cancel, after the call ahead of it ended`).toBe(false);
     expect(answer.text).toContain('"code":-32800');
     expect(answer.text).toContain('request_cancelled');
     expect(answer.text).toContain('(the user gave up) before it started; nothing ran');
 
+    await release();
     const done = await long;
     expect(done.structuredContent).toMatchObject({ session, call_id: 'long-1', status: 'ok' });
     expect(toolText(done)).toContain('long-done');
@@ -106,7 +113,7 @@ describe('berth mcp when its client cancels a call queued behind another call of
     const server = await w.startHttp(w.envArgs());
     const ended: Exchanges = new Map();
     const client = await w.connectHttp(server.url, server.token(), { fetch: watchedFetch(ended) });
-    const { session, long, longDone } = await longCallRunning(w, client);
+    const { session, long, longDone, release } = await longCallRunning(w, client);
     const args = { command: 'echo ran > queued.txt; echo queued-ran', session, call_id: 'queued-2' };
     const timedOut = await client.callTool({ name: 'exec', arguments: args }, undefined, { timeout: 2_000 }).then(() => null, (e: unknown) => e as { code?: number });
     expect(timedOut?.code).toBe(-32001);
@@ -115,6 +122,7 @@ describe('berth mcp when its client cancels a call queued behind another call of
     const waited = ended.get('queued-2')!.endedAt - gaveUpAt;
     console.log(`timed-out queued call's POST answered ${waited} ms after the client gave up: ${ended.get('queued-2')!.text.trim().split('\n').at(-1)}`);
     expect(longDone(), `the timed-out queued call's POST was answered ${waited} ms after the client gave up, after the call ahead of it ended`).toBe(false);
+    await release();
     expect((await long).structuredContent).toMatchObject({ session, call_id: 'long-1', status: 'ok' });
     const repeated = (await client.callTool({ name: 'exec', arguments: args }, undefined, { timeout: 120_000 })) as CallToolResult;
     expect(repeated.structuredContent).toMatchObject({ session, call_id: 'queued-2', status: 'ok' });
@@ -126,13 +134,14 @@ describe('berth mcp when its client cancels a call queued behind another call of
   it('over stdio runs the queued call never, and the call ahead ends as it would have (parity with HTTP)', async () => {
     const w = await newWorld({ network: 'none' });
     const c = await w.connect(w.envArgs());
-    const { session, long } = await longCallRunning(w, c.client);
+    const { session, long, release } = await longCallRunning(w, c.client);
     // One pipe: the cancel reaches the server after the request it names.
     const stop = new AbortController();
     const queued = c.client.callTool({ name: 'exec', arguments: { command: 'echo ran > queued.txt', session, call_id: 'queued-2' } }, undefined, { signal: stop.signal, timeout: 180_000 }).then(() => 'answered', () => 'cancelled');
     await sleep(500);
     stop.abort('the user gave up');
     expect(await queued).toBe('cancelled');
+    await release();
     const done = await long;
     expect(done.structuredContent).toMatchObject({ session, call_id: 'long-1', status: 'ok' });
     expect(toolText(done)).toContain('long-done');
