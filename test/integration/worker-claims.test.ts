@@ -24,6 +24,14 @@ function shortRuns(): HandlerRegistry {
   return registry;
 }
 
+/** `RUNS` short runs submitted to `store` by a kernel that claims nothing: the queue a worker finds. Their ids, in order. */
+async function submitShortRuns(store: Store, registry: HandlerRegistry): Promise<string[]> {
+  const submitter = new Kernel({ store, registry, documents: new DocumentTypes(), clock: systemClock, logger: pino({ level: 'silent' }), hostId: 'submit', claim: 'none' });
+  const ids: string[] = [];
+  for (let i = 0; i < RUNS; i++) ids.push((await submit({ store, kernel: submitter, registry }, { requestId: `r${i}`, runKind: 'short', root: { kind: 'short', input: {} } })).run.id);
+  return ids;
+}
+
 /** The store, with every call of the named methods counted. */
 function counting(store: Store, names: string[]): { store: Store; calls: Map<string, number> } {
   const calls = new Map<string, number>();
@@ -45,9 +53,7 @@ describe.each(STORE_KINDS)('a full worker (%s store)', (kind) => {
     const t = await tempStoreOf(kind);
     try {
       const registry = shortRuns();
-      const submitter = new Kernel({ store: t.store, registry, documents: new DocumentTypes(), clock: systemClock, logger: pino({ level: 'silent' }), hostId: 'submit', claim: 'none' });
-      const ids: string[] = [];
-      for (let i = 0; i < RUNS; i++) ids.push((await submit({ store: t.store, kernel: submitter, registry }, { requestId: `r${i}`, runKind: 'short', root: { kind: 'short', input: {} } })).run.id);
+      const ids = await submitShortRuns(t.store, registry);
 
       const { store, calls } = counting(await t.open(), ['getSession', 'getSessionOwner', 'claimSession']);
       const logger = pino({ level: 'silent' });
@@ -85,8 +91,7 @@ describe.each(STORE_KINDS)('a full worker (%s store)', (kind) => {
     const t = await tempStoreOf(kind);
     try {
       const registry = shortRuns();
-      const submitter = new Kernel({ store: t.store, registry, documents: new DocumentTypes(), clock: systemClock, logger: pino({ level: 'silent' }), hostId: 'submit', claim: 'none' });
-      for (let i = 0; i < RUNS; i++) await submit({ store: t.store, kernel: submitter, registry }, { requestId: `r${i}`, runKind: 'short', root: { kind: 'short', input: {} } });
+      await submitShortRuns(t.store, registry);
       const inner = await t.open();
       // Claims and releases in flight at once, at most.
       const most = { claimSession: 0, releaseSession: 0 };
@@ -130,8 +135,7 @@ describe.each(STORE_KINDS)('a full worker (%s store)', (kind) => {
     const t = await tempStoreOf(kind);
     try {
       const registry = shortRuns();
-      const submitter = new Kernel({ store: t.store, registry, documents: new DocumentTypes(), clock: systemClock, logger: pino({ level: 'silent' }), hostId: 'submit', claim: 'none' });
-      for (let i = 0; i < RUNS; i++) await submit({ store: t.store, kernel: submitter, registry }, { requestId: `r${i}`, runKind: 'short', root: { kind: 'short', input: {} } });
+      await submitShortRuns(t.store, registry);
       const store = await t.open();
       const logger = pino({ level: 'silent' });
       const kernel = new Kernel({ store, registry, documents: new DocumentTypes(), clock: systemClock, logger, hostId: 'w', claim: 'none', concurrency: 4, ownership: { leaseTtlMs: 30_000 } });
